@@ -1,0 +1,45 @@
+# The front door. `make run` and `make test` install what is missing (as root), build,
+# and do their job.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX     ?= /usr/local
+CMAKE_FLAGS ?=
+
+.PHONY: run test build build-asan bench install clean deps-build deps-test deps-bench
+
+run: deps-build build
+	./$(BUILD)/emb demo
+
+test: deps-test
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DEMB_SANITIZE=ON -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --output-on-failure -L unit -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DEMB_TESTS=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+bench: deps-bench
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/run.py
+
+install: deps-build
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+	cmake --install $(BUILD)
+
+deps-build:
+	@scripts/deps.sh build
+deps-test:
+	@scripts/deps.sh test
+deps-bench:
+	@scripts/deps.sh bench
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,21 @@
+/* emb/emb.h: the whole public API of emb, embedding layers in C.
+ *
+ *   #include <emb/emb.h>
+ *
+ * Conventions (docs/api.md): fallible calls return emb_status (EMB_OK == 0, errors
+ * negative) and leave a detailed message in emb_errmsg(); outputs go into caller buffers;
+ * backward adds into gradient buffers the caller zeroes; handles are freed with their
+ * *_free function, which accepts NULL.
+ */
+#ifndef EMB_EMB_H
+#define EMB_EMB_H
+
+#include "core.h"
+#include "embedding.h"
+#include "linear.h"
+#include "loss.h"
+#include "optim.h"
+#include "print.h"
+#include "random.h"
+
+#endif /* EMB_EMB_H */

@@ -1,0 +1,188 @@
+/* emb/embedding.h: nn.Embedding — a trainable lookup table from integer ids to vectors.
+ *
+ * Behaviour is PyTorch 1.13's (shared reference: pytorch-semantics.md §1–§4); the places
+ * where emb deliberately differs are listed in docs/differences.md.
+ */
+#ifndef EMB_EMBEDDING_H
+#define EMB_EMBEDDING_H
+
+#include "core.h"
+#include "random.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Maximum rank of an index tensor. Lookups add one dimension, so tensors themselves may
+ * have up to EMB_MAX_DIMS (9) dimensions. */
+#define EMB_MAX_INDEX_DIMS 8
+
+/* "No padding row" (PyTorch: padding_idx=None). */
+#define EMB_PADDING_NONE INT64_MIN
+
+/* Options of nn.Embedding. Fill with emb_embedding_options_default(), then change fields. */
+typedef struct emb_embedding_options {
+    /* EMB_PADDING_NONE, or a row in [-num_embeddings, num_embeddings); a negative value
+     * counts from the end and is normalised as in PyTorch (-1 -> num_embeddings - 1). The
+     * padding row is zeroed at creation (not by from_pretrained), never receives gradient,
+     * and is returned as stored by the lookup. */
+    int64_t padding_idx;
+    /* INFINITY (the default) means no renormalisation (PyTorch: max_norm=None). A finite
+     * value must be > 0: every row a forward looks up whose norm_type-norm exceeds it is
+     * rescaled in place to that norm, before the lookup, as PyTorch does. */
+    double max_norm;
+    /* p of the p-norm used with max_norm: any real p (1, 2, 3, ...) or INFINITY; default 2.
+     * NaN is rejected. */
+    double norm_type;
+    /* Dense backward divides each row's gradient by its index's count in the batch. */
+    bool scale_grad_by_freq;
+    /* The gradient of the weight is meant to be sparse (emb_embedding_backward_sparse);
+     * recorded for callers and for emb_embedding_is_sparse, as in PyTorch. */
+    bool sparse;
+    /* Generator for the default N(0, 1) initialisation; NULL: the default generator. */
+    emb_generator *generator;
+} emb_embedding_options;
+
+/* An nn.Embedding: a float32 weight [num_embeddings, embedding_dim] and its options.
+ * Opaque. One handle is single-threaded; forward without max_norm only reads the weight
+ * and may run concurrently on one handle from several threads. */
+typedef struct emb_embedding emb_embedding;
+
+EMB_API emb_embedding_options emb_embedding_options_default(void);
+
+/* nn.Embedding(num_embeddings, embedding_dim, ...): allocates the weight, fills it with
+ * normal_(0, 1) from opts->generator exactly as PyTorch does (same numbers for the same
+ * seed and the same generator history), then zeroes the padding row, which still consumed
+ * its random numbers. opts NULL: the defaults. The weight requires grad.
+ * Errors (nothing is drawn from the generator and *out is untouched):
+ *   EMB_ERR_NULL      out is NULL
+ *   EMB_ERR_INVALID   num_embeddings or embedding_dim < 1; padding_idx out of range
+ *                     ("padding_idx must be within num_embeddings ..."); max_norm <= 0 or
+ *                     NaN; norm_type NaN
+ *   EMB_ERR_OVERFLOW  num_embeddings * embedding_dim * 4 bytes does not fit
+ *   EMB_ERR_NOMEM */
+EMB_API emb_status emb_embedding_create(int64_t num_embeddings, int64_t embedding_dim,
+                                        const emb_embedding_options *opts,
+                                        emb_embedding **out);
+
+/* Embedding.from_pretrained(weights, freeze, ...): a new embedding whose weight is a copy
+ * of the 2-D float32 tensor `weights` (PyTorch shares the storage; emb copies so that the
+ * handle owns its memory). The padding row is not zeroed and nothing is drawn. freeze:
+ * the weight does not require grad (PyTorch's default is true).
+ * Errors: as emb_embedding_create, plus EMB_ERR_SHAPE (weights not 2-D: "Embeddings
+ * parameter is expected to be 2-dimensional") and EMB_ERR_DTYPE (not float32). */
+EMB_API emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool freeze,
+                                                 const emb_embedding_options *opts,
+                                                 emb_embedding **out);
+
+/* Frees the embedding and its weight. NULL is fine. */
+EMB_API void emb_embedding_free(emb_embedding *e);
+
+/* Accessors. The weight view points into the handle's storage: writes through it change
+ * the table (like `with torch.no_grad(): emb.weight[...] = ...`). */
+EMB_API emb_status emb_embedding_weight(emb_embedding *e, emb_tensor *view);
+EMB_API int64_t emb_embedding_num_embeddings(const emb_embedding *e);
+EMB_API int64_t emb_embedding_dim(const emb_embedding *e);
+/* The normalised padding row (non-negative), or EMB_PADDING_NONE. */
+EMB_API int64_t emb_embedding_padding_idx(const emb_embedding *e);
+EMB_API double emb_embedding_max_norm(const emb_embedding *e);
+EMB_API double emb_embedding_norm_type(const emb_embedding *e);
+EMB_API bool emb_embedding_scale_grad_by_freq(const emb_embedding *e);
+EMB_API bool emb_embedding_is_sparse(const emb_embedding *e);
+EMB_API bool emb_embedding_requires_grad(const emb_embedding *e);
+EMB_API void emb_embedding_set_requires_grad(emb_embedding *e, bool requires_grad);
+
+/* Shape of the lookup output for `indices`: indices.shape + [embedding_dim]. Fills
+ * *ndim and shape[0..*ndim) (shape must hold EMB_MAX_DIMS entries). Errors as forward's
+ * checks of `indices`. */
+EMB_API emb_status emb_embedding_output_shape(const emb_embedding *e,
+                                              const emb_tensor *indices, int *ndim,
+                                              int64_t *shape);
+
+/* forward(indices): out[..., :] = weight[indices[...], :], bitwise row copies, for int64 or
+ * int32 indices of rank 0..8. `out` is a caller buffer, float32, shape
+ * indices.shape + [embedding_dim]. With max_norm set, first renormalises (in place) each
+ * distinct looked-up row whose norm exceeds max_norm, as PyTorch does; without max_norm the
+ * weight is only read. All indices are validated before anything is written.
+ * Errors (weight and out unchanged):
+ *   EMB_ERR_NULL    e, indices, out, or a data pointer is NULL
+ *   EMB_ERR_DTYPE   indices not int64/int32 (PyTorch's message naming the type), out not
+ *                   float32
+ *   EMB_ERR_SHAPE   indices of more than 8 dims; out of the wrong shape
+ *   EMB_ERR_INDEX   an index < 0 or >= num_embeddings: "index 10 at position 0 is out of
+ *                   range for an embedding with 10 rows (valid: [0, 10))" */
+EMB_API emb_status emb_embedding_forward(emb_embedding *e, const emb_tensor *indices,
+                                         emb_tensor *out);
+
+/* F.embedding without max_norm on a caller's 2-D float32 weight [V, D] (contiguous):
+ * out = weight[indices]. Same checks and errors as emb_embedding_forward. */
+EMB_API emb_status emb_embedding_lookup(const emb_tensor *weight, const emb_tensor *indices,
+                                        emb_tensor *out);
+
+/* torch.embedding_renorm_(weight, indices, max_norm, norm_type): each distinct row named
+ * in `indices` whose norm exceeds max_norm is scaled in place by
+ * (float)(max_norm / (norm + 1e-7)). PyTorch's numerics (the 2-norm's accumulation order
+ * included). Indices are validated first; nothing changes on error. max_norm must be > 0
+ * and not NaN; norm_type not NaN. */
+EMB_API emb_status emb_embedding_renorm_(emb_tensor *weight, const emb_tensor *indices,
+                                         double max_norm, double norm_type);
+
+/* ---------------------------------------------------------------------------------------
+ * Backward
+ * ------------------------------------------------------------------------------------- */
+
+/* A sparse row gradient of a [num_rows, dim] weight, as PyTorch's COO tensor with
+ * sparse_dim 1: rows indices[0..nnz) with values[nnz][dim]. Uncoalesced (duplicates, input
+ * order) unless `coalesced`. Manage with the functions below; fields are read-only for
+ * callers. */
+typedef struct emb_sparse_grad {
+    int64_t num_rows;
+    int64_t dim;
+    int64_t nnz;
+    int64_t capacity; /* rows allocated */
+    int64_t *indices; /* [capacity] */
+    float *values;    /* [capacity * dim] */
+    bool coalesced;
+} emb_sparse_grad;
+
+/* Initialises an empty sparse gradient for a [num_rows, dim] weight. Errors:
+ * EMB_ERR_NULL, EMB_ERR_INVALID (negative sizes). */
+EMB_API emb_status emb_sparse_grad_init(emb_sparse_grad *g, int64_t num_rows, int64_t dim);
+/* Forgets all entries (optimizer.zero_grad() leaves an empty sparse tensor). */
+EMB_API void emb_sparse_grad_clear(emb_sparse_grad *g);
+/* Releases the storage; g may be NULL. */
+EMB_API void emb_sparse_grad_free(emb_sparse_grad *g);
+/* Sums duplicate rows in PyTorch's coalesce() order (unstable-sort permutation, then plain
+ * float adds), rows ascending. In place. EMB_ERR_NOMEM leaves g unchanged. */
+EMB_API emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g);
+/* dense += g (to_dense().add_), in entry order with plain float adds. dense: float32
+ * [num_rows, dim]. */
+EMB_API emb_status emb_sparse_grad_add_to_dense(const emb_sparse_grad *g, emb_tensor *dense);
+
+/* Dense backward: grad_weight (float32 [num_embeddings, dim], zeroed by the caller, or
+ * holding a previous gradient) += the gradient of the lookup. grad_output has shape
+ * indices.shape + [dim]. Duplicates are summed in input order, the padding row gets
+ * nothing, and scale_grad_by_freq divides by each index's count, all as PyTorch does
+ * (bit-exact, independent of the thread count).
+ * Errors (grad_weight unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE,
+ * EMB_ERR_INDEX, EMB_ERR_STATE (the weight does not require grad). */
+EMB_API emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indices,
+                                          const emb_tensor *grad_output,
+                                          emb_tensor *grad_weight);
+
+/* Sparse backward: appends one entry per non-padding position, in input order, to `grad`
+ * (accumulating gradients concatenates, as in PyTorch). grad must have been initialised
+ * for this embedding's [num_embeddings, dim].
+ * Errors (grad unchanged): as emb_embedding_backward, EMB_ERR_UNSUPPORTED with
+ * scale_grad_by_freq ("embedding_backward: scale_grad_by_freq not supported with sparse
+ * gradients"), EMB_ERR_NOMEM. */
+EMB_API emb_status emb_embedding_backward_sparse(const emb_embedding *e,
+                                                 const emb_tensor *indices,
+                                                 const emb_tensor *grad_output,
+                                                 emb_sparse_grad *grad);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMB_EMBEDDING_H */

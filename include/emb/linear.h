@@ -1,0 +1,66 @@
+/* emb/linear.h: nn.Linear and F.one_hot — the dense layer an embedding lookup replaces. */
+#ifndef EMB_LINEAR_H
+#define EMB_LINEAR_H
+
+#include "core.h"
+#include "random.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* nn.Linear(in_features, out_features, bias): y = x W^T + b with a float32 weight
+ * [out_features, in_features] and bias [out_features]. Opaque; single-threaded handle,
+ * forward only reads it. */
+typedef struct emb_linear emb_linear;
+
+/* Creates the layer with PyTorch's default initialisation: kaiming_uniform_(a=sqrt(5)) of
+ * the weight (uniform in +-1/sqrt(in_features)), then the bias uniform in
+ * +-1/sqrt(in_features), drawing from gen (NULL: the default generator) in PyTorch's order.
+ * Errors: EMB_ERR_NULL, EMB_ERR_INVALID (negative sizes), EMB_ERR_OVERFLOW, EMB_ERR_NOMEM.
+ * Nothing is drawn on error. */
+EMB_API emb_status emb_linear_create(int64_t in_features, int64_t out_features, bool bias,
+                                     emb_generator *gen, emb_linear **out);
+EMB_API void emb_linear_free(emb_linear *lin);
+
+EMB_API int64_t emb_linear_in_features(const emb_linear *lin);
+EMB_API int64_t emb_linear_out_features(const emb_linear *lin);
+EMB_API bool emb_linear_has_bias(const emb_linear *lin);
+/* Views of the parameters (writable: assigning through them changes the layer).
+ * emb_linear_bias fails with EMB_ERR_STATE when the layer has no bias. */
+EMB_API emb_status emb_linear_weight(emb_linear *lin, emb_tensor *view);
+EMB_API emb_status emb_linear_bias(emb_linear *lin, emb_tensor *view);
+
+/* y = x W^T + b. x: float32 [..., in_features] (rank >= 1); y: float32 [..., out_features]
+ * with the same leading dimensions. Matrix products go through CBLAS when the build has it.
+ * Errors: EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE (PyTorch's "mat1 and mat2 shapes
+ * cannot be multiplied (2x4 and 3x2)"). */
+EMB_API emb_status emb_linear_forward(const emb_linear *lin, const emb_tensor *x,
+                                      emb_tensor *y);
+
+/* Backward of forward(x) given grad_y (shape of y). Each output may be NULL when not
+ * wanted: grad_x (shape of x) is overwritten; grad_weight [out, in] and grad_bias [out]
+ * are accumulated into (+=), like PyTorch's .grad. */
+EMB_API emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
+                                       const emb_tensor *grad_y, emb_tensor *grad_x,
+                                       emb_tensor *grad_weight, emb_tensor *grad_bias);
+
+/* F.one_hot: the number of classes one_hot(indices, num_classes) produces: num_classes
+ * itself, or max(indices) + 1 when num_classes is -1. indices: int64 (PyTorch accepts only
+ * int64: "one_hot is only applicable to index tensor."). Errors as emb_one_hot. */
+EMB_API emb_status emb_one_hot_num_classes(const emb_tensor *indices, int64_t num_classes,
+                                           int64_t *out_classes);
+
+/* F.one_hot(indices, num_classes): out has shape indices.shape + [C] and dtype int64 (as in
+ * PyTorch) or float32 (a convenience, equal to .float()). Errors, with PyTorch's messages:
+ * EMB_ERR_DTYPE, EMB_ERR_INDEX ("Class values must be non-negative.", "Class values must be
+ * smaller than num_classes."), EMB_ERR_INVALID ("Can not infer total number of classes from
+ * empty tensor."), EMB_ERR_SHAPE (out has the wrong shape). out unchanged on error. */
+EMB_API emb_status emb_one_hot(const emb_tensor *indices, int64_t num_classes,
+                               emb_tensor *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMB_LINEAR_H */

@@ -1,0 +1,70 @@
+/* emb/loss.h: loss functions with forward and backward, as PyTorch defines them. */
+#ifndef EMB_LOSS_H
+#define EMB_LOSS_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum emb_reduction {
+    EMB_REDUCTION_MEAN = 0, /* PyTorch's default */
+    EMB_REDUCTION_SUM = 1,
+    EMB_REDUCTION_NONE = 2,
+} emb_reduction;
+
+typedef struct emb_loss_options {
+    emb_reduction reduction;  /* default EMB_REDUCTION_MEAN */
+    int64_t ignore_index;     /* cross-entropy only; default -100 */
+    double label_smoothing;   /* cross-entropy only; default 0, must be in [0, 1] */
+} emb_loss_options;
+
+EMB_API emb_loss_options emb_loss_options_default(void);
+
+/* Every loss below has the same calling pattern:
+ *   forward:  loss = f(input, target). `loss` is a float32 0-d tensor for mean/sum, or of
+ *             the per-element shape for none.
+ *   backward: grad_input = d(loss)/d(input) * grad_loss, overwriting grad_input (shape of
+ *             input). grad_loss has the shape of loss (0-d: usually 1.0).
+ * opts NULL: the defaults. Errors: EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE,
+ * EMB_ERR_INVALID, EMB_ERR_INDEX (a class target out of range, PyTorch: "Target 5 is out
+ * of bounds."). Outputs are unchanged on error. */
+
+/* F.cross_entropy(logits, target): logits float32 [N, C] (or [C] with a 0-d target),
+ * target int64 class indices [N] (or 0-d). Positions whose target is ignore_index contribute
+ * nothing and are not counted by the mean. */
+EMB_API emb_status emb_cross_entropy_forward(const emb_tensor *logits, const emb_tensor *target,
+                                             const emb_loss_options *opts, emb_tensor *loss);
+EMB_API emb_status emb_cross_entropy_backward(const emb_tensor *logits,
+                                              const emb_tensor *target,
+                                              const emb_loss_options *opts,
+                                              const emb_tensor *grad_loss,
+                                              emb_tensor *grad_logits);
+
+/* F.mse_loss(input, target): both float32 of the same shape. */
+EMB_API emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *target,
+                                        const emb_loss_options *opts, emb_tensor *loss);
+EMB_API emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *target,
+                                         const emb_loss_options *opts,
+                                         const emb_tensor *grad_loss, emb_tensor *grad_input);
+
+/* F.binary_cross_entropy_with_logits(input, target, pos_weight=pos_weight): input and
+ * target float32 of the same shape; pos_weight NULL or float32 [C] broadcast over the last
+ * dimension. */
+EMB_API emb_status emb_bce_with_logits_forward(const emb_tensor *input,
+                                               const emb_tensor *target,
+                                               const emb_tensor *pos_weight,
+                                               const emb_loss_options *opts, emb_tensor *loss);
+EMB_API emb_status emb_bce_with_logits_backward(const emb_tensor *input,
+                                                const emb_tensor *target,
+                                                const emb_tensor *pos_weight,
+                                                const emb_loss_options *opts,
+                                                const emb_tensor *grad_loss,
+                                                emb_tensor *grad_input);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMB_LOSS_H */

@@ -1,0 +1,94 @@
+/* emb/optim.h: optimizers with PyTorch 1.13's update rules and state (torch.optim with
+ * foreach=False on CPU), dense and sparse, plus a fused sparse step for embeddings. */
+#ifndef EMB_OPTIM_H
+#define EMB_OPTIM_H
+
+#include "core.h"
+#include "embedding.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum emb_optim_kind {
+    EMB_OPTIM_SGD = 0,
+    EMB_OPTIM_ADAGRAD = 1,
+    EMB_OPTIM_ADAM = 2,
+    EMB_OPTIM_ADAMW = 3,
+    EMB_OPTIM_SPARSE_ADAM = 4,
+} emb_optim_kind;
+
+/* Hyper-parameters. Fill with emb_optim_options_default(kind): PyTorch's defaults for that
+ * optimizer (SGD: lr 1e-3, the default later PyTorch releases give; PyTorch 1.13 requires
+ * lr). Fields that an optimizer does not use are ignored. */
+typedef struct emb_optim_options {
+    emb_optim_kind kind;
+    double lr;
+    double momentum;                  /* SGD */
+    double dampening;                 /* SGD */
+    bool nesterov;                    /* SGD */
+    double weight_decay;              /* SGD, Adagrad, Adam, AdamW (AdamW default 1e-2) */
+    double lr_decay;                  /* Adagrad */
+    double initial_accumulator_value; /* Adagrad */
+    double eps;                       /* Adagrad 1e-10, Adam/AdamW/SparseAdam 1e-8 */
+    double beta1, beta2;              /* Adam, AdamW, SparseAdam: 0.9, 0.999 */
+    bool amsgrad;                     /* Adam, AdamW */
+    bool maximize;                    /* all */
+} emb_optim_options;
+
+/* An optimizer over a set of float32 parameters it does not own. Opaque, single-threaded. */
+typedef struct emb_optimizer emb_optimizer;
+
+EMB_API emb_optim_options emb_optim_options_default(emb_optim_kind kind);
+
+/* Validates the options (PyTorch's checks and messages: "Invalid learning rate: -1.0",
+ * "Invalid beta parameter at index 0: 1.0", "Nesterov momentum requires a momentum and zero
+ * dampening", ...) and creates the optimizer. Errors: EMB_ERR_NULL, EMB_ERR_INVALID,
+ * EMB_ERR_NOMEM. */
+EMB_API emb_status emb_optimizer_create(const emb_optim_options *opts, emb_optimizer **out);
+EMB_API void emb_optimizer_free(emb_optimizer *opt);
+
+/* Registers a parameter: a float32 tensor view the optimizer will update in place (it
+ * keeps the pointer; the memory must outlive the optimizer). *param_id receives its id
+ * (0, 1, 2, ... in registration order). State (step count, moments) is per parameter and
+ * allocated lazily on the first step, as in PyTorch. */
+EMB_API emb_status emb_optimizer_add_param(emb_optimizer *opt, const emb_tensor *param,
+                                           int *param_id);
+
+/* One optimizer step for one parameter with a dense gradient (same shape as the parameter).
+ * Errors: EMB_ERR_NULL, EMB_ERR_INDEX (unknown param_id), EMB_ERR_DTYPE, EMB_ERR_SHAPE,
+ * EMB_ERR_UNSUPPORTED (SparseAdam: "SparseAdam does not support dense gradients, please
+ * consider Adam instead"), EMB_ERR_NOMEM. Parameter and state unchanged on error. */
+EMB_API emb_status emb_optimizer_step(emb_optimizer *opt, int param_id,
+                                      const emb_tensor *grad);
+
+/* One step with a sparse row gradient of a 2-D parameter (SGD, Adagrad, SparseAdam, as
+ * PyTorch; only the rows in the gradient change, except where PyTorch's rule says
+ * otherwise). Errors as emb_optimizer_step, and EMB_ERR_UNSUPPORTED with PyTorch's message
+ * for optimizers or options that reject sparse gradients ("Adam does not support sparse
+ * gradients, please consider SparseAdam instead", "weight_decay option is not compatible
+ * with sparse gradients", ...). */
+EMB_API emb_status emb_optimizer_step_sparse(emb_optimizer *opt, int param_id,
+                                             const emb_sparse_grad *grad);
+
+/* Fused sparse step for an embedding table (beyond PyTorch): the same update as
+ * emb_embedding_backward_sparse followed by emb_optimizer_step_sparse, computed straight
+ * from the lookup's output gradient and its indices, without a sparse-gradient copy and
+ * without a [num_embeddings, dim] buffer. Bit-identical to the unfused path.
+ * indices: int64/int32, any rank up to 8, values in [0, rows); grad_output: float32
+ * indices.shape + [dim]; padding_idx: EMB_PADDING_NONE or the (normalised) padding row,
+ * whose positions are skipped. Errors as emb_optimizer_step_sparse, plus EMB_ERR_INDEX. */
+EMB_API emb_status emb_optimizer_step_fused(emb_optimizer *opt, int param_id,
+                                            const emb_tensor *indices,
+                                            const emb_tensor *grad_output,
+                                            int64_t padding_idx);
+
+/* The optimizer's step count for a parameter (PyTorch's state['step']); 0 before the
+ * first step. */
+EMB_API int64_t emb_optimizer_param_steps(const emb_optimizer *opt, int param_id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMB_OPTIM_H */

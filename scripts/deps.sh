@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what emb needs from Debian's packages, or says exactly what to install.
+#   scripts/deps.sh build   compiler, cmake, OpenBLAS
+#   scripts/deps.sh test    build + cmocka, python3-torch, python3-numpy, pytest
+#   scripts/deps.sh bench   test + hyperfine
+# As root it runs apt-get; otherwise it prints the apt-get command and exits 1.
+set -euo pipefail
+mode=${1:-build}
+pkgs=(build-essential cmake pkg-config libopenblas-dev)
+case "$mode" in
+  build) ;;
+  test) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest) ;;
+  bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest hyperfine) ;;
+  *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
+esac
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "emb needs these Debian packages: ${missing[*]}" >&2
+  echo "install them as root with:" >&2
+  echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

@@ -1,0 +1,45 @@
+/* Thread count and kernel selection. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static int emb__num_threads = 0; /* 0: OpenMP default */
+static int emb__kernel_mode = -1; /* -1: not yet read from the environment */
+
+void emb_set_num_threads(int n) { emb__num_threads = n > 0 ? n : 0; }
+
+int emb_get_num_threads(void) {
+    if (emb__num_threads > 0) return emb__num_threads;
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+int emb__threads_for(int64_t work, int64_t grain) {
+    int t = emb_get_num_threads();
+    if (grain < 1) grain = 1;
+    int64_t max_useful = work / grain;
+    if (max_useful < 1) return 1;
+    if ((int64_t)t > max_useful) t = (int)max_useful;
+    return t < 1 ? 1 : t;
+}
+
+void emb_set_kernel_mode(emb_kernel_mode mode) {
+    emb__kernel_mode = mode == EMB_KERNELS_REF ? EMB_KERNELS_REF : EMB_KERNELS_AUTO;
+}
+
+emb_kernel_mode emb_get_kernel_mode(void) {
+    if (emb__kernel_mode < 0) {
+        const char *env = getenv("EMB_KERNELS");
+        emb__kernel_mode = (env && strcmp(env, "ref") == 0) ? EMB_KERNELS_REF : EMB_KERNELS_AUTO;
+    }
+    return (emb_kernel_mode)emb__kernel_mode;
+}
+
+bool emb__force_ref(void) { return emb_get_kernel_mode() == EMB_KERNELS_REF; }

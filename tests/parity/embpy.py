@@ -1,0 +1,272 @@
+"""ctypes bindings to libemb for the parity and CLI suites, plus the project's comparison
+helper. The library path comes from $EMB_LIB (set by ctest); tests compare emb with torch
+itself at test time."""
+import ctypes as C
+import os
+
+import numpy as np
+
+_lib_path = os.environ.get("EMB_LIB")
+if not _lib_path:
+    _here = os.path.dirname(os.path.abspath(__file__))
+    _lib_path = os.path.join(_here, "..", "..", "build", "libemb.so")
+lib = C.CDLL(_lib_path)
+
+# ---- enums (pinned values, include/emb/*.h) ----
+OK = 0
+ERR_INVALID, ERR_NULL, ERR_NOMEM, ERR_INDEX, ERR_DTYPE, ERR_SHAPE = -1, -2, -3, -4, -5, -6
+ERR_OVERFLOW, ERR_UNSUPPORTED, ERR_STATE, ERR_IO, ERR_FORMAT = -7, -8, -9, -10, -11
+
+FLOAT32, INT64, INT32, FLOAT64, FLOAT16, BFLOAT16, INT8, UINT8, INT16, BOOL = range(10)
+MAX_DIMS = 9
+PADDING_NONE = -(2 ** 63)
+
+_NP_TO_EMB = {
+    np.dtype(np.float32): FLOAT32, np.dtype(np.int64): INT64, np.dtype(np.int32): INT32,
+    np.dtype(np.float64): FLOAT64, np.dtype(np.float16): FLOAT16, np.dtype(np.int8): INT8,
+    np.dtype(np.uint8): UINT8, np.dtype(np.int16): INT16, np.dtype(np.bool_): BOOL,
+}
+
+
+class Tensor(C.Structure):
+    _fields_ = [("dtype", C.c_int), ("ndim", C.c_int), ("shape", C.c_int64 * MAX_DIMS),
+                ("data", C.c_void_p)]
+
+
+def T(arr, dtype=None):
+    """An emb_tensor viewing a C-contiguous numpy array (kept alive on the struct)."""
+    arr = np.ascontiguousarray(arr)
+    t = Tensor()
+    t.dtype = _NP_TO_EMB[arr.dtype] if dtype is None else dtype
+    t.ndim = arr.ndim
+    for i, s in enumerate(arr.shape):
+        t.shape[i] = s
+    t.data = arr.ctypes.data if arr.size else None
+    t._keep = arr
+    return t
+
+
+class EmbError(Exception):
+    def __init__(self, status, msg):
+        super().__init__(f"status {status} ({status_str(status)}): {msg}")
+        self.status = status
+        self.msg = msg
+
+
+def errmsg():
+    return lib.emb_errmsg().decode()
+
+
+def status_str(s):
+    return lib.emb_status_str(s).decode()
+
+
+def check(status):
+    if status != OK:
+        raise EmbError(status, errmsg())
+    return status
+
+
+def call(fn, *args):
+    """Calls fn and returns (status, errmsg-or-'')."""
+    lib.emb_clear_error()
+    st = fn(*args)
+    return st, (errmsg() if st != OK else "")
+
+
+# ---- option structs ----
+class EmbeddingOptions(C.Structure):
+    _fields_ = [("padding_idx", C.c_int64), ("max_norm", C.c_double), ("norm_type", C.c_double),
+                ("scale_grad_by_freq", C.c_bool), ("sparse", C.c_bool), ("generator", C.c_void_p)]
+
+
+class PrintOptions(C.Structure):
+    _fields_ = [("precision", C.c_int), ("threshold", C.c_int), ("edgeitems", C.c_int),
+                ("linewidth", C.c_int), ("sci_mode", C.c_int), ("suffixes", C.c_char_p * 4)]
+
+
+class LossOptions(C.Structure):
+    _fields_ = [("reduction", C.c_int), ("ignore_index", C.c_int64),
+                ("label_smoothing", C.c_double)]
+
+
+class OptimOptions(C.Structure):
+    _fields_ = [("kind", C.c_int), ("lr", C.c_double), ("momentum", C.c_double),
+                ("dampening", C.c_double), ("nesterov", C.c_bool), ("weight_decay", C.c_double),
+                ("lr_decay", C.c_double), ("initial_accumulator_value", C.c_double),
+                ("eps", C.c_double), ("beta1", C.c_double), ("beta2", C.c_double),
+                ("amsgrad", C.c_bool), ("maximize", C.c_bool)]
+
+
+class SparseGrad(C.Structure):
+    _fields_ = [("num_rows", C.c_int64), ("dim", C.c_int64), ("nnz", C.c_int64),
+                ("capacity", C.c_int64), ("indices", C.POINTER(C.c_int64)),
+                ("values", C.POINTER(C.c_float)), ("coalesced", C.c_bool)]
+
+    def arrays(self):
+        """(indices [nnz] int64, values [nnz, dim] float32) copies."""
+        n, d = self.nnz, self.dim
+        idx = np.ctypeslib.as_array(self.indices, (n,)).copy() if n else np.zeros(0, np.int64)
+        val = (np.ctypeslib.as_array(self.values, (n * d,)).reshape(n, d).copy()
+               if n * d else np.zeros((n, d), np.float32))
+        return idx, val
+
+
+REDUCTION_MEAN, REDUCTION_SUM, REDUCTION_NONE = 0, 1, 2
+SGD, ADAGRAD, ADAM, ADAMW, SPARSE_ADAM = range(5)
+SCI_AUTO, SCI_ON, SCI_OFF = 0, 1, 2
+
+P = C.POINTER
+_vp = C.c_void_p
+_tp = P(Tensor)
+_st = C.c_int
+
+_SIGS = {
+    # core
+    "emb_version": (C.c_char_p, []),
+    "emb_version_number": (C.c_int, []),
+    "emb_status_str": (C.c_char_p, [C.c_int]),
+    "emb_errmsg": (C.c_char_p, []),
+    "emb_clear_error": (None, []),
+    "emb_dtype_size": (C.c_size_t, [C.c_int]),
+    "emb_dtype_name": (C.c_char_p, [C.c_int]),
+    "emb_tensor_init": (_st, [_tp, C.c_int, _vp, C.c_int, P(C.c_int64)]),
+    "emb_tensor_alloc": (_st, [_tp, C.c_int, C.c_int, P(C.c_int64)]),
+    "emb_tensor_free": (None, [_tp]),
+    "emb_tensor_check": (_st, [_tp, C.c_char_p]),
+    "emb_set_num_threads": (None, [C.c_int]),
+    "emb_get_num_threads": (C.c_int, []),
+    "emb_set_kernel_mode": (None, [C.c_int]),
+    # random
+    "emb_generator_create": (_st, [C.c_uint64, P(_vp)]),
+    "emb_generator_free": (None, [_vp]),
+    "emb_default_generator": (_vp, []),
+    "emb_manual_seed": (None, [C.c_uint64]),
+    "emb_generator_seed": (None, [_vp, C.c_uint64]),
+    "emb_generator_initial_seed": (C.c_uint64, [_vp]),
+    "emb_generator_random": (C.c_uint32, [_vp]),
+    "emb_generator_random64": (C.c_uint64, [_vp]),
+    "emb_generator_state_size": (C.c_size_t, []),
+    "emb_generator_get_state": (_st, [_vp, _vp, C.c_size_t]),
+    "emb_generator_set_state": (_st, [_vp, _vp, C.c_size_t]),
+    "emb_normal_": (_st, [_tp, C.c_double, C.c_double, _vp]),
+    "emb_randn_": (_st, [_tp, _vp]),
+    "emb_uniform_": (_st, [_tp, C.c_double, C.c_double, _vp]),
+    "emb_randint_": (_st, [_tp, C.c_int64, C.c_int64, _vp]),
+    # print
+    "emb_print_options_default": (PrintOptions, []),
+    "emb_tensor_repr": (_st, [_tp, P(PrintOptions), C.c_char_p, C.c_size_t, P(C.c_size_t)]),
+    # embedding
+    "emb_embedding_options_default": (EmbeddingOptions, []),
+    "emb_embedding_create": (_st, [C.c_int64, C.c_int64, P(EmbeddingOptions), P(_vp)]),
+    "emb_embedding_from_pretrained": (_st, [_tp, C.c_bool, P(EmbeddingOptions), P(_vp)]),
+    "emb_embedding_free": (None, [_vp]),
+    "emb_embedding_weight": (_st, [_vp, _tp]),
+    "emb_embedding_num_embeddings": (C.c_int64, [_vp]),
+    "emb_embedding_dim": (C.c_int64, [_vp]),
+    "emb_embedding_padding_idx": (C.c_int64, [_vp]),
+    "emb_embedding_max_norm": (C.c_double, [_vp]),
+    "emb_embedding_norm_type": (C.c_double, [_vp]),
+    "emb_embedding_scale_grad_by_freq": (C.c_bool, [_vp]),
+    "emb_embedding_is_sparse": (C.c_bool, [_vp]),
+    "emb_embedding_requires_grad": (C.c_bool, [_vp]),
+    "emb_embedding_set_requires_grad": (None, [_vp, C.c_bool]),
+    "emb_embedding_output_shape": (_st, [_vp, _tp, P(C.c_int), P(C.c_int64)]),
+    "emb_embedding_forward": (_st, [_vp, _tp, _tp]),
+    "emb_embedding_lookup": (_st, [_tp, _tp, _tp]),
+    "emb_embedding_renorm_": (_st, [_tp, _tp, C.c_double, C.c_double]),
+    "emb_sparse_grad_init": (_st, [P(SparseGrad), C.c_int64, C.c_int64]),
+    "emb_sparse_grad_clear": (None, [P(SparseGrad)]),
+    "emb_sparse_grad_free": (None, [P(SparseGrad)]),
+    "emb_sparse_grad_coalesce": (_st, [P(SparseGrad)]),
+    "emb_sparse_grad_add_to_dense": (_st, [P(SparseGrad), _tp]),
+    "emb_embedding_backward": (_st, [_vp, _tp, _tp, _tp]),
+    "emb_embedding_backward_sparse": (_st, [_vp, _tp, _tp, P(SparseGrad)]),
+    # linear
+    "emb_linear_create": (_st, [C.c_int64, C.c_int64, C.c_bool, _vp, P(_vp)]),
+    "emb_linear_free": (None, [_vp]),
+    "emb_linear_in_features": (C.c_int64, [_vp]),
+    "emb_linear_out_features": (C.c_int64, [_vp]),
+    "emb_linear_has_bias": (C.c_bool, [_vp]),
+    "emb_linear_weight": (_st, [_vp, _tp]),
+    "emb_linear_bias": (_st, [_vp, _tp]),
+    "emb_linear_forward": (_st, [_vp, _tp, _tp]),
+    "emb_linear_backward": (_st, [_vp, _tp, _tp, _tp, _tp, _tp]),
+    "emb_one_hot_num_classes": (_st, [_tp, C.c_int64, P(C.c_int64)]),
+    "emb_one_hot": (_st, [_tp, C.c_int64, _tp]),
+    # loss
+    "emb_loss_options_default": (LossOptions, []),
+    "emb_cross_entropy_forward": (_st, [_tp, _tp, P(LossOptions), _tp]),
+    "emb_cross_entropy_backward": (_st, [_tp, _tp, P(LossOptions), _tp, _tp]),
+    "emb_mse_loss_forward": (_st, [_tp, _tp, P(LossOptions), _tp]),
+    "emb_mse_loss_backward": (_st, [_tp, _tp, P(LossOptions), _tp, _tp]),
+    "emb_bce_with_logits_forward": (_st, [_tp, _tp, _tp, P(LossOptions), _tp]),
+    "emb_bce_with_logits_backward": (_st, [_tp, _tp, _tp, P(LossOptions), _tp, _tp]),
+    # optim
+    "emb_optim_options_default": (OptimOptions, [C.c_int]),
+    "emb_optimizer_create": (_st, [P(OptimOptions), P(_vp)]),
+    "emb_optimizer_free": (None, [_vp]),
+    "emb_optimizer_add_param": (_st, [_vp, _tp, P(C.c_int)]),
+    "emb_optimizer_step": (_st, [_vp, C.c_int, _tp]),
+    "emb_optimizer_step_sparse": (_st, [_vp, C.c_int, P(SparseGrad)]),
+    "emb_optimizer_step_fused": (_st, [_vp, C.c_int, _tp, _tp, C.c_int64]),
+    "emb_optimizer_param_steps": (C.c_int64, [_vp, C.c_int]),
+}
+
+for _name, (_res, _args) in _SIGS.items():
+    _fn = getattr(lib, _name, None)
+    if _fn is None:  # not built yet; tests that need it fail clearly when they call it
+        continue
+    _fn.restype = _res
+    _fn.argtypes = _args
+
+
+def ptr(x):
+    """Address of a ctypes object, for P(...) arguments."""
+    return C.byref(x)
+
+
+# ---- the project's comparison helper (PyTorch's rule) ----
+def assert_close(got, want, exact=False, rtol=1.3e-6, atol=1e-5, what="value"):
+    """|got - want| <= atol + rtol*|want| elementwise (NaN equals NaN), or bitwise equality
+    with exact=True. On failure raises AssertionError naming the worst error and the first
+    mismatches."""
+    got = np.asarray(got)
+    want = np.asarray(want)
+    if hasattr(want, "detach"):
+        want = want.detach().numpy()
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != expected {want.shape}"
+    if got.size == 0:
+        return
+    if exact:
+        gb = np.ascontiguousarray(got).view(np.uint8).reshape(got.size, -1)
+        wb = np.ascontiguousarray(want.astype(got.dtype)).view(np.uint8).reshape(got.size, -1)
+        bad = np.nonzero((gb != wb).any(axis=1))[0]
+    else:
+        g = got.astype(np.float64).ravel()
+        w = want.astype(np.float64).ravel()
+        both_nan = np.isnan(g) & np.isnan(w)
+        with np.errstate(invalid="ignore"):
+            ok = (np.abs(g - w) <= atol + rtol * np.abs(w)) | both_nan | (g == w)
+        bad = np.nonzero(~ok)[0]
+    if bad.size:
+        g = got.ravel().astype(np.float64)
+        w = want.ravel().astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            err = np.abs(g - w)
+        err = np.where(np.isnan(err), np.inf, err)
+        worst = int(np.argmax(err))
+        lines = [f"{what}: {bad.size} of {got.size} elements differ"
+                 f"{' (bit-exact required)' if exact else f' (rtol {rtol}, atol {atol})'};"
+                 f" worst |err| {err[worst]:.3g} at flat index {worst}"
+                 f" (got {g[worst]!r}, want {w[worst]!r})"]
+        for i in bad[:5]:
+            lines.append(f"  [{i}] got {got.ravel()[i]!r} want {want.ravel()[i]!r}")
+        raise AssertionError("\n".join(lines))
+
+
+def tensor_out(shape, dtype=np.float32, fill=np.nan):
+    """A numpy output buffer pre-filled with a sentinel."""
+    a = np.empty(shape, dtype=dtype)
+    a.fill(fill if np.issubdtype(a.dtype, np.floating) else 0)
+    return a
