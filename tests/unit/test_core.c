@@ -1,0 +1,187 @@
+/* Unit tests of src/core: status codes, messages, dtypes, tensor views. */
+#include "emb_test.h"
+
+#include <pthread.h>
+
+static void test_status_strings(void **state) {
+    (void)state;
+    assert_string_equal(emb_status_str(EMB_OK), "ok");
+    assert_string_equal(emb_status_str(EMB_ERR_INDEX), "index out of range");
+    assert_string_equal(emb_status_str(EMB_ERR_FORMAT), "malformed input");
+    assert_string_equal(emb_status_str(12345), "unknown status");
+    /* pinned values */
+    assert_int_equal(EMB_ERR_INVALID, -1);
+    assert_int_equal(EMB_ERR_NULL, -2);
+    assert_int_equal(EMB_ERR_NOMEM, -3);
+    assert_int_equal(EMB_ERR_INDEX, -4);
+    assert_int_equal(EMB_ERR_DTYPE, -5);
+    assert_int_equal(EMB_ERR_SHAPE, -6);
+    assert_int_equal(EMB_ERR_OVERFLOW, -7);
+    assert_int_equal(EMB_ERR_UNSUPPORTED, -8);
+    assert_int_equal(EMB_ERR_STATE, -9);
+    assert_int_equal(EMB_ERR_IO, -10);
+    assert_int_equal(EMB_ERR_FORMAT, -11);
+}
+
+static void test_version(void **state) {
+    (void)state;
+    assert_string_equal(emb_version(), EMB_VERSION_STRING);
+    assert_int_equal(emb_version_number(), EMB_VERSION_NUMBER);
+}
+
+static void test_dtypes(void **state) {
+    (void)state;
+    assert_int_equal(emb_dtype_size(EMB_FLOAT32), 4);
+    assert_int_equal(emb_dtype_size(EMB_INT64), 8);
+    assert_int_equal(emb_dtype_size(EMB_INT32), 4);
+    assert_int_equal(emb_dtype_size(EMB_BFLOAT16), 2);
+    assert_int_equal(emb_dtype_size((emb_dtype)99), 0);
+    assert_string_equal(emb_dtype_name(EMB_INT32), "int32");
+    assert_string_equal(emb_dtype_name((emb_dtype)99), "unknown");
+    assert_string_equal(emb_dtype_torch_type(EMB_FLOAT32), "torch.FloatTensor");
+    assert_string_equal(emb_dtype_torch_type(EMB_INT64), "torch.LongTensor");
+}
+
+static void test_tensor_init(void **state) {
+    (void)state;
+    float buf[6] = {0};
+    emb_tensor t;
+    int64_t shape[2] = {2, 3};
+    EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_FLOAT32, buf, 2, shape));
+    assert_int_equal(emb_tensor_numel(&t), 6);
+    assert_int_equal(emb_tensor_nbytes(&t), 24);
+    assert_ptr_equal(t.data, buf);
+    /* 0-d tensor holds one element */
+    EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_INT64, buf, 0, NULL));
+    assert_int_equal(emb_tensor_numel(&t), 1);
+    /* empty tensors may have NULL data */
+    int64_t empty[2] = {0, 3};
+    EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_FLOAT32, NULL, 2, empty));
+    assert_int_equal(emb_tensor_numel(&t), 0);
+}
+
+static void test_tensor_init_errors(void **state) {
+    (void)state;
+    float buf[4];
+    emb_tensor t, before;
+    int64_t shape[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    memset(&t, 0x5a, sizeof t);
+    before = t;
+    EMB_EXPECT_ERR(emb_tensor_init(NULL, EMB_FLOAT32, buf, 1, shape), EMB_ERR_NULL,
+                   "must not be NULL");
+    EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, buf, 10, shape), EMB_ERR_SHAPE,
+                   "has 10 dimensions; emb tensors have 0 to 9");
+    EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, buf, -1, shape), EMB_ERR_SHAPE,
+                   "has -1 dimensions");
+    int64_t neg[2] = {2, -3};
+    EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, buf, 2, neg), EMB_ERR_SHAPE,
+                   "negative dimension -3 at dim 1");
+    EMB_EXPECT_ERR(emb_tensor_init(&t, (emb_dtype)42, buf, 1, shape), EMB_ERR_DTYPE,
+                   "unknown dtype (42)");
+    int64_t big[2] = {INT64_C(1) << 40, INT64_C(1) << 40};
+    EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, buf, 2, big), EMB_ERR_OVERFLOW,
+                   "overflows");
+    int64_t big2[1] = {INT64_C(1) << 62};
+    EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, buf, 1, big2), EMB_ERR_OVERFLOW,
+                   "byte size");
+    EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, NULL, 1, shape), EMB_ERR_NULL,
+                   "data of a non-empty tensor");
+    EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, buf, 2, NULL), EMB_ERR_NULL, "shape");
+    /* nothing changed */
+    assert_memory_equal(&t, &before, sizeof t);
+}
+
+static void test_tensor_alloc(void **state) {
+    (void)state;
+    emb_tensor t;
+    int64_t shape[3] = {3, 5, 7};
+    EMB_OK_OR_FAIL(emb_tensor_alloc(&t, EMB_FLOAT32, 3, shape));
+    assert_non_null(t.data);
+    assert_int_equal((uintptr_t)t.data % 64, 0);
+    const float *p = t.data;
+    for (int i = 0; i < 105; i++) assert_true(p[i] == 0.0f);
+    emb_tensor_free(&t);
+    assert_null(t.data);
+    emb_tensor_free(NULL);
+    int64_t big[1] = {INT64_C(1) << 61};
+    EMB_EXPECT_ERR(emb_tensor_alloc(&t, EMB_INT64, 1, big), EMB_ERR_OVERFLOW, "overflows");
+}
+
+static void test_tensor_check(void **state) {
+    (void)state;
+    emb_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = EMB_FLOAT32;
+    t.ndim = 1;
+    t.shape[0] = 4;
+    EMB_EXPECT_ERR(emb_tensor_check(&t, "weights"), EMB_ERR_NULL,
+                   "weights has 4 elements but its data is NULL");
+    EMB_EXPECT_ERR(emb_tensor_check(NULL, "weights"), EMB_ERR_NULL, "weights must not be NULL");
+    t.ndim = 12;
+    EMB_EXPECT_ERR(emb_tensor_check(&t, "weights"), EMB_ERR_SHAPE, "weights has 12 dimensions");
+}
+
+static void test_shape_str(void **state) {
+    (void)state;
+    char buf[64];
+    int64_t shape[3] = {1, 25, 10};
+    size_t n = emb_shape_str(buf, sizeof buf, 3, shape);
+    assert_string_equal(buf, "torch.Size([1, 25, 10])");
+    assert_int_equal(n, strlen("torch.Size([1, 25, 10])"));
+    emb_shape_str(buf, sizeof buf, 0, NULL);
+    assert_string_equal(buf, "torch.Size([])");
+    /* truncation is NUL-terminated and reports the full length */
+    n = emb_shape_str(buf, 8, 3, shape);
+    assert_int_equal(n, 23);
+    assert_int_equal(strlen(buf), 7);
+}
+
+static void *other_thread(void *arg) {
+    (void)arg;
+    /* a fresh thread has no message, and its failure does not leak to the main thread */
+    const char *m = emb_errmsg();
+    int clean = m[0] == '\0';
+    emb_tensor_init(NULL, EMB_FLOAT32, NULL, 0, NULL);
+    return clean ? (void *)1 : NULL;
+}
+
+static void test_errmsg_per_thread(void **state) {
+    (void)state;
+    emb_tensor t;
+    int64_t neg[1] = {-1};
+    emb_tensor_init(&t, EMB_FLOAT32, NULL, 1, neg);
+    char mine[256];
+    snprintf(mine, sizeof mine, "%s", emb_errmsg());
+    assert_non_null(strstr(mine, "negative dimension -1"));
+    pthread_t th;
+    void *ret = NULL;
+    assert_int_equal(pthread_create(&th, NULL, other_thread, NULL), 0);
+    pthread_join(th, &ret);
+    assert_ptr_equal(ret, (void *)1);
+    assert_string_equal(emb_errmsg(), mine);
+    emb_clear_error();
+    assert_string_equal(emb_errmsg(), "");
+}
+
+static void test_threads_and_kernels(void **state) {
+    (void)state;
+    emb_set_num_threads(3);
+    assert_int_equal(emb_get_num_threads(), 3);
+    emb_set_num_threads(0);
+    assert_true(emb_get_num_threads() >= 1);
+    emb_set_kernel_mode(EMB_KERNELS_REF);
+    assert_int_equal(emb_get_kernel_mode(), EMB_KERNELS_REF);
+    emb_set_kernel_mode(EMB_KERNELS_AUTO);
+    assert_int_equal(emb_get_kernel_mode(), EMB_KERNELS_AUTO);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_strings),  cmocka_unit_test(test_version),
+        cmocka_unit_test(test_dtypes),          cmocka_unit_test(test_tensor_init),
+        cmocka_unit_test(test_tensor_init_errors), cmocka_unit_test(test_tensor_alloc),
+        cmocka_unit_test(test_tensor_check),    cmocka_unit_test(test_shape_str),
+        cmocka_unit_test(test_errmsg_per_thread), cmocka_unit_test(test_threads_and_kernels),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
