@@ -2,7 +2,7 @@
 # Installs what emb needs from Debian's packages, or says exactly what to install.
 #   scripts/deps.sh build   compiler, cmake, OpenBLAS
 #   scripts/deps.sh test    build + cmocka, python3-torch, python3-numpy, pytest
-#   scripts/deps.sh bench   test + hyperfine
+#   scripts/deps.sh bench   what the benchmarks need (the test set: torch is the comparison)
 # As root it runs apt-get; otherwise it prints the apt-get command and exits 1.
 set -euo pipefail
 mode=${1:-build}
@@ -10,7 +10,7 @@ pkgs=(build-essential cmake pkg-config libopenblas-dev)
 case "$mode" in
   build) ;;
   test) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest) ;;
-  bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest hyperfine) ;;
+  bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest) ;;
   *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac
 missing=()

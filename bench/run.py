@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Runs emb's benchmarks and the same operations in PyTorch, in one run on one machine, and
+prints times and ratios (torch time / emb time: above 1 means emb is faster).
+
+Usage: /usr/bin/python3 bench/run.py  (make bench does this; EMB_BUILD_DIR picks the build)
+"""
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.environ.get("EMB_BUILD_DIR", os.path.join(HERE, "..", "build"))
+
+
+def best_time(fn, min_time=0.05, rounds=5):
+    fn()
+    best = float("inf")
+    for _ in range(rounds):
+        reps, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            reps += 1
+            t1 = time.perf_counter()
+            if t1 - t0 >= min_time and reps >= 3:
+                break
+        best = min(best, (t1 - t0) / reps)
+    return best
+
+
+def torch_times(V, D, N):
+    torch.manual_seed(0)
+    w = torch.randn(V, D)
+    idx = torch.randint(0, V, (N,))
+    out = {}
+    with torch.no_grad():
+        out["forward"] = best_time(lambda: F.embedding(idx, w))
+    g = torch.randn(N, D)
+    out["dense_backward"] = best_time(
+        lambda: torch.ops.aten.embedding_dense_backward(g, idx, V, -1, False))
+    wp = torch.nn.Parameter(w.clone())
+
+    def sparse():
+        wp.grad = None
+        F.embedding(idx, wp, sparse=True).backward(g)
+    out["sparse_fwd_bwd"] = best_time(sparse)
+    return out
+
+
+def main():
+    threads = int(os.environ.get("EMB_BENCH_THREADS", "1"))
+    torch.set_num_threads(threads)
+    exe = os.path.join(BUILD, "bench", "bench_embedding")
+    res = subprocess.run([exe, str(threads)], capture_output=True, text=True, check=True)
+    print(f"# {threads} thread(s); torch {torch.__version__}; times are best-of-5 per call")
+    print(f"{'operation':<16}{'V':>8}{'D':>6}{'N':>8}{'emb ms':>10}{'torch ms':>10}{'ratio':>8}")
+    cache = {}
+    for line in res.stdout.splitlines():
+        name, V, D, N, val = line.split()
+        V, D, N, val = int(V), int(D), int(N), float(val)
+        if name == "memcpy_GBps":
+            print(f"# memory copy bandwidth: {val:.1f} GB/s (read+write, {N >> 20} MiB)")
+            continue
+        if (V, D, N) not in cache:
+            cache[(V, D, N)] = torch_times(V, D, N)
+        t = cache[(V, D, N)][name]
+        print(f"{name:<16}{V:>8}{D:>6}{N:>8}{val * 1e3:>10.3f}{t * 1e3:>10.3f}{t / val:>8.2f}")
+        if name == "forward":
+            gbps = 2.0 * N * D * 4 / val / 1e9
+            print(f"{'':<16}{'':>22}  emb forward moves {gbps:.1f} GB/s (rows read + written)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
