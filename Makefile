@@ -26,7 +26,7 @@ build:
 
 bench: deps-bench
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
-	cmake --build $(BUILD) -j $(JOBS)
+	cmake --build $(BUILD) -j $(JOBS) --target all benches
 	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/run.py
 
 install: deps-build
