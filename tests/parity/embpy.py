@@ -35,7 +35,9 @@ class Tensor(C.Structure):
 
 def T(arr, dtype=None):
     """An emb_tensor viewing a C-contiguous numpy array (kept alive on the struct)."""
-    arr = np.ascontiguousarray(arr)
+    arr = np.asarray(arr)
+    if not arr.flags.c_contiguous:  # np.ascontiguousarray would turn a 0-d array into 1-d
+        arr = np.ascontiguousarray(arr)
     t = Tensor()
     t.dtype = _NP_TO_EMB[arr.dtype] if dtype is None else dtype
     t.ndim = arr.ndim
