@@ -57,7 +57,7 @@ EMB_API emb_embedding_options emb_embedding_options_default(void);
  * Errors (nothing is drawn from the generator and *out is untouched):
  *   EMB_ERR_NULL      out is NULL
  *   EMB_ERR_INVALID   num_embeddings or embedding_dim < 1; padding_idx out of range
- *                     ("padding_idx must be within num_embeddings ..."); max_norm <= 0 or
+ *                     ("Padding_idx must be within num_embeddings ..."); max_norm <= 0 or
  *                     NaN; norm_type NaN
  *   EMB_ERR_OVERFLOW  num_embeddings * embedding_dim * 4 bytes does not fit
  *   EMB_ERR_NOMEM */
@@ -94,7 +94,7 @@ EMB_API void emb_embedding_set_requires_grad(emb_embedding *e, bool requires_gra
 
 /* Shape of the lookup output for `indices`: indices.shape + [embedding_dim]. Fills
  * *ndim and shape[0..*ndim) (shape must hold EMB_MAX_DIMS entries). Errors as forward's
- * checks of `indices`. */
+ * checks of `indices` (NULL, dtype, rank); the index values are not read. */
 EMB_API emb_status emb_embedding_output_shape(const emb_embedding *e,
                                               const emb_tensor *indices, int *ndim,
                                               int64_t *shape);

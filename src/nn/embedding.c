@@ -1,0 +1,413 @@
+/* nn.Embedding: construction, accessors, forward (lookup) and max_norm renormalisation.
+ * The backward lives in embedding_backward.c. Every public call validates all of its
+ * arguments before it writes anything; the kernels in src/kernels/lookup_ref.c do the work
+ * on position or row ranges. */
+#include "embedding_internal.h"
+#include "kernels/lookup.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parallelise a lookup over positions once it copies more than this many floats. */
+#define EMB__LOOKUP_GRAIN 32768
+/* Prefetch weight rows this many positions ahead when the table exceeds EMB__PF_BYTES. */
+#define EMB__PF_DIST 8
+#define EMB__PF_BYTES ((int64_t)4 << 20)
+/* Parallelise a renorm over distinct rows once it touches more than this many floats. */
+#define EMB__RENORM_GRAIN 32768
+
+/* ---------------------------------------------------------------------------------------
+ * Options and construction
+ * ------------------------------------------------------------------------------------- */
+
+emb_embedding_options emb_embedding_options_default(void) {
+    emb_embedding_options o;
+    memset(&o, 0, sizeof o);
+    o.padding_idx = EMB_PADDING_NONE;
+    o.max_norm = INFINITY;
+    o.norm_type = 2.0;
+    o.scale_grad_by_freq = false;
+    o.sparse = false;
+    o.generator = NULL;
+    return o;
+}
+
+/* Validates sizes and options; on success *pad receives the normalised padding row. */
+static emb_status check_config(int64_t num_embeddings, int64_t embedding_dim,
+                               const emb_embedding_options *o, int64_t *pad) {
+    if (num_embeddings < 1)
+        return emb__error(EMB_ERR_INVALID,
+                          "num_embeddings must be at least 1, got %" PRId64
+                          " (emb does not create empty tables)",
+                          num_embeddings);
+    if (embedding_dim < 1)
+        return emb__error(EMB_ERR_INVALID,
+                          "embedding_dim must be at least 1, got %" PRId64
+                          " (emb does not create empty tables)",
+                          embedding_dim);
+    int64_t p = o->padding_idx;
+    if (p != EMB_PADDING_NONE) {
+        if (p >= num_embeddings || p < -num_embeddings)
+            return emb__error(EMB_ERR_INVALID,
+                              "Padding_idx must be within num_embeddings: got padding_idx=%"
+                              PRId64 ", valid: [%" PRId64 ", %" PRId64 ")",
+                              p, -num_embeddings, num_embeddings);
+        if (p < 0) p += num_embeddings;
+    }
+    if (isnan(o->max_norm) || !(o->max_norm > 0))
+        return emb__error(EMB_ERR_INVALID,
+                          "max_norm must be > 0 (INFINITY for none), got %g", o->max_norm);
+    if (isnan(o->norm_type)) return emb__error(EMB_ERR_INVALID, "norm_type must not be NaN");
+    int64_t numel, bytes;
+    if (!emb__mul_i64(num_embeddings, embedding_dim, &numel) ||
+        !emb__mul_i64(numel, (int64_t)sizeof(float), &bytes) || (uint64_t)bytes > SIZE_MAX)
+        return emb__error(EMB_ERR_OVERFLOW,
+                          "a weight of %" PRId64 " x %" PRId64
+                          " float32 values does not fit in memory addresses",
+                          num_embeddings, embedding_dim);
+    *pad = p;
+    return EMB_OK;
+}
+
+/* Allocates a handle and its (uninitialised) weight after check_config succeeded. */
+static emb_status alloc_embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t pad,
+                                  const emb_embedding_options *o, emb_embedding **out) {
+    emb_embedding *e = malloc(sizeof *e);
+    if (!e) return emb__error(EMB_ERR_NOMEM, "cannot allocate an embedding handle");
+    size_t bytes = (size_t)num_embeddings * (size_t)embedding_dim * sizeof(float);
+    e->weight = emb_malloc(bytes);
+    if (!e->weight) {
+        free(e);
+        return emb__error(EMB_ERR_NOMEM,
+                          "cannot allocate %zu bytes for a %" PRId64 " x %" PRId64 " weight",
+                          bytes, num_embeddings, embedding_dim);
+    }
+    e->num_embeddings = num_embeddings;
+    e->embedding_dim = embedding_dim;
+    e->padding_idx = pad;
+    e->max_norm = o->max_norm;
+    e->norm_type = o->norm_type;
+    e->scale_grad_by_freq = o->scale_grad_by_freq;
+    e->sparse = o->sparse;
+    e->requires_grad = true;
+    *out = e;
+    return EMB_OK;
+}
+
+emb_status emb_embedding_create(int64_t num_embeddings, int64_t embedding_dim,
+                                const emb_embedding_options *opts, emb_embedding **out) {
+    if (!out) return emb__null("out");
+    emb_embedding_options defaults = emb_embedding_options_default();
+    const emb_embedding_options *o = opts ? opts : &defaults;
+    int64_t pad = EMB_PADDING_NONE;
+    emb_status st = check_config(num_embeddings, embedding_dim, o, &pad);
+    if (st) return st;
+    emb_embedding *e = NULL;
+    st = alloc_embedding(num_embeddings, embedding_dim, pad, o, &e);
+    if (st) return st;
+    emb_tensor w;
+    int64_t shape[2] = {num_embeddings, embedding_dim};
+    st = emb_tensor_init(&w, EMB_FLOAT32, e->weight, 2, shape);
+    if (!st) st = emb_normal_(&w, 0.0, 1.0, o->generator);
+    if (st) {
+        emb_embedding_free(e);
+        return st;
+    }
+    if (pad != EMB_PADDING_NONE)
+        memset(e->weight + pad * embedding_dim, 0, (size_t)embedding_dim * sizeof(float));
+    *out = e;
+    return EMB_OK;
+}
+
+emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool freeze,
+                                         const emb_embedding_options *opts,
+                                         emb_embedding **out) {
+    if (!weights) return emb__null("weights");
+    if (!out) return emb__null("out");
+    emb_status st = emb_tensor_check(weights, "weights");
+    if (st) return st;
+    if (weights->ndim != 2)
+        return emb__error(EMB_ERR_SHAPE,
+                          "Embeddings parameter is expected to be 2-dimensional, got %d "
+                          "dimensions",
+                          weights->ndim);
+    if (weights->dtype != EMB_FLOAT32)
+        return emb__error(EMB_ERR_DTYPE, "weights must be float32, got %s",
+                          emb_dtype_name(weights->dtype));
+    emb_embedding_options defaults = emb_embedding_options_default();
+    const emb_embedding_options *o = opts ? opts : &defaults;
+    int64_t pad = EMB_PADDING_NONE;
+    st = check_config(weights->shape[0], weights->shape[1], o, &pad);
+    if (st) return st;
+    emb_embedding *e = NULL;
+    st = alloc_embedding(weights->shape[0], weights->shape[1], pad, o, &e);
+    if (st) return st;
+    memcpy(e->weight, weights->data,
+           (size_t)weights->shape[0] * (size_t)weights->shape[1] * sizeof(float));
+    e->requires_grad = !freeze;
+    *out = e;
+    return EMB_OK;
+}
+
+void emb_embedding_free(emb_embedding *e) {
+    if (!e) return;
+    emb_free(e->weight);
+    free(e);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Accessors
+ * ------------------------------------------------------------------------------------- */
+
+emb_status emb_embedding_weight(emb_embedding *e, emb_tensor *view) {
+    if (!e) return emb__null("embedding");
+    if (!view) return emb__null("view");
+    int64_t shape[2] = {e->num_embeddings, e->embedding_dim};
+    return emb_tensor_init(view, EMB_FLOAT32, e->weight, 2, shape);
+}
+
+int64_t emb_embedding_num_embeddings(const emb_embedding *e) {
+    return e ? e->num_embeddings : 0;
+}
+int64_t emb_embedding_dim(const emb_embedding *e) { return e ? e->embedding_dim : 0; }
+int64_t emb_embedding_padding_idx(const emb_embedding *e) {
+    return e ? e->padding_idx : EMB_PADDING_NONE;
+}
+double emb_embedding_max_norm(const emb_embedding *e) { return e ? e->max_norm : NAN; }
+double emb_embedding_norm_type(const emb_embedding *e) { return e ? e->norm_type : NAN; }
+bool emb_embedding_scale_grad_by_freq(const emb_embedding *e) {
+    return e ? e->scale_grad_by_freq : false;
+}
+bool emb_embedding_is_sparse(const emb_embedding *e) { return e ? e->sparse : false; }
+bool emb_embedding_requires_grad(const emb_embedding *e) {
+    return e ? e->requires_grad : false;
+}
+void emb_embedding_set_requires_grad(emb_embedding *e, bool requires_grad) {
+    if (e) e->requires_grad = requires_grad;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Lookup
+ * ------------------------------------------------------------------------------------- */
+
+/* Checks `out` against indices.shape + [dim] (indices already checked). */
+static emb_status check_out(const emb_tensor *indices, int64_t dim, const emb_tensor *out) {
+    int64_t shape[EMB_MAX_DIMS];
+    for (int i = 0; i < indices->ndim; i++) shape[i] = indices->shape[i];
+    shape[indices->ndim] = dim;
+    return emb__check_f32_shape(out, "out", indices->ndim + 1, shape);
+}
+
+/* Checks indices, out and the index values for a lookup into a [V, D] table. */
+static emb_status check_lookup(int64_t V, int64_t D, const emb_tensor *indices,
+                               const emb_tensor *out) {
+    emb_status st = emb__check_indices(indices, "indices", "embedding");
+    if (st) return st;
+    st = check_out(indices, D, out);
+    if (st) return st;
+    int64_t bad = emb__find_bad_index(indices, V);
+    if (bad >= 0) return emb__index_error(indices, bad, V, "an embedding");
+    return EMB_OK;
+}
+
+/* The validated gather out = weight[indices], parallel over chunks of positions. */
+static void gather(const float *weight, int64_t V, int64_t D, const emb_tensor *indices,
+                   float *out) {
+    int64_t n = emb_tensor_numel(indices);
+    if (n == 0) return;
+    int64_t work = n > INT64_MAX / D ? INT64_MAX : n * D;
+    int nt = work > EMB__LOOKUP_GRAIN ? emb__threads_for(work, EMB__LOOKUP_GRAIN) : 1;
+    int64_t table_bytes = V > INT64_MAX / D / 4 ? INT64_MAX : V * D * 4;
+    int pf = table_bytes > EMB__PF_BYTES ? EMB__PF_DIST : 0;
+    const bool i64 = indices->dtype == EMB_INT64;
+    const void *idx = indices->data;
+    if (nt <= 1) {
+        if (i64) emb__lookup_rows_i64(out, weight, D, idx, 0, n, pf);
+        else emb__lookup_rows_i32(out, weight, D, idx, 0, n, pf);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int t = 0; t < nt; t++) {
+        int64_t b = n / nt * t + (t < n % nt ? t : n % nt);
+        int64_t e = b + n / nt + (t < n % nt ? 1 : 0);
+        if (i64) emb__lookup_rows_i64(out, weight, D, idx, b, e, pf);
+        else emb__lookup_rows_i32(out, weight, D, idx, b, e, pf);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Renorm
+ * ------------------------------------------------------------------------------------- */
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Renormalises each distinct row named in the (validated) indices, in ascending row order
+ * (rows are independent, so the order only matters for reproducing PyTorch's "once per
+ * distinct row"). Allocates before writing: EMB_ERR_NOMEM leaves the weight unchanged. */
+static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *indices,
+                         double max_norm, double norm_type) {
+    int64_t n = emb_tensor_numel(indices);
+    if (n == 0 || max_norm == INFINITY) return EMB_OK;
+    int64_t cap = n < V ? n : V;
+    int64_t *rows = emb_malloc((size_t)cap * sizeof(int64_t));
+    if (!rows)
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64
+                          " row numbers for max_norm", cap);
+    int64_t nrows = 0;
+    if (V / 64 <= 4 * n) {
+        /* Dense: a bitmap of the table's rows, scanned in order. */
+        int64_t words = (V + 63) / 64;
+        uint64_t *seen = calloc((size_t)words, sizeof(uint64_t));
+        if (!seen) {
+            emb_free(rows);
+            return emb__error(EMB_ERR_NOMEM, "cannot allocate a %" PRId64
+                              "-row bitmap for max_norm", V);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = emb__index_at(indices, i);
+            seen[r >> 6] |= UINT64_C(1) << (r & 63);
+        }
+        for (int64_t w = 0; w < words; w++)
+            for (uint64_t m = seen[w]; m; m &= m - 1)
+                rows[nrows++] = w * 64 + __builtin_ctzll(m);
+        free(seen);
+    } else {
+        /* Sparse: sort a copy of the indices and drop repeats. */
+        int64_t *tmp = emb_malloc((size_t)n * sizeof(int64_t));
+        if (!tmp) {
+            emb_free(rows);
+            return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64
+                              " indices for max_norm", n);
+        }
+        for (int64_t i = 0; i < n; i++) tmp[i] = emb__index_at(indices, i);
+        qsort(tmp, (size_t)n, sizeof(int64_t), cmp_i64);
+        for (int64_t i = 0; i < n; i++)
+            if (i == 0 || tmp[i] != tmp[i - 1]) rows[nrows++] = tmp[i];
+        emb_free(tmp);
+    }
+    int64_t work = nrows > INT64_MAX / D ? INT64_MAX : nrows * D;
+    int nt = work > EMB__RENORM_GRAIN ? emb__threads_for(work, EMB__RENORM_GRAIN) : 1;
+    if (nt <= 1) {
+        emb__renorm_rows_f32(weight, D, rows, 0, nrows, max_norm, norm_type);
+    } else {
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+        for (int t = 0; t < nt; t++) {
+            int64_t b = nrows / nt * t + (t < nrows % nt ? t : nrows % nt);
+            int64_t e = b + nrows / nt + (t < nrows % nt ? 1 : 0);
+            emb__renorm_rows_f32(weight, D, rows, b, e, max_norm, norm_type);
+        }
+    }
+    emb_free(rows);
+    return EMB_OK;
+}
+
+static emb_status check_norm_args(double max_norm, double norm_type) {
+    if (isnan(max_norm) || !(max_norm > 0))
+        return emb__error(EMB_ERR_INVALID,
+                          "max_norm must be > 0 (INFINITY for none), got %g", max_norm);
+    if (isnan(norm_type)) return emb__error(EMB_ERR_INVALID, "norm_type must not be NaN");
+    return EMB_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Public lookups
+ * ------------------------------------------------------------------------------------- */
+
+emb_status emb_embedding_output_shape(const emb_embedding *e, const emb_tensor *indices,
+                                      int *ndim, int64_t *shape) {
+    if (!e) return emb__null("embedding");
+    if (!indices) return emb__null("indices");
+    if (!ndim) return emb__null("ndim");
+    if (!shape) return emb__null("shape");
+    emb_status st = emb__check_indices(indices, "indices", "embedding");
+    if (st) return st;
+    for (int i = 0; i < indices->ndim; i++) shape[i] = indices->shape[i];
+    shape[indices->ndim] = e->embedding_dim;
+    *ndim = indices->ndim + 1;
+    return EMB_OK;
+}
+
+emb_status emb_embedding_forward(emb_embedding *e, const emb_tensor *indices,
+                                 emb_tensor *out) {
+    if (!e) return emb__null("embedding");
+    if (!indices) return emb__null("indices");
+    if (!out) return emb__null("out");
+    const int64_t V = e->num_embeddings, D = e->embedding_dim;
+    emb_status st = check_lookup(V, D, indices, out);
+    if (st) return st;
+    if (e->max_norm != INFINITY) {
+        st = renorm(e->weight, V, D, indices, e->max_norm, e->norm_type);
+        if (st) return st;
+    }
+    gather(e->weight, V, D, indices, out->data);
+    return EMB_OK;
+}
+
+/* Checks a caller's weight tensor: float32, 2-D; renorm_msg selects PyTorch's
+ * embedding_renorm_ wording for a wrong rank. */
+static emb_status check_weight(const emb_tensor *weight, bool renorm_msg) {
+    if (!weight) return emb__null("weight");
+    emb_status st = emb_tensor_check(weight, "weight");
+    if (st) return st;
+    if (weight->ndim != 2) {
+        if (renorm_msg)
+            return emb__error(EMB_ERR_SHAPE,
+                              "Expected 2-dimensional tensor, but got %d-dimensional tensor "
+                              "for argument #1 'self' (while checking arguments for "
+                              "embedding_renorm_)",
+                              weight->ndim);
+        return emb__error(EMB_ERR_SHAPE, "'weight' must be 2-D, got %d dimensions",
+                          weight->ndim);
+    }
+    if (weight->dtype != EMB_FLOAT32)
+        return emb__error(EMB_ERR_DTYPE, "weight must be float32, got %s",
+                          emb_dtype_name(weight->dtype));
+    return EMB_OK;
+}
+
+emb_status emb_embedding_lookup(const emb_tensor *weight, const emb_tensor *indices,
+                                emb_tensor *out) {
+    emb_status st = check_weight(weight, false);
+    if (st) return st;
+    if (!indices) return emb__null("indices");
+    if (!out) return emb__null("out");
+    const int64_t V = weight->shape[0], D = weight->shape[1];
+    st = check_lookup(V, D, indices, out);
+    if (st) return st;
+    if (D > 0) gather(weight->data, V, D, indices, out->data);
+    return EMB_OK;
+}
+
+emb_status emb_embedding_renorm_(emb_tensor *weight, const emb_tensor *indices,
+                                 double max_norm, double norm_type) {
+    emb_status st = check_weight(weight, true);
+    if (st) return st;
+    if (!indices) return emb__null("indices");
+    if (indices->dtype != EMB_INT64 && indices->dtype != EMB_INT32) {
+        const char *tn =
+            emb_dtype_size(indices->dtype) ? emb_dtype_torch_type(indices->dtype) : "unknown";
+        return emb__error(EMB_ERR_DTYPE,
+                          "Expected tensor for argument #2 'indices' to have one of the "
+                          "following scalar types: Long, Int; but got %s instead (while "
+                          "checking arguments for embedding_renorm_)",
+                          tn);
+    }
+    st = emb__check_indices(indices, "indices", "embedding_renorm_");
+    if (st) return st;
+    st = check_norm_args(max_norm, norm_type);
+    if (st) return st;
+    const int64_t V = weight->shape[0], D = weight->shape[1];
+    int64_t bad = emb__find_bad_index(indices, V);
+    if (bad >= 0) return emb__index_error(indices, bad, V, "an embedding");
+    if (D == 0) return EMB_OK;
+    return renorm(weight->data, V, D, indices, max_norm, norm_type);
+}
