@@ -1,0 +1,437 @@
+"""Parity of emb_tensor_repr / emb_tensor_print with torch 1.13's repr(tensor).
+
+Every expected string is produced by torch during the test (repr of the same data under the
+same torch.set_printoptions), except the seed notebooks' printed outputs, which are checked
+against both torch and emb. Every comparison is exact string equality."""
+import contextlib
+import ctypes as C
+import os
+import tempfile
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import embpy
+from embpy import lib, T, check
+
+NP_DTYPES = [np.float32, np.float64, np.int64, np.int32, np.int16, np.int8, np.uint8, np.bool_]
+SCI = {None: embpy.SCI_AUTO, True: embpy.SCI_ON, False: embpy.SCI_OFF}
+
+
+def make_opts(precision=4, threshold=1000, edgeitems=3, linewidth=80, sci_mode=None,
+              suffixes=()):
+    o = lib.emb_print_options_default()
+    o.precision, o.threshold, o.edgeitems, o.linewidth = precision, threshold, edgeitems, linewidth
+    o.sci_mode = SCI[sci_mode]
+    for i, s in enumerate(suffixes):
+        o.suffixes[i] = None if s is None else s.encode()
+    return o
+
+
+def emb_repr(arr, suffixes=(), **opts):
+    """repr via emb: a size query, then a call with an exact-size buffer."""
+    t = T(arr)
+    o = make_opts(suffixes=suffixes, **opts)
+    need = C.c_size_t(12345)
+    check(lib.emb_tensor_repr(C.byref(t), C.byref(o), None, 0, C.byref(need)))
+    buf = C.create_string_buffer(need.value + 1)
+    need2 = C.c_size_t(0)
+    check(lib.emb_tensor_repr(C.byref(t), C.byref(o), buf, need.value + 1, C.byref(need2)))
+    assert need2.value == need.value
+    s = buf.value.decode()
+    assert len(s) == need.value
+    return s
+
+
+@contextlib.contextmanager
+def torch_opts(precision=4, threshold=1000, edgeitems=3, linewidth=80, sci_mode=None):
+    torch.set_printoptions(precision=precision, threshold=threshold, edgeitems=edgeitems,
+                           linewidth=linewidth, sci_mode=sci_mode)
+    try:
+        yield
+    finally:
+        torch.set_printoptions(profile="default")  # also resets sci_mode to None
+
+
+def torch_repr(x, **opts):
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(np.array(x))  # a copy, so torch never shares our buffer
+    with torch_opts(**opts):
+        return repr(x)
+
+
+def same(got, want, what=""):
+    assert got == want, f"{what}\n--- emb ---\n{got}\n--- torch ---\n{want}"
+
+
+# ---------------------------------------------------------------------------------------
+# Random cases
+# ---------------------------------------------------------------------------------------
+
+def random_shape(rng, max_numel):
+    rank = int(rng.integers(0, 6))
+    while True:
+        shape = []
+        for _ in range(rank):
+            r = rng.random()
+            if r < 0.05:
+                shape.append(0)
+            elif r < 0.75:
+                shape.append(int(rng.integers(1, 5)))
+            elif r < 0.95:
+                shape.append(int(rng.integers(5, 12)))
+            else:
+                shape.append(int(rng.integers(12, 60)))
+        if int(np.prod(shape)) <= max_numel:
+            return tuple(shape)
+
+
+def big_shape(rng):
+    """Shapes around the default threshold: wrapped rows and summarised dimensions."""
+    return [(int(rng.integers(900, 2100)),),
+            (int(rng.integers(20, 60)), int(rng.integers(20, 60))),
+            (int(rng.integers(2, 12)), int(rng.integers(5, 15)), int(rng.integers(8, 30))),
+            (3, 4, int(rng.integers(40, 100)), 2),
+            (1, int(rng.integers(990, 1010))),
+            ][int(rng.integers(0, 5))]
+
+
+def random_floats(rng, shape, dtype):
+    n = int(np.prod(shape))
+    kind = rng.integers(0, 9)
+    big = 300 if dtype == np.float64 else 36
+    if kind == 0:    # normal with a random scale, possibly sci
+        v = rng.standard_normal(n) * 10.0 ** rng.uniform(-10, 10)
+    elif kind == 1:  # magnitudes spread over a random range of decades (ratio > 1000 or not)
+        lo = rng.uniform(-12, 10)
+        hi = lo + rng.uniform(0, 6)
+        v = np.where(rng.random(n) < 0.5, -1, 1) * 10.0 ** rng.uniform(lo, hi, n)
+    elif kind == 2:  # integral values (int mode), small or > 1e8
+        v = np.round(rng.standard_normal(n) * 10.0 ** rng.integers(0, 11))
+    elif kind == 3:  # exact binary fractions: rounding ties at every precision
+        v = rng.integers(-4096, 4096, n) / 2.0 ** rng.integers(1, 12)
+    elif kind == 4:  # plain randn, the common case
+        v = rng.standard_normal(n)
+    elif kind == 5:  # extreme exponents (3-digit exponents in float64)
+        v = np.where(rng.random(n) < 0.5, -1, 1) * 10.0 ** rng.uniform(-big, big, n)
+    elif kind == 6:  # values that round up across a digit boundary (9.99995 ...)
+        v = (10.0 ** rng.integers(-5, 9, n)) * (1 - 10.0 ** -rng.uniform(3, 9, n))
+        v *= np.where(rng.random(n) < 0.5, -1, 1)
+    elif kind == 7:  # mostly zeros
+        v = np.where(rng.random(n) < 0.8, 0.0, rng.standard_normal(n))
+    else:            # small integers mixed with -0.0
+        v = rng.integers(-3, 4, n).astype(np.float64)
+    v = v.astype(dtype)
+    if rng.random() < 0.35:  # sprinkle specials
+        p = rng.uniform(0.05, 1.0)
+        mask = rng.random(n) < p
+        specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -np.nan], dtype=dtype)
+        v[mask] = specials[rng.integers(0, len(specials), int(mask.sum()))]
+    return v.reshape(shape)
+
+
+def random_ints(rng, shape, dtype):
+    n = int(np.prod(shape))
+    if dtype == np.bool_:
+        return (rng.random(n) < rng.random()).reshape(shape)
+    info = np.iinfo(dtype)
+    r = rng.random()
+    if r < 0.3:
+        lo, hi = 0, 10
+    elif r < 0.6:
+        lo, hi = -1000, 1000
+    else:
+        lo, hi = int(info.min), int(info.max)
+    lo, hi = max(lo, int(info.min)), min(hi, int(info.max))
+    v = rng.integers(lo, hi, n, dtype=dtype, endpoint=True)
+    if n and rng.random() < 0.2:
+        v[int(rng.integers(0, n))] = info.min
+    return v.reshape(shape)
+
+
+def random_array(rng, shape, dtype):
+    if np.issubdtype(dtype, np.floating):
+        return random_floats(rng, shape, dtype)
+    return random_ints(rng, shape, dtype)
+
+
+def random_opts(rng):
+    if rng.random() < 0.4:
+        return {}
+    o = {}
+    if rng.random() < 0.5:
+        o["precision"] = int(rng.integers(0, 12))
+    if rng.random() < 0.5:
+        o["threshold"] = int(rng.choice([0, 1, 5, 20, 100, 500, 1000, 5000]))
+    if rng.random() < 0.5:
+        o["edgeitems"] = int(rng.integers(1, 6))
+    if rng.random() < 0.5:
+        o["linewidth"] = int(rng.choice([1, 5, 10, 20, 40, 60, 79, 80, 81, 120, 200]))
+    if rng.random() < 0.5:
+        o["sci_mode"] = [None, True, False][int(rng.integers(0, 3))]
+    return o
+
+
+def run_case(rng, shape, dtype, opts, what):
+    arr = random_array(rng, shape, dtype)
+    same(emb_repr(arr, **opts), torch_repr(arr, **opts),
+         f"{what}: dtype {np.dtype(dtype).name} shape {shape} opts {opts}")
+
+
+@pytest.mark.parametrize("chunk", range(8))
+def test_random_small(chunk):
+    rng = np.random.default_rng(1000 + chunk)
+    for i in range(400):
+        dtype = NP_DTYPES[int(rng.integers(0, len(NP_DTYPES)))]
+        if rng.random() < 0.5:  # floats are where most of the rules are
+            dtype = [np.float32, np.float64][int(rng.integers(0, 2))]
+        run_case(rng, random_shape(rng, 400), dtype, random_opts(rng), f"case {chunk}/{i}")
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_random_large(chunk):
+    """Shapes large enough to wrap rows and to be summarised (numel > threshold)."""
+    rng = np.random.default_rng(2000 + chunk)
+    for i in range(40):
+        dtype = NP_DTYPES[int(rng.integers(0, len(NP_DTYPES)))]
+        opts = random_opts(rng)
+        opts.pop("threshold", None) if rng.random() < 0.5 else None
+        run_case(rng, big_shape(rng), dtype, opts, f"large case {chunk}/{i}")
+
+
+def test_every_dtype_and_rank():
+    rng = np.random.default_rng(7)
+    for dtype in NP_DTYPES:
+        for rank in range(0, 10):
+            shape = tuple(int(rng.integers(1, 4)) for _ in range(rank))
+            for opts in ({}, {"threshold": 3, "edgeitems": 1}):
+                run_case(rng, shape, dtype, opts, f"rank {rank}")
+
+
+def test_empty_tensors():
+    for dtype in NP_DTYPES:
+        for shape in [(0,), (0, 3), (2, 0), (3, 0, 2), (1, 1, 0), (0, 0, 0, 0, 0)]:
+            arr = np.zeros(shape, dtype=dtype)
+            for opts in ({}, {"linewidth": 10}, {"linewidth": 25}):
+                same(emb_repr(arr, **opts), torch_repr(arr, **opts), f"{dtype} {shape} {opts}")
+
+
+def test_special_values():
+    nan, inf = float("nan"), float("inf")
+    cases = [[nan], [inf], [-inf], [0.0], [-0.0], [nan, inf, -inf], [0.0, -0.0],
+             [1.0, -inf], [1.5, nan], [1e-10, nan, 0.0], [1e10, -0.0, inf],
+             [0.0, 0.0, 1.0], [-0.0, 2.0], [-0.0, 0.5], [123456789.0, 1.0],
+             [1e8, 1.0], [100000000.5, 1.0], [1e-4, 1.0], [9.99999e-5, 1.0], [1000.0, 1.0],
+             [1001.0, 1.0], [0.001, 1.0], [0.00099, 1.0], [-1e-5, 2.0], [5e-324, 1.0],
+             [1.7976931348623157e308, -1.0], [0.5, 1.5, 2.5], [0.00005, 0.00015, 0.00025],
+             [9.99995, 0.1], [99999.5, 1.0], [-99999.99999, 1.0]]
+    for vals in cases:
+        for dtype in (np.float32, np.float64):
+            with np.errstate(over="ignore"):  # 1.8e308 becomes inf in float32, on purpose
+                arr = np.array(vals, dtype=dtype)
+            for opts in ({}, {"sci_mode": True}, {"sci_mode": False}, {"precision": 0},
+                         {"precision": 1}, {"precision": 9}):
+                same(emb_repr(arr, **opts), torch_repr(arr, **opts), f"{vals} {dtype} {opts}")
+                same(emb_repr(arr[:1].reshape(()), **opts),
+                     torch_repr(arr[:1].reshape(()), **opts), f"0-d {vals[0]} {opts}")
+
+
+def test_scalars():
+    rng = np.random.default_rng(11)
+    for i in range(300):
+        dtype = NP_DTYPES[i % len(NP_DTYPES)]
+        run_case(rng, (), dtype, random_opts(rng), f"scalar {i}")
+
+
+def test_large_summarised_and_full():
+    """A 10^6-element tensor summarised, and a 3000-element one printed in full."""
+    rng = np.random.default_rng(5)
+    arr = rng.standard_normal((1000, 1000)).astype(np.float32)
+    same(emb_repr(arr), torch_repr(arr), "1000x1000")
+    arr = rng.standard_normal(3000)
+    same(emb_repr(arr, threshold=100000), torch_repr(arr, threshold=100000), "3000 full")
+
+
+# ---------------------------------------------------------------------------------------
+# Suffixes
+# ---------------------------------------------------------------------------------------
+
+def test_requires_grad_suffix():
+    rng = np.random.default_rng(21)
+    for i in range(200):
+        dtype = [np.float32, np.float64][i % 2]
+        shape = random_shape(rng, 200) if i % 5 else big_shape(rng)
+        arr = random_array(rng, shape, dtype)
+        opts = random_opts(rng)
+        x = torch.from_numpy(arr.copy()).requires_grad_()
+        same(emb_repr(arr, suffixes=["requires_grad=True"], **opts), torch_repr(x, **opts),
+             f"requires_grad case {i} {shape} {opts}")
+
+
+GRAD_OPS = [
+    lambda w: torch.nn.functional.embedding(torch.tensor([[1, 0, 2]]), w),
+    lambda w: w * 1,
+    lambda w: w + 0,
+    lambda w: w.clone(),
+    lambda w: w.t() if w.dim() == 2 else w.flip(0),
+    lambda w: w.reshape(-1),
+    lambda w: w[0],
+    lambda w: w.double(),
+    lambda w: torch.relu(w),
+]
+
+
+def test_grad_fn_suffix():
+    """Expected strings are torch's repr of a tensor that has the grad_fn."""
+    rng = np.random.default_rng(31)
+    for i in range(300):
+        shape = (int(rng.integers(3, 8)), int(rng.integers(1, 15)))
+        w = torch.from_numpy(random_floats(rng, shape, np.float32)).requires_grad_()
+        y = GRAD_OPS[i % len(GRAD_OPS)](w)
+        name = type(y.grad_fn).__name__
+        opts = random_opts(rng)
+        same(emb_repr(y.detach().numpy(), suffixes=[f"grad_fn=<{name}>"], **opts),
+             torch_repr(y, **opts), f"grad_fn case {i} {name} {opts}")
+
+
+def test_several_suffixes_and_null_entries():
+    """requires_grad plus names: two suffixes after the dtype; NULL entries are skipped."""
+    rng = np.random.default_rng(41)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # named tensors are experimental in 1.13
+        for i in range(200):
+            dtype = [np.float32, np.float64][i % 2]
+            shape = (int(rng.integers(1, 6)), int(rng.integers(1, 12)))
+            arr = random_floats(rng, shape, dtype)
+            names = [("N", "C"), ("batch", "features"), ("a_rather_long_name", "another")][i % 3]
+            x = torch.from_numpy(arr.copy()).refine_names(*names).requires_grad_()
+            sufs = ["requires_grad=True", f"names={x.names}"]
+            sufs = [[None, sufs[0], None, sufs[1]], sufs, [sufs[0], None, sufs[1]]][i % 3]
+            opts = random_opts(rng)
+            same(emb_repr(arr, suffixes=sufs, **opts), torch_repr(x, **opts),
+                 f"names case {i} {opts}")
+
+
+def test_empty_with_suffix():
+    for shape in [(0,), (0, 3), (2, 0, 5)]:
+        for dtype in (np.float32, np.float64):
+            arr = np.zeros(shape, dtype=dtype)
+            x = torch.from_numpy(arr.copy()).requires_grad_()
+            for lw in (80, 20, 30):
+                same(emb_repr(arr, suffixes=["requires_grad=True"], linewidth=lw),
+                     torch_repr(x, linewidth=lw), f"{shape} {dtype} lw {lw}")
+
+
+# ---------------------------------------------------------------------------------------
+# The seed notebooks' printed outputs (shared/seeds), rebuilt from their printed values
+# ---------------------------------------------------------------------------------------
+
+SEED_002 = (
+    "tensor([[[-0.1633,  0.2602, -1.3810, -0.9100, -1.3273,  0.0258,  1.2236,\n"
+    "           0.0988,  1.5362, -0.0035]]], grad_fn=<EmbeddingBackward0>)")
+SEED_004_WEIGHT = (
+    "tensor([[ 1.4610, -0.8082, -0.7816, -0.3135],\n"
+    "        [ 0.1052, -0.0626, -0.7115, -1.1456],\n"
+    "        [-0.3115,  1.5333,  0.6740, -1.8035],\n"
+    "        [-0.1831, -2.3549,  1.2970, -0.4006],\n"
+    "        [ 1.8532,  0.2546,  0.4889,  0.4106],\n"
+    "        [ 1.0876,  1.1219, -0.5330,  0.1026],\n"
+    "        [-0.4453, -0.8550, -0.0360,  2.3146],\n"
+    "        [ 0.7443, -0.3514,  0.6963, -0.9283],\n"
+    "        [-1.3944,  0.0908,  0.6961,  1.0211],\n"
+    "        [-0.2815,  2.1397, -2.8740, -0.4085]], requires_grad=True)")
+SEED_004_SEQUENCE = (
+    "tensor([[0, 6, 7],\n"
+    "        [3, 2, 2],\n"
+    "        [2, 5, 2],\n"
+    "        [0, 8, 3],\n"
+    "        [4, 6, 3]])")
+SEED_001_VECTOR = (
+    "tensor([-0.5269,  1.0298, -0.6908,  1.8272, -0.9981,  0.0789, -2.8797,  1.0594,\n"
+    "         1.1529, -1.0838])")
+SEED_000_ROW = "tensor([[ 1.5410, -0.2934]])"
+SEED_003_WRAPPED = (
+    "tensor([[ 1.3010,  1.2753, -0.2010, -0.1606, -0.4015]],\n"
+    "       grad_fn=<EmbeddingBackward0>)")
+SEED_003_MM = (
+    "tensor([[ 0.6957, -1.8061, -1.1589,  0.3255, -0.6315],\n"
+    "        [-2.8400, -0.7849, -1.4096, -0.4076,  0.7953],\n"
+    "        [ 1.3010,  1.2753, -0.2010, -0.1606, -0.4015]], grad_fn=<MmBackward0>)")
+
+
+def seed_numbers(text, dtype):
+    body = text[text.index("(") + 1:text.rindex("]") + 1]
+    nums = body.replace("[", " ").replace("]", " ").replace(",", " ").split()
+    return np.array([float(x) for x in nums]).astype(dtype)
+
+
+@pytest.mark.parametrize("text,shape,dtype,suffix", [
+    (SEED_002, (1, 1, 10), np.float32, "grad_fn=<EmbeddingBackward0>"),
+    (SEED_004_WEIGHT, (10, 4), np.float32, "requires_grad=True"),
+    (SEED_004_SEQUENCE, (5, 3), np.int64, None),
+    (SEED_001_VECTOR, (10,), np.float32, None),
+    (SEED_000_ROW, (1, 2), np.float32, None),
+    (SEED_003_WRAPPED, (1, 5), np.float32, "grad_fn=<EmbeddingBackward0>"),
+    (SEED_003_MM, (3, 5), np.float32, "grad_fn=<MmBackward0>"),
+])
+def test_seed_outputs(text, shape, dtype, suffix):
+    arr = seed_numbers(text, dtype).reshape(shape)
+    same(emb_repr(arr, suffixes=[suffix] if suffix else []), text, "emb vs seed")
+    w = torch.from_numpy(arr.copy())
+    if suffix is None:
+        x = w
+    elif suffix == "requires_grad=True":
+        x = w.requires_grad_()
+    elif suffix == "grad_fn=<EmbeddingBackward0>":  # one lookup of every row, in order
+        w = w.reshape(-1, shape[-1]).requires_grad_()
+        idx = torch.arange(w.shape[0]).reshape(shape[:-1])
+        x = torch.nn.functional.embedding(idx, w)
+    else:  # MmBackward0: identity @ values, exact
+        x = torch.mm(torch.eye(shape[0]), w.requires_grad_())
+    same(repr(x), text, "torch vs seed")
+
+
+# ---------------------------------------------------------------------------------------
+# snprintf semantics and emb_tensor_print
+# ---------------------------------------------------------------------------------------
+
+def test_truncation_matches_prefix():
+    arr = np.random.default_rng(3).standard_normal((4, 6)).astype(np.float32)
+    full = torch_repr(arr).encode()
+    t = T(arr)
+    for size in [1, 2, 7, 50, len(full), len(full) + 1, len(full) + 10]:
+        buf = C.create_string_buffer(b"\x7f" * (size + 4), size + 4)
+        need = C.c_size_t(0)
+        check(lib.emb_tensor_repr(C.byref(t), None, buf, size, C.byref(need)))
+        assert need.value == len(full)
+        want = full[:size - 1] + b"\0"
+        assert buf.raw[:len(want)] == want, f"size {size}: {buf.raw[:len(want)]!r}"
+        assert buf.raw[size:] == b"\x7f" * 4, f"wrote past size {size}"
+
+
+def test_print_to_file_matches_print():
+    libc = C.CDLL(None)
+    libc.fopen.restype = C.c_void_p
+    libc.fopen.argtypes = [C.c_char_p, C.c_char_p]
+    libc.fclose.argtypes = [C.c_void_p]
+    lib.emb_tensor_print.restype = C.c_int
+    lib.emb_tensor_print.argtypes = [C.c_void_p, C.POINTER(embpy.Tensor),
+                                     C.POINTER(embpy.PrintOptions)]
+    rng = np.random.default_rng(9)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "out.txt")
+        f = libc.fopen(path.encode(), b"w")
+        assert f
+        arrays = [random_array(rng, random_shape(rng, 300), NP_DTYPES[i % len(NP_DTYPES)])
+                  for i in range(40)]
+        try:
+            for a in arrays:
+                check(lib.emb_tensor_print(f, C.byref(T(a)), None))
+        finally:
+            libc.fclose(f)
+        with open(path) as fh:
+            got = fh.read()
+    want = "".join(str(torch.from_numpy(a.copy())) + "\n" for a in arrays)
+    same(got, want, "emb_tensor_print vs print()")
