@@ -1,0 +1,175 @@
+/* src/nn/sparse_grad.c: emb_sparse_grad, PyTorch's COO row gradient (sparse_dim 1,
+ * dense_dim 1): init/clear/free, coalesce() in PyTorch's summation order, and
+ * dense.add_(sparse). Shared reference pytorch-semantics.md §4.2, §4.6, Appendix B. */
+#include "internal.h"
+#include "kernels/argsort.h"
+#include "kernels/backward.h"
+
+#include <inttypes.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Columns per thread below which add_to_dense stays on one thread. */
+#define EMB__ADD_DENSE_GRAIN 4096
+
+emb_status emb__sparse_grad_check(const emb_sparse_grad *g, const char *what) {
+    if (!g) return emb__null(what);
+    if (g->num_rows < 0 || g->dim < 0 || g->nnz < 0 || g->capacity < 0 || g->nnz > g->capacity)
+        return emb__error(EMB_ERR_INVALID,
+                          "%s is not a valid sparse gradient (num_rows %" PRId64 ", dim %" PRId64
+                          ", nnz %" PRId64 ", capacity %" PRId64 "); initialise it with "
+                          "emb_sparse_grad_init",
+                          what, g->num_rows, g->dim, g->nnz, g->capacity);
+    if (g->capacity > 0 && (!g->indices || !g->values))
+        return emb__error(EMB_ERR_INVALID,
+                          "%s is not a valid sparse gradient (capacity %" PRId64
+                          " but no storage); initialise it with emb_sparse_grad_init",
+                          what, g->capacity);
+    return EMB_OK;
+}
+
+emb_status emb__sparse_grad_alloc(int64_t rows, int64_t dim, int64_t **indices, float **values) {
+    int64_t nval, ibytes, vbytes;
+    if (rows < 0 || dim < 0 || !emb__mul_i64(rows, dim, &nval) ||
+        !emb__mul_i64(nval, (int64_t)sizeof(float), &vbytes) ||
+        !emb__mul_i64(rows, (int64_t)sizeof(int64_t), &ibytes) || (uint64_t)vbytes > SIZE_MAX ||
+        (uint64_t)ibytes > SIZE_MAX)
+        return emb__error(EMB_ERR_OVERFLOW,
+                          "a sparse gradient of %" PRId64 " entries of dimension %" PRId64
+                          " does not fit in memory",
+                          rows, dim);
+    int64_t *idx = emb_malloc((size_t)ibytes);
+    float *val = emb_malloc((size_t)vbytes);
+    if (!idx || !val) {
+        emb_free(idx);
+        emb_free(val);
+        return emb__error(EMB_ERR_NOMEM,
+                          "cannot allocate a sparse gradient of %" PRId64 " entries of dimension %"
+                          PRId64 " (%" PRId64 " bytes)",
+                          rows, dim, ibytes + vbytes);
+    }
+    *indices = idx;
+    *values = val;
+    return EMB_OK;
+}
+
+emb_status emb_sparse_grad_init(emb_sparse_grad *g, int64_t num_rows, int64_t dim) {
+    if (!g) return emb__null("grad");
+    if (num_rows < 0 || dim < 0)
+        return emb__error(EMB_ERR_INVALID,
+                          "a sparse gradient needs non-negative sizes, got [%" PRId64 ", %" PRId64
+                          "]",
+                          num_rows, dim);
+    memset(g, 0, sizeof *g);
+    g->num_rows = num_rows;
+    g->dim = dim;
+    g->coalesced = true; /* an empty sparse tensor is coalesced, as in PyTorch */
+    return EMB_OK;
+}
+
+void emb_sparse_grad_clear(emb_sparse_grad *g) {
+    if (!g) return;
+    g->nnz = 0;
+    g->coalesced = true;
+}
+
+void emb_sparse_grad_free(emb_sparse_grad *g) {
+    if (!g) return;
+    emb_free(g->indices);
+    emb_free(g->values);
+    g->indices = NULL;
+    g->values = NULL;
+    g->nnz = 0;
+    g->capacity = 0;
+    g->coalesced = true;
+}
+
+emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g) {
+    emb_status st = emb__sparse_grad_check(g, "grad");
+    if (st) return st;
+    if (g->coalesced) return EMB_OK; /* PyTorch returns a coalesced tensor unchanged */
+    const int64_t n = g->nnz, dim = g->dim;
+    if (n < 2) { /* PyTorch: a copy flagged as coalesced */
+        g->coalesced = true;
+        return EMB_OK;
+    }
+    /* perm [n] + pair scratch [2n] */
+    int64_t words;
+    if (!emb__mul_i64(n, 3 * (int64_t)sizeof(int64_t), &words) || (uint64_t)words > SIZE_MAX)
+        return emb__error(EMB_ERR_OVERFLOW, "coalesce: %" PRId64 " entries overflow", n);
+    int64_t *perm = emb_malloc((size_t)words);
+    if (!perm)
+        return emb__error(EMB_ERR_NOMEM,
+                          "coalesce: cannot allocate the sort buffers for %" PRId64 " entries",
+                          n);
+    emb__argsort_unstable_i64(g->indices, n, perm, perm + n);
+    int64_t unique = 1;
+    for (int64_t j = 1; j < n; j++) unique += g->indices[perm[j]] != g->indices[perm[j - 1]];
+    int64_t *new_idx = NULL;
+    float *new_val = NULL;
+    st = emb__sparse_grad_alloc(unique, dim, &new_idx, &new_val);
+    if (st) {
+        emb_free(perm);
+        return st;
+    }
+    int64_t written =
+        emb__sparse_coalesce_ref(new_idx, new_val, g->indices, g->values, perm, n, dim);
+    (void)written; /* == unique */
+    emb_free(perm);
+    emb_free(g->indices);
+    emb_free(g->values);
+    g->indices = new_idx;
+    g->values = new_val;
+    g->nnz = unique;
+    g->capacity = unique;
+    g->coalesced = true;
+    return EMB_OK;
+}
+
+emb_status emb_sparse_grad_add_to_dense(const emb_sparse_grad *g, emb_tensor *dense) {
+    emb_status st = emb__sparse_grad_check(g, "grad");
+    if (st) return st;
+    if (!dense) return emb__null("dense");
+    const int64_t shape[2] = {g->num_rows, g->dim};
+    st = emb__check_f32_shape(dense, "dense", 2, shape);
+    if (st) return st;
+    for (int64_t k = 0; k < g->nnz; k++) {
+        int64_t r = g->indices[k];
+        if (r < 0 || r >= g->num_rows)
+            return emb__error(EMB_ERR_INDEX,
+                              "grad entry %" PRId64 " has row %" PRId64
+                              ", out of range for %" PRId64 " rows (valid: [0, %" PRId64 "))",
+                              k, r, g->num_rows, g->num_rows);
+    }
+    const int64_t n = g->nnz, dim = g->dim;
+    if (n == 0 || dim == 0) return EMB_OK;
+    float *out = dense->data;
+    /* Threads own disjoint column ranges, so each element still receives its entries in
+     * entry order: identical bits for any thread count. */
+    int64_t work;
+    if (!emb__mul_i64(n, dim, &work)) work = INT64_MAX;
+    int nt = emb__threads_for(work, EMB__ADD_DENSE_GRAIN * 16);
+    if (nt > dim / 16) nt = (int)(dim / 16);
+    if (nt <= 1) {
+        emb__sparse_add_to_dense_ref(out, g->indices, g->values, n, dim, 0, dim);
+        return EMB_OK;
+    }
+    const int64_t *idx = g->indices;
+    const float *val = g->values;
+#pragma omp parallel num_threads(nt)
+    {
+#ifdef _OPENMP
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+#else
+        int t = 0, T = 1;
+#endif
+        /* column blocks of 16 floats (one cache line) */
+        int64_t blocks = (dim + 15) / 16;
+        int64_t b0 = blocks * t / T, b1 = blocks * (t + 1) / T;
+        int64_t c0 = b0 * 16, c1 = b1 * 16 < dim ? b1 * 16 : dim;
+        if (c0 < c1) emb__sparse_add_to_dense_ref(out, idx, val, n, dim, c0, c1);
+    }
+    return EMB_OK;
+}
