@@ -1,0 +1,297 @@
+/* nn.Linear: PyTorch-exact initialisation, forward and backward (shared reference
+ * pytorch-semantics.md §6.1, §6.2).
+ *
+ * The matrix products go through cblas_sgemm when the build has CBLAS (and the reference
+ * kernels are not forced), else through the plain-C kernel in kernels/gemm_ref.c, split
+ * into row ranges over threads. Either way each output element is computed by one thread
+ * in a fixed order, so results do not depend on the thread count; they may differ from
+ * PyTorch's in the last bit because BLAS implementations sum in different orders. */
+#include "internal.h"
+#include "kernels/gemm.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+struct emb_linear {
+    int64_t in_features;
+    int64_t out_features;
+    bool has_bias;
+    float *weight; /* [out_features * in_features], owned */
+    float *bias;   /* [out_features] or NULL */
+};
+
+/* C = op(A) op(B) + beta C (alpha 1) through CBLAS, or the reference kernel on row ranges
+ * of C over threads. */
+static void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float *a,
+                 int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    if (m <= 0 || n <= 0) return;
+    if (!emb__force_ref() &&
+        emb__sgemm_cblas(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc))
+        return;
+    int64_t flops;
+    if (!emb__mul_i64(m, n, &flops) || !emb__mul_i64(flops, k > 0 ? k : 1, &flops))
+        flops = INT64_MAX;
+    int nt = emb__threads_for(flops, 1 << 16);
+    if (nt > m) nt = (int)m;
+    if (nt <= 1) {
+        emb__sgemm_rows(trans_a, trans_b, 0, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int t = 0; t < nt; t++) {
+        /* Row blocks of 4 (the kernel's tile height) split evenly. */
+        int64_t blocks = (m + 3) / 4;
+        int64_t r0 = blocks * t / nt * 4, r1 = blocks * (t + 1) / nt * 4;
+        if (r1 > m) r1 = m;
+        emb__sgemm_rows(trans_a, trans_b, r0, r1, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    }
+}
+
+emb_status emb_linear_create(int64_t in_features, int64_t out_features, bool bias,
+                             emb_generator *gen, emb_linear **out) {
+    if (!out) return emb__null("out");
+    if (in_features < 0 || out_features < 0)
+        return emb__error(EMB_ERR_INVALID,
+                          "Trying to create tensor with negative dimension %" PRId64
+                          ": [%" PRId64 ", %" PRId64 "] (Linear weight [out_features, "
+                          "in_features])",
+                          out_features < 0 ? out_features : in_features, out_features,
+                          in_features);
+    int64_t numel, bytes;
+    if (!emb__mul_i64(in_features, out_features, &numel) ||
+        !emb__mul_i64(numel, (int64_t)sizeof(float), &bytes) || (uint64_t)bytes > SIZE_MAX)
+        return emb__error(EMB_ERR_OVERFLOW,
+                          "a Linear weight of %" PRId64 " x %" PRId64 " float32 values overflows",
+                          out_features, in_features);
+    emb_linear *lin = emb_malloc(sizeof *lin);
+    if (!lin) return emb__error(EMB_ERR_NOMEM, "cannot allocate an emb_linear");
+    memset(lin, 0, sizeof *lin);
+    lin->in_features = in_features;
+    lin->out_features = out_features;
+    lin->has_bias = bias;
+    lin->weight = emb_malloc((size_t)bytes);
+    lin->bias = bias ? emb_malloc((size_t)out_features * sizeof(float)) : NULL;
+    if (!lin->weight || (bias && !lin->bias)) {
+        emb_linear_free(lin);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate the %" PRId64 " x %" PRId64
+                          " Linear parameters", out_features, in_features);
+    }
+    memset(lin->weight, 0, (size_t)bytes);
+    if (bias) memset(lin->bias, 0, (size_t)out_features * sizeof(float));
+
+    /* kaiming_uniform_(weight, a=sqrt(5)) with mode fan_in, leaky_relu, in the double
+     * operations PyTorch's Python code performs (a**2 == 5.000000000000001). A zero-element
+     * weight is left alone and draws nothing. */
+    emb_tensor view;
+    emb_status st = EMB_OK;
+    if (numel > 0) {
+        double a = sqrt(5.0);
+        double gain = sqrt(2.0 / (1.0 + a * a));
+        double std = gain / sqrt((double)in_features);
+        double bound = sqrt(3.0) * std;
+        int64_t shape[2] = {out_features, in_features};
+        st = emb_tensor_init(&view, EMB_FLOAT32, lin->weight, 2, shape);
+        if (!st) st = emb_uniform_(&view, -bound, bound, gen);
+    }
+    /* Bias: uniform in +-1/sqrt(fan_in) (0 when fan_in is 0); always draws out_features. */
+    if (!st && bias && out_features > 0) {
+        double bound = in_features > 0 ? 1.0 / sqrt((double)in_features) : 0.0;
+        int64_t shape[1] = {out_features};
+        st = emb_tensor_init(&view, EMB_FLOAT32, lin->bias, 1, shape);
+        if (!st) st = emb_uniform_(&view, bound > 0.0 ? -bound : 0.0, bound, gen);
+    }
+    if (st) {
+        emb_linear_free(lin);
+        return st;
+    }
+    *out = lin;
+    return EMB_OK;
+}
+
+void emb_linear_free(emb_linear *lin) {
+    if (!lin) return;
+    emb_free(lin->weight);
+    emb_free(lin->bias);
+    emb_free(lin);
+}
+
+int64_t emb_linear_in_features(const emb_linear *lin) { return lin ? lin->in_features : 0; }
+int64_t emb_linear_out_features(const emb_linear *lin) { return lin ? lin->out_features : 0; }
+bool emb_linear_has_bias(const emb_linear *lin) { return lin && lin->has_bias; }
+
+emb_status emb_linear_weight(emb_linear *lin, emb_tensor *view) {
+    if (!lin) return emb__null("lin");
+    if (!view) return emb__null("view");
+    int64_t shape[2] = {lin->out_features, lin->in_features};
+    return emb_tensor_init(view, EMB_FLOAT32, lin->weight, 2, shape);
+}
+
+emb_status emb_linear_bias(emb_linear *lin, emb_tensor *view) {
+    if (!lin) return emb__null("lin");
+    if (!view) return emb__null("view");
+    if (!lin->has_bias)
+        return emb__error(EMB_ERR_STATE, "this Linear layer was created with bias=false");
+    int64_t shape[1] = {lin->out_features};
+    return emb_tensor_init(view, EMB_FLOAT32, lin->bias, 1, shape);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Forward and backward
+ * ------------------------------------------------------------------------------------- */
+
+static bool overlap_bytes(const void *a, size_t na, const void *b, size_t nb) {
+    if (!a || !b || na == 0 || nb == 0) return false;
+    uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+    return pa < pb + nb && pb < pa + na;
+}
+
+static bool overlap(const emb_tensor *a, const emb_tensor *b) {
+    return a && b && overlap_bytes(a->data, emb_tensor_nbytes(a), b->data, emb_tensor_nbytes(b));
+}
+
+/* Validates x against the layer; *rows = product of the leading dimensions. */
+static emb_status check_x(const emb_linear *lin, const emb_tensor *x, int64_t *rows) {
+    emb_status st = emb_tensor_check(x, "x");
+    if (st) return st;
+    if (x->dtype != EMB_FLOAT32)
+        return emb__error(EMB_ERR_DTYPE,
+                          "mat1 and mat2 must have the same dtype (x is %s, the Linear weight "
+                          "float32)",
+                          emb_dtype_name(x->dtype));
+    if (x->ndim < 1)
+        return emb__error(EMB_ERR_SHAPE,
+                          "both arguments to matmul need to be at least 1D, but they are 0D and "
+                          "2D");
+    int64_t m = 1;
+    for (int i = 0; i < x->ndim - 1; i++)
+        if (!emb__mul_i64(m, x->shape[i], &m))
+            return emb__error(EMB_ERR_OVERFLOW, "the number of rows of x overflows int64");
+    int64_t k = x->shape[x->ndim - 1];
+    if (k != lin->in_features)
+        return emb__error(EMB_ERR_SHAPE,
+                          "mat1 and mat2 shapes cannot be multiplied (%" PRId64 "x%" PRId64
+                          " and %" PRId64 "x%" PRId64 ")",
+                          m, k, lin->in_features, lin->out_features);
+    *rows = m;
+    return EMB_OK;
+}
+
+/* `t` must be float32 of shape x.shape[:-1] + [last]. */
+static emb_status check_like_x(const emb_tensor *t, const char *what, const emb_tensor *x,
+                               int64_t last) {
+    int64_t shape[EMB_MAX_DIMS];
+    for (int i = 0; i < x->ndim - 1; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = last;
+    return emb__check_f32_shape(t, what, x->ndim, shape);
+}
+
+static emb_status weight_overlap_error(const emb_linear *lin, const emb_tensor *t,
+                                       const char *what) {
+    size_t wb = (size_t)(lin->in_features * lin->out_features) * sizeof(float);
+    size_t bb = lin->has_bias ? (size_t)lin->out_features * sizeof(float) : 0;
+    size_t tb = emb_tensor_nbytes(t);
+    if (overlap_bytes(t->data, tb, lin->weight, wb) || overlap_bytes(t->data, tb, lin->bias, bb))
+        return emb__error(EMB_ERR_INVALID, "%s must not overlap the layer's parameters", what);
+    return EMB_OK;
+}
+
+emb_status emb_linear_forward(const emb_linear *lin, const emb_tensor *x, emb_tensor *y) {
+    if (!lin) return emb__null("lin");
+    if (!x) return emb__null("x");
+    if (!y) return emb__null("y");
+    int64_t m;
+    emb_status st = check_x(lin, x, &m);
+    if (st) return st;
+    if ((st = check_like_x(y, "y", x, lin->out_features))) return st;
+    if (overlap(y, x)) return emb__error(EMB_ERR_INVALID, "y must not overlap x");
+    if ((st = weight_overlap_error(lin, y, "y"))) return st;
+
+    const int64_t in = lin->in_features, out = lin->out_features;
+    float *yd = y->data;
+    if (m == 0 || out == 0) return EMB_OK;
+    /* PyTorch's addmm: y starts as the broadcast bias and gets x W^T added (beta 1). */
+    float beta = 0.0f;
+    if (lin->has_bias) {
+        for (int64_t i = 0; i < m; i++) memcpy(yd + i * out, lin->bias, (size_t)out * sizeof(float));
+        beta = 1.0f;
+    }
+    if (in == 0) {
+        if (!lin->has_bias) memset(yd, 0, (size_t)(m * out) * sizeof(float));
+        return EMB_OK;
+    }
+    gemm(false, true, m, out, in, x->data, in, lin->weight, in, beta, yd, out);
+    return EMB_OK;
+}
+
+emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
+                               const emb_tensor *grad_y, emb_tensor *grad_x,
+                               emb_tensor *grad_weight, emb_tensor *grad_bias) {
+    if (!lin) return emb__null("lin");
+    if (!x) return emb__null("x");
+    if (!grad_y) return emb__null("grad_y");
+    int64_t m;
+    emb_status st = check_x(lin, x, &m);
+    if (st) return st;
+    const int64_t in = lin->in_features, out = lin->out_features;
+    if ((st = check_like_x(grad_y, "grad_y", x, out))) return st;
+    if (grad_x && (st = check_like_x(grad_x, "grad_x", x, in))) return st;
+    if (grad_weight) {
+        int64_t ws[2] = {out, in};
+        if ((st = emb__check_f32_shape(grad_weight, "grad_weight", 2, ws))) return st;
+    }
+    if (grad_bias) {
+        if (!lin->has_bias)
+            return emb__error(EMB_ERR_STATE,
+                              "grad_bias was given but this Linear layer has no bias");
+        int64_t bs[1] = {out};
+        if ((st = emb__check_f32_shape(grad_bias, "grad_bias", 1, bs))) return st;
+    }
+    /* Outputs must not share memory with the inputs, the parameters or each other. */
+    emb_tensor *outs[3] = {grad_x, grad_weight, grad_bias};
+    const char *names[3] = {"grad_x", "grad_weight", "grad_bias"};
+    for (int i = 0; i < 3; i++) {
+        if (!outs[i]) continue;
+        if (overlap(outs[i], x)) return emb__error(EMB_ERR_INVALID, "%s must not overlap x", names[i]);
+        if (overlap(outs[i], grad_y))
+            return emb__error(EMB_ERR_INVALID, "%s must not overlap grad_y", names[i]);
+        if ((st = weight_overlap_error(lin, outs[i], names[i]))) return st;
+        for (int j = 0; j < i; j++)
+            if (overlap(outs[i], outs[j]))
+                return emb__error(EMB_ERR_INVALID, "%s must not overlap %s", names[i], names[j]);
+    }
+
+    const float *xd = x->data, *gy = grad_y->data;
+    /* grad_x [m, in] = grad_y [m, out] W [out, in] (overwritten). */
+    if (grad_x && m > 0 && in > 0) {
+        if (out == 0) memset(grad_x->data, 0, (size_t)(m * in) * sizeof(float));
+        else gemm(false, false, m, in, out, gy, out, lin->weight, in, 0.0f, grad_x->data, in);
+    }
+    /* grad_weight [out, in] += grad_y^T [out, m] x [m, in]. */
+    if (grad_weight && out > 0 && in > 0 && m > 0)
+        gemm(true, false, out, in, m, gy, out, xd, in, 1.0f, grad_weight->data, in);
+    /* grad_bias [out] += column sums of grad_y, each summed over rows in order in double
+     * and rounded once, then added (PyTorch computes the sum, then accumulates it). */
+    if (grad_bias && out > 0 && m > 0) {
+        float *gb = grad_bias->data;
+        int nt = emb__threads_for(m * out, 1 << 15);
+        if (nt > out) nt = (int)out;
+        (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+        for (int64_t j0 = 0; j0 < out; j0 += 64) {
+            double acc[64];
+            int64_t w = out - j0 < 64 ? out - j0 : 64;
+            for (int64_t j = 0; j < w; j++) acc[j] = 0.0;
+            for (int64_t i = 0; i < m; i++) {
+                const float *row = gy + i * out + j0;
+                for (int64_t j = 0; j < w; j++) acc[j] += (double)row[j];
+            }
+            for (int64_t j = 0; j < w; j++) gb[j0 + j] = gb[j0 + j] + (float)acc[j];
+        }
+    }
+    return EMB_OK;
+}
