@@ -245,6 +245,26 @@ def test_scalars():
         run_case(rng, (), dtype, random_opts(rng), f"scalar {i}")
 
 
+def test_number_formatting_stress():
+    """Python's '{:.Nf}' / '{:.Ne}' against emb's on random bit patterns, ties and
+    near-ties, at precisions 0 to 12, through 1-D tensors printed in full."""
+    rng = np.random.default_rng(13)
+    for dtype, itype in ((np.float64, np.uint64), (np.float32, np.uint32)):
+        bits = rng.integers(0, np.iinfo(itype).max, 600, dtype=itype, endpoint=True)
+        rand_bits = bits.view(dtype)
+        rand_bits = rand_bits[np.isfinite(rand_bits)]
+        ties = (rng.integers(-10**6, 10**6, 600) / 2.0 ** rng.integers(0, 20, 600)).astype(dtype)
+        near = (np.round(rng.standard_normal(600) * 1e4) / 1e4).astype(dtype)  # 4-decimal data
+        for vals in (rand_bits, ties, near):
+            for precision in range(0, 13):
+                for sci in (True, False):
+                    if not sci and dtype == np.float64 and vals is rand_bits:
+                        continue  # up to 300-digit numbers; covered by sci and the others
+                    opts = {"precision": precision, "sci_mode": sci, "threshold": 10**6}
+                    same(emb_repr(vals, **opts), torch_repr(vals, **opts),
+                         f"{np.dtype(dtype).name} precision {precision} sci {sci}")
+
+
 def test_large_summarised_and_full():
     """A 10^6-element tensor summarised, and a 3000-element one printed in full."""
     rng = np.random.default_rng(5)
