@@ -139,7 +139,8 @@ static int fmt_double(char *buf, double v, char conv, int prec) {
 static int fmt_elem(const printer *p, int64_t i, char *buf) {
     const emb_tensor *t = p->t;
     if (!p->floating) {
-        if (t->dtype == EMB_BOOL) return snprintf(buf, EMB__NUMBUF, "%s", elem_i(t, i) ? "True" : "False");
+        if (t->dtype == EMB_BOOL)
+            return snprintf(buf, EMB__NUMBUF, "%s", elem_i(t, i) ? "True" : "False");
         return snprintf(buf, EMB__NUMBUF, "%" PRId64, elem_i(t, i));
     }
     double v = elem_f(t, i);
@@ -230,7 +231,8 @@ static void make_formatter(printer *p) {
             p->sci_mode = ratio > 1000.0 || p->amax > 1.0e8 || p->amin < 1.0e-4;
     }
     visit(p, 0, 0, scan_width);
-    if (p->floating && p->o->sci_mode != EMB_SCI_AUTO) p->sci_mode = p->o->sci_mode == EMB_SCI_ON;
+    if (p->floating && p->o->sci_mode != EMB_SCI_AUTO)
+        p->sci_mode = p->o->sci_mode == EMB_SCI_ON;
 }
 
 /* ---------------------------------------------------------------------------------------
