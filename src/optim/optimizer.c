@@ -1,0 +1,964 @@
+/* Optimizers: torch.optim.SGD, Adagrad, Adam, AdamW and SparseAdam of PyTorch 1.13
+ * (single-tensor implementations, foreach=False, CPU), dense and sparse, plus the fused
+ * sparse step for embedding tables. See include/emb/optim.h.
+ *
+ * The module validates every argument once, creates state lazily, rounds the scalar
+ * hyper-parameters as PyTorch's tensor ops do, and calls the kernels of
+ * src/kernels/optim_kernels.h on element or row ranges. Nothing the caller owns changes
+ * before all checks and allocations have succeeded. */
+#include "internal.h"
+#include "kernels/argsort.h"
+#include "kernels/backward.h" /* emb__sparse_grad_check */
+#include "kernels/optim_kernels.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------
+ * State
+ * ------------------------------------------------------------------------------------- */
+
+enum { BUF_NONE = 0, BUF_DENSE = 1, BUF_SPARSE = 2 };
+
+typedef struct param_state {
+    float *data; /* the caller's parameter */
+    int ndim;
+    int64_t shape[EMB_MAX_DIMS];
+    int64_t numel;
+    int64_t steps;
+    bool initialized; /* dense state below allocated (Adagrad, Adam, AdamW, SparseAdam) */
+    /* Dense state, numel floats each: SGD momentum buffer (s1, when buf_kind == BUF_DENSE);
+     * Adagrad sum (s1); Adam/AdamW/SparseAdam exp_avg (s1), exp_avg_sq (s2), max_exp_avg_sq
+     * (s3, amsgrad only). */
+    float *s1, *s2, *s3;
+    /* SGD momentum buffer kind, and the sparse buffer (PyTorch keeps the clone of a sparse
+     * gradient as a sparse tensor and grows it by merging): sp_nnz rows and values. */
+    int buf_kind;
+    int64_t sp_nnz;
+    int64_t *sp_rows;
+    float *sp_vals;
+} param_state;
+
+struct emb_optimizer {
+    emb_optim_options o;
+    int nparams, cap;
+    param_state *ps;
+};
+
+/* A sparse row gradient as the update code sees it: entry k is row rows[k] with values at
+ * values + (pos ? pos[k] : k) * dim. step_sparse views an emb_sparse_grad this way, the
+ * fused step views (indices, grad_output) without copying the values. */
+typedef struct spview {
+    int64_t nnz, dim;
+    const int64_t *rows;
+    const float *values;
+    const int64_t *pos;
+    bool coalesced; /* rows strictly ascending: coalesce() is the identity */
+} spview;
+
+static inline const float *sv_row(const spview *s, int64_t k) {
+    return s->values + (s->pos ? s->pos[k] : k) * s->dim;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------------------- */
+
+emb_optim_options emb_optim_options_default(emb_optim_kind kind) {
+    emb_optim_options o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.lr = 1e-3;
+    o.beta1 = 0.9;
+    o.beta2 = 0.999;
+    o.eps = 1e-8;
+    switch (kind) {
+    case EMB_OPTIM_SGD: o.eps = 0; break;
+    case EMB_OPTIM_ADAGRAD: o.lr = 1e-2; o.eps = 1e-10; break;
+    case EMB_OPTIM_ADAM: break;
+    case EMB_OPTIM_ADAMW: o.weight_decay = 1e-2; break;
+    case EMB_OPTIM_SPARSE_ADAM: break;
+    }
+    return o;
+}
+
+/* Python's repr() of a float ("1.0", "-0.001", "1e-05", "nan", "inf"), as PyTorch's
+ * messages print it: the shortest digits that round-trip, positional notation for decimal
+ * exponents in [-4, 16), scientific otherwise. */
+static const char *pyfloat(double x, char *buf, size_t size) {
+    if (isnan(x)) { snprintf(buf, size, "nan"); return buf; }
+    if (isinf(x)) { snprintf(buf, size, x < 0 ? "-inf" : "inf"); return buf; }
+    char tmp[40];
+    int prec = 1;
+    for (; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, x);
+        if (strtod(tmp, NULL) == x) break;
+    }
+    /* tmp: [-]d[.ddd]e[+-]XX */
+    const char *s = tmp;
+    bool neg = *s == '-';
+    if (neg) s++;
+    char digits[24];
+    int nd = 0;
+    for (; *s && *s != 'e'; s++)
+        if (*s != '.') digits[nd++] = *s;
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    digits[nd] = '\0';
+    int exp10 = atoi(s + 1);
+    char out[64];
+    size_t k = 0;
+    if (neg) out[k++] = '-';
+    if (exp10 >= -4 && exp10 < 16) {
+        if (exp10 < 0) {
+            out[k++] = '0';
+            out[k++] = '.';
+            for (int i = -1; i > exp10; i--) out[k++] = '0';
+            for (int i = 0; i < nd; i++) out[k++] = digits[i];
+        } else {
+            for (int i = 0; i <= exp10; i++) out[k++] = i < nd ? digits[i] : '0';
+            out[k++] = '.';
+            if (nd > exp10 + 1)
+                for (int i = exp10 + 1; i < nd; i++) out[k++] = digits[i];
+            else
+                out[k++] = '0';
+        }
+        out[k] = '\0';
+    } else {
+        out[k++] = digits[0];
+        if (nd > 1) {
+            out[k++] = '.';
+            for (int i = 1; i < nd; i++) out[k++] = digits[i];
+        }
+        snprintf(out + k, sizeof out - k, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
+    }
+    snprintf(buf, size, "%s", out);
+    return buf;
+}
+
+/* "Invalid <what>: <repr(x)>" as PyTorch's optimizers raise it. */
+static emb_status invalid_value(const char *what, double x) {
+    char b[40];
+    return emb__error(EMB_ERR_INVALID, "Invalid %s: %s", what, pyfloat(x, b, sizeof b));
+}
+
+static emb_status check_options(const emb_optim_options *o) {
+    switch (o->kind) {
+    case EMB_OPTIM_SGD:
+        /* PyTorch tests `x < 0.0`, which lets NaN through; emb rejects NaN too. */
+        if (!(o->lr >= 0.0)) return invalid_value("learning rate", o->lr);
+        if (!(o->momentum >= 0.0)) return invalid_value("momentum value", o->momentum);
+        if (!(o->weight_decay >= 0.0))
+            return invalid_value("weight_decay value", o->weight_decay);
+        if (o->nesterov && (o->momentum <= 0.0 || o->dampening != 0.0))
+            return emb__error(EMB_ERR_INVALID,
+                              "Nesterov momentum requires a momentum and zero dampening");
+        return EMB_OK;
+    case EMB_OPTIM_ADAGRAD:
+        if (!(o->lr >= 0.0)) return invalid_value("learning rate", o->lr);
+        if (!(o->lr_decay >= 0.0)) return invalid_value("lr_decay value", o->lr_decay);
+        if (!(o->weight_decay >= 0.0))
+            return invalid_value("weight_decay value", o->weight_decay);
+        if (!(o->initial_accumulator_value >= 0.0))
+            return invalid_value("initial_accumulator_value value",
+                                 o->initial_accumulator_value);
+        if (!(o->eps >= 0.0)) return invalid_value("epsilon value", o->eps);
+        return EMB_OK;
+    case EMB_OPTIM_ADAM:
+    case EMB_OPTIM_ADAMW:
+        if (!(o->lr >= 0.0)) return invalid_value("learning rate", o->lr);
+        if (!(o->eps >= 0.0)) return invalid_value("epsilon value", o->eps);
+        if (!(o->beta1 >= 0.0 && o->beta1 < 1.0))
+            return invalid_value("beta parameter at index 0", o->beta1);
+        if (!(o->beta2 >= 0.0 && o->beta2 < 1.0))
+            return invalid_value("beta parameter at index 1", o->beta2);
+        if (!(o->weight_decay >= 0.0))
+            return invalid_value("weight_decay value", o->weight_decay);
+        return EMB_OK;
+    case EMB_OPTIM_SPARSE_ADAM:
+        if (!(o->lr > 0.0)) return invalid_value("learning rate", o->lr);
+        if (!(o->eps > 0.0)) return invalid_value("epsilon value", o->eps);
+        if (!(o->beta1 >= 0.0 && o->beta1 < 1.0))
+            return invalid_value("beta parameter at index 0", o->beta1);
+        if (!(o->beta2 >= 0.0 && o->beta2 < 1.0))
+            return invalid_value("beta parameter at index 1", o->beta2);
+        return EMB_OK;
+    }
+    return emb__error(EMB_ERR_INVALID,
+                      "unknown optimizer kind %d (valid: 0 SGD, 1 Adagrad, 2 Adam, 3 AdamW, "
+                      "4 SparseAdam)",
+                      (int)o->kind);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Create, free, parameters
+ * ------------------------------------------------------------------------------------- */
+
+emb_status emb_optimizer_create(const emb_optim_options *opts, emb_optimizer **out) {
+    if (!opts) return emb__null("opts");
+    if (!out) return emb__null("out");
+    emb_status st = check_options(opts);
+    if (st) return st;
+    emb_optimizer *opt = calloc(1, sizeof *opt);
+    if (!opt) return emb__error(EMB_ERR_NOMEM, "cannot allocate an optimizer");
+    opt->o = *opts;
+    *out = opt;
+    return EMB_OK;
+}
+
+static void free_state(param_state *ps) {
+    emb_free(ps->s1);
+    emb_free(ps->s2);
+    emb_free(ps->s3);
+    emb_free(ps->sp_rows);
+    emb_free(ps->sp_vals);
+}
+
+void emb_optimizer_free(emb_optimizer *opt) {
+    if (!opt) return;
+    for (int i = 0; i < opt->nparams; i++) free_state(&opt->ps[i]);
+    free(opt->ps);
+    free(opt);
+}
+
+emb_status emb_optimizer_add_param(emb_optimizer *opt, const emb_tensor *param,
+                                   int *param_id) {
+    if (!opt) return emb__null("opt");
+    emb_status st = emb_tensor_check(param, "param");
+    if (st) return st;
+    if (param->dtype != EMB_FLOAT32)
+        return emb__error(EMB_ERR_DTYPE, "param must be float32, got %s",
+                          emb_dtype_name(param->dtype));
+    int64_t numel = emb_tensor_numel(param);
+    /* PyTorch: "some parameters appear in more than one parameter group". */
+    if (numel > 0) {
+        const char *b0 = param->data;
+        const char *e0 = b0 + numel * (int64_t)sizeof(float);
+        for (int i = 0; i < opt->nparams; i++) {
+            const param_state *q = &opt->ps[i];
+            if (q->numel == 0) continue;
+            const char *b1 = (const char *)q->data;
+            const char *e1 = b1 + q->numel * (int64_t)sizeof(float);
+            if (b0 < e1 && b1 < e0)
+                return emb__error(EMB_ERR_INVALID,
+                                  "param overlaps the memory of parameter %d, which is "
+                                  "already registered with this optimizer", i);
+        }
+    }
+    if (opt->nparams == INT32_MAX)
+        return emb__error(EMB_ERR_OVERFLOW, "too many parameters");
+    if (opt->nparams == opt->cap) {
+        int ncap = opt->cap ? (opt->cap > INT32_MAX / 2 ? INT32_MAX : opt->cap * 2) : 4;
+        param_state *nps = realloc(opt->ps, (size_t)ncap * sizeof *nps);
+        if (!nps) return emb__error(EMB_ERR_NOMEM, "cannot grow the parameter list");
+        opt->ps = nps;
+        opt->cap = ncap;
+    }
+    param_state *ps = &opt->ps[opt->nparams];
+    memset(ps, 0, sizeof *ps);
+    ps->data = param->data;
+    ps->ndim = param->ndim;
+    for (int i = 0; i < param->ndim; i++) ps->shape[i] = param->shape[i];
+    ps->numel = numel;
+    if (param_id) *param_id = opt->nparams;
+    opt->nparams++;
+    return EMB_OK;
+}
+
+int64_t emb_optimizer_param_steps(const emb_optimizer *opt, int param_id) {
+    if (!opt || param_id < 0 || param_id >= opt->nparams) return -1;
+    return opt->ps[param_id].steps;
+}
+
+static emb_status get_param(emb_optimizer *opt, int param_id, param_state **out) {
+    if (!opt) return emb__null("opt");
+    if (param_id < 0 || param_id >= opt->nparams)
+        return emb__error(EMB_ERR_INDEX,
+                          "param_id %d is out of range for an optimizer with %d parameters "
+                          "(valid: [0, %d))",
+                          param_id, opt->nparams, opt->nparams);
+    *out = &opt->ps[param_id];
+    return EMB_OK;
+}
+
+/* Allocates the dense state of Adagrad / Adam / AdamW / SparseAdam on the first step. On
+ * failure nothing is kept. */
+static emb_status ensure_state(const emb_optimizer *opt, param_state *ps) {
+    if (ps->initialized) return EMB_OK;
+    const emb_optim_options *o = &opt->o;
+    int nbuf = 0;
+    switch (o->kind) {
+    case EMB_OPTIM_SGD: return EMB_OK;
+    case EMB_OPTIM_ADAGRAD: nbuf = 1; break;
+    case EMB_OPTIM_ADAM:
+    case EMB_OPTIM_ADAMW: nbuf = o->amsgrad ? 3 : 2; break;
+    case EMB_OPTIM_SPARSE_ADAM: nbuf = 2; break;
+    }
+    size_t nbytes = (size_t)ps->numel * sizeof(float);
+    float *b[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < nbuf; i++) {
+        b[i] = emb_malloc(nbytes);
+        if (!b[i]) {
+            for (int j = 0; j < i; j++) emb_free(b[j]);
+            return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes of optimizer state",
+                              nbytes * (size_t)nbuf);
+        }
+    }
+    if (o->kind == EMB_OPTIM_ADAGRAD) {
+        float init = (float)o->initial_accumulator_value;
+        for (int64_t i = 0; i < ps->numel; i++) b[0][i] = init;
+    } else {
+        for (int i = 0; i < nbuf; i++) memset(b[i], 0, nbytes);
+    }
+    ps->s1 = b[0];
+    ps->s2 = b[1];
+    ps->s3 = b[2];
+    ps->initialized = true;
+    return EMB_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Hyper-parameters as the kernels see them (step = the new step count)
+ * ------------------------------------------------------------------------------------- */
+
+static emb__sgd_args sgd_args(const emb_optim_options *o) {
+    emb__sgd_args a;
+    memset(&a, 0, sizeof a);
+    a.neg_lr = (float)(-o->lr);
+    a.weight_decay = (float)o->weight_decay;
+    a.momentum = (float)o->momentum;
+    a.one_minus_dampening = (float)(1.0 - o->dampening);
+    a.has_weight_decay = o->weight_decay != 0.0;
+    a.has_momentum = o->momentum != 0.0;
+    a.nesterov = o->nesterov;
+    a.maximize = o->maximize;
+    return a;
+}
+
+static emb__adagrad_args adagrad_args(const emb_optim_options *o, int64_t step) {
+    emb__adagrad_args a;
+    memset(&a, 0, sizeof a);
+    double clr = o->lr / (1.0 + ((double)step - 1.0) * o->lr_decay);
+    a.neg_clr = (float)(-clr);
+    a.eps = (float)o->eps;
+    a.weight_decay = (float)o->weight_decay;
+    a.has_weight_decay = o->weight_decay != 0.0;
+    a.maximize = o->maximize;
+    return a;
+}
+
+static emb__adam_args adam_args(const emb_optim_options *o, int64_t step) {
+    emb__adam_args a;
+    memset(&a, 0, sizeof a);
+    double t = (double)step;
+    double bc1 = 1.0 - pow(o->beta1, t);
+    double bc2 = 1.0 - pow(o->beta2, t);
+    double step_size = o->lr / bc1;
+    a.beta1 = (float)o->beta1;
+    a.one_minus_beta1 = (float)(1.0 - o->beta1);
+    a.beta2 = (float)o->beta2;
+    a.one_minus_beta2 = (float)(1.0 - o->beta2);
+    a.weight_decay = (float)o->weight_decay;
+    a.decay_factor = (float)(1.0 - o->lr * o->weight_decay);
+    a.neg_step_size = (float)(-step_size);
+    a.bias_correction2_sqrt = (float)sqrt(bc2);
+    a.eps = (float)o->eps;
+    a.decoupled = o->kind == EMB_OPTIM_ADAMW;
+    a.has_weight_decay = !a.decoupled && o->weight_decay != 0.0;
+    a.amsgrad = o->amsgrad;
+    a.maximize = o->maximize;
+    return a;
+}
+
+static emb__sparse_adam_args sparse_adam_args(const emb_optim_options *o, int64_t step) {
+    emb__sparse_adam_args a;
+    double t = (double)step;
+    double bc1 = 1.0 - pow(o->beta1, t);
+    double bc2 = 1.0 - pow(o->beta2, t);
+    double step_size = o->lr * sqrt(bc2) / bc1;
+    a.one_minus_beta1 = (float)(1.0 - o->beta1);
+    a.one_minus_beta2 = (float)(1.0 - o->beta2);
+    a.eps = (float)o->eps;
+    a.neg_step_size = (float)(-step_size);
+    return a;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Dense step
+ * ------------------------------------------------------------------------------------- */
+
+#define DENSE_CHUNK ((int64_t)1 << 14)
+
+emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor *grad) {
+    param_state *ps = NULL;
+    emb_status st = get_param(opt, param_id, &ps);
+    if (st) return st;
+    if (!grad) return emb__null("grad");
+    st = emb__check_f32_shape(grad, "grad", ps->ndim, ps->shape);
+    if (st) return st;
+    const emb_optim_options *o = &opt->o;
+    if (o->kind == EMB_OPTIM_SPARSE_ADAM)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "SparseAdam does not support dense gradients, please consider Adam "
+                          "instead");
+    bool momentum = o->kind == EMB_OPTIM_SGD && o->momentum != 0.0;
+    if (momentum && ps->buf_kind == BUF_SPARSE)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "SGD: parameter %d has a sparse momentum buffer from sparse steps, "
+                          "which cannot take a dense gradient (PyTorch fails here with "
+                          "\"add(sparse, dense) is not supported\")",
+                          param_id);
+    /* State (allocated before anything changes). */
+    float *newbuf = NULL;
+    if (momentum && ps->buf_kind == BUF_NONE) {
+        newbuf = emb_malloc((size_t)ps->numel * sizeof(float));
+        if (!newbuf)
+            return emb__error(EMB_ERR_NOMEM, "cannot allocate the momentum buffer (%" PRId64
+                              " floats)", ps->numel);
+    }
+    st = ensure_state(opt, ps);
+    if (st) {
+        emb_free(newbuf);
+        return st;
+    }
+
+    const emb__optim_kernel_table *K = emb__optim_kernels();
+    const float *g = grad->data;
+    float *p = ps->data;
+    const int64_t n = ps->numel;
+    const int64_t nchunks = (n + DENSE_CHUNK - 1) / DENSE_CHUNK;
+    const int nt = emb__threads_for(n, DENSE_CHUNK);
+    int64_t step = ps->steps + 1;
+
+    switch (o->kind) {
+    case EMB_OPTIM_SGD: {
+        emb__sgd_args a = sgd_args(o);
+        float *buf = ps->s1;
+        if (newbuf) {
+            buf = newbuf;
+            a.first = true;
+        }
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+        for (int64_t c = 0; c < nchunks; c++) {
+            int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < n ? b + DENSE_CHUNK : n;
+            K->sgd_dense(p + b, g + b, buf ? buf + b : NULL, e - b, &a);
+        }
+        if (newbuf) {
+            ps->s1 = newbuf;
+            ps->buf_kind = BUF_DENSE;
+        }
+        break;
+    }
+    case EMB_OPTIM_ADAGRAD: {
+        emb__adagrad_args a = adagrad_args(o, step);
+        float *sum = ps->s1;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+        for (int64_t c = 0; c < nchunks; c++) {
+            int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < n ? b + DENSE_CHUNK : n;
+            K->adagrad_dense(p + b, g + b, sum + b, e - b, &a);
+        }
+        break;
+    }
+    case EMB_OPTIM_ADAM:
+    case EMB_OPTIM_ADAMW: {
+        emb__adam_args a = adam_args(o, step);
+        float *m = ps->s1, *v = ps->s2, *vmax = ps->s3;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+        for (int64_t c = 0; c < nchunks; c++) {
+            int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < n ? b + DENSE_CHUNK : n;
+            K->adam_dense(p + b, g + b, m + b, v + b, vmax ? vmax + b : NULL, e - b, &a);
+        }
+        break;
+    }
+    case EMB_OPTIM_SPARSE_ADAM: break; /* rejected above */
+    }
+    ps->steps = step;
+    return EMB_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Sparse steps
+ * ------------------------------------------------------------------------------------- */
+
+
+#define SPARSE_GRAIN ((int64_t)1 << 15)
+
+/* Threads for `work` float operations spread over `units` independent units. */
+static int sparse_threads(int64_t work, int64_t units) {
+    int nt = emb__threads_for(work, SPARSE_GRAIN);
+    if ((int64_t)nt > units) nt = units > 0 ? (int)(units < INT32_MAX ? units : INT32_MAX) : 1;
+    return nt < 1 ? 1 : nt;
+}
+
+/* dense.add_(sparse, alpha=alpha): entry by entry in entry order, row = fmaf(v, alpha, row).
+ * Threads own row ranges and each scans all entries, so every row receives its entries in
+ * entry order whatever the thread count. */
+static void apply_entries(const emb__optim_kernel_table *K, float *p, int64_t rows,
+                          const spview *e, float alpha) {
+    const int64_t dim = e->dim, nnz = e->nnz;
+    const int nt = sparse_threads(nnz * dim, rows);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#endif
+    for (int t = 0; t < nt; t++) {
+        const int64_t lo = rows * t / nt, hi = rows * (t + 1) / nt;
+        for (int64_t k = 0; k < nnz; k++) {
+            int64_t r = e->rows[k];
+            if (r >= lo && r < hi) K->axpy(p + r * dim, sv_row(e, k), alpha, dim);
+        }
+    }
+}
+
+/* Dense elementwise helpers over n elements, in parallel chunks. */
+static void dense_scale(const emb__optim_kernel_table *K, float *x, float s, int64_t n) {
+    const int64_t nchunks = (n + DENSE_CHUNK - 1) / DENSE_CHUNK;
+    const int nt = emb__threads_for(n, DENSE_CHUNK);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < n ? b + DENSE_CHUNK : n;
+        K->scale(x + b, s, e - b);
+    }
+}
+
+static void dense_axpy(const emb__optim_kernel_table *K, float *y, const float *x, float alpha,
+                       int64_t n) {
+    const int64_t nchunks = (n + DENSE_CHUNK - 1) / DENSE_CHUNK;
+    const int nt = emb__threads_for(n, DENSE_CHUNK);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < n ? b + DENSE_CHUNK : n;
+        K->axpy(y + b, x + b, alpha, e - b);
+    }
+}
+
+/* ---- PyTorch's sum of two uncoalesced sparse tensors, r = t + alpha * s ----------------
+ * add_out_sparse_cpu walks both index lists like a merge even when they are not sorted:
+ * while either list has entries, compare the heads; the smaller row is emitted first, and
+ * equal rows are emitted as one entry holding both. An entry's value is
+ * fmaf(s, alpha, 0.0f + t) (either term absent when that side has no entry). When one list
+ * is empty the result is a plain copy of t, or s * alpha. */
+typedef struct merge_it {
+    const int64_t *t, *s;
+    int64_t tn, sn, ti, si;
+} merge_it;
+
+static inline bool merge_next(merge_it *it, int64_t *ti, int64_t *si) {
+    if (it->ti >= it->tn && it->si >= it->sn) return false;
+    int cmp;
+    if (it->ti >= it->tn) cmp = -1;
+    else if (it->si >= it->sn) cmp = 1;
+    else {
+        int64_t a = it->t[it->ti], b = it->s[it->si];
+        cmp = a < b ? 1 : (a > b ? -1 : 0);
+    }
+    *ti = cmp >= 0 ? it->ti++ : -1;
+    *si = cmp <= 0 ? it->si++ : -1;
+    return true;
+}
+
+static int64_t merge_count(const int64_t *t, int64_t tn, const int64_t *s, int64_t sn) {
+    if (tn == 0) return sn;
+    if (sn == 0) return tn;
+    merge_it it = {t, s, tn, sn, 0, 0};
+    int64_t n = 0, a, b;
+    while (merge_next(&it, &a, &b)) n++;
+    return n;
+}
+
+/* The value of one merged entry (see above). t values are multiplied by t_sign (+-1: a
+ * negated gradient), s values by s_alpha. */
+static inline void merge_value(const emb__optim_kernel_table *K, float *r, int64_t dim,
+                               int64_t tn, const float *t, float t_sign, int64_t sn,
+                               const float *s, float s_alpha) {
+    if (sn == 0) K->coalesce_first(r, t, t_sign, dim); /* copy of t */
+    else if (tn == 0) K->scale_to(r, s, s_alpha, dim); /* s * alpha */
+    else K->merge_entry(r, t, t_sign, s, s_alpha, dim);
+}
+
+/* ---- coalesce() and a row update per unique row ------------------------------------- */
+
+typedef struct row_update {
+    emb_optim_kind kind;
+    emb__adagrad_args ag;
+    emb__sparse_adam_args sa;
+    float *p, *s1, *s2; /* parameter and state, [rows, dim] */
+} row_update;
+
+/* Sums each row's values in the order of perm (NULL: identity, for coalesced input) as
+ * coalesce() does, negated first when sign < 0, and applies the row update. Rows are
+ * independent: threads take contiguous ranges of perm aligned to row boundaries.
+ * scratch: nt * dim floats. */
+static void coalesced_update(const emb__optim_kernel_table *K, const spview *g,
+                             const int64_t *perm, float sign, const row_update *u,
+                             float *scratch, int nt) {
+    const int64_t nnz = g->nnz, dim = g->dim;
+#define KEY(i) g->rows[perm ? perm[i] : (i)]
+#define VAL(i) sv_row(g, perm ? perm[i] : (i))
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#endif
+    for (int t = 0; t < nt; t++) {
+        float *acc = scratch + (int64_t)t * dim;
+        int64_t b = nnz * t / nt;
+        const int64_t e = nnz * (t + 1) / nt;
+        while (b > 0 && b < e && KEY(b) == KEY(b - 1)) b++;
+        int64_t i = b;
+        while (i < e) {
+            const int64_t r = KEY(i);
+            K->coalesce_first(acc, VAL(i), sign, dim);
+            int64_t j = i + 1;
+            for (; j < nnz && KEY(j) == r; j++) K->coalesce_add(acc, VAL(j), sign, dim);
+            const int64_t off = r * dim;
+            if (u->kind == EMB_OPTIM_ADAGRAD)
+                K->adagrad_row(u->p + off, u->s1 + off, acc, dim, &u->ag);
+            else
+                K->sparse_adam_row(u->p + off, u->s1 + off, u->s2 + off, acc, dim, &u->sa);
+            i = j;
+        }
+    }
+#undef KEY
+#undef VAL
+}
+
+/* ---- checks shared by step_sparse and step_fused ----------------------------------- */
+
+static emb_status check_sparse_kind(const emb_optimizer *opt, const param_state *ps,
+                                    int param_id) {
+    const emb_optim_options *o = &opt->o;
+    switch (o->kind) {
+    case EMB_OPTIM_ADAM:
+        return emb__error(EMB_ERR_UNSUPPORTED, "Adam does not support sparse gradients, please "
+                          "consider SparseAdam instead");
+    case EMB_OPTIM_ADAMW:
+        return emb__error(EMB_ERR_UNSUPPORTED, "AdamW does not support sparse gradients");
+    default: break;
+    }
+    if (ps->ndim != 2) {
+        char b[300];
+        return emb__error(EMB_ERR_SHAPE,
+                          "sparse gradients need a 2-D parameter; parameter %d has shape %s",
+                          param_id, emb__shape_fmt(b, sizeof b, ps->ndim, ps->shape));
+    }
+    return EMB_OK;
+}
+
+static emb_status check_sparse_options(const emb_optimizer *opt, const param_state *ps,
+                                       int param_id) {
+    const emb_optim_options *o = &opt->o;
+    if (o->kind == EMB_OPTIM_ADAGRAD && o->weight_decay != 0.0)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "weight_decay option is not compatible with sparse gradients");
+    if (o->kind == EMB_OPTIM_SGD && o->weight_decay != 0.0)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "SGD with weight_decay does not support sparse gradients: the decay "
+                          "term would add the dense parameter to the sparse gradient (PyTorch: "
+                          "\"add(sparse, dense) is not supported. Use add(dense, sparse) "
+                          "instead.\")");
+    if (o->kind == EMB_OPTIM_SGD && o->momentum != 0.0 && o->nesterov &&
+        ps->buf_kind == BUF_DENSE)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "SGD with nesterov: parameter %d has a dense momentum buffer from "
+                          "dense steps, which cannot be added to a sparse gradient (PyTorch: "
+                          "\"add(sparse, dense) is not supported\")",
+                          param_id);
+    return EMB_OK;
+}
+
+/* ---- the sparse step proper, after validation ---------------------------------------- */
+
+static emb_status alloc_i64(int64_t n, int64_t **out, const char *what) {
+    int64_t bytes;
+    if (!emb__mul_i64(n > 0 ? n : 1, (int64_t)sizeof(int64_t), &bytes) ||
+        (uint64_t)bytes > SIZE_MAX)
+        return emb__error(EMB_ERR_OVERFLOW, "%s: %" PRId64 " entries overflow", what, n);
+    *out = emb_malloc((size_t)bytes);
+    if (!*out)
+        return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %" PRId64 " bytes", what, bytes);
+    return EMB_OK;
+}
+
+static emb_status alloc_f32(int64_t n, int64_t m, float **out, const char *what) {
+    int64_t cnt, bytes;
+    if (!emb__mul_i64(n, m, &cnt) || !emb__mul_i64(cnt > 0 ? cnt : 1, (int64_t)sizeof(float),
+                                                    &bytes) ||
+        (uint64_t)bytes > SIZE_MAX)
+        return emb__error(EMB_ERR_OVERFLOW, "%s: %" PRId64 " x %" PRId64 " floats overflow",
+                          what, n, m);
+    *out = emb_malloc((size_t)bytes);
+    if (!*out)
+        return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %" PRId64 " bytes", what, bytes);
+    return EMB_OK;
+}
+
+/* SGD with momentum and a sparse gradient d_p = sign * g. PyTorch's single-tensor SGD:
+ *   first step: buf = clone(d_p) (a sparse tensor)
+ *   later:      buf.mul_(momentum).add_(d_p, alpha=1 - dampening)   (a merge)
+ *   nesterov:   d = d_p.add(buf, alpha=momentum)                    (another merge)
+ *   else        d = buf
+ *   param.add_(d, alpha=-lr)                                         (entries in order)
+ * With a dense buffer (earlier dense steps), the buffer update and the parameter update are
+ * dense; nesterov is rejected before (PyTorch cannot add a dense tensor to a sparse one). */
+static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const emb_optimizer *opt,
+                                      param_state *ps, const spview *g) {
+    const emb_optim_options *o = &opt->o;
+    const emb__sgd_args a = sgd_args(o);
+    const float sign = o->maximize ? -1.0f : 1.0f;
+    const int64_t rows = ps->shape[0], dim = ps->shape[1];
+    float *p = ps->data;
+
+    if (ps->buf_kind == BUF_DENSE) {
+        dense_scale(K, ps->s1, a.momentum, ps->numel);
+        apply_entries(K, ps->s1, rows, g, sign * a.one_minus_dampening);
+        dense_axpy(K, p, ps->s1, a.neg_lr, ps->numel);
+        return EMB_OK;
+    }
+
+    /* The new sparse buffer. */
+    int64_t *nrows = NULL;
+    float *nvals = NULL;
+    int64_t nn;
+    const int64_t bn = ps->buf_kind == BUF_SPARSE ? ps->sp_nnz : 0;
+    const bool first = ps->buf_kind == BUF_NONE;
+    if (first) nn = g->nnz;
+    else nn = merge_count(ps->sp_rows, bn, g->rows, g->nnz);
+    const bool in_place = !first && g->nnz == 0; /* buf.add_(empty) keeps buf */
+    const int64_t new_nnz = in_place ? bn : nn;
+    const int nt = o->nesterov ? sparse_threads((g->nnz + new_nnz) * dim, rows) : 1;
+    float *scratch = NULL;
+    emb_status st = EMB_OK;
+    if (o->nesterov) st = alloc_f32(nt, dim, &scratch, "SGD nesterov scratch");
+    if (!st && !in_place) st = alloc_i64(nn, &nrows, "SGD momentum buffer");
+    if (!st && !in_place) st = alloc_f32(nn, dim, &nvals, "SGD momentum buffer");
+    if (st) {
+        emb_free(scratch);
+        emb_free(nrows);
+        emb_free(nvals);
+        return st;
+    }
+    /* Nothing can fail from here on. */
+    if (first) {
+        for (int64_t k = 0; k < nn; k++) {
+            nrows[k] = g->rows[k];
+            K->coalesce_first(nvals + k * dim, sv_row(g, k), sign, dim);
+        }
+    } else {
+        if (bn > 0) K->scale(ps->sp_vals, a.momentum, bn * dim); /* buf.mul_(momentum) */
+        if (!in_place) {
+            const float alpha = sign * a.one_minus_dampening;
+            merge_it it = {ps->sp_rows, g->rows, bn, g->nnz, 0, 0};
+            int64_t ti, si, k = 0;
+            while (merge_next(&it, &ti, &si)) {
+                nrows[k] = ti >= 0 ? ps->sp_rows[ti] : g->rows[si];
+                merge_value(K, nvals + k * dim, dim, bn, ti >= 0 ? ps->sp_vals + ti * dim : NULL,
+                            1.0f, g->nnz, si >= 0 ? sv_row(g, si) : NULL, alpha);
+                k++;
+            }
+        }
+    }
+    if (!in_place) {
+        emb_free(ps->sp_rows);
+        emb_free(ps->sp_vals);
+        ps->sp_rows = nrows;
+        ps->sp_vals = nvals;
+        ps->sp_nnz = nn;
+        ps->buf_kind = BUF_SPARSE;
+    }
+
+    const spview buf = {ps->sp_nnz, dim, ps->sp_rows, ps->sp_vals, NULL, false};
+    if (!o->nesterov) {
+        apply_entries(K, p, rows, &buf, a.neg_lr);
+        return EMB_OK;
+    }
+    /* d = d_p + momentum * buf, streamed entry by entry into the parameter: threads own row
+     * ranges and each walks the whole merge. */
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#endif
+    for (int t = 0; t < nt; t++) {
+        const int64_t lo = rows * t / nt, hi = rows * (t + 1) / nt;
+        float *v = scratch + (int64_t)t * dim;
+        merge_it it = {g->rows, buf.rows, g->nnz, buf.nnz, 0, 0};
+        int64_t ti, si;
+        while (merge_next(&it, &ti, &si)) {
+            int64_t r = ti >= 0 ? g->rows[ti] : buf.rows[si];
+            if (r < lo || r >= hi) continue;
+            merge_value(K, v, dim, g->nnz, ti >= 0 ? sv_row(g, ti) : NULL, sign, buf.nnz,
+                        si >= 0 ? buf.values + si * dim : NULL, a.momentum);
+            K->axpy(p + r * dim, v, a.neg_lr, dim);
+        }
+    }
+    emb_free(scratch);
+    return EMB_OK;
+}
+
+/* One sparse step of a validated gradient view (rows in range, dims matching). */
+static emb_status sparse_step(emb_optimizer *opt, param_state *ps, const spview *g) {
+    const emb_optim_options *o = &opt->o;
+    const emb__optim_kernel_table *K = emb__optim_kernels();
+    const int64_t rows = ps->shape[0], dim = ps->shape[1];
+    const int64_t step = ps->steps + 1;
+    emb_status st = EMB_OK;
+
+    if (o->kind == EMB_OPTIM_SGD) {
+        if (o->momentum == 0.0) {
+            /* param.add_(d_p, alpha=-lr) with d_p = sign * g: fmaf(-v, a, p) == fmaf(v, -a, p). */
+            const float neg_lr = (float)(-o->lr);
+            apply_entries(K, ps->data, rows, g, o->maximize ? -neg_lr : neg_lr);
+        } else {
+            st = sgd_momentum_sparse(K, opt, ps, g);
+            if (st) return st;
+        }
+        ps->steps = step;
+        return EMB_OK;
+    }
+
+    /* Adagrad, SparseAdam: coalesce, then one update per unique row. */
+    const int64_t n = g->nnz;
+    int64_t *perm = NULL;
+    if (!g->coalesced && n > 1) {
+        int64_t n3;
+        if (!emb__mul_i64(n, 3, &n3))
+            return emb__error(EMB_ERR_OVERFLOW, "coalesce: %" PRId64 " entries overflow", n);
+        st = alloc_i64(n3, &perm, "coalesce");
+        if (st) return st;
+    }
+    const int nt = sparse_threads(n * dim, n);
+    float *scratch = NULL;
+    st = alloc_f32(nt, dim, &scratch, "coalesce");
+    if (!st) st = ensure_state(opt, ps);
+    if (st) {
+        emb_free(perm);
+        emb_free(scratch);
+        return st;
+    }
+    if (perm) emb__argsort_unstable_i64(g->rows, n, perm, perm + n);
+    row_update u;
+    memset(&u, 0, sizeof u);
+    u.kind = o->kind;
+    u.p = ps->data;
+    u.s1 = ps->s1;
+    u.s2 = ps->s2;
+    if (o->kind == EMB_OPTIM_ADAGRAD) u.ag = adagrad_args(o, step);
+    else u.sa = sparse_adam_args(o, step);
+    coalesced_update(K, g, perm, o->maximize ? -1.0f : 1.0f, &u, scratch, nt);
+    emb_free(perm);
+    emb_free(scratch);
+    ps->steps = step;
+    return EMB_OK;
+}
+
+emb_status emb_optimizer_step_sparse(emb_optimizer *opt, int param_id,
+                                     const emb_sparse_grad *grad) {
+    param_state *ps = NULL;
+    emb_status st = get_param(opt, param_id, &ps);
+    if (st) return st;
+    if (!grad) return emb__null("grad");
+    st = check_sparse_kind(opt, ps, param_id);
+    if (st) return st;
+    st = emb__sparse_grad_check(grad, "grad");
+    if (st) return st;
+    const int64_t rows = ps->shape[0], dim = ps->shape[1];
+    if (grad->num_rows != rows || grad->dim != dim) {
+        char b[300];
+        return emb__error(EMB_ERR_SHAPE,
+                          "grad is a sparse gradient of size [%" PRId64 ", %" PRId64
+                          "], expected %s (the shape of parameter %d)",
+                          grad->num_rows, grad->dim,
+                          emb__shape_fmt(b, sizeof b, ps->ndim, ps->shape), param_id);
+    }
+    const int64_t n = grad->nnz;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t r = grad->indices[k];
+        if (r < 0 || r >= rows)
+            return emb__error(EMB_ERR_INDEX,
+                              "grad entry %" PRId64 " has row %" PRId64
+                              ", out of range for a parameter with %" PRId64
+                              " rows (valid: [0, %" PRId64 "))",
+                              k, r, rows, rows);
+    }
+    st = check_sparse_options(opt, ps, param_id);
+    if (st) return st;
+    /* A gradient flagged coalesced is used as is only when its rows really are strictly
+     * ascending (then coalesce() is the identity); otherwise it is coalesced here. */
+    bool ascending = grad->coalesced;
+    for (int64_t k = 1; ascending && k < n; k++)
+        ascending = grad->indices[k - 1] < grad->indices[k];
+    const spview g = {n, dim, grad->indices, grad->values, NULL, ascending};
+    return sparse_step(opt, ps, &g);
+}
+
+emb_status emb_optimizer_step_fused(emb_optimizer *opt, int param_id, const emb_tensor *indices,
+                                    const emb_tensor *grad_output, int64_t padding_idx) {
+    param_state *ps = NULL;
+    emb_status st = get_param(opt, param_id, &ps);
+    if (st) return st;
+    st = emb__check_indices(indices, "indices", "emb_optimizer_step_fused");
+    if (st) return st;
+    if (!grad_output) return emb__null("grad_output");
+    st = check_sparse_kind(opt, ps, param_id);
+    if (st) return st;
+    const int64_t rows = ps->shape[0], dim = ps->shape[1];
+    int64_t gshape[EMB_MAX_DIMS];
+    for (int i = 0; i < indices->ndim; i++) gshape[i] = indices->shape[i];
+    gshape[indices->ndim] = dim;
+    st = emb__check_f32_shape(grad_output, "grad_output", indices->ndim + 1, gshape);
+    if (st) return st;
+    if (padding_idx != EMB_PADDING_NONE && (padding_idx < 0 || padding_idx >= rows))
+        return emb__error(EMB_ERR_INVALID,
+                          "padding_idx %" PRId64 " is out of range for a parameter with %" PRId64
+                          " rows (valid: [0, %" PRId64 ") or EMB_PADDING_NONE; normalise a "
+                          "negative padding_idx first)",
+                          padding_idx, rows, rows);
+    const int64_t n = emb_tensor_numel(indices);
+    int64_t bad = emb__find_bad_index(indices, rows);
+    if (bad >= 0) return emb__index_error(indices, bad, rows, NULL);
+    st = check_sparse_options(opt, ps, param_id);
+    if (st) return st;
+
+    /* The sparse gradient backward_sparse would build, viewed without copying values:
+     * surviving positions in input order. */
+    int64_t kept = n;
+    if (padding_idx != EMB_PADDING_NONE)
+        for (int64_t i = 0; i < n; i++) kept -= emb__index_at(indices, i) == padding_idx;
+    int64_t *keys = NULL, *pos = NULL;
+    spview g = {kept, dim, NULL, grad_output->data, NULL, false};
+    if (indices->dtype == EMB_INT64 && kept == n) {
+        g.rows = indices->data;
+    } else {
+        st = alloc_i64(kept, &keys, "emb_optimizer_step_fused");
+        if (st) return st;
+        if (kept < n) {
+            st = alloc_i64(kept, &pos, "emb_optimizer_step_fused");
+            if (st) {
+                emb_free(keys);
+                return st;
+            }
+        }
+        int64_t k = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = emb__index_at(indices, i);
+            if (r == padding_idx) continue;
+            keys[k] = r;
+            if (pos) pos[k] = i;
+            k++;
+        }
+        g.rows = keys;
+        g.pos = pos;
+    }
+    g.coalesced = kept <= 1;
+    st = sparse_step(opt, ps, &g);
+    emb_free(keys);
+    emb_free(pos);
+    return st;
+}
