@@ -1,0 +1,249 @@
+/* src/nn/embedding_backward.c: the backward of nn.Embedding, dense and sparse.
+ * Shared reference pytorch-semantics.md §4.1 (dense), §4.2 (sparse), §8.2 (design).
+ *
+ * Dense: the positions are bucketed by destination row with a stable counting sort (CSR:
+ * offsets[V+1], order[M] with positions ascending inside each row), then threads own
+ * disjoint row ranges, balanced by their number of contributions, and each row is summed
+ * from +0.0 in position order and added to the caller's gradient once. No atomics: the bits
+ * do not depend on the thread count.
+ *
+ * Sparse: the entries (input order, padding removed) are a fresh uncoalesced COO gradient;
+ * accumulating into a non-empty gradient reproduces PyTorch's in-place sparse add (a merge
+ * of the two entry lists, see emb__sparse_merge_ref). */
+#include "embedding_internal.h"
+#include "kernels/backward.h"
+
+#include <inttypes.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Floats of gradient per thread below which the dense accumulation stays on one thread. */
+#define EMB__BACKWARD_GRAIN 32768
+
+/* Checks shared by the dense and sparse backward, after the NULL checks: the index tensor,
+ * grad_output's dtype and shape, and (last, as it reads every index) the index range. The
+ * checks of the gradient buffer run in between, through `check_grad`. */
+static emb_status check_inputs(const emb_embedding *e, const emb_tensor *indices,
+                               const emb_tensor *grad_output) {
+    emb_status st = emb__check_indices(indices, "indices", "embedding_backward");
+    if (st) return st;
+    int64_t shape[EMB_MAX_DIMS];
+    for (int i = 0; i < indices->ndim; i++) shape[i] = indices->shape[i];
+    shape[indices->ndim] = e->embedding_dim;
+    return emb__check_f32_shape(grad_output, "grad_output", indices->ndim + 1, shape);
+}
+
+static emb_status check_index_range(const emb_embedding *e, const emb_tensor *indices) {
+    int64_t bad = emb__find_bad_index(indices, e->num_embeddings);
+    if (bad >= 0) return emb__index_error(indices, bad, e->num_embeddings, "an embedding");
+    return EMB_OK;
+}
+
+static emb_status state_error(void) {
+    return emb__error(EMB_ERR_STATE,
+                      "the embedding's weight does not require grad (created with freeze=true)");
+}
+
+/* First row r with offsets[r] >= target (offsets ascending, offsets[V] = total). */
+static int64_t lower_bound_row(const int64_t *offsets, int64_t V, int64_t target) {
+    int64_t lo = 0, hi = V;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (offsets[mid] < target)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indices,
+                                  const emb_tensor *grad_output, emb_tensor *grad_weight) {
+    if (!e) return emb__null("embedding");
+    if (!indices) return emb__null("indices");
+    if (!grad_output) return emb__null("grad_output");
+    if (!grad_weight) return emb__null("grad_weight");
+    if (!e->requires_grad) return state_error();
+    emb_status st = check_inputs(e, indices, grad_output);
+    if (st) return st;
+    const int64_t V = e->num_embeddings, D = e->embedding_dim;
+    const int64_t wshape[2] = {V, D};
+    st = emb__check_f32_shape(grad_weight, "grad_weight", 2, wshape);
+    if (st) return st;
+    st = check_index_range(e, indices);
+    if (st) return st;
+
+    const int64_t n = emb_tensor_numel(indices);
+    if (n == 0 || D == 0) return EMB_OK;
+    const int64_t pad = e->padding_idx;
+
+    /* offsets: V + 2 counters (the extra slot makes the scatter leave offsets[r] = start of
+     * row r); order: one slot per position (an upper bound of the non-padding ones). */
+    int64_t obytes, pbytes;
+    if (!emb__mul_i64(V + 2, (int64_t)sizeof(int64_t), &obytes) ||
+        !emb__mul_i64(n, (int64_t)sizeof(int64_t), &pbytes) || (uint64_t)obytes > SIZE_MAX ||
+        (uint64_t)pbytes > SIZE_MAX)
+        return emb__error(EMB_ERR_OVERFLOW, "embedding_backward: the bucket sizes overflow");
+    int64_t *offsets = emb_malloc((size_t)obytes);
+    int64_t *order = emb_malloc((size_t)pbytes);
+    if (!offsets || !order) {
+        emb_free(offsets);
+        emb_free(order);
+        return emb__error(EMB_ERR_NOMEM,
+                          "embedding_backward: cannot allocate %" PRId64
+                          " bytes of index buckets",
+                          obytes + pbytes);
+    }
+    memset(offsets, 0, (size_t)obytes);
+    if (indices->dtype == EMB_INT64) {
+        const int64_t *idx = indices->data;
+        for (int64_t i = 0; i < n; i++)
+            if (idx[i] != pad) offsets[idx[i] + 2]++;
+        for (int64_t r = 2; r < V + 2; r++) offsets[r] += offsets[r - 1];
+        for (int64_t i = 0; i < n; i++)
+            if (idx[i] != pad) order[offsets[idx[i] + 1]++] = i;
+    } else {
+        const int32_t *idx = indices->data;
+        for (int64_t i = 0; i < n; i++)
+            if ((int64_t)idx[i] != pad) offsets[(int64_t)idx[i] + 2]++;
+        for (int64_t r = 2; r < V + 2; r++) offsets[r] += offsets[r - 1];
+        for (int64_t i = 0; i < n; i++)
+            if ((int64_t)idx[i] != pad) order[offsets[(int64_t)idx[i] + 1]++] = i;
+    }
+    /* now offsets[r] = first slot of row r, offsets[V] = number of contributions */
+    const int64_t m = offsets[V];
+    if (m == 0) {
+        emb_free(offsets);
+        emb_free(order);
+        return EMB_OK;
+    }
+
+    int64_t work;
+    if (!emb__mul_i64(m, D, &work)) work = INT64_MAX;
+    int nt = emb__threads_for(work, EMB__BACKWARD_GRAIN);
+    float *acc = emb_malloc((size_t)nt * (size_t)D * sizeof(float));
+    if (!acc) {
+        emb_free(offsets);
+        emb_free(order);
+        return emb__error(EMB_ERR_NOMEM,
+                          "embedding_backward: cannot allocate %d accumulators of %" PRId64
+                          " floats",
+                          nt, D);
+    }
+    float *gw = grad_weight->data;
+    const float *go = grad_output->data;
+    const bool scale = e->scale_grad_by_freq;
+    if (nt <= 1) {
+        emb__embedding_backward_rows_ref(gw, go, D, offsets, order, 0, V, scale, acc);
+    } else {
+#pragma omp parallel num_threads(nt)
+        {
+#ifdef _OPENMP
+            int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+#else
+            int64_t t = 0, T = 1;
+#endif
+            /* rows split so that each thread gets about m / T contributions */
+            int64_t r0 = t == 0 ? 0 : lower_bound_row(offsets, V, m * t / T);
+            int64_t r1 = t == T - 1 ? V : lower_bound_row(offsets, V, m * (t + 1) / T);
+            if (r0 < r1)
+                emb__embedding_backward_rows_ref(gw, go, D, offsets, order, r0, r1, scale,
+                                                 acc + t * D);
+        }
+    }
+    emb_free(acc);
+    emb_free(offsets);
+    emb_free(order);
+    return EMB_OK;
+}
+
+emb_status emb_embedding_backward_sparse(const emb_embedding *e, const emb_tensor *indices,
+                                         const emb_tensor *grad_output, emb_sparse_grad *grad) {
+    if (!e) return emb__null("embedding");
+    if (!indices) return emb__null("indices");
+    if (!grad_output) return emb__null("grad_output");
+    if (!grad) return emb__null("grad");
+    if (!e->requires_grad) return state_error();
+    if (e->scale_grad_by_freq)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "embedding_backward: scale_grad_by_freq not supported with sparse "
+                          "gradients");
+    emb_status st = check_inputs(e, indices, grad_output);
+    if (st) return st;
+    st = emb__sparse_grad_check(grad, "grad");
+    if (st) return st;
+    const int64_t V = e->num_embeddings, D = e->embedding_dim;
+    if (grad->num_rows != V || grad->dim != D)
+        return emb__error(EMB_ERR_SHAPE,
+                          "grad is a sparse gradient of shape [%" PRId64 ", %" PRId64
+                          "], expected [%" PRId64 ", %" PRId64 "] (the embedding's weight)",
+                          grad->num_rows, grad->dim, V, D);
+    st = check_index_range(e, indices);
+    if (st) return st;
+
+    const int64_t n = emb_tensor_numel(indices);
+    const int64_t pad = e->padding_idx;
+    int64_t m = 0; /* entries to add: the non-padding positions */
+    if (pad == EMB_PADDING_NONE) {
+        m = n;
+    } else {
+        for (int64_t i = 0; i < n; i++) m += emb__index_at(indices, i) != pad;
+    }
+    if (m == 0) return EMB_OK; /* PyTorch: adding an empty sparse tensor changes nothing */
+    const bool i32 = indices->dtype == EMB_INT32;
+    const float *go = grad_output->data;
+
+    if (grad->nnz == 0) {
+        /* The new gradient itself (PyTorch: an empty grad + src is src). Reuse the storage
+         * when it is large enough, else grow geometrically. */
+        if (grad->capacity < m) {
+            int64_t cap = grad->capacity > INT64_MAX / 2 ? INT64_MAX : 2 * grad->capacity;
+            if (cap < m) cap = m;
+            int64_t *ni = NULL;
+            float *nv = NULL;
+            st = emb__sparse_grad_alloc(cap, D, &ni, &nv);
+            if (st && cap > m) st = emb__sparse_grad_alloc(cap = m, D, &ni, &nv);
+            if (st) return st;
+            emb_free(grad->indices);
+            emb_free(grad->values);
+            grad->indices = ni;
+            grad->values = nv;
+            grad->capacity = cap;
+        }
+        grad->nnz = emb__sparse_gather_ref(grad->indices, grad->values, indices->data, i32, go,
+                                           n, D, pad);
+        /* PyTorch flags a fresh sparse gradient with fewer than 2 entries as coalesced */
+        grad->coalesced = grad->nnz < 2;
+        return EMB_OK;
+    }
+
+    /* grad += new: PyTorch's in-place sparse add merges the two entry lists. */
+    int64_t total;
+    if (!emb__add_i64(grad->nnz, m, &total))
+        return emb__error(EMB_ERR_OVERFLOW, "embedding_backward: the number of entries overflows");
+    int64_t *si = NULL, *ri = NULL;
+    float *sv = NULL, *rv = NULL;
+    st = emb__sparse_grad_alloc(m, D, &si, &sv);
+    if (st) return st;
+    st = emb__sparse_grad_alloc(total, D, &ri, &rv);
+    if (st) {
+        emb_free(si);
+        emb_free(sv);
+        return st;
+    }
+    int64_t got = emb__sparse_gather_ref(si, sv, indices->data, i32, go, n, D, pad);
+    int64_t r = emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv,
+                                      got, D);
+    emb_free(si);
+    emb_free(sv);
+    emb_free(grad->indices);
+    emb_free(grad->values);
+    grad->coalesced = grad->coalesced && got < 2;
+    grad->indices = ri;
+    grad->values = rv;
+    grad->capacity = total;
+    grad->nnz = r;
+    return EMB_OK;
+}

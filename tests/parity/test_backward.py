@@ -1,0 +1,529 @@
+"""Parity of the nn.Embedding backward with PyTorch 1.13 (bit-exact).
+
+Covers the dense gradient (emb_embedding_backward) against torch autograd for random
+tables, index ranks 0..4, int32/int64, heavy duplicates, padding_idx and
+scale_grad_by_freq; accumulation over several backward calls; thread-count independence;
+the sparse gradient (emb_embedding_backward_sparse) against grad._indices()/_values(),
+including accumulation and zero_grad; coalesce() against torch's (unstable-sort order,
+Appendix B) and dense.add_(sparse); the unstable argsort itself against torch.sort on
+random, sorted, reverse, few-distinct and adversarial (heapsort-forcing) arrays; and a
+double-precision finite-difference check of the analytic gradient. Every expected value is
+produced by torch during the test."""
+import ctypes as C
+import math
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+import torch
+
+from embpy import (ERR_STATE, ERR_UNSUPPORTED, PADDING_NONE, SparseGrad, T, Tensor,
+                   assert_close, call, check, lib, ptr)
+
+torch.set_num_threads(1)
+
+
+# ---- helpers ---------------------------------------------------------------------------
+
+def opts(padding_idx=None, scale_grad_by_freq=False, sparse=False):
+    o = lib.emb_embedding_options_default()
+    o.padding_idx = PADDING_NONE if padding_idx is None else padding_idx
+    o.scale_grad_by_freq = scale_grad_by_freq
+    o.sparse = sparse
+    return o
+
+
+class Emb:
+    """An emb_embedding made from a known weight (from_pretrained, freeze=False)."""
+
+    def __init__(self, w, padding_idx=None, scale=False, sparse=False, freeze=False):
+        self.h = C.c_void_p()
+        o = opts(padding_idx, scale, sparse)
+        check(lib.emb_embedding_from_pretrained(T(w), freeze, ptr(o), ptr(self.h)))
+        self.V, self.D = w.shape
+
+    def __del__(self):
+        lib.emb_embedding_free(self.h)
+
+    def backward(self, idx, g, gw=None):
+        if gw is None:
+            gw = np.zeros((self.V, self.D), np.float32)
+        check(lib.emb_embedding_backward(self.h, T(idx), T(g), T(gw)))
+        return gw
+
+    def forward(self, idx):
+        out = np.empty(idx.shape + (self.D,), np.float32)
+        t = T(out)
+        check(lib.emb_embedding_forward(self.h, T(idx), t))
+        return out
+
+
+class Sparse:
+    """Owns an emb_sparse_grad."""
+
+    def __init__(self, V, D):
+        self.g = SparseGrad()
+        check(lib.emb_sparse_grad_init(ptr(self.g), V, D))
+
+    def __del__(self):
+        lib.emb_sparse_grad_free(ptr(self.g))
+
+    def arrays(self):
+        return self.g.arrays()
+
+
+def torch_emb(w, padding_idx=None, scale=False, sparse=False):
+    return torch.nn.Embedding.from_pretrained(torch.from_numpy(w.copy()), freeze=False,
+                                              padding_idx=padding_idx,
+                                              scale_grad_by_freq=scale, sparse=sparse)
+
+
+def torch_backward(te, idx, g):
+    """One backward with a contiguous upstream gradient g (accumulates into .grad)."""
+    out = te(torch.from_numpy(idx).clone())
+    # clone: a torch-owned buffer (a sparse .grad may alias it and be resized in place)
+    out.backward(torch.from_numpy(g).clone())
+    return te.weight.grad
+
+
+def rand_grad(rng, shape):
+    """float32 values spread over many magnitudes, so that summation order matters."""
+    g = rng.standard_normal(shape) * 10.0 ** rng.uniform(-4, 4, shape)
+    return g.astype(np.float32)
+
+
+def rand_indices(rng, shape, V, kind, dtype):
+    n = int(np.prod(shape)) if len(shape) else 1
+    if kind == "uniform":
+        a = rng.integers(0, V, n)
+    elif kind == "few":  # heavy duplicates
+        pool = rng.integers(0, V, max(1, min(V, 3)))
+        a = pool[rng.integers(0, len(pool), n)]
+    else:  # skewed (Zipf-like)
+        a = np.minimum((rng.pareto(1.2, n) * V / 20).astype(np.int64), V - 1)
+    return a.reshape(shape).astype(dtype)
+
+
+# ---- dense -----------------------------------------------------------------------------
+
+def test_dense_reference_example():
+    # §4.2's example: idx=[[1,2,1],[4,1,0]], padding_idx=0, g=arange(12).view(2,3,2)
+    w = np.arange(10, dtype=np.float32).reshape(5, 2) + 0.5
+    idx = np.array([[1, 2, 1], [4, 1, 0]], np.int64)
+    g = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
+    for scale in (False, True):
+        te = torch_emb(w, padding_idx=0, scale=scale)
+        want = torch_backward(te, idx, g)
+        got = Emb(w, padding_idx=0, scale=scale).backward(idx, g)
+        assert_close(got, want, exact=True, what=f"dense example scale={scale}")
+    assert got[0].tolist() == [0.0, 0.0]
+
+
+def test_dense_random():
+    rng = np.random.default_rng(1234)
+    cases = 0
+    for case in range(240):
+        V = int(rng.integers(1, 300))
+        D = int(rng.integers(1, 70))
+        rank = int(rng.integers(0, 5))
+        shape = tuple(int(s) for s in rng.integers(0 if case % 17 == 0 else 1, 7, rank))
+        kind = ("uniform", "few", "skewed")[case % 3]
+        dtype = np.int64 if case % 2 else np.int32
+        idx = rand_indices(rng, shape, V, kind, dtype)
+        choice = case % 4
+        if choice == 0:
+            pad = None
+        elif choice == 1:
+            pad = int(idx.reshape(-1)[0]) if idx.size else 0  # a padding row that occurs
+        elif choice == 2:
+            pad = -int(rng.integers(1, V + 1))  # negative padding_idx
+        else:
+            pad = int(rng.integers(0, V))
+        scale = bool(case % 5 < 2)
+        w = rng.standard_normal((V, D)).astype(np.float32)
+        g = rand_grad(rng, shape + (D,))
+        te = torch_emb(w, padding_idx=pad, scale=scale)
+        want = torch_backward(te, idx, g)
+        if want is None:
+            want = torch.zeros(V, D)
+        got = Emb(w, padding_idx=pad, scale=scale).backward(idx, g)
+        assert_close(got, want, exact=True,
+                     what=f"case {case}: V={V} D={D} shape={shape} {kind} pad={pad} "
+                          f"scale={scale} {np.dtype(dtype).name}")
+        cases += 1
+    assert cases == 240
+
+
+def test_dense_accumulates_like_autograd():
+    rng = np.random.default_rng(7)
+    for case in range(40):
+        V, D = int(rng.integers(1, 50)), int(rng.integers(1, 20))
+        pad = None if case % 3 == 0 else int(rng.integers(0, V))
+        scale = case % 2 == 1
+        w = rng.standard_normal((V, D)).astype(np.float32)
+        te = torch_emb(w, padding_idx=pad, scale=scale)
+        e = Emb(w, padding_idx=pad, scale=scale)
+        gw = np.zeros((V, D), np.float32)
+        for step in range(3):
+            n = int(rng.integers(1, 80))
+            idx = rng.integers(0, V, n).astype(np.int64)
+            g = rand_grad(rng, (n, D))
+            want = torch_backward(te, idx, g)
+            e.backward(idx, g, gw)
+            assert_close(gw, want, exact=True, what=f"case {case} step {step}")
+
+
+def test_dense_signed_zero_and_specials():
+    # A lone -0.0 contribution becomes +0.0 (the sum starts at +0.0); inf/nan propagate.
+    w = np.zeros((4, 3), np.float32)
+    idx = np.array([1, 2, 2, 3], np.int64)
+    g = np.array([[-0.0, -0.0, 1.0], [-0.0, np.inf, np.nan], [-0.0, -np.inf, 1.0],
+                  [1e38, 3e38, -3e38]], np.float32)
+    want = torch_backward(torch_emb(w), idx, g)
+    got = Emb(w).backward(idx, g)
+    assert_close(got, want, exact=True, what="specials")
+    assert not np.signbit(got[1, 0])
+
+
+def test_dense_thread_count_independent():
+    rng = np.random.default_rng(99)
+    V, D, n = 5000, 32, 200_000
+    w = rng.standard_normal((V, D)).astype(np.float32)
+    idx = np.minimum((rng.pareto(1.0, n) * 50).astype(np.int64), V - 1)
+    g = rand_grad(rng, (n, D))
+    results = []
+    for scale in (False, True):
+        e = Emb(w, padding_idx=3, scale=scale)
+        per_threads = []
+        for nt in (1, 2, 3):
+            lib.emb_set_num_threads(nt)
+            per_threads.append(e.backward(idx, g))
+        lib.emb_set_num_threads(0)
+        for r in per_threads[1:]:
+            assert_close(r, per_threads[0], exact=True, what=f"threads scale={scale}")
+        results.append(per_threads[0])
+    te = torch_emb(w, padding_idx=3, scale=False)
+    assert_close(results[0], torch_backward(te, idx, g), exact=True, what="large vs torch")
+
+
+def test_dense_large_vs_torch_threads():
+    # torch itself splits the vocabulary into ranges for threads; emb splits by work.
+    rng = np.random.default_rng(5)
+    V, D, n = 3000, 17, 60_000
+    w = rng.standard_normal((V, D)).astype(np.float32)
+    idx = rng.integers(0, V, (n // 3, 3)).astype(np.int32)
+    g = rand_grad(rng, (n // 3, 3, D))
+    te = torch_emb(w, scale=True)
+    want = torch_backward(te, idx, g)
+    lib.emb_set_num_threads(2)
+    try:
+        got = Emb(w, scale=True).backward(idx, g)
+    finally:
+        lib.emb_set_num_threads(0)
+    assert_close(got, want, exact=True, what="large scale_grad_by_freq")
+
+
+def test_finite_difference_gradient():
+    """The analytic gradient matches central differences of a double-precision loss
+    evaluated on emb's own float32 forward outputs."""
+    rng = np.random.default_rng(11)
+    V, D = 7, 5
+    w = rng.standard_normal((V, D)).astype(np.float32)
+    idx = rng.integers(0, V, (4, 6)).astype(np.int64)
+    idx[0, 0] = 2  # the padding row occurs
+    R = rng.standard_normal(idx.shape + (D,))
+    pad = 2
+
+    def loss(e):
+        return float(np.sum(e.forward(idx).astype(np.float64) * R))
+
+    e = Emb(w, padding_idx=pad)
+    grad = e.backward(idx, R.astype(np.float32))
+    view = Tensor()
+    check(lib.emb_embedding_weight(e.h, ptr(view)))
+    W = np.ctypeslib.as_array(C.cast(view.data, C.POINTER(C.c_float)), (V * D,)).reshape(V, D)
+    checked = 0
+    for r in range(V):
+        for d in range(D):
+            orig = W[r, d]
+            h = np.float32(1e-2) * max(np.float32(1), abs(orig))
+            W[r, d] = orig + h
+            hp = float(W[r, d]) - float(orig)
+            lp = loss(e)
+            W[r, d] = orig - h
+            hm = float(orig) - float(W[r, d])
+            lm = loss(e)
+            W[r, d] = orig
+            fd = (lp - lm) / (hp + hm)
+            if r == pad:
+                # the padding row gets no gradient by definition, although the loss moves
+                assert grad[r, d] == 0.0
+                continue
+            assert abs(fd - grad[r, d]) <= 1e-5 * max(1.0, abs(fd)), (r, d, fd, grad[r, d])
+            checked += 1
+    assert checked == (V - 1) * D
+
+
+# ---- sparse ----------------------------------------------------------------------------
+
+def sparse_backward(e, idx, g, sg):
+    check(lib.emb_embedding_backward_sparse(e.h, T(idx), T(g), ptr(sg.g)))
+
+
+def compare_sparse(sg, tgrad, what):
+    # clone first: .numpy() would pin torch's storage, and a later in-place sparse add
+    # into this .grad must be able to resize it
+    ti = tgrad._indices().clone().reshape(-1).numpy()
+    tv = tgrad._values().clone().numpy()
+    gi, gv = sg.arrays()
+    if tv.size == 0:  # torch's zero_grad() leaves values of shape (0,)
+        tv = tv.reshape(gv.shape)
+    assert gi.tolist() == ti.tolist(), f"{what}: indices {gi.tolist()} != {ti.tolist()}"
+    assert_close(gv, tv, exact=True, what=f"{what}: values")
+    assert bool(sg.g.coalesced) == tgrad.is_coalesced(), f"{what}: coalesced flag"
+
+
+def test_sparse_reference_example():
+    w = np.zeros((5, 2), np.float32)
+    idx = np.array([[1, 2, 1], [4, 1, 0]], np.int64)
+    g = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
+    e = Emb(w, padding_idx=0, sparse=True)
+    sg = Sparse(5, 2)
+    sparse_backward(e, idx, g, sg)
+    gi, gv = sg.arrays()
+    assert gi.tolist() == [1, 2, 1, 4, 1]
+    assert gv.tolist() == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+    te = torch_emb(w, padding_idx=0, sparse=True)
+    compare_sparse(sg, torch_backward(te, idx, g), "example")
+
+
+def test_sparse_random_and_accumulation():
+    rng = np.random.default_rng(21)
+    for case in range(80):
+        V, D = int(rng.integers(1, 40)), int(rng.integers(1, 9))
+        pad = None if case % 3 == 0 else int(rng.integers(0, V))
+        w = rng.standard_normal((V, D)).astype(np.float32)
+        te = torch_emb(w, padding_idx=pad, sparse=True)
+        e = Emb(w, padding_idx=pad, sparse=True)
+        sg = Sparse(V, D)
+        steps = int(rng.integers(1, 5))
+        for step in range(steps):
+            if step and rng.random() < 0.2:  # optimizer.zero_grad() (set_to_none=False)
+                te.zero_grad(set_to_none=False)
+                lib.emb_sparse_grad_clear(ptr(sg.g))
+            n = int(rng.choice([0, 1, 1, 2, 3, int(rng.integers(1, 60))]))
+            dtype = np.int32 if rng.random() < 0.5 else np.int64
+            idx = rand_indices(rng, (n,), V, ("uniform", "few")[case % 2], dtype)
+            g = rand_grad(rng, (n, D))
+            # pytorch: an all-padding or empty batch still creates (or adds) an empty grad
+            tgrad = torch_backward(te, idx, g)
+            sparse_backward(e, idx, g, sg)
+            compare_sparse(sg, tgrad, f"case {case} step {step} n={n} pad={pad}")
+
+
+def test_sparse_then_dense_add_matches_add_():
+    rng = np.random.default_rng(3)
+    for case in range(30):
+        V, D = int(rng.integers(1, 30)), int(rng.integers(1, 40))
+        w = rng.standard_normal((V, D)).astype(np.float32)
+        n = int(rng.integers(1, 200))
+        idx = rng.integers(0, max(1, V // 4 + 1), n).astype(np.int64) % V
+        g = rand_grad(rng, (n, D))
+        te = torch_emb(w, sparse=True)
+        tgrad = torch_backward(te, idx, g)
+        dense = rand_grad(rng, (V, D))
+        want = torch.from_numpy(dense.copy()).add_(tgrad)
+        e = Emb(w, sparse=True)
+        sg = Sparse(V, D)
+        sparse_backward(e, idx, g, sg)
+        got = dense.copy()
+        for nt in (1, 2):
+            lib.emb_set_num_threads(nt)
+            got = dense.copy()
+            check(lib.emb_sparse_grad_add_to_dense(ptr(sg.g), T(got)))
+        lib.emb_set_num_threads(0)
+        assert_close(got, want, exact=True, what=f"add_to_dense case {case}")
+
+
+def test_coalesce_matches_torch():
+    rng = np.random.default_rng(17)
+    cases = 0
+    for case in range(150):
+        D = int(rng.integers(1, 6))
+        n = int(rng.integers(17, 1500)) if case % 10 else int(rng.integers(0, 17))
+        rows = max(1, n // int(rng.integers(3, 12)))  # >= 3 entries per row on average
+        V = rows + int(rng.integers(0, 5))
+        if case % 3 == 0:
+            idx = np.sort(rng.integers(0, rows, n))
+        elif case % 3 == 1:
+            idx = np.sort(rng.integers(0, rows, n))[::-1].copy()
+        else:
+            idx = rng.integers(0, rows, n)
+        idx = idx.astype(np.int64)
+        w = np.zeros((V, D), np.float32)
+        g = rand_grad(rng, (n, D))
+        te = torch_emb(w, sparse=True)
+        tgrad = torch_backward(te, idx, g)
+        e = Emb(w, sparse=True)
+        sg = Sparse(V, D)
+        sparse_backward(e, idx, g, sg)
+        check(lib.emb_sparse_grad_coalesce(ptr(sg.g)))
+        compare_sparse(sg, tgrad.coalesce(), f"coalesce case {case} n={n}")
+        # coalescing again changes nothing
+        before = sg.arrays()
+        check(lib.emb_sparse_grad_coalesce(ptr(sg.g)))
+        after = sg.arrays()
+        assert before[0].tolist() == after[0].tolist()
+        assert_close(after[1], before[1], exact=True, what="coalesce twice")
+        cases += 1
+    assert cases == 150
+
+
+# ---- the unstable argsort --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def argsort_lib():
+    """argsort.c is private to libemb (hidden symbol): compile it alone for this test."""
+    src = os.path.join(os.environ.get("EMB_SOURCE_DIR",
+                                      os.path.join(os.path.dirname(__file__), "..", "..")),
+                       "src", "kernels", "argsort.c")
+    d = tempfile.mkdtemp(prefix="emb_argsort_")
+    so = os.path.join(d, "libargsort.so")
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-std=gnu11", "-O2", "-shared", "-fPIC", "-o", so, src], check=True)
+    lib_ = C.CDLL(so)
+    lib_.emb__argsort_unstable_i64.restype = None
+    lib_.emb__argsort_unstable_i64.argtypes = [C.c_void_p, C.c_int64, C.c_void_p, C.c_void_p]
+    yield lib_
+    os.remove(so)
+    os.rmdir(d)
+
+
+def emb_argsort(lib_, keys):
+    keys = np.ascontiguousarray(keys, dtype=np.int64)
+    n = len(keys)
+    perm = np.full(n, -1, np.int64)
+    scratch = np.empty(2 * n + 1, np.int64)
+    before = keys.copy()
+    lib_.emb__argsort_unstable_i64(keys.ctypes.data, n, perm.ctypes.data, scratch.ctypes.data)
+    assert np.array_equal(keys, before)
+    return perm
+
+
+def adversary_keys(n, tie_mod=0):
+    """Keys that drive libstdc++'s introsort to its depth limit (so the heapsort fallback
+    runs): McIlroy's adversary, answering the comparisons of a sort shaped like libstdc++'s
+    (median of first+1/mid/last-1, unguarded partition, threshold 16) and fixing keys only
+    when it must. The part left for heapsort gets keys that may tie (tie_mod)."""
+    gas = n
+    val = [gas] * n
+    st = {"solid": 0, "cand": 0}
+
+    def freeze(x):
+        val[x] = st["solid"]
+        st["solid"] += 1
+
+    def lt(x, y):
+        if val[x] == gas and val[y] == gas:
+            freeze(x if x == st["cand"] else y)
+        if val[x] == gas:
+            st["cand"] = x
+        elif val[y] == gas:
+            st["cand"] = y
+        return val[x] < val[y]
+
+    a = list(range(n))
+
+    def median_to_first(res, x, y, z):
+        if lt(a[x], a[y]):
+            if lt(a[y], a[z]):
+                a[res], a[y] = a[y], a[res]
+            elif lt(a[x], a[z]):
+                a[res], a[z] = a[z], a[res]
+            else:
+                a[res], a[x] = a[x], a[res]
+        elif lt(a[x], a[z]):
+            a[res], a[x] = a[x], a[res]
+        elif lt(a[y], a[z]):
+            a[res], a[z] = a[z], a[res]
+        else:
+            a[res], a[y] = a[y], a[res]
+
+    def partition(f, l, p):
+        while True:
+            while lt(a[f], a[p]):
+                f += 1
+            l -= 1
+            while lt(a[p], a[l]):
+                l -= 1
+            if not f < l:
+                return f
+            a[f], a[l] = a[l], a[f]
+            f += 1
+
+    def loop(f, l, depth):
+        while l - f > 16:
+            if depth == 0:
+                return
+            depth -= 1
+            median_to_first(f, f + 1, f + (l - f) // 2, l - 1)
+            c = partition(f + 1, l, f)
+            loop(c, l, depth)
+            l = c
+
+    loop(0, n, 2 * (n.bit_length() - 1))
+    base = st["solid"]
+    rest = [i for i in range(n) if val[i] == gas]
+    for r, i in enumerate(rest):
+        val[i] = base + (r % tie_mod if tie_mod else r)
+    return np.array(val, np.int64)
+
+
+def test_argsort_matches_torch_sort(argsort_lib):
+    rng = np.random.default_rng(2024)
+    arrays = []
+    for n in list(range(0, 40)) + [int(x) for x in rng.integers(40, 3001, 90)]:
+        arrays.append(rng.integers(0, max(1, n // 4 + 1), n))          # random, duplicates
+        arrays.append(rng.integers(-2 ** 62, 2 ** 62, n))               # random, distinct
+        arrays.append(np.sort(rng.integers(0, 20, n)))                  # sorted
+        arrays.append(np.sort(rng.integers(0, 1000, n))[::-1].copy())   # reverse
+        arrays.append(rng.integers(0, 3, n))                            # few distinct
+    for n in (17, 33, 100, 257, 1000, 3000):                            # heapsort fallback
+        for tie in (0, 1, 2, 5):
+            arrays.append(adversary_keys(n, tie))
+    for n in (64, 500, 2048):                                           # patterned
+        i = np.arange(n)
+        arrays.append(np.minimum(i, n - i))                            # organ pipe
+        arrays.append(i % 7)                                           # saw tooth
+        arrays.append(np.full(n, 5))                                   # all equal
+    assert len(arrays) > 600
+    for k, a in enumerate(arrays):
+        a = np.asarray(a, np.int64)
+        want = torch.sort(torch.from_numpy(a.copy()), stable=False)[1].numpy()
+        got = emb_argsort(argsort_lib, a)
+        assert np.array_equal(got, want), f"array {k} (n={len(a)}): first difference at " \
+            f"{int(np.argmax(got != want))}"
+
+
+# ---- errors reachable from Python (full coverage is in the unit tests) -------------------
+
+def test_errors_match_pytorch_wording():
+    w = np.zeros((4, 2), np.float32)
+    idx = np.array([1, 2], np.int64)
+    g = np.ones((2, 2), np.float32)
+    e = Emb(w, scale=True, sparse=True)
+    sg = Sparse(4, 2)
+    st, msg = call(lib.emb_embedding_backward_sparse, e.h, T(idx), T(g), ptr(sg.g))
+    assert st == ERR_UNSUPPORTED
+    te = torch_emb(w, scale=True, sparse=True)
+    with pytest.raises(RuntimeError) as exc:
+        torch_backward(te, idx, g)
+    assert msg in str(exc.value)
+    assert sg.g.nnz == 0
+    frozen = Emb(w, freeze=True)
+    gw = np.full((4, 2), 7, np.float32)
+    st, msg = call(lib.emb_embedding_backward, frozen.h, T(idx), T(g), T(gw))
+    assert st == ERR_STATE and "does not require grad" in msg
+    assert (gw == 7).all()
