@@ -132,9 +132,11 @@ EMB_API emb_status emb_embedding_renorm_(emb_tensor *weight, const emb_tensor *i
  * ------------------------------------------------------------------------------------- */
 
 /* A sparse row gradient of a [num_rows, dim] weight, as PyTorch's COO tensor with
- * sparse_dim 1: rows indices[0..nnz) with values[nnz][dim]. Uncoalesced (duplicates, input
- * order) unless `coalesced`. Manage with the functions below; fields are read-only for
- * callers. */
+ * sparse_dim 1: rows indices[0..nnz) with values[nnz][dim]. Uncoalesced (duplicates, any
+ * order) unless `coalesced`, which follows PyTorch's is_coalesced(): true when empty, for a
+ * fresh gradient of fewer than 2 entries, after emb_sparse_grad_coalesce, and after adding
+ * two coalesced gradients. The storage belongs to emb (allocated and released by the
+ * functions below); fields are read-only for callers. One gradient is single-threaded. */
 typedef struct emb_sparse_grad {
     int64_t num_rows;
     int64_t dim;
@@ -145,37 +147,58 @@ typedef struct emb_sparse_grad {
     bool coalesced;
 } emb_sparse_grad;
 
-/* Initialises an empty sparse gradient for a [num_rows, dim] weight. Errors:
- * EMB_ERR_NULL, EMB_ERR_INVALID (negative sizes). */
+/* Initialises an empty (coalesced) sparse gradient for a [num_rows, dim] weight. g must not
+ * hold storage (free it first). Errors (g unchanged): EMB_ERR_NULL, EMB_ERR_INVALID
+ * (negative sizes). */
 EMB_API emb_status emb_sparse_grad_init(emb_sparse_grad *g, int64_t num_rows, int64_t dim);
-/* Forgets all entries (optimizer.zero_grad() leaves an empty sparse tensor). */
+/* Forgets all entries and keeps the storage for reuse (optimizer.zero_grad() leaves an
+ * empty sparse tensor). NULL is fine. */
 EMB_API void emb_sparse_grad_clear(emb_sparse_grad *g);
-/* Releases the storage; g may be NULL. */
+/* Releases the storage; g stays an empty gradient of the same shape, ready for reuse or to
+ * be forgotten. g may be NULL. */
 EMB_API void emb_sparse_grad_free(emb_sparse_grad *g);
-/* Sums duplicate rows in PyTorch's coalesce() order (unstable-sort permutation, then plain
- * float adds), rows ascending. In place. EMB_ERR_NOMEM leaves g unchanged. */
+/* coalesce(): sums duplicate rows in PyTorch's order (the permutation of torch.sort
+ * (stable=False) of the rows; the first value of a row is copied, later ones are added
+ * with plain float adds), rows ascending. In place (the storage is replaced and
+ * capacity == nnz afterwards); nothing to do when already coalesced.
+ * Errors (g unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (g is not a valid sparse gradient),
+ * EMB_ERR_NOMEM. */
 EMB_API emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g);
-/* dense += g (to_dense().add_), in entry order with plain float adds. dense: float32
- * [num_rows, dim]. */
+/* dense.add_(g): dense[row] += value for each entry in entry order with plain float adds
+ * (duplicates are applied one after the other, as PyTorch does). dense: float32
+ * [num_rows, dim]. Independent of the thread count.
+ * Errors (dense unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (g not valid), EMB_ERR_DTYPE /
+ * EMB_ERR_SHAPE (dense), EMB_ERR_INDEX (an entry's row outside [0, num_rows)). */
 EMB_API emb_status emb_sparse_grad_add_to_dense(const emb_sparse_grad *g, emb_tensor *dense);
 
 /* Dense backward: grad_weight (float32 [num_embeddings, dim], zeroed by the caller, or
  * holding a previous gradient) += the gradient of the lookup. grad_output has shape
- * indices.shape + [dim]. Duplicates are summed in input order, the padding row gets
- * nothing, and scale_grad_by_freq divides by each index's count, all as PyTorch does
- * (bit-exact, independent of the thread count).
+ * indices.shape + [dim]. Each row's gradient is summed from +0.0 over its positions in
+ * increasing order, the padding row gets nothing, scale_grad_by_freq weights each term by
+ * (float)(1.0 / count) with fmaf (count over all positions, padding included), and the sum
+ * is then added to grad_weight once: bit-identical to PyTorch's fresh gradient and to its
+ * accumulation into an existing .grad (rows that receive nothing are not touched),
+ * independent of the thread count. Temporary buffers: O(num_embeddings + numel(indices)).
  * Errors (grad_weight unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE,
- * EMB_ERR_INDEX, EMB_ERR_STATE (the weight does not require grad). */
+ * EMB_ERR_INDEX, EMB_ERR_STATE (the weight does not require grad), EMB_ERR_NOMEM. */
 EMB_API emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indices,
                                           const emb_tensor *grad_output,
                                           emb_tensor *grad_weight);
 
-/* Sparse backward: appends one entry per non-padding position, in input order, to `grad`
- * (accumulating gradients concatenates, as in PyTorch). grad must have been initialised
- * for this embedding's [num_embeddings, dim].
+/* Sparse backward: the new gradient has one entry per non-padding position, in input order
+ * (indices and grad_output rows copied bitwise). `grad` must have been initialised for this
+ * embedding's [num_embeddings, dim]. If grad is empty it becomes the new gradient (reusing
+ * its storage when large enough); otherwise grad += new exactly as PyTorch's in-place
+ * sparse add does when .grad already holds a sparse gradient: one merge pass over the two
+ * entry lists in stored order, emitting the smaller head row, or both heads summed into one
+ * entry when their rows are equal (each emitted value is computed as (0 + old) [+ new]).
+ * That is torch's result for a contiguous upstream gradient; with a non-contiguous one
+ * (e.g. the expanded gradient of out.sum()) torch concatenates instead, a layout-dependent
+ * quirk that emb, whose grad_output is always contiguous, does not reproduce.
  * Errors (grad unchanged): as emb_embedding_backward, EMB_ERR_UNSUPPORTED with
  * scale_grad_by_freq ("embedding_backward: scale_grad_by_freq not supported with sparse
- * gradients"), EMB_ERR_NOMEM. */
+ * gradients"), EMB_ERR_INVALID (grad is not a valid sparse gradient), EMB_ERR_SHAPE (grad
+ * initialised for another shape), EMB_ERR_NOMEM. */
 EMB_API emb_status emb_embedding_backward_sparse(const emb_embedding *e,
                                                  const emb_tensor *indices,
                                                  const emb_tensor *grad_output,
