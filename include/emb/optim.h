@@ -43,48 +43,65 @@ EMB_API emb_optim_options emb_optim_options_default(emb_optim_kind kind);
 
 /* Validates the options (PyTorch's checks and messages: "Invalid learning rate: -1.0",
  * "Invalid beta parameter at index 0: 1.0", "Nesterov momentum requires a momentum and zero
- * dampening", ...) and creates the optimizer. Errors: EMB_ERR_NULL, EMB_ERR_INVALID,
- * EMB_ERR_NOMEM. */
+ * dampening", ...; NaN is rejected everywhere PyTorch checks a sign, SGD included) and
+ * creates the optimizer. Errors: EMB_ERR_NULL, EMB_ERR_INVALID (also an unknown kind),
+ * EMB_ERR_NOMEM; *out is untouched on error. */
 EMB_API emb_status emb_optimizer_create(const emb_optim_options *opts, emb_optimizer **out);
 EMB_API void emb_optimizer_free(emb_optimizer *opt);
 
-/* Registers a parameter: a float32 tensor view the optimizer will update in place (it
- * keeps the pointer; the memory must outlive the optimizer). *param_id receives its id
- * (0, 1, 2, ... in registration order). State (step count, moments) is per parameter and
- * allocated lazily on the first step, as in PyTorch. */
+/* Registers a parameter: a float32 tensor view (any shape) the optimizer will update in
+ * place (it keeps the pointer; the memory must outlive the optimizer). *param_id (may be
+ * NULL) receives its id (0, 1, 2, ... in registration order). State (step count, moments)
+ * is per parameter and allocated lazily on the first step, as in PyTorch.
+ * Errors: EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE (an invalid view), EMB_ERR_INVALID
+ * (the memory overlaps a parameter already registered: PyTorch's "some parameters appear
+ * in more than one parameter group"), EMB_ERR_OVERFLOW, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_optimizer_add_param(emb_optimizer *opt, const emb_tensor *param,
                                            int *param_id);
 
 /* One optimizer step for one parameter with a dense gradient (same shape as the parameter).
  * Errors: EMB_ERR_NULL, EMB_ERR_INDEX (unknown param_id), EMB_ERR_DTYPE, EMB_ERR_SHAPE,
  * EMB_ERR_UNSUPPORTED (SparseAdam: "SparseAdam does not support dense gradients, please
- * consider Adam instead"), EMB_ERR_NOMEM. Parameter and state unchanged on error. */
+ * consider Adam instead"; SGD with momentum whose buffer is sparse from earlier sparse
+ * steps, where PyTorch fails in add(sparse, dense)), EMB_ERR_NOMEM. Parameter and state
+ * unchanged on error. */
 EMB_API emb_status emb_optimizer_step(emb_optimizer *opt, int param_id,
                                       const emb_tensor *grad);
 
 /* One step with a sparse row gradient of a 2-D parameter (SGD, Adagrad, SparseAdam, as
  * PyTorch; only the rows in the gradient change, except where PyTorch's rule says
- * otherwise). Errors as emb_optimizer_step, and EMB_ERR_UNSUPPORTED with PyTorch's message
+ * otherwise: SGD with momentum keeps PyTorch's sparse momentum buffer, which grows by
+ * merging with every gradient, and updates every row it holds; after dense steps the
+ * buffer is dense and every row moves). grad is read only. An empty gradient counts as a
+ * step that changes nothing (PyTorch's Adagrad and SparseAdam count the step, then raise).
+ * Errors as emb_optimizer_step, plus EMB_ERR_INVALID (a malformed emb_sparse_grad),
+ * EMB_ERR_INDEX (a row outside [0, rows)), and EMB_ERR_UNSUPPORTED with PyTorch's message
  * for optimizers or options that reject sparse gradients ("Adam does not support sparse
- * gradients, please consider SparseAdam instead", "weight_decay option is not compatible
- * with sparse gradients", ...). */
+ * gradients, please consider SparseAdam instead", "AdamW does not support sparse
+ * gradients", "weight_decay option is not compatible with sparse gradients" (Adagrad); SGD
+ * with weight_decay, where PyTorch raises "add(sparse, dense) is not supported. ...";
+ * SGD nesterov on a dense momentum buffer). Parameter and state unchanged on error. */
 EMB_API emb_status emb_optimizer_step_sparse(emb_optimizer *opt, int param_id,
                                              const emb_sparse_grad *grad);
 
 /* Fused sparse step for an embedding table (beyond PyTorch): the same update as
  * emb_embedding_backward_sparse followed by emb_optimizer_step_sparse, computed straight
  * from the lookup's output gradient and its indices, without a sparse-gradient copy and
- * without a [num_embeddings, dim] buffer. Bit-identical to the unfused path.
- * indices: int64/int32, any rank up to 8, values in [0, rows); grad_output: float32
- * indices.shape + [dim]; padding_idx: EMB_PADDING_NONE or the (normalised) padding row,
- * whose positions are skipped. Errors as emb_optimizer_step_sparse, plus EMB_ERR_INDEX. */
+ * without a [num_embeddings, dim] buffer (scratch: O(numel(indices)) integers and O(dim)
+ * floats per thread). Bit-identical to the unfused path.
+ * indices: int64/int32, any rank up to 8, values in [0, rows) (all checked, padding
+ * positions included); grad_output: float32 indices.shape + [dim]; padding_idx:
+ * EMB_PADDING_NONE or the (normalised) padding row in [0, rows), whose positions are
+ * skipped. Errors as emb_optimizer_step_sparse, plus EMB_ERR_INDEX ("index 7 at position 3
+ * is out of range ..."), EMB_ERR_INVALID (padding_idx out of range). */
 EMB_API emb_status emb_optimizer_step_fused(emb_optimizer *opt, int param_id,
                                             const emb_tensor *indices,
                                             const emb_tensor *grad_output,
                                             int64_t padding_idx);
 
-/* The optimizer's step count for a parameter (PyTorch's state['step']); 0 before the
- * first step. */
+/* The optimizer's step count for a parameter (PyTorch's state['step']; SGD, which has no
+ * such state in PyTorch, counts its steps too); 0 before the first step, -1 when opt is
+ * NULL or param_id unknown. */
 EMB_API int64_t emb_optimizer_param_steps(const emb_optimizer *opt, int param_id);
 
 #ifdef __cplusplus
