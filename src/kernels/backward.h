@@ -42,8 +42,8 @@ int64_t emb__sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx
 /* PyTorch's sparse `t + s` for two sparse gradients whose values are contiguous (CPU
  * add_out_sparse_contiguous): a single merge pass over both entry lists in their stored
  * order. At each step the two head rows are compared: the smaller one is emitted and its
- * list advances; equal rows are emitted once with both values summed and both advance. Every emitted value
- * starts from +0.0: r = 0 + t, r = r + s. Returns the number of entries written to
+ * list advances; equal rows are emitted once with both values summed and both advance.
+ * Every emitted value starts from +0.0: r = 0 + t, r = r + s. Returns the number of entries written to
  * r_idx/r_val (at most t_n + s_n). */
 int64_t emb__sparse_merge_ref(int64_t *r_idx, float *r_val, const int64_t *t_idx,
                               const float *t_val, int64_t t_n, const int64_t *s_idx,
