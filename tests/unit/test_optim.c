@@ -1,0 +1,745 @@
+/* Unit tests of the optimizers (include/emb/optim.h): defaults, validation messages, every
+ * error path (status, message, nothing changed), parameter registration, step counts, lazy
+ * state, sparse semantics on hand-checked cases, fused == unfused, and the kernel variants
+ * against the reference kernels. Parity with torch is in tests/parity/test_optim.py. */
+#include "emb_test.h"
+
+#include <stdlib.h>
+
+#include "kernels/optim_kernels.h"
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static emb_optimizer *make_opt(emb_optim_options o) {
+    emb_optimizer *opt = NULL;
+    EMB_OK_OR_FAIL(emb_optimizer_create(&o, &opt));
+    return opt;
+}
+
+static emb_tensor view2(float *data, int64_t r, int64_t c) {
+    emb_tensor t;
+    int64_t shape[2] = {r, c};
+    EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_FLOAT32, data, 2, shape));
+    return t;
+}
+
+static emb_tensor view1(void *data, emb_dtype dt, int64_t n) {
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_tensor_init(&t, dt, data, 1, &n));
+    return t;
+}
+
+/* A sparse gradient viewing caller arrays (fields filled as emb_sparse_grad_init would,
+ * plus the entries). */
+static emb_sparse_grad sparse_view(int64_t rows, int64_t dim, int64_t nnz, int64_t *idx,
+                                   float *val) {
+    emb_sparse_grad g;
+    memset(&g, 0, sizeof g);
+    g.num_rows = rows;
+    g.dim = dim;
+    g.nnz = nnz;
+    g.capacity = nnz;
+    g.indices = idx;
+    g.values = val;
+    g.coalesced = nnz <= 1;
+    return g;
+}
+
+static void fill(float *x, int64_t n, unsigned seed) {
+    srand(seed);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+}
+
+#define P_ROWS 5
+#define P_COLS 3
+#define P_N (P_ROWS * P_COLS)
+
+/* ---- options ------------------------------------------------------------------------ */
+
+static void test_defaults(void **state) {
+    (void)state;
+    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    assert_int_equal(o.kind, EMB_OPTIM_SGD);
+    assert_true(o.lr == 1e-3 && o.momentum == 0 && o.dampening == 0 && !o.nesterov &&
+                o.weight_decay == 0 && !o.maximize);
+    o = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    assert_true(o.lr == 1e-2 && o.eps == 1e-10 && o.lr_decay == 0 &&
+                o.initial_accumulator_value == 0 && o.weight_decay == 0);
+    o = emb_optim_options_default(EMB_OPTIM_ADAM);
+    assert_true(o.lr == 1e-3 && o.eps == 1e-8 && o.beta1 == 0.9 && o.beta2 == 0.999 &&
+                o.weight_decay == 0 && !o.amsgrad);
+    o = emb_optim_options_default(EMB_OPTIM_ADAMW);
+    assert_true(o.lr == 1e-3 && o.eps == 1e-8 && o.weight_decay == 1e-2);
+    o = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    assert_true(o.lr == 1e-3 && o.eps == 1e-8 && o.beta1 == 0.9 && o.beta2 == 0.999);
+}
+
+typedef struct bad_case {
+    emb_optim_kind kind;
+    const char *field;
+    double value;
+    const char *msg; /* the whole expected message */
+} bad_case;
+
+static void set_field(emb_optim_options *o, const char *f, double v) {
+    if (!strcmp(f, "lr")) o->lr = v;
+    else if (!strcmp(f, "momentum")) o->momentum = v;
+    else if (!strcmp(f, "dampening")) o->dampening = v;
+    else if (!strcmp(f, "weight_decay")) o->weight_decay = v;
+    else if (!strcmp(f, "lr_decay")) o->lr_decay = v;
+    else if (!strcmp(f, "init")) o->initial_accumulator_value = v;
+    else if (!strcmp(f, "eps")) o->eps = v;
+    else if (!strcmp(f, "beta1")) o->beta1 = v;
+    else if (!strcmp(f, "beta2")) o->beta2 = v;
+    else fail_msg("unknown field %s", f);
+}
+
+static void test_create_errors(void **state) {
+    (void)state;
+    static const bad_case cases[] = {
+        {EMB_OPTIM_SGD, "lr", -1.0, "Invalid learning rate: -1.0"},
+        {EMB_OPTIM_SGD, "lr", NAN, "Invalid learning rate: nan"},
+        {EMB_OPTIM_SGD, "momentum", -0.5, "Invalid momentum value: -0.5"},
+        {EMB_OPTIM_SGD, "weight_decay", -1e-5, "Invalid weight_decay value: -1e-05"},
+        {EMB_OPTIM_ADAGRAD, "lr", -0.01, "Invalid learning rate: -0.01"},
+        {EMB_OPTIM_ADAGRAD, "lr_decay", -1e16, "Invalid lr_decay value: -1e+16"},
+        {EMB_OPTIM_ADAGRAD, "weight_decay", -2.5, "Invalid weight_decay value: -2.5"},
+        {EMB_OPTIM_ADAGRAD, "init", -0.1,
+         "Invalid initial_accumulator_value value: -0.1"},
+        {EMB_OPTIM_ADAGRAD, "eps", -1e-10, "Invalid epsilon value: -1e-10"},
+        {EMB_OPTIM_ADAM, "lr", -123456.0, "Invalid learning rate: -123456.0"},
+        {EMB_OPTIM_ADAM, "eps", -INFINITY, "Invalid epsilon value: -inf"},
+        {EMB_OPTIM_ADAM, "beta1", 1.0, "Invalid beta parameter at index 0: 1.0"},
+        {EMB_OPTIM_ADAM, "beta2", -0.0001, "Invalid beta parameter at index 1: -0.0001"},
+        {EMB_OPTIM_ADAM, "weight_decay", -3.0e-300, "Invalid weight_decay value: -3e-300"},
+        {EMB_OPTIM_ADAMW, "beta1", 1.5, "Invalid beta parameter at index 0: 1.5"},
+        {EMB_OPTIM_ADAMW, "beta2", NAN, "Invalid beta parameter at index 1: nan"},
+        {EMB_OPTIM_ADAMW, "weight_decay", -0.01, "Invalid weight_decay value: -0.01"},
+        {EMB_OPTIM_SPARSE_ADAM, "lr", 0.0, "Invalid learning rate: 0.0"},
+        {EMB_OPTIM_SPARSE_ADAM, "eps", 0.0, "Invalid epsilon value: 0.0"},
+        {EMB_OPTIM_SPARSE_ADAM, "beta1", 1.0, "Invalid beta parameter at index 0: 1.0"},
+        {EMB_OPTIM_SPARSE_ADAM, "beta2", 0.1 + 0.2 + 1.0,
+         "Invalid beta parameter at index 1: 1.3"},
+        {EMB_OPTIM_SPARSE_ADAM, "beta2", 1.0 / 3.0 + 1.0,
+         "Invalid beta parameter at index 1: 1.3333333333333333"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        emb_optim_options o = emb_optim_options_default(cases[i].kind);
+        set_field(&o, cases[i].field, cases[i].value);
+        emb_optimizer *sentinel = (emb_optimizer *)&o, *out = sentinel;
+        emb_clear_error();
+        emb_status st = emb_optimizer_create(&o, &out);
+        assert_int_equal(st, EMB_ERR_INVALID);
+        if (strcmp(emb_errmsg(), cases[i].msg))
+            fail_msg("case %zu: got \"%s\", want \"%s\"", i, emb_errmsg(), cases[i].msg);
+        assert_ptr_equal(out, sentinel);
+    }
+    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    o.nesterov = true;
+    emb_optimizer *out = NULL;
+    EMB_EXPECT_ERR(emb_optimizer_create(&o, &out), EMB_ERR_INVALID,
+                   "Nesterov momentum requires a momentum and zero dampening");
+    o.momentum = 0.9;
+    o.dampening = 0.1;
+    EMB_EXPECT_ERR(emb_optimizer_create(&o, &out), EMB_ERR_INVALID,
+                   "Nesterov momentum requires a momentum and zero dampening");
+    assert_null(out);
+    o.dampening = 0;
+    EMB_OK_OR_FAIL(emb_optimizer_create(&o, &out));
+    emb_optimizer_free(out);
+    out = NULL;
+    o.kind = (emb_optim_kind)7;
+    EMB_EXPECT_ERR(emb_optimizer_create(&o, &out), EMB_ERR_INVALID, "unknown optimizer kind 7");
+    EMB_EXPECT_ERR(emb_optimizer_create(NULL, &out), EMB_ERR_NULL, "opts must not be NULL");
+    o = emb_optim_options_default(EMB_OPTIM_SGD);
+    EMB_EXPECT_ERR(emb_optimizer_create(&o, NULL), EMB_ERR_NULL, "out must not be NULL");
+    assert_null(out);
+    /* Values PyTorch accepts. */
+    o.lr = 0.0;
+    o.dampening = -3.0; /* never checked by PyTorch */
+    o.weight_decay = -0.0;
+    EMB_OK_OR_FAIL(emb_optimizer_create(&o, &out));
+    emb_optimizer_free(out);
+    emb_optimizer_free(NULL);
+}
+
+/* ---- parameters --------------------------------------------------------------------- */
+
+static void test_add_param(void **state) {
+    (void)state;
+    emb_optimizer *opt = make_opt(emb_optim_options_default(EMB_OPTIM_ADAM));
+    float a[P_N], b[7], c[1] = {0};
+    emb_tensor ta = view2(a, P_ROWS, P_COLS), tb = view1(b, EMB_FLOAT32, 7), tc;
+    EMB_OK_OR_FAIL(emb_tensor_init(&tc, EMB_FLOAT32, c, 0, NULL));
+    int id = -1;
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &ta, &id));
+    assert_int_equal(id, 0);
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tb, NULL)); /* id 1 */
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tc, &id));
+    assert_int_equal(id, 2);
+    /* Errors leave *param_id and the list alone. */
+    id = 42;
+    EMB_EXPECT_ERR(emb_optimizer_add_param(NULL, &ta, &id), EMB_ERR_NULL, "opt");
+    EMB_EXPECT_ERR(emb_optimizer_add_param(opt, NULL, &id), EMB_ERR_NULL,
+                   "param must not be NULL");
+    int64_t ib[3];
+    emb_tensor ti = view1(ib, EMB_INT64, 3);
+    EMB_EXPECT_ERR(emb_optimizer_add_param(opt, &ti, &id), EMB_ERR_DTYPE,
+                   "param must be float32, got int64");
+    emb_tensor bad = ta;
+    bad.ndim = 10;
+    EMB_EXPECT_ERR(emb_optimizer_add_param(opt, &bad, &id), EMB_ERR_SHAPE, "param");
+    bad = ta;
+    bad.data = NULL;
+    EMB_EXPECT_ERR(emb_optimizer_add_param(opt, &bad, &id), EMB_ERR_NULL, "param");
+    /* The same memory, or an overlapping view, twice. */
+    EMB_EXPECT_ERR(emb_optimizer_add_param(opt, &ta, &id), EMB_ERR_INVALID,
+                   "overlaps the memory of parameter 0");
+    emb_tensor part = view1(a + 14, EMB_FLOAT32, 1);
+    EMB_EXPECT_ERR(emb_optimizer_add_param(opt, &part, &id), EMB_ERR_INVALID,
+                   "overlaps the memory of parameter 0");
+    emb_tensor tail = view1(b + 6, EMB_FLOAT32, 1);
+    EMB_EXPECT_ERR(emb_optimizer_add_param(opt, &tail, &id), EMB_ERR_INVALID,
+                   "parameter 1");
+    assert_int_equal(id, 42);
+    /* Adjacent, non-overlapping memory is fine; ids continue. */
+    float big[10];
+    emb_tensor lo = view1(big, EMB_FLOAT32, 5), hi = view1(big + 5, EMB_FLOAT32, 5);
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &lo, &id));
+    assert_int_equal(id, 3);
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &hi, &id));
+    assert_int_equal(id, 4);
+    /* Many parameters (the list grows). */
+    static float many[100];
+    for (int i = 0; i < 100; i++) {
+        emb_tensor t = view1(many + i, EMB_FLOAT32, 1);
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &t, &id));
+        assert_int_equal(id, 5 + i);
+    }
+    for (int i = 0; i < 105; i++) assert_int_equal(emb_optimizer_param_steps(opt, i), 0);
+    assert_int_equal(emb_optimizer_param_steps(opt, 105), -1);
+    assert_int_equal(emb_optimizer_param_steps(opt, -1), -1);
+    assert_int_equal(emb_optimizer_param_steps(NULL, 0), -1);
+    emb_optimizer_free(opt); /* never stepped: no state to free */
+}
+
+/* ---- dense step errors -------------------------------------------------------------- */
+
+static void test_step_errors(void **state) {
+    (void)state;
+    emb_optim_kind kinds[] = {EMB_OPTIM_SGD, EMB_OPTIM_ADAGRAD, EMB_OPTIM_ADAM,
+                              EMB_OPTIM_ADAMW, EMB_OPTIM_SPARSE_ADAM};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        emb_optim_options o = emb_optim_options_default(kinds[k]);
+        o.momentum = 0.9;
+        emb_optimizer *opt = make_opt(o);
+        float p[P_N], p0[P_N], g[P_N];
+        fill(p, P_N, 1);
+        fill(g, P_N, 2);
+        memcpy(p0, p, sizeof p);
+        emb_tensor tp = view2(p, P_ROWS, P_COLS);
+        int id;
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+        emb_tensor tg = view2(g, P_ROWS, P_COLS);
+        EMB_EXPECT_ERR(emb_optimizer_step(NULL, id, &tg), EMB_ERR_NULL, "opt must not be NULL");
+        EMB_EXPECT_ERR(emb_optimizer_step(opt, 1, &tg), EMB_ERR_INDEX,
+                       "param_id 1 is out of range for an optimizer with 1 parameters "
+                       "(valid: [0, 1))");
+        EMB_EXPECT_ERR(emb_optimizer_step(opt, -1, &tg), EMB_ERR_INDEX, "param_id -1");
+        EMB_EXPECT_ERR(emb_optimizer_step(opt, id, NULL), EMB_ERR_NULL,
+                       "grad must not be NULL");
+        emb_tensor bad = view2(g, P_COLS, P_ROWS);
+        EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &bad), EMB_ERR_SHAPE,
+                       "grad has shape [3, 5], expected [5, 3]");
+        bad = view1(g, EMB_FLOAT32, P_N);
+        EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &bad), EMB_ERR_SHAPE, "grad has shape [15]");
+        int32_t gi[P_N] = {0};
+        bad = view2(g, P_ROWS, P_COLS);
+        bad.dtype = EMB_INT32;
+        bad.data = gi;
+        EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &bad), EMB_ERR_DTYPE,
+                       "grad must be float32, got int32");
+        bad = view2(g, P_ROWS, P_COLS);
+        bad.data = NULL;
+        EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &bad), EMB_ERR_NULL, "grad");
+        if (kinds[k] == EMB_OPTIM_SPARSE_ADAM)
+            EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &tg), EMB_ERR_UNSUPPORTED,
+                           "SparseAdam does not support dense gradients, please consider "
+                           "Adam instead");
+        EMB_ASSERT_EXACT(p, p0, P_N, "parameter after failed steps");
+        assert_int_equal(emb_optimizer_param_steps(opt, id), 0);
+        if (kinds[k] != EMB_OPTIM_SPARSE_ADAM) {
+            EMB_OK_OR_FAIL(emb_optimizer_step(opt, id, &tg));
+            assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
+            /* A failing step after a good one changes neither parameter nor state: the next
+             * good step gives the same result as without the failure. */
+            float p1[P_N];
+            memcpy(p1, p, sizeof p);
+            EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &bad), EMB_ERR_NULL, "grad");
+            EMB_ASSERT_EXACT(p, p1, P_N, "parameter after a failed second step");
+            assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
+        }
+        emb_optimizer_free(opt);
+    }
+}
+
+/* SGD momentum: a sparse buffer cannot take a dense gradient; nesterov on a dense buffer
+ * cannot take a sparse one. */
+static void test_sgd_buffer_kind_errors(void **state) {
+    (void)state;
+    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    o.lr = 0.1;
+    o.momentum = 0.9;
+    emb_optimizer *opt = make_opt(o);
+    float p[P_N], p0[P_N], g[P_N];
+    fill(p, P_N, 3);
+    fill(g, P_N, 4);
+    emb_tensor tp = view2(p, P_ROWS, P_COLS), tg = view2(g, P_ROWS, P_COLS);
+    int id;
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+    int64_t idx[2] = {1, 3};
+    emb_sparse_grad sg = sparse_view(P_ROWS, P_COLS, 2, idx, g);
+    EMB_OK_OR_FAIL(emb_optimizer_step_sparse(opt, id, &sg));
+    memcpy(p0, p, sizeof p);
+    EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &tg), EMB_ERR_UNSUPPORTED,
+                   "sparse momentum buffer");
+    EMB_ASSERT_EXACT(p, p0, P_N, "parameter");
+    assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
+    emb_optimizer_free(opt);
+
+    o.nesterov = true;
+    opt = make_opt(o);
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+    EMB_OK_OR_FAIL(emb_optimizer_step(opt, id, &tg));
+    memcpy(p0, p, sizeof p);
+    EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &sg), EMB_ERR_UNSUPPORTED,
+                   "dense momentum buffer");
+    int64_t one = 1;
+    emb_tensor ti = view1(&one, EMB_INT64, 1), tgo = view2(g, 1, P_COLS);
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tgo, EMB_PADDING_NONE),
+                   EMB_ERR_UNSUPPORTED, "dense momentum buffer");
+    EMB_ASSERT_EXACT(p, p0, P_N, "parameter");
+    assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
+    emb_optimizer_free(opt);
+}
+
+/* ---- sparse step errors ------------------------------------------------------------- */
+
+static void test_step_sparse_errors(void **state) {
+    (void)state;
+    float g[4 * P_COLS], g0[4 * P_COLS];
+    fill(g, 4 * P_COLS, 5);
+    memcpy(g0, g, sizeof g);
+    int64_t idx[4] = {1, 4, 1, 0}, idx0[4];
+    memcpy(idx0, idx, sizeof idx);
+    struct {
+        emb_optim_kind kind;
+        double wd;
+        emb_status st;
+        const char *msg;
+    } rej[] = {
+        {EMB_OPTIM_ADAM, 0, EMB_ERR_UNSUPPORTED,
+         "Adam does not support sparse gradients, please consider SparseAdam instead"},
+        {EMB_OPTIM_ADAMW, 0.01, EMB_ERR_UNSUPPORTED, "AdamW does not support sparse gradients"},
+        {EMB_OPTIM_ADAGRAD, 0.1, EMB_ERR_UNSUPPORTED,
+         "weight_decay option is not compatible with sparse gradients"},
+        {EMB_OPTIM_SGD, 0.1, EMB_ERR_UNSUPPORTED,
+         "add(sparse, dense) is not supported. Use add(dense, sparse) instead."},
+    };
+    for (size_t r = 0; r < sizeof rej / sizeof rej[0]; r++) {
+        emb_optim_options o = emb_optim_options_default(rej[r].kind);
+        o.weight_decay = rej[r].wd;
+        emb_optimizer *opt = make_opt(o);
+        float p[P_N], p0[P_N];
+        fill(p, P_N, 6);
+        memcpy(p0, p, sizeof p);
+        emb_tensor tp = view2(p, P_ROWS, P_COLS);
+        int id;
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+        emb_sparse_grad sg = sparse_view(P_ROWS, P_COLS, 4, idx, g);
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &sg), rej[r].st, rej[r].msg);
+        emb_tensor ti = view1(idx, EMB_INT64, 4), tgo = view2(g, 4, P_COLS);
+        EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tgo, EMB_PADDING_NONE),
+                       rej[r].st, rej[r].msg);
+        EMB_ASSERT_EXACT(p, p0, P_N, "parameter");
+        assert_int_equal(emb_optimizer_param_steps(opt, id), 0);
+        emb_optimizer_free(opt);
+    }
+
+    emb_optim_kind ok_kinds[] = {EMB_OPTIM_SGD, EMB_OPTIM_ADAGRAD, EMB_OPTIM_SPARSE_ADAM};
+    for (size_t k = 0; k < 3; k++) {
+        emb_optim_options o = emb_optim_options_default(ok_kinds[k]);
+        o.momentum = 0.5;
+        emb_optimizer *opt = make_opt(o);
+        float p[P_N], p0[P_N], v[8];
+        fill(p, P_N, 7);
+        emb_tensor tp = view2(p, P_ROWS, P_COLS), tv = view1(v, EMB_FLOAT32, 8);
+        int id, id1;
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tv, &id1));
+        /* One good step first, so that state exists and must survive the failures. */
+        emb_sparse_grad sg = sparse_view(P_ROWS, P_COLS, 4, idx, g);
+        EMB_OK_OR_FAIL(emb_optimizer_step_sparse(opt, id, &sg));
+        memcpy(p0, p, sizeof p);
+
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(NULL, id, &sg), EMB_ERR_NULL, "opt");
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, 2, &sg), EMB_ERR_INDEX, "param_id 2");
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, NULL), EMB_ERR_NULL,
+                       "grad must not be NULL");
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id1, &sg), EMB_ERR_SHAPE,
+                       "sparse gradients need a 2-D parameter; parameter 1 has shape [8]");
+        emb_sparse_grad bad = sg;
+        bad.num_rows = P_ROWS + 1;
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &bad), EMB_ERR_SHAPE,
+                       "grad is a sparse gradient of size [6, 3], expected [5, 3]");
+        bad = sg;
+        bad.dim = 2;
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &bad), EMB_ERR_SHAPE,
+                       "size [5, 2]");
+        bad = sg;
+        bad.nnz = 5;
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &bad), EMB_ERR_INVALID,
+                       "not a valid sparse gradient");
+        bad = sg;
+        bad.values = NULL;
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &bad), EMB_ERR_INVALID,
+                       "not a valid sparse gradient");
+        int64_t bad_idx[4] = {1, 4, 5, 0};
+        bad = sparse_view(P_ROWS, P_COLS, 4, bad_idx, g);
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &bad), EMB_ERR_INDEX,
+                       "grad entry 2 has row 5, out of range for a parameter with 5 rows "
+                       "(valid: [0, 5))");
+        bad_idx[2] = -3;
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &bad), EMB_ERR_INDEX,
+                       "grad entry 2 has row -3");
+        EMB_ASSERT_EXACT(p, p0, P_N, "parameter after failed sparse steps");
+        assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
+        assert_memory_equal(idx, idx0, sizeof idx);
+        EMB_ASSERT_EXACT(g, g0, 4 * P_COLS, "gradient values (read only)");
+        emb_optimizer_free(opt);
+    }
+}
+
+static void test_step_fused_errors(void **state) {
+    (void)state;
+    emb_optimizer *opt = make_opt(emb_optim_options_default(EMB_OPTIM_ADAGRAD));
+    float p[P_N], p0[P_N], go[6 * P_COLS];
+    fill(p, P_N, 8);
+    fill(go, 6 * P_COLS, 9);
+    memcpy(p0, p, sizeof p);
+    emb_tensor tp = view2(p, P_ROWS, P_COLS);
+    int id;
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+    int64_t idx[6] = {0, 1, 2, 3, 4, 1};
+    int64_t ishape[2] = {2, 3}, gshape[3] = {2, 3, P_COLS};
+    emb_tensor ti, tg;
+    EMB_OK_OR_FAIL(emb_tensor_init(&ti, EMB_INT64, idx, 2, ishape));
+    EMB_OK_OR_FAIL(emb_tensor_init(&tg, EMB_FLOAT32, go, 3, gshape));
+
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(NULL, id, &ti, &tg, EMB_PADDING_NONE),
+                   EMB_ERR_NULL, "opt");
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, 3, &ti, &tg, EMB_PADDING_NONE),
+                   EMB_ERR_INDEX, "param_id 3");
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, NULL, &tg, EMB_PADDING_NONE),
+                   EMB_ERR_NULL, "indices must not be NULL");
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, NULL, EMB_PADDING_NONE),
+                   EMB_ERR_NULL, "grad_output must not be NULL");
+    emb_tensor bad = ti;
+    bad.dtype = EMB_FLOAT32;
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &bad, &tg, EMB_PADDING_NONE),
+                   EMB_ERR_DTYPE, "Long, Int; but got torch.FloatTensor");
+    bad = ti;
+    bad.ndim = 9;
+    for (int i = 2; i < 9; i++) bad.shape[i] = 1;
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &bad, &tg, EMB_PADDING_NONE),
+                   EMB_ERR_SHAPE, "indices has 9 dimensions");
+    bad = tg;
+    bad.shape[2] = 4;
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &bad, EMB_PADDING_NONE),
+                   EMB_ERR_SHAPE, "grad_output has shape [2, 3, 4], expected [2, 3, 3]");
+    bad = tg;
+    bad.ndim = 2;
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &bad, EMB_PADDING_NONE),
+                   EMB_ERR_SHAPE, "grad_output has shape [2, 3]");
+    bad = tg;
+    bad.dtype = EMB_FLOAT64;
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &bad, EMB_PADDING_NONE),
+                   EMB_ERR_DTYPE, "grad_output must be float32, got float64");
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tg, P_ROWS), EMB_ERR_INVALID,
+                   "padding_idx 5 is out of range for a parameter with 5 rows");
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tg, -1), EMB_ERR_INVALID,
+                   "padding_idx -1");
+    idx[4] = 5;
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tg, EMB_PADDING_NONE),
+                   EMB_ERR_INDEX,
+                   "index 5 at position 4 is out of range for an embedding with 5 rows "
+                   "(valid: [0, 5))");
+    /* A bad index at a padding position is still an error (the forward rejects it). */
+    idx[4] = -1;
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tg, 1), EMB_ERR_INDEX,
+                   "index -1 at position 4");
+    int32_t idx32[6] = {0, 1, 2, 3, 99, 1};
+    emb_tensor t32;
+    EMB_OK_OR_FAIL(emb_tensor_init(&t32, EMB_INT32, idx32, 2, ishape));
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &t32, &tg, 0), EMB_ERR_INDEX,
+                   "index 99 at position 4");
+    /* A 1-D parameter cannot take a sparse step. */
+    float v[4];
+    emb_tensor tv = view1(v, EMB_FLOAT32, 4);
+    int id1;
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tv, &id1));
+    idx32[4] = 0;
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id1, &t32, &tg, EMB_PADDING_NONE),
+                   EMB_ERR_SHAPE, "sparse gradients need a 2-D parameter");
+    EMB_ASSERT_EXACT(p, p0, P_N, "parameter after failed fused steps");
+    assert_int_equal(emb_optimizer_param_steps(opt, id), 0);
+    /* And a good one. */
+    EMB_OK_OR_FAIL(emb_optimizer_step_fused(opt, id, &t32, &tg, 0));
+    assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
+    emb_optimizer_free(opt);
+}
+
+/* ---- semantics on small hand-checked cases ----------------------------------------- */
+
+/* Plain SGD: duplicates applied one after another with fmaf(v, (float)-lr, p). */
+static void test_sgd_sparse_sequential(void **state) {
+    (void)state;
+    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    o.lr = 0.1;
+    emb_optimizer *opt = make_opt(o);
+    float p[4 * 2] = {1, 2, 3, 4, 5, 6, 7, 8}, want[8];
+    memcpy(want, p, sizeof p);
+    emb_tensor tp = view2(p, 4, 2);
+    int id;
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+    int64_t idx[3] = {2, 0, 2};
+    float val[6] = {0.3f, -0.7f, 1.1f, 2.2f, 1e-3f, 5.5f};
+    emb_sparse_grad g = sparse_view(4, 2, 3, idx, val);
+    EMB_OK_OR_FAIL(emb_optimizer_step_sparse(opt, id, &g));
+    const float a = (float)(-0.1);
+    for (int k = 0; k < 3; k++)
+        for (int d = 0; d < 2; d++)
+            want[idx[k] * 2 + d] = fmaf(val[k * 2 + d], a, want[idx[k] * 2 + d]);
+    EMB_ASSERT_EXACT(p, want, 8, "SGD sparse");
+    assert_float_equal(p[2], 3.0f, 0); /* row 1 untouched */
+    assert_float_equal(p[7], 8.0f, 0); /* row 3 untouched */
+    assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
+    /* An empty gradient is a step that changes nothing. */
+    emb_sparse_grad e = sparse_view(4, 2, 0, NULL, NULL);
+    EMB_OK_OR_FAIL(emb_optimizer_step_sparse(opt, id, &e));
+    EMB_ASSERT_EXACT(p, want, 8, "after an empty gradient");
+    assert_int_equal(emb_optimizer_param_steps(opt, id), 2);
+    emb_optimizer_free(opt);
+}
+
+/* Adagrad / SparseAdam: duplicates are summed before the update (coalesce), untouched rows
+ * keep parameter and state, and the step counter is per parameter. */
+static void test_coalescing_rules(void **state) {
+    (void)state;
+    for (int kind = 0; kind < 2; kind++) {
+        emb_optim_options o = emb_optim_options_default(kind ? EMB_OPTIM_SPARSE_ADAM
+                                                             : EMB_OPTIM_ADAGRAD);
+        o.lr = 0.5;
+        emb_optimizer *a = make_opt(o), *b = make_opt(o);
+        float pa[3 * 2] = {1, 1, 1, 1, 1, 1}, pb[3 * 2] = {1, 1, 1, 1, 1, 1};
+        emb_tensor ta = view2(pa, 3, 2), tb = view2(pb, 3, 2);
+        int ia, ib;
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(a, &ta, &ia));
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(b, &tb, &ib));
+        /* a: row 2 twice (0.25 + 0.5); b: row 2 once with the sum 0.75 (exact in float). */
+        int64_t i2[2] = {2, 2}, i1[1] = {2};
+        float v2[4] = {0.25f, -1.0f, 0.5f, -2.0f}, v1[2] = {0.75f, -3.0f};
+        emb_sparse_grad g2 = sparse_view(3, 2, 2, i2, v2), g1 = sparse_view(3, 2, 1, i1, v1);
+        for (int s = 0; s < 3; s++) {
+            EMB_OK_OR_FAIL(emb_optimizer_step_sparse(a, ia, &g2));
+            EMB_OK_OR_FAIL(emb_optimizer_step_sparse(b, ib, &g1));
+            EMB_ASSERT_EXACT(pa, pb, 6, "duplicates summed before the update");
+        }
+        for (int i = 0; i < 4; i++) assert_true(pa[i] == 1.0f); /* rows 0, 1 untouched */
+        assert_true(pa[4] < 1.0f && pa[5] > 1.0f);              /* moved against the grad */
+        assert_int_equal(emb_optimizer_param_steps(a, ia), 3);
+        /* SparseAdam's first step moves a row by about lr (the moments' ratio is ~1). */
+        if (kind) {
+            emb_optimizer *c = make_opt(o);
+            float pc[2] = {0, 0};
+            emb_tensor tc = view2(pc, 1, 2);
+            int ic;
+            EMB_OK_OR_FAIL(emb_optimizer_add_param(c, &tc, &ic));
+            int64_t i0 = 0;
+            float v0[2] = {3.0f, -0.25f};
+            emb_sparse_grad g0 = sparse_view(1, 2, 1, &i0, v0);
+            EMB_OK_OR_FAIL(emb_optimizer_step_sparse(c, ic, &g0));
+            float want[2] = {-0.5f, 0.5f};
+            EMB_ASSERT_CLOSE(pc, want, 2, "SparseAdam first step");
+            emb_optimizer_free(c);
+        }
+        emb_optimizer_free(a);
+        emb_optimizer_free(b);
+    }
+}
+
+/* Adam's first step moves every element by about lr against the gradient's sign; AdamW's
+ * also decays the parameter; maximize reverses the direction. */
+static void test_adam_first_step(void **state) {
+    (void)state;
+    float g[4] = {2.0f, -0.5f, 1e-3f, -7.0f};
+    for (int w = 0; w < 2; w++) {
+        for (int maximize = 0; maximize < 2; maximize++) {
+            emb_optim_options o = emb_optim_options_default(w ? EMB_OPTIM_ADAMW : EMB_OPTIM_ADAM);
+            o.lr = 0.01;
+            o.maximize = maximize;
+            emb_optimizer *opt = make_opt(o);
+            float p[4] = {1, 1, 1, 1};
+            emb_tensor tp = view1(p, EMB_FLOAT32, 4), tg = view1(g, EMB_FLOAT32, 4);
+            int id;
+            EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+            EMB_OK_OR_FAIL(emb_optimizer_step(opt, id, &tg));
+            float want[4];
+            double decay = w ? 1.0 - 0.01 * 0.01 : 1.0;
+            for (int i = 0; i < 4; i++)
+                want[i] = (float)(decay - (maximize ? -0.01 : 0.01) * (g[i] > 0 ? 1 : -1));
+            EMB_ASSERT_CLOSE(p, want, 4, "Adam first step");
+            emb_optimizer_free(opt);
+        }
+    }
+}
+
+/* The fused step equals backward_sparse + step_sparse, bit for bit, with padding and many
+ * duplicates (more than 16 entries: the unstable sort's introsort order). */
+static void test_fused_equals_unfused(void **state) {
+    (void)state;
+    enum { V = 11, D = 7, N = 90 };
+    emb_optim_options opts[5];
+    opts[0] = emb_optim_options_default(EMB_OPTIM_SGD);
+    opts[0].lr = 0.1;
+    opts[1] = opts[0];
+    opts[1].momentum = 0.9;
+    opts[1].nesterov = true;
+    opts[2] = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    opts[2].lr_decay = 0.1;
+    opts[3] = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    opts[4] = opts[3];
+    opts[4].maximize = true;
+    for (int c = 0; c < 5; c++) {
+        float w0[V * D];
+        fill(w0, V * D, 10 + (unsigned)c);
+        emb_embedding_options eo = emb_embedding_options_default();
+        eo.padding_idx = 4;
+        eo.sparse = true;
+        emb_embedding *e = NULL;
+        emb_tensor tw = view2(w0, V, D);
+        EMB_OK_OR_FAIL(emb_embedding_from_pretrained(&tw, false, &eo, &e));
+        emb_tensor wu;
+        EMB_OK_OR_FAIL(emb_embedding_weight(e, &wu));
+        float wf[V * D];
+        memcpy(wf, w0, sizeof wf);
+        emb_tensor tf = view2(wf, V, D);
+        emb_optimizer *of = make_opt(opts[c]), *ou = make_opt(opts[c]);
+        int pf, pu;
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(of, &tf, &pf));
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(ou, &wu, &pu));
+        srand(77 + (unsigned)c);
+        for (int s = 0; s < 6; s++) {
+            int32_t idx[N];
+            float go[N * D];
+            for (int i = 0; i < N; i++) idx[i] = (rand() % 3) ? rand() % 3 : rand() % V;
+            fill(go, N * D, 100 + (unsigned)s);
+            int64_t ishape[2] = {9, 10}, gshape[3] = {9, 10, D};
+            emb_tensor ti, tg;
+            EMB_OK_OR_FAIL(emb_tensor_init(&ti, EMB_INT32, idx, 2, ishape));
+            EMB_OK_OR_FAIL(emb_tensor_init(&tg, EMB_FLOAT32, go, 3, gshape));
+            emb_sparse_grad sg;
+            EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, V, D));
+            EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &ti, &tg, &sg));
+            EMB_OK_OR_FAIL(emb_optimizer_step_sparse(ou, pu, &sg));
+            emb_sparse_grad_free(&sg);
+            EMB_OK_OR_FAIL(emb_optimizer_step_fused(of, pf, &ti, &tg, 4));
+            EMB_ASSERT_EXACT(wf, (const float *)wu.data, V * D, "fused vs unfused");
+        }
+        assert_int_equal(emb_optimizer_param_steps(of, pf), 6);
+        emb_optimizer_free(of);
+        emb_optimizer_free(ou);
+        emb_embedding_free(e);
+    }
+}
+
+/* The kernel variants agree with the reference kernels bit for bit. */
+static void test_kernel_variants(void **state) {
+    (void)state;
+    const emb__optim_kernel_table *R = &emb__optim_kernels_ref, *F = emb__optim_kernels();
+    enum { N = 1003 };
+    static float p1[N], p2[N], g[N], a1[N], a2[N], b1[N], b2[N], c1[N], c2[N];
+    fill(g, N, 1);
+    fill(p1, N, 2);
+    fill(a1, N, 3);
+    fill(b1, N, 4);
+    for (int i = 0; i < N; i++) b1[i] = fabsf(b1[i]);
+    memcpy(c1, b1, sizeof c1);
+#define RESET()                                                                            \
+    do {                                                                                   \
+        memcpy(p2, p1, sizeof p1);                                                         \
+        memcpy(a2, a1, sizeof a1);                                                         \
+        memcpy(b2, b1, sizeof b1);                                                         \
+        memcpy(c2, c1, sizeof c1);                                                         \
+    } while (0)
+#define SAME(what)                                                                         \
+    do {                                                                                   \
+        EMB_ASSERT_EXACT(p2, p1, N, what " p");                                            \
+        EMB_ASSERT_EXACT(a2, a1, N, what " a");                                            \
+        EMB_ASSERT_EXACT(b2, b1, N, what " b");                                            \
+        EMB_ASSERT_EXACT(c2, c1, N, what " c");                                            \
+    } while (0)
+    emb__sgd_args sa = {(float)-0.1, 0.01f, 0.9f, 0.8f, true, true, true, true, false};
+    RESET();
+    R->sgd_dense(p1, g, a1, N, &sa);
+    F->sgd_dense(p2, g, a2, N, &sa);
+    SAME("sgd");
+    emb__adagrad_args ga = {(float)-0.3, 1e-10f, 0.1f, true, false};
+    RESET();
+    R->adagrad_dense(p1, g, b1, N, &ga);
+    F->adagrad_dense(p2, g, b2, N, &ga);
+    SAME("adagrad");
+    emb__adam_args aa = {0.9f, 0.1f, 0.999f, (float)(1 - 0.999), 0.01f, 0.9999f, -0.01f,
+                         0.0316f, 1e-8f, false, true, true, true};
+    RESET();
+    R->adam_dense(p1, g, a1, b1, c1, N, &aa);
+    F->adam_dense(p2, g, a2, b2, c2, N, &aa);
+    SAME("adamw");
+    RESET();
+    R->adagrad_row(p1, b1, g, N, &ga);
+    F->adagrad_row(p2, b2, g, N, &ga);
+    SAME("adagrad row");
+    emb__sparse_adam_args ra = {0.1f, 0.001f, 1e-8f, -0.001f};
+    RESET();
+    R->sparse_adam_row(p1, a1, b1, g, N, &ra);
+    F->sparse_adam_row(p2, a2, b2, g, N, &ra);
+    SAME("sparse adam row");
+    RESET();
+    R->axpy(p1, g, -0.37f, N);
+    F->axpy(p2, g, -0.37f, N);
+    R->merge_entry(a1, g, -1.0f, b1, 0.3f, N);
+    F->merge_entry(a2, g, -1.0f, b2, 0.3f, N);
+    R->coalesce_add(c1, g, -1.0f, N);
+    F->coalesce_add(c2, g, -1.0f, N);
+    SAME("axpy/merge/coalesce");
+#undef RESET
+#undef SAME
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_create_errors),
+        cmocka_unit_test(test_add_param),
+        cmocka_unit_test(test_step_errors),
+        cmocka_unit_test(test_sgd_buffer_kind_errors),
+        cmocka_unit_test(test_step_sparse_errors),
+        cmocka_unit_test(test_step_fused_errors),
+        cmocka_unit_test(test_sgd_sparse_sequential),
+        cmocka_unit_test(test_coalescing_rules),
+        cmocka_unit_test(test_adam_first_step),
+        cmocka_unit_test(test_fused_equals_unfused),
+        cmocka_unit_test(test_kernel_variants),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
