@@ -3,14 +3,19 @@
  * elementwise (every lane keeps its own sequential order), so the compiler may vectorise
  * them without changing a bit; -ffp-contract=off keeps the adds unfused. */
 #include "backward.h"
+#include "internal.h"
 
 #include <math.h>
 #include <string.h>
 
-void emb__embedding_backward_rows_ref(float *grad_weight, const float *grad_output, int64_t dim,
-                                      const int64_t *offsets, const int64_t *order,
-                                      int64_t row_begin, int64_t row_end, bool scale_by_freq,
-                                      float *acc) {
+/* The body of the dense row kernel, instantiated below for the baseline target (the _ref
+ * kernel) and, on x86-64, for AVX2+FMA, where fmaf becomes one instruction instead of a
+ * libm call. fmaf is correctly rounded and the adds are plain IEEE adds on either target, so
+ * both instantiations produce the same bits. */
+static inline __attribute__((always_inline)) void
+backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
+                   const int64_t *offsets, const int64_t *order, int64_t row_begin,
+                   int64_t row_end, bool scale_by_freq, float *acc) {
     for (int64_t r = row_begin; r < row_end; r++) {
         const int64_t begin = offsets[r], end = offsets[r + 1];
         if (begin == end) continue;
@@ -38,6 +43,33 @@ void emb__embedding_backward_rows_ref(float *grad_weight, const float *grad_outp
         }
         for (int64_t d = 0; d < dim; d++) w[d] = w[d] + a[d];
     }
+}
+
+void emb__embedding_backward_rows_ref(float *grad_weight, const float *grad_output, int64_t dim,
+                                      const int64_t *offsets, const int64_t *order,
+                                      int64_t row_begin, int64_t row_end, bool scale_by_freq,
+                                      float *acc) {
+    backward_rows_body(grad_weight, grad_output, dim, offsets, order, row_begin, row_end,
+                       scale_by_freq, acc);
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define EMB__BACKWARD_HAVE_FMA 1
+__attribute__((target("avx2,fma"))) static void
+backward_rows_fma(float *grad_weight, const float *grad_output, int64_t dim,
+                  const int64_t *offsets, const int64_t *order, int64_t row_begin,
+                  int64_t row_end, bool scale_by_freq, float *acc) {
+    backward_rows_body(grad_weight, grad_output, dim, offsets, order, row_begin, row_end,
+                       scale_by_freq, acc);
+}
+#endif
+
+emb__backward_rows_fn emb__embedding_backward_rows(void) {
+#ifdef EMB__BACKWARD_HAVE_FMA
+    if (!emb__force_ref() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return backward_rows_fma;
+#endif
+    return emb__embedding_backward_rows_ref;
 }
 
 int64_t emb__sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx,

@@ -20,7 +20,7 @@
 #endif
 
 /* Floats of gradient per thread below which the dense accumulation stays on one thread. */
-#define EMB__BACKWARD_GRAIN 32768
+#define EMB__BACKWARD_GRAIN (1 << 18)
 
 /* Checks shared by the dense and sparse backward, after the NULL checks: the index tensor,
  * grad_output's dtype and shape, and (last, as it reads every index) the index range. The
@@ -135,8 +135,9 @@ emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indi
     float *gw = grad_weight->data;
     const float *go = grad_output->data;
     const bool scale = e->scale_grad_by_freq;
+    const emb__backward_rows_fn rows = emb__embedding_backward_rows();
     if (nt <= 1) {
-        emb__embedding_backward_rows_ref(gw, go, D, offsets, order, 0, V, scale, acc);
+        rows(gw, go, D, offsets, order, 0, V, scale, acc);
     } else {
 #pragma omp parallel num_threads(nt)
         {
@@ -148,9 +149,7 @@ emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indi
             /* rows split so that each thread gets about m / T contributions */
             int64_t r0 = t == 0 ? 0 : lower_bound_row(offsets, V, m * t / T);
             int64_t r1 = t == T - 1 ? V : lower_bound_row(offsets, V, m * (t + 1) / T);
-            if (r0 < r1)
-                emb__embedding_backward_rows_ref(gw, go, D, offsets, order, r0, r1, scale,
-                                                 acc + t * D);
+            if (r0 < r1) rows(gw, go, D, offsets, order, r0, r1, scale, acc + t * D);
         }
     }
     emb_free(acc);

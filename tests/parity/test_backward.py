@@ -206,6 +206,15 @@ def test_dense_thread_count_independent():
         results.append(per_threads[0])
     te = torch_emb(w, padding_idx=3, scale=False)
     assert_close(results[0], torch_backward(te, idx, g), exact=True, what="large vs torch")
+    te = torch_emb(w, padding_idx=3, scale=True)
+    want = torch_backward(te, idx, g)
+    assert_close(results[1], want, exact=True, what="large scaled vs torch")
+    lib.emb_set_kernel_mode(1)  # EMB_KERNELS_REF
+    try:
+        ref = Emb(w, padding_idx=3, scale=True).backward(idx, g)
+    finally:
+        lib.emb_set_kernel_mode(0)
+    assert_close(ref, want, exact=True, what="reference kernels vs torch")
 
 
 def test_dense_large_vs_torch_threads():

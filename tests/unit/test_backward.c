@@ -250,7 +250,7 @@ static void test_dense_shapes_and_int32(void **state) {
     emb_embedding_free(e);
 }
 
-/* Same bits for 1, 2, 3 and 4 threads on a skewed batch. */
+/* Same bits for 1, 2, 3 and 4 threads on a skewed batch, and with the reference kernels. */
 static void test_dense_thread_count_independent(void **state) {
     (void)state;
     const int64_t V = 2000, D = 24, N = 60000;
@@ -277,6 +277,12 @@ static void test_dense_thread_count_independent(void **state) {
             EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tgot));
             EMB_ASSERT_EXACT(got, ref, V * D, "threads");
         }
+        /* the reference kernels give the same bits as the fastest variant */
+        emb_set_kernel_mode(EMB_KERNELS_REF);
+        memset(got, 0, (size_t)(V * D) * sizeof *got);
+        EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tgot));
+        emb_set_kernel_mode(EMB_KERNELS_AUTO);
+        EMB_ASSERT_EXACT(got, ref, V * D, "reference kernels");
         emb_set_num_threads(0);
         free(idx);
         free(g);
