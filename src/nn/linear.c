@@ -4,8 +4,12 @@
  * The matrix products go through cblas_sgemm when the build has CBLAS (and the reference
  * kernels are not forced), else through the plain-C kernel in kernels/gemm_ref.c, split
  * into row ranges over threads. Either way each output element is computed by one thread
- * in a fixed order, so results do not depend on the thread count; they may differ from
- * PyTorch's in the last bit because BLAS implementations sum in different orders. */
+ * in a fixed order, so results do not depend on the thread count. y, grad_x and
+ * grad_weight equal PyTorch's bit for bit only when both use the same BLAS (Debian's
+ * torch and emb both call OpenBLAS here); the reference kernels sum each dot product
+ * sequentially without FMA and differ from BLAS in the last bits. grad_bias reproduces
+ * the summation order of PyTorch's CPU sum and is bit-identical to torch's with one
+ * intra-op thread. */
 #include "internal.h"
 #include "kernels/gemm.h"
 
@@ -226,6 +230,97 @@ emb_status emb_linear_forward(const emb_linear *lin, const emb_tensor *x, emb_te
     return EMB_OK;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * grad_bias: PyTorch 1.13's CPU float sum over the rows of grad_y, reproduced so that the
+ * bias gradient is bit-identical to torch's (with one intra-op thread; torch splits long
+ * reductions between threads). Two building blocks, both in float:
+ *   cascade(v[0..n)): running sums in chunks of 2^p items (p = max(4, ceil(log2 n) / 4)),
+ *     chunk sums carried up through four levels, the levels added at the end;
+ *   ilp4(v[0..n)): four cascades over v[k], v[k+4], ... (k = 0..3, n/4 items each), the
+ *     n % 4 leftover items added to the first, then the four added in order.
+ * Column j of an [m, out] gradient uses, for out == 1, eight lanes v[l], v[l+8], ...
+ * (each an ilp4) plus the m % 8 leftovers (when m >= 8; else ilp4); for 1 < out < 8,
+ * cascade for columns in full groups of 4, ilp4 for the rest; for out >= 8, cascade for
+ * columns in full groups of 32, ilp4 for the rest.
+ * ------------------------------------------------------------------------------------- */
+
+enum { COLS = 64 };
+
+static int ceil_log2(int64_t n) {
+    return n <= 1 ? 0 : 64 - __builtin_clzll((unsigned long long)(n - 1));
+}
+
+/* out[c] = cascade over i < n of base[i*row_stride + c], for c < ncols (<= COLS). */
+static void cascade_cols(const float *base, int64_t row_stride, int64_t n, int ncols,
+                         float *out) {
+    float acc[4][COLS];
+    for (int l = 0; l < 4; l++)
+        for (int c = 0; c < ncols; c++) acc[l][c] = 0.0f;
+    int p = ceil_log2(n) / 4;
+    if (p < 4) p = 4;
+    const int64_t step = (int64_t)1 << p, mask = step - 1;
+    int64_t i = 0;
+    while (i + step <= n) {
+        for (int64_t e = i + step; i < e; i++) {
+            const float *row = base + i * row_stride;
+            for (int c = 0; c < ncols; c++) acc[0][c] = acc[0][c] + row[c];
+        }
+        for (int l = 1; l < 4; l++) {
+            for (int c = 0; c < ncols; c++) {
+                acc[l][c] = acc[l][c] + acc[l - 1][c];
+                acc[l - 1][c] = 0.0f;
+            }
+            if (i & (mask << (l * p))) break;
+        }
+    }
+    for (; i < n; i++) {
+        const float *row = base + i * row_stride;
+        for (int c = 0; c < ncols; c++) acc[0][c] = acc[0][c] + row[c];
+    }
+    for (int c = 0; c < ncols; c++)
+        out[c] = ((acc[0][c] + acc[1][c]) + acc[2][c]) + acc[3][c];
+}
+
+/* out[c] = ilp4 over i < n of base[i*row_stride + c]. */
+static void ilp4_cols(const float *base, int64_t row_stride, int64_t n, int ncols, float *out) {
+    float part[4][COLS];
+    int64_t q = n / 4;
+    for (int k = 0; k < 4; k++) cascade_cols(base + k * row_stride, 4 * row_stride, q, ncols, part[k]);
+    for (int64_t i = 4 * q; i < n; i++) {
+        const float *row = base + i * row_stride;
+        for (int c = 0; c < ncols; c++) part[0][c] = part[0][c] + row[c];
+    }
+    for (int c = 0; c < ncols; c++) out[c] = ((part[0][c] + part[1][c]) + part[2][c]) + part[3][c];
+}
+
+/* Sums of columns j0 .. j0+w-1 (w <= COLS) of g [m, out], in PyTorch's order. */
+static void column_sums(const float *g, int64_t m, int64_t out, int64_t j0, int w, float *s) {
+    if (out == 1) {
+        if (m < 8) {
+            ilp4_cols(g, 1, m, 1, s);
+        } else {
+            int64_t nv = m / 8;
+            float lanes[COLS];
+            ilp4_cols(g, 8, nv, 8, lanes);
+            float acc = 0.0f;
+            for (int64_t i = 8 * nv; i < m; i++) acc = acc + g[i];
+            for (int l = 0; l < 8; l++) acc = acc + lanes[l];
+            s[0] = acc;
+        }
+    } else {
+        const int64_t group = out < 8 ? 4 : 32;
+        const int64_t cascaded = out / group * group; /* columns [0, cascaded) use cascade */
+        int64_t j = j0, end = j0 + w;
+        while (j < end) {
+            int64_t stop = j < cascaded ? (cascaded < end ? cascaded : end) : end;
+            if (j < cascaded) cascade_cols(g + j, out, m, (int)(stop - j), s + (j - j0));
+            else ilp4_cols(g + j, out, m, (int)(stop - j), s + (j - j0));
+            j = stop;
+        }
+    }
+    for (int c = 0; c < w; c++) s[c] = 0.0f + s[c]; /* the sum is stored into a zeroed output */
+}
+
 emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
                                const emb_tensor *grad_y, emb_tensor *grad_x,
                                emb_tensor *grad_weight, emb_tensor *grad_bias) {
@@ -272,25 +367,22 @@ emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
     /* grad_weight [out, in] += grad_y^T [out, m] x [m, in]. */
     if (grad_weight && out > 0 && in > 0 && m > 0)
         gemm(true, false, out, in, m, gy, out, xd, in, 1.0f, grad_weight->data, in);
-    /* grad_bias [out] += column sums of grad_y, each summed over rows in order in double
-     * and rounded once, then added (PyTorch computes the sum, then accumulates it). */
+    /* grad_bias [out] += column sums of grad_y, summed in PyTorch's order (below), then
+     * added to grad_bias once, as autograd accumulates a fresh gradient into .grad. */
     if (grad_bias && out > 0 && m > 0) {
         float *gb = grad_bias->data;
+        int64_t nblocks = (out + COLS - 1) / COLS;
         int nt = emb__threads_for(m * out, 1 << 15);
-        if (nt > out) nt = (int)out;
+        if (nt > nblocks) nt = (int)nblocks;
         (void)nt;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static)
 #endif
-        for (int64_t j0 = 0; j0 < out; j0 += 64) {
-            double acc[64];
-            int64_t w = out - j0 < 64 ? out - j0 : 64;
-            for (int64_t j = 0; j < w; j++) acc[j] = 0.0;
-            for (int64_t i = 0; i < m; i++) {
-                const float *row = gy + i * out + j0;
-                for (int64_t j = 0; j < w; j++) acc[j] += (double)row[j];
-            }
-            for (int64_t j = 0; j < w; j++) gb[j0 + j] = gb[j0 + j] + (float)acc[j];
+        for (int64_t b = 0; b < nblocks; b++) {
+            float s[COLS];
+            int64_t j0 = b * COLS, w = out - j0 < COLS ? out - j0 : COLS;
+            column_sums(gy, m, out, j0, (int)w, s);
+            for (int64_t j = 0; j < w; j++) gb[j0 + j] = gb[j0 + j] + s[j];
         }
     }
     return EMB_OK;

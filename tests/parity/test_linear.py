@@ -1,0 +1,376 @@
+"""Parity of nn.Linear and F.one_hot with PyTorch 1.13.
+
+* Initialisation is bit-exact: torch.manual_seed(s); nn.Linear(i, o, bias) against
+  emb_linear_create with a generator seeded s, for random shapes (in 0..49, out 1..19, with
+  and without bias), the seed-003 layer, two layers in a row from one generator, and the
+  default generator.
+* Forward and backward match torch autograd within float32 tolerance (assert_close's
+  rtol 1.3e-6, atol 1e-5) for inputs of rank 1..4, with CBLAS and with the reference
+  kernels; grad_bias is bit-exact (emb sums rows in the order of torch's single-threaded
+  CPU sum); the error messages are torch's own, caught live.
+* one_hot is bit-exact (int64 and float32 outputs) and its errors carry torch's messages.
+Every expected value is produced by torch during the test."""
+import ctypes as C
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from embpy import (ERR_DTYPE, ERR_INDEX, ERR_INVALID, ERR_SHAPE, ERR_STATE, FLOAT32, INT64, T,
+                   Tensor, assert_close, call, check, lib, ptr, tensor_out)
+
+torch.set_num_threads(1)
+
+
+class Linear:
+    """Owns an emb_linear handle (and its generator, if it created one)."""
+
+    def __init__(self, i, o, bias=True, seed=None, gen=None):
+        self.gen = None
+        if gen is None and seed is not None:
+            self.gen = C.c_void_p()
+            check(lib.emb_generator_create(seed, ptr(self.gen)))
+            gen = self.gen
+        self.h = C.c_void_p()
+        check(lib.emb_linear_create(i, o, bias, gen, ptr(self.h)))
+        self.i, self.o, self.bias = i, o, bias
+
+    def _view(self, fn):
+        v = Tensor()
+        check(fn(self.h, ptr(v)))
+        shape = tuple(v.shape[k] for k in range(v.ndim))
+        n = int(np.prod(shape))
+        if n == 0:
+            return np.zeros(shape, np.float32)
+        return np.ctypeslib.as_array(C.cast(v.data, C.POINTER(C.c_float)), (n,)).reshape(shape)
+
+    def weight(self):
+        return self._view(lib.emb_linear_weight)
+
+    def bias_arr(self):
+        return self._view(lib.emb_linear_bias)
+
+    def forward(self, x):
+        y = tensor_out(x.shape[:-1] + (self.o,))
+        check(lib.emb_linear_forward(self.h, T(x), T(y)))
+        return y
+
+    def backward(self, x, gy, gw=None, gb=None):
+        gx = tensor_out(x.shape)
+        gw = np.zeros((self.o, self.i), np.float32) if gw is None else gw
+        gb = (np.zeros(self.o, np.float32) if gb is None else gb) if self.bias else None
+        check(lib.emb_linear_backward(self.h, T(x), T(gy), T(gx), T(gw),
+                                      T(gb) if gb is not None else None))
+        return gx, gw, gb
+
+    def __del__(self):
+        lib.emb_linear_free(self.h)
+        if self.gen is not None:
+            lib.emb_generator_free(self.gen)
+
+
+def torch_linear(seed, i, o, bias):
+    torch.manual_seed(seed)
+    return torch.nn.Linear(i, o, bias=bias)
+
+
+def check_init(emb_lin, t_lin, what):
+    assert_close(emb_lin.weight(), t_lin.weight.detach().numpy(), exact=True,
+                 what=f"{what} weight")
+    if t_lin.bias is not None:
+        assert_close(emb_lin.bias_arr(), t_lin.bias.detach().numpy(), exact=True,
+                     what=f"{what} bias")
+
+
+@pytest.fixture(autouse=True)
+def _restore_modes():
+    yield
+    lib.emb_set_kernel_mode(0)
+    lib.emb_set_num_threads(0)
+
+
+# ---- initialisation (bit-exact) ---------------------------------------------------------
+
+def test_init_seed003_layer():
+    # manual_seed(123); Linear(4, 5, bias=False): the layer printed in seed 003
+    check_init(Linear(4, 5, False, seed=123), torch_linear(123, 4, 5, False), "seed 003")
+    check_init(Linear(4, 5, True, seed=123), torch_linear(123, 4, 5, True), "Linear(4, 5)")
+
+
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors")
+def test_init_random_shapes():
+    rnd = random.Random(1234)
+    for case in range(400):
+        i, o, bias = rnd.randint(0, 49), rnd.randint(1, 19), rnd.random() < 0.5
+        seed = rnd.randrange(2 ** 64)
+        check_init(Linear(i, o, bias, seed=seed), torch_linear(seed, i, o, bias),
+                   f"case {case}: seed {seed} Linear({i}, {o}, bias={bias})")
+
+
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors")
+def test_init_zero_sizes_draw_counts():
+    # in == 0 draws nothing for the weight but out_features for the bias; out == 0 nothing.
+    for i, o in [(0, 3), (5, 0), (0, 0), (0, 7)]:
+        for bias in (False, True):
+            gen = C.c_void_p()
+            check(lib.emb_generator_create(77, ptr(gen)))
+            a = Linear(i, o, bias, gen=gen)
+            b = Linear(3, 2, True, gen=gen)
+            torch.manual_seed(77)
+            ta = torch.nn.Linear(i, o, bias=bias)
+            tb = torch.nn.Linear(3, 2)
+            check_init(a, ta, f"Linear({i}, {o}, {bias})")
+            check_init(b, tb, f"the layer after Linear({i}, {o}, {bias})")
+            del a, b
+            lib.emb_generator_free(gen)
+
+
+def test_init_two_layers_in_a_row():
+    rnd = random.Random(99)
+    for case in range(60):
+        seed = rnd.randrange(2 ** 32)
+        shapes = [(rnd.randint(1, 49), rnd.randint(1, 19), rnd.random() < 0.5) for _ in range(2)]
+        gen = C.c_void_p()
+        check(lib.emb_generator_create(seed, ptr(gen)))
+        mine = [Linear(i, o, b, gen=gen) for i, o, b in shapes]
+        torch.manual_seed(seed)
+        theirs = [torch.nn.Linear(i, o, bias=b) for i, o, b in shapes]
+        for k in range(2):
+            check_init(mine[k], theirs[k], f"case {case} layer {k} {shapes[k]}")
+        del mine
+        lib.emb_generator_free(gen)
+
+
+def test_init_default_generator():
+    lib.emb_manual_seed(2024)
+    a = Linear(13, 7, True)
+    b = Linear(6, 3, False)
+    torch.manual_seed(2024)
+    ta, tb = torch.nn.Linear(13, 7), torch.nn.Linear(6, 3, bias=False)
+    check_init(a, ta, "default generator, first layer")
+    check_init(b, tb, "default generator, second layer")
+
+
+# ---- forward / backward against autograd -----------------------------------------------
+
+def run_case(rnd, mode, case):
+    i, o, bias = rnd.randint(0, 20), rnd.randint(0, 20), rnd.random() < 0.6
+    rank = rnd.randint(1, 4)
+    lead = tuple(rnd.choice([0, 1, 2, 3, 5, 8]) if rnd.random() < 0.1 else rnd.randint(1, 6)
+                 for _ in range(rank - 1))
+    seed = rnd.randrange(2 ** 32)
+    mine = Linear(i, o, bias, seed=seed)
+    with _nowarn():
+        ref = torch_linear(seed, i, o, bias)
+    check_init(mine, ref, "init")
+    x = (np.random.default_rng(seed).standard_normal(lead + (i,)) * 2).astype(np.float32)
+    gy = np.random.default_rng(seed + 1).standard_normal(lead + (o,)).astype(np.float32)
+    xt = torch.from_numpy(x.copy()).requires_grad_()
+    yt = ref(xt)
+    yt.backward(torch.from_numpy(gy))
+    what = f"mode {mode} case {case}: Linear({i}, {o}, bias={bias}) x{list(x.shape)}"
+    lib.emb_set_kernel_mode(mode)
+    y = mine.forward(x)
+    assert_close(y, yt.detach().numpy(), what=f"{what} y")
+    gx, gw, gb = mine.backward(x, gy)
+    assert_close(gx, xt.grad.numpy(), what=f"{what} grad_x")
+    # grad_weight sums over all rows: allow for the summation length in the absolute term
+    rows = int(np.prod(lead)) if lead else 1
+    assert_close(gw, ref.weight.grad.numpy(), atol=1e-5 * max(1, rows) ** 0.5,
+                 what=f"{what} grad_weight")
+    if bias:  # bit-exact: emb sums the rows in torch's (single-thread) order
+        assert_close(gb, ref.bias.grad.numpy(), exact=True, what=f"{what} grad_bias")
+    # a second backward accumulates, as .grad does
+    yt2 = ref(xt)
+    yt2.backward(torch.from_numpy(gy))
+    _, gw2, gb2 = mine.backward(x, gy, gw=gw, gb=gb)
+    assert_close(gw2, ref.weight.grad.numpy(), atol=2e-5 * max(1, rows) ** 0.5,
+                 what=f"{what} accumulated grad_weight")
+    if bias:
+        assert_close(gb2, ref.bias.grad.numpy(), exact=True,
+                     what=f"{what} accumulated grad_bias")
+
+
+class _nowarn:
+    def __enter__(self):
+        import warnings
+        self._w = warnings.catch_warnings()
+        self._w.__enter__()
+        warnings.simplefilter("ignore")
+
+    def __exit__(self, *a):
+        self._w.__exit__(*a)
+
+
+@pytest.mark.filterwarnings("ignore:grad and param do not obey")
+@pytest.mark.parametrize("mode", [0, 1], ids=["auto", "ref"])
+def test_forward_backward_random(mode):
+    rnd = random.Random(555 + mode)
+    for case in range(150):
+        run_case(rnd, mode, case)
+
+
+def test_forward_larger_threads():
+    """A larger product: CBLAS and the reference kernels on 1 and 2 threads agree with torch,
+    and the reference results do not depend on the thread count."""
+    mine = Linear(300, 120, True, seed=3)
+    ref = torch_linear(3, 300, 120, True)
+    x = np.random.default_rng(0).standard_normal((257, 300)).astype(np.float32)
+    want = ref(torch.from_numpy(x)).detach().numpy()
+    outs = []
+    for mode, threads in [(0, 0), (1, 1), (1, 2)]:
+        lib.emb_set_kernel_mode(mode)
+        lib.emb_set_num_threads(threads)
+        outs.append(mine.forward(x))
+        # 300-term dot products: tolerance grows with the length of the sum
+        assert_close(outs[-1], want, atol=5e-5, what=f"mode {mode} threads {threads}")
+    assert_close(outs[2], outs[1], exact=True, what="ref kernels, 2 threads vs 1")
+
+
+def test_grad_bias_long_sums_bit_exact():
+    """Long row sums (multi-level cascades, every column-grouping rule) match torch's
+    single-threaded sum bit for bit, for 2-D and 3-D inputs."""
+    rnd = random.Random(4321)
+    for case in range(40):
+        o = rnd.choice([1, 2, 3, 4, 5, 7, 8, 12, 31, 32, 33, 64, 70, 100])
+        m = rnd.choice([rnd.randint(1, 40), rnd.randint(100, 3000), rnd.randint(5000, 20000)])
+        mine = Linear(3, o, True, seed=case)
+        ref = torch_linear(case, 3, o, True)
+        lead = (m,) if rnd.random() < 0.5 else (1, m)
+        x = np.random.default_rng(case).standard_normal(lead + (3,)).astype(np.float32)
+        gy = np.random.default_rng(case + 7).standard_normal(lead + (o,)).astype(np.float32)
+        ref(torch.from_numpy(x)).backward(torch.from_numpy(gy))
+        gb = np.zeros(o, np.float32)
+        check(lib.emb_linear_backward(mine.h, T(x), T(gy), None, None, T(gb)))
+        assert_close(gb, ref.bias.grad.numpy(), exact=True, what=f"case {case}: m {m} out {o}")
+
+
+def torch_error(fn):
+    try:
+        fn()
+    except Exception as e:  # torch raises RuntimeError/IndexError/ValueError
+        return str(e)
+    raise AssertionError("torch did not fail")
+
+
+def test_forward_shape_errors_match_torch():
+    rnd = random.Random(7)
+    for case in range(40):
+        i, o, bias = rnd.randint(1, 9), rnd.randint(1, 9), rnd.random() < 0.5
+        k = rnd.choice([v for v in range(0, 11) if v != i])
+        lead = tuple(rnd.randint(1, 4) for _ in range(rnd.randint(0, 3)))
+        x = np.ones(lead + (k,), np.float32)
+        with _nowarn():
+            ref = torch_linear(0, i, o, bias)
+        want = torch_error(lambda: ref(torch.from_numpy(x)))
+        mine = Linear(i, o, bias, seed=0)
+        y = tensor_out(lead + (o,), fill=7.0)
+        st, msg = call(lib.emb_linear_forward, mine.h, T(x), T(y))
+        assert st == ERR_SHAPE, (st, msg)
+        assert want in msg, (want, msg)
+        assert (y == 7.0).all()
+        gx = tensor_out(x.shape, fill=7.0)
+        gw = np.full((o, i), 7.0, np.float32)
+        st, msg = call(lib.emb_linear_backward, mine.h, T(x), T(y), T(gx), T(gw), None)
+        assert st == ERR_SHAPE and want in msg, (st, msg)
+        assert (gx == 7.0).all() and (gw == 7.0).all()
+
+
+def test_forward_dtype_and_rank_errors_match_torch():
+    ref = torch_linear(0, 3, 2, True)
+    mine = Linear(3, 2, True, seed=0)
+    y = tensor_out((2, 2), fill=7.0)
+    for dt in (np.float64, np.int64):
+        x = np.ones((2, 3), dt)
+        want = torch_error(lambda: ref(torch.from_numpy(x)))
+        st, msg = call(lib.emb_linear_forward, mine.h, T(x), T(y))
+        assert st == ERR_DTYPE and want in msg, (want, st, msg)
+    x0 = np.array(1.0, np.float32)
+    want = torch_error(lambda: ref(torch.from_numpy(x0)))
+    st, msg = call(lib.emb_linear_forward, mine.h, T(x0), T(y))
+    assert st == ERR_SHAPE and want in msg, (want, st, msg)
+    assert (y == 7.0).all()
+    # no bias: the bias view and grad_bias are state errors
+    nb = Linear(3, 2, False, seed=0)
+    st, msg = call(lib.emb_linear_bias, nb.h, ptr(Tensor()))
+    assert st == ERR_STATE and "bias=false" in msg
+    x = np.ones((2, 3), np.float32)
+    gb = np.full(2, 7.0, np.float32)
+    st, msg = call(lib.emb_linear_backward, nb.h, T(x), T(y), None, None, T(gb))
+    assert st == ERR_STATE and "no bias" in msg
+    assert (gb == 7.0).all()
+
+
+# ---- one_hot ----------------------------------------------------------------------------
+
+def emb_one_hot(idx, num_classes, dtype=np.int64):
+    c = C.c_int64()
+    check(lib.emb_one_hot_num_classes(T(idx), num_classes, ptr(c)))
+    out = np.full(idx.shape + (c.value,), 9, dtype)
+    check(lib.emb_one_hot(T(idx), num_classes, T(out)))
+    return out
+
+
+def test_one_hot_random():
+    rnd = random.Random(11)
+    for case in range(300):
+        rank = rnd.randint(0, 5)
+        shape = tuple(rnd.randint(0 if rnd.random() < 0.1 else 1, 4) for _ in range(rank))
+        hi = rnd.randint(1, 12)
+        idx = np.random.default_rng(case).integers(0, hi, size=shape).astype(np.int64)
+        empty = idx.size == 0
+        nc = rnd.choice([-1, hi, hi + rnd.randint(0, 5)]) if not empty else rnd.randint(1, 6)
+        want = F.one_hot(torch.from_numpy(idx), nc).numpy()
+        assert want.dtype == np.int64
+        got = emb_one_hot(idx, nc)
+        assert_close(got, want, exact=True, what=f"case {case} shape {shape} nc {nc}")
+        gotf = emb_one_hot(idx, nc, np.float32)
+        assert_close(gotf, F.one_hot(torch.from_numpy(idx), nc).float().numpy(), exact=True,
+                     what=f"float case {case}")
+
+
+def test_one_hot_seed003():
+    idx = np.array([2, 3, 1], np.int64)
+    assert_close(emb_one_hot(idx, -1), F.one_hot(torch.from_numpy(idx)).numpy(), exact=True)
+
+
+@pytest.mark.parametrize("idx,nc,status", [
+    (np.array([1, 2], np.int32), -1, ERR_DTYPE),
+    (np.array([1.0, 2.0], np.float32), 3, ERR_DTYPE),
+    (np.array([1, 2], np.int16), 3, ERR_DTYPE),
+    (np.zeros(0, np.int64), -1, ERR_INVALID),
+    (np.zeros((2, 0), np.int64), 0, ERR_INVALID),
+    (np.array([1, -1], np.int64), 3, ERR_INDEX),
+    (np.array([[0, -5], [1, 2]], np.int64), -1, ERR_INDEX),
+    (np.array([1, 5], np.int64), 3, ERR_INDEX),
+    (np.array([1, 5], np.int64), 0, ERR_INDEX),
+    (np.array([1, 5], np.int64), -2, ERR_INDEX),
+    (np.array(4, np.int64), 4, ERR_INDEX),
+])
+def test_one_hot_errors_match_torch(idx, nc, status):
+    want = torch_error(lambda: F.one_hot(torch.from_numpy(idx), nc))
+    out = np.full(idx.shape + (6,), 42, np.int64)
+    st, msg = call(lib.emb_one_hot, T(idx), nc, T(out))
+    assert st == status, (st, msg)
+    assert want in msg, (want, msg)
+    assert (out == 42).all()
+    c = C.c_int64(-7)
+    st, msg = call(lib.emb_one_hot_num_classes, T(idx), nc, ptr(c))
+    assert st == status and want in msg, (want, st, msg)
+    assert c.value == -7
+
+
+def test_one_hot_out_errors():
+    idx = np.array([0, 2], np.int64)
+    for out, status, frag in [
+        (np.zeros((2, 4), np.int64), ERR_SHAPE, "out has shape [2, 4], expected [2, 3]"),
+        (np.zeros(6, np.int64), ERR_SHAPE, "expected [2, 3]"),
+        (np.zeros((2, 3), np.int32), ERR_DTYPE, "out must be int64 or float32, got int32"),
+        (np.zeros((2, 3), np.float64), ERR_DTYPE, "got float64"),
+    ]:
+        before = out.copy()
+        st, msg = call(lib.emb_one_hot, T(idx), -1, T(out))
+        assert st == status and frag in msg, (st, msg)
+        assert (out == before).all()
