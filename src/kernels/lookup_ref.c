@@ -47,9 +47,20 @@ void emb__lookup_rows_i32(float *out, const float *weight, int64_t dim, const in
 
 #undef EMB__LOOKUP_BODY
 
+/* The 2-norm's fmaf() is a libm call on baseline x86-64; compiling a second copy of the same
+ * code for CPUs with FMA (chosen once at load time by GCC's target_clones) turns it into
+ * vfmadd instructions. fmaf is exactly rounded either way, so both copies give the same
+ * bits. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define EMB__FMA_CLONES __attribute__((target_clones("fma", "default")))
+#else
+#define EMB__FMA_CLONES
+#endif
+
 /* Appendix C: eight fmaf lanes over the full groups of 8, lanes folded left to right, then
  * the tail: its first 4*floor(t/4) elements as s + (x*x) with the square rounded, the rest
  * as fmaf(x, x, s). */
+EMB__FMA_CLONES
 float emb__row_norm2_f32(const float *x, int64_t n) {
     float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t full = n - n % 8;
