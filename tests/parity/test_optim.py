@@ -690,3 +690,20 @@ def test_thread_count_and_kernel_variant_do_not_matter():
         assert_close(one[i], r, exact=True, what=f"auto kernels, 1 thread, case {i}")
         assert_close(two[i], r, exact=True, what=f"2 threads, case {i}")
         assert_close(seven[i], r, exact=True, what=f"7 threads, case {i}")
+
+
+def test_message_float_format_is_pythons():
+    """Messages print the value as Python's repr() does (PyTorch formats with {})."""
+    rng = np.random.default_rng(8)
+    values = [-0.1, -1e16, -1e-5, -0.0001, -1234567890123456.0, -12345678901234567.0,
+              -5e-324, -1.7976931348623157e308, -2.0 ** 60, -1.5, -100.0, -1e15, -9.999e15,
+              -float("inf")]
+    values += list(-np.exp(rng.uniform(-700, 700, 300)))
+    values += list(-rng.integers(1, 10 ** 6, 100) / 10.0 ** rng.integers(0, 20, 100))
+    for x in values:
+        x = float(x)
+        o = lib.emb_optim_options_default(ADAM)
+        o.lr = x
+        h = C.c_void_p()
+        st, msg = call(lib.emb_optimizer_create, ptr(o), ptr(h))
+        assert (st, msg) == (ERR_INVALID, f"Invalid learning rate: {x}")
