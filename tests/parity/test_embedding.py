@@ -347,6 +347,22 @@ def test_renorm_functional(p):
         assert_close(mine, wt.numpy(), exact=True, what=f"renorm_ p={p}")
 
 
+def test_renorm_long_rows():
+    """Rows of >= 32768 elements: torch (1 thread, as in this module) reduces them in order,
+    as emb does. (With several torch threads, PyTorch splits the p != 2 sums per thread and
+    its result depends on the thread count; emb's does not.)"""
+    rng = np.random.default_rng(3)
+    for p in (1.0, 2.0, 3.0, 0.5, math.inf):
+        w = rng.standard_normal((3, 40000)).astype(np.float32)
+        idx = np.array([2, 0, 2])
+        wt = torch.tensor(w)
+        torch.embedding_renorm_(wt, torch.from_numpy(idx), 2.0, p)
+        mine = w.copy()
+        check(lib.emb_embedding_renorm_(T(mine), T(idx), 2.0, p))
+        assert_close(mine, wt.numpy(), exact=True, what=f"long rows p={p}")
+        assert not bits_equal(mine, w)
+
+
 def test_renorm_examples_from_reference():
     """§3: [3,4] with max_norm 1 -> [0.6000000238, 0.8000000119]; p=-1 case; a row exactly at
     max_norm is untouched; special values."""
