@@ -38,6 +38,15 @@ emb_embedding_options emb_embedding_options_default(void) {
     return o;
 }
 
+/* max_norm must be > 0 (INFINITY: none) and not NaN; norm_type any p but NaN. */
+static emb_status check_norm_args(double max_norm, double norm_type) {
+    if (isnan(max_norm) || !(max_norm > 0))
+        return emb__error(EMB_ERR_INVALID,
+                          "max_norm must be > 0 (INFINITY for none), got %g", max_norm);
+    if (isnan(norm_type)) return emb__error(EMB_ERR_INVALID, "norm_type must not be NaN");
+    return EMB_OK;
+}
+
 /* Validates sizes and options; on success *pad receives the normalised padding row. */
 static emb_status check_config(int64_t num_embeddings, int64_t embedding_dim,
                                const emb_embedding_options *o, int64_t *pad) {
@@ -60,10 +69,8 @@ static emb_status check_config(int64_t num_embeddings, int64_t embedding_dim,
                               p, -num_embeddings, num_embeddings);
         if (p < 0) p += num_embeddings;
     }
-    if (isnan(o->max_norm) || !(o->max_norm > 0))
-        return emb__error(EMB_ERR_INVALID,
-                          "max_norm must be > 0 (INFINITY for none), got %g", o->max_norm);
-    if (isnan(o->norm_type)) return emb__error(EMB_ERR_INVALID, "norm_type must not be NaN");
+    emb_status st = check_norm_args(o->max_norm, o->norm_type);
+    if (st) return st;
     int64_t numel, bytes;
     if (!emb__mul_i64(num_embeddings, embedding_dim, &numel) ||
         !emb__mul_i64(numel, (int64_t)sizeof(float), &bytes) || (uint64_t)bytes > SIZE_MAX)
@@ -311,14 +318,6 @@ static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *
         }
     }
     emb_free(rows);
-    return EMB_OK;
-}
-
-static emb_status check_norm_args(double max_norm, double norm_type) {
-    if (isnan(max_norm) || !(max_norm > 0))
-        return emb__error(EMB_ERR_INVALID,
-                          "max_norm must be > 0 (INFINITY for none), got %g", max_norm);
-    if (isnan(norm_type)) return emb__error(EMB_ERR_INVALID, "norm_type must not be NaN");
     return EMB_OK;
 }
 
