@@ -32,15 +32,24 @@ EMB_API emb_status emb_linear_weight(emb_linear *lin, emb_tensor *view);
 EMB_API emb_status emb_linear_bias(emb_linear *lin, emb_tensor *view);
 
 /* y = x W^T + b. x: float32 [..., in_features] (rank >= 1); y: float32 [..., out_features]
- * with the same leading dimensions. Matrix products go through CBLAS when the build has it.
- * Errors: EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE (PyTorch's "mat1 and mat2 shapes
- * cannot be multiplied (2x4 and 3x2)"). */
+ * with the same leading dimensions. Matrix products go through CBLAS when the build has it
+ * (else, or with EMB_KERNELS_REF, a plain-C kernel); results do not depend on the thread
+ * count, and match PyTorch's bit for bit only when both use the same BLAS.
+ * Errors (y unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE ("mat1 and mat2 must have the same
+ * dtype"), EMB_ERR_SHAPE (PyTorch's "mat1 and mat2 shapes cannot be multiplied (2x4 and
+ * 3x2)", a 1-D x reported as 1xN; y of the wrong shape), EMB_ERR_INVALID (y overlaps x or
+ * the layer's parameters). */
 EMB_API emb_status emb_linear_forward(const emb_linear *lin, const emb_tensor *x,
                                       emb_tensor *y);
 
 /* Backward of forward(x) given grad_y (shape of y). Each output may be NULL when not
  * wanted: grad_x (shape of x) is overwritten; grad_weight [out, in] and grad_bias [out]
- * are accumulated into (+=), like PyTorch's .grad. */
+ * are accumulated into (+=), like PyTorch's .grad. grad_bias sums the rows of grad_y in
+ * the order of PyTorch's CPU sum (bit-identical to torch with one intra-op thread).
+ * Errors (outputs unchanged): as forward for x, plus EMB_ERR_SHAPE / EMB_ERR_DTYPE
+ * (grad_y or an output of the wrong shape or dtype), EMB_ERR_STATE (grad_bias given for a
+ * layer without bias), EMB_ERR_INVALID (an output overlaps an input, the parameters or
+ * another output). */
 EMB_API emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
                                        const emb_tensor *grad_y, emb_tensor *grad_x,
                                        emb_tensor *grad_weight, emb_tensor *grad_bias);
@@ -52,10 +61,13 @@ EMB_API emb_status emb_one_hot_num_classes(const emb_tensor *indices, int64_t nu
                                            int64_t *out_classes);
 
 /* F.one_hot(indices, num_classes): out has shape indices.shape + [C] and dtype int64 (as in
- * PyTorch) or float32 (a convenience, equal to .float()). Errors, with PyTorch's messages:
+ * PyTorch) or float32 (a convenience, equal to .float()); indices of rank 0..8. Errors,
+ * with PyTorch's messages (followed by the offending value and position):
  * EMB_ERR_DTYPE, EMB_ERR_INDEX ("Class values must be non-negative.", "Class values must be
  * smaller than num_classes."), EMB_ERR_INVALID ("Can not infer total number of classes from
- * empty tensor."), EMB_ERR_SHAPE (out has the wrong shape). out unchanged on error. */
+ * empty tensor."; out overlapping indices), EMB_ERR_SHAPE (out has the wrong shape,
+ * indices of more than 8 dims), EMB_ERR_OVERFLOW (max + 1 overflows). out unchanged on
+ * error. */
 EMB_API emb_status emb_one_hot(const emb_tensor *indices, int64_t num_classes,
                                emb_tensor *out);
 
