@@ -44,7 +44,7 @@ const char *emb_dtype_torch_type(emb_dtype dtype) {
     case EMB_INT32: return "torch.IntTensor";
     case EMB_FLOAT64: return "torch.DoubleTensor";
     case EMB_FLOAT16: return "torch.HalfTensor";
-    case EMB_BFLOAT16: return "torch.BFloat16Tensor";
+    case EMB_BFLOAT16: return "CPUBFloat16Type";
     case EMB_INT8: return "torch.CharTensor";
     case EMB_UINT8: return "torch.ByteTensor";
     case EMB_INT16: return "torch.ShortTensor";
