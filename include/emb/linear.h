@@ -33,8 +33,10 @@ EMB_API emb_status emb_linear_bias(emb_linear *lin, emb_tensor *view);
 
 /* y = x W^T + b. x: float32 [..., in_features] (rank >= 1); y: float32 [..., out_features]
  * with the same leading dimensions. Matrix products go through CBLAS when the build has it
- * (else, or with EMB_KERNELS_REF, a plain-C kernel); results do not depend on the thread
- * count, and match PyTorch's bit for bit only when both use the same BLAS.
+ * (else, or with EMB_KERNELS_REF, a plain-C kernel). Results never depend on emb's thread
+ * count; through CBLAS their last bits depend on the BLAS library and on its own thread
+ * count (OPENBLAS_NUM_THREADS), as PyTorch's do, and match PyTorch's bit for bit when both
+ * use the same BLAS the same way. The reference kernels depend on neither.
  * Errors (y unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE ("mat1 and mat2 must have the same
  * dtype"), EMB_ERR_SHAPE (PyTorch's "mat1 and mat2 shapes cannot be multiplied (2x4 and
  * 3x2)", a 1-D x reported as 1xN; y of the wrong shape), EMB_ERR_INVALID (y overlaps x or

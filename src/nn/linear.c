@@ -3,8 +3,11 @@
  *
  * The matrix products go through cblas_sgemm when the build has CBLAS (and the reference
  * kernels are not forced), else through the plain-C kernel in kernels/gemm_ref.c, split
- * into row ranges over threads. Either way each output element is computed by one thread
- * in a fixed order, so results do not depend on the thread count. y, grad_x and
+ * into row ranges over threads. emb never splits a dot product between its threads, so
+ * results do not depend on emb's thread count. OpenBLAS, however, blocks the product
+ * differently with a different number of its own threads (OPENBLAS_NUM_THREADS): through
+ * CBLAS the last bits depend on that, as PyTorch's results do; the reference kernels
+ * (EMB_KERNELS=ref) are independent of every thread count. y, grad_x and
  * grad_weight equal PyTorch's bit for bit only when both use the same BLAS (Debian's
  * torch and emb both call OpenBLAS here); the reference kernels sum each dot product
  * sequentially without FMA and differ from BLAS in the last bits. grad_bias reproduces

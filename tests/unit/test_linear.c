@@ -309,6 +309,13 @@ static void test_forward_errors(void **state) {
     bad = tv(EMB_FLOAT32, NULL, 2, SHP(3, 0));
     EMB_EXPECT_ERR(emb_linear_forward(lin, &bad, &yt), EMB_ERR_SHAPE,
                    "cannot be multiplied (3x0 and 3x2)");
+    /* leading dimensions whose product overflows (x is empty, its last dim 0) */
+    bad = xt;
+    bad.ndim = 3;
+    bad.shape[0] = (int64_t)1 << 40;
+    bad.shape[1] = (int64_t)1 << 40;
+    bad.shape[2] = 0;
+    EMB_EXPECT_ERR(emb_linear_forward(lin, &bad, &yt), EMB_ERR_OVERFLOW, "overflows");
     /* a hand-filled tensor with NULL data */
     bad = xt;
     bad.data = NULL;
@@ -717,6 +724,11 @@ static void test_one_hot_errors(void **state) {
     it = tv(EMB_INT64, &zero, 9, nine);
     EMB_EXPECT_ERR(emb_one_hot(&it, 1, &ot), EMB_ERR_SHAPE,
                    "indices have 9 dimensions; at most 8 are supported");
+    /* an output struct with NULL data */
+    it = tv(EMB_INT64, big, 1, SHP(2));
+    bad = tv(EMB_INT64, out, 2, SHP(2, 6));
+    bad.data = NULL;
+    EMB_EXPECT_ERR(emb_one_hot(&it, -1, &bad), EMB_ERR_NULL, "out has 12 elements but its data is NULL");
     /* out overlapping the indices */
     int64_t shared[8] = {0, 1, 0, 0, 0, 0, 0, 0};
     it = tv(EMB_INT64, shared, 1, SHP(2));
