@@ -8,6 +8,12 @@
 
 #include <stdlib.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+/* Let the NOMEM tests see NULL from a huge allocation instead of an ASan report. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+#endif
+
 /* ---- helpers ---------------------------------------------------------------------------- */
 
 static emb_embedding_options opts(int64_t padding_idx, bool scale) {
@@ -827,6 +833,51 @@ static void test_sparse_grad_api_errors(void **state) {
     emb_embedding_free(e);
 }
 
+/* Allocation failures and size overflows leave the gradient unchanged. The sizes come from
+ * a gradient whose nnz/capacity fields claim a huge storage (set by hand: no real gradient
+ * can reach them); the failing allocation happens before any entry is read. */
+static void test_sparse_nomem_and_overflow(void **state) {
+    (void)state;
+    emb_embedding *e = make_table(4, 2, EMB_PADDING_NONE, false, false);
+    int64_t idx[2] = {1, 3}, is[1] = {2}, gs[2] = {2, 2};
+    float g[4] = {1, 2, 3, 4};
+    emb_tensor ti = view(EMB_INT64, idx, 1, is), tg = view(EMB_FLOAT32, g, 2, gs);
+    int64_t dummy_idx[1] = {0};
+    float dummy_val[2] = {0, 0};
+    emb_sparse_grad huge;
+    EMB_OK_OR_FAIL(emb_sparse_grad_init(&huge, 4, 2));
+    huge.indices = dummy_idx;
+    huge.values = dummy_val;
+    /* 2^45 entries need 2^48-byte buffers: more than an x86-64 process can map, so the
+     * allocation fails even with overcommit */
+    huge.nnz = huge.capacity = (int64_t)1 << 45;
+    huge.coalesced = false;
+    emb_sparse_grad keep = huge;
+
+    /* coalesce needs 3 * 2^45 int64 of sort buffers */
+    EMB_EXPECT_ERR(emb_sparse_grad_coalesce(&huge), EMB_ERR_NOMEM,
+                   "coalesce: cannot allocate the sort buffers for 35184372088832 entries");
+    assert_memory_equal(&huge, &keep, sizeof huge);
+    /* accumulating 2 entries into it needs 2^45 + 2 entries */
+    EMB_EXPECT_ERR(emb_embedding_backward_sparse(e, &ti, &tg, &huge), EMB_ERR_NOMEM,
+                   "cannot allocate a sparse gradient of 35184372088834 entries of dimension 2");
+    assert_memory_equal(&huge, &keep, sizeof huge);
+
+    /* counts that overflow */
+    huge.nnz = huge.capacity = INT64_MAX - 1;
+    keep = huge;
+    EMB_EXPECT_ERR(emb_embedding_backward_sparse(e, &ti, &tg, &huge), EMB_ERR_OVERFLOW,
+                   "embedding_backward: the number of entries overflows");
+    EMB_EXPECT_ERR(emb_sparse_grad_coalesce(&huge), EMB_ERR_OVERFLOW,
+                   "coalesce: 9223372036854775806 entries overflow");
+    huge.nnz = huge.capacity = INT64_MAX / 8;
+    keep = huge;
+    EMB_EXPECT_ERR(emb_embedding_backward_sparse(e, &ti, &tg, &huge), EMB_ERR_OVERFLOW,
+                   "does not fit in memory");
+    assert_memory_equal(&huge, &keep, sizeof huge);
+    emb_embedding_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_reference_example),
@@ -845,6 +896,7 @@ int main(void) {
         cmocka_unit_test(test_add_to_dense),
         cmocka_unit_test(test_sparse_backward_errors),
         cmocka_unit_test(test_sparse_grad_api_errors),
+        cmocka_unit_test(test_sparse_nomem_and_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
