@@ -21,6 +21,10 @@
 
 /* Floats of gradient per thread below which the dense accumulation stays on one thread. */
 #define EMB__BACKWARD_GRAIN (1 << 18)
+/* Positions per thread below which the bucketing stays on one thread, and the per-thread
+ * counters the parallel bucketing may always use (beyond 2 per position). */
+#define EMB__CSR_GRAIN (1 << 16)
+#define EMB__CSR_SMALL_HIST (1 << 16)
 
 /* Checks shared by the dense and sparse backward, after the NULL checks: the index tensor,
  * grad_output's dtype and shape, and (last, as it reads every index) the index range. The
@@ -59,6 +63,79 @@ static int64_t lower_bound_row(const int64_t *offsets, int64_t V, int64_t target
     return lo;
 }
 
+/* Stable bucketing of the non-padding positions by row (a counting sort), one thread:
+ * offsets[V + 2] receives offsets[r] = first slot of row r in order[], offsets[V] = total. */
+static void csr_serial(const emb_tensor *indices, int64_t n, int64_t V, int64_t pad,
+                       int64_t *offsets, int64_t *order) {
+    memset(offsets, 0, (size_t)(V + 2) * sizeof *offsets);
+    if (indices->dtype == EMB_INT64) {
+        const int64_t *idx = indices->data;
+        for (int64_t i = 0; i < n; i++)
+            if (idx[i] != pad) offsets[idx[i] + 2]++;
+        for (int64_t r = 2; r < V + 2; r++) offsets[r] += offsets[r - 1];
+        for (int64_t i = 0; i < n; i++)
+            if (idx[i] != pad) order[offsets[idx[i] + 1]++] = i;
+    } else {
+        const int32_t *idx = indices->data;
+        for (int64_t i = 0; i < n; i++)
+            if ((int64_t)idx[i] != pad) offsets[(int64_t)idx[i] + 2]++;
+        for (int64_t r = 2; r < V + 2; r++) offsets[r] += offsets[r - 1];
+        for (int64_t i = 0; i < n; i++)
+            if ((int64_t)idx[i] != pad) order[offsets[(int64_t)idx[i] + 1]++] = i;
+    }
+}
+
+/* The same bucketing with T threads: thread t counts the rows of its contiguous chunk of
+ * positions into hist[t][V]; one pass turns the counts into each thread's first slot per
+ * row (rows ascending, and within a row the chunks in position order); then every thread
+ * scatters its chunk. Within a row the slots follow the positions, exactly as the serial
+ * build, so `order` is identical for any T. */
+static void csr_parallel(const emb_tensor *indices, int64_t n, int64_t V, int64_t pad, int T,
+                         int64_t *hist, int64_t *offsets, int64_t *order) {
+    const bool i64 = indices->dtype == EMB_INT64;
+    const int64_t *idx64 = indices->data;
+    const int32_t *idx32 = indices->data;
+#pragma omp parallel num_threads(T)
+    {
+#ifdef _OPENMP
+        const int64_t t = omp_get_thread_num(), TT = omp_get_num_threads();
+#else
+        const int64_t t = 0, TT = 1;
+#endif
+        const int64_t i0 = n * t / TT, i1 = n * (t + 1) / TT;
+        int64_t *h = hist + t * V;
+        memset(h, 0, (size_t)V * sizeof *h);
+        if (i64) {
+            for (int64_t i = i0; i < i1; i++)
+                if (idx64[i] != pad) h[idx64[i]]++;
+        } else {
+            for (int64_t i = i0; i < i1; i++)
+                if ((int64_t)idx32[i] != pad) h[idx32[i]]++;
+        }
+#pragma omp barrier
+#pragma omp single
+        {
+            int64_t run = 0;
+            for (int64_t r = 0; r < V; r++) {
+                offsets[r] = run;
+                for (int64_t u = 0; u < TT; u++) {
+                    int64_t c = hist[u * V + r];
+                    hist[u * V + r] = run;
+                    run += c;
+                }
+            }
+            offsets[V] = run;
+        } /* implicit barrier */
+        if (i64) {
+            for (int64_t i = i0; i < i1; i++)
+                if (idx64[i] != pad) order[h[idx64[i]]++] = i;
+        } else {
+            for (int64_t i = i0; i < i1; i++)
+                if ((int64_t)idx32[i] != pad) order[h[idx32[i]]++] = i;
+        }
+    }
+}
+
 emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indices,
                                   const emb_tensor *grad_output, emb_tensor *grad_weight) {
     if (!e) return emb__null("embedding");
@@ -79,39 +156,40 @@ emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indi
     if (n == 0 || D == 0) return EMB_OK;
     const int64_t pad = e->padding_idx;
 
-    /* offsets: V + 2 counters (the extra slot makes the scatter leave offsets[r] = start of
-     * row r); order: one slot per position (an upper bound of the non-padding ones). */
-    int64_t obytes, pbytes;
+    /* offsets: V + 2 counters (the serial build's extra slot leaves offsets[r] = start of
+     * row r); order: one slot per position (an upper bound of the non-padding ones);
+     * hist: per-thread row counters of the parallel build, used when they cost at most
+     * about as much memory as the positions themselves. */
+    int csr_threads = emb__threads_for(n, EMB__CSR_GRAIN);
+    int64_t hist_words = 0;
+    if (csr_threads > 1 && (!emb__mul_i64(csr_threads, V, &hist_words) ||
+                            hist_words > 2 * n + EMB__CSR_SMALL_HIST))
+        csr_threads = 1;
+    if (csr_threads <= 1) hist_words = 0;
+    int64_t obytes, pbytes, hbytes;
     if (!emb__mul_i64(V + 2, (int64_t)sizeof(int64_t), &obytes) ||
-        !emb__mul_i64(n, (int64_t)sizeof(int64_t), &pbytes) || (uint64_t)obytes > SIZE_MAX ||
-        (uint64_t)pbytes > SIZE_MAX)
+        !emb__mul_i64(n, (int64_t)sizeof(int64_t), &pbytes) ||
+        !emb__mul_i64(hist_words, (int64_t)sizeof(int64_t), &hbytes) ||
+        (uint64_t)obytes > SIZE_MAX || (uint64_t)pbytes > SIZE_MAX ||
+        (uint64_t)hbytes > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "embedding_backward: the bucket sizes overflow");
     int64_t *offsets = emb_malloc((size_t)obytes);
     int64_t *order = emb_malloc((size_t)pbytes);
-    if (!offsets || !order) {
+    int64_t *hist = hist_words ? emb_malloc((size_t)hbytes) : NULL;
+    if (!offsets || !order || (hist_words && !hist)) {
         emb_free(offsets);
         emb_free(order);
+        emb_free(hist);
         return emb__error(EMB_ERR_NOMEM,
                           "embedding_backward: cannot allocate %" PRId64
                           " bytes of index buckets",
-                          obytes + pbytes);
+                          obytes + pbytes + hbytes);
     }
-    memset(offsets, 0, (size_t)obytes);
-    if (indices->dtype == EMB_INT64) {
-        const int64_t *idx = indices->data;
-        for (int64_t i = 0; i < n; i++)
-            if (idx[i] != pad) offsets[idx[i] + 2]++;
-        for (int64_t r = 2; r < V + 2; r++) offsets[r] += offsets[r - 1];
-        for (int64_t i = 0; i < n; i++)
-            if (idx[i] != pad) order[offsets[idx[i] + 1]++] = i;
-    } else {
-        const int32_t *idx = indices->data;
-        for (int64_t i = 0; i < n; i++)
-            if ((int64_t)idx[i] != pad) offsets[(int64_t)idx[i] + 2]++;
-        for (int64_t r = 2; r < V + 2; r++) offsets[r] += offsets[r - 1];
-        for (int64_t i = 0; i < n; i++)
-            if ((int64_t)idx[i] != pad) order[offsets[(int64_t)idx[i] + 1]++] = i;
-    }
+    if (hist)
+        csr_parallel(indices, n, V, pad, csr_threads, hist, offsets, order);
+    else
+        csr_serial(indices, n, V, pad, offsets, order);
+    emb_free(hist);
     /* now offsets[r] = first slot of row r, offsets[V] = number of contributions */
     const int64_t m = offsets[V];
     if (m == 0) {
