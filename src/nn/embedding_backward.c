@@ -26,9 +26,9 @@
 #define EMB__CSR_GRAIN (1 << 16)
 #define EMB__CSR_SMALL_HIST (1 << 16)
 
-/* Checks shared by the dense and sparse backward, after the NULL checks: the index tensor,
- * grad_output's dtype and shape, and (last, as it reads every index) the index range. The
- * checks of the gradient buffer run in between, through `check_grad`. */
+/* Checks shared by the dense and sparse backward, after the NULL and state checks: the
+ * index tensor, then grad_output's dtype and shape. The callers then check their gradient
+ * buffer, and the index range last (check_index_range, as it reads every index). */
 static emb_status check_inputs(const emb_embedding *e, const emb_tensor *indices,
                                const emb_tensor *grad_output) {
     emb_status st = emb__check_indices(indices, "indices", "embedding_backward");
