@@ -933,7 +933,7 @@ int main(int argc, char **argv) {
     double train_loss = NAN, valid_loss = NAN;
     for (int64_t i = 0; i < n_train; i++) order[i] = K + i;
     for (int64_t ep = 1; ep <= o.epochs; ep++) {
-        double t0 = now_s(), last_progress = t0;
+        double t0 = now_s(), last_progress = -INFINITY; /* show the first batch at once */
         /* Fisher-Yates shuffle of the training targets from the seeded generator. */
         for (int64_t i = n_train - 1; i > 0; i--) {
             int64_t j = (int64_t)draw_below(gen, (uint64_t)i + 1);

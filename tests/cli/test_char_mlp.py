@@ -4,6 +4,7 @@ small synthetic text written by the test, and the fetch script is exercised with
 `npm` on PATH."""
 import math
 import os
+import pty
 import re
 import stat
 import subprocess
@@ -118,6 +119,34 @@ def test_learns_well_below_unigram_entropy(corpus, optimizer):
     assert float(fm.group(3)) == entropy
     # No progress line when stderr is not a terminal.
     assert b"\r" not in r.stderr
+
+
+def test_progress_line_only_on_a_terminal(corpus):
+    master, slave = pty.openpty()
+    try:
+        r = subprocess.run([CHAR_MLP, "--corpus", str(corpus)] + QUICK, stdout=subprocess.PIPE,
+                           stderr=slave, timeout=60)
+    finally:
+        os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the terminal has no writer left
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    err = b"".join(chunks).decode()
+    assert r.returncode == 0, err
+    # One progress line per epoch at least, each rewritten in place with \r, and cleared.
+    for ep in range(1, 5):
+        assert re.search(rf"\repoch {ep}/4 +\d+\.\d%  train \d+\.\d+  \d+ chars/s ", err), err
+    assert err.endswith("\r")
+    assert "\n" not in err.replace("\r\n", "")  # nothing but progress went to stderr
+    # stdout is unchanged by it.
+    assert len(EPOCH_RE.findall(r.stdout.decode())) == 4
 
 
 def test_reports_corpus_statistics(corpus):
