@@ -6,34 +6,52 @@
 #include <math.h>
 #include <string.h>
 
-/* Prefetches the first cache lines of the weight row `row` (at most 512 bytes). */
+/* Prefetches the first cache lines of the weight row `row` (at most 512 bytes) into all
+ * cache levels. */
 static inline void prefetch_row(const float *weight, int64_t dim, int64_t row) {
 #if defined(__GNUC__)
     const char *p = (const char *)(weight + row * dim);
     int64_t bytes = dim * (int64_t)sizeof(float);
     if (bytes > 512) bytes = 512;
-    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 0);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 3);
 #else
     (void)weight; (void)dim; (void)row;
 #endif
 }
 
-/* The same loop for both index types. */
-#define EMB__LOOKUP_BODY                                                                   \
-    const size_t row_bytes = (size_t)dim * sizeof(float);                                  \
-    if (prefetch > 0) {                                                                    \
-        int64_t pf_end = end - prefetch;                                                   \
+/* Copies one row. Rows whose size is a multiple of 16 bytes and at most 256 bytes are
+ * copied in fixed 16-byte pieces the compiler inlines as vector moves: a libc memcpy call
+ * per short row costs more than the copy itself. */
+static inline void copy_row(float *dst, const float *src, size_t row_bytes, int small) {
+    if (small) {
+        char *d = (char *)dst;
+        const char *s = (const char *)src;
+        for (size_t k = 0; k < row_bytes; k += 16) memcpy(d + k, s + k, 16);
+    } else {
+        memcpy(dst, src, row_bytes);
+    }
+}
+
+/* The same loop for both index types; `small` is hoisted so each loop is specialised. */
+#define EMB__LOOKUP_LOOP(small)                                                            \
+    do {                                                                                   \
         int64_t i = begin;                                                                 \
-        for (; i < pf_end; i++) {                                                          \
-            prefetch_row(weight, dim, (int64_t)idx[i + prefetch]);                         \
-            memcpy(out + i * dim, weight + (int64_t)idx[i] * dim, row_bytes);              \
+        if (prefetch > 0) {                                                                \
+            for (int64_t pf_end = end - prefetch; i < pf_end; i++) {                       \
+                prefetch_row(weight, dim, (int64_t)idx[i + prefetch]);                     \
+                copy_row(out + i * dim, weight + (int64_t)idx[i] * dim, row_bytes, small); \
+            }                                                                              \
         }                                                                                  \
         for (; i < end; i++)                                                               \
-            memcpy(out + i * dim, weight + (int64_t)idx[i] * dim, row_bytes);              \
-    } else {                                                                               \
-        for (int64_t i = begin; i < end; i++)                                              \
-            memcpy(out + i * dim, weight + (int64_t)idx[i] * dim, row_bytes);              \
-    }
+            copy_row(out + i * dim, weight + (int64_t)idx[i] * dim, row_bytes, small);     \
+    } while (0)
+
+#define EMB__LOOKUP_BODY                                                                   \
+    const size_t row_bytes = (size_t)dim * sizeof(float);                                  \
+    if (row_bytes % 16 == 0 && row_bytes <= 256)                                           \
+        EMB__LOOKUP_LOOP(1);                                                               \
+    else                                                                                   \
+        EMB__LOOKUP_LOOP(0);
 
 void emb__lookup_rows_i64(float *out, const float *weight, int64_t dim, const int64_t *idx,
                           int64_t begin, int64_t end, int prefetch) {
@@ -45,6 +63,7 @@ void emb__lookup_rows_i32(float *out, const float *weight, int64_t dim, const in
     EMB__LOOKUP_BODY
 }
 
+#undef EMB__LOOKUP_LOOP
 #undef EMB__LOOKUP_BODY
 
 /* The 2-norm's fmaf() is a libm call on baseline x86-64; compiling a second copy of the same
