@@ -45,6 +45,8 @@ static double time_it(bench_fn fn, void *ctx) {
 
 typedef struct {
     emb_embedding *e;
+    emb_optimizer *opt;
+    int param;
     emb_tensor idx, out, gw;
     emb_sparse_grad sg;
     size_t copy_bytes;
@@ -65,6 +67,13 @@ static void run_sparse(void *p) {
     emb_sparse_grad_clear(&c->sg);
     CHECK(emb_embedding_forward(c->e, &c->idx, &c->out));
     CHECK(emb_embedding_backward_sparse(c->e, &c->idx, &c->out, &c->sg));
+}
+/* One sparse SGD training step as a user writes it: the lookup, then the update straight
+ * from the output gradient (here: the output itself stands in for dL/dout). */
+static void run_train_step(void *p) {
+    ctx_t *c = p;
+    CHECK(emb_embedding_forward(c->e, &c->idx, &c->out));
+    CHECK(emb_optimizer_step_fused(c->opt, c->param, &c->idx, &c->out, EMB_PADDING_NONE));
 }
 static void run_copy(void *p) {
     ctx_t *c = p;
@@ -99,13 +108,22 @@ int main(int argc, char **argv) {
         CHECK(emb_tensor_alloc(&c.out, EMB_FLOAT32, 2, (int64_t[]){N, D}));
         CHECK(emb_tensor_alloc(&c.gw, EMB_FLOAT32, 2, (int64_t[]){V, D}));
         CHECK(emb_sparse_grad_init(&c.sg, V, D));
+        emb_optim_options oo = emb_optim_options_default(EMB_OPTIM_SGD);
+        oo.lr = 1e-3;
+        CHECK(emb_optimizer_create(&oo, &c.opt));
+        emb_tensor w;
+        CHECK(emb_embedding_weight(c.e, &w));
+        CHECK(emb_optimizer_add_param(c.opt, &w, &c.param));
         printf("forward %lld %lld %lld %.9f\n", (long long)V, (long long)D, (long long)N,
                time_it(run_forward, &c));
         printf("dense_backward %lld %lld %lld %.9f\n", (long long)V, (long long)D,
                (long long)N, time_it(run_dense_backward, &c));
         printf("sparse_fwd_bwd %lld %lld %lld %.9f\n", (long long)V, (long long)D,
                (long long)N, time_it(run_sparse, &c));
+        printf("sgd_sparse_step %lld %lld %lld %.9f\n", (long long)V, (long long)D,
+               (long long)N, time_it(run_train_step, &c));
         fflush(stdout);
+        emb_optimizer_free(c.opt);
         emb_sparse_grad_free(&c.sg);
         emb_tensor_free(&c.idx);
         emb_tensor_free(&c.out);
