@@ -11,7 +11,9 @@
 #if defined(__SANITIZE_ADDRESS__)
 /* Let the NOMEM tests see NULL from a huge allocation instead of an ASan report. */
 const char *__asan_default_options(void);
-const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__asan_default_options(void) {
+    return "allocator_may_return_null=1";
+}
 #endif
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -39,16 +41,6 @@ static emb_embedding *make_table(int64_t V, int64_t D, int64_t padding_idx, bool
     return e;
 }
 
-static emb_tensor view(emb_dtype dtype, void *data, int ndim, const int64_t *shape) {
-    emb_tensor t;
-    EMB_OK_OR_FAIL(emb_tensor_init(&t, dtype, data, ndim, shape));
-    return t;
-}
-
-static void fill(float *p, int64_t n, float v) {
-    for (int64_t i = 0; i < n; i++) p[i] = v;
-}
-
 /* A deep copy of a sparse gradient's visible state, to check that a failing call changed
  * nothing. */
 typedef struct {
@@ -61,33 +53,25 @@ static void take_snap(const emb_sparse_grad *g, sparse_snap *s) {
     assert_true(g->nnz <= 64 && g->nnz * g->dim <= 256);
     s->g = *g;
     if (g->nnz) memcpy(s->idx, g->indices, (size_t)g->nnz * sizeof(int64_t));
-    if (g->nnz * g->dim > 0)
-        memcpy(s->val, g->values, (size_t)(g->nnz * g->dim) * sizeof(float));
+    if (g->nnz * g->dim > 0) memcpy(s->val, g->values, (size_t)(g->nnz * g->dim) * sizeof(float));
 }
 
 static void assert_snap(const emb_sparse_grad *g, const sparse_snap *s) {
     assert_memory_equal(g, &s->g, sizeof *g);
     if (g->nnz) assert_memory_equal(g->indices, s->idx, (size_t)g->nnz * sizeof(int64_t));
-    if (g->nnz * g->dim > 0)
-        EMB_ASSERT_EXACT(g->values, s->val, g->nnz * g->dim, "sparse values");
+    if (g->nnz * g->dim > 0) EMB_ASSERT_EXACT(g->values, s->val, g->nnz * g->dim, "sparse values");
 }
 
 static uint64_t rng_state = 12345;
-static uint64_t next_u64(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 static float next_float(void) { /* spread over magnitudes so that order matters */
-    int e = (int)(next_u64() % 16) - 8;
-    float m = (float)(next_u64() >> 40) / (float)(1 << 24) - 0.5f;
+    int e = (int)(emb_test_next_u64(&rng_state) % 16) - 8;
+    float m = (float)(emb_test_next_u64(&rng_state) >> 40) / (float)(1 << 24) - 0.5f;
     return ldexpf(m, e);
 }
 
 /* ---- dense: hand cases ------------------------------------------------------------------ */
 
-/* §4.2's example: idx=[[1,2,1],[4,1,0]], padding_idx=0, g=arange(12).view(2,3,2). */
+/* §4.2's example: idx=[[1,2,1],[4,1,0]], padding_idx=0, g=arange(12).emb_test_view(2,3,2). */
 static void test_dense_reference_example(void **state) {
     (void)state;
     emb_embedding *e = make_table(5, 2, 0, false, false);
@@ -95,8 +79,9 @@ static void test_dense_reference_example(void **state) {
     int64_t wshape[2] = {5, 2};
     float g[12], gw[10] = {0};
     for (int i = 0; i < 12; i++) g[i] = (float)i;
-    emb_tensor ti = view(EMB_INT64, idx, 2, ishape), tg = view(EMB_FLOAT32, g, 3, gshape);
-    emb_tensor tw = view(EMB_FLOAT32, gw, 2, wshape);
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 2, ishape),
+               tg = emb_test_view(EMB_FLOAT32, g, 3, gshape);
+    emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, wshape);
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tw));
     const float want[10] = {0, 0, 0 + 4 + 8, 1 + 5 + 9, 2, 3, 0, 0, 6, 7};
     EMB_ASSERT_EXACT(gw, want, 10, "grad_weight");
@@ -112,8 +97,9 @@ static void test_dense_scale_grad_by_freq(void **state) {
     int64_t wshape[2] = {5, 2};
     float g[12], gw[10] = {0};
     for (int i = 0; i < 12; i++) g[i] = (float)i + 0.1f;
-    emb_tensor ti = view(EMB_INT64, idx, 2, ishape), tg = view(EMB_FLOAT32, g, 3, gshape);
-    emb_tensor tw = view(EMB_FLOAT32, gw, 2, wshape);
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 2, ishape),
+               tg = emb_test_view(EMB_FLOAT32, g, 3, gshape);
+    emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, wshape);
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tw));
     const float third = (float)(1.0 / 3.0);
     float want[10] = {0};
@@ -133,8 +119,9 @@ static void test_dense_summation_order(void **state) {
     emb_embedding *e = make_table(3, 1, EMB_PADDING_NONE, false, false);
     int64_t idx[6] = {2, 2, 2, 1, 1, 1}, ishape[1] = {6}, gshape[2] = {6, 1}, wshape[2] = {3, 1};
     float g[6] = {1e8f, 1.0f, -1e8f, 1e8f, -1e8f, 1.0f}, gw[3] = {0, 0, 0};
-    emb_tensor ti = view(EMB_INT64, idx, 1, ishape), tg = view(EMB_FLOAT32, g, 2, gshape);
-    emb_tensor tw = view(EMB_FLOAT32, gw, 2, wshape);
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 1, ishape),
+               tg = emb_test_view(EMB_FLOAT32, g, 2, gshape);
+    emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, wshape);
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tw));
     const float want[3] = {0.0f, 1.0f, 0.0f};
     EMB_ASSERT_EXACT(gw, want, 3, "grad_weight");
@@ -149,13 +136,14 @@ static void test_dense_accumulates_once_per_call(void **state) {
     emb_embedding *e = make_table(2, 1, EMB_PADDING_NONE, false, false);
     int64_t idx[2] = {1, 1}, ishape[1] = {2}, gshape[2] = {2, 1}, wshape[2] = {2, 1};
     float g[2] = {1e8f, -1e8f}, gw[2] = {5.0f, 1.0f};
-    emb_tensor ti = view(EMB_INT64, idx, 1, ishape), tg = view(EMB_FLOAT32, g, 2, gshape);
-    emb_tensor tw = view(EMB_FLOAT32, gw, 2, wshape);
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 1, ishape),
+               tg = emb_test_view(EMB_FLOAT32, g, 2, gshape);
+    emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, wshape);
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tw));
     const float want[2] = {5.0f, 1.0f};
     EMB_ASSERT_EXACT(gw, want, 2, "grad_weight after one call");
     float g2[2] = {2.0f, 3.0f};
-    tg = view(EMB_FLOAT32, g2, 2, gshape);
+    tg = emb_test_view(EMB_FLOAT32, g2, 2, gshape);
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tw));
     const float want2[2] = {5.0f, 6.0f};
     EMB_ASSERT_EXACT(gw, want2, 2, "grad_weight after two calls");
@@ -170,8 +158,9 @@ static void test_dense_signed_zero_and_specials(void **state) {
     int64_t idx[3] = {0, 1, 2}, ishape[1] = {3}, gshape[2] = {3, 2}, wshape[2] = {4, 2};
     float g[6] = {-0.0f, -0.0f, INFINITY, INFINITY, NAN, -INFINITY};
     float gw[8] = {0.0f, -0.0f, 1.0f, -INFINITY, 0.0f, 0.0f, -0.0f, NAN};
-    emb_tensor ti = view(EMB_INT64, idx, 1, ishape), tg = view(EMB_FLOAT32, g, 2, gshape);
-    emb_tensor tw = view(EMB_FLOAT32, gw, 2, wshape);
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 1, ishape),
+               tg = emb_test_view(EMB_FLOAT32, g, 2, gshape);
+    emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, wshape);
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tw));
     assert_false(signbit(gw[0]));
     assert_false(signbit(gw[1]));
@@ -192,9 +181,10 @@ static void test_dense_padding(void **state) {
     assert_int_equal(emb_embedding_padding_idx(e), 3);
     int64_t idx[4] = {3, 0, 3, 0}, ishape[1] = {4}, gshape[2] = {4, 2}, wshape[2] = {4, 2};
     float g[8] = {1, 2, 3, 4, 5, 6, 7, 8}, gw[8];
-    fill(gw, 8, 0.0f);
-    emb_tensor ti = view(EMB_INT64, idx, 1, ishape), tg = view(EMB_FLOAT32, g, 2, gshape);
-    emb_tensor tw = view(EMB_FLOAT32, gw, 2, wshape);
+    emb_test_fill(gw, 8, 0.0f);
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 1, ishape),
+               tg = emb_test_view(EMB_FLOAT32, g, 2, gshape);
+    emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, wshape);
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tw));
     const float want[8] = {3 + 7, 4 + 8, 0, 0, 0, 0, 0, 0};
     EMB_ASSERT_EXACT(gw, want, 8, "grad_weight");
@@ -204,12 +194,12 @@ static void test_dense_padding(void **state) {
      * positions whatever the padding */
     e = make_table(4, 2, 1, true, false);
     int64_t idx2[4] = {0, 1, 0, 1};
-    fill(gw, 8, 0.0f);
-    ti = view(EMB_INT64, idx2, 1, ishape);
+    emb_test_fill(gw, 8, 0.0f);
+    ti = emb_test_view(EMB_INT64, idx2, 1, ishape);
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tw));
     const float half = (float)(1.0 / 2.0);
-    const float want2[8] = {fmaf(5, half, fmaf(1, half, 0)), fmaf(6, half, fmaf(2, half, 0)),
-                            0, 0, 0, 0, 0, 0};
+    const float want2[8] = {
+        fmaf(5, half, fmaf(1, half, 0)), fmaf(6, half, fmaf(2, half, 0)), 0, 0, 0, 0, 0, 0};
     EMB_ASSERT_EXACT(gw, want2, 8, "grad_weight (scaled)");
     emb_embedding_free(e);
 }
@@ -220,10 +210,11 @@ static void test_dense_shapes_and_int32(void **state) {
     emb_embedding *e = make_table(6, 3, EMB_PADDING_NONE, false, false);
     int64_t wshape[2] = {6, 3}, gshape0[1] = {3};
     float gw[18], g[3] = {1.5f, -2.0f, 0.25f};
-    fill(gw, 18, 0.0f);
+    emb_test_fill(gw, 18, 0.0f);
     int64_t i0 = 4;
-    emb_tensor ti = view(EMB_INT64, &i0, 0, NULL), tg = view(EMB_FLOAT32, g, 1, gshape0);
-    emb_tensor tw = view(EMB_FLOAT32, gw, 2, wshape);
+    emb_tensor ti = emb_test_view(EMB_INT64, &i0, 0, NULL),
+               tg = emb_test_view(EMB_FLOAT32, g, 1, gshape0);
+    emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, wshape);
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tw));
     EMB_ASSERT_EXACT(gw + 12, g, 3, "row 4");
 
@@ -231,7 +222,8 @@ static void test_dense_shapes_and_int32(void **state) {
     float before[18];
     memcpy(before, gw, sizeof gw);
     int64_t es[2] = {2, 0}, egs[3] = {2, 0, 3};
-    emb_tensor te = view(EMB_INT64, NULL, 2, es), teg = view(EMB_FLOAT32, NULL, 3, egs);
+    emb_tensor te = emb_test_view(EMB_INT64, NULL, 2, es),
+               teg = emb_test_view(EMB_FLOAT32, NULL, 3, egs);
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &te, &teg, &tw));
     EMB_ASSERT_EXACT(gw, before, 18, "unchanged by an empty batch");
 
@@ -241,15 +233,17 @@ static void test_dense_shapes_and_int32(void **state) {
     int32_t i32[N];
     float gg[N * 3];
     for (int i = 0; i < N; i++) {
-        i64[i] = (int64_t)(next_u64() % 6);
+        i64[i] = (int64_t)(emb_test_next_u64(&rng_state) % 6);
         i32[i] = (int32_t)i64[i];
     }
     for (int i = 0; i < N * 3; i++) gg[i] = next_float();
     float a[18] = {0}, b[18] = {0};
     int64_t ns[1] = {N}, ngs[2] = {N, 3};
-    emb_tensor g2 = view(EMB_FLOAT32, gg, 2, ngs);
-    emb_tensor ta = view(EMB_FLOAT32, a, 2, wshape), tb = view(EMB_FLOAT32, b, 2, wshape);
-    emb_tensor t64 = view(EMB_INT64, i64, 1, ns), t32 = view(EMB_INT32, i32, 1, ns);
+    emb_tensor g2 = emb_test_view(EMB_FLOAT32, gg, 2, ngs);
+    emb_tensor ta = emb_test_view(EMB_FLOAT32, a, 2, wshape),
+               tb = emb_test_view(EMB_FLOAT32, b, 2, wshape);
+    emb_tensor t64 = emb_test_view(EMB_INT64, i64, 1, ns),
+               t32 = emb_test_view(EMB_INT32, i32, 1, ns);
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &t64, &g2, &ta));
     EMB_OK_OR_FAIL(emb_embedding_backward(e, &t32, &g2, &tb));
     EMB_ASSERT_EXACT(b, a, 18, "int32 vs int64");
@@ -268,13 +262,15 @@ static void test_dense_thread_count_independent(void **state) {
         float *got = malloc((size_t)(V * D) * sizeof *got);
         assert_true(idx && g && ref && got);
         for (int64_t i = 0; i < N; i++) {
-            uint64_t r = next_u64();
+            uint64_t r = emb_test_next_u64(&rng_state);
             idx[i] = (int64_t)((r % 3 == 0) ? r % 10 : (r >> 8) % (uint64_t)V);
         }
         for (int64_t i = 0; i < N * D; i++) g[i] = next_float();
         int64_t is[1] = {N}, gs[2] = {N, D}, ws[2] = {V, D};
-        emb_tensor ti = view(EMB_INT64, idx, 1, is), tg = view(EMB_FLOAT32, g, 2, gs);
-        emb_tensor tr = view(EMB_FLOAT32, ref, 2, ws), tgot = view(EMB_FLOAT32, got, 2, ws);
+        emb_tensor ti = emb_test_view(EMB_INT64, idx, 1, is),
+                   tg = emb_test_view(EMB_FLOAT32, g, 2, gs);
+        emb_tensor tr = emb_test_view(EMB_FLOAT32, ref, 2, ws),
+                   tgot = emb_test_view(EMB_FLOAT32, got, 2, ws);
         emb_set_num_threads(1);
         EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tr));
         for (int nt = 2; nt <= 4; nt++) {
@@ -307,8 +303,9 @@ static void test_dense_errors(void **state) {
     int64_t idx[3] = {0, 4, 2}, ishape[1] = {3}, gshape[2] = {3, 2}, wshape[2] = {5, 2};
     float g[6] = {1, 2, 3, 4, 5, 6}, gw[10], keep[10];
     for (int i = 0; i < 10; i++) keep[i] = gw[i] = (float)i - 4.5f;
-    emb_tensor ti = view(EMB_INT64, idx, 1, ishape), tg = view(EMB_FLOAT32, g, 2, gshape);
-    emb_tensor tw = view(EMB_FLOAT32, gw, 2, wshape);
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 1, ishape),
+               tg = emb_test_view(EMB_FLOAT32, g, 2, gshape);
+    emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, wshape);
 
     EMB_EXPECT_ERR(emb_embedding_backward(NULL, &ti, &tg, &tw), EMB_ERR_NULL,
                    "embedding must not be NULL");
@@ -334,8 +331,7 @@ static void test_dense_errors(void **state) {
                    "arguments for embedding_backward)");
     bad = ti;
     bad.dtype = EMB_INT16;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &bad, &tg, &tw), EMB_ERR_DTYPE,
-                   "torch.ShortTensor");
+    EMB_EXPECT_ERR(emb_embedding_backward(e, &bad, &tg, &tw), EMB_ERR_DTYPE, "torch.ShortTensor");
     bad = ti;
     bad.ndim = 9;
     for (int i = 0; i < 9; i++) bad.shape[i] = 1;
@@ -347,8 +343,7 @@ static void test_dense_errors(void **state) {
                    "indices has 3 elements but its data is NULL");
     bad = ti;
     bad.shape[0] = -1;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &bad, &tg, &tw), EMB_ERR_SHAPE,
-                   "negative dimension");
+    EMB_EXPECT_ERR(emb_embedding_backward(e, &bad, &tg, &tw), EMB_ERR_SHAPE, "negative dimension");
 
     /* grad_output */
     bad = tg;
@@ -392,7 +387,7 @@ static void test_dense_errors(void **state) {
     EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &tg, &tw), EMB_ERR_INDEX,
                    "index -1 at position 1 is out of range");
     int32_t i32[3] = {0, 1, 7};
-    emb_tensor t32 = view(EMB_INT32, i32, 1, ishape);
+    emb_tensor t32 = emb_test_view(EMB_INT32, i32, 1, ishape);
     EMB_EXPECT_ERR(emb_embedding_backward(e, &t32, &tg, &tw), EMB_ERR_INDEX,
                    "index 7 at position 2 is out of range for an embedding with 5 rows");
 
@@ -410,7 +405,8 @@ static void test_sparse_reference_example(void **state) {
     int64_t idx[6] = {1, 2, 1, 4, 1, 0}, ishape[2] = {2, 3}, gshape[3] = {2, 3, 2};
     float g[12];
     for (int i = 0; i < 12; i++) g[i] = (float)i;
-    emb_tensor ti = view(EMB_INT64, idx, 2, ishape), tg = view(EMB_FLOAT32, g, 3, gshape);
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 2, ishape),
+               tg = emb_test_view(EMB_FLOAT32, g, 3, gshape);
     emb_sparse_grad sg;
     EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, 5, 2));
     assert_true(sg.coalesced);
@@ -425,7 +421,7 @@ static void test_sparse_reference_example(void **state) {
     /* dense equivalent */
     float dense[10] = {0};
     int64_t ds[2] = {5, 2};
-    emb_tensor td = view(EMB_FLOAT32, dense, 2, ds);
+    emb_tensor td = emb_test_view(EMB_FLOAT32, dense, 2, ds);
     EMB_OK_OR_FAIL(emb_sparse_grad_add_to_dense(&sg, &td));
     const float want[10] = {0, 0, 0 + 4 + 8, 1 + 5 + 9, 2, 3, 0, 0, 6, 7};
     EMB_ASSERT_EXACT(dense, want, 10, "to dense");
@@ -454,7 +450,8 @@ static void test_sparse_flags_and_storage(void **state) {
     int64_t s1[1] = {1}, gs1[2] = {1, 1};
     int32_t one = 3;
     float g1 = -0.0f;
-    emb_tensor ti = view(EMB_INT32, &one, 1, s1), tg = view(EMB_FLOAT32, &g1, 2, gs1);
+    emb_tensor ti = emb_test_view(EMB_INT32, &one, 1, s1),
+               tg = emb_test_view(EMB_FLOAT32, &g1, 2, gs1);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &ti, &tg, &sg));
     assert_int_equal(sg.nnz, 1);
     assert_true(sg.coalesced); /* PyTorch: fewer than 2 entries */
@@ -466,7 +463,8 @@ static void test_sparse_flags_and_storage(void **state) {
     int32_t pads[3] = {5, 5, 5};
     float g3[3] = {1, 2, 3};
     int64_t s3[1] = {3}, gs3[2] = {3, 1};
-    emb_tensor tp = view(EMB_INT32, pads, 1, s3), tg3 = view(EMB_FLOAT32, g3, 2, gs3);
+    emb_tensor tp = emb_test_view(EMB_INT32, pads, 1, s3),
+               tg3 = emb_test_view(EMB_FLOAT32, g3, 2, gs3);
     sparse_snap snap;
     take_snap(&sg, &snap);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &tp, &tg3, &sg));
@@ -477,7 +475,7 @@ static void test_sparse_flags_and_storage(void **state) {
     assert_int_equal(sg.nnz, 0);
     assert_true(sg.coalesced);
     int32_t three[3] = {4, 0, 4};
-    emb_tensor t3 = view(EMB_INT32, three, 1, s3);
+    emb_tensor t3 = emb_test_view(EMB_INT32, three, 1, s3);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &t3, &tg3, &sg));
     assert_int_equal(sg.nnz, 3);
     assert_int_equal(sg.capacity, 3);
@@ -490,7 +488,8 @@ static void test_sparse_flags_and_storage(void **state) {
     int32_t seven[7] = {0, 1, 2, 3, 4, 0, 1};
     float g7[7] = {1, 2, 3, 4, 5, 6, 7};
     int64_t s7[1] = {7}, gs7[2] = {7, 1};
-    emb_tensor t7 = view(EMB_INT32, seven, 1, s7), tg7 = view(EMB_FLOAT32, g7, 2, gs7);
+    emb_tensor t7 = emb_test_view(EMB_INT32, seven, 1, s7),
+               tg7 = emb_test_view(EMB_FLOAT32, g7, 2, gs7);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &t7, &tg7, &sg));
     assert_int_equal(sg.nnz, 7);
     assert_int_equal(sg.capacity, 7);
@@ -505,7 +504,8 @@ static void test_sparse_flags_and_storage(void **state) {
         g20[i] = (float)i;
     }
     int64_t s20[1] = {20}, gs20[2] = {20, 1};
-    emb_tensor t20 = view(EMB_INT32, many, 1, s20), tg20 = view(EMB_FLOAT32, g20, 2, gs20);
+    emb_tensor t20 = emb_test_view(EMB_INT32, many, 1, s20),
+               tg20 = emb_test_view(EMB_FLOAT32, g20, 2, gs20);
     assert_int_equal(sg.capacity, 14); /* the merge above allocated 7 + 7 */
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &t20, &tg20, &sg));
     assert_int_equal(sg.nnz, 20);
@@ -532,8 +532,10 @@ static void test_sparse_accumulation_merges(void **state) {
     int64_t s2[1] = {2}, gs2[2] = {2, 1};
     int64_t a[2] = {3, 1}, b[2] = {2, 0};
     float ga[2] = {-0.0f, 10.0f}, gb[2] = {20.0f, 21.0f};
-    emb_tensor ta = view(EMB_INT64, a, 1, s2), tga = view(EMB_FLOAT32, ga, 2, gs2);
-    emb_tensor tb = view(EMB_INT64, b, 1, s2), tgb = view(EMB_FLOAT32, gb, 2, gs2);
+    emb_tensor ta = emb_test_view(EMB_INT64, a, 1, s2),
+               tga = emb_test_view(EMB_FLOAT32, ga, 2, gs2);
+    emb_tensor tb = emb_test_view(EMB_INT64, b, 1, s2),
+               tgb = emb_test_view(EMB_FLOAT32, gb, 2, gs2);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &ta, &tga, &sg));
     assert_true(signbit(sg.values[0]));
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &tb, &tgb, &sg));
@@ -550,8 +552,9 @@ static void test_sparse_accumulation_merges(void **state) {
     emb_sparse_grad_clear(&sg);
     int64_t s1[1] = {1}, gs1[2] = {1, 1}, r = 4;
     float x = 1e8f, y = 1.0f;
-    emb_tensor tr = view(EMB_INT64, &r, 1, s1), tx = view(EMB_FLOAT32, &x, 2, gs1);
-    emb_tensor ty = view(EMB_FLOAT32, &y, 2, gs1);
+    emb_tensor tr = emb_test_view(EMB_INT64, &r, 1, s1),
+               tx = emb_test_view(EMB_FLOAT32, &x, 2, gs1);
+    emb_tensor ty = emb_test_view(EMB_FLOAT32, &y, 2, gs1);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &tr, &tx, &sg));
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &tr, &ty, &sg));
     assert_int_equal(sg.nnz, 1);
@@ -577,7 +580,8 @@ static void test_coalesce(void **state) {
     emb_embedding *e = make_table(4, 1, EMB_PADDING_NONE, false, false);
     int64_t rows[4] = {2, 0, 2, 2}, s4[1] = {4}, gs4[2] = {4, 1};
     float vals[4] = {1e8f, 5.0f, 1.0f, -1e8f};
-    emb_tensor ti = view(EMB_INT64, rows, 1, s4), tg = view(EMB_FLOAT32, vals, 2, gs4);
+    emb_tensor ti = emb_test_view(EMB_INT64, rows, 1, s4),
+               tg = emb_test_view(EMB_FLOAT32, vals, 2, gs4);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &ti, &tg, &sg));
     EMB_OK_OR_FAIL(emb_sparse_grad_coalesce(&sg));
     assert_int_equal(sg.nnz, 2);
@@ -604,8 +608,8 @@ static void test_coalesce(void **state) {
         sums[r100[i]][0] += (float)i;
         sums[r100[i]][1] += (float)(-3 * i);
     }
-    ti = view(EMB_INT64, r100, 1, s100);
-    tg = view(EMB_FLOAT32, v100, 2, gs100);
+    ti = emb_test_view(EMB_INT64, r100, 1, s100);
+    tg = emb_test_view(EMB_FLOAT32, v100, 2, gs100);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &ti, &tg, &sg));
     EMB_OK_OR_FAIL(emb_sparse_grad_coalesce(&sg));
     assert_int_equal(sg.nnz, 7);
@@ -617,8 +621,8 @@ static void test_coalesce(void **state) {
     emb_sparse_grad_clear(&sg);
     int64_t one_row = 3, s1[1] = {1}, gs1[2] = {1, 2};
     float one_val[2] = {-0.0f, 7.0f};
-    ti = view(EMB_INT64, &one_row, 1, s1);
-    tg = view(EMB_FLOAT32, one_val, 2, gs1);
+    ti = emb_test_view(EMB_INT64, &one_row, 1, s1);
+    tg = emb_test_view(EMB_FLOAT32, one_val, 2, gs1);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &ti, &tg, &sg));
     sg.coalesced = false;
     EMB_OK_OR_FAIL(emb_sparse_grad_coalesce(&sg));
@@ -645,12 +649,13 @@ static void test_add_to_dense(void **state) {
         vals[40 + d] = 1.0f;
         vals[80 + d] = -1e8f;
     }
-    emb_tensor ti = view(EMB_INT64, rows, 1, s3), tg = view(EMB_FLOAT32, vals, 2, gs3);
+    emb_tensor ti = emb_test_view(EMB_INT64, rows, 1, s3),
+               tg = emb_test_view(EMB_FLOAT32, vals, 2, gs3);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &ti, &tg, &sg));
     float dense[120], want[120];
     for (int i = 0; i < 120; i++) dense[i] = want[i] = 1.0f;
     for (int d = 0; d < 40; d++) want[40 + d] = 0.0f;
-    emb_tensor td = view(EMB_FLOAT32, dense, 2, ds);
+    emb_tensor td = emb_test_view(EMB_FLOAT32, dense, 2, ds);
     EMB_OK_OR_FAIL(emb_sparse_grad_add_to_dense(&sg, &td));
     EMB_ASSERT_EXACT(dense, want, 120, "dense");
     emb_sparse_grad_free(&sg);
@@ -664,11 +669,12 @@ static void test_add_to_dense(void **state) {
     float *g = malloc((size_t)(N * D) * sizeof *g);
     float *a = calloc((size_t)(V * D), sizeof *a), *b = calloc((size_t)(V * D), sizeof *b);
     assert_true(idx && g && a && b);
-    for (int64_t i = 0; i < N; i++) idx[i] = (int64_t)(next_u64() % (uint64_t)V);
+    for (int64_t i = 0; i < N; i++) idx[i] = (int64_t)(emb_test_next_u64(&rng_state) % (uint64_t)V);
     for (int64_t i = 0; i < N * D; i++) g[i] = next_float();
     int64_t is[1] = {N}, gs[2] = {N, D}, ws[2] = {V, D};
-    emb_tensor tin = view(EMB_INT64, idx, 1, is), tgn = view(EMB_FLOAT32, g, 2, gs);
-    emb_tensor ta = view(EMB_FLOAT32, a, 2, ws), tb = view(EMB_FLOAT32, b, 2, ws);
+    emb_tensor tin = emb_test_view(EMB_INT64, idx, 1, is),
+               tgn = emb_test_view(EMB_FLOAT32, g, 2, gs);
+    emb_tensor ta = emb_test_view(EMB_FLOAT32, a, 2, ws), tb = emb_test_view(EMB_FLOAT32, b, 2, ws);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &tin, &tgn, &sg));
     emb_set_num_threads(1);
     EMB_OK_OR_FAIL(emb_sparse_grad_add_to_dense(&sg, &ta));
@@ -699,7 +705,8 @@ static void test_sparse_backward_errors(void **state) {
     emb_embedding *frozen = make_table(5, 2, EMB_PADDING_NONE, false, true);
     int64_t idx[3] = {0, 4, 2}, ishape[1] = {3}, gshape[2] = {3, 2};
     float g[6] = {1, 2, 3, 4, 5, 6};
-    emb_tensor ti = view(EMB_INT64, idx, 1, ishape), tg = view(EMB_FLOAT32, g, 2, gshape);
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 1, ishape),
+               tg = emb_test_view(EMB_FLOAT32, g, 2, gshape);
     emb_sparse_grad sg;
     EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, 5, 2));
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &ti, &tg, &sg)); /* some content */
@@ -796,11 +803,9 @@ static void test_sparse_grad_api_errors(void **state) {
     float dense[6] = {1, 2, 3, 4, 5, 6}, keepd[6];
     memcpy(keepd, dense, sizeof dense);
     int64_t ds[2] = {3, 2};
-    emb_tensor td = view(EMB_FLOAT32, dense, 2, ds);
-    EMB_EXPECT_ERR(emb_sparse_grad_add_to_dense(NULL, &td), EMB_ERR_NULL,
-                   "grad must not be NULL");
-    EMB_EXPECT_ERR(emb_sparse_grad_add_to_dense(&sg, NULL), EMB_ERR_NULL,
-                   "dense must not be NULL");
+    emb_tensor td = emb_test_view(EMB_FLOAT32, dense, 2, ds);
+    EMB_EXPECT_ERR(emb_sparse_grad_add_to_dense(NULL, &td), EMB_ERR_NULL, "grad must not be NULL");
+    EMB_EXPECT_ERR(emb_sparse_grad_add_to_dense(&sg, NULL), EMB_ERR_NULL, "dense must not be NULL");
     EMB_EXPECT_ERR(emb_sparse_grad_add_to_dense(&broken, &td), EMB_ERR_INVALID,
                    "not a valid sparse gradient");
     emb_tensor bad = td;
@@ -820,7 +825,7 @@ static void test_sparse_grad_api_errors(void **state) {
     emb_embedding *e = make_table(3, 2, EMB_PADDING_NONE, false, false);
     int64_t idx[2] = {0, 2}, is[1] = {2}, gs[2] = {2, 2};
     float g[4] = {1, 1, 1, 1};
-    emb_tensor ti = view(EMB_INT64, idx, 1, is), tg = view(EMB_FLOAT32, g, 2, gs);
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 1, is), tg = emb_test_view(EMB_FLOAT32, g, 2, gs);
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &ti, &tg, &sg));
     sg.indices[1] = 3;
     EMB_EXPECT_ERR(emb_sparse_grad_add_to_dense(&sg, &td), EMB_ERR_INDEX,
@@ -841,7 +846,7 @@ static void test_sparse_nomem_and_overflow(void **state) {
     emb_embedding *e = make_table(4, 2, EMB_PADDING_NONE, false, false);
     int64_t idx[2] = {1, 3}, is[1] = {2}, gs[2] = {2, 2};
     float g[4] = {1, 2, 3, 4};
-    emb_tensor ti = view(EMB_INT64, idx, 1, is), tg = view(EMB_FLOAT32, g, 2, gs);
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 1, is), tg = emb_test_view(EMB_FLOAT32, g, 2, gs);
     int64_t dummy_idx[1] = {0};
     float dummy_val[2] = {0, 0};
     emb_sparse_grad huge;

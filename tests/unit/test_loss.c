@@ -2,42 +2,9 @@
  * gradient checks for every backward, edge cases, and every error path. */
 #include "emb_test.h"
 
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL; /* test data seed */
+
 #include <stdlib.h>
-
-#define SHP(...) ((const int64_t[]){__VA_ARGS__})
-
-static emb_tensor tv(emb_dtype dt, void *data, int ndim, const int64_t *shape) {
-    emb_tensor t;
-    EMB_OK_OR_FAIL(emb_tensor_init(&t, dt, data, ndim, shape));
-    return t;
-}
-
-static uint32_t f2u(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static void fill(float *p, int64_t n, float v) {
-    for (int64_t i = 0; i < n; i++) p[i] = v;
-}
-
-static void assert_all(const float *p, int64_t n, float v, const char *what) {
-    for (int64_t i = 0; i < n; i++)
-        if (f2u(p[i]) != f2u(v))
-            fail_msg("%s[%lld] changed: %.9g (expected %.9g)", what, (long long)i, p[i], v);
-}
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static double urand(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
-}
-static void randf(float *p, int64_t n, double lo, double hi) {
-    for (int64_t i = 0; i < n; i++) p[i] = (float)(lo + (hi - lo) * urand());
-}
 
 static emb_loss_options opts_of(emb_reduction red, int64_t ignore, double ls) {
     emb_loss_options o = emb_loss_options_default();
@@ -79,7 +46,8 @@ static void ce_ref(const float *x, const int64_t *t, int64_t n, int64_t c,
     double sum = 0;
     int64_t cnt = 0;
     for (int64_t i = 0; i < n; i++) {
-        double v = t[i] == o->ignore_index ? 0.0 : ce_row_ref(x + i * c, c, t[i], o->label_smoothing);
+        double v =
+            t[i] == o->ignore_index ? 0.0 : ce_row_ref(x + i * c, c, t[i], o->label_smoothing);
         if (o->reduction == EMB_REDUCTION_NONE) out[i] = v;
         sum += v;
         cnt += t[i] != o->ignore_index;
@@ -102,29 +70,6 @@ static double bce_ref(double x, double t, double pw) {
  * |fd - g| <= 2e-3 * max|g| + 1e-4, and it is shown to reject the analytic gradient scaled
  * by 2 or by 0.5.
  * ------------------------------------------------------------------------------------- */
-
-static bool fd_agrees(const double *fd, const float *g, int64_t n, double scale, double *worst) {
-    double gmax = 0;
-    for (int64_t i = 0; i < n; i++) gmax = fmax(gmax, fabs((double)g[i] * scale));
-    double tol = 2e-3 * gmax + 1e-4;
-    bool ok = true;
-    *worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs(fd[i] - (double)g[i] * scale);
-        if (e > *worst) *worst = e;
-        if (!(e <= tol)) ok = false;
-    }
-    return ok;
-}
-
-static void check_fd(const double *fd, const float *g, int64_t n, const char *what) {
-    double worst;
-    if (!fd_agrees(fd, g, n, 1.0, &worst))
-        fail_msg("%s: finite differences disagree, worst |fd - g| = %.3g", what, worst);
-    if (getenv("EMB_TEST_VERBOSE")) print_message("%s: worst |fd - g| = %.3g\n", what, worst);
-    if (fd_agrees(fd, g, n, 2.0, &worst) || fd_agrees(fd, g, n, 0.5, &worst))
-        fail_msg("%s: the finite-difference check cannot tell a gradient off by 2", what);
-}
 
 typedef emb_status (*fwd_fn)(void *ctx, emb_tensor *loss);
 
@@ -150,7 +95,7 @@ static void fd_check(fwd_fn f, void *ctx, emb_tensor *loss, const float *r, floa
         x[i] = save;
         fd[i] = (lp - lm) / ((double)xp - (double)xm);
     }
-    check_fd(fd, g, n, what);
+    emb_test_check_fd(fd, g, n, what);
     free(fd);
 }
 
@@ -173,32 +118,34 @@ static void test_ce_hand(void **state) {
     /* logits [0, 0] with target 0: log 2; [0, log 3] with target 1: log(4/3). */
     float x[4] = {0, 0, 0, (float)log(3.0)}, loss[2];
     int64_t t[2] = {0, 1};
-    emb_tensor xt = tv(EMB_FLOAT32, x, 2, SHP(2, 2)), tt = tv(EMB_INT64, t, 1, SHP(2));
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 2, SHP(2, 2)),
+               tt = emb_test_view(EMB_INT64, t, 1, SHP(2));
     emb_loss_options o = opts_of(EMB_REDUCTION_NONE, -100, 0);
-    emb_tensor lt = tv(EMB_FLOAT32, loss, 1, SHP(2));
+    emb_tensor lt = emb_test_view(EMB_FLOAT32, loss, 1, SHP(2));
     EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &lt));
     const float want[2] = {(float)log(2.0), (float)log(4.0 / 3.0)};
     EMB_ASSERT_CLOSE(loss, want, 2, "ce none");
     /* opts NULL: mean */
-    lt = tv(EMB_FLOAT32, loss, 0, NULL);
+    lt = emb_test_view(EMB_FLOAT32, loss, 0, NULL);
     EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, NULL, &lt));
     const float mean = (float)((log(2.0) + log(4.0 / 3.0)) / 2);
     EMB_ASSERT_CLOSE(loss, &mean, 1, "ce mean");
     /* gradient of the mean: (softmax - onehot) / 2 */
     float g1 = 1.0f, gx[4];
-    emb_tensor gt = tv(EMB_FLOAT32, &g1, 0, NULL), gxt = tv(EMB_FLOAT32, gx, 2, SHP(2, 2));
+    emb_tensor gt = emb_test_view(EMB_FLOAT32, &g1, 0, NULL),
+               gxt = emb_test_view(EMB_FLOAT32, gx, 2, SHP(2, 2));
     EMB_OK_OR_FAIL(emb_cross_entropy_backward(&xt, &tt, NULL, &gt, &gxt));
     const float wg[4] = {-0.25f, 0.25f, 0.125f, -0.125f};
     EMB_ASSERT_CLOSE(gx, wg, 4, "ce grad");
     /* 1-D logits with a 0-d target */
     int64_t t0 = 1;
-    xt = tv(EMB_FLOAT32, x + 2, 1, SHP(2));
-    tt = tv(EMB_INT64, &t0, 0, NULL);
+    xt = emb_test_view(EMB_FLOAT32, x + 2, 1, SHP(2));
+    tt = emb_test_view(EMB_INT64, &t0, 0, NULL);
     for (int r = 0; r < 3; r++) {
         o = opts_of(REDS[r], -100, 0);
         EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &lt));
         EMB_ASSERT_CLOSE(loss, &want[1], 1, "ce 1-D");
-        gxt = tv(EMB_FLOAT32, gx, 1, SHP(2));
+        gxt = emb_test_view(EMB_FLOAT32, gx, 1, SHP(2));
         EMB_OK_OR_FAIL(emb_cross_entropy_backward(&xt, &tt, &o, &gt, &gxt));
         const float w1[2] = {0.25f, -0.25f};
         EMB_ASSERT_CLOSE(gx, w1, 2, "ce 1-D grad");
@@ -210,7 +157,7 @@ static void test_ce_values(void **state) {
     enum { N = 6, C = 5 };
     float x[N * C], loss[N];
     int64_t t[N] = {0, 4, -100, 2, 3, 1};
-    randf(x, N * C, -3, 3);
+    emb_test_randf(&rng_state, x, N * C, -3, 3);
     double ref[N];
     const double ls_vals[3] = {0.0, 0.25, 1.0};
     for (int r = 0; r < 3; r++)
@@ -222,16 +169,19 @@ static void test_ce_values(void **state) {
                 memcpy(tt_data, t, sizeof t);
                 if (ig) tt_data[2] = 0;
                 emb_loss_options o = opts_of(REDS[r], ig ? 3 : -100, ls_vals[l]);
-                emb_tensor xt = tv(EMB_FLOAT32, x, 2, SHP(N, C)), tt = tv(EMB_INT64, tt_data, 1, SHP(N));
-                emb_tensor lt = REDS[r] == EMB_REDUCTION_NONE ? tv(EMB_FLOAT32, loss, 1, SHP(N))
-                                                              : tv(EMB_FLOAT32, loss, 0, NULL);
+                emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 2, SHP(N, C)),
+                           tt = emb_test_view(EMB_INT64, tt_data, 1, SHP(N));
+                emb_tensor lt = REDS[r] == EMB_REDUCTION_NONE
+                                    ? emb_test_view(EMB_FLOAT32, loss, 1, SHP(N))
+                                    : emb_test_view(EMB_FLOAT32, loss, 0, NULL);
                 EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &lt));
                 ce_ref(x, tt_data, N, C, &o, ref);
                 int64_t n = emb_tensor_numel(&lt);
                 float reff[N];
                 for (int64_t i = 0; i < n; i++) reff[i] = (float)ref[i];
                 char what[64];
-                snprintf(what, sizeof what, "ce red=%d ls=%g ignore=%d", (int)REDS[r], ls_vals[l], ig);
+                snprintf(what, sizeof what, "ce red=%d ls=%g ignore=%d", (int)REDS[r], ls_vals[l],
+                         ig);
                 EMB_ASSERT_CLOSE(loss, reff, n, what);
             }
 }
@@ -240,38 +190,41 @@ static void test_ce_all_ignored(void **state) {
     (void)state;
     float x[6] = {1, 2, 3, 4, 5, 6}, loss[2], gx[6];
     int64_t t[2] = {-100, -100};
-    emb_tensor xt = tv(EMB_FLOAT32, x, 2, SHP(2, 3)), tt = tv(EMB_INT64, t, 1, SHP(2));
-    emb_tensor l0 = tv(EMB_FLOAT32, loss, 0, NULL), l1 = tv(EMB_FLOAT32, loss, 1, SHP(2));
-    emb_tensor gxt = tv(EMB_FLOAT32, gx, 2, SHP(2, 3));
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 2, SHP(2, 3)),
+               tt = emb_test_view(EMB_INT64, t, 1, SHP(2));
+    emb_tensor l0 = emb_test_view(EMB_FLOAT32, loss, 0, NULL),
+               l1 = emb_test_view(EMB_FLOAT32, loss, 1, SHP(2));
+    emb_tensor gxt = emb_test_view(EMB_FLOAT32, gx, 2, SHP(2, 3));
     float g = 1.0f, gn[2] = {1.0f, 1.0f};
-    emb_tensor g0 = tv(EMB_FLOAT32, &g, 0, NULL), g1 = tv(EMB_FLOAT32, gn, 1, SHP(2));
+    emb_tensor g0 = emb_test_view(EMB_FLOAT32, &g, 0, NULL),
+               g1 = emb_test_view(EMB_FLOAT32, gn, 1, SHP(2));
     for (int ls = 0; ls < 2; ls++) {
         /* mean: 0/0 = nan as in PyTorch; sum: 0; none: zeros. Gradients are zero. */
         emb_loss_options o = opts_of(EMB_REDUCTION_MEAN, -100, ls * 0.2);
         EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &l0));
         assert_true(isnan(loss[0]));
-        fill(gx, 6, NAN);
+        emb_test_fill(gx, 6, NAN);
         EMB_OK_OR_FAIL(emb_cross_entropy_backward(&xt, &tt, &o, &g0, &gxt));
-        assert_all(gx, 6, 0.0f, "grad of an all-ignored mean");
+        emb_test_assert_all(gx, 6, 0.0f, "grad of an all-ignored mean");
         o.reduction = EMB_REDUCTION_SUM;
         EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &l0));
-        assert_all(loss, 1, 0.0f, "all-ignored sum");
+        emb_test_assert_all(loss, 1, 0.0f, "all-ignored sum");
         o.reduction = EMB_REDUCTION_NONE;
         EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &l1));
-        assert_all(loss, 2, 0.0f, "all-ignored none");
-        fill(gx, 6, NAN);
+        emb_test_assert_all(loss, 2, 0.0f, "all-ignored none");
+        emb_test_fill(gx, 6, NAN);
         EMB_OK_OR_FAIL(emb_cross_entropy_backward(&xt, &tt, &o, &g1, &gxt));
-        assert_all(gx, 6, 0.0f, "grad of an all-ignored none");
+        emb_test_assert_all(gx, 6, 0.0f, "grad of an all-ignored none");
     }
     /* an empty batch: mean nan, sum 0 */
-    xt = tv(EMB_FLOAT32, NULL, 2, SHP(0, 3));
-    tt = tv(EMB_INT64, NULL, 1, SHP(0));
+    xt = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(0, 3));
+    tt = emb_test_view(EMB_INT64, NULL, 1, SHP(0));
     emb_loss_options o = opts_of(EMB_REDUCTION_MEAN, -100, 0);
     EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &l0));
     assert_true(isnan(loss[0]));
     o.reduction = EMB_REDUCTION_SUM;
     EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &l0));
-    assert_all(loss, 1, 0.0f, "empty sum");
+    emb_test_assert_all(loss, 1, 0.0f, "empty sum");
 }
 
 /* Large logits stay finite thanks to the max subtraction. */
@@ -279,13 +232,15 @@ static void test_ce_large_logits(void **state) {
     (void)state;
     float x[3] = {1000.0f, 0.0f, -1000.0f}, loss, gx[3];
     int64_t t = 1;
-    emb_tensor xt = tv(EMB_FLOAT32, x, 1, SHP(3)), tt = tv(EMB_INT64, &t, 0, NULL);
-    emb_tensor lt = tv(EMB_FLOAT32, &loss, 0, NULL);
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 1, SHP(3)),
+               tt = emb_test_view(EMB_INT64, &t, 0, NULL);
+    emb_tensor lt = emb_test_view(EMB_FLOAT32, &loss, 0, NULL);
     EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, NULL, &lt));
     const float want = 1000.0f;
     EMB_ASSERT_CLOSE(&loss, &want, 1, "ce of large logits");
     float g = 1.0f;
-    emb_tensor gt = tv(EMB_FLOAT32, &g, 0, NULL), gxt = tv(EMB_FLOAT32, gx, 1, SHP(3));
+    emb_tensor gt = emb_test_view(EMB_FLOAT32, &g, 0, NULL),
+               gxt = emb_test_view(EMB_FLOAT32, gx, 1, SHP(3));
     EMB_OK_OR_FAIL(emb_cross_entropy_backward(&xt, &tt, NULL, &gt, &gxt));
     const float wg[3] = {1.0f, -1.0f, 0.0f};
     EMB_ASSERT_CLOSE(gx, wg, 3, "ce grad of large logits");
@@ -296,18 +251,20 @@ static void test_ce_finite_differences(void **state) {
     enum { N = 5, C = 4 };
     float x[N * C], loss[N], r[N], gx[N * C];
     int64_t t[N] = {1, -100, 3, 0, 2};
-    randf(x, N * C, -2, 2);
-    randf(r, N, 0.5, 1.5);
+    emb_test_randf(&rng_state, x, N * C, -2, 2);
+    emb_test_randf(&rng_state, r, N, 0.5, 1.5);
     for (int red = 0; red < 3; red++)
         for (int l = 0; l < 2; l++) {
             ce_case k;
-            k.x = tv(EMB_FLOAT32, x, 2, SHP(N, C));
-            k.t = tv(EMB_INT64, t, 1, SHP(N));
+            k.x = emb_test_view(EMB_FLOAT32, x, 2, SHP(N, C));
+            k.t = emb_test_view(EMB_INT64, t, 1, SHP(N));
             k.o = opts_of(REDS[red], -100, l ? 0.3 : 0.0);
             bool none = REDS[red] == EMB_REDUCTION_NONE;
-            emb_tensor lt = none ? tv(EMB_FLOAT32, loss, 1, SHP(N)) : tv(EMB_FLOAT32, loss, 0, NULL);
-            emb_tensor gt = none ? tv(EMB_FLOAT32, r, 1, SHP(N)) : tv(EMB_FLOAT32, r, 0, NULL);
-            emb_tensor gxt = tv(EMB_FLOAT32, gx, 2, SHP(N, C));
+            emb_tensor lt = none ? emb_test_view(EMB_FLOAT32, loss, 1, SHP(N))
+                                 : emb_test_view(EMB_FLOAT32, loss, 0, NULL);
+            emb_tensor gt = none ? emb_test_view(EMB_FLOAT32, r, 1, SHP(N))
+                                 : emb_test_view(EMB_FLOAT32, r, 0, NULL);
+            emb_tensor gxt = emb_test_view(EMB_FLOAT32, gx, 2, SHP(N, C));
             EMB_OK_OR_FAIL(emb_cross_entropy_backward(&k.x, &k.t, &k.o, &gt, &gxt));
             for (int c = 0; c < C; c++) assert_true(gx[C + c] == 0.0f); /* ignored row */
             char what[64];
@@ -319,12 +276,14 @@ static void test_ce_finite_differences(void **state) {
 static void test_ce_errors(void **state) {
     (void)state;
     float x[8] = {0, 1, 2, 3, 4, 5, 6, 7}, loss[8], gx[8], g = 1.0f;
-    fill(loss, 8, 555.0f);
-    fill(gx, 8, 666.0f);
+    emb_test_fill(loss, 8, 555.0f);
+    emb_test_fill(gx, 8, 666.0f);
     int64_t t[2] = {1, 0}, t3[3] = {0, 1, 2}, tbad[2] = {1, 5}, tneg[2] = {-1, 0};
-    emb_tensor xt = tv(EMB_FLOAT32, x, 2, SHP(2, 4)), tt = tv(EMB_INT64, t, 1, SHP(2));
-    emb_tensor lt = tv(EMB_FLOAT32, loss, 0, NULL), gt = tv(EMB_FLOAT32, &g, 0, NULL);
-    emb_tensor gxt = tv(EMB_FLOAT32, gx, 2, SHP(2, 4));
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 2, SHP(2, 4)),
+               tt = emb_test_view(EMB_INT64, t, 1, SHP(2));
+    emb_tensor lt = emb_test_view(EMB_FLOAT32, loss, 0, NULL),
+               gt = emb_test_view(EMB_FLOAT32, &g, 0, NULL);
+    emb_tensor gxt = emb_test_view(EMB_FLOAT32, gx, 2, SHP(2, 4));
     emb_loss_options o = emb_loss_options_default();
     EMB_EXPECT_ERR(emb_cross_entropy_forward(NULL, &tt, &o, &lt), EMB_ERR_NULL,
                    "logits must not be NULL");
@@ -332,47 +291,47 @@ static void test_ce_errors(void **state) {
                    "target must not be NULL");
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &tt, &o, NULL), EMB_ERR_NULL,
                    "loss must not be NULL");
-    emb_tensor bad = tv(EMB_FLOAT64, x, 2, SHP(1, 4));
+    emb_tensor bad = emb_test_view(EMB_FLOAT64, x, 2, SHP(1, 4));
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&bad, &tt, &o, &lt), EMB_ERR_DTYPE,
                    "logits must be float32, got float64");
     int32_t t32[2] = {1, 0};
-    bad = tv(EMB_INT32, t32, 1, SHP(2));
+    bad = emb_test_view(EMB_INT32, t32, 1, SHP(2));
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &bad, &o, &lt), EMB_ERR_DTYPE,
                    "expected scalar type Long but found Int");
-    bad = tv(EMB_FLOAT32, x, 1, SHP(2));
+    bad = emb_test_view(EMB_FLOAT32, x, 1, SHP(2));
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &bad, &o, &lt), EMB_ERR_DTYPE,
                    "class-probability targets are not supported");
-    bad = tv(EMB_FLOAT32, x, 3, SHP(2, 2, 2));
+    bad = emb_test_view(EMB_FLOAT32, x, 3, SHP(2, 2, 2));
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&bad, &tt, &o, &lt), EMB_ERR_SHAPE,
                    "logits must be [N, C] or [C], got shape [2, 2, 2]");
-    bad = tv(EMB_FLOAT32, x, 0, NULL);
+    bad = emb_test_view(EMB_FLOAT32, x, 0, NULL);
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&bad, &tt, &o, &lt), EMB_ERR_SHAPE,
                    "logits must be [N, C] or [C], got shape []");
-    bad = tv(EMB_INT64, t3, 1, SHP(3));
+    bad = emb_test_view(EMB_INT64, t3, 1, SHP(3));
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &bad, &o, &lt), EMB_ERR_SHAPE,
                    "Expected input batch_size (2) to match target batch_size (3).");
-    bad = tv(EMB_INT64, t, 2, SHP(1, 2));
+    bad = emb_test_view(EMB_INT64, t, 2, SHP(1, 2));
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &bad, &o, &lt), EMB_ERR_SHAPE,
                    "need a 1-D target [2], got shape [1, 2]");
-    bad = tv(EMB_INT64, t, 0, NULL);
+    bad = emb_test_view(EMB_INT64, t, 0, NULL);
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &bad, &o, &lt), EMB_ERR_SHAPE,
                    "need a 1-D target [2], got shape []");
-    emb_tensor x1 = tv(EMB_FLOAT32, x, 1, SHP(4));
-    bad = tv(EMB_INT64, t, 1, SHP(1));
+    emb_tensor x1 = emb_test_view(EMB_FLOAT32, x, 1, SHP(4));
+    bad = emb_test_view(EMB_INT64, t, 1, SHP(1));
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&x1, &bad, &o, &lt), EMB_ERR_SHAPE,
                    "size mismatch (got input: [4], target: [1])");
-    bad = tv(EMB_INT64, tbad, 1, SHP(2));
+    bad = emb_test_view(EMB_INT64, tbad, 1, SHP(2));
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &bad, &o, &lt), EMB_ERR_INDEX,
                    "Target 5 is out of bounds. (position 1; classes are [0, 4), ignore_index "
                    "is -100)");
     EMB_EXPECT_ERR(emb_cross_entropy_backward(&xt, &bad, &o, &gt, &gxt), EMB_ERR_INDEX,
                    "Target 5 is out of bounds.");
-    bad = tv(EMB_INT64, tneg, 1, SHP(2));
+    bad = emb_test_view(EMB_INT64, tneg, 1, SHP(2));
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &bad, &o, &lt), EMB_ERR_INDEX,
                    "Target -1 is out of bounds.");
     /* the default ignore_index is out of bounds once ignore_index is changed */
     int64_t tdef[2] = {-100, 0};
-    bad = tv(EMB_INT64, tdef, 1, SHP(2));
+    bad = emb_test_view(EMB_INT64, tdef, 1, SHP(2));
     emb_loss_options o2 = opts_of(EMB_REDUCTION_MEAN, 0, 0);
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &bad, &o2, &lt), EMB_ERR_INDEX,
                    "Target -100 is out of bounds.");
@@ -390,7 +349,7 @@ static void test_ce_errors(void **state) {
                    "reduction must be EMB_REDUCTION_MEAN (0), EMB_REDUCTION_SUM (1) or "
                    "EMB_REDUCTION_NONE (2), got 7");
     /* loss shapes */
-    bad = tv(EMB_FLOAT32, loss, 1, SHP(2));
+    bad = emb_test_view(EMB_FLOAT32, loss, 1, SHP(2));
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &tt, &o, &bad), EMB_ERR_SHAPE,
                    "loss has shape [2], expected []");
     o2 = opts_of(EMB_REDUCTION_NONE, -100, 0);
@@ -399,7 +358,7 @@ static void test_ce_errors(void **state) {
     EMB_EXPECT_ERR(emb_cross_entropy_backward(&xt, &tt, &o2, &gt, &gxt), EMB_ERR_SHAPE,
                    "grad_loss has shape [], expected [2]");
     int64_t li[2];
-    bad = tv(EMB_INT64, li, 0, NULL);
+    bad = emb_test_view(EMB_INT64, li, 0, NULL);
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &tt, &o, &bad), EMB_ERR_DTYPE,
                    "loss must be float32, got int64");
     /* backward arguments */
@@ -407,23 +366,23 @@ static void test_ce_errors(void **state) {
                    "grad_loss must not be NULL");
     EMB_EXPECT_ERR(emb_cross_entropy_backward(&xt, &tt, &o, &gt, NULL), EMB_ERR_NULL,
                    "grad_logits must not be NULL");
-    bad = tv(EMB_FLOAT32, gx, 2, SHP(4, 2));
+    bad = emb_test_view(EMB_FLOAT32, gx, 2, SHP(4, 2));
     EMB_EXPECT_ERR(emb_cross_entropy_backward(&xt, &tt, &o, &gt, &bad), EMB_ERR_SHAPE,
                    "grad_logits has shape [4, 2], expected [2, 4]");
     /* overlaps */
-    bad = tv(EMB_FLOAT32, x + 3, 0, NULL);
+    bad = emb_test_view(EMB_FLOAT32, x + 3, 0, NULL);
     EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &tt, &o, &bad), EMB_ERR_INVALID,
                    "loss must not overlap logits");
-    bad = tv(EMB_FLOAT32, x, 2, SHP(2, 4));
+    bad = emb_test_view(EMB_FLOAT32, x, 2, SHP(2, 4));
     EMB_EXPECT_ERR(emb_cross_entropy_backward(&xt, &tt, &o, &gt, &bad), EMB_ERR_INVALID,
                    "grad_logits must not overlap logits");
-    emb_tensor galias = tv(EMB_FLOAT32, gx + 5, 0, NULL);
+    emb_tensor galias = emb_test_view(EMB_FLOAT32, gx + 5, 0, NULL);
     EMB_EXPECT_ERR(emb_cross_entropy_backward(&xt, &tt, &o, &galias, &gxt), EMB_ERR_INVALID,
                    "grad_logits must not overlap grad_loss");
     const float xs[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     EMB_ASSERT_EXACT(x, xs, 8, "logits unchanged");
-    assert_all(loss, 8, 555.0f, "loss");
-    assert_all(gx, 8, 666.0f, "grad_logits");
+    emb_test_assert_all(loss, 8, 555.0f, "loss");
+    emb_test_assert_all(gx, 8, 666.0f, "grad_logits");
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -450,17 +409,18 @@ static void test_mse_values_and_grad(void **state) {
     (void)state;
     enum { N = 3, D = 4 };
     float x[N * D], t[N * D], loss[N * D], r[N * D], gx[N * D];
-    randf(x, N * D, -2, 2);
-    randf(t, N * D, -2, 2);
-    randf(r, N * D, 0.5, 1.5);
+    emb_test_randf(&rng_state, x, N * D, -2, 2);
+    emb_test_randf(&rng_state, t, N * D, -2, 2);
+    emb_test_randf(&rng_state, r, N * D, 0.5, 1.5);
     for (int red = 0; red < 3; red++) {
         pair_case k;
-        k.x = tv(EMB_FLOAT32, x, 2, SHP(N, D));
-        k.t = tv(EMB_FLOAT32, t, 2, SHP(N, D));
+        k.x = emb_test_view(EMB_FLOAT32, x, 2, SHP(N, D));
+        k.t = emb_test_view(EMB_FLOAT32, t, 2, SHP(N, D));
         k.has_pw = false;
         k.o = opts_of(REDS[red], -100, 0);
         bool none = REDS[red] == EMB_REDUCTION_NONE;
-        emb_tensor lt = none ? tv(EMB_FLOAT32, loss, 2, SHP(N, D)) : tv(EMB_FLOAT32, loss, 0, NULL);
+        emb_tensor lt = none ? emb_test_view(EMB_FLOAT32, loss, 2, SHP(N, D))
+                             : emb_test_view(EMB_FLOAT32, loss, 0, NULL);
         EMB_OK_OR_FAIL(mse_fwd(&k, &lt));
         double s = 0;
         float want[N * D];
@@ -471,8 +431,9 @@ static void test_mse_values_and_grad(void **state) {
         }
         if (!none) want[0] = (float)(red == 0 ? s / (N * D) : s);
         EMB_ASSERT_CLOSE(loss, want, none ? N * D : 1, "mse");
-        emb_tensor gt = none ? tv(EMB_FLOAT32, r, 2, SHP(N, D)) : tv(EMB_FLOAT32, r, 0, NULL);
-        emb_tensor gxt = tv(EMB_FLOAT32, gx, 2, SHP(N, D));
+        emb_tensor gt = none ? emb_test_view(EMB_FLOAT32, r, 2, SHP(N, D))
+                             : emb_test_view(EMB_FLOAT32, r, 0, NULL);
+        emb_tensor gxt = emb_test_view(EMB_FLOAT32, gx, 2, SHP(N, D));
         EMB_OK_OR_FAIL(emb_mse_loss_backward(&k.x, &k.t, &k.o, &gt, &gxt));
         /* PyTorch's formula, bit for bit: (float)norm * (x - t) * g */
         float norm = (float)(red == 0 ? 2.0 / (N * D) : 2.0), wg[N * D];
@@ -484,12 +445,13 @@ static void test_mse_values_and_grad(void **state) {
     }
     /* 0-d input; empty input: mean nan, sum 0 */
     float a = 3.0f, b = 1.0f, l;
-    emb_tensor at = tv(EMB_FLOAT32, &a, 0, NULL), bt = tv(EMB_FLOAT32, &b, 0, NULL);
-    emb_tensor lt = tv(EMB_FLOAT32, &l, 0, NULL);
+    emb_tensor at = emb_test_view(EMB_FLOAT32, &a, 0, NULL),
+               bt = emb_test_view(EMB_FLOAT32, &b, 0, NULL);
+    emb_tensor lt = emb_test_view(EMB_FLOAT32, &l, 0, NULL);
     EMB_OK_OR_FAIL(emb_mse_loss_forward(&at, &bt, NULL, &lt));
     assert_true(l == 4.0f);
-    at = tv(EMB_FLOAT32, NULL, 1, SHP(0));
-    bt = tv(EMB_FLOAT32, NULL, 1, SHP(0));
+    at = emb_test_view(EMB_FLOAT32, NULL, 1, SHP(0));
+    bt = emb_test_view(EMB_FLOAT32, NULL, 1, SHP(0));
     EMB_OK_OR_FAIL(emb_mse_loss_forward(&at, &bt, NULL, &lt));
     assert_true(isnan(l));
     emb_loss_options o = opts_of(EMB_REDUCTION_SUM, -100, 0);
@@ -500,20 +462,25 @@ static void test_mse_values_and_grad(void **state) {
 static void test_mse_errors(void **state) {
     (void)state;
     float x[6] = {1, 2, 3, 4, 5, 6}, t[6] = {0}, loss[8], gx[8], g = 1.0f;
-    fill(loss, 8, 555.0f);
-    fill(gx, 8, 666.0f);
-    emb_tensor xt = tv(EMB_FLOAT32, x, 2, SHP(2, 3)), tt = tv(EMB_FLOAT32, t, 2, SHP(2, 3));
-    emb_tensor lt = tv(EMB_FLOAT32, loss, 0, NULL), gt = tv(EMB_FLOAT32, &g, 0, NULL);
-    emb_tensor gxt = tv(EMB_FLOAT32, gx, 2, SHP(2, 3));
-    EMB_EXPECT_ERR(emb_mse_loss_forward(NULL, &tt, NULL, &lt), EMB_ERR_NULL, "input must not be NULL");
-    EMB_EXPECT_ERR(emb_mse_loss_forward(&xt, NULL, NULL, &lt), EMB_ERR_NULL, "target must not be NULL");
-    EMB_EXPECT_ERR(emb_mse_loss_forward(&xt, &tt, NULL, NULL), EMB_ERR_NULL, "loss must not be NULL");
-    emb_tensor bad = tv(EMB_FLOAT32, t, 1, SHP(3));
+    emb_test_fill(loss, 8, 555.0f);
+    emb_test_fill(gx, 8, 666.0f);
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 2, SHP(2, 3)),
+               tt = emb_test_view(EMB_FLOAT32, t, 2, SHP(2, 3));
+    emb_tensor lt = emb_test_view(EMB_FLOAT32, loss, 0, NULL),
+               gt = emb_test_view(EMB_FLOAT32, &g, 0, NULL);
+    emb_tensor gxt = emb_test_view(EMB_FLOAT32, gx, 2, SHP(2, 3));
+    EMB_EXPECT_ERR(emb_mse_loss_forward(NULL, &tt, NULL, &lt), EMB_ERR_NULL,
+                   "input must not be NULL");
+    EMB_EXPECT_ERR(emb_mse_loss_forward(&xt, NULL, NULL, &lt), EMB_ERR_NULL,
+                   "target must not be NULL");
+    EMB_EXPECT_ERR(emb_mse_loss_forward(&xt, &tt, NULL, NULL), EMB_ERR_NULL,
+                   "loss must not be NULL");
+    emb_tensor bad = emb_test_view(EMB_FLOAT32, t, 1, SHP(3));
     EMB_EXPECT_ERR(emb_mse_loss_forward(&xt, &bad, NULL, &lt), EMB_ERR_SHAPE,
                    "mse_loss: Target size (torch.Size([3])) must be the same as input size "
                    "(torch.Size([2, 3]))");
     int64_t ti[6] = {0};
-    bad = tv(EMB_INT64, ti, 2, SHP(2, 3));
+    bad = emb_test_view(EMB_INT64, ti, 2, SHP(2, 3));
     EMB_EXPECT_ERR(emb_mse_loss_forward(&xt, &bad, NULL, &lt), EMB_ERR_DTYPE,
                    "target must be float32, got int64");
     EMB_EXPECT_ERR(emb_mse_loss_forward(&bad, &tt, NULL, &lt), EMB_ERR_DTYPE,
@@ -530,20 +497,20 @@ static void test_mse_errors(void **state) {
                    "grad_loss must not be NULL");
     EMB_EXPECT_ERR(emb_mse_loss_backward(&xt, &tt, NULL, &gt, NULL), EMB_ERR_NULL,
                    "grad_input must not be NULL");
-    bad = tv(EMB_FLOAT32, gx, 2, SHP(3, 2));
+    bad = emb_test_view(EMB_FLOAT32, gx, 2, SHP(3, 2));
     EMB_EXPECT_ERR(emb_mse_loss_backward(&xt, &tt, NULL, &gt, &bad), EMB_ERR_SHAPE,
                    "grad_input has shape [3, 2], expected [2, 3]");
-    bad = tv(EMB_FLOAT32, t, 2, SHP(2, 3));
+    bad = emb_test_view(EMB_FLOAT32, t, 2, SHP(2, 3));
     EMB_EXPECT_ERR(emb_mse_loss_backward(&xt, &tt, NULL, &gt, &bad), EMB_ERR_INVALID,
                    "grad_input must not overlap target");
-    bad = tv(EMB_FLOAT32, x + 5, 0, NULL);
+    bad = emb_test_view(EMB_FLOAT32, x + 5, 0, NULL);
     EMB_EXPECT_ERR(emb_mse_loss_forward(&xt, &tt, NULL, &bad), EMB_ERR_INVALID,
                    "loss must not overlap input");
     const float xs[6] = {1, 2, 3, 4, 5, 6}, ts[6] = {0};
     EMB_ASSERT_EXACT(x, xs, 6, "input unchanged");
     EMB_ASSERT_EXACT(t, ts, 6, "target unchanged");
-    assert_all(loss, 8, 555.0f, "loss");
-    assert_all(gx, 8, 666.0f, "grad_input");
+    emb_test_assert_all(loss, 8, 555.0f, "loss");
+    emb_test_assert_all(gx, 8, 666.0f, "grad_input");
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -554,20 +521,21 @@ static void test_bce_values_and_grad(void **state) {
     (void)state;
     enum { N = 3, D = 4 };
     float x[N * D], t[N * D], pw[D], loss[N * D], r[N * D], gx[N * D];
-    randf(x, N * D, -3, 3);
-    randf(t, N * D, 0, 1);
-    randf(pw, D, 0.2, 3);
-    randf(r, N * D, 0.5, 1.5);
+    emb_test_randf(&rng_state, x, N * D, -3, 3);
+    emb_test_randf(&rng_state, t, N * D, 0, 1);
+    emb_test_randf(&rng_state, pw, D, 0.2, 3);
+    emb_test_randf(&rng_state, r, N * D, 0.5, 1.5);
     for (int red = 0; red < 3; red++)
         for (int use_pw = 0; use_pw < 2; use_pw++) {
             pair_case k;
-            k.x = tv(EMB_FLOAT32, x, 2, SHP(N, D));
-            k.t = tv(EMB_FLOAT32, t, 2, SHP(N, D));
-            k.pw = tv(EMB_FLOAT32, pw, 1, SHP(D));
+            k.x = emb_test_view(EMB_FLOAT32, x, 2, SHP(N, D));
+            k.t = emb_test_view(EMB_FLOAT32, t, 2, SHP(N, D));
+            k.pw = emb_test_view(EMB_FLOAT32, pw, 1, SHP(D));
             k.has_pw = use_pw;
             k.o = opts_of(REDS[red], -100, 0);
             bool none = REDS[red] == EMB_REDUCTION_NONE;
-            emb_tensor lt = none ? tv(EMB_FLOAT32, loss, 2, SHP(N, D)) : tv(EMB_FLOAT32, loss, 0, NULL);
+            emb_tensor lt = none ? emb_test_view(EMB_FLOAT32, loss, 2, SHP(N, D))
+                                 : emb_test_view(EMB_FLOAT32, loss, 0, NULL);
             EMB_OK_OR_FAIL(bce_fwd(&k, &lt));
             double s = 0;
             float want[N * D];
@@ -580,10 +548,11 @@ static void test_bce_values_and_grad(void **state) {
             char what[48];
             snprintf(what, sizeof what, "bce red=%d pos_weight=%d", red, use_pw);
             EMB_ASSERT_CLOSE(loss, want, none ? N * D : 1, what);
-            emb_tensor gt = none ? tv(EMB_FLOAT32, r, 2, SHP(N, D)) : tv(EMB_FLOAT32, r, 0, NULL);
-            emb_tensor gxt = tv(EMB_FLOAT32, gx, 2, SHP(N, D));
-            EMB_OK_OR_FAIL(emb_bce_with_logits_backward(&k.x, &k.t, use_pw ? &k.pw : NULL, &k.o,
-                                                        &gt, &gxt));
+            emb_tensor gt = none ? emb_test_view(EMB_FLOAT32, r, 2, SHP(N, D))
+                                 : emb_test_view(EMB_FLOAT32, r, 0, NULL);
+            emb_tensor gxt = emb_test_view(EMB_FLOAT32, gx, 2, SHP(N, D));
+            EMB_OK_OR_FAIL(
+                emb_bce_with_logits_backward(&k.x, &k.t, use_pw ? &k.pw : NULL, &k.o, &gt, &gxt));
             snprintf(what, sizeof what, "bce grad red=%d pos_weight=%d", red, use_pw);
             fd_check(bce_fwd, &k, &lt, r, x, N * D, gx, what);
         }
@@ -593,9 +562,10 @@ static void test_bce_values_and_grad(void **state) {
 static void test_bce_stable(void **state) {
     (void)state;
     float x[4] = {100.0f, -100.0f, 100.0f, -100.0f}, t[4] = {1, 0, 0, 1}, loss[4];
-    emb_tensor xt = tv(EMB_FLOAT32, x, 1, SHP(4)), tt = tv(EMB_FLOAT32, t, 1, SHP(4));
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 1, SHP(4)),
+               tt = emb_test_view(EMB_FLOAT32, t, 1, SHP(4));
     emb_loss_options o = opts_of(EMB_REDUCTION_NONE, -100, 0);
-    emb_tensor lt = tv(EMB_FLOAT32, loss, 1, SHP(4));
+    emb_tensor lt = emb_test_view(EMB_FLOAT32, loss, 1, SHP(4));
     EMB_OK_OR_FAIL(emb_bce_with_logits_forward(&xt, &tt, NULL, &o, &lt));
     const float want[4] = {0.0f, 0.0f, 100.0f, 100.0f};
     EMB_ASSERT_CLOSE(loss, want, 4, "bce of +-100");
@@ -604,33 +574,36 @@ static void test_bce_stable(void **state) {
 static void test_bce_errors(void **state) {
     (void)state;
     float x[6] = {1, 2, 3, 4, 5, 6}, t[6] = {0}, pw[4] = {1, 2, 3, 4}, loss[8], gx[8], g = 1.0f;
-    fill(loss, 8, 555.0f);
-    fill(gx, 8, 666.0f);
-    emb_tensor xt = tv(EMB_FLOAT32, x, 2, SHP(2, 3)), tt = tv(EMB_FLOAT32, t, 2, SHP(2, 3));
-    emb_tensor pwt = tv(EMB_FLOAT32, pw, 1, SHP(3));
-    emb_tensor lt = tv(EMB_FLOAT32, loss, 0, NULL), gt = tv(EMB_FLOAT32, &g, 0, NULL);
-    emb_tensor gxt = tv(EMB_FLOAT32, gx, 2, SHP(2, 3));
+    emb_test_fill(loss, 8, 555.0f);
+    emb_test_fill(gx, 8, 666.0f);
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 2, SHP(2, 3)),
+               tt = emb_test_view(EMB_FLOAT32, t, 2, SHP(2, 3));
+    emb_tensor pwt = emb_test_view(EMB_FLOAT32, pw, 1, SHP(3));
+    emb_tensor lt = emb_test_view(EMB_FLOAT32, loss, 0, NULL),
+               gt = emb_test_view(EMB_FLOAT32, &g, 0, NULL);
+    emb_tensor gxt = emb_test_view(EMB_FLOAT32, gx, 2, SHP(2, 3));
     EMB_EXPECT_ERR(emb_bce_with_logits_forward(NULL, &tt, NULL, NULL, &lt), EMB_ERR_NULL,
                    "input must not be NULL");
     EMB_EXPECT_ERR(emb_bce_with_logits_forward(&xt, &tt, &pwt, NULL, NULL), EMB_ERR_NULL,
                    "loss must not be NULL");
-    emb_tensor bad = tv(EMB_FLOAT32, t, 2, SHP(3, 2));
+    emb_tensor bad = emb_test_view(EMB_FLOAT32, t, 2, SHP(3, 2));
     EMB_EXPECT_ERR(emb_bce_with_logits_forward(&xt, &bad, NULL, NULL, &lt), EMB_ERR_SHAPE,
                    "Target size (torch.Size([3, 2])) must be the same as input size "
                    "(torch.Size([2, 3]))");
-    bad = tv(EMB_FLOAT32, pw, 1, SHP(4));
+    bad = emb_test_view(EMB_FLOAT32, pw, 1, SHP(4));
     EMB_EXPECT_ERR(emb_bce_with_logits_forward(&xt, &tt, &bad, NULL, &lt), EMB_ERR_SHAPE,
                    "pos_weight has shape [4], expected [3] (the last dimension of input [2, 3])");
-    bad = tv(EMB_FLOAT32, pw, 2, SHP(1, 3));
+    bad = emb_test_view(EMB_FLOAT32, pw, 2, SHP(1, 3));
     EMB_EXPECT_ERR(emb_bce_with_logits_backward(&xt, &tt, &bad, NULL, &gt, &gxt), EMB_ERR_SHAPE,
                    "pos_weight has shape [1, 3], expected [3]");
     int64_t pwi[3] = {1, 1, 1};
-    bad = tv(EMB_INT64, pwi, 1, SHP(3));
+    bad = emb_test_view(EMB_INT64, pwi, 1, SHP(3));
     EMB_EXPECT_ERR(emb_bce_with_logits_forward(&xt, &tt, &bad, NULL, &lt), EMB_ERR_DTYPE,
                    "pos_weight must be float32, got int64");
     float s0 = 0.5f, s1 = 1.0f;
-    emb_tensor x0 = tv(EMB_FLOAT32, &s0, 0, NULL), t0 = tv(EMB_FLOAT32, &s1, 0, NULL);
-    bad = tv(EMB_FLOAT32, pw, 1, SHP(1));
+    emb_tensor x0 = emb_test_view(EMB_FLOAT32, &s0, 0, NULL),
+               t0 = emb_test_view(EMB_FLOAT32, &s1, 0, NULL);
+    bad = emb_test_view(EMB_FLOAT32, pw, 1, SHP(1));
     EMB_EXPECT_ERR(emb_bce_with_logits_forward(&x0, &t0, &bad, NULL, &lt), EMB_ERR_SHAPE,
                    "but input is 0-d");
     emb_loss_options o = opts_of(EMB_REDUCTION_NONE, -100, 0);
@@ -640,23 +613,23 @@ static void test_bce_errors(void **state) {
                    "grad_loss must not be NULL");
     EMB_EXPECT_ERR(emb_bce_with_logits_backward(&xt, &tt, &pwt, NULL, &gt, NULL), EMB_ERR_NULL,
                    "grad_input must not be NULL");
-    bad = tv(EMB_FLOAT32, pw, 2, SHP(1, 1));
+    bad = emb_test_view(EMB_FLOAT32, pw, 2, SHP(1, 1));
     EMB_EXPECT_ERR(emb_bce_with_logits_backward(&xt, &tt, &pwt, NULL, &gt, &bad), EMB_ERR_SHAPE,
                    "grad_input has shape [1, 1], expected [2, 3]");
-    bad = tv(EMB_FLOAT32, pw, 2, SHP(1, 1));
-    emb_tensor alias = tv(EMB_FLOAT32, pw + 1, 0, NULL);
+    bad = emb_test_view(EMB_FLOAT32, pw, 2, SHP(1, 1));
+    emb_tensor alias = emb_test_view(EMB_FLOAT32, pw + 1, 0, NULL);
     EMB_EXPECT_ERR(emb_bce_with_logits_forward(&xt, &tt, &pwt, NULL, &alias), EMB_ERR_INVALID,
                    "loss must not overlap pos_weight");
-    alias = tv(EMB_FLOAT32, x, 2, SHP(2, 3));
-    EMB_EXPECT_ERR(emb_bce_with_logits_backward(&xt, &tt, &pwt, NULL, &gt, &alias),
-                   EMB_ERR_INVALID, "grad_input must not overlap input");
-    alias = tv(EMB_FLOAT32, gx + 2, 0, NULL);
+    alias = emb_test_view(EMB_FLOAT32, x, 2, SHP(2, 3));
+    EMB_EXPECT_ERR(emb_bce_with_logits_backward(&xt, &tt, &pwt, NULL, &gt, &alias), EMB_ERR_INVALID,
+                   "grad_input must not overlap input");
+    alias = emb_test_view(EMB_FLOAT32, gx + 2, 0, NULL);
     EMB_EXPECT_ERR(emb_bce_with_logits_backward(&xt, &tt, &pwt, NULL, &alias, &gxt),
                    EMB_ERR_INVALID, "grad_input must not overlap grad_loss");
     const float pws[4] = {1, 2, 3, 4};
     EMB_ASSERT_EXACT(pw, pws, 4, "pos_weight unchanged");
-    assert_all(loss, 8, 555.0f, "loss");
-    assert_all(gx, 8, 666.0f, "grad_input");
+    emb_test_assert_all(loss, 8, 555.0f, "loss");
+    emb_test_assert_all(gx, 8, 666.0f, "grad_input");
 }
 
 /* Reductions over many elements give the same bits on 1 and 2 threads. */
@@ -665,20 +638,21 @@ static void test_thread_independence(void **state) {
     enum { N = 3000, C = 37 };
     float *x = malloc(N * C * 4), *t = malloc(N * C * 4);
     int64_t *cls = malloc(N * 8);
-    randf(x, N * C, -4, 4);
-    randf(t, N * C, 0, 1);
-    for (int i = 0; i < N; i++) cls[i] = (int64_t)(urand() * C);
+    emb_test_randf(&rng_state, x, N * C, -4, 4);
+    emb_test_randf(&rng_state, t, N * C, 0, 1);
+    for (int i = 0; i < N; i++) cls[i] = (int64_t)(emb_test_urand(&rng_state) * C);
     float res[2][3];
     for (int run = 0; run < 2; run++) {
         emb_set_num_threads(run + 1);
-        emb_tensor xt = tv(EMB_FLOAT32, x, 2, SHP(N, C)), ct = tv(EMB_INT64, cls, 1, SHP(N));
-        emb_tensor tt = tv(EMB_FLOAT32, t, 2, SHP(N, C));
-        emb_tensor lt = tv(EMB_FLOAT32, &res[run][0], 0, NULL);
+        emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 2, SHP(N, C)),
+                   ct = emb_test_view(EMB_INT64, cls, 1, SHP(N));
+        emb_tensor tt = emb_test_view(EMB_FLOAT32, t, 2, SHP(N, C));
+        emb_tensor lt = emb_test_view(EMB_FLOAT32, &res[run][0], 0, NULL);
         emb_loss_options o = opts_of(EMB_REDUCTION_MEAN, -100, 0.1);
         EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &ct, &o, &lt));
-        lt = tv(EMB_FLOAT32, &res[run][1], 0, NULL);
+        lt = emb_test_view(EMB_FLOAT32, &res[run][1], 0, NULL);
         EMB_OK_OR_FAIL(emb_mse_loss_forward(&xt, &tt, NULL, &lt));
-        lt = tv(EMB_FLOAT32, &res[run][2], 0, NULL);
+        lt = emb_test_view(EMB_FLOAT32, &res[run][2], 0, NULL);
         EMB_OK_OR_FAIL(emb_bce_with_logits_forward(&xt, &tt, NULL, NULL, &lt));
     }
     emb_set_num_threads(0);
