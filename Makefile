@@ -5,6 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX     ?= /usr/local
 CMAKE_FLAGS ?=
+MAKEFLAGS  += --no-print-directory
 
 .PHONY: run test build build-asan bench install clean deps-build deps-test deps-bench
 
