@@ -2,6 +2,7 @@
 # and do their job.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+PLAIN_BUILD ?= build-plain
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX     ?= /usr/local
 CMAKE_FLAGS ?=
@@ -19,6 +20,9 @@ test: deps-test
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -L unit -j $(JOBS)
+	cmake -S . -B $(PLAIN_BUILD) -DCMAKE_BUILD_TYPE=Release -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
+	cmake --build $(PLAIN_BUILD) -j $(JOBS)
+	cd $(PLAIN_BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 build:
@@ -43,4 +47,4 @@ deps-bench:
 	@scripts/deps.sh bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(PLAIN_BUILD)

@@ -429,6 +429,7 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
     const int64_t n = ps->numel;
     const int64_t nchunks = (n + DENSE_CHUNK - 1) / DENSE_CHUNK;
     const int nt = emb__threads_for(n, DENSE_CHUNK);
+    (void)nt; /* used only by the OpenMP pragmas */
     int64_t step = ps->steps + 1;
 
     switch (o->kind) {
@@ -520,6 +521,7 @@ static void apply_entries(const emb__optim_kernel_table *K, float *p, int64_t ro
 static void dense_scale(const emb__optim_kernel_table *K, float *x, float s, int64_t n) {
     const int64_t nchunks = (n + DENSE_CHUNK - 1) / DENSE_CHUNK;
     const int nt = emb__threads_for(n, DENSE_CHUNK);
+    (void)nt; /* used only by the OpenMP pragmas */
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static)
 #endif
@@ -533,6 +535,7 @@ static void dense_axpy(const emb__optim_kernel_table *K, float *y, const float *
                        int64_t n) {
     const int64_t nchunks = (n + DENSE_CHUNK - 1) / DENSE_CHUNK;
     const int nt = emb__threads_for(n, DENSE_CHUNK);
+    (void)nt; /* used only by the OpenMP pragmas */
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static)
 #endif
