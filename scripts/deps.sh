@@ -13,6 +13,9 @@ case "$mode" in
   bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest) ;;
   *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac
+# EMB_DEPS_EXTRA: more packages to require (the tests use it to exercise the not-root path).
+# shellcheck disable=SC2206
+pkgs+=(${EMB_DEPS_EXTRA:-})
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,0 +1,33 @@
+"""scripts/deps.sh: with everything installed it says nothing and succeeds; when a package
+is missing and it cannot use apt (not root) it names the exact command and exits 1."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+SCRIPT = os.path.join(os.environ["EMB_SOURCE_DIR"], "scripts", "deps.sh")
+
+
+def test_all_installed_is_silent():
+    r = subprocess.run(["bash", SCRIPT, "test"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "" and r.stderr == ""
+
+
+def test_usage_error():
+    r = subprocess.run(["bash", SCRIPT, "frobnicate"], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "usage:" in r.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="needs root to run the script as another user")
+def test_not_root_names_the_command(tmp_path):
+    env = dict(os.environ, EMB_DEPS_EXTRA="emb-no-such-package")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "bash", SCRIPT, "build"], capture_output=True, text=True, env=env,
+                       cwd=str(tmp_path))
+    assert r.returncode == 1
+    assert "emb needs these Debian packages: emb-no-such-package" in r.stderr
+    assert "apt-get update && apt-get install -y emb-no-such-package" in r.stderr
