@@ -57,9 +57,20 @@ static void run_forward(void *p) {
     ctx_t *c = p;
     CHECK(emb_embedding_forward(c->e, &c->idx, &c->out));
 }
+/* Zeroes the gradient on as many threads as emb uses, as PyTorch's zeros() does. */
+static void zero_parallel(void *data, size_t nbytes) {
+    const size_t chunk = (size_t)1 << 20;
+    const long n = (long)((nbytes + chunk - 1) / chunk);
+#pragma omp parallel for num_threads(emb_get_num_threads()) schedule(static)
+    for (long i = 0; i < n; i++) {
+        size_t b = (size_t)i * chunk, e = b + chunk < nbytes ? b + chunk : nbytes;
+        memset((char *)data + b, 0, e - b);
+    }
+}
+
 static void run_dense_backward(void *p) {
     ctx_t *c = p;
-    memset(c->gw.data, 0, emb_tensor_nbytes(&c->gw)); /* PyTorch allocates zeros too */
+    zero_parallel(c->gw.data, emb_tensor_nbytes(&c->gw)); /* PyTorch allocates zeros too */
     CHECK(emb_embedding_backward(c->e, &c->idx, &c->out, &c->gw));
 }
 static void run_sparse(void *p) {
