@@ -236,6 +236,19 @@ emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indi
     return EMB_OK;
 }
 
+/* dst[0..n) = src[0..n), in blocks of 1 MiB spread over threads when there is enough. */
+static void copy_floats(float *dst, const float *src, int64_t n) {
+    const int64_t block = (int64_t)1 << 18; /* floats */
+    const int64_t nblocks = (n + block - 1) / block;
+    const int nt = emb__threads_for(n, 4 * block);
+    (void)nt; /* used only by the OpenMP pragma */
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t b = 0; b < nblocks; b++) {
+        int64_t lo = b * block, len = lo + block < n ? block : n - lo;
+        memcpy(dst + lo, src + lo, (size_t)len * sizeof(float));
+    }
+}
+
 emb_status emb_embedding_backward_sparse(const emb_embedding *e, const emb_tensor *indices,
                                          const emb_tensor *grad_output, emb_sparse_grad *grad) {
     if (!e) return emb__null("embedding");
@@ -289,8 +302,21 @@ emb_status emb_embedding_backward_sparse(const emb_embedding *e, const emb_tenso
             grad->values = nv;
             grad->capacity = cap;
         }
-        grad->nnz = emb__sparse_gather_ref(grad->indices, grad->values, indices->data, i32, go,
-                                           n, D, pad);
+        if (pad == EMB_PADDING_NONE) {
+            /* Every position is an entry: the values are grad_output itself, copied in
+             * large blocks (on several threads when big) rather than row by row. */
+            if (i32) {
+                const int32_t *src = indices->data;
+                for (int64_t i = 0; i < n; i++) grad->indices[i] = src[i];
+            } else {
+                memcpy(grad->indices, indices->data, (size_t)n * sizeof(int64_t));
+            }
+            copy_floats(grad->values, go, n * D);
+            grad->nnz = n;
+        } else {
+            grad->nnz = emb__sparse_gather_ref(grad->indices, grad->values, indices->data, i32,
+                                               go, n, D, pad);
+        }
         /* PyTorch flags a fresh sparse gradient with fewer than 2 entries as coalesced */
         grad->coalesced = grad->nnz < 2;
         return EMB_OK;
