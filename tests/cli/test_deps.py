@@ -3,6 +3,7 @@ is missing and it cannot use apt (not root) it names the exact command and exits
 import os
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -23,11 +24,20 @@ def test_usage_error():
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                     reason="needs root to run the script as another user")
-def test_not_root_names_the_command(tmp_path):
+def test_not_root_names_the_command():
     env = dict(os.environ, EMB_DEPS_EXTRA="emb-no-such-package")
-    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                        "bash", SCRIPT, "build"], capture_output=True, text=True, env=env,
-                       cwd=str(tmp_path))
+    # a copy the unprivileged user can read wherever the checkout lives
+    d = tempfile.mkdtemp()
+    try:
+        os.chmod(d, 0o755)
+        script = os.path.join(d, "deps.sh")
+        shutil.copy(SCRIPT, script)
+        os.chmod(script, 0o755)
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            "bash", script, "build"], capture_output=True, text=True, env=env,
+                           cwd=d)
+    finally:
+        shutil.rmtree(d)
     assert r.returncode == 1
     assert "emb needs these Debian packages: emb-no-such-package" in r.stderr
     assert "apt-get update && apt-get install -y emb-no-such-package" in r.stderr
