@@ -56,6 +56,7 @@ typedef enum emb_status {
     EMB_ERR_STATE = -9,       /* the object is not in a state that allows the call */
     EMB_ERR_IO = -10,         /* reading or writing a file failed */
     EMB_ERR_FORMAT = -11,     /* a file or string is malformed */
+    EMB_ERR_READ_ONLY = -12,  /* the call would write memory that is read-only */
 } emb_status;
 
 /* A static, human-readable name of a status code ("index out of range" ...). Never NULL;

@@ -75,6 +75,34 @@ EMB_API emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool
                                                  const emb_embedding_options *opts,
                                                  emb_embedding **out);
 
+/* How an embedding holds memory it did not allocate (emb_embedding_wrap).
+ * read_only: the memory must never be written (for example a read-only file mapping):
+ *   lookups work, and every call that would write the weight (forward with max_norm,
+ *   emb_embedding_renorm_ through the handle, optimizer steps, fused steps, the writable
+ *   weight accessor) fails with EMB_ERR_READ_ONLY and changes nothing.
+ * release: NULL: borrowed, the caller keeps the memory alive until emb_embedding_free and
+ *   frees it afterwards. Non-NULL: handed over; emb_embedding_free calls
+ *   release(data, release_ctx) exactly once. When emb_embedding_wrap fails, ownership
+ *   stays with the caller (release is not called). */
+typedef struct emb_storage {
+    bool read_only;
+    void (*release)(void *data, void *release_ctx);
+    void *release_ctx;
+} emb_storage;
+
+/* [NOT YET IMPLEMENTED: returns EMB_ERR_UNSUPPORTED until the borrowed-storage work lands]
+ * Embedding.from_pretrained without a copy: a new embedding whose weight IS the caller's
+ * 2-D float32 tensor `weights` (PyTorch's from_pretrained shares storage the same way).
+ * storage NULL: borrowed and writable. Nothing is drawn and the padding row is not zeroed.
+ * Errors: as emb_embedding_from_pretrained. */
+EMB_API emb_status emb_embedding_wrap(const emb_tensor *weights, const emb_storage *storage,
+                                      bool freeze, const emb_embedding_options *opts,
+                                      emb_embedding **out);
+
+/* True when the weight must not be written (created by emb_embedding_wrap with
+ * read_only); false for NULL. */
+EMB_API bool emb_embedding_is_read_only(const emb_embedding *e);
+
 /* Frees the embedding and its weight. NULL is fine. */
 EMB_API void emb_embedding_free(emb_embedding *e);
 

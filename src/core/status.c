@@ -26,6 +26,7 @@ const char *emb_status_str(int status) {
     case EMB_ERR_STATE: return "invalid state";
     case EMB_ERR_IO: return "i/o error";
     case EMB_ERR_FORMAT: return "malformed input";
+    case EMB_ERR_READ_ONLY: return "read-only";
     default: return "unknown status";
     }
 }

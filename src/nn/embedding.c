@@ -87,7 +87,7 @@ static emb_status check_config(int64_t num_embeddings, int64_t embedding_dim,
 /* Allocates a handle and its (uninitialised) weight after check_config succeeded. */
 static emb_status alloc_embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t pad,
                                   const emb_embedding_options *o, emb_embedding **out) {
-    emb_embedding *e = malloc(sizeof *e);
+    emb_embedding *e = calloc(1, sizeof *e);
     if (!e) return emb__error(EMB_ERR_NOMEM, "cannot allocate an embedding handle");
     size_t bytes = (size_t)num_embeddings * (size_t)embedding_dim * sizeof(float);
     e->weight = emb_malloc(bytes);
@@ -97,6 +97,7 @@ static emb_status alloc_embedding(int64_t num_embeddings, int64_t embedding_dim,
                           "cannot allocate %zu bytes for a %" PRId64 " x %" PRId64 " weight",
                           bytes, num_embeddings, embedding_dim);
     }
+    e->owned = true;
     e->num_embeddings = num_embeddings;
     e->embedding_dim = embedding_dim;
     e->padding_idx = pad;
@@ -166,9 +167,21 @@ emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool freeze,
 
 void emb_embedding_free(emb_embedding *e) {
     if (!e) return;
-    emb_free(e->weight);
+    if (e->owned)
+        emb_free(e->weight);
+    else if (e->release)
+        e->release(e->weight, e->release_ctx);
     free(e);
 }
+
+emb_status emb_embedding_wrap(const emb_tensor *weights, const emb_storage *storage,
+                              bool freeze, const emb_embedding_options *opts,
+                              emb_embedding **out) {
+    (void)weights, (void)storage, (void)freeze, (void)opts, (void)out;
+    return emb__error(EMB_ERR_UNSUPPORTED, "emb_embedding_wrap is not implemented yet");
+}
+
+bool emb_embedding_is_read_only(const emb_embedding *e) { return e && e->read_only; }
 
 /* ---------------------------------------------------------------------------------------
  * Accessors

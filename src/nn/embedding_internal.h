@@ -13,7 +13,11 @@ struct emb_embedding {
     bool scale_grad_by_freq;
     bool sparse;
     bool requires_grad;
-    float *weight; /* [num_embeddings * embedding_dim], owned, 64-byte aligned */
+    float *weight; /* [num_embeddings * embedding_dim]; 64-byte aligned when owned */
+    bool owned;    /* weight allocated by emb (emb_free on free) */
+    bool read_only; /* never written: lookups only (emb_storage.read_only) */
+    void (*release)(void *data, void *release_ctx); /* handed-over memory, or NULL */
+    void *release_ctx;
 };
 
 #endif /* EMB_EMBEDDING_INTERNAL_H */
