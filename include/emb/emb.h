@@ -17,5 +17,6 @@
 #include "optim.h"
 #include "print.h"
 #include "random.h"
+#include "search.h"
 
 #endif /* EMB_EMB_H */

@@ -1,0 +1,76 @@
+/* emb/search.h: nearest neighbours by cosine similarity over the rows of a table, word
+ * analogies (b - a + c), and the statistics word-vector evaluations report.
+ *
+ * Scores are cosine similarities computed as dot(q / |q|, row) * (1 / |row|), through
+ * CBLAS matrix products over blocks of queries and rows when the build has CBLAS, else a
+ * plain-C product; they equal a float64 computation within float32 tolerance (a few ulps),
+ * not bit for bit (docs/search.md). Rankings are by score, descending; equal scores are
+ * ordered by row, ascending, so a result never depends on the thread count or the block
+ * sizes except where two scores are within rounding of each other.
+ */
+#ifndef EMB_SEARCH_H
+#define EMB_SEARCH_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A cosine-similarity index over rows [0, num_rows) of a 2-D float32 table [V, D]. It keeps
+ * a pointer to the table (borrowed: the table must outlive the index and not change, or the
+ * scores are stale) and the inverse norm of each searched row (4 bytes a row). A row whose
+ * norm is 0 (or not finite) has similarity 0 with every query and never ranks above a row
+ * with a positive similarity. Thread safety: after creation an index is read-only; searches
+ * on one index may run concurrently. */
+typedef struct emb_knn emb_knn;
+
+/* Builds an index over the first num_rows rows of `table` (0: all of them; like gensim's
+ * restrict_vocab and the word2vec tool's threshold, this limits the search to the most
+ * frequent words when the rows are sorted by frequency).
+ * Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_DTYPE (not float32), EMB_ERR_SHAPE (not
+ * 2-D, or no rows/columns), EMB_ERR_INVALID (num_rows < 0 or > V), EMB_ERR_NOMEM. */
+EMB_API emb_status emb_knn_create(const emb_tensor *table, int64_t num_rows, emb_knn **out);
+EMB_API void emb_knn_free(emb_knn *index);
+
+/* Number of rows searched, and the dimension. 0 for NULL. */
+EMB_API int64_t emb_knn_num_rows(const emb_knn *index);
+EMB_API int64_t emb_knn_dim(const emb_knn *index);
+
+/* The k nearest rows of each query: queries is float32 [Q, D] (D the table's dimension);
+ * ids and scores (caller buffers of Q * k) receive, for query q, the rows with the highest
+ * cosine similarity in ids[q*k .. q*k+k) (descending) and their similarities. exclude
+ * (may be NULL when n_exclude is 0) is [Q, n_exclude]: rows never returned for that query
+ * (-1 entries are ignored), as most_similar excludes the query words. When fewer than k
+ * rows remain, the remaining slots get id -1 and score -INFINITY. A query of norm 0 scores
+ * 0 against every row. Q may be 0.
+ * Errors (ids and scores unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE (queries
+ * not [Q, D]), EMB_ERR_INVALID (k < 1, n_exclude < 0), EMB_ERR_OVERFLOW, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_knn_search(const emb_knn *index, const emb_tensor *queries, int64_t k,
+                                  const int64_t *exclude, int64_t n_exclude, int64_t *ids,
+                                  float *scores);
+
+/* Word analogies by 3CosAdd, as the word2vec tool's compute-accuracy and gensim's
+ * most_similar(positive=[b, c], negative=[a]) rank them: for each question q, with a, b, c
+ * = abc[3q], abc[3q+1], abc[3q+2] (rows of the table; they may lie beyond the searched
+ * rows), the query is unit(b) - unit(a) + unit(c) and the answers are its k nearest
+ * searched rows other than a, b and c ("a is to b as c is to ?"). ids/scores as
+ * emb_knn_search ([Q, k]); scores are cosines with the normalised query.
+ * Errors (outputs unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (k < 1, n_questions < 0),
+ * EMB_ERR_INDEX (a row outside [0, V): "analogy 3: row 12 is out of range ..."),
+ * EMB_ERR_OVERFLOW, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc,
+                                   int64_t n_questions, int64_t k, int64_t *ids,
+                                   float *scores);
+
+/* Spearman's rank correlation of x[0..n) and y[0..n): the Pearson correlation of their
+ * ranks, ties given their average rank (as scipy.stats.spearmanr). *rho is NaN when a
+ * variable is constant. Errors: EMB_ERR_NULL, EMB_ERR_INVALID (n < 2, or a value is NaN),
+ * EMB_ERR_NOMEM. */
+EMB_API emb_status emb_spearman(const double *x, const double *y, int64_t n, double *rho);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMB_SEARCH_H */

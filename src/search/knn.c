@@ -1,0 +1,337 @@
+/* Nearest neighbours by cosine similarity and 3CosAdd analogies (include/emb/search.h).
+ *
+ * The scores of a block of queries against a block of rows are one matrix product
+ * (queries normalised to unit length, times the rows transposed), then each column is
+ * scaled by the row's inverse norm and fed to a bounded min-heap per query. Blocks are
+ * fixed sizes, independent of the thread count; threads take whole query blocks, each
+ * with its own scratch, so a query's result never depends on how many threads ran. */
+#include <emb/search.h>
+
+#include "internal.h"
+#include "kernels/gemm.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Queries per block and rows per block: a score tile of 64 x 2048 floats (512 KB). */
+#define EMB__KNN_QB 64
+#define EMB__KNN_RB 2048
+
+struct emb_knn {
+    const float *table; /* [total_rows, dim], borrowed */
+    int64_t total_rows;
+    int64_t rows; /* searched rows: [0, rows) */
+    int64_t dim;
+    float *inv_norm; /* [rows]: 1 / |row|, 0 for a zero or non-finite norm */
+};
+
+/* 1 / |x| for a row of n floats, summed in double; 0 when the norm is 0 or not finite. */
+static float inv_norm_of(const float *x, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+    double nrm = sqrt(s);
+    if (!(nrm > 0) || !isfinite(nrm)) return 0.0f;
+    double inv = 1.0 / nrm;
+    return isfinite((float)inv) ? (float)inv : 0.0f;
+}
+
+emb_status emb_knn_create(const emb_tensor *table, int64_t num_rows, emb_knn **out) {
+    if (!out) return emb__null("out");
+    emb_status st = emb_tensor_check(table, "table");
+    if (st) return st;
+    if (table->dtype != EMB_FLOAT32)
+        return emb__error(EMB_ERR_DTYPE, "table must be float32, got %s",
+                          emb_dtype_name(table->dtype));
+    if (table->ndim != 2 || table->shape[0] < 1 || table->shape[1] < 1) {
+        char buf[96];
+        return emb__error(EMB_ERR_SHAPE, "table must be 2-D with at least one row and column, got %s",
+                          emb__shape_fmt(buf, sizeof buf, table->ndim, table->shape));
+    }
+    int64_t v = table->shape[0], d = table->shape[1];
+    if (num_rows < 0 || num_rows > v)
+        return emb__error(EMB_ERR_INVALID,
+                          "num_rows must be in [0, %" PRId64 "] (0: all rows), got %" PRId64, v,
+                          num_rows);
+    if (num_rows == 0) num_rows = v;
+    emb_knn *k = calloc(1, sizeof *k);
+    if (!k) return emb__error(EMB_ERR_NOMEM, "cannot allocate a search index");
+    k->inv_norm = emb_malloc((size_t)num_rows * sizeof(float));
+    if (!k->inv_norm) {
+        free(k);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate the norms of %" PRId64 " rows",
+                          num_rows);
+    }
+    k->table = table->data;
+    k->total_rows = v;
+    k->rows = num_rows;
+    k->dim = d;
+    const float *t = k->table;
+    float *inv = k->inv_norm;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(emb__threads_for(num_rows * d, 1 << 16))
+#endif
+    for (int64_t r = 0; r < num_rows; r++) inv[r] = inv_norm_of(t + r * d, d);
+    *out = k;
+    return EMB_OK;
+}
+
+void emb_knn_free(emb_knn *index) {
+    if (!index) return;
+    emb_free(index->inv_norm);
+    free(index);
+}
+
+int64_t emb_knn_num_rows(const emb_knn *index) { return index ? index->rows : 0; }
+int64_t emb_knn_dim(const emb_knn *index) { return index ? index->dim : 0; }
+
+/* ---- bounded min-heap of (score, id): the root is the worst kept candidate ---- */
+
+/* a ranks below b: a lower score, or the same score and a higher row. */
+static inline bool worse(float sa, int64_t ia, float sb, int64_t ib) {
+    return sa < sb || (sa == sb && ia > ib);
+}
+
+static void heap_push(float *hs, int64_t *hi, int64_t *n, int64_t cap, float s, int64_t id) {
+    int64_t i;
+    if (*n < cap) {
+        i = (*n)++;
+        while (i > 0) { /* sift up */
+            int64_t p = (i - 1) / 2;
+            if (!worse(s, id, hs[p], hi[p])) break;
+            hs[i] = hs[p], hi[i] = hi[p];
+            i = p;
+        }
+        hs[i] = s, hi[i] = id;
+        return;
+    }
+    if (!worse(hs[0], hi[0], s, id)) return; /* not better than the worst kept */
+    i = 0; /* replace the root, sift down */
+    for (;;) {
+        int64_t l = 2 * i + 1, r = l + 1, m = i;
+        float ms = s;
+        int64_t mi = id;
+        if (l < cap && worse(hs[l], hi[l], ms, mi)) m = l, ms = hs[l], mi = hi[l];
+        if (r < cap && worse(hs[r], hi[r], ms, mi)) m = r;
+        if (m == i) break;
+        hs[i] = hs[m], hi[i] = hi[m];
+        i = m;
+    }
+    hs[i] = s, hi[i] = id;
+}
+
+/* Writes the heap's entries best first into ids/scores[0..k), padding with -1/-INFINITY. */
+static void heap_drain(float *hs, int64_t *hi, int64_t n, int64_t k, int64_t *ids,
+                       float *scores) {
+    for (int64_t j = n; j < k; j++) ids[j] = -1, scores[j] = -INFINITY;
+    /* Repeatedly move the worst (root) to the end of the kept range. */
+    while (n > 0) {
+        float s = hs[0];
+        int64_t id = hi[0];
+        ids[n - 1] = id, scores[n - 1] = s;
+        n--;
+        if (n == 0) break;
+        float ls = hs[n];
+        int64_t li = hi[n];
+        int64_t i = 0;
+        for (;;) {
+            int64_t l = 2 * i + 1, r = l + 1, m = i;
+            float ms = ls;
+            int64_t mi = li;
+            if (l < n && worse(hs[l], hi[l], ms, mi)) m = l, ms = hs[l], mi = hi[l];
+            if (r < n && worse(hs[r], hi[r], ms, mi)) m = r;
+            if (m == i) break;
+            hs[i] = hs[m], hi[i] = hi[m];
+            i = m;
+        }
+        hs[i] = ls, hi[i] = li;
+    }
+}
+
+/* C[qb, rb] = Q[qb, d] * T[r0 : r0 + rb, d]^T */
+static void score_tile(const float *q, int64_t qb, const float *rows, int64_t rb, int64_t d,
+                       float *c) {
+    if (!emb__force_ref() &&
+        emb__sgemm_cblas(false, true, qb, rb, d, 1.0f, q, d, rows, d, 0.0f, c, rb))
+        return;
+    emb__sgemm_rows(false, true, 0, qb, rb, d, 1.0f, q, d, rows, d, 0.0f, c, rb);
+}
+
+/* One block of qb unit queries qn [qb, d]: top k into ids/scores [qb, k]. Scratch: tile
+ * [QB * RB], heaps hs/hi [QB * k]. */
+static void search_block(const emb_knn *x, const float *qn, int64_t qb, int64_t k,
+                         const int64_t *exclude, int64_t n_ex, int64_t *ids, float *scores,
+                         float *tile, float *hs, int64_t *hi) {
+    int64_t hn[EMB__KNN_QB];
+    for (int64_t q = 0; q < qb; q++) hn[q] = 0;
+    const int64_t d = x->dim;
+    for (int64_t r0 = 0; r0 < x->rows; r0 += EMB__KNN_RB) {
+        int64_t rb = x->rows - r0 < EMB__KNN_RB ? x->rows - r0 : EMB__KNN_RB;
+        score_tile(qn, qb, x->table + r0 * d, rb, d, tile);
+        for (int64_t q = 0; q < qb; q++) {
+            const float *row = tile + q * rb;
+            const int64_t *ex = n_ex ? exclude + q * n_ex : NULL;
+            for (int64_t j = 0; j < rb; j++) {
+                int64_t id = r0 + j;
+                float inv = x->inv_norm[id];
+                float s = inv == 0.0f ? 0.0f : row[j] * inv;
+                if (!isfinite(s)) s = 0.0f;
+                bool skip = false;
+                for (int64_t e = 0; e < n_ex; e++)
+                    if (ex[e] == id) skip = true;
+                if (skip) continue;
+                heap_push(hs + q * k, hi + q * k, &hn[q], k, s, id);
+            }
+        }
+    }
+    for (int64_t q = 0; q < qb; q++)
+        heap_drain(hs + q * k, hi + q * k, hn[q], k, ids + q * k, scores + q * k);
+}
+
+/* Searches Q unit queries qn [Q, d] (already validated). */
+static emb_status search_unit(const emb_knn *x, const float *qn, int64_t nq, int64_t k,
+                              const int64_t *exclude, int64_t n_ex, int64_t *ids,
+                              float *scores) {
+    if (nq == 0) return EMB_OK;
+    int64_t nblocks = (nq + EMB__KNN_QB - 1) / EMB__KNN_QB;
+    int nt = emb__threads_for(nblocks, 1);
+    int64_t hsz, tile = (int64_t)EMB__KNN_QB * EMB__KNN_RB;
+    if (!emb__mul_i64(k, EMB__KNN_QB, &hsz) || hsz > (INT64_MAX / 16) / nt)
+        return emb__error(EMB_ERR_OVERFLOW, "k = %" PRId64 " is too large", k);
+    size_t per = (size_t)tile * sizeof(float) + (size_t)hsz * (sizeof(float) + sizeof(int64_t));
+    char *scratch = emb_malloc(per * (size_t)nt);
+    if (!scratch)
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes of search scratch",
+                          per * (size_t)nt);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+#endif
+    for (int64_t b = 0; b < nblocks; b++) {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        char *s = scratch + per * (size_t)t;
+        float *ti = (float *)s;
+        int64_t *hi = (int64_t *)(s + (size_t)tile * sizeof(float));
+        float *hs = (float *)(s + (size_t)tile * sizeof(float) + (size_t)hsz * sizeof(int64_t));
+        int64_t q0 = b * EMB__KNN_QB;
+        int64_t qb = nq - q0 < EMB__KNN_QB ? nq - q0 : EMB__KNN_QB;
+        search_block(x, qn + q0 * x->dim, qb, k, n_ex ? exclude + q0 * n_ex : NULL, n_ex,
+                     ids + q0 * k, scores + q0 * k, ti, hs, hi);
+    }
+    emb_free(scratch);
+    return EMB_OK;
+}
+
+/* dst = src / |src| (in float, the norm summed in double); zeros when the norm is 0 or not
+ * finite. */
+static void unit_copy(float *dst, const float *src, int64_t d) {
+    float inv = inv_norm_of(src, d);
+    for (int64_t i = 0; i < d; i++) dst[i] = src[i] * inv;
+}
+
+static emb_status check_k(int64_t k, int64_t nq, int64_t *total) {
+    if (k < 1) return emb__error(EMB_ERR_INVALID, "k must be at least 1, got %" PRId64, k);
+    if (!emb__mul_i64(nq, k, total) || (uint64_t)*total > SIZE_MAX / sizeof(int64_t))
+        return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " queries x k = %" PRId64
+                          " results do not fit", nq, k);
+    return EMB_OK;
+}
+
+emb_status emb_knn_search(const emb_knn *index, const emb_tensor *queries, int64_t k,
+                          const int64_t *exclude, int64_t n_exclude, int64_t *ids,
+                          float *scores) {
+    if (!index) return emb__null("index");
+    emb_status st = emb_tensor_check(queries, "queries");
+    if (st) return st;
+    if (queries->dtype != EMB_FLOAT32)
+        return emb__error(EMB_ERR_DTYPE, "queries must be float32, got %s",
+                          emb_dtype_name(queries->dtype));
+    if (queries->ndim != 2 || queries->shape[1] != index->dim) {
+        char buf[96];
+        return emb__error(EMB_ERR_SHAPE, "queries must be [Q, %" PRId64 "], got %s",
+                          index->dim,
+                          emb__shape_fmt(buf, sizeof buf, queries->ndim, queries->shape));
+    }
+    if (n_exclude < 0)
+        return emb__error(EMB_ERR_INVALID, "n_exclude must be >= 0, got %" PRId64, n_exclude);
+    int64_t nq = queries->shape[0], total = 0;
+    if ((st = check_k(k, nq, &total))) return st;
+    if (nq == 0) return EMB_OK;
+    if (!ids) return emb__null("ids");
+    if (!scores) return emb__null("scores");
+    if (n_exclude > 0 && !exclude) return emb__null("exclude");
+    int64_t qsz;
+    if (!emb__mul_i64(nq, index->dim, &qsz) || (uint64_t)qsz > SIZE_MAX / sizeof(float))
+        return emb__error(EMB_ERR_OVERFLOW, "too many queries");
+    float *qn = emb_malloc((size_t)qsz * sizeof(float));
+    int64_t *tid = emb_malloc((size_t)total * sizeof(int64_t));
+    float *tsc = emb_malloc((size_t)total * sizeof(float));
+    if (!qn || !tid || !tsc) {
+        emb_free(qn), emb_free(tid), emb_free(tsc);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate search buffers");
+    }
+    const float *q = queries->data;
+    for (int64_t i = 0; i < nq; i++) unit_copy(qn + i * index->dim, q + i * index->dim, index->dim);
+    st = search_unit(index, qn, nq, k, exclude, n_exclude, tid, tsc);
+    if (st == EMB_OK) {
+        memcpy(ids, tid, (size_t)total * sizeof(int64_t));
+        memcpy(scores, tsc, (size_t)total * sizeof(float));
+    }
+    emb_free(qn), emb_free(tid), emb_free(tsc);
+    return st;
+}
+
+emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc, int64_t n_questions,
+                           int64_t k, int64_t *ids, float *scores) {
+    if (!index) return emb__null("index");
+    if (n_questions < 0)
+        return emb__error(EMB_ERR_INVALID, "n_questions must be >= 0, got %" PRId64,
+                          n_questions);
+    int64_t total = 0;
+    emb_status st = check_k(k, n_questions, &total);
+    if (st) return st;
+    if (n_questions == 0) return EMB_OK;
+    if (!abc) return emb__null("abc");
+    if (!ids) return emb__null("ids");
+    if (!scores) return emb__null("scores");
+    for (int64_t i = 0; i < 3 * n_questions; i++)
+        if (abc[i] < 0 || abc[i] >= index->total_rows)
+            return emb__error(EMB_ERR_INDEX,
+                              "analogy %" PRId64 ": row %" PRId64
+                              " is out of range for a table with %" PRId64
+                              " rows (valid: [0, %" PRId64 "))",
+                              i / 3, abc[i], index->total_rows, index->total_rows);
+    const int64_t d = index->dim;
+    int64_t qsz;
+    if (!emb__mul_i64(n_questions, d, &qsz) || (uint64_t)qsz > SIZE_MAX / sizeof(float))
+        return emb__error(EMB_ERR_OVERFLOW, "too many questions");
+    float *qn = emb_malloc((size_t)qsz * sizeof(float));
+    float *tmp = emb_malloc((size_t)d * 3 * sizeof(float));
+    int64_t *tid = emb_malloc((size_t)total * sizeof(int64_t));
+    float *tsc = emb_malloc((size_t)total * sizeof(float));
+    if (!qn || !tmp || !tid || !tsc) {
+        emb_free(qn), emb_free(tmp), emb_free(tid), emb_free(tsc);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate analogy buffers");
+    }
+    for (int64_t i = 0; i < n_questions; i++) {
+        float *ua = tmp, *ub = tmp + d, *uc = tmp + 2 * d, *qv = qn + i * d;
+        unit_copy(ua, index->table + abc[3 * i] * d, d);
+        unit_copy(ub, index->table + abc[3 * i + 1] * d, d);
+        unit_copy(uc, index->table + abc[3 * i + 2] * d, d);
+        for (int64_t j = 0; j < d; j++) ua[j] = ub[j] - ua[j] + uc[j];
+        unit_copy(qv, ua, d);
+    }
+    st = search_unit(index, qn, n_questions, k, abc, 3, tid, tsc);
+    if (st == EMB_OK) {
+        memcpy(ids, tid, (size_t)total * sizeof(int64_t));
+        memcpy(scores, tsc, (size_t)total * sizeof(float));
+    }
+    emb_free(qn), emb_free(tmp), emb_free(tid), emb_free(tsc);
+    return st;
+}

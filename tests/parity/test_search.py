@@ -1,0 +1,201 @@
+"""emb_knn_search / emb_knn_analogy / emb_spearman against independent references: a float64
+NumPy computation of cosine similarities, gensim 4.2's most_similar on the same vectors, and
+scipy-style average-rank Spearman computed here. Scores are within float32 tolerance, not
+bit-exact (docs/search.md); rankings must agree except where two scores are within rounding."""
+import ctypes as C
+
+import numpy as np
+import pytest
+
+from embpy import T, check, lib
+
+lib.emb_knn_create.argtypes = [C.c_void_p, C.c_int64, C.POINTER(C.c_void_p)]
+lib.emb_knn_free.argtypes = [C.c_void_p]
+lib.emb_knn_search.argtypes = [C.c_void_p, C.c_void_p, C.c_int64, C.c_void_p, C.c_int64,
+                               C.c_void_p, C.c_void_p]
+lib.emb_knn_analogy.argtypes = [C.c_void_p, C.c_void_p, C.c_int64, C.c_int64, C.c_void_p,
+                                C.c_void_p]
+lib.emb_spearman.argtypes = [C.c_void_p, C.c_void_p, C.c_int64, C.POINTER(C.c_double)]
+
+TOL = 2e-6  # cosine scores: float32 products of unit vectors
+
+
+class Index:
+    def __init__(self, table, rows=0):
+        self.table = np.ascontiguousarray(table, dtype=np.float32)
+        self.t = T(self.table)
+        self.h = C.c_void_p()
+        check(lib.emb_knn_create(C.byref(self.t), rows, C.byref(self.h)))
+
+    def __del__(self):
+        lib.emb_knn_free(self.h)
+
+    def search(self, q, k, exclude=None):
+        q = np.ascontiguousarray(q, dtype=np.float32)
+        ids = np.full((q.shape[0], k), -7, np.int64)
+        sc = np.full((q.shape[0], k), np.nan, np.float32)
+        ex = None if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
+        check(lib.emb_knn_search(self.h, C.byref(T(q)), k,
+                                 None if ex is None else ex.ctypes.data,
+                                 0 if ex is None else ex.shape[1],
+                                 ids.ctypes.data, sc.ctypes.data))
+        return ids, sc
+
+    def analogy(self, abc, k):
+        abc = np.ascontiguousarray(abc, dtype=np.int64)
+        ids = np.full((abc.shape[0], k), -7, np.int64)
+        sc = np.full((abc.shape[0], k), np.nan, np.float32)
+        check(lib.emb_knn_analogy(self.h, abc.ctypes.data, abc.shape[0], k, ids.ctypes.data,
+                                  sc.ctypes.data))
+        return ids, sc
+
+
+def ref_cos(table, q):
+    t = table.astype(np.float64)
+    n = np.linalg.norm(t, axis=1)
+    tn = np.where(n[:, None] > 0, t / np.where(n > 0, n, 1)[:, None], 0)
+    qq = q.astype(np.float64)
+    qn = np.linalg.norm(qq, axis=1)
+    qq = np.where(qn[:, None] > 0, qq / np.where(qn > 0, qn, 1)[:, None], 0)
+    return qq @ tn.T
+
+
+def check_topk(ids, sc, cos, k, excluded=None):
+    """ids/sc are a valid top-k of cos: scores match cos[ids], sorted, and nothing outside
+    is better than the k-th by more than the tolerance."""
+    for q in range(cos.shape[0]):
+        row = cos[q].copy()
+        if excluded is not None:
+            for e in excluded[q]:
+                if e >= 0:
+                    row[e] = -np.inf
+        got = ids[q]
+        valid = got[got >= 0]
+        assert len(valid) == min(k, np.isfinite(row).sum())
+        assert len(set(valid.tolist())) == len(valid)
+        np.testing.assert_allclose(sc[q, :len(valid)], row[valid], rtol=0, atol=TOL)
+        assert np.all(np.diff(sc[q, :len(valid)]) <= 0)
+        if len(valid):
+            kth = row[valid[-1]]
+            others = np.setdiff1d(np.arange(len(row)), valid)
+            assert np.all(row[others] <= kth + 2 * TOL)
+        # where emb and the reference agree on a clear order, the ids must match
+        want = np.argsort(-row, kind="stable")[:len(valid)]
+        for j in range(len(valid)):
+            if j + 1 < len(valid) and abs(row[want[j]] - row[want[j + 1]]) < 4 * TOL:
+                continue
+            if j > 0 and abs(row[want[j]] - row[want[j - 1]]) < 4 * TOL:
+                continue
+            assert got[j] == want[j], (q, j, got[:len(valid)], want)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_search_random(seed):
+    rng = np.random.default_rng(seed)
+    v = int(rng.integers(1, 5000))
+    d = int(rng.integers(1, 130))
+    nq = int(rng.integers(0, 150))
+    k = int(rng.integers(1, 20))
+    table = rng.standard_normal((v, d)).astype(np.float32)
+    if v > 3:
+        table[rng.integers(0, v)] = 0  # a zero row: similarity 0
+    rows = int(rng.integers(0, v + 1))
+    idx = Index(table, rows)
+    q = rng.standard_normal((nq, d)).astype(np.float32)
+    nex = int(rng.integers(0, 4))
+    ex = rng.integers(-1, v, size=(nq, nex)) if nex else None
+    ids, sc = idx.search(q, k, ex)
+    searched = rows or v
+    cos = ref_cos(table[:searched], q)
+    check_topk(ids, sc, cos, k, None if ex is None else np.where(ex < searched, ex, -1))
+
+
+def test_search_threads_identical():
+    import os
+    rng = np.random.default_rng(7)
+    table = rng.standard_normal((20000, 64)).astype(np.float32)
+    q = rng.standard_normal((300, 64)).astype(np.float32)
+    idx = Index(table)
+    lib.emb_set_num_threads(1)
+    a = idx.search(q, 10)
+    lib.emb_set_num_threads(2)
+    b = idx.search(q, 10)
+    lib.emb_set_num_threads(0)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1].view(np.int32), b[1].view(np.int32))
+
+
+def test_analogy_matches_gensim():
+    gensim = pytest.importorskip("gensim")
+    from gensim.models import KeyedVectors
+    rng = np.random.default_rng(3)
+    v, d = 3000, 50
+    table = rng.standard_normal((v, d)).astype(np.float32)
+    kv = KeyedVectors(d)
+    kv.add_vectors([f"w{i}" for i in range(v)], table)
+    idx = Index(table)
+    abc = rng.integers(0, v, size=(200, 3))
+    ids, sc = idx.analogy(abc, 5)
+    for q, (a, b, c) in enumerate(abc):
+        res = kv.most_similar(positive=[f"w{b}", f"w{c}"], negative=[f"w{a}"], topn=5)
+        want = [int(w[1:]) for w, _ in res]
+        wsc = np.array([s for _, s in res])
+        np.testing.assert_allclose(sc[q], wsc, rtol=0, atol=1e-5)
+        for j in range(5):
+            close = (j > 0 and abs(wsc[j] - wsc[j - 1]) < 1e-5) or \
+                    (j < 4 and abs(wsc[j] - wsc[j + 1]) < 1e-5)
+            if not close:
+                assert ids[q, j] == want[j], (q, ids[q], want)
+
+
+def test_nn_matches_gensim():
+    pytest.importorskip("gensim")
+    from gensim.models import KeyedVectors
+    rng = np.random.default_rng(5)
+    v, d = 2000, 32
+    table = rng.standard_normal((v, d)).astype(np.float32)
+    kv = KeyedVectors(d)
+    kv.add_vectors([f"w{i}" for i in range(v)], table)
+    idx = Index(table, 1500)
+    for w in rng.integers(0, v, size=50):
+        res = kv.most_similar(f"w{w}", topn=8, restrict_vocab=1500)
+        ids, sc = idx.search(table[w:w + 1], 8, np.array([[w]]))
+        np.testing.assert_allclose(sc[0], [s for _, s in res], rtol=0, atol=1e-5)
+        assert [int(x[1:]) for x, _ in res] == ids[0].tolist()
+
+
+def ref_spearman(x, y):
+    def ranks(v):
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        sv = v[order]
+        i = 0
+        while i < len(v):
+            j = i
+            while j + 1 < len(v) and sv[j + 1] == sv[i]:
+                j += 1
+            r[order[i:j + 1]] = (i + j + 2) / 2
+            i = j + 1
+        return r
+    return np.corrcoef(ranks(x), ranks(y))[0, 1]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_spearman(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 400))
+    x = np.round(rng.standard_normal(n), int(rng.integers(0, 3)))  # ties
+    y = x * rng.standard_normal() + rng.standard_normal(n)
+    rho = C.c_double()
+    check(lib.emb_spearman(x.ctypes.data, y.ctypes.data, n, C.byref(rho)))
+    want = ref_spearman(x, y)
+    if np.isnan(want):
+        assert np.isnan(rho.value)
+    else:
+        assert abs(rho.value - want) < 1e-12
+    try:
+        from scipy.stats import spearmanr
+    except ImportError:
+        return
+    s = spearmanr(x, y).correlation
+    if not np.isnan(s):
+        assert abs(rho.value - s) < 1e-12
