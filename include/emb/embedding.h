@@ -65,36 +65,52 @@ EMB_API emb_status emb_embedding_create(int64_t num_embeddings, int64_t embeddin
                                         const emb_embedding_options *opts,
                                         emb_embedding **out);
 
-/* Embedding.from_pretrained(weights, freeze, ...): a new embedding whose weight is a copy
- * of the 2-D float32 tensor `weights` (PyTorch shares the storage; emb copies so that the
- * handle owns its memory). The padding row is not zeroed and nothing is drawn. freeze:
- * the weight does not require grad (PyTorch's default is true).
- * Errors: as emb_embedding_create, plus EMB_ERR_SHAPE (weights not 2-D: "Embeddings
- * parameter is expected to be 2-dimensional") and EMB_ERR_DTYPE (not float32). */
+/* Embedding.from_pretrained(weights, freeze, ...), copying form: a new embedding whose
+ * weight is a copy of the 2-D float32 tensor `weights` (contiguous, row-major); the handle
+ * owns the copy and `weights` may be freed or changed afterwards without effect. PyTorch
+ * shares the storage instead: emb_embedding_wrap is that form. The padding row is not
+ * zeroed and nothing is drawn. freeze: the weight does not require grad (PyTorch's default
+ * is true).
+ * Errors (*out untouched): as emb_embedding_create (EMB_ERR_NULL for weights or out), plus
+ * EMB_ERR_SHAPE (weights not 2-D: "Embeddings parameter is expected to be 2-dimensional,
+ * got 3 dimensions"), EMB_ERR_DTYPE (not float32: "weights must be float32, got int64"),
+ * EMB_ERR_INVALID for a [0, D] or [V, 0] tensor (emb does not create empty tables). */
 EMB_API emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool freeze,
                                                  const emb_embedding_options *opts,
                                                  emb_embedding **out);
 
-/* How an embedding holds memory it did not allocate (emb_embedding_wrap).
- * read_only: the memory must never be written (for example a read-only file mapping):
- *   lookups work, and every call that would write the weight (forward with max_norm,
- *   emb_embedding_renorm_ through the handle, optimizer steps, fused steps, the writable
- *   weight accessor) fails with EMB_ERR_READ_ONLY and changes nothing.
- * release: NULL: borrowed, the caller keeps the memory alive until emb_embedding_free and
- *   frees it afterwards. Non-NULL: handed over; emb_embedding_free calls
- *   release(data, release_ctx) exactly once. When emb_embedding_wrap fails, ownership
- *   stays with the caller (release is not called). */
+/* How an embedding created by emb_embedding_wrap holds memory it did not allocate.
+ * read_only: the memory must never be written (for example a PROT_READ file mapping).
+ *   Lookups (emb_embedding_forward without max_norm), the backward passes (which only
+ *   write gradients) and emb_embedding_weight_const work; every call that would write the
+ *   weight fails with EMB_ERR_READ_ONLY and changes nothing: emb_embedding_forward on a
+ *   table with max_norm (whatever the indices), the writable accessor emb_embedding_weight,
+ *   and the optimizer steps (unfused and fused) of optim.h.
+ * release: NULL: borrowed; the caller keeps the memory alive and unchanged in size until
+ *   emb_embedding_free, and frees it afterwards. Non-NULL: handed over; emb_embedding_free
+ *   calls release(weights->data, release_ctx) exactly once (munmap, free, a refcount drop:
+ *   anything that does not call back into this handle). When emb_embedding_wrap fails,
+ *   ownership stays with the caller and release is not called.
+ * A zero-initialised emb_storage (or storage NULL) is borrowed and writable. */
 typedef struct emb_storage {
     bool read_only;
     void (*release)(void *data, void *release_ctx);
     void *release_ctx;
 } emb_storage;
 
-/* [NOT YET IMPLEMENTED: returns EMB_ERR_UNSUPPORTED until the borrowed-storage work lands]
- * Embedding.from_pretrained without a copy: a new embedding whose weight IS the caller's
- * 2-D float32 tensor `weights` (PyTorch's from_pretrained shares storage the same way).
- * storage NULL: borrowed and writable. Nothing is drawn and the padding row is not zeroed.
- * Errors: as emb_embedding_from_pretrained. */
+/* Embedding.from_pretrained(weights, freeze, ...), sharing form: a new embedding whose
+ * weight IS the caller's 2-D float32 tensor `weights` (contiguous, row-major), without a
+ * copy, as PyTorch's from_pretrained shares the given tensor's storage: writes by the
+ * caller are seen by the next lookup, and max_norm renormalisation or optimizer steps
+ * write into the caller's memory. storage says who frees it and whether it may be written
+ * (see emb_storage; NULL: borrowed and writable). weights->data must be aligned to a float
+ * (4 bytes); no other alignment is assumed (emb's own tables are 64-byte aligned, which
+ * no kernel relies on). Nothing is drawn and the padding row is not zeroed. freeze: the
+ * weight does not require grad. The emb_tensor struct itself is not kept.
+ * Errors (*out untouched, release not called, nothing written):
+ *   as emb_embedding_from_pretrained, with the same messages, plus
+ *   EMB_ERR_INVALID  weights->data not float-aligned ("... is not aligned to 4 bytes ...")
+ *   EMB_ERR_NOMEM    the handle cannot be allocated */
 EMB_API emb_status emb_embedding_wrap(const emb_tensor *weights, const emb_storage *storage,
                                       bool freeze, const emb_embedding_options *opts,
                                       emb_embedding **out);
@@ -103,12 +119,23 @@ EMB_API emb_status emb_embedding_wrap(const emb_tensor *weights, const emb_stora
  * read_only); false for NULL. */
 EMB_API bool emb_embedding_is_read_only(const emb_embedding *e);
 
-/* Frees the embedding and its weight. NULL is fine. */
+/* Frees the handle, and the weight as it was created: emb's own copy is freed, handed-over
+ * memory is released through emb_storage.release (once), borrowed memory is left to the
+ * caller. NULL is fine. */
 EMB_API void emb_embedding_free(emb_embedding *e);
 
-/* Accessors. The weight view points into the handle's storage: writes through it change
- * the table (like `with torch.no_grad(): emb.weight[...] = ...`). */
+/* The writable weight: a [num_embeddings, embedding_dim] float32 view of the handle's
+ * storage; writes through it change the table (like `with torch.no_grad():
+ * emb.weight[...] = ...`). Valid until emb_embedding_free.
+ * Errors (view untouched): EMB_ERR_NULL; EMB_ERR_READ_ONLY on a read-only table (use
+ * emb_embedding_weight_const). */
 EMB_API emb_status emb_embedding_weight(emb_embedding *e, emb_tensor *view);
+/* The weight for reading, on any table, read-only ones included: the same view as
+ * emb_embedding_weight, but the caller must not write through it (emb_tensor has no const
+ * form; on a read-only mapping a write faults). Pass it to emb_embedding_lookup, to a
+ * printer, or copy it. Valid until emb_embedding_free. Errors (view untouched):
+ * EMB_ERR_NULL. */
+EMB_API emb_status emb_embedding_weight_const(const emb_embedding *e, emb_tensor *view);
 EMB_API int64_t emb_embedding_num_embeddings(const emb_embedding *e);
 EMB_API int64_t emb_embedding_dim(const emb_embedding *e);
 /* The normalised padding row (non-negative), or EMB_PADDING_NONE. */
@@ -138,7 +165,10 @@ EMB_API emb_status emb_embedding_output_shape(const emb_embedding *e,
  *                   float32
  *   EMB_ERR_SHAPE   indices of more than 8 dims; out of the wrong shape
  *   EMB_ERR_INDEX   an index < 0 or >= num_embeddings: "index 10 at position 0 is out of
- *                   range for an embedding with 10 rows (valid: [0, 10))" */
+ *                   range for an embedding with 10 rows (valid: [0, 10))"
+ *   EMB_ERR_READ_ONLY  max_norm is set and the weight is read-only (emb_storage), checked
+ *                   after the arguments above, for any indices, even an empty tensor
+ *   EMB_ERR_NOMEM   renorm's row list */
 EMB_API emb_status emb_embedding_forward(emb_embedding *e, const emb_tensor *indices,
                                          emb_tensor *out);
 

@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,11 +136,12 @@ emb_status emb_embedding_create(int64_t num_embeddings, int64_t embedding_dim,
     return EMB_OK;
 }
 
-emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool freeze,
-                                         const emb_embedding_options *opts,
-                                         emb_embedding **out) {
-    if (!weights) return emb__null("weights");
-    if (!out) return emb__null("out");
+/* The checks shared by from_pretrained and wrap: a 2-D float32 tensor with data, then the
+ * table configuration. On success *o_out points at the options to use (opts or *defaults)
+ * and *pad receives the normalised padding row. */
+static emb_status check_pretrained(const emb_tensor *weights, const emb_embedding_options *opts,
+                                   emb_embedding_options *defaults,
+                                   const emb_embedding_options **o_out, int64_t *pad) {
     emb_status st = emb_tensor_check(weights, "weights");
     if (st) return st;
     if (weights->ndim != 2)
@@ -150,16 +152,65 @@ emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool freeze,
     if (weights->dtype != EMB_FLOAT32)
         return emb__error(EMB_ERR_DTYPE, "weights must be float32, got %s",
                           emb_dtype_name(weights->dtype));
-    emb_embedding_options defaults = emb_embedding_options_default();
-    const emb_embedding_options *o = opts ? opts : &defaults;
+    *defaults = emb_embedding_options_default();
+    const emb_embedding_options *o = opts ? opts : defaults;
+    st = check_config(weights->shape[0], weights->shape[1], o, pad);
+    if (st) return st;
+    *o_out = o;
+    return EMB_OK;
+}
+
+emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool freeze,
+                                         const emb_embedding_options *opts,
+                                         emb_embedding **out) {
+    if (!weights) return emb__null("weights");
+    if (!out) return emb__null("out");
+    emb_embedding_options defaults;
+    const emb_embedding_options *o = NULL;
     int64_t pad = EMB_PADDING_NONE;
-    st = check_config(weights->shape[0], weights->shape[1], o, &pad);
+    emb_status st = check_pretrained(weights, opts, &defaults, &o, &pad);
     if (st) return st;
     emb_embedding *e = NULL;
     st = alloc_embedding(weights->shape[0], weights->shape[1], pad, o, &e);
     if (st) return st;
     memcpy(e->weight, weights->data,
            (size_t)weights->shape[0] * (size_t)weights->shape[1] * sizeof(float));
+    e->requires_grad = !freeze;
+    *out = e;
+    return EMB_OK;
+}
+
+emb_status emb_embedding_wrap(const emb_tensor *weights, const emb_storage *storage,
+                              bool freeze, const emb_embedding_options *opts,
+                              emb_embedding **out) {
+    if (!weights) return emb__null("weights");
+    if (!out) return emb__null("out");
+    emb_embedding_options defaults;
+    const emb_embedding_options *o = NULL;
+    int64_t pad = EMB_PADDING_NONE;
+    emb_status st = check_pretrained(weights, opts, &defaults, &o, &pad);
+    if (st) return st;
+    /* The kernels read and write whole floats (never wider aligned vectors), so float
+     * alignment is all a borrowed weight needs; emb's own allocations are 64-byte aligned. */
+    if ((uintptr_t)weights->data % _Alignof(float) != 0)
+        return emb__error(EMB_ERR_INVALID,
+                          "weights data %p is not aligned to %zu bytes (a float); "
+                          "emb_embedding_wrap needs float-aligned memory",
+                          weights->data, (size_t)_Alignof(float));
+    emb_embedding *e = calloc(1, sizeof *e);
+    if (!e) return emb__error(EMB_ERR_NOMEM, "cannot allocate an embedding handle");
+    e->weight = weights->data;
+    e->owned = false;
+    e->read_only = storage && storage->read_only;
+    e->release = storage ? storage->release : NULL;
+    e->release_ctx = storage ? storage->release_ctx : NULL;
+    e->num_embeddings = weights->shape[0];
+    e->embedding_dim = weights->shape[1];
+    e->padding_idx = pad;
+    e->max_norm = o->max_norm;
+    e->norm_type = o->norm_type;
+    e->scale_grad_by_freq = o->scale_grad_by_freq;
+    e->sparse = o->sparse;
     e->requires_grad = !freeze;
     *out = e;
     return EMB_OK;
@@ -174,13 +225,6 @@ void emb_embedding_free(emb_embedding *e) {
     free(e);
 }
 
-emb_status emb_embedding_wrap(const emb_tensor *weights, const emb_storage *storage,
-                              bool freeze, const emb_embedding_options *opts,
-                              emb_embedding **out) {
-    (void)weights, (void)storage, (void)freeze, (void)opts, (void)out;
-    return emb__error(EMB_ERR_UNSUPPORTED, "emb_embedding_wrap is not implemented yet");
-}
-
 bool emb_embedding_is_read_only(const emb_embedding *e) { return e && e->read_only; }
 
 /* ---------------------------------------------------------------------------------------
@@ -188,6 +232,17 @@ bool emb_embedding_is_read_only(const emb_embedding *e) { return e && e->read_on
  * ------------------------------------------------------------------------------------- */
 
 emb_status emb_embedding_weight(emb_embedding *e, emb_tensor *view) {
+    if (!e) return emb__null("embedding");
+    if (!view) return emb__null("view");
+    if (e->read_only)
+        return emb__error(EMB_ERR_READ_ONLY,
+                          "emb_embedding_weight: the embedding's weight is read-only "
+                          "(emb_storage.read_only); use emb_embedding_weight_const to read it");
+    int64_t shape[2] = {e->num_embeddings, e->embedding_dim};
+    return emb_tensor_init(view, EMB_FLOAT32, e->weight, 2, shape);
+}
+
+emb_status emb_embedding_weight_const(const emb_embedding *e, emb_tensor *view) {
     if (!e) return emb__null("embedding");
     if (!view) return emb__null("view");
     int64_t shape[2] = {e->num_embeddings, e->embedding_dim};
@@ -362,6 +417,12 @@ emb_status emb_embedding_forward(emb_embedding *e, const emb_tensor *indices,
     const int64_t V = e->num_embeddings, D = e->embedding_dim;
     emb_status st = check_lookup(V, D, indices, out);
     if (st) return st;
+    if (e->max_norm != INFINITY && e->read_only)
+        return emb__error(EMB_ERR_READ_ONLY,
+                          "embedding forward with max_norm=%g would renormalise rows of a "
+                          "read-only weight (emb_storage.read_only); look it up without "
+                          "max_norm, or wrap a writable copy",
+                          e->max_norm);
     if (e->max_norm != INFINITY) {
         st = renorm(e->weight, V, D, indices, e->max_norm, e->norm_type);
         if (st) return st;

@@ -16,6 +16,7 @@ lib = C.CDLL(_lib_path)
 OK = 0
 ERR_INVALID, ERR_NULL, ERR_NOMEM, ERR_INDEX, ERR_DTYPE, ERR_SHAPE = -1, -2, -3, -4, -5, -6
 ERR_OVERFLOW, ERR_UNSUPPORTED, ERR_STATE, ERR_IO, ERR_FORMAT = -7, -8, -9, -10, -11
+ERR_READ_ONLY = -12
 
 FLOAT32, INT64, INT32, FLOAT64, FLOAT16, BFLOAT16, INT8, UINT8, INT16, BOOL = range(10)
 MAX_DIMS = 9
@@ -80,6 +81,14 @@ def call(fn, *args):
 class EmbeddingOptions(C.Structure):
     _fields_ = [("padding_idx", C.c_int64), ("max_norm", C.c_double), ("norm_type", C.c_double),
                 ("scale_grad_by_freq", C.c_bool), ("sparse", C.c_bool), ("generator", C.c_void_p)]
+
+
+RELEASE_FN = C.CFUNCTYPE(None, C.c_void_p, C.c_void_p)
+
+
+class Storage(C.Structure):
+    """emb_storage: how emb_embedding_wrap holds caller memory."""
+    _fields_ = [("read_only", C.c_bool), ("release", RELEASE_FN), ("release_ctx", C.c_void_p)]
 
 
 class PrintOptions(C.Structure):
@@ -163,7 +172,10 @@ _SIGS = {
     "emb_embedding_create": (_st, [C.c_int64, C.c_int64, P(EmbeddingOptions), P(_vp)]),
     "emb_embedding_from_pretrained": (_st, [_tp, C.c_bool, P(EmbeddingOptions), P(_vp)]),
     "emb_embedding_free": (None, [_vp]),
+    "emb_embedding_wrap": (_st, [_tp, P(Storage), C.c_bool, P(EmbeddingOptions), P(_vp)]),
+    "emb_embedding_is_read_only": (C.c_bool, [_vp]),
     "emb_embedding_weight": (_st, [_vp, _tp]),
+    "emb_embedding_weight_const": (_st, [_vp, _tp]),
     "emb_embedding_num_embeddings": (C.c_int64, [_vp]),
     "emb_embedding_dim": (C.c_int64, [_vp]),
     "emb_embedding_padding_idx": (C.c_int64, [_vp]),
