@@ -105,6 +105,10 @@ EMB_API const char *emb_dtype_torch_type(emb_dtype dtype);
  * (EMB_MAX_INDEX_DIMS); a lookup adds one, hence 9. */
 #define EMB_MAX_DIMS 9
 
+/* Maximum rank of an index tensor (embedding lookups, one_hot). Lookups add one
+ * dimension, so tensors themselves may have up to EMB_MAX_DIMS (9) dimensions. */
+#define EMB_MAX_INDEX_DIMS 8
+
 /* A non-owning view of contiguous row-major data. shape[0..ndim) in PyTorch order; a 0-d
  * tensor (ndim == 0) holds one element. The struct can be filled by hand or by the helpers
  * below; emb never frees `data` unless it came from emb_tensor_alloc. */

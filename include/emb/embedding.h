@@ -13,10 +13,6 @@
 extern "C" {
 #endif
 
-/* Maximum rank of an index tensor. Lookups add one dimension, so tensors themselves may
- * have up to EMB_MAX_DIMS (9) dimensions. */
-#define EMB_MAX_INDEX_DIMS 8
-
 /* "No padding row" (PyTorch: padding_idx=None). */
 #define EMB_PADDING_NONE INT64_MIN
 

@@ -13,6 +13,7 @@
  * fmaf()/fma() and every other operation rounds on its own, as in PyTorch's machine code.
  */
 #include "internal.h"
+#include <emb/random.h>
 
 #include <float.h>
 #include <inttypes.h>

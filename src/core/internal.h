@@ -3,7 +3,7 @@
 #ifndef EMB_INTERNAL_H
 #define EMB_INTERNAL_H
 
-#include <emb/emb.h>
+#include <emb/core.h>
 
 #include <stdarg.h>
 

@@ -19,6 +19,7 @@
  *    go on the same line unless that line would exceed linewidth.
  */
 #include "internal.h"
+#include <emb/print.h>
 
 #include <errno.h>
 #include <inttypes.h>

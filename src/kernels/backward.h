@@ -1,6 +1,6 @@
 /* src/kernels/backward.h: kernels of the embedding backward and of sparse row gradients
- * (shared reference pytorch-semantics.md §4.1, §4.2, §4.6), plus two private helpers of the
- * modules that manage emb_sparse_grad storage.
+ * (shared reference pytorch-semantics.md §4.1, §4.2, §4.6). Plain arrays and scalar types
+ * only: nothing here knows the public API's types.
  *
  * Kernels never validate and never allocate: the modules (src/nn/embedding_backward.c,
  * src/nn/sparse_grad.c) check everything once, own the scratch memory and split the work
@@ -8,8 +8,6 @@
  * PyTorch fuses, so that results are PyTorch's bit for bit. */
 #ifndef EMB_KERNELS_BACKWARD_H
 #define EMB_KERNELS_BACKWARD_H
-
-#include <emb/embedding.h>
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -69,16 +67,5 @@ int64_t emb__sparse_coalesce_ref(int64_t *out_idx, float *out_val, const int64_t
  * [col_begin, col_end) only (threads own disjoint column ranges). dense has `dim` columns. */
 void emb__sparse_add_to_dense_ref(float *dense, const int64_t *idx, const float *val,
                                   int64_t n, int64_t dim, int64_t col_begin, int64_t col_end);
-
-/* ---- module helpers (implemented in src/nn/sparse_grad.c, used by embedding_backward.c) ---- */
-
-/* Checks that g is non-NULL and internally consistent (non-negative sizes,
- * nnz <= capacity, storage present when capacity > 0). `what` names it in messages. */
-emb_status emb__sparse_grad_check(const emb_sparse_grad *g, const char *what);
-
-/* Allocates storage for `rows` entries of `dim` floats (at least one byte each, so the
- * pointers are never NULL). EMB_ERR_OVERFLOW / EMB_ERR_NOMEM with a message; on failure
- * nothing is allocated. Free with emb_free. */
-emb_status emb__sparse_grad_alloc(int64_t rows, int64_t dim, int64_t **indices, float **values);
 
 #endif /* EMB_KERNELS_BACKWARD_H */

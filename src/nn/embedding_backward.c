@@ -11,6 +11,7 @@
  * accumulating into a non-empty gradient reproduces PyTorch's in-place sparse add (a merge
  * of the two entry lists, see emb__sparse_merge_ref). */
 #include "embedding_internal.h"
+#include "sparse_grad_internal.h"
 #include "kernels/backward.h"
 
 #include <inttypes.h>

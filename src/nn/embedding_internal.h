@@ -3,6 +3,7 @@
 #define EMB_EMBEDDING_INTERNAL_H
 
 #include "internal.h"
+#include <emb/embedding.h>
 
 struct emb_embedding {
     int64_t num_embeddings;

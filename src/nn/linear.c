@@ -14,6 +14,7 @@
  * the summation order of PyTorch's CPU sum and is bit-identical to torch's with one
  * intra-op thread. */
 #include "internal.h"
+#include <emb/linear.h>
 #include "kernels/gemm.h"
 
 #include <inttypes.h>

@@ -10,6 +10,7 @@
  * whose partial sums are added in chunk order, so results never depend on the number of
  * threads. */
 #include "internal.h"
+#include <emb/loss.h>
 
 #include <inttypes.h>
 #include <math.h>

@@ -1,5 +1,6 @@
 /* F.one_hot (shared reference pytorch-semantics.md §6.3). */
 #include "internal.h"
+#include <emb/linear.h>
 
 #include <inttypes.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* src/nn/sparse_grad.c: emb_sparse_grad, PyTorch's COO row gradient (sparse_dim 1,
  * dense_dim 1): init/clear/free, coalesce() in PyTorch's summation order, and
  * dense.add_(sparse). Shared reference pytorch-semantics.md §4.2, §4.6, Appendix B. */
-#include "internal.h"
+#include "sparse_grad_internal.h"
 #include "kernels/argsort.h"
 #include "kernels/backward.h"
 

@@ -7,8 +7,9 @@
  * src/kernels/optim_kernels.h on element or row ranges. Nothing the caller owns changes
  * before all checks and allocations have succeeded. */
 #include "internal.h"
+#include <emb/optim.h>
+#include "nn/sparse_grad_internal.h"
 #include "kernels/argsort.h"
-#include "kernels/backward.h" /* emb__sparse_grad_check */
 #include "kernels/optim_kernels.h"
 
 #include <inttypes.h>
