@@ -34,10 +34,6 @@ typedef void (*emb__backward_rows_fn)(float *grad_weight, const float *grad_outp
                                       int64_t row_begin, int64_t row_end, bool scale_by_freq,
                                       float *acc);
 
-/* The fastest variant of the row kernel for this CPU (AVX2+FMA on x86-64 when available),
- * or the _ref kernel when the reference kernels are forced. Same bits either way. */
-emb__backward_rows_fn emb__embedding_backward_rows(void);
-
 /* Sparse backward gather: for positions i in [0, n) in order whose index is not `skip`
  * (EMB_PADDING_NONE skips nothing), appends the index to out_idx and the grad_output row
  * [dim] to out_val (bitwise copy). idx is int32 when idx_is_i32, int64 otherwise. Returns

@@ -1,49 +1,12 @@
-/* src/kernels/backward_ref.c: scalar kernels of the embedding backward and of sparse row
- * gradients. See backward.h for the contracts. Loops over the embedding dimension are
- * elementwise (every lane keeps its own sequential order), so the compiler may vectorise
- * them without changing a bit; -ffp-contract=off keeps the adds unfused. */
+/* src/kernels/backward_ref.c: scalar reference kernels of the embedding backward and of
+ * sparse row gradients. See backward.h for the contracts. Loops over the embedding dimension
+ * are elementwise (every lane keeps its own sequential order), so the compiler may vectorise
+ * them without changing a bit; -ffp-contract=off keeps the adds unfused. The AVX2+FMA twin
+ * of the dense row kernel is in backward_avx2.c; dispatch.c chooses between them. */
 #include "backward.h"
-#include "internal.h"
+#include "backward_body.h"
 
-#include <math.h>
 #include <string.h>
-
-/* The body of the dense row kernel, instantiated below for the baseline target (the _ref
- * kernel) and, on x86-64, for AVX2+FMA, where fmaf becomes one instruction instead of a
- * libm call. fmaf is correctly rounded and the adds are plain IEEE adds on either target, so
- * both instantiations produce the same bits. */
-static inline __attribute__((always_inline)) void
-backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
-                   const int64_t *offsets, const int64_t *order, int64_t row_begin,
-                   int64_t row_end, bool scale_by_freq, float *acc) {
-    for (int64_t r = row_begin; r < row_end; r++) {
-        const int64_t begin = offsets[r], end = offsets[r + 1];
-        if (begin == end) continue;
-        float *restrict w = grad_weight + r * dim;
-        float *restrict a = acc;
-        if (!scale_by_freq) {
-            const float *restrict g = grad_output + order[begin] * dim;
-            if (end - begin == 1) {
-                for (int64_t d = 0; d < dim; d++) w[d] = w[d] + (0.0f + g[d]);
-                continue;
-            }
-            for (int64_t d = 0; d < dim; d++) a[d] = 0.0f + g[d];
-            for (int64_t j = begin + 1; j < end; j++) {
-                g = grad_output + order[j] * dim;
-                for (int64_t d = 0; d < dim; d++) a[d] = a[d] + g[d];
-            }
-        } else {
-            const float alpha = (float)(1.0 / (double)(end - begin));
-            const float *restrict g = grad_output + order[begin] * dim;
-            for (int64_t d = 0; d < dim; d++) a[d] = fmaf(g[d], alpha, 0.0f);
-            for (int64_t j = begin + 1; j < end; j++) {
-                g = grad_output + order[j] * dim;
-                for (int64_t d = 0; d < dim; d++) a[d] = fmaf(g[d], alpha, a[d]);
-            }
-        }
-        for (int64_t d = 0; d < dim; d++) w[d] = w[d] + a[d];
-    }
-}
 
 void emb__embedding_backward_rows_ref(float *grad_weight, const float *grad_output, int64_t dim,
                                       const int64_t *offsets, const int64_t *order,
@@ -51,25 +14,6 @@ void emb__embedding_backward_rows_ref(float *grad_weight, const float *grad_outp
                                       float *acc) {
     backward_rows_body(grad_weight, grad_output, dim, offsets, order, row_begin, row_end,
                        scale_by_freq, acc);
-}
-
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define EMB__BACKWARD_HAVE_FMA 1
-__attribute__((target("avx2,fma"))) static void
-backward_rows_fma(float *grad_weight, const float *grad_output, int64_t dim,
-                  const int64_t *offsets, const int64_t *order, int64_t row_begin,
-                  int64_t row_end, bool scale_by_freq, float *acc) {
-    backward_rows_body(grad_weight, grad_output, dim, offsets, order, row_begin, row_end,
-                       scale_by_freq, acc);
-}
-#endif
-
-emb__backward_rows_fn emb__embedding_backward_rows(void) {
-#ifdef EMB__BACKWARD_HAVE_FMA
-    if (!emb__force_ref() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return backward_rows_fma;
-#endif
-    return emb__embedding_backward_rows_ref;
 }
 
 int64_t emb__sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx,

@@ -1,6 +1,7 @@
 /* src/kernels/lookup.h: embedding lookup (row gather) and max_norm renormalisation kernels.
  *
- * Plain functions over raw arrays. They never validate and never allocate: the module in
+ * Plain functions over raw arrays. The _ref kernels are declared here; the AVX2+FMA twins of
+ * the norm and renorm kernels, and the choice between them, are in dispatch.h. They never validate and never allocate: the module in
  * src/nn/embedding.c checks every index and shape once, then calls these on position or
  * row ranges (and owns the threading). Numerics are PyTorch 1.13's (shared reference
  * pytorch-semantics.md §2, §3, Appendix C).
@@ -26,16 +27,20 @@ void emb__lookup_rows_i32(float *out, const float *weight, int64_t dim, const in
  *              (NaN propagates); p == 0: number of non-zeros (as a float);
  *   otherwise: powf(sum of powf(|x|, (float)p), 1.0f / (float)p), summed in order.
  * n == 0 gives 0 (INFINITY for p < 0), as PyTorch fills an empty reduction. */
-float emb__row_norm_f32(const float *x, int64_t n, double p);
+float emb__row_norm_f32_ref(const float *x, int64_t n, double p);
+typedef float (*emb__row_norm_fn)(const float *x, int64_t n, double p);
 
 /* The 2-norm alone (Appendix C). */
-float emb__row_norm2_f32(const float *x, int64_t n);
+float emb__row_norm2_f32_ref(const float *x, int64_t n);
+typedef float (*emb__row_norm2_fn)(const float *x, int64_t n);
 
 /* embedding_renorm_ on the rows rows[begin..end) of weight [V, dim]: for each row r, if
  * (double)norm(weight[r]) > max_norm, weight[r] *= (float)(max_norm / (norm + 1e-7)), one
  * rounding per element. Rows must be distinct for the result to match PyTorch (it processes
  * each distinct row once); distinct rows make disjoint ranges safe to run in parallel. */
-void emb__renorm_rows_f32(float *weight, int64_t dim, const int64_t *rows, int64_t begin,
-                          int64_t end, double max_norm, double p);
+void emb__renorm_rows_f32_ref(float *weight, int64_t dim, const int64_t *rows, int64_t begin,
+                              int64_t end, double max_norm, double p);
+typedef void (*emb__renorm_rows_fn)(float *weight, int64_t dim, const int64_t *rows,
+                                    int64_t begin, int64_t end, double max_norm, double p);
 
 #endif /* EMB_LOOKUP_H */

@@ -1,9 +1,10 @@
-/* Reference (scalar) embedding lookup and renorm kernels; see lookup.h. These are also the
- * production kernels: the lookup is memory-bound row copying, and the renorm must follow
- * PyTorch's accumulation order exactly, so there is nothing for SIMD variants to win. */
+/* src/kernels/lookup_ref.c: reference (scalar) embedding lookup, norm and renorm kernels;
+ * see lookup.h. The lookup is also the production kernel: it is memory-bound row copying,
+ * so there is nothing for a SIMD variant to win. The norm and renorm bodies
+ * (lookup_body.h) have an AVX2+FMA twin in lookup_avx2.c; dispatch.c chooses. */
 #include "lookup.h"
+#include "lookup_body.h"
 
-#include <math.h>
 #include <string.h>
 
 /* Prefetches the first cache lines of the weight row `row` (at most 512 bytes) into all
@@ -66,82 +67,13 @@ void emb__lookup_rows_i32(float *out, const float *weight, int64_t dim, const in
 #undef EMB__LOOKUP_LOOP
 #undef EMB__LOOKUP_BODY
 
-/* The 2-norm's fmaf() is a libm call on baseline x86-64; compiling a second copy of the same
- * code for CPUs with FMA (chosen once at load time by GCC's target_clones) turns it into
- * vfmadd instructions. fmaf is exactly rounded either way, so both copies give the same
- * bits. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define EMB__FMA_CLONES __attribute__((target_clones("fma", "default")))
-#else
-#define EMB__FMA_CLONES
-#endif
+float emb__row_norm2_f32_ref(const float *x, int64_t n) { return row_norm2_body(x, n); }
 
-/* Appendix C: eight fmaf lanes over the full groups of 8, lanes folded left to right, then
- * the tail: its first 4*floor(t/4) elements as s + (x*x) with the square rounded, the rest
- * as fmaf(x, x, s). */
-EMB__FMA_CLONES
-float emb__row_norm2_f32(const float *x, int64_t n) {
-    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t full = n - n % 8;
-    for (int64_t d = 0; d < full; d += 8)
-        for (int j = 0; j < 8; j++) lane[j] = fmaf(x[d + j], x[d + j], lane[j]);
-    float s = lane[0];
-    for (int j = 1; j < 8; j++) s = s + lane[j];
-    int64_t t = n - full;
-    int64_t split = full + 4 * (t / 4);
-    for (int64_t d = full; d < split; d++) {
-        float sq = x[d] * x[d];
-        s = s + sq;
-    }
-    for (int64_t d = split; d < n; d++) s = fmaf(x[d], x[d], s);
-    return sqrtf(s);
+float emb__row_norm_f32_ref(const float *x, int64_t n, double p) {
+    return row_norm_body(x, n, p);
 }
 
-float emb__row_norm_f32(const float *x, int64_t n, double p) {
-    if (n <= 0) return p < 0 ? INFINITY : 0.0f;
-    if (p == 2.0) return emb__row_norm2_f32(x, n);
-    if (p == 1.0) {
-        float s = 0.0f;
-        for (int64_t i = 0; i < n; i++) s = s + fabsf(x[i]);
-        return s;
-    }
-    if (p == 0.0) {
-        float s = 0.0f;
-        for (int64_t i = 0; i < n; i++) s = s + (x[i] == 0.0f ? 0.0f : 1.0f);
-        return s;
-    }
-    if (p == INFINITY) {
-        float m = 0.0f;
-        for (int64_t i = 0; i < n; i++) {
-            float a = fabsf(x[i]);
-            if (isnan(m)) break;
-            m = m > a ? m : a; /* a NaN `a` is taken, then kept */
-        }
-        return m;
-    }
-    if (p == -INFINITY) {
-        float m = INFINITY;
-        for (int64_t i = 0; i < n; i++) {
-            float a = fabsf(x[i]);
-            if (isnan(m)) break;
-            m = m < a ? m : a;
-        }
-        return m;
-    }
-    const float pf = (float)p;
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s = s + powf(fabsf(x[i]), pf);
-    return powf(s, 1.0f / pf);
-}
-
-void emb__renorm_rows_f32(float *weight, int64_t dim, const int64_t *rows, int64_t begin,
-                          int64_t end, double max_norm, double p) {
-    for (int64_t k = begin; k < end; k++) {
-        float *row = weight + rows[k] * dim;
-        double norm = (double)emb__row_norm_f32(row, dim, p);
-        if (norm > max_norm) {
-            const float scale = (float)(max_norm / (norm + 1e-7));
-            for (int64_t i = 0; i < dim; i++) row[i] = row[i] * scale;
-        }
-    }
+void emb__renorm_rows_f32_ref(float *weight, int64_t dim, const int64_t *rows, int64_t begin,
+                              int64_t end, double max_norm, double p) {
+    renorm_rows_body(weight, dim, rows, begin, end, max_norm, p);
 }

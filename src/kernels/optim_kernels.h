@@ -15,10 +15,11 @@
  *   dense.add_(sparse, alpha)   per entry in entry order: row = fmaf(v, (float)alpha, row)
  *   sparse + sparse (merge)     entry = fmaf(s, (float)alpha, 0.0f + t)
  *
- * Two variants are built from the same source: *_ref (baseline ISA; fmaf may be a libm
- * call) and, on x86-64, one compiled for AVX2+FMA where fmaf is one instruction. Both give
- * identical bits (fmaf is exact by definition and -ffp-contract=off forbids any other
- * fusion); emb__optim_kernels() picks one, honouring emb_set_kernel_mode(EMB_KERNELS_REF).
+ * Two variants are built from the same source (optim_body.h): optim_ref.c (baseline ISA;
+ * fmaf may be a libm call) and, on x86-64, optim_avx2.c compiled for AVX2+FMA where fmaf is
+ * one instruction. Both give identical bits (fmaf is exact by definition and
+ * -ffp-contract=off forbids any other fusion); emb__kernels() (dispatch.h) picks one,
+ * honouring emb_set_kernel_mode(EMB_KERNELS_REF).
  */
 #ifndef EMB_OPTIM_KERNELS_H
 #define EMB_OPTIM_KERNELS_H
@@ -125,9 +126,5 @@ typedef struct emb__optim_kernel_table {
 
 /* The scalar reference table (always built). */
 extern const emb__optim_kernel_table emb__optim_kernels_ref;
-
-/* The table to use: the FMA build when the CPU supports it and the reference kernels are
- * not forced, else the reference table. */
-const emb__optim_kernel_table *emb__optim_kernels(void);
 
 #endif /* EMB_OPTIM_KERNELS_H */

@@ -3,6 +3,7 @@
  * arguments before it writes anything; the kernels in src/kernels/lookup_ref.c do the work
  * on position or row ranges. */
 #include "embedding_internal.h"
+#include "kernels/dispatch.h"
 #include "kernels/lookup.h"
 
 #include <inttypes.h>
@@ -375,8 +376,9 @@ static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *
     }
     int64_t work = nrows > INT64_MAX / D ? INT64_MAX : nrows * D;
     int nt = work > EMB__RENORM_GRAIN ? emb__threads_for(work, EMB__RENORM_GRAIN) : 1;
+    const emb__renorm_rows_fn renorm_rows = emb__kernels()->renorm_rows;
     if (nt <= 1) {
-        emb__renorm_rows_f32(weight, D, rows, 0, nrows, max_norm, norm_type);
+        renorm_rows(weight, D, rows, 0, nrows, max_norm, norm_type);
     } else {
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static)
@@ -384,7 +386,7 @@ static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *
         for (int t = 0; t < nt; t++) {
             int64_t b = nrows / nt * t + (t < nrows % nt ? t : nrows % nt);
             int64_t e = b + nrows / nt + (t < nrows % nt ? 1 : 0);
-            emb__renorm_rows_f32(weight, D, rows, b, e, max_norm, norm_type);
+            renorm_rows(weight, D, rows, b, e, max_norm, norm_type);
         }
     }
     emb_free(rows);

