@@ -1,0 +1,266 @@
+"""The layer map holds: every #include under src/, include/emb/, tools/ and examples/ points
+down (or sideways within a layer), never up.
+
+    core -> kernels -> nn -> optim -> (io, text, search, w2v) -> tools, examples
+
+A source's layer is its directory under src/. A public header's layer is the highest layer
+whose sources define the EMB_API functions it declares (so new headers need no entry here);
+<emb/emb.h>, the umbrella of everything, is for tools and examples only. tools/ and examples/
+may include emb only through <emb/...> public headers, plus headers of their own directory;
+never a .c file, never a private header under src/.
+
+The checker is run on the real tree, and on small synthetic trees to show that it catches
+each kind of violation.
+"""
+import os
+import re
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("EMB_SOURCE_DIR") or os.path.normpath(os.path.join(HERE, "..", ".."))
+
+# src/<dir> -> rank. Directories of equal rank may include each other.
+LAYERS = {"core": 0, "kernels": 1, "nn": 2, "optim": 3, "io": 4, "text": 4, "search": 4,
+          "w2v": 4}
+TOP = 5  # tools/, examples/ (and <emb/emb.h>)
+LAYER_NAMES = {0: "core", 1: "kernels", 2: "nn", 3: "optim", 4: "io/text/search/w2v",
+               5: "tools/examples"}
+
+# Include lines tolerated for now: (including file, included name). The CLI's demo compiles
+# the seed example programs into itself; the "cli" engineer is removing that (issue 6,
+# item 4). Delete these entries when it lands.
+ALLOWED = {("tools/emb/cmd_demo.c", "../../examples/" + name) for name in (
+    "seed_tour.h", "seed000_vocab.c", "seed001_lookup.c", "seed002_chars.c",
+    "seed003_linear.c", "seed004_words.c")}
+
+INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
+API_DECL_RE = re.compile(r"\bEMB_API\b[^;{]*?\b(emb_\w+)\s*\(")
+
+
+def _files(root, sub, exts):
+    base = os.path.join(root, sub)
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames.sort()
+        for f in sorted(filenames):
+            if f.endswith(exts):
+                yield os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
+
+
+def _read(root, rel):
+    with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def _strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def _src_layer(rel):
+    """Layer of a path under src/, or None when its directory is not in the map."""
+    parts = rel.split("/")
+    if parts[0] == "src" and len(parts) >= 3:
+        return LAYERS.get(parts[1])
+    return None
+
+
+def public_header_layers(root):
+    """{header name under include/emb: layer}, from where the declared functions are defined."""
+    defined = {}  # function name -> layer of the src file defining it
+    for rel in _files(root, "src", (".c",)):
+        layer = _src_layer(rel)
+        if layer is None:
+            continue
+        text = _strip_comments(_read(root, rel))
+        for m in re.finditer(r"(?m)^[A-Za-z_][\w \t\*\n]*?\b(emb_\w+)\s*\(([^;{}]*)\)\s*\{", text):
+            defined[m.group(1)] = max(layer, defined.get(m.group(1), -1))
+    layers = {}
+    for rel in _files(root, "include/emb", (".h",)):
+        name = rel[len("include/"):]
+        if name == "emb/emb.h":
+            layers[name] = TOP
+            continue
+        decls = API_DECL_RE.findall(_strip_comments(_read(root, rel)))
+        found = [defined[d] for d in decls if d in defined]
+        layers[name] = max(found) if found else 0
+    return layers
+
+
+def _resolve_quoted(root, rel, name):
+    """The repository path a quoted include names, trying the includer's directory, then
+    the library's include directories (src/, src/core/). None if not found."""
+    here = os.path.dirname(rel)
+    candidates = [os.path.join(here, name)]
+    if rel.startswith("src/"):
+        candidates += [os.path.join("src", name), os.path.join("src", "core", name)]
+    for c in candidates:
+        c = os.path.normpath(c).replace(os.sep, "/")
+        if os.path.isfile(os.path.join(root, c)):
+            return c
+    return None
+
+
+def check_layers(root):
+    """All violations of the layer map under root, as strings."""
+    problems = []
+    pub = public_header_layers(root)
+    private = {rel[len("src/"):] for rel in _files(root, "src", (".h",))}
+    private |= {rel[len("src/core/"):] for rel in _files(root, "src/core", (".h",))}
+
+    def layer_of_public(name):
+        return pub.get(name)
+
+    targets = []
+    for rel in _files(root, "src", (".c", ".h")):
+        targets.append((rel, _src_layer(rel)))
+    for rel in _files(root, "include/emb", (".h",)):
+        targets.append((rel, pub[rel[len("include/"):]]))
+    for sub in ("tools", "examples"):
+        for rel in _files(root, sub, (".c", ".h")):
+            targets.append((rel, TOP))
+
+    for rel, layer in targets:
+        if layer is None:
+            problems.append(f"{rel}: src/{rel.split('/')[1]} is not in the layer map "
+                            f"(tests/cli/test_layers.py LAYERS)")
+            continue
+        app = rel.startswith(("tools/", "examples/"))
+        text = _strip_comments(_read(root, rel))
+        for m in INCLUDE_RE.finditer(text):
+            kind, name = m.group(1), m.group(2)
+            line = text[: m.start()].count("\n") + 1
+            where = f"{rel}:{line}: #include {kind}{name}{'>' if kind == '<' else kind}"
+            if (rel, name) in ALLOWED:
+                continue
+            if name.endswith(".c"):
+                problems.append(f"{where}: includes a .c file")
+                continue
+            if kind == "<":
+                if name.startswith("emb/"):
+                    target = layer_of_public(name)
+                    if target is None:
+                        problems.append(f"{where}: no such public header include/{name}")
+                    elif target > layer:
+                        problems.append(f"{where}: upward include ({LAYER_NAMES[layer]} -> "
+                                        f"{LAYER_NAMES[target]})")
+                elif app and name in private:
+                    problems.append(f"{where}: a private header of src/ (tools and examples "
+                                    f"use <emb/...> only)")
+                continue
+            # quoted
+            if rel.startswith("include/"):
+                target_rel = _resolve_quoted(root, rel, name)
+                tname = target_rel[len("include/"):] if target_rel else None
+                if not tname or tname not in pub:
+                    problems.append(f"{where}: a public header may include only public headers")
+                elif pub[tname] > layer:
+                    problems.append(f"{where}: upward include ({LAYER_NAMES[layer]} -> "
+                                    f"{LAYER_NAMES[pub[tname]]})")
+                continue
+            target_rel = _resolve_quoted(root, rel, name)
+            if app:
+                if target_rel is None or target_rel.startswith("src/") or \
+                        os.path.dirname(target_rel) != os.path.dirname(rel):
+                    problems.append(f"{where}: tools and examples include emb only through "
+                                    f"<emb/...> (and headers of their own directory)")
+                continue
+            if target_rel is None:
+                problems.append(f"{where}: cannot resolve (quoted includes under src/ must "
+                                f"name a file of the tree)")
+                continue
+            if target_rel.startswith("include/"):
+                tname = target_rel[len("include/"):]
+                target = pub.get(tname, TOP)
+            else:
+                target = _src_layer(target_rel)
+                if target is None:
+                    problems.append(f"{where}: includes a file outside the layer map")
+                    continue
+            if target > layer:
+                problems.append(f"{where}: upward include ({LAYER_NAMES[layer]} -> "
+                                f"{LAYER_NAMES[target]})")
+    return problems
+
+
+def test_tree_respects_layer_map():
+    problems = check_layers(SOURCE_DIR)
+    assert not problems, "layer map violations:\n  " + "\n  ".join(problems)
+
+
+def test_public_header_layers():
+    pub = public_header_layers(SOURCE_DIR)
+    assert pub["emb/core.h"] == 0
+    assert pub["emb/embedding.h"] == LAYERS["nn"]
+    assert pub["emb/optim.h"] == LAYERS["optim"]
+    assert pub["emb/emb.h"] == TOP
+
+
+# ---- the checker catches each kind of violation ---------------------------------------
+
+def _tree(tmp_path, files):
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return str(tmp_path)
+
+
+BASE = {
+    "include/emb/core.h": "EMB_API int emb_version_number(void);\n",
+    "include/emb/embedding.h": '#include "core.h"\nEMB_API int emb_embedding_dim(void);\n',
+    "include/emb/optim.h": '#include "embedding.h"\nEMB_API int emb_optimizer_x(void);\n',
+    "include/emb/emb.h": '#include "core.h"\n#include "embedding.h"\n#include "optim.h"\n',
+    "src/core/internal.h": "#include <emb/core.h>\n",
+    "src/core/status.c": '#include "internal.h"\nint emb_version_number(void) { return 1; }\n',
+    "src/kernels/backward.h": "#include <stdint.h>\n",
+    "src/kernels/backward_ref.c": '#include "backward.h"\n#include "internal.h"\n',
+    "src/nn/embedding.c": '#include "internal.h"\n#include <emb/embedding.h>\n'
+                          '#include "kernels/backward.h"\nint emb_embedding_dim(void) { return 2; }\n',
+    "src/nn/sparse.h": "#include <emb/embedding.h>\n",
+    "src/optim/optimizer.c": '#include <emb/optim.h>\n#include "nn/sparse.h"\n'
+                             "int\nemb_optimizer_x(void)\n{\n    return 3;\n}\n",
+    "tools/emb/main.c": "#include <emb/emb.h>\n#include <stdio.h>\n#include \"cli.h\"\n",
+    "tools/emb/cli.h": "#include <emb/core.h>\n",
+    "examples/demo.c": "#include <emb/emb.h>\n",
+}
+
+
+def test_checker_accepts_clean_tree(tmp_path):
+    assert check_layers(_tree(tmp_path, BASE)) == []
+
+
+@pytest.mark.parametrize("rel,text,needle", [
+    ("src/core/internal.h", "#include <emb/emb.h>\n", "upward include (core -> tools/examples)"),
+    ("src/core/internal.h", "#include <emb/embedding.h>\n", "upward include (core -> nn)"),
+    ("src/kernels/backward.h", "#include <emb/embedding.h>\n", "upward include (kernels -> nn)"),
+    ("src/kernels/backward_ref.c", '#include "nn/sparse.h"\n', "upward include (kernels -> nn)"),
+    ("src/nn/sparse.h", '#include "optim/x.h"\n', "cannot resolve"),
+    ("src/nn/embedding.c", '#include "../optim/optimizer.c"\n', "includes a .c file"),
+    ("include/emb/core.h", '#include "embedding.h"\n', "upward include (core -> nn)"),
+    ("include/emb/core.h", '#include "../../src/core/internal.h"\n', "only public headers"),
+    ("tools/emb/main.c", '#include "../../examples/demo.c"\n', "includes a .c file"),
+    ("tools/emb/main.c", '#include "../../src/core/internal.h"\n', "through <emb/...>"),
+    ("tools/emb/main.c", '#include "kernels/backward.h"\n', "through <emb/...>"),
+    ("examples/demo.c", "#include <internal.h>\n", "a private header of src/"),
+    ("src/misc/x.c", "int x;\n", "not in the layer map"),
+])
+def test_checker_catches(tmp_path, rel, text, needle):
+    files = dict(BASE)
+    files[rel] = files.get(rel, "") + text
+    if rel == "src/nn/sparse.h":
+        files["src/optim/x.h"] = "\n"
+        files[rel] = '#include "optim/x.h"\n'  # resolvable from src/: an upward include
+        needle = "upward include (nn -> optim)"
+    problems = check_layers(_tree(tmp_path, files))
+    assert any(needle in p for p in problems), problems
+
+
+def test_checker_public_layer_follows_definitions(tmp_path):
+    """A header whose functions are defined in optim is an optim header: nn may not use it."""
+    files = dict(BASE)
+    files["include/emb/sched.h"] = "EMB_API int emb_sched(void);\n"
+    files["src/optim/sched.c"] = "int emb_sched(void) { return 0; }\n"
+    files["src/nn/embedding.c"] += "#include <emb/sched.h>\n"
+    problems = check_layers(_tree(tmp_path, files))
+    assert any("src/nn/embedding.c" in p and "nn -> optim" in p for p in problems), problems
