@@ -6,10 +6,14 @@
  * is the document's, character for character.
  *
  *   ./seed000_vocab
+ *
+ * This file is the document's code: tour_seed000() below. The program is this file, the
+ * helpers of seed_tour.c and the three-line main of seed_main.c; `emb demo` runs the
+ * same function with commentary (see seed_tour.h).
  */
 #include "seed_tour.h"
 
-static int tour_seed000(const tour_ctx *t) {
+int tour_seed000(const tour_ctx *t) {
     static const char *const vocab[] = {"a", "b", "c", "d", "e", "f"};
     enum { V = 6, D = 2 };
     int rc = 1;
@@ -90,12 +94,3 @@ done:
     emb_embedding_free(layer);
     return rc;
 }
-
-#ifndef EMB_TOUR_NO_MAIN
-int main(int argc, char **argv) {
-    tour_ctx t;
-    int rc = tour_example_args(argc, argv, false, &t);
-    if (rc >= 0) return rc;
-    return tour_finish(t.out, tour_seed000(&t));
-}
-#endif

@@ -9,10 +9,14 @@
  * torch.manual_seed with that seed and the same sequence of calls.
  *
  *   ./seed001_lookup [SEED]
+ *
+ * This file is the document's code: tour_seed001() below. The program is this file, the
+ * helpers of seed_tour.c and the three-line main of seed_main.c; `emb demo` runs the
+ * same function with commentary (see seed_tour.h).
  */
 #include "seed_tour.h"
 
-static int tour_seed001(const tour_ctx *t) {
+int tour_seed001(const tour_ctx *t) {
     enum { V = 10, D = 3, BATCH = 64, NOISE = 10 };
     int rc = 1;
     emb_embedding *emb = NULL;
@@ -145,12 +149,3 @@ done:
     emb_embedding_free(emb);
     return rc;
 }
-
-#ifndef EMB_TOUR_NO_MAIN
-int main(int argc, char **argv) {
-    tour_ctx t;
-    int rc = tour_example_args(argc, argv, true, &t);
-    if (rc >= 0) return rc;
-    return tour_finish(t.out, tour_seed001(&t));
-}
-#endif

@@ -9,6 +9,10 @@
  * (default 42, or the first argument) and prints it.
  *
  *   ./seed002_chars [SEED]
+ *
+ * This file is the document's code: tour_seed002() below. The program is this file, the
+ * helpers of seed_tour.c and the three-line main of seed_main.c; `emb demo` runs the
+ * same function with commentary (see seed_tour.h).
  */
 #include "seed_tour.h"
 
@@ -25,7 +29,7 @@ static int64_t tour_char_token(char c) {
     return p ? (int64_t)(p - tour_printable) : -1;
 }
 
-static int tour_seed002(const tour_ctx *t) {
+int tour_seed002(const tour_ctx *t) {
     enum { N_CHARS = sizeof tour_printable - 1, EMBED_DIM = 10, IN = 4, OUT = 3 };
     static const char input_string[] = "WTF does nn.Embedding do?";
     enum { SEQ = sizeof input_string - 1 };
@@ -136,12 +140,3 @@ done:
     emb_embedding_free(embedding);
     return rc;
 }
-
-#ifndef EMB_TOUR_NO_MAIN
-int main(int argc, char **argv) {
-    tour_ctx t;
-    int rc = tour_example_args(argc, argv, true, &t);
-    if (rc >= 0) return rc;
-    return tour_finish(t.out, tour_seed002(&t));
-}
-#endif

@@ -6,10 +6,14 @@
  * document fixed the seed, so the output is the document's, character for character.
  *
  *   ./seed003_linear
+ *
+ * This file is the document's code: tour_seed003() below. The program is this file, the
+ * helpers of seed_tour.c and the three-line main of seed_main.c; `emb demo` runs the
+ * same function with commentary (see seed_tour.h).
  */
 #include "seed_tour.h"
 
-static int tour_seed003(const tour_ctx *t) {
+int tour_seed003(const tour_ctx *t) {
     enum { OUT_DIM = 5, N = 3 };
     int rc = 1;
     emb_embedding *embedding = NULL;
@@ -89,12 +93,3 @@ done:
     emb_embedding_free(embedding);
     return rc;
 }
-
-#ifndef EMB_TOUR_NO_MAIN
-int main(int argc, char **argv) {
-    tour_ctx t;
-    int rc = tour_example_args(argc, argv, false, &t);
-    if (rc >= 0) return rc;
-    return tour_finish(t.out, tour_seed003(&t));
-}
-#endif

@@ -9,10 +9,14 @@
  * (default 42, or the first argument) and prints it.
  *
  *   ./seed004_words [SEED]
+ *
+ * This file is the document's code: tour_seed004() below. The program is this file, the
+ * helpers of seed_tour.c and the three-line main of seed_main.c; `emb demo` runs the
+ * same function with commentary (see seed_tour.h).
  */
 #include "seed_tour.h"
 
-static int tour_seed004(const tour_ctx *t) {
+int tour_seed004(const tour_ctx *t) {
     enum { VOCABULARY_SIZE = 10, EMBEDDING_DIM = 4, BATCH_SIZE = 5, SEQ_LEN = 3 };
     int rc = 1;
     emb_embedding *embedding = NULL;
@@ -60,12 +64,3 @@ done:
     emb_embedding_free(embedding);
     return rc;
 }
-
-#ifndef EMB_TOUR_NO_MAIN
-int main(int argc, char **argv) {
-    tour_ctx t;
-    int rc = tour_example_args(argc, argv, true, &t);
-    if (rc >= 0) return rc;
-    return tour_finish(t.out, tour_seed004(&t));
-}
-#endif

@@ -26,6 +26,14 @@ SEEDS_DIR = os.path.normpath(os.path.join(SOURCE_DIR, "..", "shared", "seeds"))
 TOUR_DEFAULT_SEED = 42
 
 
+def header_version():
+    """EMB_VERSION_STRING of include/emb/core.h, which `emb --version` must print."""
+    with open(os.path.join(SOURCE_DIR, "include", "emb", "core.h")) as f:
+        m = re.search(r'#define EMB_VERSION_STRING "([^"]+)"', f.read())
+    assert m, "EMB_VERSION_STRING not found in include/emb/core.h"
+    return m.group(1)
+
+
 def _require(path, what):
     if not os.path.exists(path):
         pytest.fail(f"{what} not found at {path}: build first (cmake --build <dir>) and run "

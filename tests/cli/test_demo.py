@@ -1,12 +1,12 @@
-"""`emb demo` (the tour of the five seed documents) and the emb front door: usage, help,
-version, unknown commands. The demo's tensors are compared with what PyTorch prints for
-the same steps and seeds (the twins in conftest.py), generated live."""
+"""`emb demo`, the tour of the five seed documents. The demo's tensors are compared with what
+PyTorch prints for the same steps and seeds (the twins in conftest.py), generated live. The
+rules every command follows (help, usage errors, write errors) are in test_cli.py."""
 import os
 import re
 
 import pytest
 
-from conftest import SOURCE_DIR, TOUR, run
+from conftest import TOUR, header_version, run
 
 SECTIONS = sorted(TOUR)
 HEADING = re.compile(r"(?m)^== (00\d): [^\n]+ ==$")
@@ -39,7 +39,7 @@ def _demo(emb_bin, *args):
 
 def test_demo_tours_all_five_documents_like_torch(emb_bin, tour):
     out = _demo(emb_bin)
-    assert out.startswith(f"emb {_header_version()}: a tour of nn.Embedding\n")
+    assert out.startswith(f"emb {header_version()}: a tour of nn.Embedding\n")
     assert HEADING.findall(out) == SECTIONS
     spans = tour.match_in_order(out, _twin_blocks(SECTIONS, tour.DEFAULT_SEED), "emb demo")
     rest, pos = [], 0
@@ -83,25 +83,42 @@ def test_demo_section_is_its_example_plus_commentary(section, emb_bin, example):
 def test_demo_help(emb_bin):
     r = run([emb_bin, "demo", "--help"])
     assert r.returncode == 0
-    assert r.stdout.startswith("usage: emb demo")
-    assert "--seed" in r.stdout
+    assert r.stdout.startswith("usage: emb demo [--seed N] [SECTION...]\n")
+    assert "--seed N" in r.stdout
+    for s in SECTIONS:
+        assert re.search(rf"(?m)^  {s}  \S", r.stdout), f"section {s} not described"
     assert r.stderr == ""
 
 
 @pytest.mark.parametrize("args, message", [
     (["--bogus"], "unknown option '--bogus'"),
-    (["007"], "unknown section '007'"),
-    (["000", "x"], "unknown section 'x'"),
+    (["-x"], "unknown option '-x'"),
+    (["007"], "unknown section '007': sections are 000 to 004"),
+    (["000", "x"], "unknown section 'x': sections are 000 to 004"),
+    (["--", "--seed"], "unknown section '--seed': sections are 000 to 004"),
     (["--seed"], "--seed needs a value"),
-    (["--seed", "abc"], "invalid seed 'abc'"),
-    (["--seed=-3"], "invalid seed '-3'"),
-    (["--seed", "99999999999999999999"], "invalid seed '99999999999999999999'"),
+    (["--seed", "abc"], "invalid value 'abc' for --seed: expected an integer in [0, 2^64)"),
+    (["--seed=-3"], "invalid value '-3' for --seed: expected an integer in [0, 2^64)"),
+    (["-seed", " 3"], "invalid value ' 3' for -seed: expected an integer in [0, 2^64)"),
+    (["--seed", "99999999999999999999"],
+     "invalid value '99999999999999999999' for --seed: expected an integer in [0, 2^64)"),
 ])
 def test_demo_usage_errors(emb_bin, args, message):
     r = run([emb_bin, "demo", *args])
     assert r.returncode == 2
-    assert message in r.stderr
+    assert r.stderr == f"emb demo: {message} (see 'emb demo --help')\n"
     assert r.stdout == ""
+
+
+@pytest.mark.parametrize("args", [
+    ["--seed", "7", "001"], ["--seed=7", "001"], ["-seed", "7", "001"], ["-seed=7", "001"],
+    ["001", "--seed", "7"], ["--seed", "3", "--seed", "7", "001"], ["--seed", "7", "--", "001"],
+    ["--seed", "7", "1"],
+])
+def test_demo_option_spellings(emb_bin, args):
+    """--seed 7, --seed=7, -seed 7 and -seed=7 are the same; options may follow operands;
+    the last of a repeated option wins; `--` ends the options."""
+    assert _demo(emb_bin, *args) == _demo(emb_bin, "--seed", "7", "001")
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
@@ -110,38 +127,3 @@ def test_demo_reports_a_write_error(emb_bin):
         r = run([emb_bin, "demo"], stdout=full)
     assert r.returncode == 1
     assert re.fullmatch(r"emb: [^\n]+: [^\n]+\n", r.stderr), r.stderr
-
-
-# ---- the front door ----
-
-def _header_version():
-    with open(os.path.join(SOURCE_DIR, "include", "emb", "core.h")) as f:
-        m = re.search(r'#define EMB_VERSION_STRING "([^"]+)"', f.read())
-    assert m
-    return m.group(1)
-
-
-@pytest.mark.parametrize("args", [[], ["help"], ["--help"], ["-h"]])
-def test_usage(emb_bin, args):
-    r = run([emb_bin, *args])
-    assert r.returncode == 0
-    assert r.stdout.startswith("usage: emb <command>")
-    assert re.search(r"(?m)^  demo ", r.stdout)
-    assert re.search(r"(?m)^  version ", r.stdout)
-    assert r.stderr == ""
-
-
-@pytest.mark.parametrize("args", [["version"], ["--version"]])
-def test_version(emb_bin, args):
-    r = run([emb_bin, *args])
-    assert r.returncode == 0
-    assert r.stdout == f"emb {_header_version()}\n"
-    assert r.stderr == ""
-
-
-def test_unknown_command(emb_bin):
-    r = run([emb_bin, "frobnicate"])
-    assert r.returncode == 2
-    assert "emb: unknown command 'frobnicate'" in r.stderr
-    assert "usage: emb <command>" in r.stderr
-    assert r.stdout == ""

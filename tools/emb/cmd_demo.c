@@ -1,83 +1,30 @@
 /* emb demo: a tour of nn.Embedding through the five seed documents.
  *
- * The steps themselves live in examples/seed00*.c, one program per document; this file
- * includes them (without their main) and runs them in order with headings and short
- * explanations, so the demo and the examples cannot drift apart.
+ * The steps are those of the example programs examples/seed00*.c, linked from the
+ * emb_seed_tour library (examples/seed_tour.h); the demo runs them in order with headings
+ * and short explanations, so the demo and the examples cannot drift apart.
  */
-#define EMB_TOUR_NO_MAIN
-#include "../../examples/seed_tour.h"
+#include "cli.h"
+#include "seed_tour.h"
 
-#include "../../examples/seed000_vocab.c"
-#include "../../examples/seed001_lookup.c"
-#include "../../examples/seed002_chars.c"
-#include "../../examples/seed003_linear.c"
-#include "../../examples/seed004_words.c"
-
-int emb_cmd_demo(int argc, char **argv);
-
-typedef struct demo_section {
-    const char *id;
-    int (*run)(const tour_ctx *t);
-} demo_section;
-
-static const demo_section demo_sections[] = {
-    {"000", tour_seed000}, {"001", tour_seed001}, {"002", tour_seed002},
-    {"003", tour_seed003}, {"004", tour_seed004},
-};
-enum { DEMO_N = sizeof demo_sections / sizeof demo_sections[0] };
-
-static void demo_usage(FILE *f) {
-    fprintf(f,
-            "usage: emb demo [--seed N] [SECTION...]\n"
-            "\n"
-            "A tour of nn.Embedding through the five seed documents, computed with emb and\n"
-            "printed the way PyTorch prints it. SECTION is 000 to 004 (default: all).\n"
-            "\n"
-            "  --seed N   seed for sections 001, 002 and 004, whose documents set none\n"
-            "             (default %" PRIu64 "); 000 and 003 use their documents' seeds 0 and 123\n"
-            "  --help     this text\n",
-            TOUR_DEFAULT_SEED);
-}
-
-static int demo_find(const char *name) {
-    for (int i = 0; i < DEMO_N; i++)
-        if (!strcmp(name, demo_sections[i].id) || !strcmp(name, demo_sections[i].id + 2))
-            return i;
-    return -1;
-}
-
-int emb_cmd_demo(int argc, char **argv) {
+static int run(const emb_cli_command *cmd, int argc, char **argv) {
     tour_ctx t = {stdout, true, TOUR_DEFAULT_SEED};
-    bool wanted[DEMO_N] = {false};
+    const emb_cli_option opts[] = {
+        {"seed", 0, NULL, EMB_CLI_UINT64, &t.seed, 0, 0, 0, 0},
+        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
+    };
+    emb_cli_args args;
+    int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
+    if (rc >= 0) return rc;
+
+    bool wanted[TOUR_N_SECTIONS] = {false};
     bool any = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            demo_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--seed") || !strncmp(a, "--seed=", 7)) {
-            const char *v = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!v) {
-                fprintf(stderr, "emb demo: --seed needs a value\n");
-                demo_usage(stderr);
-                return 2;
-            }
-            if (!tour_parse_seed(v, &t.seed)) {
-                fprintf(stderr, "emb demo: invalid seed '%s' (expected an integer in [0, 2^64))\n",
-                        v);
-                return 2;
-            }
-            continue;
-        }
-        int s = demo_find(a);
-        if (s < 0) {
-            fprintf(stderr, "emb demo: unknown %s '%s' (sections: 000 to 004)\n",
-                    a[0] == '-' ? "option" : "section", a);
-            demo_usage(stderr);
-            return 2;
-        }
-        wanted[s] = true;
+    for (int i = 0; i < args.n; i++) {
+        const tour_section *s = tour_find_section(args.v[i]);
+        if (!s)
+            return emb_cli_usage_error(cmd, "unknown section '%s': sections are 000 to 004",
+                                       args.v[i]);
+        wanted[s - tour_sections] = true;
         any = true;
     }
 
@@ -89,12 +36,43 @@ int emb_cmd_demo(int argc, char **argv) {
             "prints them; lines starting with '--' are commentary. The same steps, one\n"
             "program per document, are in examples/seed00*.c.\n",
             emb_version());
-    for (int i = 0; i < DEMO_N; i++) {
+    for (int i = 0; i < TOUR_N_SECTIONS; i++) {
         if (any && !wanted[i]) continue;
-        if (demo_sections[i].run(&t) != 0) {
-            fflush(t.out);
-            return 1;
-        }
+        if (tour_sections[i].run(&t) != 0) return EMB_CLI_FAILURE;
     }
-    return tour_finish(t.out, 0);
+    return EMB_CLI_OK;
 }
+
+const emb_cli_command emb_cli_cmd_demo = {
+    "demo",
+    "a tour of nn.Embedding through the seed documents' examples",
+    "usage: emb demo [--seed N] [SECTION...]\n"
+    "\n"
+    "A tour of nn.Embedding through five short documents that explain embedding layers.\n"
+    "Each section replays one document's code with emb and prints its tensors exactly as\n"
+    "PyTorch 1.13 prints them, with a heading and commentary lines starting with '-- '.\n"
+    "The same code, one program per document, is in examples/seed00*.c.\n"
+    "\n"
+    "Sections (default: all five, in this order):\n"
+    "  000  what an embedding layer does: a vocabulary, its ids, a 6 x 2 table\n"
+    "  001  lookups of random batches, an out-of-range id, a conditional input\n"
+    "  002  a character tokenizer; Linear on a 0/1 vector vs summed embedding rows\n"
+    "  003  an embedding layer is a Linear layer applied to one-hot vectors\n"
+    "  004  word ids of a batch of sequences and their vectors\n"
+    "SECTION may also be written 0 to 4. Sections run in the order above whatever the\n"
+    "order given.\n"
+    "\n"
+    "Options:\n"
+    "  --seed N    seed of the default generator in sections 001, 002 and 004, whose\n"
+    "              documents fix none: an integer in [0, 2^64) (default 42). Sections 000\n"
+    "              and 003 use their documents' own seeds, 0 and 123.\n"
+    "  -h, --help  print this help and exit\n"
+    "\n"
+    "Output goes to standard output. Exit status: 0 on success, 1 when a step fails or\n"
+    "the output cannot be written, 2 on a usage error.\n"
+    "\n"
+    "Examples:\n"
+    "  emb demo                      the whole tour\n"
+    "  emb demo --seed 7 001 004     two sections, with seed 7\n",
+    run,
+};
