@@ -6,11 +6,11 @@
 # As root it runs apt-get; otherwise it prints the apt-get command and exits 1.
 set -euo pipefail
 mode=${1:-build}
-pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev)
+pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libjansson-dev)
 case "$mode" in
   build) ;;
-  test) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest) ;;
-  bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest) ;;
+  test) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim) ;;
+  bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim) ;;
   *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac
 # EMB_DEPS_EXTRA: more packages to require (the tests use it to exercise the not-root path).

@@ -12,11 +12,13 @@
 
 #include "core.h"
 #include "embedding.h"
+#include "io.h"
 #include "linear.h"
 #include "loss.h"
 #include "optim.h"
 #include "print.h"
 #include "random.h"
 #include "search.h"
+#include "vocab.h"
 
 #endif /* EMB_EMB_H */

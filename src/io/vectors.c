@@ -1,0 +1,229 @@
+/* emb_vectors_read / emb_vectors_write: format names, detection and dispatch. */
+#include "io_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+emb_status emb__read_npy_vectors(const char *path, const emb_read_options *o, emb_vectors *out);
+
+const char *emb_format_name(emb_format f) {
+    switch (f) {
+    case EMB_FORMAT_AUTO: return "auto";
+    case EMB_FORMAT_SAFETENSORS: return "safetensors";
+    case EMB_FORMAT_NPY: return "npy";
+    case EMB_FORMAT_W2V_TEXT: return "word2vec-text";
+    case EMB_FORMAT_W2V_BINARY: return "word2vec-binary";
+    case EMB_FORMAT_GLOVE: return "glove";
+    }
+    return "unknown";
+}
+
+emb_status emb_format_parse(const char *name, emb_format *out) {
+    if (!name) return emb__null("name");
+    if (!out) return emb__null("out");
+    static const struct {
+        const char *name;
+        emb_format f;
+    } names[] = {{"safetensors", EMB_FORMAT_SAFETENSORS}, {"st", EMB_FORMAT_SAFETENSORS},
+                 {"npy", EMB_FORMAT_NPY},                 {"word2vec-text", EMB_FORMAT_W2V_TEXT},
+                 {"w2v", EMB_FORMAT_W2V_TEXT},            {"txt", EMB_FORMAT_W2V_TEXT},
+                 {"text", EMB_FORMAT_W2V_TEXT},           {"vec", EMB_FORMAT_W2V_TEXT},
+                 {"word2vec-binary", EMB_FORMAT_W2V_BINARY}, {"bin", EMB_FORMAT_W2V_BINARY},
+                 {"binary", EMB_FORMAT_W2V_BINARY},       {"glove", EMB_FORMAT_GLOVE},
+                 {"auto", EMB_FORMAT_AUTO}};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (!strcmp(name, names[k].name)) {
+            *out = names[k].f;
+            return EMB_OK;
+        }
+    return emb__error(EMB_ERR_INVALID,
+                      "unknown format \"%s\" (known: safetensors, npy, word2vec-text (txt, vec), "
+                      "word2vec-binary (bin), glove, auto)", name);
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && !strcasecmp(s + n - m, suf);
+}
+
+emb_format emb_format_from_path(const char *path) {
+    if (!path) return EMB_FORMAT_AUTO;
+    if (ends_with(path, ".safetensors")) return EMB_FORMAT_SAFETENSORS;
+    if (ends_with(path, ".npy")) return EMB_FORMAT_NPY;
+    if (ends_with(path, ".bin")) return EMB_FORMAT_W2V_BINARY;
+    if (ends_with(path, ".vec") || ends_with(path, ".txt")) return EMB_FORMAT_W2V_TEXT;
+    return EMB_FORMAT_AUTO;
+}
+
+static emb_format sniff(const unsigned char *d, size_t n) {
+    if (n >= 6 && !memcmp(d, "\x93NUMPY", 6)) return EMB_FORMAT_NPY;
+    if (n >= 9 && d[8] == '{') {
+        uint64_t hl = 0;
+        for (int k = 7; k >= 0; k--) hl = (hl << 8) | d[k];
+        if (hl <= n - 8) return EMB_FORMAT_SAFETENSORS;
+    }
+    /* "rows dim" header? */
+    size_t p = 0;
+    int nums = 0;
+    for (;;) {
+        while (p < n && (d[p] == ' ' || d[p] == '\t')) p++;
+        if (p < n && d[p] >= '0' && d[p] <= '9') {
+            while (p < n && d[p] >= '0' && d[p] <= '9') p++;
+            nums++;
+            continue;
+        }
+        break;
+    }
+    if (p < n && d[p] == '\r') p++;
+    if (nums != 2 || (p < n && d[p] != '\n')) return EMB_FORMAT_GLOVE;
+    p++;
+    /* The first row: past its word, text has printable characters up to a newline. */
+    while (p < n && (d[p] == '\n' || d[p] == '\r')) p++;
+    while (p < n && d[p] != ' ') p++;
+    size_t limit = p + 65536 < n ? p + 65536 : n;
+    for (; p < limit; p++) {
+        unsigned char c = d[p];
+        if (c == '\n') return EMB_FORMAT_W2V_TEXT;
+        if (!(c == '\t' || c == '\r' || (c >= 0x20 && c < 0x7f))) return EMB_FORMAT_W2V_BINARY;
+    }
+    return EMB_FORMAT_W2V_TEXT;
+}
+
+emb_status emb_format_sniff(const char *path, emb_format *out) {
+    if (!path) return emb__null("path");
+    if (!out) return emb__null("out");
+    emb__file f;
+    emb_status rc = emb__file_open(path, &f);
+    if (rc) return rc;
+    if (f.size == 0) rc = emb__error(EMB_ERR_FORMAT, "%s: empty file", path);
+    else *out = sniff(f.data, f.size);
+    emb__file_close(&f);
+    return rc;
+}
+
+emb_read_options emb_read_options_default(void) {
+    emb_read_options o = {EMB_FORMAT_AUTO, 0, NULL, true};
+    return o;
+}
+
+emb_write_options emb_write_options_default(void) {
+    emb_write_options o = {EMB_FORMAT_AUTO, EMB_FLOAT32, NULL, 0, false, true};
+    return o;
+}
+
+void emb_vectors_free(emb_vectors *v) {
+    if (!v) return;
+    emb_tensor_free(&v->weight);
+    emb_vocab_free(v->vocab);
+    memset(v, 0, sizeof *v);
+}
+
+emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_vectors *out) {
+    if (!path) return emb__null("path");
+    if (!out) return emb__null("out");
+    emb_read_options o = opts ? *opts : emb_read_options_default();
+    if (o.limit < 0) return emb__error(EMB_ERR_INVALID, "limit %lld is negative", (long long)o.limit);
+    if ((int)o.format < 0 || o.format > EMB_FORMAT_GLOVE)
+        return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)o.format);
+    emb_vectors v;
+    memset(&v, 0, sizeof v);
+    emb__file f = {0};
+    emb_status rc = EMB_OK;
+    emb_format fmt = o.format;
+    if (fmt == EMB_FORMAT_AUTO && (rc = emb_format_sniff(path, &fmt))) return rc;
+    v.format = fmt;
+    switch (fmt) {
+    case EMB_FORMAT_SAFETENSORS: rc = emb__read_safetensors_vectors(path, &o, &v); break;
+    case EMB_FORMAT_NPY: rc = emb__read_npy_vectors(path, &o, &v); break;
+    default:
+        if (!(rc = emb__file_open(path, &f))) rc = emb__read_w2v(path, &f, fmt, &o, &v);
+        emb__file_close(&f);
+        break;
+    }
+    if (rc) {
+        emb_vectors_free(&v);
+        return rc;
+    }
+    *out = v;
+    return EMB_OK;
+}
+
+static emb_status write_sidecar(const char *npy_path, const emb_vocab *v) {
+    char *vp = NULL;
+    emb_status rc = emb__vocab_sidecar_path(npy_path, &vp);
+    if (rc) return rc;
+    emb__writer w;
+    if ((rc = emb__writer_open(&w, vp))) {
+        free(vp);
+        return rc;
+    }
+    for (int64_t i = 0; i < emb_vocab_size(v); i++) {
+        size_t n;
+        const char *s = emb_vocab_word(v, i, &n);
+        char num[32];
+        int k = snprintf(num, sizeof num, " %lld\n", (long long)emb_vocab_count(v, i));
+        emb__writer_put(&w, s, n);
+        emb__writer_put(&w, num, (size_t)k);
+    }
+    if (w.status) {
+        rc = w.status;
+        emb__writer_abort(&w);
+    } else {
+        rc = emb__writer_commit(&w);
+    }
+    free(vp);
+    return rc;
+}
+
+emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const emb_vocab *vocab,
+                             const emb_write_options *opts) {
+    if (!path) return emb__null("path");
+    if (!weight) return emb__null("weight");
+    emb_status rc = emb_tensor_check(weight, "weight");
+    if (rc) return rc;
+    if (weight->dtype != EMB_FLOAT32)
+        return emb__error(EMB_ERR_DTYPE, "weight must be float32, got %s", emb_dtype_name(weight->dtype));
+    if (weight->ndim != 2)
+        return emb__error(EMB_ERR_SHAPE, "weight must be 2-D [rows, dim], got %d dimensions", weight->ndim);
+    emb_write_options o = opts ? *opts : emb_write_options_default();
+    emb_format fmt = o.format == EMB_FORMAT_AUTO ? emb_format_from_path(path) : o.format;
+    if (fmt == EMB_FORMAT_AUTO)
+        return emb__error(EMB_ERR_INVALID,
+                          "%s: cannot tell the format from the file name (use .safetensors, .npy, .bin, .vec or .txt, "
+                          "or name the format)", path);
+    if ((int)fmt < 0 || fmt > EMB_FORMAT_GLOVE) return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)fmt);
+    if (vocab && emb_vocab_size(vocab) != weight->shape[0])
+        return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
+                          (long long)emb_vocab_size(vocab), (long long)weight->shape[0]);
+    switch (fmt) {
+    case EMB_FORMAT_SAFETENSORS: return emb__write_safetensors_vectors(path, weight, vocab, &o);
+    case EMB_FORMAT_NPY: {
+        if (o.dtype != EMB_FLOAT32 && o.dtype != EMB_FLOAT16 && o.dtype != EMB_FLOAT64)
+            return emb__error(EMB_ERR_INVALID, "%s: an .npy table is written as float32, float16 or float64, not %s",
+                              path, emb_dtype_name(o.dtype));
+        emb_tensor t = *weight;
+        void *conv = NULL;
+        int64_t numel = emb_tensor_numel(weight);
+        if (o.dtype != EMB_FLOAT32) {
+            conv = malloc((size_t)(numel ? numel : 1) * emb_dtype_size(o.dtype));
+            if (!conv) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
+            const float *s = weight->data;
+            for (int64_t k = 0; k < numel; k++) {
+                if (o.dtype == EMB_FLOAT64) ((double *)conv)[k] = s[k];
+                else ((uint16_t *)conv)[k] = emb_f32_to_f16(s[k]);
+            }
+            t.dtype = o.dtype;
+            t.data = numel ? conv : NULL;
+        }
+        rc = vocab ? write_sidecar(path, vocab) : EMB_OK;
+        if (!rc) rc = emb_npy_write(path, &t);
+        free(conv);
+        return rc;
+    }
+    default:
+        if (o.dtype != EMB_FLOAT32)
+            return emb__error(EMB_ERR_INVALID, "%s: the %s format stores float32 values; dtype %s is not possible", path,
+                              emb_format_name(fmt), emb_dtype_name(o.dtype));
+        return emb__write_w2v(path, weight, vocab, fmt, &o);
+    }
+}
