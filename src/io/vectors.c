@@ -130,7 +130,13 @@ emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_
     emb__file f = {0};
     emb_status rc = EMB_OK;
     emb_format fmt = o.format;
-    if (fmt == EMB_FORMAT_AUTO && (rc = emb_format_sniff(path, &fmt))) return rc;
+    if (fmt == EMB_FORMAT_AUTO) {
+        if ((rc = emb_format_sniff(path, &fmt))) return rc;
+        /* Unrecognised content (the GloVe fallback) in a file named .safetensors or .npy is
+         * a damaged file of that format: report what is wrong with it as such. */
+        emb_format ext = emb_format_from_path(path);
+        if (fmt == EMB_FORMAT_GLOVE && (ext == EMB_FORMAT_SAFETENSORS || ext == EMB_FORMAT_NPY)) fmt = ext;
+    }
     v.format = fmt;
     switch (fmt) {
     case EMB_FORMAT_SAFETENSORS: rc = emb__read_safetensors_vectors(path, &o, &v); break;

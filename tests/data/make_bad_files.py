@@ -86,13 +86,13 @@ put("npy_too_many_dims.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shap
 put("npy_1d_table.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", f32x6))
 
 # --- word2vec / GloVe ---
-put("w2v_truncated.bin", b"3 2\na " + struct.pack("<2f", 1, 2) + b"\nb " + struct.pack("<2f", 3, 4)[:5])
+put("w2v_truncated.bin", b"2 2\nalpha " + struct.pack("<2f", 1, 2) + b"\nbeta " + struct.pack("<2f", 3, 4)[:5])
 put("w2v_fewer_rows.bin", b"3 2\na " + struct.pack("<2f", 1, 2) + b"\nb " + struct.pack("<2f", 3, 4) + b"\n")
 put("w2v_huge_header.bin", b"100000000000 300\na " + struct.pack("<2f", 1, 2))
 put("w2v_absurd_dim.txt", b"1 100000000000\na 1 2\n")
 put("w2v_zero_dim.txt", b"1 0\na\n")
 put("w2v_bad_header.txt", b"two three\na 1 2\n")
-put("w2v_fewer_rows.txt", b"3 2\na 1 2\nb 3 4\n")
+put("w2v_fewer_rows.txt", b"3 2\nalpha 1.5 2.5\nbeta 3.5 4.5\n")
 put("w2v_more_rows.txt", b"1 2\na 1 2\nb 3 4\n")
 put("w2v_short_row.txt", b"2 3\na 1 2 3\nb 4 5\n")
 put("w2v_long_row.txt", b"2 3\na 1 2 3\nb 4 5 6 7\n")
