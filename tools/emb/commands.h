@@ -16,5 +16,8 @@
  * different definitions of EMB_CLI_COMMAND, so it has no include guard.
  */
 EMB_CLI_COMMAND(demo)
+EMB_CLI_COMMAND(info)
+EMB_CLI_COMMAND(convert)
+EMB_CLI_COMMAND(lookup)
 EMB_CLI_COMMAND(help)
 EMB_CLI_COMMAND(version)

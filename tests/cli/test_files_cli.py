@@ -1,0 +1,159 @@
+"""emb info, convert and lookup: output, exit codes and round trips through every format."""
+import os
+import re
+import struct
+
+import pytest
+
+from conftest import run
+
+FIXTURES = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared",
+                                         "fixtures", "gensim"))
+DATA = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "data", "bad"))
+
+
+@pytest.fixture
+def vec(tmp_path):
+    p = tmp_path / "small.vec"
+    p.write_text("3 4\n"
+                 "the 0.5 -1.25 2 0 \n"
+                 "cat 1e-3 3.5 -0.75 1\n"
+                 "кот 0 0 0 0\n", encoding="utf-8")
+    return p
+
+
+def test_info(emb_bin, vec):
+    r = run([emb_bin, "info", str(vec)])
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    lines = dict(re.findall(r"(?m)^([a-z -]+):\s+(.*)$", r.stdout))
+    assert lines["format"] == "word2vec-text"
+    assert lines["rows"] == "3"
+    assert lines["dim"] == "4"
+    assert lines["dtype"] == "float32"
+    assert lines["words"] == "3"
+    norm_the = (0.25 + 1.5625 + 4) ** 0.5
+    norm_cat = (1e-6 + 12.25 + 0.5625 + 1) ** 0.5
+    m = re.fullmatch(r"min (\S+), mean (\S+), max (\S+) \(L2, over 3 rows\)", lines["norms"])
+    assert m, lines["norms"]
+    assert float(m.group(1)) == 0
+    assert abs(float(m.group(2)) - (norm_the + norm_cat) / 3) < 1e-5
+    assert abs(float(m.group(3)) - norm_cat) < 1e-5
+    assert lines["shortest"] == "кот" and lines["longest"] == "cat"
+    assert lines["zero rows"] == "1"
+
+
+def test_info_limit_and_fixture(emb_bin):
+    path = os.path.join(FIXTURES, "lee_fasttext.vec")
+    if not os.path.exists(path):
+        pytest.skip("shared fixtures not on this machine")
+    r = run([emb_bin, "info", "--limit", "100", path])
+    assert r.returncode == 0, r.stderr
+    assert "rows:       100 (the file declares 1762; --limit applied)\n" in r.stdout
+    assert "dim:        10\n" in r.stdout
+
+
+@pytest.mark.parametrize("name,err", [
+    ("st_overlap.safetensors", "overlaps the previous tensor"),
+    ("w2v_truncated.bin", "truncated: row 2 of 2"),
+    ("npy_object.npy", "Python objects"),
+    ("w2v_bad_utf8.txt", "not valid UTF-8"),
+])
+def test_bad_files_fail_with_the_reason(emb_bin, name, err):
+    path = os.path.join(DATA, name)
+    r = run([emb_bin, "info", path])
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert r.stderr.startswith("emb info: " + path + ":")
+    assert err in r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+def test_missing_file(emb_bin, tmp_path):
+    r = run([emb_bin, "info", str(tmp_path / "nope.bin")])
+    assert r.returncode == 1
+    assert "cannot open: No such file or directory" in r.stderr
+
+
+def test_convert_round_trip_every_format(emb_bin, vec, tmp_path):
+    want = run([emb_bin, "lookup", "--raw", str(vec), "the", "cat", "кот"]).stdout
+    assert want.startswith("the 0.5 -1.25 2 0\ncat 0.00100000005 3.5 -0.75 1\n")
+    src = vec
+    for ext in ["safetensors", "npy", "bin", "txt", "vec"]:
+        out = tmp_path / f"c.{ext}"
+        r = run([emb_bin, "convert", str(src), str(out)])
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == ""
+        assert re.match(r"emb convert: .* \(\S+, 3 x 4\) -> .*\n", r.stderr)
+        assert run([emb_bin, "lookup", "--raw", str(out), "the", "cat", "кот"]).stdout == want
+        src = out
+    # GloVe through --to, read back (sniffed: no header)
+    r = run([emb_bin, "convert", "--to", "glove", str(src), str(tmp_path / "g.data")])
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "g.data").read_text(encoding="utf-8").startswith("the 0.5 -1.25 2 0\n")
+    r = run([emb_bin, "info", str(tmp_path / "g.data")])
+    assert "format:     glove\n" in r.stdout
+
+
+def test_convert_dtype_and_limit(emb_bin, vec, tmp_path):
+    out = tmp_path / "h.safetensors"
+    r = run([emb_bin, "convert", "--dtype", "f16", "--limit", "2", str(vec), str(out)])
+    assert r.returncode == 0, r.stderr
+    b = out.read_bytes()
+    (n,) = struct.unpack("<Q", b[:8])
+    assert b'"dtype":"F16","shape":[2,4]' in b[8:8 + n]
+    r = run([emb_bin, "info", str(out)])
+    assert "dtype:      float16\n" in r.stdout and "rows:       2\n" in r.stdout
+    r = run([emb_bin, "lookup", "--raw", str(out), "cat"])
+    assert r.stdout == "cat 0.00100040436 3.5 -0.75 1\n"  # 1e-3 rounded to float16
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--dtype", "f8", "a.vec", "b.npy"], r"invalid value 'f8' for --dtype: expected f32, f16, bf16 or f64"),
+    (["a.vec", "b.weird"], r"cannot tell the output format from 'b.weird': .*"),
+    (["--to", "xml", "a.vec", "b.npy"], r"--to: unknown format \"xml\" .*"),
+    (["a.vec"], r"missing IN OUT"),
+])
+def test_convert_usage_errors(emb_bin, args, msg):
+    r = run([emb_bin, "convert", *args])
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert re.fullmatch(r"emb convert: " + msg + r" \(see 'emb convert --help'\)\n", r.stderr), r.stderr
+
+
+def test_convert_failure_keeps_the_old_file(emb_bin, vec, tmp_path):
+    out = tmp_path / "keep.npy"
+    out.write_bytes(b"old contents")
+    r = run([emb_bin, "convert", "--dtype", "bf16", str(vec), str(out)])
+    assert r.returncode == 1
+    assert "float32, float16 or float64" in r.stderr
+    assert out.read_bytes() == b"old contents"
+    assert sorted(os.listdir(tmp_path)) == ["keep.npy", "small.vec"]
+
+
+def test_lookup_pytorch_print(emb_bin, vec):
+    torch = pytest.importorskip("torch")
+    r = run([emb_bin, "lookup", str(vec), "cat", "the", "1"])
+    assert r.returncode == 0, r.stderr
+    w = torch.tensor([[0.5, -1.25, 2, 0], [1e-3, 3.5, -0.75, 1], [0, 0, 0, 0]])
+    assert r.stdout == str(w[[1, 0, 1]]) + "\n"
+
+
+def test_lookup_unknown_word(emb_bin, vec):
+    r = run([emb_bin, "lookup", "--raw", str(vec), "dog", "the", "7"])
+    assert r.returncode == 1
+    assert r.stdout == "the 0.5 -1.25 2 0\n"
+    assert "'dog' is not in the vocabulary" in r.stderr
+    assert "'7' is not in the vocabulary" in r.stderr
+
+
+def test_lookup_ids_without_words(emb_bin, vec, tmp_path):
+    out = tmp_path / "t.npy"
+    assert run([emb_bin, "convert", str(vec), str(out)]).returncode == 0
+    os.remove(tmp_path / "t.vocab")
+    r = run([emb_bin, "lookup", "--raw", str(out), "1", "0"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "1 0.00100000005 3.5 -0.75 1\n0 0.5 -1.25 2 0\n"
+    r = run([emb_bin, "lookup", str(out), "the"])
+    assert r.returncode == 1
+    assert "'the' is not a row id" in r.stderr

@@ -1,0 +1,119 @@
+/* emb lookup: the vectors of words or row ids. */
+#include "cli.h"
+
+#include <emb/emb.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+static int run(const emb_cli_command *cmd, int argc, char **argv) {
+    const char *from = NULL, *tensor = NULL;
+    bool raw = false, no_utf8 = false;
+    int64_t precision = 4;
+    const emb_cli_option opts[] = {
+        {"raw", 'r', NULL, EMB_CLI_FLAG, &raw, 0, 0, 0, 0},
+        {"from", 0, NULL, EMB_CLI_STRING, &from, 0, 0, 0, 0},
+        {"tensor", 0, NULL, EMB_CLI_STRING, &tensor, 0, 0, 0, 0},
+        {"precision", 0, NULL, EMB_CLI_INT, &precision, 0, 17, 0, 0},
+        {"no-utf8-check", 0, NULL, EMB_CLI_FLAG, &no_utf8, 0, 0, 0, 0},
+        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
+    };
+    emb_cli_args args;
+    int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
+    if (rc >= 0) return rc;
+    if ((rc = emb_cli_operands(cmd, &args, 2, -1, "FILE and WORD|ID")) >= 0) return rc;
+    emb_read_options ro = emb_read_options_default();
+    if (from && emb_format_parse(from, &ro.format)) return emb_cli_usage_error(cmd, "--from: %s", emb_errmsg());
+    ro.tensor = tensor;
+    ro.check_utf8 = !no_utf8;
+    emb_vectors v;
+    if (emb_vectors_read(args.v[0], &ro, &v)) return emb_cli_fail(cmd, "%s", emb_errmsg());
+    int64_t rows = v.weight.shape[0], dim = v.weight.shape[1], n = 0;
+    int64_t *ids = malloc(sizeof *ids * (size_t)args.n);
+    const char **labels = malloc(sizeof *labels * (size_t)args.n);
+    if (!ids || !labels) {
+        free(ids), free(labels), emb_vectors_free(&v);
+        return emb_cli_fail(cmd, "out of memory");
+    }
+    rc = EMB_CLI_OK;
+    for (int i = 1; i < args.n; i++) {
+        const char *q = args.v[i];
+        int64_t id = v.vocab ? emb_vocab_find(v.vocab, q, strlen(q)) : -1;
+        if (id < 0) {
+            char err[128];
+            int64_t x;
+            if (emb_cli_parse_int(q, 0, INT64_MAX, &x, err, sizeof err) && x < rows) {
+                id = x;
+            } else {
+                if (v.vocab)
+                    fprintf(stderr, "emb lookup: '%s' is not in the vocabulary of %s (%lld words) nor a row id\n", q,
+                            args.v[0], (long long)rows);
+                else
+                    fprintf(stderr, "emb lookup: '%s' is not a row id of %s (it has no words; ids are 0..%lld)\n", q,
+                            args.v[0], (long long)rows - 1);
+                rc = EMB_CLI_FAILURE;
+                continue;
+            }
+        }
+        ids[n] = id;
+        labels[n] = v.vocab ? emb_vocab_word(v.vocab, id, NULL) : q;
+        n++;
+    }
+    if (n > 0) {
+        const float *w = v.weight.data;
+        if (raw) {
+            for (int64_t i = 0; i < n; i++) {
+                fputs(labels[i], stdout);
+                for (int64_t k = 0; k < dim; k++) printf(" %.9g", (double)w[ids[i] * dim + k]);
+                putchar('\n');
+            }
+        } else {
+            emb_tensor idx, out;
+            int64_t oshape[2] = {n, dim};
+            emb_print_options po = emb_print_options_default();
+            po.precision = (int)precision;
+            if (emb_tensor_init(&idx, EMB_INT64, ids, 1, &n) || emb_tensor_alloc(&out, EMB_FLOAT32, 2, oshape) ||
+                emb_embedding_lookup(&v.weight, &idx, &out) || emb_tensor_print(stdout, &out, &po))
+                rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+            emb_tensor_free(&out);
+        }
+    }
+    free(ids);
+    free(labels);
+    emb_vectors_free(&v);
+    return rc;
+}
+
+const emb_cli_command emb_cli_cmd_lookup = {
+    "lookup",
+    "print the vectors of words or row ids",
+    "usage: emb lookup [--raw] [--precision P] [--from FORMAT] [--tensor NAME] FILE WORD|ID...\n"
+    "\n"
+    "Reads the table in FILE (any format emb reads, recognised from the content) and prints\n"
+    "the rows of the given words, in order. An argument that is not a word of the table but\n"
+    "a number in [0, rows) is a row id; files without words (.npy, safetensors without a\n"
+    "vocabulary) are looked up by id only.\n"
+    "\n"
+    "Output: by default the rows as one PyTorch-style tensor, exactly as print(emb.weight[ids])\n"
+    "shows it, e.g.\n"
+    "  tensor([[-0.6599,  0.2097,  0.4736],\n"
+    "          [-0.0979, -0.7256, -0.1057]])\n"
+    "With --raw, one line per row: the word (or the id as given), then every value with\n"
+    "9 significant digits (enough to read back the same float32), separated by spaces.\n"
+    "\n"
+    "options:\n"
+    "  -r, --raw          word2vec-style lines instead of the tensor\n"
+    "  --precision P      digits after the decimal point in the tensor print (default 4)\n"
+    "  --from FORMAT      read FILE as FORMAT: safetensors, npy, word2vec-text (txt, vec),\n"
+    "                     word2vec-binary (bin), glove\n"
+    "  --tensor NAME      safetensors: the tensor to read\n"
+    "  --no-utf8-check    accept words in FILE that are not valid UTF-8\n"
+    "\n"
+    "exit status: 0 when every argument was found; 1 when some were not (each is reported\n"
+    "on standard error, the others are printed) or FILE cannot be read; 2 on a usage error.\n"
+    "\n"
+    "examples:\n"
+    "  emb lookup vectors.bin king queen\n"
+    "  emb lookup --raw table.npy 0 17\n",
+    run,
+};
