@@ -177,7 +177,11 @@ EMB_API emb_status emb_embedding_lookup(const emb_tensor *weight, const emb_tens
  * in `indices` whose norm exceeds max_norm is scaled in place by
  * (float)(max_norm / (norm + 1e-7)). PyTorch's numerics (the 2-norm's accumulation order
  * included). Indices are validated first; nothing changes on error. max_norm must be > 0
- * and not NaN; norm_type not NaN. */
+ * and not NaN; norm_type not NaN. Temporary buffers (also for a forward with max_norm):
+ * 2n int64 for n = numel(indices) when V > 256n (the batch is sorted to find its distinct
+ * rows), else min(n, V) int64 and a V-bit bitmap (at most 32 bytes per index). Errors:
+ * EMB_ERR_NULL, EMB_ERR_SHAPE/EMB_ERR_DTYPE (PyTorch's wording), EMB_ERR_INDEX,
+ * EMB_ERR_INVALID, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_embedding_renorm_(emb_tensor *weight, const emb_tensor *indices,
                                          double max_norm, double norm_type);
 
@@ -232,7 +236,11 @@ EMB_API emb_status emb_sparse_grad_add_to_dense(const emb_sparse_grad *g, emb_te
  * (float)(1.0 / count) with fmaf (count over all positions, padding included), and the sum
  * is then added to grad_weight once: bit-identical to PyTorch's fresh gradient and to its
  * accumulation into an existing .grad (rows that receive nothing are not touched),
- * independent of the thread count. Temporary buffers: O(num_embeddings + numel(indices)).
+ * independent of the thread count. Temporary buffers are proportional to the batch, not
+ * to the table: with n = numel(indices) and V = num_embeddings, a batch with V > 4n is
+ * bucketed by radix-sorting its n (row, position) pairs (3n + 1 int64), a larger one by
+ * counting over the rows (V + 2 + n int64, which is at most 5n + 2; with several threads
+ * also up to 2n + 65536 per-thread counters), plus threads * dim floats either way.
  * Errors (grad_weight unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE,
  * EMB_ERR_INDEX, EMB_ERR_STATE (the weight does not require grad), EMB_ERR_NOMEM. */
 EMB_API emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indices,

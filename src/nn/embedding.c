@@ -5,6 +5,7 @@
 #include "embedding_internal.h"
 #include "kernels/dispatch.h"
 #include "kernels/lookup.h"
+#include "kernels/radix.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -25,6 +26,13 @@
 #define EMB__PF_ROW_BYTES 128
 /* Parallelise a renorm over distinct rows once it touches more than this many floats. */
 #define EMB__RENORM_GRAIN 32768
+/* The renorm lists its distinct rows by sorting the batch when V / this > numel(indices),
+ * else with a V-bit bitmap. Measured with bench/bench_temporaries.c (numbers there). */
+#define EMB__RENORM_SORT_RATIO 256
+
+static int temp_mode = EMB__TEMP_AUTO;
+void emb__set_temp_mode(int mode) { temp_mode = mode; }
+int emb__temp_mode(void) { return temp_mode; }
 
 /* ---------------------------------------------------------------------------------------
  * Options and construction
@@ -325,54 +333,74 @@ static void gather(const float *weight, int64_t V, int64_t D, const emb_tensor *
  * Renorm
  * ------------------------------------------------------------------------------------- */
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
+/* Lists the distinct rows of the (validated) indices in ascending order into rows[] and
+ * returns their number, with a bitmap of the table's V rows: V/8 bytes, scanned whole. */
+static int64_t distinct_rows_bitmap(const emb_tensor *indices, int64_t n, int64_t V,
+                                    uint64_t *seen, int64_t *rows) {
+    int64_t words = (V + 63) / 64, nrows = 0;
+    memset(seen, 0, (size_t)words * sizeof(uint64_t));
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = emb__index_at(indices, i);
+        seen[r >> 6] |= UINT64_C(1) << (r & 63);
+    }
+    for (int64_t w = 0; w < words; w++)
+        for (uint64_t m = seen[w]; m; m &= m - 1) rows[nrows++] = w * 64 + __builtin_ctzll(m);
+    return nrows;
+}
+
+/* The same list by radix-sorting a copy of the indices (keys and tmp hold n each) and
+ * dropping repeats; returns the list's address (inside keys or tmp) in *rows_out. */
+static int64_t distinct_rows_sorted(const emb_tensor *indices, int64_t n, int64_t V,
+                                    uint64_t *keys, uint64_t *tmp, int64_t **rows_out) {
+    for (int64_t i = 0; i < n; i++) keys[i] = (uint64_t)emb__index_at(indices, i);
+    uint64_t *sorted =
+        emb__radix_sort_u64(keys, tmp, n, 0, emb__bit_width_u64((uint64_t)(V - 1)));
+    int64_t *rows = (int64_t *)sorted, nrows = 0; /* in place: rows[k] written after
+                                                     sorted[i >= k] was read */
+    for (int64_t i = 0; i < n; i++)
+        if (nrows == 0 || (uint64_t)rows[nrows - 1] != sorted[i]) rows[nrows++] = (int64_t)sorted[i];
+    *rows_out = rows;
+    return nrows;
 }
 
 /* Renormalises each distinct row named in the (validated) indices, in ascending row order
  * (rows are independent, so the order only matters for reproducing PyTorch's "once per
- * distinct row"). Allocates before writing: EMB_ERR_NOMEM leaves the weight unchanged. */
+ * distinct row"). The distinct rows come from a V-bit bitmap when the batch is large
+ * relative to the table, else from sorting the batch (EMB__RENORM_SORT_RATIO), so the
+ * temporaries are O(min(n, V) + V/64) or O(n). Allocates before writing: EMB_ERR_NOMEM
+ * leaves the weight unchanged. */
 static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *indices,
                          double max_norm, double norm_type) {
     int64_t n = emb_tensor_numel(indices);
     if (n == 0 || max_norm == INFINITY) return EMB_OK;
-    int64_t cap = n < V ? n : V;
-    int64_t *rows = emb_malloc((size_t)cap * sizeof(int64_t));
-    if (!rows)
-        return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64
-                          " row numbers for max_norm", cap);
-    int64_t nrows = 0;
-    if (V / 64 <= 4 * n) {
-        /* Dense: a bitmap of the table's rows, scanned in order. */
-        int64_t words = (V + 63) / 64;
-        uint64_t *seen = calloc((size_t)words, sizeof(uint64_t));
-        if (!seen) {
-            emb_free(rows);
-            return emb__error(EMB_ERR_NOMEM, "cannot allocate a %" PRId64
-                              "-row bitmap for max_norm", V);
-        }
-        for (int64_t i = 0; i < n; i++) {
-            int64_t r = emb__index_at(indices, i);
-            seen[r >> 6] |= UINT64_C(1) << (r & 63);
-        }
-        for (int64_t w = 0; w < words; w++)
-            for (uint64_t m = seen[w]; m; m &= m - 1)
-                rows[nrows++] = w * 64 + __builtin_ctzll(m);
-        free(seen);
-    } else {
-        /* Sparse: sort a copy of the indices and drop repeats. */
-        int64_t *tmp = emb_malloc((size_t)n * sizeof(int64_t));
-        if (!tmp) {
-            emb_free(rows);
-            return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64
+    const int mode = emb__temp_mode();
+    const bool sorted = mode == EMB__TEMP_BATCH ||
+                        (mode == EMB__TEMP_AUTO && V / EMB__RENORM_SORT_RATIO > n);
+    int64_t *rows = NULL, nrows = 0;
+    void *buf1 = NULL, *buf2 = NULL;
+    if (sorted) {
+        buf1 = emb_malloc((size_t)n * sizeof(uint64_t));
+        buf2 = emb_malloc((size_t)n * sizeof(uint64_t));
+        if (!buf1 || !buf2) {
+            emb_free(buf1);
+            emb_free(buf2);
+            return emb__error(EMB_ERR_NOMEM, "cannot allocate 2 x %" PRId64
                               " indices for max_norm", n);
         }
-        for (int64_t i = 0; i < n; i++) tmp[i] = emb__index_at(indices, i);
-        qsort(tmp, (size_t)n, sizeof(int64_t), cmp_i64);
-        for (int64_t i = 0; i < n; i++)
-            if (i == 0 || tmp[i] != tmp[i - 1]) rows[nrows++] = tmp[i];
-        emb_free(tmp);
+        nrows = distinct_rows_sorted(indices, n, V, buf1, buf2, &rows);
+    } else {
+        int64_t cap = n < V ? n : V;
+        buf1 = emb_malloc((size_t)cap * sizeof(int64_t));
+        buf2 = emb_malloc((size_t)((V + 63) / 64) * sizeof(uint64_t));
+        if (!buf1 || !buf2) {
+            emb_free(buf1);
+            emb_free(buf2);
+            return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64
+                              " row numbers and a %" PRId64 "-row bitmap for max_norm",
+                              cap, V);
+        }
+        rows = buf1;
+        nrows = distinct_rows_bitmap(indices, n, V, buf2, rows);
     }
     int64_t work = nrows > INT64_MAX / D ? INT64_MAX : nrows * D;
     int nt = work > EMB__RENORM_GRAIN ? emb__threads_for(work, EMB__RENORM_GRAIN) : 1;
@@ -389,7 +417,8 @@ static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *
             renorm_rows(weight, D, rows, b, e, max_norm, norm_type);
         }
     }
-    emb_free(rows);
+    emb_free(buf1);
+    emb_free(buf2);
     return EMB_OK;
 }
 

@@ -1,11 +1,13 @@
 /* src/nn/embedding_backward.c: the backward of nn.Embedding, dense and sparse.
  * Shared reference pytorch-semantics.md §4.1 (dense), §4.2 (sparse), §8.2 (design).
  *
- * Dense: the positions are bucketed by destination row with a stable counting sort (CSR:
- * offsets[V+1], order[M] with positions ascending inside each row), then threads own
- * disjoint row ranges, balanced by their number of contributions, and each row is summed
- * from +0.0 in position order and added to the caller's gradient once. No atomics: the bits
- * do not depend on the thread count.
+ * Dense: the positions are bucketed by destination row, stably (positions ascending inside
+ * each row): for a small table relative to the batch by a counting sort over the rows (CSR:
+ * offsets[V+1], order[M]), for a large one by radix-sorting the batch (backward_sorted), so
+ * that the temporaries stay proportional to the batch. Then threads own disjoint row
+ * ranges, balanced by their number of contributions, and each row is summed from +0.0 in
+ * position order and added to the caller's gradient once. No atomics: the bits do not
+ * depend on the thread count, nor on the bucketing.
  *
  * Sparse: the entries (input order, padding removed) are a fresh uncoalesced COO gradient;
  * accumulating into a non-empty gradient reproduces PyTorch's in-place sparse add (a merge
@@ -14,6 +16,7 @@
 #include "sparse_grad_internal.h"
 #include "kernels/backward.h"
 #include "kernels/dispatch.h"
+#include "kernels/radix.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -27,6 +30,10 @@
  * counters the parallel bucketing may always use (beyond 2 per position). */
 #define EMB__CSR_GRAIN (1 << 16)
 #define EMB__CSR_SMALL_HIST (1 << 16)
+/* The dense backward sorts the batch (batch-sized buckets) when V / this > numel(indices);
+ * below, counting over the table's rows is faster. Measured with bench/bench_temporaries.c:
+ * see the numbers there. */
+#define EMB__BATCH_BUCKETS_RATIO 4
 
 /* Checks shared by the dense and sparse backward, after the NULL and state checks: the
  * index tensor, then grad_output's dtype and shape. The callers then check their gradient
@@ -138,6 +145,115 @@ static void csr_parallel(const emb_tensor *indices, int64_t n, int64_t V, int64_
     }
 }
 
+/* Whether the dense backward buckets the positions by sorting the batch (memory O(n),
+ * time O(n) per 11 bits of row number) rather than by counting over the table's rows
+ * (memory O(V + n), time O(V + n)). See EMB__BATCH_BUCKETS_RATIO. */
+static bool use_batch_buckets(int64_t V, int64_t n) {
+    const int bits = emb__bit_width_u64((uint64_t)(V - 1)) + emb__bit_width_u64((uint64_t)(n - 1));
+    if (bits > 64) return false; /* (row, position) does not fit one key */
+    switch (emb__temp_mode()) {
+    case EMB__TEMP_TABLE: return false;
+    case EMB__TEMP_BATCH: return true;
+    default: return V / EMB__BATCH_BUCKETS_RATIO > n;
+    }
+}
+
+/* The dense backward with batch-sized buckets: the non-padding positions i are packed as
+ * keys (row << pbits) | i and radix-sorted on the row bits, which is stable, so each row's
+ * positions stay in increasing order: the same `order` as the counting sort, listed per
+ * distinct row instead of per table row. Each distinct row is then summed by the same row
+ * kernel (called on a one-row window: offsets + u, grad_weight + row * D), threads owning
+ * disjoint ranges of distinct rows balanced by contributions. Same bits as the table-sized
+ * path, for any thread count. Temporaries: 3n + 1 words and nt * D floats. */
+static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indices,
+                                  const float *go, float *gw, int64_t n) {
+    const int64_t D = e->embedding_dim, pad = e->padding_idx;
+    const int pbits = emb__bit_width_u64((uint64_t)(n - 1));
+    const int kbits = emb__bit_width_u64((uint64_t)(e->num_embeddings - 1));
+    const uint64_t pmask = pbits == 0 ? 0 : UINT64_MAX >> (64 - pbits);
+    int64_t kbytes;
+    if (!emb__mul_i64(n + 1, (int64_t)sizeof(uint64_t), &kbytes) || (uint64_t)kbytes > SIZE_MAX)
+        return emb__error(EMB_ERR_OVERFLOW, "embedding_backward: the bucket sizes overflow");
+    uint64_t *a = emb_malloc((size_t)kbytes);
+    uint64_t *b = emb_malloc((size_t)kbytes);
+    int64_t *offs = emb_malloc((size_t)kbytes);
+    if (!a || !b || !offs) {
+        emb_free(a);
+        emb_free(b);
+        emb_free(offs);
+        return emb__error(EMB_ERR_NOMEM,
+                          "embedding_backward: cannot allocate %" PRId64
+                          " bytes of index buckets",
+                          3 * kbytes);
+    }
+    int64_t m = 0;
+    if (indices->dtype == EMB_INT64) {
+        const int64_t *idx = indices->data;
+        for (int64_t i = 0; i < n; i++)
+            if (idx[i] != pad) a[m++] = (uint64_t)idx[i] << pbits | (uint64_t)i;
+    } else {
+        const int32_t *idx = indices->data;
+        for (int64_t i = 0; i < n; i++)
+            if ((int64_t)idx[i] != pad) a[m++] = (uint64_t)idx[i] << pbits | (uint64_t)i;
+    }
+    emb_status st = EMB_OK;
+    float *acc = NULL;
+    if (m == 0) goto done;
+    uint64_t *sorted = emb__radix_sort_u64(a, b, m, pbits, pbits + kbits);
+    /* order[j] = position of the j-th sorted key (in the other buffer); the distinct rows
+     * overwrite the sorted keys in place (rows[u] is written after keys[j >= u] is read) */
+    int64_t *order = (int64_t *)(sorted == a ? b : a);
+    int64_t *rows = (int64_t *)sorted;
+    int64_t U = 0;
+    for (int64_t j = 0; j < m; j++) {
+        const uint64_t key = sorted[j];
+        const int64_t r = (int64_t)(key >> pbits);
+        order[j] = (int64_t)(key & pmask);
+        if (U == 0 || rows[U - 1] != r) {
+            offs[U] = j;
+            rows[U++] = r;
+        }
+    }
+    offs[U] = m;
+
+    int64_t work;
+    if (!emb__mul_i64(m, D, &work)) work = INT64_MAX;
+    const int nt = emb__threads_for(work, EMB__BACKWARD_GRAIN);
+    acc = emb_malloc((size_t)nt * (size_t)D * sizeof(float));
+    if (!acc) {
+        st = emb__error(EMB_ERR_NOMEM,
+                        "embedding_backward: cannot allocate %d accumulators of %" PRId64
+                        " floats",
+                        nt, D);
+        goto done;
+    }
+    const bool scale = e->scale_grad_by_freq;
+    const emb__backward_rows_fn kernel = emb__kernels()->backward_rows;
+    if (nt <= 1) {
+        for (int64_t u = 0; u < U; u++)
+            kernel(gw + rows[u] * D, go, D, offs + u, order, 0, 1, scale, acc);
+    } else {
+#pragma omp parallel num_threads(nt)
+        {
+#ifdef _OPENMP
+            int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+#else
+            int64_t t = 0, T = 1;
+#endif
+            int64_t u0 = t == 0 ? 0 : lower_bound_row(offs, U, m * t / T);
+            int64_t u1 = t == T - 1 ? U : lower_bound_row(offs, U, m * (t + 1) / T);
+            for (int64_t u = u0; u < u1; u++)
+                kernel(gw + rows[u] * D, go, D, offs + u, order, 0, 1, scale, acc + t * D);
+        }
+    }
+done:
+    emb_free(acc);
+    emb_free(a);
+    emb_free(b);
+    emb_free(offs);
+    return st;
+}
+
 emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indices,
                                   const emb_tensor *grad_output, emb_tensor *grad_weight) {
     if (!e) return emb__null("embedding");
@@ -156,6 +272,8 @@ emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indi
 
     const int64_t n = emb_tensor_numel(indices);
     if (n == 0 || D == 0) return EMB_OK;
+    if (use_batch_buckets(V, n))
+        return backward_sorted(e, indices, grad_output->data, grad_weight->data, n);
     const int64_t pad = e->padding_idx;
 
     /* offsets: V + 2 counters (the serial build's extra slot leaves offsets[r] = start of

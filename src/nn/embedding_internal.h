@@ -21,4 +21,13 @@ struct emb_embedding {
     void *release_ctx;
 };
 
+/* Which temporaries the dense backward and the max_norm renorm use. AUTO (the default)
+ * picks by shape; TABLE forces the table-sized ones (counting sort over V rows, V-bit
+ * bitmap), BATCH the batch-sized ones (radix sort of the batch) wherever they apply. Both
+ * give the same bits; the unit tests and bench/bench_temporaries.c switch between them.
+ * Not thread-safe: set it before the calls it should affect. */
+enum { EMB__TEMP_AUTO = 0, EMB__TEMP_TABLE = 1, EMB__TEMP_BATCH = 2 };
+void emb__set_temp_mode(int mode);
+int emb__temp_mode(void);
+
 #endif /* EMB_EMBEDDING_INTERNAL_H */
