@@ -129,7 +129,8 @@ EMB_API emb_status emb_embedding_weight(emb_embedding *e, emb_tensor *view);
 /* The weight for reading, on any table, read-only ones included: the same view as
  * emb_embedding_weight, but the caller must not write through it (emb_tensor has no const
  * form; on a read-only mapping a write faults). Pass it to emb_embedding_lookup, to a
- * printer, or copy it. Valid until emb_embedding_free. Errors (view untouched):
+ * printer, or copy it; never to something that writes (emb_embedding_renorm_, an
+ * optimizer's add_param). Valid until emb_embedding_free. Errors (view untouched):
  * EMB_ERR_NULL. */
 EMB_API emb_status emb_embedding_weight_const(const emb_embedding *e, emb_tensor *view);
 EMB_API int64_t emb_embedding_num_embeddings(const emb_embedding *e);
@@ -178,8 +179,8 @@ EMB_API emb_status emb_embedding_lookup(const emb_tensor *weight, const emb_tens
  * (float)(max_norm / (norm + 1e-7)). PyTorch's numerics (the 2-norm's accumulation order
  * included). Indices are validated first; nothing changes on error. max_norm must be > 0
  * and not NaN; norm_type not NaN. Temporary buffers (also for a forward with max_norm):
- * 2n int64 for n = numel(indices) when V > 256n (the batch is sorted to find its distinct
- * rows), else min(n, V) int64 and a V-bit bitmap (at most 32 bytes per index). Errors:
+ * 2n int64 for n = numel(indices) when V > 64n (the batch is sorted to find its distinct
+ * rows), else min(n, V) int64 and a V-bit bitmap (at most 8 bytes per index). Errors:
  * EMB_ERR_NULL, EMB_ERR_SHAPE/EMB_ERR_DTYPE (PyTorch's wording), EMB_ERR_INDEX,
  * EMB_ERR_INVALID, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_embedding_renorm_(emb_tensor *weight, const emb_tensor *indices,

@@ -26,9 +26,11 @@
 #define EMB__PF_ROW_BYTES 128
 /* Parallelise a renorm over distinct rows once it touches more than this many floats. */
 #define EMB__RENORM_GRAIN 32768
-/* The renorm lists its distinct rows by sorting the batch when V / this > numel(indices),
- * else with a V-bit bitmap. Measured with bench/bench_temporaries.c (numbers there). */
-#define EMB__RENORM_SORT_RATIO 256
+/* The renorm lists its distinct rows by radix-sorting the batch when V / this > n =
+ * numel(indices), else with a V-bit bitmap (then at most 64n bits: one word per index).
+ * Measured with bench/bench_temporaries.c (numbers there): from V/n = 64 up sorting is as
+ * fast or faster, as the norms of the rows dominate; below 16 the bitmap wins, up to 5x. */
+#define EMB__RENORM_SORT_RATIO 64
 
 static int temp_mode = EMB__TEMP_AUTO;
 void emb__set_temp_mode(int mode) { temp_mode = mode; }

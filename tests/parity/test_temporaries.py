@@ -4,7 +4,7 @@ the paths with each other):
   - a large table and a small batch: the batch is radix-sorted (temporaries O(n));
   - a small table and a large batch: counting over the table's rows / a V-bit bitmap;
 at 1, 2 and 3 threads, with padding, scale_grad_by_freq, int32 and int64 indices. The
-automatic choice is V / 4 > n for the backward and V / 256 > n for the renorm. Every
+automatic choice is V / 4 > n for the backward and V / 64 > n for the renorm. Every
 expected value is produced by torch during the test."""
 import ctypes as C
 import math
@@ -93,11 +93,11 @@ def test_dense_backward_both_paths(V, D, n, hot):
 
 # (V, D, n): large V small n (sorted batch), then small V large n (bitmap)
 RENORM_SHAPES = [
-    (262_400, 96, 1_024),  # the smallest sorted case where 3 threads share the rows
+    (70_000, 96, 1_024),  # sorted, and 3 threads share the rows
     (1_000_000, 8, 300),
     (3_000, 96, 40_000),
-    (25_600, 16, 100),   # V / n = 256: the bitmap, at the crossover
-    (25_601, 16, 100),   # just above it: the sorted batch
+    (6_400, 16, 100),   # V / n = 64: the bitmap, at the crossover
+    (6_401, 16, 100),   # just above it: the sorted batch
 ]
 
 
