@@ -1,11 +1,13 @@
-/* Unit tests of the CLI framework's option and number parsing (tools/emb/cli.c): every
- * spelling cli.h promises, every usage error and its one-line message, and that a value
- * that fails to parse leaves the destination unchanged. The rules as the user sees them,
- * on the real commands, are in tests/cli/test_cli.py. */
+/* Unit tests of the CLI framework (tools/emb/cli.c): every option spelling cli.h promises,
+ * every usage error and its one-line message, that a value that fails to parse leaves the
+ * destination unchanged, the output check and the query reader. The rules as the user sees
+ * them, on the real commands, are in tests/cli/test_cli.py. */
+#define _GNU_SOURCE /* posix_openpt, ptsname */
 #include "emb_test.h"
 
 #include "cli.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 static const emb_cli_command test_cmd = {"t", "a test command", "usage: emb t [options]\nhelp\n",
@@ -349,6 +351,58 @@ static void test_finish_output(void **state) {
     fclose(ok);
 }
 
+static void test_read_query(void **state) {
+    (void)state;
+    FILE *in = tmpfile();
+    assert_non_null(in);
+    fputs("king queen\nparis\r\n\nEXIT\nafter\n", in);
+    rewind(in);
+    char *line = NULL;
+    size_t cap = 0, len = 99;
+    /* not a terminal: no prompt */
+    assert_true(CAPTURE(emb_cli_read_query(in, "Query? ", &line, &cap, &len)));
+    assert_string_equal(line, "king queen");
+    assert_int_equal(len, 10);
+    assert_string_equal(err_text, "");
+    assert_true(CAPTURE(emb_cli_read_query(in, "Query? ", &line, &cap, &len)));
+    assert_string_equal(line, "paris"); /* CRLF stripped */
+    assert_true(CAPTURE(emb_cli_read_query(in, "Query? ", &line, &cap, &len)));
+    assert_string_equal(line, "");
+    assert_int_equal(len, 0);
+    assert_false(CAPTURE(emb_cli_read_query(in, "Query? ", &line, &cap, &len))); /* EXIT */
+    fclose(in);
+
+    in = tmpfile();
+    assert_non_null(in);
+    fputs("last line without newline", in);
+    rewind(in);
+    assert_true(emb_cli_read_query(in, NULL, &line, &cap, &len));
+    assert_string_equal(line, "last line without newline");
+    assert_false(emb_cli_read_query(in, NULL, &line, &cap, &len)); /* end of input */
+    assert_false(ferror(in));
+    fclose(in);
+
+    /* on a terminal the prompt goes to stderr */
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || grantpt(master) || unlockpt(master)) {
+        free(line);
+        if (master >= 0) close(master);
+        skip();
+    }
+    int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+    assert_true(slave >= 0);
+    assert_int_equal(write(master, "whale\n", 6), 6);
+    in = fdopen(slave, "r");
+    assert_non_null(in);
+    assert_true(CAPTURE(emb_cli_read_query(in, "Query word? ", &line, &cap, &len)));
+    assert_string_equal(line, "whale");
+    assert_string_equal(err_text, "Query word? ");
+    assert_string_equal(out_text, "");
+    fclose(in);
+    close(master);
+    free(line);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_long_option_spellings),
@@ -364,6 +418,7 @@ int main(void) {
         cmocka_unit_test(test_number_helpers),
         cmocka_unit_test(test_usage_error_and_fail_messages),
         cmocka_unit_test(test_finish_output),
+        cmocka_unit_test(test_read_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void vreport(const emb_cli_command *cmd, const char *fmt, va_list ap) {
     fprintf(stderr, "emb%s%s: ", cmd ? " " : "", cmd ? cmd->name : "");
@@ -243,6 +244,22 @@ int emb_cli_operands(const emb_cli_command *cmd, const emb_cli_args *args, int m
     if (max >= 0 && args->n > max)
         return emb_cli_usage_error(cmd, "unexpected argument '%s'", args->v[max]);
     return -1;
+}
+
+/* ---- interactive input ---- */
+
+bool emb_cli_read_query(FILE *in, const char *prompt, char **line, size_t *cap, size_t *len) {
+    if (prompt && isatty(fileno(in))) {
+        fputs(prompt, stderr);
+        fflush(stderr);
+    }
+    ssize_t n = getline(line, cap, in);
+    if (n < 0) return false;
+    if (n > 0 && (*line)[n - 1] == '\n') (*line)[--n] = '\0';
+    if (n > 0 && (*line)[n - 1] == '\r') (*line)[--n] = '\0';
+    if (!strcmp(*line, "EXIT")) return false;
+    *len = (size_t)n;
+    return true;
 }
 
 /* ---- output ---- */

@@ -123,6 +123,15 @@ bool emb_cli_parse_uint64(const char *s, uint64_t *out, char *err, size_t size);
 bool emb_cli_parse_double(const char *s, double min, double max, double *out, char *err,
                           size_t size);
 
+/* ---- interactive input (query commands such as nn and analogy) ---- */
+
+/* Reads the next query line from `in` into *line (grown with realloc as getline does; free
+ * it when done), without its line terminator ("\n" or "\r\n"). When `prompt` is non-NULL
+ * and `in` is a terminal, prints the prompt on stderr first (so that piped output holds
+ * results only). Returns false at end of input, on a read error (check ferror(in)) and on
+ * the line "EXIT" (word2vec's way to stop); true otherwise, with *len the line's length. */
+bool emb_cli_read_query(FILE *in, const char *prompt, char **line, size_t *cap, size_t *len);
+
 /* ---- output ---- */
 
 /* Flushes `f` and checks it for a write error. Returns `rc` when all is well. Otherwise
