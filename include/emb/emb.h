@@ -12,6 +12,7 @@
 
 #include "core.h"
 #include "embedding.h"
+#include "bag.h"
 #include "io.h"
 #include "linear.h"
 #include "loss.h"

@@ -284,3 +284,41 @@ def tensor_out(shape, dtype=np.float32, fill=np.nan):
     a = np.empty(shape, dtype=dtype)
     a.fill(fill if np.issubdtype(a.dtype, np.floating) else 0)
     return a
+
+
+# ---- nn.EmbeddingBag (include/emb/bag.h) ----
+BAG_SUM, BAG_MEAN, BAG_MAX = 0, 1, 2
+ERR_READ_ONLY = -12
+
+
+class BagOptions(C.Structure):
+    _fields_ = [("mode", C.c_int), ("padding_idx", C.c_int64), ("max_norm", C.c_double),
+                ("norm_type", C.c_double), ("scale_grad_by_freq", C.c_bool),
+                ("sparse", C.c_bool), ("include_last_offset", C.c_bool),
+                ("generator", C.c_void_p)]
+
+
+_BAG_SIGS = {
+    "emb_bag_options_default": (BagOptions, []),
+    "emb_bag_create": (_st, [C.c_int64, C.c_int64, P(BagOptions), P(_vp)]),
+    "emb_bag_from_pretrained": (_st, [_tp, C.c_bool, P(BagOptions), P(_vp)]),
+    "emb_bag_wrap": (_st, [_tp, _vp, C.c_bool, P(BagOptions), P(_vp)]),
+    "emb_bag_free": (None, [_vp]),
+    "emb_bag_embedding": (_vp, [_vp]),
+    "emb_bag_weight": (_st, [_vp, _tp]),
+    "emb_bag_get_mode": (C.c_int, [_vp]),
+    "emb_bag_include_last_offset": (C.c_bool, [_vp]),
+    "emb_bag_num_bags": (_st, [_vp, _tp, _tp, P(C.c_int64)]),
+    "emb_bag_forward": (_st, [_vp, _tp, _tp, _tp, _tp, _tp]),
+    "emb_embedding_bag": (_st, [_tp, _tp, _tp, _tp, P(BagOptions), _tp, _tp]),
+    "emb_bag_backward": (_st, [_vp, _tp, _tp, _tp, _tp, _tp, _tp]),
+    "emb_bag_backward_sparse": (_st, [_vp, _tp, _tp, _tp, _tp, P(SparseGrad)]),
+    "emb_bag_backward_per_sample_weights": (_st, [_vp, _tp, _tp, _tp, _tp]),
+}
+
+for _name, (_res, _args) in _BAG_SIGS.items():
+    _fn = getattr(lib, _name, None)
+    if _fn is None:
+        continue
+    _fn.restype = _res
+    _fn.argtypes = _args

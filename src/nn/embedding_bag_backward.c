@@ -1,0 +1,353 @@
+/* src/nn/embedding_bag_backward.c: the backward of nn.EmbeddingBag — dense weight gradient
+ * (sum/mean in PyTorch's sorted-permutation order, max routed through max_indices),
+ * sparse weight gradient, and the per_sample_weights gradient. Shared reference
+ * pytorch-semantics.md §5.6, §5.7, §8.4.
+ *
+ * Determinism: the dense sum/mean gradient is computed per destination row (a group of
+ * equal indices in the unstable-sort permutation PyTorch uses), and threads own disjoint
+ * ranges of groups; max mode splits the columns between threads. No atomics: the bits do
+ * not depend on the thread count. */
+#include "embedding_bag_internal.h"
+#include "kernels/argsort.h"
+#include "kernels/backward.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define EMB__BAG_BWD_GRAIN 32768
+
+static emb_status state_error(void) {
+    return emb__error(EMB_ERR_STATE,
+                      "the embedding bag's weight does not require grad (created with "
+                      "freeze=true)");
+}
+
+/* Shared checks: batch, grad_output [B, D], index values. On success bb holds storage. */
+static emb_status check_common(const emb__bag_cfg *c, const emb_tensor *input,
+                               const emb_tensor *offsets, const emb_tensor *psw,
+                               const emb_tensor *grad_output, emb__bag_batch *bb) {
+    if (!input) return emb__null("input");
+    if (!grad_output) return emb__null("grad_output");
+    emb_status st = emb__bag_batch_init(c, input, offsets, psw, bb);
+    if (st) return st;
+    const int64_t gs[2] = {bb->B, c->D};
+    st = emb__check_f32_shape(grad_output, "grad_output", 2, gs);
+    if (st) {
+        emb__bag_batch_free(bb);
+        return st;
+    }
+    return EMB_OK;
+}
+
+static emb_status alloc_bytes(void **p, int64_t count, int64_t size, const char *what) {
+    int64_t bytes;
+    if (!emb__mul_i64(count > 0 ? count : 1, size, &bytes) || (uint64_t)bytes > SIZE_MAX)
+        return emb__error(EMB_ERR_OVERFLOW, "embedding_bag backward: %" PRId64 " %s overflow",
+                          count, what);
+    *p = emb_malloc((size_t)bytes);
+    if (!*p)
+        return emb__error(EMB_ERR_NOMEM, "embedding_bag backward: cannot allocate %" PRId64
+                          " bytes of %s", bytes, what);
+    return EMB_OK;
+}
+
+/* Non-padding positions per bag. */
+static void bag_counts(const emb__bag_cfg *c, const emb__bag_batch *bb, int64_t *count) {
+    for (int64_t b = 0; b < bb->B; b++) {
+        int64_t k = 0;
+        for (int64_t p = bb->starts[b]; p < bb->starts[b + 1]; p++)
+            k += emb__index_at(bb->input, p) != c->pad;
+        count[b] = k;
+    }
+}
+
+/* offset2bag over [0, n): the bag of each position, -1 after the last bag. */
+static void offset2bag(const emb__bag_batch *bb, int64_t *o2b) {
+    for (int64_t b = 0; b < bb->B; b++)
+        for (int64_t p = bb->starts[b]; p < bb->starts[b + 1]; p++) o2b[p] = b;
+    for (int64_t p = bb->end; p < bb->n; p++) o2b[p] = -1;
+}
+
+/* First group boundary at or after x in perm (keys of perm[x-1] and perm[x] differ). */
+static int64_t align_group(const int64_t *keys, const int64_t *perm, int64_t m, int64_t x) {
+    while (x > 0 && x < m && keys[perm[x]] == keys[perm[x - 1]]) x++;
+    return x;
+}
+
+static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch *bb,
+                                    const float *go, float *gw) {
+    const int64_t m = bb->end, D = c->D;
+    if (m == 0) return EMB_OK;
+    int64_t *keys = NULL, *perm = NULL, *scratch = NULL, *o2b = NULL, *count = NULL;
+    float *acc = NULL;
+    int64_t work;
+    if (!emb__mul_i64(m, D, &work)) work = INT64_MAX;
+    int nt = emb__threads_for(work, EMB__BAG_BWD_GRAIN);
+    emb_status st = EMB_OK;
+    if (bb->i32) st = alloc_bytes((void **)&keys, m, sizeof(int64_t), "keys");
+    if (!st) st = alloc_bytes((void **)&perm, m, sizeof(int64_t), "permutation");
+    if (!st) st = alloc_bytes((void **)&scratch, m, 2 * sizeof(int64_t), "sort scratch");
+    if (!st) st = alloc_bytes((void **)&o2b, bb->n, sizeof(int64_t), "offset2bag");
+    if (!st && c->mode == EMB_BAG_MEAN)
+        st = alloc_bytes((void **)&count, bb->B, sizeof(int64_t), "bag sizes");
+    if (!st) st = alloc_bytes((void **)&acc, nt, D * (int64_t)sizeof(float), "accumulators");
+    if (!st) {
+        const int64_t *k = bb->idx;
+        if (bb->i32) {
+            const int32_t *s = bb->idx;
+            for (int64_t p = 0; p < m; p++) keys[p] = s[p];
+            k = keys;
+        }
+        /* PyTorch sorts the whole input (all of it lies in bags unless the last offset is
+         * short, and then emb ignores the rest) */
+        emb__argsort_unstable_i64(k, m, perm, scratch);
+        offset2bag(bb, o2b);
+        if (count) bag_counts(c, bb, count);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
+#endif
+        for (int t = 0; t < nt; t++) {
+            const int64_t i0 = align_group(k, perm, m, m * t / nt);
+            const int64_t i1 = align_group(k, perm, m, m * (t + 1) / nt);
+            if (i0 < i1)
+                emb__bag_backward_groups_ref(gw, go, D, k, perm, o2b, count, bb->psw, i0, i1,
+                                             c->pad, c->scale_grad_by_freq, acc + t * D);
+        }
+    }
+    emb_free(keys);
+    emb_free(perm);
+    emb_free(scratch);
+    emb_free(o2b);
+    emb_free(count);
+    emb_free(acc);
+    return st;
+}
+
+static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
+                               const int64_t *mi, const float *go, float *gw) {
+    const int64_t B = bb->B, D = c->D, V = c->V;
+    if (B == 0) return EMB_OK;
+    int64_t work;
+    if (!emb__mul_i64(B, D, &work)) work = INT64_MAX;
+    int nt = emb__threads_for(work, EMB__BAG_BWD_GRAIN);
+    if (nt > D) nt = (int)D;
+    int64_t *count = NULL, *touched = NULL;
+    float *acc = NULL;
+    unsigned char *mark = NULL;
+    int64_t vnt;
+    emb_status st = EMB_OK;
+    if (!emb__mul_i64(V, nt, &vnt))
+        st = emb__error(EMB_ERR_OVERFLOW, "embedding_bag backward: scratch size overflows");
+    if (!st) st = alloc_bytes((void **)&count, B, sizeof(int64_t), "bag sizes");
+    if (!st) st = alloc_bytes((void **)&touched, B, nt * (int64_t)sizeof(int64_t), "rows");
+    if (!st) st = alloc_bytes((void **)&acc, vnt, sizeof(float), "accumulators");
+    if (!st) {
+        mark = calloc((size_t)vnt, 1);
+        if (!mark)
+            st = emb__error(EMB_ERR_NOMEM, "embedding_bag backward: cannot allocate %" PRId64
+                            " bytes of row marks", vnt);
+    }
+    if (!st) {
+        bag_counts(c, bb, count);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
+#endif
+        for (int t = 0; t < nt; t++) {
+            const int64_t c0 = D * t / nt, c1 = D * (t + 1) / nt;
+            emb__bag_max_backward_ref(gw, go, mi, count, B, D, c0, c1, acc + V * t,
+                                      mark + V * t, touched + B * t);
+        }
+    }
+    emb_free(count);
+    emb_free(touched);
+    emb_free(acc);
+    free(mark);
+    return st;
+}
+
+emb_status emb_bag_backward(const emb_bag *bag, const emb_tensor *input,
+                            const emb_tensor *offsets, const emb_tensor *per_sample_weights,
+                            const emb_tensor *max_indices, const emb_tensor *grad_output,
+                            emb_tensor *grad_weight) {
+    if (!bag) return emb__null("bag");
+    if (!grad_weight) return emb__null("grad_weight");
+    if (!bag->emb->requires_grad) return state_error();
+    emb__bag_cfg c;
+    emb__bag_cfg_of(bag, &c);
+    emb__bag_batch bb;
+    emb_status st = check_common(&c, input, offsets, per_sample_weights, grad_output, &bb);
+    if (st) return st;
+    const int64_t ws[2] = {c.V, c.D}, ms[2] = {bb.B, c.D};
+    st = emb__check_f32_shape(grad_weight, "grad_weight", 2, ws);
+    if (!st && c.mode == EMB_BAG_MAX) {
+        if (!max_indices)
+            st = emb__error(EMB_ERR_NULL, "max_indices must not be NULL in mode max (pass the "
+                            "max_indices the forward produced)");
+        else st = emb__bag_check_i64_shape(max_indices, "max_indices", ms);
+        if (!st) {
+            const int64_t *mi = max_indices->data;
+            for (int64_t i = 0; i < bb.B * c.D; i++)
+                if (mi[i] < 0 || mi[i] >= c.V) {
+                    st = emb__error(EMB_ERR_INDEX,
+                                    "max_indices[%" PRId64 "][%" PRId64 "] = %" PRId64
+                                    " is out of range for a table of %" PRId64
+                                    " rows (valid: [0, %" PRId64 "))",
+                                    i / c.D, i % c.D, mi[i], c.V, c.V);
+                    break;
+                }
+        }
+    } else if (!st && max_indices) {
+        st = emb__error(EMB_ERR_INVALID, "max_indices is only used in mode max; pass NULL");
+    }
+    if (!st) st = emb__bag_check_index_values(&c, &bb);
+    if (!st && c.D > 0) {
+        if (c.mode == EMB_BAG_MAX)
+            st = backward_max(&c, &bb, max_indices->data, grad_output->data, grad_weight->data);
+        else
+            st = backward_sum_mean(&c, &bb, grad_output->data, grad_weight->data);
+    }
+    emb__bag_batch_free(&bb);
+    return st;
+}
+
+emb_status emb_bag_backward_sparse(const emb_bag *bag, const emb_tensor *input,
+                                   const emb_tensor *offsets,
+                                   const emb_tensor *per_sample_weights,
+                                   const emb_tensor *grad_output, emb_sparse_grad *grad) {
+    if (!bag) return emb__null("bag");
+    if (!grad) return emb__null("grad");
+    if (!bag->emb->requires_grad) return state_error();
+    emb__bag_cfg c;
+    emb__bag_cfg_of(bag, &c);
+    if (c.mode == EMB_BAG_MAX)
+        return emb__error(EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
+    if (c.scale_grad_by_freq)
+        return emb__error(EMB_ERR_UNSUPPORTED, "embedding_backward: scale_grad_by_freq not "
+                          "supported with sparse gradients");
+    emb_status st = emb__sparse_grad_check(grad, "grad");
+    if (st) return st;
+    if (grad->num_rows != c.V || grad->dim != c.D)
+        return emb__error(EMB_ERR_SHAPE,
+                          "grad is a sparse gradient of shape [%" PRId64 ", %" PRId64
+                          "], expected [%" PRId64 ", %" PRId64 "] (the bag's weight)",
+                          grad->num_rows, grad->dim, c.V, c.D);
+    emb__bag_batch bb;
+    st = check_common(&c, input, offsets, per_sample_weights, grad_output, &bb);
+    if (st) return st;
+    st = emb__bag_check_index_values(&c, &bb);
+    if (st) {
+        emb__bag_batch_free(&bb);
+        return st;
+    }
+    const int64_t D = c.D;
+    int64_t m = 0; /* entries: non-padding positions inside bags */
+    for (int64_t p = 0; p < bb.end; p++) m += emb__index_at(input, p) != c.pad;
+    if (m == 0) {
+        emb__bag_batch_free(&bb);
+        return EMB_OK;
+    }
+    const bool mean = c.mode == EMB_BAG_MEAN;
+    const float *go = grad_output->data;
+    if (grad->nnz == 0) {
+        if (grad->capacity < m) {
+            int64_t *ni = NULL;
+            float *nv = NULL;
+            st = emb__sparse_grad_alloc(m, D, &ni, &nv);
+            if (st) {
+                emb__bag_batch_free(&bb);
+                return st;
+            }
+            emb_free(grad->indices);
+            emb_free(grad->values);
+            grad->indices = ni;
+            grad->values = nv;
+            grad->capacity = m;
+        }
+        grad->nnz = emb__bag_sparse_gather_ref(grad->indices, grad->values, bb.idx, bb.i32,
+                                               bb.starts, bb.B, go, D, bb.psw, mean, c.pad);
+        grad->coalesced = grad->nnz < 2;
+        emb__bag_batch_free(&bb);
+        return EMB_OK;
+    }
+    int64_t total;
+    if (!emb__add_i64(grad->nnz, m, &total)) {
+        emb__bag_batch_free(&bb);
+        return emb__error(EMB_ERR_OVERFLOW, "embedding_bag backward: the number of entries "
+                          "overflows");
+    }
+    int64_t *si = NULL, *ri = NULL;
+    float *sv = NULL, *rv = NULL;
+    st = emb__sparse_grad_alloc(m, D, &si, &sv);
+    if (!st) {
+        st = emb__sparse_grad_alloc(total, D, &ri, &rv);
+        if (st) {
+            emb_free(si);
+            emb_free(sv);
+        }
+    }
+    if (st) {
+        emb__bag_batch_free(&bb);
+        return st;
+    }
+    int64_t got = emb__bag_sparse_gather_ref(si, sv, bb.idx, bb.i32, bb.starts, bb.B, go, D,
+                                             bb.psw, mean, c.pad);
+    int64_t r = emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv,
+                                      got, D);
+    emb_free(si);
+    emb_free(sv);
+    emb_free(grad->indices);
+    emb_free(grad->values);
+    grad->coalesced = grad->coalesced && got < 2;
+    grad->indices = ri;
+    grad->values = rv;
+    grad->capacity = total;
+    grad->nnz = r;
+    emb__bag_batch_free(&bb);
+    return EMB_OK;
+}
+
+emb_status emb_bag_backward_per_sample_weights(const emb_bag *bag, const emb_tensor *input,
+                                               const emb_tensor *offsets,
+                                               const emb_tensor *grad_output,
+                                               emb_tensor *grad_per_sample_weights) {
+    if (!bag) return emb__null("bag");
+    if (!grad_per_sample_weights) return emb__null("grad_per_sample_weights");
+    emb__bag_cfg c;
+    emb__bag_cfg_of(bag, &c);
+    if (c.mode != EMB_BAG_SUM)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "embedding_bag: per_sample_weights are only supported for "
+                          "mode='sum' (got mode='%s')",
+                          c.mode == EMB_BAG_MEAN ? "mean" : "max");
+    emb__bag_batch bb;
+    emb_status st = check_common(&c, input, offsets, NULL, grad_output, &bb);
+    if (st) return st;
+    st = emb__check_f32_shape(grad_per_sample_weights, "grad_per_sample_weights", input->ndim,
+                              input->shape);
+    if (!st) st = emb__bag_check_index_values(&c, &bb);
+    int64_t *o2b = NULL;
+    if (!st) st = alloc_bytes((void **)&o2b, bb.n, sizeof(int64_t), "offset2bag");
+    if (!st && bb.n > 0) {
+        offset2bag(&bb, o2b);
+        const int64_t n = bb.n, D = c.D;
+        int64_t work;
+        if (!emb__mul_i64(n, D > 0 ? D : 1, &work)) work = INT64_MAX;
+        const int nt = emb__threads_for(work, EMB__BAG_BWD_GRAIN);
+        float *out = grad_per_sample_weights->data;
+        const float *W = bag->emb->weight;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
+#endif
+        for (int t = 0; t < nt; t++)
+            emb__bag_psw_grad_ref(out, grad_output->data, W, D, bb.idx, bb.i32, o2b,
+                                  n * t / nt, n * (t + 1) / nt, c.pad);
+    }
+    emb_free(o2b);
+    emb__bag_batch_free(&bb);
+    return st;
+}

@@ -1,0 +1,65 @@
+/* src/nn/embedding_bag_internal.h: the emb_bag struct and the checks shared by the bag's
+ * forward (embedding_bag.c) and backward (embedding_bag_backward.c). Private. */
+#ifndef EMB_EMBEDDING_BAG_INTERNAL_H
+#define EMB_EMBEDDING_BAG_INTERNAL_H
+
+#include "embedding_internal.h"
+#include "kernels/bag_kernels.h"
+
+struct emb_bag {
+    emb_embedding *emb; /* the table, owned */
+    emb_bag_mode mode;
+    bool include_last_offset;
+};
+
+/* What a bag call needs to know about the table and the options. */
+typedef struct emb__bag_cfg {
+    int64_t V, D;
+    int64_t pad; /* normalised, or EMB_PADDING_NONE */
+    emb_bag_mode mode;
+    bool include_last_offset;
+    bool scale_grad_by_freq;
+    double max_norm, norm_type;
+} emb__bag_cfg;
+
+/* A validated batch: bag b covers positions [starts[b], starts[b+1]); positions from
+ * end = starts[B] to n belong to no bag (include_last_offset with a short last offset). */
+typedef struct emb__bag_batch {
+    const emb_tensor *input;
+    const void *idx;
+    bool i32;
+    int64_t n, end, B;
+    int64_t fixed; /* N of a 2-D input, -1 for 1-D */
+    int64_t *starts; /* [B + 1], emb_malloc'ed */
+    const float *psw;
+} emb__bag_batch;
+
+/* Mode, and the mode's restrictions (max with scale_grad_by_freq or sparse). */
+emb_status emb__bag_check_mode(emb_bag_mode mode, bool scale_grad_by_freq, bool sparse);
+
+/* The configuration of a bag handle. */
+void emb__bag_cfg_of(const emb_bag *bag, emb__bag_cfg *c);
+
+/* Checks input, per_sample_weights and offsets (dtypes, shapes, offset values, the
+ * per_sample_weights/mode rule) and resolves the bags into bb->starts (allocated: free
+ * with emb__bag_batch_free, also safe after a failure). Index values are not read. */
+emb_status emb__bag_batch_init(const emb__bag_cfg *c, const emb_tensor *input,
+                               const emb_tensor *offsets, const emb_tensor *psw,
+                               emb__bag_batch *bb);
+void emb__bag_batch_free(emb__bag_batch *bb);
+
+/* Every index of the input in [0, V), or EMB_ERR_INDEX naming the bag, the position in
+ * the bag, the input position and the valid range. */
+emb_status emb__bag_check_index_values(const emb__bag_cfg *c, const emb__bag_batch *bb);
+
+/* The bag holding position p (p < end). */
+int64_t emb__bag_of(const emb__bag_batch *bb, int64_t p);
+
+/* First bag b in [0, B] with starts[b] >= target. */
+int64_t emb__bag_lower_bound(const int64_t *starts, int64_t B, int64_t target);
+
+/* t is int64 with the given 2-D shape. */
+emb_status emb__bag_check_i64_shape(const emb_tensor *t, const char *what,
+                                    const int64_t shape[2]);
+
+#endif /* EMB_EMBEDDING_BAG_INTERNAL_H */

@@ -1,0 +1,509 @@
+"""Parity of nn.EmbeddingBag / F.embedding_bag with PyTorch 1.13, against live torch.
+
+Random cases (well over 5,000 in all) across modes sum/mean/max, 1-D input with offsets
+(empty bags, include_last_offset) and 2-D input, per_sample_weights, padding_idx (positive
+and negative), max_norm, int32/int64 inputs and offsets mixed. Checked bit for bit: the
+forward output, max mode's arg-max indices, the weight after max_norm, the dense weight
+gradient (sum/mean in the unstable-sort order, max routed to the winning rows), the sparse
+gradient's indices and values. The per_sample_weights gradient is a dot product that torch
+hands to its BLAS (OpenBLAS on this machine sums in its own order), so it is checked within
+float32 tolerance. Results at 1, 2 and 3 emb threads are identical.
+
+Where PyTorch has a bug (pytorch-semantics.md §9: scale_grad_by_freq dividing by another
+index's count, include_last_offset with a short last offset, NaN in max, 2-D input with
+include_last_offset dropping the last bag), the test checks emb's correct behaviour against
+a straightforward reference instead of torch: torch on the truncated input, torch with
+include_last_offset=False, numpy's argmax (which propagates the first NaN), and torch's own
+weighted bag with per-sample weights 1/count (bit-exact for sum) or a float64 sum.
+"""
+import ctypes as C
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from embpy import (BAG_MAX, BAG_MEAN, BAG_SUM, PADDING_NONE, SparseGrad, T, assert_close,
+                   call, check, lib, ptr)
+
+torch.set_num_threads(1)
+MODES = {"sum": BAG_SUM, "mean": BAG_MEAN, "max": BAG_MAX}
+
+
+def bag_opts(mode="mean", padding_idx=None, max_norm=None, norm_type=2.0, sgbf=False,
+             sparse=False, include_last_offset=False):
+    o = lib.emb_bag_options_default()
+    o.mode = MODES[mode]
+    o.padding_idx = PADDING_NONE if padding_idx is None else padding_idx
+    o.max_norm = float("inf") if max_norm is None else max_norm
+    o.norm_type = norm_type
+    o.scale_grad_by_freq = sgbf
+    o.sparse = sparse
+    o.include_last_offset = include_last_offset
+    return o
+
+
+class Bag:
+    """An emb_bag over a copy of a known weight (from_pretrained, freeze=False)."""
+
+    def __init__(self, w, **kw):
+        self.h = C.c_void_p()
+        self.o = bag_opts(**kw)
+        self.mode = kw.get("mode", "mean")
+        check(lib.emb_bag_from_pretrained(T(w), False, ptr(self.o), ptr(self.h)))
+        self.V, self.D = w.shape
+
+    def __del__(self):
+        lib.emb_bag_free(self.h)
+
+    def weight(self):
+        t = T(np.zeros((1, 1), np.float32))
+        check(lib.emb_bag_weight(self.h, t))
+        return np.ctypeslib.as_array(C.cast(t.data, C.POINTER(C.c_float)),
+                                     (self.V * self.D,)).reshape(self.V, self.D).copy()
+
+    def forward(self, inp, off, psw):
+        nb = C.c_int64()
+        check(lib.emb_bag_num_bags(self.h, T(inp), None if off is None else T(off), ptr(nb)))
+        out = np.full((nb.value, self.D), np.nan, np.float32)
+        mi = np.full((nb.value, self.D), -7, np.int64) if self.mode == "max" else None
+        check(lib.emb_bag_forward(self.h, T(inp), None if off is None else T(off),
+                                  None if psw is None else T(psw), T(out),
+                                  None if mi is None else T(mi)))
+        return out, mi
+
+    def backward(self, inp, off, psw, mi, g):
+        gw = np.zeros((self.V, self.D), np.float32)
+        check(lib.emb_bag_backward(self.h, T(inp), None if off is None else T(off),
+                                   None if psw is None else T(psw),
+                                   None if mi is None else T(mi), T(g), T(gw)))
+        return gw
+
+    def backward_sparse(self, inp, off, psw, g):
+        sg = SparseGrad()
+        check(lib.emb_sparse_grad_init(ptr(sg), self.V, self.D))
+        try:
+            check(lib.emb_bag_backward_sparse(self.h, T(inp), None if off is None else T(off),
+                                              None if psw is None else T(psw), T(g), ptr(sg)))
+            return sg.arrays()
+        finally:
+            lib.emb_sparse_grad_free(ptr(sg))
+
+    def backward_psw(self, inp, off, g):
+        out = np.full(inp.shape, np.nan, np.float32)
+        check(lib.emb_bag_backward_per_sample_weights(self.h, T(inp),
+                                                      None if off is None else T(off), T(g),
+                                                      T(out)))
+        return out
+
+
+def functional(w, inp, off, psw, **kw):
+    o = bag_opts(**kw)
+    mode = kw.get("mode", "mean")
+    B = inp.shape[0] if inp.ndim == 2 else (len(off) - (1 if kw.get("include_last_offset") else 0))
+    out = np.full((B, w.shape[1]), np.nan, np.float32)
+    mi = np.full((B, w.shape[1]), -7, np.int64) if mode == "max" else None
+    check(lib.emb_embedding_bag(T(w), T(inp), None if off is None else T(off),
+                                None if psw is None else T(psw), ptr(o), T(out),
+                                None if mi is None else T(mi)))
+    return out, mi
+
+
+def torch_bag(w, inp, off, psw, mode, padding_idx=None, max_norm=None, sgbf=False,
+              sparse=False, include_last_offset=False, grad=None, want_psw_grad=False):
+    """torch's forward (output, max_indices, renormed weight) and, given grad, the weight
+    gradient (dense array, or (indices, values) when sparse) and the psw gradient."""
+    W = torch.from_numpy(w.copy()).requires_grad_(grad is not None)
+    ti = torch.from_numpy(inp)
+    to = None if off is None else torch.from_numpy(off)
+    tp = None
+    if psw is not None:
+        tp = torch.from_numpy(psw.copy()).requires_grad_(want_psw_grad)
+    out = F.embedding_bag(ti, W, to, max_norm=max_norm, scale_grad_by_freq=sgbf, mode=mode,
+                          sparse=sparse, per_sample_weights=tp,
+                          include_last_offset=include_last_offset, padding_idx=padding_idx)
+    mi = None
+    if mode == "max":
+        # the ATen op returns the arg-max indices (on the renormalised weight: run it on the
+        # weight F.embedding_bag left behind, without max_norm, for the same result)
+        i2 = ti.reshape(-1)
+        o2 = (to if to is not None else
+              torch.arange(0, inp.size, max(inp.shape[1], 1)) if inp.ndim == 2 else None)
+        if to is not None and o2.dtype != i2.dtype:
+            dt = torch.int64
+            i2, o2 = i2.to(dt), o2.to(dt)
+        if inp.ndim == 2:
+            o2 = o2.to(i2.dtype)
+        pad = -1 if padding_idx is None else (padding_idx % w.shape[0])
+        res = torch.ops.aten._embedding_bag_forward_only(W.detach(), i2, o2, False, 2, False,
+                                                         None, include_last_offset, pad)
+        mi = res[3].numpy().astype(np.int64)
+    gw = gp = None
+    if grad is not None:
+        out.backward(torch.from_numpy(grad))
+        if sparse:
+            gs = W.grad
+            gw = (gs._indices()[0].numpy().astype(np.int64), gs._values().numpy())
+        else:
+            gw = W.grad.numpy()
+        if want_psw_grad:
+            gp = tp.grad.numpy()
+    return out.detach().numpy(), mi, W.detach().numpy(), gw, gp
+
+
+# ---- random cases ----------------------------------------------------------------------
+
+def random_case(rng, allow_bugs=False):
+    V = int(rng.integers(1, 40))
+    D = int(rng.integers(1, 24))
+    mode = ["sum", "mean", "max"][int(rng.integers(0, 3))]
+    w = rng.standard_normal((V, D)).astype(np.float32)
+    if rng.random() < 0.2:  # many ties for max
+        w = np.round(w).astype(np.float32)
+    idt = [np.int64, np.int32][int(rng.integers(0, 2))]
+    odt = [np.int64, np.int32][int(rng.integers(0, 2))]
+    layout = rng.random()
+    off = None
+    ilo = False
+    if layout < 0.25:
+        B = int(rng.integers(0, 6))
+        N = int(rng.integers(1, 6))
+        inp = rng.integers(0, V, (B, N)).astype(idt)
+        n = B * N
+    else:
+        B = int(rng.integers(0, 9))
+        sizes = rng.integers(0, 7, B)
+        sizes[rng.random(B) < 0.25] = 0  # empty bags
+        n = int(sizes.sum())
+        inp = rng.integers(0, V, n).astype(idt)
+        if rng.random() < 0.2 and V > 2:  # heavy duplicates (unstable-sort order matters)
+            inp = rng.integers(0, 3, n).astype(idt)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if B else np.zeros(0)
+        ilo = bool(rng.random() < 0.3)
+        if ilo:
+            starts = np.concatenate([starts, [n]])
+        off = starts.astype(odt)
+    pad = None
+    if rng.random() < 0.35:
+        pad = int(rng.integers(-V, V))
+        if n and rng.random() < 0.7:  # make sure padding occurs
+            flat = inp.reshape(-1)
+            flat[rng.random(n) < 0.3] = pad % V
+    psw = None
+    if mode == "sum" and rng.random() < 0.5:
+        psw = rng.standard_normal(inp.shape).astype(np.float32)
+    max_norm = None
+    if rng.random() < 0.15:
+        max_norm = float(rng.uniform(0.5, 3.0))
+    sgbf = mode != "max" and rng.random() < 0.2
+    return dict(w=w, inp=inp, off=off, psw=psw, mode=mode, pad=pad, max_norm=max_norm,
+                sgbf=sgbf, ilo=ilo)
+
+
+def sgbf_reference(c, g):
+    """The correct scale_grad_by_freq gradient: each row's count is its own index's count.
+    For sum without weights, torch's weighted sum with psw = (float)(1/count[idx]) performs
+    exactly emb's arithmetic (bit-exact); otherwise a float64 sum (tolerance)."""
+    inp, off, w = c["inp"], c["off"], c["w"]
+    flat = inp.reshape(-1).astype(np.int64)
+    counts = np.bincount(flat, minlength=w.shape[0])
+    if c["mode"] == "sum" and c["psw"] is None:
+        psw = (1.0 / counts[flat]).astype(np.float32).reshape(inp.shape)
+        _, _, _, gw, _ = torch_bag(w, inp, off, psw, "sum", padding_idx=c["pad"],
+                                   include_last_offset=c["ilo"], grad=g)
+        return gw, True
+    V, D = w.shape
+    ref = np.zeros((V, D), np.float64)
+    B = g.shape[0]
+    if inp.ndim == 2:
+        starts = [b * inp.shape[1] for b in range(B + 1)]
+    else:
+        starts = list(off[:B].astype(np.int64)) + [len(flat) if not c["ilo"] else int(off[-1])]
+    pad = None if c["pad"] is None else c["pad"] % V
+    for b in range(B):
+        pos = [p for p in range(starts[b], starts[b + 1]) if flat[p] != pad]
+        for p in pos:
+            s = 1.0 if c["psw"] is None else float(c["psw"].reshape(-1)[p])
+            s /= counts[flat[p]]
+            if c["mode"] == "mean":
+                s /= len(pos)
+            ref[flat[p]] += g[b].astype(np.float64) * s
+    return ref.astype(np.float32), False
+
+
+def run_case(c, rng, threads=None):
+    w, inp, off, psw, mode = c["w"], c["inp"], c["off"], c["psw"], c["mode"]
+    kw = dict(mode=mode, padding_idx=c["pad"], max_norm=c["max_norm"], sgbf=c["sgbf"],
+              include_last_offset=c["ilo"])
+    bag = Bag(w, **kw)
+    out, mi = bag.forward(inp, off, psw)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    t_out, t_mi, t_w, t_gw, t_gp = torch_bag(w, inp, off, psw, mode, padding_idx=c["pad"],
+                                             max_norm=c["max_norm"], include_last_offset=c["ilo"],
+                                             grad=g, want_psw_grad=psw is not None)
+    assert_close(out, t_out, exact=True, what="forward")
+    assert_close(bag.weight(), t_w, exact=True, what="weight after max_norm")
+    if mode == "max":
+        assert np.array_equal(mi, t_mi), f"max_indices {mi} != {t_mi}"
+    gw = bag.backward(inp, off, psw, mi, g)
+    if c["sgbf"]:
+        ref, exact = sgbf_reference(c, g)
+        assert_close(gw, ref, exact=exact, rtol=1e-5, atol=1e-6, what="sgbf gradient")
+    else:
+        assert_close(gw, t_gw, exact=True, what="dense gradient")
+    if psw is not None:
+        gp = bag.backward_psw(inp, off, g)
+        assert_close(gp, t_gp, rtol=1e-5, atol=1e-5, what="per_sample_weights gradient")
+    # functional form on a fresh copy of the weight
+    w2 = w.copy()
+    fo, fmi = functional(w2, inp, off, psw, mode=mode, padding_idx=c["pad"],
+                         max_norm=c["max_norm"], include_last_offset=c["ilo"])
+    assert_close(fo, t_out, exact=True, what="functional forward")
+    assert_close(w2, t_w, exact=True, what="functional weight after max_norm")
+    if mode == "max":
+        assert np.array_equal(fmi, t_mi)
+    # sparse gradient
+    if mode != "max" and not c["sgbf"]:
+        sbag = Bag(w, mode=mode, padding_idx=c["pad"], include_last_offset=c["ilo"], sparse=True)
+        sbag.forward(inp, off, psw)
+        si, sv = sbag.backward_sparse(inp, off, psw, g)
+        _, _, _, (ti, tv), _ = torch_bag(w, inp, off, psw, mode, padding_idx=c["pad"],
+                                         sparse=True, include_last_offset=c["ilo"], grad=g)
+        assert np.array_equal(si, ti), f"sparse indices {si} != {ti}"
+        assert_close(sv, tv, exact=True, what="sparse values")
+
+
+N_RANDOM = 5000
+
+
+@pytest.mark.parametrize("chunk", range(10))
+def test_random_cases_against_torch(chunk):
+    rng = np.random.default_rng(1000 + chunk)
+    for i in range(N_RANDOM // 10):
+        c = random_case(rng)
+        try:
+            run_case(c, rng)
+        except AssertionError as e:
+            raise AssertionError(f"case {chunk}/{i}: mode {c['mode']} V,D {c['w'].shape} "
+                                 f"inp {c['inp'].tolist()} off {c['off']} pad {c['pad']} "
+                                 f"psw {c['psw'] is not None} max_norm {c['max_norm']} "
+                                 f"sgbf {c['sgbf']} ilo {c['ilo']}\n{e}") from e
+
+
+def test_spec_example():
+    """§5.4's table, through the module (values produced by torch here)."""
+    w = np.arange(12, dtype=np.float32).reshape(6, 2)
+    inp = np.array([1, 2, 4, 5, 4, 3])
+    off = np.array([0, 2, 2, 4])
+    for mode in ("sum", "mean", "max"):
+        for pad in (None, 4):
+            out, _ = Bag(w, mode=mode, padding_idx=pad).forward(inp, off, None)
+            t = F.embedding_bag(torch.from_numpy(inp), torch.from_numpy(w),
+                                torch.from_numpy(off), mode=mode, padding_idx=pad)
+            assert_close(out, t.numpy(), exact=True, what=f"{mode} pad {pad}")
+
+
+def test_large_bags_unstable_sort_order():
+    """Rows with many contributions among > 16 positions: the summation order is torch's
+    unstable sort order, which differs from input order."""
+    rng = np.random.default_rng(5)
+    for mode in ("sum", "mean"):
+        V, D = 7, 33
+        w = rng.standard_normal((V, D)).astype(np.float32)
+        n = 3000
+        inp = rng.integers(0, V, n)
+        off = np.sort(rng.integers(0, n, 200))
+        off[0] = 0
+        psw = rng.standard_normal(n).astype(np.float32) if mode == "sum" else None
+        bag = Bag(w, mode=mode)
+        out, _ = bag.forward(inp, off, psw)
+        g = rng.standard_normal(out.shape).astype(np.float32)
+        t_out, _, _, t_gw, _ = torch_bag(w, inp, off, psw, mode, grad=g)
+        assert_close(out, t_out, exact=True, what="forward")
+        assert_close(bag.backward(inp, off, psw, None, g), t_gw, exact=True, what="gradient")
+
+
+def test_accumulates_into_existing_gradient():
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((10, 5)).astype(np.float32)
+    inp = rng.integers(0, 10, 30)
+    off = np.array([0, 7, 7, 19])
+    for mode in ("sum", "mean", "max"):
+        bag = Bag(w, mode=mode)
+        W = torch.from_numpy(w.copy()).requires_grad_()
+        gw = np.zeros_like(w)
+        for _ in range(3):
+            out, mi = bag.forward(inp, off, None)
+            g = rng.standard_normal(out.shape).astype(np.float32)
+            check(lib.emb_bag_backward(bag.h, T(inp), T(off), None,
+                                       None if mi is None else T(mi), T(g), T(gw)))
+            F.embedding_bag(torch.from_numpy(inp), W, torch.from_numpy(off),
+                            mode=mode).backward(torch.from_numpy(g))
+        assert_close(gw, W.grad.numpy(), exact=True, what=f"accumulated {mode}")
+
+
+def test_threads_identical():
+    """1, 2 and 3 threads give the same bits, on cases large enough to be split."""
+    rng = np.random.default_rng(7)
+    try:
+        for mode in ("sum", "mean", "max"):
+            V, D = 500, 64
+            w = rng.standard_normal((V, D)).astype(np.float32)
+            n = 20000
+            inp = rng.integers(0, V, n)
+            off = np.arange(0, n, 20)
+            psw = rng.standard_normal(n).astype(np.float32) if mode == "sum" else None
+            res = []
+            for nt in (1, 2, 3):
+                lib.emb_set_num_threads(nt)
+                bag = Bag(w, mode=mode, padding_idx=3)
+                out, mi = bag.forward(inp, off, psw)
+                g = np.sin(np.arange(out.size, dtype=np.float32)).reshape(out.shape)
+                gw = bag.backward(inp, off, psw, mi, g)
+                extra = []
+                if mode != "max":
+                    sb = Bag(w, mode=mode, padding_idx=3, sparse=True)
+                    extra = list(sb.backward_sparse(inp, off, psw, g))
+                if psw is not None:
+                    extra.append(bag.backward_psw(inp, off, g))
+                res.append([out, gw] + ([mi] if mi is not None else []) + extra)
+            for other in res[1:]:
+                for a, b in zip(res[0], other):
+                    assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
+            # and equal to torch
+            t_out, _, _, t_gw, _ = torch_bag(w, inp, off, psw, mode, padding_idx=3, grad=g)
+            assert_close(res[0][0], t_out, exact=True)
+            assert_close(res[0][1], t_gw, exact=True)
+    finally:
+        lib.emb_set_num_threads(0)
+
+
+# ---- PyTorch bugs: emb's correct behaviour against a straightforward reference ----------
+
+def test_scale_grad_by_freq_uses_the_rows_own_count():
+    """§5.6 example: input [1,1,1,2,3,3] in bags [0,3) and [3,6), sum, unit gradient.
+    torch gives row 2 1/3 and row 3 2/3 (another index's count); the right answer is
+    1.0 for each of rows 1, 2, 3."""
+    w = np.random.default_rng(8).standard_normal((5, 3)).astype(np.float32)
+    inp = np.array([1, 1, 1, 2, 3, 3])
+    off = np.array([0, 3])
+    bag = Bag(w, mode="sum", sgbf=True)
+    out, _ = bag.forward(inp, off, None)
+    gw = bag.backward(inp, off, None, None, np.ones_like(out))
+    ref, exact = sgbf_reference(dict(inp=inp, off=off, w=w, mode="sum", psw=None, pad=None,
+                                     ilo=False), np.ones_like(out))
+    assert exact
+    assert_close(gw, ref, exact=True)
+    assert_close(gw[1:4], np.ones((3, 3), np.float32), rtol=0, atol=1e-6)
+    # torch really has the bug (so that this test keeps meaning something)
+    _, _, _, t_gw, _ = torch_bag(w, inp, off, None, "sum", sgbf=True, grad=np.ones_like(out))
+    assert not np.allclose(t_gw, ref)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_include_last_offset_short_last_offset(mode):
+    """offsets[-1] < N with include_last_offset: emb ends the last bag at offsets[-1] in
+    every mode and ignores the rest; reference: torch on the truncated input."""
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        V, D = int(rng.integers(2, 20)), int(rng.integers(1, 9))
+        w = rng.standard_normal((V, D)).astype(np.float32)
+        n = int(rng.integers(2, 30))
+        inp = rng.integers(0, V, n)
+        cut = int(rng.integers(0, n))
+        off = np.concatenate([np.sort(rng.integers(0, cut + 1, int(rng.integers(0, 5)))), [cut]])
+        off[0] = 0
+        cut = int(off[-1])  # (off == [0] after the line above: no bag at all)
+        psw = rng.standard_normal(n).astype(np.float32) if mode == "sum" else None
+        bag = Bag(w, mode=mode, include_last_offset=True)
+        out, mi = bag.forward(inp, off, psw)
+        g = rng.standard_normal(out.shape).astype(np.float32)
+        t_out, t_mi, _, t_gw, t_gp = torch_bag(w, inp[:cut], off, None if psw is None else
+                                               psw[:cut], mode, include_last_offset=True,
+                                               grad=g, want_psw_grad=psw is not None)
+        assert_close(out, t_out, exact=True)
+        if mode == "max":
+            assert np.array_equal(mi, t_mi)
+        assert_close(bag.backward(inp, off, psw, mi, g), t_gw, exact=True)
+        if psw is not None:
+            gp = bag.backward_psw(inp, off, g)
+            assert_close(gp[:cut], t_gp, rtol=1e-5, atol=1e-5)
+            assert np.all(gp[cut:] == 0)
+
+
+def test_max_nan_propagates():
+    """A NaN anywhere in a bag's column gives NaN and the first NaN's index (torch lets only
+    a leading NaN through); reference: numpy's argmax, which returns the first NaN."""
+    rng = np.random.default_rng(10)
+    for _ in range(300):
+        V, D = int(rng.integers(2, 12)), int(rng.integers(1, 8))
+        w = rng.standard_normal((V, D)).astype(np.float32)
+        w[rng.random((V, D)) < 0.2] = np.nan
+        n = int(rng.integers(0, 20))
+        inp = rng.integers(0, V, n)
+        off = np.concatenate([[0], np.sort(rng.integers(0, n + 1, int(rng.integers(0, 5))))])
+        bag = Bag(w, mode="max")
+        out, mi = bag.forward(inp, off, None)
+        ends = list(off[1:]) + [n]
+        for b in range(len(off)):
+            rows = inp[off[b]:ends[b]]
+            if len(rows) == 0:
+                assert np.all(out[b] == 0) and np.all(mi[b] == 0)
+                continue
+            vals = w[rows]
+            am = np.argmax(vals, axis=0)
+            want = vals[am, np.arange(D)]
+            assert_close(out[b], want, exact=True)
+            assert np.array_equal(mi[b], rows[am])
+        g = rng.standard_normal(out.shape).astype(np.float32)
+        gw = bag.backward(inp, off, None, mi, g)
+        ref = np.zeros_like(w)
+        for b in range(len(off)):
+            if ends[b] > off[b]:
+                for d in range(D):
+                    ref[mi[b, d], d] += g[b, d]
+        assert_close(gw, ref, exact=True)
+
+
+def test_2d_input_with_include_last_offset_keeps_every_bag():
+    """torch drops the last row of a 2-D input when include_last_offset is set (§9.3); emb
+    treats a 2-D input as B bags regardless. Reference: torch without include_last_offset."""
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((9, 4)).astype(np.float32)
+    inp = rng.integers(0, 9, (5, 3))
+    for mode in ("sum", "mean", "max"):
+        out, _ = Bag(w, mode=mode, include_last_offset=True).forward(inp, None, None)
+        t = F.embedding_bag(torch.from_numpy(inp), torch.from_numpy(w), mode=mode)
+        assert out.shape == (5, 4)
+        assert_close(out, t.numpy(), exact=True)
+
+
+def test_2d_input_with_empty_rows():
+    """[B, 0] input: B empty bags, zeros (torch fails with 'step must be nonzero')."""
+    w = np.ones((4, 3), np.float32)
+    for mode in ("sum", "mean", "max"):
+        out, _ = Bag(w, mode=mode).forward(np.zeros((3, 0), np.int64), None, None)
+        assert out.shape == (3, 3) and np.all(out == 0)
+
+
+# ---- construction --------------------------------------------------------------------
+
+def test_create_draws_like_torch():
+    for V, D, pad in ((10, 4, None), (37, 16, 3), (5, 33, -1), (1000, 3, 999)):
+        torch.manual_seed(1234)
+        m = torch.nn.EmbeddingBag(V, D, padding_idx=pad)
+        lib.emb_manual_seed(1234)
+        h = C.c_void_p()
+        o = bag_opts(padding_idx=pad)
+        check(lib.emb_bag_create(V, D, ptr(o), ptr(h)))
+        try:
+            t = T(np.zeros((1, 1), np.float32))
+            check(lib.emb_bag_weight(h, t))
+            got = np.ctypeslib.as_array(C.cast(t.data, C.POINTER(C.c_float)), (V * D,))
+            assert_close(got.reshape(V, D), m.weight.detach().numpy(), exact=True)
+            # the generators are left in the same state: the next numbers agree
+            nxt = np.zeros(20, np.float32)
+            check(lib.emb_randn_(T(nxt), None))
+            assert_close(nxt, torch.randn(20).numpy(), exact=True, what="next draws")
+        finally:
+            lib.emb_bag_free(h)

@@ -1,0 +1,623 @@
+/* Unit tests of nn.EmbeddingBag (include/emb/bag.h): every error path a user can reach,
+ * with its status and message, and that nothing the caller owns changed; plus small
+ * exact cases (integer-valued tables, where every sum is exact) and thread independence.
+ * The parity suite (tests/parity/test_bag.py) compares the numerics with torch. */
+#include "emb_test.h"
+
+#define V 6
+#define D 2
+
+static emb_bag *make_bag(emb_bag_mode mode, int64_t pad, double max_norm) {
+    float w[V * D];
+    for (int i = 0; i < V * D; i++) w[i] = (float)i;
+    emb_tensor wt = emb_test_view(EMB_FLOAT32, w, 2, SHP(V, D));
+    emb_bag_options o = emb_bag_options_default();
+    o.mode = mode;
+    o.padding_idx = pad;
+    o.max_norm = max_norm;
+    emb_bag *b = NULL;
+    EMB_OK_OR_FAIL(emb_bag_from_pretrained(&wt, false, &o, &b));
+    return b;
+}
+
+static void weight_of(emb_bag *b, float *dst) {
+    emb_tensor v;
+    EMB_OK_OR_FAIL(emb_bag_weight(b, &v));
+    memcpy(dst, v.data, sizeof(float) * V * D);
+}
+
+static void assert_weight_unchanged(emb_bag *b, const float *before) {
+    float now[V * D];
+    weight_of(b, now);
+    EMB_ASSERT_EXACT(now, before, V * D, "weight");
+}
+
+static void fill_nan(float *p, int n) {
+    for (int i = 0; i < n; i++) p[i] = NAN;
+}
+
+static void assert_all_nan(const float *p, int n, const char *what) {
+    for (int i = 0; i < n; i++)
+        if (!isnan(p[i])) fail_msg("%s[%d] was written (%g)", what, i, p[i]);
+}
+
+static void test_options_and_create(void **state) {
+    (void)state;
+    emb_bag_options o = emb_bag_options_default();
+    assert_int_equal(o.mode, EMB_BAG_MEAN);
+    assert_true(o.padding_idx == EMB_PADDING_NONE);
+    assert_true(isinf(o.max_norm));
+    assert_true(o.norm_type == 2.0);
+    assert_false(o.include_last_offset || o.sparse || o.scale_grad_by_freq);
+
+    emb_bag *b = NULL;
+    o.padding_idx = -2;
+    o.include_last_offset = true;
+    EMB_OK_OR_FAIL(emb_bag_create(7, 3, &o, &b));
+    assert_int_equal(emb_bag_get_mode(b), EMB_BAG_MEAN);
+    assert_true(emb_bag_include_last_offset(b));
+    emb_embedding *e = emb_bag_embedding(b);
+    assert_non_null(e);
+    assert_int_equal(emb_embedding_num_embeddings(e), 7);
+    assert_int_equal(emb_embedding_dim(e), 3);
+    assert_int_equal(emb_embedding_padding_idx(e), 5);
+    assert_true(emb_embedding_requires_grad(e));
+    emb_tensor w;
+    EMB_OK_OR_FAIL(emb_bag_weight(b, &w));
+    emb_test_assert_all((float *)w.data + 5 * 3, 3, 0.0f, "padding row");
+    emb_bag_free(b);
+    emb_bag_free(NULL);
+    assert_null(emb_bag_embedding(NULL));
+}
+
+static void test_create_errors(void **state) {
+    (void)state;
+    emb_generator *g = NULL;
+    EMB_OK_OR_FAIL(emb_generator_create(42, &g));
+    uint64_t before = emb_generator_random64(g);
+    emb_generator_seed(g, 42);
+    emb_bag_options o = emb_bag_options_default();
+    o.generator = g;
+    emb_bag *b = (emb_bag *)(uintptr_t)0x1;
+    EMB_EXPECT_ERR(emb_bag_create(4, 2, &o, NULL), EMB_ERR_NULL, "out must not be NULL");
+    o.mode = (emb_bag_mode)7;
+    EMB_EXPECT_ERR(emb_bag_create(4, 2, &o, &b), EMB_ERR_INVALID,
+                   "mode has to be one of sum, mean or max");
+    o.mode = EMB_BAG_MAX;
+    o.scale_grad_by_freq = true;
+    EMB_EXPECT_ERR(emb_bag_create(4, 2, &o, &b), EMB_ERR_INVALID,
+                   "max mode does not support scaling the gradient by the frequency");
+    o.scale_grad_by_freq = false;
+    o.sparse = true;
+    EMB_EXPECT_ERR(emb_bag_create(4, 2, &o, &b), EMB_ERR_INVALID,
+                   "max mode does not support sparse weights");
+    o.sparse = false;
+    o.padding_idx = 4;
+    EMB_EXPECT_ERR(emb_bag_create(4, 2, &o, &b), EMB_ERR_INVALID,
+                   "padding_idx must be within num_embeddings: got padding_idx=4, valid: [-4, 4)");
+    o.padding_idx = -5;
+    EMB_EXPECT_ERR(emb_bag_create(4, 2, &o, &b), EMB_ERR_INVALID, "got padding_idx=-5");
+    o.padding_idx = EMB_PADDING_NONE;
+    o.max_norm = -1;
+    EMB_EXPECT_ERR(emb_bag_create(4, 2, &o, &b), EMB_ERR_INVALID, "max_norm must be > 0");
+    o.max_norm = INFINITY;
+    EMB_EXPECT_ERR(emb_bag_create(0, 2, &o, &b), EMB_ERR_INVALID,
+                   "num_embeddings must be at least 1");
+    /* nothing was drawn, *out untouched */
+    assert_true(emb_generator_random64(g) == before);
+    assert_true(b == (emb_bag *)(uintptr_t)0x1);
+
+    float w[6] = {0};
+    emb_tensor wt = emb_test_view(EMB_FLOAT32, w, 1, SHP(6));
+    EMB_EXPECT_ERR(emb_bag_from_pretrained(&wt, true, NULL, &b), EMB_ERR_SHAPE,
+                   "Embeddings parameter is expected to be 2-dimensional");
+    wt = emb_test_view(EMB_INT32, w, 2, SHP(3, 2));
+    EMB_EXPECT_ERR(emb_bag_from_pretrained(&wt, true, NULL, &b), EMB_ERR_DTYPE,
+                   "weights must be float32");
+    EMB_EXPECT_ERR(emb_bag_from_pretrained(NULL, true, NULL, &b), EMB_ERR_NULL,
+                   "weights must not be NULL");
+    assert_true(b == (emb_bag *)(uintptr_t)0x1);
+    emb_generator_free(g);
+}
+
+/* The borrowing form: the bag's weight is the caller's memory. */
+static void test_wrap_borrows(void **state) {
+    (void)state;
+    float w[V * D];
+    for (int i = 0; i < V * D; i++) w[i] = (float)i;
+    emb_tensor wt = emb_test_view(EMB_FLOAT32, w, 2, SHP(V, D));
+    emb_bag_options o = emb_bag_options_default();
+    o.mode = EMB_BAG_SUM;
+    emb_bag *b = NULL;
+    emb_status st = emb_bag_wrap(&wt, NULL, false, &o, &b);
+    if (st == EMB_ERR_UNSUPPORTED && strstr(emb_errmsg(), "not implemented")) {
+        skip(); /* emb_embedding_wrap has not landed in this checkout */
+    }
+    EMB_OK_OR_FAIL(st);
+    emb_tensor v;
+    EMB_OK_OR_FAIL(emb_bag_weight(b, &v));
+    assert_ptr_equal(v.data, w);
+    int64_t idx[2] = {1, 2}, off[1] = {0};
+    float out[D];
+    emb_tensor it = emb_test_view(EMB_INT64, idx, 1, SHP(2));
+    emb_tensor ot = emb_test_view(EMB_INT64, off, 1, SHP(1));
+    emb_tensor out_t = emb_test_view(EMB_FLOAT32, out, 2, SHP(1, D));
+    w[2] = 100.0f; /* the caller's write is seen by the bag */
+    EMB_OK_OR_FAIL(emb_bag_forward(b, &it, &ot, NULL, &out_t, NULL));
+    assert_true(out[0] == 104.0f && out[1] == 8.0f);
+    emb_bag_free(b);
+    assert_true(w[2] == 100.0f); /* borrowed memory is left alone */
+}
+
+/* Small exact cases: integer weights make every sum, mean and max exact. */
+static void test_forward_values(void **state) {
+    (void)state;
+    /* W = arange(12).view(6, 2); input [1,2,4,5,4,3], offsets [0,2,2,4]:
+     * bags {1,2}, {}, {4,5}, {4,3} */
+    int64_t idx[6] = {1, 2, 4, 5, 4, 3};
+    int32_t off32[4] = {0, 2, 2, 4};
+    const float want[3][2][8] = {
+        /* sum */ {{2 + 4, 3 + 5, 0, 0, 8 + 10, 9 + 11, 8 + 6, 9 + 7},
+                   {2 + 4, 3 + 5, 0, 0, 10, 11, 6, 7}},
+        /* mean */ {{3, 4, 0, 0, 9, 10, 7, 8}, {3, 4, 0, 0, 10, 11, 6, 7}},
+        /* max */ {{4, 5, 0, 0, 10, 11, 8, 9}, {4, 5, 0, 0, 10, 11, 6, 7}},
+    };
+    for (int mode = 0; mode < 3; mode++)
+        for (int p = 0; p < 2; p++) {
+            emb_bag *b = make_bag((emb_bag_mode)mode, p ? 4 : EMB_PADDING_NONE, INFINITY);
+            emb_tensor it = emb_test_view(EMB_INT64, idx, 1, SHP(6));
+            emb_tensor ot = emb_test_view(EMB_INT32, off32, 1, SHP(4));
+            int64_t nb = -1;
+            EMB_OK_OR_FAIL(emb_bag_num_bags(b, &it, &ot, &nb));
+            assert_int_equal(nb, 4);
+            float out[8];
+            int64_t mi[8];
+            fill_nan(out, 8);
+            emb_tensor out_t = emb_test_view(EMB_FLOAT32, out, 2, SHP(4, D));
+            emb_tensor mi_t = emb_test_view(EMB_INT64, mi, 2, SHP(4, D));
+            EMB_OK_OR_FAIL(emb_bag_forward(b, &it, &ot, NULL, &out_t,
+                                           mode == EMB_BAG_MAX ? &mi_t : NULL));
+            EMB_ASSERT_EXACT(out, want[mode][p], 8, "bag output");
+            if (mode == EMB_BAG_MAX) {
+                const int64_t wmi[2][8] = {{2, 2, 0, 0, 5, 5, 4, 4}, {2, 2, 0, 0, 5, 5, 3, 3}};
+                for (int i = 0; i < 8; i++) assert_int_equal(mi[i], wmi[p][i]);
+            }
+            emb_bag_free(b);
+        }
+}
+
+static void test_forward_errors(void **state) {
+    (void)state;
+    for (int mn = 0; mn < 2; mn++) {
+        emb_bag *b = make_bag(EMB_BAG_MEAN, EMB_PADDING_NONE, mn ? 0.5 : INFINITY);
+        emb_bag *bmax = make_bag(EMB_BAG_MAX, EMB_PADDING_NONE, mn ? 0.5 : INFINITY);
+        emb_bag *bsum = make_bag(EMB_BAG_SUM, EMB_PADDING_NONE, mn ? 0.5 : INFINITY);
+        float before[V * D];
+        weight_of(b, before);
+        int64_t idx[6] = {1, 2, 4, 5, 4, 3};
+        int64_t off[3] = {0, 2, 4};
+        float psw[6] = {1, 1, 1, 1, 1, 1};
+        float out[8];
+        int64_t mi[8];
+        fill_nan(out, 8);
+        for (int i = 0; i < 8; i++) mi[i] = -99;
+        emb_tensor it = emb_test_view(EMB_INT64, idx, 1, SHP(6));
+        emb_tensor ot = emb_test_view(EMB_INT64, off, 1, SHP(3));
+        emb_tensor pt = emb_test_view(EMB_FLOAT32, psw, 1, SHP(6));
+        emb_tensor out_t = emb_test_view(EMB_FLOAT32, out, 2, SHP(3, D));
+        emb_tensor mi_t = emb_test_view(EMB_INT64, mi, 2, SHP(3, D));
+
+        EMB_EXPECT_ERR(emb_bag_forward(NULL, &it, &ot, NULL, &out_t, NULL), EMB_ERR_NULL,
+                       "bag must not be NULL");
+        EMB_EXPECT_ERR(emb_bag_forward(b, NULL, &ot, NULL, &out_t, NULL), EMB_ERR_NULL,
+                       "input must not be NULL");
+        EMB_EXPECT_ERR(emb_bag_forward(b, &it, &ot, NULL, NULL, NULL), EMB_ERR_NULL,
+                       "out must not be NULL");
+        /* input dtype and rank */
+        emb_tensor x = it;
+        x.dtype = EMB_FLOAT32;
+        EMB_EXPECT_ERR(emb_bag_forward(b, &x, &ot, NULL, &out_t, NULL), EMB_ERR_DTYPE,
+                       "Expected tensor for argument #1 'input' to have one of the following "
+                       "scalar types: Long, Int; but got torch.FloatTensor instead (while "
+                       "checking arguments for embedding_bag)");
+        x = emb_test_view(EMB_INT64, idx, 3, SHP(1, 2, 3));
+        EMB_EXPECT_ERR(emb_bag_forward(b, &x, NULL, NULL, &out_t, NULL), EMB_ERR_SHAPE,
+                       "input has to be 1D or 2D Tensor, but got Tensor of dimension 3");
+        x = emb_test_view(EMB_INT64, idx, 0, NULL);
+        EMB_EXPECT_ERR(emb_bag_forward(b, &x, NULL, NULL, &out_t, NULL), EMB_ERR_SHAPE,
+                       "but got Tensor of dimension 0");
+        /* 2-D input given offsets */
+        x = emb_test_view(EMB_INT64, idx, 2, SHP(3, 2));
+        EMB_EXPECT_ERR(emb_bag_forward(b, &x, &ot, NULL, &out_t, NULL), EMB_ERR_INVALID,
+                       "if input is 2D, then offsets has to be NULL");
+        /* 1-D input without offsets, offsets of the wrong rank or dtype */
+        EMB_EXPECT_ERR(emb_bag_forward(b, &it, NULL, NULL, &out_t, NULL), EMB_ERR_NULL,
+                       "offsets has to be a 1D Tensor but got NULL");
+        emb_tensor o2 = emb_test_view(EMB_INT64, off, 2, SHP(1, 3));
+        EMB_EXPECT_ERR(emb_bag_forward(b, &it, &o2, NULL, &out_t, NULL), EMB_ERR_SHAPE,
+                       "offsets has to be a 1D Tensor, got 2 dimensions");
+        o2 = emb_test_view(EMB_FLOAT64, off, 1, SHP(3));
+        EMB_EXPECT_ERR(emb_bag_forward(b, &it, &o2, NULL, &out_t, NULL), EMB_ERR_DTYPE,
+                       "argument #1 'offsets' to have one of the following scalar types: Long, "
+                       "Int; but got torch.DoubleTensor");
+        /* offset values */
+        int64_t bad_off[4][3] = {{1, 2, 4}, {0, 4, 2}, {0, 2, 7}, {0, 7, 9}};
+        const char *msgs[4] = {
+            "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start "
+            "from position 0. However, got 1",
+            "offsets must be non-decreasing, but offsets[2] = 2 is less than offsets[1] = 4",
+            "offsets[2] = 7 is past the end of the input (length 6)",
+            "offsets[1] = 7 is past the end of the input (length 6)"};
+        for (int k = 0; k < 4; k++) {
+            emb_tensor bo = emb_test_view(EMB_INT64, bad_off[k], 1, SHP(3));
+            EMB_EXPECT_ERR(emb_bag_forward(b, &it, &bo, NULL, &out_t, NULL), EMB_ERR_INVALID,
+                           msgs[k]);
+            int32_t o32[3] = {(int32_t)bad_off[k][0], (int32_t)bad_off[k][1],
+                              (int32_t)bad_off[k][2]};
+            bo = emb_test_view(EMB_INT32, o32, 1, SHP(3));
+            EMB_EXPECT_ERR(emb_bag_forward(b, &it, &bo, NULL, &out_t, NULL), EMB_ERR_INVALID,
+                           msgs[k]);
+        }
+        /* include_last_offset with empty offsets */
+        {
+            emb_bag_options o = emb_bag_options_default();
+            o.include_last_offset = true;
+            emb_tensor wt;
+            EMB_OK_OR_FAIL(emb_bag_weight(b, &wt));
+            emb_tensor eo = emb_test_view(EMB_INT64, off, 1, SHP(0));
+            emb_tensor o0 = emb_test_view(EMB_FLOAT32, out, 2, SHP(0, D));
+            EMB_EXPECT_ERR(emb_embedding_bag(&wt, &it, &eo, NULL, &o, &o0, NULL),
+                           EMB_ERR_INVALID,
+                           "include_last_offset: number of offset should be at least 1");
+        }
+        /* per_sample_weights: mode, shape, dtype */
+        EMB_EXPECT_ERR(emb_bag_forward(b, &it, &ot, &pt, &out_t, NULL), EMB_ERR_UNSUPPORTED,
+                       "per_sample_weights is only supported for mode='sum' (got mode='mean')");
+        EMB_EXPECT_ERR(emb_bag_forward(bmax, &it, &ot, &pt, &out_t, NULL), EMB_ERR_UNSUPPORTED,
+                       "(got mode='max')");
+        emb_tensor p2 = emb_test_view(EMB_FLOAT32, psw, 1, SHP(3));
+        EMB_EXPECT_ERR(emb_bag_forward(bsum, &it, &ot, &p2, &out_t, NULL), EMB_ERR_SHAPE,
+                       "embedding_bag: If per_sample_weights ([3]) is not NULL, then it must have "
+                       "the same shape as the input ([6])");
+        p2 = emb_test_view(EMB_INT32, psw, 1, SHP(6));
+        EMB_EXPECT_ERR(emb_bag_forward(bsum, &it, &ot, &p2, &out_t, NULL), EMB_ERR_DTYPE,
+                       "per_sample_weights must have the weight's dtype float32, got int32");
+        /* outputs */
+        emb_tensor o3 = emb_test_view(EMB_FLOAT32, out, 2, SHP(4, D));
+        EMB_EXPECT_ERR(emb_bag_forward(b, &it, &ot, NULL, &o3, NULL), EMB_ERR_SHAPE,
+                       "out has shape [4, 2], expected [3, 2]");
+        EMB_EXPECT_ERR(emb_bag_forward(b, &it, &ot, NULL, &out_t, &mi_t), EMB_ERR_INVALID,
+                       "max_indices is only produced in mode max (the mode is mean)");
+        emb_tensor m2 = emb_test_view(EMB_INT32, mi, 2, SHP(3, D));
+        EMB_EXPECT_ERR(emb_bag_forward(bmax, &it, &ot, NULL, &out_t, &m2), EMB_ERR_DTYPE,
+                       "max_indices must be int64, got int32");
+        m2 = emb_test_view(EMB_INT64, mi, 2, SHP(2, D));
+        EMB_EXPECT_ERR(emb_bag_forward(bmax, &it, &ot, NULL, &out_t, &m2), EMB_ERR_SHAPE,
+                       "max_indices has shape [2, 2], expected [3, 2]");
+        /* index out of range: names the bag, the position in it and the range */
+        int64_t bidx[6] = {1, 2, 4, 9, 4, 3};
+        emb_tensor bi = emb_test_view(EMB_INT64, bidx, 1, SHP(6));
+        EMB_EXPECT_ERR(emb_bag_forward(b, &bi, &ot, NULL, &out_t, NULL), EMB_ERR_INDEX,
+                       "embedding_bag: index 9 at position 1 of bag 1 (input position 3) is out "
+                       "of range for a table of 6 rows (valid: [0, 6))");
+        int32_t bidx32[6] = {1, 2, 4, 5, 4, -1};
+        bi = emb_test_view(EMB_INT32, bidx32, 1, SHP(6));
+        EMB_EXPECT_ERR(emb_bag_forward(bmax, &bi, &ot, NULL, &out_t, &mi_t), EMB_ERR_INDEX,
+                       "index -1 at position 1 of bag 2 (input position 5)");
+        int64_t eoff[3] = {0, 3, 3}; /* bag 1 is empty: position 3 is in bag 2 */
+        bidx[3] = 6;
+        bi = emb_test_view(EMB_INT64, bidx, 1, SHP(6));
+        emb_tensor eot = emb_test_view(EMB_INT64, eoff, 1, SHP(3));
+        EMB_EXPECT_ERR(emb_bag_forward(b, &bi, &eot, NULL, &out_t, NULL), EMB_ERR_INDEX,
+                       "index 6 at position 0 of bag 2 (input position 3)");
+        bi = emb_test_view(EMB_INT64, bidx, 2, SHP(3, 2));
+        EMB_EXPECT_ERR(emb_bag_forward(b, &bi, NULL, NULL, &out_t, NULL), EMB_ERR_INDEX,
+                       "index 6 at position 1 of bag 1 (input position 3)");
+        {   /* past the last bag (include_last_offset with a short last offset) */
+            emb_bag_options o = emb_bag_options_default();
+            o.include_last_offset = true;
+            emb_tensor wt;
+            EMB_OK_OR_FAIL(emb_bag_weight(b, &wt));
+            int64_t so[2] = {0, 2};
+            emb_tensor sot = emb_test_view(EMB_INT64, so, 1, SHP(2));
+            emb_tensor o1 = emb_test_view(EMB_FLOAT32, out, 2, SHP(1, D));
+            bi = emb_test_view(EMB_INT64, bidx, 1, SHP(6));
+            EMB_EXPECT_ERR(emb_embedding_bag(&wt, &bi, &sot, NULL, &o, &o1, NULL), EMB_ERR_INDEX,
+                           "embedding_bag: index 6 at input position 3 (after the last bag, "
+                           "which ends at 2) is out of range for a table of 6 rows");
+        }
+        assert_all_nan(out, 8, "out");
+        for (int i = 0; i < 8; i++) assert_int_equal(mi[i], -99);
+        assert_weight_unchanged(b, before);
+        assert_weight_unchanged(bmax, before);
+        assert_weight_unchanged(bsum, before);
+        emb_bag_free(b);
+        emb_bag_free(bmax);
+        emb_bag_free(bsum);
+    }
+}
+
+static void test_functional_errors(void **state) {
+    (void)state;
+    float w[V * D], before[V * D];
+    for (int i = 0; i < V * D; i++) before[i] = w[i] = (float)i;
+    int64_t idx[4] = {1, 2, 3, 4}, off[2] = {0, 2};
+    float out[4];
+    fill_nan(out, 4);
+    emb_tensor it = emb_test_view(EMB_INT64, idx, 1, SHP(4));
+    emb_tensor ot = emb_test_view(EMB_INT64, off, 1, SHP(2));
+    emb_tensor out_t = emb_test_view(EMB_FLOAT32, out, 2, SHP(2, D));
+    emb_tensor w1 = emb_test_view(EMB_FLOAT32, w, 1, SHP(V * D));
+    EMB_EXPECT_ERR(emb_embedding_bag(&w1, &it, &ot, NULL, NULL, &out_t, NULL), EMB_ERR_SHAPE,
+                   "'weight' must be 2-D, got 1 dimensions");
+    EMB_EXPECT_ERR(emb_embedding_bag(NULL, &it, &ot, NULL, NULL, &out_t, NULL), EMB_ERR_NULL,
+                   "weight must not be NULL");
+    emb_tensor wt = emb_test_view(EMB_FLOAT32, w, 2, SHP(V, D));
+    emb_bag_options o = emb_bag_options_default();
+    o.padding_idx = 6;
+    o.max_norm = 1.0;
+    EMB_EXPECT_ERR(emb_embedding_bag(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INVALID,
+                   "padding_idx must be within the number of embeddings, -6 through 5, but got 6");
+    o.padding_idx = EMB_PADDING_NONE;
+    o.max_norm = NAN;
+    EMB_EXPECT_ERR(emb_embedding_bag(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INVALID,
+                   "max_norm must be > 0");
+    o.max_norm = 1.0;
+    o.mode = EMB_BAG_MAX;
+    o.sparse = true;
+    EMB_EXPECT_ERR(emb_embedding_bag(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INVALID,
+                   "max mode does not support sparse weights");
+    o.sparse = false;
+    idx[3] = 6;
+    EMB_EXPECT_ERR(emb_embedding_bag(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INDEX,
+                   "index 6 at position 1 of bag 1 (input position 3)");
+    EMB_ASSERT_EXACT(w, before, V * D, "weight (max_norm must not have run)");
+    assert_all_nan(out, 4, "out");
+    /* negative padding_idx counts from the end, as ATen */
+    idx[3] = 5;
+    o.mode = EMB_BAG_SUM;
+    o.max_norm = INFINITY;
+    o.padding_idx = -1;
+    EMB_OK_OR_FAIL(emb_embedding_bag(&wt, &it, &ot, NULL, &o, &out_t, NULL));
+    const float want[4] = {2 + 4, 3 + 5, 6, 7};
+    EMB_ASSERT_EXACT(out, want, 4, "sum with padding row 5 skipped");
+}
+
+static void test_read_only_max_norm(void **state) {
+    (void)state;
+    float w[V * D];
+    for (int i = 0; i < V * D; i++) w[i] = (float)i;
+    emb_tensor wt = emb_test_view(EMB_FLOAT32, w, 2, SHP(V, D));
+    emb_storage s = {.read_only = true, .release = NULL, .release_ctx = NULL};
+    emb_bag_options o = emb_bag_options_default();
+    o.max_norm = 1.0;
+    emb_bag *b = NULL;
+    emb_status st = emb_bag_wrap(&wt, &s, true, &o, &b);
+    if (st == EMB_ERR_UNSUPPORTED && strstr(emb_errmsg(), "not implemented")) skip();
+    EMB_OK_OR_FAIL(st);
+    int64_t idx[2] = {1, 2}, off[1] = {0};
+    float out[D] = {NAN, NAN};
+    emb_tensor it = emb_test_view(EMB_INT64, idx, 1, SHP(2));
+    emb_tensor ot = emb_test_view(EMB_INT64, off, 1, SHP(1));
+    emb_tensor out_t = emb_test_view(EMB_FLOAT32, out, 2, SHP(1, D));
+    EMB_EXPECT_ERR(emb_bag_forward(b, &it, &ot, NULL, &out_t, NULL), EMB_ERR_READ_ONLY,
+                   "the table is read-only, and max_norm would renormalise its rows");
+    assert_all_nan(out, D, "out");
+    for (int i = 0; i < V * D; i++) assert_true(w[i] == (float)i);
+    emb_bag_free(b);
+}
+
+static void test_backward_errors(void **state) {
+    (void)state;
+    emb_bag *b = make_bag(EMB_BAG_MEAN, EMB_PADDING_NONE, INFINITY);
+    emb_bag *bmax = make_bag(EMB_BAG_MAX, EMB_PADDING_NONE, INFINITY);
+    emb_bag *bsum = make_bag(EMB_BAG_SUM, EMB_PADDING_NONE, INFINITY);
+    int64_t idx[6] = {1, 2, 4, 5, 4, 3}, off[3] = {0, 2, 4};
+    float g[6] = {1, 2, 3, 4, 5, 6};
+    float gw[V * D];
+    fill_nan(gw, V * D);
+    int64_t mi[6] = {1, 2, 4, 5, 4, 3};
+    emb_tensor it = emb_test_view(EMB_INT64, idx, 1, SHP(6));
+    emb_tensor ot = emb_test_view(EMB_INT64, off, 1, SHP(3));
+    emb_tensor gt = emb_test_view(EMB_FLOAT32, g, 2, SHP(3, D));
+    emb_tensor gwt = emb_test_view(EMB_FLOAT32, gw, 2, SHP(V, D));
+    emb_tensor mit = emb_test_view(EMB_INT64, mi, 2, SHP(3, D));
+    EMB_EXPECT_ERR(emb_bag_backward(NULL, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_NULL,
+                   "bag must not be NULL");
+    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, &gt, NULL), EMB_ERR_NULL,
+                   "grad_weight must not be NULL");
+    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, NULL, &gwt), EMB_ERR_NULL,
+                   "grad_output must not be NULL");
+    emb_tensor g2 = emb_test_view(EMB_FLOAT32, g, 2, SHP(2, D));
+    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, &g2, &gwt), EMB_ERR_SHAPE,
+                   "grad_output has shape [2, 2], expected [3, 2]");
+    emb_tensor gw2 = emb_test_view(EMB_FLOAT32, gw, 2, SHP(V - 1, D));
+    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, &gt, &gw2), EMB_ERR_SHAPE,
+                   "grad_weight has shape [5, 2], expected [6, 2]");
+    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, &mit, &gt, &gwt), EMB_ERR_INVALID,
+                   "max_indices is only used in mode max");
+    EMB_EXPECT_ERR(emb_bag_backward(bmax, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_NULL,
+                   "max_indices must not be NULL in mode max");
+    mi[3] = 6;
+    EMB_EXPECT_ERR(emb_bag_backward(bmax, &it, &ot, NULL, &mit, &gt, &gwt), EMB_ERR_INDEX,
+                   "max_indices[1][1] = 6 is out of range for a table of 6 rows");
+    mi[3] = 5;
+    int64_t bad_off[3] = {0, 5, 4};
+    emb_tensor bo = emb_test_view(EMB_INT64, bad_off, 1, SHP(3));
+    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &bo, NULL, NULL, &gt, &gwt), EMB_ERR_INVALID,
+                   "offsets must be non-decreasing");
+    idx[0] = 17;
+    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_INDEX,
+                   "index 17 at position 0 of bag 0 (input position 0)");
+    idx[0] = 1;
+    float psw[6] = {1, 1, 1, 1, 1, 1};
+    emb_tensor pt = emb_test_view(EMB_FLOAT32, psw, 1, SHP(6));
+    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, &pt, NULL, &gt, &gwt), EMB_ERR_UNSUPPORTED,
+                   "per_sample_weights is only supported for mode='sum'");
+    emb_embedding_set_requires_grad(emb_bag_embedding(b), false);
+    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_STATE,
+                   "does not require grad");
+    emb_embedding_set_requires_grad(emb_bag_embedding(b), true);
+    assert_all_nan(gw, V * D, "grad_weight");
+
+    /* sparse */
+    emb_sparse_grad sg;
+    EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, V, D));
+    EMB_EXPECT_ERR(emb_bag_backward_sparse(bmax, &it, &ot, NULL, &gt, &sg), EMB_ERR_UNSUPPORTED,
+                   "max mode does not support sparse weights");
+    emb_sparse_grad sg2;
+    EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg2, V + 1, D));
+    EMB_EXPECT_ERR(emb_bag_backward_sparse(b, &it, &ot, NULL, &gt, &sg2), EMB_ERR_SHAPE,
+                   "grad is a sparse gradient of shape [7, 2], expected [6, 2]");
+    idx[5] = 99;
+    EMB_EXPECT_ERR(emb_bag_backward_sparse(b, &it, &ot, NULL, &gt, &sg), EMB_ERR_INDEX,
+                   "index 99 at position 1 of bag 2");
+    idx[5] = 3;
+    {
+        emb_bag_options o = emb_bag_options_default();
+        o.scale_grad_by_freq = true;
+        emb_bag *bf = NULL;
+        EMB_OK_OR_FAIL(emb_bag_create(V, D, &o, &bf));
+        EMB_EXPECT_ERR(emb_bag_backward_sparse(bf, &it, &ot, NULL, &gt, &sg),
+                       EMB_ERR_UNSUPPORTED,
+                       "embedding_backward: scale_grad_by_freq not supported with sparse "
+                       "gradients");
+        emb_bag_free(bf);
+    }
+    assert_int_equal(sg.nnz, 0);
+    /* a successful sparse backward, then a failing one leaves it as it was */
+    EMB_OK_OR_FAIL(emb_bag_backward_sparse(b, &it, &ot, NULL, &gt, &sg));
+    assert_int_equal(sg.nnz, 6);
+    int64_t keep_idx[6];
+    float keep_val[12];
+    memcpy(keep_idx, sg.indices, sizeof keep_idx);
+    memcpy(keep_val, sg.values, sizeof keep_val);
+    EMB_EXPECT_ERR(emb_bag_backward_sparse(b, &it, &ot, NULL, &g2, &sg), EMB_ERR_SHAPE,
+                   "grad_output has shape");
+    assert_int_equal(sg.nnz, 6);
+    assert_memory_equal(keep_idx, sg.indices, sizeof keep_idx);
+    assert_memory_equal(keep_val, sg.values, sizeof keep_val);
+    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_free(&sg2);
+
+    /* per_sample_weights gradient */
+    float gp[6];
+    fill_nan(gp, 6);
+    emb_tensor gpt = emb_test_view(EMB_FLOAT32, gp, 1, SHP(6));
+    EMB_EXPECT_ERR(emb_bag_backward_per_sample_weights(b, &it, &ot, &gt, &gpt),
+                   EMB_ERR_UNSUPPORTED, "per_sample_weights are only supported for mode='sum' "
+                   "(got mode='mean')");
+    emb_tensor gp2 = emb_test_view(EMB_FLOAT32, gp, 1, SHP(5));
+    EMB_EXPECT_ERR(emb_bag_backward_per_sample_weights(bsum, &it, &ot, &gt, &gp2),
+                   EMB_ERR_SHAPE, "grad_per_sample_weights has shape [5], expected [6]");
+    EMB_EXPECT_ERR(emb_bag_backward_per_sample_weights(bsum, &it, &ot, &gt, NULL),
+                   EMB_ERR_NULL, "grad_per_sample_weights must not be NULL");
+    assert_all_nan(gp, 6, "grad_per_sample_weights");
+    emb_bag_free(b);
+    emb_bag_free(bmax);
+    emb_bag_free(bsum);
+}
+
+/* Exact backward values on integer data: sum routes each bag's gradient to its rows,
+ * max to the arg-max row per column, empty and all-padding bags route nothing. */
+static void test_backward_values(void **state) {
+    (void)state;
+    int64_t idx[7] = {1, 2, 4, 5, 4, 3, 4}, off[4] = {0, 2, 2, 6};
+    float g[8] = {1, 2, 30, 40, 5, 6, 7, 8};
+    emb_tensor it = emb_test_view(EMB_INT64, idx, 1, SHP(7));
+    emb_tensor ot = emb_test_view(EMB_INT64, off, 1, SHP(4));
+    emb_tensor gt = emb_test_view(EMB_FLOAT32, g, 2, SHP(4, D));
+    /* sum, padding 4: bag0 {1,2}, bag1 {}, bag2 {5,3} (4s skipped), bag3 {} (pad only) */
+    emb_bag *b = make_bag(EMB_BAG_SUM, 4, INFINITY);
+    float gw[V * D];
+    memset(gw, 0, sizeof gw);
+    emb_tensor gwt = emb_test_view(EMB_FLOAT32, gw, 2, SHP(V, D));
+    EMB_OK_OR_FAIL(emb_bag_backward(b, &it, &ot, NULL, NULL, &gt, &gwt));
+    const float want_sum[V * D] = {0, 0, 1, 2, 1, 2, 5, 6, 0, 0, 5, 6};
+    EMB_ASSERT_EXACT(gw, want_sum, V * D, "sum gradient");
+    emb_bag_free(b);
+    /* max, no padding: bag2 {4,5,4,3}: row 5 wins both columns; bag3 {4} */
+    b = make_bag(EMB_BAG_MAX, EMB_PADDING_NONE, INFINITY);
+    float out[8];
+    int64_t mi[8];
+    emb_tensor out_t = emb_test_view(EMB_FLOAT32, out, 2, SHP(4, D));
+    emb_tensor mit = emb_test_view(EMB_INT64, mi, 2, SHP(4, D));
+    EMB_OK_OR_FAIL(emb_bag_forward(b, &it, &ot, NULL, &out_t, &mit));
+    memset(gw, 0, sizeof gw);
+    EMB_OK_OR_FAIL(emb_bag_backward(b, &it, &ot, NULL, &mit, &gt, &gwt));
+    const float want_max[V * D] = {0, 0, 0, 0, 1, 2, 0, 0, 7, 8, 5, 6};
+    EMB_ASSERT_EXACT(gw, want_max, V * D, "max gradient");
+    emb_bag_free(b);
+}
+
+/* Forward and backward give the same bits with 1, 2 and 3 threads. */
+static void test_threads(void **state) {
+    (void)state;
+    const int64_t v = 300, d = 40, n = 30000, nb = 1500;
+    float *w = malloc(sizeof(float) * v * d);
+    int64_t *idx = malloc(sizeof(int64_t) * n);
+    int64_t *off = malloc(sizeof(int64_t) * nb);
+    float *psw = malloc(sizeof(float) * n);
+    float *out[3], *gw[3];
+    uint64_t s = 7;
+    emb_test_randf(&s, w, v * d, -1, 1);
+    emb_test_randf(&s, psw, n, -1, 1);
+    for (int64_t i = 0; i < n; i++) idx[i] = (int64_t)(emb_test_urand(&s) * v) % v;
+    for (int64_t b = 0; b < nb; b++) off[b] = b * (n / nb);
+    for (int mode = 0; mode < 3; mode++) {
+        for (int t = 0; t < 3; t++) {
+            emb_set_num_threads(t + 1);
+            emb_tensor wt = emb_test_view(EMB_FLOAT32, w, 2, SHP(v, d));
+            emb_bag_options o = emb_bag_options_default();
+            o.mode = (emb_bag_mode)mode;
+            o.padding_idx = 5;
+            emb_bag *b = NULL;
+            EMB_OK_OR_FAIL(emb_bag_from_pretrained(&wt, false, &o, &b));
+            out[t] = malloc(sizeof(float) * nb * d);
+            gw[t] = calloc((size_t)(v * d), sizeof(float));
+            int64_t *mi = malloc(sizeof(int64_t) * nb * d);
+            emb_tensor it = emb_test_view(EMB_INT64, idx, 1, SHP(n));
+            emb_tensor ot = emb_test_view(EMB_INT64, off, 1, SHP(nb));
+            emb_tensor pt = emb_test_view(EMB_FLOAT32, psw, 1, SHP(n));
+            emb_tensor out_t = emb_test_view(EMB_FLOAT32, out[t], 2, SHP(nb, d));
+            emb_tensor mit = emb_test_view(EMB_INT64, mi, 2, SHP(nb, d));
+            emb_tensor gwt = emb_test_view(EMB_FLOAT32, gw[t], 2, SHP(v, d));
+            const emb_tensor *p = mode == EMB_BAG_SUM ? &pt : NULL;
+            const emb_tensor *m = mode == EMB_BAG_MAX ? &mit : NULL;
+            EMB_OK_OR_FAIL(emb_bag_forward(b, &it, &ot, p, &out_t, (emb_tensor *)m));
+            /* the output itself as the upstream gradient */
+            EMB_OK_OR_FAIL(emb_bag_backward(b, &it, &ot, p, m, &out_t, &gwt));
+            free(mi);
+            emb_bag_free(b);
+        }
+        for (int t = 1; t < 3; t++) {
+            EMB_ASSERT_EXACT(out[t], out[0], nb * d, "output vs 1 thread");
+            EMB_ASSERT_EXACT(gw[t], gw[0], v * d, "gradient vs 1 thread");
+        }
+        for (int t = 0; t < 3; t++) {
+            free(out[t]);
+            free(gw[t]);
+        }
+    }
+    emb_set_num_threads(0);
+    free(w);
+    free(idx);
+    free(off);
+    free(psw);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_options_and_create),
+        cmocka_unit_test(test_create_errors),
+        cmocka_unit_test(test_wrap_borrows),
+        cmocka_unit_test(test_forward_values),
+        cmocka_unit_test(test_forward_errors),
+        cmocka_unit_test(test_functional_errors),
+        cmocka_unit_test(test_read_only_max_norm),
+        cmocka_unit_test(test_backward_errors),
+        cmocka_unit_test(test_backward_values),
+        cmocka_unit_test(test_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
