@@ -10,6 +10,7 @@
 #include "embedding_bag_internal.h"
 #include "kernels/argsort.h"
 #include "kernels/backward.h"
+#include "sparse_grad_internal.h"
 
 #include <inttypes.h>
 #include <math.h>

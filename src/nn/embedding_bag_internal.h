@@ -6,6 +6,8 @@
 #include "embedding_internal.h"
 #include "kernels/bag_kernels.h"
 
+#include <emb/bag.h>
+
 struct emb_bag {
     emb_embedding *emb; /* the table, owned */
     emb_bag_mode mode;
