@@ -4,6 +4,7 @@
 #define EMB_OPTIM_H
 
 #include "core.h"
+#include "bag.h"
 #include "embedding.h"
 
 #ifdef __cplusplus
@@ -98,6 +99,25 @@ EMB_API emb_status emb_optimizer_step_fused(emb_optimizer *opt, int param_id,
                                             const emb_tensor *indices,
                                             const emb_tensor *grad_output,
                                             int64_t padding_idx);
+
+/* The fused sparse step for an embedding bag (beyond PyTorch): the same update as
+ * emb_bag_backward_sparse into an empty gradient followed by emb_optimizer_step_sparse,
+ * bit for bit, computed from the bag's output gradient grad_output [B, dim] and its input
+ * (input, offsets, per_sample_weights as given to emb_bag_forward). No [num_embeddings,
+ * dim] buffer and no copy of per-position values in modes sum and mean (scratch: O(number
+ * of positions) integers, plus the [B, dim] scaled output gradient in mode mean); with
+ * per_sample_weights each position's value is its own product, so those nnz x dim values
+ * are formed. param_id must be a [num_embeddings, dim] parameter (normally the bag's
+ * weight, emb_bag_weight). Refuses what the unfused path refuses: the optimizer and option
+ * errors of emb_optimizer_step_sparse, and those of emb_bag_backward_sparse (mode max,
+ * scale_grad_by_freq, a weight that does not require grad, bad input, offsets or index
+ * values); EMB_ERR_SHAPE when the parameter's shape is not the bag's. The parameter and
+ * the optimizer state are unchanged on error. */
+EMB_API emb_status emb_optimizer_step_fused_bag(emb_optimizer *opt, int param_id,
+                                                const emb_bag *bag, const emb_tensor *input,
+                                                const emb_tensor *offsets,
+                                                const emb_tensor *per_sample_weights,
+                                                const emb_tensor *grad_output);
 
 /* The optimizer's step count for a parameter (PyTorch's state['step']; SGD, which has no
  * such state in PyTorch, counts its steps too); 0 before the first step, -1 when opt is

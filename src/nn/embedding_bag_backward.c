@@ -352,3 +352,86 @@ emb_status emb_bag_backward_per_sample_weights(const emb_bag *bag, const emb_ten
     emb__bag_batch_free(&bb);
     return st;
 }
+
+void emb__bag_entries_free(emb__bag_entries *e) {
+    emb_free(e->rows);
+    emb_free(e->pos);
+    emb_free(e->owned_values);
+    memset(e, 0, sizeof *e);
+}
+
+emb_status emb__bag_sparse_entries(const emb_bag *bag, const emb_tensor *input,
+                                   const emb_tensor *offsets, const emb_tensor *psw,
+                                   const emb_tensor *grad_output, emb__bag_entries *out) {
+    if (!bag) return emb__null("bag");
+    if (!out) return emb__null("out");
+    if (!bag->emb->requires_grad) return state_error();
+    emb__bag_cfg c;
+    emb__bag_cfg_of(bag, &c);
+    if (c.mode == EMB_BAG_MAX)
+        return emb__error(EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
+    if (c.scale_grad_by_freq)
+        return emb__error(EMB_ERR_UNSUPPORTED, "embedding_backward: scale_grad_by_freq not "
+                          "supported with sparse gradients");
+    emb__bag_batch bb;
+    emb_status st = check_common(&c, input, offsets, psw, grad_output, &bb);
+    if (st) return st;
+    st = emb__bag_check_index_values(&c, &bb);
+    if (st) {
+        emb__bag_batch_free(&bb);
+        return st;
+    }
+    const int64_t D = c.D;
+    int64_t m = 0;
+    for (int64_t p = 0; p < bb.end; p++) m += emb__index_at(input, p) != c.pad;
+    emb__bag_entries e;
+    memset(&e, 0, sizeof e);
+    e.nnz = m;
+    e.dim = D;
+    st = alloc_bytes((void **)&e.rows, m, sizeof(int64_t), "entry rows");
+    if (!st && !bb.psw) st = alloc_bytes((void **)&e.pos, m, sizeof(int64_t), "entry bags");
+    if (!st && bb.psw) {
+        int64_t cnt;
+        if (!emb__mul_i64(m, D, &cnt)) cnt = INT64_MAX;
+        st = alloc_bytes((void **)&e.owned_values, cnt, sizeof(float), "weighted values");
+    }
+    if (!st && !bb.psw && c.mode == EMB_BAG_MEAN) {
+        int64_t cnt;
+        if (!emb__mul_i64(bb.B, D, &cnt)) cnt = INT64_MAX;
+        st = alloc_bytes((void **)&e.owned_values, cnt, sizeof(float), "scaled bag gradients");
+    }
+    if (st) {
+        emb__bag_entries_free(&e);
+        emb__bag_batch_free(&bb);
+        return st;
+    }
+    const float *go = grad_output->data;
+    if (bb.psw) {
+        int64_t got = emb__bag_sparse_gather_ref(e.rows, e.owned_values, bb.idx, bb.i32,
+                                                 bb.starts, bb.B, go, D, bb.psw, false, c.pad);
+        (void)got;
+        e.values = e.owned_values;
+    } else {
+        int64_t k = 0;
+        for (int64_t b = 0; b < bb.B; b++) {
+            int64_t count = 0;
+            for (int64_t p = bb.starts[b]; p < bb.starts[b + 1]; p++) {
+                const int64_t r = emb__index_at(input, p);
+                if (r == c.pad) continue;
+                e.rows[k] = r;
+                e.pos[k++] = b;
+                count++;
+            }
+            if (c.mode == EMB_BAG_MEAN && count > 0) {
+                /* the same float product as emb__bag_sparse_gather_ref's */
+                const float f = 1.0f / (float)count;
+                float *dst = e.owned_values + b * D;
+                for (int64_t d = 0; d < D; d++) dst[d] = go[b * D + d] * f;
+            }
+        }
+        e.values = c.mode == EMB_BAG_MEAN ? e.owned_values : go;
+    }
+    emb__bag_batch_free(&bb);
+    *out = e;
+    return EMB_OK;
+}

@@ -64,4 +64,25 @@ int64_t emb__bag_lower_bound(const int64_t *starts, int64_t B, int64_t target);
 emb_status emb__bag_check_i64_shape(const emb_tensor *t, const char *what,
                                     const int64_t shape[2]);
 
+/* The fresh sparse gradient emb_bag_backward_sparse would build, described for the fused
+ * optimizer step without a copy of per-position values: entry k is row rows[k] with the
+ * value row values + (pos ? pos[k] : k) * dim. Sum: values IS grad_output and pos[k] the
+ * entry's bag; mean: values is grad_output scaled per bag by (1.0f / count) ([B, dim],
+ * owned) and pos the bag; with per_sample_weights every entry's value differs, so values
+ * holds one row per entry (owned) and pos is NULL. Checks exactly what
+ * emb_bag_backward_sparse checks (requires_grad, mode, scale_grad_by_freq, arguments,
+ * index values); on error nothing is allocated. */
+typedef struct emb__bag_entries {
+    int64_t nnz, dim;
+    int64_t *rows;       /* [nnz], owned */
+    int64_t *pos;        /* [nnz] or NULL, owned */
+    const float *values; /* see above */
+    float *owned_values; /* what values points to when owned, else NULL */
+} emb__bag_entries;
+
+emb_status emb__bag_sparse_entries(const emb_bag *bag, const emb_tensor *input,
+                                   const emb_tensor *offsets, const emb_tensor *psw,
+                                   const emb_tensor *grad_output, emb__bag_entries *out);
+void emb__bag_entries_free(emb__bag_entries *e);
+
 #endif /* EMB_EMBEDDING_BAG_INTERNAL_H */

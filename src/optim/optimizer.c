@@ -8,6 +8,7 @@
  * before all checks and allocations have succeeded. */
 #include "internal.h"
 #include <emb/optim.h>
+#include "nn/embedding_bag_internal.h"
 #include "nn/sparse_grad_internal.h"
 #include "kernels/argsort.h"
 #include "kernels/dispatch.h"
@@ -965,5 +966,36 @@ emb_status emb_optimizer_step_fused(emb_optimizer *opt, int param_id, const emb_
     st = sparse_step(opt, ps, &g);
     emb_free(keys);
     emb_free(pos);
+    return st;
+}
+
+emb_status emb_optimizer_step_fused_bag(emb_optimizer *opt, int param_id, const emb_bag *bag,
+                                        const emb_tensor *input, const emb_tensor *offsets,
+                                        const emb_tensor *per_sample_weights,
+                                        const emb_tensor *grad_output) {
+    param_state *ps = NULL;
+    emb_status st = get_param(opt, param_id, &ps);
+    if (st) return st;
+    if (!bag) return emb__null("bag");
+    st = check_sparse_kind(opt, ps, param_id);
+    if (st) return st;
+    const int64_t rows = ps->shape[0], dim = ps->shape[1];
+    const emb_embedding *e = bag->emb;
+    if (e->num_embeddings != rows || e->embedding_dim != dim) {
+        char b[300];
+        return emb__error(EMB_ERR_SHAPE,
+                          "the bag's weight is [%" PRId64 ", %" PRId64
+                          "], but parameter %d has shape %s",
+                          e->num_embeddings, e->embedding_dim, param_id,
+                          emb__shape_fmt(b, sizeof b, ps->ndim, ps->shape));
+    }
+    st = check_sparse_options(opt, ps, param_id);
+    if (st) return st;
+    emb__bag_entries en;
+    st = emb__bag_sparse_entries(bag, input, offsets, per_sample_weights, grad_output, &en);
+    if (st) return st;
+    const spview g = {en.nnz, dim, en.rows, en.values, en.pos, en.nnz <= 1};
+    st = sparse_step(opt, ps, &g);
+    emb__bag_entries_free(&en);
     return st;
 }

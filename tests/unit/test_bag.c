@@ -606,6 +606,143 @@ static void test_threads(void **state) {
     free(psw);
 }
 
+/* The fused bag step equals emb_bag_backward_sparse + emb_optimizer_step_sparse bit for
+ * bit (SGD with momentum, Adagrad, SparseAdam; modes sum, mean, weighted sum; padding). */
+static void test_fused_step_matches_unfused(void **state) {
+    (void)state;
+    const int64_t v = 40, d = 7, n = 90, nb = 12;
+    float w0[40 * 7], psw[90], g[12 * 7];
+    int64_t idx[90], off[12];
+    uint64_t s = 3;
+    emb_test_randf(&s, w0, v * d, -1, 1);
+    emb_test_randf(&s, psw, n, -1, 1);
+    for (int64_t i = 0; i < n; i++) idx[i] = (int64_t)(emb_test_urand(&s) * 9); /* duplicates */
+    for (int64_t b = 0; b < nb; b++) off[b] = b * 7;
+    off[3] = off[2]; /* an empty bag */
+    const emb_optim_kind kinds[3] = {EMB_OPTIM_SGD, EMB_OPTIM_ADAGRAD, EMB_OPTIM_SPARSE_ADAM};
+    for (int k = 0; k < 3; k++)
+        for (int mode = 0; mode < 3; mode++) { /* 0 sum, 1 mean, 2 weighted sum */
+            emb_bag *b[2];
+            emb_optimizer *opt[2];
+            int id[2];
+            emb_tensor wt = emb_test_view(EMB_FLOAT32, w0, 2, SHP(v, d));
+            emb_bag_options o = emb_bag_options_default();
+            o.mode = mode == 1 ? EMB_BAG_MEAN : EMB_BAG_SUM;
+            o.padding_idx = 4;
+            o.sparse = true;
+            emb_optim_options oo = emb_optim_options_default(kinds[k]);
+            oo.lr = 0.1;
+            if (kinds[k] == EMB_OPTIM_SGD) oo.momentum = 0.9;
+            for (int j = 0; j < 2; j++) {
+                EMB_OK_OR_FAIL(emb_bag_from_pretrained(&wt, false, &o, &b[j]));
+                EMB_OK_OR_FAIL(emb_optimizer_create(&oo, &opt[j]));
+                emb_tensor bw;
+                EMB_OK_OR_FAIL(emb_bag_weight(b[j], &bw));
+                EMB_OK_OR_FAIL(emb_optimizer_add_param(opt[j], &bw, &id[j]));
+            }
+            emb_tensor it = emb_test_view(EMB_INT64, idx, 1, SHP(n));
+            emb_tensor ot = emb_test_view(EMB_INT64, off, 1, SHP(nb));
+            emb_tensor pt = emb_test_view(EMB_FLOAT32, psw, 1, SHP(n));
+            emb_tensor gt = emb_test_view(EMB_FLOAT32, g, 2, SHP(nb, d));
+            const emb_tensor *p = mode == 2 ? &pt : NULL;
+            emb_sparse_grad sg;
+            EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, v, d));
+            for (int step = 0; step < 4; step++) {
+                emb_test_randf(&s, g, nb * d, -1, 1);
+                EMB_OK_OR_FAIL(emb_optimizer_step_fused_bag(opt[0], id[0], b[0], &it, &ot, p, &gt));
+                emb_sparse_grad_clear(&sg);
+                EMB_OK_OR_FAIL(emb_bag_backward_sparse(b[1], &it, &ot, p, &gt, &sg));
+                EMB_OK_OR_FAIL(emb_optimizer_step_sparse(opt[1], id[1], &sg));
+            }
+            emb_tensor w1, w2;
+            EMB_OK_OR_FAIL(emb_bag_weight(b[0], &w1));
+            EMB_OK_OR_FAIL(emb_bag_weight(b[1], &w2));
+            EMB_ASSERT_EXACT(w1.data, w2.data, v * d, "fused vs unfused");
+            /* and the weight moved */
+            assert_true(memcmp(w1.data, w0, sizeof w0) != 0);
+            assert_int_equal(emb_optimizer_param_steps(opt[0], id[0]), 4);
+            emb_sparse_grad_free(&sg);
+            for (int j = 0; j < 2; j++) {
+                emb_bag_free(b[j]);
+                emb_optimizer_free(opt[j]);
+            }
+        }
+}
+
+/* The fused bag step refuses what the unfused path refuses, and changes nothing then. */
+static void test_fused_step_errors(void **state) {
+    (void)state;
+    float w0[V * D];
+    for (int i = 0; i < V * D; i++) w0[i] = (float)i;
+    int64_t idx[6] = {1, 2, 4, 5, 4, 3}, off[3] = {0, 2, 4};
+    float g[6] = {1, 2, 3, 4, 5, 6};
+    emb_tensor it = emb_test_view(EMB_INT64, idx, 1, SHP(6));
+    emb_tensor ot = emb_test_view(EMB_INT64, off, 1, SHP(3));
+    emb_tensor gt = emb_test_view(EMB_FLOAT32, g, 2, SHP(3, D));
+    emb_tensor wt = emb_test_view(EMB_FLOAT32, w0, 2, SHP(V, D));
+    emb_bag_options o = emb_bag_options_default();
+    o.mode = EMB_BAG_SUM;
+    emb_bag *b = NULL, *bmax = NULL, *bf = NULL;
+    EMB_OK_OR_FAIL(emb_bag_from_pretrained(&wt, false, &o, &b));
+    o.mode = EMB_BAG_MAX;
+    EMB_OK_OR_FAIL(emb_bag_from_pretrained(&wt, false, &o, &bmax));
+    o.mode = EMB_BAG_MEAN;
+    o.scale_grad_by_freq = true;
+    EMB_OK_OR_FAIL(emb_bag_from_pretrained(&wt, false, &o, &bf));
+    emb_optim_options oo = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    emb_optimizer *opt = NULL, *adam = NULL;
+    EMB_OK_OR_FAIL(emb_optimizer_create(&oo, &opt));
+    oo = emb_optim_options_default(EMB_OPTIM_ADAM);
+    EMB_OK_OR_FAIL(emb_optimizer_create(&oo, &adam));
+    emb_tensor bw;
+    EMB_OK_OR_FAIL(emb_bag_weight(b, &bw));
+    int id = -1, id2 = -1, small = -1;
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &bw, &id));
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(adam, &bw, &id2));
+    float other[4];
+    emb_tensor small_t = emb_test_view(EMB_FLOAT32, other, 2, SHP(2, 2));
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &small_t, &small));
+
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(adam, id2, b, &it, &ot, NULL, &gt),
+                   EMB_ERR_UNSUPPORTED, "Adam does not support sparse gradients");
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, 9, b, &it, &ot, NULL, &gt), EMB_ERR_INDEX,
+                   "");
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, id, NULL, &it, &ot, NULL, &gt), EMB_ERR_NULL,
+                   "bag must not be NULL");
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, small, b, &it, &ot, NULL, &gt),
+                   EMB_ERR_SHAPE, "the bag's weight is [6, 2], but parameter 1 has shape [2, 2]");
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, id, bmax, &it, &ot, NULL, &gt),
+                   EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, id, bf, &it, &ot, NULL, &gt),
+                   EMB_ERR_UNSUPPORTED, "scale_grad_by_freq not supported with sparse");
+    idx[4] = 6;
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, id, b, &it, &ot, NULL, &gt), EMB_ERR_INDEX,
+                   "index 6 at position 0 of bag 2 (input position 4)");
+    idx[4] = 4;
+    off[1] = 5;
+    off[2] = 3;
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, id, b, &it, &ot, NULL, &gt), EMB_ERR_INVALID,
+                   "offsets must be non-decreasing");
+    off[1] = 2;
+    off[2] = 4;
+    emb_tensor g2 = emb_test_view(EMB_FLOAT32, g, 2, SHP(2, D));
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, id, b, &it, &ot, NULL, &g2), EMB_ERR_SHAPE,
+                   "grad_output has shape [2, 2], expected [3, 2]");
+    emb_embedding_set_requires_grad(emb_bag_embedding(b), false);
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, id, b, &it, &ot, NULL, &gt), EMB_ERR_STATE,
+                   "does not require grad");
+    emb_embedding_set_requires_grad(emb_bag_embedding(b), true);
+    EMB_ASSERT_EXACT((float *)bw.data, w0, V * D, "weight after refused steps");
+    assert_int_equal(emb_optimizer_param_steps(opt, id), 0);
+    EMB_OK_OR_FAIL(emb_optimizer_step_fused_bag(opt, id, b, &it, &ot, NULL, &gt));
+    assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
+    emb_optimizer_free(opt);
+    emb_optimizer_free(adam);
+    emb_bag_free(b);
+    emb_bag_free(bmax);
+    emb_bag_free(bf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options_and_create),
@@ -618,6 +755,8 @@ int main(void) {
         cmocka_unit_test(test_backward_errors),
         cmocka_unit_test(test_backward_values),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_fused_step_matches_unfused),
+        cmocka_unit_test(test_fused_step_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
