@@ -70,4 +70,25 @@ int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void 
                                    const float *grad_output, int64_t dim, const float *psw,
                                    bool mean, int64_t pad);
 
+/* The kernels that have an AVX2+FMA twin (bag_avx2.c), as a table; the module takes it from
+ * emb__kernels()->bag (kernels/dispatch.h). All variants give the same bits. */
+typedef struct emb__bag_kernel_table {
+    void (*pool)(float *out, const float *weight, int64_t dim, const void *idx, bool idx_i32,
+                 const int64_t *starts, int64_t b0, int64_t b1, const float *psw, int64_t pad,
+                 bool mean);
+    void (*max)(float *out, int64_t *max_idx, const float *weight, int64_t dim,
+                const void *idx, bool idx_i32, const int64_t *starts, int64_t b0, int64_t b1,
+                int64_t pad);
+    void (*backward_groups)(float *grad_weight, const float *grad_output, int64_t dim,
+                            const int64_t *keys, const int64_t *perm, const int64_t *o2b,
+                            const int64_t *bag_count, const float *psw, int64_t i0,
+                            int64_t i1, int64_t pad, bool scale_by_freq, float *acc);
+    void (*psw_grad)(float *out, const float *grad_output, const float *weight, int64_t dim,
+                     const void *idx, bool idx_i32, const int64_t *o2b, int64_t p0,
+                     int64_t p1, int64_t pad);
+} emb__bag_kernel_table;
+
+/* The scalar reference table (always built). */
+extern const emb__bag_kernel_table emb__bag_kernels_ref;
+
 #endif /* EMB_BAG_KERNELS_H */

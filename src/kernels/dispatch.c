@@ -9,6 +9,7 @@ const emb__kernel_table emb__kernels_ref = {
     emb__row_norm_f32_ref,
     emb__renorm_rows_f32_ref,
     &emb__optim_kernels_ref,
+    &emb__bag_kernels_ref,
 };
 
 #if EMB__KERNELS_AVX2
@@ -19,6 +20,7 @@ static const emb__kernel_table kernels_avx2 = {
     emb__row_norm_f32_avx2,
     emb__renorm_rows_f32_avx2,
     &emb__optim_kernels_avx2,
+    &emb__bag_kernels_avx2,
 };
 #endif
 

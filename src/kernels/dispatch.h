@@ -10,6 +10,7 @@
 #define EMB_KERNELS_DISPATCH_H
 
 #include "backward.h"
+#include "bag_kernels.h"
 #include "lookup.h"
 #include "optim_kernels.h"
 
@@ -31,6 +32,7 @@ typedef struct emb__kernel_table {
     emb__row_norm_fn row_norm;
     emb__renorm_rows_fn renorm_rows;
     const emb__optim_kernel_table *optim;
+    const emb__bag_kernel_table *bag;
 } emb__kernel_table;
 
 /* The table to use now (see above). Thread-safe; cheap enough to call once per operation. */
@@ -54,6 +56,7 @@ float emb__row_norm_f32_avx2(const float *x, int64_t n, double p);
 void emb__renorm_rows_f32_avx2(float *weight, int64_t dim, const int64_t *rows, int64_t begin,
                                int64_t end, double max_norm, double p);
 extern const emb__optim_kernel_table emb__optim_kernels_avx2;
+extern const emb__bag_kernel_table emb__bag_kernels_avx2;
 #endif
 
 #endif /* EMB_KERNELS_DISPATCH_H */

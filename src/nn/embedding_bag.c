@@ -348,6 +348,7 @@ static void pool(const emb__bag_cfg *c, const emb__bag_batch *bb, const float *W
                  int64_t *max_idx) {
     const int64_t B = bb->B, D = c->D, end = bb->end;
     if (B == 0) return;
+    const emb__bag_kernel_table *K = emb__kernels()->bag;
     int64_t work;
     if (!emb__mul_i64(end + B, D, &work)) work = INT64_MAX;
     int nt = emb__threads_for(work, EMB__BAG_GRAIN);
@@ -362,9 +363,9 @@ static void pool(const emb__bag_cfg *c, const emb__bag_batch *bb, const float *W
             t == nt - 1 ? B : emb__bag_lower_bound(bb->starts, B, end * (t + 1) / nt);
         if (b0 >= b1) continue;
         if (c->mode == EMB_BAG_MAX)
-            emb__bag_max_ref(out, max_idx, W, D, bb->idx, bb->i32, bb->starts, b0, b1, c->pad);
+            K->max(out, max_idx, W, D, bb->idx, bb->i32, bb->starts, b0, b1, c->pad);
         else
-            emb__bag_pool_ref(out, W, D, bb->idx, bb->i32, bb->starts, b0, b1, bb->psw, c->pad,
+            K->pool(out, W, D, bb->idx, bb->i32, bb->starts, b0, b1, bb->psw, c->pad,
                               c->mode == EMB_BAG_MEAN);
     }
 }

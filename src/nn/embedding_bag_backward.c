@@ -106,6 +106,7 @@ static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch 
         }
         /* PyTorch sorts the whole input (all of it lies in bags unless the last offset is
          * short, and then emb ignores the rest) */
+        const emb__bag_kernel_table *K = emb__kernels()->bag;
         emb__argsort_unstable_i64(k, m, perm, scratch);
         offset2bag(bb, o2b);
         if (count) bag_counts(c, bb, count);
@@ -116,7 +117,7 @@ static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch 
             const int64_t i0 = align_group(k, perm, m, m * t / nt);
             const int64_t i1 = align_group(k, perm, m, m * (t + 1) / nt);
             if (i0 < i1)
-                emb__bag_backward_groups_ref(gw, go, D, k, perm, o2b, count, bb->psw, i0, i1,
+                K->backward_groups(gw, go, D, k, perm, o2b, count, bb->psw, i0, i1,
                                              c->pad, c->scale_grad_by_freq, acc + t * D);
         }
     }
@@ -341,11 +342,12 @@ emb_status emb_bag_backward_per_sample_weights(const emb_bag *bag, const emb_ten
         const int nt = emb__threads_for(work, EMB__BAG_BWD_GRAIN);
         float *out = grad_per_sample_weights->data;
         const float *W = bag->emb->weight;
+        const emb__bag_kernel_table *K = emb__kernels()->bag;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
 #endif
         for (int t = 0; t < nt; t++)
-            emb__bag_psw_grad_ref(out, grad_output->data, W, D, bb.idx, bb.i32, o2b,
+            K->psw_grad(out, grad_output->data, W, D, bb.idx, bb.i32, o2b,
                                   n * t / nt, n * (t + 1) / nt, c.pad);
     }
     emb_free(o2b);

@@ -5,6 +5,7 @@
 
 #include "embedding_internal.h"
 #include "kernels/bag_kernels.h"
+#include "kernels/dispatch.h"
 
 #include <emb/bag.h>
 

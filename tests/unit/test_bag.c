@@ -4,6 +4,9 @@
  * The parity suite (tests/parity/test_bag.py) compares the numerics with torch. */
 #include "emb_test.h"
 
+#include "kernels/argsort.h"
+#include "kernels/dispatch.h"
+
 #define V 6
 #define D 2
 
@@ -743,6 +746,67 @@ static void test_fused_step_errors(void **state) {
     emb_bag_free(bf);
 }
 
+/* Every kernel variant this CPU runs (AVX2+FMA twins) gives the reference kernels' bits. */
+static void test_kernel_variants(void **state) {
+    (void)state;
+    const emb__kernel_table *const *v;
+    int nv = emb__kernel_variants(&v);
+    assert_true(nv >= 1);
+    assert_ptr_equal(v[0]->bag, &emb__bag_kernels_ref);
+    enum { VV = 50, DD = 37, NB = 40, N = 400 };
+    float *w = malloc(sizeof(float) * VV * DD), *psw = malloc(sizeof(float) * N);
+    float *g = malloc(sizeof(float) * NB * DD), *want = malloc(sizeof(float) * VV * DD);
+    float *got = malloc(sizeof(float) * VV * DD), acc[DD];
+    int64_t *idx = malloc(sizeof(int64_t) * N), starts[NB + 1], *mi1 = malloc(sizeof(int64_t) * NB * DD);
+    int64_t *mi2 = malloc(sizeof(int64_t) * NB * DD), perm[N], scratch[2 * N], o2b[N], cnt[NB];
+    uint64_t s = 11;
+    emb_test_randf(&s, w, VV * DD, -2, 2);
+    w[7] = NAN;
+    emb_test_randf(&s, psw, N, -1, 1);
+    emb_test_randf(&s, g, NB * DD, -1, 1);
+    for (int i = 0; i < N; i++) idx[i] = (int64_t)(emb_test_urand(&s) * VV) % VV;
+    for (int b = 0; b <= NB; b++) starts[b] = b == NB ? N : (int64_t)b * N / NB - (b % 7 == 3);
+    starts[0] = 0;
+    for (int b = 0; b < NB; b++) {
+        cnt[b] = starts[b + 1] - starts[b];
+        for (int64_t p = starts[b]; p < starts[b + 1]; p++) o2b[p] = b;
+    }
+    emb__argsort_unstable_i64(idx, N, perm, scratch);
+    for (int k = 1; k < nv; k++) {
+        const emb__bag_kernel_table *K = v[k]->bag;
+        for (int pad = 0; pad < 2; pad++)
+            for (int mode = 0; mode < 3; mode++) {
+                const int64_t pd = pad ? 3 : EMB_PADDING_NONE;
+                const float *p = mode == 2 ? psw : NULL;
+                emb__bag_pool_ref(want, w, DD, idx, false, starts, 0, NB, p, pd, mode == 1);
+                K->pool(got, w, DD, idx, false, starts, 0, NB, p, pd, mode == 1);
+                EMB_ASSERT_EXACT(got, want, NB * DD, "pool variant");
+                emb__bag_max_ref(want, mi1, w, DD, idx, false, starts, 0, NB, pd);
+                K->max(got, mi2, w, DD, idx, false, starts, 0, NB, pd);
+                EMB_ASSERT_EXACT(got, want, NB * DD, "max variant");
+                assert_memory_equal(mi1, mi2, sizeof(int64_t) * NB * DD);
+                memset(want, 0, sizeof(float) * VV * DD);
+                memset(got, 0, sizeof(float) * VV * DD);
+                emb__bag_backward_groups_ref(want, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL,
+                                             p, 0, N, pd, pad, acc);
+                K->backward_groups(got, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL, p, 0, N,
+                                   pd, pad, acc);
+                EMB_ASSERT_EXACT(got, want, VV * DD, "backward variant");
+                emb__bag_psw_grad_ref(want, g, w, DD, idx, false, o2b, 0, N, pd);
+                K->psw_grad(got, g, w, DD, idx, false, o2b, 0, N, pd);
+                EMB_ASSERT_EXACT(got, want, N, "per_sample_weights gradient variant");
+            }
+    }
+    free(w);
+    free(psw);
+    free(g);
+    free(want);
+    free(got);
+    free(idx);
+    free(mi1);
+    free(mi2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options_and_create),
@@ -755,6 +819,7 @@ int main(void) {
         cmocka_unit_test(test_backward_errors),
         cmocka_unit_test(test_backward_values),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_fused_step_matches_unfused),
         cmocka_unit_test(test_fused_step_errors),
     };
