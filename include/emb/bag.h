@@ -89,7 +89,9 @@ EMB_API void emb_bag_free(emb_bag *bag);
 /* The bag's table, owned by the bag (valid until emb_bag_free): use it for the weight,
  * its options (padding_idx, max_norm, ...), requires_grad, and the optimizers. */
 EMB_API emb_embedding *emb_bag_embedding(emb_bag *bag);
-/* A writable view of the weight [num_embeddings, embedding_dim]. */
+/* A writable view of the weight [num_embeddings, embedding_dim] (emb_embedding_weight of
+ * the table: EMB_ERR_READ_ONLY for a read-only table, whose weight
+ * emb_embedding_weight_const(emb_bag_embedding(bag), ...) reads). */
 EMB_API emb_status emb_bag_weight(emb_bag *bag, emb_tensor *view);
 EMB_API emb_bag_mode emb_bag_get_mode(const emb_bag *bag);
 EMB_API bool emb_bag_include_last_offset(const emb_bag *bag);
