@@ -314,6 +314,7 @@ _BAG_SIGS = {
     "emb_bag_backward": (_st, [_vp, _tp, _tp, _tp, _tp, _tp, _tp]),
     "emb_bag_backward_sparse": (_st, [_vp, _tp, _tp, _tp, _tp, P(SparseGrad)]),
     "emb_bag_backward_per_sample_weights": (_st, [_vp, _tp, _tp, _tp, _tp]),
+    "emb_optimizer_step_fused_bag": (_st, [_vp, C.c_int, _vp, _tp, _tp, _tp, _tp]),
 }
 
 for _name, (_res, _args) in _BAG_SIGS.items():

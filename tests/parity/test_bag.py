@@ -23,8 +23,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (BAG_MAX, BAG_MEAN, BAG_SUM, PADDING_NONE, SparseGrad, T, assert_close,
-                   call, check, lib, ptr)
+from embpy import (ADAGRAD, BAG_MAX, BAG_MEAN, BAG_SUM, PADDING_NONE, SGD, SPARSE_ADAM,
+                   SparseGrad, T, assert_close, call, check, lib, ptr)
 
 torch.set_num_threads(1)
 MODES = {"sum": BAG_SUM, "mean": BAG_MEAN, "max": BAG_MAX}
@@ -507,3 +507,50 @@ def test_create_draws_like_torch():
             assert_close(nxt, torch.randn(20).numpy(), exact=True, what="next draws")
         finally:
             lib.emb_bag_free(h)
+
+
+@pytest.mark.parametrize("kind", ["sgd", "sgd_momentum", "adagrad", "sparse_adam"])
+@pytest.mark.parametrize("mode", ["sum", "sum_psw", "mean"])
+def test_fused_bag_step_against_torch(kind, mode):
+    """emb_optimizer_step_fused_bag over several steps equals torch's EmbeddingBag(sparse=True)
+    backward + optimizer.step(), bit for bit (padding included)."""
+    rng = np.random.default_rng(12)
+    V, D = 30, 9
+    w = rng.standard_normal((V, D)).astype(np.float32)
+    m = "sum" if mode.startswith("sum") else "mean"
+    bag = Bag(w, mode=m, padding_idx=2, sparse=True)
+    oo = lib.emb_optim_options_default({"sgd": SGD, "sgd_momentum": SGD, "adagrad": ADAGRAD,
+                                        "sparse_adam": SPARSE_ADAM}[kind])
+    oo.lr = 0.05
+    if kind == "sgd_momentum":
+        oo.momentum = 0.9
+    opt = C.c_void_p()
+    check(lib.emb_optimizer_create(ptr(oo), ptr(opt)))
+    wt = T(np.zeros((1, 1), np.float32))
+    check(lib.emb_bag_weight(bag.h, wt))
+    pid = C.c_int()
+    check(lib.emb_optimizer_add_param(opt, wt, ptr(pid)))
+    W = torch.nn.Parameter(torch.from_numpy(w.copy()))
+    topt = {"sgd": lambda: torch.optim.SGD([W], lr=0.05),
+            "sgd_momentum": lambda: torch.optim.SGD([W], lr=0.05, momentum=0.9),
+            "adagrad": lambda: torch.optim.Adagrad([W], lr=0.05),
+            "sparse_adam": lambda: torch.optim.SparseAdam([W], lr=0.05)}[kind]()
+    try:
+        for step in range(5):
+            n = int(rng.integers(5, 60))
+            inp = rng.integers(0, 8, n)
+            off = np.concatenate([[0], np.sort(rng.integers(0, n + 1, 6))])
+            psw = rng.standard_normal(n).astype(np.float32) if mode == "sum_psw" else None
+            out, _ = bag.forward(inp, off, psw)
+            g = rng.standard_normal(out.shape).astype(np.float32)
+            check(lib.emb_optimizer_step_fused_bag(opt, pid, bag.h, T(inp), T(off),
+                                                   None if psw is None else T(psw), T(g)))
+            topt.zero_grad()
+            F.embedding_bag(torch.from_numpy(inp), W, torch.from_numpy(off), mode=m, sparse=True,
+                            padding_idx=2,
+                            per_sample_weights=None if psw is None else torch.from_numpy(psw)
+                            ).backward(torch.from_numpy(g))
+            topt.step()
+            assert_close(bag.weight(), W.detach().numpy(), exact=True, what=f"step {step}")
+    finally:
+        lib.emb_optimizer_free(opt)
