@@ -12,6 +12,12 @@
 #include "kernels/radix.h"
 #include "nn/embedding_internal.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+/* Let the NOMEM tests see NULL from a huge allocation instead of an ASan report. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+#endif
+
 static uint64_t rng_state = 777;
 
 static float next_float(void) { /* spread over magnitudes so that summation order matters */
@@ -233,11 +239,62 @@ static void test_renorm_row_lists_agree(void **state) {
     }
 }
 
+/* ---- a table of 2^58 rows --------------------------------------------------------------- */
+
+/* The weight and the gradient are borrowed views of 2-row buffers: only the rows a batch
+ * names are ever touched, and the automatic choice allocates for the batch, so a lookup
+ * with max_norm and a dense backward work on a table whose row counters alone would need
+ * 2^61 bytes. Forcing the table-sized temporaries fails cleanly (EMB_ERR_NOMEM, nothing
+ * changed), which also checks those error paths. */
+static void test_huge_table_batch_sized(void **state) {
+    (void)state;
+    const int64_t V = INT64_C(1) << 58, D = 2;
+    float w[4] = {3.0f, 4.0f, 0.3f, 0.4f}; /* row norms 5 and 0.5 */
+    emb_tensor wt = emb_test_view(EMB_FLOAT32, w, 2, SHP(V, D));
+    emb_embedding_options o = emb_embedding_options_default();
+    o.max_norm = 1.0;
+    emb_embedding *e = NULL;
+    EMB_OK_OR_FAIL(emb_embedding_wrap(&wt, NULL, false, &o, &e));
+    int64_t ids[3] = {1, 0, 1};
+    emb_tensor ti = emb_test_view(EMB_INT64, ids, 1, SHP(3));
+    float out[6], g[6] = {1, 2, 3, 4, 5, 6}, gw[4] = {0, 0, 0, 0};
+    emb_tensor to = emb_test_view(EMB_FLOAT32, out, 2, SHP(3, D));
+    emb_tensor tg = emb_test_view(EMB_FLOAT32, g, 2, SHP(3, D));
+    emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, SHP(V, D));
+
+    /* table-sized temporaries: a 2^55-byte bitmap, 2^61 bytes of row offsets */
+    emb__set_temp_mode(EMB__TEMP_TABLE);
+    emb_test_fill(out, 6, -1.0f);
+    EMB_EXPECT_ERR(emb_embedding_forward(e, &ti, &to), EMB_ERR_NOMEM,
+                   "cannot allocate 3 row numbers and a 288230376151711744-row bitmap for "
+                   "max_norm");
+    emb_test_assert_all(out, 6, -1.0f, "out");
+    assert_true(w[0] == 3.0f && w[1] == 4.0f && w[2] == 0.3f && w[3] == 0.4f);
+    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &tg, &tw), EMB_ERR_NOMEM,
+                   "embedding_backward: cannot allocate");
+    emb_test_assert_all(gw, 4, 0.0f, "grad_weight");
+    emb__set_temp_mode(EMB__TEMP_AUTO);
+
+    /* the automatic choice: batch-sized */
+    EMB_OK_OR_FAIL(emb_embedding_forward(e, &ti, &to));
+    const float s = (float)(1.0 / (5.0 + 1e-7));
+    assert_true(w[0] == 3.0f * s && w[1] == 4.0f * s); /* renormalised in the caller's buffer */
+    assert_true(w[2] == 0.3f && w[3] == 0.4f);          /* norm 0.5: kept */
+    EMB_ASSERT_EXACT(out, w + 2, 2, "row 1");
+    EMB_ASSERT_EXACT(out + 2, w, 2, "row 0");
+    EMB_ASSERT_EXACT(out + 4, w + 2, 2, "row 1 again");
+    EMB_OK_OR_FAIL(emb_embedding_backward(e, &ti, &tg, &tw));
+    const float want[4] = {3, 4, 0.0f + 1 + 5, 0.0f + 2 + 6};
+    EMB_ASSERT_EXACT(gw, want, 4, "grad_weight");
+    emb_embedding_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_radix_sort_stable),
         cmocka_unit_test(test_backward_buckets_agree),
         cmocka_unit_test(test_renorm_row_lists_agree),
+        cmocka_unit_test(test_huge_table_batch_sized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
