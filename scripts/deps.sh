@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what emb needs from Debian's packages, or says exactly what to install.
-#   scripts/deps.sh build   compiler, cmake, OpenBLAS (its OpenMP build, see CMakeLists.txt)
+#   scripts/deps.sh build   compiler, cmake, OpenBLAS (its OpenMP build, see CMakeLists.txt),
+#                           SLEEF (the exp/log PyTorch's log_softmax uses)
 #   scripts/deps.sh test    build + cmocka, python3-torch, python3-numpy, pytest
 #   scripts/deps.sh bench   what the benchmarks need (the test set: torch is the comparison)
 # As root it runs apt-get; otherwise it prints the apt-get command and exits 1.
 set -euo pipefail
 mode=${1:-build}
-pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libjansson-dev)
+pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libjansson-dev libsleef-dev)
 case "$mode" in
   build) ;;
   test) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim) ;;

@@ -20,6 +20,9 @@ typedef struct emb_loss_options {
     double label_smoothing;   /* cross-entropy only; default 0, must be in [0, 1] (PyTorch
                                  silently treats a negative or NaN value as 0; emb rejects
                                  it) */
+    const emb_tensor *weight; /* cross-entropy / nll_loss: NULL (default) or float32 [C],
+                                 the rescaling weight of each class (PyTorch's `weight`);
+                                 borrowed for the call only */
 } emb_loss_options;
 
 EMB_API emb_loss_options emb_loss_options_default(void);
@@ -32,16 +35,24 @@ EMB_API emb_loss_options emb_loss_options_default(void);
  * opts NULL: the defaults. Errors: EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE,
  * EMB_ERR_INVALID (bad reduction or label_smoothing; an output overlapping an input),
  * EMB_ERR_INDEX (a class target out of range, PyTorch: "Target 5 is out of bounds."),
- * EMB_ERR_NOMEM. Outputs are unchanged on error.
- * Numerics: elementwise steps in float32 in PyTorch's order and formulas; sums accumulate
- * in double and are rounded once, so values agree with PyTorch within float32 tolerance
- * (mse backward and unreduced mse are bit-identical). Reductions mean over zero elements
- * (or, for cross-entropy, over zero non-ignored targets) give NaN, as in PyTorch. Results
- * do not depend on the thread count. */
+ * EMB_ERR_NOMEM, EMB_ERR_OVERFLOW. Outputs are unchanged on error. Reductions mean over
+ * zero elements (or, for cross-entropy, over zero non-ignored targets) give NaN, as in
+ * PyTorch. Results do not depend on the thread count. Thread safety: calls only read their
+ * inputs; concurrent calls with distinct outputs are safe.
+ *
+ * Numerics (docs/semantics.md, "Losses"): cross_entropy, nll_loss and log_softmax
+ * reproduce PyTorch 1.13's CPU arithmetic step by step — log_softmax's 8-lane reductions
+ * with SLEEF's exp/log (the functions torch's AVX2 kernels call), nll_loss's cascade sum,
+ * torch's sum order for the label-smoothing terms, and autograd's chain for the backward —
+ * and are bit-identical to torch on a CPU where torch dispatches to AVX2 (torch's
+ * "CPU capability usage: AVX2") when emb was built with SLEEF; the reference kernels
+ * (EMB_KERNELS_REF, or no SLEEF/AVX2) reproduce torch's DEFAULT capability (libm
+ * expf/logf) and differ from torch's AVX2 results by a few ulp. mse and BCE: see below. */
 
-/* F.cross_entropy(logits, target): logits float32 [N, C] (or [C] with a 0-d target),
- * target int64 class indices [N] (or 0-d). Positions whose target is ignore_index contribute
- * nothing and are not counted by the mean. */
+/* F.cross_entropy(logits, target, weight=opts->weight, ignore_index, label_smoothing):
+ * logits float32 [N, C] (or [C] with a 0-d target), target int64 class indices [N] (or
+ * 0-d). Positions whose target is ignore_index contribute nothing and are not counted by
+ * the mean; with a weight, the mean divides by the sum of the kept targets' weights. */
 EMB_API emb_status emb_cross_entropy_forward(const emb_tensor *logits, const emb_tensor *target,
                                              const emb_loss_options *opts, emb_tensor *loss);
 EMB_API emb_status emb_cross_entropy_backward(const emb_tensor *logits,
@@ -50,7 +61,28 @@ EMB_API emb_status emb_cross_entropy_backward(const emb_tensor *logits,
                                               const emb_tensor *grad_loss,
                                               emb_tensor *grad_logits);
 
-/* F.mse_loss(input, target): both float32 of the same shape. */
+/* F.nll_loss(input, target, weight=opts->weight, ignore_index): input float32
+ * log-probabilities [N, C] (or [C] with a 0-d target), shapes and rules as cross-entropy;
+ * opts->label_smoothing must be 0 (F.nll_loss has none). */
+EMB_API emb_status emb_nll_loss_forward(const emb_tensor *input, const emb_tensor *target,
+                                        const emb_loss_options *opts, emb_tensor *loss);
+EMB_API emb_status emb_nll_loss_backward(const emb_tensor *input, const emb_tensor *target,
+                                         const emb_loss_options *opts,
+                                         const emb_tensor *grad_loss, emb_tensor *grad_input);
+
+/* F.log_softmax(x, dim=-1): x float32 of rank >= 1, y of the same shape. Backward takes
+ * the forward's output y (as PyTorch does) and grad_y, and overwrites grad_x = grad_y -
+ * exp(y) * sum(grad_y) per row. Errors: EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE,
+ * EMB_ERR_INVALID (an output overlapping an input); outputs unchanged on error.
+ * Bit-identical to torch as described above. */
+EMB_API emb_status emb_log_softmax_forward(const emb_tensor *x, emb_tensor *y);
+EMB_API emb_status emb_log_softmax_backward(const emb_tensor *y, const emb_tensor *grad_y,
+                                            emb_tensor *grad_x);
+
+/* mse and BCE numerics: elementwise steps in float32 in PyTorch's order and formulas; sums
+ * accumulate in double and are rounded once, so values agree with PyTorch within float32
+ * tolerance (mse backward and unreduced mse are bit-identical).
+ * F.mse_loss(input, target): both float32 of the same shape. */
 EMB_API emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *target,
                                         const emb_loss_options *opts, emb_tensor *loss);
 EMB_API emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *target,

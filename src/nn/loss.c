@@ -1,25 +1,27 @@
-/* Losses with forward and backward: F.cross_entropy, F.mse_loss,
- * F.binary_cross_entropy_with_logits, following PyTorch 1.13's CPU formulas.
+/* Losses with forward and backward: F.cross_entropy, F.nll_loss, F.log_softmax,
+ * F.mse_loss, F.binary_cross_entropy_with_logits, following PyTorch 1.13's CPU arithmetic.
  *
- * Numerics: every elementwise step is done in float32 in PyTorch's order (log_softmax with
- * max subtraction, x - max - log(sum), BCE's max_val formulation, mse's norm*(x-t)*g).
- * Sums (the softmax denominator, row sums, reductions) accumulate in double and are rounded
- * to float once, so they are at least as accurate as PyTorch's vectorised float sums; the
- * results agree with PyTorch within float32 tolerance, not bit for bit (exp/log also come
- * from libm here and from SLEEF in PyTorch). Reductions are split into fixed-size chunks
- * whose partial sums are added in chunk order, so results never depend on the number of
- * threads. */
+ * cross_entropy, nll_loss and log_softmax reproduce torch's kernels step by step and are
+ * bit-identical to torch (see the cross-entropy section and kernels/softmax.h).
+ * mse and BCE: every elementwise step is done in float32 in PyTorch's order (BCE's max_val
+ * formulation, mse's norm*(x-t)*g); their sums accumulate in double and are rounded to
+ * float once, so they agree with PyTorch within float32 tolerance, not bit for bit. Those
+ * reductions are split into fixed-size chunks whose partial sums are added in chunk order,
+ * so results never depend on the number of threads. */
 #include "internal.h"
 #include <emb/loss.h>
+#include "kernels/softmax.h"
 
 #include <inttypes.h>
 #include <math.h>
+#include <string.h>
 
 emb_loss_options emb_loss_options_default(void) {
     emb_loss_options o;
     o.reduction = EMB_REDUCTION_MEAN;
     o.ignore_index = -100;
     o.label_smoothing = 0.0;
+    o.weight = NULL;
     return o;
 }
 
@@ -81,6 +83,10 @@ static emb_status check_loss_shape(const emb_tensor *loss, const char *what, emb
     return emb__check_f32_shape(loss, what, 0, NULL);
 }
 
+static int ceil_log2_i64(int64_t n) {
+    return n <= 1 ? 0 : 64 - __builtin_clzll((unsigned long long)(n - 1));
+}
+
 /* Deterministic chunked reduction: sums f over [0, n) in chunks of `chunk` items, each
  * chunk into its own double pair, then adds the pairs in chunk order. */
 typedef void (*chunk_fn)(const void *ctx, int64_t i0, int64_t i1, double acc[2]);
@@ -118,7 +124,32 @@ static emb_status chunked_sum(int64_t n, int64_t chunk, int64_t cost_per_item, c
 }
 
 /* ---------------------------------------------------------------------------------------
- * Cross-entropy
+ * Cross-entropy = nll_loss(log_softmax(logits)), with PyTorch 1.13's CPU arithmetic:
+ *
+ * log_softmax: kernels/softmax.h (SLEEF's exp/log in torch's lane order on AVX2).
+ * nll_loss (LossNLL.cpp, nll_loss_out_frame), in float:
+ *   none:     out[i] = -logp[i][t_i] * (weight ? w[t_i] : 1), 0 where t_i is ignored
+ *   sum/mean: over the kept rows in order, loss[0] -= logp[i][t_i] (* w[t_i]),
+ *             wsum[0] += w[t_i], then a cascade of 8 levels: after row b, while
+ *             (b & (mask << j*p)) == 0 for j = 0..6, level j+1 += level j and level j = 0
+ *             (p = max(4, ceil(log2 N) / 8), mask = 2^p - 1); the levels are summed from
+ *             0 in order; total_weight = wsum (weights) or (float)kept; mean divides.
+ * label_smoothing > 0 (cross_entropy_loss_label_smoothing): with a = (float)(1 - ls) and
+ *   b = (float)(ls / C), loss = a * nll + ret * b where smooth[i] = -sum_c(logp[i][c]
+ *   (* w[c])) (torch's row sum order), 0 for ignored rows, and ret = smooth (none),
+ *   sum(smooth) (sum), the mean of the kept rows' values, compacted (mean), resp.
+ *   sum(smooth) / sum(w[t_i] over kept rows) (mean with weights), every sum in the order
+ *   of torch's CPU sum (emb__torch_sum_f32).
+ * Backward is autograd's chain over the same graph: gn = g * (1 - ls), gr = g * (ls / C)
+ *   with the scalar a double 0-d tensor (a 0-d g is promoted to double and rounded back;
+ *   a [N] g stays float);
+ *   nll: gl[i][t_i] = -w * gn[i] (none) or w * -(gn / total_weight) (mean), w * -gn (sum);
+ *   smoothing: gl[i][c] += (-(gr / kept or gr[i], 0 if ignored)) (* w[c]);
+ *   log_softmax backward of gl (kernels/softmax.h).
+ * Rows are independent in log_softmax and its backward, which emb splits between threads;
+ * the reductions run in torch's sequential order, so results never depend on the thread
+ * count. (torch splits a sum of more than 32768 values between its threads: the
+ * label_smoothing sums over more than 32768 rows match torch with one intra-op thread.)
  * ------------------------------------------------------------------------------------- */
 
 typedef struct ce_shape {
@@ -139,29 +170,34 @@ static const char *torch_scalar_name(emb_dtype d) {
     }
 }
 
+/* Validates logits/target/options (and the class weight of opts) for cross_entropy or
+ * nll_loss (`op`). */
 static emb_status ce_check(const emb_tensor *logits, const emb_tensor *target,
-                           const emb_loss_options *opts, emb_loss_options *o, ce_shape *s) {
-    emb_status st = check_f32(logits, "logits");
+                           const emb_loss_options *opts, const char *op, const char *xname,
+                           emb_loss_options *o, ce_shape *s) {
+    emb_status st = check_f32(logits, xname);
     if (st) return st;
     if (!target) return emb__null("target");
     if ((st = emb_tensor_check(target, "target"))) return st;
     if ((st = read_opts(opts, true, o))) return st;
+    if (strcmp(op, "nll_loss") == 0 && o->label_smoothing != 0.0)
+        return emb__error(EMB_ERR_INVALID,
+                          "nll_loss has no label_smoothing (got %g); use cross_entropy",
+                          o->label_smoothing);
     char buf[300], buf2[300];
     if (logits->ndim != 1 && logits->ndim != 2)
-        return emb__error(EMB_ERR_SHAPE,
-                          "cross_entropy: logits must be [N, C] or [C], got shape %s",
-                          emb__shape_fmt(buf, sizeof buf, logits->ndim, logits->shape));
+        return emb__error(EMB_ERR_SHAPE, "%s: %s must be [N, C] or [C], got shape %s", op,
+                          xname, emb__shape_fmt(buf, sizeof buf, logits->ndim, logits->shape));
     if (target->dtype != EMB_INT64) {
         if (target->dtype == EMB_FLOAT32 || target->dtype == EMB_FLOAT64 ||
             target->dtype == EMB_FLOAT16 || target->dtype == EMB_BFLOAT16)
             return emb__error(EMB_ERR_DTYPE,
-                              "cross_entropy: target must hold int64 class indices, got %s "
+                              "%s: target must hold int64 class indices, got %s "
                               "(class-probability targets are not supported)",
-                              emb_dtype_name(target->dtype));
+                              op, emb_dtype_name(target->dtype));
         return emb__error(EMB_ERR_DTYPE,
-                          "expected scalar type Long but found %s (cross_entropy: target must "
-                          "be int64)",
-                          torch_scalar_name(target->dtype));
+                          "expected scalar type Long but found %s (%s: target must be int64)",
+                          torch_scalar_name(target->dtype), op);
     }
     s->batched = logits->ndim == 2;
     if (s->batched) {
@@ -174,8 +210,8 @@ static emb_status ce_check(const emb_tensor *logits, const emb_tensor *target,
                               s->n, target->shape[0]);
         if (target->ndim != 1)
             return emb__error(EMB_ERR_SHAPE,
-                              "cross_entropy: logits of shape %s need a 1-D target [%" PRId64
-                              "], got shape %s",
+                              "%s: %s of shape %s need a 1-D target [%" PRId64 "], got shape %s",
+                              op, xname,
                               emb__shape_fmt(buf, sizeof buf, logits->ndim, logits->shape),
                               s->n, emb__shape_fmt(buf2, sizeof buf2, target->ndim,
                                                    target->shape));
@@ -190,6 +226,15 @@ static emb_status ce_check(const emb_tensor *logits, const emb_tensor *target,
                               emb__shape_fmt(buf2, sizeof buf2, target->ndim, target->shape));
         s->none_ndim = 0;
     }
+    if (o->weight) {
+        if ((st = check_f32(o->weight, "weight"))) return st;
+        if (o->weight->ndim != 1 || o->weight->shape[0] != s->c)
+            return emb__error(EMB_ERR_SHAPE,
+                              "weight tensor should be defined either for all %" PRId64
+                              " classes or no classes but got weight tensor of shape: %s",
+                              s->c,
+                              emb__shape_fmt(buf, sizeof buf, o->weight->ndim, o->weight->shape));
+    }
     const int64_t *t = target->data;
     for (int64_t i = 0; i < s->n; i++) {
         if (t[i] == o->ignore_index) continue;
@@ -202,157 +247,391 @@ static emb_status ce_check(const emb_tensor *logits, const emb_tensor *target,
     return EMB_OK;
 }
 
-/* max and log(sum(exp(x - max))) of one row, PyTorch's log_softmax pieces: logp[c] is
- * then (x[c] - max) - lse in float. */
-static void row_lse(const float *x, int64_t c, float *max_out, float *lse_out) {
-    float m = x[0]; /* NaN propagates, as with PyTorch's vectorised maximum */
-    for (int64_t j = 1; j < c && !isnan(m); j++)
-        if (x[j] > m || isnan(x[j])) m = x[j];
-    double s = 0.0;
-    for (int64_t j = 0; j < c; j++) s += (double)expf(x[j] - m);
-    *max_out = m;
-    *lse_out = logf((float)s);
+/* Work estimate n * c, saturating (c may be huge when n is 0). */
+static int64_t work_of(int64_t n, int64_t c) {
+    int64_t w;
+    return emb__mul_i64(n, c > 0 ? c : 1, &w) ? w : INT64_MAX;
 }
 
-typedef struct ce_ctx {
-    const float *x;
-    const int64_t *t;
-    int64_t c, ignore;
-    bool smoothing;
-} ce_ctx;
-
-/* acc[0] += nll of each kept row; acc[1] += -sum_c logp (the smoothing term). */
-static void ce_forward_rows(const void *vctx, int64_t i0, int64_t i1, double acc[2]) {
-    const ce_ctx *k = vctx;
-    for (int64_t i = i0; i < i1; i++) {
-        if (k->t[i] == k->ignore) continue;
-        const float *x = k->x + i * k->c;
-        float m, lse;
-        row_lse(x, k->c, &m, &lse);
-        acc[0] += (double)(-((x[k->t[i]] - m) - lse));
-        if (k->smoothing) {
-            double s = 0.0;
-            for (int64_t j = 0; j < k->c; j++) s += (double)((x[j] - m) - lse);
-            acc[1] += (double)(-(float)s);
-        }
-    }
-}
-
-static void ce_count_rows(const void *vctx, int64_t i0, int64_t i1, double acc[2]) {
-    const ce_ctx *k = vctx;
-    for (int64_t i = i0; i < i1; i++) acc[0] += k->t[i] != k->ignore;
-}
-
-emb_status emb_cross_entropy_forward(const emb_tensor *logits, const emb_tensor *target,
-                                     const emb_loss_options *opts, emb_tensor *loss) {
-    emb_loss_options o;
-    ce_shape s;
-    emb_status st = ce_check(logits, target, opts, &o, &s);
-    if (st) return st;
-    if (!loss) return emb__null("loss");
-    if ((st = check_loss_shape(loss, "loss", o.reduction, s.none_ndim, s.none_shape))) return st;
-    if ((st = check_no_overlap(loss, "loss", logits, "logits", target, "target", NULL, NULL,
-                               NULL, NULL)))
-        return st;
-
-    const bool smoothing = o.label_smoothing > 0.0;
-    const float a = (float)(1.0 - o.label_smoothing);
-    const float b = (float)(o.label_smoothing / (double)s.c);
-    ce_ctx k = {logits->data, target->data, s.c, o.ignore_index, smoothing};
-    float *out = loss->data;
-
-    if (o.reduction == EMB_REDUCTION_NONE) {
-        int nt = emb__threads_for(s.n * (s.c + 1), 1 << 15);
-        (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t i = 0; i < s.n; i++) {
-            double acc[2] = {0.0, 0.0};
-            ce_forward_rows(&k, i, i + 1, acc);
-            float nll = (float)acc[0];
-            out[i] = smoothing ? a * nll + (float)acc[1] * b : nll;
-        }
-        return EMB_OK;
-    }
-    double sums[2], cnt[2];
-    if ((st = chunked_sum(s.n, 256, s.c + 1, ce_forward_rows, &k, sums))) return st;
-    if ((st = chunked_sum(s.n, 1 << 16, 1, ce_count_rows, &k, cnt))) return st;
-    float nll = (float)sums[0], smooth = (float)sums[1];
-    if (o.reduction == EMB_REDUCTION_MEAN) {
-        float count = (float)cnt[0];
-        nll = nll / count;
-        smooth = smooth / count;
-    }
-    *out = smoothing ? a * nll + smooth * b : nll;
+/* Allocates a float buffer of n * c values (NULL with EMB_OK when empty). */
+static emb_status alloc_rows(int64_t n, int64_t c, float **out) {
+    *out = NULL;
+    int64_t cnt;
+    if (!emb__mul_i64(n, c, &cnt) || cnt > (int64_t)(SIZE_MAX / sizeof(float)))
+        return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " x %" PRId64 " values overflow", n, c);
+    if (cnt == 0) return EMB_OK;
+    *out = emb_malloc((size_t)cnt * sizeof(float));
+    if (!*out)
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " x %" PRId64
+                          " float32 values", n, c);
     return EMB_OK;
 }
 
-emb_status emb_cross_entropy_backward(const emb_tensor *logits, const emb_tensor *target,
-                                      const emb_loss_options *opts,
-                                      const emb_tensor *grad_loss, emb_tensor *grad_logits) {
-    emb_loss_options o;
-    ce_shape s;
-    emb_status st = ce_check(logits, target, opts, &o, &s);
-    if (st) return st;
-    if (!grad_loss) return emb__null("grad_loss");
-    if ((st = check_loss_shape(grad_loss, "grad_loss", o.reduction, s.none_ndim, s.none_shape)))
-        return st;
-    if (!grad_logits) return emb__null("grad_logits");
-    if ((st = emb__check_f32_shape(grad_logits, "grad_logits", logits->ndim, logits->shape)))
-        return st;
-    if ((st = check_no_overlap(grad_logits, "grad_logits", logits, "logits", target, "target",
-                               grad_loss, "grad_loss", NULL, NULL)))
-        return st;
-
-    const bool smoothing = o.label_smoothing > 0.0;
-    const float a = (float)(1.0 - o.label_smoothing);
-    const float b = (float)(o.label_smoothing / (double)s.c);
-    ce_ctx k = {logits->data, target->data, s.c, o.ignore_index, smoothing};
-    float count = 0.0f;
-    if (o.reduction == EMB_REDUCTION_MEAN) {
-        double cnt[2];
-        if ((st = chunked_sum(s.n, 1 << 16, 1, ce_count_rows, &k, cnt))) return st;
-        count = (float)cnt[0];
+/* log_softmax over the rows of x [n, c] into y, rows split between threads. */
+static void log_softmax_rows(const float *x, float *y, int64_t n, int64_t c) {
+    if (n <= 0 || c <= 0) return;
+    emb__log_softmax_kernels k = emb__log_softmax_pick();
+    int nt = emb__threads_for(work_of(n, c), 1 << 14);
+    if (nt > n) nt = (int)n;
+    if (nt <= 1) {
+        k.fwd(x, y, n, c);
+        return;
     }
-    const float *x_all = logits->data, *g = grad_loss->data;
-    const int64_t *t = target->data;
-    float *gx_all = grad_logits->data;
-    const int64_t n = s.n, c = s.c, ignore = o.ignore_index;
-    const emb_reduction red = o.reduction;
-    int nt = emb__threads_for(n * (c + 1), 1 << 14);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int t = 0; t < nt; t++) {
+        int64_t r0 = n * t / nt, r1 = n * (t + 1) / nt;
+        k.fwd(x + r0 * c, y + r0 * c, r1 - r0, c);
+    }
+}
+
+static void log_softmax_backward_rows(const float *gy, const float *y, float *gx, int64_t n,
+                                      int64_t c) {
+    if (n <= 0 || c <= 0) return;
+    emb__log_softmax_kernels k = emb__log_softmax_pick();
+    int nt = emb__threads_for(work_of(n, c), 1 << 14);
+    if (nt > n) nt = (int)n;
+    if (nt <= 1) {
+        k.bwd(gy, y, gx, n, c);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int t = 0; t < nt; t++) {
+        int64_t r0 = n * t / nt, r1 = n * (t + 1) / nt;
+        k.bwd(gy + r0 * c, y + r0 * c, gx + r0 * c, r1 - r0, c);
+    }
+}
+
+/* nll_loss forward of logp [n, c] (see the section comment). For none, out[n]; else
+ * *total and *total_weight. */
+static void nll_forward(const float *logp, const int64_t *t, const float *w, int64_t n,
+                        int64_t c, int64_t ignore, emb_reduction red, float *out,
+                        float *total_weight) {
+    if (red == EMB_REDUCTION_NONE) {
+        for (int64_t i = 0; i < n; i++) {
+            if (t[i] == ignore) {
+                out[i] = 0.0f;
+                continue;
+            }
+            float wt = w ? w[t[i]] : 1.0f;
+            out[i] = -logp[i * c + t[i]] * wt;
+        }
+        return;
+    }
+    enum { LEVELS = 8 };
+    int p = ceil_log2_i64(n) / LEVELS;
+    if (p < 4) p = 4;
+    const int64_t mask = ((int64_t)1 << p) - 1;
+    float wsum[LEVELS] = {0}, lsum[LEVELS] = {0};
+    int64_t ignored = 0;
+    for (int64_t b = 0; b < n; b++) {
+        if (t[b] == ignore) {
+            ignored++;
+            continue;
+        }
+        float v = logp[b * c + t[b]];
+        if (w) {
+            float wt = w[t[b]];
+            lsum[0] = lsum[0] - v * wt;
+            wsum[0] = wsum[0] + wt;
+        } else {
+            lsum[0] = lsum[0] - v;
+        }
+        for (int j = 0; j + 1 < LEVELS; j++) {
+            if (b & (mask << (j * p))) break;
+            wsum[j + 1] = wsum[j + 1] + wsum[j];
+            lsum[j + 1] = lsum[j + 1] + lsum[j];
+            wsum[j] = 0.0f;
+            lsum[j] = 0.0f;
+        }
+    }
+    float tw = 0.0f, total = 0.0f;
+    if (w)
+        for (int j = 0; j < LEVELS; j++) tw = tw + wsum[j];
+    else
+        tw = (float)(n - ignored);
+    for (int j = 0; j < LEVELS; j++) total = total + lsum[j];
+    if (red == EMB_REDUCTION_MEAN) total = total / tw;
+    out[0] = total;
+    *total_weight = tw;
+}
+
+/* The reduction nll_loss's CPU kernel runs: unbatched input never takes the none path. */
+static inline emb_reduction nll_red(emb_reduction red, bool batched) {
+    return red == EMB_REDUCTION_NONE && !batched ? EMB_REDUCTION_SUM : red;
+}
+
+/* The label-smoothing pieces: smooth[i] = -rowsum(logp[i] (* w)), 0 when ignored, and the
+ * mean's denominator. tmp: c floats of scratch per thread (allocated here). */
+static emb_status smooth_rows(const float *logp, const int64_t *t, const float *w, int64_t n,
+                              int64_t c, int64_t ignore, float *smooth) {
+    float *tmp = NULL;
+    if (w && c > 0) {
+        emb_status st = alloc_rows(n, c, &tmp);
+        if (st) return st;
+    }
+    int nt = emb__threads_for(work_of(n, c), 1 << 14);
     (void)nt;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static)
 #endif
     for (int64_t i = 0; i < n; i++) {
-        const float *x = x_all + i * c;
-        float *gx = gx_all + i * c;
-        if (c == 0) continue;
-        /* d loss / d logp: dn at the target (nll term), ds everywhere (smoothing term). */
-        float dn = 0.0f, ds = 0.0f;
-        bool kept = t[i] != ignore;
-        if (kept) {
-            float gi = red == EMB_REDUCTION_NONE ? g[i] : g[0];
-            float gn = smoothing ? gi * a : gi;
-            dn = red == EMB_REDUCTION_MEAN ? -(gn / count) : -gn;
-            if (smoothing) {
-                float gs = gi * b;
-                ds = red == EMB_REDUCTION_MEAN ? -(gs / count) : -gs;
+        float s;
+        if (c <= 0) {
+            s = 0.0f;
+        } else if (w) {
+            float *row = tmp + i * c;
+            for (int64_t j = 0; j < c; j++) row[j] = logp[i * c + j] * w[j];
+            s = emb__torch_sum_f32(row, c);
+        } else {
+            s = emb__torch_sum_f32(logp + i * c, c);
+        }
+        smooth[i] = t[i] == ignore ? 0.0f : -s;
+    }
+    emb_free(tmp);
+    return EMB_OK;
+}
+
+/* The denominator of the smoothing mean: (float)kept, or the torch sum of w[t_i] over the
+ * kept rows. */
+static emb_status smooth_denominator(const int64_t *t, const float *w, int64_t n,
+                                     int64_t ignore, float *den) {
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++) kept += t[i] != ignore;
+    if (!w) {
+        *den = (float)kept;
+        return EMB_OK;
+    }
+    float *g = NULL;
+    emb_status st = alloc_rows(kept, 1, &g);
+    if (st) return st;
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (t[i] != ignore) g[k++] = w[t[i]];
+    *den = emb__torch_sum_f32(g, kept);
+    emb_free(g);
+    return EMB_OK;
+}
+
+/* Forward of cross_entropy (with_softmax) or nll_loss (input already log-probabilities). */
+static emb_status ce_forward_impl(const emb_tensor *x_t, const emb_tensor *target,
+                                  const emb_loss_options *opts, emb_tensor *loss,
+                                  bool with_softmax) {
+    const char *op = with_softmax ? "cross_entropy" : "nll_loss";
+    const char *xname = with_softmax ? "logits" : "input";
+    emb_loss_options o;
+    ce_shape s;
+    emb_status st = ce_check(x_t, target, opts, op, xname, &o, &s);
+    if (st) return st;
+    if (!loss) return emb__null("loss");
+    if ((st = check_loss_shape(loss, "loss", o.reduction, s.none_ndim, s.none_shape))) return st;
+    if ((st = check_no_overlap(loss, "loss", x_t, xname, target, "target", o.weight, "weight",
+                               NULL, NULL)))
+        return st;
+    const bool smoothing = with_softmax && o.label_smoothing > 0.0;
+    const int64_t n = s.n, c = s.c;
+    const float *w = o.weight ? o.weight->data : NULL;
+    const int64_t *t = target->data;
+    float *logp_buf = NULL, *nll = NULL, *smooth = NULL;
+    const float *logp = x_t->data;
+    if (with_softmax) {
+        if ((st = alloc_rows(n, c, &logp_buf))) return st;
+        log_softmax_rows(x_t->data, logp_buf, n, c);
+        logp = logp_buf;
+    }
+    /* nll into nll[n] (none) or nll[0] */
+    if ((st = alloc_rows(o.reduction == EMB_REDUCTION_NONE ? n : 1, 1, &nll))) goto done;
+    if (smoothing && (st = alloc_rows(n, 1, &smooth))) goto done;
+    float tw = 0.0f;
+    /* torch's nll_loss takes its unreduced path for 2-D input only: an unbatched none is
+     * computed as a sum over its one row (0 - v, never -v: +0 where -v is -0) */
+    nll_forward(logp, t, w, n, c, o.ignore_index, nll_red(o.reduction, s.batched), nll, &tw);
+    float *out = loss->data;
+    if (!smoothing) {
+        if (o.reduction == EMB_REDUCTION_NONE) {
+            if (n > 0) memcpy(out, nll, (size_t)n * sizeof(float));
+        } else {
+            out[0] = nll[0];
+        }
+        goto done;
+    }
+    if ((st = smooth_rows(logp, t, w, n, c, o.ignore_index, smooth))) goto done;
+    const float a = (float)(1.0 - o.label_smoothing);
+    const float b = (float)(o.label_smoothing / (double)c);
+    if (o.reduction == EMB_REDUCTION_NONE) {
+        for (int64_t i = 0; i < n; i++) out[i] = a * nll[i] + smooth[i] * b;
+    } else {
+        float ret;
+        if (o.reduction == EMB_REDUCTION_MEAN && !w) {
+            /* torch: smooth_loss.masked_select(~ignore_mask).mean(): the kept values,
+             * compacted, summed, divided by their count */
+            int64_t kept = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (t[i] != o.ignore_index) smooth[kept++] = smooth[i];
+            ret = emb__torch_sum_f32(smooth, kept) / (float)kept;
+        } else {
+            ret = emb__torch_sum_f32(smooth, n);
+            if (o.reduction == EMB_REDUCTION_MEAN) {
+                float den;
+                if ((st = smooth_denominator(t, w, n, o.ignore_index, &den))) goto done;
+                ret = ret / den;
             }
         }
-        float m, lse;
-        row_lse(x, c, &m, &lse);
-        /* log_softmax backward: gx = gl - exp(logp) * sum(gl). */
-        float gt = kept ? (smoothing ? dn + ds : dn) : 0.0f;
-        double sum = 0.0;
-        if (kept) sum = smoothing ? (double)ds * (double)(c - 1) + (double)gt : (double)gt;
-        float sg = (float)sum;
-        for (int64_t j = 0; j < c; j++) {
-            float gl = (kept && j == t[i]) ? gt : ds;
-            gx[j] = gl - expf((x[j] - m) - lse) * sg;
+        out[0] = a * nll[0] + ret * b;
+    }
+done:
+    emb_free(logp_buf);
+    emb_free(nll);
+    emb_free(smooth);
+    return st;
+}
+
+/* Autograd's backward of `scalar * loss` (MulBackward1): grad * scalar where the scalar is
+ * a 0-d double tensor. A 0-d grad (mean, sum, an unbatched none) promotes with it to
+ * double and is rounded back to float; a grad with dimensions stays float32. */
+static inline float scale_grad(float g, double k, bool zero_dim) {
+    return zero_dim ? (float)((double)g * k) : g * (float)k;
+}
+
+static emb_status ce_backward_impl(const emb_tensor *x_t, const emb_tensor *target,
+                                   const emb_loss_options *opts, const emb_tensor *grad_loss,
+                                   emb_tensor *grad_x, bool with_softmax) {
+    const char *op = with_softmax ? "cross_entropy" : "nll_loss";
+    const char *xname = with_softmax ? "logits" : "input";
+    const char *gname = with_softmax ? "grad_logits" : "grad_input";
+    emb_loss_options o;
+    ce_shape s;
+    emb_status st = ce_check(x_t, target, opts, op, xname, &o, &s);
+    if (st) return st;
+    if (!grad_loss) return emb__null("grad_loss");
+    if ((st = check_loss_shape(grad_loss, "grad_loss", o.reduction, s.none_ndim, s.none_shape)))
+        return st;
+    if (!grad_x) return emb__null(gname);
+    if ((st = emb__check_f32_shape(grad_x, gname, x_t->ndim, x_t->shape))) return st;
+    if ((st = check_no_overlap(grad_x, gname, x_t, xname, target, "target", grad_loss,
+                               "grad_loss", o.weight, "weight")))
+        return st;
+    const bool smoothing = with_softmax && o.label_smoothing > 0.0;
+    const int64_t n = s.n, c = s.c, ignore = o.ignore_index;
+    const float *w = o.weight ? o.weight->data : NULL;
+    const int64_t *t = target->data;
+    const float *g = grad_loss->data;
+    const emb_reduction red = o.reduction;
+    float *logp = NULL, *gl = NULL, *nll = NULL;
+    if (work_of(n, c) == 0 || c == 0 || n == 0) return EMB_OK; /* grad_x is empty */
+    if (with_softmax) {
+        if ((st = alloc_rows(n, c, &logp))) return st;
+        if ((st = alloc_rows(n, c, &gl))) goto done;
+        log_softmax_rows(x_t->data, logp, n, c);
+    } else {
+        gl = grad_x->data; /* nll_loss: the gradient is written in place */
+    }
+    memset(gl, 0, (size_t)(n * c) * sizeof(float));
+    /* nll_loss backward */
+    const double ad = 1.0 - o.label_smoothing, bd = o.label_smoothing / (double)c;
+    if (nll_red(red, s.batched) == EMB_REDUCTION_NONE) {
+        for (int64_t i = 0; i < n; i++) {
+            if (t[i] == ignore) continue;
+            float gn = smoothing ? scale_grad(g[i], ad, s.none_ndim == 0) : g[i];
+            float wt = w ? w[t[i]] : 1.0f;
+            gl[i * c + t[i]] = -wt * gn;
+        }
+    } else {
+        float gn = smoothing ? scale_grad(g[0], ad, true) : g[0];
+        float grad = gn;
+        if (red == EMB_REDUCTION_MEAN) {
+            /* total_weight as the forward computes it */
+            float tw = 0.0f, dummy;
+            nll_forward(with_softmax ? logp : x_t->data, t, w, n, c, ignore, red, &dummy, &tw);
+            grad = grad / tw;
+        }
+        grad = -grad;
+        for (int64_t i = 0; i < n; i++) {
+            if (t[i] == ignore) continue;
+            gl[i * c + t[i]] = w ? w[t[i]] * grad : grad;
         }
     }
+    if (smoothing) {
+        float den = 1.0f;
+        if (red == EMB_REDUCTION_MEAN &&
+            (st = smooth_denominator(t, w, n, ignore, &den)))
+            goto done;
+        for (int64_t i = 0; i < n; i++) {
+            float gr = red == EMB_REDUCTION_NONE ? scale_grad(g[i], bd, s.none_ndim == 0)
+                                                 : scale_grad(g[0], bd, true);
+            if (red == EMB_REDUCTION_MEAN) gr = gr / den;
+            float gm = t[i] == ignore ? 0.0f : gr;
+            float ng = -gm;
+            float *row = gl + i * c;
+            for (int64_t j = 0; j < c; j++) row[j] = row[j] + (w ? ng * w[j] : ng);
+        }
+    }
+    if (with_softmax) log_softmax_backward_rows(gl, logp, grad_x->data, n, c);
+done:
+    emb_free(logp);
+    if (with_softmax) emb_free(gl);
+    emb_free(nll);
+    return st;
+}
+
+emb_status emb_cross_entropy_forward(const emb_tensor *logits, const emb_tensor *target,
+                                     const emb_loss_options *opts, emb_tensor *loss) {
+    return ce_forward_impl(logits, target, opts, loss, true);
+}
+
+emb_status emb_cross_entropy_backward(const emb_tensor *logits, const emb_tensor *target,
+                                      const emb_loss_options *opts,
+                                      const emb_tensor *grad_loss, emb_tensor *grad_logits) {
+    return ce_backward_impl(logits, target, opts, grad_loss, grad_logits, true);
+}
+
+emb_status emb_nll_loss_forward(const emb_tensor *input, const emb_tensor *target,
+                                const emb_loss_options *opts, emb_tensor *loss) {
+    return ce_forward_impl(input, target, opts, loss, false);
+}
+
+emb_status emb_nll_loss_backward(const emb_tensor *input, const emb_tensor *target,
+                                 const emb_loss_options *opts, const emb_tensor *grad_loss,
+                                 emb_tensor *grad_input) {
+    return ce_backward_impl(input, target, opts, grad_loss, grad_input, false);
+}
+
+emb_status emb_log_softmax_forward(const emb_tensor *x, emb_tensor *y) {
+    emb_status st = check_f32(x, "x");
+    if (st) return st;
+    char buf[300];
+    if (x->ndim < 1)
+        return emb__error(EMB_ERR_SHAPE, "log_softmax: x must have at least one dimension "
+                          "(the classes are its last), got shape %s",
+                          emb__shape_fmt(buf, sizeof buf, x->ndim, x->shape));
+    if (!y) return emb__null("y");
+    if ((st = emb__check_f32_shape(y, "y", x->ndim, x->shape))) return st;
+    if (overlap(y, x)) return emb__error(EMB_ERR_INVALID, "y must not overlap x");
+    int64_t c = x->shape[x->ndim - 1], n = c > 0 ? emb_tensor_numel(x) / c : 0;
+    log_softmax_rows(x->data, y->data, n, c);
+    return EMB_OK;
+}
+
+emb_status emb_log_softmax_backward(const emb_tensor *y, const emb_tensor *grad_y,
+                                    emb_tensor *grad_x) {
+    emb_status st = check_f32(y, "y");
+    if (st) return st;
+    char buf[300];
+    if (y->ndim < 1)
+        return emb__error(EMB_ERR_SHAPE, "log_softmax: y must have at least one dimension, "
+                          "got shape %s", emb__shape_fmt(buf, sizeof buf, y->ndim, y->shape));
+    if (!grad_y) return emb__null("grad_y");
+    if ((st = emb__check_f32_shape(grad_y, "grad_y", y->ndim, y->shape))) return st;
+    if (!grad_x) return emb__null("grad_x");
+    if ((st = emb__check_f32_shape(grad_x, "grad_x", y->ndim, y->shape))) return st;
+    if ((st = check_no_overlap(grad_x, "grad_x", y, "y", grad_y, "grad_y", NULL, NULL, NULL,
+                               NULL)))
+        return st;
+    int64_t c = y->shape[y->ndim - 1], n = c > 0 ? emb_tensor_numel(y) / c : 0;
+    log_softmax_backward_rows(grad_y->data, y->data, grad_x->data, n, c);
     return EMB_OK;
 }
 

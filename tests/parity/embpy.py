@@ -98,7 +98,7 @@ class PrintOptions(C.Structure):
 
 class LossOptions(C.Structure):
     _fields_ = [("reduction", C.c_int), ("ignore_index", C.c_int64),
-                ("label_smoothing", C.c_double)]
+                ("label_smoothing", C.c_double), ("weight", C.POINTER(Tensor))]
 
 
 class OptimOptions(C.Structure):
@@ -212,6 +212,10 @@ _SIGS = {
     "emb_loss_options_default": (LossOptions, []),
     "emb_cross_entropy_forward": (_st, [_tp, _tp, P(LossOptions), _tp]),
     "emb_cross_entropy_backward": (_st, [_tp, _tp, P(LossOptions), _tp, _tp]),
+    "emb_nll_loss_forward": (_st, [_tp, _tp, P(LossOptions), _tp]),
+    "emb_nll_loss_backward": (_st, [_tp, _tp, P(LossOptions), _tp, _tp]),
+    "emb_log_softmax_forward": (_st, [_tp, _tp]),
+    "emb_log_softmax_backward": (_st, [_tp, _tp, _tp]),
     "emb_mse_loss_forward": (_st, [_tp, _tp, P(LossOptions), _tp]),
     "emb_mse_loss_backward": (_st, [_tp, _tp, P(LossOptions), _tp, _tp]),
     "emb_bce_with_logits_forward": (_st, [_tp, _tp, _tp, P(LossOptions), _tp]),

@@ -22,6 +22,7 @@ static void test_defaults(void **state) {
     assert_int_equal(o.reduction, EMB_REDUCTION_MEAN);
     assert_int_equal(o.ignore_index, -100);
     assert_true(o.label_smoothing == 0.0);
+    assert_null(o.weight);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -633,6 +634,165 @@ static void test_bce_errors(void **state) {
 }
 
 /* Reductions over many elements give the same bits on 1 and 2 threads. */
+
+/* Fuzz findings (issue 6, item 8): (a) logits [2, 0] with every target ignored: no
+ * arithmetic on the NULL data pointers of the empty tensors, loss/gradient as torch gives
+ * them; (c) logits [0, INT64_MAX]: no signed overflow in the work estimates or buffer
+ * sizes (run under UBSan in make test). */
+static void test_ce_fuzz_empty_tensors(void **state) {
+    (void)state;
+    int64_t t[2] = {-100, -100};
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(2, 0)),
+               tt = emb_test_view(EMB_INT64, t, 1, SHP(2));
+    emb_tensor gxt = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(2, 0));
+    for (int r = 0; r < 3; r++) {
+        for (int l = 0; l < 2; l++) {
+            emb_loss_options o = opts_of(REDS[r], -100, l ? 0.1 : 0.0);
+            float loss[2] = {7.0f, 7.0f}, g[2] = {1.0f, 1.0f};
+            int nd = REDS[r] == EMB_REDUCTION_NONE ? 1 : 0;
+            emb_tensor lt = emb_test_view(EMB_FLOAT32, loss, nd, SHP(2));
+            emb_tensor gt = emb_test_view(EMB_FLOAT32, g, nd, SHP(2));
+            EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &lt));
+            /* mean: 0 / 0; label smoothing: 0 * (0.1 / C) with C = 0 (torch: the same) */
+            if (REDS[r] == EMB_REDUCTION_MEAN || l) assert_true(isnan(loss[0]));
+            else assert_true(loss[0] == 0.0f && loss[1] == (nd ? 0.0f : 7.0f));
+            EMB_OK_OR_FAIL(emb_cross_entropy_backward(&xt, &tt, &o, &gt, &gxt));
+            EMB_OK_OR_FAIL(emb_nll_loss_backward(&xt, &tt, &(emb_loss_options){REDS[r], -100, 0.0, NULL}, &gt, &gxt));
+        }
+    }
+    /* [0, INT64_MAX]: an empty batch of a huge class count */
+    emb_tensor big = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(0, INT64_MAX));
+    emb_tensor t0 = emb_test_view(EMB_INT64, NULL, 1, SHP(0));
+    emb_tensor gbig = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(0, INT64_MAX));
+    for (int r = 0; r < 3; r++) {
+        emb_loss_options o = opts_of(REDS[r], -100, 0.2);
+        float loss = 7.0f, g = 1.0f;
+        int nd = REDS[r] == EMB_REDUCTION_NONE ? 1 : 0;
+        emb_tensor lt = emb_test_view(EMB_FLOAT32, nd ? NULL : &loss, nd, SHP(0));
+        emb_tensor gt = emb_test_view(EMB_FLOAT32, nd ? NULL : &g, nd, SHP(0));
+        EMB_OK_OR_FAIL(emb_cross_entropy_forward(&big, &t0, &o, &lt));
+        if (REDS[r] == EMB_REDUCTION_MEAN) assert_true(isnan(loss));
+        if (REDS[r] == EMB_REDUCTION_SUM) assert_true(loss == 0.0f);
+        EMB_OK_OR_FAIL(emb_cross_entropy_backward(&big, &t0, &o, &gt, &gbig));
+    }
+    EMB_OK_OR_FAIL(emb_log_softmax_forward(&big, &gbig));
+}
+
+/* Class weights: the weighted mean divides by the kept targets' weights; errors. */
+static void test_ce_weight(void **state) {
+    (void)state;
+    float x[6] = {1, 2, 3, -1, 0, 4}, w[3] = {0.5f, 2.0f, 1.0f}, loss = 0, lu[2];
+    int64_t t[2] = {0, 2};
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 2, SHP(2, 3)),
+               tt = emb_test_view(EMB_INT64, t, 1, SHP(2)),
+               wt = emb_test_view(EMB_FLOAT32, w, 1, SHP(3));
+    emb_tensor lt = emb_test_view(EMB_FLOAT32, &loss, 0, NULL),
+               lut = emb_test_view(EMB_FLOAT32, lu, 1, SHP(2));
+    emb_loss_options o = emb_loss_options_default();
+    o.weight = &wt;
+    EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &lt));
+    o.reduction = EMB_REDUCTION_NONE;
+    EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &lut));
+    double r0 = 0.5 * (log(exp(1.0) + exp(2.0) + exp(3.0)) - 1.0);
+    double r1 = 1.0 * (log(exp(-1.0) + exp(0.0) + exp(4.0)) - 4.0);
+    assert_float_equal(lu[0], r0, 1e-6);
+    assert_float_equal(lu[1], r1, 1e-6);
+    assert_float_equal(loss, (r0 + r1) / 1.5, 1e-6);
+    /* errors: wrong length, wrong dtype; loss unchanged */
+    float w2[2] = {1, 1};
+    double wd[3] = {1, 1, 1};
+    emb_tensor bad = emb_test_view(EMB_FLOAT32, w2, 1, SHP(2));
+    o.reduction = EMB_REDUCTION_MEAN;
+    o.weight = &bad;
+    loss = 9.0f;
+    EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &tt, &o, &lt), EMB_ERR_SHAPE,
+                   "weight tensor should be defined either for all 3 classes or no classes "
+                   "but got weight tensor of shape: [2]");
+    bad = emb_test_view(EMB_FLOAT64, wd, 1, SHP(3));
+    EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &tt, &o, &lt), EMB_ERR_DTYPE,
+                   "weight must be float32, got float64");
+    assert_true(loss == 9.0f);
+    /* loss overlapping the weight */
+    o.weight = &wt;
+    emb_tensor over = emb_test_view(EMB_FLOAT32, w, 0, NULL);
+    EMB_EXPECT_ERR(emb_cross_entropy_forward(&xt, &tt, &o, &over), EMB_ERR_INVALID,
+                   "loss must not overlap weight");
+    assert_true(w[0] == 0.5f);
+}
+
+/* nll_loss on log-probabilities equals cross_entropy on the logits; its errors. */
+static void test_nll_and_log_softmax(void **state) {
+    (void)state;
+    enum { N = 5, C = 11 };
+    float x[N * C], lp[N * C], g1[N * C], g2[N * C], gl[N * C], l1, l2, one = 1.0f;
+    emb_test_randf(&rng_state, x, N * C, -3, 3);
+    int64_t t[N] = {0, 10, -100, 4, 7};
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 2, SHP(N, C)),
+               lpt = emb_test_view(EMB_FLOAT32, lp, 2, SHP(N, C)),
+               tt = emb_test_view(EMB_INT64, t, 1, SHP(N));
+    emb_tensor l1t = emb_test_view(EMB_FLOAT32, &l1, 0, NULL),
+               l2t = emb_test_view(EMB_FLOAT32, &l2, 0, NULL),
+               gt = emb_test_view(EMB_FLOAT32, &one, 0, NULL);
+    emb_tensor g1t = emb_test_view(EMB_FLOAT32, g1, 2, SHP(N, C)),
+               g2t = emb_test_view(EMB_FLOAT32, g2, 2, SHP(N, C)),
+               glt = emb_test_view(EMB_FLOAT32, gl, 2, SHP(N, C));
+    EMB_OK_OR_FAIL(emb_log_softmax_forward(&xt, &lpt));
+    EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, NULL, &l1t));
+    EMB_OK_OR_FAIL(emb_nll_loss_forward(&lpt, &tt, NULL, &l2t));
+    EMB_ASSERT_EXACT(&l2, &l1, 1, "nll(log_softmax) vs cross_entropy");
+    EMB_OK_OR_FAIL(emb_cross_entropy_backward(&xt, &tt, NULL, &gt, &g1t));
+    EMB_OK_OR_FAIL(emb_nll_loss_backward(&lpt, &tt, NULL, &gt, &glt));
+    EMB_OK_OR_FAIL(emb_log_softmax_backward(&lpt, &glt, &g2t));
+    EMB_ASSERT_EXACT(g2, g1, N * C, "chain of nll and log_softmax backward vs cross_entropy");
+    /* rows of log_softmax sum to 1 in probability */
+    for (int i = 0; i < N; i++) {
+        double s = 0;
+        for (int j = 0; j < C; j++) s += exp(lp[i * C + j]);
+        assert_float_equal(s, 1.0, 1e-5);
+    }
+    emb_loss_options o = emb_loss_options_default();
+    o.label_smoothing = 0.1;
+    l2 = 5.0f;
+    EMB_EXPECT_ERR(emb_nll_loss_forward(&lpt, &tt, &o, &l2t), EMB_ERR_INVALID,
+                   "nll_loss has no label_smoothing (got 0.1)");
+    EMB_EXPECT_ERR(emb_nll_loss_forward(NULL, &tt, NULL, &l2t), EMB_ERR_NULL,
+                   "input must not be NULL");
+    assert_true(l2 == 5.0f);
+    /* log_softmax errors, output unchanged */
+    emb_test_fill(g2, N * C, 3.0f);
+    emb_tensor y0 = emb_test_view(EMB_FLOAT32, &one, 0, NULL);
+    EMB_EXPECT_ERR(emb_log_softmax_forward(&y0, &g2t), EMB_ERR_SHAPE, "at least one dimension");
+    EMB_EXPECT_ERR(emb_log_softmax_forward(&xt, NULL), EMB_ERR_NULL, "y must not be NULL");
+    EMB_EXPECT_ERR(emb_log_softmax_forward(NULL, &g2t), EMB_ERR_NULL, "x must not be NULL");
+    emb_tensor small = emb_test_view(EMB_FLOAT32, g2, 2, SHP(N, C - 1));
+    EMB_EXPECT_ERR(emb_log_softmax_forward(&xt, &small), EMB_ERR_SHAPE, "y has shape");
+    EMB_EXPECT_ERR(emb_log_softmax_forward(&xt, &xt), EMB_ERR_INVALID, "y must not overlap x");
+    EMB_EXPECT_ERR(emb_log_softmax_backward(&lpt, &glt, &glt), EMB_ERR_INVALID,
+                   "grad_x must not overlap grad_y");
+    EMB_EXPECT_ERR(emb_log_softmax_backward(&lpt, NULL, &g2t), EMB_ERR_NULL,
+                   "grad_y must not be NULL");
+    EMB_EXPECT_ERR(emb_log_softmax_backward(&lpt, &glt, &small), EMB_ERR_SHAPE,
+                   "grad_x has shape");
+    emb_test_assert_all(g2, N * C, 3.0f, "outputs after errors");
+}
+
+/* The reference kernels (torch's DEFAULT capability) and the SIMD ones agree within a few
+ * ulp; each is deterministic. */
+static void test_log_softmax_ref_vs_simd(void **state) {
+    (void)state;
+    enum { N = 7, C = 67 };
+    float x[N * C], y[2][N * C];
+    emb_test_randf(&rng_state, x, N * C, -20, 20);
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 2, SHP(N, C));
+    for (int m = 0; m < 2; m++) {
+        emb_set_kernel_mode(m ? EMB_KERNELS_REF : EMB_KERNELS_AUTO);
+        emb_tensor yt = emb_test_view(EMB_FLOAT32, y[m], 2, SHP(N, C));
+        EMB_OK_OR_FAIL(emb_log_softmax_forward(&xt, &yt));
+    }
+    emb_set_kernel_mode(EMB_KERNELS_AUTO);
+    EMB_ASSERT_CLOSE(y[1], y[0], N * C, "ref vs auto log_softmax");
+}
+
 static void test_thread_independence(void **state) {
     (void)state;
     enum { N = 3000, C = 37 };
@@ -669,6 +829,10 @@ int main(void) {
         cmocka_unit_test(test_ce_large_logits),
         cmocka_unit_test(test_ce_finite_differences),
         cmocka_unit_test(test_ce_errors),
+        cmocka_unit_test(test_ce_fuzz_empty_tensors),
+        cmocka_unit_test(test_ce_weight),
+        cmocka_unit_test(test_nll_and_log_softmax),
+        cmocka_unit_test(test_log_softmax_ref_vs_simd),
         cmocka_unit_test(test_mse_values_and_grad),
         cmocka_unit_test(test_mse_errors),
         cmocka_unit_test(test_bce_values_and_grad),

@@ -1,0 +1,58 @@
+/* src/kernels/softmax.h: log_softmax over the last dimension of row-major [rows, c] float32
+ * data, forward and backward, in the exact arithmetic of PyTorch 1.13's CPU kernels
+ * (aten/src/ATen/native/cpu/SoftMaxKernel.cpp, vec_log_softmax_lastdim and
+ * vec_host_softmax_backward_lastdim), which work on at::vec::Vectorized<float> of 8 lanes:
+ *
+ *   max  = reduce_all(maximum, x)        lanes: acc = x[0..8), acc[l] = max(acc[l], x[8k+l]),
+ *                                        the last partial vector updating its lanes only
+ *   sum  = map_reduce_all(exp(x - max), +)   the same lane layout, exp applied per vector
+ *   lse  = log(sum)
+ *   y[j] = (x[j] - max) - lse
+ * backward (gy = d loss / d y):
+ *   s     = reduce_all(+, gy)
+ *   gx[j] = gy[j] - exp(y[j]) * s
+ *
+ * A row shorter than 8 reduces its c lanes in order (lane 0 op lane 1 op ...). For c >= 8
+ * the 8 lanes are combined as the build's capability does it:
+ *   ref  (torch's DEFAULT capability): in order, ((l0 op l1) op l2) ... op l7; exp and log
+ *        from libm (expf, logf); gx = gy - (e * s), two roundings.
+ *   avx2 (torch's AVX2 capability, what torch 1.13 uses on an AVX2 CPU): a shuffle tree,
+ *        (l0 op l4), (l1 op l5), ... then pairs at distance 2, then 1; exp and log from
+ *        SLEEF's Sleef_expf8_u10 / Sleef_logf8_u10 (the functions torch calls); gx is one
+ *        fused multiply-add, as GCC contracts torch's x - (y.exp() * sum).
+ * maximum propagates NaN. Rows are independent, so any split of rows between threads gives
+ * the same bits. Kernels never validate and never allocate. */
+#ifndef EMB_SOFTMAX_H
+#define EMB_SOFTMAX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef void (*emb__log_softmax_fwd_fn)(const float *x, float *y, int64_t rows, int64_t c);
+typedef void (*emb__log_softmax_bwd_fn)(const float *gy, const float *y, float *gx,
+                                        int64_t rows, int64_t c);
+
+void emb__log_softmax_fwd_ref(const float *x, float *y, int64_t rows, int64_t c);
+void emb__log_softmax_bwd_ref(const float *gy, const float *y, float *gx, int64_t rows,
+                              int64_t c);
+
+/* The AVX2 + SLEEF twins (softmax_avx2.c); only built when the build found SLEEF on
+ * x86-64 (EMB_HAVE_SLEEF), only called when the CPU has AVX2 and FMA. */
+void emb__log_softmax_fwd_avx2(const float *x, float *y, int64_t rows, int64_t c);
+void emb__log_softmax_bwd_avx2(const float *gy, const float *y, float *gx, int64_t rows,
+                               int64_t c);
+
+/* The pair to use: the AVX2 + SLEEF one when built and the CPU has AVX2 and FMA and the
+ * reference kernels are not forced (emb_set_kernel_mode), else the reference. */
+typedef struct emb__log_softmax_kernels {
+    emb__log_softmax_fwd_fn fwd;
+    emb__log_softmax_bwd_fn bwd;
+    bool simd; /* true for the AVX2 + SLEEF pair */
+} emb__log_softmax_kernels;
+emb__log_softmax_kernels emb__log_softmax_pick(void);
+
+/* float(1-D contiguous sum) in the order of PyTorch 1.13's CPU sum of a contiguous float
+ * tensor (at::sum of a 1-D tensor, or of each row in sum(dim=-1)); see softmax_ref.c. */
+float emb__torch_sum_f32(const float *v, int64_t n);
+
+#endif /* EMB_SOFTMAX_H */

@@ -1,0 +1,121 @@
+/* log_softmax kernels with AVX2 and SLEEF, in the arithmetic of PyTorch 1.13's AVX2
+ * capability (see softmax.h). This file is compiled with -mavx2 -mfma when the build found
+ * SLEEF on x86-64 (EMB_HAVE_SLEEF); its functions run only on CPUs with AVX2 and FMA. */
+#include "softmax.h"
+
+#if defined(EMB_HAVE_SLEEF)
+#include <immintrin.h>
+#include <sleef.h>
+#include <string.h>
+
+/* Vectorized<float>::loadu(p, n): n < 8 values, the other lanes zero. */
+static inline __m256 load_part(const float *p, int64_t n) {
+    float t[8] = {0};
+    memcpy(t, p, (size_t)n * sizeof(float));
+    return _mm256_loadu_ps(t);
+}
+
+/* Vectorized<float>::set(a, b, n): lanes < n from b, the rest from a. */
+static inline __m256 set_part(__m256 a, __m256 b, int64_t n) {
+    float ta[8], tb[8];
+    _mm256_storeu_ps(ta, a);
+    _mm256_storeu_ps(tb, b);
+    memcpy(ta, tb, (size_t)n * sizeof(float));
+    return _mm256_loadu_ps(ta);
+}
+
+static inline __m256 vmax(__m256 a, __m256 b) {
+    __m256 m = _mm256_max_ps(a, b);
+    return _mm256_or_ps(m, _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+}
+
+static inline __m256 vop(__m256 a, __m256 b, bool is_max) {
+    return is_max ? vmax(a, b) : _mm256_add_ps(a, b);
+}
+
+/* vec_reduce_all over the first n < 8 lanes, in order. */
+static inline float reduce_short(__m256 v, int64_t n, bool is_max) {
+    float a[8];
+    _mm256_storeu_ps(a, v);
+    __m256 acc = v;
+    for (int64_t i = 1; i < n; i++) {
+        float nx[8] = {0};
+        nx[0] = a[i];
+        acc = vop(acc, _mm256_loadu_ps(nx), is_max);
+    }
+    return _mm256_cvtss_f32(acc);
+}
+
+/* The AVX2 VecReduceAllSIMD<float>: 128-bit, 64-bit and 32-bit shuffles. */
+static inline float reduce8(__m256 v, bool is_max) {
+    v = vop(v, _mm256_permute2f128_ps(v, v, 0x1), is_max);
+    v = vop(v, _mm256_shuffle_ps(v, v, 0x4E), is_max);
+    v = vop(v, _mm256_shuffle_ps(v, v, 0xB1), is_max);
+    return _mm256_cvtss_f32(v);
+}
+
+/* reduce_all / map_reduce_all(exp(x - sub)) over one row. */
+static float row_reduce(const float *x, int64_t c, bool is_max, bool map_exp, float sub) {
+    const __m256 vs = _mm256_set1_ps(sub);
+    if (c < 8) {
+        __m256 v = load_part(x, c);
+        if (map_exp) v = Sleef_expf8_u10(_mm256_sub_ps(v, vs));
+        return reduce_short(v, c, is_max);
+    }
+    __m256 acc = _mm256_loadu_ps(x);
+    if (map_exp) acc = Sleef_expf8_u10(_mm256_sub_ps(acc, vs));
+    int64_t d = 8;
+    for (; d + 8 <= c; d += 8) {
+        __m256 v = _mm256_loadu_ps(x + d);
+        if (map_exp) v = Sleef_expf8_u10(_mm256_sub_ps(v, vs));
+        acc = vop(acc, v, is_max);
+    }
+    if (c - d > 0) {
+        __m256 v = load_part(x + d, c - d);
+        if (map_exp) v = Sleef_expf8_u10(_mm256_sub_ps(v, vs));
+        acc = set_part(acc, vop(acc, v, is_max), c - d);
+    }
+    return reduce8(acc, is_max);
+}
+
+void emb__log_softmax_fwd_avx2(const float *x, float *y, int64_t rows, int64_t c) {
+    if (c <= 0) return;
+    for (int64_t i = 0; i < rows; i++) {
+        const float *xr = x + i * c;
+        float *yr = y + i * c;
+        float mx = row_reduce(xr, c, true, false, 0.0f);
+        float sum = row_reduce(xr, c, false, true, mx);
+        float lse = _mm256_cvtss_f32(Sleef_logf8_u10(_mm256_set1_ps(sum)));
+        const __m256 vm = _mm256_set1_ps(mx), vl = _mm256_set1_ps(lse);
+        int64_t j = 0;
+        for (; j + 8 <= c; j += 8)
+            _mm256_storeu_ps(yr + j, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + j), vm), vl));
+        for (; j < c; j++) yr[j] = (xr[j] - mx) - lse;
+    }
+}
+
+void emb__log_softmax_bwd_avx2(const float *gy, const float *y, float *gx, int64_t rows,
+                               int64_t c) {
+    if (c <= 0) return;
+    for (int64_t i = 0; i < rows; i++) {
+        const float *gr = gy + i * c, *yr = y + i * c;
+        float *out = gx + i * c;
+        const __m256 vs = _mm256_set1_ps(row_reduce(gr, c, false, false, 0.0f));
+        int64_t j = 0;
+        for (; j + 8 <= c; j += 8) {
+            __m256 e = Sleef_expf8_u10(_mm256_loadu_ps(yr + j));
+            _mm256_storeu_ps(out + j, _mm256_fnmadd_ps(e, vs, _mm256_loadu_ps(gr + j)));
+        }
+        if (j < c) {
+            int64_t n = c - j;
+            __m256 e = Sleef_expf8_u10(load_part(yr + j, n));
+            float t[8];
+            _mm256_storeu_ps(t, _mm256_fnmadd_ps(e, vs, load_part(gr + j, n)));
+            memcpy(out + j, t, (size_t)n * sizeof(float));
+        }
+    }
+}
+#else
+/* Without SLEEF the AVX2 twins are not built; emb__log_softmax_pick never selects them. */
+typedef int emb__softmax_avx2_unused;
+#endif
