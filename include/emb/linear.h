@@ -33,10 +33,15 @@ EMB_API emb_status emb_linear_bias(emb_linear *lin, emb_tensor *view);
 
 /* y = x W^T + b. x: float32 [..., in_features] (rank >= 1); y: float32 [..., out_features]
  * with the same leading dimensions. Matrix products go through CBLAS when the build has it
- * (else, or with EMB_KERNELS_REF, a plain-C kernel). Results never depend on emb's thread
- * count; through CBLAS their last bits depend on the BLAS library and on its own thread
- * count (OPENBLAS_NUM_THREADS), as PyTorch's do, and match PyTorch's bit for bit when both
- * use the same BLAS the same way. The reference kernels depend on neither.
+ * (else, or with EMB_KERNELS_REF, a plain-C kernel). Through CBLAS, emb issues exactly the
+ * sgemm call PyTorch 1.13's F.linear makes (addmm for 2-D/3-D x with bias, mm then + bias
+ * otherwise; the same transposes, operand order and leading dimensions), so y, grad_x,
+ * grad_weight and grad_bias are bit-identical to torch's when both use the same BLAS
+ * (Debian: the OpenMP OpenBLAS) with the same thread count. OpenBLAS's last bits depend on
+ * its thread count; during emb's calls it runs on emb_get_num_threads() threads (applied
+ * with omp_set_num_threads on the calling thread for the call, as torch.set_num_threads
+ * does for torch). The reference kernels are independent of every thread count and agree
+ * with BLAS within float32 tolerance.
  * Errors (y unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE ("mat1 and mat2 must have the same
  * dtype"), EMB_ERR_SHAPE (PyTorch's "mat1 and mat2 shapes cannot be multiplied (2x4 and
  * 3x2)", a 1-D x reported as 1xN; y of the wrong shape), EMB_ERR_INVALID (y overlaps x or
@@ -46,9 +51,11 @@ EMB_API emb_status emb_linear_forward(const emb_linear *lin, const emb_tensor *x
 
 /* Backward of forward(x) given grad_y (shape of y). Each output may be NULL when not
  * wanted: grad_x (shape of x) is overwritten; grad_weight [out, in] and grad_bias [out]
- * are accumulated into (+=), like PyTorch's .grad. grad_bias sums the rows of grad_y in
- * the order of PyTorch's CPU sum (bit-identical to torch with one intra-op thread).
- * Errors (outputs unchanged): as forward for x, plus EMB_ERR_SHAPE / EMB_ERR_DTYPE
+ * are accumulated into (+=), like PyTorch's .grad (the fresh gradient is computed first,
+ * then added once, as autograd does). grad_bias sums the rows of grad_y in the order of
+ * PyTorch's CPU sum (bit-identical to torch; torch splits sums of more than 32768 values
+ * between its threads, so longer ones match torch with one intra-op thread).
+ * Errors (outputs unchanged): as forward for x, plus EMB_ERR_NOMEM, EMB_ERR_SHAPE / EMB_ERR_DTYPE
  * (grad_y or an output of the wrong shape or dtype), EMB_ERR_STATE (grad_bias given for a
  * layer without bias), EMB_ERR_INVALID (an output overlaps an input, the parameters or
  * another output). */

@@ -33,6 +33,14 @@ bool emb__sgemm_cblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                       float *c, int64_t ldc);
 
+/* The same through cblas_sgemm(CblasColMajor, ...), i.e. exactly the Fortran sgemm_ call
+ * with these arguments (column-major A [lda x ...], B, C; trans_* as BLAS's 'T'/'N').
+ * Returns false, without touching C, when the build has no CBLAS or a size does not fit
+ * the BLAS integer type. No special cases: the caller passes what it wants BLAS to see. */
+bool emb__sgemm_cblas_colmajor(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                               float alpha, const float *a, int64_t lda, const float *b,
+                               int64_t ldb, float beta, float *c, int64_t ldc);
+
 /* True when this build has CBLAS. */
 bool emb__gemm_have_cblas(void);
 

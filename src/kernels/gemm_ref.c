@@ -137,3 +137,21 @@ bool emb__sgemm_cblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
     return false;
 #endif
 }
+
+bool emb__sgemm_cblas_colmajor(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                               float alpha, const float *a, int64_t lda, const float *b,
+                               int64_t ldb, float beta, float *c, int64_t ldc) {
+#ifdef EMB_HAVE_CBLAS
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+        ldc > INT_MAX)
+        return false;
+    cblas_sgemm(CblasColMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
+                b, (int)ldb, beta, c, (int)ldc);
+    return true;
+#else
+    (void)trans_a; (void)trans_b; (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)lda;
+    (void)b; (void)ldb; (void)beta; (void)c; (void)ldc;
+    return false;
+#endif
+}

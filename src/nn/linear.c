@@ -1,18 +1,13 @@
 /* nn.Linear: PyTorch-exact initialisation, forward and backward (shared reference
  * pytorch-semantics.md §6.1, §6.2).
  *
- * The matrix products go through cblas_sgemm when the build has CBLAS (and the reference
- * kernels are not forced), else through the plain-C kernel in kernels/gemm_ref.c, split
- * into row ranges over threads. emb never splits a dot product between its threads, so
- * results do not depend on emb's thread count. OpenBLAS, however, blocks the product
- * differently with a different number of its own threads (OPENBLAS_NUM_THREADS): through
- * CBLAS the last bits depend on that, as PyTorch's results do; the reference kernels
- * (EMB_KERNELS=ref) are independent of every thread count. y, grad_x and
- * grad_weight equal PyTorch's bit for bit only when both use the same BLAS (Debian's
- * torch and emb both call OpenBLAS here); the reference kernels sum each dot product
- * sequentially without FMA and differ from BLAS in the last bits. grad_bias reproduces
- * the summation order of PyTorch's CPU sum and is bit-identical to torch's with one
- * intra-op thread. */
+ * The matrix products go through CBLAS when the build has it (and the reference kernels
+ * are not forced), issuing torch's own sgemm call (torch_addmm below), so that y, grad_x and
+ * grad_weight are bit-identical to PyTorch's on the same OpenBLAS with the same thread
+ * count; else through the plain-C kernel in kernels/gemm_ref.c, split into row ranges over
+ * threads (emb never splits a dot product between its threads, so those results do not
+ * depend on the thread count). grad_bias reproduces the summation order of PyTorch's CPU
+ * sum. */
 #include "internal.h"
 #include <emb/linear.h>
 #include "kernels/gemm.h"
@@ -20,6 +15,9 @@
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 struct emb_linear {
     int64_t in_features;
@@ -56,6 +54,124 @@ static void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
         if (r1 > m) r1 = m;
         emb__sgemm_rows(trans_a, trans_b, r0, r1, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
     }
+}
+
+
+/* ---------------------------------------------------------------------------------------
+ * PyTorch's BLAS call. torch 1.13's CPU mm/addmm (addmm_impl_cpu_ in LinearAlgebra.cpp,
+ * then cpublas::gemm) looks at the strides of the result and of both operands, decides
+ * which of them BLAS sees transposed (swapping the operands when the result is row-major),
+ * clones an operand it cannot describe, fixes up degenerate leading dimensions
+ * (normalize_last_dims) and calls the Fortran sgemm_ of the system BLAS (Debian: the
+ * OpenMP OpenBLAS, the one emb links). torch_addmm below replays that decision for the
+ * operands nn.Linear hands it and issues the same column-major call through CBLAS, so
+ * OpenBLAS runs the same kernels on the same data in the same order: the results are
+ * bit-identical to torch's when both use the same OpenBLAS with the same thread count.
+ * ------------------------------------------------------------------------------------- */
+
+/* A strided matrix view, as torch sees an operand (contiguous [r, c] has strides (c, 1)). */
+typedef struct tmat {
+    const float *p;
+    int64_t size[2], stride[2];
+} tmat;
+
+static tmat tmat_of(const float *p, int64_t rows, int64_t cols) {
+    tmat t = {p, {rows, cols}, {cols, 1}};
+    return t;
+}
+
+static tmat tmat_t(tmat t) {
+    tmat r = {t.p, {t.size[1], t.size[0]}, {t.stride[1], t.stride[0]}};
+    return r;
+}
+
+static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
+
+/* OpenBLAS (OpenMP build) sizes its team from omp_get_max_threads() of the calling thread,
+ * as torch.set_num_threads() sets it: emb's thread count, when set, is applied the same way
+ * for the duration of the call. */
+static bool blas_colmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
+                          int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                          int64_t ldc) {
+#ifdef _OPENMP
+    int old = omp_get_max_threads(), want = emb_get_num_threads();
+    if (want != old) omp_set_num_threads(want);
+#endif
+    bool ok = emb__sgemm_cblas_colmajor(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+#ifdef _OPENMP
+    if (want != old) omp_set_num_threads(old);
+#endif
+    return ok;
+}
+
+/* res [r0, r1] (contiguous) = m1 @ m2 + beta * res through torch's BLAS call. *done is
+ * false (res untouched) when the build has no CBLAS, the reference kernels are forced, or
+ * torch would not call BLAS either (sizes beyond int). Errors: EMB_ERR_NOMEM (the copy
+ * torch makes of an operand BLAS cannot describe). */
+static emb_status torch_addmm(tmat m1, tmat m2, float *res, int64_t r0, int64_t r1, float beta,
+                              bool *done) {
+    *done = false;
+    if (emb__force_ref() || !emb__gemm_have_cblas()) return EMB_OK;
+    if (r0 <= 0 || r1 <= 0 || m1.size[1] <= 0) return EMB_OK; /* the callers handle these */
+    const int64_t rsz[2] = {r0, r1}, rst[2] = {r1, 1};
+    bool tc;
+    if (rst[0] == 1 && (rsz[1] == 1 || rst[1] >= max1(rsz[0]))) {
+        tc = false;
+    } else {
+        tc = true; /* rst[1] == 1 and rst[0] == r1: the result is row-major */
+        tmat t = m1;
+        m1 = m2;
+        m2 = t;
+    }
+    const int64_t m = rsz[tc ? 1 : 0], n = rsz[tc ? 0 : 1], k = m1.size[tc ? 0 : 1];
+    float *copy[2] = {NULL, NULL};
+    tmat *ops[2] = {&m1, &m2};
+    bool trans[2];
+    const int64_t lead[2] = {m, k}, other[2] = {k, n}; /* a: m then k; b: k then n */
+    for (int i = 0; i < 2; i++) {
+        tmat *x = ops[i];
+        if (x->stride[tc ? 1 : 0] == 1 && x->stride[tc ? 0 : 1] >= max1(lead[i])) {
+            trans[i] = false;
+        } else if (x->stride[tc ? 0 : 1] == 1 && x->stride[tc ? 1 : 0] >= max1(other[i])) {
+            trans[i] = true;
+        } else {
+            /* torch: transpose = !transpose_c; operand = clone(contiguous) */
+            trans[i] = !tc;
+            int64_t rows = x->size[0], cols = x->size[1];
+            copy[i] = emb_malloc((size_t)(rows * cols) * sizeof(float));
+            if (!copy[i]) {
+                emb_free(copy[0]);
+                return emb__error(EMB_ERR_NOMEM, "cannot allocate a %" PRId64 " x %" PRId64
+                                  " operand copy", rows, cols);
+            }
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < cols; c++)
+                    copy[i][r * cols + c] = x->p[r * x->stride[0] + c * x->stride[1]];
+            *x = tmat_of(copy[i], rows, cols);
+        }
+    }
+    const bool ta = trans[0], tb = trans[1];
+    int64_t lda = m1.stride[(ta == tc) ? 1 : 0], ldb = m2.stride[(tb == tc) ? 1 : 0];
+    int64_t ldc = rst[tc ? 0 : 1];
+    /* cpublas normalize_last_dims */
+    if (n == 1) ldc = m;
+    if (ta) {
+        if (m == 1) lda = k;
+    } else if (k == 1) {
+        lda = m;
+    }
+    if (tb) {
+        if (k == 1) ldb = n;
+    } else if (n == 1) {
+        ldb = k;
+    }
+    /* cpublas use_blas_gemm; otherwise torch runs its own loops (not reproduced: emb's
+     * reference kernel then computes the product) */
+    if (lda >= max1(ta ? k : m) && ldb >= max1(tb ? n : k) && ldc >= max1(m))
+        *done = blas_colmajor(ta, tb, m, n, k, m1.p, lda, m2.p, ldb, beta, res, ldc);
+    emb_free(copy[0]);
+    emb_free(copy[1]);
+    return EMB_OK;
 }
 
 emb_status emb_linear_create(int64_t in_features, int64_t out_features, bool bias,
@@ -220,17 +336,30 @@ emb_status emb_linear_forward(const emb_linear *lin, const emb_tensor *x, emb_te
     const int64_t in = lin->in_features, out = lin->out_features;
     float *yd = y->data;
     if (m == 0 || out == 0) return EMB_OK;
-    /* PyTorch's addmm: y starts as the broadcast bias and gets x W^T added (beta 1). */
+    /* PyTorch's F.linear: 2-D and 3-D x go through addmm(bias, x, W^T): y starts as the
+     * broadcast bias and gets x W^T added (beta 1); 1-D and >= 4-D x through matmul, then
+     * y.add_(bias) (the sums differ when BLAS splits the inner dimension). */
+    const bool fused = lin->has_bias && (x->ndim == 2 || x->ndim == 3);
     float beta = 0.0f;
-    if (lin->has_bias) {
+    if (fused) {
         for (int64_t i = 0; i < m; i++) memcpy(yd + i * out, lin->bias, (size_t)out * sizeof(float));
         beta = 1.0f;
     }
     if (in == 0) {
         if (!lin->has_bias) memset(yd, 0, (size_t)(m * out) * sizeof(float));
+        else if (!fused)
+            for (int64_t i = 0; i < m; i++)
+                memcpy(yd + i * out, lin->bias, (size_t)out * sizeof(float));
         return EMB_OK;
     }
-    gemm(false, true, m, out, in, x->data, in, lin->weight, in, beta, yd, out);
+    bool done;
+    st = torch_addmm(tmat_of(x->data, m, in), tmat_t(tmat_of(lin->weight, out, in)), yd, m, out,
+                     beta, &done);
+    if (st) return st;
+    if (!done) gemm(false, true, m, out, in, x->data, in, lin->weight, in, beta, yd, out);
+    if (lin->has_bias && !fused)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < out; j++) yd[i * out + j] = yd[i * out + j] + lin->bias[j];
     return EMB_OK;
 }
 
@@ -363,14 +492,49 @@ emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
     }
 
     const float *xd = x->data, *gy = grad_y->data;
-    /* grad_x [m, in] = grad_y [m, out] W [out, in] (overwritten). */
-    if (grad_x && m > 0 && in > 0) {
-        if (out == 0) memset(grad_x->data, 0, (size_t)(m * in) * sizeof(float));
-        else gemm(false, false, m, in, out, gy, out, lin->weight, in, 0.0f, grad_x->data, in);
+    /* grad_weight [out, in] += grad_y^T [out, m] x [m, in], computed first into a fresh
+     * buffer (autograd's mm into a new tensor, then .grad += it): the only allocation. */
+    float *gw_new = NULL;
+    if (grad_weight && out > 0 && in > 0 && m > 0) {
+        gw_new = emb_malloc((size_t)(out * in) * sizeof(float));
+        if (!gw_new)
+            return emb__error(EMB_ERR_NOMEM, "cannot allocate a %" PRId64 " x %" PRId64
+                              " weight gradient", out, in);
     }
-    /* grad_weight [out, in] += grad_y^T [out, m] x [m, in]. */
-    if (grad_weight && out > 0 && in > 0 && m > 0)
-        gemm(true, false, out, in, m, gy, out, xd, in, 1.0f, grad_weight->data, in);
+    /* grad_x [m, in] = grad_y [m, out] W [out, in] (overwritten). autograd's
+     * mm_mat1_backward: grad_y.mm(W), or (W^T.mm(grad_y^T))^T when x is "column-major"
+     * (a 1 x 1 x). */
+    if (grad_x && m > 0 && in > 0) {
+        if (out == 0) {
+            memset(grad_x->data, 0, (size_t)(m * in) * sizeof(float));
+        } else {
+            bool done;
+            tmat wt = tmat_of(lin->weight, out, in), g = tmat_of(gy, m, out);
+            if (m == 1 && in == 1) st = torch_addmm(tmat_t(wt), tmat_t(g), grad_x->data, in, m,
+                                                    0.0f, &done);
+            else st = torch_addmm(g, wt, grad_x->data, m, in, 0.0f, &done);
+            if (st) {
+                emb_free(gw_new);
+                return st;
+            }
+            if (!done)
+                gemm(false, false, m, in, out, gy, out, lin->weight, in, 0.0f, grad_x->data, in);
+        }
+    }
+    /* mm_mat2_backward for the column-major W^T: (grad_y^T.mm(x))^T^T = grad_y^T x */
+    if (gw_new) {
+        bool done;
+        st = torch_addmm(tmat_t(tmat_of(gy, m, out)), tmat_of(xd, m, in), gw_new, out, in, 0.0f,
+                         &done);
+        if (st) {
+            emb_free(gw_new);
+            return st;
+        }
+        if (!done) gemm(true, false, out, in, m, gy, out, xd, in, 0.0f, gw_new, in);
+        float *gw = grad_weight->data;
+        for (int64_t i = 0; i < out * in; i++) gw[i] = gw[i] + gw_new[i];
+        emb_free(gw_new);
+    }
     /* grad_bias [out] += column sums of grad_y, summed in PyTorch's order (below), then
      * added to grad_bias once, as autograd accumulates a fresh gradient into .grad. */
     if (grad_bias && out > 0 && m > 0) {

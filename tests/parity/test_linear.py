@@ -4,10 +4,12 @@
   emb_linear_create with a generator seeded s, for random shapes (in 0..49, out 1..19, with
   and without bias), the seed-003 layer, two layers in a row from one generator, and the
   default generator.
-* Forward and backward match torch autograd within float32 tolerance (assert_close's
-  rtol 1.3e-6, atol 1e-5) for inputs of rank 1..4, with CBLAS and with the reference
-  kernels; grad_bias is bit-exact (emb sums rows in the order of torch's single-threaded
-  CPU sum); the error messages are torch's own, caught live.
+* Forward and backward (y, grad_x, grad_weight, grad_bias, and a second accumulating
+  backward) are BIT-EXACT with torch autograd through CBLAS (emb issues the sgemm call
+  torch's addmm/mm issue, on the same OpenBLAS, here in the same process), for inputs of
+  rank 1..4 and every degenerate size (1 row, 1 feature, 1 output), with torch and emb at
+  1 and at 2 threads; with the reference kernels within float32 tolerance (assert_close's
+  rtol 1.3e-6, atol 1e-5). The error messages are torch's own, caught live.
 * one_hot is bit-exact (int64 and float32 outputs) and its errors carry torch's messages.
 Every expected value is produced by torch during the test."""
 import ctypes as C
@@ -172,13 +174,14 @@ def run_case(rnd, mode, case):
     yt.backward(torch.from_numpy(gy))
     what = f"mode {mode} case {case}: Linear({i}, {o}, bias={bias}) x{list(x.shape)}"
     lib.emb_set_kernel_mode(mode)
+    exact = mode == 0  # CBLAS: torch's own BLAS call
     y = mine.forward(x)
-    assert_close(y, yt.detach().numpy(), what=f"{what} y")
+    assert_close(y, yt.detach().numpy(), exact=exact, what=f"{what} y")
     gx, gw, gb = mine.backward(x, gy)
-    assert_close(gx, xt.grad.numpy(), what=f"{what} grad_x")
+    assert_close(gx, xt.grad.numpy(), exact=exact, what=f"{what} grad_x")
     # grad_weight sums over all rows: allow for the summation length in the absolute term
     rows = int(np.prod(lead)) if lead else 1
-    assert_close(gw, ref.weight.grad.numpy(), atol=1e-5 * max(1, rows) ** 0.5,
+    assert_close(gw, ref.weight.grad.numpy(), exact=exact, atol=1e-5 * max(1, rows) ** 0.5,
                  what=f"{what} grad_weight")
     if bias:  # bit-exact: emb sums the rows in torch's (single-thread) order
         assert_close(gb, ref.bias.grad.numpy(), exact=True, what=f"{what} grad_bias")
@@ -186,7 +189,7 @@ def run_case(rnd, mode, case):
     yt2 = ref(xt)
     yt2.backward(torch.from_numpy(gy))
     _, gw2, gb2 = mine.backward(x, gy, gw=gw, gb=gb)
-    assert_close(gw2, ref.weight.grad.numpy(), atol=2e-5 * max(1, rows) ** 0.5,
+    assert_close(gw2, ref.weight.grad.numpy(), exact=exact, atol=2e-5 * max(1, rows) ** 0.5,
                  what=f"{what} accumulated grad_weight")
     if bias:
         assert_close(gb2, ref.bias.grad.numpy(), exact=True,
@@ -210,6 +213,44 @@ def test_forward_backward_random(mode):
     rnd = random.Random(555 + mode)
     for case in range(150):
         run_case(rnd, mode, case)
+
+
+@pytest.mark.filterwarnings("ignore:grad and param do not obey")
+@pytest.mark.parametrize("threads", [1, 2], ids=["1thread", "2threads"])
+def test_blas_bit_exact_sizes_and_threads(threads):
+    """Larger and degenerate products (inner dimensions past OpenBLAS's blocking, 1-row,
+    1-feature, 1-output layers), torch and emb both at `threads` threads (OpenBLAS follows
+    emb's count during emb's calls, as it follows torch.set_num_threads)."""
+    old_t, old_e = torch.get_num_threads(), lib.emb_get_num_threads()
+    torch.set_num_threads(threads)
+    lib.emb_set_num_threads(threads)
+    try:
+        rnd = random.Random(808 + threads)
+        for case in range(120):
+            i = rnd.choice([1, 2, 3, 17, 64, 300, 700])
+            o = rnd.choice([1, 2, 5, 16, 33, 130, 500])
+            bias = rnd.random() < 0.7
+            rank = rnd.choice([1, 2, 2, 3, 4])
+            m = rnd.choice([1, 2, 7, 64, 300, 1100])
+            lead = {1: (), 2: (m,), 3: (2, max(1, m // 2)), 4: (2, 2, max(1, m // 4))}[rank]
+            seed = rnd.randrange(2 ** 32)
+            mine = Linear(i, o, bias, seed=seed)
+            ref = torch_linear(seed, i, o, bias)
+            x = np.random.default_rng(seed).standard_normal(lead + (i,)).astype(np.float32)
+            gy = np.random.default_rng(seed + 1).standard_normal(lead + (o,)).astype(np.float32)
+            xt = torch.from_numpy(x.copy()).requires_grad_()
+            yt = ref(xt)
+            yt.backward(torch.from_numpy(gy))
+            what = f"threads {threads} case {case}: Linear({i}, {o}, {bias}) x{list(x.shape)}"
+            assert_close(mine.forward(x), yt.detach().numpy(), exact=True, what=f"{what} y")
+            gx, gw, gb = mine.backward(x, gy)
+            assert_close(gx, xt.grad.numpy(), exact=True, what=f"{what} grad_x")
+            assert_close(gw, ref.weight.grad.numpy(), exact=True, what=f"{what} grad_weight")
+            if bias:
+                assert_close(gb, ref.bias.grad.numpy(), exact=True, what=f"{what} grad_bias")
+    finally:
+        torch.set_num_threads(old_t)
+        lib.emb_set_num_threads(old_e)
 
 
 def test_forward_larger_threads():
