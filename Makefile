@@ -8,7 +8,7 @@ PREFIX     ?= /usr/local
 CMAKE_FLAGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: run test build build-asan bench install clean deps-build deps-test deps-bench
+.PHONY: run test build build-asan bench bench-io install clean deps-build deps-test deps-bench
 
 run: deps-build build
 	./$(BUILD)/emb demo
@@ -33,6 +33,13 @@ bench: deps-bench
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS) --target all benches
 	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/run.py
+
+# File-format load speed: a ~1 GB word2vec text file against gensim, binary formats against
+# read() of the same bytes (bench/io.py; BENCH_IO_FLAGS="--mb 200" for a quicker run).
+bench-io: deps-bench
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS) --target emb bench_io
+	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/io.py $(BENCH_IO_FLAGS)
 
 install: deps-build
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)

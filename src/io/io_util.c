@@ -331,7 +331,12 @@ bool emb_parse_float(const char *s, size_t len, float *out) {
     double d = exp10 < 0 ? (double)m / emb__pow10[-exp10] : (double)m * emb__pow10[exp10];
     float f = (float)d;
     if ((double)f != d) {
-        float g = nextafterf(f, d > (double)f ? INFINITY : -INFINITY);
+        /* f > 0 here: its neighbour towards d is one unit away in the bit pattern */
+        uint32_t fb;
+        memcpy(&fb, &f, 4);
+        fb += d > (double)f ? 1 : -1;
+        float g;
+        memcpy(&g, &fb, 4);
         if (((double)f + (double)g) * 0.5 == d) return parse_float_slow(s, len, out);
     }
     *out = neg ? -f : f;

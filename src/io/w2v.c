@@ -139,17 +139,22 @@ static emb_status read_text(w2v_ctx *c, bool header, const emb_read_options *o, 
         if (p == c->end) return emb__error(EMB_ERR_FORMAT, "%s: no vectors in the file", c->path);
         const unsigned char *le = memchr(p, '\n', (size_t)(c->end - p));
         if (!le) le = c->end;
-        int64_t fields = 0;
+        int64_t fields = 0, numeric = 0; /* numeric: how many trailing fields are numbers */
         for (const unsigned char *q = p; q < le;) {
             while (q < le && (is_sep(*q) || *q == '\r')) q++;
             if (q == le) break;
             fields++;
+            const unsigned char *t = q;
             while (q < le && !is_sep(*q) && *q != '\r') q++;
+            float x;
+            numeric = emb_parse_float((const char *)t, (size_t)(q - t), &x) ? numeric + 1 : 0;
         }
         if (fields < 2)
             return emb__error(EMB_ERR_FORMAT, "%s: line 1: expected a word and numbers, found %lld field(s)",
                               c->path, (long long)fields);
-        dim = fields - 1;
+        /* The word may contain spaces (". . ."): the numbers are the trailing numeric fields,
+         * at most fields - 1 (a word that looks like a number is still the word). */
+        dim = numeric >= 1 && numeric < fields ? numeric : fields - 1;
         int64_t lines = 1;
         for (const unsigned char *q = c->p; (q = memchr(q, '\n', (size_t)(c->end - q))); q++) lines++;
         rows = lines;
@@ -281,9 +286,9 @@ static emb_status read_binary(w2v_ctx *c, const emb_read_options *o, emb_vectors
 
 emb_status emb__read_w2v(const char *path, const emb__file *f, emb_format fmt,
                          const emb_read_options *o, emb_vectors *out) {
-    w2v_ctx c = {path, f->data, f->data + f->size, f->data, 1};
     out->file_dtype = EMB_FLOAT32;
     if (f->size == 0) return emb__error(EMB_ERR_FORMAT, "%s: empty file", path);
+    w2v_ctx c = {path, f->data, f->data + f->size, f->data, 1};
     if (fmt == EMB_FORMAT_W2V_BINARY) return read_binary(&c, o, out);
     return read_text(&c, fmt == EMB_FORMAT_W2V_TEXT, o, out);
 }

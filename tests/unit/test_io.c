@@ -282,13 +282,13 @@ static void test_w2v_variants(void **state) {
         emb_vectors_free(&got);
     }
     /* GloVe: no header, words with spaces (parsed from the right) */
-    const char *gl = "the 1 2\n. . . 3 4\nend 5 6";
+    const char *gl = ". . . 1 2\nthe 3 4\nend 5 6";
     put(tmp("g.txt"), gl, strlen(gl));
     EMB_OK_OR_FAIL(emb_vectors_read(tmp("g.txt"), NULL, &got));
     assert_int_equal(got.format, EMB_FORMAT_GLOVE);
     assert_int_equal(got.weight.shape[0], 3);
     assert_int_equal(got.weight.shape[1], 2);
-    assert_string_equal(emb_vocab_word(got.vocab, 1, NULL), ". . .");
+    assert_string_equal(emb_vocab_word(got.vocab, 0, NULL), ". . .");
     assert_true(((float *)got.weight.data)[5] == 6.0f);
     emb_vectors_free(&got);
     /* non-UTF-8 words are accepted as bytes when asked */
@@ -497,6 +497,8 @@ static void test_bad_files(void **state) {
     EMB_EXPECT_ERR(emb_vectors_read(data("bad/empty.txt"), &ro, &out), EMB_ERR_INVALID, "negative");
     ro.limit = 0;
     ro.format = EMB_FORMAT_W2V_BINARY;
+    /* fuzzer finding: an empty file read as binary did pointer arithmetic on NULL */
+    EMB_EXPECT_ERR(emb_vectors_read(data("bad/empty.txt"), &ro, &out), EMB_ERR_FORMAT, "empty file");
     EMB_EXPECT_ERR(emb_vectors_read(data("bad/w2v_long_row.txt"), &ro, &out), EMB_ERR_FORMAT, "the header claims 2 rows");
 }
 

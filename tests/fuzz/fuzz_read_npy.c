@@ -1,0 +1,41 @@
+/* libFuzzer harness: .npy files (emb_npy_read, emb_vectors_read), with write/read round trips. */
+#include "fuzz_read_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const char *path = fz_input_path(data, size);
+    emb_tensor t, sentinel;
+    memset(&t, 0x5a, sizeof t);
+    sentinel = t;
+    emb_clear_error();
+    emb_status rc = emb_npy_read(path, &t);
+    if (rc) {
+        fz_check_error(rc, "emb_npy_read");
+        if (memcmp(&t, &sentinel, sizeof t)) FINDING("emb_npy_read changed *out on failure");
+    } else {
+        if (emb_tensor_check(&t, "t")) FINDING("emb_npy_read returned an invalid tensor: %s", emb_errmsg());
+        const char *out = fz_scratch("rt.npy");
+        if (emb_npy_write(out, &t)) FINDING("cannot write back: %s", emb_errmsg());
+        emb_tensor back;
+        if (emb_npy_read(out, &back)) FINDING("cannot read back: %s", emb_errmsg());
+        if (back.dtype != t.dtype || !emb_tensor_same_shape(&back, &t) ||
+            (emb_tensor_nbytes(&t) && memcmp(back.data, t.data, emb_tensor_nbytes(&t))))
+            FINDING("npy round trip changed the array");
+        emb_tensor_free(&back);
+        emb_tensor_free(&t);
+    }
+    emb_read_options o = emb_read_options_default();
+    o.format = EMB_FORMAT_NPY;
+    o.limit = size % 3 == 0 ? 2 : 0;
+    emb_vectors v;
+    emb_clear_error();
+    rc = emb_vectors_read(path, &o, &v);
+    if (rc) {
+        fz_check_error(rc, "emb_vectors_read");
+    } else {
+        fz_check_vectors(&v, &o);
+        emb_vectors_free(&v);
+    }
+    return 0;
+}
