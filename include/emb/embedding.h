@@ -80,8 +80,9 @@ EMB_API emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool
  *   Lookups (emb_embedding_forward without max_norm), the backward passes (which only
  *   write gradients) and emb_embedding_weight_const work; every call that would write the
  *   weight fails with EMB_ERR_READ_ONLY and changes nothing: emb_embedding_forward on a
- *   table with max_norm (whatever the indices), the writable accessor emb_embedding_weight,
- *   and the optimizer steps (unfused and fused) of optim.h.
+ *   table with max_norm (whatever the indices) and the writable accessor
+ *   emb_embedding_weight, so that an optimizer cannot be given the weight to update (the
+ *   optimizer calls that take the embedding itself check emb_embedding_is_read_only).
  * release: NULL: borrowed; the caller keeps the memory alive and unchanged in size until
  *   emb_embedding_free, and frees it afterwards. Non-NULL: handed over; emb_embedding_free
  *   calls release(weights->data, release_ctx) exactly once (munmap, free, a refcount drop:
