@@ -101,18 +101,26 @@ EMB_API emb_status emb_optimizer_step_fused(emb_optimizer *opt, int param_id,
                                             int64_t padding_idx);
 
 /* The fused sparse step for an embedding bag (beyond PyTorch): the same update as
- * emb_bag_backward_sparse into an empty gradient followed by emb_optimizer_step_sparse,
- * bit for bit, computed from the bag's output gradient grad_output [B, dim] and its input
- * (input, offsets, per_sample_weights as given to emb_bag_forward). No [num_embeddings,
- * dim] buffer and no copy of per-position values in modes sum and mean (scratch: O(number
- * of positions) integers, plus the [B, dim] scaled output gradient in mode mean); with
- * per_sample_weights each position's value is its own product, so those nnz x dim values
- * are formed. param_id must be a [num_embeddings, dim] parameter (normally the bag's
- * weight, emb_bag_weight). Refuses what the unfused path refuses: the optimizer and option
- * errors of emb_optimizer_step_sparse, and those of emb_bag_backward_sparse (mode max,
- * scale_grad_by_freq, a weight that does not require grad, bad input, offsets or index
- * values); EMB_ERR_SHAPE when the parameter's shape is not the bag's. The parameter and
- * the optimizer state are unchanged on error. */
+ * emb_bag_backward_sparse(bag, input, offsets, per_sample_weights, grad_output, fresh grad)
+ * followed by emb_optimizer_step_sparse(opt, param_id, grad), bit for bit, computed from the
+ * bag's output gradient grad_output [B, dim] and its input (as given to emb_bag_forward).
+ * No [num_embeddings, dim] buffer and no copy of per-position values in modes sum and mean
+ * (scratch: O(number of positions) integers, plus the [B, dim] output gradient scaled by
+ * 1/count in mode mean); with per_sample_weights every position's value is its own
+ * product, so those nnz x dim values are formed. param_id must be the id under which the
+ * bag's weight (the view emb_bag_weight gives) was registered with opt.
+ * Refusals, in this order, are exactly the unfused path's (same status, same message),
+ * then two of the fused step's own:
+ *   emb_bag_backward_sparse's: EMB_ERR_NULL, EMB_ERR_STATE (the weight does not require
+ *     grad), EMB_ERR_UNSUPPORTED (mode max, scale_grad_by_freq), the argument errors of
+ *     emb_bag_forward (input, offsets, per_sample_weights, index values), EMB_ERR_SHAPE
+ *     (grad_output);
+ *   emb_optimizer_step_sparse's: EMB_ERR_NULL (opt), EMB_ERR_INDEX (param_id),
+ *     EMB_ERR_UNSUPPORTED (Adam, AdamW, options that reject sparse gradients),
+ *     EMB_ERR_SHAPE (a parameter that is not 2-D or not of the bag's shape);
+ *   its own: EMB_ERR_INVALID (the parameter has the bag's shape but is other memory),
+ *     EMB_ERR_READ_ONLY (a read-only table); and EMB_ERR_NOMEM.
+ * Parameter, state and step count unchanged on error. Single-threaded per optimizer. */
 EMB_API emb_status emb_optimizer_step_fused_bag(emb_optimizer *opt, int param_id,
                                                 const emb_bag *bag, const emb_tensor *input,
                                                 const emb_tensor *offsets,

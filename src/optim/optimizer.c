@@ -973,29 +973,38 @@ emb_status emb_optimizer_step_fused_bag(emb_optimizer *opt, int param_id, const 
                                         const emb_tensor *input, const emb_tensor *offsets,
                                         const emb_tensor *per_sample_weights,
                                         const emb_tensor *grad_output) {
-    param_state *ps = NULL;
-    emb_status st = get_param(opt, param_id, &ps);
-    if (st) return st;
-    if (!bag) return emb__null("bag");
-    st = check_sparse_kind(opt, ps, param_id);
-    if (st) return st;
-    const int64_t rows = ps->shape[0], dim = ps->shape[1];
-    const emb_embedding *e = bag->emb;
-    if (e->num_embeddings != rows || e->embedding_dim != dim) {
-        char b[300];
-        return emb__error(EMB_ERR_SHAPE,
-                          "the bag's weight is [%" PRId64 ", %" PRId64
-                          "], but parameter %d has shape %s",
-                          e->num_embeddings, e->embedding_dim, param_id,
-                          emb__shape_fmt(b, sizeof b, ps->ndim, ps->shape));
-    }
-    st = check_sparse_options(opt, ps, param_id);
-    if (st) return st;
+    /* emb_bag_backward_sparse's refusals first (they do not depend on the optimizer), then
+     * emb_optimizer_step_sparse's, then the fused step's own: the order of the unfused
+     * path. The entries are described without copying per-position values. */
     emb__bag_entries en;
-    st = emb__bag_sparse_entries(bag, input, offsets, per_sample_weights, grad_output, &en);
+    emb_status st = emb__bag_sparse_entries(bag, input, offsets, per_sample_weights,
+                                            grad_output, &en);
     if (st) return st;
-    const spview g = {en.nnz, dim, en.rows, en.values, en.pos, en.nnz <= 1};
-    st = sparse_step(opt, ps, &g);
+    param_state *ps = NULL;
+    st = get_param(opt, param_id, &ps);
+    if (!st) st = check_sparse_kind(opt, ps, param_id);
+    const emb_embedding *e = bag->emb;
+    if (!st && (ps->shape[0] != e->num_embeddings || ps->shape[1] != e->embedding_dim)) {
+        char b[300];
+        st = emb__error(EMB_ERR_SHAPE,
+                        "grad is a sparse gradient of size [%" PRId64 ", %" PRId64
+                        "], expected %s (the shape of parameter %d)",
+                        e->num_embeddings, e->embedding_dim,
+                        emb__shape_fmt(b, sizeof b, ps->ndim, ps->shape), param_id);
+    }
+    if (!st) st = check_sparse_options(opt, ps, param_id);
+    if (!st && (const float *)ps->data != e->weight)
+        st = emb__error(EMB_ERR_INVALID,
+                        "parameter %d is not the bag's weight (register the view "
+                        "emb_bag_weight gives)",
+                        param_id);
+    if (!st && e->read_only)
+        st = emb__error(EMB_ERR_READ_ONLY,
+                        "the bag's table is read-only: an optimizer step would write it");
+    if (!st) {
+        const spview g = {en.nnz, en.dim, en.rows, en.values, en.pos, en.nnz <= 1};
+        st = sparse_step(opt, ps, &g);
+    }
     emb__bag_entries_free(&en);
     return st;
 }

@@ -713,7 +713,45 @@ static void test_fused_step_errors(void **state) {
     EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, id, NULL, &it, &ot, NULL, &gt), EMB_ERR_NULL,
                    "bag must not be NULL");
     EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, small, b, &it, &ot, NULL, &gt),
-                   EMB_ERR_SHAPE, "the bag's weight is [6, 2], but parameter 1 has shape [2, 2]");
+                   EMB_ERR_SHAPE,
+                   "grad is a sparse gradient of size [6, 2], expected [2, 2] (the shape of "
+                   "parameter 1)");
+    {   /* a parameter of the bag's shape that is other memory */
+        float copy[V * D];
+        memcpy(copy, w0, sizeof copy);
+        emb_tensor ct = emb_test_view(EMB_FLOAT32, copy, 2, SHP(V, D));
+        emb_optim_options co = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+        emb_optimizer *copt = NULL;
+        EMB_OK_OR_FAIL(emb_optimizer_create(&co, &copt));
+        int cid = -1;
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(copt, &ct, &cid));
+        EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(copt, cid, b, &it, &ot, NULL, &gt),
+                       EMB_ERR_INVALID, "parameter 0 is not the bag's weight");
+        EMB_ASSERT_EXACT(copy, w0, V * D, "other parameter");
+        assert_int_equal(emb_optimizer_param_steps(copt, cid), 0);
+        emb_optimizer_free(copt);
+    }
+    {   /* a read-only table */
+        float ro[V * D];
+        memcpy(ro, w0, sizeof ro);
+        emb_tensor rt = emb_test_view(EMB_FLOAT32, ro, 2, SHP(V, D));
+        emb_storage st = {.read_only = true, .release = NULL, .release_ctx = NULL};
+        emb_bag_options so = emb_bag_options_default();
+        so.mode = EMB_BAG_SUM;
+        emb_bag *rb = NULL;
+        EMB_OK_OR_FAIL(emb_bag_wrap(&rt, &st, false, &so, &rb));
+        emb_optim_options co = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+        emb_optimizer *ropt = NULL;
+        EMB_OK_OR_FAIL(emb_optimizer_create(&co, &ropt));
+        int rid = -1;
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(ropt, &rt, &rid));
+        EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(ropt, rid, rb, &it, &ot, NULL, &gt),
+                       EMB_ERR_READ_ONLY, "the bag's table is read-only");
+        EMB_ASSERT_EXACT(ro, w0, V * D, "read-only table");
+        assert_int_equal(emb_optimizer_param_steps(ropt, rid), 0);
+        emb_optimizer_free(ropt);
+        emb_bag_free(rb);
+    }
     EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, id, bmax, &it, &ot, NULL, &gt),
                    EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
     EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, id, bf, &it, &ot, NULL, &gt),
