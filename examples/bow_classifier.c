@@ -16,9 +16,11 @@
  * materialised; --unfused: emb_bag_backward_sparse + emb_optimizer_step_sparse, same
  * bits). Everything is PyTorch's: initialisation (torch.manual_seed(seed), then
  * nn.EmbeddingBag(V, D, mode='mean', sparse=True), then nn.Linear(D, C)), the layers, the
- * loss and the optimizers. With --dump DIR the program writes the data set, the order in
- * which it trained on it and the final parameters, so that the same run can be replayed
- * in PyTorch (tests/cli/test_bow_classifier.py does).
+ * loss and the optimizers, so the whole run is PyTorch's bit for bit. With --dump DIR the
+ * program writes the data set, the order in which it trained on it and the initial and
+ * final parameters, so that the same run can be replayed in PyTorch
+ * (tests/cli/test_bow_classifier.py does, and requires every parameter to be bit-identical
+ * after 220 steps, at 1 and 2 threads).
  *
  *   bow_classifier [--corpus FILE] [--classes C] [--words W] [--min-count N] [--dim D]
  *                  [--batch B] [--epochs E] [--max-steps S] [--max-passages N] [--lr LR]
