@@ -50,9 +50,12 @@ EMB_API emb_loss_options emb_loss_options_default(void);
  * expf/logf) and differ from torch's AVX2 results by a few ulp. mse and BCE: see below. */
 
 /* F.cross_entropy(logits, target, weight=opts->weight, ignore_index, label_smoothing):
- * logits float32 [N, C] (or [C] with a 0-d target), target int64 class indices [N] (or
- * 0-d). Positions whose target is ignore_index contribute nothing and are not counted by
- * the mean; with a weight, the mean divides by the sum of the kept targets' weights. */
+ * logits float32 [N, C, d1, ...] (rank >= 3, the K-dimensional loss), [N, C], or [C] with
+ * a 0-d target; target int64 class indices [N, d1, ...] (resp. [N], 0-d); the unreduced
+ * loss has the target's shape. Positions whose target is ignore_index contribute nothing
+ * and are not counted by the mean; with a weight, the mean divides by the sum of the kept
+ * targets' weights. Shape errors carry torch's messages ("Expected target size [2, 4],
+ * got [2]", "Expected input batch_size (2) to match target batch_size (3).", ...). */
 EMB_API emb_status emb_cross_entropy_forward(const emb_tensor *logits, const emb_tensor *target,
                                              const emb_loss_options *opts, emb_tensor *loss);
 EMB_API emb_status emb_cross_entropy_backward(const emb_tensor *logits,
@@ -62,7 +65,7 @@ EMB_API emb_status emb_cross_entropy_backward(const emb_tensor *logits,
                                               emb_tensor *grad_logits);
 
 /* F.nll_loss(input, target, weight=opts->weight, ignore_index): input float32
- * log-probabilities [N, C] (or [C] with a 0-d target), shapes and rules as cross-entropy;
+ * log-probabilities, shapes and rules as cross-entropy;
  * opts->label_smoothing must be 0 (F.nll_loss has none). */
 EMB_API emb_status emb_nll_loss_forward(const emb_tensor *input, const emb_tensor *target,
                                         const emb_loss_options *opts, emb_tensor *loss);

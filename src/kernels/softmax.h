@@ -36,6 +36,30 @@ void emb__log_softmax_fwd_ref(const float *x, float *y, int64_t rows, int64_t c)
 void emb__log_softmax_bwd_ref(const float *gy, const float *y, float *gx, int64_t rows,
                               int64_t c);
 
+/* log_softmax over the middle dimension of [outer, c, inner] data (torch's _vec_logsoftmax
+ * and _vec_log_softmax_backward, used whenever the dimension is not the last one, inner 1
+ * included). The inner positions are processed in chunks of CHUNK = max(8, 131072 / (4c))
+ * rounded down to a multiple of 8; per chunk, the first size - size % 8 positions are
+ * vectorized (SLEEF exp on AVX2) and the rest scalar (libm expf, and on AVX2 a fused
+ * multiply-add in the backward as GCC contracts it); per position:
+ *   max = the running x > max ? x : max from -inf over c (NaN never wins);
+ *   sum = 0 + exp(x[0] - max) + ... in c order; lse = log(sum) (vectorized map);
+ *   y = (x - max) - lse;   backward: s = 0 + gy[0] + ...; gx = gy - exp(y) * s.
+ * scratch: emb__log_softmax_dim_scratch(c) floats owned by the caller (one per thread). */
+int64_t emb__log_softmax_dim_scratch(int64_t c);
+void emb__log_softmax_dim_fwd_ref(const float *x, float *y, int64_t outer, int64_t c,
+                                  int64_t inner, float *scratch);
+void emb__log_softmax_dim_bwd_ref(const float *gy, const float *y, float *gx, int64_t outer,
+                                  int64_t c, int64_t inner, float *scratch);
+void emb__log_softmax_dim_fwd_avx2(const float *x, float *y, int64_t outer, int64_t c,
+                                   int64_t inner, float *scratch);
+void emb__log_softmax_dim_bwd_avx2(const float *gy, const float *y, float *gx, int64_t outer,
+                                   int64_t c, int64_t inner, float *scratch);
+typedef void (*emb__log_softmax_dim_fwd_fn)(const float *x, float *y, int64_t outer, int64_t c,
+                                            int64_t inner, float *scratch);
+typedef void (*emb__log_softmax_dim_bwd_fn)(const float *gy, const float *y, float *gx,
+                                            int64_t outer, int64_t c, int64_t inner, float *scratch);
+
 /* The AVX2 + SLEEF twins (softmax_avx2.c); only built when the build found SLEEF on
  * x86-64 (EMB_HAVE_SLEEF), only called when the CPU has AVX2 and FMA. */
 void emb__log_softmax_fwd_avx2(const float *x, float *y, int64_t rows, int64_t c);
@@ -47,6 +71,8 @@ void emb__log_softmax_bwd_avx2(const float *gy, const float *y, float *gx, int64
 typedef struct emb__log_softmax_kernels {
     emb__log_softmax_fwd_fn fwd;
     emb__log_softmax_bwd_fn bwd;
+    emb__log_softmax_dim_fwd_fn dim_fwd;
+    emb__log_softmax_dim_bwd_fn dim_bwd;
     bool simd; /* true for the AVX2 + SLEEF pair */
 } emb__log_softmax_kernels;
 emb__log_softmax_kernels emb__log_softmax_pick(void);
@@ -54,5 +80,11 @@ emb__log_softmax_kernels emb__log_softmax_pick(void);
 /* float(1-D contiguous sum) in the order of PyTorch 1.13's CPU sum of a contiguous float
  * tensor (at::sum of a 1-D tensor, or of each row in sum(dim=-1)); see softmax_ref.c. */
 float emb__torch_sum_f32(const float *v, int64_t n);
+
+/* out[j] = float sum over i < rows of base[i * row_stride + j], j < cols, in the order of
+ * PyTorch 1.13's CPU sum over a non-innermost dimension (x.sum(0) of a contiguous
+ * [rows, cols]); see softmax_ref.c. */
+void emb__torch_colsum_f32(const float *base, int64_t rows, int64_t cols, int64_t row_stride,
+                           float *out);
 
 #endif /* EMB_SOFTMAX_H */

@@ -5,6 +5,7 @@
 
 #if defined(EMB_HAVE_SLEEF)
 #include <immintrin.h>
+#include <math.h>
 #include <sleef.h>
 #include <string.h>
 
@@ -112,6 +113,90 @@ void emb__log_softmax_bwd_avx2(const float *gy, const float *y, float *gx, int64
             float t[8];
             _mm256_storeu_ps(t, _mm256_fnmadd_ps(e, vs, load_part(gr + j, n)));
             memcpy(out + j, t, (size_t)n * sizeof(float));
+        }
+    }
+}
+static int64_t dim_chunk(int64_t c) {
+    int64_t ch = (int64_t)(128 * 1024) / c / (int64_t)sizeof(float);
+    if (ch < 8) ch = 8;
+    return ch / 8 * 8;
+}
+
+void emb__log_softmax_dim_fwd_avx2(const float *x, float *y, int64_t outer, int64_t c,
+                                   int64_t inner, float *scratch) {
+    if (c <= 0 || inner <= 0) return;
+    const int64_t CH = dim_chunk(c), nch = (inner + CH - 1) / CH;
+    float *mxb = scratch, *sb = scratch + CH;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t k = 0; k < nch; k++) {
+            const int64_t b0 = k * CH, size = inner - b0 < CH ? inner - b0 : CH;
+            const int64_t vend = size - size % 8;
+            const int64_t base = o * c * inner + b0;
+            for (int64_t d = 0; d < size; d++) {
+                mxb[d] = -INFINITY;
+                sb[d] = 0.0f;
+            }
+            for (int64_t dd = 0; dd < c; dd++) {
+                const float *p = x + base + dd * inner;
+                for (int64_t d = 0; d < vend; d += 8) {
+                    __m256 v = _mm256_loadu_ps(p + d), m = _mm256_loadu_ps(mxb + d);
+                    _mm256_storeu_ps(mxb + d, _mm256_blendv_ps(m, v, _mm256_cmp_ps(v, m, _CMP_GT_OQ)));
+                }
+                for (int64_t d = vend; d < size; d++) mxb[d] = p[d] > mxb[d] ? p[d] : mxb[d];
+            }
+            for (int64_t dd = 0; dd < c; dd++) {
+                const float *p = x + base + dd * inner;
+                for (int64_t d = 0; d < vend; d += 8) {
+                    __m256 e = Sleef_expf8_u10(_mm256_sub_ps(_mm256_loadu_ps(p + d),
+                                                             _mm256_loadu_ps(mxb + d)));
+                    _mm256_storeu_ps(sb + d, _mm256_add_ps(_mm256_loadu_ps(sb + d), e));
+                }
+                for (int64_t d = vend; d < size; d++) sb[d] = sb[d] + expf(p[d] - mxb[d]);
+            }
+            for (int64_t d = 0; d < size; d += 8) {
+                int64_t n = size - d < 8 ? size - d : 8;
+                float t[8];
+                _mm256_storeu_ps(t, Sleef_logf8_u10(load_part(sb + d, n)));
+                memcpy(sb + d, t, (size_t)n * sizeof(float));
+            }
+            for (int64_t dd = 0; dd < c; dd++) {
+                const float *p = x + base + dd * inner;
+                float *q = y + base + dd * inner;
+                for (int64_t d = 0; d < size; d++) q[d] = (p[d] - mxb[d]) - sb[d];
+            }
+        }
+    }
+}
+
+void emb__log_softmax_dim_bwd_avx2(const float *gy, const float *y, float *gx, int64_t outer,
+                                   int64_t c, int64_t inner, float *scratch) {
+    if (c <= 0 || inner <= 0) return;
+    const int64_t CH = dim_chunk(c), nch = (inner + CH - 1) / CH;
+    float *sb = scratch;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t k = 0; k < nch; k++) {
+            const int64_t b0 = k * CH, size = inner - b0 < CH ? inner - b0 : CH;
+            const int64_t vend = size - size % 8;
+            const int64_t base = o * c * inner + b0;
+            for (int64_t d = 0; d < size; d++) sb[d] = 0.0f;
+            for (int64_t dd = 0; dd < c; dd++) {
+                const float *p = gy + base + dd * inner;
+                for (int64_t d = 0; d < vend; d += 8)
+                    _mm256_storeu_ps(sb + d, _mm256_add_ps(_mm256_loadu_ps(sb + d),
+                                                           _mm256_loadu_ps(p + d)));
+                for (int64_t d = vend; d < size; d++) sb[d] = sb[d] + p[d];
+            }
+            for (int64_t dd = 0; dd < c; dd++) {
+                const int64_t off = base + dd * inner;
+                for (int64_t d = 0; d < vend; d += 8) {
+                    __m256 e = Sleef_expf8_u10(_mm256_loadu_ps(y + off + d));
+                    _mm256_storeu_ps(gx + off + d,
+                                     _mm256_fnmadd_ps(e, _mm256_loadu_ps(sb + d),
+                                                      _mm256_loadu_ps(gy + off + d)));
+                }
+                for (int64_t d = vend; d < size; d++)
+                    gx[off + d] = fmaf(-expf(y[off + d]), sb[d], gy[off + d]);
+            }
         }
     }
 }

@@ -62,12 +62,61 @@ void emb__log_softmax_bwd_ref(const float *gy, const float *y, float *gx, int64_
     }
 }
 
+static int64_t dim_chunk(int64_t c) {
+    int64_t ch = (int64_t)(128 * 1024) / c / (int64_t)sizeof(float);
+    if (ch < LANES) ch = LANES;
+    return ch / LANES * LANES;
+}
+
+void emb__log_softmax_dim_fwd_ref(const float *x, float *y, int64_t outer, int64_t c,
+                                  int64_t inner, float *scratch) {
+    (void)scratch;
+    if (c <= 0 || inner <= 0) return;
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xo = x + o * c * inner;
+        float *yo = y + o * c * inner;
+        for (int64_t p = 0; p < inner; p++) {
+            float mx = -INFINITY, sum = 0.0f;
+            for (int64_t d = 0; d < c; d++) {
+                float v = xo[d * inner + p];
+                mx = v > mx ? v : mx;
+            }
+            for (int64_t d = 0; d < c; d++) sum = sum + expf(xo[d * inner + p] - mx);
+            float lse = logf(sum);
+            for (int64_t d = 0; d < c; d++) yo[d * inner + p] = (xo[d * inner + p] - mx) - lse;
+        }
+    }
+}
+
+void emb__log_softmax_dim_bwd_ref(const float *gy, const float *y, float *gx, int64_t outer,
+                                  int64_t c, int64_t inner, float *scratch) {
+    (void)scratch;
+    if (c <= 0 || inner <= 0) return;
+    for (int64_t o = 0; o < outer; o++) {
+        const int64_t base = o * c * inner;
+        for (int64_t p = 0; p < inner; p++) {
+            float s = 0.0f;
+            for (int64_t d = 0; d < c; d++) s = s + gy[base + d * inner + p];
+            for (int64_t d = 0; d < c; d++) {
+                int64_t i = base + d * inner + p;
+                gx[i] = gy[i] - expf(y[i]) * s;
+            }
+        }
+    }
+}
+
+int64_t emb__log_softmax_dim_scratch(int64_t c) { return 2 * dim_chunk(c > 0 ? c : 1); }
+
 emb__log_softmax_kernels emb__log_softmax_pick(void) {
-    emb__log_softmax_kernels k = {emb__log_softmax_fwd_ref, emb__log_softmax_bwd_ref, false};
+    emb__log_softmax_kernels k = {emb__log_softmax_fwd_ref, emb__log_softmax_bwd_ref,
+                                  emb__log_softmax_dim_fwd_ref, emb__log_softmax_dim_bwd_ref,
+                                  false};
 #if defined(EMB_HAVE_SLEEF)
     if (!emb__force_ref() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         k.fwd = emb__log_softmax_fwd_avx2;
         k.bwd = emb__log_softmax_bwd_avx2;
+        k.dim_fwd = emb__log_softmax_dim_fwd_avx2;
+        k.dim_bwd = emb__log_softmax_dim_bwd_avx2;
         k.simd = true;
     }
 #endif
@@ -129,4 +178,19 @@ float emb__torch_sum_f32(const float *v, int64_t n) {
         s = acc;
     }
     return 0.0f + s;
+}
+
+/* Column sums (a reduction over a non-innermost dimension), as measured against torch:
+ * columns in full groups of 4 (cols < 8) or 32 (cols >= 8) are each a cascade over the
+ * rows; the remaining columns each an ilp4 over the rows; the result stored as 0 + s. */
+void emb__torch_colsum_f32(const float *base, int64_t rows, int64_t cols, int64_t row_stride,
+                           float *out) {
+    const int64_t group = cols < 8 ? 4 : 32;
+    const int64_t cascaded = cols / group * group;
+    for (int64_t j = 0; j < cols; j++) {
+        float s = rows <= 0 ? 0.0f
+                  : j < cascaded ? cascade(base + j, row_stride, rows)
+                                 : ilp4(base + j, row_stride, rows);
+        out[j] = 0.0f + s;
+    }
 }

@@ -153,10 +153,11 @@ static emb_status chunked_sum(int64_t n, int64_t chunk, int64_t cost_per_item, c
  * ------------------------------------------------------------------------------------- */
 
 typedef struct ce_shape {
-    int64_t n, c;
-    bool batched; /* logits [N, C] (else [C] with a 0-d target) */
+    int64_t n, c, inner; /* logits [N, C, inner...]; inner = 1 for [N, C] and [C] */
+    bool batched;        /* rank >= 2 (else [C] with a 0-d target) */
+    bool spatial;        /* rank >= 3: torch's nll_loss2d and log_softmax over dim 1 */
     int none_ndim;
-    int64_t none_shape[1];
+    int64_t none_shape[EMB_MAX_DIMS];
 } ce_shape;
 
 static const char *torch_scalar_name(emb_dtype d) {
@@ -185,9 +186,10 @@ static emb_status ce_check(const emb_tensor *logits, const emb_tensor *target,
                           "nll_loss has no label_smoothing (got %g); use cross_entropy",
                           o->label_smoothing);
     char buf[300], buf2[300];
-    if (logits->ndim != 1 && logits->ndim != 2)
-        return emb__error(EMB_ERR_SHAPE, "%s: %s must be [N, C] or [C], got shape %s", op,
-                          xname, emb__shape_fmt(buf, sizeof buf, logits->ndim, logits->shape));
+    if (logits->ndim < 1)
+        return emb__error(EMB_ERR_SHAPE, "%s: %s must be [N, C, d1, ...], [N, C] or [C], got "
+                          "shape %s", op, xname,
+                          emb__shape_fmt(buf, sizeof buf, logits->ndim, logits->shape));
     if (target->dtype != EMB_INT64) {
         if (target->dtype == EMB_FLOAT32 || target->dtype == EMB_FLOAT64 ||
             target->dtype == EMB_FLOAT16 || target->dtype == EMB_BFLOAT16)
@@ -199,24 +201,48 @@ static emb_status ce_check(const emb_tensor *logits, const emb_tensor *target,
                           "expected scalar type Long but found %s (%s: target must be int64)",
                           torch_scalar_name(target->dtype), op);
     }
-    s->batched = logits->ndim == 2;
+    s->batched = logits->ndim >= 2;
+    s->spatial = logits->ndim >= 3;
+    s->inner = 1;
     if (s->batched) {
         s->n = logits->shape[0];
         s->c = logits->shape[1];
-        if (target->ndim == 1 && target->shape[0] != s->n)
+        if ((target->ndim >= 1 && target->shape[0] != s->n) ||
+            (target->ndim == 0 && logits->ndim == 2))
             return emb__error(EMB_ERR_SHAPE,
                               "Expected input batch_size (%" PRId64
                               ") to match target batch_size (%" PRId64 ").",
-                              s->n, target->shape[0]);
-        if (target->ndim != 1)
+                              s->n, target->ndim ? target->shape[0] : 0);
+        if (logits->ndim == 2 && target->ndim > 1)
             return emb__error(EMB_ERR_SHAPE,
-                              "%s: %s of shape %s need a 1-D target [%" PRId64 "], got shape %s",
-                              op, xname,
-                              emb__shape_fmt(buf, sizeof buf, logits->ndim, logits->shape),
-                              s->n, emb__shape_fmt(buf2, sizeof buf2, target->ndim,
-                                                   target->shape));
-        s->none_ndim = 1;
+                              "0D or 1D target tensor expected, multi-target not supported "
+                              "(%s: target of shape %s)", op,
+                              emb__shape_fmt(buf, sizeof buf, target->ndim, target->shape));
+        s->none_ndim = logits->ndim - 1;
         s->none_shape[0] = s->n;
+        bool same = target->ndim == logits->ndim - 1;
+        for (int i = 2; i < logits->ndim; i++) {
+            s->none_shape[i - 1] = logits->shape[i];
+            if (!emb__mul_i64(s->inner, logits->shape[i], &s->inner))
+                return emb__error(EMB_ERR_OVERFLOW, "%s: the spatial size of %s overflows",
+                                  op, emb__shape_fmt(buf, sizeof buf, logits->ndim,
+                                                     logits->shape));
+            if (same && target->shape[i - 1] != logits->shape[i]) same = false;
+        }
+        if (!same && logits->ndim == 4 && target->ndim != 3)
+            return emb__error(EMB_ERR_SHAPE,
+                              "only batches of spatial targets supported (3D tensors) but got "
+                              "targets of dimension: %d", target->ndim);
+        if (!same && logits->ndim == 4) /* torch's nll_loss2d message, verbatim */
+            return emb__error(EMB_ERR_SHAPE, "size mismatch (got input: %s , target: %s",
+                              emb__shape_fmt(buf, sizeof buf, logits->ndim, logits->shape),
+                              emb__shape_fmt(buf2, sizeof buf2, target->ndim, target->shape));
+        if (!same)
+            return emb__error(EMB_ERR_SHAPE, "Expected target size %s, got %s (%s: %s %s)",
+                              emb__shape_fmt(buf, sizeof buf, s->none_ndim, s->none_shape),
+                              emb__shape_fmt(buf2, sizeof buf2, target->ndim, target->shape),
+                              op, xname,
+                              emb__shape_fmt((char[300]){0}, 300, logits->ndim, logits->shape));
     } else {
         s->n = 1;
         s->c = logits->shape[0];
@@ -236,7 +262,8 @@ static emb_status ce_check(const emb_tensor *logits, const emb_tensor *target,
                               emb__shape_fmt(buf, sizeof buf, o->weight->ndim, o->weight->shape));
     }
     const int64_t *t = target->data;
-    for (int64_t i = 0; i < s->n; i++) {
+    const int64_t nt = emb_tensor_numel(target);
+    for (int64_t i = 0; i < nt; i++) {
         if (t[i] == o->ignore_index) continue;
         if (t[i] < 0 || t[i] >= s->c)
             return emb__error(EMB_ERR_INDEX,
@@ -305,34 +332,84 @@ static void log_softmax_backward_rows(const float *gy, const float *y, float *gx
     }
 }
 
-/* nll_loss forward of logp [n, c] (see the section comment). For none, out[n]; else
- * *total and *total_weight. */
+/* log_softmax over dim 1 of [n, c, inner] (torch's kernel for a dimension that is not the
+ * last), forward (gy NULL: y = f(x)) or backward (gx = f'(gy, y)); the n slices are split
+ * between threads, each with its own scratch. */
+static emb_status log_softmax_dim(const float *x, const float *gy, const float *y, float *out,
+                                  int64_t n, int64_t c, int64_t inner) {
+    if (n <= 0 || c <= 0 || inner <= 0) return EMB_OK;
+    emb__log_softmax_kernels k = emb__log_softmax_pick();
+    int64_t work = work_of(work_of(n, c), inner);
+    int nt = emb__threads_for(work, 1 << 14);
+    if (nt > n) nt = (int)n;
+    if (nt < 1) nt = 1;
+    const int64_t per = emb__log_softmax_dim_scratch(c);
+    float *scratch = NULL;
+    emb_status st = alloc_rows(nt, per, &scratch);
+    if (st) return st;
+    const int64_t slab = c * inner;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#endif
+    for (int t = 0; t < nt; t++) {
+        int64_t r0 = n * t / nt, r1 = n * (t + 1) / nt;
+        float *sc = scratch + (int64_t)t * per;
+        if (gy) k.dim_bwd(gy + r0 * slab, y + r0 * slab, out + r0 * slab, r1 - r0, c, inner, sc);
+        else k.dim_fwd(x + r0 * slab, out + r0 * slab, r1 - r0, c, inner, sc);
+    }
+    emb_free(scratch);
+    return EMB_OK;
+}
+
+/* log_softmax over the class dimension of logits, as torch picks its kernel. */
+static emb_status ce_log_softmax(const ce_shape *s, const float *x, float *logp) {
+    if (s->spatial) return log_softmax_dim(x, NULL, NULL, logp, s->n, s->c, s->inner);
+    log_softmax_rows(x, logp, s->n, s->c);
+    return EMB_OK;
+}
+
+static emb_status ce_log_softmax_backward(const ce_shape *s, const float *gl, const float *logp,
+                                          float *gx) {
+    if (s->spatial) return log_softmax_dim(NULL, gl, logp, gx, s->n, s->c, s->inner);
+    log_softmax_backward_rows(gl, logp, gx, s->n, s->c);
+    return EMB_OK;
+}
+
+/* Index of logp[b][cls][p] in [n, c, inner]. */
+static inline int64_t lp_at(int64_t b, int64_t cls, int64_t p, int64_t c, int64_t inner) {
+    return (b * c + cls) * inner + p;
+}
+
+/* nll_loss forward of logp [n, c, inner] (see the section comment; torch's nll_loss and
+ * nll_loss2d run the same loops). For none, out[n * inner]; else out[0] and
+ * *total_weight. */
 static void nll_forward(const float *logp, const int64_t *t, const float *w, int64_t n,
-                        int64_t c, int64_t ignore, emb_reduction red, float *out,
+                        int64_t c, int64_t inner, int64_t ignore, emb_reduction red, float *out,
                         float *total_weight) {
+    const int64_t numiter = n * inner;
     if (red == EMB_REDUCTION_NONE) {
-        for (int64_t i = 0; i < n; i++) {
+        for (int64_t i = 0; i < numiter; i++) {
             if (t[i] == ignore) {
                 out[i] = 0.0f;
                 continue;
             }
             float wt = w ? w[t[i]] : 1.0f;
-            out[i] = -logp[i * c + t[i]] * wt;
+            out[i] = -logp[lp_at(i / inner, t[i], i % inner, c, inner)] * wt;
         }
         return;
     }
     enum { LEVELS = 8 };
-    int p = ceil_log2_i64(n) / LEVELS;
+    int p = ceil_log2_i64(numiter) / LEVELS;
     if (p < 4) p = 4;
     const int64_t mask = ((int64_t)1 << p) - 1;
     float wsum[LEVELS] = {0}, lsum[LEVELS] = {0};
     int64_t ignored = 0;
-    for (int64_t b = 0; b < n; b++) {
+    for (int64_t b = 0; b < numiter; b++) {
         if (t[b] == ignore) {
             ignored++;
             continue;
         }
-        float v = logp[b * c + t[b]];
+        float v = logp[lp_at(b / inner, t[b], b % inner, c, inner)];
         if (w) {
             float wt = w[t[b]];
             lsum[0] = lsum[0] - v * wt;
@@ -352,7 +429,7 @@ static void nll_forward(const float *logp, const int64_t *t, const float *w, int
     if (w)
         for (int j = 0; j < LEVELS; j++) tw = tw + wsum[j];
     else
-        tw = (float)(n - ignored);
+        tw = (float)(numiter - ignored);
     for (int j = 0; j < LEVELS; j++) total = total + lsum[j];
     if (red == EMB_REDUCTION_MEAN) total = total / tw;
     out[0] = total;
@@ -364,52 +441,58 @@ static inline emb_reduction nll_red(emb_reduction red, bool batched) {
     return red == EMB_REDUCTION_NONE && !batched ? EMB_REDUCTION_SUM : red;
 }
 
-/* The label-smoothing pieces: smooth[i] = -rowsum(logp[i] (* w)), 0 when ignored, and the
- * mean's denominator. tmp: c floats of scratch per thread (allocated here). */
+/* The label-smoothing pieces: smooth[b, p] = -sum over classes of logp[b, :, p] (* w),
+ * in torch's order for sum(dim=1) (a row sum for [N, C], a column sum over the classes of
+ * each [C, inner] slab otherwise), 0 when ignored. */
 static emb_status smooth_rows(const float *logp, const int64_t *t, const float *w, int64_t n,
-                              int64_t c, int64_t ignore, float *smooth) {
+                              int64_t c, int64_t inner, int64_t ignore, float *smooth) {
     float *tmp = NULL;
     if (w && c > 0) {
-        emb_status st = alloc_rows(n, c, &tmp);
+        emb_status st = alloc_rows(work_of(n, c), inner, &tmp);
         if (st) return st;
     }
-    int nt = emb__threads_for(work_of(n, c), 1 << 14);
-    (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int64_t i = 0; i < n; i++) {
-        float s;
-        if (c <= 0) {
-            s = 0.0f;
-        } else if (w) {
-            float *row = tmp + i * c;
-            for (int64_t j = 0; j < c; j++) row[j] = logp[i * c + j] * w[j];
-            s = emb__torch_sum_f32(row, c);
-        } else {
-            s = emb__torch_sum_f32(logp + i * c, c);
+    float *col = NULL;
+    if (inner > 1) {
+        emb_status st = alloc_rows(1, inner, &col);
+        if (st) {
+            emb_free(tmp);
+            return st;
         }
-        smooth[i] = t[i] == ignore ? 0.0f : -s;
+    }
+    const int64_t slab = c * inner;
+    for (int64_t b = 0; b < n; b++) {
+        const float *src = logp + b * slab;
+        if (w && c > 0) {
+            float *dst = tmp + b * slab;
+            for (int64_t j = 0; j < c; j++)
+                for (int64_t p = 0; p < inner; p++) dst[j * inner + p] = src[j * inner + p] * w[j];
+            src = dst;
+        }
+        if (inner == 1) {
+            float s = c > 0 ? emb__torch_sum_f32(src, c) : 0.0f;
+            smooth[b] = t[b] == ignore ? 0.0f : -s;
+        } else {
+            emb__torch_colsum_f32(src, c, inner, inner, col);
+            for (int64_t p = 0; p < inner; p++)
+                smooth[b * inner + p] = t[b * inner + p] == ignore ? 0.0f : -col[p];
+        }
     }
     emb_free(tmp);
+    emb_free(col);
     return EMB_OK;
 }
 
-/* The denominator of the smoothing mean: (float)kept, or the torch sum of w[t_i] over the
- * kept rows. */
-static emb_status smooth_denominator(const int64_t *t, const float *w, int64_t n,
-                                     int64_t ignore, float *den) {
+/* The denominator of the smoothing mean with weights: the torch sum of w[t_i] over the kept
+ * targets, in order. */
+static emb_status smooth_weight_sum(const int64_t *t, const float *w, int64_t count,
+                                    int64_t ignore, float *den) {
     int64_t kept = 0;
-    for (int64_t i = 0; i < n; i++) kept += t[i] != ignore;
-    if (!w) {
-        *den = (float)kept;
-        return EMB_OK;
-    }
+    for (int64_t i = 0; i < count; i++) kept += t[i] != ignore;
     float *g = NULL;
     emb_status st = alloc_rows(kept, 1, &g);
     if (st) return st;
     int64_t k = 0;
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < count; i++)
         if (t[i] != ignore) g[k++] = w[t[i]];
     *den = emb__torch_sum_f32(g, kept);
     emb_free(g);
@@ -432,51 +515,52 @@ static emb_status ce_forward_impl(const emb_tensor *x_t, const emb_tensor *targe
                                NULL, NULL)))
         return st;
     const bool smoothing = with_softmax && o.label_smoothing > 0.0;
-    const int64_t n = s.n, c = s.c;
+    const int64_t n = s.n, c = s.c, inner = s.inner, count = emb_tensor_numel(target);
     const float *w = o.weight ? o.weight->data : NULL;
     const int64_t *t = target->data;
     float *logp_buf = NULL, *nll = NULL, *smooth = NULL;
     const float *logp = x_t->data;
-    if (with_softmax) {
-        if ((st = alloc_rows(n, c, &logp_buf))) return st;
-        log_softmax_rows(x_t->data, logp_buf, n, c);
+    if (with_softmax && emb_tensor_numel(x_t) > 0) {
+        if ((st = alloc_rows(work_of(n, c), inner, &logp_buf))) return st;
+        if ((st = ce_log_softmax(&s, x_t->data, logp_buf))) goto done;
         logp = logp_buf;
     }
-    /* nll into nll[n] (none) or nll[0] */
-    if ((st = alloc_rows(o.reduction == EMB_REDUCTION_NONE ? n : 1, 1, &nll))) goto done;
-    if (smoothing && (st = alloc_rows(n, 1, &smooth))) goto done;
+    /* nll into nll[count] (none) or nll[0] */
+    if ((st = alloc_rows(o.reduction == EMB_REDUCTION_NONE ? count : 1, 1, &nll))) goto done;
+    if (smoothing && (st = alloc_rows(count, 1, &smooth))) goto done;
     float tw = 0.0f;
-    /* torch's nll_loss takes its unreduced path for 2-D input only: an unbatched none is
-     * computed as a sum over its one row (0 - v, never -v: +0 where -v is -0) */
-    nll_forward(logp, t, w, n, c, o.ignore_index, nll_red(o.reduction, s.batched), nll, &tw);
+    /* torch's nll_loss takes its unreduced path for batched input only: an unbatched none
+     * is computed as a sum over its one row (0 - v, never -v: +0 where -v is -0) */
+    nll_forward(logp, t, w, n, c, inner, o.ignore_index, nll_red(o.reduction, s.batched), nll,
+                &tw);
     float *out = loss->data;
     if (!smoothing) {
         if (o.reduction == EMB_REDUCTION_NONE) {
-            if (n > 0) memcpy(out, nll, (size_t)n * sizeof(float));
+            if (count > 0) memcpy(out, nll, (size_t)count * sizeof(float));
         } else {
             out[0] = nll[0];
         }
         goto done;
     }
-    if ((st = smooth_rows(logp, t, w, n, c, o.ignore_index, smooth))) goto done;
+    if ((st = smooth_rows(logp, t, w, n, c, inner, o.ignore_index, smooth))) goto done;
     const float a = (float)(1.0 - o.label_smoothing);
     const float b = (float)(o.label_smoothing / (double)c);
     if (o.reduction == EMB_REDUCTION_NONE) {
-        for (int64_t i = 0; i < n; i++) out[i] = a * nll[i] + smooth[i] * b;
+        for (int64_t i = 0; i < count; i++) out[i] = a * nll[i] + smooth[i] * b;
     } else {
         float ret;
         if (o.reduction == EMB_REDUCTION_MEAN && !w) {
             /* torch: smooth_loss.masked_select(~ignore_mask).mean(): the kept values,
              * compacted, summed, divided by their count */
             int64_t kept = 0;
-            for (int64_t i = 0; i < n; i++)
+            for (int64_t i = 0; i < count; i++)
                 if (t[i] != o.ignore_index) smooth[kept++] = smooth[i];
             ret = emb__torch_sum_f32(smooth, kept) / (float)kept;
         } else {
-            ret = emb__torch_sum_f32(smooth, n);
+            ret = emb__torch_sum_f32(smooth, count);
             if (o.reduction == EMB_REDUCTION_MEAN) {
                 float den;
-                if ((st = smooth_denominator(t, w, n, o.ignore_index, &den))) goto done;
+                if ((st = smooth_weight_sum(t, w, count, o.ignore_index, &den))) goto done;
                 ret = ret / den;
             }
         }
@@ -515,65 +599,74 @@ static emb_status ce_backward_impl(const emb_tensor *x_t, const emb_tensor *targ
                                "grad_loss", o.weight, "weight")))
         return st;
     const bool smoothing = with_softmax && o.label_smoothing > 0.0;
-    const int64_t n = s.n, c = s.c, ignore = o.ignore_index;
+    const int64_t n = s.n, c = s.c, inner = s.inner, ignore = o.ignore_index;
+    const int64_t count = emb_tensor_numel(target), numel = emb_tensor_numel(x_t);
     const float *w = o.weight ? o.weight->data : NULL;
     const int64_t *t = target->data;
     const float *g = grad_loss->data;
     const emb_reduction red = o.reduction;
-    float *logp = NULL, *gl = NULL, *nll = NULL;
-    if (work_of(n, c) == 0 || c == 0 || n == 0) return EMB_OK; /* grad_x is empty */
+    float *logp = NULL, *gl = NULL;
+    if (numel == 0) return EMB_OK; /* grad_x is empty */
     if (with_softmax) {
-        if ((st = alloc_rows(n, c, &logp))) return st;
-        if ((st = alloc_rows(n, c, &gl))) goto done;
-        log_softmax_rows(x_t->data, logp, n, c);
+        if ((st = alloc_rows(numel, 1, &logp))) return st;
+        if ((st = alloc_rows(numel, 1, &gl))) goto done;
+        if ((st = ce_log_softmax(&s, x_t->data, logp))) goto done;
     } else {
         gl = grad_x->data; /* nll_loss: the gradient is written in place */
     }
-    memset(gl, 0, (size_t)(n * c) * sizeof(float));
+    memset(gl, 0, (size_t)numel * sizeof(float));
     /* nll_loss backward */
     const double ad = 1.0 - o.label_smoothing, bd = o.label_smoothing / (double)c;
     if (nll_red(red, s.batched) == EMB_REDUCTION_NONE) {
-        for (int64_t i = 0; i < n; i++) {
+        for (int64_t i = 0; i < count; i++) {
             if (t[i] == ignore) continue;
-            float gn = smoothing ? scale_grad(g[i], ad, s.none_ndim == 0) : g[i];
+            float gn = smoothing ? scale_grad(g[i], ad, false) : g[i];
             float wt = w ? w[t[i]] : 1.0f;
-            gl[i * c + t[i]] = -wt * gn;
+            gl[lp_at(i / inner, t[i], i % inner, c, inner)] = -wt * gn;
         }
     } else {
-        float gn = smoothing ? scale_grad(g[0], ad, true) : g[0];
-        float grad = gn;
+        float grad = smoothing ? scale_grad(g[0], ad, true) : g[0];
         if (red == EMB_REDUCTION_MEAN) {
             /* total_weight as the forward computes it */
             float tw = 0.0f, dummy;
-            nll_forward(with_softmax ? logp : x_t->data, t, w, n, c, ignore, red, &dummy, &tw);
+            nll_forward(with_softmax ? logp : x_t->data, t, w, n, c, inner, ignore, red, &dummy,
+                        &tw);
             grad = grad / tw;
         }
         grad = -grad;
-        for (int64_t i = 0; i < n; i++) {
+        for (int64_t i = 0; i < count; i++) {
             if (t[i] == ignore) continue;
-            gl[i * c + t[i]] = w ? w[t[i]] * grad : grad;
+            gl[lp_at(i / inner, t[i], i % inner, c, inner)] = w ? w[t[i]] * grad : grad;
         }
     }
     if (smoothing) {
         float den = 1.0f;
-        if (red == EMB_REDUCTION_MEAN &&
-            (st = smooth_denominator(t, w, n, ignore, &den)))
-            goto done;
-        for (int64_t i = 0; i < n; i++) {
+        if (red == EMB_REDUCTION_MEAN) {
+            if (w) {
+                if ((st = smooth_weight_sum(t, w, count, ignore, &den))) goto done;
+            } else {
+                int64_t kept = 0;
+                for (int64_t i = 0; i < count; i++) kept += t[i] != ignore;
+                den = (float)kept;
+            }
+        }
+        for (int64_t i = 0; i < count; i++) {
             float gr = red == EMB_REDUCTION_NONE ? scale_grad(g[i], bd, s.none_ndim == 0)
                                                  : scale_grad(g[0], bd, true);
             if (red == EMB_REDUCTION_MEAN) gr = gr / den;
             float gm = t[i] == ignore ? 0.0f : gr;
             float ng = -gm;
-            float *row = gl + i * c;
-            for (int64_t j = 0; j < c; j++) row[j] = row[j] + (w ? ng * w[j] : ng);
+            const int64_t b = i / inner, p = i % inner;
+            for (int64_t j = 0; j < c; j++) {
+                float *e = gl + lp_at(b, j, p, c, inner);
+                *e = *e + (w ? ng * w[j] : ng);
+            }
         }
     }
-    if (with_softmax) log_softmax_backward_rows(gl, logp, grad_x->data, n, c);
+    if (with_softmax) st = ce_log_softmax_backward(&s, gl, logp, grad_x->data);
 done:
     emb_free(logp);
     if (with_softmax) emb_free(gl);
-    emb_free(nll);
     return st;
 }
 

@@ -151,6 +151,29 @@ def test_cross_entropy_large_batches_bit_exact(threads):
                 ce_case(rng, x, t, reduction, -100, 0.2, f"n {n} {reduction} ls")
 
 
+def test_cross_entropy_spatial_bit_exact(threads):
+    """[N, C, d1, ...] logits: log_softmax over dim 1 (torch's kernel for a dimension that is
+    not the last, its chunks, vector and scalar parts), nll_loss2d's cascade, the smoothing
+    sum over classes (a non-innermost reduction)."""
+    rnd = random.Random(31 + threads)
+    rng = np.random.default_rng(31 + threads)
+    for case in range(600):
+        n = rnd.choice([0, 1, 2, 3, 5])
+        c = rnd.choice([1, 2, 3, 8, 12, 40])
+        sp = [rnd.choice([1, 2, 7, 8, 9, 17, 33]) for _ in range(rnd.choice([1, 1, 2, 3]))]
+        if rnd.random() < 0.05:
+            sp[0] = 3000  # more inner positions than one chunk of torch's kernel
+        x = (rng.standard_normal([n, c] + sp) * rnd.choice([0.5, 3.0, 20.0])).astype(np.float32)
+        ignore_index = rnd.choice([-100, rnd.randrange(c)])
+        t = rng.integers(0, c, size=[n] + sp).astype(np.int64)
+        t[rng.random(t.shape) < 0.2] = ignore_index
+        w = rng.uniform(0.1, 2, size=c).astype(np.float32) if rnd.random() < 0.4 else None
+        reduction = rnd.choice(list(REDUCTIONS))
+        ls = rnd.choice([0.0, 0.0, 0.2])
+        ce_case(rng, x, t, reduction, ignore_index, ls,
+                f"case {case}: {list(x.shape)} {reduction} ls {ls} weight {w is not None}", w)
+
+
 def test_cross_entropy_unbatched():
     rng = np.random.default_rng(5)
     for case in range(60):
@@ -296,6 +319,14 @@ def test_cross_entropy_large_logits():
     (np.zeros((3, 4), np.float32), np.array([1, 2, 0], np.int32), {}, ERR_DTYPE),
     (np.zeros((3, 4), np.float32), np.array([1, 2, 0]), {"label_smoothing": 1.5}, ERR_INVALID),
     (np.zeros((3, 0), np.float32), np.array([0, 0, 0]), {}, ERR_INDEX),
+    (np.zeros((2, 3, 2), np.float32), np.array([1, 2]), {}, ERR_SHAPE),
+    (np.zeros((2, 3), np.float32), np.zeros((2, 2), np.int64), {}, ERR_SHAPE),
+    (np.zeros((2, 3), np.float32), np.zeros((1, 2), np.int64), {}, ERR_SHAPE),
+    (np.zeros((2, 3, 4), np.float32), np.zeros((3, 4), np.int64), {}, ERR_SHAPE),
+    (np.zeros((2, 3, 4, 5), np.float32), np.zeros((2, 4), np.int64), {}, ERR_SHAPE),
+    (np.zeros((2, 3, 4, 5), np.float32), np.zeros((2, 4, 6), np.int64), {}, ERR_SHAPE),
+    (np.zeros((2, 3, 4, 5, 6), np.float32), np.zeros((2, 4, 5, 7), np.int64), {}, ERR_SHAPE),
+    (np.zeros((2, 3, 4), np.float32), np.full((2, 4), 3), {}, ERR_INDEX),
 ])
 def test_cross_entropy_errors_match_torch(x, t, kw, status):
     t = np.ascontiguousarray(t)
@@ -321,8 +352,8 @@ def test_cross_entropy_other_errors():
         (x, np.array([0.0, 1.0], np.float32), opts(), loss, ERR_DTYPE,
          "class-probability targets are not supported"),
         (x.astype(np.float64), t, opts(), loss, ERR_DTYPE, "logits must be float32"),
-        (np.zeros((2, 3, 2), np.float32), t, opts(), loss, ERR_SHAPE,
-         "logits must be [N, C] or [C], got shape [2, 3, 2]"),
+        (np.zeros((), np.float32), t, opts(), loss, ERR_SHAPE,
+         "logits must be [N, C, d1, ...], [N, C] or [C], got shape []"),
         (x, t, opts(label_smoothing=-0.5), loss, ERR_INVALID,
          "label_smoothing must be between 0.0 and 1.0. Got: -0.5"),
         (x, t, opts("none"), loss, ERR_SHAPE, "loss has shape [], expected [2]"),
