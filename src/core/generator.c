@@ -13,6 +13,7 @@
  * fmaf()/fma() and every other operation rounds on its own, as in PyTorch's machine code.
  */
 #include "internal.h"
+#include "rng_normal.h"
 #include <emb/random.h>
 
 #include <float.h>
@@ -21,12 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define EMB__RNG_X86 1
-#else
-#define EMB__RNG_X86 0
-#endif
 
 /* ---------------------------------------------------------------------------------------
  * The engine
@@ -289,113 +284,9 @@ static inline double normal_scalar(emb_generator *g) {
 
 /* ---------------------------------------------------------------------------------------
  * normal_: the float32 block transform (Cephes-style log and sincos, FMA pattern of the
- * AVX2 kernel). d[0..8) hold u1 candidates, d[8..16) u2; both are overwritten.
+ * AVX2 kernel; rng_normal_ref.c and its AVX2 twin rng_normal_avx2.c). d[0..8) hold u1
+ * candidates, d[8..16) u2; both are overwritten.
  * ------------------------------------------------------------------------------------- */
-
-static inline uint32_t f2u(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-static inline float u2f(uint32_t u) {
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-#define LOG_P0 7.0376836292E-2f
-#define LOG_P1 -1.1514610310E-1f
-#define LOG_P2 1.1676998740E-1f
-#define LOG_P3 -1.2420140846E-1f
-#define LOG_P4 1.4249322787E-1f
-#define LOG_P5 -1.6668057665E-1f
-#define LOG_P6 2.0000714765E-1f
-#define LOG_P7 -2.4999993993E-1f
-#define LOG_P8 3.3333331174E-1f
-#define LOG_Q1 -2.12194440e-4f
-#define LOG_Q2 0.693359375f
-#define SQRT_HALF 0.707106781186547524f
-#define SC_FOPI 1.27323954473516f
-#define SC_DP1 -0.78515625f
-#define SC_DP2 -2.4187564849853515625e-4f
-#define SC_DP3 -3.77489497744594108e-8f
-#define SIN_P0 -1.9515295891E-4f
-#define SIN_P1 8.3321608736E-3f
-#define SIN_P2 -1.6666654611E-1f
-#define COS_P0 2.443315711809948E-5f
-#define COS_P1 -1.388731625493765E-3f
-#define COS_P2 4.166664568298827E-2f
-#define TWO_PI_F 6.28318530717958647692f /* rounds to 0x40C90FDB */
-
-/* Natural log for x in (0, 1]. */
-static inline float log_cephes(float x) {
-    uint32_t b = f2u(x);
-    float e = (float)((int32_t)(b >> 23) - 127) + 1.0f;
-    float m = u2f((b & 0x807FFFFFu) | 0x3F000000u);
-    if (m < SQRT_HALF) {
-        e = e - 1.0f;
-        m = (m - 1.0f) + m;
-    } else {
-        m = m - 1.0f;
-    }
-    float z = m * m;
-    float y = LOG_P0;
-    y = fmaf(y, m, LOG_P1);
-    y = fmaf(y, m, LOG_P2);
-    y = fmaf(y, m, LOG_P3);
-    y = fmaf(y, m, LOG_P4);
-    y = fmaf(y, m, LOG_P5);
-    y = fmaf(y, m, LOG_P6);
-    y = fmaf(y, m, LOG_P7);
-    y = fmaf(y, m, LOG_P8);
-    y = y * m;
-    y = fmaf(y, z, e * LOG_Q1);
-    y = fmaf(-z, 0.5f, y);
-    float r = m + y;
-    return fmaf(e, LOG_Q2, r);
-}
-
-/* sin and cos of x >= 0. */
-static inline void sincos_cephes(float x, float *s_out, float *c_out) {
-    int32_t j = ((int32_t)(x * SC_FOPI) + 1) & ~1;
-    float y = (float)j;
-    x = fmaf(y, SC_DP1, x);
-    x = fmaf(y, SC_DP2, x);
-    x = fmaf(y, SC_DP3, x);
-    float z = x * x;
-    float c = fmaf(fmaf(COS_P0, z, COS_P1), z, COS_P2);
-    c = c * z;
-    c = fmaf(c, z, -(z * 0.5f));
-    c = c + 1.0f;
-    float s = fmaf(fmaf(SIN_P0, z, SIN_P1), z, SIN_P2);
-    s = s * z;
-    s = fmaf(s, x, x);
-    /* The kernel blends with masks and adds; the same arithmetic here keeps signed zeros. */
-    int swap = (j & 2) != 0;
-    float ys1 = swap ? c : 0.0f, ys2 = swap ? 0.0f : s;
-    float sin_v = ys1 + ys2;
-    float cos_v = (c - ys1) + (s - ys2);
-    uint32_t sin_sign = ((uint32_t)j & 4u) << 29;
-    uint32_t cos_sign = ((~(uint32_t)(j - 2)) & 4u) << 29;
-    *s_out = u2f(f2u(sin_v) ^ sin_sign);
-    *c_out = u2f(f2u(cos_v) ^ cos_sign);
-}
-
-/* The reference block transform, on `nb` consecutive blocks of 16. */
-static void normal16_ref(float *d, int64_t nb, float mean, float std) {
-    for (int64_t b = 0; b < nb; b++, d += 16) {
-        for (int j = 0; j < 8; j++) {
-            float u1 = 1.0f - d[j];
-            float u2 = d[j + 8];
-            float radius = sqrtf(-2.0f * log_cephes(u1));
-            float theta = TWO_PI_F * u2;
-            float s, c;
-            sincos_cephes(theta, &s, &c);
-            d[j] = fmaf(radius * c, std, mean);
-            d[j + 8] = fmaf(radius * s, std, mean);
-        }
-    }
-}
 
 typedef void (*normal16_fn)(float *d, int64_t nb, float mean, float std);
 
@@ -457,92 +348,11 @@ static void normal_f64_vector(emb_generator *g, double *d, int64_t n, double mea
     }
 }
 
-#if EMB__RNG_X86
-/* The block transform with AVX2/FMA intrinsics: the same operations as normal16_ref, eight
- * lanes at a time (lane j handles d[j] and d[j+8]). Must match normal16_ref bit for bit. */
-#define EMB__AVX2 __attribute__((target("avx2,fma")))
-
-EMB__AVX2 static inline __m256 log_cephes_avx2(__m256 x) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    __m256i b = _mm256_castps_si256(x);
-    __m256i ex = _mm256_sub_epi32(_mm256_srli_epi32(b, 23), _mm256_set1_epi32(127));
-    __m256 e = _mm256_add_ps(_mm256_cvtepi32_ps(ex), one);
-    __m256 m = _mm256_castsi256_ps(_mm256_or_si256(
-        _mm256_and_si256(b, _mm256_set1_epi32((int)0x807FFFFF)), _mm256_set1_epi32(0x3F000000)));
-    __m256 small = _mm256_cmp_ps(m, _mm256_set1_ps(SQRT_HALF), _CMP_LT_OS);
-    __m256 keep = _mm256_and_ps(m, small);
-    m = _mm256_sub_ps(m, one);
-    e = _mm256_sub_ps(e, _mm256_and_ps(one, small));
-    m = _mm256_add_ps(m, keep);
-    __m256 z = _mm256_mul_ps(m, m);
-    __m256 y = _mm256_set1_ps(LOG_P0);
-    y = _mm256_fmadd_ps(y, m, _mm256_set1_ps(LOG_P1));
-    y = _mm256_fmadd_ps(y, m, _mm256_set1_ps(LOG_P2));
-    y = _mm256_fmadd_ps(y, m, _mm256_set1_ps(LOG_P3));
-    y = _mm256_fmadd_ps(y, m, _mm256_set1_ps(LOG_P4));
-    y = _mm256_fmadd_ps(y, m, _mm256_set1_ps(LOG_P5));
-    y = _mm256_fmadd_ps(y, m, _mm256_set1_ps(LOG_P6));
-    y = _mm256_fmadd_ps(y, m, _mm256_set1_ps(LOG_P7));
-    y = _mm256_fmadd_ps(y, m, _mm256_set1_ps(LOG_P8));
-    y = _mm256_mul_ps(y, m);
-    y = _mm256_fmadd_ps(y, z, _mm256_mul_ps(e, _mm256_set1_ps(LOG_Q1)));
-    y = _mm256_fnmadd_ps(z, _mm256_set1_ps(0.5f), y);
-    __m256 r = _mm256_add_ps(m, y);
-    return _mm256_fmadd_ps(e, _mm256_set1_ps(LOG_Q2), r);
-}
-
-EMB__AVX2 static inline void sincos_cephes_avx2(__m256 x, __m256 *s_out, __m256 *c_out) {
-    __m256i j = _mm256_cvttps_epi32(_mm256_mul_ps(x, _mm256_set1_ps(SC_FOPI)));
-    j = _mm256_and_si256(_mm256_add_epi32(j, _mm256_set1_epi32(1)), _mm256_set1_epi32(~1));
-    __m256 y = _mm256_cvtepi32_ps(j);
-    __m256i four = _mm256_set1_epi32(4);
-    __m256 sin_sign = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(j, four), 29));
-    __m256 cos_sign = _mm256_castsi256_ps(_mm256_slli_epi32(
-        _mm256_andnot_si256(_mm256_sub_epi32(j, _mm256_set1_epi32(2)), four), 29));
-    __m256 swap = _mm256_castsi256_ps(_mm256_cmpeq_epi32(
-        _mm256_and_si256(j, _mm256_set1_epi32(2)), _mm256_set1_epi32(2)));
-    x = _mm256_fmadd_ps(y, _mm256_set1_ps(SC_DP1), x);
-    x = _mm256_fmadd_ps(y, _mm256_set1_ps(SC_DP2), x);
-    x = _mm256_fmadd_ps(y, _mm256_set1_ps(SC_DP3), x);
-    __m256 z = _mm256_mul_ps(x, x);
-    __m256 c = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(COS_P0), z, _mm256_set1_ps(COS_P1)),
-                               z, _mm256_set1_ps(COS_P2));
-    c = _mm256_mul_ps(c, z);
-    c = _mm256_fmsub_ps(c, z, _mm256_mul_ps(z, _mm256_set1_ps(0.5f)));
-    c = _mm256_add_ps(c, _mm256_set1_ps(1.0f));
-    __m256 s = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(SIN_P0), z, _mm256_set1_ps(SIN_P1)),
-                               z, _mm256_set1_ps(SIN_P2));
-    s = _mm256_mul_ps(s, z);
-    s = _mm256_fmadd_ps(s, x, x);
-    __m256 ys1 = _mm256_and_ps(swap, c);
-    __m256 ys2 = _mm256_andnot_ps(swap, s);
-    __m256 sin_v = _mm256_add_ps(ys1, ys2);
-    __m256 cos_v = _mm256_add_ps(_mm256_sub_ps(c, ys1), _mm256_sub_ps(s, ys2));
-    *s_out = _mm256_xor_ps(sin_v, sin_sign);
-    *c_out = _mm256_xor_ps(cos_v, cos_sign);
-}
-
-EMB__AVX2 static void normal16_avx2(float *d, int64_t nb, float mean, float std) {
-    __m256 vm = _mm256_set1_ps(mean), vs = _mm256_set1_ps(std);
-    for (int64_t b = 0; b < nb; b++, d += 16) {
-        __m256 u1 = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_loadu_ps(d));
-        __m256 u2 = _mm256_loadu_ps(d + 8);
-        __m256 radius = _mm256_sqrt_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), log_cephes_avx2(u1)));
-        __m256 theta = _mm256_mul_ps(_mm256_set1_ps(TWO_PI_F), u2);
-        __m256 s, c;
-        sincos_cephes_avx2(theta, &s, &c);
-        _mm256_storeu_ps(d, _mm256_fmadd_ps(_mm256_mul_ps(radius, c), vs, vm));
-        _mm256_storeu_ps(d + 8, _mm256_fmadd_ps(_mm256_mul_ps(radius, s), vs, vm));
-    }
-}
-#endif
-
 static normal16_fn pick_normal16(void) {
 #if EMB__RNG_X86
-    if (!emb__force_ref() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return normal16_avx2;
+    if (emb__use_avx2()) return emb__normal16_avx2;
 #endif
-    return normal16_ref;
+    return emb__normal16_ref;
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -64,7 +64,16 @@ const char *emb__shape_fmt(char *buf, size_t size, int ndim, const int64_t *shap
  * least `grain` units (1 when OpenMP is off). */
 int emb__threads_for(int64_t work, int64_t grain);
 
-/* True when the reference kernels are forced. */
+/* True when the reference kernels are forced (emb_set_kernel_mode(EMB_KERNELS_REF), or
+ * EMB_KERNELS=ref in the environment). */
 bool emb__force_ref(void);
+
+/* True when this CPU runs the AVX2+FMA kernel variants (detected once). */
+bool emb__cpu_has_avx2(void);
+
+/* The one predicate every choice between a scalar reference and its AVX2+FMA twin uses
+ * (src/kernels/dispatch.c for the kernel tables, generator.c for normal_'s block
+ * transform): the CPU has AVX2 and FMA and the reference kernels are not forced. */
+bool emb__use_avx2(void);
 
 #endif /* EMB_INTERNAL_H */

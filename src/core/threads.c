@@ -1,4 +1,5 @@
-/* Thread count and kernel selection. */
+/* Thread count and kernel selection (the mode, and the one CPU check every choice between
+ * kernel variants uses). */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -43,3 +44,21 @@ emb_kernel_mode emb_get_kernel_mode(void) {
 }
 
 bool emb__force_ref(void) { return emb_get_kernel_mode() == EMB_KERNELS_REF; }
+
+bool emb__cpu_has_avx2(void) {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+    /* Detected on first use; an atomic int, so concurrent first calls are race-free (they
+     * all store the same value). */
+    static int have_avx2 = -1;
+    int have = __atomic_load_n(&have_avx2, __ATOMIC_RELAXED);
+    if (have < 0) {
+        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        __atomic_store_n(&have_avx2, have, __ATOMIC_RELAXED);
+    }
+    return have != 0;
+#else
+    return false;
+#endif
+}
+
+bool emb__use_avx2(void) { return !emb__force_ref() && emb__cpu_has_avx2(); }

@@ -24,23 +24,11 @@ static const emb__kernel_table kernels_avx2 = {
 };
 #endif
 
-/* The best table this CPU runs, detected on first use (an atomic int, so concurrent first
- * calls are race-free; they all store the same value). */
-static const emb__kernel_table *best_table(void) {
+const emb__kernel_table *emb__kernels(void) {
 #if EMB__KERNELS_AVX2
-    static int have_avx2 = -1; /* -1: not yet detected */
-    int have = __atomic_load_n(&have_avx2, __ATOMIC_RELAXED);
-    if (have < 0) {
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-        __atomic_store_n(&have_avx2, have, __ATOMIC_RELAXED);
-    }
-    if (have) return &kernels_avx2;
+    if (emb__use_avx2()) return &kernels_avx2;
 #endif
     return &emb__kernels_ref;
-}
-
-const emb__kernel_table *emb__kernels(void) {
-    return emb__force_ref() ? &emb__kernels_ref : best_table();
 }
 
 int emb__kernel_variants(const emb__kernel_table *const **out) {
@@ -51,5 +39,5 @@ int emb__kernel_variants(const emb__kernel_table *const **out) {
 #endif
     };
     *out = all;
-    return best_table() == &emb__kernels_ref ? 1 : (int)(sizeof all / sizeof all[0]);
+    return emb__cpu_has_avx2() ? (int)(sizeof all / sizeof all[0]) : 1;
 }

@@ -5,7 +5,8 @@
  * (backward_body.h, lookup_body.h, optim_body.h), so all variants give the same bits. The
  * modules call the kernels through emb__kernels(), which returns the reference table when
  * the reference kernels are forced (emb_set_kernel_mode(EMB_KERNELS_REF), or EMB_KERNELS=ref
- * in the environment), else the best table this CPU supports (detected once). */
+ * in the environment), else the best table this CPU supports: emb__use_avx2() (core), the
+ * predicate the generator's block transform (src/core/rng_normal_*.c) uses too. */
 #ifndef EMB_KERNELS_DISPATCH_H
 #define EMB_KERNELS_DISPATCH_H
 

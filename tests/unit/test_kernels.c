@@ -1,9 +1,12 @@
 /* Unit tests of the kernel dispatch (src/kernels/dispatch.h): every SIMD variant this CPU
  * runs gives the same bits as the scalar reference kernels, for every kernel in the table
- * and every option, and emb__kernels() honours the kernel mode. */
+ * and every option, and emb__kernels() honours the kernel mode. Also the generator's block
+ * transform (src/core/rng_normal.h), whose AVX2 twin is chosen by the same predicate. */
 #include "emb_test.h"
 
 #include "kernels/dispatch.h"
+#include "internal.h"
+#include "rng_normal.h"
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
 
@@ -258,6 +261,42 @@ static void test_optim_variants(void **state) {
 #undef SAME
 }
 
+/* normal_'s float32 block transform: the AVX2 twin against emb__normal16_ref on uniforms as
+ * the generator makes them (24-bit multiples of 2^-24 in [0, 1)), edges included. */
+static void test_normal16_variants(void **state) {
+    (void)state;
+    enum { NB = 256 };
+    static float u[NB * 16], want[NB * 16], got[NB * 16];
+    for (int64_t i = 0; i < NB * 16; i++)
+        u[i] = (float)(emb_test_next_u64(&rng) >> 40) * 0x1p-24f;
+    const float edges[] = {0.0f, 0x1p-24f, 0.5f, 0.25f, 0.125f, 1.0f - 0x1p-24f, 0.75f,
+                           0.70710677f, 0.70710683f, 0.999f};
+    for (size_t k = 0; k < sizeof edges / sizeof edges[0]; k++) {
+        u[k] = edges[k];                       /* as u1 candidates */
+        u[16 + 8 + k % 8] = edges[k];          /* as u2 */
+    }
+    const float params[][2] = {{0.0f, 1.0f}, {0.5f, 2.0f}, {-3.0f, 0.01f}, {0.0f, 0.0f}};
+    int checked = 0;
+    for (size_t pi = 0; pi < sizeof params / sizeof params[0]; pi++) {
+        memcpy(want, u, sizeof u);
+        emb__normal16_ref(want, NB, params[pi][0], params[pi][1]);
+        assert_true(memcmp(want, u, sizeof u) != 0);
+#if EMB__RNG_X86
+        if (emb__cpu_has_avx2()) {
+            memcpy(got, u, sizeof u);
+            emb__normal16_avx2(got, NB, params[pi][0], params[pi][1]);
+            EMB_ASSERT_EXACT(got, want, NB * 16, "normal16 avx2");
+            checked++;
+        }
+#endif
+    }
+    emb_set_kernel_mode(EMB_KERNELS_REF);
+    assert_false(emb__use_avx2());
+    emb_set_kernel_mode(EMB_KERNELS_AUTO);
+    assert_true(emb__use_avx2() == emb__cpu_has_avx2());
+    if (!checked) print_message("only the reference block transform runs on this CPU\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mode_selects_table),
@@ -265,6 +304,7 @@ int main(void) {
         cmocka_unit_test(test_norm_variants),
         cmocka_unit_test(test_renorm_variants),
         cmocka_unit_test(test_optim_variants),
+        cmocka_unit_test(test_normal16_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
