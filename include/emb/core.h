@@ -57,6 +57,7 @@ typedef enum emb_status {
     EMB_ERR_IO = -10,         /* reading or writing a file failed */
     EMB_ERR_FORMAT = -11,     /* a file or string is malformed */
     EMB_ERR_READ_ONLY = -12,  /* the call would write memory that is read-only */
+    EMB_ERR_CANCELLED = -13,  /* a long operation was stopped by its caller's callback */
 } emb_status;
 
 /* A static, human-readable name of a status code ("index out of range" ...). Never NULL;

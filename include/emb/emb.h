@@ -21,5 +21,6 @@
 #include "random.h"
 #include "search.h"
 #include "vocab.h"
+#include "word2vec.h"
 
 #endif /* EMB_EMB_H */

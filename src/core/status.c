@@ -27,6 +27,7 @@ const char *emb_status_str(int status) {
     case EMB_ERR_IO: return "i/o error";
     case EMB_ERR_FORMAT: return "malformed input";
     case EMB_ERR_READ_ONLY: return "read-only";
+    case EMB_ERR_CANCELLED: return "cancelled";
     default: return "unknown status";
     }
 }

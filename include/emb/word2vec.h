@@ -1,0 +1,147 @@
+/* emb/word2vec.h: learning word vectors from raw text — skip-gram and CBOW with negative
+ * sampling, frequent-word subsampling, a dynamic window and a linearly decaying learning
+ * rate, as the word2vec tool, gensim and fastText train them (docs/word2vec.md).
+ *
+ *   emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+ *   emb_w2v *w;
+ *   emb_w2v_create_from_file(&o, "corpus.txt", &w);    // one pass: vocabulary + token ids
+ *   emb_w2v_train(w, progress, NULL);                  // epochs over the ids, o.threads
+ *   emb_tensor vectors; emb_w2v_vectors(w, &vectors);  // [vocab size, dim], row i = word i
+ *   const emb_vocab *words = emb_w2v_vocab(w);
+ *   emb_w2v_free(w);
+ *
+ * The tables are emb embeddings (emb_w2v_input_embedding): the input vectors are what the
+ * tools save; the output (negative-sampling) vectors are kept for checkpoints.
+ */
+#ifndef EMB_WORD2VEC_H
+#define EMB_WORD2VEC_H
+
+#include <stdio.h>
+
+#include "core.h"
+#include "embedding.h"
+#include "vocab.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum emb_w2v_model {
+    EMB_W2V_SKIPGRAM = 0,
+    EMB_W2V_CBOW = 1,
+} emb_w2v_model;
+
+/* Training settings. emb_w2v_options_default(model) gives the word2vec tool's defaults:
+ * dim 100, window 5, negative 5, sample 1e-3, min_count 5, epochs 5, alpha 0.025 for
+ * skip-gram and 0.05 for CBOW, min_alpha = alpha * 1e-4, cbow_mean true, seed 1. */
+typedef struct emb_w2v_options {
+    emb_w2v_model model;
+    int64_t dim;         /* vector size, >= 1 */
+    int window;          /* maximum distance to a context word, >= 1; each center word
+                            draws its effective window uniformly from [1, window] */
+    int negative;        /* negative samples per example, >= 1 (hierarchical softmax is
+                            not provided) */
+    double sample;       /* subsampling threshold (0: off): a word of frequency f is kept
+                            with probability (sqrt(f / sample) + 1) * sample / f */
+    int64_t min_count;   /* words seen fewer times are dropped, >= 1 */
+    int64_t max_vocab;   /* keep at most this many (most frequent) words; 0: no limit */
+    int epochs;          /* >= 1 */
+    double alpha;        /* initial learning rate, > 0 */
+    double min_alpha;    /* final learning rate, in [0, alpha] */
+    bool cbow_mean;      /* CBOW: average the context vectors (true) or sum them */
+    int threads;         /* training threads; 0: emb_get_num_threads() */
+    uint64_t seed;       /* initialisation and sampling */
+    bool lowercase;      /* lowercase ASCII letters of tokens */
+    bool strip_punct;    /* strip leading and trailing ASCII punctuation from tokens */
+    int64_t max_sentence; /* a line longer than this many tokens is cut into pieces; 1000 */
+} emb_w2v_options;
+
+EMB_API emb_w2v_options emb_w2v_options_default(emb_w2v_model model);
+
+/* Checks the options; the message names the first bad field. Errors: EMB_ERR_NULL,
+ * EMB_ERR_INVALID. */
+EMB_API emb_status emb_w2v_options_check(const emb_w2v_options *opts);
+
+/* A training run: the vocabulary, the corpus as token ids, both tables and the progress.
+ * Opaque; single-threaded (emb_w2v_train runs its own threads). */
+typedef struct emb_w2v emb_w2v;
+
+/* Reads a corpus in one streaming pass (UTF-8 text; tokens are separated by ASCII
+ * whitespace, a line ends a sentence), counts the words, keeps those seen at least
+ * min_count times (the max_vocab most frequent), orders them by count (descending; ties in
+ * order of first appearance), and keeps the corpus as int32 token ids (4 bytes per kept
+ * token: dropped words are not stored). Then creates the tables: input vectors uniform in
+ * [-0.5/dim, 0.5/dim) from the seed, output vectors zero.
+ * path "-" reads stdin. Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_INVALID (options),
+ * EMB_ERR_IO (cannot open or read: the message names the file), EMB_ERR_FORMAT (not
+ * UTF-8: "corpus.txt:12: invalid UTF-8 in token ..."; no token at all: "corpus is empty";
+ * no word seen min_count times: "no word occurs at least 5 times (min_count) ..."),
+ * EMB_ERR_NOMEM, EMB_ERR_OVERFLOW (more than 2^31 - 1 distinct words). */
+EMB_API emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path,
+                                            emb_w2v **out);
+/* The same from an open stream (read to its end; not closed). name is used in messages. */
+EMB_API emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f,
+                                              const char *name, emb_w2v **out);
+/* The same from a vocabulary (copied; counts used for subsampling and negative sampling)
+ * and token ids ids[0..n) in [0, vocab size) or -1 for a sentence end. */
+EMB_API emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab *vocab,
+                                           const int32_t *ids, int64_t n, emb_w2v **out);
+EMB_API void emb_w2v_free(emb_w2v *w);
+
+/* What a progress callback sees. words_done counts corpus tokens processed (before
+ * subsampling) over all epochs; words_total = epochs * corpus tokens. */
+typedef struct emb_w2v_progress {
+    int64_t words_done;
+    int64_t words_total;
+    int epoch;      /* 0-based epoch of the next word */
+    double alpha;   /* current learning rate */
+    double seconds; /* wall time since this emb_w2v_train call began */
+} emb_w2v_progress;
+
+/* Called from the calling thread between rounds (about every 100,000 words); return
+ * non-zero to stop training (emb_w2v_train then returns EMB_ERR_CANCELLED, and the run can
+ * be continued by calling emb_w2v_train again). */
+typedef int (*emb_w2v_progress_fn)(const emb_w2v_progress *p, void *user);
+
+/* Trains until every epoch is done (continuing a run that was cancelled or resumed from a
+ * checkpoint). With threads == 1 the result depends only on the corpus, the options and
+ * the seed: two runs give bit-identical vectors, and a run resumed from a checkpoint gives
+ * the same vectors as an uninterrupted one. With more threads, rows are updated without
+ * locks (Hogwild, as the word2vec tool, gensim and fastText do) and results vary slightly
+ * from run to run. progress may be NULL.
+ * Errors: EMB_ERR_NULL, EMB_ERR_CANCELLED, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user);
+
+/* The vocabulary (row i of the vectors is word i). Owned by w. */
+EMB_API const emb_vocab *emb_w2v_vocab(const emb_w2v *w);
+/* A view of the input vectors, float32 [vocab size, dim], owned by w. */
+EMB_API emb_status emb_w2v_vectors(const emb_w2v *w, emb_tensor *view);
+/* The tables as emb embeddings (owned by w): the input vectors and the output vectors. */
+EMB_API emb_embedding *emb_w2v_input_embedding(const emb_w2v *w);
+EMB_API emb_embedding *emb_w2v_output_embedding(const emb_w2v *w);
+/* Tokens in the corpus (sentence ends excluded), and tokens done so far over all epochs. */
+EMB_API int64_t emb_w2v_corpus_tokens(const emb_w2v *w);
+EMB_API int64_t emb_w2v_words_done(const emb_w2v *w);
+/* The options in force (defaults resolved). */
+EMB_API emb_w2v_options emb_w2v_options_of(const emb_w2v *w);
+
+/* Checkpoints: the whole training state (options, vocabulary, both tables, each thread's
+ * position and random state, the corpus fingerprint), written atomically (a temporary file
+ * in the same folder, flushed to disk, then renamed), so that a crash at any moment leaves
+ * either the previous checkpoint or the new one. Layout: docs/word2vec.md.
+ * Errors: EMB_ERR_NULL, EMB_ERR_IO. */
+EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
+/* Continues a run: reads the corpus again (it must give the same token ids: checked by
+ * fingerprint) and restores the state. opts must equal the checkpoint's options except
+ * `threads` (a different thread count changes how the remaining work is split).
+ * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_IO (checkpoint
+ * unreadable), EMB_ERR_FORMAT (not a checkpoint, corrupt or truncated, or a different
+ * corpus or options: the message says which field differs). */
+EMB_API emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
+                                  const char *checkpoint, emb_w2v **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMB_WORD2VEC_H */

@@ -1,0 +1,56 @@
+/* src/kernels/sgns.h: the inner loops of word2vec training with negative sampling
+ * (skip-gram and CBOW), over raw float rows.
+ *
+ * Kernels never validate and never allocate. Every variant gives the same bits: dot
+ * products accumulate in 8 lanes (lane l takes elements l, l+8, l+16, ... with fmaf), the
+ * lanes are summed pairwise ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), and the tail beyond the
+ * last multiple of 8 is added element by element with fmaf; every other operation is
+ * element-wise (fmaf or plain multiply), so the AVX2 twin (sgns_avx2.c) equals the scalar
+ * reference (sgns_ref.c) bit for bit. */
+#ifndef EMB_KERNELS_SGNS_H
+#define EMB_KERNELS_SGNS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Sigmoid lookup as the word2vec tool does it: scores beyond +-EMB__SGNS_MAX_EXP saturate,
+ * others read a table of EMB__SGNS_TABLE entries. */
+#define EMB__SGNS_TABLE 1000
+#define EMB__SGNS_MAX_EXP 6
+
+/* One training example with shared negatives (the mini-batched form of Ji et al. 2016):
+ * inputs ctx[0..m) (rows of syn0), outputs tgt[0..n) (rows of syn1; tgt[0] is the true
+ * word, label 1; the others are negatives, label 0; a negative equal to tgt[0] is skipped).
+ *
+ * Skip-gram (cbow false): with X the m input rows and Y the n output rows as they are on
+ * entry, S = X Y^T, G[i][j] = (label_j - sigmoid(S[i][j])) * alpha, then
+ * syn0[ctx_i] += G[i] Y and syn1[tgt_j] += G[:, j]^T X (each sum in index order).
+ * CBOW (cbow true): h = sum of the m input rows (times 1/m when cbow_mean), then for each
+ * target j in order: g = (label_j - sigmoid(h . Y_j)) * alpha, e += g Y_j, syn1[tgt_j] +=
+ * g h; finally syn0[ctx_i] += e for every input.
+ *
+ * scratch: at least (m + n + 2) * dim + m * n floats owned by the caller's thread.
+ * Rows are read and written in place without locks: concurrent calls on other threads may
+ * interleave (Hogwild), which changes results only by the interleaving. */
+typedef void (*emb__sgns_step_fn)(float *syn0, float *syn1, int64_t dim, const int32_t *ctx,
+                                  int m, const int32_t *tgt, int n, float alpha, bool cbow,
+                                  bool cbow_mean, const float *sigmoid, float *scratch);
+
+void emb__sgns_step_ref(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
+                        const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
+                        const float *sigmoid, float *scratch);
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+void emb__sgns_step_avx2(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
+                         const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
+                         const float *sigmoid, float *scratch);
+#endif
+
+/* Fills table[0..EMB__SGNS_TABLE) with sigmoid at evenly spaced points of
+ * [-MAX_EXP, MAX_EXP) (the word2vec tool's expTable). */
+void emb__sgns_sigmoid_table(float *table);
+
+/* The fastest variant this CPU runs, or the reference when the reference kernels are
+ * forced. */
+emb__sgns_step_fn emb__sgns_step(void);
+
+#endif /* EMB_KERNELS_SGNS_H */

@@ -1,0 +1,86 @@
+/* src/kernels/sgns_body.h: the body of the word2vec step (see sgns.h), compiled once per
+ * variant. The including file defines EMB__SGNS_NAME (the function's name),
+ * EMB__SGNS_ATTR (its target attribute, or nothing) and a static function
+ * `float sgns_dot(const float *a, const float *b, int64_t n)` with the lane order of
+ * sgns.h. */
+#include <math.h>
+#include <string.h>
+
+/* (label - sigmoid(f)) * alpha with the word2vec tool's table and saturation. */
+static inline float sgns_grad(float f, float label, float alpha, const float *sigmoid) {
+    float s;
+    if (f >= (float)EMB__SGNS_MAX_EXP)
+        s = 1.0f;
+    else if (f <= -(float)EMB__SGNS_MAX_EXP)
+        s = 0.0f;
+    else
+        s = sigmoid[(int)((f + (float)EMB__SGNS_MAX_EXP) *
+                          ((float)EMB__SGNS_TABLE / (float)EMB__SGNS_MAX_EXP / 2.0f))];
+    return (label - s) * alpha;
+}
+
+EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const int32_t *ctx,
+                                   int m, const int32_t *tgt, int n, float alpha, bool cbow,
+                                   bool cbow_mean, const float *sigmoid, float *scratch) {
+    if (m <= 0 || n <= 0) return;
+    if (cbow) {
+        float *h = scratch, *e = scratch + dim;
+        memcpy(h, syn0 + (int64_t)ctx[0] * dim, (size_t)dim * sizeof(float));
+        for (int i = 1; i < m; i++) {
+            const float *x = syn0 + (int64_t)ctx[i] * dim;
+            for (int64_t k = 0; k < dim; k++) h[k] = h[k] + x[k];
+        }
+        if (cbow_mean && m > 1) {
+            float cw = (float)m;
+            for (int64_t k = 0; k < dim; k++) h[k] = h[k] / cw;
+        }
+        memset(e, 0, (size_t)dim * sizeof(float));
+        for (int j = 0; j < n; j++) {
+            if (j > 0 && tgt[j] == tgt[0]) continue;
+            float *y = syn1 + (int64_t)tgt[j] * dim;
+            float g = sgns_grad(sgns_dot(h, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid);
+            for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
+            for (int64_t k = 0; k < dim; k++) y[k] = fmaf(g, h[k], y[k]);
+        }
+        for (int i = 0; i < m; i++) {
+            float *x = syn0 + (int64_t)ctx[i] * dim;
+            for (int64_t k = 0; k < dim; k++) x[k] = x[k] + e[k];
+        }
+        return;
+    }
+    float *X = scratch, *Y = X + (int64_t)m * dim, *G = Y + (int64_t)n * dim;
+    for (int i = 0; i < m; i++)
+        memcpy(X + (int64_t)i * dim, syn0 + (int64_t)ctx[i] * dim, (size_t)dim * sizeof(float));
+    for (int j = 0; j < n; j++)
+        memcpy(Y + (int64_t)j * dim, syn1 + (int64_t)tgt[j] * dim, (size_t)dim * sizeof(float));
+    for (int i = 0; i < m; i++) {
+        const float *x = X + (int64_t)i * dim;
+        for (int j = 0; j < n; j++) {
+            if (j > 0 && tgt[j] == tgt[0]) {
+                G[i * n + j] = 0.0f;
+                continue;
+            }
+            G[i * n + j] = sgns_grad(sgns_dot(x, Y + (int64_t)j * dim, dim),
+                                     j == 0 ? 1.0f : 0.0f, alpha, sigmoid);
+        }
+    }
+    for (int i = 0; i < m; i++) {
+        float *row = syn0 + (int64_t)ctx[i] * dim;
+        for (int j = 0; j < n; j++) {
+            float g = G[i * n + j];
+            if (g == 0.0f) continue;
+            const float *y = Y + (int64_t)j * dim;
+            for (int64_t k = 0; k < dim; k++) row[k] = fmaf(g, y[k], row[k]);
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        if (j > 0 && tgt[j] == tgt[0]) continue;
+        float *row = syn1 + (int64_t)tgt[j] * dim;
+        for (int i = 0; i < m; i++) {
+            float g = G[i * n + j];
+            if (g == 0.0f) continue;
+            const float *x = X + (int64_t)i * dim;
+            for (int64_t k = 0; k < dim; k++) row[k] = fmaf(g, x[k], row[k]);
+        }
+    }
+}

@@ -1,0 +1,38 @@
+/* The scalar reference of the word2vec step (sgns.h), the sigmoid table and the dispatch
+ * between variants. */
+#include "sgns.h"
+
+#include "internal.h"
+
+#include <math.h>
+
+/* Eight lanes, each an fmaf chain, summed pairwise; then the tail. */
+static float sgns_dot(const float *a, const float *b, int64_t n) {
+    float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int q = 0; q < 8; q++) l[q] = fmaf(a[k + q], b[k + q], l[q]);
+    float s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    for (; k < n; k++) s = fmaf(a[k], b[k], s);
+    return s;
+}
+
+#define EMB__SGNS_NAME emb__sgns_step_ref
+#define EMB__SGNS_ATTR
+#include "sgns_body.h"
+
+void emb__sgns_sigmoid_table(float *table) {
+    for (int i = 0; i < EMB__SGNS_TABLE; i++) {
+        double x = ((double)i / EMB__SGNS_TABLE * 2 - 1) * EMB__SGNS_MAX_EXP;
+        double e = exp(x);
+        table[i] = (float)(e / (e + 1));
+    }
+}
+
+emb__sgns_step_fn emb__sgns_step(void) {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+    if (!emb__force_ref() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return emb__sgns_step_avx2;
+#endif
+    return emb__sgns_step_ref;
+}

@@ -1,0 +1,462 @@
+/* word2vec training: options, setup (tables, sampling tables), the training loop and its
+ * threads (include/emb/word2vec.h; the method is described in docs/word2vec.md). */
+#include "w2v_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Tokens each lane processes per round (whole sentences; the round ends at the first
+ * sentence end past this many tokens). Progress reports and checkpoints happen between
+ * rounds. */
+#define EMB__W2V_ROUND 65536
+
+emb_w2v_options emb_w2v_options_default(emb_w2v_model model) {
+    emb_w2v_options o;
+    memset(&o, 0, sizeof o);
+    o.model = model;
+    o.dim = 100;
+    o.window = 5;
+    o.negative = 5;
+    o.sample = 1e-3;
+    o.min_count = 5;
+    o.max_vocab = 0;
+    o.epochs = 5;
+    o.alpha = model == EMB_W2V_CBOW ? 0.05 : 0.025;
+    o.min_alpha = o.alpha * 1e-4;
+    o.cbow_mean = true;
+    o.threads = 0;
+    o.seed = 1;
+    o.lowercase = false;
+    o.strip_punct = false;
+    o.max_sentence = 1000;
+    return o;
+}
+
+emb_status emb_w2v_options_check(const emb_w2v_options *o) {
+    if (!o) return emb__null("options");
+    if (o->model != EMB_W2V_SKIPGRAM && o->model != EMB_W2V_CBOW)
+        return emb__error(EMB_ERR_INVALID, "model must be skip-gram (0) or CBOW (1), got %d",
+                          (int)o->model);
+    if (o->dim < 1 || o->dim > (1 << 20))
+        return emb__error(EMB_ERR_INVALID, "dim must be in [1, 1048576], got %" PRId64, o->dim);
+    if (o->window < 1 || o->window > 1000)
+        return emb__error(EMB_ERR_INVALID, "window must be in [1, 1000], got %d", o->window);
+    if (o->negative < 1 || o->negative > 1000)
+        return emb__error(EMB_ERR_INVALID,
+                          "negative must be in [1, 1000], got %d (hierarchical softmax is not "
+                          "provided: negative sampling needs at least 1 sample)",
+                          o->negative);
+    if (!(o->sample >= 0) || !isfinite(o->sample))
+        return emb__error(EMB_ERR_INVALID, "sample must be a finite number >= 0, got %g",
+                          o->sample);
+    if (o->min_count < 1)
+        return emb__error(EMB_ERR_INVALID, "min_count must be at least 1, got %" PRId64,
+                          o->min_count);
+    if (o->max_vocab < 0)
+        return emb__error(EMB_ERR_INVALID, "max_vocab must be >= 0 (0: no limit), got %" PRId64,
+                          o->max_vocab);
+    if (o->epochs < 1)
+        return emb__error(EMB_ERR_INVALID, "epochs must be at least 1, got %d", o->epochs);
+    if (!(o->alpha > 0) || !isfinite(o->alpha))
+        return emb__error(EMB_ERR_INVALID, "alpha must be a finite number > 0, got %g",
+                          o->alpha);
+    if (!(o->min_alpha >= 0) || !(o->min_alpha <= o->alpha))
+        return emb__error(EMB_ERR_INVALID, "min_alpha must be in [0, alpha = %g], got %g",
+                          o->alpha, o->min_alpha);
+    if (o->threads < 0 || o->threads > 1024)
+        return emb__error(EMB_ERR_INVALID, "threads must be in [0, 1024] (0: default), got %d",
+                          o->threads);
+    if (o->max_sentence < 1)
+        return emb__error(EMB_ERR_INVALID, "max_sentence must be at least 1, got %" PRId64,
+                          o->max_sentence);
+    return EMB_OK;
+}
+
+/* ---- random numbers: xorshift64* per lane, seeded by splitmix64 ---- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t next_rng(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+/* ---- setup ---- */
+
+static void w2v_free_parts(emb_w2v *w) {
+    emb_vocab_free(w->vocab);
+    free(w->ids);
+    emb_embedding_free(w->in);
+    emb_embedding_free(w->out);
+    free(w->keep), free(w->keep_all), free(w->alias_thr), free(w->alias), free(w->lanes);
+}
+
+void emb_w2v_free(emb_w2v *w) {
+    if (!w) return;
+    w2v_free_parts(w);
+    free(w);
+}
+
+static uint64_t fingerprint_of(const int32_t *ids, int64_t n, int64_t v) {
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)v;
+    for (int64_t i = 0; i < n; i++) h = (h ^ (uint32_t)ids[i]) * 1099511628211ull;
+    return h ^ (uint64_t)n;
+}
+
+/* Walker's alias table for P(w) proportional to count^0.75. */
+static void build_alias(emb_w2v *w) {
+    int64_t V = w->V;
+    double *p = malloc((size_t)V * sizeof(double));
+    int64_t *small = malloc((size_t)V * sizeof(int64_t)), *large = malloc((size_t)V * sizeof(int64_t));
+    double total = 0;
+    for (int64_t i = 0; i < V; i++) total += pow((double)emb_vocab_count(w->vocab, i), 0.75);
+    int64_t ns = 0, nl = 0;
+    for (int64_t i = 0; i < V; i++) {
+        p[i] = pow((double)emb_vocab_count(w->vocab, i), 0.75) / total * (double)V;
+        if (p[i] < 1.0)
+            small[ns++] = i;
+        else
+            large[nl++] = i;
+        w->alias[i] = (int32_t)i;
+    }
+    while (ns > 0 && nl > 0) {
+        int64_t s = small[--ns], l = large[nl - 1];
+        w->alias_thr[s] = (uint32_t)fmin(p[s] * 4294967296.0, 4294967295.0);
+        w->alias[s] = (int32_t)l;
+        p[l] = (p[l] + p[s]) - 1.0;
+        if (p[l] < 1.0) {
+            nl--;
+            small[ns++] = l;
+        }
+    }
+    while (nl > 0) w->alias_thr[large[--nl]] = UINT32_MAX;
+    while (ns > 0) w->alias_thr[small[--ns]] = UINT32_MAX; /* rounding leftovers */
+    free(p), free(small), free(large);
+}
+
+static inline int32_t sample_negative(const emb_w2v *w, uint64_t *rng) {
+    uint64_t r = next_rng(rng);
+    int64_t i = (int64_t)(((r >> 32) * (uint64_t)w->V) >> 32);
+    return (uint32_t)r < w->alias_thr[i] || w->alias_thr[i] == UINT32_MAX ? (int32_t)i
+                                                                           : w->alias[i];
+}
+
+/* Splits the ids into nt lanes at sentence ends where possible. */
+static void split_lanes(emb_w2v *w) {
+    for (int t = 0; t < w->nt; t++) {
+        emb__w2v_lane *l = &w->lanes[t];
+        l->lo = w->n_ids * t / w->nt;
+        l->hi = w->n_ids * (t + 1) / w->nt;
+    }
+    for (int t = 1; t < w->nt; t++) { /* move each boundary past the next sentence end */
+        int64_t b = w->lanes[t].lo;
+        while (b < w->n_ids && b > 0 && w->ids[b - 1] != -1) b++;
+        if (b > w->lanes[t].hi) b = w->lanes[t].hi;
+        w->lanes[t].lo = b;
+        w->lanes[t - 1].hi = b;
+    }
+    uint64_t s = w->o.seed;
+    for (int t = 0; t < w->nt; t++) {
+        w->lanes[t].pos = w->lanes[t].lo;
+        w->lanes[t].epoch = 0;
+        w->lanes[t].rng = splitmix64(&s) | 1;
+    }
+}
+
+/* Builds everything from a vocabulary and final ids (both taken over by w). */
+emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *ids, int64_t n,
+                          emb_w2v **out);
+emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *ids, int64_t n,
+                          emb_w2v **out) {
+    emb_w2v *w = calloc(1, sizeof *w);
+    if (!w) {
+        emb_vocab_free(vocab), free(ids);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate a word2vec run");
+    }
+    w->o = *o;
+    w->vocab = vocab;
+    w->ids = ids;
+    w->n_ids = n;
+    w->V = emb_vocab_size(vocab);
+    for (int64_t i = 0; i < n; i++) w->tokens += ids[i] >= 0;
+    w->fingerprint = fingerprint_of(ids, n, w->V);
+    w->nt = o->threads > 0 ? o->threads : emb_get_num_threads();
+    if (w->nt < 1) w->nt = 1;
+    w->o.threads = w->nt;
+    size_t V = (size_t)w->V;
+    w->keep = malloc(V * sizeof(uint32_t));
+    w->keep_all = malloc(V * sizeof(bool));
+    w->alias_thr = malloc(V * sizeof(uint32_t));
+    w->alias = malloc(V * sizeof(int32_t));
+    w->lanes = calloc((size_t)w->nt, sizeof(emb__w2v_lane));
+    if (!w->keep || !w->keep_all || !w->alias_thr || !w->alias || !w->lanes) {
+        emb_w2v_free(w);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate sampling tables for %" PRId64 " words",
+                          (int64_t)V);
+    }
+    /* Tables: emb embeddings, input uniform in [-0.5/dim, 0.5/dim), output zero. */
+    emb_generator *gen = NULL;
+    emb_status st = emb_generator_create(o->seed, &gen);
+    emb_embedding_options eo = emb_embedding_options_default();
+    eo.generator = gen;
+    eo.sparse = true;
+    if (st == EMB_OK) st = emb_embedding_create(w->V, o->dim, &eo, &w->in);
+    if (st == EMB_OK) st = emb_embedding_create(w->V, o->dim, &eo, &w->out);
+    emb_tensor view;
+    if (st == EMB_OK) st = emb_embedding_weight(w->in, &view);
+    if (st == EMB_OK) {
+        w->syn0 = view.data;
+        st = emb_uniform_(&view, -0.5 / (double)o->dim, 0.5 / (double)o->dim, gen);
+    }
+    if (st == EMB_OK) st = emb_embedding_weight(w->out, &view);
+    if (st == EMB_OK) {
+        w->syn1 = view.data;
+        memset(w->syn1, 0, V * (size_t)o->dim * sizeof(float));
+    }
+    emb_generator_free(gen);
+    if (st) {
+        emb_w2v_free(w);
+        return st;
+    }
+    /* Subsampling: keep with probability (sqrt(f / sample) + 1) * sample / f. */
+    double total = (double)w->tokens;
+    for (size_t i = 0; i < V; i++) {
+        double c = (double)emb_vocab_count(vocab, (int64_t)i);
+        double keep = 1.0;
+        if (o->sample > 0 && c > 0) {
+            double t = o->sample * total;
+            keep = (sqrt(c / t) + 1) * t / c;
+        }
+        w->keep_all[i] = keep >= 1.0;
+        w->keep[i] = keep >= 1.0 ? UINT32_MAX : (uint32_t)(keep * 4294967296.0);
+    }
+    build_alias(w);
+    emb__sgns_sigmoid_table(w->sigmoid);
+    split_lanes(w);
+    *out = w;
+    return EMB_OK;
+}
+
+emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f, const char *name,
+                                      emb_w2v **out) {
+    if (!out) return emb__null("out");
+    if (!f) return emb__null("stream");
+    emb_status st = emb_w2v_options_check(opts);
+    if (st) return st;
+    emb_vocab *v;
+    int32_t *ids;
+    int64_t n;
+    st = emb__w2v_read_corpus(opts, f, name ? name : "corpus", &v, &ids, &n);
+    if (st) return st;
+    return emb__w2v_setup(opts, v, ids, n, out);
+}
+
+emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path,
+                                    emb_w2v **out) {
+    if (!out) return emb__null("out");
+    if (!path) return emb__null("path");
+    emb_status st = emb_w2v_options_check(opts);
+    if (st) return st;
+    if (strcmp(path, "-") == 0) return emb_w2v_create_from_stream(opts, stdin, "<stdin>", out);
+    FILE *f = fopen(path, "rb");
+    if (!f) return emb__error(EMB_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    st = emb_w2v_create_from_stream(opts, f, path, out);
+    fclose(f);
+    return st;
+}
+
+emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab *vocab,
+                                   const int32_t *ids, int64_t n, emb_w2v **out) {
+    if (!out) return emb__null("out");
+    if (!vocab) return emb__null("vocab");
+    if (n < 0) return emb__error(EMB_ERR_INVALID, "n must be >= 0, got %" PRId64, n);
+    if (n > 0 && !ids) return emb__null("ids");
+    emb_status st = emb_w2v_options_check(opts);
+    if (st) return st;
+    int64_t V = emb_vocab_size(vocab), tokens = 0;
+    if (V < 1) return emb__error(EMB_ERR_INVALID, "the vocabulary is empty");
+    if (V >= INT32_MAX)
+        return emb__error(EMB_ERR_OVERFLOW, "a vocabulary of %" PRId64 " words is too large", V);
+    for (int64_t i = 0; i < n; i++) {
+        if (ids[i] < -1 || ids[i] >= V)
+            return emb__error(EMB_ERR_INDEX,
+                              "token id %" PRId32 " at position %" PRId64
+                              " is out of range for a vocabulary of %" PRId64
+                              " words (valid: [0, %" PRId64 ") or -1)",
+                              ids[i], i, V, V);
+        tokens += ids[i] >= 0;
+    }
+    if (tokens == 0) return emb__error(EMB_ERR_INVALID, "the corpus is empty (no tokens)");
+    for (int64_t i = 0; i < V; i++)
+        if (emb_vocab_count(vocab, i) < 1)
+            return emb__error(EMB_ERR_INVALID,
+                              "word %" PRId64 " has count %" PRId64
+                              "; training needs counts >= 1",
+                              i, emb_vocab_count(vocab, i));
+    emb_vocab *copy;
+    if ((st = emb_vocab_create(&copy))) return st;
+    for (int64_t i = 0; i < V && st == EMB_OK; i++) {
+        size_t len;
+        const char *s = emb_vocab_word(vocab, i, &len);
+        st = emb_vocab_add(copy, s, len, emb_vocab_count(vocab, i), NULL, NULL);
+    }
+    int32_t *ids2 = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (st || !ids2) {
+        emb_vocab_free(copy), free(ids2);
+        return st ? st : emb__error(EMB_ERR_NOMEM, "cannot copy %" PRId64 " token ids", n);
+    }
+    if (n) memcpy(ids2, ids, (size_t)n * sizeof(int32_t));
+    return emb__w2v_setup(opts, copy, ids2, n, out);
+}
+
+/* ---- training ---- */
+
+typedef struct {
+    int32_t *sen;   /* [max_sentence] kept tokens of the current sentence */
+    int32_t *ctx;   /* [2 * window] */
+    int32_t *tgt;   /* [negative + 1] */
+    float *scratch; /* for the kernel */
+} lane_scratch;
+
+/* Trains lane t for one round: whole sentences from its position until at least
+ * EMB__W2V_ROUND tokens were processed or its range ends. alpha0 is the learning rate at
+ * words_done0 (the global count at the start of the round); the lane extrapolates the
+ * global progress as its own count times the number of lanes. Returns tokens processed. */
+static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn step,
+                           lane_scratch *s) {
+    emb__w2v_lane *l = &w->lanes[t];
+    const emb_w2v_options *o = &w->o;
+    const double total = (double)w->tokens * o->epochs;
+    const bool cbow = o->model == EMB_W2V_CBOW;
+    int64_t processed = 0;
+    while (l->pos < l->hi && processed < EMB__W2V_ROUND) {
+        /* one sentence: up to max_sentence tokens, or to the next -1 */
+        double frac = ((double)done0 + (double)processed * w->nt) / total;
+        if (frac > 1) frac = 1;
+        float alpha = (float)(o->alpha - (o->alpha - o->min_alpha) * frac);
+        int n = 0;
+        int64_t seen = 0;
+        while (l->pos < l->hi && seen < o->max_sentence) {
+            int32_t id = w->ids[l->pos++];
+            if (id < 0) break;
+            seen++;
+            if (!w->keep_all[id] && (uint32_t)(next_rng(&l->rng) >> 32) >= w->keep[id])
+                continue;
+            s->sen[n++] = id;
+        }
+        processed += seen;
+        for (int i = 0; i < n; i++) {
+            int b = (int)(next_rng(&l->rng) % (uint64_t)o->window);
+            int win = o->window - b, m = 0;
+            int lo = i - win < 0 ? 0 : i - win, hi = i + win >= n ? n - 1 : i + win;
+            for (int j = lo; j <= hi; j++)
+                if (j != i) s->ctx[m++] = s->sen[j];
+            if (m == 0) continue;
+            s->tgt[0] = s->sen[i];
+            for (int k = 1; k <= o->negative; k++) s->tgt[k] = sample_negative(w, &l->rng);
+            step(w->syn0, w->syn1, o->dim, s->ctx, m, s->tgt, o->negative + 1, alpha, cbow,
+                 o->cbow_mean, w->sigmoid, s->scratch);
+        }
+    }
+    return processed;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
+    if (!w) return emb__null("w2v");
+    const emb_w2v_options *o = &w->o;
+    int nt = w->nt;
+    int64_t m = 2 * (int64_t)o->window, n = o->negative + 1;
+    size_t scratch_floats = (size_t)((m + n + 2) * o->dim + m * n);
+    lane_scratch *ls = calloc((size_t)nt, sizeof *ls);
+    if (!ls) return emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
+    bool ok = true;
+    for (int t = 0; t < nt; t++) {
+        ls[t].sen = malloc((size_t)o->max_sentence * sizeof(int32_t));
+        ls[t].ctx = malloc((size_t)m * sizeof(int32_t));
+        ls[t].tgt = malloc((size_t)n * sizeof(int32_t));
+        ls[t].scratch = emb_malloc(scratch_floats * sizeof(float));
+        ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].scratch;
+    }
+    emb_status st = EMB_OK;
+    if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
+    emb__sgns_step_fn step = emb__sgns_step();
+    double t0 = now_seconds();
+    int64_t *done = calloc((size_t)nt, sizeof(int64_t));
+    if (!done && !st) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
+    while (st == EMB_OK) {
+        if (w->lanes[0].epoch >= o->epochs) break; /* lanes share the epoch */
+        /* advance epochs: when every lane is at the end of its range in the same epoch */
+        bool all_end = true;
+        for (int t = 0; t < nt; t++) all_end = all_end && w->lanes[t].pos >= w->lanes[t].hi;
+        if (all_end) {
+            for (int t = 0; t < nt; t++) {
+                w->lanes[t].epoch++;
+                w->lanes[t].pos = w->lanes[t].lo;
+            }
+            continue;
+        }
+        int64_t done0 = w->words_done;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static, 1) num_threads(nt)
+#endif
+        for (int t = 0; t < nt; t++) done[t] = train_round(w, t, done0, step, &ls[t]);
+        for (int t = 0; t < nt; t++) w->words_done += done[t];
+        if (progress) {
+            emb_w2v_progress p;
+            p.words_done = w->words_done;
+            p.words_total = w->tokens * o->epochs;
+            p.epoch = w->lanes[0].epoch;
+            double frac = (double)w->words_done / (double)p.words_total;
+            p.alpha = o->alpha - (o->alpha - o->min_alpha) * (frac > 1 ? 1 : frac);
+            p.seconds = now_seconds() - t0;
+            if (progress(&p, user)) st = emb__error(EMB_ERR_CANCELLED, "training was cancelled");
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        free(ls[t].sen), free(ls[t].ctx), free(ls[t].tgt);
+        emb_free(ls[t].scratch);
+    }
+    free(ls);
+    free(done);
+    return st;
+}
+
+/* ---- accessors ---- */
+
+const emb_vocab *emb_w2v_vocab(const emb_w2v *w) { return w ? w->vocab : NULL; }
+
+emb_status emb_w2v_vectors(const emb_w2v *w, emb_tensor *view) {
+    if (!w) return emb__null("w2v");
+    if (!view) return emb__null("view");
+    return emb_embedding_weight(w->in, view);
+}
+
+emb_embedding *emb_w2v_input_embedding(const emb_w2v *w) { return w ? w->in : NULL; }
+emb_embedding *emb_w2v_output_embedding(const emb_w2v *w) { return w ? w->out : NULL; }
+int64_t emb_w2v_corpus_tokens(const emb_w2v *w) { return w ? w->tokens : 0; }
+int64_t emb_w2v_words_done(const emb_w2v *w) { return w ? w->words_done : 0; }
+emb_w2v_options emb_w2v_options_of(const emb_w2v *w) {
+    return w ? w->o : emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+}

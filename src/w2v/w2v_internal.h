@@ -1,0 +1,54 @@
+/* src/w2v/w2v_internal.h: the emb_w2v struct, shared by the word2vec sources. */
+#ifndef EMB_W2V_INTERNAL_H
+#define EMB_W2V_INTERNAL_H
+
+#include <emb/embedding.h>
+#include <emb/random.h>
+#include <emb/vocab.h>
+#include <emb/word2vec.h>
+
+#include "internal.h"
+#include "kernels/sgns.h"
+
+/* One training thread's place in the corpus. Thread t owns the token range
+ * [lo, hi) of the id array; it trains that range once per epoch. */
+typedef struct emb__w2v_lane {
+    int64_t lo, hi;
+    int64_t pos;      /* next token of the current epoch, in [lo, hi] */
+    int32_t epoch;    /* epochs this lane has finished */
+    uint64_t rng;     /* its random state */
+} emb__w2v_lane;
+
+struct emb_w2v {
+    emb_w2v_options o;
+    emb_vocab *vocab;
+    int32_t *ids; /* [n_ids]: token ids, -1 at sentence ends */
+    int64_t n_ids;
+    int64_t tokens; /* ids that are not sentence ends */
+    uint64_t fingerprint;
+    emb_embedding *in, *out; /* [V, dim] */
+    float *syn0, *syn1;      /* their weights */
+    int64_t V;
+    /* sampling tables */
+    uint32_t *keep;      /* [V]: keep a token when 32 random bits < keep[w] (UINT32_MAX+: always) */
+    bool *keep_all;      /* [V] */
+    uint32_t *alias_thr; /* [V] */
+    int32_t *alias;      /* [V] */
+    float sigmoid[EMB__SGNS_TABLE];
+    /* progress */
+    int nt;
+    emb__w2v_lane *lanes; /* [nt] */
+    int64_t words_done;   /* tokens processed over all epochs */
+};
+
+/* Reads and tokenises a corpus, builds the sorted, pruned vocabulary and the final ids
+ * (dropped words removed, -1 at line ends, no two -1 in a row). */
+emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *name,
+                                emb_vocab **vocab, int32_t **ids, int64_t *n);
+
+/* Writes `n` bytes to `path` atomically: a temporary file in the same folder, flushed to
+ * disk, renamed over path. The writer callback is called once with the open FILE. */
+typedef emb_status (*emb__w2v_writer)(FILE *f, void *ctx);
+emb_status emb__w2v_atomic_write(const char *path, emb__w2v_writer fn, void *ctx);
+
+#endif /* EMB_W2V_INTERNAL_H */

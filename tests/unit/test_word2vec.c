@@ -1,0 +1,371 @@
+/* Unit tests of the word2vec trainer (include/emb/word2vec.h): option and corpus errors
+ * (status, message, nothing created), reproducibility, checkpoints and cancellation, and
+ * the kernel's variants against the reference. */
+#include "emb_test.h"
+
+#include "kernels/sgns.h"
+
+#include <unistd.h>
+
+static char tmpdir[256];
+
+static int setup_dir(void **state) {
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/emb_w2v_test_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown_dir(void **state) {
+    (void)state;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *path_in_tmp(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+static void write_text(const char *path, const char *text, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, n, f), n);
+    fclose(f);
+}
+
+/* A small synthetic corpus with structure: words of two "topics" co-occur. */
+static const char *synthetic_corpus(void) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s", path_in_tmp("corpus.txt"));
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t s = 12345;
+    const char *a[] = {"red", "green", "blue", "yellow", "purple", "orange"};
+    const char *b[] = {"cat", "dog", "horse", "mouse", "sheep", "goat"};
+    for (int line = 0; line < 400; line++) {
+        const char **t = (line % 2) ? a : b;
+        for (int i = 0; i < 20; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            fprintf(f, "%s%s", i ? " " : "", t[(s >> 33) % 6]);
+            if (((s >> 20) & 7) == 0) fprintf(f, " the");
+        }
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    return path;
+}
+
+static emb_w2v_options small_opts(emb_w2v_model m) {
+    emb_w2v_options o = emb_w2v_options_default(m);
+    o.dim = 16;
+    o.min_count = 1;
+    o.threads = 1;
+    o.epochs = 3;
+    o.seed = 7;
+    return o;
+}
+
+static void test_options(void **state) {
+    (void)state;
+    emb_w2v_options d = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+    assert_int_equal(d.dim, 100);
+    assert_int_equal(d.window, 5);
+    assert_int_equal(d.negative, 5);
+    assert_true(d.sample == 1e-3 && d.alpha == 0.025 && d.min_count == 5 && d.epochs == 5);
+    assert_true(emb_w2v_options_default(EMB_W2V_CBOW).alpha == 0.05);
+    EMB_OK_OR_FAIL(emb_w2v_options_check(&d));
+    emb_w2v_options o;
+#define BAD(stmt, needle)                                                                  \
+    do {                                                                                   \
+        o = d;                                                                             \
+        stmt;                                                                              \
+        EMB_EXPECT_ERR(emb_w2v_options_check(&o), EMB_ERR_INVALID, needle);                \
+    } while (0)
+    BAD(o.model = 7, "model must be");
+    BAD(o.dim = 0, "dim must be in [1, 1048576], got 0");
+    BAD(o.window = 0, "window must be");
+    BAD(o.negative = 0, "negative must be in [1, 1000], got 0");
+    BAD(o.sample = -1, "sample must be");
+    BAD(o.sample = NAN, "sample must be");
+    BAD(o.min_count = 0, "min_count must be at least 1");
+    BAD(o.max_vocab = -1, "max_vocab");
+    BAD(o.epochs = 0, "epochs must be at least 1");
+    BAD(o.alpha = 0, "alpha must be");
+    BAD(o.alpha = INFINITY, "alpha must be");
+    BAD(o.min_alpha = 1, "min_alpha must be in [0, alpha");
+    BAD(o.threads = -1, "threads must be");
+    BAD(o.max_sentence = 0, "max_sentence");
+    EMB_EXPECT_ERR(emb_w2v_options_check(NULL), EMB_ERR_NULL, "options");
+}
+
+static void test_corpus_errors(void **state) {
+    (void)state;
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    emb_w2v *w = (emb_w2v *)0x1;
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("missing.txt"), &w), EMB_ERR_IO,
+                   "cannot open");
+    write_text(path_in_tmp("empty.txt"), " \n\n \t\n", 6);
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("empty.txt"), &w), EMB_ERR_FORMAT,
+                   "the corpus is empty");
+    write_text(path_in_tmp("bad.txt"), "good words\nhere \xff\xfe bad\n", 24);
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("bad.txt"), &w), EMB_ERR_FORMAT,
+                   "bad.txt:2: invalid UTF-8");
+    write_text(path_in_tmp("rare.txt"), "a b c d a\n", 10);
+    o.min_count = 3;
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("rare.txt"), &w), EMB_ERR_FORMAT,
+                   "no word occurs at least 3 times (min_count); 4 distinct words in 5 tokens");
+    o.min_count = 0;
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("rare.txt"), &w), EMB_ERR_INVALID,
+                   "min_count");
+    assert_ptr_equal(w, (emb_w2v *)0x1);
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, NULL, &w), EMB_ERR_NULL, "path");
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, "x", NULL), EMB_ERR_NULL, "out");
+    emb_w2v_free(NULL);
+}
+
+static void test_vocab_and_tokens(void **state) {
+    (void)state;
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    o.min_count = 2;
+    o.lowercase = true;
+    o.strip_punct = true;
+    write_text(path_in_tmp("v.txt"), "The cat, the DOG.\n\"dog\" (cat) the a\nz\n", 38);
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path_in_tmp("v.txt"), &w));
+    const emb_vocab *v = emb_w2v_vocab(w);
+    /* counts: the 3, cat 2, dog 2 (ties in order of first appearance); a, z dropped */
+    assert_int_equal(emb_vocab_size(v), 3);
+    assert_string_equal(emb_vocab_word(v, 0, NULL), "the");
+    assert_string_equal(emb_vocab_word(v, 1, NULL), "cat");
+    assert_string_equal(emb_vocab_word(v, 2, NULL), "dog");
+    assert_int_equal(emb_vocab_count(v, 0), 3);
+    assert_int_equal(emb_w2v_corpus_tokens(w), 7);
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+    assert_int_equal(t.shape[0], 3);
+    assert_int_equal(t.shape[1], 16);
+    const float *x = t.data;
+    for (int i = 0; i < 48; i++) assert_true(x[i] >= -0.5f / 16 && x[i] < 0.5f / 16);
+    emb_w2v_free(w);
+}
+
+static void train_file(const char *corpus, emb_w2v_options o, float **out, int64_t *n) {
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+    *n = emb_tensor_numel(&t);
+    *out = malloc((size_t)*n * sizeof(float));
+    memcpy(*out, t.data, (size_t)*n * sizeof(float));
+    emb_w2v_free(w);
+}
+
+/* Mean cosine similarity of same-topic pairs minus that of cross-topic pairs. */
+static double topic_margin(const char *corpus, emb_w2v_options o) {
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+    const emb_vocab *v = emb_w2v_vocab(w);
+    const char *a[] = {"red", "green", "blue", "yellow", "purple", "orange"};
+    const char *b[] = {"cat", "dog", "horse", "mouse", "sheep", "goat"};
+    int64_t ids[12];
+    for (int i = 0; i < 6; i++) {
+        ids[i] = emb_vocab_find(v, a[i], strlen(a[i]));
+        ids[6 + i] = emb_vocab_find(v, b[i], strlen(b[i]));
+        assert_true(ids[i] >= 0 && ids[6 + i] >= 0);
+    }
+    const float *x = t.data;
+    int64_t d = t.shape[1];
+    double same = 0, cross = 0;
+    int ns = 0, nc = 0;
+    for (int i = 0; i < 12; i++)
+        for (int j = i + 1; j < 12; j++) {
+            double dot = 0, ni = 0, nj = 0;
+            for (int64_t k = 0; k < d; k++) {
+                dot += x[ids[i] * d + k] * x[ids[j] * d + k];
+                ni += x[ids[i] * d + k] * x[ids[i] * d + k];
+                nj += x[ids[j] * d + k] * x[ids[j] * d + k];
+            }
+            double c = dot / sqrt(ni * nj);
+            if ((i < 6) == (j < 6))
+                same += c, ns++;
+            else
+                cross += c, nc++;
+        }
+    emb_w2v_free(w);
+    return same / ns - cross / nc;
+}
+
+static void test_learns_topics(void **state) {
+    (void)state;
+    const char *corpus = synthetic_corpus();
+    for (int m = 0; m < 2; m++) {
+        emb_w2v_options o = small_opts(m ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
+        o.epochs = 5;
+        o.window = 3;
+        o.sample = 0;
+        double margin = topic_margin(corpus, o);
+        /* words of one topic end up closer to each other than to the other topic's */
+        if (!(margin > 0.3)) fail_msg("model %d: same-topic minus cross-topic cosine %.3f", m, margin);
+        o.threads = 2;
+        margin = topic_margin(corpus, o);
+        if (!(margin > 0.3)) fail_msg("model %d, 2 threads: margin %.3f", m, margin);
+    }
+}
+
+static void test_reproducible(void **state) {
+    (void)state;
+    const char *corpus = synthetic_corpus();
+    for (int m = 0; m < 2; m++) {
+        emb_w2v_options o = small_opts(m ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
+        float *a, *b;
+        int64_t na, nb;
+        train_file(corpus, o, &a, &na);
+        train_file(corpus, o, &b, &nb);
+        assert_int_equal(na, nb);
+        emb_assert_close_f32(a, b, na, 1, 0, 0, "two 1-thread runs");
+        /* a different seed gives different vectors */
+        o.seed = 8;
+        free(b);
+        train_file(corpus, o, &b, &nb);
+        assert_true(memcmp(a, b, (size_t)na * sizeof(float)) != 0);
+        free(a), free(b);
+    }
+}
+
+typedef struct {
+    int calls, stop_at;
+} cancel_ctx;
+
+static int cancel_cb(const emb_w2v_progress *p, void *user) {
+    cancel_ctx *c = user;
+    assert_true(p->words_done <= p->words_total);
+    return ++c->calls == c->stop_at;
+}
+
+static void test_checkpoint_resume(void **state) {
+    (void)state;
+    const char *corpus = synthetic_corpus();
+    for (int threads = 1; threads <= 2; threads++) {
+        emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+        o.threads = threads;
+        o.epochs = 20; /* 20 x 8400 tokens: several rounds */
+        float *want = NULL;
+        int64_t n = 0;
+        if (threads == 1) train_file(corpus, o, &want, &n);
+        /* cancel after 2 rounds, checkpoint, resume in a new run, finish */
+        emb_w2v *w;
+        EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+        cancel_ctx c = {0, 2};
+        EMB_EXPECT_ERR(emb_w2v_train(w, cancel_cb, &c), EMB_ERR_CANCELLED, "cancelled");
+        int64_t done = emb_w2v_words_done(w);
+        assert_true(done > 0 && done < emb_w2v_corpus_tokens(w) * o.epochs);
+        const char *ck = path_in_tmp("ck.bin");
+        EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, ck));
+        emb_w2v_free(w);
+        EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, ck, &w));
+        assert_int_equal(emb_w2v_words_done(w), done);
+        EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+        assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o.epochs);
+        if (threads == 1) {
+            emb_tensor t;
+            EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+            emb_assert_close_f32(t.data, want, n, 1, 0, 0, "resumed vs uninterrupted");
+        }
+        emb_w2v_free(w);
+        free(want);
+        /* different settings, another corpus, a corrupt file */
+        emb_w2v_options o2 = o;
+        o2.window = 4;
+        EMB_EXPECT_ERR(emb_w2v_resume(&o2, corpus, ck, &w), EMB_ERR_FORMAT,
+                       "was written with window 5, but this run has window 4");
+        write_text(path_in_tmp("other.txt"), "red green blue\n", 15);
+        EMB_EXPECT_ERR(emb_w2v_resume(&o, path_in_tmp("other.txt"), ck, &w), EMB_ERR_FORMAT,
+                       "another corpus");
+        FILE *f = fopen(ck, "r+b");
+        assert_non_null(f);
+        fseek(f, 200, SEEK_SET);
+        fputc(0x5a, f);
+        fclose(f);
+        EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, ck, &w), EMB_ERR_FORMAT, "corrupt");
+        write_text(ck, "EMBW2VCK", 8);
+        EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, ck, &w), EMB_ERR_FORMAT, "");
+        write_text(ck, "hello world", 11);
+        EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, ck, &w), EMB_ERR_FORMAT,
+                       "not an emb word2vec checkpoint");
+        EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, path_in_tmp("nope"), &w), EMB_ERR_IO,
+                       "cannot open");
+    }
+}
+
+static void test_create_from_ids(void **state) {
+    (void)state;
+    emb_vocab *v;
+    EMB_OK_OR_FAIL(emb_vocab_create(&v));
+    EMB_OK_OR_FAIL(emb_vocab_add(v, "a", 1, 3, NULL, NULL));
+    EMB_OK_OR_FAIL(emb_vocab_add(v, "b", 1, 2, NULL, NULL));
+    int32_t ids[6] = {0, 1, 0, -1, 0, 1};
+    emb_w2v_options o = small_opts(EMB_W2V_CBOW);
+    emb_w2v *w = (emb_w2v *)0x1;
+    int32_t bad[2] = {0, 2};
+    EMB_EXPECT_ERR(emb_w2v_create_from_ids(&o, v, bad, 2, &w), EMB_ERR_INDEX,
+                   "token id 2 at position 1 is out of range for a vocabulary of 2 words");
+    int32_t ends[2] = {-1, -1};
+    EMB_EXPECT_ERR(emb_w2v_create_from_ids(&o, v, ends, 2, &w), EMB_ERR_INVALID, "empty");
+    assert_ptr_equal(w, (emb_w2v *)0x1);
+    EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, 6, &w));
+    assert_int_equal(emb_w2v_corpus_tokens(w), 5);
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    assert_non_null(emb_w2v_input_embedding(w));
+    assert_int_equal(emb_embedding_num_embeddings(emb_w2v_output_embedding(w)), 2);
+    emb_w2v_free(w);
+    emb_vocab_free(v);
+}
+
+/* Every variant of the kernel equals the reference bit for bit. */
+static void test_kernel_variants(void **state) {
+    (void)state;
+    emb__sgns_step_fn fast = emb__sgns_step();
+    float sig[EMB__SGNS_TABLE];
+    emb__sgns_sigmoid_table(sig);
+    for (int trial = 0; trial < 200; trial++) {
+        int64_t dim = 1 + trial % 37 + (trial % 5 == 0 ? 100 : 0);
+        int V = 20, m = 1 + trial % 10, n = 1 + trial % 7;
+        size_t sz = (size_t)V * (size_t)dim;
+        float *a0 = malloc(sz * 4), *a1 = malloc(sz * 4), *b0 = malloc(sz * 4), *b1 = malloc(sz * 4);
+        float *scratch = malloc(((size_t)(m + n + 2) * dim + (size_t)(m * n)) * 4);
+        uint64_t s = (uint64_t)trial * 7919 + 1;
+        for (size_t i = 0; i < sz; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            a0[i] = a1[i] = ((float)(s >> 40) / (float)(1 << 24) - 0.5f);
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            b0[i] = b1[i] = ((float)(s >> 40) / (float)(1 << 24) - 0.5f);
+        }
+        int32_t ctx[10], tgt[7];
+        for (int i = 0; i < m; i++) ctx[i] = (int32_t)((s >> (i * 3)) % (uint64_t)V);
+        for (int j = 0; j < n; j++) tgt[j] = (int32_t)((s >> (j * 5 + 1)) % (uint64_t)V);
+        bool cbow = trial % 2;
+        emb__sgns_step_ref(a0, b0, dim, ctx, m, tgt, n, 0.025f, cbow, trial % 4 < 2, sig, scratch);
+        fast(a1, b1, dim, ctx, m, tgt, n, 0.025f, cbow, trial % 4 < 2, sig, scratch);
+        emb_assert_close_f32(a1, a0, (int64_t)sz, 1, 0, 0, "syn0");
+        emb_assert_close_f32(b1, b0, (int64_t)sz, 1, 0, 0, "syn1");
+        free(a0), free(a1), free(b0), free(b1), free(scratch);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_options),         cmocka_unit_test(test_corpus_errors),
+        cmocka_unit_test(test_vocab_and_tokens), cmocka_unit_test(test_learns_topics),
+        cmocka_unit_test(test_reproducible),    cmocka_unit_test(test_checkpoint_resume),
+        cmocka_unit_test(test_create_from_ids), cmocka_unit_test(test_kernel_variants),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+}
