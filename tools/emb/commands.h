@@ -15,6 +15,11 @@
  * the file defines emb_cli_cmd_<identifier>. This file is included twice by main.c with
  * different definitions of EMB_CLI_COMMAND, so it has no include guard.
  */
+EMB_CLI_COMMAND(train)
+EMB_CLI_COMMAND(nn)
+EMB_CLI_COMMAND(analogy)
+EMB_CLI_COMMAND(eval_analogies)
+EMB_CLI_COMMAND(eval_pairs)
 EMB_CLI_COMMAND(demo)
 EMB_CLI_COMMAND(info)
 EMB_CLI_COMMAND(convert)

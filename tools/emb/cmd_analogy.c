@@ -1,0 +1,113 @@
+/* emb analogy: "a is to b as c is to ?" by 3CosAdd (b - a + c). */
+#include "wordvecs.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static bool answer(const emb_cli_command *cmd, const wordvecs *w, char **words, int64_t k) {
+    int64_t abc[3];
+    bool ok = true;
+    for (int i = 0; i < 3; i++) {
+        abc[i] = wordvecs_find(w, words[i]);
+        if (abc[i] < 0) {
+            fprintf(stderr, "emb %s: '%s' is not in the vocabulary\n", cmd->name, words[i]);
+            ok = false;
+        }
+    }
+    if (!ok) return false;
+    int64_t *ids = malloc((size_t)k * sizeof(int64_t));
+    float *sc = malloc((size_t)k * sizeof(float));
+    if (!ids || !sc || emb_knn_analogy(w->knn, abc, 1, k, ids, sc) != EMB_OK) {
+        fprintf(stderr, "emb %s: %s\n", cmd->name, ids && sc ? emb_errmsg() : "out of memory");
+        free(ids), free(sc);
+        return false;
+    }
+    for (int64_t i = 0; i < k && ids[i] >= 0; i++)
+        printf("%s %.6g\n", wordvecs_word(w, ids[i]), sc[i]);
+    free(ids), free(sc);
+    return true;
+}
+
+static int run(const emb_cli_command *cmd, int argc, char **argv) {
+    int64_t k = 10, restrict_rows = 0, limit = 0;
+    bool fold = false;
+    const emb_cli_option opts[] = {
+        {"k", 'k', NULL, EMB_CLI_INT, &k, 1, 1000000, 0, 0},
+        {"restrict", 0, "restrict-vocab", EMB_CLI_INT, &restrict_rows, 1, INT64_MAX, 0, 0},
+        {"limit", 0, NULL, EMB_CLI_INT, &limit, 1, INT64_MAX, 0, 0},
+        {"ignore-case", 'i', NULL, EMB_CLI_FLAG, &fold, 0, 0, 0, 0},
+        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
+    };
+    emb_cli_args args;
+    int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
+    if (rc >= 0) return rc;
+    if (args.n != 1 && args.n != 4) {
+        if (args.n == 0) return emb_cli_usage_error(cmd, "missing FILE");
+        return emb_cli_usage_error(cmd, "expected FILE and three words A B C, got %d word%s",
+                                   args.n - 1, args.n == 2 ? "" : "s");
+    }
+    wordvecs w;
+    if ((rc = wordvecs_open(cmd, args.v[0], limit, restrict_rows, fold, &w)) >= 0) return rc;
+    bool ok = true;
+    if (args.n == 4) {
+        ok = answer(cmd, &w, args.v + 1, k);
+    } else {
+        bool tty = isatty(STDIN_FILENO) == 1;
+        char *line = NULL;
+        size_t cap = 0;
+        for (;;) {
+            if (tty) {
+                fprintf(stderr, "Enter three words A B C (A is to B as C is to ?): ");
+                fflush(stderr);
+            }
+            if (getline(&line, &cap, stdin) < 0) break;
+            char *words[4];
+            int n = 0;
+            for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < 4;
+                 t = strtok_r(NULL, " \t\r\n", &save))
+                words[n++] = t;
+            if (n == 0) continue;
+            if (n != 3) {
+                fprintf(stderr, "emb %s: a query is three words A B C\n", cmd->name);
+                ok = false;
+            } else {
+                ok = answer(cmd, &w, words, k) && ok;
+            }
+            if (!tty) printf("\n");
+            fflush(stdout);
+        }
+        free(line);
+        if (tty) fprintf(stderr, "\n");
+    }
+    wordvecs_close(&w);
+    return ok ? EMB_CLI_OK : EMB_CLI_FAILURE;
+}
+
+const emb_cli_command emb_cli_cmd_analogy = {
+    "analogy",
+    "word analogies: A is to B as C is to ? (B - A + C)",
+    "usage: emb analogy FILE [A B C] [-k N] [--restrict N] [--limit N] [-i]\n"
+    "\n"
+    "Answers \"A is to B as C is to ?\" with the words whose vectors are closest (cosine) to\n"
+    "unit(B) - unit(A) + unit(C), leaving out A, B and C: the word2vec tool's word-analogy\n"
+    "order (man woman king -> queen) and gensim's most_similar(positive=[B, C],\n"
+    "negative=[A]). Note that fastText's analogies takes its words in another order (A - B\n"
+    "+ C). Prints 'word similarity' lines, best first. Without A B C, reads one query of\n"
+    "three words per line from standard input (a prompt on standard error when it is a\n"
+    "terminal; answers separated by a blank line otherwise).\n"
+    "\n"
+    "Options:\n"
+    "  -k N            answers per query (default 10)\n"
+    "  --restrict N    answer only from the first N rows (the most frequent words)\n"
+    "  --limit N       read only the first N rows of FILE\n"
+    "  -i, --ignore-case  match query words ignoring ASCII case\n"
+    "  -h, --help      print this help and exit\n"
+    "\n"
+    "Exit status: 0 on success, 1 when FILE cannot be read or a word is not in the\n"
+    "vocabulary, 2 on a usage error.\n"
+    "\n"
+    "Example:\n"
+    "  emb analogy vectors.bin man woman king\n",
+    run,
+};

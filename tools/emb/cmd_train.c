@@ -1,0 +1,296 @@
+/* emb train: learn word vectors from raw text (skip-gram or CBOW with negative sampling).
+ * A thin layer over include/emb/word2vec.h: parse options, train with a progress display,
+ * checkpoint on request, write the vectors in the format the output name asks for. */
+#include "cli.h"
+
+#include <emb/emb.h>
+#include <emb/io.h>
+
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    emb_w2v *w;
+    bool tty, quiet;
+    double last_print, last_ckpt, every;
+    const char *ckpt;
+    int ckpt_failed;
+} train_ui;
+
+static double wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void fmt_eta(char *buf, size_t n, double s) {
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+static int on_progress(const emb_w2v_progress *p, void *user) {
+    train_ui *ui = user;
+    double now = wall();
+    if (ui->ckpt && ui->every > 0 && now - ui->last_ckpt >= ui->every &&
+        p->words_done < p->words_total) {
+        if (emb_w2v_save_checkpoint(ui->w, ui->ckpt) != EMB_OK) {
+            ui->ckpt_failed = 1;
+            return 1;
+        }
+        ui->last_ckpt = now;
+    }
+    if (ui->quiet) return 0;
+    double frac = (double)p->words_done / (double)p->words_total;
+    double rate = p->seconds > 0 ? (double)p->words_done / p->seconds : 0;
+    char eta[32];
+    fmt_eta(eta, sizeof eta, rate > 0 ? (double)(p->words_total - p->words_done) / rate : 0);
+    if (ui->tty) {
+        if (now - ui->last_print < 0.1 && p->words_done < p->words_total) return 0;
+        char bar[31];
+        int fill = (int)(frac * 30);
+        for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+        bar[30] = 0;
+        fprintf(stderr, "\r[%s] %5.1f%%  %8.0f words/s  lr %.6f  ETA %s ", bar, 100 * frac,
+                rate, p->alpha, eta);
+    } else {
+        if (now - ui->last_print < 5.0) return 0;
+        fprintf(stderr, "progress: %5.1f%%  %.0f words/s  lr %.6f  ETA %s\n", 100 * frac, rate,
+                p->alpha, eta);
+    }
+    fflush(stderr);
+    ui->last_print = now;
+    return 0;
+}
+
+/* The folder of `path` exists and is writable. */
+static bool dir_writable(const char *path, char *why, size_t n) {
+    char *d = strdup(path);
+    if (!d) return snprintf(why, n, "out of memory"), false;
+    const char *dir = dirname(d);
+    struct stat sb;
+    bool ok = true;
+    if (stat(dir, &sb) != 0)
+        ok = false, snprintf(why, n, "folder %s: %s", dir, strerror(errno));
+    else if (!S_ISDIR(sb.st_mode))
+        ok = false, snprintf(why, n, "%s is not a folder", dir);
+    else if (access(dir, W_OK) != 0)
+        ok = false, snprintf(why, n, "folder %s: %s", dir, strerror(errno));
+    free(d);
+    return ok;
+}
+
+static int run(const emb_cli_command *cmd, int argc, char **argv) {
+    const char *output = NULL, *train = NULL, *resume = NULL, *checkpoint = NULL,
+               *model = "skipgram";
+    int64_t dim = -1, window = -1, negative = -1, min_count = -1, max_vocab = -1, epochs = -1,
+            threads = -1, cbow = -1, hs = 0, binary = 0, max_sentence = -1;
+    double sample = -1, alpha = -1, min_alpha = -1, every = 0;
+    uint64_t seed = 1;
+    bool lowercase = false, strip = false, quiet = false, sum = false;
+    const emb_cli_option opts[] = {
+        {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
+        {"train", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
+        {"input", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
+        {"model", 0, NULL, EMB_CLI_STRING, &model, 0, 0, 0, 0},
+        {"cbow", 0, NULL, EMB_CLI_INT, &cbow, 0, 1, 0, 0},
+        {"dim", 0, "size vector-size", EMB_CLI_INT, &dim, 1, 1 << 20, 0, 0},
+        {"window", 0, "ws", EMB_CLI_INT, &window, 1, 1000, 0, 0},
+        {"negative", 0, "neg", EMB_CLI_INT, &negative, 1, 1000, 0, 0},
+        {"sample", 0, "t", EMB_CLI_DOUBLE, &sample, 0, 1e308, 0, 0},
+        {"min-count", 0, "minCount min_count", EMB_CLI_INT, &min_count, 1, INT64_MAX, 0, 0},
+        {"max-vocab", 0, "max-final-vocab", EMB_CLI_INT, &max_vocab, 0, INT64_MAX, 0, 0},
+        {"epochs", 0, "iter epoch", EMB_CLI_INT, &epochs, 1, 100000, 0, 0},
+        {"threads", 0, "thread workers", EMB_CLI_INT, &threads, 1, 1024, 0, 0},
+        {"alpha", 0, "lr", EMB_CLI_DOUBLE, &alpha, 1e-300, 1e308, 0, 0},
+        {"min-alpha", 0, NULL, EMB_CLI_DOUBLE, &min_alpha, 0, 1e308, 0, 0},
+        {"seed", 0, NULL, EMB_CLI_UINT64, &seed, 0, 0, 0, 0},
+        {"lowercase", 0, NULL, EMB_CLI_FLAG, &lowercase, 0, 0, 0, 0},
+        {"strip-punct", 0, NULL, EMB_CLI_FLAG, &strip, 0, 0, 0, 0},
+        {"cbow-sum", 0, NULL, EMB_CLI_FLAG, &sum, 0, 0, 0, 0},
+        {"max-sentence", 0, NULL, EMB_CLI_INT, &max_sentence, 1, INT64_MAX, 0, 0},
+        {"hs", 0, NULL, EMB_CLI_INT, &hs, 0, 1, 0, 0},
+        {"binary", 0, NULL, EMB_CLI_INT, &binary, 0, 1, 0, 0},
+        {"checkpoint", 0, NULL, EMB_CLI_STRING, &checkpoint, 0, 0, 0, 0},
+        {"checkpoint-every", 0, NULL, EMB_CLI_DOUBLE, &every, 0, 1e9, 0, 0},
+        {"resume", 0, NULL, EMB_CLI_STRING, &resume, 0, 0, 0, 0},
+        {"quiet", 'q', NULL, EMB_CLI_FLAG, &quiet, 0, 0, 0, 0},
+        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
+    };
+    emb_cli_args args;
+    int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
+    if (rc >= 0) return rc;
+    if (train && args.n > 0)
+        return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train,
+                                   args.v[0]);
+    if (!train && (rc = emb_cli_operands(cmd, &args, 1, 1, "CORPUS")) >= 0) return rc;
+    if (train && args.n > 0)
+        return emb_cli_usage_error(cmd, "unexpected argument '%s'", args.v[0]);
+    const char *corpus = train ? train : args.v[0];
+    if (!output) return emb_cli_usage_error(cmd, "missing --output (-o) OUT");
+    if (hs)
+        return emb_cli_usage_error(cmd, "hierarchical softmax (-hs 1) is not provided: emb "
+                                        "trains with negative sampling (-hs 0 -negative N)");
+    emb_w2v_model m;
+    if (strcmp(model, "skipgram") == 0 || strcmp(model, "sg") == 0)
+        m = EMB_W2V_SKIPGRAM;
+    else if (strcmp(model, "cbow") == 0)
+        m = EMB_W2V_CBOW;
+    else
+        return emb_cli_usage_error(cmd, "invalid value '%s' for --model: expected skipgram or cbow",
+                                   model);
+    if (cbow >= 0) m = cbow ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM;
+    emb_w2v_options o = emb_w2v_options_default(m);
+    if (dim > 0) o.dim = dim;
+    if (window > 0) o.window = (int)window;
+    if (negative > 0) o.negative = (int)negative;
+    if (sample >= 0) o.sample = sample;
+    if (min_count > 0) o.min_count = min_count;
+    if (max_vocab >= 0) o.max_vocab = max_vocab;
+    if (epochs > 0) o.epochs = (int)epochs;
+    if (threads > 0) o.threads = (int)threads;
+    if (alpha > 0) {
+        o.alpha = alpha;
+        o.min_alpha = alpha * 1e-4;
+    }
+    if (min_alpha >= 0) o.min_alpha = min_alpha;
+    if (max_sentence > 0) o.max_sentence = max_sentence;
+    o.seed = seed;
+    o.lowercase = lowercase;
+    o.strip_punct = strip;
+    o.cbow_mean = !sum;
+    if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
+
+    emb_write_options wo = emb_write_options_default();
+    wo.format = binary ? EMB_FORMAT_W2V_BINARY : emb_format_from_path(output);
+    if (wo.format == EMB_FORMAT_AUTO) wo.format = EMB_FORMAT_W2V_TEXT; /* as the word2vec tool */
+    char why[600];
+    if (!dir_writable(output, why, sizeof why))
+        return emb_cli_fail(cmd, "cannot write %s: %s", output, why);
+    if (!checkpoint && every > 0) {
+        static char def[4096];
+        snprintf(def, sizeof def, "%s.ckpt", output);
+        checkpoint = def;
+    }
+    if (checkpoint && !dir_writable(checkpoint, why, sizeof why))
+        return emb_cli_fail(cmd, "cannot write checkpoint %s: %s", checkpoint, why);
+    if (resume && strcmp(corpus, "-") == 0)
+        return emb_cli_usage_error(cmd, "--resume needs the corpus as a file, not stdin");
+
+    double t0 = wall();
+    emb_w2v *w = NULL;
+    emb_status st = resume ? emb_w2v_resume(&o, corpus, resume, &w)
+                           : emb_w2v_create_from_file(&o, corpus, &w);
+    if (st) return emb_cli_fail(cmd, "%s", emb_errmsg());
+    const emb_vocab *vocab = emb_w2v_vocab(w);
+    o = emb_w2v_options_of(w);
+    train_ui ui = {w, isatty(fileno(stderr)) == 1, quiet, 0, wall(), every, checkpoint, 0};
+    if (!quiet)
+        fprintf(stderr,
+                "emb train: %s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
+                "window %d, negative %d, %d epochs, %d threads%s\n",
+                corpus, (long long)emb_vocab_size(vocab),
+                (long long)emb_w2v_corpus_tokens(w), m == EMB_W2V_CBOW ? "CBOW" : "skip-gram",
+                (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
+                resume ? " (resumed)" : "");
+    double t1 = wall();
+    int64_t done0 = emb_w2v_words_done(w);
+    st = emb_w2v_train(w, on_progress, &ui);
+    double t2 = wall();
+    if (!quiet && ui.tty) fprintf(stderr, "\n");
+    if (ui.ckpt_failed) {
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        emb_w2v_free(w);
+        return rc;
+    }
+    if (st) {
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        emb_w2v_free(w);
+        return rc;
+    }
+    emb_tensor vec;
+    st = emb_w2v_vectors(w, &vec);
+    if (st == EMB_OK) st = emb_vectors_write(output, &vec, vocab, &wo);
+    if (st) {
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        emb_w2v_free(w);
+        return rc;
+    }
+    if (!quiet) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        int64_t words = emb_w2v_words_done(w) - done0;
+        fprintf(stderr,
+                "emb train: %lld words in %.2f s (%.0f words/s; reading %.2f s), peak memory "
+                "%.1f MB; wrote %s (%s)\n",
+                (long long)words, t2 - t1, (t2 - t1) > 0 ? (double)words / (t2 - t1) : 0,
+                t1 - t0, (double)ru.ru_maxrss / 1024.0, output, emb_format_name(wo.format));
+    }
+    emb_w2v_free(w);
+    return EMB_CLI_OK;
+}
+
+const emb_cli_command emb_cli_cmd_train = {
+    "train",
+    "learn word vectors from raw text (skip-gram or CBOW, negative sampling)",
+    "usage: emb train CORPUS -o OUT [options]\n"
+    "\n"
+    "Learns word vectors from plain UTF-8 text, as the word2vec tool, gensim's Word2Vec and\n"
+    "fastText's skipgram/cbow do: skip-gram (default) or CBOW with negative sampling,\n"
+    "frequent-word subsampling, a dynamic window and a learning rate that decays linearly.\n"
+    "Tokens are separated by whitespace; a line ends a sentence (a longer line is cut every\n"
+    "--max-sentence tokens). CORPUS '-' reads standard input.\n"
+    "\n"
+    "The format of OUT follows its extension: .safetensors (tensor 'weight' plus the words;\n"
+    "loads with torch and Embedding.from_pretrained), .bin (word2vec binary), .vec or .txt\n"
+    "(word2vec text, as fastText's .vec); any other name gets word2vec text. The file is\n"
+    "written atomically: a failed run never replaces an existing OUT.\n"
+    "\n"
+    "Options (word2vec's and fastText's single-dash names are accepted too):\n"
+    "  -o, --output OUT        where to write the vectors (word2vec: -output)\n"
+    "  --model skipgram|cbow   the model (default skipgram); -cbow 0|1 as word2vec\n"
+    "  --dim N                 vector size (default 100; -size, -dim)\n"
+    "  --window N              maximum context distance (default 5; -ws)\n"
+    "  --negative N            negative samples (default 5; -neg)\n"
+    "  --sample X              subsampling threshold, 0 for none (default 1e-3; -t)\n"
+    "  --min-count N           drop words seen fewer times (default 5; -minCount)\n"
+    "  --max-vocab N           keep only the N most frequent words (default: all)\n"
+    "  --epochs N              passes over the corpus (default 5; -iter, -epoch)\n"
+    "  --alpha X               initial learning rate (default 0.025 skip-gram, 0.05 CBOW;\n"
+    "                          -lr)\n"
+    "  --min-alpha X           final learning rate (default alpha * 1e-4)\n"
+    "  --threads N             training threads (default: all CPUs; -thread)\n"
+    "  --seed N                seed of the initialisation and sampling (default 1)\n"
+    "  --lowercase             lowercase ASCII letters\n"
+    "  --strip-punct           strip ASCII punctuation at both ends of tokens\n"
+    "  --cbow-sum              CBOW sums the context vectors instead of averaging them\n"
+    "  --max-sentence N        longest sentence in tokens (default 1000)\n"
+    "  -hs 0, -binary 0|1      word2vec compatibility: hierarchical softmax is not provided\n"
+    "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary\n"
+    "  --checkpoint FILE       where checkpoints go (default OUT.ckpt)\n"
+    "  --checkpoint-every S    write the whole training state every S seconds, atomically\n"
+    "  --resume FILE           continue from a checkpoint (same corpus and options)\n"
+    "  -q, --quiet             no progress display and no summary\n"
+    "  -h, --help              print this help and exit\n"
+    "\n"
+    "Progress goes to standard error: a bar (percent, words/s, learning rate, ETA) on a\n"
+    "terminal, a line every 5 seconds otherwise, and a summary at the end. With --threads 1\n"
+    "and a fixed --seed two runs give identical vectors; with more threads rows are updated\n"
+    "without locks, as the other tools do, and results vary slightly between runs.\n"
+    "\n"
+    "Exit status: 0 on success, 1 on a failure (unreadable or non-UTF-8 corpus, no word\n"
+    "frequent enough, an output folder that does not exist), 2 on a usage error.\n"
+    "\n"
+    "Examples:\n"
+    "  emb train corpus.txt -o vectors.bin\n"
+    "  emb train corpus.txt -o vectors.safetensors --model cbow --dim 200 --epochs 10\n"
+    "  emb train -train corpus.txt -output vec.txt -size 100 -window 5 -negative 5 \\\n"
+    "      -sample 1e-3 -min-count 5 -iter 5 -threads 2 -cbow 0 -hs 0 -binary 0\n",
+    run,
+};

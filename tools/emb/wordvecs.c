@@ -1,0 +1,82 @@
+/* Shared by the word-vector commands: see wordvecs.h. */
+#include "wordvecs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void wordvecs_lower(char *s) {
+    for (; *s; s++)
+        if (*s >= 'A' && *s <= 'Z') *s = (char)(*s - 'A' + 'a');
+}
+
+int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
+                  int64_t restrict_rows, bool fold_case, wordvecs *out) {
+    memset(out, 0, sizeof *out);
+    emb_read_options ro = emb_read_options_default();
+    ro.limit = limit;
+    if (emb_vectors_read(path, &ro, &out->v) != EMB_OK)
+        return emb_cli_fail(cmd, "%s", emb_errmsg());
+    if (!out->v.vocab) {
+        emb_vectors_free(&out->v);
+        return emb_cli_fail(cmd, "%s holds no words (a table without a vocabulary)", path);
+    }
+    int64_t rows = out->v.weight.shape[0];
+    if (restrict_rows > 0 && restrict_rows < rows) rows = restrict_rows;
+    out->rows = rows;
+    if (emb_knn_create(&out->v.weight, rows, &out->knn) != EMB_OK) {
+        int rc = emb_cli_fail(cmd, "%s: %s", path, emb_errmsg());
+        emb_vectors_free(&out->v);
+        return rc;
+    }
+    if (fold_case) {
+        if (emb_vocab_create(&out->fold) != EMB_OK) {
+            wordvecs_close(out);
+            return emb_cli_fail(cmd, "%s", emb_errmsg());
+        }
+        /* Row order: a folded word maps to its most frequent spelling (the first row). */
+        for (int64_t i = 0; i < rows; i++) {
+            size_t len;
+            const char *s = emb_vocab_word(out->v.vocab, i, &len);
+            char *low = malloc(len + 1);
+            if (!low) {
+                wordvecs_close(out);
+                return emb_cli_fail(cmd, "out of memory");
+            }
+            memcpy(low, s, len + 1);
+            wordvecs_lower(low);
+            int64_t id;
+            bool added;
+            emb_status st = emb_vocab_add(out->fold, low, len, 0, &id, &added);
+            free(low);
+            if (st != EMB_OK) {
+                wordvecs_close(out);
+                return emb_cli_fail(cmd, "%s", emb_errmsg());
+            }
+            if (added) emb_vocab_set_count(out->fold, id, i); /* count holds the row */
+        }
+    }
+    return -1;
+}
+
+void wordvecs_close(wordvecs *w) {
+    emb_knn_free(w->knn);
+    emb_vocab_free(w->fold);
+    emb_vectors_free(&w->v);
+    memset(w, 0, sizeof *w);
+}
+
+int64_t wordvecs_find(const wordvecs *w, const char *word) {
+    if (!w->fold) return emb_vocab_find(w->v.vocab, word, strlen(word));
+    size_t n = strlen(word);
+    char *low = malloc(n + 1);
+    if (!low) return -1;
+    memcpy(low, word, n + 1);
+    wordvecs_lower(low);
+    int64_t id = emb_vocab_find(w->fold, low, n);
+    free(low);
+    return id < 0 ? -1 : emb_vocab_count(w->fold, id);
+}
+
+const char *wordvecs_word(const wordvecs *w, int64_t row) {
+    return emb_vocab_word(w->v.vocab, row, NULL);
+}

@@ -1,0 +1,37 @@
+/* wordvecs.h: what the word-vector commands (nn, analogy, eval-analogies, eval-pairs) share:
+ * a table read from any supported file with its words, a search index over it, and word
+ * lookup, exact or case-insensitive the way gensim's evaluations fold case. */
+#ifndef EMB_TOOLS_WORDVECS_H
+#define EMB_TOOLS_WORDVECS_H
+
+#include "cli.h"
+
+#include <emb/emb.h>
+#include <emb/io.h>
+
+typedef struct {
+    emb_vectors v;   /* the table and its words */
+    emb_knn *knn;    /* cosine index over the first `restrict` rows */
+    int64_t rows;    /* rows searched */
+    emb_vocab *fold; /* lowercased words of the searched rows -> row (most frequent first);
+                        NULL when lookups are exact */
+} wordvecs;
+
+/* Reads `path` (format sniffed; at most `limit` rows when limit > 0), requires words,
+ * and indexes its first `restrict_rows` rows (0: all). Prints the error and returns
+ * EMB_CLI_FAILURE on failure, -1 on success. */
+int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
+                  int64_t restrict_rows, bool fold_case, wordvecs *out);
+void wordvecs_close(wordvecs *w);
+
+/* The row of `word` among the searched rows (folded when the table was opened with
+ * fold_case; exact otherwise: any row of the file), or -1. */
+int64_t wordvecs_find(const wordvecs *w, const char *word);
+
+/* The word of a row. */
+const char *wordvecs_word(const wordvecs *w, int64_t row);
+
+/* Lowercases ASCII letters of s in place. */
+void wordvecs_lower(char *s);
+
+#endif /* EMB_TOOLS_WORDVECS_H */
