@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -103,13 +104,13 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"dim", 0, "size vector-size", EMB_CLI_INT, &dim, 1, 1 << 20, 0, 0},
         {"window", 0, "ws", EMB_CLI_INT, &window, 1, 1000, 0, 0},
         {"negative", 0, "neg", EMB_CLI_INT, &negative, 1, 1000, 0, 0},
-        {"sample", 0, "t", EMB_CLI_DOUBLE, &sample, 0, 1e308, 0, 0},
+        {"sample", 0, "t", EMB_CLI_DOUBLE, &sample, 0, 0, 0, 1e300},
         {"min-count", 0, "minCount min_count", EMB_CLI_INT, &min_count, 1, INT64_MAX, 0, 0},
         {"max-vocab", 0, "max-final-vocab", EMB_CLI_INT, &max_vocab, 0, INT64_MAX, 0, 0},
         {"epochs", 0, "iter epoch", EMB_CLI_INT, &epochs, 1, 100000, 0, 0},
         {"threads", 0, "thread workers", EMB_CLI_INT, &threads, 1, 1024, 0, 0},
-        {"alpha", 0, "lr", EMB_CLI_DOUBLE, &alpha, 1e-300, 1e308, 0, 0},
-        {"min-alpha", 0, NULL, EMB_CLI_DOUBLE, &min_alpha, 0, 1e308, 0, 0},
+        {"alpha", 0, "lr", EMB_CLI_DOUBLE, &alpha, 0, 0, 1e-300, 1e300},
+        {"min-alpha", 0, NULL, EMB_CLI_DOUBLE, &min_alpha, 0, 0, 0, 1e300},
         {"seed", 0, NULL, EMB_CLI_UINT64, &seed, 0, 0, 0, 0},
         {"lowercase", 0, NULL, EMB_CLI_FLAG, &lowercase, 0, 0, 0, 0},
         {"strip-punct", 0, NULL, EMB_CLI_FLAG, &strip, 0, 0, 0, 0},
@@ -118,7 +119,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"hs", 0, NULL, EMB_CLI_INT, &hs, 0, 1, 0, 0},
         {"binary", 0, NULL, EMB_CLI_INT, &binary, 0, 1, 0, 0},
         {"checkpoint", 0, NULL, EMB_CLI_STRING, &checkpoint, 0, 0, 0, 0},
-        {"checkpoint-every", 0, NULL, EMB_CLI_DOUBLE, &every, 0, 1e9, 0, 0},
+        {"checkpoint-every", 0, NULL, EMB_CLI_DOUBLE, &every, 0, 0, 0, 1e9},
         {"resume", 0, NULL, EMB_CLI_STRING, &resume, 0, 0, 0, 0},
         {"quiet", 'q', NULL, EMB_CLI_FLAG, &quiet, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
