@@ -8,9 +8,12 @@ PREFIX     ?= /usr/local
 CMAKE_FLAGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: run test build build-asan bench bench-io install clean deps-build deps-test deps-bench
+.PHONY: run demo test build build-asan bench bench-io install clean deps-build deps-run deps-test deps-bench
 
-run: deps-build build
+run: deps-run build
+	scripts/run.sh $(BUILD)
+
+demo: deps-build build
 	./$(BUILD)/emb demo
 
 test: deps-test
@@ -48,6 +51,8 @@ install: deps-build
 
 deps-build:
 	@scripts/deps.sh build
+deps-run:
+	@scripts/deps.sh run
 deps-test:
 	@scripts/deps.sh test
 deps-bench:

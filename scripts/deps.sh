@@ -2,6 +2,7 @@
 # Installs what emb needs from Debian's packages, or says exactly what to install.
 #   scripts/deps.sh build   compiler, cmake, OpenBLAS (its OpenMP build, see CMakeLists.txt),
 #                           SLEEF (the exp/log PyTorch's log_softmax uses)
+#   scripts/deps.sh run     build + npm when no npm is on PATH (make run fetches its corpus)
 #   scripts/deps.sh test    build + cmocka, python3-torch, python3-numpy, pytest
 #   scripts/deps.sh bench   what the benchmarks need (the test set: torch is the comparison)
 # As root it runs apt-get; otherwise it prints the apt-get command and exits 1.
@@ -10,9 +11,10 @@ mode=${1:-build}
 pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libjansson-dev libsleef-dev)
 case "$mode" in
   build) ;;
+  run) command -v npm >/dev/null 2>&1 || pkgs+=(npm) ;;
   test) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim) ;;
-  bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim) ;;
-  *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
+  bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim fasttext) ;;
+  *) echo "usage: $0 build|run|test|bench" >&2; exit 2 ;;
 esac
 # EMB_DEPS_EXTRA: more packages to require (the tests use it to exercise the not-root path).
 # shellcheck disable=SC2206
