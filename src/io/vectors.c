@@ -77,14 +77,29 @@ static emb_format sniff(const unsigned char *d, size_t n) {
     if (p < n && d[p] == '\r') p++;
     if (nums != 2 || (p < n && d[p] != '\n')) return EMB_FORMAT_GLOVE;
     p++;
-    /* The first row: past its word, text has printable characters up to a newline. */
+    /* The first row decides: in text, the rest of its line after the word is exactly dim
+     * printable numbers; a binary row's dim * 4 raw bytes follow the word's space (and
+     * may begin with a newline or any other byte). */
+    uint64_t dim = 0;
+    {
+        size_t q = 0;
+        while (q < n && (d[q] == ' ' || d[q] == '\t')) q++;
+        while (q < n && d[q] >= '0' && d[q] <= '9') q++;
+        while (q < n && (d[q] == ' ' || d[q] == '\t')) q++;
+        while (q < n && d[q] >= '0' && d[q] <= '9' && dim < (1u << 30)) dim = dim * 10 + (uint64_t)(d[q++] - '0');
+    }
     while (p < n && (d[p] == '\n' || d[p] == '\r')) p++;
     while (p < n && d[p] != ' ') p++;
     size_t limit = p + 65536 < n ? p + 65536 : n;
+    uint64_t fields = 0;
+    bool in_field = false;
     for (; p < limit; p++) {
         unsigned char c = d[p];
-        if (c == '\n') return EMB_FORMAT_W2V_TEXT;
+        if (c == '\n') return fields == dim ? EMB_FORMAT_W2V_TEXT : EMB_FORMAT_W2V_BINARY;
         if (!(c == '\t' || c == '\r' || (c >= 0x20 && c < 0x7f))) return EMB_FORMAT_W2V_BINARY;
+        bool sp = c == ' ' || c == '\t' || c == '\r';
+        if (!sp && !in_field) fields++;
+        in_field = !sp;
     }
     return EMB_FORMAT_W2V_TEXT;
 }

@@ -56,12 +56,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         bool tty = isatty(STDIN_FILENO) == 1;
         char *line = NULL;
         size_t cap = 0;
-        for (;;) {
-            if (tty) {
-                fprintf(stderr, "Enter three words A B C (A is to B as C is to ?): ");
-                fflush(stderr);
-            }
-            if (getline(&line, &cap, stdin) < 0) break;
+        size_t len;
+        while (emb_cli_read_query(stdin, "Enter three words A B C (A is to B as C is to ?): ", &line, &cap, &len)) {
             char *words[4];
             int n = 0;
             for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < 4;
@@ -79,6 +75,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         }
         free(line);
         if (tty) fprintf(stderr, "\n");
+        if (ferror(stdin)) ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
     }
     wordvecs_close(&w);
     return ok ? EMB_CLI_OK : EMB_CLI_FAILURE;

@@ -84,18 +84,15 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         bool tty = isatty(STDIN_FILENO) == 1;
         char *line = NULL;
         size_t cap = 0;
-        for (;;) {
-            if (tty) {
-                fprintf(stderr, "Query word? ");
-                fflush(stderr);
-            }
-            if (getline(&line, &cap, stdin) < 0) break;
+        size_t len;
+        while (emb_cli_read_query(stdin, "Query word? ", &line, &cap, &len)) {
             ok = query(cmd, &w, line, k, false) && ok;
             if (!tty) printf("\n");
             fflush(stdout);
         }
         free(line);
         if (tty) fprintf(stderr, "\n");
+        if (ferror(stdin)) ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
     }
     wordvecs_close(&w);
     return ok ? EMB_CLI_OK : EMB_CLI_FAILURE;

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""emb train against gensim 4.2 (Debian python3-gensim) and fastText 0.9.2 (Debian fasttext) on
+the State of the Union corpus, in one run on one machine: wall time, words/s, analogy
+accuracy on questions-words.txt (30,000 most frequent words, questions with a missing word
+skipped; every tool's vectors scored by the same evaluator, `emb eval-analogies`, which
+gives gensim's evaluate_word_analogies counts exactly) and peak resident memory, for
+skip-gram and CBOW, at 1 and 2 threads.
+
+Settings (the issue's): dim 100, window 5, negative 5, sample 1e-3, min_count 5, 5 epochs.
+All three tools read the same text: the corpus lowercased, ASCII punctuation stripped from
+both ends of each token, cut into lines of 1000 tokens (gensim gets it through LineSentence,
+i.e. as 1000-word sentences). Learning rates: 0.025 for skip-gram, 0.05 for CBOW (the word2vec
+tool's defaults) for emb and fastText; gensim uses its default 0.025 for both.
+
+Usage: /usr/bin/python3 bench/bench_word2vec.py [--threads 1,2] [--models sg,cbow]
+       [--tools emb,gensim,fasttext]      (make bench runs it; EMB_BUILD_DIR picks the build)
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, ".."))
+BUILD = os.environ.get("EMB_BUILD_DIR", os.path.join(ROOT, "build"))
+EMB = os.path.join(BUILD, "emb")
+QUESTIONS = os.path.join(ROOT, "data", "eval", "questions-words.txt")
+PUNCT = "".join(chr(c) for c in range(33, 127) if not chr(c).isalnum())
+
+GENSIM_SCRIPT = r"""
+import sys, time, logging
+from gensim.models import Word2Vec
+from gensim.models.word2vec import LineSentence
+corpus, out, sg, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+t0 = time.perf_counter()
+m = Word2Vec(LineSentence(corpus), vector_size=100, window=5, negative=5, hs=0, sample=1e-3,
+             min_count=5, epochs=5, sg=sg, workers=threads, seed=1)
+t1 = time.perf_counter()
+m.wv.save_word2vec_format(out, binary=True)
+print(f"TRAIN_SECONDS {t1 - t0:.3f}")
+"""
+
+
+def prepare(src, dst):
+    toks = []
+    with open(src, encoding="utf-8") as f:
+        for line in f:
+            for t in line.split():
+                t = t.strip(PUNCT)
+                if t:
+                    toks.append(t.translate(str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                                                          "abcdefghijklmnopqrstuvwxyz")))
+    with open(dst, "w", encoding="utf-8") as f:
+        for i in range(0, len(toks), 1000):
+            f.write(" ".join(toks[i:i + 1000]) + "\n")
+    return len(toks)
+
+
+def peak_rss_mb(argv):
+    """Peak RSS of a command through GNU time (-f %M, in KB)."""
+    p = subprocess.run(["/usr/bin/time", "-f", "MAXRSS %M", *argv], capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{argv[0]} failed ({p.returncode}): {p.stderr[-2000:]}")
+    m = re.findall(r"MAXRSS (\d+)", p.stderr)
+    return int(m[-1]) / 1024.0, p
+
+
+def accuracy(vectors):
+    p = subprocess.run([EMB, "eval-analogies", vectors, QUESTIONS], capture_output=True,
+                       text=True, check=True)
+    m = re.search(r"^total: ([0-9.]+)% \((\d+)/(\d+)\)", p.stdout, re.M)
+    return float(m.group(1)), f"{m.group(2)}/{m.group(3)}"
+
+
+def run_tool(tool, model, threads, corpus, work):
+    sg = model == "sg"
+    lr = "0.025" if sg else "0.05"
+    if tool == "emb":
+        out = os.path.join(work, f"emb-{model}-{threads}.bin")
+        argv = [EMB, "train", corpus, "-o", out, "--model", "skipgram" if sg else "cbow",
+                "--dim", "100", "--window", "5", "--negative", "5", "--sample", "1e-3",
+                "--min-count", "5", "--epochs", "5", "--threads", str(threads), "--alpha", lr,
+                "-q"]
+    elif tool == "gensim":
+        out = os.path.join(work, f"gensim-{model}-{threads}.bin")
+        script = os.path.join(work, "gensim_train.py")
+        with open(script, "w") as f:
+            f.write(GENSIM_SCRIPT)
+        argv = ["/usr/bin/python3", script, corpus, out, "1" if sg else "0", str(threads)]
+    else:
+        prefix = os.path.join(work, f"fasttext-{model}-{threads}")
+        out = prefix + ".vec"
+        argv = ["fasttext", "skipgram" if sg else "cbow", "-input", corpus, "-output", prefix,
+                "-dim", "100", "-ws", "5", "-neg", "5", "-t", "1e-3", "-minCount", "5",
+                "-epoch", "5", "-thread", str(threads), "-lr", lr, "-minn", "0", "-maxn", "0",
+                "-verbose", "0"]
+    t0 = time.perf_counter()
+    rss, p = peak_rss_mb(argv)
+    wall = time.perf_counter() - t0
+    m = re.search(r"TRAIN_SECONDS ([0-9.]+)", p.stdout or "")
+    if m:  # gensim: the training call itself, without the interpreter and import time
+        wall = float(m.group(1))
+    acc, frac = accuracy(out)
+    return wall, rss, acc, frac
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--models", default="sg,cbow")
+    ap.add_argument("--tools", default="emb,gensim,fasttext")
+    args = ap.parse_args()
+    tools = [t for t in args.tools.split(",") if t]
+    if "fasttext" in tools and not shutil.which("fasttext"):
+        print("# fasttext not installed (Debian: apt-get install fasttext): skipped")
+        tools.remove("fasttext")
+    raw = subprocess.run([os.path.join(ROOT, "scripts", "fetch-corpus.sh"), "sotu"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="emb-w2v-bench-") as work:
+        corpus = os.path.join(work, "sotu-1000.txt")
+        ntok = prepare(raw, corpus)
+        print(f"# State of the Union: {ntok} tokens (lowercased, punctuation stripped), lines "
+              f"of 1000 tokens; dim 100, window 5, negative 5, sample 1e-3, min_count 5, "
+              f"5 epochs; {os.cpu_count()} CPUs")
+        print(f"{'model':<6}{'threads':>8}  {'tool':<9}{'wall s':>8}{'words/s':>11}"
+              f"{'accuracy':>10}{'(n/N)':>12}{'peak MB':>9}  {'gensim/tool':>11}{'RSS tool/gensim':>16}")
+        for model in args.models.split(","):
+            for threads in [int(t) for t in args.threads.split(",")]:
+                res = {t: run_tool(t, model, threads, corpus, work) for t in tools}
+                for t in tools:
+                    wall, rss, acc, frac = res[t]
+                    ratio = res["gensim"][0] / wall if "gensim" in res else float("nan")
+                    mem = rss / res["gensim"][1] if "gensim" in res else float("nan")
+                    print(f"{model:<6}{threads:>8}  {t:<9}{wall:>8.2f}{ntok * 5 / wall:>11.0f}"
+                          f"{acc:>9.2f}%{frac:>12}{rss:>9.1f}  {ratio:>11.2f}{mem:>16.2f}")
+                sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
