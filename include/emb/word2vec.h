@@ -54,6 +54,9 @@ typedef struct emb_w2v_options {
     bool lowercase;      /* lowercase ASCII letters of tokens */
     bool strip_punct;    /* strip leading and trailing ASCII punctuation from tokens */
     int64_t max_sentence; /* a line longer than this many tokens is cut into pieces; 1000 */
+    bool shared_negatives; /* skip-gram: one draw of negatives per window, shared by its
+                              context words (faster); false: a draw per (center, context)
+                              pair, as the word2vec tool does */
 } emb_w2v_options;
 
 EMB_API emb_w2v_options emb_w2v_options_default(emb_w2v_model model);

@@ -25,6 +25,9 @@
  * Skip-gram (cbow false): with X the m input rows and Y the n output rows as they are on
  * entry, S = X Y^T, G[i][j] = (label_j - sigmoid(S[i][j])) * alpha, then
  * syn0[ctx_i] += G[i] Y and syn1[tgt_j] += G[:, j]^T X (each sum in index order).
+ * With m == 1 (one pair, the word2vec tool's update) the rows are used in place: for each
+ * target j in order, g = (label_j - sigmoid(x . y_j)) * alpha, e += g y_j, y_j += g x;
+ * then x += e.
  * CBOW (cbow true): h = sum of the m input rows (times 1/m when cbow_mean), then for each
  * target j in order: g = (label_j - sigmoid(h . Y_j)) * alpha, e += g Y_j, syn1[tgt_j] +=
  * g h; finally syn0[ctx_i] += e for every input.

@@ -48,6 +48,20 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
         }
         return;
     }
+    if (m == 1) {
+        /* One (center, context) pair: the word2vec tool's loop, in place. */
+        float *x = syn0 + (int64_t)ctx[0] * dim, *e = scratch;
+        memset(e, 0, (size_t)dim * sizeof(float));
+        for (int j = 0; j < n; j++) {
+            if (j > 0 && tgt[j] == tgt[0]) continue;
+            float *y = syn1 + (int64_t)tgt[j] * dim;
+            float g = sgns_grad(sgns_dot(x, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid);
+            for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
+            for (int64_t k = 0; k < dim; k++) y[k] = fmaf(g, x[k], y[k]);
+        }
+        for (int64_t k = 0; k < dim; k++) x[k] = x[k] + e[k];
+        return;
+    }
     float *X = scratch, *Y = X + (int64_t)m * dim, *G = Y + (int64_t)n * dim;
     for (int i = 0; i < m; i++)
         memcpy(X + (int64_t)i * dim, syn0 + (int64_t)ctx[i] * dim, (size_t)dim * sizeof(float));

@@ -97,6 +97,7 @@ static emb_status write_ckpt(FILE *f, void *ctx) {
     put_u64(&w, (uint64_t)o->lowercase);
     put_u64(&w, (uint64_t)o->strip_punct);
     put_u64(&w, (uint64_t)o->max_sentence);
+    put_u64(&w, (uint64_t)o->shared_negatives);
     put_u64(&w, (uint64_t)m->V);
     put_u64(&w, (uint64_t)m->n_ids);
     put_u64(&w, m->fingerprint);
@@ -234,6 +235,8 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
         DIFF("strip_punct", "%" PRIu64, v, (uint64_t)o->strip_punct);
     if ((v = get_u64(&r)) != (uint64_t)o->max_sentence)
         DIFF("max_sentence", "%" PRIu64, v, (uint64_t)o->max_sentence);
+    if ((v = get_u64(&r)) != (uint64_t)o->shared_negatives)
+        DIFF("shared_negatives", "%" PRIu64, v, (uint64_t)o->shared_negatives);
     uint64_t V = get_u64(&r), nids = get_u64(&r), fp = get_u64(&r);
     if (r.bad) return emb__error(EMB_ERR_FORMAT, "%s is truncated", checkpoint);
     if (V != (uint64_t)w->V || nids != (uint64_t)w->n_ids || fp != w->fingerprint)

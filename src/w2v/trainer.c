@@ -36,6 +36,7 @@ emb_w2v_options emb_w2v_options_default(emb_w2v_model model) {
     o.lowercase = false;
     o.strip_punct = false;
     o.max_sentence = 1000;
+    o.shared_negatives = false;
     return o;
 }
 
@@ -369,9 +370,17 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                 if (j != i) s->ctx[m++] = s->sen[j];
             if (m == 0) continue;
             s->tgt[0] = s->sen[i];
-            for (int k = 1; k <= o->negative; k++) s->tgt[k] = sample_negative(w, &l->rng);
-            step(w->syn0, w->syn1, o->dim, s->ctx, m, s->tgt, o->negative + 1, alpha, cbow,
-                 o->cbow_mean, w->sigmoid, s->scratch);
+            if (cbow || o->shared_negatives) {
+                for (int k = 1; k <= o->negative; k++) s->tgt[k] = sample_negative(w, &l->rng);
+                step(w->syn0, w->syn1, o->dim, s->ctx, m, s->tgt, o->negative + 1, alpha, cbow,
+                     o->cbow_mean, w->sigmoid, s->scratch);
+                continue;
+            }
+            for (int c = 0; c < m; c++) { /* a fresh draw of negatives for every pair */
+                for (int k = 1; k <= o->negative; k++) s->tgt[k] = sample_negative(w, &l->rng);
+                step(w->syn0, w->syn1, o->dim, s->ctx + c, 1, s->tgt, o->negative + 1, alpha,
+                     false, false, w->sigmoid, s->scratch);
+            }
         }
     }
     return processed;

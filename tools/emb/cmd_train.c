@@ -94,7 +94,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             threads = -1, cbow = -1, hs = 0, binary = 0, max_sentence = -1;
     double sample = -1, alpha = -1, min_alpha = -1, every = 0;
     uint64_t seed = 1;
-    bool lowercase = false, strip = false, quiet = false, sum = false;
+    bool lowercase = false, strip = false, quiet = false, sum = false, shared = false;
     const emb_cli_option opts[] = {
         {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
         {"train", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
@@ -115,6 +115,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"lowercase", 0, NULL, EMB_CLI_FLAG, &lowercase, 0, 0, 0, 0},
         {"strip-punct", 0, NULL, EMB_CLI_FLAG, &strip, 0, 0, 0, 0},
         {"cbow-sum", 0, NULL, EMB_CLI_FLAG, &sum, 0, 0, 0, 0},
+        {"shared-negatives", 0, NULL, EMB_CLI_FLAG, &shared, 0, 0, 0, 0},
         {"max-sentence", 0, NULL, EMB_CLI_INT, &max_sentence, 1, INT64_MAX, 0, 0},
         {"hs", 0, NULL, EMB_CLI_INT, &hs, 0, 1, 0, 0},
         {"binary", 0, NULL, EMB_CLI_INT, &binary, 0, 1, 0, 0},
@@ -166,6 +167,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     o.lowercase = lowercase;
     o.strip_punct = strip;
     o.cbow_mean = !sum;
+    o.shared_negatives = shared;
     if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
 
     emb_write_options wo = emb_write_options_default();
@@ -271,6 +273,8 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --lowercase             lowercase ASCII letters\n"
     "  --strip-punct           strip ASCII punctuation at both ends of tokens\n"
     "  --cbow-sum              CBOW sums the context vectors instead of averaging them\n"
+    "  --shared-negatives      skip-gram draws one set of negatives per window, shared by\n"
+    "                          its context words (faster; a little less accurate)\n"
     "  --max-sentence N        longest sentence in tokens (default 1000)\n"
     "  -hs 0, -binary 0|1      word2vec compatibility: hierarchical softmax is not provided\n"
     "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary\n"
