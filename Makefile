@@ -8,7 +8,7 @@ PREFIX     ?= /usr/local
 CMAKE_FLAGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: run demo test build build-asan bench bench-io install clean deps-build deps-run deps-test deps-bench
+.PHONY: run demo test build build-asan bench bench-w2v bench-io install clean deps-build deps-run deps-test deps-bench
 
 run: deps-run build
 	scripts/run.sh $(BUILD)
@@ -36,6 +36,13 @@ bench: deps-bench
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS) --target all benches
 	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/run.py
+
+# Word-vector training: emb train against gensim and fastText on the State of the Union corpus
+# (bench/bench_word2vec.py; BENCH_W2V_FLAGS="--threads 2 --models sg" for a quicker run).
+bench-w2v: deps-bench deps-run
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS) --target emb
+	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/bench_word2vec.py $(BENCH_W2V_FLAGS)
 
 # File-format load speed: a ~1 GB word2vec text file against gensim, binary formats against
 # read() of the same bytes (bench/io.py; BENCH_IO_FLAGS="--mb 200" for a quicker run).
