@@ -288,3 +288,24 @@ def test_eval_pairs_matches_gensim(emb_bin, lee, tmp_path):
     bad.write_text("a\tb\t1\nc d\n")
     p = run([emb_bin, "eval-pairs", path, str(bad)])
     assert p.returncode == 1 and "bad.tsv:2" in p.stderr
+
+
+def test_binary_row_starting_with_newline_byte(emb_bin, tmp_path):
+    """A word2vec binary row whose first float begins with the byte 0x0a (a newline) is still
+    recognised as binary (format sniffing counts the first row's fields), as gensim reads it
+    with binary=True."""
+    import struct
+    first = struct.unpack("<f", b"\x0a\x00\x80\x3f")[0]
+    path = tmp_path / "nl.bin"
+    with open(path, "wb") as f:
+        f.write(b"2 3\n")
+        f.write(b"a " + struct.pack("<3f", first, 2.0, 3.0) + b"\n")
+        f.write(b"b " + struct.pack("<3f", 4.0, 5.0, 6.0) + b"\n")
+    p = run([emb_bin, "info", str(path)])
+    assert p.returncode == 0, p.stderr
+    assert "word2vec-binary" in p.stdout
+    kv = KeyedVectors.load_word2vec_format(str(path), binary=True)
+    p = run([emb_bin, "nn", str(path), "a", "-k", "1"])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[0] == "b"
+    assert abs(float(p.stdout.split()[1]) - kv.similarity("a", "b")) < 1e-6
