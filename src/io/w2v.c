@@ -157,7 +157,10 @@ static emb_status read_text(w2v_ctx *c, bool header, const emb_read_options *o, 
         dim = numeric >= 1 && numeric < fields ? numeric : fields - 1;
         int64_t lines = 1;
         for (const unsigned char *q = c->p; (q = memchr(q, '\n', (size_t)(c->end - q))); q++) lines++;
-        rows = lines;
+        /* Every row holds at least 2*dim+1 bytes: a long first line followed by many short
+         * ones must not make the table's allocation larger than the file can fill. */
+        int64_t by_size = (int64_t)(c->end - p) / (2 * dim + 1) + 1;
+        rows = lines < by_size ? lines : by_size;
     }
     int64_t want = rows;
     if (o->limit > 0 && o->limit < want) want = o->limit;

@@ -291,6 +291,19 @@ static void test_w2v_variants(void **state) {
     assert_string_equal(emb_vocab_word(got.vocab, 0, NULL), ". . .");
     assert_true(((float *)got.weight.data)[5] == 6.0f);
     emb_vectors_free(&got);
+    /* hostile GloVe: a first line of 2000 numbers, then 500000 one-word lines. The table
+     * must not be allocated for 500000 x 2000 floats (4 GB; ASan would abort). */
+    {
+        FILE *f = fopen(tmp("wide.txt"), "wb");
+        assert_non_null(f);
+        fputs("w", f);
+        for (int k = 0; k < 2000; k++) fputs(" 1", f);
+        fputs("\n", f);
+        for (int k = 0; k < 500000; k++) fputs("x\n", f);
+        fclose(f);
+        EMB_EXPECT_ERR(emb_vectors_read(tmp("wide.txt"), NULL, &got), EMB_ERR_FORMAT,
+                       "line 2 (byte offset 4002): expected a word and 2000 numbers, found 0 fields");
+    }
     /* non-UTF-8 words are accepted as bytes when asked */
     emb_read_options ro = emb_read_options_default();
     ro.check_utf8 = false;
