@@ -2,7 +2,7 @@
  *   bench_io gen PATH ROWS DIM      writes a random table as word2vec text (6 significant
  *                                   digits, like GloVe/fastText files) to PATH
  *   bench_io load PATH [REPS]       best wall time of emb_vectors_read(PATH) over REPS runs
- *   bench_io raw PATH [REPS]        best time of read()ing PATH into a 16 MB buffer
+ *   bench_io raw PATH [REPS]        best time of read()ing PATH into new memory of its size
  * Prints one line: "seconds=S bytes=B rows=R dim=D". */
 #define _GNU_SOURCE
 #include <emb/emb.h>
@@ -72,14 +72,14 @@ int main(int argc, char **argv) {
             rows = v.weight.shape[0], dim = v.weight.shape[1];
             emb_vectors_free(&v);
         } else if (!strcmp(mode, "raw")) {
+            /* the bytes into new memory of the file's size, as a loaded table needs */
             int fd = open(path, O_RDONLY);
             if (fd < 0) return perror(path), 1;
-            size_t cap = 16 << 20;
-            char *buf = malloc(cap);
+            size_t cap = (size_t)file_size(path) + 1, got = 0;
+            char *buf = emb_malloc(cap);
             ssize_t n;
-            while ((n = read(fd, buf, cap)) > 0) {
-            }
-            free(buf);
+            while ((n = read(fd, buf + got, cap - got)) > 0) got += (size_t)n;
+            emb_free(buf);
             close(fd);
         } else {
             fprintf(stderr, "unknown mode %s\n", mode);

@@ -5,8 +5,8 @@ one run, and emb's binary readers against the speed of reading the same bytes.
 Usage: /usr/bin/python3 bench/io.py [--mb 1000] [--dim 300] [--dir DIR]
        (make bench-io does this). The files are generated (never committed) in DIR
        (default: a temporary folder, removed afterwards). All reads are from the page cache
-       (each file is read once before timing), so "disk speed" here is memory-bandwidth
-       bound; the ratio is what matters."""
+       (each file is read once before timing), so "disk speed" is read() of the file into
+       new memory of its size (what any load must at least do); the ratio is what matters."""
 import argparse
 import os
 import re

@@ -50,7 +50,8 @@ EMB_API emb_format emb_format_from_path(const char *path);
 
 /* The format of an existing file, from its first bytes (npy magic, a safetensors header,
  * a "rows dim" header followed by text or binary rows, otherwise GloVe text).
- * Errors: EMB_ERR_NULL, EMB_ERR_IO (cannot open or read), EMB_ERR_FORMAT (empty file). */
+ * Errors: EMB_ERR_NULL, EMB_ERR_IO (cannot open or read), EMB_ERR_FORMAT (empty file),
+ * EMB_ERR_UNSUPPORTED (a fastText .bin model: only its .vec is read). */
 EMB_API emb_status emb_format_sniff(const char *path, emb_format *out);
 
 /* ---------------------------------------------------------------------------------------
@@ -82,7 +83,8 @@ typedef struct emb_vectors {
 
 /* Reads a table and its words. Text values are parsed exactly as strtof would (correctly
  * rounded); other element types are converted to float32 (F64 rounds to nearest).
- * Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_IO (open/read failed), EMB_ERR_FORMAT
+ * Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_IO (open/read failed), EMB_ERR_UNSUPPORTED
+ * (a fastText .bin model, with format AUTO), EMB_ERR_FORMAT
  * (malformed or truncated file; the message names the file, the row or byte offset and
  * what is wrong), EMB_ERR_DTYPE (a tensor type emb cannot convert to float32),
  * EMB_ERR_SHAPE (the chosen tensor is not 2-D), EMB_ERR_INVALID (bad options, or the

@@ -36,6 +36,11 @@ EMB_API void emb_vocab_free(emb_vocab *v);
 /* Number of words. 0 for NULL. */
 EMB_API int64_t emb_vocab_size(const emb_vocab *v);
 
+/* Makes room for `n` words in total (and their hash slots) so that adding up to n words
+ * allocates only for their bytes: readers call it with a file's row count. Never shrinks.
+ * Errors (unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (n < 0), EMB_ERR_OVERFLOW, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_vocab_reserve(emb_vocab *v, int64_t n);
+
 /* Adds `word` (len bytes; any bytes, NUL included, though formats restrict them) with
  * `count`, or, when the word is already present, adds `count` to its count (saturating at
  * INT64_MAX). *id (may be NULL) receives the word's id. *added (may be NULL) receives true

@@ -15,8 +15,19 @@ typedef struct emb__file {
     bool mapped;
 } emb__file;
 
-/* Opens and maps `path`. Errors: EMB_ERR_IO with the OS error, EMB_ERR_NOMEM. */
+/* Opens and maps `path`. Errors: EMB_ERR_IO with the OS error, EMB_ERR_NOMEM.
+ * emb__file_open_all also pre-faults the whole mapping (MAP_POPULATE): for readers that
+ * read every byte, one batch instead of a page fault per 4 KiB. */
 emb_status emb__file_open(const char *path, emb__file *f);
+emb_status emb__file_open_all(const char *path, emb__file *f);
+
+/* Reads n bytes at `offset` of `path` straight into dst (pread, no mapping, no copy).
+ * Errors: EMB_ERR_IO, EMB_ERR_FORMAT (the file is shorter than it was). */
+emb_status emb__pread_all(const char *path, uint64_t offset, void *dst, size_t n);
+
+/* A float32 [rows, dim] tensor with uninitialised 64-byte aligned storage (emb_tensor_free
+ * releases it): readers fill every element they report. */
+emb_status emb__alloc_table(emb_tensor *t, int64_t rows, int64_t dim);
 void emb__file_close(emb__file *f);
 
 /* An atomic writer: bytes go to a temporary file next to the destination through a large

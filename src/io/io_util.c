@@ -21,7 +21,12 @@ const char *emb__basename(const char *path) {
  * Reading
  * ------------------------------------------------------------------------------------- */
 
-emb_status emb__file_open(const char *path, emb__file *f) {
+static emb_status file_open(const char *path, emb__file *f, bool populate);
+
+emb_status emb__file_open(const char *path, emb__file *f) { return file_open(path, f, false); }
+emb_status emb__file_open_all(const char *path, emb__file *f) { return file_open(path, f, true); }
+
+static emb_status file_open(const char *path, emb__file *f, bool populate) {
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return emb__error(EMB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -44,7 +49,7 @@ emb_status emb__file_open(const char *path, emb__file *f) {
             close(fd);
             return emb__error(EMB_ERR_IO, "%s: too large to map", path);
         }
-        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
         int e = errno;
         close(fd);
         if (p == MAP_FAILED) return emb__error(EMB_ERR_IO, "%s: cannot map: %s", path, strerror(e));
@@ -87,6 +92,39 @@ emb_status emb__file_open(const char *path, emb__file *f) {
     f->data = buf;
     f->size = len;
     return EMB_OK;
+}
+
+emb_status emb__pread_all(const char *path, uint64_t offset, void *dst, size_t n) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return emb__error(EMB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, (char *)dst + done, n - done, (off_t)(offset + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = errno;
+            close(fd);
+            return r < 0 ? emb__error(EMB_ERR_IO, "%s: read failed: %s", path, strerror(e))
+                         : emb__error(EMB_ERR_FORMAT, "%s: the file became shorter while it was read", path);
+        }
+        done += (size_t)r;
+    }
+    close(fd);
+    return EMB_OK;
+}
+
+emb_status emb__alloc_table(emb_tensor *t, int64_t rows, int64_t dim) {
+    int64_t n, shape[2] = {rows, dim};
+    if (!emb__mul_i64(rows, dim, &n) || n > INT64_MAX / 4)
+        return emb__error(EMB_ERR_OVERFLOW, "a table of %lld x %lld floats is too large", (long long)rows,
+                          (long long)dim);
+    void *d = NULL;
+    if (n > 0 && !(d = emb_malloc((size_t)n * 4)))
+        return emb__error(EMB_ERR_NOMEM, "out of memory for a table of %lld x %lld floats", (long long)rows,
+                          (long long)dim);
+    emb_status rc = emb_tensor_init(t, EMB_FLOAT32, d, 2, shape);
+    if (rc) emb_free(d);
+    return rc;
 }
 
 void emb__file_close(emb__file *f) {

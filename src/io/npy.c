@@ -267,11 +267,13 @@ emb_status emb__read_npy_vectors(const char *path, const emb_read_options *o, em
     }
     int64_t rows = info.shape[0], dim = info.shape[1];
     if (o->limit > 0 && o->limit < rows) rows = o->limit;
-    int64_t shape[2] = {rows, dim};
-    if ((rc = emb_tensor_alloc(&out->weight, EMB_FLOAT32, 2, shape))) goto out;
+    if ((rc = emb__alloc_table(&out->weight, rows, dim))) goto out;
     size_t esz = emb_dtype_size(info.dtype);
     if (rows > 0 && dim > 0) {
-        if (info.fortran || info.swap || rows < info.shape[0]) {
+        if (info.dtype == EMB_FLOAT32 && !info.fortran && !info.swap && f.mapped) {
+            /* straight from the file into the table */
+            rc = emb__pread_all(path, (uint64_t)(info.data - f.data), out->weight.data, (size_t)(rows * dim) * 4);
+        } else if (info.fortran || info.swap || rows < info.shape[0]) {
             unsigned char *tmp = malloc(info.nbytes);
             if (!tmp) {
                 rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);

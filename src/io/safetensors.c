@@ -597,10 +597,18 @@ emb_status emb__read_safetensors_vectors(const char *path, const emb_read_option
     const st_entry *e = &st->e[i];
     int64_t rows = e->shape[0];
     if (o->limit > 0 && o->limit < rows) rows = o->limit;
-    int64_t shape[2] = {rows, e->shape[1]};
-    if ((rc = emb_tensor_alloc(&out->weight, EMB_FLOAT32, 2, shape))) goto out;
+    if ((rc = emb__alloc_table(&out->weight, rows, e->shape[1]))) goto out;
     emb_dtype dt = (emb_dtype)st_dtypes[e->dt].emb;
-    emb__to_f32(out->weight.data, st->buffer + e->begin, dt, rows * e->shape[1]);
+    if (dt == EMB_FLOAT32 && rows * e->shape[1] > 0) {
+        /* straight from the file into the table: no page faults on a mapping, no copy */
+        uint64_t off = (uint64_t)(st->buffer - st->file.data) + e->begin;
+        if (!st->file.mapped)
+            memcpy(out->weight.data, st->buffer + e->begin, (size_t)(rows * e->shape[1]) * 4);
+        else if ((rc = emb__pread_all(path, off, out->weight.data, (size_t)(rows * e->shape[1]) * 4)))
+            goto out;
+    } else {
+        emb__to_f32(out->weight.data, st->buffer + e->begin, dt, rows * e->shape[1]);
+    }
     out->file_dtype = dt;
     out->file_rows = e->shape[0];
     rc = st_vocab(st, rows, e->shape[0], &out->vocab);

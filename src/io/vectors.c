@@ -111,6 +111,10 @@ emb_status emb_format_sniff(const char *path, emb_format *out) {
     emb_status rc = emb__file_open(path, &f);
     if (rc) return rc;
     if (f.size == 0) rc = emb__error(EMB_ERR_FORMAT, "%s: empty file", path);
+    else if (f.size >= 4 && !memcmp(f.data, "\xba\x16\x4f\x2f", 4))
+        rc = emb__error(EMB_ERR_UNSUPPORTED,
+                        "%s: a fastText .bin model (magic 793712314), which emb does not read; use the .vec "
+                        "file fastText writes next to it", path);
     else *out = sniff(f.data, f.size);
     emb__file_close(&f);
     return rc;
@@ -157,7 +161,7 @@ emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_
     case EMB_FORMAT_SAFETENSORS: rc = emb__read_safetensors_vectors(path, &o, &v); break;
     case EMB_FORMAT_NPY: rc = emb__read_npy_vectors(path, &o, &v); break;
     default:
-        if (!(rc = emb__file_open(path, &f))) rc = emb__read_w2v(path, &f, fmt, &o, &v);
+        if (!(rc = emb__file_open_all(path, &f))) rc = emb__read_w2v(path, &f, fmt, &o, &v);
         emb__file_close(&f);
         break;
     }

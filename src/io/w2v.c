@@ -70,8 +70,7 @@ static emb_status alloc_rows(w2v_ctx *c, int64_t rows, int64_t dim, int64_t min_
                           c->path, (long long)rows, (long long)dim,
                           emb__mul_i64(rows, min_row_bytes, &need) ? (long long)need : (long long)INT64_MAX,
                           (long long)avail);
-    int64_t shape[2] = {rows, dim};
-    return emb_tensor_alloc(w, EMB_FLOAT32, 2, shape);
+    return emb__alloc_table(w, rows, dim);
 }
 
 static emb_status add_word(w2v_ctx *c, emb_vocab *v, const unsigned char *w, size_t n, bool utf8,
@@ -167,10 +166,9 @@ static emb_status read_text(w2v_ctx *c, bool header, const emb_read_options *o, 
     if (header) {
         if ((st = alloc_rows(c, want, dim, 2 * dim + 1, &out->weight))) return st;
     } else {
-        int64_t shape[2] = {want, dim};
-        if ((st = emb_tensor_alloc(&out->weight, EMB_FLOAT32, 2, shape))) return st;
+        if ((st = emb__alloc_table(&out->weight, want, dim))) return st;
     }
-    if ((st = emb_vocab_create(&out->vocab))) return st;
+    if ((st = emb_vocab_create(&out->vocab)) || (st = emb_vocab_reserve(out->vocab, want))) return st;
     float *w = out->weight.data;
     int64_t r = 0, seen = 0;
     const unsigned char *p = c->p;
@@ -225,7 +223,7 @@ static emb_status read_binary(w2v_ctx *c, const emb_read_options *o, emb_vectors
     int64_t want = rows;
     if (o->limit > 0 && o->limit < want) want = o->limit;
     if ((st = alloc_rows(c, want, dim, 4 * dim + 2, &out->weight))) return st;
-    if ((st = emb_vocab_create(&out->vocab))) return st;
+    if ((st = emb_vocab_create(&out->vocab)) || (st = emb_vocab_reserve(out->vocab, want))) return st;
     float *w = out->weight.data;
     size_t vec_bytes = (size_t)dim * 4;
     const unsigned char *p = c->p;

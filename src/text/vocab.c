@@ -117,6 +117,15 @@ static emb_status vocab_grow(emb_vocab *v, int64_t need) {
     return EMB_OK;
 }
 
+emb_status emb_vocab_reserve(emb_vocab *v, int64_t n) {
+    if (!v) return emb__null("vocab");
+    if (n < 0) return emb__error(EMB_ERR_INVALID, "emb_vocab_reserve: %lld words is negative", (long long)n);
+    if (n > (INT64_MAX / 64)) return emb__error(EMB_ERR_OVERFLOW, "emb_vocab_reserve: %lld words is too many", (long long)n);
+    emb_status st = vocab_grow(v, n);
+    if (!st && (size_t)n * 2 > v->nslots) st = vocab_rehash(v, n);
+    return st;
+}
+
 emb_status emb_vocab_add(emb_vocab *v, const char *word, size_t len, int64_t count, int64_t *id,
                          bool *added) {
     if (!v) return emb__null("vocab");

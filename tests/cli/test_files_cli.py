@@ -69,6 +69,15 @@ def test_bad_files_fail_with_the_reason(emb_bin, name, err):
     assert r.stderr.count("\n") == 1
 
 
+def test_fasttext_bin_is_named(emb_bin):
+    path = os.path.join(FIXTURES, "crime-and-punishment.bin")
+    if not os.path.exists(path):
+        pytest.skip("shared fixtures not on this machine")
+    r = run([emb_bin, "info", path])
+    assert r.returncode == 1
+    assert "a fastText .bin model (magic 793712314), which emb does not read; use the .vec" in r.stderr
+
+
 def test_missing_file(emb_bin, tmp_path):
     r = run([emb_bin, "info", str(tmp_path / "nope.bin")])
     assert r.returncode == 1

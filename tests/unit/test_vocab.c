@@ -39,6 +39,8 @@ static void test_many_words(void **state) {
     (void)state;
     emb_vocab *v;
     EMB_OK_OR_FAIL(emb_vocab_create(&v));
+    EMB_OK_OR_FAIL(emb_vocab_reserve(v, 50000));
+    EMB_OK_OR_FAIL(emb_vocab_reserve(v, 10)); /* never shrinks */
     char buf[32];
     for (int i = 0; i < 100000; i++) {
         int n = snprintf(buf, sizeof buf, "w%d", i);
@@ -100,6 +102,8 @@ static void test_errors(void **state) {
     EMB_EXPECT_ERR(emb_vocab_add(v, "y", 1, -1, NULL, NULL), EMB_ERR_INVALID, "negative");
     EMB_EXPECT_ERR(emb_vocab_add(v, "y", (size_t)EMB_VOCAB_MAX_WORD + 1, 1, NULL, NULL), EMB_ERR_INVALID, "longer");
     EMB_EXPECT_ERR(emb_vocab_set_count(v, 5, 1), EMB_ERR_INDEX, "out of range");
+    EMB_EXPECT_ERR(emb_vocab_reserve(v, -1), EMB_ERR_INVALID, "negative");
+    EMB_EXPECT_ERR(emb_vocab_reserve(NULL, 1), EMB_ERR_NULL, "vocab");
     EMB_EXPECT_ERR(emb_vocab_set_count(v, 0, -1), EMB_ERR_INVALID, "negative");
     EMB_EXPECT_ERR(emb_vocab_sort_by_count(v, -1, NULL), EMB_ERR_INVALID, "keep_first");
     EMB_EXPECT_ERR(emb_vocab_prune(v, 0, -1, 0), EMB_ERR_INVALID, "negative");
