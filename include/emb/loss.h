@@ -82,10 +82,14 @@ EMB_API emb_status emb_log_softmax_forward(const emb_tensor *x, emb_tensor *y);
 EMB_API emb_status emb_log_softmax_backward(const emb_tensor *y, const emb_tensor *grad_y,
                                             emb_tensor *grad_x);
 
-/* mse and BCE numerics: elementwise steps in float32 in PyTorch's order and formulas; sums
- * accumulate in double and are rounded once, so values agree with PyTorch within float32
- * tolerance (mse backward and unreduced mse are bit-identical).
- * F.mse_loss(input, target): both float32 of the same shape. */
+/* F.mse_loss(input, target): input float32 of any shape; target float32 of the input's
+ * shape or broadcastable to it (numpy rules: [C] or [1, C] against [N, C], ...); the
+ * unreduced loss and grad_input have the input's shape. torch also broadcasts the input
+ * against a larger target (with a warning); emb refuses that (EMB_ERR_SHAPE, "emb
+ * broadcasts only the target to the input's shape"). Non-broadcastable shapes give
+ * torch's message. Bit-identical to torch (elementwise (x - t)^2, torch's float sum order,
+ * mean = sum / numel; grad = norm * (x - t) * g), with one torch thread for sums of more
+ * than 32768 values (torch splits those between its threads). */
 EMB_API emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *target,
                                         const emb_loss_options *opts, emb_tensor *loss);
 EMB_API emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *target,

@@ -729,8 +729,147 @@ emb_status emb_log_softmax_backward(const emb_tensor *y, const emb_tensor *grad_
 }
 
 /* ---------------------------------------------------------------------------------------
- * MSE
+ * MSE: torch's F.mse_loss broadcasts input and target (with a UserWarning when their shapes
+ * differ); emb broadcasts the target to the input's shape (numpy rules), and refuses a
+ * target that would make the input grow (then torch's gradient needs a sum over the
+ * broadcast dimensions; see docs/differences.md). Arithmetic (bit-identical to torch):
+ *   loss_i = (x_i - t_i) * (x_i - t_i); sum: torch's float sum order over the loss tensor
+ *   (emb__torch_sum_f32); mean: that sum / (float)numel;
+ *   grad_i = norm * (x_i - t_i) * g (norm = (float)(2 / numel) for mean, else 2).
+ * torch splits sums of more than 32768 values between its threads; emb's order is torch's
+ * with one intra-op thread, whatever emb's thread count.
  * ------------------------------------------------------------------------------------- */
+
+/* Checks input/target (float32, target broadcastable to input) and, when their shapes
+ * differ, materialises the broadcast target into *expanded (caller frees). */
+static emb_status mse_check(const emb_tensor *input, const emb_tensor *target,
+                            const emb_loss_options *opts, emb_loss_options *o,
+                            float **expanded) {
+    *expanded = NULL;
+    emb_status st = check_f32(input, "input");
+    if (st) return st;
+    if ((st = check_f32(target, "target"))) return st;
+    if ((st = read_opts(opts, false, o))) return st;
+    if (emb_tensor_same_shape(input, target)) return EMB_OK;
+    const int nd = input->ndim > target->ndim ? input->ndim : target->ndim;
+    bool grows = target->ndim > input->ndim;
+    for (int k = 0; k < nd; k++) {
+        int ia = input->ndim - nd + k, ib = target->ndim - nd + k;
+        int64_t a = ia >= 0 ? input->shape[ia] : 1, b = ib >= 0 ? target->shape[ib] : 1;
+        if (a != b && a != 1 && b != 1)
+            return emb__error(EMB_ERR_SHAPE,
+                              "The size of tensor a (%" PRId64 ") must match the size of tensor "
+                              "b (%" PRId64 ") at non-singleton dimension %d",
+                              a, b, k);
+        if (a != b && a == 1) grows = true;
+    }
+    if (grows) {
+        char is[300], ts[300];
+        return emb__error(EMB_ERR_SHAPE,
+                          "mse_loss: the target %s would broadcast the input %s to a larger "
+                          "shape; emb broadcasts only the target to the input's shape",
+                          emb__shape_fmt(ts, sizeof ts, target->ndim, target->shape),
+                          emb__shape_fmt(is, sizeof is, input->ndim, input->shape));
+    }
+    const int64_t n = emb_tensor_numel(input);
+    if ((st = alloc_rows(n, 1, expanded))) return st;
+    /* strides of the target seen in the input's shape (0 on broadcast dimensions) */
+    int64_t tstr[EMB_MAX_DIMS], acc = 1;
+    for (int k = input->ndim - 1; k >= 0; k--) {
+        int ib = target->ndim - input->ndim + k;
+        int64_t b = ib >= 0 ? target->shape[ib] : 1;
+        tstr[k] = b == 1 ? 0 : acc;
+        acc *= b;
+    }
+    const float *t = target->data;
+    int64_t idx[EMB_MAX_DIMS] = {0}, off = 0;
+    for (int64_t i = 0; i < n; i++) {
+        (*expanded)[i] = t[off];
+        for (int k = input->ndim - 1; k >= 0; k--) {
+            if (++idx[k] < input->shape[k]) {
+                off += tstr[k];
+                break;
+            }
+            off -= tstr[k] * (input->shape[k] - 1);
+            idx[k] = 0;
+        }
+    }
+    return EMB_OK;
+}
+
+emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *target,
+                                const emb_loss_options *opts, emb_tensor *loss) {
+    emb_loss_options o;
+    float *tb = NULL;
+    emb_status st = mse_check(input, target, opts, &o, &tb);
+    if (st) return st;
+    if (!loss) st = emb__null("loss");
+    if (!st) st = check_loss_shape(loss, "loss", o.reduction, input->ndim, input->shape);
+    if (!st)
+        st = check_no_overlap(loss, "loss", input, "input", target, "target", NULL, NULL, NULL,
+                              NULL);
+    const int64_t n = emb_tensor_numel(input);
+    float *buf = NULL;
+    if (!st && o.reduction != EMB_REDUCTION_NONE) st = alloc_rows(n, 1, &buf);
+    if (st) {
+        emb_free(tb);
+        return st;
+    }
+    const float *x = input->data, *t = tb ? tb : target->data;
+    float *out = o.reduction == EMB_REDUCTION_NONE ? loss->data : buf;
+    int nt = emb__threads_for(n, 1 << 16);
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int64_t i = 0; i < n; i++) {
+        float d = x[i] - t[i];
+        out[i] = d * d;
+    }
+    if (o.reduction != EMB_REDUCTION_NONE) {
+        float total = emb__torch_sum_f32(buf, n);
+        *(float *)loss->data = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
+    }
+    emb_free(buf);
+    emb_free(tb);
+    return EMB_OK;
+}
+
+emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *target,
+                                 const emb_loss_options *opts, const emb_tensor *grad_loss,
+                                 emb_tensor *grad_input) {
+    emb_loss_options o;
+    float *tb = NULL;
+    emb_status st = mse_check(input, target, opts, &o, &tb);
+    if (st) return st;
+    if (!grad_loss) st = emb__null("grad_loss");
+    if (!st)
+        st = check_loss_shape(grad_loss, "grad_loss", o.reduction, input->ndim, input->shape);
+    if (!st && !grad_input) st = emb__null("grad_input");
+    if (!st) st = emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape);
+    if (!st)
+        st = check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
+                              grad_loss, "grad_loss", NULL, NULL);
+    if (st) {
+        emb_free(tb);
+        return st;
+    }
+    const int64_t n = emb_tensor_numel(input);
+    /* PyTorch: norm = 2/numel (mean) or 2, as a double rounded to float; grad =
+     * norm * (x - t) * g, left to right. */
+    const float norm = (float)(o.reduction == EMB_REDUCTION_MEAN ? 2.0 / (double)n : 2.0);
+    const float *x = input->data, *t = tb ? tb : target->data, *g = grad_loss->data;
+    float *gx = grad_input->data;
+    const bool per_elem = o.reduction == EMB_REDUCTION_NONE;
+    int nt = emb__threads_for(n, 1 << 16);
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int64_t i = 0; i < n; i++) gx[i] = norm * (x[i] - t[i]) * g[per_elem ? i : 0];
+    emb_free(tb);
+    return EMB_OK;
+}
 
 static emb_status pair_check(const emb_tensor *input, const emb_tensor *target,
                              const emb_loss_options *opts, emb_loss_options *o,
@@ -753,78 +892,6 @@ typedef struct elem_ctx {
     const float *x, *t, *pw;
     int64_t c; /* pos_weight length (last dimension) */
 } elem_ctx;
-
-static inline float mse_elem(float x, float t) {
-    float d = x - t;
-    return d * d;
-}
-
-static void mse_rows(const void *vctx, int64_t i0, int64_t i1, double acc[2]) {
-    const elem_ctx *k = vctx;
-    double s = 0.0;
-    for (int64_t i = i0; i < i1; i++) s += (double)mse_elem(k->x[i], k->t[i]);
-    acc[0] += s;
-}
-
-emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *target,
-                                const emb_loss_options *opts, emb_tensor *loss) {
-    emb_loss_options o;
-    emb_status st = pair_check(input, target, opts, &o, "mse_loss");
-    if (st) return st;
-    if (!loss) return emb__null("loss");
-    if ((st = check_loss_shape(loss, "loss", o.reduction, input->ndim, input->shape))) return st;
-    if ((st = check_no_overlap(loss, "loss", input, "input", target, "target", NULL, NULL, NULL,
-                               NULL)))
-        return st;
-    const int64_t n = emb_tensor_numel(input);
-    elem_ctx k = {input->data, target->data, NULL, 0};
-    float *out = loss->data;
-    if (o.reduction == EMB_REDUCTION_NONE) {
-        int nt = emb__threads_for(n, 1 << 16);
-        (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t i = 0; i < n; i++) out[i] = mse_elem(k.x[i], k.t[i]);
-        return EMB_OK;
-    }
-    double sums[2];
-    if ((st = chunked_sum(n, 1 << 14, 1, mse_rows, &k, sums))) return st;
-    float total = (float)sums[0];
-    *out = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
-    return EMB_OK;
-}
-
-emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *target,
-                                 const emb_loss_options *opts, const emb_tensor *grad_loss,
-                                 emb_tensor *grad_input) {
-    emb_loss_options o;
-    emb_status st = pair_check(input, target, opts, &o, "mse_loss");
-    if (st) return st;
-    if (!grad_loss) return emb__null("grad_loss");
-    if ((st = check_loss_shape(grad_loss, "grad_loss", o.reduction, input->ndim, input->shape)))
-        return st;
-    if (!grad_input) return emb__null("grad_input");
-    if ((st = emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape)))
-        return st;
-    if ((st = check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
-                               grad_loss, "grad_loss", NULL, NULL)))
-        return st;
-    const int64_t n = emb_tensor_numel(input);
-    /* PyTorch: norm = 2/numel (mean) or 2, as a double rounded to float; grad =
-     * norm * (x - t) * g, left to right. */
-    const float norm = (float)(o.reduction == EMB_REDUCTION_MEAN ? 2.0 / (double)n : 2.0);
-    const float *x = input->data, *t = target->data, *g = grad_loss->data;
-    float *gx = grad_input->data;
-    const bool per_elem = o.reduction == EMB_REDUCTION_NONE;
-    int nt = emb__threads_for(n, 1 << 16);
-    (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int64_t i = 0; i < n; i++) gx[i] = norm * (x[i] - t[i]) * g[per_elem ? i : 0];
-    return EMB_OK;
-}
 
 /* ---------------------------------------------------------------------------------------
  * Binary cross-entropy with logits

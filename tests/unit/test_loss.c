@@ -464,6 +464,35 @@ static void test_mse_values_and_grad(void **state) {
     assert_true(l == 0.0f);
 }
 
+/* A broadcast target gives the same bits as the explicitly expanded one. */
+static void test_mse_broadcast_target(void **state) {
+    (void)state;
+    float x[12], row[3] = {0.5f, -1.25f, 2.0f}, full[12], l1[12], l2[12], g1[12], g2[12];
+    emb_test_randf(&rng_state, x, 12, -3, 3);
+    for (int i = 0; i < 12; i++) full[i] = row[i % 3];
+    emb_tensor xt = emb_test_view(EMB_FLOAT32, x, 3, SHP(2, 2, 3));
+    emb_tensor rt = emb_test_view(EMB_FLOAT32, row, 2, SHP(1, 3));
+    emb_tensor ft = emb_test_view(EMB_FLOAT32, full, 3, SHP(2, 2, 3));
+    for (int r = 0; r < 3; r++) {
+        emb_loss_options o = opts_of(REDS[r], -100, 0);
+        int nd = REDS[r] == EMB_REDUCTION_NONE ? 3 : 0;
+        emb_tensor a = emb_test_view(EMB_FLOAT32, l1, nd, SHP(2, 2, 3)),
+                   b = emb_test_view(EMB_FLOAT32, l2, nd, SHP(2, 2, 3));
+        EMB_OK_OR_FAIL(emb_mse_loss_forward(&xt, &rt, &o, &a));
+        EMB_OK_OR_FAIL(emb_mse_loss_forward(&xt, &ft, &o, &b));
+        EMB_ASSERT_EXACT(l1, l2, nd ? 12 : 1, "broadcast target loss");
+        float one = 1.0f, gl[12];
+        emb_test_fill(gl, 12, 0.75f);
+        emb_tensor gt = nd ? emb_test_view(EMB_FLOAT32, gl, 3, SHP(2, 2, 3))
+                           : emb_test_view(EMB_FLOAT32, &one, 0, NULL);
+        emb_tensor ga = emb_test_view(EMB_FLOAT32, g1, 3, SHP(2, 2, 3)),
+                   gb = emb_test_view(EMB_FLOAT32, g2, 3, SHP(2, 2, 3));
+        EMB_OK_OR_FAIL(emb_mse_loss_backward(&xt, &rt, &o, &gt, &ga));
+        EMB_OK_OR_FAIL(emb_mse_loss_backward(&xt, &ft, &o, &gt, &gb));
+        EMB_ASSERT_EXACT(g1, g2, 12, "broadcast target grad");
+    }
+}
+
 static void test_mse_errors(void **state) {
     (void)state;
     float x[6] = {1, 2, 3, 4, 5, 6}, t[6] = {0}, loss[8], gx[8], g = 1.0f;
@@ -480,10 +509,20 @@ static void test_mse_errors(void **state) {
                    "target must not be NULL");
     EMB_EXPECT_ERR(emb_mse_loss_forward(&xt, &tt, NULL, NULL), EMB_ERR_NULL,
                    "loss must not be NULL");
-    emb_tensor bad = emb_test_view(EMB_FLOAT32, t, 1, SHP(3));
+    emb_tensor bad = emb_test_view(EMB_FLOAT32, t, 1, SHP(2));
     EMB_EXPECT_ERR(emb_mse_loss_forward(&xt, &bad, NULL, &lt), EMB_ERR_SHAPE,
-                   "mse_loss: Target size (torch.Size([3])) must be the same as input size "
-                   "(torch.Size([2, 3]))");
+                   "The size of tensor a (3) must match the size of tensor b (2) at "
+                   "non-singleton dimension 1");
+    /* a target that would make the input grow: torch broadcasts both, emb refuses */
+    float big[12] = {0};
+    bad = emb_test_view(EMB_FLOAT32, big, 3, SHP(2, 2, 3));
+    EMB_EXPECT_ERR(emb_mse_loss_forward(&xt, &bad, NULL, &lt), EMB_ERR_SHAPE,
+                   "mse_loss: the target [2, 2, 3] would broadcast the input [2, 3] to a "
+                   "larger shape; emb broadcasts only the target to the input's shape");
+    bad = emb_test_view(EMB_FLOAT32, big, 2, SHP(1, 3));
+    emb_tensor x1 = emb_test_view(EMB_FLOAT32, x, 2, SHP(2, 1));
+    EMB_EXPECT_ERR(emb_mse_loss_backward(&x1, &bad, NULL, &gt, &gxt), EMB_ERR_SHAPE,
+                   "would broadcast the input [2, 1]");
     int64_t ti[6] = {0};
     bad = emb_test_view(EMB_INT64, ti, 2, SHP(2, 3));
     EMB_EXPECT_ERR(emb_mse_loss_forward(&xt, &bad, NULL, &lt), EMB_ERR_DTYPE,
@@ -838,6 +877,7 @@ int main(void) {
         cmocka_unit_test(test_nll_and_log_softmax),
         cmocka_unit_test(test_log_softmax_ref_vs_simd),
         cmocka_unit_test(test_mse_values_and_grad),
+        cmocka_unit_test(test_mse_broadcast_target),
         cmocka_unit_test(test_mse_errors),
         cmocka_unit_test(test_bce_values_and_grad),
         cmocka_unit_test(test_bce_stable),
