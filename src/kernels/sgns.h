@@ -2,9 +2,11 @@
  * (skip-gram and CBOW), over raw float rows.
  *
  * Kernels never validate and never allocate. Every variant gives the same bits: dot
- * products accumulate in 8 lanes (lane l takes elements l, l+8, l+16, ... with fmaf), the
- * lanes are summed pairwise ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), and the tail beyond the
- * last multiple of 8 is added element by element with fmaf; every other operation is
+ * products accumulate in two sets of 8 lanes (in each block of 16 elements, elements
+ * k..k+7 go to the first set, k+8..k+15 to the second, each lane an fmaf chain; a last block
+ * of 8 goes to the first set), the sets are added lane by lane, the lanes are summed
+ * pairwise ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), and the tail beyond the last multiple of 8
+ * is added element by element with fmaf; every other operation is
  * element-wise (fmaf or plain multiply), so the AVX2 twin (sgns_avx2.c) equals the scalar
  * reference (sgns_ref.c) bit for bit. */
 #ifndef EMB_KERNELS_SGNS_H

@@ -332,6 +332,7 @@ typedef struct {
     int32_t *sen;   /* [max_sentence] kept tokens of the current sentence */
     int32_t *ctx;   /* [2 * window] */
     int32_t *tgt;   /* [negative + 1] */
+    int32_t *negs;  /* [2 * window * negative] */
     float *scratch; /* for the kernel */
 } lane_scratch;
 
@@ -376,10 +377,25 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                      o->cbow_mean, w->sigmoid, s->scratch);
                 continue;
             }
-            for (int c = 0; c < m; c++) { /* a fresh draw of negatives for every pair */
-                for (int k = 1; k <= o->negative; k++) s->tgt[k] = sample_negative(w, &l->rng);
-                step(w->syn0, w->syn1, o->dim, s->ctx + c, 1, s->tgt, o->negative + 1, alpha,
-                     false, false, w->sigmoid, s->scratch);
+            /* A fresh draw of negatives for every pair, all drawn first (the same random
+             * numbers in the same order) so that the next pair's rows can be fetched from
+             * memory while this pair is computed. */
+            const int K = o->negative;
+            int32_t *negs = s->negs;
+            for (int c = 0; c < m * K; c++) negs[c] = sample_negative(w, &l->rng);
+            const int64_t row_bytes = o->dim * (int64_t)sizeof(float);
+            for (int c = 0; c < m; c++) {
+                if (c + 1 < m) {
+                    const char *x = (const char *)(w->syn0 + (int64_t)s->ctx[c + 1] * o->dim);
+                    for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(x + off, 1, 3);
+                    for (int k = 0; k < K; k++) {
+                        const char *y = (const char *)(w->syn1 + (int64_t)negs[(c + 1) * K + k] * o->dim);
+                        for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(y + off, 1, 3);
+                    }
+                }
+                memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
+                step(w->syn0, w->syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1, alpha, false,
+                     false, w->sigmoid, s->scratch);
             }
         }
     }
@@ -405,8 +421,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         ls[t].sen = malloc((size_t)o->max_sentence * sizeof(int32_t));
         ls[t].ctx = malloc((size_t)m * sizeof(int32_t));
         ls[t].tgt = malloc((size_t)n * sizeof(int32_t));
+        ls[t].negs = malloc((size_t)(m * o->negative) * sizeof(int32_t));
         ls[t].scratch = emb_malloc(scratch_floats * sizeof(float));
-        ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].scratch;
+        ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch;
     }
     emb_status st = EMB_OK;
     if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
@@ -444,7 +461,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         }
     }
     for (int t = 0; t < nt; t++) {
-        free(ls[t].sen), free(ls[t].ctx), free(ls[t].tgt);
+        free(ls[t].sen), free(ls[t].ctx), free(ls[t].tgt), free(ls[t].negs);
         emb_free(ls[t].scratch);
     }
     free(ls);
