@@ -136,10 +136,12 @@ EMB_API emb_status emb_tensor_alloc(emb_tensor *t, emb_dtype dtype, int ndim,
  * Do not call it on views of memory you own. */
 EMB_API void emb_tensor_free(emb_tensor *t);
 
-/* Number of elements (1 for a 0-d tensor). Assumes a valid shape. */
+/* Number of elements (1 for a 0-d tensor); -1 when t is NULL or its shape is invalid (ndim
+ * outside [0, EMB_MAX_DIMS], a negative dimension, a product that overflows int64). */
 EMB_API int64_t emb_tensor_numel(const emb_tensor *t);
 
-/* Number of bytes of data: numel * dtype size. */
+/* Number of bytes of data: numel * dtype size; 0 when numel is -1, the dtype unknown or the
+ * product overflows size_t. */
 EMB_API size_t emb_tensor_nbytes(const emb_tensor *t);
 
 /* Validates a tensor struct filled by hand: known dtype, 0 <= ndim <= EMB_MAX_DIMS, no negative
@@ -147,11 +149,13 @@ EMB_API size_t emb_tensor_nbytes(const emb_tensor *t);
  * error message (e.g. "indices"). */
 EMB_API emb_status emb_tensor_check(const emb_tensor *t, const char *what);
 
-/* True when both tensors have the same ndim and shape. */
+/* True when both tensors have the same ndim (in [0, EMB_MAX_DIMS]) and shape; false when
+ * either is NULL. */
 EMB_API bool emb_tensor_same_shape(const emb_tensor *a, const emb_tensor *b);
 
 /* Formats a shape as PyTorch prints torch.Size: "torch.Size([1, 25, 10])". Returns the
- * number of characters the full string needs (not counting the NUL), like snprintf. */
+ * number of characters the full string needs (not counting the NUL), like snprintf. At most
+ * EMB_MAX_DIMS dimensions are shown; shape NULL prints as "torch.Size([])". */
 EMB_API size_t emb_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
 
 /* Aligned allocation used by emb (64-byte alignment); free with emb_free. */

@@ -252,6 +252,36 @@ emb_status emb_generator_set_state(emb_generator *gen, const void *buf, size_t s
     if (flags > 1u)
         return emb__error(EMB_ERR_FORMAT, "generator state has unknown flags 0x%" PRIx32,
                           flags);
+    if (flags & 1u) {
+        /* A cached normal is r * sin(theta) with r = sqrt(-2 log(1 - u2)) and 1 - u2 >=
+         * 2^-53, so |normal| <= sqrt(-2 log(2^-53)) (about 8.57), computed the same way;
+         * anything else (NaN, an infinity, a larger value) cannot come from the engine. */
+        double bound = sqrt(-2.0 * log(0x1p-53));
+        if (!(fabs(normal) <= bound))
+            return emb__error(EMB_ERR_FORMAT,
+                              "generator state has a cached normal %g that no generator "
+                              "produces (valid: finite, |normal| <= %.17g)", normal, bound);
+    } else {
+        static const unsigned char zero8[8];
+        if (memcmp(b + OFF_NORMAL, zero8, 8) != 0)
+            return emb__error(EMB_ERR_FORMAT,
+                              "generator state has no cached normal but a nonzero normal "
+                              "field (%g)", normal);
+    }
+    static const unsigned char zero_pad[EMB__STATE_SIZE - OFF_HASH - 4];
+    if (memcmp(b + OFF_HASH + 4, zero_pad, sizeof zero_pad) != 0)
+        return emb__error(EMB_ERR_FORMAT, "generator state has nonzero padding bytes");
+    /* MT19937's state is the top bit of mt[0] and the 19936 bits of mt[1..624); all zero,
+     * the engine produces only zeros after its next twist (never the case when seeded). */
+    uint32_t any = 0, w;
+    for (int i = 0; i < MT_N; i++) {
+        memcpy(&w, b + OFF_MT + 4 * i, 4);
+        any |= i == 0 ? (w & MT_UPPER) : w;
+    }
+    if (any == 0)
+        return emb__error(EMB_ERR_FORMAT,
+                          "generator state has an all-zero engine state (MT19937 would "
+                          "produce only zeros)");
     emb_generator *g = gen_or_default(gen);
     memcpy(&g->seed, b + OFF_SEED, 8);
     memcpy(g->mt, b + OFF_MT, sizeof g->mt);

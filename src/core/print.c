@@ -382,10 +382,15 @@ static emb_status build_repr(const emb_tensor *t, const emb_print_options *opts,
     p.o = o;
     p.floating = t->dtype == EMB_FLOAT32 || t->dtype == EMB_FLOAT64;
     int64_t numel = emb_tensor_numel(t);
-    int64_t s = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        p.stride[d] = s;
-        s *= t->shape[d] ? t->shape[d] : 1;
+    /* Row-major strides, needed only to visit the elements of a non-empty tensor. Their
+     * product is then numel, which emb_tensor_check proved fits in int64; an empty tensor
+     * may have other huge dimensions ([0, INT64_MAX, 2]) whose product overflows. */
+    if (numel > 0) {
+        int64_t s = 1;
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            p.stride[d] = s;
+            s *= t->shape[d];
+        }
     }
     const int64_t indent = 7; /* len("tensor(") */
 

@@ -62,15 +62,21 @@ static emb_status check_shape(emb_dtype dtype, int ndim, const int64_t *shape, c
         return emb__error(EMB_ERR_SHAPE, "%s has %d dimensions; emb tensors have 0 to %d",
                           what, ndim, EMB_MAX_DIMS);
     if (ndim > 0 && !shape) return emb__null("shape");
-    int64_t numel = 1;
+    bool empty = false;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return emb__error(EMB_ERR_SHAPE, "%s has a negative dimension %" PRId64
                               " at dim %d", what, shape[i], i);
+        empty |= shape[i] == 0;
+    }
+    /* A zero dimension anywhere makes the tensor empty, whatever the others (as PyTorch:
+     * torch.empty(3, 2**62, 0, 2**62) is fine); only the product of a non-empty shape can
+     * overflow. */
+    int64_t numel = empty ? 0 : 1;
+    for (int i = 0; !empty && i < ndim; i++)
         if (!emb__mul_i64(numel, shape[i], &numel))
             return emb__error(EMB_ERR_OVERFLOW, "the number of elements of %s overflows",
                               what);
-    }
     int64_t bytes;
     if (!emb__mul_i64(numel, (int64_t)emb_dtype_size(dtype), &bytes))
         return emb__error(EMB_ERR_OVERFLOW, "the byte size of %s overflows", what);
@@ -118,13 +124,24 @@ void emb_tensor_free(emb_tensor *t) {
 }
 
 int64_t emb_tensor_numel(const emb_tensor *t) {
+    if (!t || t->ndim < 0 || t->ndim > EMB_MAX_DIMS) return -1;
+    bool empty = false;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] < 0) return -1;
+        empty |= t->shape[i] == 0;
+    }
+    if (empty) return 0;
     int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    for (int i = 0; i < t->ndim; i++)
+        if (!emb__mul_i64(n, t->shape[i], &n)) return -1;
     return n;
 }
 
 size_t emb_tensor_nbytes(const emb_tensor *t) {
-    return (size_t)emb_tensor_numel(t) * emb_dtype_size(t->dtype);
+    int64_t n = emb_tensor_numel(t);
+    size_t b;
+    if (n < 0 || __builtin_mul_overflow((size_t)n, emb_dtype_size(t->dtype), &b)) return 0;
+    return b;
 }
 
 emb_status emb_tensor_check(const emb_tensor *t, const char *what) {
@@ -140,7 +157,7 @@ emb_status emb_tensor_check(const emb_tensor *t, const char *what) {
 }
 
 bool emb_tensor_same_shape(const emb_tensor *a, const emb_tensor *b) {
-    if (a->ndim != b->ndim) return false;
+    if (!a || !b || a->ndim != b->ndim || a->ndim < 0 || a->ndim > EMB_MAX_DIMS) return false;
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] != b->shape[i]) return false;
     return true;
@@ -164,7 +181,7 @@ const char *emb__shape_fmt(char *buf, size_t size, int ndim, const int64_t *shap
         used += (size_t)k_;                                                    \
     } while (0)
     EMB__APPEND("[");
-    for (int i = 0; i < ndim && i < EMB_MAX_DIMS; i++)
+    for (int i = 0; shape && i < ndim && i < EMB_MAX_DIMS; i++)
         EMB__APPEND(i ? ", %" PRId64 : "%" PRId64, shape[i]);
     EMB__APPEND("]");
 #undef EMB__APPEND

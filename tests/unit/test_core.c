@@ -121,6 +121,64 @@ static void test_tensor_check(void **state) {
     EMB_EXPECT_ERR(emb_tensor_check(&t, "weights"), EMB_ERR_SHAPE, "weights has 12 dimensions");
 }
 
+/* numel, nbytes and same_shape on structs filled by hand with invalid shapes: no
+ * overflow, no read past shape[EMB_MAX_DIMS). */
+static void test_numel_invalid(void **state) {
+    (void)state;
+    emb_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = EMB_FLOAT64;
+    assert_int_equal(emb_tensor_numel(&t), 1); /* 0-d */
+    assert_int_equal(emb_tensor_nbytes(&t), 8);
+    t.ndim = 3;
+    t.shape[0] = 0;
+    t.shape[1] = INT64_MAX;
+    t.shape[2] = 2;
+    assert_int_equal(emb_tensor_numel(&t), 0);
+    assert_int_equal(emb_tensor_nbytes(&t), 0);
+    t.shape[0] = 3; /* a zero after an overflowing prefix: still empty */
+    t.shape[1] = INT64_MAX;
+    t.shape[2] = 0;
+    assert_int_equal(emb_tensor_numel(&t), 0);
+    emb_tensor v;
+    EMB_OK_OR_FAIL(emb_tensor_init(&v, EMB_FLOAT32, NULL, 3, t.shape));
+    EMB_OK_OR_FAIL(emb_tensor_check(&v, "empty"));
+    t.shape[2] = 2; /* 3 * INT64_MAX overflows */
+    assert_int_equal(emb_tensor_numel(&t), -1);
+    assert_int_equal(emb_tensor_nbytes(&t), 0);
+    t.shape[0] = INT64_C(1) << 61; /* numel fits, bytes (* 8) do not fit in int64 */
+    t.shape[1] = 1;
+    t.shape[2] = 1;
+    assert_int_equal(emb_tensor_numel(&t), INT64_C(1) << 61);
+    t.dtype = EMB_INT16; /* 2^62 bytes */
+    if (sizeof(size_t) == 8) assert_true(emb_tensor_nbytes(&t) == (size_t)1 << 62);
+    t.dtype = EMB_FLOAT64; /* 2^64 bytes: does not fit */
+    if (sizeof(size_t) == 8) assert_int_equal(emb_tensor_nbytes(&t), 0);
+    t.shape[1] = -1;
+    assert_int_equal(emb_tensor_numel(&t), -1);
+    assert_int_equal(emb_tensor_nbytes(&t), 0);
+    t.shape[1] = 1;
+    t.ndim = EMB_MAX_DIMS + 1;
+    assert_int_equal(emb_tensor_numel(&t), -1);
+    t.ndim = -1;
+    assert_int_equal(emb_tensor_numel(&t), -1);
+    assert_int_equal(emb_tensor_numel(NULL), -1);
+    assert_int_equal(emb_tensor_nbytes(NULL), 0);
+    t.ndim = 1;
+    t.dtype = (emb_dtype)77;
+    assert_int_equal(emb_tensor_nbytes(&t), 0);
+
+    emb_tensor a = t, b = t;
+    a.ndim = b.ndim = EMB_MAX_DIMS + 1;
+    assert_false(emb_tensor_same_shape(&a, &b));
+    a.ndim = b.ndim = -1;
+    assert_false(emb_tensor_same_shape(&a, &b));
+    a.ndim = b.ndim = 1;
+    assert_true(emb_tensor_same_shape(&a, &b));
+    assert_false(emb_tensor_same_shape(&a, NULL));
+    assert_false(emb_tensor_same_shape(NULL, &b));
+}
+
 static void test_shape_str(void **state) {
     (void)state;
     char buf[64];
@@ -129,6 +187,8 @@ static void test_shape_str(void **state) {
     assert_string_equal(buf, "torch.Size([1, 25, 10])");
     assert_int_equal(n, strlen("torch.Size([1, 25, 10])"));
     emb_shape_str(buf, sizeof buf, 0, NULL);
+    assert_string_equal(buf, "torch.Size([])");
+    emb_shape_str(buf, sizeof buf, 3, NULL); /* no shape to read */
     assert_string_equal(buf, "torch.Size([])");
     /* truncation is NUL-terminated and reports the full length */
     n = emb_shape_str(buf, 8, 3, shape);
@@ -180,7 +240,8 @@ int main(void) {
         cmocka_unit_test(test_status_strings),  cmocka_unit_test(test_version),
         cmocka_unit_test(test_dtypes),          cmocka_unit_test(test_tensor_init),
         cmocka_unit_test(test_tensor_init_errors), cmocka_unit_test(test_tensor_alloc),
-        cmocka_unit_test(test_tensor_check),    cmocka_unit_test(test_shape_str),
+        cmocka_unit_test(test_tensor_check),
+        cmocka_unit_test(test_numel_invalid),    cmocka_unit_test(test_shape_str),
         cmocka_unit_test(test_errmsg_per_thread), cmocka_unit_test(test_threads_and_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

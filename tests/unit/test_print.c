@@ -435,6 +435,28 @@ static void test_edgeitems_zero(void **state) {
     expect_repr(&t, &o, "tensor([[0, 1, 2, 3, 4],\n        [5, 6, 7, 8, 9]])");
 }
 
+/* Empty tensors whose other dimensions are huge: the product of the non-zero dimensions
+ * overflows int64, which must not be computed (it was: signed overflow in the strides).
+ * Expected strings: torch 1.13's repr of torch.empty(...) with these sizes. */
+static void test_empty_huge_dims(void **state) {
+    (void)state;
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_FLOAT32, NULL, 3, SHP(0, INT64_MAX, 2)));
+    expect_repr(&t, NULL, "tensor([], size=(0, 9223372036854775807, 2))");
+    EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_INT32, NULL, 2, SHP(INT64_MAX, 0)));
+    expect_repr(&t, NULL, "tensor([], size=(9223372036854775807, 0), dtype=torch.int32)");
+    EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_FLOAT64, NULL, 4,
+                                   SHP(3, INT64_C(1) << 62, 0, INT64_C(1) << 62)));
+    expect_repr(&t, NULL,
+                "tensor([], size=(3, 4611686018427387904, 0, 4611686018427387904),\n"
+                "       dtype=torch.float64)");
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    EMB_OK_OR_FAIL(emb_tensor_print(f, &t, NULL));
+    assert_true(ftell(f) > 0);
+    fclose(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
@@ -446,6 +468,7 @@ int main(void) {
         cmocka_unit_test(test_seed_outputs),
         cmocka_unit_test(test_fixed_cases),
         cmocka_unit_test(test_edgeitems_zero),
+        cmocka_unit_test(test_empty_huge_dims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -409,6 +409,36 @@ static void test_set_state_rejects_garbage(void **state) {
     memcpy(bad + 20, &flags, 4);
     rehash(bad);
     EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT, "unknown flags 0x2");
+    /* A cached normal no generator can hold (the fuzzer's NaN: the next table was NaN). */
+    const double bad_normals[] = {NAN, -NAN, INFINITY, -INFINITY, 8.6, -1e300};
+    for (size_t k = 0; k < sizeof bad_normals / sizeof bad_normals[0]; k++) {
+        memcpy(bad, good, sz);
+        flags = 1;
+        memcpy(bad + 20, &flags, 4);
+        memcpy(bad + 24, &bad_normals[k], 8);
+        rehash(bad);
+        EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT,
+                       "cached normal");
+        assert_non_null(strstr(emb_errmsg(), "that no generator produces"));
+    }
+    /* No cached normal, but a value in its field. */
+    memcpy(bad, good, sz);
+    double half = 0.5;
+    memcpy(bad + 24, &half, 8);
+    rehash(bad);
+    EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT,
+                   "no cached normal but a nonzero normal field (0.5)");
+    /* Padding after the checksum. */
+    memcpy(bad, good, sz);
+    bad[sz - 1] = 1;
+    EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT, "nonzero padding");
+    /* An all-zero MT19937 state (only the unused low bits of word 0 set). */
+    memcpy(bad, good, sz);
+    memset(bad + 32, 0, 4 * 624);
+    uint32_t w0 = 0x7FFFFFFFu;
+    memcpy(bad + 32, &w0, 4);
+    rehash(bad);
+    EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT, "all-zero engine state");
     EMB_EXPECT_ERR(emb_generator_set_state(g, good, sz - 1), EMB_ERR_FORMAT,
                    "has 2535 bytes; a saved state has 2536");
     EMB_EXPECT_ERR(emb_generator_set_state(g, good, 0), EMB_ERR_FORMAT, "has 0 bytes");
@@ -419,6 +449,19 @@ static void test_set_state_rejects_garbage(void **state) {
     EMB_OK_OR_FAIL(emb_normal_(&ty, 0.0, 1.0, twin));
     EMB_ASSERT_EXACT(&x, &y, 1, "cached normal after rejected set_state");
     for (int k = 0; k < 100; k++) assert_same_next(g, twin);
+
+    /* The largest cached normal the engine can produce is accepted and comes back first. */
+    memcpy(bad, good, sz);
+    flags = 1;
+    double edge = -sqrt(-2.0 * log(0x1p-53));
+    memcpy(bad + 20, &flags, 4);
+    memcpy(bad + 24, &edge, 8);
+    rehash(bad);
+    EMB_OK_OR_FAIL(emb_generator_set_state(src, bad, sz));
+    double d1;
+    emb_tensor td = tensor1d(EMB_FLOAT64, &d1, 1);
+    EMB_OK_OR_FAIL(emb_normal_(&td, 0.0, 1.0, src));
+    assert_true(d1 == edge);
 
     /* get_state: buffer too small or NULL, nothing written. */
     memset(bad, 0xAB, sz);
