@@ -57,6 +57,11 @@ emb_status emb__index_error(const emb_tensor *indices, int64_t pos, int64_t num_
 emb_status emb__check_f32_shape(const emb_tensor *t, const char *what, int ndim,
                                 const int64_t *shape);
 
+/* True when the byte ranges [a, a + na) and [b, b + nb) share a byte (empty ranges and NULL
+ * pointers never overlap). emb__tensors_overlap does this for two checked tensors' data. */
+bool emb__overlap(const void *a, size_t na, const void *b, size_t nb);
+bool emb__tensors_overlap(const emb_tensor *a, const emb_tensor *b);
+
 /* Formats a shape as "[2, 3]" into buf (always NUL-terminated). Returns buf. */
 const char *emb__shape_fmt(char *buf, size_t size, int ndim, const int64_t *shape);
 

@@ -255,3 +255,13 @@ emb_status emb__check_f32_shape(const emb_tensor *t, const char *what, int ndim,
     }
     return EMB_OK;
 }
+
+bool emb__overlap(const void *a, size_t na, const void *b, size_t nb) {
+    if (!a || !b || na == 0 || nb == 0) return false;
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y ? y - x < na : x - y < nb;
+}
+
+bool emb__tensors_overlap(const emb_tensor *a, const emb_tensor *b) {
+    return a && b && emb__overlap(a->data, emb_tensor_nbytes(a), b->data, emb_tensor_nbytes(b));
+}

@@ -424,6 +424,58 @@ static void test_lookup_functional(void **state) {
     assert_all_nan(o1, 2);
 }
 
+/* out sharing memory with indices or the weight is refused (found by the fuzzer: the gather
+ * overwrote indices it had not read yet and then read garbage rows), nothing written;
+ * adjacent buffers are fine. */
+static void test_lookup_overlap(void **state) {
+    (void)state;
+    _Alignas(8) unsigned char mem[128];
+    float w[3][2] = {{0, 1}, {2, 3}, {4, 5}};
+    emb_tensor wt = emb_test_view(EMB_FLOAT32, w, 2, SHP(3, 2));
+    int64_t idx[2] = {2, 1};
+    memset(mem, 0x7f, sizeof mem);
+    memcpy(mem, idx, sizeof idx);
+    emb_tensor it = emb_test_view(EMB_INT64, mem, 1, SHP(2));
+    /* out starts inside the indices (byte 8) */
+    emb_tensor ot = emb_test_view(EMB_FLOAT32, mem + 8, 2, SHP(2, 2));
+    unsigned char before[128];
+    memcpy(before, mem, sizeof mem);
+    EMB_EXPECT_ERR(emb_embedding_lookup(&wt, &it, &ot), EMB_ERR_INVALID,
+                   "out must not overlap indices");
+    assert_memory_equal(mem, before, sizeof mem);
+    /* out ends inside the indices */
+    emb_tensor it2 = emb_test_view(EMB_INT64, mem + 16, 1, SHP(2));
+    memcpy(mem + 16, idx, sizeof idx);
+    memcpy(before, mem, sizeof mem);
+    ot = emb_test_view(EMB_FLOAT32, mem + 4, 2, SHP(2, 2));
+    EMB_EXPECT_ERR(emb_embedding_lookup(&wt, &it2, &ot), EMB_ERR_INVALID,
+                   "out must not overlap indices");
+    assert_memory_equal(mem, before, sizeof mem);
+    /* adjacent: out right after the indices */
+    ot = emb_test_view(EMB_FLOAT32, mem + 32, 2, SHP(2, 2));
+    EMB_OK_OR_FAIL(emb_embedding_lookup(&wt, &it2, &ot));
+    const float want[4] = {4, 5, 2, 3};
+    EMB_ASSERT_EXACT((const float *)(mem + 32), want, 4, "adjacent out");
+
+    /* out inside the weight: lookup and forward */
+    float wcopy[6];
+    memcpy(wcopy, w, sizeof w);
+    ot = emb_test_view(EMB_FLOAT32, &w[1][0], 2, SHP(2, 2));
+    emb_tensor itv = emb_test_view(EMB_INT64, idx, 1, SHP(2));
+    EMB_EXPECT_ERR(emb_embedding_lookup(&wt, &itv, &ot), EMB_ERR_INVALID,
+                   "out must not overlap weight");
+    EMB_ASSERT_EXACT(&w[0][0], wcopy, 6, "weight after refused lookup");
+    emb_embedding *e = make_table(3, 2, NULL, false);
+    float *ew = weight_of(e);
+    float *snap = snapshot(e);
+    ot = emb_test_view(EMB_FLOAT32, ew + 1, 2, SHP(2, 2));
+    EMB_EXPECT_ERR(emb_embedding_forward(e, &itv, &ot), EMB_ERR_INVALID,
+                   "out must not overlap the embedding's weight");
+    assert_weight_is(e, snap);
+    free(snap);
+    emb_embedding_free(e);
+}
+
 /* All forward/lookup/output_shape errors: status, message, weight and out unchanged. */
 static void test_forward_errors(void **state) {
     (void)state;
@@ -889,6 +941,7 @@ int main(void) {
         cmocka_unit_test(test_forward_shapes),
         cmocka_unit_test(test_lookup_functional),
         cmocka_unit_test(test_forward_errors),
+        cmocka_unit_test(test_lookup_overlap),
         cmocka_unit_test(test_renorm_values),
         cmocka_unit_test(test_forward_max_norm),
         cmocka_unit_test(test_renorm_errors),

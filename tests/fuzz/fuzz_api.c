@@ -1,0 +1,1473 @@
+/* tests/fuzz/fuzz_api.c: a structured libFuzzer harness of emb's public API.
+ *
+ * The fuzz input is decoded as a program: a sequence of operations (the table `ops` at the
+ * end of this file) on a small world of live objects: tensor slots with harness-owned
+ * buffers, embeddings, Linear layers, optimizers, sparse gradients, generators and a saved
+ * generator state. Every argument is drawn from the input: random shapes (empty, huge,
+ * negative, too many dimensions), wrong dtypes, NULL pointers, out-of-range indices,
+ * non-finite hyper-parameters.
+ *
+ * Checks, besides ASan/UBSan/LeakSanitizer (built with -fno-sanitize-recover):
+ *  - every failing call leaves everything the caller owns unchanged: the whole world is
+ *    serialised before each call and compared after a failure (tensor buffers and structs,
+ *    embedding and Linear weights, sparse gradients, generator states, optimizer step
+ *    counts), and out-pointers (emb_embedding **out, size_t *needed, ...) keep a sentinel;
+ *  - a failing call returns a known negative status and leaves a non-empty emb_errmsg();
+ *  - a few cheap oracles on success (a lookup copies the rows bitwise, repr's truncation).
+ * A violated check prints what happened and calls abort(): libFuzzer then saves the input.
+ *
+ * Adding an operation: write `static void op_xxx(world *w, rd *r)` that decodes its
+ * arguments with the rd_* helpers and the pick_* helpers, makes each API call through
+ * API(w, call) (which does the snapshot and the checks), installs what a successful call
+ * created into the world, and add a line to `ops`. Never change the world between
+ * API(...)'s snapshot and the call (decode first, call last). See tests/fuzz/README.md.
+ */
+#include <emb/emb.h>
+
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------
+ * Reading the input
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct rd {
+    const uint8_t *p;
+    size_t n, i;
+} rd;
+
+static bool rd_done(const rd *r) { return r->i >= r->n; }
+
+static uint8_t rd_u8(rd *r) { return r->i < r->n ? r->p[r->i++] : 0; }
+
+static uint32_t rd_u32(rd *r) {
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++) v |= (uint32_t)rd_u8(r) << (8 * k);
+    return v;
+}
+
+static uint64_t rd_u64(rd *r) { return (uint64_t)rd_u32(r) | ((uint64_t)rd_u32(r) << 32); }
+
+static bool rd_bool(rd *r) { return rd_u8(r) & 1; }
+
+/* true with probability about 1/n */
+static bool rd_chance(rd *r, int n) { return rd_u8(r) % n == 0; }
+
+static const int64_t interesting_i64[] = {
+    0, 1, 2, 3, 4, 5, 7, 8, 16, 17, 31, 64, -1, -2, -3, -100,
+    INT64_MAX, INT64_MIN, INT64_MAX - 1, INT32_MAX, INT32_MIN, (int64_t)INT32_MAX + 1,
+    INT64_C(1) << 32, INT64_C(1) << 40, INT64_C(1) << 62, INT64_C(1) << 61, -(INT64_C(1) << 62),
+    INT64_C(1) << 31, 1000, 1001, UINT16_MAX, EMB_PADDING_NONE,
+};
+
+/* Mostly small values in [lo, lo + 16), sometimes an interesting or a raw 64-bit one. */
+static int64_t rd_i64(rd *r, int64_t lo) {
+    uint8_t b = rd_u8(r);
+    if (b < 192) return lo + (b % 16);
+    if (b < 250) return interesting_i64[b % (sizeof interesting_i64 / sizeof *interesting_i64)];
+    return (int64_t)rd_u64(r);
+}
+
+static const double interesting_f64[] = {
+    0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, 1e-3, 0.9, 0.999, 1e-8, 1e-10, 0.1, 10.0,
+    1e30, -1e30, DBL_MAX, -DBL_MAX, INFINITY, -INFINITY, NAN, 1e-300, 5e-324, FLT_MAX,
+    1.5, -0.5, 100.0, 7.0, 0.25, 65504.0, 1e38, 3.4028235677973366e38,
+};
+
+static double rd_f64(rd *r) {
+    uint8_t b = rd_u8(r);
+    if (b < 224) return interesting_f64[b % (sizeof interesting_f64 / sizeof *interesting_f64)];
+    uint64_t u = rd_u64(r);
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+/* A float element: small integers and fractions mostly, special values sometimes. */
+static float rd_f32(rd *r) {
+    uint8_t b = rd_u8(r);
+    if (b < 160) return (float)((int)(b % 32) - 16) * 0.25f;
+    if (b < 250) return (float)interesting_f64[b % (sizeof interesting_f64 / sizeof *interesting_f64)];
+    uint32_t u = rd_u32(r);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The world
+ * ------------------------------------------------------------------------------------- */
+
+#define NT 8 /* tensor slots */
+#define NE 3 /* embeddings */
+#define NL 2 /* Linear layers */
+#define NO 2 /* optimizers */
+#define NP 6 /* parameters per optimizer */
+#define NS 2 /* sparse gradients */
+#define NG 2 /* generators (index NG means NULL: the default generator) */
+#define MAX_ELEMS 2048   /* largest tensor the harness allocates */
+#define MAX_TABLE 65536  /* largest embedding / Linear weight (elements) the harness asks for */
+
+typedef struct tslot {
+    emb_tensor t;
+    void *buf; /* harness-owned storage (t.data is buf, or NULL) */
+    size_t bytes;
+    int pins; /* registered as an optimizer parameter or wrapped by an embedding */
+} tslot;
+
+typedef struct eslot {
+    emb_embedding *e;
+    const void *w; /* the weight's memory, for snapshots (also when read-only) */
+    size_t wbytes;
+    int pins;
+    int wrapped_slot;      /* tensor slot the table borrows, or -1 */
+    void *handed;          /* memory handed over with a release callback, or NULL */
+    int *release_count;    /* where the release callback counts (heap, survives the slot) */
+} eslot;
+
+typedef struct lslot {
+    emb_linear *l;
+    emb_tensor w, b;
+    int pins;
+} lslot;
+
+typedef struct pref {
+    int kind; /* 0 tensor slot, 1 embedding weight, 2 Linear weight, 3 Linear bias */
+    int idx;
+    int id;
+} pref;
+
+typedef struct oslot {
+    emb_optimizer *o;
+    int np;
+    pref p[NP];
+} oslot;
+
+typedef struct world {
+    tslot t[NT];
+    eslot e[NE];
+    lslot l[NL];
+    oslot o[NO];
+    emb_sparse_grad s[NS];
+    bool s_init[NS];
+    emb_generator *g[NG];
+    unsigned char state[4096];
+    size_t state_len;
+    /* snapshots */
+    unsigned char *snap;
+    size_t snap_len, snap_cap;
+    unsigned char *snap2;
+    size_t snap2_len, snap2_cap;
+    const char *op;
+} world;
+
+static const char *cur_op = "?";
+
+#define FAIL(...)                                                                              \
+    do {                                                                                       \
+        fprintf(stderr, "\n*** emb fuzz finding in op %s: ", cur_op);                          \
+        fprintf(stderr, __VA_ARGS__);                                                          \
+        fprintf(stderr, "\n");                                                                 \
+        abort();                                                                               \
+    } while (0)
+
+static void sn_put(unsigned char **b, size_t *len, size_t *cap, const void *p, size_t n) {
+    if (*len + n > *cap) {
+        size_t c = *cap ? *cap : 4096;
+        while (c < *len + n) c *= 2;
+        unsigned char *q = realloc(*b, c);
+        if (!q) abort();
+        *b = q;
+        *cap = c;
+    }
+    if (n) memcpy(*b + *len, p, n);
+    *len += n;
+}
+
+/* Serialises everything the caller owns into (b, len). */
+static void serialise(world *w, unsigned char **b, size_t *len, size_t *cap) {
+    *len = 0;
+#define PUT(p, n) sn_put(b, len, cap, (p), (n))
+    for (int k = 0; k < NT; k++) {
+        PUT(&w->t[k].t, sizeof w->t[k].t);
+        if (w->t[k].buf) PUT(w->t[k].buf, w->t[k].bytes);
+    }
+    for (int k = 0; k < NE; k++) {
+        if (!w->e[k].e) continue;
+        PUT(w->e[k].w, w->e[k].wbytes);
+        bool rg = emb_embedding_requires_grad(w->e[k].e);
+        PUT(&rg, sizeof rg);
+    }
+    for (int k = 0; k < NL; k++) {
+        if (!w->l[k].l) continue;
+        PUT(w->l[k].w.data, emb_tensor_nbytes(&w->l[k].w));
+        if (w->l[k].b.data) PUT(w->l[k].b.data, emb_tensor_nbytes(&w->l[k].b));
+    }
+    for (int k = 0; k < NO; k++) {
+        if (!w->o[k].o) continue;
+        for (int j = 0; j < w->o[k].np; j++) {
+            int64_t s = emb_optimizer_param_steps(w->o[k].o, w->o[k].p[j].id);
+            PUT(&s, sizeof s);
+        }
+    }
+    for (int k = 0; k < NS; k++) {
+        const emb_sparse_grad *g = &w->s[k];
+        PUT(&g->num_rows, 8);
+        PUT(&g->dim, 8);
+        PUT(&g->nnz, 8);
+        PUT(&g->coalesced, sizeof g->coalesced);
+        if (w->s_init[k] && g->nnz > 0) {
+            PUT(g->indices, (size_t)g->nnz * 8);
+            PUT(g->values, (size_t)(g->nnz * g->dim) * 4);
+        }
+    }
+    unsigned char st[4096];
+    size_t ss = emb_generator_state_size();
+    if (ss > sizeof st) abort();
+    for (int k = 0; k <= NG; k++) {
+        if (k < NG && !w->g[k]) continue;
+        if (emb_generator_get_state(k < NG ? w->g[k] : NULL, st, ss) != EMB_OK) abort();
+        PUT(st, ss);
+    }
+    PUT(w->state, sizeof w->state);
+#undef PUT
+}
+
+static void snapshot(world *w) { serialise(w, &w->snap, &w->snap_len, &w->snap_cap); }
+
+/* Per-call counts of successes and failures, printed at exit when EMB_FUZZ_STATS is set
+ * (to see which calls the fuzzer gets past their checks). */
+#define NSTAT 128
+static struct {
+    const char *call;
+    unsigned long ok, err;
+} stats[NSTAT];
+
+static void count_call(const char *call, bool ok) {
+    for (int i = 0; i < NSTAT; i++) {
+        if (!stats[i].call) stats[i].call = call;
+        if (stats[i].call == call) {
+            if (ok) stats[i].ok++;
+            else stats[i].err++;
+            return;
+        }
+    }
+}
+
+static void print_stats(void) {
+    for (int i = 0; i < NSTAT && stats[i].call; i++)
+        fprintf(stderr, "%10lu ok %10lu err  %.70s\n", stats[i].ok, stats[i].err, stats[i].call);
+}
+
+/* The checks after one API call. */
+static emb_status check_call(world *w, emb_status st, const char *call) {
+    count_call(call, st == EMB_OK);
+    if (st == EMB_OK) return st;
+    const char *name = emb_status_str(st);
+    if (st > 0 || strcmp(name, "unknown status") == 0)
+        FAIL("%s returned an unknown status %d", call, (int)st);
+    const char *msg = emb_errmsg();
+    if (!msg || !msg[0]) FAIL("%s failed with %d (%s) but emb_errmsg() is empty", call, st, name);
+    serialise(w, &w->snap2, &w->snap2_len, &w->snap2_cap);
+    if (w->snap2_len != w->snap_len || memcmp(w->snap, w->snap2, w->snap_len) != 0) {
+        size_t i = 0;
+        while (i < w->snap_len && i < w->snap2_len && w->snap[i] == w->snap2[i]) i++;
+        FAIL("%s failed with %d (%s: %s) but changed the caller's state (first difference "
+             "at snapshot byte %zu of %zu/%zu)", call, st, name, msg, i, w->snap_len,
+             w->snap2_len);
+    }
+    return st;
+}
+
+/* Every API call that can fail goes through this. */
+#define API(w, call) (snapshot(w), emb_clear_error(), check_call((w), (call), #call))
+
+/* ---------------------------------------------------------------------------------------
+ * Tensor slots
+ * ------------------------------------------------------------------------------------- */
+
+static size_t dsize(emb_dtype d) {
+    size_t s = emb_dtype_size(d);
+    return s ? s : 1;
+}
+
+/* Valid, allocatable element count for (ndim, shape), or -1. */
+static int64_t small_numel(int ndim, const int64_t *shape) {
+    if (ndim < 0 || ndim > EMB_MAX_DIMS) return -1;
+    int64_t n = 1;
+    bool empty = false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return -1;
+        if (shape[i] == 0) empty = true;
+    }
+    if (empty) return 0;
+    for (int i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(n, shape[i], &n) || n > MAX_ELEMS) return -1;
+    return n;
+}
+
+static void fill(rd *r, emb_dtype dt, void *buf, int64_t n, int64_t idx_hi) {
+    for (int64_t i = 0; i < n; i++) {
+        switch (dt) {
+        case EMB_FLOAT32: ((float *)buf)[i] = rd_f32(r); break;
+        case EMB_FLOAT64: ((double *)buf)[i] = rd_f32(r); break;
+        case EMB_INT64: {
+            uint8_t b = rd_u8(r);
+            ((int64_t *)buf)[i] = b < 224 && idx_hi > 0 ? (int64_t)(b % (uint64_t)idx_hi)
+                                                        : rd_i64(r, -2);
+            break;
+        }
+        case EMB_INT32: {
+            uint8_t b = rd_u8(r);
+            ((int32_t *)buf)[i] = b < 224 && idx_hi > 0 ? (int32_t)(b % (uint64_t)idx_hi)
+                                                        : (int32_t)rd_i64(r, -2);
+            break;
+        }
+        default: {
+            unsigned char *c = buf;
+            for (size_t k = 0; k < dsize(dt); k++) c[i * dsize(dt) + k] = rd_u8(r);
+        }
+        }
+    }
+}
+
+/* (Re)makes slot k with the given dtype and shape. The struct is stored as given even when
+ * it is invalid (the API must reject it); storage is allocated when the shape is valid and
+ * small, and data stays NULL otherwise (a NULL data pointer the API must reject when
+ * numel > 0). Returns false when the slot is pinned. */
+static bool tslot_make(world *w, rd *r, int k, emb_dtype dt, int ndim, const int64_t *shape,
+                       int64_t idx_hi) {
+    tslot *s = &w->t[k];
+    if (s->pins) return false;
+    free(s->buf);
+    s->buf = NULL;
+    s->bytes = 0;
+    memset(&s->t, 0, sizeof s->t);
+    s->t.dtype = dt;
+    s->t.ndim = ndim;
+    for (int i = 0; i < ndim && i < EMB_MAX_DIMS; i++) s->t.shape[i] = shape[i];
+    int64_t n = small_numel(ndim, shape);
+    if (n > 0) {
+        s->bytes = (size_t)n * dsize(dt);
+        s->buf = malloc(s->bytes);
+        if (!s->buf) abort();
+        fill(r, dt, s->buf, n, idx_hi);
+        s->t.data = s->buf;
+    } else if (n == 0 && rd_chance(r, 2)) {
+        s->bytes = 1; /* an empty tensor with a non-NULL data pointer */
+        s->buf = malloc(1);
+        if (!s->buf) abort();
+        *(unsigned char *)s->buf = 0;
+        s->t.data = s->buf;
+    }
+    return true;
+}
+
+static emb_dtype rd_dtype(rd *r) {
+    uint8_t b = rd_u8(r);
+    if (b < 128) return EMB_FLOAT32;
+    if (b < 192) return EMB_INT64;
+    if (b < 220) return EMB_INT32;
+    if (b < 250) return (emb_dtype)(b % 10);
+    return (emb_dtype)(int)(int8_t)rd_u8(r); /* unknown values, negative ones included */
+}
+
+static int rd_ndim(rd *r) {
+    uint8_t b = rd_u8(r);
+    if (b < 240) return b % 5;
+    static const int odd[] = {5, 8, 9, 10, -1, INT32_MIN, 64, 7};
+    return odd[b % 8];
+}
+
+/* A dimension: mostly 0..6, sometimes huge or negative. */
+static int64_t rd_dim(rd *r) {
+    uint8_t b = rd_u8(r);
+    if (b < 230) return b % 7;
+    return rd_i64(r, 0);
+}
+
+static tslot *pick_t(world *w, rd *r) { return &w->t[rd_u8(r) % NT]; }
+
+/* A tensor argument: a slot, or now and then NULL. */
+static emb_tensor *arg_t(world *w, rd *r) {
+    if (rd_chance(r, 24)) return NULL;
+    return &pick_t(w, r)->t;
+}
+
+static emb_generator *pick_g(world *w, rd *r) { return w->g[rd_u8(r) % (NG + 1) % NG]; }
+static emb_generator *arg_g(world *w, rd *r) {
+    uint8_t b = rd_u8(r) % (NG + 1);
+    return b < NG ? w->g[b] : NULL;
+}
+
+/* Output slot: with high probability reshaped to `shape` (or one dimension off by one)
+ * so that calls get past their shape checks; returns the slot index, or -1 for NULL. */
+static int out_slot(world *w, rd *r, emb_dtype dt, int ndim, const int64_t *shape) {
+    if (rd_chance(r, 24)) return -1;
+    int k = rd_u8(r) % NT;
+    uint8_t mode = rd_u8(r);
+    if (mode < 200) {
+        int64_t sh[EMB_MAX_DIMS + 1];
+        int nd = ndim;
+        for (int i = 0; i < ndim && i < EMB_MAX_DIMS; i++) sh[i] = shape[i];
+        if (mode >= 180 && nd > 0 && sh[mode % nd] < INT64_MAX) sh[mode % nd] += 1;
+        if (mode >= 190 && mode < 195) dt = rd_dtype(r);
+        if (!tslot_make(w, r, k, dt, nd, sh, 0)) return k;
+    }
+    return k;
+}
+
+static emb_tensor *slot_t(world *w, int k) { return k < 0 ? NULL : &w->t[k].t; }
+
+/* A fresh tensor in an unpinned slot; NULL when all slots are pinned. */
+static emb_tensor *fresh(world *w, rd *r, emb_dtype dt, int nd, const int64_t *sh, int64_t hi) {
+    int start = rd_u8(r);
+    for (int i = 0; i < NT; i++) {
+        int k = (start + i) % NT;
+        if (!w->t[k].pins) return tslot_make(w, r, k, dt, nd, sh, hi) ? &w->t[k].t : NULL;
+    }
+    return NULL;
+}
+
+/* A slot holding `dt`, scanning from a random start; else any slot. */
+static emb_tensor *existing(world *w, rd *r, emb_dtype dt, emb_dtype dt2) {
+    int start = rd_u8(r);
+    for (int i = 0; i < NT; i++) {
+        int k = (start + i) % NT;
+        if (w->t[k].t.dtype == dt || w->t[k].t.dtype == dt2) return &w->t[k].t;
+    }
+    return &w->t[start % NT].t;
+}
+
+/* An index tensor, mostly int64/int32 with values mostly in [0, hi): fresh (of shape sh when
+ * given, else random), an existing one, or anything. */
+static emb_tensor *arg_idx(world *w, rd *r, int64_t hi, int nd, const int64_t *sh) {
+    uint8_t b = rd_u8(r);
+    if (b < 128) {
+        emb_dtype dt = rd_chance(r, 3) ? EMB_INT32 : EMB_INT64;
+        if (rd_chance(r, 32)) dt = rd_dtype(r);
+        int64_t shape[EMB_MAX_DIMS + 1];
+        if (!sh || rd_chance(r, 16)) {
+            nd = rd_chance(r, 16) ? rd_u8(r) % 11 : rd_u8(r) % 4;
+            for (int i = 0; i < nd && i <= EMB_MAX_DIMS; i++)
+                shape[i] = rd_chance(r, 16) ? rd_dim(r) : rd_u8(r) % 6;
+            sh = shape;
+        }
+        emb_tensor *t = fresh(w, r, dt, nd, sh, hi > 0 ? hi : 1);
+        if (t) return t;
+    }
+    if (b < 240) return existing(w, r, EMB_INT64, EMB_INT32);
+    return arg_t(w, r);
+}
+
+/* A float32 input, mostly of shape (nd, sh) (one dimension off now and then). */
+static emb_tensor *arg_f32(world *w, rd *r, int nd, const int64_t *sh) {
+    uint8_t b = rd_u8(r);
+    if (b < 128 && nd >= 0 && nd <= EMB_MAX_DIMS) {
+        int64_t shape[EMB_MAX_DIMS + 1];
+        for (int i = 0; i < nd; i++) shape[i] = sh[i];
+        if (nd > 0 && rd_chance(r, 16)) shape[rd_u8(r) % nd] = rd_dim(r);
+        emb_tensor *t = fresh(w, r, rd_chance(r, 32) ? rd_dtype(r) : EMB_FLOAT32, nd, shape, 0);
+        if (t) return t;
+    }
+    if (b < 240) return existing(w, r, EMB_FLOAT32, EMB_FLOAT32);
+    return arg_t(w, r);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Tensor ops and core
+ * ------------------------------------------------------------------------------------- */
+
+static void op_tensor_new(world *w, rd *r) {
+    int k = rd_u8(r) % NT;
+    emb_dtype dt = rd_dtype(r);
+    int nd = rd_ndim(r);
+    int64_t sh[EMB_MAX_DIMS];
+    for (int i = 0; i < nd && i < EMB_MAX_DIMS; i++) sh[i] = rd_dim(r);
+    tslot_make(w, r, k, dt, nd, sh, 0);
+}
+
+/* An index tensor whose values are mostly valid for one of the tables. */
+static void op_tensor_indices(world *w, rd *r) {
+    int k = rd_u8(r) % NT;
+    eslot *es = &w->e[rd_u8(r) % NE];
+    int64_t hi = es->e ? emb_embedding_num_embeddings(es->e) : 1 + rd_u8(r) % 8;
+    emb_dtype dt = rd_chance(r, 3) ? EMB_INT32 : EMB_INT64;
+    int nd = rd_u8(r) % 4;
+    int64_t sh[EMB_MAX_DIMS];
+    for (int i = 0; i < nd; i++) sh[i] = rd_u8(r) % 6;
+    tslot_make(w, r, k, dt, nd, sh, hi);
+}
+
+static void op_tensor_core(world *w, rd *r) {
+    emb_tensor t, keep;
+    memset(&t, 0x5a, sizeof t);
+    keep = t;
+    int nd = rd_ndim(r);
+    int64_t sh[EMB_MAX_DIMS + 2];
+    for (int i = 0; i < EMB_MAX_DIMS + 2; i++) sh[i] = rd_dim(r);
+    emb_dtype dt = rd_dtype(r);
+    uint8_t m = rd_u8(r) % 5;
+    float dummy[4] = {0};
+    emb_status st;
+    switch (m) {
+    case 0:
+        st = API(w, emb_tensor_init(rd_chance(r, 8) ? NULL : &t, dt,
+                                    rd_bool(r) ? dummy : NULL, nd, rd_chance(r, 8) ? NULL : sh));
+        if (st && memcmp(&t, &keep, sizeof t)) FAIL("emb_tensor_init changed *t on error");
+        break;
+    case 1: {
+        /* only shapes that are small or whose allocation is refused before allocating
+         * (invalid, or a byte size that overflows); never a real multi-GB allocation */
+        bool refused = nd < 0 || nd > EMB_MAX_DIMS || emb_dtype_size(dt) == 0;
+        bool empty = false;
+        int64_t bytes = 1;
+        for (int i = 0; !refused && i < nd; i++) {
+            if (sh[i] < 0) refused = true;
+            if (sh[i] == 0) empty = true;
+        }
+        for (int i = 0; !refused && !empty && i < nd; i++)
+            if (__builtin_mul_overflow(bytes, sh[i], &bytes)) refused = true;
+        if (!refused && !empty &&
+            __builtin_mul_overflow(bytes, (int64_t)emb_dtype_size(dt), &bytes))
+            refused = true;
+        if (!refused && !empty && bytes > 8 * MAX_ELEMS) break;
+        st = API(w, emb_tensor_alloc(&t, dt, nd, sh));
+        if (st && memcmp(&t, &keep, sizeof t)) FAIL("emb_tensor_alloc changed *t on error");
+        if (!st) emb_tensor_free(&t);
+        break;
+    }
+    case 2:
+        API(w, emb_tensor_check(arg_t(w, r), rd_bool(r) ? "x" : NULL));
+        break;
+    case 3: {
+        emb_tensor *a = arg_t(w, r), *b = arg_t(w, r);
+        (void)emb_tensor_same_shape(a, b);
+        if (a) (void)emb_tensor_numel(a), (void)emb_tensor_nbytes(a);
+        char buf[64];
+        size_t n = emb_shape_str(rd_bool(r) ? buf : NULL, 0, nd, rd_bool(r) ? sh : NULL);
+        size_t n2 = emb_shape_str(buf, rd_u8(r) % sizeof buf, nd, sh);
+        (void)n, (void)n2;
+        (void)emb_dtype_name(dt), (void)emb_dtype_torch_type(dt), (void)emb_dtype_size(dt);
+        (void)emb_status_str((int)rd_i64(r, -14));
+        break;
+    }
+    default:
+        emb_set_num_threads((int)rd_i64(r, -1));
+        emb_set_kernel_mode((emb_kernel_mode)(rd_u8(r) % 3));
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Embeddings
+ * ------------------------------------------------------------------------------------- */
+
+static emb_embedding_options rd_emb_opts(world *w, rd *r) {
+    emb_embedding_options o = emb_embedding_options_default();
+    uint8_t f = rd_u8(r);
+    if (f & 1) o.padding_idx = rd_i64(r, -3);
+    if (f & 2) o.max_norm = rd_f64(r);
+    if (f & 4) o.norm_type = rd_f64(r);
+    if (f & 8) o.scale_grad_by_freq = true;
+    if (f & 16) o.sparse = true;
+    if (f & 32) o.generator = pick_g(w, r);
+    return o;
+}
+
+/* A pair of sizes (rows x columns of a table): small, negative, or so large that the byte
+ * size overflows and the call must refuse before allocating. Never a pair that would make
+ * the library allocate gigabytes for real ([2^40, 0] is a valid empty table, but anything
+ * proportional to its rows would be a huge allocation that libFuzzer reports as OOM). */
+static void clamp_sizes(int64_t *v, int64_t *d) {
+    int64_t n;
+    if (*v < 0 || *d < 0) return;
+    if (!__builtin_mul_overflow(*v, *d, &n) && !__builtin_mul_overflow(n, (int64_t)4, &n) &&
+        *v > 0 && *d > 0)
+        ; /* fits: clamp below if large */
+    else if (*v > 0 && *d > 0)
+        return; /* overflows: refused */
+    if (*v > MAX_TABLE / 16) *v = *v % 64 + 1;
+    if (*d > MAX_TABLE / 16) *d = *d % 64 + 1;
+    if (*v * *d > MAX_TABLE) *d = 1;
+}
+
+static void rd_table_size(rd *r, int64_t *v, int64_t *d) {
+    *v = rd_i64(r, 0);
+    *d = rd_i64(r, 0);
+    clamp_sizes(v, d);
+}
+
+static int free_eslot(world *w, rd *r) {
+    for (int tries = 0; tries < NE; tries++) {
+        int k = (rd_u8(r) + tries) % NE;
+        if (!w->e[k].pins) return k;
+    }
+    return -1;
+}
+
+static void eslot_release(world *w, eslot *s);
+
+static void eslot_install(world *w, int k, emb_embedding *e) {
+    eslot *s = &w->e[k];
+    eslot_release(w, s);
+    if (!s->release_count) {
+        s->release_count = calloc(1, sizeof(int));
+        if (!s->release_count) abort();
+    }
+    s->e = e;
+    s->wrapped_slot = -1;
+    emb_tensor v;
+    if (emb_embedding_weight(e, &v) == EMB_OK) {
+        s->w = v.data;
+        s->wbytes = emb_tensor_nbytes(&v);
+    }
+}
+
+static void rel_cb(void *data, void *ctx) {
+    int *count = ctx;
+    (*count)++;
+    free(data);
+}
+
+static void eslot_release(world *w, eslot *s) {
+    if (!s->e) return;
+    if (s->wrapped_slot >= 0) w->t[s->wrapped_slot].pins--;
+    int before = s->release_count ? *s->release_count : 0;
+    emb_embedding_free(s->e);
+    if (s->handed && (!s->release_count || *s->release_count != before + 1))
+        FAIL("emb_embedding_free did not call the release callback exactly once");
+    s->e = NULL;
+    s->w = NULL;
+    s->wbytes = 0;
+    s->handed = NULL;
+    s->wrapped_slot = -1;
+}
+
+static void op_emb_create(world *w, rd *r) {
+    int k = free_eslot(w, r);
+    if (k < 0) return;
+    int64_t v, d;
+    rd_table_size(r, &v, &d);
+    emb_embedding_options o = rd_emb_opts(w, r);
+    emb_embedding *sentinel = (emb_embedding *)&o, *e = sentinel;
+    bool null_out = rd_chance(r, 24);
+    emb_status st = API(w, emb_embedding_create(v, d, rd_chance(r, 8) ? NULL : &o,
+                                                null_out ? NULL : &e));
+    if (st) {
+        if (e != sentinel) FAIL("emb_embedding_create wrote *out on error");
+        return;
+    }
+    eslot_install(w, k, e);
+}
+
+static void op_emb_from_pretrained(world *w, rd *r) {
+    int k = free_eslot(w, r);
+    if (k < 0) return;
+    int64_t wsh[2] = {rd_dim(r), rd_dim(r)};
+    emb_tensor *t = arg_f32(w, r, 2, wsh);
+    bool freeze = rd_bool(r);
+    emb_embedding_options o = rd_emb_opts(w, r);
+    emb_embedding *sentinel = (emb_embedding *)&o, *e = sentinel;
+    emb_status st = API(w, emb_embedding_from_pretrained(t, freeze, rd_chance(r, 8) ? NULL : &o,
+                                                         rd_chance(r, 24) ? NULL : &e));
+    if (st) {
+        if (e != sentinel) FAIL("emb_embedding_from_pretrained wrote *out on error");
+        return;
+    }
+    eslot_install(w, k, e);
+    if (emb_embedding_requires_grad(e) == freeze) FAIL("from_pretrained: requires_grad != !freeze");
+}
+
+/* emb_embedding_wrap over a tensor slot (borrowed) or over a copy handed over with a
+ * release callback. */
+static void op_emb_wrap(world *w, rd *r) {
+    int k = free_eslot(w, r);
+    if (k < 0) return;
+    int ts = rd_u8(r) % NT;
+    emb_tensor t = w->t[ts].t;
+    emb_storage stg = {.read_only = rd_bool(r), .release = NULL, .release_ctx = NULL};
+    bool pass_stg = !rd_chance(r, 4);
+    bool hand = pass_stg && rd_bool(r);
+    void *copy = NULL;
+    if (!w->e[k].release_count) {
+        w->e[k].release_count = calloc(1, sizeof(int));
+        if (!w->e[k].release_count) abort();
+    }
+    if (hand) {
+        copy = malloc(w->t[ts].bytes ? w->t[ts].bytes : 1);
+        if (!copy) abort();
+        if (w->t[ts].bytes) memcpy(copy, w->t[ts].buf, w->t[ts].bytes);
+        if (t.data) t.data = copy;
+        stg.release = rel_cb;
+        stg.release_ctx = w->e[k].release_count;
+    }
+    bool freeze = rd_bool(r);
+    emb_embedding_options o = rd_emb_opts(w, r);
+    emb_embedding *sentinel = (emb_embedding *)&o, *e = sentinel;
+    int before = *w->e[k].release_count;
+    emb_status st = API(w, emb_embedding_wrap(rd_chance(r, 24) ? NULL : &t,
+                                              pass_stg ? &stg : NULL, freeze,
+                                              rd_chance(r, 8) ? NULL : &o,
+                                              rd_chance(r, 24) ? NULL : &e));
+    if (st) {
+        if (e != sentinel) FAIL("emb_embedding_wrap wrote *out on error");
+        if (*w->e[k].release_count != before)
+            FAIL("emb_embedding_wrap called release on error (ownership stays with the caller)");
+        free(copy);
+        return;
+    }
+    eslot_install(w, k, e);
+    eslot *s = &w->e[k];
+    s->w = t.data;
+    s->wbytes = emb_tensor_nbytes(&t);
+    if (hand) {
+        s->handed = copy;
+    } else {
+        free(copy);
+        s->wrapped_slot = ts;
+        w->t[ts].pins++;
+    }
+}
+
+static void op_emb_free(world *w, rd *r) {
+    eslot *s = &w->e[rd_u8(r) % NE];
+    if (s->pins || !s->e) return;
+    eslot_release(w, s);
+}
+
+static emb_embedding *arg_e(world *w, rd *r) {
+    if (rd_chance(r, 32)) return NULL;
+    int start = rd_u8(r);
+    for (int i = 0; i < NE; i++)
+        if (w->e[(start + i) % NE].e) return w->e[(start + i) % NE].e;
+    return NULL;
+}
+
+/* Output shape of a lookup of `idx` into a table of dim d. */
+static int lookup_shape(const emb_tensor *idx, int64_t d, int64_t *sh) {
+    int nd = 0;
+    if (idx && idx->ndim >= 0 && idx->ndim < EMB_MAX_DIMS)
+        for (; nd < idx->ndim; nd++) sh[nd] = idx->shape[nd];
+    sh[nd++] = d;
+    return nd;
+}
+
+static void check_lookup(const emb_tensor *weight, const emb_tensor *idx, const emb_tensor *out) {
+    int64_t n = emb_tensor_numel(idx), d = weight->shape[1];
+    if (n <= 0 || d == 0) return;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t row = idx->dtype == EMB_INT64 ? ((const int64_t *)idx->data)[i]
+                                              : ((const int32_t *)idx->data)[i];
+        if (memcmp((const float *)out->data + i * d, (const float *)weight->data + row * d,
+                   (size_t)d * 4) != 0)
+            FAIL("lookup: output row %" PRId64 " is not weight row %" PRId64, i, row);
+    }
+}
+
+static void op_emb_forward(world *w, rd *r) {
+    emb_embedding *e = arg_e(w, r);
+    emb_tensor *idx = arg_idx(w, r, emb_embedding_num_embeddings(e), -1, NULL);
+    int64_t sh[EMB_MAX_DIMS + 1];
+    int nd = lookup_shape(idx, e ? emb_embedding_dim(e) : rd_dim(r), sh);
+    int o = out_slot(w, r, EMB_FLOAT32, nd, sh);
+    emb_status st = API(w, emb_embedding_forward(e, idx, slot_t(w, o)));
+    if (!st && !isfinite(emb_embedding_max_norm(e)) && !emb_embedding_is_read_only(e)) {
+        emb_tensor wv;
+        if (emb_embedding_weight(e, &wv) == EMB_OK) check_lookup(&wv, idx, slot_t(w, o));
+    }
+}
+
+static void op_emb_lookup(world *w, rd *r) {
+    emb_tensor wt, *weight;
+    emb_embedding *e = w->e[rd_u8(r) % NE].e;
+    int64_t wsh[2] = {rd_dim(r), rd_dim(r)};
+    if (rd_bool(r) && e && emb_embedding_weight(e, &wt) == EMB_OK) weight = &wt;
+    else weight = arg_f32(w, r, 2, wsh);
+    emb_tensor *idx = arg_idx(w, r, weight && weight->ndim == 2 ? weight->shape[0] : 4, -1, NULL);
+    int64_t sh[EMB_MAX_DIMS + 1];
+    int nd = lookup_shape(idx, weight && weight->ndim == 2 ? weight->shape[1] : rd_dim(r), sh);
+    int o = out_slot(w, r, EMB_FLOAT32, nd, sh);
+    emb_status st = API(w, emb_embedding_lookup(weight, idx, slot_t(w, o)));
+    if (!st) check_lookup(weight, idx, slot_t(w, o));
+}
+
+static void op_emb_renorm(world *w, rd *r) {
+    emb_tensor wt, *weight;
+    emb_embedding *e = w->e[rd_u8(r) % NE].e;
+    int64_t wsh[2] = {rd_dim(r), rd_dim(r)};
+    if (rd_bool(r) && e && emb_embedding_weight(e, &wt) == EMB_OK) weight = &wt;
+    else weight = arg_f32(w, r, 2, wsh);
+    emb_tensor *idx = arg_idx(w, r, weight && weight->ndim == 2 ? weight->shape[0] : 4, -1, NULL);
+    double max_norm = rd_f64(r), p = rd_f64(r);
+    API(w, emb_embedding_renorm_(weight, idx, max_norm, p));
+}
+
+static void op_emb_output_shape(world *w, rd *r) {
+    int nd = -77;
+    int64_t sh[EMB_MAX_DIMS];
+    memset(sh, 0x5a, sizeof sh);
+    emb_embedding *e = arg_e(w, r);
+    emb_tensor *idx = arg_idx(w, r, 4, -1, NULL);
+    emb_status st = API(w, emb_embedding_output_shape(e, idx,
+                                                      rd_chance(r, 24) ? NULL : &nd,
+                                                      rd_chance(r, 24) ? NULL : sh));
+    if (st && nd != -77) FAIL("emb_embedding_output_shape wrote *ndim on error");
+}
+
+static void op_emb_misc(world *w, rd *r) {
+    emb_embedding *e = arg_e(w, r);
+    (void)emb_embedding_num_embeddings(e), (void)emb_embedding_dim(e);
+    (void)emb_embedding_padding_idx(e), (void)emb_embedding_max_norm(e);
+    (void)emb_embedding_norm_type(e), (void)emb_embedding_scale_grad_by_freq(e);
+    (void)emb_embedding_is_sparse(e), (void)emb_embedding_is_read_only(e);
+    if (e && rd_bool(r)) emb_embedding_set_requires_grad(e, rd_bool(r));
+    emb_tensor v;
+    memset(&v, 0x5a, sizeof v);
+    emb_tensor keep = v;
+    emb_status st = API(w, emb_embedding_weight(e, rd_chance(r, 24) ? NULL : &v));
+    if (st && memcmp(&v, &keep, sizeof v)) FAIL("emb_embedding_weight wrote *view on error");
+    (void)emb_embedding_options_default();
+}
+
+static void op_emb_backward(world *w, rd *r) {
+    emb_embedding *e = arg_e(w, r);
+    emb_tensor *idx = arg_idx(w, r, emb_embedding_num_embeddings(e), -1, NULL);
+    int64_t d = e ? emb_embedding_dim(e) : rd_dim(r);
+    int64_t sh[EMB_MAX_DIMS + 1];
+    int nd = lookup_shape(idx, d, sh);
+    int go = !rd_chance(r, 8) ? out_slot(w, r, EMB_FLOAT32, nd, sh) : (int)(rd_u8(r) % NT);
+    int64_t wsh[2] = {e ? emb_embedding_num_embeddings(e) : rd_dim(r), d};
+    int gw = out_slot(w, r, EMB_FLOAT32, 2, wsh);
+    if (go >= 0 && go == gw && rd_bool(r)) go = (go + 1) % NT;
+    API(w, emb_embedding_backward(e, idx, slot_t(w, go), slot_t(w, gw)));
+}
+
+static emb_sparse_grad *arg_s(world *w, rd *r) {
+    if (rd_chance(r, 32)) return NULL;
+    int start = rd_u8(r);
+    for (int i = 0; i < NS; i++)
+        if (w->s_init[(start + i) % NS]) return &w->s[(start + i) % NS];
+    return NULL;
+}
+
+/* A sparse gradient initialised for [rows, dim] (harness side, before the call). */
+static emb_sparse_grad *fresh_s(world *w, rd *r, int64_t rows, int64_t dim) {
+    int k = rd_u8(r) % NS;
+    if (w->s_init[k]) emb_sparse_grad_free(&w->s[k]);
+    memset(&w->s[k], 0, sizeof w->s[k]);
+    w->s_init[k] = emb_sparse_grad_init(&w->s[k], rows, dim) == EMB_OK;
+    return w->s_init[k] ? &w->s[k] : NULL;
+}
+
+static void op_emb_backward_sparse(world *w, rd *r) {
+    emb_embedding *e = arg_e(w, r);
+    emb_tensor *idx = arg_idx(w, r, emb_embedding_num_embeddings(e), -1, NULL);
+    int64_t d = e ? emb_embedding_dim(e) : rd_dim(r);
+    int64_t sh[EMB_MAX_DIMS + 1];
+    int nd = lookup_shape(idx, d, sh);
+    int go = rd_bool(r) ? out_slot(w, r, EMB_FLOAT32, nd, sh) : (int)(rd_u8(r) % NT);
+    emb_sparse_grad *g = e && rd_chance(r, 3)
+                             ? fresh_s(w, r, emb_embedding_num_embeddings(e), emb_embedding_dim(e))
+                             : arg_s(w, r);
+    API(w, emb_embedding_backward_sparse(e, idx, slot_t(w, go), g));
+}
+
+static void op_sparse(world *w, rd *r) {
+    int k = rd_u8(r) % NS;
+    emb_sparse_grad *g = &w->s[k];
+    switch (rd_u8(r) % 6) {
+    case 0: { /* init: for a table's shape or random sizes */
+        if (w->s_init[k]) emb_sparse_grad_free(g);
+        emb_embedding *e = w->e[rd_u8(r) % NE].e;
+        int64_t rows = e && rd_bool(r) ? emb_embedding_num_embeddings(e) : rd_i64(r, 0);
+        int64_t dim = e && rd_bool(r) ? emb_embedding_dim(e) : rd_i64(r, 0);
+        clamp_sizes(&rows, &dim);
+        emb_sparse_grad keep;
+        memset(g, 0, sizeof *g);
+        keep = *g;
+        w->s_init[k] = false;
+        emb_status st = API(w, emb_sparse_grad_init(rd_chance(r, 24) ? NULL : g, rows, dim));
+        if (st && memcmp(g, &keep, sizeof keep)) FAIL("emb_sparse_grad_init changed g on error");
+        w->s_init[k] = st == EMB_OK;
+        break;
+    }
+    case 1:
+        emb_sparse_grad_clear(w->s_init[k] ? g : NULL);
+        break;
+    case 2:
+        if (w->s_init[k]) emb_sparse_grad_free(g);
+        break;
+    case 3:
+        API(w, emb_sparse_grad_coalesce(arg_s(w, r)));
+        break;
+    default: {
+        emb_sparse_grad *a = arg_s(w, r);
+        int64_t sh[2] = {a ? a->num_rows : rd_dim(r), a ? a->dim : rd_dim(r)};
+        int o = out_slot(w, r, EMB_FLOAT32, 2, sh);
+        API(w, emb_sparse_grad_add_to_dense(a, slot_t(w, o)));
+        break;
+    }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Linear, one_hot, losses
+ * ------------------------------------------------------------------------------------- */
+
+static void op_linear_create(world *w, rd *r) {
+    int k = rd_u8(r) % NL;
+    if (w->l[k].pins) return;
+    int64_t in, out;
+    rd_table_size(r, &in, &out);
+    bool bias = rd_bool(r);
+    emb_linear *sentinel = (emb_linear *)w, *l = sentinel;
+    emb_status st = API(w, emb_linear_create(in, out, bias, arg_g(w, r),
+                                             rd_chance(r, 24) ? NULL : &l));
+    if (st) {
+        if (l != sentinel) FAIL("emb_linear_create wrote *out on error");
+        return;
+    }
+    emb_linear_free(w->l[k].l);
+    memset(&w->l[k], 0, sizeof w->l[k]);
+    w->l[k].l = l;
+    if (emb_linear_weight(l, &w->l[k].w) != EMB_OK) FAIL("emb_linear_weight failed");
+    if (bias && emb_linear_bias(l, &w->l[k].b) != EMB_OK) FAIL("emb_linear_bias failed");
+    emb_tensor v;
+    if (!bias && emb_linear_bias(l, &v) == EMB_OK) FAIL("emb_linear_bias without a bias");
+    (void)emb_linear_in_features(l), (void)emb_linear_out_features(l);
+    (void)emb_linear_has_bias(l);
+}
+
+static emb_linear *arg_l(world *w, rd *r) {
+    if (rd_chance(r, 32)) return NULL;
+    int start = rd_u8(r);
+    for (int i = 0; i < NL; i++)
+        if (w->l[(start + i) % NL].l) return w->l[(start + i) % NL].l;
+    return NULL;
+}
+
+static int linear_shape(const emb_tensor *x, int64_t f, int64_t *sh) {
+    int nd = 0;
+    if (x && x->ndim >= 1 && x->ndim <= EMB_MAX_DIMS) {
+        for (; nd < x->ndim - 1; nd++) sh[nd] = x->shape[nd];
+    }
+    sh[nd++] = f;
+    return nd;
+}
+
+static emb_tensor *arg_x(world *w, rd *r, emb_linear *l) {
+    int nd = 1 + rd_u8(r) % 3;
+    int64_t sh[3];
+    for (int i = 0; i < nd; i++) sh[i] = rd_u8(r) % 5;
+    sh[nd - 1] = l ? emb_linear_in_features(l) : rd_dim(r);
+    return arg_f32(w, r, nd, sh);
+}
+
+static void op_linear_forward(world *w, rd *r) {
+    emb_linear *l = arg_l(w, r);
+    emb_tensor *x = arg_x(w, r, l);
+    int64_t sh[EMB_MAX_DIMS + 1];
+    int nd = linear_shape(x, l ? emb_linear_out_features(l) : rd_dim(r), sh);
+    int o = out_slot(w, r, EMB_FLOAT32, nd, sh);
+    API(w, emb_linear_forward(l, x, slot_t(w, o)));
+}
+
+static void op_linear_backward(world *w, rd *r) {
+    emb_linear *l = arg_l(w, r);
+    emb_tensor *x = arg_x(w, r, l);
+    int64_t sh[EMB_MAX_DIMS + 1];
+    int nd = linear_shape(x, l ? emb_linear_out_features(l) : rd_dim(r), sh);
+    int gy = out_slot(w, r, EMB_FLOAT32, nd, sh);
+    int64_t xsh[EMB_MAX_DIMS];
+    int xnd = x ? x->ndim : 0;
+    for (int i = 0; x && i < xnd && i < EMB_MAX_DIMS; i++) xsh[i] = x->shape[i];
+    int gx = rd_bool(r) && x ? out_slot(w, r, EMB_FLOAT32, xnd, xsh) : -1;
+    int64_t wsh[2] = {l ? emb_linear_out_features(l) : 1, l ? emb_linear_in_features(l) : 1};
+    int gw = rd_bool(r) ? out_slot(w, r, EMB_FLOAT32, 2, wsh) : -1;
+    int gb = rd_bool(r) ? out_slot(w, r, EMB_FLOAT32, 1, wsh) : -1;
+    API(w, emb_linear_backward(l, x, slot_t(w, gy), slot_t(w, gx), slot_t(w, gw),
+                               slot_t(w, gb)));
+}
+
+static void op_one_hot(world *w, rd *r) {
+    emb_tensor *idx = arg_idx(w, r, 1 + rd_u8(r) % 8, -1, NULL);
+    int64_t c = rd_chance(r, 3) ? -1 : rd_i64(r, -1);
+    if (rd_bool(r)) {
+        int64_t out = -77;
+        emb_status st = API(w, emb_one_hot_num_classes(idx, c, rd_chance(r, 24) ? NULL : &out));
+        if (st && out != -77) FAIL("emb_one_hot_num_classes wrote *out_classes on error");
+        return;
+    }
+    int64_t cls = c;
+    if (c == -1 && idx && emb_one_hot_num_classes(idx, c, &cls) != EMB_OK) cls = rd_dim(r);
+    int64_t sh[EMB_MAX_DIMS + 1];
+    int nd = lookup_shape(idx, cls, sh);
+    int o = out_slot(w, r, rd_bool(r) ? EMB_INT64 : EMB_FLOAT32, nd, sh);
+    API(w, emb_one_hot(idx, c, slot_t(w, o)));
+}
+
+static emb_loss_options rd_loss_opts(rd *r) {
+    emb_loss_options o = emb_loss_options_default();
+    uint8_t f = rd_u8(r);
+    if (f & 1) o.reduction = (emb_reduction)(rd_u8(r) % 4);
+    if (f & 2) o.ignore_index = rd_i64(r, -2);
+    if (f & 4) o.label_smoothing = rd_f64(r);
+    return o;
+}
+
+static void op_loss(world *w, rd *r) {
+    uint8_t which = rd_u8(r) % 6;
+    emb_loss_options o = rd_loss_opts(r);
+    const emb_loss_options *po = rd_chance(r, 8) ? NULL : &o;
+    int64_t ish[3] = {rd_dim(r), rd_dim(r), rd_dim(r)};
+    int ind = which < 2 ? 1 + rd_u8(r) % 2 : rd_u8(r) % 4;
+    emb_tensor *in = arg_f32(w, r, ind, ish);
+    emb_tensor *tg;
+    if (which < 2) {
+        int64_t n = in && in->ndim == 2 ? in->shape[0] : 0;
+        int64_t c = in && in->ndim >= 1 && in->ndim <= 2 ? in->shape[in->ndim - 1] : 4;
+        tg = arg_idx(w, r, c, in && in->ndim == 2 ? 1 : 0, &n);
+    } else {
+        tg = arg_f32(w, r, ind, ish);
+    }
+    int64_t c = in && in->ndim >= 1 && in->ndim <= EMB_MAX_DIMS ? in->shape[in->ndim - 1] : 1;
+    emb_tensor *pw = (which >= 4 && rd_bool(r)) ? arg_f32(w, r, 1, &c) : NULL;
+    /* loss / grad_loss shape: 0-d for mean and sum, else per element */
+    emb_reduction red = po ? po->reduction : EMB_REDUCTION_MEAN;
+    int64_t sh[EMB_MAX_DIMS];
+    int nd = 0;
+    if (red == EMB_REDUCTION_NONE && in && in->ndim >= 0 && in->ndim <= EMB_MAX_DIMS) {
+        if (which < 2) {
+            if (in->ndim == 2) sh[nd++] = in->shape[0];
+        } else {
+            for (; nd < in->ndim; nd++) sh[nd] = in->shape[nd];
+        }
+    }
+    if (which % 2 == 0) {
+        int l = out_slot(w, r, EMB_FLOAT32, nd, sh);
+        switch (which) {
+        case 0: API(w, emb_cross_entropy_forward(in, tg, po, slot_t(w, l))); break;
+        case 2: API(w, emb_mse_loss_forward(in, tg, po, slot_t(w, l))); break;
+        default: API(w, emb_bce_with_logits_forward(in, tg, pw, po, slot_t(w, l))); break;
+        }
+    } else {
+        int gl = out_slot(w, r, EMB_FLOAT32, nd, sh);
+        int64_t ish2[EMB_MAX_DIMS];
+        int ind2 = in ? in->ndim : 0;
+        for (int i = 0; in && i < ind2 && i < EMB_MAX_DIMS; i++) ish2[i] = in->shape[i];
+        int gi = out_slot(w, r, EMB_FLOAT32, ind2, ish2);
+        switch (which) {
+        case 1:
+            API(w, emb_cross_entropy_backward(in, tg, po, slot_t(w, gl), slot_t(w, gi)));
+            break;
+        case 3: API(w, emb_mse_loss_backward(in, tg, po, slot_t(w, gl), slot_t(w, gi))); break;
+        default:
+            API(w, emb_bce_with_logits_backward(in, tg, pw, po, slot_t(w, gl), slot_t(w, gi)));
+            break;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Optimizers
+ * ------------------------------------------------------------------------------------- */
+
+static void unpin(world *w, const pref *p) {
+    switch (p->kind) {
+    case 0: w->t[p->idx].pins--; break;
+    case 1: w->e[p->idx].pins--; break;
+    default: w->l[p->idx].pins--; break;
+    }
+}
+
+static void oslot_free(world *w, oslot *s) {
+    emb_optimizer_free(s->o);
+    for (int j = 0; j < s->np; j++) unpin(w, &s->p[j]);
+    memset(s, 0, sizeof *s);
+}
+
+static void op_optim_create(world *w, rd *r) {
+    int k = rd_u8(r) % NO;
+    emb_optim_options o = emb_optim_options_default((emb_optim_kind)(rd_u8(r) % 6));
+    uint32_t f = rd_u8(r) | (uint32_t)rd_u8(r) << 8;
+    if (f & 1) o.kind = (emb_optim_kind)(rd_u8(r) % 6);
+    if (f & 2) o.lr = rd_f64(r);
+    if (f & 4) o.momentum = rd_f64(r);
+    if (f & 8) o.dampening = rd_f64(r);
+    if (f & 16) o.nesterov = rd_bool(r);
+    if (f & 32) o.weight_decay = rd_f64(r);
+    if (f & 64) o.lr_decay = rd_f64(r);
+    if (f & 128) o.initial_accumulator_value = rd_f64(r);
+    if (f & 256) o.eps = rd_f64(r);
+    if (f & 512) o.beta1 = rd_f64(r);
+    if (f & 1024) o.beta2 = rd_f64(r);
+    if (f & 2048) o.amsgrad = rd_bool(r);
+    if (f & 4096) o.maximize = rd_bool(r);
+    emb_optimizer *sentinel = (emb_optimizer *)w, *opt = sentinel;
+    emb_status st = API(w, emb_optimizer_create(rd_chance(r, 24) ? NULL : &o,
+                                                rd_chance(r, 24) ? NULL : &opt));
+    if (st) {
+        if (opt != sentinel) FAIL("emb_optimizer_create wrote *out on error");
+        return;
+    }
+    oslot_free(w, &w->o[k]);
+    w->o[k].o = opt;
+}
+
+static oslot *pick_o(world *w, rd *r) {
+    int start = rd_u8(r);
+    for (int i = 0; i < NO; i++)
+        if (w->o[(start + i) % NO].o) return &w->o[(start + i) % NO];
+    return &w->o[start % NO];
+}
+
+static void op_optim_add_param(world *w, rd *r) {
+    oslot *s = pick_o(w, r);
+    pref p = {.kind = rd_u8(r) % 4, .idx = 0, .id = -1};
+    emb_tensor v, *t = NULL;
+    switch (p.kind) {
+    case 0:
+        p.idx = rd_u8(r) % NT;
+        t = &w->t[p.idx].t;
+        break;
+    case 1:
+        p.idx = rd_u8(r) % NE;
+        if (w->e[p.idx].e && emb_embedding_weight(w->e[p.idx].e, &v) == EMB_OK) t = &v;
+        break;
+    default:
+        p.idx = rd_u8(r) % NL;
+        if (w->l[p.idx].l) t = p.kind == 2 ? &w->l[p.idx].w : w->l[p.idx].b.data ? &w->l[p.idx].b : NULL;
+        break;
+    }
+    if (s->np == NP) return;
+    int id = -77;
+    emb_status st = API(w, emb_optimizer_add_param(s->o, t, rd_chance(r, 8) ? NULL : &id));
+    if (st) {
+        if (id != -77) FAIL("emb_optimizer_add_param wrote *param_id on error");
+        return;
+    }
+    if (!s->o) FAIL("emb_optimizer_add_param succeeded on a NULL optimizer");
+    p.id = s->np; /* ids are 0, 1, 2, ... in registration order */
+    if (id != -77 && id != p.id) FAIL("emb_optimizer_add_param gave id %d, expected %d", id, p.id);
+    s->p[s->np++] = p;
+    switch (p.kind) {
+    case 0: w->t[p.idx].pins++; break;
+    case 1: w->e[p.idx].pins++; break;
+    default: w->l[p.idx].pins++; break;
+    }
+}
+
+/* The view of a registered parameter, for shaping gradients. */
+static bool param_view(world *w, const pref *p, emb_tensor *v) {
+    switch (p->kind) {
+    case 0: *v = w->t[p->idx].t; return true;
+    case 1: {
+        const eslot *s = &w->e[p->idx];
+        int64_t sh[2] = {emb_embedding_num_embeddings(s->e), emb_embedding_dim(s->e)};
+        memset(v, 0, sizeof *v);
+        v->dtype = EMB_FLOAT32;
+        v->ndim = 2;
+        v->shape[0] = sh[0];
+        v->shape[1] = sh[1];
+        return true;
+    }
+    case 2: *v = w->l[p->idx].w; return true;
+    default: *v = w->l[p->idx].b; return true;
+    }
+}
+
+static void op_optim_step(world *w, rd *r) {
+    oslot *s = pick_o(w, r);
+    int j = s->np ? rd_u8(r) % s->np : 0;
+    int id = s->np && !rd_chance(r, 16) ? s->p[j].id : (int)rd_i64(r, -1);
+    uint8_t mode = rd_u8(r) % 3;
+    emb_tensor pv;
+    bool have = s->np && param_view(w, &s->p[j], &pv);
+    if (mode == 0) {
+        int g = have ? out_slot(w, r, EMB_FLOAT32, pv.ndim, pv.shape) : (int)(rd_u8(r) % NT);
+        API(w, emb_optimizer_step(s->o, id, slot_t(w, g)));
+    } else if (mode == 1) {
+        emb_sparse_grad *g = arg_s(w, r);
+        if (have && pv.ndim == 2 && rd_bool(r)) { /* a fresh sparse gradient for the param */
+            g = fresh_s(w, r, pv.shape[0], pv.shape[1]);
+            if (g && rd_bool(r)) {
+                emb_tensor *idx = arg_idx(w, r, pv.shape[0], -1, NULL);
+                int64_t sh[EMB_MAX_DIMS + 1];
+                int nd = lookup_shape(idx, pv.shape[1], sh);
+                emb_tensor *go = arg_f32(w, r, nd, sh);
+                emb_embedding *e = arg_e(w, r);
+                if (e && emb_embedding_dim(e) == pv.shape[1] &&
+                    emb_embedding_num_embeddings(e) == pv.shape[0])
+                    (void)emb_embedding_backward_sparse(e, idx, go, g);
+            }
+        }
+        API(w, emb_optimizer_step_sparse(s->o, id, g));
+    } else {
+        emb_tensor *idx = arg_idx(w, r, have && pv.ndim == 2 ? pv.shape[0] : 4, -1, NULL);
+        int64_t sh[EMB_MAX_DIMS + 1];
+        int nd = lookup_shape(idx, have && pv.ndim == 2 ? pv.shape[1] : rd_dim(r), sh);
+        int go = out_slot(w, r, EMB_FLOAT32, nd, sh);
+        int64_t pad = rd_chance(r, 2) ? EMB_PADDING_NONE : rd_i64(r, -1);
+        API(w, emb_optimizer_step_fused(s->o, id, idx, slot_t(w, go), pad));
+    }
+    (void)emb_optimizer_param_steps(s->o, id);
+}
+
+static void op_optim_free(world *w, rd *r) { oslot_free(w, &w->o[rd_u8(r) % NO]); }
+
+/* Harness shortcut to reach the steps: an optimizer of a random kind with mostly default
+ * options over the weight of a live embedding (and maybe a Linear weight). */
+static void op_optim_setup(world *w, rd *r) {
+    int k = rd_u8(r) % NO;
+    emb_optim_options o = emb_optim_options_default((emb_optim_kind)(rd_u8(r) % 5));
+    if (rd_bool(r)) o.lr = rd_f64(r);
+    if (o.kind == EMB_OPTIM_SGD && rd_bool(r)) o.momentum = rd_f64(r);
+    if (rd_chance(r, 4)) o.weight_decay = rd_f64(r);
+    if (rd_chance(r, 4)) o.maximize = true;
+    emb_optimizer *opt = NULL;
+    if (emb_optimizer_create(&o, &opt) != EMB_OK) return;
+    oslot_free(w, &w->o[k]);
+    oslot *s = &w->o[k];
+    s->o = opt;
+    int start = rd_u8(r);
+    for (int i = 0; i < NE && s->np < NP; i++) {
+        int j = (start + i) % NE;
+        emb_tensor v;
+        if (!w->e[j].e || emb_embedding_weight(w->e[j].e, &v) != EMB_OK) continue;
+        int id;
+        if (emb_optimizer_add_param(opt, &v, &id) != EMB_OK) continue;
+        s->p[s->np++] = (pref){.kind = 1, .idx = j, .id = id};
+        w->e[j].pins++;
+        if (rd_bool(r)) break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Generators and random fills
+ * ------------------------------------------------------------------------------------- */
+
+static void op_gen(world *w, rd *r) {
+    int k = rd_u8(r) % NG;
+    size_t ss = emb_generator_state_size();
+    switch (rd_u8(r) % 8) {
+    case 0: {
+        emb_generator *g = (emb_generator *)w;
+        emb_status st = API(w, emb_generator_create(rd_u64(r), rd_chance(r, 24) ? NULL : &g));
+        if (st) {
+            if (g != (emb_generator *)w) FAIL("emb_generator_create wrote *out on error");
+            return;
+        }
+        emb_generator_free(w->g[k]);
+        w->g[k] = g;
+        break;
+    }
+    case 1: emb_generator_seed(arg_g(w, r), rd_u64(r)); break;
+    case 2: (void)emb_generator_random(arg_g(w, r)), (void)emb_generator_random64(arg_g(w, r));
+        (void)emb_generator_initial_seed(arg_g(w, r));
+        break;
+    case 3: { /* get_state into the world's buffer, with a random size */
+        size_t n = rd_chance(r, 4) ? (size_t)rd_u8(r) * 16 : ss;
+        if (n > sizeof w->state) n = sizeof w->state;
+        emb_status st = API(w, emb_generator_get_state(arg_g(w, r),
+                                                       rd_chance(r, 24) ? NULL : w->state, n));
+        if (!st) w->state_len = ss;
+        break;
+    }
+    case 4: { /* set_state from the saved state, mutated */
+        unsigned char buf[4096];
+        memcpy(buf, w->state, sizeof buf);
+        int muts = rd_u8(r) % 4;
+        for (int m = 0; m < muts; m++) {
+            size_t at = rd_u32(r) % ss;
+            uint8_t kind = rd_u8(r) % 3;
+            if (kind == 0) buf[at] = rd_u8(r);
+            else if (kind == 1 && at + 8 <= ss) {
+                double d = rd_f64(r);
+                memcpy(buf + at, &d, 8);
+            } else {
+                uint32_t u = rd_u32(r);
+                if (at + 4 <= ss) memcpy(buf + at, &u, 4);
+            }
+        }
+        if (rd_bool(r) && ss >= 8) { /* recompute the checksum (FNV-1a of the first ss - 8) */
+            uint32_t h = 2166136261u;
+            for (size_t i = 0; i < ss - 8; i++) {
+                h ^= buf[i];
+                h *= 16777619u;
+            }
+            memcpy(buf + ss - 8, &h, 4);
+        }
+        size_t n = rd_chance(r, 8) ? rd_u32(r) % (ss + 16) : ss;
+        API(w, emb_generator_set_state(arg_g(w, r), rd_chance(r, 24) ? NULL : buf, n));
+        break;
+    }
+    case 5: {
+        emb_tensor *t = arg_t(w, r);
+        double a = rd_f64(r), b = rd_f64(r);
+        switch (rd_u8(r) % 4) {
+        case 0: API(w, emb_normal_(t, a, b, arg_g(w, r))); break;
+        case 1: API(w, emb_uniform_(t, a, b, arg_g(w, r))); break;
+        case 2: API(w, emb_randn_(t, arg_g(w, r))); break;
+        default: API(w, emb_randint_(t, rd_i64(r, -3), rd_i64(r, 0), arg_g(w, r))); break;
+        }
+        break;
+    }
+    case 6:
+        emb_generator_free(w->g[k]);
+        w->g[k] = NULL;
+        break;
+    default:
+        emb_manual_seed(rd_u64(r));
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Printing
+ * ------------------------------------------------------------------------------------- */
+
+static const char *const suffix_pool[] = {
+    "requires_grad=True", "grad_fn=<EmbeddingBackward0>", "", "x", NULL,
+    "a very long suffix that will not fit on the line next to the data in any case ok",
+};
+
+static void op_print(world *w, rd *r) {
+    emb_print_options o = emb_print_options_default();
+    uint8_t f = rd_u8(r);
+    if (f & 1) o.precision = (int)rd_i64(r, -1);
+    if (f & 2) o.threshold = (int)rd_i64(r, -1);
+    if (f & 4) o.edgeitems = (int)rd_i64(r, -1);
+    if (f & 8) o.linewidth = (int)rd_i64(r, -1);
+    if (f & 16) o.sci_mode = (emb_sci_mode)(rd_u8(r) % 4);
+    if (f & 32)
+        for (int i = 0; i < 4; i++)
+            o.suffixes[i] = suffix_pool[rd_u8(r) % (sizeof suffix_pool / sizeof *suffix_pool)];
+    const emb_print_options *po = rd_chance(r, 4) ? NULL : &o;
+    emb_tensor *t = arg_t(w, r);
+    if (rd_bool(r)) {
+        char buf[256];
+        size_t size = rd_chance(r, 4) ? 0 : rd_u8(r) % (sizeof buf + 1);
+        memset(buf, 0x5a, sizeof buf);
+        size_t needed = 12345;
+        bool want = !rd_chance(r, 4);
+        emb_status st = API(w, emb_tensor_repr(t, po, rd_chance(r, 16) ? NULL : buf, size,
+                                               want ? &needed : NULL));
+        if (st) {
+            if (needed != 12345) FAIL("emb_tensor_repr wrote *needed on error");
+            for (size_t i = 0; i < sizeof buf; i++)
+                if (buf[i] != 0x5a) FAIL("emb_tensor_repr wrote buf on error");
+        } else if (want && size > 0) {
+            size_t got = strlen(buf);
+            size_t expect = needed < size - 1 ? needed : size - 1;
+            if (got != expect)
+                FAIL("emb_tensor_repr: strlen %zu, expected min(needed %zu, size-1 %zu)", got,
+                     needed, size - 1);
+        }
+    } else {
+        /* a small fixed buffer (writes beyond it fail: EMB_ERR_IO) or a growing one */
+        char mem[64];
+        char *grow = NULL;
+        size_t grow_len = 0;
+        FILE *f2 = rd_bool(r) ? fmemopen(mem, sizeof mem, "w") : open_memstream(&grow, &grow_len);
+        if (!f2) abort();
+        API(w, emb_tensor_print(rd_chance(r, 24) ? NULL : f2, t, po));
+        fclose(f2);
+        free(grow);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The table of operations. Append new API here (one decoder function per line).
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct op {
+    const char *name;
+    void (*fn)(world *w, rd *r);
+} op;
+
+static const op ops[] = {
+    {"tensor_new", op_tensor_new},
+    {"tensor_indices", op_tensor_indices},
+    {"tensor_core", op_tensor_core},
+    {"emb_create", op_emb_create},
+    {"emb_from_pretrained", op_emb_from_pretrained},
+    {"emb_wrap", op_emb_wrap},
+    {"emb_free", op_emb_free},
+    {"emb_forward", op_emb_forward},
+    {"emb_lookup", op_emb_lookup},
+    {"emb_renorm", op_emb_renorm},
+    {"emb_output_shape", op_emb_output_shape},
+    {"emb_misc", op_emb_misc},
+    {"emb_backward", op_emb_backward},
+    {"emb_backward_sparse", op_emb_backward_sparse},
+    {"sparse", op_sparse},
+    {"linear_create", op_linear_create},
+    {"linear_forward", op_linear_forward},
+    {"linear_backward", op_linear_backward},
+    {"one_hot", op_one_hot},
+    {"loss", op_loss},
+    {"optim_create", op_optim_create},
+    {"optim_add_param", op_optim_add_param},
+    {"optim_step", op_optim_step},
+    {"optim_free", op_optim_free},
+    {"optim_setup", op_optim_setup},
+    {"gen", op_gen},
+    {"print", op_print},
+};
+#define NOPS (sizeof ops / sizeof *ops)
+
+/* ---------------------------------------------------------------------------------------
+ * Driver
+ * ------------------------------------------------------------------------------------- */
+
+static void world_free(world *w) {
+    for (int k = 0; k < NO; k++) oslot_free(w, &w->o[k]);
+    for (int k = 0; k < NE; k++) {
+        eslot_release(w, &w->e[k]);
+        free(w->e[k].release_count);
+    }
+    for (int k = 0; k < NL; k++) emb_linear_free(w->l[k].l);
+    for (int k = 0; k < NS; k++)
+        if (w->s_init[k]) emb_sparse_grad_free(&w->s[k]);
+    for (int k = 0; k < NG; k++) emb_generator_free(w->g[k]);
+    for (int k = 0; k < NT; k++) free(w->t[k].buf);
+    free(w->snap);
+    free(w->snap2);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    if (getenv("EMB_FUZZ_STATS")) atexit(print_stats);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    rd r = {data, size, 0};
+    world w;
+    memset(&w, 0, sizeof w);
+    for (int k = 0; k < NE; k++) w.e[k].wrapped_slot = -1;
+    /* Each input starts from the same process state. */
+    emb_manual_seed(0);
+    emb_set_num_threads(0);
+    emb_set_kernel_mode(EMB_KERNELS_AUTO);
+    if (emb_generator_get_state(NULL, w.state, sizeof w.state) != EMB_OK) abort();
+    w.state_len = emb_generator_state_size();
+    for (int steps = 0; steps < 64 && !rd_done(&r); steps++) {
+        const op *o = &ops[rd_u8(&r) % NOPS];
+        cur_op = o->name;
+        o->fn(&w, &r);
+    }
+    cur_op = "cleanup";
+    world_free(&w);
+    return 0;
+}
