@@ -3,12 +3,15 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 PLAIN_BUILD ?= build-plain
+FUZZ_BUILD ?= build-fuzz
+# Seconds per fuzzer: `make test` runs them briefly; longer runs: make fuzz FUZZ_TIME=1200
+FUZZ_TIME  ?= 25
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX     ?= /usr/local
 CMAKE_FLAGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: run demo test build build-asan bench bench-w2v bench-io install clean deps-build deps-run deps-test deps-bench
+.PHONY: run demo test build build-asan bench bench-w2v bench-io install clean deps-build deps-run deps-test deps-bench fuzz fuzz-run
 
 run: deps-run build
 	scripts/run.sh $(BUILD)
@@ -26,7 +29,18 @@ test: deps-test
 	cmake -S . -B $(PLAIN_BUILD) -DCMAKE_BUILD_TYPE=Release -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
 	cmake --build $(PLAIN_BUILD) -j $(JOBS)
 	cd $(PLAIN_BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
+	$(MAKE) fuzz-run
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer harnesses (tests/fuzz/README.md): clang, ASan+UBSan, no OpenMP/BLAS so that every
+# instruction is instrumented and runs are reproducible. Fails when a fuzzer finds something.
+fuzz: deps-test fuzz-run
+
+fuzz-run:
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DEMB_FUZZ=ON -DEMB_TESTS=OFF -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_WERROR=ON $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TIME)
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DEMB_TESTS=OFF $(CMAKE_FLAGS)
@@ -66,4 +80,4 @@ deps-bench:
 	@scripts/deps.sh bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(PLAIN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(PLAIN_BUILD) $(FUZZ_BUILD)
