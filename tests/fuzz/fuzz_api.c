@@ -32,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------
  * Reading the input
@@ -111,6 +113,8 @@ static float rd_f32(rd *r) {
 #define NP 6 /* parameters per optimizer */
 #define NS 2 /* sparse gradients */
 #define NG 2 /* generators (index NG means NULL: the default generator) */
+#define NK 2 /* k-NN indexes */
+#define NOUT 1024 /* entries of the ids/scores output arrays */
 #define MAX_ELEMS 2048   /* largest tensor the harness allocates */
 #define MAX_TABLE 65536  /* largest embedding / Linear weight (elements) the harness asks for */
 
@@ -149,8 +153,17 @@ typedef struct oslot {
     pref p[NP];
 } oslot;
 
+typedef struct kslot {
+    emb_knn *k;
+    int table; /* tensor slot it borrows (pinned) */
+} kslot;
+
 typedef struct world {
     tslot t[NT];
+    kslot k[NK];
+    int64_t ids[NOUT];
+    float scores[NOUT];
+    double rho;
     eslot e[NE];
     lslot l[NL];
     oslot o[NO];
@@ -236,6 +249,9 @@ static void serialise(world *w, unsigned char **b, size_t *len, size_t *cap) {
         PUT(st, ss);
     }
     PUT(w->state, sizeof w->state);
+    PUT(w->ids, sizeof w->ids);
+    PUT(w->scores, sizeof w->scores);
+    PUT(&w->rho, sizeof w->rho);
 #undef PUT
 }
 
@@ -266,8 +282,11 @@ static void print_stats(void) {
 }
 
 /* The checks after one API call. */
+static const char *verbose; /* EMB_FUZZ_VERBOSE=<substring of a call>: print its errors */
+
 static emb_status check_call(world *w, emb_status st, const char *call) {
     count_call(call, st == EMB_OK);
+    if (verbose && st && strstr(call, verbose)) fprintf(stderr, "%.40s: %s\n", call, emb_errmsg());
     if (st == EMB_OK) return st;
     const char *name = emb_status_str(st);
     if (st > 0 || strcmp(name, "unknown status") == 0)
@@ -624,16 +643,42 @@ static void eslot_install(world *w, int k, emb_embedding *e) {
     s->e = e;
     s->wrapped_slot = -1;
     emb_tensor v;
-    if (emb_embedding_weight(e, &v) == EMB_OK) {
-        s->w = v.data;
-        s->wbytes = emb_tensor_nbytes(&v);
-    }
+    if (emb_embedding_weight_const(e, &v) != EMB_OK) FAIL("emb_embedding_weight_const failed");
+    s->w = v.data;
+    s->wbytes = emb_tensor_nbytes(&v);
 }
 
 static void rel_cb(void *data, void *ctx) {
     int *count = ctx;
     (*count)++;
     free(data);
+}
+
+/* Read-only tables handed over live in a PROT_READ mapping: any write by emb faults. */
+static size_t map_len(size_t bytes) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (bytes + pg - 1) / pg * pg + pg;
+}
+
+static void rel_cb_map(void *data, void *ctx) {
+    int *count = ctx;
+    (*count)++;
+    /* the size is stored in the page before the data */
+    unsigned char *base = (unsigned char *)data - (size_t)sysconf(_SC_PAGESIZE);
+    size_t len;
+    memcpy(&len, base, sizeof len);
+    munmap(base, len);
+}
+
+static void *map_read_only_copy(const void *src, size_t bytes) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), len = map_len(bytes);
+    unsigned char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                               -1, 0);
+    if (base == MAP_FAILED) abort();
+    memcpy(base, &len, sizeof len);
+    if (bytes) memcpy(base + pg, src, bytes);
+    if (mprotect(base + pg, len - pg, PROT_READ) != 0) abort();
+    return base + pg;
 }
 
 static void eslot_release(world *w, eslot *s) {
@@ -700,7 +745,14 @@ static void op_emb_wrap(world *w, rd *r) {
         w->e[k].release_count = calloc(1, sizeof(int));
         if (!w->e[k].release_count) abort();
     }
-    if (hand) {
+    bool mapped = false;
+    if (hand && stg.read_only && t.data) {
+        copy = map_read_only_copy(w->t[ts].buf, w->t[ts].bytes);
+        mapped = true;
+        t.data = copy;
+        stg.release = rel_cb_map;
+        stg.release_ctx = w->e[k].release_count;
+    } else if (hand) {
         copy = malloc(w->t[ts].bytes ? w->t[ts].bytes : 1);
         if (!copy) abort();
         if (w->t[ts].bytes) memcpy(copy, w->t[ts].buf, w->t[ts].bytes);
@@ -720,7 +772,8 @@ static void op_emb_wrap(world *w, rd *r) {
         if (e != sentinel) FAIL("emb_embedding_wrap wrote *out on error");
         if (*w->e[k].release_count != before)
             FAIL("emb_embedding_wrap called release on error (ownership stays with the caller)");
-        free(copy);
+        if (mapped) rel_cb_map(copy, &before);
+        else free(copy);
         return;
     }
     eslot_install(w, k, e);
@@ -778,9 +831,9 @@ static void op_emb_forward(world *w, rd *r) {
     int nd = lookup_shape(idx, e ? emb_embedding_dim(e) : rd_dim(r), sh);
     int o = out_slot(w, r, EMB_FLOAT32, nd, sh);
     emb_status st = API(w, emb_embedding_forward(e, idx, slot_t(w, o)));
-    if (!st && !isfinite(emb_embedding_max_norm(e)) && !emb_embedding_is_read_only(e)) {
+    if (!st && !isfinite(emb_embedding_max_norm(e))) {
         emb_tensor wv;
-        if (emb_embedding_weight(e, &wv) == EMB_OK) check_lookup(&wv, idx, slot_t(w, o));
+        if (emb_embedding_weight_const(e, &wv) == EMB_OK) check_lookup(&wv, idx, slot_t(w, o));
     }
 }
 
@@ -788,7 +841,7 @@ static void op_emb_lookup(world *w, rd *r) {
     emb_tensor wt, *weight;
     emb_embedding *e = w->e[rd_u8(r) % NE].e;
     int64_t wsh[2] = {rd_dim(r), rd_dim(r)};
-    if (rd_bool(r) && e && emb_embedding_weight(e, &wt) == EMB_OK) weight = &wt;
+    if (rd_bool(r) && e && emb_embedding_weight_const(e, &wt) == EMB_OK) weight = &wt;
     else weight = arg_f32(w, r, 2, wsh);
     emb_tensor *idx = arg_idx(w, r, weight && weight->ndim == 2 ? weight->shape[0] : 4, -1, NULL);
     int64_t sh[EMB_MAX_DIMS + 1];
@@ -831,8 +884,12 @@ static void op_emb_misc(world *w, rd *r) {
     emb_tensor v;
     memset(&v, 0x5a, sizeof v);
     emb_tensor keep = v;
-    emb_status st = API(w, emb_embedding_weight(e, rd_chance(r, 24) ? NULL : &v));
+    bool c = rd_bool(r);
+    emb_status st = c ? API(w, emb_embedding_weight_const(e, rd_chance(r, 24) ? NULL : &v))
+                      : API(w, emb_embedding_weight(e, rd_chance(r, 24) ? NULL : &v));
     if (st && memcmp(&v, &keep, sizeof v)) FAIL("emb_embedding_weight wrote *view on error");
+    if (!st && e && emb_embedding_is_read_only(e) && !c)
+        FAIL("emb_embedding_weight gave a writable view of a read-only table");
     (void)emb_embedding_options_default();
 }
 
@@ -1384,6 +1441,97 @@ static void op_print(world *w, rd *r) {
 }
 
 /* ---------------------------------------------------------------------------------------
+ * k-NN search (search.h)
+ * ------------------------------------------------------------------------------------- */
+
+static void kslot_free(world *w, kslot *s) {
+    if (!s->k) return;
+    emb_knn_free(s->k);
+    w->t[s->table].pins--;
+    s->k = NULL;
+}
+
+static void op_knn_create(world *w, rd *r) {
+    kslot *s = &w->k[rd_u8(r) % NK];
+    int64_t sh[2] = {rd_dim(r), rd_dim(r)};
+    emb_tensor *t = arg_f32(w, r, 2, sh);
+    int64_t rows = rd_chance(r, 2) ? 0 : rd_i64(r, -1);
+    emb_knn *sentinel = (emb_knn *)w, *k = sentinel;
+    emb_status st = API(w, emb_knn_create(t, rows, rd_chance(r, 24) ? NULL : &k));
+    if (st) {
+        if (k != sentinel) FAIL("emb_knn_create wrote *out on error");
+        return;
+    }
+    kslot_free(w, s);
+    s->k = k;
+    s->table = (int)(((tslot *)(void *)t) - w->t);
+    w->t[s->table].pins++;
+    (void)emb_knn_num_rows(k), (void)emb_knn_dim(k), (void)emb_knn_num_rows(NULL);
+}
+
+static emb_knn *arg_k(world *w, rd *r) {
+    if (rd_chance(r, 32)) return NULL;
+    int start = rd_u8(r);
+    for (int i = 0; i < NK; i++)
+        if (w->k[(start + i) % NK].k) return w->k[(start + i) % NK].k;
+    return NULL;
+}
+
+/* q * k entries fit in the output arrays, or their product overflows (must be refused). */
+static bool outputs_fit(int64_t q, int64_t k) {
+    int64_t n;
+    if (q < 0 || k < 0) return true;
+    if (__builtin_mul_overflow(q, k, &n)) return true;
+    return n <= NOUT;
+}
+
+static void op_knn_search(world *w, rd *r) {
+    emb_knn *k = arg_k(w, r);
+    int64_t sh[2] = {rd_u8(r) % 5, k ? emb_knn_dim(k) : rd_dim(r)};
+    emb_tensor *q = arg_f32(w, r, 2, sh);
+    int64_t kk = rd_chance(r, 8) ? rd_i64(r, -1) : 1 + rd_u8(r) % 8;
+    int64_t nq = q && q->ndim == 2 && q->shape[0] >= 0 ? q->shape[0] : 0;
+    if (!outputs_fit(nq, kk)) kk = 1 + kk % 8;
+    int64_t nex = rd_chance(r, 2) ? 0 : rd_chance(r, 8) ? rd_i64(r, -2) : rd_u8(r) % 4;
+    int64_t ex[64];
+    if (nex > 64) nex = nex % 64;
+    if (nq > 64) nex = 0; /* an invalid query tensor: no exclude list the size of it */
+    int64_t n_ex_entries = nq * (nex > 0 ? nex : 0);
+    if (n_ex_entries > 64) nex = 64 / (nq ? nq : 1), n_ex_entries = nq * nex;
+    for (int64_t i = 0; i < n_ex_entries && i < 64; i++) ex[i] = rd_i64(r, -1);
+    bool ex_null = nex == 0 ? rd_bool(r) : rd_chance(r, 24);
+    API(w, emb_knn_search(k, q, kk, ex_null ? NULL : ex, nex, rd_chance(r, 24) ? NULL : w->ids,
+                          rd_chance(r, 24) ? NULL : w->scores));
+}
+
+static void op_knn_analogy(world *w, rd *r) {
+    emb_knn *k = arg_k(w, r);
+    int64_t nq = rd_chance(r, 8) ? rd_i64(r, -1) : rd_u8(r) % 4;
+    int64_t kk = rd_chance(r, 8) ? rd_i64(r, -1) : 1 + rd_u8(r) % 8;
+    if (nq > 20 && !outputs_fit(nq, 3)) nq = 3; /* abc must hold 3 * nq entries */
+    if (nq > 20) nq %= 20;
+    if (!outputs_fit(nq, kk)) kk = 1 + kk % 8;
+    int64_t abc[60];
+    int64_t hi = k ? emb_knn_num_rows(k) + 2 : 4;
+    for (int64_t i = 0; i < 3 * (nq > 0 ? nq : 0); i++)
+        abc[i] = rd_chance(r, 16) ? rd_i64(r, -2) : (int64_t)(rd_u8(r) % (uint64_t)hi);
+    API(w, emb_knn_analogy(k, rd_chance(r, 24) ? NULL : abc, nq, kk,
+                           rd_chance(r, 24) ? NULL : w->ids, rd_chance(r, 24) ? NULL : w->scores));
+}
+
+static void op_spearman(world *w, rd *r) {
+    double x[32], y[32];
+    int64_t n = rd_chance(r, 16) ? rd_i64(r, -2) : rd_u8(r) % 33;
+    if (n > 32) n = 32;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = rd_chance(r, 2) ? (double)(rd_u8(r) % 5) : rd_f64(r);
+        y[i] = rd_chance(r, 2) ? (double)(rd_u8(r) % 5) : rd_f64(r);
+    }
+    double *rho = rd_chance(r, 24) ? NULL : &w->rho;
+    API(w, emb_spearman(rd_chance(r, 24) ? NULL : x, rd_chance(r, 24) ? NULL : y, n, rho));
+}
+
+/* ---------------------------------------------------------------------------------------
  * The table of operations. Append new API here (one decoder function per line).
  * ------------------------------------------------------------------------------------- */
 
@@ -1420,6 +1568,10 @@ static const op ops[] = {
     {"optim_setup", op_optim_setup},
     {"gen", op_gen},
     {"print", op_print},
+    {"knn_create", op_knn_create},
+    {"knn_search", op_knn_search},
+    {"knn_analogy", op_knn_analogy},
+    {"spearman", op_spearman},
 };
 #define NOPS (sizeof ops / sizeof *ops)
 
@@ -1428,6 +1580,7 @@ static const op ops[] = {
  * ------------------------------------------------------------------------------------- */
 
 static void world_free(world *w) {
+    for (int k = 0; k < NK; k++) kslot_free(w, &w->k[k]);
     for (int k = 0; k < NO; k++) oslot_free(w, &w->o[k]);
     for (int k = 0; k < NE; k++) {
         eslot_release(w, &w->e[k]);
@@ -1448,6 +1601,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     if (getenv("EMB_FUZZ_STATS")) atexit(print_stats);
+    verbose = getenv("EMB_FUZZ_VERBOSE");
     return 0;
 }
 
