@@ -164,7 +164,8 @@ EMB_API emb_status emb_embedding_output_shape(const emb_embedding *e,
  *   EMB_ERR_SHAPE   indices of more than 8 dims; out of the wrong shape
  *   EMB_ERR_INDEX   an index < 0 or >= num_embeddings: "index 10 at position 0 is out of
  *                   range for an embedding with 10 rows (valid: [0, 10))"
- *   EMB_ERR_INVALID out overlaps indices or the weight
+ *   EMB_ERR_INVALID out overlaps indices (out overlapping the weight is not detected:
+ *                   the rows read are then unspecified)
  *   EMB_ERR_READ_ONLY  max_norm is set and the weight is read-only (emb_storage), checked
  *                   after the arguments above, for any indices, even an empty tensor
  *   EMB_ERR_NOMEM   renorm's row list */
@@ -173,7 +174,7 @@ EMB_API emb_status emb_embedding_forward(emb_embedding *e, const emb_tensor *ind
 
 /* F.embedding without max_norm on a caller's 2-D float32 weight [V, D] (contiguous):
  * out = weight[indices]. Same checks and errors as emb_embedding_forward (EMB_ERR_INVALID:
- * out overlaps indices or weight). */
+ * out overlaps indices). */
 EMB_API emb_status emb_embedding_lookup(const emb_tensor *weight, const emb_tensor *indices,
                                         emb_tensor *out);
 

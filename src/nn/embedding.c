@@ -299,7 +299,9 @@ static emb_status check_lookup(int64_t V, int64_t D, const emb_tensor *indices,
     if (st) return st;
     st = check_out(indices, D, out);
     if (st) return st;
-    /* the gather reads indices while it writes out: they must not share memory */
+    /* the gather reads indices while it writes out: they must not share memory (rows read
+     * from a weight that out overlaps are merely stale; indices overwritten before they are
+     * read would be out of range) */
     if (emb__tensors_overlap(out, indices))
         return emb__error(EMB_ERR_INVALID, "out must not overlap indices");
     int64_t bad = emb__find_bad_index(indices, V);
@@ -453,8 +455,6 @@ emb_status emb_embedding_forward(emb_embedding *e, const emb_tensor *indices,
     const int64_t V = e->num_embeddings, D = e->embedding_dim;
     emb_status st = check_lookup(V, D, indices, out);
     if (st) return st;
-    if (emb__overlap(out->data, emb_tensor_nbytes(out), e->weight, (size_t)(V * D) * 4))
-        return emb__error(EMB_ERR_INVALID, "out must not overlap the embedding's weight");
     if (e->max_norm != INFINITY && e->read_only)
         return emb__error(EMB_ERR_READ_ONLY,
                           "embedding forward with max_norm=%g would renormalise rows of a "
@@ -500,8 +500,6 @@ emb_status emb_embedding_lookup(const emb_tensor *weight, const emb_tensor *indi
     const int64_t V = weight->shape[0], D = weight->shape[1];
     st = check_lookup(V, D, indices, out);
     if (st) return st;
-    if (emb__tensors_overlap(out, weight))
-        return emb__error(EMB_ERR_INVALID, "out must not overlap weight");
     if (D > 0) gather(weight->data, V, D, indices, out->data);
     return EMB_OK;
 }

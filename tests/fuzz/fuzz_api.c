@@ -815,6 +815,10 @@ static int lookup_shape(const emb_tensor *idx, int64_t d, int64_t *sh) {
 static void check_lookup(const emb_tensor *weight, const emb_tensor *idx, const emb_tensor *out) {
     int64_t n = emb_tensor_numel(idx), d = weight->shape[1];
     if (n <= 0 || d == 0) return;
+    /* out may alias the weight (not refused: the rows read are then unspecified) */
+    if ((const char *)out->data < (const char *)weight->data + emb_tensor_nbytes(weight) &&
+        (const char *)weight->data < (const char *)out->data + emb_tensor_nbytes(out))
+        return;
     for (int64_t i = 0; i < n; i++) {
         int64_t row = idx->dtype == EMB_INT64 ? ((const int64_t *)idx->data)[i]
                                               : ((const int32_t *)idx->data)[i];

@@ -424,9 +424,9 @@ static void test_lookup_functional(void **state) {
     assert_all_nan(o1, 2);
 }
 
-/* out sharing memory with indices or the weight is refused (found by the fuzzer: the gather
- * overwrote indices it had not read yet and then read garbage rows), nothing written;
- * adjacent buffers are fine. */
+/* out sharing memory with indices is refused (found by the fuzzer: the gather overwrote
+ * indices it had not read yet, then read rows out of range), nothing written; adjacent
+ * buffers are fine. */
 static void test_lookup_overlap(void **state) {
     (void)state;
     _Alignas(8) unsigned char mem[128];
@@ -456,24 +456,6 @@ static void test_lookup_overlap(void **state) {
     EMB_OK_OR_FAIL(emb_embedding_lookup(&wt, &it2, &ot));
     const float want[4] = {4, 5, 2, 3};
     EMB_ASSERT_EXACT((const float *)(mem + 32), want, 4, "adjacent out");
-
-    /* out inside the weight: lookup and forward */
-    float wcopy[6];
-    memcpy(wcopy, w, sizeof w);
-    ot = emb_test_view(EMB_FLOAT32, &w[1][0], 2, SHP(2, 2));
-    emb_tensor itv = emb_test_view(EMB_INT64, idx, 1, SHP(2));
-    EMB_EXPECT_ERR(emb_embedding_lookup(&wt, &itv, &ot), EMB_ERR_INVALID,
-                   "out must not overlap weight");
-    EMB_ASSERT_EXACT(&w[0][0], wcopy, 6, "weight after refused lookup");
-    emb_embedding *e = make_table(3, 2, NULL, false);
-    float *ew = weight_of(e);
-    float *snap = snapshot(e);
-    ot = emb_test_view(EMB_FLOAT32, ew + 1, 2, SHP(2, 2));
-    EMB_EXPECT_ERR(emb_embedding_forward(e, &itv, &ot), EMB_ERR_INVALID,
-                   "out must not overlap the embedding's weight");
-    assert_weight_is(e, snap);
-    free(snap);
-    emb_embedding_free(e);
 }
 
 /* All forward/lookup/output_shape errors: status, message, weight and out unchanged. */
