@@ -1,6 +1,7 @@
 /* src/kernels/dispatch.c: the choice between kernel variants; see dispatch.h. */
 #include "dispatch.h"
 #include "internal.h"
+#include "softmax.h"
 
 const emb__kernel_table emb__kernels_ref = {
     "ref",
@@ -40,4 +41,22 @@ int emb__kernel_variants(const emb__kernel_table *const **out) {
     };
     *out = all;
     return emb__cpu_has_avx2() ? (int)(sizeof all / sizeof all[0]) : 1;
+}
+
+/* log_softmax: the AVX2 + SLEEF kernels reproduce torch's AVX2 build; the _ref ones its
+ * DEFAULT-capability arithmetic (see softmax.h; `simd` says which ran). */
+emb__log_softmax_kernels emb__log_softmax_pick(void) {
+    emb__log_softmax_kernels k = {emb__log_softmax_fwd_ref, emb__log_softmax_bwd_ref,
+                                  emb__log_softmax_dim_fwd_ref, emb__log_softmax_dim_bwd_ref,
+                                  false};
+#if defined(EMB_HAVE_SLEEF)
+    if (emb__use_avx2()) {
+        k.fwd = emb__log_softmax_fwd_avx2;
+        k.bwd = emb__log_softmax_bwd_avx2;
+        k.dim_fwd = emb__log_softmax_dim_fwd_avx2;
+        k.dim_bwd = emb__log_softmax_dim_bwd_avx2;
+        k.simd = true;
+    }
+#endif
+    return k;
 }

@@ -75,7 +75,7 @@ typedef struct emb__log_softmax_kernels {
     emb__log_softmax_dim_bwd_fn dim_bwd;
     bool simd; /* true for the AVX2 + SLEEF pair */
 } emb__log_softmax_kernels;
-emb__log_softmax_kernels emb__log_softmax_pick(void);
+emb__log_softmax_kernels emb__log_softmax_pick(void); /* in dispatch.c */
 
 /* float(1-D contiguous sum) in the order of PyTorch 1.13's CPU sum of a contiguous float
  * tensor (at::sum of a 1-D tensor, or of each row in sum(dim=-1)); see softmax_ref.c. */

@@ -1,8 +1,6 @@
-/* log_softmax reference kernels (torch's DEFAULT-capability arithmetic), the kernel
- * choice, and torch's float sum order. See softmax.h. */
+/* log_softmax reference kernels (torch's DEFAULT-capability arithmetic) and torch's float
+ * sum order. See softmax.h; the choice between these and the AVX2 twins is in dispatch.c. */
 #include "softmax.h"
-
-#include "internal.h"
 
 #include <math.h>
 
@@ -106,22 +104,6 @@ void emb__log_softmax_dim_bwd_ref(const float *gy, const float *y, float *gx, in
 }
 
 int64_t emb__log_softmax_dim_scratch(int64_t c) { return 2 * dim_chunk(c > 0 ? c : 1); }
-
-emb__log_softmax_kernels emb__log_softmax_pick(void) {
-    emb__log_softmax_kernels k = {emb__log_softmax_fwd_ref, emb__log_softmax_bwd_ref,
-                                  emb__log_softmax_dim_fwd_ref, emb__log_softmax_dim_bwd_ref,
-                                  false};
-#if defined(EMB_HAVE_SLEEF)
-    if (!emb__force_ref() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        k.fwd = emb__log_softmax_fwd_avx2;
-        k.bwd = emb__log_softmax_bwd_avx2;
-        k.dim_fwd = emb__log_softmax_dim_fwd_avx2;
-        k.dim_bwd = emb__log_softmax_dim_bwd_avx2;
-        k.simd = true;
-    }
-#endif
-    return k;
-}
 
 /* ---------------------------------------------------------------------------------------
  * PyTorch 1.13's CPU float sum of a contiguous run (SumKernel.cpp, cascade_sum): in float,
