@@ -26,7 +26,7 @@ echo "== emb nn: nearest neighbours by cosine similarity"
 
 echo
 echo "== emb analogy: a is to b as c is to ?"
-for q in "france paris england" "good better great"; do
+for q in "treaty treaties war" "he his she" "england london france"; do
   echo "-- $q -> $("$emb" analogy "$vectors" $q -k 3 | tr '\n' ' ')"
 done
 
