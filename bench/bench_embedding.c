@@ -84,7 +84,7 @@ static void run_sparse(void *p) {
 static void run_train_step(void *p) {
     ctx_t *c = p;
     CHECK(emb_embedding_forward(c->e, &c->idx, &c->out));
-    CHECK(emb_optimizer_step_fused(c->opt, c->param, &c->idx, &c->out, EMB_PADDING_NONE));
+    CHECK(emb_optimizer_step_fused(c->opt, c->param, c->e, &c->idx, &c->out));
 }
 static void run_copy(void *p) {
     ctx_t *c = p;

@@ -792,8 +792,7 @@ static int train_step(model *m, int64_t B, float *loss) {
             failed(emb_optimizer_step_sparse(m->opt_emb, m->pid_emb, &m->sgrad),
                    "emb_optimizer_step_sparse"))
             return -1;
-    } else if (failed(emb_optimizer_step_fused(m->opt_emb, m->pid_emb, &idx, &gx3,
-                                               EMB_PADDING_NONE),
+    } else if (failed(emb_optimizer_step_fused(m->opt_emb, m->pid_emb, m->emb, &idx, &gx3),
                       "emb_optimizer_step_fused")) {
         return -1;
     }

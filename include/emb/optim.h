@@ -86,19 +86,35 @@ EMB_API emb_status emb_optimizer_step_sparse(emb_optimizer *opt, int param_id,
                                              const emb_sparse_grad *grad);
 
 /* Fused sparse step for an embedding table (beyond PyTorch): the same update as
- * emb_embedding_backward_sparse followed by emb_optimizer_step_sparse, computed straight
- * from the lookup's output gradient and its indices, without a sparse-gradient copy and
- * without a [num_embeddings, dim] buffer (scratch: O(numel(indices)) integers and O(dim)
- * floats per thread). Bit-identical to the unfused path.
- * indices: int64/int32, any rank up to 8, values in [0, rows) (all checked, padding
- * positions included); grad_output: float32 indices.shape + [dim]; padding_idx:
- * EMB_PADDING_NONE or the (normalised) padding row in [0, rows), whose positions are
- * skipped. Errors as emb_optimizer_step_sparse, plus EMB_ERR_INDEX ("index 7 at position 3
- * is out of range ..."), EMB_ERR_INVALID (padding_idx out of range). */
+ * emb_embedding_backward_sparse(e, indices, grad_output, fresh grad) followed by
+ * emb_optimizer_step_sparse(opt, param_id, grad), computed straight from the lookup's
+ * output gradient and its indices, without a sparse-gradient copy and without a
+ * [num_embeddings, dim] buffer (scratch: O(numel(indices)) integers and O(dim) floats per
+ * thread). Bit-identical to the unfused path: the table's own padding_idx positions are
+ * skipped, and everything else (requires_grad, scale_grad_by_freq) is taken from `e`, so
+ * the fused step cannot do what the unfused path would not.
+ * param_id must be the id under which e's weight (the view emb_embedding_weight gives:
+ * same data pointer, shape [num_embeddings, dim]) was registered with opt.
+ * indices: int64/int32, any rank up to 8, values in [0, num_embeddings) (all checked,
+ * padding positions included); grad_output: float32 indices.shape + [dim]; both read only.
+ * Refusals, checked in this order, are exactly the unfused path's (same status, same
+ * message), then two of the fused step's own:
+ *   emb_embedding_backward_sparse's: EMB_ERR_NULL (e: "embedding must not be NULL",
+ *     indices, grad_output), EMB_ERR_STATE (e's weight does not require grad: a table
+ *     created with freeze=true), EMB_ERR_UNSUPPORTED (scale_grad_by_freq), EMB_ERR_DTYPE /
+ *     EMB_ERR_SHAPE (indices, grad_output), EMB_ERR_INDEX ("index 7 at position 3 is out
+ *     of range for an embedding with 5 rows (valid: [0, 5))");
+ *   emb_optimizer_step_sparse's: EMB_ERR_NULL (opt), EMB_ERR_INDEX (param_id),
+ *     EMB_ERR_UNSUPPORTED (Adam, AdamW), EMB_ERR_SHAPE (a parameter that is not 2-D, or
+ *     whose shape is not the table's: "grad is a sparse gradient of size [V, D], expected
+ *     ..."), EMB_ERR_UNSUPPORTED (options that reject sparse gradients, as
+ *     emb_optimizer_step_sparse);
+ *   its own: EMB_ERR_INVALID (the parameter has the table's shape but is other memory),
+ *     EMB_ERR_READ_ONLY (emb_embedding_is_read_only(e)); and EMB_ERR_NOMEM.
+ * Parameter, state and step count unchanged on error. Single-threaded per optimizer. */
 EMB_API emb_status emb_optimizer_step_fused(emb_optimizer *opt, int param_id,
-                                            const emb_tensor *indices,
-                                            const emb_tensor *grad_output,
-                                            int64_t padding_idx);
+                                            const emb_embedding *e, const emb_tensor *indices,
+                                            const emb_tensor *grad_output);
 
 /* The fused sparse step for an embedding bag (beyond PyTorch): the same update as
  * emb_bag_backward_sparse(bag, input, offsets, per_sample_weights, grad_output, fresh grad)

@@ -13,6 +13,7 @@
 #include "kernels/argsort.h"
 #include "kernels/dispatch.h"
 #include "kernels/optim_kernels.h"
+#include "nn/embedding_internal.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -274,6 +275,14 @@ int64_t emb_optimizer_param_steps(const emb_optimizer *opt, int param_id) {
     return opt->ps[param_id].steps;
 }
 
+/* The parameter's data for pointer arithmetic: a parameter without elements may have a NULL
+ * data pointer, and NULL + 0 is undefined in C, so such a parameter computes on a dummy
+ * (nothing is ever read or written through it: every length is 0). */
+static float *param_data(const param_state *ps) {
+    static float no_elements[1];
+    return ps->data ? ps->data : no_elements;
+}
+
 static emb_status get_param(emb_optimizer *opt, int param_id, param_state **out) {
     if (!opt) return emb__null("opt");
     if (param_id < 0 || param_id >= opt->nparams)
@@ -428,7 +437,7 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
 
     const emb__optim_kernel_table *K = emb__kernels()->optim;
     const float *g = grad->data;
-    float *p = ps->data;
+    float *p = param_data(ps);
     const int64_t n = ps->numel;
     const int64_t nchunks = (n + DENSE_CHUNK - 1) / DENSE_CHUNK;
     const int nt = emb__threads_for(n, DENSE_CHUNK);
@@ -721,7 +730,7 @@ static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const em
     const emb__sgd_args a = sgd_args(o);
     const float sign = o->maximize ? -1.0f : 1.0f;
     const int64_t rows = ps->shape[0], dim = ps->shape[1];
-    float *p = ps->data;
+    float *p = param_data(ps);
 
     if (ps->buf_kind == BUF_DENSE) {
         dense_scale(K, ps->s1, a.momentum, ps->numel);
@@ -820,7 +829,7 @@ static emb_status sparse_step(emb_optimizer *opt, param_state *ps, const spview 
         if (o->momentum == 0.0) {
             /* param.add_(d_p, alpha=-lr) with d_p = sign * g: fmaf(-v, a, p) == fmaf(v, -a, p). */
             const float neg_lr = (float)(-o->lr);
-            apply_entries(K, ps->data, rows, g, o->maximize ? -neg_lr : neg_lr);
+            apply_entries(K, param_data(ps), rows, g, o->maximize ? -neg_lr : neg_lr);
         } else {
             st = sgd_momentum_sparse(K, opt, ps, g);
             if (st) return st;
@@ -852,7 +861,7 @@ static emb_status sparse_step(emb_optimizer *opt, param_state *ps, const spview 
     row_update u;
     memset(&u, 0, sizeof u);
     u.kind = o->kind;
-    u.p = ps->data;
+    u.p = param_data(ps);
     u.s1 = ps->s1;
     u.s2 = ps->s2;
     if (o->kind == EMB_OPTIM_ADAGRAD) u.ag = adagrad_args(o, step);
@@ -904,42 +913,80 @@ emb_status emb_optimizer_step_sparse(emb_optimizer *opt, int param_id,
     return sparse_step(opt, ps, &g);
 }
 
-emb_status emb_optimizer_step_fused(emb_optimizer *opt, int param_id, const emb_tensor *indices,
-                                    const emb_tensor *grad_output, int64_t padding_idx) {
-    param_state *ps = NULL;
-    emb_status st = get_param(opt, param_id, &ps);
-    if (st) return st;
-    st = emb__check_indices(indices, "indices", "emb_optimizer_step_fused");
-    if (st) return st;
+/* The messages of emb_embedding_backward_sparse's refusals (src/nn/embedding_backward.c):
+ * the fused step gives exactly these, which the unit tests compare against the unfused
+ * path. */
+static emb_status fused_backward_checks(const emb_embedding *e, const emb_tensor *indices,
+                                        const emb_tensor *grad_output) {
+    if (!e) return emb__null("embedding");
+    if (!indices) return emb__null("indices");
     if (!grad_output) return emb__null("grad_output");
-    st = check_sparse_kind(opt, ps, param_id);
+    if (!e->requires_grad)
+        return emb__error(EMB_ERR_STATE, "the embedding's weight does not require grad "
+                                         "(created with freeze=true)");
+    if (e->scale_grad_by_freq)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "embedding_backward: scale_grad_by_freq not supported with sparse "
+                          "gradients");
+    emb_status st = emb__check_indices(indices, "indices", "embedding_backward");
     if (st) return st;
-    const int64_t rows = ps->shape[0], dim = ps->shape[1];
     int64_t gshape[EMB_MAX_DIMS];
     for (int i = 0; i < indices->ndim; i++) gshape[i] = indices->shape[i];
-    gshape[indices->ndim] = dim;
+    gshape[indices->ndim] = e->embedding_dim;
     st = emb__check_f32_shape(grad_output, "grad_output", indices->ndim + 1, gshape);
     if (st) return st;
-    if (padding_idx != EMB_PADDING_NONE && (padding_idx < 0 || padding_idx >= rows))
+    int64_t bad = emb__find_bad_index(indices, e->num_embeddings);
+    if (bad >= 0) return emb__index_error(indices, bad, e->num_embeddings, "an embedding");
+    return EMB_OK;
+}
+
+emb_status emb_optimizer_step_fused(emb_optimizer *opt, int param_id, const emb_embedding *e,
+                                    const emb_tensor *indices, const emb_tensor *grad_output) {
+    /* 1. What emb_embedding_backward_sparse checks, in its order. */
+    emb_status st = fused_backward_checks(e, indices, grad_output);
+    if (st) return st;
+    /* 2. What emb_optimizer_step_sparse checks, in its order, for the gradient of shape
+     * [num_embeddings, dim] that backward_sparse would have built. */
+    param_state *ps = NULL;
+    st = get_param(opt, param_id, &ps);
+    if (st) return st;
+    st = check_sparse_kind(opt, ps, param_id);
+    if (st) return st;
+    const int64_t rows = e->num_embeddings, dim = e->embedding_dim;
+    if (ps->shape[0] != rows || ps->shape[1] != dim) {
+        char b[300];
+        return emb__error(EMB_ERR_SHAPE,
+                          "grad is a sparse gradient of size [%" PRId64 ", %" PRId64
+                          "], expected %s (the shape of parameter %d)",
+                          rows, dim, emb__shape_fmt(b, sizeof b, ps->ndim, ps->shape),
+                          param_id);
+    }
+    /* 3. Beyond the unfused path: the parameter must be this table's weight. */
+    if (ps->data != e->weight)
         return emb__error(EMB_ERR_INVALID,
-                          "padding_idx %" PRId64 " is out of range for a parameter with %" PRId64
-                          " rows (valid: [0, %" PRId64 ") or EMB_PADDING_NONE; normalise a "
-                          "negative padding_idx first)",
-                          padding_idx, rows, rows);
-    const int64_t n = emb_tensor_numel(indices);
-    int64_t bad = emb__find_bad_index(indices, rows);
-    if (bad >= 0) return emb__index_error(indices, bad, rows, NULL);
+                          "parameter %d is not the embedding's weight (register the view "
+                          "emb_embedding_weight gives with emb_optimizer_add_param)",
+                          param_id);
     st = check_sparse_options(opt, ps, param_id);
     if (st) return st;
+    if (e->read_only)
+        return emb__error(EMB_ERR_READ_ONLY,
+                          "the embedding's weight is read-only (emb_storage.read_only): an "
+                          "optimizer step cannot write it");
 
     /* The sparse gradient backward_sparse would build, viewed without copying values:
      * surviving positions in input order. */
+    const int64_t n = emb_tensor_numel(indices);
+    const int64_t padding_idx = e->padding_idx;
     int64_t kept = n;
     if (padding_idx != EMB_PADDING_NONE)
         for (int64_t i = 0; i < n; i++) kept -= emb__index_at(indices, i) == padding_idx;
     int64_t *keys = NULL, *pos = NULL;
     spview g = {kept, dim, NULL, grad_output->data, NULL, false};
-    if (indices->dtype == EMB_INT64 && kept == n) {
+    if (kept == 0) {
+        g.rows = NULL;
+        g.values = NULL;
+    } else if (indices->dtype == EMB_INT64 && kept == n) {
         g.rows = indices->data;
     } else {
         st = alloc_i64(kept, &keys, "emb_optimizer_step_fused");

@@ -227,7 +227,7 @@ _SIGS = {
     "emb_optimizer_add_param": (_st, [_vp, _tp, P(C.c_int)]),
     "emb_optimizer_step": (_st, [_vp, C.c_int, _tp]),
     "emb_optimizer_step_sparse": (_st, [_vp, C.c_int, P(SparseGrad)]),
-    "emb_optimizer_step_fused": (_st, [_vp, C.c_int, _tp, _tp, C.c_int64]),
+    "emb_optimizer_step_fused": (_st, [_vp, C.c_int, _vp, _tp, _tp]),
     "emb_optimizer_param_steps": (C.c_int64, [_vp, C.c_int]),
 }
 

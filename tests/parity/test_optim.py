@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from embpy import (ADAGRAD, ADAM, ADAMW, ERR_INDEX, ERR_INVALID, ERR_SHAPE, ERR_UNSUPPORTED,
+from embpy import (ADAGRAD, ADAM, ADAMW, ERR_INDEX, ERR_INVALID, ERR_SHAPE, ERR_STATE,
+                   ERR_UNSUPPORTED,
                    OK, PADDING_NONE, SGD, SPARSE_ADAM, EmbError, EmbeddingOptions, SparseGrad,
                    T, assert_close, call, check, lib, ptr)
 
@@ -52,9 +53,14 @@ class Opt:
         sg = sparse_grad(V, D, idx, val, coalesced)
         return call(lib.emb_optimizer_step_sparse, self.h, pid, ptr(sg))
 
-    def fused(self, pid, indices, grad_output, padding_idx=PADDING_NONE):
-        return call(lib.emb_optimizer_step_fused, self.h, pid, ptr(T(indices)),
-                    ptr(T(grad_output)), padding_idx)
+    def add_table(self, table):
+        """Registers a Table's weight (the table is kept alive with the optimizer)."""
+        self.tables = getattr(self, "tables", []) + [table]
+        return self.add(table.weight)
+
+    def fused(self, pid, table, indices, grad_output):
+        return call(lib.emb_optimizer_step_fused, self.h, pid, table.h, ptr(T(indices)),
+                    ptr(T(grad_output)))
 
     def steps(self, pid):
         return lib.emb_optimizer_param_steps(self.h, pid)
@@ -62,6 +68,26 @@ class Opt:
     def __del__(self):
         if getattr(self, "h", None):
             lib.emb_optimizer_free(self.h)
+            self.h = None
+
+
+class Table:
+    """An emb_embedding holding a copy of w0 (from_pretrained), with a numpy view of its
+    weight."""
+
+    def __init__(self, w0, padding_idx=PADDING_NONE, freeze=False):
+        o = lib.emb_embedding_options_default()
+        o.padding_idx = padding_idx
+        o.sparse = True
+        self.h = C.c_void_p()
+        check(lib.emb_embedding_from_pretrained(ptr(T(w0)), freeze, ptr(o), ptr(self.h)))
+        wv = T(np.zeros(w0.shape, np.float32))
+        check(lib.emb_embedding_weight(self.h, ptr(wv)))
+        self.weight = np.ctypeslib.as_array(C.cast(wv.data, C.POINTER(C.c_float)), w0.shape)
+
+    def __del__(self):
+        if getattr(self, "h", None):
+            lib.emb_embedding_free(self.h)
             self.h = None
 
 
@@ -407,72 +433,52 @@ FUSED = [(SGD, dict(lr=0.1)), (SGD, dict(lr=0.1, maximize=True)),
                                                    maximize=True))]
 
 
-def new_embedding(V, D, padding_idx, weight):
-    o = lib.emb_embedding_options_default()
-    o.padding_idx = padding_idx
-    o.sparse = True
-    h = C.c_void_p()
-    check(lib.emb_embedding_from_pretrained(ptr(T(weight)), False, ptr(o), ptr(h)))
-    return h
-
-
+@pytest.mark.parametrize("pad", [None, 3], ids=["no-padding", "padding"])
 @pytest.mark.parametrize("kind,cfg", FUSED, ids=ids(FUSED))
-def test_fused_equals_unfused_and_torch(kind, cfg):
-    rng = np.random.default_rng(seed_of(kind, cfg))
+def test_fused_equals_unfused_and_torch(kind, cfg, pad):
+    rng = np.random.default_rng(seed_of(kind, cfg) + (pad or 0))
     V, D = 17, 13
     w0 = rng.standard_normal((V, D)).astype(np.float32)
-    pad = 3
-    # fused
-    wf = w0.copy()
+    padding = PADDING_NONE if pad is None else pad
+    # fused, on one table
+    tf = Table(w0, padding)
     of = Opt(kind, **cfg)
-    pf = of.add(wf)
-    # unfused: emb backward_sparse + step_sparse on an emb_embedding's weight
-    emb = new_embedding(V, D, pad, w0)
-    wv = T(np.zeros((V, D), np.float32))
-    check(lib.emb_embedding_weight(emb, ptr(wv)))
-    wu = np.ctypeslib.as_array(C.cast(wv.data, C.POINTER(C.c_float)), (V, D))
+    pf = of.add_table(tf)
+    # unfused: emb backward_sparse + step_sparse on another
+    tu = Table(w0, padding)
     ou = Opt(kind, **cfg)
-    pu = ou.add(wu)
+    pu = ou.add_table(tu)
     # torch
     pt = torch.nn.Parameter(torch.from_numpy(w0.copy()))
     topt = torch_optimizer(kind, [pt], cfg)
-    try:
-        for s in range(STEPS):
-            shape = [(4, 9), (3, 2, 5), (40,), (0,), (2, 0, 3), (), (7, 11)][s % 7]
-            hot = rng.integers(0, V, 2)
-            idx = np.where(rng.random(shape) < 0.6, rng.choice(hot, shape),
-                           rng.integers(0, V, shape)).astype(np.int64)
-            if idx.size:
-                idx.reshape(-1)[rng.integers(0, idx.size, max(1, idx.size // 5))] = pad
-            if s % 2:
-                idx = idx.astype(np.int32)
-            gout = rand_grad(rng, tuple(shape) + (D,), s)
-            padding = pad if s % 3 else PADDING_NONE
-            # fused
-            check(of.fused(pf, idx, gout, padding)[0])
-            # unfused: the sparse gradient backward_sparse builds (the embedding's own
-            # padding_idx is `pad`; without padding every position is an entry)
-            if padding == PADDING_NONE:
-                sgu = (idx.reshape(-1).astype(np.int64), gout.reshape(-1, D))
-            else:
-                sg = SparseGrad()
-                check(lib.emb_sparse_grad_init(ptr(sg), V, D))
-                check(lib.emb_embedding_backward_sparse(emb, ptr(T(idx)), ptr(T(gout)), ptr(sg)))
-                sgu = sg.arrays()
-                lib.emb_sparse_grad_free(ptr(sg))
-            check(ou.step_sparse(pu, sgu[0], sgu[1])[0])
-            # torch
-            keep = idx.reshape(-1) != padding if padding != PADDING_NONE else \
-                np.ones(idx.size, bool)
-            tidx = idx.reshape(-1)[keep].astype(np.int64)
-            tval = gout.reshape(-1, D)[keep]
-            pt.grad = torch_sparse(tidx, tval, V, D)
-            torch_step(topt, kind, pt.grad)
-            assert_close(wf, wu, exact=True, what=f"fused vs unfused step {s}")
-            assert_close(wf, pt.detach().numpy(), exact=True, what=f"fused vs torch step {s}")
-        assert of.steps(pf) == STEPS
-    finally:
-        lib.emb_embedding_free(emb)
+    for s in range(STEPS):
+        shape = [(4, 9), (3, 2, 5), (40,), (0,), (2, 0, 3), (), (7, 11)][s % 7]
+        hot = rng.integers(0, V, 2)
+        idx = np.where(rng.random(shape) < 0.6, rng.choice(hot, shape),
+                       rng.integers(0, V, shape)).astype(np.int64)
+        if idx.size:
+            idx.reshape(-1)[rng.integers(0, idx.size, max(1, idx.size // 5))] = 3
+        if s % 2:
+            idx = idx.astype(np.int32)
+        gout = rand_grad(rng, tuple(shape) + (D,), s)
+        check(of.fused(pf, tf, idx, gout)[0])
+        sg = SparseGrad()
+        check(lib.emb_sparse_grad_init(ptr(sg), V, D))
+        try:
+            check(lib.emb_embedding_backward_sparse(tu.h, ptr(T(idx)), ptr(T(gout)), ptr(sg)))
+            check(lib.emb_optimizer_step_sparse(ou.h, pu, ptr(sg)))
+        finally:
+            lib.emb_sparse_grad_free(ptr(sg))
+        # torch: nn.Embedding(padding_idx=pad) leaves the padding positions out
+        keep = idx.reshape(-1) != padding if padding != PADDING_NONE else \
+            np.ones(idx.size, bool)
+        tidx = idx.reshape(-1)[keep].astype(np.int64)
+        tval = gout.reshape(-1, D)[keep]
+        pt.grad = torch_sparse(tidx, tval, V, D)
+        torch_step(topt, kind, pt.grad)
+        assert_close(tf.weight, tu.weight, exact=True, what=f"fused vs unfused step {s}")
+        assert_close(tf.weight, pt.detach().numpy(), exact=True, what=f"fused vs torch step {s}")
+    assert of.steps(pf) == STEPS
 
 
 def test_fused_matches_embedding_sparse_backward_exactly():
@@ -484,28 +490,20 @@ def test_fused_matches_embedding_sparse_backward_exactly():
         V, D = int(rng.integers(2, 30)), int(rng.integers(1, 20))
         pad = int(rng.integers(0, V))
         w0 = rng.standard_normal((V, D)).astype(np.float32)
-        emb = new_embedding(V, D, pad, w0)
-        try:
-            wv = T(np.zeros((V, D), np.float32))
-            check(lib.emb_embedding_weight(emb, ptr(wv)))
-            wu = np.ctypeslib.as_array(C.cast(wv.data, C.POINTER(C.c_float)), (V, D))
-            wf = w0.copy()
-            of, ou = Opt(kind, **cfg), Opt(kind, **cfg)
-            pf, pu = of.add(wf), ou.add(wu)
-            for s in range(3):
-                n = int(rng.integers(0, 80))
-                idx = rng.integers(0, min(V, 4), n) if case % 2 else rng.integers(0, V, n)
-                gout = rng.standard_normal((n, D)).astype(np.float32)
-                sg = SparseGrad()
-                check(lib.emb_sparse_grad_init(ptr(sg), V, D))
-                check(lib.emb_embedding_backward_sparse(emb, ptr(T(idx)), ptr(T(gout)),
-                                                        ptr(sg)))
-                check(lib.emb_optimizer_step_sparse(ou.h, pu, ptr(sg)))
-                lib.emb_sparse_grad_free(ptr(sg))
-                check(of.fused(pf, idx, gout, pad)[0])
-                assert_close(wf, wu, exact=True, what=f"case {case} step {s}")
-        finally:
-            lib.emb_embedding_free(emb)
+        tu, tf = Table(w0, pad), Table(w0, pad)
+        of, ou = Opt(kind, **cfg), Opt(kind, **cfg)
+        pf, pu = of.add_table(tf), ou.add_table(tu)
+        for s in range(3):
+            n = int(rng.integers(0, 80))
+            idx = rng.integers(0, min(V, 4), n) if case % 2 else rng.integers(0, V, n)
+            gout = rng.standard_normal((n, D)).astype(np.float32)
+            sg = SparseGrad()
+            check(lib.emb_sparse_grad_init(ptr(sg), V, D))
+            check(lib.emb_embedding_backward_sparse(tu.h, ptr(T(idx)), ptr(T(gout)), ptr(sg)))
+            check(lib.emb_optimizer_step_sparse(ou.h, pu, ptr(sg)))
+            lib.emb_sparse_grad_free(ptr(sg))
+            check(of.fused(pf, tf, idx, gout)[0])
+            assert_close(tf.weight, tu.weight, exact=True, what=f"case {case} step {s}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -597,16 +595,17 @@ def test_rejections_change_nothing(kind, cfg, sparse, want):
     tg = (torch_sparse(SPARSE_IDX, SPARSE_VAL, 5, 3) if sparse else torch.ones(5, 3))
     tmsg = _torch_error(kind, cfg, tg)
     p0 = np.arange(15, dtype=np.float32).reshape(5, 3) / 7
-    pe = p0.copy()
+    table = Table(p0)
+    pe = table.weight
     eo = Opt(kind, **cfg)
-    pid = eo.add(pe)
+    pid = eo.add_table(table)
     for how in ["step", "fused"] if sparse else ["step"]:
         if not sparse:
             st, msg = eo.step(pid, np.ones((5, 3), np.float32))
         elif how == "step":
             st, msg = eo.step_sparse(pid, SPARSE_IDX, SPARSE_VAL)
         else:
-            st, msg = eo.fused(pid, SPARSE_IDX, SPARSE_VAL)
+            st, msg = eo.fused(pid, table, SPARSE_IDX, SPARSE_VAL)
         assert st == ERR_UNSUPPORTED, (how, st, msg)
         if want is None:
             assert msg == tmsg
@@ -618,23 +617,28 @@ def test_rejections_change_nothing(kind, cfg, sparse, want):
 
 def test_sparse_bad_rows_change_nothing():
     for kind, cfg in [(SGD, dict(lr=0.1, momentum=0.9)), (ADAGRAD, {}), (SPARSE_ADAM, {})]:
-        p0 = np.ones((5, 3), np.float32)
-        pe = p0.copy()
+        table = Table(np.ones((5, 3), np.float32), padding_idx=2)
+        pe = table.weight
         eo = Opt(kind, **cfg)
-        pid = eo.add(pe)
+        pid = eo.add_table(table)
         check(eo.step_sparse(pid, SPARSE_IDX, SPARSE_VAL)[0])
         p1 = pe.copy()
         st, msg = eo.step_sparse(pid, np.array([0, 5, 1]), SPARSE_VAL)
         assert st == ERR_INDEX and "grad entry 1 has row 5" in msg and "[0, 5)" in msg
         st, msg = eo.step_sparse(pid, np.array([-1, 2, 1]), SPARSE_VAL)
         assert st == ERR_INDEX and "row -1" in msg
-        st, msg = eo.fused(pid, np.array([[0, 1], [2, 7]], np.int32),
+        st, msg = eo.fused(pid, table, np.array([[0, 1], [2, 7]], np.int32),
                            np.ones((2, 2, 3), np.float32))
         assert st == ERR_INDEX and "index 7 at position 3" in msg
-        st, msg = eo.fused(pid, np.array([0, 1]), np.ones((2, 4), np.float32))
+        st, msg = eo.fused(pid, table, np.array([0, 1]), np.ones((2, 4), np.float32))
         assert st == ERR_SHAPE and "grad_output" in msg
-        st, msg = eo.fused(pid, np.array([0, 1]), np.ones((2, 3), np.float32), 5)
-        assert st == ERR_INVALID and "padding_idx 5" in msg
+        # a bad index at the padding position is refused too, as backward_sparse does
+        st, msg = eo.fused(pid, table, np.array([2, -2]), np.ones((2, 3), np.float32))
+        assert st == ERR_INDEX and "index -2 at position 1" in msg
+        lib.emb_embedding_set_requires_grad(table.h, False)
+        st, msg = eo.fused(pid, table, np.array([0, 1]), np.ones((2, 3), np.float32))
+        assert st == ERR_STATE and "does not require grad" in msg
+        lib.emb_embedding_set_requires_grad(table.h, True)
         assert np.array_equal(pe, p1) and eo.steps(pid) == 1
 
 
@@ -657,18 +661,19 @@ def _run_all_paths(seed):
         out.append(p)
     for kind, cfg in FUSED:
         V, D = 2000, 40
-        p = rng.standard_normal((V, D)).astype(np.float32)
+        table = Table(rng.standard_normal((V, D)).astype(np.float32), padding_idx=0)
+        p = table.weight
         eo = Opt(kind, **cfg)
-        pid = eo.add(p)
+        pid = eo.add_table(table)
         for s in range(3):
             n = 6000
             idx = (rng.zipf(1.2, n) % V).astype(np.int64)
             g = rng.standard_normal((n, D)).astype(np.float32)
             if s == 1:
-                check(eo.fused(pid, idx.reshape(60, 100), g.reshape(60, 100, D), 0)[0])
+                check(eo.fused(pid, table, idx.reshape(60, 100), g.reshape(60, 100, D))[0])
             else:
                 check(eo.step_sparse(pid, idx, g)[0])
-        out.append(p)
+        out.append(p.copy())
     return out
 
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from embpy import (ADAGRAD, ADAM, ADAMW, PADDING_NONE, SGD, SPARSE_ADAM, LossOptions,
-                   SparseGrad, T, assert_close, check, lib, ptr)
+                   SparseGrad, T, assert_close, call, check, lib, ptr)
 from test_optim import KIND_NAMES, Opt, torch_optimizer, torch_step
 
 STEPS = 20
@@ -59,7 +59,8 @@ class EmbModel:
             check(lib.emb_embedding_backward(self.h, ptr(T(idx)), ptr(T(gout)), ptr(T(gw))))
             check(self.opt.step(self.pid, gw)[0])
         elif fused:
-            check(self.opt.fused(self.pid, idx, gout, self.padding)[0])
+            check(call(lib.emb_optimizer_step_fused, self.opt.h, self.pid, self.h, ptr(T(idx)),
+                       ptr(T(gout)))[0])
         else:
             sg = SparseGrad()
             check(lib.emb_sparse_grad_init(ptr(sg), V, D))

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "kernels/dispatch.h"
+#include "nn/embedding_internal.h" /* read_only, until emb_embedding_wrap lands */
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -314,10 +315,6 @@ static void test_sgd_buffer_kind_errors(void **state) {
     memcpy(p0, p, sizeof p);
     EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &sg), EMB_ERR_UNSUPPORTED,
                    "dense momentum buffer");
-    int64_t one = 1;
-    emb_tensor ti = view1(&one, EMB_INT64, 1), tgo = view2(g, 1, P_COLS);
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tgo, EMB_PADDING_NONE),
-                   EMB_ERR_UNSUPPORTED, "dense momentum buffer");
     EMB_ASSERT_EXACT(p, p0, P_N, "parameter");
     assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
     emb_optimizer_free(opt);
@@ -358,9 +355,6 @@ static void test_step_sparse_errors(void **state) {
         EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
         emb_sparse_grad sg = sparse_view(P_ROWS, P_COLS, 4, idx, g);
         EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &sg), rej[r].st, rej[r].msg);
-        emb_tensor ti = view1(idx, EMB_INT64, 4), tgo = view2(g, 4, P_COLS);
-        EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tgo, EMB_PADDING_NONE),
-                       rej[r].st, rej[r].msg);
         EMB_ASSERT_EXACT(p, p0, P_N, "parameter");
         assert_int_equal(emb_optimizer_param_steps(opt, id), 0);
         emb_optimizer_free(opt);
@@ -420,83 +414,268 @@ static void test_step_sparse_errors(void **state) {
     }
 }
 
-static void test_step_fused_errors(void **state) {
-    (void)state;
-    emb_optimizer *opt = make_opt(emb_optim_options_default(EMB_OPTIM_ADAGRAD));
-    float p[P_N], p0[P_N], go[6 * P_COLS];
-    fill(p, P_N, 8);
-    fill(go, 6 * P_COLS, 9);
-    memcpy(p0, p, sizeof p);
-    emb_tensor tp = view2(p, P_ROWS, P_COLS);
-    int id;
-    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
-    int64_t idx[6] = {0, 1, 2, 3, 4, 1};
-    int64_t ishape[2] = {2, 3}, gshape[3] = {2, 3, P_COLS};
-    emb_tensor ti, tg;
-    EMB_OK_OR_FAIL(emb_tensor_init(&ti, EMB_INT64, idx, 2, ishape));
-    EMB_OK_OR_FAIL(emb_tensor_init(&tg, EMB_FLOAT32, go, 3, gshape));
+/* ---- the fused step refuses exactly what the unfused path refuses ------------------- */
 
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(NULL, id, &ti, &tg, EMB_PADDING_NONE),
-                   EMB_ERR_NULL, "opt");
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, 3, &ti, &tg, EMB_PADDING_NONE),
-                   EMB_ERR_INDEX, "param_id 3");
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, NULL, &tg, EMB_PADDING_NONE),
-                   EMB_ERR_NULL, "indices must not be NULL");
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, NULL, EMB_PADDING_NONE),
-                   EMB_ERR_NULL, "grad_output must not be NULL");
-    emb_tensor bad = ti;
-    bad.dtype = EMB_FLOAT32;
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &bad, &tg, EMB_PADDING_NONE),
-                   EMB_ERR_DTYPE, "Long, Int; but got torch.FloatTensor");
-    bad = ti;
-    bad.ndim = 9;
-    for (int i = 2; i < 9; i++) bad.shape[i] = 1;
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &bad, &tg, EMB_PADDING_NONE),
-                   EMB_ERR_SHAPE, "indices has 9 dimensions");
-    bad = tg;
-    bad.shape[2] = 4;
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &bad, EMB_PADDING_NONE),
-                   EMB_ERR_SHAPE, "grad_output has shape [2, 3, 4], expected [2, 3, 3]");
-    bad = tg;
-    bad.ndim = 2;
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &bad, EMB_PADDING_NONE),
-                   EMB_ERR_SHAPE, "grad_output has shape [2, 3]");
-    bad = tg;
-    bad.dtype = EMB_FLOAT64;
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &bad, EMB_PADDING_NONE),
-                   EMB_ERR_DTYPE, "grad_output must be float32, got float64");
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tg, P_ROWS), EMB_ERR_INVALID,
-                   "padding_idx 5 is out of range for a parameter with 5 rows");
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tg, -1), EMB_ERR_INVALID,
-                   "padding_idx -1");
-    idx[4] = 5;
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tg, EMB_PADDING_NONE),
-                   EMB_ERR_INDEX,
-                   "index 5 at position 4 is out of range for an embedding with 5 rows "
-                   "(valid: [0, 5))");
-    /* A bad index at a padding position is still an error (the forward rejects it). */
-    idx[4] = -1;
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &ti, &tg, 1), EMB_ERR_INDEX,
-                   "index -1 at position 4");
-    int32_t idx32[6] = {0, 1, 2, 3, 99, 1};
-    emb_tensor t32;
-    EMB_OK_OR_FAIL(emb_tensor_init(&t32, EMB_INT32, idx32, 2, ishape));
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, &t32, &tg, 0), EMB_ERR_INDEX,
-                   "index 99 at position 4");
-    /* A 1-D parameter cannot take a sparse step. */
-    float v[4];
-    emb_tensor tv = view1(v, EMB_FLOAT32, 4);
-    int id1;
-    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tv, &id1));
-    idx32[4] = 0;
-    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id1, &t32, &tg, EMB_PADDING_NONE),
-                   EMB_ERR_SHAPE, "sparse gradients need a 2-D parameter");
-    EMB_ASSERT_EXACT(p, p0, P_N, "parameter after failed fused steps");
-    assert_int_equal(emb_optimizer_param_steps(opt, id), 0);
-    /* And a good one. */
-    EMB_OK_OR_FAIL(emb_optimizer_step_fused(opt, id, &t32, &tg, 0));
-    assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
-    emb_optimizer_free(opt);
+enum { FV = 6, FD = 4, FN = 6 };
+
+typedef enum fmut {
+    FM_NONE, FM_E_NULL, FM_IDX_NULL, FM_GO_NULL, FM_FROZEN, FM_SGBF, FM_IDX_F32, FM_IDX_9D,
+    FM_GO_SHAPE, FM_GO_F64, FM_GO_DATA_NULL, FM_IDX_RANGE, FM_IDX_NEG_PAD32, FM_OPT_NULL,
+    FM_PID, FM_PARAM_1D, FM_PARAM_SHAPE, FM_PARAM_OTHER, FM_READ_ONLY,
+} fmut;
+
+typedef struct fcase {
+    const char *name;
+    fmut mut;
+    emb_optim_kind kind;
+    double weight_decay, momentum;
+    bool nesterov;
+    emb_status want;
+    const char *needle;
+    bool fused_only; /* a refusal of the fused step alone: the unfused path has none */
+} fcase;
+
+/* One "world": a padded table (padding_idx 2), an optimizer over its weight (id 0) and
+ * three other parameters: 1-D (id 1), [FV, FD + 1] (id 2), [FV, FD] elsewhere (id 3). */
+typedef struct fworld {
+    emb_embedding *e;
+    emb_optimizer *opt;
+    int pid, pid_1d, pid_shape, pid_other;
+    float v1d[8], wshape[FV * (FD + 1)], wother[FV * FD];
+} fworld;
+
+static void fworld_make(fworld *w, const fcase *c, const float *w0) {
+    memset(w, 0, sizeof *w);
+    emb_embedding_options eo = emb_embedding_options_default();
+    eo.padding_idx = 2;
+    eo.sparse = true;
+    eo.scale_grad_by_freq = c->mut == FM_SGBF;
+    emb_tensor t0 = view2((float *)w0, FV, FD);
+    EMB_OK_OR_FAIL(emb_embedding_from_pretrained(&t0, false, &eo, &w->e));
+    emb_optim_options o = emb_optim_options_default(c->kind);
+    o.lr = 0.25;
+    o.weight_decay = c->weight_decay;
+    o.momentum = c->momentum;
+    o.nesterov = c->nesterov;
+    w->opt = make_opt(o);
+    emb_tensor tw;
+    EMB_OK_OR_FAIL(emb_embedding_weight(w->e, &tw));
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(w->opt, &tw, &w->pid));
+    fill(w->v1d, 8, 50);
+    fill(w->wshape, FV * (FD + 1), 51);
+    fill(w->wother, FV * FD, 52);
+    emb_tensor t1 = view1(w->v1d, EMB_FLOAT32, 8), t2 = view2(w->wshape, FV, FD + 1),
+               t3 = view2(w->wother, FV, FD);
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(w->opt, &t1, &w->pid_1d));
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(w->opt, &t2, &w->pid_shape));
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(w->opt, &t3, &w->pid_other));
+}
+
+static void fworld_free(fworld *w) {
+    emb_optimizer_free(w->opt);
+    emb_embedding_free(w->e);
+}
+
+static const float *fworld_weight(fworld *w) {
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_embedding_weight(w->e, &t));
+    return t.data;
+}
+
+/* A good step: dense (emb_optimizer_step on the weight), or sparse, fused or unfused. */
+static void fworld_good_step(fworld *w, bool dense, bool fused, unsigned seed) {
+    float go[FN * FD];
+    fill(go, FN * FD, seed);
+    if (dense) {
+        emb_tensor tg = view2(go, FV, FD);
+        EMB_OK_OR_FAIL(emb_optimizer_step(w->opt, w->pid, &tg));
+        return;
+    }
+    int64_t idx[FN] = {1, 2, 5, 1, 0, 1};
+    emb_tensor ti = emb_test_view(EMB_INT64, idx, 2, SHP(2, 3));
+    emb_tensor tgo = emb_test_view(EMB_FLOAT32, go, 3, SHP(2, 3, FD));
+    if (fused) {
+        EMB_OK_OR_FAIL(emb_optimizer_step_fused(w->opt, w->pid, w->e, &ti, &tgo));
+        return;
+    }
+    emb_sparse_grad sg;
+    EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, FV, FD));
+    EMB_OK_OR_FAIL(emb_embedding_backward_sparse(w->e, &ti, &tgo, &sg));
+    EMB_OK_OR_FAIL(emb_optimizer_step_sparse(w->opt, w->pid, &sg));
+    emb_sparse_grad_free(&sg);
+}
+
+/* Feeds the SAME bad inputs to the unfused path (emb_embedding_backward_sparse, then
+ * emb_optimizer_step_sparse) in world A and to the fused step in world B: identical status
+ * and message, nothing changed in either (weights, step counts, the other parameters), and
+ * the state untouched: a good step afterwards gives both exactly what world C, which never
+ * saw the failure, gets. */
+static void test_fused_refusals(void **state) {
+    (void)state;
+    static const fcase cases[] = {
+        {"embedding NULL", FM_E_NULL, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_NULL,
+         "embedding must not be NULL", false},
+        {"indices NULL", FM_IDX_NULL, EMB_OPTIM_ADAGRAD, 0, 0, false, EMB_ERR_NULL,
+         "indices must not be NULL", false},
+        {"grad_output NULL", FM_GO_NULL, EMB_OPTIM_SPARSE_ADAM, 0, 0, false, EMB_ERR_NULL,
+         "grad_output must not be NULL", false},
+        {"frozen table", FM_FROZEN, EMB_OPTIM_SGD, 0, 0.9, false, EMB_ERR_STATE,
+         "the embedding's weight does not require grad (created with freeze=true)", false},
+        {"frozen table, Adam", FM_FROZEN, EMB_OPTIM_ADAM, 0, 0, false, EMB_ERR_STATE,
+         "does not require grad", false},
+        {"scale_grad_by_freq", FM_SGBF, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_UNSUPPORTED,
+         "embedding_backward: scale_grad_by_freq not supported with sparse gradients", false},
+        {"float indices", FM_IDX_F32, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_DTYPE,
+         "Long, Int; but got torch.FloatTensor", false},
+        {"9-d indices", FM_IDX_9D, EMB_OPTIM_ADAGRAD, 0, 0, false, EMB_ERR_SHAPE,
+         "indices has 9 dimensions", false},
+        {"grad_output shape", FM_GO_SHAPE, EMB_OPTIM_SPARSE_ADAM, 0, 0, false, EMB_ERR_SHAPE,
+         "grad_output has shape [2, 3, 5], expected [2, 3, 4]", false},
+        {"grad_output float64", FM_GO_F64, EMB_OPTIM_SGD, 0, 0.5, false, EMB_ERR_DTYPE,
+         "grad_output must be float32, got float64", false},
+        {"grad_output data NULL", FM_GO_DATA_NULL, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_NULL,
+         "grad_output", false},
+        {"index out of range", FM_IDX_RANGE, EMB_OPTIM_ADAGRAD, 0, 0, false, EMB_ERR_INDEX,
+         "index 6 at position 4 is out of range for an embedding with 6 rows (valid: [0, 6))",
+         false},
+        {"index out of range, AdamW", FM_IDX_RANGE, EMB_OPTIM_ADAMW, 0.01, 0, false,
+         EMB_ERR_INDEX, "index 6 at position 4", false},
+        {"negative int32 index at a padding position", FM_IDX_NEG_PAD32, EMB_OPTIM_SPARSE_ADAM,
+         0, 0, false, EMB_ERR_INDEX, "index -1 at position 3", false},
+        {"opt NULL", FM_OPT_NULL, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_NULL,
+         "opt must not be NULL", false},
+        {"unknown param_id", FM_PID, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_INDEX,
+         "param_id 7 is out of range for an optimizer with 4 parameters", false},
+        {"Adam", FM_NONE, EMB_OPTIM_ADAM, 0, 0, false, EMB_ERR_UNSUPPORTED,
+         "Adam does not support sparse gradients, please consider SparseAdam instead", false},
+        {"AdamW", FM_NONE, EMB_OPTIM_ADAMW, 0.01, 0, false, EMB_ERR_UNSUPPORTED,
+         "AdamW does not support sparse gradients", false},
+        {"Adagrad weight_decay", FM_NONE, EMB_OPTIM_ADAGRAD, 0.1, 0, false, EMB_ERR_UNSUPPORTED,
+         "weight_decay option is not compatible with sparse gradients", false},
+        {"SGD weight_decay", FM_NONE, EMB_OPTIM_SGD, 0.1, 0.9, false, EMB_ERR_UNSUPPORTED,
+         "add(sparse, dense) is not supported. Use add(dense, sparse) instead.", false},
+        {"SGD nesterov on a dense buffer", FM_NONE, EMB_OPTIM_SGD, 0, 0.9, true,
+         EMB_ERR_UNSUPPORTED, "dense momentum buffer", false},
+        {"1-D parameter", FM_PARAM_1D, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_SHAPE,
+         "sparse gradients need a 2-D parameter; parameter 1 has shape [8]", false},
+        {"parameter of another shape", FM_PARAM_SHAPE, EMB_OPTIM_ADAGRAD, 0, 0, false,
+         EMB_ERR_SHAPE,
+         "grad is a sparse gradient of size [6, 4], expected [6, 5] (the shape of parameter 2)",
+         false},
+        {"parameter elsewhere", FM_PARAM_OTHER, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_INVALID,
+         "parameter 3 is not the embedding's weight", true},
+        {"read-only table", FM_READ_ONLY, EMB_OPTIM_SGD, 0, 0.9, false, EMB_ERR_READ_ONLY,
+         "read-only", true},
+        {"read-only table, Adagrad", FM_READ_ONLY, EMB_OPTIM_ADAGRAD, 0, 0, false,
+         EMB_ERR_READ_ONLY, "read-only", true},
+    };
+    float w0[FV * FD];
+    fill(w0, FV * FD, 40);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const fcase *c = &cases[k];
+        fworld A, B, C;
+        fworld_make(&A, c, w0);
+        fworld_make(&B, c, w0);
+        fworld_make(&C, c, w0);
+        /* State first (a dense step where sparse ones are refused). */
+        const bool sparse_ok = (c->kind == EMB_OPTIM_SGD || c->kind == EMB_OPTIM_ADAGRAD ||
+                                c->kind == EMB_OPTIM_SPARSE_ADAM) &&
+                               c->weight_decay == 0 && !c->nesterov && c->mut != FM_SGBF;
+        fworld_good_step(&A, !sparse_ok, false, 41);
+        fworld_good_step(&B, !sparse_ok, true, 41);
+        fworld_good_step(&C, !sparse_ok, true, 41);
+        float wa[FV * FD], wb[FV * FD], other[FV * FD];
+        memcpy(wa, fworld_weight(&A), sizeof wa);
+        memcpy(wb, fworld_weight(&B), sizeof wb);
+        memcpy(other, B.wother, sizeof other);
+        EMB_ASSERT_EXACT(wa, wb, FV * FD, "fused vs unfused before the failure");
+
+        /* The bad inputs. */
+        int64_t idx[FN] = {0, 3, 5, 2, 2, 1};
+        int32_t idx32[FN] = {0, 2, 2, -1, 2, 1};
+        float go[FN * FD];
+        double go64[FN * FD] = {0};
+        fill(go, FN * FD, 42);
+        emb_tensor ti = emb_test_view(EMB_INT64, idx, 2, SHP(2, 3));
+        emb_tensor tgo = emb_test_view(EMB_FLOAT32, go, 3, SHP(2, 3, FD));
+        const emb_tensor *pi = &ti, *pg = &tgo;
+        emb_tensor bi = ti, bg = tgo;
+        bool e_null = false, opt_null = false;
+        int pid_a = A.pid, pid_b = B.pid;
+        switch (c->mut) {
+        case FM_NONE: case FM_SGBF: break;
+        case FM_E_NULL: e_null = true; break;
+        case FM_IDX_NULL: pi = NULL; break;
+        case FM_GO_NULL: pg = NULL; break;
+        case FM_FROZEN:
+            emb_embedding_set_requires_grad(A.e, false);
+            emb_embedding_set_requires_grad(B.e, false);
+            break;
+        case FM_IDX_F32: bi.dtype = EMB_FLOAT32; bi.data = go; pi = &bi; break;
+        case FM_IDX_9D:
+            bi.ndim = 9;
+            for (int i = 2; i < 9; i++) bi.shape[i] = 1;
+            pi = &bi;
+            break;
+        case FM_GO_SHAPE: bg.shape[2] = FD + 1; pg = &bg; break;
+        case FM_GO_F64: bg.dtype = EMB_FLOAT64; bg.data = go64; pg = &bg; break;
+        case FM_GO_DATA_NULL: bg.data = NULL; pg = &bg; break;
+        case FM_IDX_RANGE: idx[4] = FV; break;
+        case FM_IDX_NEG_PAD32: bi = emb_test_view(EMB_INT32, idx32, 2, SHP(2, 3)); pi = &bi; break;
+        case FM_OPT_NULL: opt_null = true; break;
+        case FM_PID: pid_a = pid_b = 7; break;
+        case FM_PARAM_1D: pid_a = A.pid_1d; pid_b = B.pid_1d; break;
+        case FM_PARAM_SHAPE: pid_a = A.pid_shape; pid_b = B.pid_shape; break;
+        case FM_PARAM_OTHER: pid_a = A.pid_other; pid_b = B.pid_other; break;
+        case FM_READ_ONLY: B.e->read_only = true; break;
+        }
+        const int64_t steps_a = emb_optimizer_param_steps(A.opt, A.pid);
+        const int64_t steps_b = emb_optimizer_param_steps(B.opt, B.pid);
+        char msg_u[512] = "";
+        emb_status st_u = EMB_OK;
+        if (!c->fused_only) {
+            emb_sparse_grad sg;
+            EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, FV, FD));
+            emb_clear_error();
+            st_u = emb_embedding_backward_sparse(e_null ? NULL : A.e, pi, pg, &sg);
+            if (st_u == EMB_OK) st_u = emb_optimizer_step_sparse(opt_null ? NULL : A.opt, pid_a, &sg);
+            snprintf(msg_u, sizeof msg_u, "%s", emb_errmsg());
+            emb_sparse_grad_free(&sg);
+        }
+        emb_clear_error();
+        emb_status st_f = emb_optimizer_step_fused(opt_null ? NULL : B.opt, pid_b,
+                                                   e_null ? NULL : B.e, pi, pg);
+        const char *msg_f = emb_errmsg();
+        if (st_f != c->want || !strstr(msg_f, c->needle))
+            fail_msg("%s: fused gave %d \"%s\", want %d \"...%s...\"", c->name, (int)st_f, msg_f,
+                     (int)c->want, c->needle);
+        if (!c->fused_only && (st_u != st_f || strcmp(msg_u, msg_f)))
+            fail_msg("%s: unfused gave %d \"%s\", fused %d \"%s\"", c->name, (int)st_u, msg_u,
+                     (int)st_f, msg_f);
+        /* Nothing changed. */
+        EMB_ASSERT_EXACT(fworld_weight(&A), wa, FV * FD, "weight after the unfused refusal");
+        EMB_ASSERT_EXACT(fworld_weight(&B), wb, FV * FD, "weight after the fused refusal");
+        EMB_ASSERT_EXACT(B.wother, other, FV * FD, "other parameter after the fused refusal");
+        assert_int_equal(emb_optimizer_param_steps(A.opt, A.pid), steps_a);
+        assert_int_equal(emb_optimizer_param_steps(B.opt, B.pid), steps_b);
+        for (int p = 1; p < 4; p++) {
+            assert_int_equal(emb_optimizer_param_steps(A.opt, p), 0);
+            assert_int_equal(emb_optimizer_param_steps(B.opt, p), 0);
+        }
+        /* The state is untouched: the next good step is world C's. */
+        emb_embedding_set_requires_grad(A.e, true);
+        emb_embedding_set_requires_grad(B.e, true);
+        B.e->read_only = false;
+        fworld_good_step(&A, !sparse_ok, false, 43);
+        fworld_good_step(&B, !sparse_ok, true, 43);
+        fworld_good_step(&C, !sparse_ok, true, 43);
+        EMB_ASSERT_EXACT(fworld_weight(&A), fworld_weight(&C), FV * FD, "unfused world vs C");
+        EMB_ASSERT_EXACT(fworld_weight(&B), fworld_weight(&C), FV * FD, "fused world vs C");
+        assert_int_equal(emb_optimizer_param_steps(B.opt, B.pid), 2);
+        fworld_free(&A);
+        fworld_free(&B);
+        fworld_free(&C);
+    }
 }
 
 /* ---- semantics on small hand-checked cases ----------------------------------------- */
@@ -604,62 +783,119 @@ static void test_adam_first_step(void **state) {
     }
 }
 
-/* The fused step equals backward_sparse + step_sparse, bit for bit, with padding and many
- * duplicates (more than 16 entries: the unstable sort's introsort order). */
+/* The fused step equals backward_sparse + step_sparse, bit for bit, for every optimizer and
+ * option that takes sparse gradients, with and without a padding row (positive and
+ * negative padding_idx), int32 and int64 indices, many duplicates (more than 16 entries:
+ * the unstable sort's introsort order), empty and all-padding steps, and after a dense
+ * step (SGD's dense momentum buffer, Adagrad's state). */
 static void test_fused_equals_unfused(void **state) {
     (void)state;
-    enum { V = 11, D = 7, N = 90 };
-    emb_optim_options opts[5];
-    opts[0] = emb_optim_options_default(EMB_OPTIM_SGD);
-    opts[0].lr = 0.1;
-    opts[1] = opts[0];
-    opts[1].momentum = 0.9;
-    opts[1].nesterov = true;
-    opts[2] = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
-    opts[2].lr_decay = 0.1;
-    opts[3] = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
-    opts[4] = opts[3];
-    opts[4].maximize = true;
-    for (int c = 0; c < 5; c++) {
-        float w0[V * D];
-        fill(w0, V * D, 10 + (unsigned)c);
-        emb_embedding_options eo = emb_embedding_options_default();
-        eo.padding_idx = 4;
-        eo.sparse = true;
-        emb_embedding *e = NULL;
-        emb_tensor tw = view2(w0, V, D);
-        EMB_OK_OR_FAIL(emb_embedding_from_pretrained(&tw, false, &eo, &e));
-        emb_tensor wu;
-        EMB_OK_OR_FAIL(emb_embedding_weight(e, &wu));
-        float wf[V * D];
-        memcpy(wf, w0, sizeof wf);
-        emb_tensor tf = view2(wf, V, D);
-        emb_optimizer *of = make_opt(opts[c]), *ou = make_opt(opts[c]);
-        int pf, pu;
-        EMB_OK_OR_FAIL(emb_optimizer_add_param(of, &tf, &pf));
-        EMB_OK_OR_FAIL(emb_optimizer_add_param(ou, &wu, &pu));
-        srand(77 + (unsigned)c);
-        for (int s = 0; s < 6; s++) {
-            int32_t idx[N];
-            float go[N * D];
-            for (int i = 0; i < N; i++) idx[i] = (rand() % 3) ? rand() % 3 : rand() % V;
-            fill(go, N * D, 100 + (unsigned)s);
-            int64_t ishape[2] = {9, 10}, gshape[3] = {9, 10, D};
-            emb_tensor ti, tg;
-            EMB_OK_OR_FAIL(emb_tensor_init(&ti, EMB_INT32, idx, 2, ishape));
-            EMB_OK_OR_FAIL(emb_tensor_init(&tg, EMB_FLOAT32, go, 3, gshape));
-            emb_sparse_grad sg;
-            EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, V, D));
-            EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &ti, &tg, &sg));
-            EMB_OK_OR_FAIL(emb_optimizer_step_sparse(ou, pu, &sg));
-            emb_sparse_grad_free(&sg);
-            EMB_OK_OR_FAIL(emb_optimizer_step_fused(of, pf, &ti, &tg, 4));
-            EMB_ASSERT_EXACT(wf, (const float *)wu.data, V * D, "fused vs unfused");
+    enum { V = 11, D = 7, N = 90, NCFG = 12 };
+    emb_optim_options cfg[NCFG];
+    bool dense_first[NCFG] = {false};
+    cfg[0] = emb_optim_options_default(EMB_OPTIM_SGD);
+    cfg[0].lr = 0.1;
+    cfg[1] = cfg[0];
+    cfg[1].maximize = true;
+    cfg[2] = cfg[0];
+    cfg[2].momentum = 0.9;
+    cfg[3] = cfg[2];
+    cfg[3].momentum = 0.5;
+    cfg[3].dampening = 0.25;
+    cfg[3].maximize = true;
+    cfg[4] = cfg[2];
+    cfg[4].nesterov = true;
+    cfg[5] = cfg[2];
+    dense_first[5] = true;
+    cfg[6] = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    cfg[7] = cfg[6];
+    cfg[7].lr = 0.3;
+    cfg[7].lr_decay = 0.1;
+    cfg[7].initial_accumulator_value = 0.2;
+    cfg[7].maximize = true;
+    cfg[8] = cfg[6];
+    cfg[8].eps = 1e-3;
+    dense_first[8] = true;
+    cfg[9] = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    cfg[10] = cfg[9];
+    cfg[10].lr = 0.02;
+    cfg[10].beta1 = 0.5;
+    cfg[10].beta2 = 0.9;
+    cfg[10].eps = 1e-4;
+    cfg[10].maximize = true;
+    cfg[11] = cfg[3];
+    cfg[11].nesterov = false;
+    cfg[11].dampening = 0.0;
+    cfg[11].momentum = 0.99;
+    const int64_t pads[3] = {EMB_PADDING_NONE, 4, -1};
+    uint64_t rng = 2024;
+    for (int c = 0; c < NCFG; c++) {
+        for (int pi = 0; pi < 3; pi++) {
+            for (int i32 = 0; i32 < 2; i32++) {
+                float w0[V * D];
+                emb_test_randf(&rng, w0, V * D, -1, 1);
+                emb_embedding_options eo = emb_embedding_options_default();
+                eo.padding_idx = pads[pi];
+                eo.sparse = true;
+                emb_tensor tw = view2(w0, V, D);
+                emb_embedding *eu = NULL, *ef = NULL;
+                EMB_OK_OR_FAIL(emb_embedding_from_pretrained(&tw, false, &eo, &eu));
+                EMB_OK_OR_FAIL(emb_embedding_from_pretrained(&tw, false, &eo, &ef));
+                const int64_t pad = emb_embedding_padding_idx(ef);
+                emb_tensor wu, wf;
+                EMB_OK_OR_FAIL(emb_embedding_weight(eu, &wu));
+                EMB_OK_OR_FAIL(emb_embedding_weight(ef, &wf));
+                emb_optimizer *ou = make_opt(cfg[c]), *of = make_opt(cfg[c]);
+                int pu, pf;
+                EMB_OK_OR_FAIL(emb_optimizer_add_param(ou, &wu, &pu));
+                EMB_OK_OR_FAIL(emb_optimizer_add_param(of, &wf, &pf));
+                if (dense_first[c]) {
+                    float g[V * D];
+                    emb_test_randf(&rng, g, V * D, -1, 1);
+                    emb_tensor tg = view2(g, V, D);
+                    EMB_OK_OR_FAIL(emb_optimizer_step(ou, pu, &tg));
+                    EMB_OK_OR_FAIL(emb_optimizer_step(of, pf, &tg));
+                }
+                for (int s = 0; s < 6; s++) {
+                    /* step 2: empty; step 4: all padding (when there is a padding row) */
+                    const int64_t n = s == 2 ? 0 : s == 4 ? 5 : N;
+                    int64_t i64[N];
+                    int32_t i32v[N];
+                    float go[N * D];
+                    for (int64_t i = 0; i < n; i++) {
+                        uint64_t r = emb_test_next_u64(&rng);
+                        int64_t v = (r % 3) ? (int64_t)((r >> 8) % 3) : (int64_t)((r >> 8) % V);
+                        if (s == 4 && pad != EMB_PADDING_NONE) v = pad;
+                        else if (pad != EMB_PADDING_NONE && (r >> 20) % 5 == 0) v = pad;
+                        i64[i] = v;
+                        i32v[i] = (int32_t)v;
+                    }
+                    emb_test_randf(&rng, go, n * D, -2, 2);
+                    emb_tensor ti = i32 ? emb_test_view(EMB_INT32, n ? i32v : NULL, 2, SHP(n / 5, 5))
+                                        : emb_test_view(EMB_INT64, n ? i64 : NULL, 2, SHP(n / 5, 5));
+                    emb_tensor tg =
+                        emb_test_view(EMB_FLOAT32, n ? go : NULL, 3, SHP(n / 5, 5, D));
+                    emb_sparse_grad sg;
+                    EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, V, D));
+                    EMB_OK_OR_FAIL(emb_embedding_backward_sparse(eu, &ti, &tg, &sg));
+                    EMB_OK_OR_FAIL(emb_optimizer_step_sparse(ou, pu, &sg));
+                    emb_sparse_grad_free(&sg);
+                    EMB_OK_OR_FAIL(emb_optimizer_step_fused(of, pf, ef, &ti, &tg));
+                    char what[96];
+                    snprintf(what, sizeof what, "config %d padding %lld int%d step %d", c,
+                             (long long)pads[pi], i32 ? 32 : 64, s);
+                    EMB_ASSERT_EXACT((const float *)wf.data, (const float *)wu.data, V * D,
+                                     what);
+                    assert_int_equal(emb_optimizer_param_steps(of, pf),
+                                     emb_optimizer_param_steps(ou, pu));
+                }
+                assert_int_equal(emb_optimizer_param_steps(of, pf), 6 + dense_first[c]);
+                emb_optimizer_free(of);
+                emb_optimizer_free(ou);
+                emb_embedding_free(ef);
+                emb_embedding_free(eu);
+            }
         }
-        assert_int_equal(emb_optimizer_param_steps(of, pf), 6);
-        emb_optimizer_free(of);
-        emb_optimizer_free(ou);
-        emb_embedding_free(e);
     }
 }
 
@@ -734,7 +970,7 @@ int main(void) {
         cmocka_unit_test(test_step_errors),
         cmocka_unit_test(test_sgd_buffer_kind_errors),
         cmocka_unit_test(test_step_sparse_errors),
-        cmocka_unit_test(test_step_fused_errors),
+        cmocka_unit_test(test_fused_refusals),
         cmocka_unit_test(test_sgd_sparse_sequential),
         cmocka_unit_test(test_coalescing_rules),
         cmocka_unit_test(test_adam_first_step),
