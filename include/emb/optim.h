@@ -44,8 +44,9 @@ EMB_API emb_optim_options emb_optim_options_default(emb_optim_kind kind);
 
 /* Validates the options (PyTorch's checks and messages: "Invalid learning rate: -1.0",
  * "Invalid beta parameter at index 0: 1.0", "Nesterov momentum requires a momentum and zero
- * dampening", ...; NaN is rejected everywhere PyTorch checks a sign, SGD included) and
- * creates the optimizer. Errors: EMB_ERR_NULL, EMB_ERR_INVALID (also an unknown kind),
+ * dampening", ...; stricter than PyTorch: every value an optimizer uses must be finite, so
+ * NaN and infinities are rejected with the same message form, "Invalid learning rate: inf",
+ * "Invalid dampening value: nan") and creates the optimizer. Errors: EMB_ERR_NULL, EMB_ERR_INVALID (also an unknown kind),
  * EMB_ERR_NOMEM; *out is untouched on error. */
 EMB_API emb_status emb_optimizer_create(const emb_optim_options *opts, emb_optimizer **out);
 EMB_API void emb_optimizer_free(emb_optimizer *opt);
@@ -59,6 +60,26 @@ EMB_API void emb_optimizer_free(emb_optimizer *opt);
  * in more than one parameter group"), EMB_ERR_OVERFLOW, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_optimizer_add_param(emb_optimizer *opt, const emb_tensor *param,
                                            int *param_id);
+
+/* The learning rate of every parameter (PyTorch: optimizer.param_groups[0]['lr'] = lr, for
+ * a scheduler). Takes effect from the next step, exactly as in PyTorch: every step reads
+ * the current lr (Adagrad's lr / (1 + (step - 1) * lr_decay), Adam's lr / bias_correction1
+ * and AdamW's 1 - lr * weight_decay included); state and step counts are kept.
+ * Validated like emb_optimizer_create ("Invalid learning rate: -0.1"; NaN and infinities
+ * rejected; SparseAdam needs lr > 0). Errors: EMB_ERR_NULL, EMB_ERR_INVALID (lr unchanged).
+ * Not thread-safe against any other call on the same optimizer. */
+EMB_API emb_status emb_optimizer_set_lr(emb_optimizer *opt, double lr);
+/* The current learning rate; NaN when opt is NULL. */
+EMB_API double emb_optimizer_get_lr(const emb_optimizer *opt);
+
+/* Creates a parameter's state now instead of on its first step (Adagrad's sum, filled with
+ * initial_accumulator_value; Adam/AdamW's exp_avg, exp_avg_sq and max_exp_avg_sq;
+ * SparseAdam's exp_avg and exp_avg_sq). Results stay bit-identical to lazy creation. SGD
+ * has no state to create: its momentum buffer is, as in PyTorch, the first step's gradient
+ * itself (dense or sparse), so it stays lazy (this call does nothing for SGD). Calling it
+ * again does nothing. Errors: EMB_ERR_NULL, EMB_ERR_INDEX (param_id), EMB_ERR_NOMEM
+ * (nothing kept). */
+EMB_API emb_status emb_optimizer_init_state(emb_optimizer *opt, int param_id);
 
 /* One optimizer step for one parameter with a dense gradient (same shape as the parameter).
  * Errors: EMB_ERR_NULL, EMB_ERR_INDEX (unknown param_id), EMB_ERR_DTYPE, EMB_ERR_SHAPE,

@@ -147,42 +147,55 @@ static emb_status invalid_value(const char *what, double x) {
     return emb__error(EMB_ERR_INVALID, "Invalid %s: %s", what, pyfloat(x, b, sizeof b));
 }
 
+/* PyTorch's check `0.0 <= x` (which lets +inf through and, for SGD's `x < 0.0`, NaN too),
+ * plus emb's own: the value must be finite. */
+static bool nonneg_finite(double x) { return x >= 0.0 && isfinite(x); }
+
+/* The learning rate check of an optimizer kind (create and emb_optimizer_set_lr). */
+static emb_status check_lr(emb_optim_kind kind, double lr) {
+    bool ok = kind == EMB_OPTIM_SPARSE_ADAM ? lr > 0.0 && isfinite(lr) : nonneg_finite(lr);
+    return ok ? EMB_OK : invalid_value("learning rate", lr);
+}
+
+/* PyTorch's checks and messages in PyTorch's order; emb also rejects every non-finite
+ * value a kind uses (docs/differences.md), with the same message form. */
 static emb_status check_options(const emb_optim_options *o) {
     switch (o->kind) {
     case EMB_OPTIM_SGD:
-        /* PyTorch tests `x < 0.0`, which lets NaN through; emb rejects NaN too. */
-        if (!(o->lr >= 0.0)) return invalid_value("learning rate", o->lr);
-        if (!(o->momentum >= 0.0)) return invalid_value("momentum value", o->momentum);
-        if (!(o->weight_decay >= 0.0))
+        if (check_lr(o->kind, o->lr)) return EMB_ERR_INVALID;
+        if (!nonneg_finite(o->momentum)) return invalid_value("momentum value", o->momentum);
+        if (!nonneg_finite(o->weight_decay))
             return invalid_value("weight_decay value", o->weight_decay);
+        /* PyTorch never checks dampening; emb only requires it to be finite. */
+        if (!isfinite(o->dampening)) return invalid_value("dampening value", o->dampening);
         if (o->nesterov && (o->momentum <= 0.0 || o->dampening != 0.0))
             return emb__error(EMB_ERR_INVALID,
                               "Nesterov momentum requires a momentum and zero dampening");
         return EMB_OK;
     case EMB_OPTIM_ADAGRAD:
-        if (!(o->lr >= 0.0)) return invalid_value("learning rate", o->lr);
-        if (!(o->lr_decay >= 0.0)) return invalid_value("lr_decay value", o->lr_decay);
-        if (!(o->weight_decay >= 0.0))
+        if (check_lr(o->kind, o->lr)) return EMB_ERR_INVALID;
+        if (!nonneg_finite(o->lr_decay)) return invalid_value("lr_decay value", o->lr_decay);
+        if (!nonneg_finite(o->weight_decay))
             return invalid_value("weight_decay value", o->weight_decay);
-        if (!(o->initial_accumulator_value >= 0.0))
+        if (!nonneg_finite(o->initial_accumulator_value))
             return invalid_value("initial_accumulator_value value",
                                  o->initial_accumulator_value);
-        if (!(o->eps >= 0.0)) return invalid_value("epsilon value", o->eps);
+        if (!nonneg_finite(o->eps)) return invalid_value("epsilon value", o->eps);
         return EMB_OK;
     case EMB_OPTIM_ADAM:
     case EMB_OPTIM_ADAMW:
-        if (!(o->lr >= 0.0)) return invalid_value("learning rate", o->lr);
-        if (!(o->eps >= 0.0)) return invalid_value("epsilon value", o->eps);
+        if (check_lr(o->kind, o->lr)) return EMB_ERR_INVALID;
+        if (!nonneg_finite(o->eps)) return invalid_value("epsilon value", o->eps);
         if (!(o->beta1 >= 0.0 && o->beta1 < 1.0))
             return invalid_value("beta parameter at index 0", o->beta1);
         if (!(o->beta2 >= 0.0 && o->beta2 < 1.0))
             return invalid_value("beta parameter at index 1", o->beta2);
-        if (!(o->weight_decay >= 0.0))
+        if (!nonneg_finite(o->weight_decay))
             return invalid_value("weight_decay value", o->weight_decay);
         return EMB_OK;
     case EMB_OPTIM_SPARSE_ADAM:
-        if (!(o->lr > 0.0)) return invalid_value("learning rate", o->lr);
-        if (!(o->eps > 0.0)) return invalid_value("epsilon value", o->eps);
+        if (check_lr(o->kind, o->lr)) return EMB_ERR_INVALID;
+        if (!(o->eps > 0.0 && isfinite(o->eps))) return invalid_value("epsilon value", o->eps);
         if (!(o->beta1 >= 0.0 && o->beta1 < 1.0))
             return invalid_value("beta parameter at index 0", o->beta1);
         if (!(o->beta2 >= 0.0 && o->beta2 < 1.0))
@@ -328,6 +341,23 @@ static emb_status ensure_state(const emb_optimizer *opt, param_state *ps) {
     ps->s3 = b[2];
     ps->initialized = true;
     return EMB_OK;
+}
+
+emb_status emb_optimizer_set_lr(emb_optimizer *opt, double lr) {
+    if (!opt) return emb__null("opt");
+    emb_status st = check_lr(opt->o.kind, lr);
+    if (st) return st;
+    opt->o.lr = lr;
+    return EMB_OK;
+}
+
+double emb_optimizer_get_lr(const emb_optimizer *opt) { return opt ? opt->o.lr : NAN; }
+
+emb_status emb_optimizer_init_state(emb_optimizer *opt, int param_id) {
+    param_state *ps = NULL;
+    emb_status st = get_param(opt, param_id, &ps);
+    if (st) return st;
+    return ensure_state(opt, ps);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "kernels/dispatch.h"
-#include "nn/embedding_internal.h" /* read_only, until emb_embedding_wrap lands */
+#include "nn/embedding_internal.h" /* the read_only flag, to make a world read-only */
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -162,6 +162,241 @@ static void test_create_errors(void **state) {
     EMB_OK_OR_FAIL(emb_optimizer_create(&o, &out));
     emb_optimizer_free(out);
     emb_optimizer_free(NULL);
+}
+
+/* ---- non-finite hyper-parameters, set_lr, init_state, empty parameters --------------- */
+
+/* emb is stricter than PyTorch: every non-finite value an optimizer uses is refused
+ * (fuzzer finding: SGD took a NaN dampening and infinite lr or momentum, and the parameters
+ * became NaN). */
+static void test_nonfinite_options(void **state) {
+    (void)state;
+    static const bad_case cases[] = {
+        {EMB_OPTIM_SGD, "lr", INFINITY, "Invalid learning rate: inf"},
+        {EMB_OPTIM_SGD, "momentum", INFINITY, "Invalid momentum value: inf"},
+        {EMB_OPTIM_SGD, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
+        {EMB_OPTIM_SGD, "dampening", NAN, "Invalid dampening value: nan"},
+        {EMB_OPTIM_SGD, "dampening", INFINITY, "Invalid dampening value: inf"},
+        {EMB_OPTIM_SGD, "dampening", -INFINITY, "Invalid dampening value: -inf"},
+        {EMB_OPTIM_ADAGRAD, "lr", INFINITY, "Invalid learning rate: inf"},
+        {EMB_OPTIM_ADAGRAD, "lr_decay", INFINITY, "Invalid lr_decay value: inf"},
+        {EMB_OPTIM_ADAGRAD, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
+        {EMB_OPTIM_ADAGRAD, "init", INFINITY, "Invalid initial_accumulator_value value: inf"},
+        {EMB_OPTIM_ADAGRAD, "eps", INFINITY, "Invalid epsilon value: inf"},
+        {EMB_OPTIM_ADAM, "lr", INFINITY, "Invalid learning rate: inf"},
+        {EMB_OPTIM_ADAM, "eps", INFINITY, "Invalid epsilon value: inf"},
+        {EMB_OPTIM_ADAM, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
+        {EMB_OPTIM_ADAMW, "lr", INFINITY, "Invalid learning rate: inf"},
+        {EMB_OPTIM_ADAMW, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
+        {EMB_OPTIM_SPARSE_ADAM, "lr", INFINITY, "Invalid learning rate: inf"},
+        {EMB_OPTIM_SPARSE_ADAM, "eps", INFINITY, "Invalid epsilon value: inf"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        emb_optim_options o = emb_optim_options_default(cases[i].kind);
+        o.momentum = cases[i].kind == EMB_OPTIM_SGD ? 0.9 : 0.0;
+        set_field(&o, cases[i].field, cases[i].value);
+        emb_optimizer *sentinel = (emb_optimizer *)&o, *out = sentinel;
+        emb_clear_error();
+        assert_int_equal(emb_optimizer_create(&o, &out), EMB_ERR_INVALID);
+        if (strcmp(emb_errmsg(), cases[i].msg))
+            fail_msg("case %zu: got \"%s\", want \"%s\"", i, emb_errmsg(), cases[i].msg);
+        assert_ptr_equal(out, sentinel);
+    }
+    /* A finite negative dampening stays allowed (PyTorch never checks it). */
+    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    o.momentum = 0.9;
+    o.dampening = -0.5;
+    emb_optimizer_free(make_opt(o));
+}
+
+static void test_set_lr(void **state) {
+    (void)state;
+    emb_optim_kind kinds[] = {EMB_OPTIM_SGD, EMB_OPTIM_ADAGRAD, EMB_OPTIM_ADAM, EMB_OPTIM_ADAMW,
+                              EMB_OPTIM_SPARSE_ADAM};
+    for (size_t k = 0; k < 5; k++) {
+        emb_optimizer *opt = make_opt(emb_optim_options_default(kinds[k]));
+        const double lr0 = emb_optimizer_get_lr(opt);
+        assert_true(lr0 == emb_optim_options_default(kinds[k]).lr);
+        EMB_EXPECT_ERR(emb_optimizer_set_lr(opt, INFINITY), EMB_ERR_INVALID,
+                       "Invalid learning rate: inf");
+        EMB_EXPECT_ERR(emb_optimizer_set_lr(opt, NAN), EMB_ERR_INVALID,
+                       "Invalid learning rate: nan");
+        EMB_EXPECT_ERR(emb_optimizer_set_lr(opt, -0.25), EMB_ERR_INVALID,
+                       "Invalid learning rate: -0.25");
+        if (kinds[k] == EMB_OPTIM_SPARSE_ADAM)
+            EMB_EXPECT_ERR(emb_optimizer_set_lr(opt, 0.0), EMB_ERR_INVALID,
+                           "Invalid learning rate: 0.0");
+        else
+            EMB_OK_OR_FAIL(emb_optimizer_set_lr(opt, 0.0));
+        assert_true(emb_optimizer_get_lr(opt) == (kinds[k] == EMB_OPTIM_SPARSE_ADAM ? lr0 : 0.0));
+        EMB_OK_OR_FAIL(emb_optimizer_set_lr(opt, 0.125));
+        assert_true(emb_optimizer_get_lr(opt) == 0.125);
+        emb_optimizer_free(opt);
+    }
+    EMB_EXPECT_ERR(emb_optimizer_set_lr(NULL, 0.1), EMB_ERR_NULL, "opt must not be NULL");
+    assert_true(isnan(emb_optimizer_get_lr(NULL)));
+    /* The next step uses the new lr: plain SGD is p = fmaf(g, (float)-lr, p). */
+    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    o.lr = 0.1;
+    emb_optimizer *opt = make_opt(o);
+    float p[4] = {1, 2, 3, 4}, g[4] = {0.5f, -1.5f, 3.0f, 0.1f}, want[4];
+    emb_tensor tp = view1(p, EMB_FLOAT32, 4), tg = view1(g, EMB_FLOAT32, 4);
+    int id;
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+    EMB_OK_OR_FAIL(emb_optimizer_step(opt, id, &tg));
+    for (int i = 0; i < 4; i++) want[i] = fmaf(g[i], (float)-0.1, (float)(i + 1));
+    EMB_ASSERT_EXACT(p, want, 4, "lr 0.1");
+    EMB_OK_OR_FAIL(emb_optimizer_set_lr(opt, 0.7));
+    EMB_OK_OR_FAIL(emb_optimizer_step(opt, id, &tg));
+    for (int i = 0; i < 4; i++) want[i] = fmaf(g[i], (float)-0.7, want[i]);
+    EMB_ASSERT_EXACT(p, want, 4, "lr 0.7");
+    assert_int_equal(emb_optimizer_param_steps(opt, id), 2);
+    emb_optimizer_free(opt);
+}
+
+/* State created up front gives the same bits as lazy state, dense and sparse. */
+static void test_init_state(void **state) {
+    (void)state;
+    emb_optim_options cfg[6];
+    cfg[0] = emb_optim_options_default(EMB_OPTIM_SGD);
+    cfg[0].momentum = 0.9;
+    cfg[0].dampening = 0.1;
+    cfg[1] = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    cfg[1].initial_accumulator_value = 0.3;
+    cfg[2] = emb_optim_options_default(EMB_OPTIM_ADAM);
+    cfg[2].amsgrad = true;
+    cfg[3] = emb_optim_options_default(EMB_OPTIM_ADAMW);
+    cfg[4] = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    cfg[5] = cfg[1];
+    cfg[5].lr_decay = 0.5;
+    for (int c = 0; c < 6; c++) {
+        for (int sparse = 0; sparse < 2; sparse++) {
+            const emb_optim_kind kind = cfg[c].kind;
+            if (sparse && (kind == EMB_OPTIM_ADAM || kind == EMB_OPTIM_ADAMW)) continue;
+            if (!sparse && kind == EMB_OPTIM_SPARSE_ADAM) continue;
+            emb_optimizer *a = make_opt(cfg[c]), *b = make_opt(cfg[c]);
+            float pa[P_N], pb[P_N];
+            fill(pa, P_N, 60);
+            memcpy(pb, pa, sizeof pa);
+            emb_tensor ta = view2(pa, P_ROWS, P_COLS), tb = view2(pb, P_ROWS, P_COLS);
+            int ia, ib;
+            EMB_OK_OR_FAIL(emb_optimizer_add_param(a, &ta, &ia));
+            EMB_OK_OR_FAIL(emb_optimizer_add_param(b, &tb, &ib));
+            EMB_OK_OR_FAIL(emb_optimizer_init_state(a, ia));
+            EMB_OK_OR_FAIL(emb_optimizer_init_state(a, ia)); /* twice: nothing more */
+            assert_int_equal(emb_optimizer_param_steps(a, ia), 0);
+            EMB_ASSERT_EXACT(pa, pb, P_N, "init_state does not touch the parameter");
+            for (int s = 0; s < 4; s++) {
+                float g[P_N];
+                fill(g, P_N, 61 + (unsigned)s);
+                if (sparse) {
+                    int64_t idx[4] = {1, 4, 1, (int64_t)s};
+                    emb_sparse_grad sg = sparse_view(P_ROWS, P_COLS, 4, idx, g);
+                    EMB_OK_OR_FAIL(emb_optimizer_step_sparse(a, ia, &sg));
+                    EMB_OK_OR_FAIL(emb_optimizer_step_sparse(b, ib, &sg));
+                } else {
+                    emb_tensor tg = view2(g, P_ROWS, P_COLS);
+                    EMB_OK_OR_FAIL(emb_optimizer_step(a, ia, &tg));
+                    EMB_OK_OR_FAIL(emb_optimizer_step(b, ib, &tg));
+                }
+                EMB_ASSERT_EXACT(pa, pb, P_N, "up-front state vs lazy state");
+            }
+            emb_optimizer_free(a);
+            emb_optimizer_free(b);
+        }
+    }
+    emb_optimizer *opt = make_opt(emb_optim_options_default(EMB_OPTIM_ADAM));
+    EMB_EXPECT_ERR(emb_optimizer_init_state(NULL, 0), EMB_ERR_NULL, "opt must not be NULL");
+    EMB_EXPECT_ERR(emb_optimizer_init_state(opt, 0), EMB_ERR_INDEX,
+                   "param_id 0 is out of range for an optimizer with 0 parameters");
+    emb_optimizer_free(opt);
+}
+
+/* Fuzzer finding: a parameter without elements ([4, 0]) has a NULL data pointer, and the
+ * steps computed NULL + 0 (undefined in C; the ASan/UBSan build runs this). Every step
+ * kind counts the step and changes nothing. */
+static void test_empty_parameter(void **state) {
+    (void)state;
+    emb_optim_options cfg[5];
+    cfg[0] = emb_optim_options_default(EMB_OPTIM_SGD);
+    cfg[1] = cfg[0];
+    cfg[1].momentum = 0.9;
+    cfg[2] = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    cfg[3] = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    cfg[4] = emb_optim_options_default(EMB_OPTIM_ADAM);
+    for (int c = 0; c < 5; c++) {
+        emb_optimizer *opt = make_opt(cfg[c]);
+        emb_tensor tp = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(4, 0));
+        int id;
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+        int64_t steps = 0;
+        EMB_OK_OR_FAIL(emb_optimizer_init_state(opt, id));
+        if (cfg[c].kind != EMB_OPTIM_SPARSE_ADAM) {
+            emb_tensor tg = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(4, 0));
+            EMB_OK_OR_FAIL(emb_optimizer_step(opt, id, &tg));
+            steps++;
+        }
+        if (cfg[c].kind != EMB_OPTIM_ADAM) {
+            /* two sparse steps (SGD momentum: a new buffer, then a merge) */
+            int64_t rows[3] = {3, 0, 3};
+            float dummy[1] = {0};
+            emb_sparse_grad sg = sparse_view(4, 0, 3, rows, dummy);
+            EMB_OK_OR_FAIL(emb_optimizer_step_sparse(opt, id, &sg));
+            EMB_OK_OR_FAIL(emb_optimizer_step_sparse(opt, id, &sg));
+            steps += 2;
+            /* The fused step needs the table's weight: a [4, 0] parameter is refused. */
+            float w[4 * 2] = {0};
+            emb_tensor tw = view2(w, 4, 2);
+            emb_embedding *e = NULL;
+            EMB_OK_OR_FAIL(emb_embedding_from_pretrained(&tw, false, NULL, &e));
+            int64_t idx[2] = {1, 2};
+            float go[2 * 2] = {1, 2, 3, 4};
+            emb_tensor ti = view1(idx, EMB_INT64, 2), tgo = view2(go, 2, 2);
+            EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, e, &ti, &tgo), EMB_ERR_SHAPE,
+                           "grad is a sparse gradient of size [4, 2], expected [4, 0]");
+            emb_embedding_free(e);
+        }
+        assert_int_equal(emb_optimizer_param_steps(opt, id), steps);
+        emb_optimizer_free(opt);
+    }
+    /* SGD with momentum, sparse steps only (a sparse buffer). */
+    emb_optimizer *opt = make_opt(cfg[1]);
+    emb_tensor tp = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(4, 0));
+    int id;
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+    int64_t rows[3] = {3, 0, 3};
+    float dummy[1] = {0};
+    emb_sparse_grad sg = sparse_view(4, 0, 3, rows, dummy);
+    EMB_OK_OR_FAIL(emb_optimizer_step_sparse(opt, id, &sg));
+    EMB_OK_OR_FAIL(emb_optimizer_step_sparse(opt, id, &sg));
+    assert_int_equal(emb_optimizer_param_steps(opt, id), 2);
+    emb_optimizer_free(opt);
+}
+
+/* A read-only table (emb_embedding_wrap): the fused step refuses to write it, even when the
+ * caller registered the wrapped memory itself. */
+static void test_fused_read_only(void **state) {
+    (void)state;
+    float w[P_N], w0[P_N], go[2 * P_COLS];
+    fill(w, P_N, 70);
+    fill(go, 2 * P_COLS, 71);
+    memcpy(w0, w, sizeof w);
+    emb_tensor tw = view2(w, P_ROWS, P_COLS);
+    emb_storage so = {true, NULL, NULL};
+    emb_embedding *e = NULL;
+    EMB_OK_OR_FAIL(emb_embedding_wrap(&tw, &so, false, NULL, &e));
+    assert_true(emb_embedding_is_read_only(e));
+    emb_optimizer *opt = make_opt(emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM));
+    int id;
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tw, &id));
+    int64_t idx[2] = {1, 3};
+    emb_tensor ti = view1(idx, EMB_INT64, 2), tgo = view2(go, 2, P_COLS);
+    EMB_EXPECT_ERR(emb_optimizer_step_fused(opt, id, e, &ti, &tgo), EMB_ERR_READ_ONLY,
+                   "the embedding's weight is read-only");
+    EMB_ASSERT_EXACT(w, w0, P_N, "read-only table");
+    assert_int_equal(emb_optimizer_param_steps(opt, id), 0);
+    emb_optimizer_free(opt);
+    emb_embedding_free(e);
 }
 
 /* ---- parameters --------------------------------------------------------------------- */
@@ -478,7 +713,7 @@ static void fworld_free(fworld *w) {
 
 static const float *fworld_weight(fworld *w) {
     emb_tensor t;
-    EMB_OK_OR_FAIL(emb_embedding_weight(w->e, &t));
+    EMB_OK_OR_FAIL(emb_embedding_weight_const(w->e, &t));
     return t.data;
 }
 
@@ -966,6 +1201,11 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_create_errors),
+        cmocka_unit_test(test_nonfinite_options),
+        cmocka_unit_test(test_set_lr),
+        cmocka_unit_test(test_init_state),
+        cmocka_unit_test(test_empty_parameter),
+        cmocka_unit_test(test_fused_read_only),
         cmocka_unit_test(test_add_param),
         cmocka_unit_test(test_step_errors),
         cmocka_unit_test(test_sgd_buffer_kind_errors),
