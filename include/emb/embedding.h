@@ -214,6 +214,19 @@ typedef struct emb_sparse_grad {
  * hold storage (free it first). Errors (g unchanged): EMB_ERR_NULL, EMB_ERR_INVALID
  * (negative sizes). */
 EMB_API emb_status emb_sparse_grad_init(emb_sparse_grad *g, int64_t num_rows, int64_t dim);
+/* A sparse gradient built from the caller's own entries (PyTorch:
+ * torch.sparse_coo_tensor(rows.unsqueeze(0), values, (num_rows, dim))): entry k is row
+ * rows[k] with values[k, :], in the given order, duplicates allowed (uncoalesced unless it
+ * has fewer than 2 entries). rows: int64 or int32 [n], each in [0, num_rows); values:
+ * float32 [n, dim]; both copied. Like emb_sparse_grad_init, g must not hold storage (free
+ * it first); release the result with emb_sparse_grad_free.
+ * Errors (g unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (negative sizes), EMB_ERR_DTYPE,
+ * EMB_ERR_SHAPE (rows not 1-D, values not [n, dim]), EMB_ERR_INDEX ("index 7 at position 1
+ * is out of range for a sparse gradient with 5 rows (valid: [0, 5))"), EMB_ERR_OVERFLOW,
+ * EMB_ERR_NOMEM. */
+EMB_API emb_status emb_sparse_grad_from_rows(emb_sparse_grad *g, int64_t num_rows,
+                                             int64_t dim, const emb_tensor *rows,
+                                             const emb_tensor *values);
 /* Forgets all entries and keeps the storage for reuse (optimizer.zero_grad() leaves an
  * empty sparse tensor). NULL is fine. */
 EMB_API void emb_sparse_grad_clear(emb_sparse_grad *g);

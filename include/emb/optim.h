@@ -169,6 +169,85 @@ EMB_API emb_status emb_optimizer_step_fused_bag(emb_optimizer *opt, int param_id
  * NULL or param_id unknown. */
 EMB_API int64_t emb_optimizer_param_steps(const emb_optimizer *opt, int param_id);
 
+/* ---------------------------------------------------------------------------------------
+ * Hogwild: several threads updating rows of one table concurrently
+ *
+ * Lock-free row updates as word2vec and fastText train: the optimizer's own bookkeeping
+ * (step count, lazily created state, scratch) is kept out of the concurrent part.
+ *   once:      emb_optimizer_init_state(opt, id)         (state up front; never lazily)
+ *   per step:  emb_optimizer_advance_step(opt, id)       (one thread, no update running)
+ *              then any number of threads, each:
+ *              emb_optimizer_update_rows(opt, id, rows, values)
+ * Safe: concurrent emb_optimizer_update_rows calls on the same or different parameters of
+ * one optimizer. Each call reads the optimizer (options, step count, state pointers), writes
+ * only the parameter's rows named in `rows` and the same rows of its per-row state (Adagrad's
+ * sum, SparseAdam's moments), allocates only its own scratch, and never changes the step
+ * count or the optimizer object. Calls whose row sets are disjoint do not race at all: the
+ * result equals running them one after the other, in any order, bit for bit (the ThreadSanitizer
+ * test shows it). Calls whose row sets overlap race on those rows' floats BY DESIGN
+ * (Hogwild): an update may be lost or mixed with another, the result depends on timing, and
+ * it is a data race in the C sense (ThreadSanitizer reports it); every value is still some
+ * float computed from finite inputs (no tearing of aligned 4-byte floats on the supported
+ * CPUs). Use overlapping updates only where that is acceptable, as word2vec does.
+ * Not safe while updates run: any other call that takes the optimizer (step, step_sparse,
+ * step_fused, advance_step, init_state, set_lr, load_state, add_param, free) or writes the
+ * table (a forward with max_norm, renorm); a lookup of rows being updated reads values
+ * mid-update (again a race by design). emb's own threads are not used inside the call.
+ * ------------------------------------------------------------------------------------- */
+
+/* Advances the parameter's step count by one (the step that the following row updates
+ * belong to: Adagrad's lr_decay and SparseAdam's bias corrections read it). Not
+ * thread-safe. Errors: EMB_ERR_NULL, EMB_ERR_INDEX, EMB_ERR_OVERFLOW. */
+EMB_API emb_status emb_optimizer_advance_step(emb_optimizer *opt, int param_id);
+
+/* Applies the sparse update of the current step (the step count as advanced by
+ * emb_optimizer_advance_step, not advanced again) for the gradient entries rows[k] with
+ * values[k, :]: the same rule and bits as emb_optimizer_step_sparse (SGD entry by entry in
+ * order; Adagrad and SparseAdam sum duplicate rows in coalesce() order first), so that
+ * advance_step + update_rows(all entries) == step_sparse(the same entries).
+ * rows: int64 or int32 [n], values in [0, rows of the parameter); values: float32 [n, dim];
+ * both read only. Optimizers: SGD without momentum, Adagrad, SparseAdam, with the options
+ * emb_optimizer_step_sparse accepts.
+ * Errors (nothing changed): EMB_ERR_NULL, EMB_ERR_INDEX (param_id, or a row out of range:
+ * "index 9 at position 2 is out of range for a parameter with 5 rows ..."), EMB_ERR_DTYPE,
+ * EMB_ERR_SHAPE (rows not 1-D, values not [n, dim], a parameter that is not 2-D),
+ * EMB_ERR_UNSUPPORTED (Adam, AdamW, options that reject sparse gradients, SGD with momentum:
+ * its buffer is one tensor for the whole parameter), EMB_ERR_STATE (no step yet: call
+ * emb_optimizer_advance_step; Adagrad/SparseAdam without state: call
+ * emb_optimizer_init_state), EMB_ERR_NOMEM. Thread safety: see above. */
+EMB_API emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
+                                             const emb_tensor *rows, const emb_tensor *values);
+
+/* ---------------------------------------------------------------------------------------
+ * State save / load (PyTorch: optimizer.state_dict() / load_state_dict())
+ *
+ * The whole state: the options (lr included, as param_groups), and per parameter the step
+ * count, the dense state buffers (Adagrad's sum, Adam/AdamW's exp_avg, exp_avg_sq,
+ * max_exp_avg_sq, SparseAdam's exp_avg, exp_avg_sq) and SGD's momentum buffer, dense or
+ * sparse (its rows and values in stored order). Layout: docs/optimizer-state.md (version 1,
+ * little-endian, magic "EMBOPTST", FNV-1a 64 checksum). Loading into an optimizer of the same
+ * kind with the same parameters (registered in the same order with the same shapes)
+ * resumes training bit-identically. The parameters' values are not part of the state (save
+ * the tables themselves).
+ * ------------------------------------------------------------------------------------- */
+
+/* Bytes emb_optimizer_save_state writes now (changes as state is created or SGD's sparse
+ * buffer grows); 0 when opt is NULL or the size does not fit in size_t. */
+EMB_API size_t emb_optimizer_state_size(const emb_optimizer *opt);
+
+/* Writes the state into buf (n >= emb_optimizer_state_size(opt) bytes; exactly that many
+ * are written). Errors: EMB_ERR_NULL, EMB_ERR_INVALID (buf too small; nothing written),
+ * EMB_ERR_OVERFLOW. */
+EMB_API emb_status emb_optimizer_save_state(const emb_optimizer *opt, void *buf, size_t n);
+
+/* Replaces the optimizer's options and state with a saved state of exactly n bytes.
+ * Everything is validated before anything changes: EMB_ERR_FORMAT for a truncated or
+ * over-long buffer, a wrong magic, an unsupported version, a checksum mismatch, another
+ * optimizer kind, invalid options, another number of parameters, a parameter of another
+ * shape, or an inconsistent record (state an optimizer does not have, a momentum buffer
+ * row out of range); EMB_ERR_NULL; EMB_ERR_NOMEM. Optimizer unchanged on error. */
+EMB_API emb_status emb_optimizer_load_state(emb_optimizer *opt, const void *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -173,3 +173,44 @@ emb_status emb_sparse_grad_add_to_dense(const emb_sparse_grad *g, emb_tensor *de
     }
     return EMB_OK;
 }
+
+emb_status emb_sparse_grad_from_rows(emb_sparse_grad *g, int64_t num_rows, int64_t dim,
+                                     const emb_tensor *rows, const emb_tensor *values) {
+    if (!g) return emb__null("grad");
+    if (num_rows < 0 || dim < 0)
+        return emb__error(EMB_ERR_INVALID,
+                          "a sparse gradient needs non-negative sizes, got [%" PRId64
+                          ", %" PRId64 "]",
+                          num_rows, dim);
+    emb_status st = emb__check_indices(rows, "rows", "emb_sparse_grad_from_rows");
+    if (st) return st;
+    if (rows->ndim != 1) {
+        char b[300];
+        return emb__error(EMB_ERR_SHAPE, "rows must be 1-D, got shape %s",
+                          emb__shape_fmt(b, sizeof b, rows->ndim, rows->shape));
+    }
+    if (!values) return emb__null("values");
+    const int64_t n = rows->shape[0];
+    const int64_t vshape[2] = {n, dim};
+    st = emb__check_f32_shape(values, "values", 2, vshape);
+    if (st) return st;
+    int64_t bad = emb__find_bad_index(rows, num_rows);
+    if (bad >= 0) return emb__index_error(rows, bad, num_rows, "a sparse gradient");
+    int64_t *idx = NULL;
+    float *val = NULL;
+    if (n > 0) {
+        st = emb__sparse_grad_alloc(n, dim, &idx, &val);
+        if (st) return st;
+        for (int64_t i = 0; i < n; i++) idx[i] = emb__index_at(rows, i);
+        if (n * dim > 0) memcpy(val, values->data, (size_t)(n * dim) * sizeof(float));
+    }
+    memset(g, 0, sizeof *g);
+    g->num_rows = num_rows;
+    g->dim = dim;
+    g->nnz = n;
+    g->capacity = n;
+    g->indices = idx;
+    g->values = val;
+    g->coalesced = n < 2; /* as a fresh gradient from emb_embedding_backward_sparse */
+    return EMB_OK;
+}

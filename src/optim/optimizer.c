@@ -651,7 +651,7 @@ static void coalesced_update(const emb__optim_kernel_table *K, const spview *g,
 #define KEY(i) g->rows[perm ? perm[i] : (i)]
 #define VAL(i) sv_row(g, perm ? perm[i] : (i))
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
 #endif
     for (int t = 0; t < nt; t++) {
         float *acc = scratch + (int64_t)t * dim;
@@ -1084,4 +1084,461 @@ emb_status emb_optimizer_step_fused_bag(emb_optimizer *opt, int param_id, const 
     }
     emb__bag_entries_free(&en);
     return st;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Hogwild: row updates from several threads (see optim.h for what is safe)
+ * ------------------------------------------------------------------------------------- */
+
+emb_status emb_optimizer_advance_step(emb_optimizer *opt, int param_id) {
+    param_state *ps = NULL;
+    emb_status st = get_param(opt, param_id, &ps);
+    if (st) return st;
+    if (ps->steps == INT64_MAX)
+        return emb__error(EMB_ERR_OVERFLOW, "parameter %d: the step count overflows", param_id);
+    ps->steps++;
+    return EMB_OK;
+}
+
+emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
+                                     const emb_tensor *rows, const emb_tensor *values) {
+    if (!opt) return emb__null("opt");
+    if (param_id < 0 || param_id >= opt->nparams)
+        return emb__error(EMB_ERR_INDEX,
+                          "param_id %d is out of range for an optimizer with %d parameters "
+                          "(valid: [0, %d))",
+                          param_id, opt->nparams, opt->nparams);
+    const param_state *ps = &opt->ps[param_id];
+    emb_status st = emb__check_indices(rows, "rows", "emb_optimizer_update_rows");
+    if (st) return st;
+    if (rows->ndim != 1) {
+        char b[300];
+        return emb__error(EMB_ERR_SHAPE, "rows must be 1-D, got shape %s",
+                          emb__shape_fmt(b, sizeof b, rows->ndim, rows->shape));
+    }
+    if (!values) return emb__null("values");
+    st = check_sparse_kind(opt, ps, param_id);
+    if (st) return st;
+    const int64_t nrows = ps->shape[0], dim = ps->shape[1], n = rows->shape[0];
+    const int64_t vshape[2] = {n, dim};
+    st = emb__check_f32_shape(values, "values", 2, vshape);
+    if (st) return st;
+    int64_t bad = emb__find_bad_index(rows, nrows);
+    if (bad >= 0) return emb__index_error(rows, bad, nrows, "a parameter");
+    st = check_sparse_options(opt, ps, param_id);
+    if (st) return st;
+    const emb_optim_options *o = &opt->o;
+    if (o->kind == EMB_OPTIM_SGD && o->momentum != 0.0)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "SGD with momentum cannot update rows concurrently: its momentum "
+                          "buffer is one tensor for the whole parameter that every step "
+                          "rewrites (PyTorch's sparse buffer merges all rows)");
+    if (ps->steps < 1)
+        return emb__error(EMB_ERR_STATE,
+                          "parameter %d has made no step: call emb_optimizer_advance_step "
+                          "before its row updates", param_id);
+    if (o->kind != EMB_OPTIM_SGD && !ps->initialized)
+        return emb__error(EMB_ERR_STATE,
+                          "parameter %d has no state: call emb_optimizer_init_state before "
+                          "row updates (they never allocate state)", param_id);
+    if (n == 0) return EMB_OK;
+
+    /* The entries as a sparse gradient of this step, rows as int64. */
+    const emb__optim_kernel_table *K = emb__kernels()->optim;
+    int64_t *keys = NULL;
+    if (rows->dtype != EMB_INT64) {
+        st = alloc_i64(n, &keys, "emb_optimizer_update_rows");
+        if (st) return st;
+        for (int64_t i = 0; i < n; i++) keys[i] = emb__index_at(rows, i);
+    }
+    const spview g = {n, dim, keys ? keys : rows->data, values->data, NULL, false};
+    float *p = param_data(ps);
+    if (o->kind == EMB_OPTIM_SGD) {
+        const float neg_lr = (float)(-o->lr), alpha = o->maximize ? -neg_lr : neg_lr;
+        for (int64_t k = 0; k < n; k++) K->axpy(p + g.rows[k] * dim, sv_row(&g, k), alpha, dim);
+        emb_free(keys);
+        return EMB_OK;
+    }
+    /* Adagrad, SparseAdam: coalesce on this thread, then one update per unique row. */
+    bool ascending = true;
+    for (int64_t k = 1; ascending && k < n; k++) ascending = g.rows[k - 1] < g.rows[k];
+    int64_t *perm = NULL;
+    float *acc = NULL;
+    if (!ascending) {
+        int64_t n3;
+        st = emb__mul_i64(n, 3, &n3) ? alloc_i64(n3, &perm, "emb_optimizer_update_rows")
+                                     : emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " rows overflow", n);
+    }
+    if (!st) st = alloc_f32(1, dim, &acc, "emb_optimizer_update_rows");
+    if (st) {
+        emb_free(keys);
+        emb_free(perm);
+        return st;
+    }
+    if (perm) emb__argsort_unstable_i64(g.rows, n, perm, perm + n);
+    row_update u;
+    memset(&u, 0, sizeof u);
+    u.kind = o->kind;
+    u.p = p;
+    u.s1 = ps->s1;
+    u.s2 = ps->s2;
+    if (o->kind == EMB_OPTIM_ADAGRAD) u.ag = adagrad_args(o, ps->steps);
+    else u.sa = sparse_adam_args(o, ps->steps);
+    coalesced_update(K, &g, perm, o->maximize ? -1.0f : 1.0f, &u, acc, 1);
+    emb_free(keys);
+    emb_free(perm);
+    emb_free(acc);
+    return EMB_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * State save / load: the binary layout of docs/optimizer-state.md (version 1)
+ * ------------------------------------------------------------------------------------- */
+
+#define STATE_MAGIC "EMBOPTST"
+#define STATE_VERSION 1u
+#define STATE_HEADER 96 /* magic 8, version 4, kind 4, 9 doubles 72, flags 4, nparams 4 */
+#define PARAM_HEADER 32 /* ndim 4, flags 4, steps 8, buf_kind 4, reserved 4, sp_nnz 8 */
+
+/* Number of dense state buffers of numel floats an initialized parameter holds. */
+static int state_buffers(const emb_optim_options *o) {
+    switch (o->kind) {
+    case EMB_OPTIM_ADAGRAD: return 1;
+    case EMB_OPTIM_ADAM:
+    case EMB_OPTIM_ADAMW: return o->amsgrad ? 3 : 2;
+    case EMB_OPTIM_SPARSE_ADAM: return 2;
+    default: return 0;
+    }
+}
+
+static uint64_t fnv1a64(const unsigned char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static void put_u32(unsigned char **p, uint32_t v) {
+    for (int i = 0; i < 4; i++) (*p)[i] = (unsigned char)(v >> (8 * i));
+    *p += 4;
+}
+static void put_u64(unsigned char **p, uint64_t v) {
+    for (int i = 0; i < 8; i++) (*p)[i] = (unsigned char)(v >> (8 * i));
+    *p += 8;
+}
+static void put_f64(unsigned char **p, double x) {
+    uint64_t v;
+    memcpy(&v, &x, 8);
+    put_u64(p, v);
+}
+static void put_f32s(unsigned char **p, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v;
+        memcpy(&v, &x[i], 4);
+        put_u32(p, v);
+    }
+}
+static uint32_t get_u32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+static double get_f64(const unsigned char *p) {
+    uint64_t v = get_u64(p);
+    double x;
+    memcpy(&x, &v, 8);
+    return x;
+}
+static void get_f32s(float *x, const unsigned char *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v = get_u32(p + 4 * i);
+        memcpy(&x[i], &v, 4);
+    }
+}
+
+/* Bytes of one parameter's record (header, shape, data); false on overflow. */
+static bool param_record_size(const param_state *ps, int nbuf, uint64_t *out) {
+    uint64_t n = PARAM_HEADER + 8u * (uint64_t)ps->ndim;
+    uint64_t numel = (uint64_t)ps->numel, add;
+    if (ps->initialized) {
+        if (__builtin_mul_overflow(numel, 4u * (uint64_t)nbuf, &add) ||
+            __builtin_add_overflow(n, add, &n))
+            return false;
+    }
+    if (ps->buf_kind == BUF_DENSE) {
+        if (__builtin_mul_overflow(numel, 4u, &add) || __builtin_add_overflow(n, add, &n))
+            return false;
+    } else if (ps->buf_kind == BUF_SPARSE) {
+        uint64_t per = 8u + 4u * (uint64_t)ps->shape[1];
+        if (__builtin_mul_overflow((uint64_t)ps->sp_nnz, per, &add) ||
+            __builtin_add_overflow(n, add, &n))
+            return false;
+    }
+    *out = n;
+    return true;
+}
+
+size_t emb_optimizer_state_size(const emb_optimizer *opt) {
+    if (!opt) return 0;
+    uint64_t n = STATE_HEADER + 8; /* + checksum */
+    const int nbuf = state_buffers(&opt->o);
+    for (int i = 0; i < opt->nparams; i++) {
+        uint64_t r;
+        if (!param_record_size(&opt->ps[i], nbuf, &r) || __builtin_add_overflow(n, r, &n))
+            return 0;
+    }
+    return n > SIZE_MAX ? 0 : (size_t)n;
+}
+
+emb_status emb_optimizer_save_state(const emb_optimizer *opt, void *buf, size_t n) {
+    if (!opt) return emb__null("opt");
+    if (!buf) return emb__null("buf");
+    const size_t need = emb_optimizer_state_size(opt);
+    if (need == 0) return emb__error(EMB_ERR_OVERFLOW, "the optimizer state is too large");
+    if (n < need)
+        return emb__error(EMB_ERR_INVALID,
+                          "buf holds %zu bytes; the optimizer state needs %zu "
+                          "(emb_optimizer_state_size)",
+                          n, need);
+    const emb_optim_options *o = &opt->o;
+    const int nbuf = state_buffers(o);
+    unsigned char *p = buf;
+    memcpy(p, STATE_MAGIC, 8);
+    p += 8;
+    put_u32(&p, STATE_VERSION);
+    put_u32(&p, (uint32_t)o->kind);
+    const double f[9] = {o->lr,  o->momentum, o->dampening, o->weight_decay, o->lr_decay,
+                         o->initial_accumulator_value, o->eps, o->beta1, o->beta2};
+    for (int i = 0; i < 9; i++) put_f64(&p, f[i]);
+    put_u32(&p, (uint32_t)(o->nesterov | o->amsgrad << 1 | o->maximize << 2));
+    put_u32(&p, (uint32_t)opt->nparams);
+    for (int i = 0; i < opt->nparams; i++) {
+        const param_state *ps = &opt->ps[i];
+        put_u32(&p, (uint32_t)ps->ndim);
+        put_u32(&p, ps->initialized ? 1u : 0u);
+        put_u64(&p, (uint64_t)ps->steps);
+        put_u32(&p, (uint32_t)ps->buf_kind);
+        put_u32(&p, 0);
+        put_u64(&p, (uint64_t)(ps->buf_kind == BUF_SPARSE ? ps->sp_nnz : 0));
+        for (int d = 0; d < ps->ndim; d++) put_u64(&p, (uint64_t)ps->shape[d]);
+        if (ps->initialized) {
+            const float *b[3] = {ps->s1, ps->s2, ps->s3};
+            for (int k = 0; k < nbuf; k++) put_f32s(&p, b[k], ps->numel);
+        }
+        if (ps->buf_kind == BUF_DENSE) put_f32s(&p, ps->s1, ps->numel);
+        if (ps->buf_kind == BUF_SPARSE) {
+            for (int64_t k = 0; k < ps->sp_nnz; k++) put_u64(&p, (uint64_t)ps->sp_rows[k]);
+            put_f32s(&p, ps->sp_vals, ps->sp_nnz * ps->shape[1]);
+        }
+    }
+    put_u64(&p, fnv1a64(buf, need - 8));
+    return EMB_OK;
+}
+
+static emb_status bad_state(const char *fmt, ...) EMB__PRINTF(1, 2);
+static emb_status bad_state(const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return emb__error(EMB_ERR_FORMAT, "optimizer state: %s", msg);
+}
+
+static const char *kind_name(uint32_t k) {
+    static const char *names[] = {"SGD", "Adagrad", "Adam", "AdamW", "SparseAdam"};
+    return k < 5 ? names[k] : "unknown";
+}
+
+emb_status emb_optimizer_load_state(emb_optimizer *opt, const void *buf, size_t n) {
+    if (!opt) return emb__null("opt");
+    if (!buf) return emb__null("buf");
+    const unsigned char *b = buf;
+    if (n < STATE_HEADER + 8)
+        return bad_state("truncated: %zu bytes, a state has at least %d", n, STATE_HEADER + 8);
+    if (memcmp(b, STATE_MAGIC, 8))
+        return bad_state("not an emb optimizer state (magic \"%s\" missing)", STATE_MAGIC);
+    const uint32_t version = get_u32(b + 8);
+    if (version != STATE_VERSION)
+        return bad_state("version %" PRIu32 " is not supported (this build reads version %u)",
+                         version, STATE_VERSION);
+    /* Walk the records to find the layout's size, then the checksum, before trusting any
+     * value. */
+    const uint32_t np = get_u32(b + 92);
+    uint64_t off = STATE_HEADER;
+    for (uint32_t i = 0; i < np; i++) {
+        if (n - 8 < off || n - 8 - off < PARAM_HEADER)
+            return bad_state("truncated: %zu bytes end inside parameter %" PRIu32 "", n, i);
+        const unsigned char *h = b + off;
+        const uint32_t ndim = get_u32(h), flags = get_u32(h + 4), bk = get_u32(h + 16);
+        const uint64_t sp_nnz = get_u64(h + 24);
+        if (ndim > EMB_MAX_DIMS || flags > 1 || bk > BUF_SPARSE || get_u32(h + 20) != 0 ||
+            (bk != BUF_SPARSE && sp_nnz != 0) || sp_nnz > (uint64_t)INT64_MAX)
+            return bad_state("corrupt record of parameter %" PRIu32, i);
+        if (n - 8 - off - PARAM_HEADER < 8u * ndim)
+            return bad_state("truncated: %zu bytes end inside parameter %" PRIu32 "", n, i);
+        param_state tmp;
+        memset(&tmp, 0, sizeof tmp);
+        tmp.ndim = (int)ndim;
+        uint64_t numel = 1;
+        for (uint32_t d = 0; d < ndim; d++) {
+            uint64_t s = get_u64(h + PARAM_HEADER + 8 * d);
+            if (s > (uint64_t)INT64_MAX || __builtin_mul_overflow(numel, s, &numel) ||
+                numel > (uint64_t)INT64_MAX)
+                return bad_state("corrupt shape of parameter %" PRIu32, i);
+            tmp.shape[d] = (int64_t)s;
+        }
+        if (bk == BUF_SPARSE && ndim != 2)
+            return bad_state("corrupt record of parameter %" PRIu32, i);
+        tmp.numel = (int64_t)numel;
+        tmp.initialized = flags & 1;
+        tmp.buf_kind = (int)bk;
+        tmp.sp_nnz = (int64_t)sp_nnz;
+        emb_optim_options lo;
+        memset(&lo, 0, sizeof lo);
+        lo.kind = (emb_optim_kind)get_u32(b + 12);
+        lo.amsgrad = (get_u32(b + 88) >> 1) & 1;
+        uint64_t r;
+        if (!param_record_size(&tmp, state_buffers(&lo), &r) || n - 8 - off < r)
+            return bad_state("truncated: %zu bytes end inside parameter %" PRIu32 "", n, i);
+        off += r;
+    }
+    if (off + 8 != n)
+        return bad_state("%zu bytes, but the layout ends after %" PRIu64 " (trailing or missing "
+                         "bytes)", n, off + 8);
+    if (get_u64(b + off) != fnv1a64(b, (size_t)off))
+        return bad_state("checksum mismatch: the state is corrupt");
+
+    /* Options: the saved ones replace the optimizer's (as load_state_dict restores
+     * param_groups); same kind, valid values. */
+    emb_optim_options lo;
+    memset(&lo, 0, sizeof lo);
+    const uint32_t kind = get_u32(b + 12);
+    if (kind != (uint32_t)opt->o.kind)
+        return bad_state("saved from a %s optimizer (kind %" PRIu32 "), this one is %s",
+                         kind_name(kind), kind, kind_name((uint32_t)opt->o.kind));
+    lo.kind = opt->o.kind;
+    double *f[9] = {&lo.lr,  &lo.momentum, &lo.dampening, &lo.weight_decay, &lo.lr_decay,
+                    &lo.initial_accumulator_value, &lo.eps, &lo.beta1, &lo.beta2};
+    for (int i = 0; i < 9; i++) *f[i] = get_f64(b + 16 + 8 * i);
+    const uint32_t of = get_u32(b + 88);
+    if (of > 7) return bad_state("corrupt option flags 0x%" PRIx32, of);
+    lo.nesterov = of & 1;
+    lo.amsgrad = (of >> 1) & 1;
+    lo.maximize = (of >> 2) & 1;
+    if (check_options(&lo))
+        return bad_state("invalid options (%s)", emb_errmsg());
+    if (np != (uint32_t)opt->nparams)
+        return bad_state("%" PRIu32 " parameters saved, this optimizer has %d", np,
+                         opt->nparams);
+    const int nbuf = state_buffers(&lo);
+    const bool momentum = lo.kind == EMB_OPTIM_SGD && lo.momentum != 0.0;
+    off = STATE_HEADER;
+    for (int i = 0; i < opt->nparams; i++) {
+        const param_state *ps = &opt->ps[i];
+        const unsigned char *h = b + off;
+        const int ndim = (int)get_u32(h);
+        bool same = ndim == ps->ndim;
+        int64_t shape[EMB_MAX_DIMS];
+        for (int d = 0; d < ndim; d++) {
+            shape[d] = (int64_t)get_u64(h + PARAM_HEADER + 8 * d);
+            same = same && d < ps->ndim && shape[d] == ps->shape[d];
+        }
+        if (!same) {
+            char g[300], w[300];
+            return bad_state("parameter %d was saved with shape %s, it has shape %s", i,
+                             emb__shape_fmt(g, sizeof g, ndim, shape),
+                             emb__shape_fmt(w, sizeof w, ps->ndim, ps->shape));
+        }
+        const int64_t steps = (int64_t)get_u64(h + 8);
+        const bool init = get_u32(h + 4) & 1;
+        const int bk = (int)get_u32(h + 16);
+        const int64_t sp_nnz = (int64_t)get_u64(h + 24);
+        if (steps < 0) return bad_state("parameter %d has a negative step count", i);
+        if (init && nbuf == 0)
+            return bad_state("parameter %d: SGD has no dense state to restore", i);
+        if (bk != BUF_NONE && !momentum)
+            return bad_state("parameter %d has a momentum buffer, but the options have no "
+                             "SGD momentum", i);
+        if (bk == BUF_SPARSE) {
+            const unsigned char *rows = h + PARAM_HEADER + 8 * ndim;
+            for (int64_t k = 0; k < sp_nnz; k++) {
+                uint64_t r = get_u64(rows + 8 * k);
+                if (r >= (uint64_t)ps->shape[0])
+                    return bad_state("parameter %d: momentum buffer entry %" PRId64
+                                     " has row %" PRIu64 ", out of range [0, %" PRId64 ")",
+                                     i, k, r, ps->shape[0]);
+            }
+        }
+        param_state tmp = *ps;
+        tmp.initialized = init;
+        tmp.buf_kind = bk;
+        tmp.sp_nnz = bk == BUF_SPARSE ? sp_nnz : 0;
+        uint64_t r = 0;
+        param_record_size(&tmp, nbuf, &r); /* checked in the first walk */
+        off += r;
+    }
+
+    /* Allocate everything, then swap: nothing changes on failure. */
+    param_state *nst = calloc((size_t)(opt->nparams ? opt->nparams : 1), sizeof *nst);
+    if (!nst) return emb__error(EMB_ERR_NOMEM, "cannot allocate the optimizer state");
+    emb_status st = EMB_OK;
+    off = STATE_HEADER;
+    for (int i = 0; i < opt->nparams && !st; i++) {
+        param_state *q = &nst[i];
+        *q = opt->ps[i];
+        q->s1 = q->s2 = q->s3 = NULL;
+        q->sp_rows = NULL;
+        q->sp_vals = NULL;
+        const unsigned char *h = b + off;
+        q->steps = (int64_t)get_u64(h + 8);
+        q->initialized = get_u32(h + 4) & 1;
+        q->buf_kind = (int)get_u32(h + 16);
+        q->sp_nnz = q->buf_kind == BUF_SPARSE ? (int64_t)get_u64(h + 24) : 0;
+        const unsigned char *d = h + PARAM_HEADER + 8 * (uint32_t)q->ndim;
+        if (q->initialized) {
+            float **bp[3] = {&q->s1, &q->s2, &q->s3};
+            for (int k = 0; k < nbuf && !st; k++) {
+                st = alloc_f32(q->numel, 1, bp[k], "optimizer state");
+                if (!st) get_f32s(*bp[k], d, q->numel);
+                d += 4 * (size_t)q->numel;
+            }
+        }
+        if (!st && q->buf_kind == BUF_DENSE) {
+            st = alloc_f32(q->numel, 1, &q->s1, "momentum buffer");
+            if (!st) get_f32s(q->s1, d, q->numel);
+        }
+        if (!st && q->buf_kind == BUF_SPARSE) {
+            const int64_t dim = q->shape[1];
+            st = alloc_i64(q->sp_nnz, &q->sp_rows, "momentum buffer");
+            if (!st) st = alloc_f32(q->sp_nnz, dim, &q->sp_vals, "momentum buffer");
+            if (!st) {
+                for (int64_t k = 0; k < q->sp_nnz; k++)
+                    q->sp_rows[k] = (int64_t)get_u64(d + 8 * k);
+                get_f32s(q->sp_vals, d + 8 * (size_t)q->sp_nnz, q->sp_nnz * dim);
+            }
+        }
+        uint64_t r = 0;
+        param_record_size(q, nbuf, &r);
+        off += r;
+    }
+    if (st) {
+        for (int i = 0; i < opt->nparams; i++) free_state(&nst[i]);
+        free(nst);
+        return st;
+    }
+    for (int i = 0; i < opt->nparams; i++) {
+        free_state(&opt->ps[i]);
+        opt->ps[i] = nst[i];
+    }
+    free(nst);
+    opt->o = lo;
+    return EMB_OK;
 }

@@ -399,6 +399,294 @@ static void test_fused_read_only(void **state) {
     emb_embedding_free(e);
 }
 
+/* ---- state save / load --------------------------------------------------------------- */
+
+typedef struct scfg {
+    emb_optim_options o;
+    int mode; /* 0 dense steps, 1 sparse steps, 2 dense then sparse */
+} scfg;
+
+static void state_step(emb_optimizer *opt, int id, int mode, int s, uint64_t *rng) {
+    float g[P_N];
+    emb_test_randf(rng, g, P_N, -1, 1);
+    if (mode == 0 || (mode == 2 && s == 0)) {
+        emb_tensor tg = view2(g, P_ROWS, P_COLS);
+        EMB_OK_OR_FAIL(emb_optimizer_step(opt, id, &tg));
+    } else {
+        int64_t idx[4];
+        for (int k = 0; k < 4; k++) idx[k] = (int64_t)(emb_test_next_u64(rng) % P_ROWS);
+        emb_sparse_grad sg = sparse_view(P_ROWS, P_COLS, 4, idx, g);
+        EMB_OK_OR_FAIL(emb_optimizer_step_sparse(opt, id, &sg));
+    }
+}
+
+static uint64_t test_fnv1a64(const unsigned char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+static void reseal(unsigned char *b, size_t n) {
+    uint64_t h = test_fnv1a64(b, n - 8);
+    for (int i = 0; i < 8; i++) b[n - 8 + i] = (unsigned char)(h >> (8 * i));
+}
+
+/* k steps, save, m more steps == load into a fresh optimizer + the same m steps, bit for
+ * bit, for every optimizer, dense and sparse (two parameters, one never stepped). */
+static void test_state_resume(void **state) {
+    (void)state;
+    scfg cfg[12];
+    int nc = 0;
+    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    o.lr = 0.1;
+    cfg[nc++] = (scfg){o, 1};
+    o.momentum = 0.9;
+    o.dampening = 0.2;
+    cfg[nc++] = (scfg){o, 0};
+    cfg[nc++] = (scfg){o, 1}; /* the sparse momentum buffer */
+    cfg[nc++] = (scfg){o, 2};
+    o.dampening = 0;
+    o.nesterov = true;
+    o.maximize = true;
+    cfg[nc++] = (scfg){o, 1};
+    o = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    o.lr_decay = 0.05;
+    o.initial_accumulator_value = 0.1;
+    cfg[nc++] = (scfg){o, 0};
+    cfg[nc++] = (scfg){o, 2};
+    o = emb_optim_options_default(EMB_OPTIM_ADAM);
+    o.amsgrad = true;
+    o.weight_decay = 0.01;
+    cfg[nc++] = (scfg){o, 0};
+    o = emb_optim_options_default(EMB_OPTIM_ADAMW);
+    cfg[nc++] = (scfg){o, 0};
+    o = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    o.maximize = true;
+    cfg[nc++] = (scfg){o, 1};
+    for (int c = 0; c < nc; c++) {
+        uint64_t rng = 500 + (uint64_t)c;
+        float p[P_N], q[7];
+        emb_test_randf(&rng, p, P_N, -1, 1);
+        emb_test_randf(&rng, q, 7, -1, 1);
+        emb_optimizer *a = make_opt(cfg[c].o);
+        emb_tensor tp = view2(p, P_ROWS, P_COLS), tq = view1(q, EMB_FLOAT32, 7);
+        int id, iq;
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(a, &tp, &id));
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(a, &tq, &iq));
+        for (int s = 0; s < 3; s++) state_step(a, id, cfg[c].mode, s, &rng);
+        const size_t n = emb_optimizer_state_size(a);
+        assert_true(n > 0);
+        unsigned char *buf = malloc(n + 1);
+        EMB_OK_OR_FAIL(emb_optimizer_save_state(a, buf, n));
+        /* a fresh optimizer (other lr: the saved options replace it) over copies */
+        float p2[P_N], q2[7];
+        memcpy(p2, p, sizeof p);
+        memcpy(q2, q, sizeof q);
+        emb_optim_options o2 = cfg[c].o;
+        o2.lr = cfg[c].o.lr * 3;
+        emb_optimizer *b = make_opt(o2);
+        emb_tensor tp2 = view2(p2, P_ROWS, P_COLS), tq2 = view1(q2, EMB_FLOAT32, 7);
+        int id2, iq2;
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(b, &tp2, &id2));
+        EMB_OK_OR_FAIL(emb_optimizer_add_param(b, &tq2, &iq2));
+        EMB_OK_OR_FAIL(emb_optimizer_load_state(b, buf, n));
+        assert_true(emb_optimizer_get_lr(b) == cfg[c].o.lr);
+        assert_int_equal(emb_optimizer_param_steps(b, id2), 3);
+        assert_int_equal(emb_optimizer_param_steps(b, iq2), 0);
+        /* The loaded state saves to the same bytes. */
+        assert_int_equal(emb_optimizer_state_size(b), n);
+        unsigned char *buf2 = malloc(n);
+        EMB_OK_OR_FAIL(emb_optimizer_save_state(b, buf2, n));
+        assert_memory_equal(buf, buf2, n);
+        uint64_t r1 = rng, r2 = rng;
+        for (int s = 3; s < 7; s++) {
+            state_step(a, id, cfg[c].mode, s, &r1);
+            state_step(b, id2, cfg[c].mode, s, &r2);
+            EMB_ASSERT_EXACT(p2, p, P_N, "resumed vs uninterrupted");
+        }
+        free(buf);
+        free(buf2);
+        emb_optimizer_free(a);
+        emb_optimizer_free(b);
+    }
+}
+
+static void expect_load_fails(emb_optimizer *opt, const unsigned char *buf, size_t n,
+                              const char *needle) {
+    const size_t n0 = emb_optimizer_state_size(opt);
+    unsigned char *before = malloc(n0), *after = malloc(n0);
+    EMB_OK_OR_FAIL(emb_optimizer_save_state(opt, before, n0));
+    EMB_EXPECT_ERR(emb_optimizer_load_state(opt, buf, n), EMB_ERR_FORMAT, needle);
+    assert_int_equal(emb_optimizer_state_size(opt), n0);
+    EMB_OK_OR_FAIL(emb_optimizer_save_state(opt, after, n0));
+    assert_memory_equal(before, after, n0); /* nothing changed */
+    free(before);
+    free(after);
+}
+
+static void test_state_errors(void **state) {
+    (void)state;
+    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_ADAM);
+    o.lr = 0.01;
+    emb_optimizer *opt = make_opt(o);
+    float p[P_N], g[P_N];
+    fill(p, P_N, 80);
+    fill(g, P_N, 81);
+    emb_tensor tp = view2(p, P_ROWS, P_COLS), tg = view2(g, P_ROWS, P_COLS);
+    int id;
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
+    EMB_OK_OR_FAIL(emb_optimizer_step(opt, id, &tg));
+    const size_t n = emb_optimizer_state_size(opt);
+    unsigned char *good = malloc(n + 8), *bad = malloc(n + 8);
+    EMB_OK_OR_FAIL(emb_optimizer_save_state(opt, good, n));
+    /* a second optimizer, stepped differently, to load into */
+    emb_optimizer *dst = make_opt(o);
+    float p2[P_N];
+    memcpy(p2, p, sizeof p);
+    emb_tensor tp2 = view2(p2, P_ROWS, P_COLS);
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(dst, &tp2, &id));
+    EMB_OK_OR_FAIL(emb_optimizer_step(dst, id, &tg));
+    EMB_OK_OR_FAIL(emb_optimizer_step(dst, id, &tg));
+
+    EMB_EXPECT_ERR(emb_optimizer_save_state(NULL, good, n), EMB_ERR_NULL, "opt");
+    EMB_EXPECT_ERR(emb_optimizer_save_state(opt, NULL, n), EMB_ERR_NULL, "buf");
+    memset(bad, 0xAB, n);
+    EMB_EXPECT_ERR(emb_optimizer_save_state(opt, bad, n - 1), EMB_ERR_INVALID,
+                   "the optimizer state needs");
+    for (size_t i = 0; i < n; i++) assert_int_equal(bad[i], 0xAB); /* nothing written */
+    EMB_EXPECT_ERR(emb_optimizer_load_state(NULL, good, n), EMB_ERR_NULL, "opt");
+    EMB_EXPECT_ERR(emb_optimizer_load_state(dst, NULL, n), EMB_ERR_NULL, "buf");
+    assert_int_equal(emb_optimizer_state_size(NULL), 0);
+
+    expect_load_fails(dst, good, n - 1, "optimizer state: ");       /* truncated */
+    expect_load_fails(dst, good, 50, "truncated");
+    memcpy(bad, good, n);
+    bad[n] = 0;
+    expect_load_fails(dst, bad, n + 1, "trailing or missing bytes");
+    memcpy(bad, good, n);
+    bad[n - 20] ^= 0x10; /* a flipped bit in the data */
+    expect_load_fails(dst, bad, n, "checksum mismatch");
+    memcpy(bad, good, n);
+    bad[0] = 'X';
+    expect_load_fails(dst, bad, n, "not an emb optimizer state");
+    memcpy(bad, good, n);
+    bad[8] = 2; /* version 2 */
+    reseal(bad, n);
+    expect_load_fails(dst, bad, n, "version 2 is not supported");
+    memcpy(bad, good, n);
+    double neg = -1.0;
+    memcpy(bad + 16, &neg, 8); /* lr (little-endian host) */
+    reseal(bad, n);
+    expect_load_fails(dst, bad, n, "invalid options (Invalid learning rate: -1.0)");
+    /* another kind */
+    emb_optim_options oa = emb_optim_options_default(EMB_OPTIM_ADAMW);
+    emb_optimizer *w = make_opt(oa);
+    float pw[P_N];
+    emb_tensor tpw = view2(pw, P_ROWS, P_COLS);
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(w, &tpw, NULL));
+    expect_load_fails(w, good, n, "saved from a Adam optimizer (kind 2), this one is AdamW");
+    emb_optimizer_free(w);
+    /* another parameter count, another shape */
+    emb_optimizer *two = make_opt(o);
+    float pa[P_N], pb[3];
+    emb_tensor ta = view2(pa, P_ROWS, P_COLS), tb = view1(pb, EMB_FLOAT32, 3);
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(two, &ta, NULL));
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(two, &tb, NULL));
+    expect_load_fails(two, good, n, "1 parameters saved, this optimizer has 2");
+    emb_optimizer_free(two);
+    emb_optimizer *shp = make_opt(o);
+    emb_tensor tt = view2(pa, P_COLS, P_ROWS);
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(shp, &tt, NULL));
+    expect_load_fails(shp, good, n, "parameter 0 was saved with shape [5, 3], it has shape [3, 5]");
+    emb_optimizer_free(shp);
+    /* the good state loads */
+    EMB_OK_OR_FAIL(emb_optimizer_load_state(dst, good, n));
+    assert_int_equal(emb_optimizer_param_steps(dst, id), 1);
+    free(good);
+    free(bad);
+    emb_optimizer_free(opt);
+    emb_optimizer_free(dst);
+}
+
+/* ---- sparse gradients from the caller's rows ---------------------------------------- */
+
+static void test_sparse_grad_from_rows(void **state) {
+    (void)state;
+    enum { V = 6, D = 3, N = 5 };
+    float val[N * D], w0[V * D];
+    fill(val, N * D, 90);
+    fill(w0, V * D, 91);
+    int64_t r64[N] = {4, 1, 4, 0, 5};
+    int32_t r32[N] = {4, 1, 4, 0, 5};
+    emb_tensor tv = view2(val, N, D);
+    for (int i32 = 0; i32 < 2; i32++) {
+        emb_tensor tr = i32 ? view1(r32, EMB_INT32, N) : view1(r64, EMB_INT64, N);
+        emb_sparse_grad g;
+        EMB_OK_OR_FAIL(emb_sparse_grad_from_rows(&g, V, D, &tr, &tv));
+        assert_int_equal(g.num_rows, V);
+        assert_int_equal(g.dim, D);
+        assert_int_equal(g.nnz, N);
+        assert_false(g.coalesced);
+        assert_memory_equal(g.indices, r64, sizeof r64);
+        EMB_ASSERT_EXACT(g.values, val, N * D, "values copied");
+        /* == the gradient backward_sparse builds for the same positions */
+        emb_embedding *e = NULL;
+        emb_tensor tw = view2(w0, V, D);
+        EMB_OK_OR_FAIL(emb_embedding_from_pretrained(&tw, false, NULL, &e));
+        emb_sparse_grad gb;
+        EMB_OK_OR_FAIL(emb_sparse_grad_init(&gb, V, D));
+        EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &tr, &tv, &gb));
+        assert_int_equal(gb.nnz, g.nnz);
+        assert_memory_equal(gb.indices, g.indices, sizeof r64);
+        EMB_ASSERT_EXACT(gb.values, g.values, N * D, "from_rows vs backward_sparse");
+        emb_sparse_grad_free(&gb);
+        emb_embedding_free(e);
+        EMB_OK_OR_FAIL(emb_sparse_grad_coalesce(&g));
+        assert_int_equal(g.nnz, 4);
+        emb_sparse_grad_free(&g);
+    }
+    /* one entry, and none */
+    emb_sparse_grad g;
+    emb_tensor t1 = view1(r64, EMB_INT64, 1), tv1 = view2(val, 1, D);
+    EMB_OK_OR_FAIL(emb_sparse_grad_from_rows(&g, V, D, &t1, &tv1));
+    assert_true(g.coalesced);
+    emb_sparse_grad_free(&g);
+    emb_tensor t0 = emb_test_view(EMB_INT64, NULL, 1, SHP(0)),
+               tv0 = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(0, D));
+    EMB_OK_OR_FAIL(emb_sparse_grad_from_rows(&g, V, D, &t0, &tv0));
+    assert_int_equal(g.nnz, 0);
+    assert_true(g.coalesced);
+    emb_sparse_grad_free(&g);
+    /* errors leave g alone */
+    emb_sparse_grad s;
+    memset(&s, 0x5A, sizeof s);
+    emb_sparse_grad s0 = s;
+    emb_tensor tr = view1(r64, EMB_INT64, N);
+    EMB_EXPECT_ERR(emb_sparse_grad_from_rows(NULL, V, D, &tr, &tv), EMB_ERR_NULL, "grad");
+    EMB_EXPECT_ERR(emb_sparse_grad_from_rows(&s, -1, D, &tr, &tv), EMB_ERR_INVALID,
+                   "non-negative sizes");
+    EMB_EXPECT_ERR(emb_sparse_grad_from_rows(&s, V, D, NULL, &tv), EMB_ERR_NULL,
+                   "rows must not be NULL");
+    EMB_EXPECT_ERR(emb_sparse_grad_from_rows(&s, V, D, &tr, NULL), EMB_ERR_NULL,
+                   "values must not be NULL");
+    emb_tensor bad = tr;
+    bad.dtype = EMB_FLOAT32;
+    bad.data = val;
+    EMB_EXPECT_ERR(emb_sparse_grad_from_rows(&s, V, D, &bad, &tv), EMB_ERR_DTYPE,
+                   "torch.FloatTensor");
+    emb_tensor r2 = emb_test_view(EMB_INT64, r64, 2, SHP(1, N));
+    EMB_EXPECT_ERR(emb_sparse_grad_from_rows(&s, V, D, &r2, &tv), EMB_ERR_SHAPE,
+                   "rows must be 1-D, got shape [1, 5]");
+    EMB_EXPECT_ERR(emb_sparse_grad_from_rows(&s, V, D + 1, &tr, &tv), EMB_ERR_SHAPE,
+                   "values has shape [5, 3], expected [5, 4]");
+    r64[1] = V;
+    EMB_EXPECT_ERR(emb_sparse_grad_from_rows(&s, V, D, &tr, &tv), EMB_ERR_INDEX,
+                   "index 6 at position 1 is out of range for a sparse gradient with 6 rows");
+    r64[1] = -1;
+    EMB_EXPECT_ERR(emb_sparse_grad_from_rows(&s, V, D, &tr, &tv), EMB_ERR_INDEX,
+                   "index -1 at position 1");
+    assert_memory_equal(&s, &s0, sizeof s);
+}
+
 /* ---- parameters --------------------------------------------------------------------- */
 
 static void test_add_param(void **state) {
@@ -1206,6 +1494,9 @@ int main(void) {
         cmocka_unit_test(test_init_state),
         cmocka_unit_test(test_empty_parameter),
         cmocka_unit_test(test_fused_read_only),
+        cmocka_unit_test(test_state_resume),
+        cmocka_unit_test(test_state_errors),
+        cmocka_unit_test(test_sparse_grad_from_rows),
         cmocka_unit_test(test_add_param),
         cmocka_unit_test(test_step_errors),
         cmocka_unit_test(test_sgd_buffer_kind_errors),
