@@ -6,6 +6,7 @@ PLAIN_BUILD ?= build-plain
 FUZZ_BUILD ?= build-fuzz
 # Seconds per fuzzer: `make test` runs them briefly; longer runs: make fuzz FUZZ_TIME=1200
 FUZZ_TIME  ?= 20
+TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX     ?= /usr/local
 CMAKE_FLAGS ?=
@@ -29,6 +30,9 @@ test: deps-test
 	cmake -S . -B $(PLAIN_BUILD) -DCMAKE_BUILD_TYPE=Release -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
 	cmake --build $(PLAIN_BUILD) -j $(JOBS)
 	cd $(PLAIN_BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMB_TSAN=ON -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_PARITY=OFF -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_hogwild
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 exitcode=66" ctest --output-on-failure -R '^unit\.test_hogwild$$'
 	$(MAKE) fuzz-run
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
@@ -80,4 +84,4 @@ deps-bench:
 	@scripts/deps.sh bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(PLAIN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(PLAIN_BUILD) $(FUZZ_BUILD) $(TSAN_BUILD)

@@ -229,6 +229,15 @@ _SIGS = {
     "emb_optimizer_step_sparse": (_st, [_vp, C.c_int, P(SparseGrad)]),
     "emb_optimizer_step_fused": (_st, [_vp, C.c_int, _vp, _tp, _tp]),
     "emb_optimizer_param_steps": (C.c_int64, [_vp, C.c_int]),
+    "emb_optimizer_set_lr": (_st, [_vp, C.c_double]),
+    "emb_optimizer_get_lr": (C.c_double, [_vp]),
+    "emb_optimizer_init_state": (_st, [_vp, C.c_int]),
+    "emb_optimizer_advance_step": (_st, [_vp, C.c_int]),
+    "emb_optimizer_update_rows": (_st, [_vp, C.c_int, _tp, _tp]),
+    "emb_optimizer_state_size": (C.c_size_t, [_vp]),
+    "emb_optimizer_save_state": (_st, [_vp, C.c_void_p, C.c_size_t]),
+    "emb_optimizer_load_state": (_st, [_vp, C.c_void_p, C.c_size_t]),
+    "emb_sparse_grad_from_rows": (_st, [P(SparseGrad), C.c_int64, C.c_int64, _tp, _tp]),
 }
 
 for _name, (_res, _args) in _SIGS.items():
