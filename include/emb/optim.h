@@ -37,7 +37,9 @@ typedef struct emb_optim_options {
     bool maximize;                    /* all */
 } emb_optim_options;
 
-/* An optimizer over a set of float32 parameters it does not own. Opaque, single-threaded. */
+/* An optimizer over a set of float32 parameters it does not own. Opaque. One optimizer is
+ * single-threaded (its steps use emb's own threads inside), except for the row updates of
+ * the Hogwild section below, which several threads may run at once. */
 typedef struct emb_optimizer emb_optimizer;
 
 EMB_API emb_optim_options emb_optim_options_default(emb_optim_kind kind);
@@ -54,7 +56,8 @@ EMB_API void emb_optimizer_free(emb_optimizer *opt);
 /* Registers a parameter: a float32 tensor view (any shape) the optimizer will update in
  * place (it keeps the pointer; the memory must outlive the optimizer). *param_id (may be
  * NULL) receives its id (0, 1, 2, ... in registration order). State (step count, moments)
- * is per parameter and allocated lazily on the first step, as in PyTorch.
+ * is per parameter and allocated on the first step, as in PyTorch (Adagrad's, which
+ * PyTorch creates in its constructor, too), or up front by emb_optimizer_init_state.
  * Errors: EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE (an invalid view), EMB_ERR_INVALID
  * (the memory overlaps a parameter already registered: PyTorch's "some parameters appear
  * in more than one parameter group"), EMB_ERR_OVERFLOW, EMB_ERR_NOMEM. */
