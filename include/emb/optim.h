@@ -93,8 +93,9 @@ EMB_API emb_status emb_optimizer_init_state(emb_optimizer *opt, int param_id);
 EMB_API emb_status emb_optimizer_step(emb_optimizer *opt, int param_id,
                                       const emb_tensor *grad);
 
-/* One step with a sparse row gradient of a 2-D parameter (SGD, Adagrad, SparseAdam, as
- * PyTorch; only the rows in the gradient change, except where PyTorch's rule says
+/* One step with a sparse row gradient of a 2-D parameter (from
+ * emb_embedding_backward_sparse, or built with emb_sparse_grad_from_rows) (SGD, Adagrad,
+ * SparseAdam, as PyTorch; only the rows in the gradient change, except where PyTorch's rule says
  * otherwise: SGD with momentum keeps PyTorch's sparse momentum buffer, which grows by
  * merging with every gradient, and updates every row it holds; after dense steps the
  * buffer is dense and every row moves). grad is read only. An empty gradient counts as a

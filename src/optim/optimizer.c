@@ -1141,7 +1141,7 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
         return emb__error(EMB_ERR_STATE,
                           "parameter %d has no state: call emb_optimizer_init_state before "
                           "row updates (they never allocate state)", param_id);
-    if (n == 0) return EMB_OK;
+    if (n == 0 || dim == 0) return EMB_OK; /* nothing to update (values may be NULL) */
 
     /* The entries as a sparse gradient of this step, rows as int64. */
     const emb__optim_kernel_table *K = emb__kernels()->optim;

@@ -181,6 +181,16 @@ static void test_update_rows_errors(void **state) {
     EMB_OK_OR_FAIL(emb_optimizer_update_rows(opt, id, &tr, &tv));
     assert_true(p[1 * D] != p0[1 * D] && p[0] == p0[0]);
     assert_int_equal(emb_optimizer_param_steps(opt, id), 1); /* not advanced by updates */
+    /* A parameter without columns: nothing to update, no pointer arithmetic on NULL. */
+    emb_tensor te = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(4, 0));
+    int ie;
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &te, &ie));
+    EMB_OK_OR_FAIL(emb_optimizer_init_state(opt, ie));
+    EMB_OK_OR_FAIL(emb_optimizer_advance_step(opt, ie));
+    emb_tensor tv0 = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(2, 0));
+    rows[1] = 3;
+    EMB_OK_OR_FAIL(emb_optimizer_update_rows(opt, ie, &tr, &tv0));
+    assert_int_equal(emb_optimizer_param_steps(opt, ie), 1);
     EMB_EXPECT_ERR(emb_optimizer_advance_step(NULL, id), EMB_ERR_NULL, "opt must not be NULL");
     EMB_EXPECT_ERR(emb_optimizer_advance_step(opt, 5), EMB_ERR_INDEX, "param_id 5");
     emb_optimizer_free(opt);
