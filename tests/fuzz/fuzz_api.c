@@ -1275,8 +1275,8 @@ static void op_optim_step(world *w, rd *r) {
         int64_t sh[EMB_MAX_DIMS + 1];
         int nd = lookup_shape(idx, have && pv.ndim == 2 ? pv.shape[1] : rd_dim(r), sh);
         int go = out_slot(w, r, EMB_FLOAT32, nd, sh);
-        int64_t pad = rd_chance(r, 2) ? EMB_PADDING_NONE : rd_i64(r, -1);
-        API(w, emb_optimizer_step_fused(s->o, id, idx, slot_t(w, go), pad));
+        emb_embedding *e = arg_e(w, r); /* padding_idx etc. are the table's */
+        API(w, emb_optimizer_step_fused(s->o, id, e, idx, slot_t(w, go)));
     }
     (void)emb_optimizer_param_steps(s->o, id);
 }
