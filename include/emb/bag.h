@@ -1,9 +1,8 @@
 /* emb/bag.h: nn.EmbeddingBag and F.embedding_bag — pooled lookups (sum, mean, max) over
  * bags of indices, forward and backward.
  *
- * Behaviour is PyTorch 1.13's (shared reference: pytorch-semantics.md §5, §8.3, §8.4,
- * §8.6); the places where emb deliberately differs (PyTorch bugs) are listed in
- * docs/differences.md.
+ * Behaviour is PyTorch 1.13's (docs/semantics.md §14); the places where emb deliberately
+ * differs (PyTorch bugs) are listed in docs/differences.md.
  *
  * Bags. The input is either
  *   - 2-D [B, N] with offsets NULL: B bags of N positions each (N may be 0: empty bags), or

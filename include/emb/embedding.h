@@ -1,6 +1,6 @@
 /* emb/embedding.h: nn.Embedding — a trainable lookup table from integer ids to vectors.
  *
- * Behaviour is PyTorch 1.13's (shared reference: pytorch-semantics.md §1–§4); the places
+ * Behaviour is PyTorch 1.13's (docs/semantics.md §3, §4, §5, §6); the places
  * where emb deliberately differs are listed in docs/differences.md.
  */
 #ifndef EMB_EMBEDDING_H

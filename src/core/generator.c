@@ -1,7 +1,7 @@
 /* PyTorch's CPU random number generator, reproduced bit for bit (PyTorch 1.13, AVX2 build).
  *
  * Engine: 32-bit MT19937 seeded with init_genrand(low 32 bits of the seed), plus the cached
- * double Box-Muller normal. Distributions (reference: pytorch-semantics.md section 7):
+ * double Box-Muller normal. Distributions (docs/semantics.md §2):
  *   - normal_, float32, numel < 16: double Box-Muller with glibc log/sin/cos and the cache;
  *   - normal_, float32, numel >= 16: float uniforms in blocks of 16 transformed with the
  *     Cephes-style float32 log and sincos of the AVX2 kernel (every FMA written out), and a

@@ -2,7 +2,7 @@
  *
  * PyTorch 1.13 sorts (key, original position) pairs with libstdc++'s std::sort, comparing
  * keys only, so the order of equal keys is whatever that introsort leaves behind. This file
- * replays the same algorithm step by step (shared reference pytorch-semantics.md, Appendix B):
+ * replays the same algorithm step by step (docs/semantics.md §6.5):
  *   - introsort loop while a range has more than 16 elements, depth limit 2*floor(log2 n);
  *   - pivot: median of (first+1, mid, last-1) swapped into `first`;
  *   - unguarded Hoare partition of [first+1, last) around *first;

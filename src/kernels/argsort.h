@@ -1,6 +1,6 @@
 /* src/kernels/argsort.h: the permutation PyTorch 1.13's CPU torch.sort(stable=False) returns
- * (libstdc++ std::sort introsort on (key, position) pairs comparing keys only; shared
- * reference pytorch-semantics.md Appendix B). Needed to reproduce coalesce() and the
+ * (libstdc++ std::sort introsort on (key, position) pairs comparing keys only;
+ * docs/semantics.md §6.5). Needed to reproduce coalesce() and the
  * EmbeddingBag backward summation order bit for bit. */
 #ifndef EMB_ARGSORT_H
 #define EMB_ARGSORT_H

@@ -1,5 +1,5 @@
 /* src/kernels/backward.h: kernels of the embedding backward and of sparse row gradients
- * (shared reference pytorch-semantics.md §4.1, §4.2, §4.6). Plain arrays and scalar types
+ * (docs/semantics.md §6.1, §6.3, §6.5). Plain arrays and scalar types
  * only: nothing here knows the public API's types.
  *
  * Kernels never validate and never allocate: the modules (src/nn/embedding_backward.c,

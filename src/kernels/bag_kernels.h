@@ -1,5 +1,4 @@
-/* src/kernels/bag_kernels.h: EmbeddingBag kernels (shared reference pytorch-semantics.md
- * §5.5-§5.7, §8.3, §8.4, §8.6).
+/* src/kernels/bag_kernels.h: EmbeddingBag kernels (docs/semantics.md §14).
  *
  * Plain functions over raw arrays. They never validate and never allocate: the module
  * (src/nn/embedding_bag.c) checks every index, offset and shape once, resolves the bags

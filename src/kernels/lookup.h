@@ -3,8 +3,8 @@
  * Plain functions over raw arrays. The _ref kernels are declared here; the AVX2+FMA twins of
  * the norm and renorm kernels, and the choice between them, are in dispatch.h. They never validate and never allocate: the module in
  * src/nn/embedding.c checks every index and shape once, then calls these on position or
- * row ranges (and owns the threading). Numerics are PyTorch 1.13's (shared reference
- * pytorch-semantics.md §2, §3, Appendix C).
+ * row ranges (and owns the threading). Numerics are PyTorch 1.13's (docs/semantics.md
+ * §4, §5).
  */
 #ifndef EMB_LOOKUP_H
 #define EMB_LOOKUP_H
@@ -22,7 +22,7 @@ void emb__lookup_rows_i32(float *out, const float *weight, int64_t dim, const in
                           int64_t begin, int64_t end, int prefetch);
 
 /* PyTorch's float32 norm of x[0..n) for norm_type p (any real p, +-INFINITY, 0):
- *   p == 2:    the 8-lane fmaf accumulation of Appendix C, then sqrtf;
+ *   p == 2:    the 8-lane fmaf accumulation of docs/semantics.md §5.2, then sqrtf;
  *   p == 1:    sum of |x| in order;  p == INFINITY: max |x|;  p == -INFINITY: min |x|
  *              (NaN propagates); p == 0: number of non-zeros (as a float);
  *   otherwise: powf(sum of powf(|x|, (float)p), 1.0f / (float)p), summed in order.
@@ -30,7 +30,7 @@ void emb__lookup_rows_i32(float *out, const float *weight, int64_t dim, const in
 float emb__row_norm_f32_ref(const float *x, int64_t n, double p);
 typedef float (*emb__row_norm_fn)(const float *x, int64_t n, double p);
 
-/* The 2-norm alone (Appendix C). */
+/* The 2-norm alone (docs/semantics.md §5.2). */
 float emb__row_norm2_f32_ref(const float *x, int64_t n);
 typedef float (*emb__row_norm2_fn)(const float *x, int64_t n);
 

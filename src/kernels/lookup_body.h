@@ -15,9 +15,9 @@
 #define EMB__LOOKUP_INLINE static inline
 #endif
 
-/* Appendix C: eight fmaf lanes over the full groups of 8, lanes folded left to right, then
- * the tail: its first 4*floor(t/4) elements as s + (x*x) with the square rounded, the rest
- * as fmaf(x, x, s). */
+/* The 2-norm of docs/semantics.md §5.2: eight fmaf lanes over the full groups of 8, lanes
+ * folded left to right, then the tail: its first 4*floor(t/4) elements as s + (x*x) with
+ * the square rounded, the rest as fmaf(x, x, s). */
 EMB__LOOKUP_INLINE float row_norm2_body(const float *x, int64_t n) {
     float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t full = n - n % 8;

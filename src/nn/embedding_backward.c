@@ -1,5 +1,5 @@
 /* src/nn/embedding_backward.c: the backward of nn.Embedding, dense and sparse.
- * Shared reference pytorch-semantics.md §4.1 (dense), §4.2 (sparse), §8.2 (design).
+ * See docs/semantics.md §6.1, §6.2 (dense), §6.3, §6.4 (sparse).
  *
  * Dense: the positions are bucketed by destination row, stably (positions ascending inside
  * each row): for a small table relative to the batch by a counting sort over the rows (CSR:

@@ -1,6 +1,6 @@
 /* src/nn/embedding_bag.c: nn.EmbeddingBag and F.embedding_bag — construction, argument
  * checks shared by every bag call, and the forward. The backward lives in
- * embedding_bag_backward.c. Shared reference pytorch-semantics.md §5, §8.3.
+ * embedding_bag_backward.c. See docs/semantics.md §14.
  *
  * A bag is an emb_embedding (the table, with padding_idx, max_norm, requires_grad and
  * its storage: owned, copied or borrowed) plus the pooling mode. Every call validates all

@@ -1,7 +1,7 @@
 /* src/nn/embedding_bag_backward.c: the backward of nn.EmbeddingBag — dense weight gradient
  * (sum/mean in PyTorch's sorted-permutation order, max routed through max_indices),
- * sparse weight gradient, and the per_sample_weights gradient. Shared reference
- * pytorch-semantics.md §5.6, §5.7, §8.4.
+ * sparse weight gradient, and the per_sample_weights gradient. See
+ * docs/semantics.md §14 (and §6.5 for the sort order).
  *
  * Determinism: the dense sum/mean gradient is computed per destination row (a group of
  * equal indices in the unstable-sort permutation PyTorch uses), and threads own disjoint

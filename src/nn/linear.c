@@ -1,5 +1,5 @@
-/* nn.Linear: PyTorch-exact initialisation, forward and backward (shared reference
- * pytorch-semantics.md §6.1, §6.2).
+/* nn.Linear: PyTorch-exact initialisation, forward and backward (docs/semantics.md
+ * §3.3, §8).
  *
  * The matrix products go through CBLAS when the build has it (and the reference kernels
  * are not forced), issuing torch's own sgemm call (torch_addmm below), so that y, grad_x and

@@ -1,4 +1,4 @@
-/* F.one_hot (shared reference pytorch-semantics.md §6.3). */
+/* F.one_hot (docs/semantics.md §9). */
 #include "internal.h"
 #include <emb/linear.h>
 

@@ -1,6 +1,6 @@
 /* src/nn/sparse_grad.c: emb_sparse_grad, PyTorch's COO row gradient (sparse_dim 1,
  * dense_dim 1): init/clear/free, coalesce() in PyTorch's summation order, and
- * dense.add_(sparse). Shared reference pytorch-semantics.md §4.2, §4.6, Appendix B. */
+ * dense.add_(sparse). See docs/semantics.md §6.3, §6.4, §6.5, §6.6. */
 #include "sparse_grad_internal.h"
 #include "kernels/argsort.h"
 #include "kernels/backward.h"

@@ -64,7 +64,7 @@ def example():
 
 @pytest.fixture(scope="session")
 def seeds_dir():
-    """The seed documents' directory, or None when /work/shared is not there."""
+    """The seed documents' directory, or None when ../shared is not there."""
     return SEEDS_DIR if os.path.isdir(SEEDS_DIR) else None
 
 

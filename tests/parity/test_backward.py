@@ -5,7 +5,7 @@ tables, index ranks 0..4, int32/int64, heavy duplicates, padding_idx and
 scale_grad_by_freq; accumulation over several backward calls; thread-count independence;
 the sparse gradient (emb_embedding_backward_sparse) against grad._indices()/_values(),
 including accumulation and zero_grad; coalesce() against torch's (unstable-sort order,
-Appendix B) and dense.add_(sparse); the unstable argsort itself against torch.sort on
+docs/semantics.md §6.5) and dense.add_(sparse); the unstable argsort itself against torch.sort on
 random, sorted, reverse, few-distinct and adversarial (heapsort-forcing) arrays; and a
 double-precision finite-difference check of the analytic gradient. Every expected value is
 produced by torch during the test."""
@@ -109,7 +109,8 @@ def rand_indices(rng, shape, V, kind, dtype):
 # ---- dense -----------------------------------------------------------------------------
 
 def test_dense_reference_example():
-    # §4.2's example: idx=[[1,2,1],[4,1,0]], padding_idx=0, g=arange(12).view(2,3,2)
+    # the example of docs/semantics.md §6.3:
+    # idx=[[1,2,1],[4,1,0]], padding_idx=0, g=arange(12).view(2,3,2)
     w = np.arange(10, dtype=np.float32).reshape(5, 2) + 0.5
     idx = np.array([[1, 2, 1], [4, 1, 0]], np.int64)
     g = np.arange(12, dtype=np.float32).reshape(2, 3, 2)

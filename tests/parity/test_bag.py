@@ -9,7 +9,7 @@ gradient's indices and values. The per_sample_weights gradient is a dot product 
 hands to its BLAS (OpenBLAS on this machine sums in its own order), so it is checked within
 float32 tolerance. Results at 1, 2 and 3 emb threads are identical.
 
-Where PyTorch has a bug (pytorch-semantics.md §9: scale_grad_by_freq dividing by another
+Where PyTorch has a bug (docs/differences.md: scale_grad_by_freq dividing by another
 index's count, include_last_offset with a short last offset, NaN in max, 2-D input with
 include_last_offset dropping the last bag), the test checks emb's correct behaviour against
 a straightforward reference instead of torch: torch on the truncated input, torch with
@@ -291,7 +291,7 @@ def test_random_cases_against_torch(chunk):
 
 
 def test_spec_example():
-    """§5.4's table, through the module (values produced by torch here)."""
+    """A small table of bags through the module (values produced by torch here)."""
     w = np.arange(12, dtype=np.float32).reshape(6, 2)
     inp = np.array([1, 2, 4, 5, 4, 3])
     off = np.array([0, 2, 2, 4])
@@ -381,7 +381,7 @@ def test_threads_identical():
 # ---- PyTorch bugs: emb's correct behaviour against a straightforward reference ----------
 
 def test_scale_grad_by_freq_uses_the_rows_own_count():
-    """§5.6 example: input [1,1,1,2,3,3] in bags [0,3) and [3,6), sum, unit gradient.
+    """Example: input [1,1,1,2,3,3] in bags [0,3) and [3,6), sum, unit gradient.
     torch gives row 2 1/3 and row 3 2/3 (another index's count); the right answer is
     1.0 for each of rows 1, 2, 3."""
     w = np.random.default_rng(8).standard_normal((5, 3)).astype(np.float32)
@@ -466,7 +466,7 @@ def test_max_nan_propagates():
 
 
 def test_2d_input_with_include_last_offset_keeps_every_bag():
-    """torch drops the last row of a 2-D input when include_last_offset is set (§9.3); emb
+    """torch drops the last row of a 2-D input when include_last_offset is set; emb
     treats a 2-D input as B bags regardless. Reference: torch without include_last_offset."""
     rng = np.random.default_rng(11)
     w = rng.standard_normal((9, 4)).astype(np.float32)

@@ -136,8 +136,9 @@ def test_init_large_and_edges(V, D, pad):
 
 
 def test_init_successive_without_reseed():
-    """The Box-Muller cache of the scalar path is shared across creations (§7.4): sequences of
-    small and large tables after one seed must match torch's stream, cache included."""
+    """The Box-Muller cache of the scalar path is shared across creations (docs/semantics.md
+    §2.3): sequences of small and large tables after one seed must match torch's stream,
+    cache included."""
     rng = np.random.default_rng(99)
     for trial in range(150):
         seed = int(rng.integers(0, 2 ** 32))
@@ -364,8 +365,8 @@ def test_renorm_long_rows():
 
 
 def test_renorm_examples_from_reference():
-    """§3: [3,4] with max_norm 1 -> [0.6000000238, 0.8000000119]; p=-1 case; a row exactly at
-    max_norm is untouched; special values."""
+    """docs/semantics.md §5.3: [3,4] with max_norm 1 -> [0.6000000238, 0.8000000119]; a
+    p=-1 case; a row exactly at max_norm is untouched; special values."""
     for row, mx, p in [([3, 4], 1.0, 2.0), ([3, -4], 1.0, -1.0), ([3, 4], 5.0, 2.0),
                        ([np.nan, 1], 0.5, 2.0), ([np.inf, 1], 0.5, 2.0), ([np.inf, 1], 0.5, 1.0),
                        ([0, 0], 0.5, 2.0), ([0, 0, 2], 0.5, -1.0), ([1e30, 1e30], 1.0, 2.0),

@@ -1,4 +1,4 @@
-"""The "one-hot times Linear" equivalence (shared reference §6.4), with emb's own layers and
+"""The "one-hot times Linear" equivalence (docs/semantics.md §9), with emb's own layers and
 with torch doing the same at test time:
 
 * an embedding built by from_pretrained(linear.weight^T) looks up exactly the rows that

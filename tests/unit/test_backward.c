@@ -1,5 +1,5 @@
 /* Unit tests of the nn.Embedding backward (src/nn/embedding_backward.c, src/nn/sparse_grad.c,
- * src/kernels/backward_ref.c): hand cases from the shared reference (§4.1, §4.2, §4.6),
+ * src/kernels/backward_ref.c): hand cases of docs/semantics.md §6.1, §6.3, §6.5,
  * summation order, accumulation, signed zeros, padding, scale_grad_by_freq, int32/int64,
  * thread-count independence, sparse gradients (merge on accumulation, coalesce, add to a
  * dense tensor, storage reuse), and every error path: status, message, and that nothing the
@@ -71,7 +71,8 @@ static float next_float(void) { /* spread over magnitudes so that order matters 
 
 /* ---- dense: hand cases ------------------------------------------------------------------ */
 
-/* §4.2's example: idx=[[1,2,1],[4,1,0]], padding_idx=0, g=arange(12).emb_test_view(2,3,2). */
+/* The example of docs/semantics.md §6.3: idx=[[1,2,1],[4,1,0]], padding_idx=0,
+ * g=arange(12).view(2,3,2). */
 static void test_dense_reference_example(void **state) {
     (void)state;
     emb_embedding *e = make_table(5, 2, 0, false, false);
@@ -398,7 +399,8 @@ static void test_dense_errors(void **state) {
 
 /* ---- sparse ----------------------------------------------------------------------------- */
 
-/* §4.2's example: indices=[[1,2,1,4,1]], values=[[0,1],[2,3],[4,5],[6,7],[8,9]]. */
+/* The example of docs/semantics.md §6.3: indices=[[1,2,1,4,1]],
+ * values=[[0,1],[2,3],[4,5],[6,7],[8,9]]. */
 static void test_sparse_reference_example(void **state) {
     (void)state;
     emb_embedding *e = make_table(5, 2, 0, false, false);

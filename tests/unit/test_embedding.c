@@ -633,9 +633,9 @@ static void test_forward_errors(void **state) {
 
 static void test_renorm_values(void **state) {
     (void)state;
-    /* §3: [3, 4] with max_norm 1 -> [0.6000000238, 0.8000000119]; the row named three times
-     * is processed once; row 1 is not named; row 2 has
-     * norm exactly max_norm and is left alone. */
+    /* docs/semantics.md §5.3: [3, 4] with max_norm 1 -> [0.6000000238, 0.8000000119]; the
+     * row named three times is processed once; row 1 is not named; row 2 has norm exactly
+     * max_norm and is left alone. */
     float w[3][2] = {{3, 4}, {30, 40}, {0.6f, 0.8f}};
     int64_t sw[2] = {3, 2}, idx[3] = {0, 0, 0}, si[1] = {3};
     emb_tensor wt, it;
@@ -668,8 +668,9 @@ static void test_renorm_values(void **state) {
     assert_true(isnan(emb__row_norm_f32_ref(z, 3, -INFINITY)));
     assert_true(isnan(emb__row_norm_f32_ref(z, 3, 2.0)));
 
-    /* Appendix C's tail rule: for 13 elements the 5-element tail is 4 plain adds (rounded
-     * squares) then 1 fma. Pick inputs where that differs from an all-fma or all-plain tail. */
+    /* The 2-norm's tail rule (docs/semantics.md §5.2): for 13 elements the 5-element tail
+     * is 4 plain adds (rounded squares) then 1 fma. Pick inputs where that differs from an
+     * all-fma or all-plain tail. */
     bool found = false;
     for (int trial = 0; trial < 1000 && !found; trial++) {
         float v[13];

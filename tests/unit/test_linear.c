@@ -12,7 +12,7 @@ static uint64_t rng_state = 88172645463325252ULL; /* test data seed */
  * Creation and initialisation
  * ------------------------------------------------------------------------------------- */
 
-/* The bits of the reference table (shared reference §7): manual_seed(123) then
+/* Bits produced by PyTorch 1.13.1 (docs/semantics.md §2, §3.3): manual_seed(123) then
  * nn.Linear(4, 5): weight[0] and the bias. */
 static void test_init_reference_bits(void **state) {
     (void)state;

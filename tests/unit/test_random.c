@@ -1,5 +1,5 @@
-/* Unit tests for emb/random.h: the reference vectors of pytorch-semantics.md section 7 (bit
- * patterns produced by PyTorch 1.13.1 and reproduced by the Appendix A oracle), draw
+/* Unit tests for emb/random.h: reference vectors (bit patterns produced by PyTorch 1.13.1;
+ * docs/semantics.md §2), draw
  * counts, the cached normal, state save/restore, and every error path (status, message, and
  * that nothing was drawn or written). */
 #include "emb_test.h"
