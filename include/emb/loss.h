@@ -20,9 +20,10 @@ typedef struct emb_loss_options {
     double label_smoothing;   /* cross-entropy only; default 0, must be in [0, 1] (PyTorch
                                  silently treats a negative or NaN value as 0; emb rejects
                                  it) */
-    const emb_tensor *weight; /* cross-entropy / nll_loss: NULL (default) or float32 [C],
-                                 the rescaling weight of each class (PyTorch's `weight`);
-                                 borrowed for the call only */
+    const emb_tensor *weight; /* NULL (default) or float32, PyTorch's `weight`, borrowed
+                                 for the call only. cross-entropy / nll_loss: [C], the
+                                 rescaling weight of each class; BCE with logits: the
+                                 elementwise weight, broadcastable to the input's shape */
 } emb_loss_options;
 
 EMB_API emb_loss_options emb_loss_options_default(void);
@@ -96,9 +97,14 @@ EMB_API emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tens
                                          const emb_loss_options *opts,
                                          const emb_tensor *grad_loss, emb_tensor *grad_input);
 
-/* F.binary_cross_entropy_with_logits(input, target, pos_weight=pos_weight): input and
- * target float32 of the same shape; pos_weight NULL or float32 [C] broadcast over the last
- * dimension. */
+/* F.binary_cross_entropy_with_logits(input, target, weight=opts->weight,
+ * pos_weight=pos_weight): input and target float32 of the same shape; pos_weight NULL or
+ * float32 [C] broadcast over the last dimension; the weight broadcastable to the input's
+ * shape (one that would make the input grow is refused, as for mse). Bit-identical to
+ * torch (its max_val formulation op by op, exp/log/sigmoid as its AVX2 kernels compute
+ * them, torch's sum order) for up to 32768 elements at any torch thread count, and for
+ * any size against torch on one intra-op thread (torch splits longer loops and sums
+ * between its threads). */
 EMB_API emb_status emb_bce_with_logits_forward(const emb_tensor *input,
                                                const emb_tensor *target,
                                                const emb_tensor *pos_weight,

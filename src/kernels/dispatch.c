@@ -48,13 +48,16 @@ int emb__kernel_variants(const emb__kernel_table *const **out) {
 emb__log_softmax_kernels emb__log_softmax_pick(void) {
     emb__log_softmax_kernels k = {emb__log_softmax_fwd_ref, emb__log_softmax_bwd_ref,
                                   emb__log_softmax_dim_fwd_ref, emb__log_softmax_dim_bwd_ref,
-                                  false};
+                                  emb__vexp_ref, emb__vlog_ref, emb__sigmoid_ref, false};
 #if defined(EMB_HAVE_SLEEF)
     if (emb__use_avx2()) {
         k.fwd = emb__log_softmax_fwd_avx2;
         k.bwd = emb__log_softmax_bwd_avx2;
         k.dim_fwd = emb__log_softmax_dim_fwd_avx2;
         k.dim_bwd = emb__log_softmax_dim_bwd_avx2;
+        k.vexp = emb__vexp_avx2;
+        k.vlog = emb__vlog_avx2;
+        k.sigmoid = emb__sigmoid_avx2;
         k.simd = true;
     }
 #endif

@@ -60,6 +60,18 @@ typedef void (*emb__log_softmax_dim_fwd_fn)(const float *x, float *y, int64_t ou
 typedef void (*emb__log_softmax_dim_bwd_fn)(const float *gy, const float *y, float *gx,
                                             int64_t outer, int64_t c, int64_t inner, float *scratch);
 
+/* Elementwise exp / log of n floats as torch's vml does them (vec::map: every element
+ * through Vectorized<float>, the last partial vector padded), and sigmoid as torch's
+ * cpu_kernel_vec runs it on one contiguous range: vectors of 16 (1 / (1 + exp(0 - x))),
+ * the last n % 16 elements scalar (1 / (1 + expf(-x))). in and out may be the same. */
+void emb__vexp_ref(const float *in, float *out, int64_t n);
+void emb__vlog_ref(const float *in, float *out, int64_t n);
+void emb__sigmoid_ref(const float *in, float *out, int64_t n);
+void emb__vexp_avx2(const float *in, float *out, int64_t n);
+void emb__vlog_avx2(const float *in, float *out, int64_t n);
+void emb__sigmoid_avx2(const float *in, float *out, int64_t n);
+typedef void (*emb__vmap_fn)(const float *in, float *out, int64_t n);
+
 /* The AVX2 + SLEEF twins (softmax_avx2.c); only built when the build found SLEEF on
  * x86-64 (EMB_HAVE_SLEEF), only called when the CPU has AVX2 and FMA. */
 void emb__log_softmax_fwd_avx2(const float *x, float *y, int64_t rows, int64_t c);
@@ -73,6 +85,7 @@ typedef struct emb__log_softmax_kernels {
     emb__log_softmax_bwd_fn bwd;
     emb__log_softmax_dim_fwd_fn dim_fwd;
     emb__log_softmax_dim_bwd_fn dim_bwd;
+    emb__vmap_fn vexp, vlog, sigmoid;
     bool simd; /* true for the AVX2 + SLEEF pair */
 } emb__log_softmax_kernels;
 emb__log_softmax_kernels emb__log_softmax_pick(void); /* in dispatch.c */

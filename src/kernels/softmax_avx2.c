@@ -200,6 +200,30 @@ void emb__log_softmax_dim_bwd_avx2(const float *gy, const float *y, float *gx, i
         }
     }
 }
+static void vmap(const float *in, float *out, int64_t n, __m256 (*f)(__m256)) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(_mm256_loadu_ps(in + i)));
+    if (i < n) {
+        float t[8];
+        _mm256_storeu_ps(t, f(load_part(in + i, n - i)));
+        memcpy(out + i, t, (size_t)(n - i) * sizeof(float));
+    }
+}
+
+void emb__vexp_avx2(const float *in, float *out, int64_t n) { vmap(in, out, n, Sleef_expf8_u10); }
+
+void emb__vlog_avx2(const float *in, float *out, int64_t n) { vmap(in, out, n, Sleef_logf8_u10); }
+
+void emb__sigmoid_avx2(const float *in, float *out, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int h = 0; h < 16; h += 8) {
+            __m256 a = Sleef_expf8_u10(_mm256_sub_ps(zero, _mm256_loadu_ps(in + i + h)));
+            _mm256_storeu_ps(out + i + h, _mm256_div_ps(one, _mm256_add_ps(a, one)));
+        }
+    for (; i < n; i++) out[i] = 1.0f / (1.0f + expf(-in[i]));
+}
 #else
 /* Without SLEEF the AVX2 twins are not built; emb__log_softmax_pick never selects them. */
 typedef int emb__softmax_avx2_unused;

@@ -60,6 +60,18 @@ void emb__log_softmax_bwd_ref(const float *gy, const float *y, float *gx, int64_
     }
 }
 
+void emb__vexp_ref(const float *in, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = expf(in[i]);
+}
+
+void emb__vlog_ref(const float *in, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = logf(in[i]);
+}
+
+void emb__sigmoid_ref(const float *in, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-in[i]));
+}
+
 static int64_t dim_chunk(int64_t c) {
     int64_t ch = (int64_t)(128 * 1024) / c / (int64_t)sizeof(float);
     if (ch < LANES) ch = LANES;

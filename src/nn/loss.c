@@ -87,42 +87,6 @@ static int ceil_log2_i64(int64_t n) {
     return n <= 1 ? 0 : 64 - __builtin_clzll((unsigned long long)(n - 1));
 }
 
-/* Deterministic chunked reduction: sums f over [0, n) in chunks of `chunk` items, each
- * chunk into its own double pair, then adds the pairs in chunk order. */
-typedef void (*chunk_fn)(const void *ctx, int64_t i0, int64_t i1, double acc[2]);
-
-static emb_status chunked_sum(int64_t n, int64_t chunk, int64_t cost_per_item, chunk_fn f,
-                              const void *ctx, double total[2]) {
-    total[0] = total[1] = 0.0;
-    if (n <= 0) return EMB_OK;
-    int64_t nchunks = (n + chunk - 1) / chunk;
-    if (nchunks == 1) {
-        f(ctx, 0, n, total);
-        return EMB_OK;
-    }
-    double *part = emb_malloc((size_t)nchunks * 2 * sizeof(double));
-    if (!part)
-        return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " partial sums", nchunks);
-    int nt = emb__threads_for(n * cost_per_item, 1 << 15);
-    (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int64_t k = 0; k < nchunks; k++) {
-        int64_t i0 = k * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
-        double acc[2] = {0.0, 0.0};
-        f(ctx, i0, i1, acc);
-        part[2 * k] = acc[0];
-        part[2 * k + 1] = acc[1];
-    }
-    for (int64_t k = 0; k < nchunks; k++) {
-        total[0] += part[2 * k];
-        total[1] += part[2 * k + 1];
-    }
-    emb_free(part);
-    return EMB_OK;
-}
-
 /* ---------------------------------------------------------------------------------------
  * Cross-entropy = nll_loss(log_softmax(logits)), with PyTorch 1.13's CPU arithmetic:
  *
@@ -740,6 +704,62 @@ emb_status emb_log_softmax_backward(const emb_tensor *y, const emb_tensor *grad_
  * with one intra-op thread, whatever emb's thread count.
  * ------------------------------------------------------------------------------------- */
 
+/* *out = t broadcast to input's shape (t already checked broadcastable: numpy rules, no
+ * growth of the input), a fresh buffer the caller frees. */
+static emb_status expand_like(const emb_tensor *input, const emb_tensor *t_t, float **out) {
+    const int64_t n = emb_tensor_numel(input);
+    emb_status st = alloc_rows(n, 1, out);
+    if (st || n == 0) return st;
+    int64_t tstr[EMB_MAX_DIMS], acc = 1;
+    for (int k = input->ndim - 1; k >= 0; k--) {
+        int ib = t_t->ndim - input->ndim + k;
+        int64_t b = ib >= 0 ? t_t->shape[ib] : 1;
+        tstr[k] = b == 1 ? 0 : acc;
+        acc *= b;
+    }
+    const float *t = t_t->data;
+    int64_t idx[EMB_MAX_DIMS] = {0}, off = 0;
+    for (int64_t i = 0; i < n; i++) {
+        (*out)[i] = t[off];
+        for (int k = input->ndim - 1; k >= 0; k--) {
+            if (++idx[k] < input->shape[k]) {
+                off += tstr[k];
+                break;
+            }
+            off -= tstr[k] * (input->shape[k] - 1);
+            idx[k] = 0;
+        }
+    }
+    return EMB_OK;
+}
+
+/* Checks that `t` broadcasts to input's shape without growing it (torch's message when
+ * the shapes are incompatible). */
+static emb_status check_broadcast_to(const emb_tensor *input, const emb_tensor *t,
+                                     const char *what, const char *op) {
+    const int nd = input->ndim > t->ndim ? input->ndim : t->ndim;
+    bool grows = t->ndim > input->ndim;
+    for (int k = 0; k < nd; k++) {
+        int ia = input->ndim - nd + k, ib = t->ndim - nd + k;
+        int64_t a = ia >= 0 ? input->shape[ia] : 1, b = ib >= 0 ? t->shape[ib] : 1;
+        if (a != b && a != 1 && b != 1)
+            return emb__error(EMB_ERR_SHAPE,
+                              "The size of tensor a (%" PRId64 ") must match the size of tensor "
+                              "b (%" PRId64 ") at non-singleton dimension %d",
+                              a, b, k);
+        if (a != b && a == 1) grows = true;
+    }
+    if (grows) {
+        char is[300], ts[300];
+        return emb__error(EMB_ERR_SHAPE,
+                          "%s: the %s %s would broadcast the input %s to a larger shape; emb "
+                          "broadcasts only the %s to the input's shape",
+                          op, what, emb__shape_fmt(ts, sizeof ts, t->ndim, t->shape),
+                          emb__shape_fmt(is, sizeof is, input->ndim, input->shape), what);
+    }
+    return EMB_OK;
+}
+
 /* Checks input/target (float32, target broadcastable to input) and, when their shapes
  * differ, materialises the broadcast target into *expanded (caller frees). */
 static emb_status mse_check(const emb_tensor *input, const emb_tensor *target,
@@ -751,50 +771,8 @@ static emb_status mse_check(const emb_tensor *input, const emb_tensor *target,
     if ((st = check_f32(target, "target"))) return st;
     if ((st = read_opts(opts, false, o))) return st;
     if (emb_tensor_same_shape(input, target)) return EMB_OK;
-    const int nd = input->ndim > target->ndim ? input->ndim : target->ndim;
-    bool grows = target->ndim > input->ndim;
-    for (int k = 0; k < nd; k++) {
-        int ia = input->ndim - nd + k, ib = target->ndim - nd + k;
-        int64_t a = ia >= 0 ? input->shape[ia] : 1, b = ib >= 0 ? target->shape[ib] : 1;
-        if (a != b && a != 1 && b != 1)
-            return emb__error(EMB_ERR_SHAPE,
-                              "The size of tensor a (%" PRId64 ") must match the size of tensor "
-                              "b (%" PRId64 ") at non-singleton dimension %d",
-                              a, b, k);
-        if (a != b && a == 1) grows = true;
-    }
-    if (grows) {
-        char is[300], ts[300];
-        return emb__error(EMB_ERR_SHAPE,
-                          "mse_loss: the target %s would broadcast the input %s to a larger "
-                          "shape; emb broadcasts only the target to the input's shape",
-                          emb__shape_fmt(ts, sizeof ts, target->ndim, target->shape),
-                          emb__shape_fmt(is, sizeof is, input->ndim, input->shape));
-    }
-    const int64_t n = emb_tensor_numel(input);
-    if ((st = alloc_rows(n, 1, expanded))) return st;
-    /* strides of the target seen in the input's shape (0 on broadcast dimensions) */
-    int64_t tstr[EMB_MAX_DIMS], acc = 1;
-    for (int k = input->ndim - 1; k >= 0; k--) {
-        int ib = target->ndim - input->ndim + k;
-        int64_t b = ib >= 0 ? target->shape[ib] : 1;
-        tstr[k] = b == 1 ? 0 : acc;
-        acc *= b;
-    }
-    const float *t = target->data;
-    int64_t idx[EMB_MAX_DIMS] = {0}, off = 0;
-    for (int64_t i = 0; i < n; i++) {
-        (*expanded)[i] = t[off];
-        for (int k = input->ndim - 1; k >= 0; k--) {
-            if (++idx[k] < input->shape[k]) {
-                off += tstr[k];
-                break;
-            }
-            off -= tstr[k] * (input->shape[k] - 1);
-            idx[k] = 0;
-        }
-    }
-    return EMB_OK;
+    if ((st = check_broadcast_to(input, target, "target", "mse_loss"))) return st;
+    return expand_like(input, target, expanded);
 }
 
 emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *target,
@@ -894,81 +872,110 @@ typedef struct elem_ctx {
 } elem_ctx;
 
 /* ---------------------------------------------------------------------------------------
- * Binary cross-entropy with logits
+ * Binary cross-entropy with logits, PyTorch 1.13's composite (Loss.cpp), op by op in
+ * float, exp and log through torch's vml (every element via SLEEF on AVX2):
+ *   m = max(-x, 0)
+ *   no pos_weight: loss = ((1 - t) * x + m) + log(exp(-m) + exp(-x - m))
+ *   pos_weight p:  loss = (1 - t) * x + ((p - 1) * t + 1) * (log(exp(-m) + exp(-x - m)) + m)
+ *   weight w:      loss = loss * w;  then sum (torch's order) or sum / numel.
+ * Backward (binary_cross_entropy_with_logits_backward), sigmoid as torch's vectorised
+ * kernel runs it (vectors of 16, a scalar tail of n % 16 elements):
+ *   no pos_weight: (sigmoid(x) - t) * g;  p: (((p*t + 1) - t) * sigmoid(x) - p*t) * g;
+ *   then * w; mean: / numel.
+ * pos_weight is [C] over the last dimension; the weight (opts->weight) broadcasts to the
+ * input's shape. Bit-identical to torch for up to 32768 elements at any torch thread
+ * count and for any size with one torch thread (torch splits longer elementwise loops and
+ * sums between its threads, which moves the sigmoid's scalar tail and the sum order).
  * ------------------------------------------------------------------------------------- */
 
 static emb_status bce_check(const emb_tensor *input, const emb_tensor *target,
                             const emb_tensor *pos_weight, const emb_loss_options *opts,
-                            emb_loss_options *o) {
+                            emb_loss_options *o, float **wexp) {
+    *wexp = NULL;
     emb_status st = pair_check(input, target, opts, o, "binary_cross_entropy_with_logits");
     if (st) return st;
-    if (!pos_weight) return EMB_OK;
-    if ((st = check_f32(pos_weight, "pos_weight"))) return st;
-    char buf[300], buf2[300];
-    if (input->ndim == 0)
-        return emb__error(EMB_ERR_SHAPE,
-                          "pos_weight is broadcast over the last dimension of input, but input "
-                          "is 0-d");
-    int64_t c = input->shape[input->ndim - 1];
-    if (pos_weight->ndim != 1 || pos_weight->shape[0] != c)
-        return emb__error(EMB_ERR_SHAPE,
-                          "pos_weight has shape %s, expected [%" PRId64
-                          "] (the last dimension of input %s)",
-                          emb__shape_fmt(buf, sizeof buf, pos_weight->ndim, pos_weight->shape),
-                          c, emb__shape_fmt(buf2, sizeof buf2, input->ndim, input->shape));
+    if (pos_weight) {
+        if ((st = check_f32(pos_weight, "pos_weight"))) return st;
+        char buf[300], buf2[300];
+        if (input->ndim == 0)
+            return emb__error(EMB_ERR_SHAPE,
+                              "pos_weight is broadcast over the last dimension of input, but "
+                              "input is 0-d");
+        int64_t c = input->shape[input->ndim - 1];
+        if (pos_weight->ndim != 1 || pos_weight->shape[0] != c)
+            return emb__error(EMB_ERR_SHAPE,
+                              "pos_weight has shape %s, expected [%" PRId64
+                              "] (the last dimension of input %s)",
+                              emb__shape_fmt(buf, sizeof buf, pos_weight->ndim,
+                                             pos_weight->shape),
+                              c, emb__shape_fmt(buf2, sizeof buf2, input->ndim, input->shape));
+    }
+    if (o->weight) {
+        if ((st = check_f32(o->weight, "weight"))) return st;
+        if ((st = check_broadcast_to(input, o->weight, "weight",
+                                     "binary_cross_entropy_with_logits")))
+            return st;
+        if ((st = expand_like(input, o->weight, wexp))) return st;
+    }
     return EMB_OK;
 }
 
-/* PyTorch's stable form: m = max(-x, 0);
- *   no pos_weight: (1-t)*x + m + log(exp(-m) + exp(-x-m))
- *   pos_weight p:  (1-t)*x + (1 + (p-1)*t) * (log(exp(-m) + exp(-x-m)) + m) */
-static inline float bce_elem(float x, float t, const float *pw) {
-    float m = -x;
-    if (!(m > 0.0f)) m = isnan(m) ? m : 0.0f;
-    float e = logf(expf(-m) + expf(-x - m));
-    float lin = (1.0f - t) * x;
-    if (!pw) return lin + m + e;
-    float lw = (*pw - 1.0f) * t + 1.0f;
-    return lin + lw * (e + m);
-}
-
-static void bce_rows(const void *vctx, int64_t i0, int64_t i1, double acc[2]) {
-    const elem_ctx *k = vctx;
-    double s = 0.0;
-    for (int64_t i = i0; i < i1; i++)
-        s += (double)bce_elem(k->x[i], k->t[i], k->pw ? &k->pw[i % k->c] : NULL);
-    acc[0] += s;
+/* The unreduced loss into out[n] (scratch: 2n floats). */
+static void bce_loss(const float *x, const float *t, const float *pw, int64_t c,
+                     const float *w, int64_t n, float *out, float *scratch) {
+    emb__log_softmax_kernels k = emb__log_softmax_pick();
+    float *e1 = scratch, *e2 = scratch + n;
+    for (int64_t i = 0; i < n; i++) {
+        float m = -x[i];
+        if (!(m > 0.0f)) m = isnan(m) ? m : 0.0f; /* clamp_min(-x, 0), NaN kept */
+        out[i] = m;
+        e1[i] = -m;
+        e2[i] = -x[i] - m;
+    }
+    k.vexp(e1, e1, n);
+    k.vexp(e2, e2, n);
+    for (int64_t i = 0; i < n; i++) e1[i] = e1[i] + e2[i];
+    k.vlog(e1, e1, n);
+    for (int64_t i = 0; i < n; i++) {
+        float m = out[i], lin = (1.0f - t[i]) * x[i], v;
+        if (pw) {
+            float lw = (pw[i % c] - 1.0f) * t[i] + 1.0f;
+            v = lin + lw * (e1[i] + m);
+        } else {
+            v = (lin + m) + e1[i];
+        }
+        out[i] = w ? v * w[i] : v;
+    }
 }
 
 emb_status emb_bce_with_logits_forward(const emb_tensor *input, const emb_tensor *target,
                                        const emb_tensor *pos_weight,
                                        const emb_loss_options *opts, emb_tensor *loss) {
     emb_loss_options o;
-    emb_status st = bce_check(input, target, pos_weight, opts, &o);
-    if (st) return st;
-    if (!loss) return emb__null("loss");
-    if ((st = check_loss_shape(loss, "loss", o.reduction, input->ndim, input->shape))) return st;
-    if ((st = check_no_overlap(loss, "loss", input, "input", target, "target", pos_weight,
-                               "pos_weight", NULL, NULL)))
+    float *w = NULL, *buf = NULL;
+    emb_status st = bce_check(input, target, pos_weight, opts, &o, &w);
+    if (!st && !loss) st = emb__null("loss");
+    if (!st) st = check_loss_shape(loss, "loss", o.reduction, input->ndim, input->shape);
+    if (!st)
+        st = check_no_overlap(loss, "loss", input, "input", target, "target", pos_weight,
+                              "pos_weight", o.weight, "weight");
+    const int64_t n = st ? 0 : emb_tensor_numel(input);
+    const bool none = o.reduction == EMB_REDUCTION_NONE;
+    if (!st) st = alloc_rows(n, none ? 2 : 3, &buf);
+    if (st) {
+        emb_free(w);
         return st;
-    const int64_t n = emb_tensor_numel(input);
-    elem_ctx k = {input->data, target->data, pos_weight ? pos_weight->data : NULL,
-                  pos_weight ? pos_weight->shape[0] : 0};
-    float *out = loss->data;
-    if (o.reduction == EMB_REDUCTION_NONE) {
-        int nt = emb__threads_for(n, 1 << 14);
-        (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t i = 0; i < n; i++)
-            out[i] = bce_elem(k.x[i], k.t[i], k.pw ? &k.pw[i % k.c] : NULL);
-        return EMB_OK;
     }
-    double sums[2];
-    if ((st = chunked_sum(n, 1 << 12, 4, bce_rows, &k, sums))) return st;
-    float total = (float)sums[0];
-    *out = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
+    float *out = none ? loss->data : buf + 2 * n;
+    if (n > 0)
+        bce_loss(input->data, target->data, pos_weight ? pos_weight->data : NULL,
+                 pos_weight ? pos_weight->shape[0] : 1, w, n, out, buf);
+    if (!none) {
+        float total = emb__torch_sum_f32(out, n);
+        *(float *)loss->data = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
+    }
+    emb_free(buf);
+    emb_free(w);
     return EMB_OK;
 }
 
@@ -977,41 +984,42 @@ emb_status emb_bce_with_logits_backward(const emb_tensor *input, const emb_tenso
                                         const emb_loss_options *opts,
                                         const emb_tensor *grad_loss, emb_tensor *grad_input) {
     emb_loss_options o;
-    emb_status st = bce_check(input, target, pos_weight, opts, &o);
-    if (st) return st;
-    if (!grad_loss) return emb__null("grad_loss");
-    if ((st = check_loss_shape(grad_loss, "grad_loss", o.reduction, input->ndim, input->shape)))
+    float *w = NULL;
+    emb_status st = bce_check(input, target, pos_weight, opts, &o, &w);
+    if (!st && !grad_loss) st = emb__null("grad_loss");
+    if (!st)
+        st = check_loss_shape(grad_loss, "grad_loss", o.reduction, input->ndim, input->shape);
+    if (!st && !grad_input) st = emb__null("grad_input");
+    if (!st) st = emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape);
+    if (!st)
+        st = check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
+                              pos_weight, "pos_weight", grad_loss, "grad_loss");
+    if (!st && o.weight && overlap(grad_input, o.weight))
+        st = emb__error(EMB_ERR_INVALID, "grad_input must not overlap weight");
+    if (st) {
+        emb_free(w);
         return st;
-    if (!grad_input) return emb__null("grad_input");
-    if ((st = emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape)))
-        return st;
-    if ((st = check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
-                               pos_weight, "pos_weight", grad_loss, "grad_loss")))
-        return st;
+    }
     const int64_t n = emb_tensor_numel(input);
     const float *x = input->data, *t = target->data, *g = grad_loss->data;
     const float *pw = pos_weight ? pos_weight->data : NULL;
-    const int64_t c = pos_weight ? pos_weight->shape[0] : 0;
+    const int64_t c = pos_weight ? pos_weight->shape[0] : 1;
     float *gx = grad_input->data;
     const bool per_elem = o.reduction == EMB_REDUCTION_NONE;
     const bool mean = o.reduction == EMB_REDUCTION_MEAN;
     const float numel = (float)n;
-    int nt = emb__threads_for(n, 1 << 14);
-    (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
+    if (n > 0) emb__log_softmax_pick().sigmoid(x, gx, n); /* gx = sigmoid(x) */
     for (int64_t i = 0; i < n; i++) {
-        float sig = 1.0f / (1.0f + expf(-x[i]));
-        float gi = g[per_elem ? i : 0], v;
+        float sig = gx[i], gi = g[per_elem ? i : 0], v;
         if (pw) {
-            /* PyTorch: pt = p*t; ((pt + 1 - t) * sigmoid(x) - pt) * g */
             float pt = pw[i % c] * t[i];
             v = (((pt + 1.0f) - t[i]) * sig - pt) * gi;
         } else {
             v = (sig - t[i]) * gi;
         }
+        if (w) v = v * w[i];
         gx[i] = mean ? v / numel : v;
     }
+    emb_free(w);
     return EMB_OK;
 }

@@ -5,10 +5,8 @@ label_smoothing), F.nll_loss, F.log_softmax, F.mse_loss and F.binary_cross_entro
 cross_entropy, nll_loss and log_softmax are compared BIT FOR BIT (NaN equals NaN) on
 thousands of random cases, with torch and emb at 1 and at 2 threads, when emb uses its SLEEF
 kernels and torch dispatches to AVX2 (the machine this suite runs on; the test checks it).
-mse and BCE: forward values and gradients within assert_close (rtol 1.3e-6, atol 1e-5) on
-inputs of moderate magnitude; the parts emb computes with PyTorch's exact float formula are
-compared bit for bit (mse backward, mse forward with reduction none). Errors carry torch's
-own messages, caught live."""
+mse (targets broadcast to the input) and BCE with logits (pos_weight, a broadcast weight)
+are bit-exact too, for every reduction. Errors carry torch's own messages, caught live."""
 import ctypes as C
 import random
 
@@ -420,35 +418,45 @@ def test_mse_errors():
 
 # ---- binary cross-entropy with logits ---------------------------------------------------
 
-def test_bce_with_logits_random():
-    rnd = random.Random(31)
-    rng = np.random.default_rng(31)
-    for case in range(300):
+def test_bce_with_logits_random_bit_exact(threads):
+    """pos_weight, an elementwise weight broadcast to the input, every reduction. torch
+    splits elementwise loops and sums of more than 32768 values between its threads, so the
+    2-thread cases stay at or below that size."""
+    rnd = random.Random(31 + threads)
+    rng = np.random.default_rng(31 + threads)
+    for case in range(800):
         use_pw = rnd.random() < 0.5
+        use_w = rnd.random() < 0.4
         shape = random_shape(rnd, min_rank=1 if use_pw else 0)
+        if rnd.random() < 0.03:
+            shape = (rnd.choice([5000, 30000] + ([70000] if threads == 1 else [])),)
         reduction = rnd.choice(list(REDUCTIONS))
-        x = np.array(rng.standard_normal(shape) * 3, np.float32)
+        x = np.array(rng.standard_normal(shape) * rnd.choice([1.0, 3.0, 30.0]), np.float32)
         if rnd.random() < 0.5:
             y = np.array(rng.integers(0, 2, size=shape), np.float32)
         else:
             y = np.array(rng.random(shape), np.float32)
         pw = rng.uniform(0.1, 4.0, size=shape[-1:]).astype(np.float32) if use_pw else None
+        w = None
+        if use_w:
+            wshape = tuple(d if rnd.random() < 0.6 else 1 for d in shape)[rnd.randint(0, len(shape)):]
+            w = np.array(rng.uniform(0.1, 2.0, size=wshape), np.float32)
         xt = torch.from_numpy(x.copy()).requires_grad_()
         want = F.binary_cross_entropy_with_logits(
-            xt, torch.from_numpy(y), pos_weight=torch.from_numpy(pw) if use_pw else None,
-            reduction=reduction)
+            xt, torch.from_numpy(y), weight=None if w is None else torch.from_numpy(w),
+            pos_weight=torch.from_numpy(pw) if use_pw else None, reduction=reduction)
         g = grad_of_loss(rng, reduction, shape)
         want.backward(torch.from_numpy(g))
-        o = opts(reduction)
-        what = f"case {case}: {shape} {reduction} pos_weight {use_pw}"
+        o = opts(reduction, weight=w)
+        what = f"case {case}: {shape} {reduction} pos_weight {use_pw} weight {use_w}"
         loss = loss_buffer(reduction, shape)
         check(lib.emb_bce_with_logits_forward(T(x), T(y), T(pw) if use_pw else None, ptr(o),
                                               T(loss)))
-        assert_close(loss, want.detach().numpy(), what=f"{what} loss")
+        assert_bits(loss, want, f"{what} loss")
         gx = tensor_out(shape)
         check(lib.emb_bce_with_logits_backward(T(x), T(y), T(pw) if use_pw else None, ptr(o),
                                                T(g), T(gx)))
-        assert_close(gx, xt.grad.numpy(), what=f"{what} grad")
+        assert_bits(gx, xt.grad, f"{what} grad")
 
 
 def test_bce_with_logits_extreme_logits():
@@ -467,12 +475,12 @@ def test_bce_with_logits_extreme_logits():
             check(lib.emb_bce_with_logits_forward(T(x), T(y), T(pw) if use_pw else None,
                                                   ptr(o), T(loss)))
             assert np.isfinite(loss).all()
-            assert_close(loss, want.detach().numpy(), what=f"{reduction} {use_pw} loss")
+            assert_bits(loss, want, f"{reduction} {use_pw} loss")
             gx = tensor_out(x.shape)
             g = np.ones(loss.shape, np.float32)
             check(lib.emb_bce_with_logits_backward(T(x), T(y), T(pw) if use_pw else None,
                                                    ptr(o), T(g), T(gx)))
-            assert_close(gx, xt.grad.numpy(), what=f"{reduction} {use_pw} grad")
+            assert_bits(gx, xt.grad, f"{reduction} {use_pw} grad")
 
 
 def test_bce_with_logits_errors_match_torch():
@@ -487,4 +495,15 @@ def test_bce_with_logits_errors_match_torch():
     st, msg = call(lib.emb_bce_with_logits_forward, T(x), T(np.zeros((3, 4), np.float32)),
                    T(pw), None, T(loss))
     assert st == ERR_SHAPE and "pos_weight has shape [3], expected [4]" in msg, msg
+    w = np.ones((2, 3, 4), np.float32)
+    st, msg = call(lib.emb_bce_with_logits_forward, T(x), T(np.zeros((3, 4), np.float32)), None,
+                   ptr(opts(weight=w)), T(loss))
+    assert st == ERR_SHAPE and "emb broadcasts only the weight to the input's shape" in msg, msg
+    w = np.ones(3, np.float32)
+    want = torch_error(lambda: F.binary_cross_entropy_with_logits(
+        torch.from_numpy(x), torch.from_numpy(np.zeros((3, 4), np.float32)),
+        weight=torch.from_numpy(w)))
+    st, msg = call(lib.emb_bce_with_logits_forward, T(x), T(np.zeros((3, 4), np.float32)), None,
+                   ptr(opts(weight=w)), T(loss))
+    assert st == ERR_SHAPE and want in msg, (want, msg)
     assert loss == 3.0

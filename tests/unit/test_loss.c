@@ -628,6 +628,29 @@ static void test_bce_errors(void **state) {
     emb_tensor gxt = emb_test_view(EMB_FLOAT32, gx, 2, SHP(2, 3));
     EMB_EXPECT_ERR(emb_bce_with_logits_forward(NULL, &tt, NULL, NULL, &lt), EMB_ERR_NULL,
                    "input must not be NULL");
+    {
+        /* the elementwise weight: broadcastable to the input, float32, not an output */
+        float wv[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+        double wd[3] = {1, 1, 1};
+        emb_loss_options wo = emb_loss_options_default();
+        emb_tensor wt = emb_test_view(EMB_FLOAT32, wv, 1, SHP(2));
+        wo.weight = &wt;
+        EMB_EXPECT_ERR(emb_bce_with_logits_forward(&xt, &tt, NULL, &wo, &lt), EMB_ERR_SHAPE,
+                       "The size of tensor a (3) must match the size of tensor b (2) at "
+                       "non-singleton dimension 1");
+        wt = emb_test_view(EMB_FLOAT32, wv, 3, SHP(2, 2, 3));
+        EMB_EXPECT_ERR(emb_bce_with_logits_backward(&xt, &tt, NULL, &wo, &gt, &gxt),
+                       EMB_ERR_SHAPE, "emb broadcasts only the weight to the input's shape");
+        wt = emb_test_view(EMB_FLOAT64, wd, 1, SHP(3));
+        EMB_EXPECT_ERR(emb_bce_with_logits_forward(&xt, &tt, NULL, &wo, &lt), EMB_ERR_DTYPE,
+                       "weight must be float32, got float64");
+        wt = emb_test_view(EMB_FLOAT32, gx, 2, SHP(2, 3));
+        EMB_EXPECT_ERR(emb_bce_with_logits_backward(&xt, &tt, NULL, &wo, &gt, &gxt),
+                       EMB_ERR_INVALID, "grad_input must not overlap weight");
+        wt = emb_test_view(EMB_FLOAT32, loss, 1, SHP(3));
+        EMB_EXPECT_ERR(emb_bce_with_logits_forward(&xt, &tt, NULL, &wo, &lt), EMB_ERR_INVALID,
+                       "loss must not overlap weight");
+    }
     EMB_EXPECT_ERR(emb_bce_with_logits_forward(&xt, &tt, &pwt, NULL, NULL), EMB_ERR_NULL,
                    "loss must not be NULL");
     emb_tensor bad = emb_test_view(EMB_FLOAT32, t, 2, SHP(3, 2));
