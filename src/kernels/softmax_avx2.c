@@ -200,19 +200,24 @@ void emb__log_softmax_dim_bwd_avx2(const float *gy, const float *y, float *gx, i
         }
     }
 }
-static void vmap(const float *in, float *out, int64_t n, __m256 (*f)(__m256)) {
+/* vec::map of exp (is_log false) or log over n floats. */
+static inline __m256 exp_or_log(__m256 v, bool is_log) {
+    return is_log ? Sleef_logf8_u10(v) : Sleef_expf8_u10(v);
+}
+
+static void vmap(const float *in, float *out, int64_t n, bool is_log) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(_mm256_loadu_ps(in + i)));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, exp_or_log(_mm256_loadu_ps(in + i), is_log));
     if (i < n) {
         float t[8];
-        _mm256_storeu_ps(t, f(load_part(in + i, n - i)));
+        _mm256_storeu_ps(t, exp_or_log(load_part(in + i, n - i), is_log));
         memcpy(out + i, t, (size_t)(n - i) * sizeof(float));
     }
 }
 
-void emb__vexp_avx2(const float *in, float *out, int64_t n) { vmap(in, out, n, Sleef_expf8_u10); }
+void emb__vexp_avx2(const float *in, float *out, int64_t n) { vmap(in, out, n, false); }
 
-void emb__vlog_avx2(const float *in, float *out, int64_t n) { vmap(in, out, n, Sleef_logf8_u10); }
+void emb__vlog_avx2(const float *in, float *out, int64_t n) { vmap(in, out, n, true); }
 
 void emb__sigmoid_avx2(const float *in, float *out, int64_t n) {
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
