@@ -424,6 +424,12 @@ static emb_status smooth_rows(const float *logp, const int64_t *t, const float *
         }
     }
     const int64_t slab = c * inner;
+    if (c <= 0) { /* no classes: every target is ignored (checked), the sums are empty */
+        for (int64_t i = 0; i < n * inner; i++) smooth[i] = 0.0f;
+        emb_free(tmp);
+        emb_free(col);
+        return EMB_OK;
+    }
     for (int64_t b = 0; b < n; b++) {
         const float *src = logp + b * slab;
         if (w && c > 0) {
@@ -966,7 +972,7 @@ emb_status emb_bce_with_logits_forward(const emb_tensor *input, const emb_tensor
         emb_free(w);
         return st;
     }
-    float *out = none ? loss->data : buf + 2 * n;
+    float *out = none ? loss->data : (n > 0 ? buf + 2 * n : NULL);
     if (n > 0)
         bce_loss(input->data, target->data, pos_weight ? pos_weight->data : NULL,
                  pos_weight ? pos_weight->shape[0] : 1, w, n, out, buf);

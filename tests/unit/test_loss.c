@@ -742,6 +742,30 @@ static void test_ce_fuzz_empty_tensors(void **state) {
         EMB_OK_OR_FAIL(emb_cross_entropy_backward(&big, &t0, &o, &gt, &gbig));
     }
     EMB_OK_OR_FAIL(emb_log_softmax_forward(&big, &gbig));
+    /* empty mse / BCE (NULL data): mean is 0 / 0, sum 0; found by the fuzzer in BCE */
+    emb_tensor e = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(0, 3));
+    emb_tensor ge = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(0, 3));
+    for (int r = 0; r < 2; r++) {
+        emb_loss_options o = opts_of(REDS[r], -100, 0);
+        float loss = 7.0f, g = 1.0f;
+        emb_tensor lt = emb_test_view(EMB_FLOAT32, &loss, 0, NULL);
+        emb_tensor gt = emb_test_view(EMB_FLOAT32, &g, 0, NULL);
+        EMB_OK_OR_FAIL(emb_bce_with_logits_forward(&e, &e, NULL, &o, &lt));
+        assert_true(r == 0 ? isnan(loss) : loss == 0.0f);
+        EMB_OK_OR_FAIL(emb_bce_with_logits_backward(&e, &e, NULL, &o, &gt, &ge));
+        loss = 7.0f;
+        EMB_OK_OR_FAIL(emb_mse_loss_forward(&e, &e, &o, &lt));
+        assert_true(r == 0 ? isnan(loss) : loss == 0.0f);
+        EMB_OK_OR_FAIL(emb_mse_loss_backward(&e, &e, &o, &gt, &ge));
+    }
+    /* [2, 0, 3] with label smoothing: no classes, every target ignored */
+    int64_t t6[6] = {-100, -100, -100, -100, -100, -100};
+    emb_tensor x0 = emb_test_view(EMB_FLOAT32, NULL, 3, SHP(2, 0, 3));
+    emb_tensor t0s = emb_test_view(EMB_INT64, t6, 2, SHP(2, 3));
+    float l6[6];
+    emb_tensor l6t = emb_test_view(EMB_FLOAT32, l6, 2, SHP(2, 3));
+    emb_loss_options os = opts_of(EMB_REDUCTION_NONE, -100, 0.1);
+    EMB_OK_OR_FAIL(emb_cross_entropy_forward(&x0, &t0s, &os, &l6t));
 }
 
 /* Class weights: the weighted mean divides by the kept targets' weights; errors. */
