@@ -2,8 +2,9 @@
  *
  * The fuzz input is decoded as a program: a sequence of operations (the table `ops` at the
  * end of this file) on a small world of live objects: tensor slots with harness-owned
- * buffers, embeddings, Linear layers, optimizers, sparse gradients, generators and a saved
- * generator state. Every argument is drawn from the input: random shapes (empty, huge,
+ * buffers, embeddings, EmbeddingBags, Linear layers, optimizers, sparse gradients, k-NN
+ * indexes, generators and a saved generator state. (The file readers have their own
+ * fuzzers, fuzz_read_*.c.) Every argument is drawn from the input: random shapes (empty, huge,
  * negative, too many dimensions), wrong dtypes, NULL pointers, out-of-range indices,
  * non-finite hyper-parameters.
  *
@@ -114,6 +115,7 @@ static float rd_f32(rd *r) {
 #define NS 2 /* sparse gradients */
 #define NG 2 /* generators (index NG means NULL: the default generator) */
 #define NK 2 /* k-NN indexes */
+#define NB 2 /* embedding bags */
 #define NOUT 1024 /* entries of the ids/scores output arrays */
 #define MAX_ELEMS 2048   /* largest tensor the harness allocates */
 #define MAX_TABLE 65536  /* largest embedding / Linear weight (elements) the harness asks for */
@@ -158,9 +160,16 @@ typedef struct kslot {
     int table; /* tensor slot it borrows (pinned) */
 } kslot;
 
+typedef struct bslot {
+    emb_bag *b;
+    int pins;
+    int wrapped_slot; /* tensor slot the table borrows, or -1 */
+} bslot;
+
 typedef struct world {
     tslot t[NT];
     kslot k[NK];
+    bslot b[NB];
     int64_t ids[NOUT];
     float scores[NOUT];
     double rho;
@@ -215,6 +224,15 @@ static void serialise(world *w, unsigned char **b, size_t *len, size_t *cap) {
         if (!w->e[k].e) continue;
         PUT(w->e[k].w, w->e[k].wbytes);
         bool rg = emb_embedding_requires_grad(w->e[k].e);
+        PUT(&rg, sizeof rg);
+    }
+    for (int k = 0; k < NB; k++) {
+        if (!w->b[k].b) continue;
+        emb_tensor v;
+        emb_embedding *e = emb_bag_embedding(w->b[k].b);
+        if (emb_embedding_weight_const(e, &v) != EMB_OK) abort();
+        PUT(v.data, emb_tensor_nbytes(&v));
+        bool rg = emb_embedding_requires_grad(e);
         PUT(&rg, sizeof rg);
     }
     for (int k = 0; k < NL; k++) {
@@ -1144,6 +1162,7 @@ static void unpin(world *w, const pref *p) {
     switch (p->kind) {
     case 0: w->t[p->idx].pins--; break;
     case 1: w->e[p->idx].pins--; break;
+    case 4: w->b[p->idx].pins--; break;
     default: w->l[p->idx].pins--; break;
     }
 }
@@ -1191,9 +1210,13 @@ static oslot *pick_o(world *w, rd *r) {
 
 static void op_optim_add_param(world *w, rd *r) {
     oslot *s = pick_o(w, r);
-    pref p = {.kind = rd_u8(r) % 4, .idx = 0, .id = -1};
+    pref p = {.kind = rd_u8(r) % 5, .idx = 0, .id = -1};
     emb_tensor v, *t = NULL;
     switch (p.kind) {
+    case 4:
+        p.idx = rd_u8(r) % NB;
+        if (w->b[p.idx].b && emb_bag_weight(w->b[p.idx].b, &v) == EMB_OK) t = &v;
+        break;
     case 0:
         p.idx = rd_u8(r) % NT;
         t = &w->t[p.idx].t;
@@ -1221,6 +1244,7 @@ static void op_optim_add_param(world *w, rd *r) {
     switch (p.kind) {
     case 0: w->t[p.idx].pins++; break;
     case 1: w->e[p.idx].pins++; break;
+    case 4: w->b[p.idx].pins++; break;
     default: w->l[p.idx].pins++; break;
     }
 }
@@ -1240,6 +1264,7 @@ static bool param_view(world *w, const pref *p, emb_tensor *v) {
         return true;
     }
     case 2: *v = w->l[p->idx].w; return true;
+    case 4: return emb_embedding_weight_const(emb_bag_embedding(w->b[p->idx].b), v) == EMB_OK;
     default: *v = w->l[p->idx].b; return true;
     }
 }
@@ -1307,6 +1332,14 @@ static void op_optim_setup(world *w, rd *r) {
         s->p[s->np++] = (pref){.kind = 1, .idx = j, .id = id};
         w->e[j].pins++;
         if (rd_bool(r)) break;
+    }
+    for (int j = 0; j < NB && s->np < NP; j++) {
+        emb_tensor v;
+        if (!w->b[j].b || rd_bool(r) || emb_bag_weight(w->b[j].b, &v) != EMB_OK) continue;
+        int id;
+        if (emb_optimizer_add_param(opt, &v, &id) != EMB_OK) continue;
+        s->p[s->np++] = (pref){.kind = 4, .idx = j, .id = id};
+        w->b[j].pins++;
     }
 }
 
@@ -1445,6 +1478,209 @@ static void op_print(world *w, rd *r) {
 }
 
 /* ---------------------------------------------------------------------------------------
+ * EmbeddingBag (bag.h)
+ * ------------------------------------------------------------------------------------- */
+
+static emb_bag_options rd_bag_opts(world *w, rd *r) {
+    emb_bag_options o = emb_bag_options_default();
+    uint8_t f = rd_u8(r);
+    if (f & 1) o.mode = (emb_bag_mode)(rd_chance(r, 16) ? (int)rd_i64(r, -1) : rd_u8(r) % 3);
+    if (f & 2) o.padding_idx = rd_i64(r, -3);
+    if (f & 4) o.max_norm = rd_f64(r);
+    if (f & 8) o.norm_type = rd_f64(r);
+    if (f & 16) o.scale_grad_by_freq = rd_bool(r);
+    if (f & 32) o.sparse = rd_bool(r);
+    if (f & 64) o.include_last_offset = true;
+    if (f & 128) o.generator = pick_g(w, r);
+    return o;
+}
+
+static void bslot_release(world *w, bslot *s) {
+    if (!s->b) return;
+    emb_bag_free(s->b);
+    if (s->wrapped_slot >= 0) w->t[s->wrapped_slot].pins--;
+    s->b = NULL;
+    s->wrapped_slot = -1;
+}
+
+static void op_bag_create(world *w, rd *r) {
+    int k = rd_u8(r) % NB;
+    if (w->b[k].pins) return;
+    emb_bag_options o = rd_bag_opts(w, r);
+    const emb_bag_options *po = rd_chance(r, 8) ? NULL : &o;
+    emb_bag *sentinel = (emb_bag *)w, *b = sentinel;
+    emb_bag **out = rd_chance(r, 24) ? NULL : &b;
+    uint8_t how = rd_u8(r) % 3;
+    emb_tensor *t = NULL;
+    emb_storage stg = {.read_only = rd_bool(r), .release = NULL, .release_ctx = NULL};
+    emb_status st;
+    if (how == 0) {
+        int64_t v, d;
+        rd_table_size(r, &v, &d);
+        st = API(w, emb_bag_create(v, d, po, out));
+    } else {
+        int64_t sh[2] = {rd_dim(r), rd_dim(r)};
+        t = arg_f32(w, r, 2, sh);
+        bool freeze = rd_bool(r);
+        if (how == 1) st = API(w, emb_bag_from_pretrained(t, freeze, po, out));
+        else st = API(w, emb_bag_wrap(t, rd_bool(r) ? &stg : NULL, freeze, po, out));
+    }
+    if (st) {
+        if (b != sentinel) FAIL("emb_bag_create/from_pretrained/wrap wrote *out on error");
+        return;
+    }
+    bslot_release(w, &w->b[k]);
+    w->b[k].b = b;
+    w->b[k].wrapped_slot = -1;
+    if (how == 2) {
+        w->b[k].wrapped_slot = (int)(((tslot *)(void *)t) - w->t);
+        w->t[w->b[k].wrapped_slot].pins++;
+    }
+    (void)emb_bag_get_mode(b), (void)emb_bag_include_last_offset(b);
+}
+
+static emb_bag *arg_b(world *w, rd *r) {
+    if (rd_chance(r, 32)) return NULL;
+    int start = rd_u8(r);
+    for (int i = 0; i < NB; i++)
+        if (w->b[(start + i) % NB].b) return w->b[(start + i) % NB].b;
+    /* none yet: make a small one (harness side) so that bag calls get going */
+    emb_bag_options o = emb_bag_options_default();
+    o.mode = (emb_bag_mode)(rd_u8(r) % 3);
+    if (rd_chance(r, 4)) o.padding_idx = rd_u8(r) % 4;
+    if (rd_chance(r, 8)) o.max_norm = 1.0;
+    if (rd_chance(r, 8)) o.include_last_offset = true;
+    emb_bag *b = NULL;
+    if (emb_bag_create(1 + rd_u8(r) % 8, 1 + rd_u8(r) % 4, &o, &b) != EMB_OK) return NULL;
+    bslot *s = &w->b[start % NB];
+    s->b = b;
+    s->wrapped_slot = -1;
+    return b;
+}
+
+/* Bag arguments: input (1-D with offsets, or 2-D), offsets, per_sample_weights. */
+typedef struct bag_args {
+    emb_tensor *input, *offsets, *psw;
+} bag_args;
+
+static bag_args rd_bag_args(world *w, rd *r, int64_t rows, bool want_psw) {
+    bag_args a = {NULL, NULL, NULL};
+    bool two_d = rd_chance(r, 3);
+    int64_t sh[2] = {two_d ? rd_u8(r) % 4 : rd_u8(r) % 9, rd_u8(r) % 4};
+    a.input = arg_idx(w, r, rows, two_d ? 2 : 1, sh);
+    if (!two_d || rd_chance(r, 8)) {
+        int64_t n = a.input && a.input->ndim == 1 ? a.input->shape[0] : 0;
+        if (n < 0 || n > 64) n = 0;
+        int64_t nb = rd_u8(r) % 5;
+        if (rd_chance(r, 4)) {
+            a.offsets = arg_t(w, r);
+        } else {
+            emb_dtype dt = rd_chance(r, 3) ? EMB_INT32 : EMB_INT64;
+            emb_tensor *o = fresh(w, r, dt, 1, &nb, 1);
+            if (o && o->data) { /* sorted offsets starting at 0, sometimes broken */
+                int64_t prev = 0;
+                for (int64_t i = 0; i < nb; i++) {
+                    int64_t v = i == 0 ? 0 : prev + rd_u8(r) % (n - prev + 1);
+                    if (rd_chance(r, 16)) v = rd_i64(r, -2);
+                    if (dt == EMB_INT64) ((int64_t *)o->data)[i] = v;
+                    else ((int32_t *)o->data)[i] = (int32_t)v;
+                    prev = v >= 0 && v <= n ? v : prev;
+                }
+            }
+            a.offsets = o;
+        }
+    }
+    if (want_psw && rd_bool(r) && a.input && a.input->ndim >= 0 && a.input->ndim <= 2) {
+        int64_t ps[2] = {a.input->shape[0], a.input->shape[1]};
+        a.psw = arg_f32(w, r, a.input->ndim, ps);
+    }
+    return a;
+}
+
+/* Output slots [B, dim] for a bag call (B from emb_bag_num_bags when it succeeds). */
+static int64_t bag_count(emb_bag *b, const bag_args *a, rd *r) {
+    int64_t nb = -1;
+    if (b && emb_bag_num_bags(b, a->input, a->offsets, &nb) == EMB_OK) return nb;
+    return rd_u8(r) % 4;
+}
+
+static void op_bag_forward(world *w, rd *r) {
+    emb_bag *b = arg_b(w, r);
+    emb_embedding *e = b ? emb_bag_embedding(b) : NULL;
+    bag_args a = rd_bag_args(w, r, emb_embedding_num_embeddings(e), true);
+    int64_t sh[2] = {bag_count(b, &a, r), e ? emb_embedding_dim(e) : rd_dim(r)};
+    int o = out_slot(w, r, EMB_FLOAT32, 2, sh);
+    bool want_max = b ? emb_bag_get_mode(b) == EMB_BAG_MAX : rd_bool(r);
+    int mi = want_max && !rd_chance(r, 4) ? out_slot(w, r, EMB_INT64, 2, sh) : -1;
+    if (!want_max && rd_chance(r, 16)) mi = rd_u8(r) % NT;
+    if (rd_chance(r, 8)) {
+        int64_t nbags = -77;
+        emb_status st = API(w, emb_bag_num_bags(b, a.input, a.offsets, rd_chance(r, 16) ? NULL : &nbags));
+        if (st && nbags != -77) FAIL("emb_bag_num_bags wrote *num_bags on error");
+        return;
+    }
+    if (rd_chance(r, 4)) { /* the functional form on a tensor slot */
+        emb_bag_options opts = rd_bag_opts(w, r);
+        int64_t wsh[2] = {rd_dim(r), sh[1]};
+        emb_tensor *wt = arg_f32(w, r, 2, wsh);
+        API(w, emb_embedding_bag(wt, a.input, a.offsets, a.psw, rd_chance(r, 8) ? NULL : &opts,
+                                 slot_t(w, o), slot_t(w, mi)));
+        return;
+    }
+    API(w, emb_bag_forward(b, a.input, a.offsets, a.psw, slot_t(w, o), slot_t(w, mi)));
+}
+
+static void op_bag_backward(world *w, rd *r) {
+    emb_bag *b = arg_b(w, r);
+    emb_embedding *e = b ? emb_bag_embedding(b) : NULL;
+    bag_args a = rd_bag_args(w, r, emb_embedding_num_embeddings(e), true);
+    int64_t sh[2] = {bag_count(b, &a, r), e ? emb_embedding_dim(e) : rd_dim(r)};
+    int go = out_slot(w, r, EMB_FLOAT32, 2, sh);
+    uint8_t which = rd_u8(r) % 4;
+    if (which == 0) {
+        int mi = rd_bool(r) ? out_slot(w, r, EMB_INT64, 2, sh) : -1;
+        if (mi >= 0 && w->t[mi].t.data && w->t[mi].t.dtype == EMB_INT64) {
+            int64_t n = emb_tensor_numel(&w->t[mi].t), rows = emb_embedding_num_embeddings(e);
+            for (int64_t i = 0; i < n; i++) /* mostly valid rows, as a forward leaves them */
+                if (!rd_chance(r, 16)) ((int64_t *)w->t[mi].t.data)[i] = rows > 0 ? (int64_t)(rd_u8(r) % (uint64_t)rows) : 0;
+        }
+        int64_t wsh[2] = {emb_embedding_num_embeddings(e), sh[1]};
+        int gw = out_slot(w, r, EMB_FLOAT32, 2, wsh);
+        API(w, emb_bag_backward(b, a.input, a.offsets, a.psw, slot_t(w, mi), slot_t(w, go),
+                                slot_t(w, gw)));
+    } else if (which == 1) {
+        emb_sparse_grad *g = e && rd_chance(r, 2)
+                                 ? fresh_s(w, r, emb_embedding_num_embeddings(e), emb_embedding_dim(e))
+                                 : arg_s(w, r);
+        API(w, emb_bag_backward_sparse(b, a.input, a.offsets, a.psw, slot_t(w, go), g));
+    } else if (which == 2) {
+        int64_t ps[2] = {0, 0};
+        int pnd = a.input && a.input->ndim >= 0 && a.input->ndim <= 2 ? a.input->ndim : 1;
+        for (int i = 0; a.input && i < pnd; i++) ps[i] = a.input->shape[i];
+        int gp = out_slot(w, r, EMB_FLOAT32, pnd, ps);
+        API(w, emb_bag_backward_per_sample_weights(b, a.input, a.offsets, slot_t(w, go),
+                                                   slot_t(w, gp)));
+    } else {
+        oslot *s = pick_o(w, r);
+        int id = s->np ? s->p[rd_u8(r) % s->np].id : (int)rd_i64(r, -1);
+        API(w, emb_optimizer_step_fused_bag(s->o, id, b, a.input, a.offsets, a.psw,
+                                            slot_t(w, go)));
+    }
+}
+
+static void op_bag_free(world *w, rd *r) {
+    bslot *s = &w->b[rd_u8(r) % NB];
+    if (!s->pins) bslot_release(w, s);
+    emb_tensor v;
+    emb_bag *b = arg_b(w, r);
+    emb_tensor keep;
+    memset(&v, 0x5a, sizeof v);
+    keep = v;
+    emb_status st = API(w, emb_bag_weight(b, rd_chance(r, 24) ? NULL : &v));
+    if (st && memcmp(&v, &keep, sizeof v)) FAIL("emb_bag_weight wrote *view on error");
+}
+
+/* ---------------------------------------------------------------------------------------
  * k-NN search (search.h)
  * ------------------------------------------------------------------------------------- */
 
@@ -1572,6 +1808,10 @@ static const op ops[] = {
     {"optim_setup", op_optim_setup},
     {"gen", op_gen},
     {"print", op_print},
+    {"bag_create", op_bag_create},
+    {"bag_forward", op_bag_forward},
+    {"bag_backward", op_bag_backward},
+    {"bag_free", op_bag_free},
     {"knn_create", op_knn_create},
     {"knn_search", op_knn_search},
     {"knn_analogy", op_knn_analogy},
@@ -1586,6 +1826,7 @@ static const op ops[] = {
 static void world_free(world *w) {
     for (int k = 0; k < NK; k++) kslot_free(w, &w->k[k]);
     for (int k = 0; k < NO; k++) oslot_free(w, &w->o[k]);
+    for (int k = 0; k < NB; k++) bslot_release(w, &w->b[k]);
     for (int k = 0; k < NE; k++) {
         eslot_release(w, &w->e[k]);
         free(w->e[k].release_count);
@@ -1614,6 +1855,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     world w;
     memset(&w, 0, sizeof w);
     for (int k = 0; k < NE; k++) w.e[k].wrapped_slot = -1;
+    for (int k = 0; k < NB; k++) w.b[k].wrapped_slot = -1;
     /* Each input starts from the same process state. */
     emb_manual_seed(0);
     emb_set_num_threads(0);
