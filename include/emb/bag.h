@@ -111,6 +111,7 @@ EMB_API emb_status emb_bag_num_bags(const emb_bag *bag, const emb_tensor *input,
  *   max   per column, the first non-padding position, replaced by a later one that is
  *         strictly greater, or NaN (a NaN anywhere in a bag's column gives NaN and the
  *         first NaN's index; PyTorch lets only a leading NaN through, docs/differences.md).
+ * Empty offsets with a 1-D input: B = 0, no position is in a bag (docs/differences.md).
  * max_indices: with mode max, NULL or int64 [B, dim], receiving the index (row of the
  * table) chosen per column, 0 for empty bags; the backward needs it. Must be NULL in
  * other modes. With max_norm set, every row named at a position inside a bag (padding

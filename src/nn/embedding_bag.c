@@ -255,7 +255,8 @@ emb_status emb__bag_batch_init(const emb__bag_cfg *c, const emb_tensor *input,
         for (int64_t i = 0; i <= B; i++) starts[i] = i * N;
     } else {
         for (int64_t i = 0; i < B; i++) starts[i] = emb__index_at(offsets, i);
-        starts[B] = c->include_last_offset ? emb__index_at(offsets, K - 1) : n;
+        /* with no bags at all (empty offsets), no position lies in a bag: end = 0 */
+        starts[B] = c->include_last_offset ? emb__index_at(offsets, K - 1) : B > 0 ? n : 0;
     }
     bb->input = input;
     bb->idx = input->data;

@@ -553,6 +553,51 @@ static void test_backward_values(void **state) {
     emb_bag_free(b);
 }
 
+/* Empty offsets with a non-empty input: no bags, so no position is in a bag. (Found by the
+ * fuzzer: the backward treated every position as inside a bag and read an uninitialised
+ * bag number, then grad_output out of bounds; PyTorch 1.13 returns garbage gradients for
+ * sum and crashes for mean here.) Forward gives [0, D], the backward adds nothing, the
+ * sparse backward is empty, per-sample-weight gradients are 0, a max_norm renormalises
+ * nothing, and an index error says the position is after the last bag. */
+static void test_empty_offsets(void **state) {
+    (void)state;
+    int64_t idx[3] = {1, 2, 3}, off[1] = {0};
+    emb_tensor it = emb_test_view(EMB_INT64, idx, 1, SHP(3));
+    emb_tensor eo = emb_test_view(EMB_INT64, off, 1, SHP(0));
+    emb_tensor go = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(0, D));
+    emb_tensor o0 = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(0, D));
+    for (int mode = 0; mode < 2; mode++) {
+        emb_bag *b = make_bag((emb_bag_mode)mode, EMB_PADDING_NONE, 1.0);
+        float before[V * D];
+        weight_of(b, before);
+        EMB_OK_OR_FAIL(emb_bag_forward(b, &it, &eo, NULL, &o0, NULL));
+        assert_weight_unchanged(b, before); /* no row is in a bag: nothing renormalised */
+        float gw[V * D];
+        memset(gw, 0, sizeof gw);
+        emb_tensor gwt = emb_test_view(EMB_FLOAT32, gw, 2, SHP(V, D));
+        EMB_OK_OR_FAIL(emb_bag_backward(b, &it, &eo, NULL, NULL, &go, &gwt));
+        const float zero[V * D] = {0};
+        EMB_ASSERT_EXACT(gw, zero, V * D, "dense gradient");
+        emb_sparse_grad g;
+        EMB_OK_OR_FAIL(emb_sparse_grad_init(&g, V, D));
+        EMB_OK_OR_FAIL(emb_bag_backward_sparse(b, &it, &eo, NULL, &go, &g));
+        assert_int_equal(g.nnz, 0);
+        emb_sparse_grad_free(&g);
+        if (mode == EMB_BAG_SUM) {
+            float gp[3] = {NAN, NAN, NAN};
+            emb_tensor gpt = emb_test_view(EMB_FLOAT32, gp, 1, SHP(3));
+            EMB_OK_OR_FAIL(emb_bag_backward_per_sample_weights(b, &it, &eo, &go, &gpt));
+            const float z3[3] = {0, 0, 0};
+            EMB_ASSERT_EXACT(gp, z3, 3, "per_sample_weights gradient");
+        }
+        idx[1] = 9;
+        EMB_EXPECT_ERR(emb_bag_forward(b, &it, &eo, NULL, &o0, NULL), EMB_ERR_INDEX,
+                       "index 9 at input position 1 (after the last bag, which ends at 0)");
+        idx[1] = 2;
+        emb_bag_free(b);
+    }
+}
+
 /* Forward and backward give the same bits with 1, 2 and 3 threads. */
 static void test_threads(void **state) {
     (void)state;
@@ -856,6 +901,7 @@ int main(void) {
         cmocka_unit_test(test_read_only_max_norm),
         cmocka_unit_test(test_backward_errors),
         cmocka_unit_test(test_backward_values),
+        cmocka_unit_test(test_empty_offsets),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_fused_step_matches_unfused),
