@@ -173,6 +173,8 @@ typedef struct world {
     int64_t ids[NOUT];
     float scores[NOUT];
     double rho;
+    unsigned char *ostate; /* a saved optimizer state (emb_optimizer_save_state) */
+    size_t ostate_len;
     eslot e[NE];
     lslot l[NL];
     oslot o[NO];
@@ -246,6 +248,14 @@ static void serialise(world *w, unsigned char **b, size_t *len, size_t *cap) {
             int64_t s = emb_optimizer_param_steps(w->o[k].o, w->o[k].p[j].id);
             PUT(&s, sizeof s);
         }
+        /* the whole state: options (lr), step counts, moments, momentum buffers */
+        size_t n = emb_optimizer_state_size(w->o[k].o);
+        unsigned char *buf = malloc(n ? n : 1);
+        if (!buf) abort();
+        if (emb_optimizer_save_state(w->o[k].o, buf, n) != EMB_OK)
+            FAIL("emb_optimizer_save_state failed while taking a snapshot: %s", emb_errmsg());
+        PUT(buf, n);
+        free(buf);
     }
     for (int k = 0; k < NS; k++) {
         const emb_sparse_grad *g = &w->s[k];
@@ -961,7 +971,26 @@ static void op_emb_backward_sparse(world *w, rd *r) {
 static void op_sparse(world *w, rd *r) {
     int k = rd_u8(r) % NS;
     emb_sparse_grad *g = &w->s[k];
-    switch (rd_u8(r) % 6) {
+    switch (rd_u8(r) % 7) {
+    case 6: { /* from the caller's rows and values */
+        if (w->s_init[k]) emb_sparse_grad_free(g);
+        memset(g, 0, sizeof *g);
+        w->s_init[k] = false;
+        emb_embedding *e = w->e[rd_u8(r) % NE].e;
+        int64_t rows = e && rd_bool(r) ? emb_embedding_num_embeddings(e) : rd_i64(r, 0);
+        int64_t dim = e && rd_bool(r) ? emb_embedding_dim(e) : rd_i64(r, 0);
+        clamp_sizes(&rows, &dim);
+        int64_t nn = rd_u8(r) % 6;
+        emb_tensor *ri = arg_idx(w, r, rows, 1, &nn);
+        int64_t vs[2] = {ri && ri->ndim == 1 ? ri->shape[0] : nn, dim};
+        emb_tensor *vals = arg_f32(w, r, 2, vs);
+        emb_sparse_grad keep = *g;
+        emb_status st = API(w, emb_sparse_grad_from_rows(rd_chance(r, 24) ? NULL : g, rows, dim,
+                                                         ri, vals));
+        if (st && memcmp(g, &keep, sizeof keep)) FAIL("emb_sparse_grad_from_rows changed g on error");
+        w->s_init[k] = st == EMB_OK;
+        break;
+    }
     case 0: { /* init: for a table's shape or random sizes */
         if (w->s_init[k]) emb_sparse_grad_free(g);
         emb_embedding *e = w->e[rd_u8(r) % NE].e;
@@ -1307,6 +1336,56 @@ static void op_optim_step(world *w, rd *r) {
 }
 
 static void op_optim_free(world *w, rd *r) { oslot_free(w, &w->o[rd_u8(r) % NO]); }
+
+/* set_lr / init_state / save_state / load_state (the saved state kept in the world). */
+static void op_optim_state(world *w, rd *r) {
+    oslot *s = pick_o(w, r);
+    emb_optimizer *o = rd_chance(r, 32) ? NULL : s->o;
+    switch (rd_u8(r) % 4) {
+    case 0: {
+        double lr = rd_f64(r);
+        emb_status st = API(w, emb_optimizer_set_lr(o, lr));
+        if (!st && emb_optimizer_get_lr(o) != lr) FAIL("set_lr then get_lr differ");
+        break;
+    }
+    case 1: {
+        int id = s->np && !rd_chance(r, 8) ? s->p[rd_u8(r) % s->np].id : (int)rd_i64(r, -1);
+        API(w, emb_optimizer_init_state(o, id));
+        break;
+    }
+    case 2: {
+        size_t need = emb_optimizer_state_size(o);
+        size_t n = rd_chance(r, 4) && need ? need - 1 - rd_u8(r) % need : need;
+        unsigned char *buf = malloc(need ? need : 1);
+        if (!buf) abort();
+        memset(buf, 0x5a, need ? need : 1);
+        emb_status st = API(w, emb_optimizer_save_state(o, rd_chance(r, 24) ? NULL : buf, n));
+        if (st) {
+            for (size_t i = 0; i < need; i++)
+                if (buf[i] != 0x5a) FAIL("emb_optimizer_save_state wrote buf on error");
+            free(buf);
+        } else {
+            free(w->ostate);
+            w->ostate = buf;
+            w->ostate_len = n;
+        }
+        break;
+    }
+    default: { /* load the saved state, maybe mutated or truncated, into any optimizer */
+        size_t n = w->ostate_len;
+        unsigned char *buf = malloc(n + 16);
+        if (!buf) abort();
+        if (n) memcpy(buf, w->ostate, n);
+        memset(buf + n, 0, 16);
+        int muts = rd_chance(r, 2) ? 0 : rd_u8(r) % 3;
+        for (int m = 0; m < muts && n; m++) buf[rd_u32(r) % n] ^= (uint8_t)(1u << (rd_u8(r) % 8));
+        if (rd_chance(r, 4)) n = n ? rd_u32(r) % (n + 16) : rd_u8(r) % 16;
+        API(w, emb_optimizer_load_state(o, rd_chance(r, 24) ? NULL : buf, n));
+        free(buf);
+        break;
+    }
+    }
+}
 
 /* Harness shortcut to reach the steps: an optimizer of a random kind with mostly default
  * options over the weight of a live embedding (and maybe a Linear weight). */
@@ -1806,6 +1885,7 @@ static const op ops[] = {
     {"optim_step", op_optim_step},
     {"optim_free", op_optim_free},
     {"optim_setup", op_optim_setup},
+    {"optim_state", op_optim_state},
     {"gen", op_gen},
     {"print", op_print},
     {"bag_create", op_bag_create},
@@ -1838,6 +1918,7 @@ static void world_free(world *w) {
     for (int k = 0; k < NT; k++) free(w->t[k].buf);
     free(w->snap);
     free(w->snap2);
+    free(w->ostate);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
