@@ -9,6 +9,7 @@ mse (targets broadcast to the input) and BCE with logits (pos_weight, a broadcas
 are bit-exact too, for every reduction. Errors carry torch's own messages, caught live."""
 import ctypes as C
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -507,3 +508,48 @@ def test_bce_with_logits_errors_match_torch():
                    ptr(opts(weight=w)), T(loss))
     assert st == ERR_SHAPE and want in msg, (want, msg)
     assert loss == 3.0
+
+
+_DEFAULT_CAPABILITY_CHECK = r"""
+import random, sys
+import numpy as np, torch, torch.nn.functional as F
+from embpy import T, check, lib, ptr, tensor_out
+assert "CPU capability usage: NO AVX" in torch.__config__.show()
+torch.set_num_threads(1)
+rnd, rng = random.Random(5), np.random.default_rng(5)
+bad = 0
+for case in range(300):
+    shape = [rnd.choice([1, 3, 5]), rnd.choice([1, 2, 7, 8, 9, 31, 100])]
+    if rnd.random() < 0.3:
+        shape.append(rnd.choice([1, 3, 9]))
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    t = rng.integers(0, shape[1], size=[shape[0]] + shape[2:]).astype(np.int64)
+    ls = rnd.choice([0.0, 0.2])
+    o = lib.emb_loss_options_default()
+    o.label_smoothing = ls
+    xt = torch.from_numpy(x.copy()).requires_grad_()
+    want = F.cross_entropy(xt, torch.from_numpy(t), label_smoothing=ls)
+    want.backward()
+    loss, gx, one = tensor_out(()), tensor_out(x.shape), np.ones((), np.float32)
+    check(lib.emb_cross_entropy_forward(T(x), T(t), ptr(o), T(loss)))
+    check(lib.emb_cross_entropy_backward(T(x), T(t), ptr(o), T(one), T(gx)))
+    y, yt = tensor_out(x.shape), F.log_softmax(torch.from_numpy(x), dim=-1).numpy()
+    check(lib.emb_log_softmax_forward(T(x), T(y)))
+    for got, exp in ((loss, want.detach().numpy()), (gx, xt.grad.numpy()), (y, yt)):
+        bad += not np.array_equal(np.asarray(got).view(np.int32), np.asarray(exp).view(np.int32))
+print(bad)
+sys.exit(1 if bad else 0)
+"""
+
+
+def test_reference_kernels_match_torch_default_capability():
+    """emb's reference kernels (EMB_KERNELS=ref) against torch forced to its non-vectorised
+    DEFAULT capability (ATEN_CPU_CAPABILITY=default): bit-exact too (a separate process, as
+    both are read at start-up)."""
+    import os
+    import subprocess
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="default", EMB_KERNELS="ref")
+    r = subprocess.run([sys.executable, "-c", _DEFAULT_CAPABILITY_CHECK], env=env,
+                       cwd=os.path.dirname(os.path.abspath(__file__)), capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, (r.stdout, r.stderr)
