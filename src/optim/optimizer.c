@@ -296,6 +296,11 @@ static float *param_data(const param_state *ps) {
     return ps->data ? ps->data : no_elements;
 }
 
+/* A parameter whose step count cannot grow (only reachable through a loaded state). */
+static emb_status steps_overflow(int param_id) {
+    return emb__error(EMB_ERR_OVERFLOW, "parameter %d: the step count overflows", param_id);
+}
+
 static emb_status get_param(emb_optimizer *opt, int param_id, param_state **out) {
     if (!opt) return emb__null("opt");
     if (param_id < 0 || param_id >= opt->nparams)
@@ -451,6 +456,7 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
                           "which cannot take a dense gradient (PyTorch fails here with "
                           "\"add(sparse, dense) is not supported\")",
                           param_id);
+    if (ps->steps == INT64_MAX) return steps_overflow(param_id);
     /* State (allocated before anything changes). */
     float *newbuf = NULL;
     if (momentum && ps->buf_kind == BUF_NONE) {
@@ -852,6 +858,7 @@ static emb_status sparse_step(emb_optimizer *opt, param_state *ps, const spview 
     const emb_optim_options *o = &opt->o;
     const emb__optim_kernel_table *K = emb__kernels()->optim;
     const int64_t rows = ps->shape[0], dim = ps->shape[1];
+    if (ps->steps == INT64_MAX) return steps_overflow((int)(ps - opt->ps));
     const int64_t step = ps->steps + 1;
     emb_status st = EMB_OK;
 
@@ -1094,8 +1101,7 @@ emb_status emb_optimizer_advance_step(emb_optimizer *opt, int param_id) {
     param_state *ps = NULL;
     emb_status st = get_param(opt, param_id, &ps);
     if (st) return st;
-    if (ps->steps == INT64_MAX)
-        return emb__error(EMB_ERR_OVERFLOW, "parameter %d: the step count overflows", param_id);
+    if (ps->steps == INT64_MAX) return steps_overflow(param_id);
     ps->steps++;
     return EMB_OK;
 }

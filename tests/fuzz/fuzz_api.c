@@ -1335,6 +1335,64 @@ static void op_optim_step(world *w, rd *r) {
     (void)emb_optimizer_param_steps(s->o, id);
 }
 
+/* The trainer's pieces: set_lr/get_lr, init_state, advance_step + update_rows (the Hogwild
+ * row update, here on one thread), save/load (a round trip must load; a flipped byte or a
+ * truncated copy must be refused), and a sparse gradient from rows for a step. */
+static void op_optim_trainer(world *w, rd *r) {
+    oslot *s = pick_o(w, r);
+    int j = s->np ? rd_u8(r) % s->np : 0;
+    int id = s->np && !rd_chance(r, 16) ? s->p[j].id : (int)rd_i64(r, -1);
+    emb_tensor pv;
+    bool have = s->np && param_view(w, &s->p[j], &pv);
+    const int64_t rows = have && pv.ndim == 2 ? pv.shape[0] : 4;
+    const int64_t dim = have && pv.ndim == 2 ? pv.shape[1] : rd_dim(r);
+    switch (rd_u8(r) % 6) {
+    case 0: {
+        double lr = rd_f64(r);
+        API(w, emb_optimizer_set_lr(s->o, lr));
+        (void)emb_optimizer_get_lr(s->o);
+        break;
+    }
+    case 1: API(w, emb_optimizer_init_state(s->o, id)); break;
+    case 2: API(w, emb_optimizer_advance_step(s->o, id)); break;
+    case 3: {
+        emb_tensor *ri = arg_idx(w, r, rows, 1, (const int64_t[]){rd_u8(r) % 8});
+        int64_t n = ri && ri->ndim == 1 ? ri->shape[0] : rd_u8(r) % 4;
+        emb_tensor *v = arg_f32(w, r, 2, (const int64_t[]){n, dim});
+        API(w, emb_optimizer_update_rows(s->o, id, ri, v));
+        break;
+    }
+    case 4: {
+        size_t n = emb_optimizer_state_size(s->o);
+        if (!s->o || n == 0 || n > ((size_t)1 << 22)) break;
+        unsigned char *buf = malloc(n);
+        if (!buf) break;
+        if (emb_optimizer_save_state(s->o, buf, n) != EMB_OK)
+            FAIL("save_state failed: %s", emb_errmsg());
+        const uint8_t how = rd_u8(r) % 4;
+        size_t nl = n;
+        if (how == 1) buf[(uint64_t)rd_i64(r, 0) % n] ^= (unsigned char)(1 + rd_u8(r) % 255);
+        if (how == 2) nl = (size_t)((uint64_t)rd_i64(r, 0) % n);
+        emb_status st = API(w, emb_optimizer_load_state(s->o, buf, nl));
+        if (how == 0 && st != EMB_OK) FAIL("a saved state does not load: %s", emb_errmsg());
+        if ((how == 1 || how == 2) && st == EMB_OK) FAIL("a damaged state loaded");
+        free(buf);
+        break;
+    }
+    default: {
+        emb_sparse_grad *g = fresh_s(w, r, rows, dim);
+        if (!g) break;
+        emb_sparse_grad_free(g); /* from_rows wants a gradient without storage */
+        emb_tensor *ri = arg_idx(w, r, rows, 1, (const int64_t[]){rd_u8(r) % 8});
+        int64_t n = ri && ri->ndim == 1 ? ri->shape[0] : rd_u8(r) % 4;
+        emb_tensor *v = arg_f32(w, r, 2, (const int64_t[]){n, dim});
+        if (API(w, emb_sparse_grad_from_rows(g, rows, dim, ri, v)) == EMB_OK && rd_bool(r))
+            API(w, emb_optimizer_step_sparse(s->o, id, g));
+        break;
+    }
+    }
+}
+
 static void op_optim_free(world *w, rd *r) { oslot_free(w, &w->o[rd_u8(r) % NO]); }
 
 /* set_lr / init_state / save_state / load_state (the saved state kept in the world). */
@@ -1886,6 +1944,7 @@ static const op ops[] = {
     {"optim_free", op_optim_free},
     {"optim_setup", op_optim_setup},
     {"optim_state", op_optim_state},
+    {"optim_trainer", op_optim_trainer},
     {"gen", op_gen},
     {"print", op_print},
     {"bag_create", op_bag_create},

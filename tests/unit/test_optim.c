@@ -601,6 +601,19 @@ static void test_state_errors(void **state) {
     /* the good state loads */
     EMB_OK_OR_FAIL(emb_optimizer_load_state(dst, good, n));
     assert_int_equal(emb_optimizer_param_steps(dst, id), 1);
+    /* a loaded step count that cannot grow: the next step refuses, nothing changes */
+    memcpy(bad, good, n);
+    const int64_t huge = INT64_MAX;
+    memcpy(bad + 96 + 8, &huge, 8); /* parameter 0's steps (little-endian host) */
+    reseal(bad, n);
+    EMB_OK_OR_FAIL(emb_optimizer_load_state(dst, bad, n));
+    memcpy(p, p2, sizeof p);
+    EMB_EXPECT_ERR(emb_optimizer_step(dst, id, &tg), EMB_ERR_OVERFLOW,
+                   "parameter 0: the step count overflows");
+    EMB_EXPECT_ERR(emb_optimizer_advance_step(dst, id), EMB_ERR_OVERFLOW,
+                   "parameter 0: the step count overflows");
+    EMB_ASSERT_EXACT(p2, p, P_N, "parameter after the refused step");
+    assert_true(emb_optimizer_param_steps(dst, id) == INT64_MAX);
     free(good);
     free(bad);
     emb_optimizer_free(opt);
