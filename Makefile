@@ -50,10 +50,14 @@ build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DEMB_TESTS=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
+# emb against torch 1.13 at 1 and 2 threads (bench/run.py; docs/PERFORMANCE.md). JSON lines, a
+# Markdown table and an SVG plot land in $(BUILD)/bench_results.*; BENCH_FLAGS="--quick" for a
+# smoke run, BENCH_FLAGS="--threads 1 --reps 11" etc.
 bench: deps-bench
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS) --target all benches
-	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/run.py
+	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/run.py $(BENCH_FLAGS)
+	/usr/bin/python3 bench/plot.py $(BUILD)/bench_results.jsonl --svg $(BUILD)/bench_results.svg --md $(BUILD)/bench_results.md
 
 # Word-vector training: emb train against gensim and fastText on the State of the Union corpus
 # (bench/bench_word2vec.py; BENCH_W2V_FLAGS="--threads 2 --models sg" for a quicker run).

@@ -1,145 +1,153 @@
-/* bench_embedding: times emb's embedding forward, dense backward and sparse backward, and
- * the machine's memory copy bandwidth, on a few (V, D, N) shapes, from a small table to a
- * large batch. Prints one line per case: "name V D N seconds_per_call". bench/run.py runs
- * it next to PyTorch and prints ratios. Usage: bench_embedding [threads] */
-#include <emb/emb.h>
+/* bench_embedding: times one table shape's embedding operations and the machine's limits,
+ * one JSON line per operation (format in bench_common.h). bench/run.py runs it next to
+ * PyTorch and prints ratios; any single case runs from the command line, e.g.
+ *   build/bench/bench_embedding --op forward --rows 1000000 --dim 64 --indices 262144 \
+ *       --threads 2 --reps 7
+ * Operations (--op, comma-separated; default: all):
+ *   copy             stream copy bandwidth (256 MiB)
+ *   gather_probe     the plain-C random-row gather on this table and these indices
+ *   forward          emb_embedding_forward into a caller buffer [N, D]
+ *   dense_backward   zero a [V, D] gradient (on emb's threads) + emb_embedding_backward
+ *   sparse_backward  emb_sparse_grad_clear + emb_embedding_backward_sparse
+ *   {sgd,adagrad,sparseadam}_unfused  sparse backward + emb_optimizer_step_sparse
+ *   {sgd,adagrad,sparseadam}_fused    emb_optimizer_step_fused (no sparse gradient)
+ * The table is N(0,1) (emb_embedding_create), the indices uniform in [0, V) from seed
+ * --seed, the output gradient N(0,1). Every emb line also carries the gather probe's time
+ * for the same N rows (measured once per run, before the operations). */
+#include "bench_common.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
+#define USAGE                                                                                \
+    "usage: bench_embedding [--op LIST] [--rows V] [--dim D] [--indices N] [--threads T]\n" \
+    "                       [--reps R] [--seed S]\n"                                        \
+    "ops: copy gather_probe forward dense_backward sparse_backward sgd_unfused sgd_fused\n" \
+    "     adagrad_unfused adagrad_fused sparseadam_unfused sparseadam_fused\n"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        if ((call) != EMB_OK) {                                                       \
-            fprintf(stderr, "bench: %s failed: %s\n", #call, emb_errmsg());           \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
-
-/* Runs fn until at least min_time has passed (and at least 3 times); returns the best
- * time per call over 5 rounds. */
-typedef void (*bench_fn)(void *ctx);
-static double time_it(bench_fn fn, void *ctx) {
-    fn(ctx); /* warm up */
-    double best = 1e30;
-    for (int round = 0; round < 5; round++) {
-        int reps = 0;
-        double t0 = now(), t1;
-        do {
-            fn(ctx);
-            reps++;
-            t1 = now();
-        } while (t1 - t0 < 0.05 || reps < 3);
-        double per = (t1 - t0) / reps;
-        if (per < best) best = per;
-    }
-    return best;
-}
+static const char *const ALL_OPS[] = {
+    "copy",          "gather_probe",    "forward",       "dense_backward",
+    "sparse_backward", "sgd_unfused",   "sgd_fused",     "adagrad_unfused",
+    "adagrad_fused", "sparseadam_unfused", "sparseadam_fused"};
+#define NUM_OPS (sizeof ALL_OPS / sizeof ALL_OPS[0])
 
 typedef struct {
     emb_embedding *e;
     emb_optimizer *opt;
     int param;
-    emb_tensor idx, out, gw;
+    emb_tensor idx, out, g, gw;
     emb_sparse_grad sg;
-    size_t copy_bytes;
-    char *src, *dst;
 } ctx_t;
+
+/* The fused step's call in one place (its signature is the optimizer's to change). */
+static emb_status fused_step(ctx_t *c) {
+    return emb_optimizer_step_fused(c->opt, c->param, c->e, &c->idx, &c->g);
+}
 
 static void run_forward(void *p) {
     ctx_t *c = p;
     CHECK(emb_embedding_forward(c->e, &c->idx, &c->out));
 }
-/* Zeroes the gradient on as many threads as emb uses, as PyTorch's zeros() does. */
-static void zero_parallel(void *data, size_t nbytes) {
-    const size_t chunk = (size_t)1 << 20;
-    const long n = (long)((nbytes + chunk - 1) / chunk);
-#pragma omp parallel for num_threads(emb_get_num_threads()) schedule(static)
-    for (long i = 0; i < n; i++) {
-        size_t b = (size_t)i * chunk, e = b + chunk < nbytes ? b + chunk : nbytes;
-        memset((char *)data + b, 0, e - b);
-    }
-}
-
 static void run_dense_backward(void *p) {
     ctx_t *c = p;
-    zero_parallel(c->gw.data, emb_tensor_nbytes(&c->gw)); /* PyTorch allocates zeros too */
-    CHECK(emb_embedding_backward(c->e, &c->idx, &c->out, &c->gw));
+    bench_zero_parallel(c->gw.data, emb_tensor_nbytes(&c->gw)); /* torch allocates zeros */
+    CHECK(emb_embedding_backward(c->e, &c->idx, &c->g, &c->gw));
 }
-static void run_sparse(void *p) {
+static void run_sparse_backward(void *p) {
     ctx_t *c = p;
     emb_sparse_grad_clear(&c->sg);
-    CHECK(emb_embedding_forward(c->e, &c->idx, &c->out));
-    CHECK(emb_embedding_backward_sparse(c->e, &c->idx, &c->out, &c->sg));
+    CHECK(emb_embedding_backward_sparse(c->e, &c->idx, &c->g, &c->sg));
 }
-/* One sparse SGD training step as a user writes it: the lookup, then the update straight
- * from the output gradient (here: the output itself stands in for dL/dout). */
-static void run_train_step(void *p) {
+static void run_unfused(void *p) {
     ctx_t *c = p;
-    CHECK(emb_embedding_forward(c->e, &c->idx, &c->out));
-    CHECK(emb_optimizer_step_fused(c->opt, c->param, c->e, &c->idx, &c->out));
+    emb_sparse_grad_clear(&c->sg);
+    CHECK(emb_embedding_backward_sparse(c->e, &c->idx, &c->g, &c->sg));
+    CHECK(emb_optimizer_step_sparse(c->opt, c->param, &c->sg));
 }
-static void run_copy(void *p) {
+static void run_fused(void *p) {
     ctx_t *c = p;
-    memcpy(c->dst, c->src, c->copy_bytes);
+    CHECK(fused_step(c));
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1) emb_set_num_threads(atoi(argv[1]));
-    static const int64_t cases[][3] = {{50000, 128, 32768}, {1000, 64, 4096}, {100000, 16, 100000}};
+    bench_args a = {"", 1000000, 64, 262144, 0, 1, 7, 1};
+    bench_parse(&a, argc, argv, USAGE);
+    char all[512] = "";
+    if (!a.ops[0]) {
+        for (size_t k = 0; k < NUM_OPS; k++) {
+            strcat(all, ALL_OPS[k]);
+            if (k + 1 < NUM_OPS) strcat(all, ",");
+        }
+        memcpy(a.ops, all, sizeof all);
+    }
+    /* refuse unknown operation names */
+    for (char *p = a.ops; *p;) {
+        char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int known = 0;
+        for (size_t k = 0; k < NUM_OPS; k++)
+            known |= strlen(ALL_OPS[k]) == len && !strncmp(ALL_OPS[k], p, len);
+        if (!known) {
+            fprintf(stderr, "bench_embedding: unknown op '%.*s'\n%s", (int)len, p, USAGE);
+            return 2;
+        }
+        if (!e) break;
+        p = e + 1;
+    }
+    emb_set_num_threads(a.threads);
+    if (bench_has_op(a.ops, "copy")) bench_copy_line(&a);
+
+    const int64_t V = a.rows, D = a.dim, N = a.indices;
     ctx_t c;
     memset(&c, 0, sizeof c);
-    c.copy_bytes = (size_t)256 << 20;
-    c.src = malloc(c.copy_bytes);
-    c.dst = malloc(c.copy_bytes);
-    if (!c.src || !c.dst) return 1;
-    memset(c.src, 1, c.copy_bytes);
-    memset(c.dst, 2, c.copy_bytes);
-    double tc = time_it(run_copy, &c);
-    /* a copy reads and writes each byte */
-    printf("memcpy_GBps 0 0 %zu %.6f\n", c.copy_bytes, 2.0 * c.copy_bytes / tc / 1e9);
-    free(c.src);
-    free(c.dst);
+    emb_generator *gen;
+    CHECK(emb_generator_create(a.seed, &gen));
+    emb_manual_seed(a.seed);
+    CHECK(emb_embedding_create(V, D, NULL, &c.e));
+    CHECK(emb_tensor_alloc(&c.idx, EMB_INT64, 1, (int64_t[]){N}));
+    CHECK(emb_randint_(&c.idx, 0, V, gen));
+    CHECK(emb_tensor_alloc(&c.out, EMB_FLOAT32, 2, (int64_t[]){N, D}));
+    memset(c.out.data, 0, emb_tensor_nbytes(&c.out));
+    CHECK(emb_tensor_alloc(&c.g, EMB_FLOAT32, 2, (int64_t[]){N, D}));
+    CHECK(emb_randn_(&c.g, gen));
+    CHECK(emb_sparse_grad_init(&c.sg, V, D));
+    emb_tensor w;
+    CHECK(emb_embedding_weight(c.e, &w));
 
-    srand(1);
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        int64_t V = cases[k][0], D = cases[k][1], N = cases[k][2];
-        emb_manual_seed(0);
-        CHECK(emb_embedding_create(V, D, NULL, &c.e));
-        CHECK(emb_tensor_alloc(&c.idx, EMB_INT64, 1, (int64_t[]){N}));
-        int64_t *ix = c.idx.data;
-        for (int64_t i = 0; i < N; i++) ix[i] = (int64_t)(((uint64_t)rand() * RAND_MAX + rand()) % (uint64_t)V);
-        CHECK(emb_tensor_alloc(&c.out, EMB_FLOAT32, 2, (int64_t[]){N, D}));
+    int dist = 0;
+    double probe = bench_probe(w.data, D, c.idx.data, N, a.threads, a.reps, &dist);
+    if (bench_has_op(a.ops, "gather_probe")) bench_probe_line(&a, probe, dist);
+
+    if (bench_has_op(a.ops, "forward")) bench_line(&a, "forward", bench_time(run_forward, &c, a.reps), probe);
+    if (bench_has_op(a.ops, "dense_backward")) {
         CHECK(emb_tensor_alloc(&c.gw, EMB_FLOAT32, 2, (int64_t[]){V, D}));
-        CHECK(emb_sparse_grad_init(&c.sg, V, D));
-        emb_optim_options oo = emb_optim_options_default(EMB_OPTIM_SGD);
-        oo.lr = 1e-3;
-        CHECK(emb_optimizer_create(&oo, &c.opt));
-        emb_tensor w;
-        CHECK(emb_embedding_weight(c.e, &w));
-        CHECK(emb_optimizer_add_param(c.opt, &w, &c.param));
-        printf("forward %lld %lld %lld %.9f\n", (long long)V, (long long)D, (long long)N,
-               time_it(run_forward, &c));
-        printf("dense_backward %lld %lld %lld %.9f\n", (long long)V, (long long)D,
-               (long long)N, time_it(run_dense_backward, &c));
-        printf("sparse_fwd_bwd %lld %lld %lld %.9f\n", (long long)V, (long long)D,
-               (long long)N, time_it(run_sparse, &c));
-        printf("sgd_sparse_step %lld %lld %lld %.9f\n", (long long)V, (long long)D,
-               (long long)N, time_it(run_train_step, &c));
-        fflush(stdout);
-        emb_optimizer_free(c.opt);
-        emb_sparse_grad_free(&c.sg);
-        emb_tensor_free(&c.idx);
-        emb_tensor_free(&c.out);
+        bench_line(&a, "dense_backward", bench_time(run_dense_backward, &c, a.reps), probe);
         emb_tensor_free(&c.gw);
-        emb_embedding_free(c.e);
     }
+    if (bench_has_op(a.ops, "sparse_backward"))
+        bench_line(&a, "sparse_backward", bench_time(run_sparse_backward, &c, a.reps), probe);
+
+    static const struct {
+        const char *name;
+        emb_optim_kind kind;
+    } optims[] = {{"sgd", EMB_OPTIM_SGD}, {"adagrad", EMB_OPTIM_ADAGRAD},
+                  {"sparseadam", EMB_OPTIM_SPARSE_ADAM}};
+    for (size_t k = 0; k < sizeof optims / sizeof optims[0]; k++)
+        for (int fused = 0; fused < 2; fused++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s_%s", optims[k].name, fused ? "fused" : "unfused");
+            if (!bench_has_op(a.ops, name)) continue;
+            emb_optim_options oo = emb_optim_options_default(optims[k].kind);
+            oo.lr = 1e-3;
+            CHECK(emb_optimizer_create(&oo, &c.opt));
+            CHECK(emb_optimizer_add_param(c.opt, &w, &c.param));
+            bench_line(&a, name, bench_time(fused ? run_fused : run_unfused, &c, a.reps), probe);
+            emb_optimizer_free(c.opt);
+            c.opt = NULL;
+        }
+
+    emb_sparse_grad_free(&c.sg);
+    emb_tensor_free(&c.idx);
+    emb_tensor_free(&c.out);
+    emb_tensor_free(&c.g);
+    emb_embedding_free(c.e);
+    emb_generator_free(gen);
     return 0;
 }
