@@ -158,7 +158,9 @@ EMB_API bool emb_tensor_same_shape(const emb_tensor *a, const emb_tensor *b);
  * EMB_MAX_DIMS dimensions are shown; shape NULL prints as "torch.Size([])". */
 EMB_API size_t emb_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
 
-/* Aligned allocation used by emb (64-byte alignment); free with emb_free. */
+/* Aligned allocation used by emb (64-byte alignment); free with emb_free. On Linux an
+ * allocation of 32 MiB or more is advised to use transparent huge pages (madvise
+ * MADV_HUGEPAGE), which makes random row access to large tables faster. */
 EMB_API void *emb_malloc(size_t nbytes);
 EMB_API void emb_free(void *p);
 

@@ -69,6 +69,11 @@ const char *emb__shape_fmt(char *buf, size_t size, int ndim, const int64_t *shap
  * least `grain` units (1 when OpenMP is off). */
 int emb__threads_for(int64_t work, int64_t grain);
 
+/* Asks the kernel for transparent huge pages over the whole pages of [p, p + nbytes) when
+ * nbytes is at least 32 MiB (Linux madvise(MADV_HUGEPAGE); a no-op elsewhere). Returns true
+ * when the advice was given. emb_malloc calls it on every allocation; contents unchanged. */
+bool emb__advise_hugepages(void *p, size_t nbytes);
+
 /* True when the reference kernels are forced (emb_set_kernel_mode(EMB_KERNELS_REF), or
  * EMB_KERNELS=ref in the environment). */
 bool emb__force_ref(void);

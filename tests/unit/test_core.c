@@ -1,7 +1,10 @@
 /* Unit tests of src/core: status codes, messages, dtypes, tensor views. */
 #include "emb_test.h"
+#include "internal.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
 static void test_status_strings(void **state) {
     (void)state;
@@ -235,9 +238,82 @@ static void test_threads_and_kernels(void **state) {
     assert_int_equal(emb_get_kernel_mode(), EMB_KERNELS_AUTO);
 }
 
+
+/* 1 when the mapping that holds p carries the huge-page advice ("hg" in its VmFlags in
+ * /proc/self/smaps), 0 when it does not, -1 when no mapping holds p. */
+static int hugepage_advised(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    assert_non_null(f);
+    char line[512];
+    int inside = 0, found = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        } else if (inside && !strncmp(line, "VmFlags:", 8)) {
+            found = strstr(line, " hg") != NULL;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* emb_malloc advises transparent huge pages for allocations of 32 MiB and more (random row
+ * access to large tables), not for smaller ones; a large embedding table gets the advice
+ * and its lookups are the plain row copies at 1 and 2 threads. */
+static void test_malloc_hugepages(void **state) {
+    (void)state;
+#if defined(__linux__)
+    const size_t big = (size_t)64 << 20;
+    char *p = emb_malloc(big);
+    assert_non_null(p);
+    assert_int_equal(hugepage_advised(p + big / 2), 1);
+    memset(p, 7, big);
+    assert_int_equal(p[0], 7);
+    assert_int_equal(p[big - 1], 7);
+    emb_free(p);
+    char *q = emb_malloc((size_t)1 << 20);
+    assert_non_null(q);
+    assert_int_equal(hugepage_advised(q), 0);
+    emb_free(q);
+    assert_false(emb__advise_hugepages(NULL, big));
+    size_t small = big;
+    assert_false(emb__advise_hugepages(&small, sizeof small));
+
+    const int64_t V = 16384, D = 1024, N = 3000; /* a 64 MiB table */
+    emb_embedding *e;
+    assert_int_equal(emb_embedding_create(V, D, NULL, &e), EMB_OK);
+    emb_tensor w, idx, out;
+    assert_int_equal(emb_embedding_weight(e, &w), EMB_OK);
+    assert_int_equal(hugepage_advised((const char *)w.data + (size_t)V * D * 2), 1);
+    assert_int_equal(emb_tensor_alloc(&idx, EMB_INT64, 1, (int64_t[]){N}), EMB_OK);
+    assert_int_equal(emb_tensor_alloc(&out, EMB_FLOAT32, 2, (int64_t[]){N, D}), EMB_OK);
+    int64_t *ix = idx.data;
+    uint64_t s = 12345;
+    for (int64_t i = 0; i < N; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        ix[i] = (int64_t)((s >> 33) % (uint64_t)V);
+    }
+    const int saved = emb_get_num_threads();
+    for (int t = 1; t <= 2; t++) {
+        emb_set_num_threads(t);
+        memset(out.data, 0xff, emb_tensor_nbytes(&out));
+        assert_int_equal(emb_embedding_forward(e, &idx, &out), EMB_OK);
+        for (int64_t i = 0; i < N; i++)
+            assert_memory_equal((const float *)out.data + i * D,
+                                (const float *)w.data + ix[i] * D, (size_t)D * sizeof(float));
+    }
+    emb_set_num_threads(saved);
+    emb_tensor_free(&idx);
+    emb_tensor_free(&out);
+    emb_embedding_free(e);
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_status_strings),  cmocka_unit_test(test_version),
+        cmocka_unit_test(test_status_strings), cmocka_unit_test(test_malloc_hugepages),  cmocka_unit_test(test_version),
         cmocka_unit_test(test_dtypes),          cmocka_unit_test(test_tensor_init),
         cmocka_unit_test(test_tensor_init_errors), cmocka_unit_test(test_tensor_alloc),
         cmocka_unit_test(test_tensor_check),
