@@ -17,13 +17,16 @@
 #define EMB__LOOKUP_GRAIN 32768
 /* Prefetch weight rows this many positions ahead when the table exceeds EMB__PF_BYTES and
  * rows are at most EMB__PF_ROW_BYTES long. Measured on the reference VM (1 GB table, 200K
- * random rows): about 10% faster for rows of 16-64 bytes, neutral at 256 bytes, slower for
- * longer rows, whose consecutive cache lines the hardware prefetcher already fetches. The
+ * random rows): about 10% faster for rows of 16-64 bytes, slower for longer rows, whose
+ * consecutive cache lines the hardware prefetcher already fetches. Re-measured with the
+ * table in transparent huge pages (emb_malloc; bench/bench_embedding.c's forward, 1M x 64,
+ * 262,144 rows): 256-byte rows take a third less CPU time with the prefetch (17 ms against
+ * 26 ms at distances 8-16), 512- and 2048-byte rows gain nothing. The
  * prefetch keeps the line in every cache level (locality 3): the non-temporal hint made a
  * 6.4 MB table of 64-byte rows twice as slow (1.0 ms against 0.48 ms for 100K lookups). */
 #define EMB__PF_DIST 8
 #define EMB__PF_BYTES ((int64_t)4 << 20)
-#define EMB__PF_ROW_BYTES 128
+#define EMB__PF_ROW_BYTES 256
 /* Parallelise a renorm over distinct rows once it touches more than this many floats. */
 #define EMB__RENORM_GRAIN 32768
 /* The renorm lists its distinct rows by radix-sorting the batch when V / this > n =
