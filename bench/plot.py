@@ -82,7 +82,63 @@ def markdown(lines):
                          f"load average {m['loadavg_start']}, command `{m['command']}`")
         if "loadavg_end" in m:
             notes.append(f"- run ended {m['date_end']}, load average {m['loadavg_end']}")
-    return "\n".join(out + [""] + notes) + "\n"
+    return "\n".join(out + [""] + notes + ["", "Issue 9's targets in this run:", "",
+                                             targets(lines)]) + "\n"
+
+
+# Issue 9's targets: (name, predicate on a case (emb op, torch op, rows), minimum ratio)
+TARGETS = [
+    ("forward >= 2x F.embedding", lambda o, t, v: o == "forward" and t == "F.embedding", 2.0),
+    ("forward >= 1.2x index_select(out=)",
+     lambda o, t, v: o == "forward" and t == "index_select_out", 1.2),
+    ("dense backward >= 5x", lambda o, t, v: o == "dense_backward", 5.0),
+    ("sparse backward >= 1.5x", lambda o, t, v: o == "sparse_backward", 1.5),
+    ("sparse backward + step >= 5x", lambda o, t, v: o.endswith(("_fused", "_unfused")), 5.0),
+    ("bag sum/mean forward >= 1.5x",
+     lambda o, t, v: o.startswith(("bag_sum", "bag_mean")) and o.endswith("_fwd"), 1.5),
+    ("bag max forward >= 10x", lambda o, t, v: o == "bag_max_fwd", 10.0),
+    ("bag backward >= 5x", lambda o, t, v: o.startswith("bag_") and not o.endswith("_fwd"), 5.0),
+]
+LARGE_TABLE_BYTES = 64 << 20  # "larger than the last-level cache" for the probe target
+
+
+def targets(lines):
+    """Markdown: per target, the cases meeting it and the worst ratio (case named)."""
+    rows = ["| target | cases met | worst ratio (case, threads) |", "|---|---:|---|"]
+    torch_t = {(r["op"], r["rows"], r["dim"], r["indices"], r["threads"]): r["median_s"]
+               for r in lines if r["lib"] == "torch"}
+    emb = [r for r in lines if r["lib"] == "emb"]
+    for name, pred, need in TARGETS:
+        got = []
+        for r in emb:
+            for t in r.get("vs", []):
+                tt = torch_t.get((t, r["rows"], r["dim"], r["indices"], r["threads"]))
+                if tt and pred(r["op"], t, r["rows"]):
+                    got.append((tt / r["median_s"], r))
+        if got:
+            worst = min(got, key=lambda g: g[0])
+            ok = sum(g[0] >= need for g in got)
+            rows.append(f"| {name} | {ok} of {len(got)} | {worst[0]:.2f} ({worst[1]['op']}, "
+                        f"{shape(worst[1])}, {worst[1]['threads']}T) |")
+    big = [r for r in emb if r["op"] == "forward"
+           and r["rows"] * r["dim"] * 4 >= LARGE_TABLE_BYTES]
+    if big:
+        worst = min(big, key=lambda r: r["probe_fraction"])
+        ok = sum(r["probe_fraction"] >= 0.8 for r in big)
+        rows.append(f"| forward >= 80% of the gather probe (tables >= 64 MiB) | {ok} of "
+                    f"{len(big)} | {worst['probe_fraction']:.2f} ({shape(worst)}, "
+                    f"{worst['threads']}T) |")
+    by = {}
+    for r in emb:
+        if r["rows"] * r["dim"] * 4 >= LARGE_TABLE_BYTES:
+            by.setdefault((r["op"], r["rows"], r["dim"], r["indices"]), {})[r["threads"]] = r
+    pairs = [(d[1]["median_s"] / d[2]["median_s"], d[2]) for d in by.values() if 1 in d and 2 in d]
+    if pairs:
+        worst = min(pairs, key=lambda p: p[0])
+        ok = sum(p[0] > 1.0 for p in pairs)
+        rows.append(f"| 2 threads faster than 1 (tables >= 64 MiB) | {ok} of {len(pairs)} | "
+                    f"{worst[0]:.2f}x ({worst[1]['op']}, {shape(worst[1])}) |")
+    return "\n".join(rows) + "\n"
 
 
 def svg(lines):
