@@ -10,7 +10,9 @@ Settings (the issue's): dim 100, window 5, negative 5, sample 1e-3, min_count 5,
 All three tools read the same text: the corpus lowercased, ASCII punctuation stripped from
 both ends of each token, cut into lines of 1000 tokens (gensim gets it through LineSentence,
 i.e. as 1000-word sentences). Learning rates: 0.025 for skip-gram, 0.05 for CBOW (the word2vec
-tool's defaults) for emb and fastText; gensim uses its default 0.025 for both.
+tool's defaults) for emb and fastText; gensim uses its default 0.025 for both. "emb" is emb train
+with its defaults (negatives drawn per pair, as the word2vec tool); "emb-shared" adds
+--shared-negatives (one draw per window, the faster form; CBOW is the same in both).
 
 Usage: /usr/bin/python3 bench/bench_word2vec.py [--threads 1,2] [--models sg,cbow]
        [--tools emb,gensim,fasttext]      (make bench runs it; EMB_BUILD_DIR picks the build)
@@ -80,12 +82,12 @@ def accuracy(vectors):
 def run_tool(tool, model, threads, corpus, work):
     sg = model == "sg"
     lr = "0.025" if sg else "0.05"
-    if tool == "emb":
-        out = os.path.join(work, f"emb-{model}-{threads}.bin")
+    if tool in ("emb", "emb-shared"):
+        out = os.path.join(work, f"{tool}-{model}-{threads}.bin")
         argv = [EMB, "train", corpus, "-o", out, "--model", "skipgram" if sg else "cbow",
                 "--dim", "100", "--window", "5", "--negative", "5", "--sample", "1e-3",
                 "--min-count", "5", "--epochs", "5", "--threads", str(threads), "--alpha", lr,
-                "-q"]
+                "-q"] + (["--shared-negatives"] if tool == "emb-shared" else [])
     elif tool == "gensim":
         out = os.path.join(work, f"gensim-{model}-{threads}.bin")
         script = os.path.join(work, "gensim_train.py")
@@ -113,7 +115,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--models", default="sg,cbow")
-    ap.add_argument("--tools", default="emb,gensim,fasttext")
+    ap.add_argument("--tools", default="emb,emb-shared,gensim,fasttext")
     args = ap.parse_args()
     tools = [t for t in args.tools.split(",") if t]
     if "fasttext" in tools and not shutil.which("fasttext"):
