@@ -96,10 +96,25 @@ static inline bool worse(float sa, int64_t ia, float sb, int64_t ib) {
     return sa < sb || (sa == sb && ia > ib);
 }
 
+/* Puts (s, id) at the root's place of a heap of n entries and sifts it down. */
+static void sift_down(float *hs, int64_t *hi, int64_t n, float s, int64_t id) {
+    int64_t i = 0;
+    for (;;) {
+        int64_t l = 2 * i + 1, r = l + 1, m = i;
+        float ms = s;
+        int64_t mi = id;
+        if (l < n && worse(hs[l], hi[l], ms, mi)) m = l, ms = hs[l], mi = hi[l];
+        if (r < n && worse(hs[r], hi[r], ms, mi)) m = r;
+        if (m == i) break;
+        hs[i] = hs[m], hi[i] = hi[m];
+        i = m;
+    }
+    hs[i] = s, hi[i] = id;
+}
+
 static void heap_push(float *hs, int64_t *hi, int64_t *n, int64_t cap, float s, int64_t id) {
-    int64_t i;
     if (*n < cap) {
-        i = (*n)++;
+        int64_t i = (*n)++;
         while (i > 0) { /* sift up */
             int64_t p = (i - 1) / 2;
             if (!worse(s, id, hs[p], hi[p])) break;
@@ -109,19 +124,7 @@ static void heap_push(float *hs, int64_t *hi, int64_t *n, int64_t cap, float s, 
         hs[i] = s, hi[i] = id;
         return;
     }
-    if (!worse(hs[0], hi[0], s, id)) return; /* not better than the worst kept */
-    i = 0; /* replace the root, sift down */
-    for (;;) {
-        int64_t l = 2 * i + 1, r = l + 1, m = i;
-        float ms = s;
-        int64_t mi = id;
-        if (l < cap && worse(hs[l], hi[l], ms, mi)) m = l, ms = hs[l], mi = hi[l];
-        if (r < cap && worse(hs[r], hi[r], ms, mi)) m = r;
-        if (m == i) break;
-        hs[i] = hs[m], hi[i] = hi[m];
-        i = m;
-    }
-    hs[i] = s, hi[i] = id;
+    if (worse(hs[0], hi[0], s, id)) sift_down(hs, hi, cap, s, id); /* better than the worst */
 }
 
 /* Writes the heap's entries best first into ids/scores[0..k), padding with -1/-INFINITY. */
@@ -130,25 +133,9 @@ static void heap_drain(float *hs, int64_t *hi, int64_t n, int64_t k, int64_t *id
     for (int64_t j = n; j < k; j++) ids[j] = -1, scores[j] = -INFINITY;
     /* Repeatedly move the worst (root) to the end of the kept range. */
     while (n > 0) {
-        float s = hs[0];
-        int64_t id = hi[0];
-        ids[n - 1] = id, scores[n - 1] = s;
+        ids[n - 1] = hi[0], scores[n - 1] = hs[0];
         n--;
-        if (n == 0) break;
-        float ls = hs[n];
-        int64_t li = hi[n];
-        int64_t i = 0;
-        for (;;) {
-            int64_t l = 2 * i + 1, r = l + 1, m = i;
-            float ms = ls;
-            int64_t mi = li;
-            if (l < n && worse(hs[l], hi[l], ms, mi)) m = l, ms = hs[l], mi = hi[l];
-            if (r < n && worse(hs[r], hi[r], ms, mi)) m = r;
-            if (m == i) break;
-            hs[i] = hs[m], hi[i] = hi[m];
-            i = m;
-        }
-        hs[i] = ls, hi[i] = li;
+        if (n > 0) sift_down(hs, hi, n, hs[n], hi[n]);
     }
 }
 
