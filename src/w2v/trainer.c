@@ -342,7 +342,9 @@ typedef struct {
  * global progress as its own count times the number of lanes. Returns tokens processed. */
 static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn step,
                            lane_scratch *s) {
-    emb__w2v_lane *l = &w->lanes[t];
+    /* The lane's state lives in this thread's own copy while it works: the lanes' structs
+     * share cache lines, and the random state changes several times per token. */
+    emb__w2v_lane lane = w->lanes[t], *l = &lane;
     const emb_w2v_options *o = &w->o;
     const double total = (double)w->tokens * o->epochs;
     const bool cbow = o->model == EMB_W2V_CBOW;
@@ -399,6 +401,7 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
             }
         }
     }
+    w->lanes[t] = lane;
     return processed;
 }
 
@@ -418,10 +421,13 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     if (!ls) return emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     bool ok = true;
     for (int t = 0; t < nt; t++) {
-        ls[t].sen = malloc((size_t)o->max_sentence * sizeof(int32_t));
-        ls[t].ctx = malloc((size_t)m * sizeof(int32_t));
-        ls[t].tgt = malloc((size_t)n * sizeof(int32_t));
-        ls[t].negs = malloc((size_t)(m * o->negative) * sizeof(int32_t));
+        /* Each lane's small arrays in their own cache lines (emb_malloc: 64-byte blocks): the
+         * lanes write them for every pair, and neighbouring malloc blocks would share lines
+         * between threads. */
+        ls[t].sen = emb_malloc((size_t)o->max_sentence * sizeof(int32_t));
+        ls[t].ctx = emb_malloc((size_t)m * sizeof(int32_t));
+        ls[t].tgt = emb_malloc((size_t)n * sizeof(int32_t));
+        ls[t].negs = emb_malloc((size_t)(m * o->negative) * sizeof(int32_t));
         ls[t].scratch = emb_malloc(scratch_floats * sizeof(float));
         ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch;
     }
@@ -461,7 +467,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         }
     }
     for (int t = 0; t < nt; t++) {
-        free(ls[t].sen), free(ls[t].ctx), free(ls[t].tgt), free(ls[t].negs);
+        emb_free(ls[t].sen), emb_free(ls[t].ctx), emb_free(ls[t].tgt), emb_free(ls[t].negs);
         emb_free(ls[t].scratch);
     }
     free(ls);
