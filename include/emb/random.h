@@ -63,7 +63,9 @@ EMB_API emb_status emb_generator_set_state(emb_generator *gen, const void *buf, 
  * PyTorch does for a contiguous tensor. gen NULL: the default generator.
  * Errors: EMB_ERR_NULL, EMB_ERR_DTYPE (not float32/float64), EMB_ERR_INVALID (std < 0 or
  * NaN, PyTorch: "normal expects std >= 0.0, but found std -1"; an infinite std or a
- * non-finite mean, which PyTorch accepts and turns into inf/NaN output, is rejected too).
+ * non-finite mean, which PyTorch accepts and turns into inf/NaN output, is rejected too,
+ * and so, for a float32 tensor, is a mean or std that is finite as a double but overflows
+ * float32, such as 1e300, which would fill the tensor with infinities).
  * Nothing is drawn on error. */
 EMB_API emb_status emb_normal_(emb_tensor *t, double mean, double std, emb_generator *gen);
 

@@ -409,6 +409,10 @@ emb_status emb_normal_(emb_tensor *t, double mean, double std, emb_generator *ge
         return emb__error(EMB_ERR_INVALID,
                           "normal_ expects a finite mean and std, but found mean %g, std %g",
                           mean, std);
+    if (t->dtype == EMB_FLOAT32 && (!isfinite((float)mean) || !isfinite((float)std)))
+        return emb__error(EMB_ERR_INVALID,
+                          "normal_ on a float32 tensor expects a mean and std finite in "
+                          "float32, but found mean %g, std %g", mean, std);
     emb_generator *g = gen_or_default(gen);
     if (t->dtype == EMB_FLOAT32) {
         float *d = t->data;

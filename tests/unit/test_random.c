@@ -524,6 +524,10 @@ static void test_distribution_errors(void **state) {
     EMB_EXPECT_ERR(emb_normal_(&tf, 0, INFINITY, g), EMB_ERR_INVALID,
                    "normal_ expects a finite mean and std, but found mean 0, std inf");
     EMB_EXPECT_ERR(emb_normal_(&tf, NAN, 1, g), EMB_ERR_INVALID, "found mean nan, std 1");
+    /* finite as doubles, infinite as float32: the float32 tensor would fill with inf */
+    EMB_EXPECT_ERR(emb_normal_(&tf, 1e300, 1, g), EMB_ERR_INVALID,
+                   "finite in float32, but found mean 1e+300, std 1");
+    EMB_EXPECT_ERR(emb_normal_(&tf, 0, 1e39, g), EMB_ERR_INVALID, "found mean 0, std 1e+39");
     EMB_EXPECT_ERR(emb_randn_(&tl, g), EMB_ERR_DTYPE, "got int64");
     NOTHING_DRAWN();
     /* uniform_ */
