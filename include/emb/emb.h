@@ -18,6 +18,7 @@
 #include "loss.h"
 #include "optim.h"
 #include "print.h"
+#include "quant.h"
 #include "random.h"
 #include "search.h"
 #include "vocab.h"

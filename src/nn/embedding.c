@@ -296,7 +296,7 @@ static emb_status check_out(const emb_tensor *indices, int64_t dim, const emb_te
 }
 
 /* Checks indices, out and the index values for a lookup into a [V, D] table. */
-static emb_status check_lookup(int64_t V, int64_t D, const emb_tensor *indices,
+emb_status emb__lookup_check(int64_t V, int64_t D, const emb_tensor *indices,
                                const emb_tensor *out) {
     emb_status st = emb__check_indices(indices, "indices", "embedding");
     if (st) return st;
@@ -456,7 +456,7 @@ emb_status emb_embedding_forward(emb_embedding *e, const emb_tensor *indices,
     if (!indices) return emb__null("indices");
     if (!out) return emb__null("out");
     const int64_t V = e->num_embeddings, D = e->embedding_dim;
-    emb_status st = check_lookup(V, D, indices, out);
+    emb_status st = emb__lookup_check(V, D, indices, out);
     if (st) return st;
     if (e->max_norm != INFINITY && e->read_only)
         return emb__error(EMB_ERR_READ_ONLY,
@@ -501,7 +501,7 @@ emb_status emb_embedding_lookup(const emb_tensor *weight, const emb_tensor *indi
     if (!indices) return emb__null("indices");
     if (!out) return emb__null("out");
     const int64_t V = weight->shape[0], D = weight->shape[1];
-    st = check_lookup(V, D, indices, out);
+    st = emb__lookup_check(V, D, indices, out);
     if (st) return st;
     if (D > 0) gather(weight->data, V, D, indices, out->data);
     return EMB_OK;

@@ -302,7 +302,7 @@ emb_status emb__bag_check_index_values(const emb__bag_cfg *c, const emb__bag_bat
 }
 
 /* [B, dim] float32 output, and max_indices (int64 [B, dim], only in mode max). */
-static emb_status check_outputs(const emb__bag_cfg *c, const emb__bag_batch *bb,
+emb_status emb__bag_check_outputs(const emb__bag_cfg *c, const emb__bag_batch *bb,
                                 const emb_tensor *out, const emb_tensor *max_indices) {
     const int64_t shape[2] = {bb->B, c->D};
     emb_status st = emb__check_f32_shape(out, "out", 2, shape);
@@ -380,7 +380,7 @@ static emb_status forward(const emb__bag_cfg *c, float *W, bool read_only,
     emb__bag_batch bb;
     emb_status st = emb__bag_batch_init(c, input, offsets, psw, &bb);
     if (st) return st;
-    st = check_outputs(c, &bb, out, max_indices);
+    st = emb__bag_check_outputs(c, &bb, out, max_indices);
     if (!st) st = emb__bag_check_index_values(c, &bb);
     if (!st && c->max_norm != INFINITY && bb.end > 0) {
         if (read_only) {
@@ -439,24 +439,12 @@ emb_status emb_bag_forward(emb_bag *bag, const emb_tensor *input, const emb_tens
                    per_sample_weights, out, max_indices);
 }
 
-emb_status emb_embedding_bag(emb_tensor *weight, const emb_tensor *input,
-                             const emb_tensor *offsets, const emb_tensor *per_sample_weights,
-                             const emb_bag_options *opts, emb_tensor *out,
-                             emb_tensor *max_indices) {
-    if (!weight) return emb__null("weight");
-    emb_status st = emb_tensor_check(weight, "weight");
-    if (st) return st;
-    if (weight->ndim != 2)
-        return emb__error(EMB_ERR_SHAPE, "'weight' must be 2-D, got %d dimensions",
-                          weight->ndim);
-    if (weight->dtype != EMB_FLOAT32)
-        return emb__error(EMB_ERR_DTYPE, "weight must be float32, got %s",
-                          emb_dtype_name(weight->dtype));
+emb_status emb__bag_cfg_from_options(int64_t V, int64_t D, const emb_bag_options *opts,
+                                     emb__bag_cfg *out) {
     emb_bag_options defaults = emb_bag_options_default();
     const emb_bag_options *o = opts ? opts : &defaults;
-    st = emb__bag_check_mode(o->mode, o->scale_grad_by_freq, o->sparse);
+    emb_status st = emb__bag_check_mode(o->mode, o->scale_grad_by_freq, o->sparse);
     if (st) return st;
-    const int64_t V = weight->shape[0];
     int64_t pad = o->padding_idx;
     if (pad != EMB_PADDING_NONE) {
         if (pad >= V || pad < -V)
@@ -472,13 +460,33 @@ emb_status emb_embedding_bag(emb_tensor *weight, const emb_tensor *input,
     if (isnan(o->norm_type)) return emb__error(EMB_ERR_INVALID, "norm_type must not be NaN");
     emb__bag_cfg c;
     c.V = V;
-    c.D = weight->shape[1];
+    c.D = D;
     c.pad = pad;
     c.mode = o->mode;
     c.include_last_offset = o->include_last_offset;
     c.scale_grad_by_freq = o->scale_grad_by_freq;
     c.max_norm = o->max_norm;
     c.norm_type = o->norm_type;
+    *out = c;
+    return EMB_OK;
+}
+
+emb_status emb_embedding_bag(emb_tensor *weight, const emb_tensor *input,
+                             const emb_tensor *offsets, const emb_tensor *per_sample_weights,
+                             const emb_bag_options *opts, emb_tensor *out,
+                             emb_tensor *max_indices) {
+    if (!weight) return emb__null("weight");
+    emb_status st = emb_tensor_check(weight, "weight");
+    if (st) return st;
+    if (weight->ndim != 2)
+        return emb__error(EMB_ERR_SHAPE, "'weight' must be 2-D, got %d dimensions",
+                          weight->ndim);
+    if (weight->dtype != EMB_FLOAT32)
+        return emb__error(EMB_ERR_DTYPE, "weight must be float32, got %s",
+                          emb_dtype_name(weight->dtype));
+    emb__bag_cfg c;
+    st = emb__bag_cfg_from_options(weight->shape[0], weight->shape[1], opts, &c);
+    if (st) return st;
     return forward(&c, weight->data, false, input, offsets, per_sample_weights, out,
                    max_indices);
 }

@@ -40,6 +40,15 @@ typedef struct emb__bag_batch {
 /* Mode, and the mode's restrictions (max with scale_grad_by_freq or sparse). */
 emb_status emb__bag_check_mode(emb_bag_mode mode, bool scale_grad_by_freq, bool sparse);
 
+/* The configuration of F.embedding_bag's options on a [V, D] table (opts NULL: the
+ * defaults): mode and its restrictions, padding_idx (normalised), max_norm, norm_type. */
+emb_status emb__bag_cfg_from_options(int64_t V, int64_t D, const emb_bag_options *opts,
+                                     emb__bag_cfg *out);
+
+/* out is float32 [B, D]; max_indices NULL, or int64 [B, D] in mode max only. */
+emb_status emb__bag_check_outputs(const emb__bag_cfg *c, const emb__bag_batch *bb,
+                                  const emb_tensor *out, const emb_tensor *max_indices);
+
 /* The configuration of a bag handle. */
 void emb__bag_cfg_of(const emb_bag *bag, emb__bag_cfg *c);
 

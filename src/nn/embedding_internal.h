@@ -21,6 +21,11 @@ struct emb_embedding {
     void *release_ctx;
 };
 
+/* The checks of F.embedding on a [V, D] table: indices int64/int32, out float32 of shape
+ * indices.shape + [D] not overlapping indices, every index in [0, V). */
+emb_status emb__lookup_check(int64_t V, int64_t D, const emb_tensor *indices,
+                             const emb_tensor *out);
+
 /* Which temporaries the dense backward and the max_norm renorm use. AUTO (the default)
  * picks by shape; TABLE forces the table-sized ones (counting sort over V rows, V-bit
  * bitmap), BATCH the batch-sized ones (radix sort of the batch) wherever they apply. Both

@@ -336,3 +336,90 @@ for _name, (_res, _args) in _BAG_SIGS.items():
         continue
     _fn.restype = _res
     _fn.argtypes = _args
+
+
+# ---- reduced-precision and quantized tables (include/emb/quant.h) ----
+QTYPES = {"f32": 0, "f16": 1, "bf16": 2, "int8": 3, "int4": 4}
+
+
+class QError(C.Structure):
+    _fields_ = [("max_abs", C.c_double), ("mean_abs", C.c_double), ("mean_cosine", C.c_double),
+                ("rows", C.c_int64), ("elements", C.c_int64), ("sum_abs", C.c_double),
+                ("sum_cosine", C.c_double)]
+
+
+_QUANT_SIGS = {
+    "emb_qtype_name": (C.c_char_p, [C.c_int]),
+    "emb_qtype_parse": (_st, [C.c_char_p, P(C.c_int)]),
+    "emb_qtype_row_bytes": (_st, [C.c_int, C.c_int64, P(C.c_int64)]),
+    "emb_quantize_rows": (_st, [C.c_int, _vp, C.c_int64, C.c_int64, _vp, C.c_size_t]),
+    "emb_dequantize_rows": (_st, [C.c_int, _vp, C.c_size_t, C.c_int64, C.c_int64, _vp]),
+    "emb_qtable_quantize": (_st, [_tp, C.c_int, P(_vp)]),
+    "emb_qtable_wrap": (_st, [C.c_int, C.c_int64, C.c_int64, _vp, C.c_size_t, P(Storage),
+                              P(_vp)]),
+    "emb_qtable_free": (None, [_vp]),
+    "emb_qtable_qtype": (C.c_int, [_vp]),
+    "emb_qtable_num_rows": (C.c_int64, [_vp]),
+    "emb_qtable_dim": (C.c_int64, [_vp]),
+    "emb_qtable_row_bytes": (C.c_int64, [_vp]),
+    "emb_qtable_data": (_vp, [_vp]),
+    "emb_qtable_nbytes": (C.c_size_t, [_vp]),
+    "emb_qtable_forward": (_st, [_vp, _tp, _tp]),
+    "emb_qtable_bag": (_st, [_vp, _tp, _tp, _tp, P(BagOptions), _tp, _tp]),
+    "emb_qtable_dequantize": (_st, [_vp, C.c_int64, C.c_int64, _vp]),
+    "emb_qerror_init": (None, [P(QError)]),
+    "emb_qerror_add": (_st, [P(QError), _vp, _vp, C.c_int64, C.c_int64]),
+    "emb_qtable_error": (_st, [_vp, _tp, P(QError)]),
+}
+
+for _name, (_res, _args) in _QUANT_SIGS.items():
+    _fn = getattr(lib, _name, None)
+    if _fn is None:
+        continue
+    _fn.restype = _res
+    _fn.argtypes = _args
+
+
+class QTable:
+    """An emb_qtable quantized from a float32 numpy table (emb_qtable_quantize)."""
+
+    def __init__(self, w, qtype):
+        self.h = C.c_void_p()
+        self.qtype = qtype
+        check(lib.emb_qtable_quantize(T(np.ascontiguousarray(w, np.float32)), QTYPES[qtype],
+                                      ptr(self.h)))
+        self.V, self.D = w.shape
+
+    def __del__(self):
+        lib.emb_qtable_free(self.h)
+
+    def bytes(self):
+        """The rows as a uint8 array [V, row_bytes] (a copy)."""
+        n = lib.emb_qtable_nbytes(self.h)
+        rb = lib.emb_qtable_row_bytes(self.h)
+        if n == 0:
+            return np.zeros((self.V, rb), np.uint8)
+        buf = (C.c_uint8 * n).from_address(lib.emb_qtable_data(self.h))
+        return np.frombuffer(buf, np.uint8).copy().reshape(self.V, rb)
+
+    def forward(self, idx):
+        out = tensor_out(tuple(idx.shape) + (self.D,))
+        check(lib.emb_qtable_forward(self.h, T(idx), T(out)))
+        return out
+
+    def bag(self, idx, offsets=None, psw=None, opts=None, B=None, max_indices=False):
+        B = B if B is not None else (idx.shape[0] if idx.ndim == 2 else
+                                     len(offsets) - (1 if opts is not None and
+                                                     opts.include_last_offset else 0))
+        out = tensor_out((B, self.D))
+        mi = np.zeros((B, self.D), np.int64) if max_indices else None
+        check(lib.emb_qtable_bag(self.h, T(idx), None if offsets is None else T(offsets),
+                                 None if psw is None else T(psw),
+                                 None if opts is None else ptr(opts), T(out),
+                                 None if mi is None else T(mi)))
+        return (out, mi) if max_indices else out
+
+    def dequantize(self):
+        out = np.zeros((self.V, self.D), np.float32)
+        check(lib.emb_qtable_dequantize(self.h, 0, self.V, out.ctypes.data))
+        return out

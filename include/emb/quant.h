@@ -1,0 +1,182 @@
+/* emb/quant.h: embedding tables stored in fewer bytes per row: float16, bfloat16, and
+ * 8-bit and 4-bit rowwise quantization in FBGEMM's fused layouts (the layouts of PyTorch's
+ * torch.ops.quantized.embedding_bag_byte_prepack / embedding_bag_4bit_prepack), with
+ * lookups and bags that dequantize row by row as they go (docs/quantization.md).
+ *
+ * Row layouts (little-endian, rows back to back, no padding between rows):
+ *   EMB_QTYPE_F32   dim float32                                       4*dim bytes
+ *   EMB_QTYPE_F16   dim IEEE binary16                                 2*dim bytes
+ *   EMB_QTYPE_BF16  dim bfloat16 (the high half of a float32)         2*dim bytes
+ *   EMB_QTYPE_INT8  dim uint8 codes, float32 scale, float32 bias      dim + 8 bytes
+ *                   value = scale * code + bias
+ *   EMB_QTYPE_INT4  ceil(dim/2) bytes of codes (element 2k in the low nibble, 2k+1 in the
+ *                   high nibble; the high nibble of an odd dim's last byte is 0), then
+ *                   float16 scale, float16 bias                       ceil(dim/2) + 4 bytes
+ *
+ * Quantization (emb_quantize_rows) is bit-identical to PyTorch 1.13's prepack ops on CPU:
+ *   int8: min, max of the row; range = max - min; scale = range / 255; bias = min;
+ *         code = lrintf((x - min) * (255 / (range + 1e-8f)))
+ *   int4: max of the row; min = float16(min of the row) (round to nearest even, back to
+ *         float32); range = max - min; scale = float16(range == 0 ? 1 : range / 15), 1 when
+ *         that is 0 or 1 / scale is infinite; code = clamp(lrintf((x - min) * (1 / scale)),
+ *         0, 15); bias = float16(min)
+ *   f16/bf16: round to nearest even.
+ * Rows holding NaN or an infinity, values that overflow float16/bfloat16, and int8/int4
+ * rows whose range (max - min) overflows float32 are refused (PyTorch writes inf or codes
+ * that dequantize to NaN; docs/differences.md).
+ *
+ * Dequantized value of an int8/int4 element: (float)((double)scale * code + (double)bias),
+ * which is what PyTorch's quantized lookup of a single row yields.
+ */
+#ifndef EMB_QUANT_H
+#define EMB_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bag.h"
+#include "core.h"
+#include "embedding.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum emb_qtype {
+    EMB_QTYPE_F32 = 0,
+    EMB_QTYPE_F16 = 1,
+    EMB_QTYPE_BF16 = 2,
+    EMB_QTYPE_INT8 = 3, /* 8-bit rowwise, float32 scale and bias */
+    EMB_QTYPE_INT4 = 4, /* 4-bit rowwise, float16 scale and bias */
+} emb_qtype;
+
+/* "f32", "f16", "bf16", "int8", "int4"; "unknown" for other values. */
+EMB_API const char *emb_qtype_name(emb_qtype qtype);
+
+/* Parses a storage type name: the names above and the aliases float32, float16, half,
+ * bfloat16, uint8, byte, 8bit, 4bit (case-sensitive). EMB_ERR_NULL, EMB_ERR_INVALID. */
+EMB_API emb_status emb_qtype_parse(const char *name, emb_qtype *out);
+
+/* Bytes of one row of `dim` elements. Errors: EMB_ERR_INVALID (unknown qtype), EMB_ERR_SHAPE
+ * (dim < 0, or dim < 1 for int8/int4), EMB_ERR_OVERFLOW, EMB_ERR_NULL. */
+EMB_API emb_status emb_qtype_row_bytes(emb_qtype qtype, int64_t dim, int64_t *out);
+
+/* Converts rows [rows, dim] of float32 `src` to `qtype` rows in dst (dst_bytes must be at
+ * least rows * row_bytes). Errors (dst unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (unknown
+ * qtype; a NaN or infinite value, a value overflowing float16/bfloat16, or an int8/int4 row
+ * whose range overflows float32: the message names the row and column; dst_bytes too
+ * small; src and dst overlap), EMB_ERR_SHAPE, EMB_ERR_OVERFLOW. */
+EMB_API emb_status emb_quantize_rows(emb_qtype qtype, const float *src, int64_t rows,
+                                     int64_t dim, void *dst, size_t dst_bytes);
+
+/* The inverse: rows of `qtype` in src (src_bytes at least rows * row_bytes) to float32
+ * [rows, dim] in dst, by the dequantized value above. Errors: as emb_quantize_rows, except
+ * that values are not checked. */
+EMB_API emb_status emb_dequantize_rows(emb_qtype qtype, const void *src, size_t src_bytes,
+                                       int64_t rows, int64_t dim, float *dst);
+
+/* ---------------------------------------------------------------------------------------
+ * Tables
+ * ------------------------------------------------------------------------------------- */
+
+/* A read-only embedding table of `num_rows` rows in one storage type. Opaque; immutable
+ * after creation, so every call below may run concurrently on one table. */
+typedef struct emb_qtable emb_qtable;
+
+/* A new table owning the conversion of the float32 2-D tensor `weight` [V, D].
+ * Errors (*out untouched): as emb_quantize_rows, EMB_ERR_DTYPE / EMB_ERR_SHAPE for the
+ * weight, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_qtable_quantize(const emb_tensor *weight, emb_qtype qtype,
+                                       emb_qtable **out);
+
+/* A table over `nbytes` of caller memory already in the layout (a mapped file, say),
+ * without a copy. nbytes must equal rows * row_bytes exactly. storage says who frees the
+ * memory (emb_storage.release, called once by emb_qtable_free; NULL or release NULL:
+ * borrowed). The memory is only read. Values are not checked (a NaN scale gives NaN rows).
+ * Errors (*out untouched, release not called): EMB_ERR_NULL (out; data with nbytes > 0),
+ * EMB_ERR_INVALID (unknown qtype; nbytes does not match: "... 1000 bytes for 10 rows of
+ * 104 bytes (int8, dim 96) need 1040"), EMB_ERR_SHAPE (rows < 0, dim), EMB_ERR_OVERFLOW,
+ * EMB_ERR_NOMEM. */
+EMB_API emb_status emb_qtable_wrap(emb_qtype qtype, int64_t rows, int64_t dim,
+                                   const void *data, size_t nbytes,
+                                   const emb_storage *storage, emb_qtable **out);
+
+/* Frees the handle and, if owned or handed over, the rows. NULL is fine. */
+EMB_API void emb_qtable_free(emb_qtable *q);
+
+/* Accessors (0 / EMB_QTYPE_F32 / NULL for a NULL table). */
+EMB_API emb_qtype emb_qtable_qtype(const emb_qtable *q);
+EMB_API int64_t emb_qtable_num_rows(const emb_qtable *q);
+EMB_API int64_t emb_qtable_dim(const emb_qtable *q);
+EMB_API int64_t emb_qtable_row_bytes(const emb_qtable *q);
+EMB_API const void *emb_qtable_data(const emb_qtable *q);
+EMB_API size_t emb_qtable_nbytes(const emb_qtable *q);
+
+/* F.embedding on the dequantized table: out[..., :] = dequant(row indices[...]).
+ * indices: int64 or int32, any shape; out: float32 of shape indices.shape + [dim],
+ * overwritten. Errors (out unchanged): as emb_embedding_lookup (EMB_ERR_NULL,
+ * EMB_ERR_DTYPE, EMB_ERR_SHAPE, EMB_ERR_INVALID out overlapping indices, EMB_ERR_INDEX
+ * naming the first index out of range). */
+EMB_API emb_status emb_qtable_forward(const emb_qtable *q, const emb_tensor *indices,
+                                      emb_tensor *out);
+
+/* F.embedding_bag on the table, with emb_embedding_bag's arguments and checks (opts NULL:
+ * the defaults, mode mean; padding_idx honoured; max_norm must be INFINITY since the table
+ * is read-only: EMB_ERR_READ_ONLY). Numerics (docs/quantization.md):
+ *   f32, f16, bf16: exactly emb_embedding_bag on the float32 values of the rows (so equal
+ *         to PyTorch's F.embedding_bag on the upcast table, bit for bit);
+ *   int8, int4, sum: per bag from +0.0, positions ascending, with s = p * scale and
+ *         b = p * bias (p the per-sample weight, 1 without):
+ *         acc = (float)((double)s * code + (double)(acc + b)), PyTorch's quantized
+ *         embedding_bag_{byte,4bit}_rowwise_offsets bit for bit;
+ *   int8, int4, mean: that sum divided by (float)max(count, 1) (PyTorch's quantized ops
+ *         ignore the mode and always sum; docs/differences.md);
+ *   int8, int4, max: per column the max of the dequantized values, with emb_bag_forward's
+ *         rules for ties, NaN and empty bags; max_indices as there.
+ * The result does not depend on the thread count. */
+EMB_API emb_status emb_qtable_bag(const emb_qtable *q, const emb_tensor *input,
+                                  const emb_tensor *offsets,
+                                  const emb_tensor *per_sample_weights,
+                                  const emb_bag_options *opts, emb_tensor *out,
+                                  emb_tensor *max_indices);
+
+/* Rows [first, first + n) dequantized into out [n, dim] (caller's float32 buffer of
+ * n * dim floats). Errors: EMB_ERR_NULL, EMB_ERR_INDEX (range outside the table). */
+EMB_API emb_status emb_qtable_dequantize(const emb_qtable *q, int64_t first, int64_t n,
+                                         float *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Quantization error against the float32 source
+ * ------------------------------------------------------------------------------------- */
+
+/* Accumulated error of quantized rows against their float32 source: the largest and the
+ * mean absolute difference per element, and the mean cosine similarity per row (a row
+ * where either side is all zeros counts as 1 when both are, else 0). Fill with
+ * emb_qerror_init, add rows in any batches, read max_abs, mean_abs, mean_cosine. */
+typedef struct emb_qerror {
+    double max_abs;
+    double mean_abs;
+    double mean_cosine;
+    int64_t rows;
+    int64_t elements;
+    double sum_abs;    /* running sums behind the means */
+    double sum_cosine;
+} emb_qerror;
+
+EMB_API void emb_qerror_init(emb_qerror *e);
+
+/* Adds rows: src float32 [rows, dim] and their dequantized values deq [rows, dim].
+ * Errors: EMB_ERR_NULL, EMB_ERR_SHAPE (negative sizes). */
+EMB_API emb_status emb_qerror_add(emb_qerror *e, const float *src, const float *deq,
+                                  int64_t rows, int64_t dim);
+
+/* The error of the whole table against `weight` (float32 [V, D] of the table's shape).
+ * Errors: EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_qtable_error(const emb_qtable *q, const emb_tensor *weight,
+                                    emb_qerror *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMB_QUANT_H */
