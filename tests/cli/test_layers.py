@@ -23,9 +23,9 @@ SOURCE_DIR = os.environ.get("EMB_SOURCE_DIR") or os.path.normpath(os.path.join(H
 
 # src/<dir> -> rank. Directories of equal rank may include each other.
 LAYERS = {"core": 0, "kernels": 1, "nn": 2, "optim": 3, "io": 4, "text": 4, "search": 4,
-          "w2v": 4}
+          "w2v": 4, "quant": 4}
 TOP = 5  # tools/, examples/ (and <emb/emb.h>)
-LAYER_NAMES = {0: "core", 1: "kernels", 2: "nn", 3: "optim", 4: "io/text/search/w2v",
+LAYER_NAMES = {0: "core", 1: "kernels", 2: "nn", 3: "optim", 4: "io/text/search/w2v/quant",
                5: "tools/examples"}
 
 # Include lines tolerated: (including file, included name). Empty: keep it so.
