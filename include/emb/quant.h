@@ -37,6 +37,7 @@
 #include "bag.h"
 #include "core.h"
 #include "embedding.h"
+#include "vocab.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -174,6 +175,65 @@ EMB_API emb_status emb_qerror_add(emb_qerror *e, const float *src, const float *
  * Errors: EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_qtable_error(const emb_qtable *q, const emb_tensor *weight,
                                     emb_qerror *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Files: safetensors (docs/quantization.md, "Files")
+ *
+ * One tensor "weight": F32 / F16 / BF16 [rows, dim] for the float types, U8 [rows,
+ * row_bytes] for int8/int4 (the bytes PyTorch's prepack ops return), with __metadata__
+ * "emb.qtype" (the qtype name) and "emb.dim", the vocabulary when given ("emb.vocab",
+ * "emb.counts", as emb_vectors_write), and when the table was converted from float32 by
+ * the writer, its error: "emb.error.max_abs", "emb.error.mean_abs", "emb.error.mean_cosine".
+ * Every file is written to a temporary file beside the destination and renamed into place
+ * on success: a failed or abandoned write leaves no file and an existing one unchanged.
+ * ------------------------------------------------------------------------------------- */
+
+/* A streaming writer: converts float32 rows as they are appended, so that a table far
+ * larger than memory can be written from a generator or another file in batches. */
+typedef struct emb_qtable_writer emb_qtable_writer;
+
+/* Starts writing `rows` rows of `dim` as `qtype` to `path` (vocab NULL, or a vocabulary of
+ * `rows` words). The disk space is reserved at once where the file system allows.
+ * Errors (nothing created): EMB_ERR_NULL, EMB_ERR_INVALID (qtype, vocabulary size or an
+ * unstorable word), EMB_ERR_SHAPE, EMB_ERR_OVERFLOW (the file would not fit in the address
+ * space), EMB_ERR_IO (the folder, the disk), EMB_ERR_NOMEM. */
+EMB_API emb_status emb_qtable_writer_open(const char *path, emb_qtype qtype, int64_t rows,
+                                          int64_t dim, const emb_vocab *vocab,
+                                          emb_qtable_writer **out);
+
+/* Appends the next n float32 rows [n, dim]. A refused row (emb_quantize_rows' rules), more
+ * rows than announced or a write error fail the writer: every later call returns that
+ * error and commit removes the temporary file. */
+EMB_API emb_status emb_qtable_writer_append(emb_qtable_writer *w, const float *rows,
+                                            int64_t n);
+
+/* Finishes: all rows must have been appended (EMB_ERR_STATE otherwise); writes the error
+ * metadata, syncs and renames the file into place; error (may be NULL) receives the
+ * quantization error of the whole table. Frees the writer in every case; on failure the
+ * temporary file is removed and `path` is untouched. */
+EMB_API emb_status emb_qtable_writer_commit(emb_qtable_writer *w, emb_qerror *error);
+
+/* Abandons the write: removes the temporary file, frees the writer. NULL is fine. */
+EMB_API void emb_qtable_writer_abort(emb_qtable_writer *w);
+
+/* Writes a table as it is stored (no error metadata: there is no float32 source).
+ * vocab NULL or of the table's size. Errors: as emb_qtable_writer_open, plus EMB_ERR_IO. */
+EMB_API emb_status emb_qtable_save(const char *path, const emb_qtable *q,
+                                   const emb_vocab *vocab);
+
+/* Reads a table file into memory (emb_qtable_load) or maps it read-only without reading it
+ * (emb_qtable_map: pages are read when rows are first touched; tables larger than memory
+ * work). vocab (may be NULL) receives the file's vocabulary or NULL. Files without
+ * "emb.qtype" are accepted when unambiguous: F32/F16/BF16 tensors, and U8 tensors as int8
+ * (a PyTorch byte-prepacked table saved with safetensors).
+ * Errors (*out, *vocab untouched): EMB_ERR_IO, EMB_ERR_FORMAT (not safetensors; no
+ * "weight" tensor and not exactly one tensor; a dtype that does not match "emb.qtype"; a
+ * row size that does not match the qtype and dim, e.g. "row size 70 bytes, but int8 rows
+ * of dim 64 take 72 (64 codes, 4-byte scale, 4-byte bias)"; bad "emb.dim" or vocabulary),
+ * EMB_ERR_UNSUPPORTED (emb_qtable_map on something that is not a regular file),
+ * EMB_ERR_NOMEM. */
+EMB_API emb_status emb_qtable_load(const char *path, emb_qtable **out, emb_vocab **vocab);
+EMB_API emb_status emb_qtable_map(const char *path, emb_qtable **out, emb_vocab **vocab);
 
 #ifdef __cplusplus
 }

@@ -57,6 +57,32 @@ void emb__writer_abort(emb__writer *w);
  * once it has written this many bytes in total (not thread-safe; tests only). */
 extern uint64_t emb__io_fail_after;
 
+/* Writes n bytes at absolute file offset `offset` of the temporary file (after flushing the
+ * buffer): for headers completed once the data is written. The offset range must already
+ * have been written. */
+emb_status emb__writer_pwrite(emb__writer *w, uint64_t offset, const void *data, size_t n);
+
+/* Reserves `size` bytes of disk for the temporary file (posix_fallocate), so that a disk too
+ * small fails at once with a clear message; file systems without the call are fine. */
+emb_status emb__writer_preallocate(emb__writer *w, uint64_t size);
+
+/* The safetensors metadata values of a vocabulary of `rows` words ("emb.vocab": words joined
+ * by newlines; "emb.counts": space-separated counts, NULL without counts); both NULL for a
+ * NULL vocabulary. Caller frees. Errors: EMB_ERR_INVALID (size mismatch, a word that cannot
+ * be stored), EMB_ERR_NOMEM. */
+#define EMB__ST_VOCAB_KEY "emb.vocab"
+#define EMB__ST_COUNTS_KEY "emb.counts"
+emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t rows, char **words,
+                                  char **counts);
+
+/* The vocabulary in an open safetensors file's metadata for a table of `rows` rows (*out
+ * NULL when there is none). */
+emb_status emb__safetensors_vocab(const emb_safetensors *st, int64_t rows, emb_vocab **out);
+
+/* Moves the file mapping out of an open safetensors handle (the handle's views become
+ * invalid; close it as usual). EMB_ERR_UNSUPPORTED when the file was read, not mapped. */
+emb_status emb__safetensors_take_file(emb_safetensors *st, emb__file *out);
+
 /* The last component of a path (for messages). */
 const char *emb__basename(const char *path);
 

@@ -236,6 +236,32 @@ unsigned char *emb__writer_reserve(emb__writer *w, size_t n) {
     return w->buf + w->len;
 }
 
+emb_status emb__writer_pwrite(emb__writer *w, uint64_t offset, const void *data, size_t n) {
+    if (writer_flush(w)) return w->status;
+    const unsigned char *p = data;
+    while (n) {
+        ssize_t r = pwrite(w->fd, p, n, (off_t)offset);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return w->status = emb__error(EMB_ERR_IO, "%s: write failed: %s", w->dest,
+                                          r < 0 ? strerror(errno) : "no progress");
+        p += r;
+        n -= (size_t)r;
+        offset += (uint64_t)r;
+    }
+    return EMB_OK;
+}
+
+emb_status emb__writer_preallocate(emb__writer *w, uint64_t size) {
+    if (w->status) return w->status;
+    if (size == 0 || size > (uint64_t)INT64_MAX) return EMB_OK;
+    int e = posix_fallocate(w->fd, 0, (off_t)size);
+    if (e == ENOSPC || e == EFBIG)
+        return w->status = emb__error(EMB_ERR_IO, "%s: cannot reserve %llu bytes for the file: %s", w->dest,
+                                      (unsigned long long)size, strerror(e));
+    return EMB_OK; /* EOPNOTSUPP, EINVAL: the file system cannot; write as usual */
+}
+
 void emb__writer_abort(emb__writer *w) {
     if (w->fd >= 0) close(w->fd);
     if (w->tmp) unlink(w->tmp);

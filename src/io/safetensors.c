@@ -529,8 +529,8 @@ found:
     return EMB_OK;
 }
 
-#define ST_VOCAB_KEY "emb.vocab"
-#define ST_COUNTS_KEY "emb.counts"
+#define ST_VOCAB_KEY EMB__ST_VOCAB_KEY
+#define ST_COUNTS_KEY EMB__ST_COUNTS_KEY
 
 /* The words of __metadata__["emb.vocab"] ('\n'-separated) and counts of "emb.counts". */
 static emb_status st_vocab(const emb_safetensors *st, int64_t rows, int64_t file_rows, emb_vocab **out) {
@@ -588,6 +588,18 @@ static emb_status st_vocab(const emb_safetensors *st, int64_t rows, int64_t file
     return EMB_OK;
 }
 
+emb_status emb__safetensors_vocab(const emb_safetensors *st, int64_t rows, emb_vocab **out) {
+    return st_vocab(st, rows, rows, out);
+}
+
+emb_status emb__safetensors_take_file(emb_safetensors *st, emb__file *out) {
+    if (!st->file.mapped)
+        return emb__error(EMB_ERR_UNSUPPORTED, "%s: not a regular file; it cannot be mapped", st->path);
+    *out = st->file;
+    memset(&st->file, 0, sizeof st->file);
+    return EMB_OK;
+}
+
 emb_status emb__read_safetensors_vectors(const char *path, const emb_read_options *o, emb_vectors *out) {
     emb_safetensors *st;
     emb_status rc = emb_safetensors_open(path, &st);
@@ -617,15 +629,11 @@ out:
     return rc;
 }
 
-emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w, const emb_vocab *v,
-                                          const emb_write_options *o) {
-    emb_dtype dt = o->dtype;
-    if (dt != EMB_FLOAT32 && dt != EMB_FLOAT16 && dt != EMB_BFLOAT16 && dt != EMB_FLOAT64)
-        return emb__error(EMB_ERR_INVALID, "%s: a safetensors table is written as float32, float16, bfloat16 or "
-                                           "float64, not %s", path, emb_dtype_name(dt));
-    int64_t rows = w->shape[0], dim = w->shape[1], numel = rows * dim;
+emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t rows, char **words_out,
+                                  char **counts_out) {
     char *words = NULL, *counts = NULL;
     emb_status rc = EMB_OK;
+    *words_out = *counts_out = NULL;
     if (v) {
         if (emb_vocab_size(v) != rows)
             return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
@@ -645,7 +653,9 @@ emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
         counts = with_counts ? malloc((size_t)rows * 21 + 1) : NULL;
         if (!words || (with_counts && !counts)) {
             rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
-            goto out;
+            free(words);
+            free(counts);
+            return rc;
         }
         size_t wl = 0, cl = 0;
         for (int64_t k = 0; k < rows; k++) {
@@ -659,6 +669,21 @@ emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
         words[wl] = '\0';
         if (counts) counts[cl] = '\0';
     }
+    *words_out = words;
+    *counts_out = counts;
+    return rc;
+}
+
+emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w, const emb_vocab *v,
+                                          const emb_write_options *o) {
+    emb_dtype dt = o->dtype;
+    if (dt != EMB_FLOAT32 && dt != EMB_FLOAT16 && dt != EMB_BFLOAT16 && dt != EMB_FLOAT64)
+        return emb__error(EMB_ERR_INVALID, "%s: a safetensors table is written as float32, float16, bfloat16 or "
+                                           "float64, not %s", path, emb_dtype_name(dt));
+    int64_t rows = w->shape[0], dim = w->shape[1], numel = rows * dim;
+    char *words = NULL, *counts = NULL;
+    emb_status rc = emb__st_vocab_metadata(path, v, rows, &words, &counts);
+    if (rc) return rc;
     emb_tensor t = *w;
     void *conv = NULL;
     if (dt != EMB_FLOAT32) {

@@ -18,6 +18,10 @@
 void emb__q_scale_bias(emb_qtype qt, const uint8_t *row, int64_t dim, float *scale,
                        float *bias);
 
+/* emb_quantize_rows, naming rows in messages from row0 on (a batch of a larger table). */
+emb_status emb__quantize_rows_from(emb_qtype qtype, const float *src, int64_t rows, int64_t dim,
+                                   void *dst, size_t dst_bytes, int64_t row0);
+
 typedef struct emb__qkernel_table {
     const char *name;
     /* For p in [p0, p1): out + p * dim = the dequantized row idx[p]. */

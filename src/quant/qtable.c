@@ -253,6 +253,11 @@ static emb_status check_buffers(emb_qtype q, const void *f32, const void *qbuf, 
 
 emb_status emb_quantize_rows(emb_qtype qtype, const float *src, int64_t rows, int64_t dim,
                              void *dst, size_t dst_bytes) {
+    return emb__quantize_rows_from(qtype, src, rows, dim, dst, dst_bytes, 0);
+}
+
+emb_status emb__quantize_rows_from(emb_qtype qtype, const float *src, int64_t rows, int64_t dim,
+                                   void *dst, size_t dst_bytes, int64_t row0) {
     int64_t rb = 0;
     size_t need = 0;
     emb_status st = check_buffers(qtype, src, dst, dst_bytes, rows, dim, &rb, &need);
@@ -261,7 +266,7 @@ emb_status emb_quantize_rows(emb_qtype qtype, const float *src, int64_t rows, in
     if (!src) return emb__null("src");
     if (!dst) return emb__null("dst");
     for (int64_t r = 0; r < rows; r++) {
-        st = check_row(qtype, src + r * dim, dim, r);
+        st = check_row(qtype, src + r * dim, dim, row0 + r);
         if (st) return st;
     }
     int64_t work = rows > INT64_MAX / (dim + 1) ? INT64_MAX : rows * (dim + 1);

@@ -423,3 +423,33 @@ class QTable:
         out = np.zeros((self.V, self.D), np.float32)
         check(lib.emb_qtable_dequantize(self.h, 0, self.V, out.ctypes.data))
         return out
+
+_QFILE_SIGS = {
+    "emb_qtable_writer_open": (_st, [C.c_char_p, C.c_int, C.c_int64, C.c_int64, _vp, P(_vp)]),
+    "emb_qtable_writer_append": (_st, [_vp, _vp, C.c_int64]),
+    "emb_qtable_writer_commit": (_st, [_vp, P(QError)]),
+    "emb_qtable_writer_abort": (None, [_vp]),
+    "emb_qtable_save": (_st, [C.c_char_p, _vp, _vp]),
+    "emb_qtable_load": (_st, [C.c_char_p, P(_vp), P(_vp)]),
+    "emb_qtable_map": (_st, [C.c_char_p, P(_vp), P(_vp)]),
+}
+
+for _name, (_res, _args) in _QFILE_SIGS.items():
+    _fn = getattr(lib, _name, None)
+    if _fn is None:
+        continue
+    _fn.restype = _res
+    _fn.argtypes = _args
+
+
+class QFile(QTable):
+    """A table opened from a file with emb_qtable_load (map=False) or emb_qtable_map."""
+
+    def __init__(self, path, map=False, vocab=False):  # noqa: A002 (the C name)
+        self.h = C.c_void_p()
+        v = C.c_void_p()
+        fn = lib.emb_qtable_map if map else lib.emb_qtable_load
+        check(fn(str(path).encode(), ptr(self.h), ptr(v) if vocab else None))
+        self.vocab = v
+        self.qtype = [k for k, n in QTYPES.items() if n == lib.emb_qtable_qtype(self.h)][0]
+        self.V, self.D = lib.emb_qtable_num_rows(self.h), lib.emb_qtable_dim(self.h)
