@@ -14,6 +14,21 @@ static inline QK_ATTR int64_t QK(index_at)(const void *idx, bool i32, int64_t p)
     return i32 ? (int64_t)((const int32_t *)idx)[p] : ((const int64_t *)idx)[p];
 }
 
+/* Rows this many positions ahead are prefetched: a row's first touch is a cache miss on
+ * tables larger than the cache, and a bag's dependent adds leave no other overlap. */
+#define QK_PF_DIST 8
+
+/* A macro, not a function: GCC deems a function that only prefetches free of effects and
+ * deletes its calls. The first 512 bytes of the row and its last byte (int8/int4 keep the
+ * scale and bias there). */
+#define QK_PREFETCH(base, rb, idx, i32, p)                                                \
+    do {                                                                                 \
+        const uint8_t *row_ = (base) + QK(index_at)((idx), (i32), (p)) * (rb);           \
+        const int64_t span_ = (rb) < 512 ? (rb) : 512;                                   \
+        for (int64_t o_ = 0; o_ < span_; o_ += 64) __builtin_prefetch(row_ + o_);         \
+        __builtin_prefetch(row_ + (rb) - 1);                                             \
+    } while (0)
+
 static inline QK_ATTR void QK(bf16)(float *dst, const uint8_t *src, int64_t n) {
     for (int64_t j = 0; j < n; j++) {
         uint32_t u = (uint32_t)src[2 * j] << 16 | (uint32_t)src[2 * j + 1] << 24;
@@ -64,8 +79,10 @@ static QK_ATTR void QK(decode)(emb_qtype qt, float *out, const uint8_t *row, int
 
 static QK_ATTR void QK(lookup)(emb_qtype qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
                        const void *idx, bool i32, int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; p++)
+    for (int64_t p = p0; p < p1; p++) {
+        if (p + QK_PF_DIST < p1) QK_PREFETCH(base, rb, idx, i32, p + QK_PF_DIST);
         QK(decode)(qt, out + p * dim, base + QK(index_at)(idx, i32, p) * rb, dim);
+    }
 }
 
 static QK_ATTR void QK(rows)(emb_qtype qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
@@ -80,11 +97,13 @@ static QK_ATTR void QK(pool)(emb_qtype qt, float *out, const uint8_t *base, int6
                      const void *idx, bool i32, const int64_t *starts, int64_t b0, int64_t b1,
                      const float *psw, int64_t pad, bool mean, float *tmp) {
     const bool quant = qt == EMB_QTYPE_INT8 || qt == EMB_QTYPE_INT4;
+    const int64_t pend = starts[b1];
     for (int64_t bag = b0; bag < b1; bag++) {
         float *acc = out + bag * dim;
         memset(acc, 0, (size_t)dim * 4);
         int64_t count = 0;
         for (int64_t p = starts[bag]; p < starts[bag + 1]; p++) {
+            if (p + QK_PF_DIST < pend) QK_PREFETCH(base, rb, idx, i32, p + QK_PF_DIST);
             const int64_t r = QK(index_at)(idx, i32, p);
             if (r == pad) continue;
             count++;
@@ -125,11 +144,13 @@ static QK_ATTR void QK(pool)(emb_qtype qt, float *out, const uint8_t *base, int6
 static QK_ATTR void QK(max)(emb_qtype qt, float *out, int64_t *max_idx, const uint8_t *base,
                     int64_t rb, int64_t dim, const void *idx, bool i32, const int64_t *starts,
                     int64_t b0, int64_t b1, int64_t pad, float *tmp) {
+    const int64_t pend = starts[b1];
     for (int64_t bag = b0; bag < b1; bag++) {
         float *o = out + bag * dim;
         int64_t *mi = max_idx ? max_idx + bag * dim : NULL;
         bool first = true;
         for (int64_t p = starts[bag]; p < starts[bag + 1]; p++) {
+            if (p + QK_PF_DIST < pend) QK_PREFETCH(base, rb, idx, i32, p + QK_PF_DIST);
             const int64_t r = QK(index_at)(idx, i32, p);
             if (r == pad) continue;
             QK(decode)(qt, tmp, base + r * rb, dim);
