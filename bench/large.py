@@ -50,7 +50,7 @@ off = torch.arange(0, n, bag)
 ar = torch.arange(0, n)
 
 def mapped():
-    raw = torch.from_file(path, shared=False, size=size, dtype=torch.uint8)
+    raw = torch.from_file(path, shared=True, size=size, dtype=torch.uint8)  # a shared mapping; never written
     body = raw[8 + hl:]
     if qtype == "int8":
         return body.view(rows, dim + 8)

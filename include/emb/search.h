@@ -12,6 +12,7 @@
 #define EMB_SEARCH_H
 
 #include "core.h"
+#include "quant.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,6 +32,14 @@ typedef struct emb_knn emb_knn;
  * Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_DTYPE (not float32), EMB_ERR_SHAPE (not
  * 2-D, or no rows/columns), EMB_ERR_INVALID (num_rows < 0 or > V), EMB_ERR_NOMEM. */
 EMB_API emb_status emb_knn_create(const emb_tensor *table, int64_t num_rows, emb_knn **out);
+/* The same index over a reduced-precision or quantized table (include/emb/quant.h), read
+ * directly: rows are dequantized block by block as they are scored, so memory stays the
+ * table (mapped or not) plus the norms and a block of rows; scores are those of the
+ * dequantized rows. The table is borrowed and must outlive the index.
+ * Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_SHAPE (no rows or columns),
+ * EMB_ERR_INVALID (num_rows), EMB_ERR_NOMEM. */
+EMB_API emb_status emb_knn_create_qtable(const emb_qtable *table, int64_t num_rows,
+                                         emb_knn **out);
 EMB_API void emb_knn_free(emb_knn *index);
 
 /* Number of rows searched, and the dimension. 0 for NULL. */

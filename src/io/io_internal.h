@@ -75,9 +75,13 @@ emb_status emb__writer_preallocate(emb__writer *w, uint64_t size);
 emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t rows, char **words,
                                   char **counts);
 
-/* The vocabulary in an open safetensors file's metadata for a table of `rows` rows (*out
- * NULL when there is none). */
-emb_status emb__safetensors_vocab(const emb_safetensors *st, int64_t rows, emb_vocab **out);
+/* The vocabulary in an open safetensors file's metadata for the first `rows` of the
+ * table's `file_rows` rows (*out NULL when there is none). */
+emb_status emb__safetensors_vocab(const emb_safetensors *st, int64_t rows, int64_t file_rows, emb_vocab **out);
+
+/* emb_vectors_read of a safetensors file holding an int8/int4 table (src/quant/qfile.c):
+ * the first `limit` rows (0: all) dequantized, the words, file_dtype uint8. */
+emb_status emb__qtable_read_vectors(const emb_safetensors *st, const char *path, int64_t limit, emb_vectors *out);
 
 /* Moves the file mapping out of an open safetensors handle (the handle's views become
  * invalid; close it as usual). EMB_ERR_UNSUPPORTED when the file was read, not mapped. */

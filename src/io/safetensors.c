@@ -588,8 +588,8 @@ static emb_status st_vocab(const emb_safetensors *st, int64_t rows, int64_t file
     return EMB_OK;
 }
 
-emb_status emb__safetensors_vocab(const emb_safetensors *st, int64_t rows, emb_vocab **out) {
-    return st_vocab(st, rows, rows, out);
+emb_status emb__safetensors_vocab(const emb_safetensors *st, int64_t rows, int64_t file_rows, emb_vocab **out) {
+    return st_vocab(st, rows, file_rows, out);
 }
 
 emb_status emb__safetensors_take_file(emb_safetensors *st, emb__file *out) {
@@ -605,6 +605,12 @@ emb_status emb__read_safetensors_vectors(const char *path, const emb_read_option
     emb_status rc = emb_safetensors_open(path, &st);
     if (rc) return rc;
     int64_t i;
+    const char *qt = emb_safetensors_metadata(st, "emb.qtype");
+    if (qt && (!strcmp(qt, "int8") || !strcmp(qt, "int4")) && (!o->tensor || !strcmp(o->tensor, "weight"))) {
+        /* a rowwise-quantized table (include/emb/quant.h): dequantized */
+        rc = emb__qtable_read_vectors(st, path, o->limit, out);
+        goto out;
+    }
     if ((rc = choose_table(st, o->tensor, &i))) goto out;
     const st_entry *e = &st->e[i];
     int64_t rows = e->shape[0];

@@ -358,7 +358,7 @@ static emb_status open_common(const char *path, bool map, emb_qtable **out, emb_
     emb_vocab *v = NULL;
     emb_qtable *t = NULL;
     rc = find_table(path, st, &q, &V, &D, &view);
-    if (!rc && vocab) rc = emb__safetensors_vocab(st, V, &v);
+    if (!rc && vocab) rc = emb__safetensors_vocab(st, V, V, &v);
     size_t nbytes = emb_tensor_nbytes(&view);
     if (!rc && !map) {
         void *data = emb_malloc(nbytes);
@@ -398,4 +398,27 @@ emb_status emb_qtable_load(const char *path, emb_qtable **out, emb_vocab **vocab
 
 emb_status emb_qtable_map(const char *path, emb_qtable **out, emb_vocab **vocab) {
     return open_common(path, true, out, vocab);
+}
+
+emb_status emb__qtable_read_vectors(const emb_safetensors *st, const char *path, int64_t limit, emb_vectors *out) {
+    emb_qtype q;
+    int64_t V, D;
+    emb_tensor view;
+    emb_status rc = find_table(path, st, &q, &V, &D, &view);
+    if (rc) return rc;
+    const int64_t rows = limit > 0 && limit < V ? limit : V;
+    emb_qtable *t = NULL;
+    rc = emb_qtable_wrap(q, rows, D, view.data, (size_t)rows * (size_t)(view.shape[1]), NULL, &t);
+    if (rc) return rc;
+    rc = emb__alloc_table(&out->weight, rows, D);
+    if (!rc) rc = emb_qtable_dequantize(t, 0, rows, out->weight.data);
+    emb_qtable_free(t);
+    if (!rc) rc = emb__safetensors_vocab(st, rows, V, &out->vocab);
+    if (rc) {
+        emb_tensor_free(&out->weight);
+        return rc;
+    }
+    out->file_dtype = EMB_UINT8;
+    out->file_rows = V;
+    return EMB_OK;
 }

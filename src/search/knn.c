@@ -23,7 +23,8 @@
 #define EMB__KNN_RB 2048
 
 struct emb_knn {
-    const float *table; /* [total_rows, dim], borrowed */
+    const float *table; /* [total_rows, dim], borrowed; NULL over a quantized table */
+    const emb_qtable *qtable; /* borrowed; NULL over a float32 table */
     int64_t total_rows;
     int64_t rows; /* searched rows: [0, rows) */
     int64_t dim;
@@ -40,6 +41,51 @@ static float inv_norm_of(const float *x, int64_t n) {
     return isfinite((float)inv) ? (float)inv : 0.0f;
 }
 
+/* Rows [r0, r0 + n) as float32: the table itself, or dequantized into buf [n, dim]. */
+static const float *rows_at(const emb_knn *x, int64_t r0, int64_t n, float *buf) {
+    if (x->table) return x->table + r0 * x->dim;
+    emb_qtable_dequantize(x->qtable, r0, n, buf); /* validated range: cannot fail */
+    return buf;
+}
+
+/* A new index over rows [0, num_rows) of a validated [v, d] table (float32 or quantized). */
+static emb_status knn_new(const float *table, const emb_qtable *qt, int64_t v, int64_t d,
+                          int64_t num_rows, emb_knn **out) {
+    if (num_rows < 0 || num_rows > v)
+        return emb__error(EMB_ERR_INVALID,
+                          "num_rows must be in [0, %" PRId64 "] (0: all rows), got %" PRId64, v,
+                          num_rows);
+    if (num_rows == 0) num_rows = v;
+    emb_knn *k = calloc(1, sizeof *k);
+    if (!k) return emb__error(EMB_ERR_NOMEM, "cannot allocate a search index");
+    k->inv_norm = emb_malloc((size_t)num_rows * sizeof(float));
+    float *buf = qt ? emb_malloc((size_t)EMB__KNN_RB * (size_t)d * sizeof(float)) : NULL;
+    if (!k->inv_norm || (qt && !buf)) {
+        emb_free(k->inv_norm);
+        emb_free(buf);
+        free(k);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate the norms of %" PRId64 " rows",
+                          num_rows);
+    }
+    k->table = table;
+    k->qtable = qt;
+    k->total_rows = v;
+    k->rows = num_rows;
+    k->dim = d;
+    float *inv = k->inv_norm;
+    for (int64_t r0 = 0; r0 < num_rows; r0 += EMB__KNN_RB) {
+        const int64_t n = num_rows - r0 < EMB__KNN_RB ? num_rows - r0 : EMB__KNN_RB;
+        const float *t = rows_at(k, r0, n, buf);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(emb__threads_for(n * d, 1 << 16))
+#endif
+        for (int64_t r = 0; r < n; r++) inv[r0 + r] = inv_norm_of(t + r * d, d);
+    }
+    emb_free(buf);
+    *out = k;
+    return EMB_OK;
+}
+
 emb_status emb_knn_create(const emb_tensor *table, int64_t num_rows, emb_knn **out) {
     if (!out) return emb__null("out");
     emb_status st = emb_tensor_check(table, "table");
@@ -52,32 +98,18 @@ emb_status emb_knn_create(const emb_tensor *table, int64_t num_rows, emb_knn **o
         return emb__error(EMB_ERR_SHAPE, "table must be 2-D with at least one row and column, got %s",
                           emb__shape_fmt(buf, sizeof buf, table->ndim, table->shape));
     }
-    int64_t v = table->shape[0], d = table->shape[1];
-    if (num_rows < 0 || num_rows > v)
-        return emb__error(EMB_ERR_INVALID,
-                          "num_rows must be in [0, %" PRId64 "] (0: all rows), got %" PRId64, v,
-                          num_rows);
-    if (num_rows == 0) num_rows = v;
-    emb_knn *k = calloc(1, sizeof *k);
-    if (!k) return emb__error(EMB_ERR_NOMEM, "cannot allocate a search index");
-    k->inv_norm = emb_malloc((size_t)num_rows * sizeof(float));
-    if (!k->inv_norm) {
-        free(k);
-        return emb__error(EMB_ERR_NOMEM, "cannot allocate the norms of %" PRId64 " rows",
-                          num_rows);
-    }
-    k->table = table->data;
-    k->total_rows = v;
-    k->rows = num_rows;
-    k->dim = d;
-    const float *t = k->table;
-    float *inv = k->inv_norm;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(emb__threads_for(num_rows * d, 1 << 16))
-#endif
-    for (int64_t r = 0; r < num_rows; r++) inv[r] = inv_norm_of(t + r * d, d);
-    *out = k;
-    return EMB_OK;
+    return knn_new(table->data, NULL, table->shape[0], table->shape[1], num_rows, out);
+}
+
+emb_status emb_knn_create_qtable(const emb_qtable *table, int64_t num_rows, emb_knn **out) {
+    if (!out) return emb__null("out");
+    if (!table) return emb__null("table");
+    const int64_t v = emb_qtable_num_rows(table), d = emb_qtable_dim(table);
+    if (v < 1 || d < 1)
+        return emb__error(EMB_ERR_SHAPE,
+                          "table must have at least one row and column, got %" PRId64 " x %" PRId64,
+                          v, d);
+    return knn_new(NULL, table, v, d, num_rows, out);
 }
 
 void emb_knn_free(emb_knn *index) {
@@ -152,13 +184,13 @@ static void score_tile(const float *q, int64_t qb, const float *rows, int64_t rb
  * [QB * RB], heaps hs/hi [QB * k]. */
 static void search_block(const emb_knn *x, const float *qn, int64_t qb, int64_t k,
                          const int64_t *exclude, int64_t n_ex, int64_t *ids, float *scores,
-                         float *tile, float *hs, int64_t *hi) {
+                         float *tile, float *hs, int64_t *hi, float *rowbuf) {
     int64_t hn[EMB__KNN_QB];
     for (int64_t q = 0; q < qb; q++) hn[q] = 0;
     const int64_t d = x->dim;
     for (int64_t r0 = 0; r0 < x->rows; r0 += EMB__KNN_RB) {
         int64_t rb = x->rows - r0 < EMB__KNN_RB ? x->rows - r0 : EMB__KNN_RB;
-        score_tile(qn, qb, x->table + r0 * d, rb, d, tile);
+        score_tile(qn, qb, rows_at(x, r0, rb, rowbuf), rb, d, tile);
         for (int64_t q = 0; q < qb; q++) {
             const float *row = tile + q * rb;
             const int64_t *ex = n_ex ? exclude + q * n_ex : NULL;
@@ -189,7 +221,9 @@ static emb_status search_unit(const emb_knn *x, const float *qn, int64_t nq, int
     int64_t hsz, tile = (int64_t)EMB__KNN_QB * EMB__KNN_RB;
     if (!emb__mul_i64(k, EMB__KNN_QB, &hsz) || hsz > (INT64_MAX / 16) / nt)
         return emb__error(EMB_ERR_OVERFLOW, "k = %" PRId64 " is too large", k);
-    size_t per = (size_t)tile * sizeof(float) + (size_t)hsz * (sizeof(float) + sizeof(int64_t));
+    const size_t rowbuf = x->qtable ? (size_t)EMB__KNN_RB * (size_t)x->dim * sizeof(float) : 0;
+    size_t per = (size_t)tile * sizeof(float) + (size_t)hsz * (sizeof(float) + sizeof(int64_t)) +
+                 rowbuf;
     char *scratch = emb_malloc(per * (size_t)nt);
     if (!scratch)
         return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes of search scratch",
@@ -206,10 +240,11 @@ static emb_status search_unit(const emb_knn *x, const float *qn, int64_t nq, int
         float *ti = (float *)s;
         int64_t *hi = (int64_t *)(s + (size_t)tile * sizeof(float));
         float *hs = (float *)(s + (size_t)tile * sizeof(float) + (size_t)hsz * sizeof(int64_t));
+        float *rb = rowbuf ? (float *)(s + per - rowbuf) : NULL;
         int64_t q0 = b * EMB__KNN_QB;
         int64_t qb = nq - q0 < EMB__KNN_QB ? nq - q0 : EMB__KNN_QB;
         search_block(x, qn + q0 * x->dim, qb, k, n_ex ? exclude + q0 * n_ex : NULL, n_ex,
-                     ids + q0 * k, scores + q0 * k, ti, hs, hi);
+                     ids + q0 * k, scores + q0 * k, ti, hs, hi, rb);
     }
     emb_free(scratch);
     return EMB_OK;
@@ -308,9 +343,9 @@ emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc, int64_t n_q
     }
     for (int64_t i = 0; i < n_questions; i++) {
         float *ua = tmp, *ub = tmp + d, *uc = tmp + 2 * d, *qv = qn + i * d;
-        unit_copy(ua, index->table + abc[3 * i] * d, d);
-        unit_copy(ub, index->table + abc[3 * i + 1] * d, d);
-        unit_copy(uc, index->table + abc[3 * i + 2] * d, d);
+        unit_copy(ua, rows_at(index, abc[3 * i], 1, ua), d);
+        unit_copy(ub, rows_at(index, abc[3 * i + 1], 1, ub), d);
+        unit_copy(uc, rows_at(index, abc[3 * i + 2], 1, uc), d);
         for (int64_t j = 0; j < d; j++) ua[j] = ub[j] - ua[j] + uc[j];
         unit_copy(qv, ua, d);
     }

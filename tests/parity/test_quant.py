@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from embpy import (BAG_MAX, BAG_MEAN, BAG_SUM, ERR_INDEX, ERR_INVALID, ERR_READ_ONLY,
-                   PADDING_NONE, QTYPES, QError, QTable, T, assert_close, call, lib, ptr)
+                   PADDING_NONE, QTYPES, QError, QTable, T, assert_close, call, check, lib,
+                   ptr)
 
 torch.set_num_threads(1)
 Q = torch.ops.quantized
@@ -327,3 +328,48 @@ def test_error_metrics_against_numpy():
         assert e.max_abs == pytest.approx(diff.max(), rel=1e-12, abs=0)
         assert e.mean_abs == pytest.approx(diff.mean(), rel=1e-9)
         assert e.mean_cosine == pytest.approx(cos.mean(), rel=1e-9)
+
+
+@pytest.mark.parametrize("qtype", ["f16", "int8", "int4"])
+def test_knn_on_quantized_table_equals_knn_on_its_dequantized_rows(qtype):
+    """emb_knn_create_qtable reads the quantized rows directly; its neighbours and scores
+    are those of emb_knn_create over the dequantized float32 table, bit for bit, and those
+    of a float64 numpy cosine ranking within float32 tolerance."""
+    lib.emb_knn_create.argtypes = [C.c_void_p, C.c_int64, C.POINTER(C.c_void_p)]
+    lib.emb_knn_create_qtable.argtypes = [C.c_void_p, C.c_int64, C.POINTER(C.c_void_p)]
+    lib.emb_knn_free.argtypes = [C.c_void_p]
+    lib.emb_knn_search.argtypes = [C.c_void_p, C.c_void_p, C.c_int64, C.c_void_p, C.c_int64,
+                                   C.c_void_p, C.c_void_p]
+    lib.emb_knn_analogy.argtypes = [C.c_void_p, C.c_void_p, C.c_int64, C.c_int64, C.c_void_p,
+                                    C.c_void_p]
+    rng = np.random.default_rng(12)
+    V, D, Qn, k = 5000, 40, 70, 10   # more rows than one 2048-row block
+    w = rng.standard_normal((V, D)).astype(np.float32)
+    q = QTable(w, qtype)
+    deq = q.dequantize()
+    queries = rng.standard_normal((Qn, D)).astype(np.float32)
+    res = []
+    for make, arg in ((lib.emb_knn_create_qtable, q.h), (lib.emb_knn_create, None)):
+        h = C.c_void_p()
+        tdeq = T(deq)
+        check(make(arg if arg is not None else C.byref(tdeq), 4000, ptr(h)))
+        ids = np.zeros((Qn, k), np.int64)
+        sc = np.zeros((Qn, k), np.float32)
+        tq = T(queries)
+        check(lib.emb_knn_search(h, C.byref(tq), k, None, 0, ids.ctypes.data, sc.ctypes.data))
+        abc = rng.integers(0, V, (5, 3)) if not res else res[0][2]
+        aids = np.zeros((5, k), np.int64)
+        asc = np.zeros((5, k), np.float32)
+        check(lib.emb_knn_analogy(h, np.ascontiguousarray(abc).ctypes.data, 5, k,
+                                  aids.ctypes.data, asc.ctypes.data))
+        lib.emb_knn_free(h)
+        res.append((ids, sc, abc, aids, asc))
+    (i1, s1, _, a1, as1), (i2, s2, _, a2, as2) = res
+    assert_close(i1, i2, exact=True, what="ids")
+    assert_close(s1, s2, exact=True, what="scores")
+    assert_close(a1, a2, exact=True, what="analogy ids")
+    assert_close(as1, as2, exact=True, what="analogy scores")
+    x = deq[:4000].astype(np.float64)
+    cos = (queries @ x.T) / np.outer(np.linalg.norm(queries, axis=1), np.linalg.norm(x, axis=1))
+    top = np.sort(cos, axis=1)[:, ::-1][:, :k]
+    assert_close(s1, top.astype(np.float32), rtol=1e-5, atol=1e-6, what="scores vs float64")

@@ -8,9 +8,12 @@
 
 static double cosine(const wordvecs *w, int64_t a, int64_t b) {
     int64_t d = w->v.weight.shape[1];
-    const float *x = (const float *)w->v.weight.data + a * d, *y = (const float *)w->v.weight.data + b * d;
+    float *buf = malloc((size_t)(2 * d) * sizeof(float));
+    if (!buf) return 0.0;
+    const float *x = wordvecs_row(w, a, buf), *y = wordvecs_row(w, b, buf + d);
     double xy = 0, xx = 0, yy = 0;
     for (int64_t i = 0; i < d; i++) xy += (double)x[i] * y[i], xx += (double)x[i] * x[i], yy += (double)y[i] * y[i];
+    free(buf);
     return xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 0.0;
 }
 

@@ -72,6 +72,21 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (v.format == EMB_FORMAT_SAFETENSORS) {
         emb_safetensors *st;
         if (!emb_safetensors_open(path, &st)) {
+            const char *qt = emb_safetensors_metadata(st, "emb.qtype");
+            emb_qtype q;
+            int64_t rb;
+            if (qt && !emb_qtype_parse(qt, &q) && !emb_qtype_row_bytes(q, dim, &rb)) {
+                static const char *layout[] = {"float32 values", "float16 values", "bfloat16 values",
+                                               "uint8 codes, float32 scale and bias",
+                                               "4-bit codes, float16 scale and bias"};
+                printf("storage:    %s, %lld bytes per row (%s; %.2f GB)\n", qt, (long long)rb, layout[q],
+                       (double)rb * (double)v.file_rows / 1e9);
+            }
+            const char *e1 = emb_safetensors_metadata(st, "emb.error.max_abs");
+            const char *e2 = emb_safetensors_metadata(st, "emb.error.mean_abs");
+            const char *e3 = emb_safetensors_metadata(st, "emb.error.mean_cosine");
+            if (e1 && e2 && e3)
+                printf("error:      against the float32 source: max abs %s, mean abs %s, mean cosine %s\n", e1, e2, e3);
             printf("tensors:\n");
             for (int64_t i = 0; i < emb_safetensors_count(st); i++) {
                 emb_tensor t;
@@ -95,7 +110,9 @@ const emb_cli_command emb_cli_cmd_info = {
     "number of rows, the dimension, the element type stored in the file, whether it carries\n"
     "words (and counts), rows skipped because their word repeats an earlier one, NaN or\n"
     "infinite values, and a summary of the rows' L2 norms (min, mean, max, and the words or\n"
-    "rows with the smallest and largest norm). For safetensors it also lists every tensor.\n"
+    "rows with the smallest and largest norm). For safetensors it also lists every tensor,\n"
+    "and for reduced-precision and quantized tables (emb convert --dtype f16|bf16|int8|int4)\n"
+    "the storage type, its bytes per row and its error against the float32 source.\n"
     "\n"
     "The format is recognised from the content: safetensors, .npy, word2vec text (also\n"
     "fastText .vec), word2vec binary, GloVe text (no header line).\n"

@@ -34,14 +34,20 @@ static bool query(const emb_cli_command *cmd, const wordvecs *w, char *line, int
         fprintf(stderr, "emb %s: out of memory\n", cmd->name);
         return false;
     }
-    const float *tab = w->v.weight.data;
+    float *buf = malloc((size_t)d * sizeof(float));
+    if (!buf) {
+        free(q), free(ids), free(sc);
+        fprintf(stderr, "emb %s: out of memory\n", cmd->name);
+        return false;
+    }
     for (int i = 0; i < n; i++) {
-        const float *x = tab + words[i] * d;
+        const float *x = wordvecs_row(w, words[i], buf);
         double s = 0;
         for (int64_t j = 0; j < d; j++) s += (double)x[j] * x[j];
         float inv = s > 0 ? (float)(1.0 / sqrt(s)) : 0.0f;
         for (int64_t j = 0; j < d; j++) q[j] += x[j] * inv;
     }
+    free(buf);
     emb_tensor tq;
     emb_tensor_init(&tq, EMB_FLOAT32, q, 2, (int64_t[]){1, d});
     bool done = emb_knn_search(w->knn, &tq, k, words, n, ids, sc) == EMB_OK;

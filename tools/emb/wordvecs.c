@@ -4,6 +4,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A safetensors file holding a reduced-precision or quantized table (emb.qtype other than
+ * f32) is mapped and searched as it is stored: true, with out->q set, or NULL and the error
+ * pending. Other files: false. */
+static bool open_quantized(const char *path, wordvecs *out) {
+    emb_format f;
+    if (emb_format_sniff(path, &f) != EMB_OK || f != EMB_FORMAT_SAFETENSORS) {
+        emb_clear_error();
+        return false;
+    }
+    emb_safetensors *st;
+    if (emb_safetensors_open(path, &st) != EMB_OK) {
+        emb_clear_error();
+        return false;
+    }
+    const char *qt = emb_safetensors_metadata(st, "emb.qtype");
+    const bool quantized = qt && strcmp(qt, "f32") != 0;
+    emb_safetensors_close(st);
+    if (!quantized) return false;
+    if (emb_qtable_map(path, &out->q, &out->v.vocab) != EMB_OK) return true;
+    out->v.format = EMB_FORMAT_SAFETENSORS;
+    out->v.file_rows = emb_qtable_num_rows(out->q);
+    /* the shape only: no float32 copy exists */
+    out->v.weight.dtype = EMB_FLOAT32;
+    out->v.weight.ndim = 2;
+    out->v.weight.shape[0] = emb_qtable_num_rows(out->q);
+    out->v.weight.shape[1] = emb_qtable_dim(out->q);
+    out->v.weight.data = NULL;
+    return true;
+}
+
+const float *wordvecs_row(const wordvecs *w, int64_t r, float *buf) {
+    if (!w->q) return (const float *)w->v.weight.data + r * w->v.weight.shape[1];
+    emb_qtable_dequantize(w->q, r, 1, buf);
+    return buf;
+}
+
 void wordvecs_lower(char *s) {
     for (; *s; s++)
         if (*s >= 'A' && *s <= 'Z') *s = (char)(*s - 'A' + 'a');
@@ -12,10 +48,14 @@ void wordvecs_lower(char *s) {
 int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
                   int64_t restrict_rows, bool fold_case, wordvecs *out) {
     memset(out, 0, sizeof *out);
-    emb_read_options ro = emb_read_options_default();
-    ro.limit = limit;
-    if (emb_vectors_read(path, &ro, &out->v) != EMB_OK)
-        return emb_cli_fail(cmd, "%s", emb_errmsg());
+    if (limit == 0 && open_quantized(path, out)) {
+        if (!out->q) return emb_cli_fail(cmd, "%s", emb_errmsg());
+    } else {
+        emb_read_options ro = emb_read_options_default();
+        ro.limit = limit;
+        if (emb_vectors_read(path, &ro, &out->v) != EMB_OK)
+            return emb_cli_fail(cmd, "%s", emb_errmsg());
+    }
     if (!out->v.vocab) {
         emb_vectors_free(&out->v);
         return emb_cli_fail(cmd, "%s holds no words (a table without a vocabulary)", path);
@@ -23,7 +63,8 @@ int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
     int64_t rows = out->v.weight.shape[0];
     if (restrict_rows > 0 && restrict_rows < rows) rows = restrict_rows;
     out->rows = rows;
-    if (emb_knn_create(&out->v.weight, rows, &out->knn) != EMB_OK) {
+    if ((out->q ? emb_knn_create_qtable(out->q, rows, &out->knn)
+                : emb_knn_create(&out->v.weight, rows, &out->knn)) != EMB_OK) {
         int rc = emb_cli_fail(cmd, "%s: %s", path, emb_errmsg());
         emb_vectors_free(&out->v);
         return rc;
@@ -60,6 +101,8 @@ int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
 
 void wordvecs_close(wordvecs *w) {
     emb_knn_free(w->knn);
+    emb_qtable_free(w->q);
+    if (w->q) w->v.weight.data = NULL;
     emb_vocab_free(w->fold);
     emb_vectors_free(&w->v);
     memset(w, 0, sizeof *w);

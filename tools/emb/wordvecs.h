@@ -10,7 +10,9 @@
 #include <emb/io.h>
 
 typedef struct {
-    emb_vectors v;   /* the table and its words */
+    emb_vectors v;   /* the table and its words; over a quantized table (q != NULL) only the
+                        words and v.weight's shape: read rows with wordvecs_row */
+    emb_qtable *q;   /* a mapped f16/bf16/int8/int4 table searched directly, or NULL */
     emb_knn *knn;    /* cosine index over the first `restrict` rows */
     int64_t rows;    /* rows searched */
     emb_vocab *fold; /* lowercased words of the searched rows -> row (most frequent first);
@@ -27,6 +29,9 @@ void wordvecs_close(wordvecs *w);
 /* The row of `word` among the searched rows (folded when the table was opened with
  * fold_case; exact otherwise: any row of the file), or -1. */
 int64_t wordvecs_find(const wordvecs *w, const char *word);
+
+/* Row r as float32: a pointer into the table, or r dequantized into buf (dim floats). */
+const float *wordvecs_row(const wordvecs *w, int64_t r, float *buf);
 
 /* The word of a row. */
 const char *wordvecs_word(const wordvecs *w, int64_t row);
