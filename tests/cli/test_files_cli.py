@@ -118,7 +118,12 @@ def test_convert_dtype_and_limit(emb_bin, vec, tmp_path):
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--dtype", "f8", "a.vec", "b.npy"], r"invalid value 'f8' for --dtype: expected f32, f16, bf16 or f64"),
+    (["--dtype", "f8", "a.vec", "b.npy"],
+     r"invalid value 'f8' for --dtype: expected f32, f16, bf16, f64, int8 or int4"),
+    (["--dtype", "int8", "a.vec", "b.npy"],
+     r"--dtype int8 tables are written as safetensors only \(a \.safetensors OUT\)"),
+    (["--dtype", "int4", "--output-tensor", "t", "a.vec", "b.safetensors"],
+     r"--output-tensor: a int4 table is always the tensor \"weight\""),
     (["a.vec", "b.weird"], r"cannot tell the output format from 'b.weird': .*"),
     (["--to", "xml", "a.vec", "b.npy"], r"--to: unknown format \"xml\" .*"),
     (["a.vec"], r"missing IN OUT"),
@@ -166,3 +171,50 @@ def test_lookup_ids_without_words(emb_bin, vec, tmp_path):
     r = run([emb_bin, "lookup", str(out), "the"])
     assert r.returncode == 1
     assert "'the' is not a row id" in r.stderr
+
+
+@pytest.mark.parametrize("dtype,row_bytes", [("int8", 12), ("int4", 6), ("f16", 8)])
+def test_convert_quantized_info_and_search(emb_bin, vec, tmp_path, dtype, row_bytes):
+    """convert --dtype int8/int4/f16 writes the table with its words and reports its error;
+    info shows the storage and the same error; nn, analogy and lookup read it."""
+    out = tmp_path / f"q.{dtype}.safetensors"
+    r = run([emb_bin, "convert", "--dtype", dtype, str(vec), str(out)])
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"error against the float32 rows: max abs (\S+), mean abs (\S+), mean cosine (\S+)",
+                  r.stderr)
+    assert m, r.stderr
+    conv_err = [float(x) for x in m.groups()]
+    assert 0 < conv_err[0] < 0.2 and 0 < conv_err[1] <= conv_err[0]
+    r = run([emb_bin, "info", str(out)])
+    assert r.returncode == 0, r.stderr
+    lines = dict(re.findall(r"(?m)^([a-z -]+):\s+(.*)$", r.stdout))
+    assert lines["storage"].startswith(f"{dtype}, {row_bytes} bytes per row"), lines["storage"]
+    m = re.fullmatch(r"against the float32 source: max abs (\S+), mean abs (\S+), mean cosine (\S+)",
+                     lines["error"])
+    assert m and [float(x) for x in m.groups()] == pytest.approx(conv_err, rel=1e-5)
+    assert lines["words"] == "3" and lines["rows"] == "3"
+    r = run([emb_bin, "nn", str(out), "the"])
+    assert r.returncode == 0, r.stderr
+    # cos(the, cat) < 0 = cos(the, the zero row кот)
+    assert [ln.split()[0] for ln in r.stdout.splitlines()] == ["кот", "cat"]
+    r = run([emb_bin, "lookup", "--raw", str(out), "the"])
+    assert r.returncode == 0, r.stderr
+    got = [float(x) for x in r.stdout.split()[1:]]
+    assert got == pytest.approx([0.5, -1.25, 2, 0], abs=conv_err[0] + 1e-6)
+
+
+def test_convert_quantized_refuses_nan_and_keeps_the_old_file(emb_bin, tmp_path):
+    src = tmp_path / "nan.vec"
+    src.write_text("2 3\na 1 2 3\nb 1 nan 3\n")
+    out = tmp_path / "o.safetensors"
+    out.write_bytes(b"old")
+    for dtype in ("int8", "int4", "f16", "bf16"):
+        r = run([emb_bin, "convert", "--dtype", dtype, str(src), str(out)])
+        assert r.returncode == 1, r.stderr
+        assert "row 1 holds NaN at column 1" in r.stderr, r.stderr
+    big = tmp_path / "big.vec"
+    big.write_text("1 2\na 70000 1\n")
+    r = run([emb_bin, "convert", "--dtype", "f16", str(big), str(out)])
+    assert r.returncode == 1 and "overflows f16" in r.stderr, r.stderr
+    assert out.read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["big.vec", "nan.vec", "o.safetensors"]
