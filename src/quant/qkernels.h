@@ -24,18 +24,20 @@ emb_status emb__quantize_rows_from(emb_qtype qtype, const float *src, int64_t ro
 
 typedef struct emb__qkernel_table {
     const char *name;
-    /* For p in [p0, p1): out + p * dim = the dequantized row idx[p]. */
+    /* For p in [p0, p1): out + p * dim = the dequantized row idx[p]. The lookups take
+     * `touch`: load rows ahead for real, not only prefetch them (tables of gigabytes,
+     * emb__qtable_touch). */
     void (*lookup)(emb_qtype qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
-                   const void *idx, bool i32, int64_t p0, int64_t p1);
+                   const void *idx, bool i32, int64_t p0, int64_t p1, bool touch);
     /* Sum / mean of bags [b0, b1) into out rows b (docs/quantization.md has the recipe);
      * tmp: dim floats of scratch. */
     void (*pool)(emb_qtype qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
                  const void *idx, bool i32, const int64_t *starts, int64_t b0, int64_t b1,
-                 const float *psw, int64_t pad, bool mean, float *tmp);
+                 const float *psw, int64_t pad, bool mean, float *tmp, bool touch);
     /* Max of bags [b0, b1) (emb__bag_max_ref's rules on the dequantized rows). */
     void (*max)(emb_qtype qt, float *out, int64_t *max_idx, const uint8_t *base, int64_t rb,
                 int64_t dim, const void *idx, bool i32, const int64_t *starts, int64_t b0,
-                int64_t b1, int64_t pad, float *tmp);
+                int64_t b1, int64_t pad, float *tmp, bool touch);
     /* Rows [r0, r1) dequantized to out [(r1 - r0), dim]. */
     void (*rows)(emb_qtype qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
                  int64_t r0, int64_t r1);

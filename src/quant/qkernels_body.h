@@ -17,6 +17,11 @@ static inline QK_ATTR int64_t QK(index_at)(const void *idx, bool i32, int64_t p)
 /* Rows this many positions ahead are prefetched: a row's first touch is a cache miss on
  * tables larger than the cache, and a bag's dependent adds leave no other overlap. */
 #define QK_PF_DIST 8
+/* On tables of gigabytes (touch), rows this many positions ahead are also loaded for real:
+ * their page-table entries are cache misses too, and a software prefetch whose address
+ * misses the TLB may be dropped, where a load walks the page table and keeps its miss in
+ * flight while the current rows are decoded. */
+#define QK_TOUCH_DIST 16
 
 /* A macro, not a function: GCC deems a function that only prefetches free of effects and
  * deletes its calls. The first 512 bytes of the row and its last byte (int8/int4 keep the
@@ -27,6 +32,23 @@ static inline QK_ATTR int64_t QK(index_at)(const void *idx, bool i32, int64_t p)
         const int64_t span_ = (rb) < 512 ? (rb) : 512;                                   \
         for (int64_t o_ = 0; o_ < span_; o_ += 64) __builtin_prefetch(row_ + o_);         \
         __builtin_prefetch(row_ + (rb) - 1);                                             \
+    } while (0)
+
+/* One load of the row's first and last byte, kept by the volatile access. */
+#define QK_TOUCH(base, rb, idx, i32, p)                                                   \
+    do {                                                                                 \
+        const volatile uint8_t *row_ =                                                   \
+            (const volatile uint8_t *)((base) + QK(index_at)((idx), (i32), (p)) * (rb)); \
+        (void)row_[0];                                                                   \
+        (void)row_[(rb) - 1];                                                            \
+    } while (0)
+
+/* What runs ahead of position p of a range ending at pend. */
+#define QK_AHEAD(base, rb, idx, i32, p, pend, touch)                                      \
+    do {                                                                                 \
+        if ((p) + QK_PF_DIST < (pend)) QK_PREFETCH(base, rb, idx, i32, (p) + QK_PF_DIST); \
+        if ((touch) && (p) + QK_TOUCH_DIST < (pend))                                     \
+            QK_TOUCH(base, rb, idx, i32, (p) + QK_TOUCH_DIST);                           \
     } while (0)
 
 static inline QK_ATTR void QK(bf16)(float *dst, const uint8_t *src, int64_t n) {
@@ -78,9 +100,9 @@ static QK_ATTR void QK(decode)(emb_qtype qt, float *out, const uint8_t *row, int
 }
 
 static QK_ATTR void QK(lookup)(emb_qtype qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
-                       const void *idx, bool i32, int64_t p0, int64_t p1) {
+                       const void *idx, bool i32, int64_t p0, int64_t p1, bool touch) {
     for (int64_t p = p0; p < p1; p++) {
-        if (p + QK_PF_DIST < p1) QK_PREFETCH(base, rb, idx, i32, p + QK_PF_DIST);
+        QK_AHEAD(base, rb, idx, i32, p, p1, touch);
         QK(decode)(qt, out + p * dim, base + QK(index_at)(idx, i32, p) * rb, dim);
     }
 }
@@ -95,7 +117,7 @@ static QK_ATTR void QK(rows)(emb_qtype qt, float *out, const uint8_t *base, int6
  * int8/int4: the quantized accumulation with s = p * scale, b = p * bias. */
 static QK_ATTR void QK(pool)(emb_qtype qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
                      const void *idx, bool i32, const int64_t *starts, int64_t b0, int64_t b1,
-                     const float *psw, int64_t pad, bool mean, float *tmp) {
+                     const float *psw, int64_t pad, bool mean, float *tmp, bool touch) {
     const bool quant = qt == EMB_QTYPE_INT8 || qt == EMB_QTYPE_INT4;
     const int64_t pend = starts[b1];
     for (int64_t bag = b0; bag < b1; bag++) {
@@ -103,7 +125,7 @@ static QK_ATTR void QK(pool)(emb_qtype qt, float *out, const uint8_t *base, int6
         memset(acc, 0, (size_t)dim * 4);
         int64_t count = 0;
         for (int64_t p = starts[bag]; p < starts[bag + 1]; p++) {
-            if (p + QK_PF_DIST < pend) QK_PREFETCH(base, rb, idx, i32, p + QK_PF_DIST);
+            QK_AHEAD(base, rb, idx, i32, p, pend, touch);
             const int64_t r = QK(index_at)(idx, i32, p);
             if (r == pad) continue;
             count++;
@@ -143,14 +165,14 @@ static QK_ATTR void QK(pool)(emb_qtype qt, float *out, const uint8_t *base, int6
 
 static QK_ATTR void QK(max)(emb_qtype qt, float *out, int64_t *max_idx, const uint8_t *base,
                     int64_t rb, int64_t dim, const void *idx, bool i32, const int64_t *starts,
-                    int64_t b0, int64_t b1, int64_t pad, float *tmp) {
+                    int64_t b0, int64_t b1, int64_t pad, float *tmp, bool touch) {
     const int64_t pend = starts[b1];
     for (int64_t bag = b0; bag < b1; bag++) {
         float *o = out + bag * dim;
         int64_t *mi = max_idx ? max_idx + bag * dim : NULL;
         bool first = true;
         for (int64_t p = starts[bag]; p < starts[bag + 1]; p++) {
-            if (p + QK_PF_DIST < pend) QK_PREFETCH(base, rb, idx, i32, p + QK_PF_DIST);
+            QK_AHEAD(base, rb, idx, i32, p, pend, touch);
             const int64_t r = QK(index_at)(idx, i32, p);
             if (r == pad) continue;
             QK(decode)(qt, tmp, base + r * rb, dim);

@@ -4,6 +4,8 @@
  * PyTorch's ops is tests/parity/test_quant.py. */
 #include "emb_test.h"
 
+#include <sys/mman.h>
+
 static const emb_qtype ALL[] = {EMB_QTYPE_F32, EMB_QTYPE_F16, EMB_QTYPE_BF16, EMB_QTYPE_INT8,
                                 EMB_QTYPE_INT4};
 
@@ -199,6 +201,64 @@ static void test_kernels_agree(void **state) {
     free(psw);
 }
 
+/* A table of a gigabyte or more loads rows ahead for real (qtable.c, EMB__Q_TOUCH_BYTES):
+ * the same bits as the reference kernels, and no read outside the table. The table is a
+ * 1 GiB anonymous mapping of which only the looked-up rows are written; the others stay
+ * the shared zero page. */
+static void test_touch_ahead_on_large_tables(void **state) {
+    (void)state;
+    enum { D = 56, N = 4000, B = 200 };
+    const int64_t rb = D + 8, V = ((int64_t)1 << 30) / rb + 1;
+    const size_t nbytes = (size_t)(V * rb);
+    uint8_t *base = mmap(NULL, nbytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) skip();
+    float w[64 * D];
+    fill(w, 64 * D, 31);
+    int64_t rows[64], idx[N], off[B];
+    for (int r = 0; r < 64; r++) {
+        rows[r] = r == 63 ? V - 1 : (int64_t)r * (V / 63) + r * 977;
+        EMB_OK_OR_FAIL(emb_quantize_rows(EMB_QTYPE_INT8, w + r * D, 1, D, base + rows[r] * rb,
+                                         (size_t)rb));
+    }
+    for (int i = 0; i < N; i++) idx[i] = rows[(i * 37 + i / 64) % 64];
+    for (int b = 0; b < B; b++) off[b] = b * (N / B);
+    emb_qtable *q;
+    EMB_OK_OR_FAIL(emb_qtable_wrap(EMB_QTYPE_INT8, V, D, base, nbytes, NULL, &q));
+    emb_tensor ti, to, tout;
+    EMB_OK_OR_FAIL(emb_tensor_init(&ti, EMB_INT64, idx, 1, (int64_t[]){N}));
+    EMB_OK_OR_FAIL(emb_tensor_init(&to, EMB_INT64, off, 1, (int64_t[]){B}));
+    float *out[3], *bag[3], expect[D];
+    emb_bag_options o = emb_bag_options_default();
+    o.mode = EMB_BAG_SUM;
+    for (int k = 0; k < 3; k++) {
+        out[k] = malloc(sizeof(float) * N * D);
+        bag[k] = malloc(sizeof(float) * B * D);
+        emb_set_kernel_mode(k == 0 ? EMB_KERNELS_REF : EMB_KERNELS_AUTO);
+        emb_set_num_threads(k == 2 ? 2 : 1);
+        EMB_OK_OR_FAIL(emb_tensor_init(&tout, EMB_FLOAT32, out[k], 2, (int64_t[]){N, D}));
+        EMB_OK_OR_FAIL(emb_qtable_forward(q, &ti, &tout));
+        EMB_OK_OR_FAIL(emb_tensor_init(&tout, EMB_FLOAT32, bag[k], 2, (int64_t[]){B, D}));
+        EMB_OK_OR_FAIL(emb_qtable_bag(q, &ti, &to, NULL, &o, &tout, NULL));
+    }
+    emb_set_kernel_mode(EMB_KERNELS_AUTO);
+    emb_set_num_threads(0);
+    for (int i = 0; i < N; i += 97) {
+        EMB_OK_OR_FAIL(emb_qtable_dequantize(q, idx[i], 1, expect));
+        emb_assert_close_f32(out[0] + (int64_t)i * D, expect, D, 1, 0, 0, "row");
+    }
+    for (int k = 1; k < 3; k++) {
+        emb_assert_close_f32(out[k], out[0], (int64_t)N * D, 1, 0, 0, "forward");
+        emb_assert_close_f32(bag[k], bag[0], (int64_t)B * D, 1, 0, 0, "bag sum");
+    }
+    for (int k = 0; k < 3; k++) {
+        free(out[k]);
+        free(bag[k]);
+    }
+    emb_qtable_free(q);
+    munmap(base, nbytes);
+}
+
 static void test_errors_change_nothing(void **state) {
     (void)state;
     float w[4 * 3] = {0};
@@ -240,6 +300,7 @@ int main(void) {
         cmocka_unit_test(test_refusal_changes_nothing),
         cmocka_unit_test(test_wrap),
         cmocka_unit_test(test_kernels_agree),
+        cmocka_unit_test(test_touch_ahead_on_large_tables),
         cmocka_unit_test(test_errors_change_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
