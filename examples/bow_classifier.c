@@ -11,10 +11,14 @@
  * words seen at least --min-count times in the training passages; other words are dropped
  * from their bags, so bags have different sizes (and may be empty).
  *
- * The bag is trained with SparseAdam (or sparse Adagrad) on its sparse gradient, the Linear
- * layer with Adam; the bag update is the fused sparse step by default (no gradient is
- * materialised; --unfused: emb_bag_backward_sparse + emb_optimizer_step_sparse, same
- * bits). Everything is PyTorch's: initialisation (torch.manual_seed(seed), then
+ * The bag is trained with SparseAdam (or sparse Adagrad, or SGD) on its sparse gradient, the
+ * Linear layer with Adam; the bag update is the fused sparse step by default (no gradient
+ * is materialised; --unfused: emb_bag_backward_sparse + emb_optimizer_step_sparse, same
+ * bits). With --dtype f16 or bf16 the bag's table is stored in half precision (an
+ * emb_qtable, include/emb/quant.h): pooled with emb_qtable_bag and trained by SGD with
+ * emb_qtable_sgd_step_bag, rounding the updated rows stochastically (default) or to
+ * nearest (--rounding nearest); it starts from the float32 initialisation rounded to
+ * nearest. Everything is PyTorch's: initialisation (torch.manual_seed(seed), then
  * nn.EmbeddingBag(V, D, mode='mean', sparse=True), then nn.Linear(D, C)), the layers, the
  * loss and the optimizers, so the whole run is PyTorch's bit for bit. With --dump DIR the
  * program writes the data set, the order in which it trained on it and the initial and
@@ -24,7 +28,8 @@
  *
  *   bow_classifier [--corpus FILE] [--classes C] [--words W] [--min-count N] [--dim D]
  *                  [--batch B] [--epochs E] [--max-steps S] [--max-passages N] [--lr LR]
- *                  [--optimizer sparse_adam|adagrad] [--seed S] [--threads T] [--unfused]
+ *                  [--optimizer sparse_adam|adagrad|sgd] [--bag-lr LR] [--dtype f32|f16|bf16]
+ *                  [--rounding stochastic|nearest] [--seed S] [--threads T] [--unfused]
  *                  [--dump DIR]
  *
  * Without --corpus the State of the Union corpus is fetched (once, into a cache) by
@@ -50,9 +55,9 @@
 #define PROG "bow_classifier"
 
 typedef struct options {
-    const char *corpus, *optimizer, *dump;
+    const char *corpus, *optimizer, *dump, *dtype, *rounding;
     int64_t classes, words, min_count, dim, batch, epochs, max_steps, max_passages;
-    double lr;
+    double lr, bag_lr; /* bag_lr 0: lr */
     uint64_t seed;
     int threads, unfused;
 } options;
@@ -73,8 +78,13 @@ static void usage(FILE *f) {
             "  --max-steps S        stop after S steps (default 0: no limit)\n"
             "  --max-passages N     use about N passages, evenly spread (default 0: all)\n"
             "  --lr LR              learning rate of both optimizers (default 0.01)\n"
-            "  --optimizer NAME     sparse_adam | adagrad, for the bag (default sparse_adam);\n"
-            "                       the Linear layer always uses Adam\n"
+            "  --optimizer NAME     sparse_adam | adagrad | sgd, for the bag (default\n"
+            "                       sparse_adam); the Linear layer always uses Adam\n"
+            "  --bag-lr LR          learning rate of the bag's optimizer (default: --lr)\n"
+            "  --dtype T            f32 | f16 | bf16: how the bag's table is stored (default\n"
+            "                       f32); f16 and bf16 train with --optimizer sgd\n"
+            "  --rounding R         stochastic | nearest: how f16/bf16 rows are rounded after\n"
+            "                       an update (default stochastic)\n"
             "  --seed S             torch.manual_seed of the initialisation and the shuffling\n"
             "                       seed (default 0)\n"
             "  --threads T          emb threads (default 1; 0: all CPUs); results do not\n"
@@ -108,7 +118,8 @@ static int parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi, int
 
 static int parse_args(int argc, char **argv, options *o, int *done) {
     enum { O_CORPUS = 1, O_CLASSES, O_WORDS, O_MINC, O_DIM, O_BATCH, O_EPOCHS, O_STEPS,
-           O_MAXP, O_LR, O_OPT, O_SEED, O_THREADS, O_UNFUSED, O_DUMP, O_HELP };
+           O_MAXP, O_LR, O_OPT, O_SEED, O_THREADS, O_UNFUSED, O_DUMP, O_HELP, O_BAGLR,
+           O_DTYPE, O_ROUNDING };
     static const struct option longopts[] = {
         {"corpus", required_argument, NULL, O_CORPUS},
         {"classes", required_argument, NULL, O_CLASSES},
@@ -121,6 +132,9 @@ static int parse_args(int argc, char **argv, options *o, int *done) {
         {"max-passages", required_argument, NULL, O_MAXP},
         {"lr", required_argument, NULL, O_LR},
         {"optimizer", required_argument, NULL, O_OPT},
+        {"bag-lr", required_argument, NULL, O_BAGLR},
+        {"dtype", required_argument, NULL, O_DTYPE},
+        {"rounding", required_argument, NULL, O_ROUNDING},
         {"seed", required_argument, NULL, O_SEED},
         {"threads", required_argument, NULL, O_THREADS},
         {"unfused", no_argument, NULL, O_UNFUSED},
@@ -144,21 +158,35 @@ static int parse_args(int argc, char **argv, options *o, int *done) {
         case O_EPOCHS: if (parse_i64("epochs", arg, 1, 1000000, &o->epochs)) return 2; break;
         case O_STEPS: if (parse_i64("max-steps", arg, 0, INT64_MAX, &o->max_steps)) return 2; break;
         case O_MAXP: if (parse_i64("max-passages", arg, 0, INT64_MAX, &o->max_passages)) return 2; break;
-        case O_LR: {
+        case O_LR:
+        case O_BAGLR: {
             char *end;
             errno = 0;
             double lr = strtod(arg, &end);
             if (*arg == '\0' || *end != '\0' || errno == ERANGE || !(lr > 0) || !isfinite(lr)) {
-                fprintf(stderr, PROG ": --lr: expected a positive number, got '%s'\n", arg);
+                fprintf(stderr, PROG ": --%s: expected a positive number, got '%s'\n",
+                        c == O_LR ? "lr" : "bag-lr", arg);
                 return 2;
             }
-            o->lr = lr;
+            *(c == O_LR ? &o->lr : &o->bag_lr) = lr;
             break;
         }
         case O_OPT:
-            if (strcmp(arg, "sparse_adam") != 0 && strcmp(arg, "adagrad") != 0)
-                return usage_error("--optimizer: expected sparse_adam or adagrad, got '%s'", arg);
+            if (strcmp(arg, "sparse_adam") != 0 && strcmp(arg, "adagrad") != 0 &&
+                strcmp(arg, "sgd") != 0)
+                return usage_error("--optimizer: expected sparse_adam, adagrad or sgd, got '%s'",
+                                   arg);
             o->optimizer = arg;
+            break;
+        case O_DTYPE:
+            if (strcmp(arg, "f32") != 0 && strcmp(arg, "f16") != 0 && strcmp(arg, "bf16") != 0)
+                return usage_error("--dtype: expected f32, f16 or bf16, got '%s'", arg);
+            o->dtype = arg;
+            break;
+        case O_ROUNDING:
+            if (strcmp(arg, "stochastic") != 0 && strcmp(arg, "nearest") != 0)
+                return usage_error("--rounding: expected stochastic or nearest, got '%s'", arg);
+            o->rounding = arg;
             break;
         case O_SEED: {
             char *end;
@@ -187,6 +215,11 @@ static int parse_args(int argc, char **argv, options *o, int *done) {
         }
     }
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+    if (strcmp(o->dtype, "f32") != 0 && strcmp(o->optimizer, "sgd") != 0)
+        return usage_error("--dtype %s: a half-precision table trains with --optimizer sgd",
+                           o->dtype);
+    if (strcmp(o->dtype, "f32") != 0 && o->dump)
+        return usage_error("--dump replays float32 runs only (got --dtype %s)", o->dtype);
     return 0;
 }
 
@@ -524,6 +557,10 @@ static void split_free(split *s) {
 typedef struct model {
     int64_t V, D, C;
     emb_bag *bag;
+    emb_qtable *qt;     /* --dtype f16/bf16: the bag's table, trained in place of bag's */
+    emb_generator *gen; /* stochastic rounding */
+    emb_qround rounding;
+    float bag_lr;
     emb_linear *lin;
     emb_optimizer *opt_bag, *opt_lin;
     int id_bag, id_w, id_b;
@@ -532,6 +569,8 @@ typedef struct model {
 
 static void model_free(model *m) {
     emb_bag_free(m->bag);
+    emb_qtable_free(m->qt);
+    emb_generator_free(m->gen);
     emb_linear_free(m->lin);
     emb_optimizer_free(m->opt_bag);
     emb_optimizer_free(m->opt_lin);
@@ -556,8 +595,11 @@ static int model_init(model *m, const options *o, int64_t V, int64_t B) {
     if (failed(emb_linear_create(m->D, m->C, true, NULL, &m->lin), "emb_linear_create"))
         return -1;
     emb_optim_options sa = emb_optim_options_default(
-        strcmp(o->optimizer, "adagrad") == 0 ? EMB_OPTIM_ADAGRAD : EMB_OPTIM_SPARSE_ADAM);
-    sa.lr = o->lr;
+        strcmp(o->optimizer, "adagrad") == 0 ? EMB_OPTIM_ADAGRAD
+        : strcmp(o->optimizer, "sgd") == 0   ? EMB_OPTIM_SGD
+                                             : EMB_OPTIM_SPARSE_ADAM);
+    sa.lr = o->bag_lr > 0 ? o->bag_lr : o->lr;
+    m->bag_lr = (float)sa.lr;
     emb_optim_options ad = emb_optim_options_default(EMB_OPTIM_ADAM);
     ad.lr = o->lr;
     if (failed(emb_optimizer_create(&sa, &m->opt_bag), "emb_optimizer_create") ||
@@ -571,6 +613,15 @@ static int model_init(model *m, const options *o, int64_t V, int64_t B) {
         failed(emb_optimizer_add_param(m->opt_lin, &lw, &m->id_w), "add_param") ||
         failed(emb_optimizer_add_param(m->opt_lin, &lb, &m->id_b), "add_param"))
         return -1;
+    if (strcmp(o->dtype, "f32") != 0) {
+        emb_qtype qt;
+        m->rounding = strcmp(o->rounding, "nearest") == 0 ? EMB_QROUND_NEAREST
+                                                          : EMB_QROUND_STOCHASTIC;
+        if (failed(emb_qtype_parse(o->dtype, &qt), "emb_qtype_parse") ||
+            failed(emb_qtable_quantize(&w, qt, &m->qt), "emb_qtable_quantize") ||
+            failed(emb_generator_create(o->seed, &m->gen), "emb_generator_create"))
+            return -1;
+    }
     m->h = xmalloc((size_t)(B * m->D) * sizeof(float));
     m->grad_h = xmalloc((size_t)(B * m->D) * sizeof(float));
     m->logits = xmalloc((size_t)(B * m->C) * sizeof(float));
@@ -586,9 +637,15 @@ static int model_init(model *m, const options *o, int64_t V, int64_t B) {
 static int forward(model *m, emb_tensor *in, emb_tensor *off, int64_t B) {
     emb_tensor h = view(EMB_FLOAT32, m->h, 2, B, m->D);
     emb_tensor lg = view(EMB_FLOAT32, m->logits, 2, B, m->C);
-    if (failed(emb_bag_forward(m->bag, in, off, NULL, &h, NULL), "emb_bag_forward") ||
-        failed(emb_linear_forward(m->lin, &h, &lg), "emb_linear_forward"))
+    if (m->qt) {
+        emb_bag_options bo = emb_bag_options_default();
+        bo.mode = EMB_BAG_MEAN;
+        if (failed(emb_qtable_bag(m->qt, in, off, NULL, &bo, &h, NULL), "emb_qtable_bag"))
+            return -1;
+    } else if (failed(emb_bag_forward(m->bag, in, off, NULL, &h, NULL), "emb_bag_forward")) {
         return -1;
+    }
+    if (failed(emb_linear_forward(m->lin, &h, &lg), "emb_linear_forward")) return -1;
     return 0;
 }
 
@@ -611,7 +668,19 @@ static int train_step(model *m, const options *o, emb_tensor *in, emb_tensor *of
         failed(emb_cross_entropy_backward(&lg, &y, NULL, &gl, &glg), "cross_entropy_backward") ||
         failed(emb_linear_backward(m->lin, &h, &glg, &gh, &gw, &gb), "emb_linear_backward"))
         return -1;
-    if (o->unfused) {
+    if (m->qt) {
+        emb_bag_options bo = emb_bag_options_default();
+        bo.mode = EMB_BAG_MEAN;
+        emb_sparse_grad_clear(sg);
+        if (o->unfused ? failed(emb_qtable_bag_backward_sparse(m->qt, in, off, NULL, &bo, &gh, sg),
+                                "emb_qtable_bag_backward_sparse") ||
+                             failed(emb_qtable_sgd_step(m->qt, sg, m->bag_lr, m->rounding, m->gen),
+                                    "emb_qtable_sgd_step")
+                       : failed(emb_qtable_sgd_step_bag(m->qt, in, off, NULL, &bo, &gh, m->bag_lr,
+                                                        m->rounding, m->gen),
+                                "emb_qtable_sgd_step_bag"))
+            return -1;
+    } else if (o->unfused) {
         emb_sparse_grad_clear(sg);
         if (failed(emb_bag_backward_sparse(m->bag, in, off, NULL, &gh, sg), "backward_sparse") ||
             failed(emb_optimizer_step_sparse(m->opt_bag, m->id_bag, sg), "step_sparse"))
@@ -667,7 +736,8 @@ static int write_raw(const char *dir, const char *name, const void *p, size_t by
 }
 
 int main(int argc, char **argv) {
-    options o = {NULL, "sparse_adam", NULL, 3, 64, 5, 32, 32, 3, 0, 0, 0.01, 0, 1, 0};
+    options o = {NULL, "sparse_adam", NULL, "f32", "stochastic", 3, 64, 5, 32, 32, 3, 0, 0,
+                 0.01, 0, 0, 1, 0};
     int done = 0;
     int rc = parse_args(argc, argv, &o, &done);
     if (rc || done) return rc;
@@ -816,9 +886,10 @@ int main(int argc, char **argv) {
         char meta[512];
         int len = snprintf(meta, sizeof meta,
                            "vocab %lld\ndim %lld\nclasses %lld\nbatch %lld\nsteps %lld\n"
-                           "lr %.17g\noptimizer %s\nseed %llu\ntrain %lld\n",
+                           "lr %.17g\nbag_lr %.17g\noptimizer %s\nseed %llu\ntrain %lld\n",
                            (long long)nv, (long long)o.dim, (long long)o.classes,
-                           (long long)B, (long long)steps, o.lr, o.optimizer,
+                           (long long)B, (long long)steps, o.lr, o.bag_lr > 0 ? o.bag_lr : o.lr,
+                           o.optimizer,
                            (unsigned long long)o.seed, (long long)tr.n);
         emb_tensor bw, lw, lb;
         if (failed(emb_bag_weight(m.bag, &bw), "emb_bag_weight") ||

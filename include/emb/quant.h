@@ -37,6 +37,7 @@
 #include "bag.h"
 #include "core.h"
 #include "embedding.h"
+#include "random.h"
 #include "vocab.h"
 
 #ifdef __cplusplus
@@ -93,11 +94,12 @@ EMB_API emb_status emb_qtable_quantize(const emb_tensor *weight, emb_qtype qtype
 /* A table over `nbytes` of caller memory already in the layout (a mapped file, say),
  * without a copy. nbytes must equal rows * row_bytes exactly. storage says who frees the
  * memory (emb_storage.release, called once by emb_qtable_free; NULL or release NULL:
- * borrowed). The memory is only read. Values are not checked (a NaN scale gives NaN rows).
+ * borrowed). Values are not checked (a NaN scale gives NaN rows).
  * Errors (*out untouched, release not called): EMB_ERR_NULL (out; data with nbytes > 0),
  * EMB_ERR_INVALID (unknown qtype; nbytes does not match: "... 1000 bytes for 10 rows of
  * 104 bytes (int8, dim 96) need 1040"), EMB_ERR_SHAPE (rows < 0, dim), EMB_ERR_OVERFLOW,
- * EMB_ERR_NOMEM. */
+ * EMB_ERR_NOMEM. The rows are written only by the training step (emb_qtable_sgd_step), which
+ * storage->read_only forbids. */
 EMB_API emb_status emb_qtable_wrap(emb_qtype qtype, int64_t rows, int64_t dim,
                                    const void *data, size_t nbytes,
                                    const emb_storage *storage, emb_qtable **out);
@@ -234,6 +236,76 @@ EMB_API emb_status emb_qtable_save(const char *path, const emb_qtable *q,
  * EMB_ERR_NOMEM. */
 EMB_API emb_status emb_qtable_load(const char *path, emb_qtable **out, emb_vocab **vocab);
 EMB_API emb_status emb_qtable_map(const char *path, emb_qtable **out, emb_vocab **vocab);
+
+/* ---------------------------------------------------------------------------------------
+ * Training f16 and bf16 tables (docs/quantization.md, "Training")
+ *
+ * A table stored in float16 or bfloat16 halves the memory of its float32 twin but cannot
+ * hold an update smaller than half its spacing: with round-to-nearest, small steps are
+ * lost. The SGD step here works on a float32 copy of the batch's rows: each touched row
+ * is widened to float32, PyTorch's sparse SGD update is applied to the copy (for each
+ * gradient entry in entry order, p = fmaf(v, (float)(-lr), p), duplicates one after the
+ * other), and the result is rounded back to the storage type once per row element, either
+ * to nearest even (EMB_QROUND_NEAREST) or stochastically (EMB_QROUND_STOCHASTIC: to one of
+ * the two neighbouring stored values, the one farther away with probability equal to the
+ * fraction of the spacing, so that the stored value is the float32 result in expectation).
+ * Hence, on an f32 table the step equals torch.optim.SGD's sparse step bit for bit, and
+ * with round-to-nearest on f16/bf16 it equals upcasting the table to float32, that step,
+ * and casting back (Tensor.half() / .bfloat16()). int8/int4 tables are not trained (their
+ * rows share a scale and bias: EMB_ERR_UNSUPPORTED).
+ * ------------------------------------------------------------------------------------- */
+
+typedef enum emb_qround {
+    EMB_QROUND_NEAREST = 0,    /* round to nearest, ties to even */
+    EMB_QROUND_STOCHASTIC = 1, /* to a neighbour with probability by distance */
+} emb_qround;
+
+/* Whether the table's rows may not be written: tables over read-only storage (wrap with
+ * storage->read_only, emb_qtable_map). Tables from emb_qtable_quantize and
+ * emb_qtable_load, and wraps without read-only storage, are writable. NULL: true. */
+EMB_API bool emb_qtable_is_read_only(const emb_qtable *q);
+
+/* The sparse gradient of emb_qtable_bag (modes sum and mean) with respect to the table's
+ * float32 values: exactly emb_bag_backward_sparse's entries for a float32 table of the
+ * same shape and options (the gradient does not depend on the stored values). opts NULL:
+ * the defaults (mode mean). An empty grad becomes the new gradient; otherwise grad += new.
+ * Errors (grad unchanged): as emb_bag_backward_sparse (EMB_ERR_NULL, EMB_ERR_UNSUPPORTED
+ * for mode max and scale_grad_by_freq, the arguments of emb_qtable_bag, EMB_ERR_SHAPE for
+ * grad_output and for grad when it is not of the table's shape), EMB_ERR_READ_ONLY
+ * (max_norm set, as emb_qtable_bag). */
+EMB_API emb_status emb_qtable_bag_backward_sparse(const emb_qtable *q, const emb_tensor *input,
+                                                  const emb_tensor *offsets,
+                                                  const emb_tensor *per_sample_weights,
+                                                  const emb_bag_options *opts,
+                                                  const emb_tensor *grad_output,
+                                                  emb_sparse_grad *grad);
+
+/* One SGD step (lr, no momentum or weight decay) on the rows of `grad` (any order,
+ * duplicates allowed), as described above. gen: the generator for stochastic rounding
+ * (NULL: the default one); one 32-bit draw per element of each touched row, rows in
+ * ascending order; not used by EMB_QROUND_NEAREST. Only the rows in grad change.
+ * Errors (table and generator unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (lr negative or
+ * not finite: "Invalid learning rate: -1"; an unknown rounding; grad malformed),
+ * EMB_ERR_SHAPE (grad not of the table's shape), EMB_ERR_INDEX (a row outside the
+ * table), EMB_ERR_UNSUPPORTED (int8/int4 tables), EMB_ERR_READ_ONLY
+ * (emb_qtable_is_read_only), EMB_ERR_OVERFLOW (a row's result is NaN or infinite, or does
+ * not fit the storage type: "row 7, column 3: 70000 is out of float16's range"; with
+ * stochastic rounding any magnitude above the largest finite value is refused, with
+ * round-to-nearest only what rounds to infinity), EMB_ERR_NOMEM. */
+EMB_API emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float lr,
+                                       emb_qround rounding, emb_generator *gen);
+
+/* The fused step for a bag: emb_qtable_bag_backward_sparse(q, ..., fresh grad) followed by
+ * emb_qtable_sgd_step(q, grad, lr, rounding, gen), with the same result bit for bit and
+ * the same refusals in the same order (the backward's first, then the step's). It forms
+ * the gradient's entries as the unfused path does (nnz x dim floats of scratch); what it
+ * saves is the gradient's management, and that no refusal can differ. */
+EMB_API emb_status emb_qtable_sgd_step_bag(emb_qtable *q, const emb_tensor *input,
+                                           const emb_tensor *offsets,
+                                           const emb_tensor *per_sample_weights,
+                                           const emb_bag_options *opts,
+                                           const emb_tensor *grad_output, float lr,
+                                           emb_qround rounding, emb_generator *gen);
 
 #ifdef __cplusplus
 }

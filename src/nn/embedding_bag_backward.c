@@ -226,6 +226,16 @@ emb_status emb_bag_backward_sparse(const emb_bag *bag, const emb_tensor *input,
     if (!bag->emb->requires_grad) return state_error();
     emb__bag_cfg c;
     emb__bag_cfg_of(bag, &c);
+    return emb__bag_backward_sparse_cfg(&c, input, offsets, per_sample_weights, grad_output,
+                                        grad);
+}
+
+emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tensor *input,
+                                        const emb_tensor *offsets,
+                                        const emb_tensor *per_sample_weights,
+                                        const emb_tensor *grad_output, emb_sparse_grad *grad) {
+    if (!grad) return emb__null("grad");
+    const emb__bag_cfg c = *cfg;
     if (c.mode == EMB_BAG_MAX)
         return emb__error(EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
     if (c.scale_grad_by_freq)
@@ -236,7 +246,7 @@ emb_status emb_bag_backward_sparse(const emb_bag *bag, const emb_tensor *input,
     if (grad->num_rows != c.V || grad->dim != c.D)
         return emb__error(EMB_ERR_SHAPE,
                           "grad is a sparse gradient of shape [%" PRId64 ", %" PRId64
-                          "], expected [%" PRId64 ", %" PRId64 "] (the bag's weight)",
+                          "], expected [%" PRId64 ", %" PRId64 "] (the table's shape)",
                           grad->num_rows, grad->dim, c.V, c.D);
     emb__bag_batch bb;
     st = check_common(&c, input, offsets, per_sample_weights, grad_output, &bb);

@@ -52,6 +52,14 @@ emb_status emb__bag_check_outputs(const emb__bag_cfg *c, const emb__bag_batch *b
 /* The configuration of a bag handle. */
 void emb__bag_cfg_of(const emb_bag *bag, emb__bag_cfg *c);
 
+/* emb_bag_backward_sparse after its handle checks (requires_grad), on a configuration: the
+ * mode and scale_grad_by_freq refusals, grad's shape, the arguments, the entries. Tables
+ * that are not emb_bag handles (reduced-precision ones) share it. */
+emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *c, const emb_tensor *input,
+                                        const emb_tensor *offsets,
+                                        const emb_tensor *per_sample_weights,
+                                        const emb_tensor *grad_output, emb_sparse_grad *grad);
+
 /* Checks input, per_sample_weights and offsets (dtypes, shapes, offset values, the
  * per_sample_weights/mode rule) and resolves the bags into bb->starts (allocated: free
  * with emb__bag_batch_free, also safe after a failure). Index values are not read. */

@@ -366,7 +366,7 @@ static emb_status open_common(const char *path, bool map, emb_qtable **out, emb_
             rc = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %zu bytes for the table", path, nbytes);
         } else {
             if (nbytes) memcpy(data, view.data, nbytes);
-            emb_storage s = {.read_only = true, .release = release_owned, .release_ctx = NULL};
+            emb_storage s = {.read_only = false, .release = release_owned, .release_ctx = NULL};
             rc = emb_qtable_wrap(q, V, D, data, nbytes, &s, &t);
             if (rc) emb_free(data);
         }

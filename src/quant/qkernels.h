@@ -51,6 +51,9 @@ extern const emb__qkernel_table emb__qkernels_avx2;
 #define EMB__QKERNELS_AVX2 0
 #endif
 
+/* The table's rows for writing, or NULL when its storage is read-only (qtable.c). */
+uint8_t *emb__qtable_rows_mut(emb_qtable *q);
+
 /* The table to use now: the reference one when the reference kernels are forced
  * (emb_set_kernel_mode), else the best this CPU runs. */
 const emb__qkernel_table *emb__qkernels(void);

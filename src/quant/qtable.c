@@ -30,7 +30,8 @@ struct emb_qtable {
     int64_t rows, dim, row_bytes;
     const uint8_t *data;
     size_t nbytes;
-    bool owned; /* data is emb_malloc'ed by emb */
+    bool owned;     /* data is emb_malloc'ed by emb */
+    bool read_only; /* the storage may not be written (emb_qtable_sgd_step) */
     void (*release)(void *data, void *release_ctx);
     void *release_ctx;
 };
@@ -407,6 +408,7 @@ emb_status emb_qtable_wrap(emb_qtype qtype, int64_t rows, int64_t dim, const voi
     q->row_bytes = rb;
     q->data = data;
     q->nbytes = nbytes;
+    q->read_only = storage && storage->read_only;
     q->release = storage ? storage->release : NULL;
     q->release_ctx = storage ? storage->release_ctx : NULL;
     *out = q;
@@ -419,6 +421,10 @@ void emb_qtable_free(emb_qtable *q) {
     else if (q->release) q->release((void *)q->data, q->release_ctx);
     free(q);
 }
+
+bool emb_qtable_is_read_only(const emb_qtable *q) { return !q || q->read_only; }
+
+uint8_t *emb__qtable_rows_mut(emb_qtable *q) { return q->read_only ? NULL : (uint8_t *)q->data; }
 
 emb_qtype emb_qtable_qtype(const emb_qtable *q) { return q ? q->qtype : EMB_QTYPE_F32; }
 int64_t emb_qtable_num_rows(const emb_qtable *q) { return q ? q->rows : 0; }

@@ -370,7 +370,15 @@ _QUANT_SIGS = {
     "emb_qerror_init": (None, [P(QError)]),
     "emb_qerror_add": (_st, [P(QError), _vp, _vp, C.c_int64, C.c_int64]),
     "emb_qtable_error": (_st, [_vp, _tp, P(QError)]),
+    "emb_qtable_is_read_only": (C.c_bool, [_vp]),
+    "emb_qtable_bag_backward_sparse": (_st, [_vp, _tp, _tp, _tp, P(BagOptions), _tp,
+                                             P(SparseGrad)]),
+    "emb_qtable_sgd_step": (_st, [_vp, P(SparseGrad), C.c_float, C.c_int, _vp]),
+    "emb_qtable_sgd_step_bag": (_st, [_vp, _tp, _tp, _tp, P(BagOptions), _tp, C.c_float,
+                                      C.c_int, _vp]),
 }
+
+QROUND_NEAREST, QROUND_STOCHASTIC = 0, 1
 
 for _name, (_res, _args) in _QUANT_SIGS.items():
     _fn = getattr(lib, _name, None)
