@@ -12,7 +12,7 @@ PREFIX     ?= /usr/local
 CMAKE_FLAGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: run demo test build build-asan bench bench-w2v bench-io install clean deps-build deps-run deps-test deps-bench fuzz fuzz-run
+.PHONY: run demo test build build-asan bench bench-large bench-w2v bench-io install clean deps-build deps-run deps-test deps-bench fuzz fuzz-run
 
 run: deps-run build
 	scripts/run.sh $(BUILD)
@@ -52,12 +52,23 @@ build:
 
 # emb against torch 1.13 at 1 and 2 threads (bench/run.py; docs/PERFORMANCE.md). JSON lines, a
 # Markdown table and an SVG plot land in $(BUILD)/bench_results.*; BENCH_FLAGS="--quick" for a
-# smoke run, BENCH_FLAGS="--threads 1 --reps 11" etc.
+# smoke run, BENCH_FLAGS="--threads 1 --reps 11" etc.; then bench/large.py (bench-large below).
 bench: deps-bench
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS) --target all benches
 	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/run.py $(BENCH_FLAGS)
 	/usr/bin/python3 bench/plot.py $(BUILD)/bench_results.jsonl --svg $(BUILD)/bench_results.svg --md $(BUILD)/bench_results.md
+	@if [ "$(BENCH_LARGE)" != 0 ]; then EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/large.py $(BENCH_LARGE_FLAGS); fi
+
+# Tables larger than memory (bench/large.py; docs/quantization.md): 100M x 64 tables in int8,
+# f16 and float32 (45.6 GB of files, created once in $(BUILD)/large-tables; a file without the
+# disk space for it is skipped), mapped read-only, cold and warm, against torch on the same
+# files. `make bench` runs it last unless BENCH_LARGE=0; BENCH_LARGE_FLAGS="--qtypes int8
+# --threads 1" for a shorter run, "--dir DIR" to keep the files elsewhere.
+bench-large: deps-bench
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS) --target bench_large
+	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/large.py $(BENCH_LARGE_FLAGS)
 
 # Word-vector training: emb train against gensim and fastText on the State of the Union corpus
 # (bench/bench_word2vec.py; BENCH_W2V_FLAGS="--threads 2 --models sg" for a quicker run).

@@ -15,6 +15,7 @@
  *                 of fetching those rows from this mapping)
  *       forward   emb_qtable_forward (or emb_embedding_forward) into a float32 buffer
  *       bag_sum   emb_qtable_bag (or emb_bag_forward on the mapped table), bags of B
+ *       prefetch_forward  emb_qtable_prefetch of the rows, then emb_qtable_forward (qtable)
  *     each first cold (the file dropped from the page cache just before, with
  *     posix_fadvise(POSIX_FADV_DONTNEED), which needs no privilege; "cold_dropped" says
  *     whether the kernel reported success), then warm (median of R calls on the same rows).
@@ -171,6 +172,9 @@ static void run_once(ctx *c) {
 #pragma omp parallel for num_threads(c->threads) schedule(static)
 #endif
         for (int64_t i = 0; i < n; i++) memcpy(o + i * rb, w + ix[i] * rb, (size_t)rb);
+    } else if (!strcmp(c->op, "prefetch_forward")) {
+        CHECK(emb_qtable_prefetch(c->q, &c->idx));
+        CHECK(emb_qtable_forward(c->q, &c->idx, &c->out));
     } else if (!strcmp(c->op, "forward")) {
         if (c->q) CHECK(emb_qtable_forward(c->q, &c->idx, &c->out));
         else CHECK(emb_embedding_forward(c->e, &c->idx, &c->out));
@@ -261,10 +265,11 @@ static int run(const args *a) {
     CHECK(emb_tensor_init(&c.off, EMB_INT64, off, 1, (int64_t[]){c.B}));
     CHECK(emb_tensor_init(&c.out, EMB_FLOAT32, out, 2, (int64_t[]){c.n, c.D}));
     CHECK(emb_tensor_init(&c.bag_out, EMB_FLOAT32, bag_out, 2, (int64_t[]){c.B, c.D}));
-    const char *ops[3] = {"probe", "forward", "bag_sum"};
+    const char *ops[4] = {"probe", "forward", "bag_sum", "prefetch_forward"};
+    const int nops = use_emb ? 3 : 4;
     double *t = malloc(sizeof(double) * (size_t)a->reps);
     double probe_warm = 0, probe_cold = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < nops; k++) {
         c.op = ops[k];
         /* a fresh mapping each time: pages mapped by this process cannot be dropped */
         int dropped = drop_cache(a->file);

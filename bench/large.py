@@ -10,6 +10,7 @@ For each file, at 1 and 2 threads, on 262,144 random rows (bags of 20 for the po
            F.embedding (f16, f32)
   bag_sum  emb_qtable_bag / torch: embedding_bag_byte_rowwise_offsets (int8),
            F.embedding_bag(mode='sum') (f16, f32)
+  prefetch_forward  emb_qtable_prefetch (madvise WILLNEED on the rows' pages), then forward
 each cold (the file dropped from the page cache with posix_fadvise(DONTNEED) and mapped
 afresh just before the first call) and warm (median of --reps calls on the same rows), with
 the process's peak RSS. The float32 file is also served through emb_embedding
@@ -147,8 +148,15 @@ def main():
                     print(json.dumps(g), flush=True)
                 lines += got
             if not a.no_torch:
-                got = run_json(["/usr/bin/python3", "-c", TORCH_CASE, path, qtype, str(a.rows),
-                                str(a.dim), str(a.indices), str(a.bag), t, str(a.reps), "1"])
+                r = subprocess.run(["/usr/bin/python3", "-c", TORCH_CASE, path, qtype,
+                                    str(a.rows), str(a.dim), str(a.indices), str(a.bag), t,
+                                    str(a.reps), "1"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+                got = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+                if r.returncode != 0:  # recorded, not fatal: torch may not serve such a file
+                    err = (r.stderr.strip().splitlines() or ["exit status %d" % r.returncode])[-1]
+                    got.append({"lib": "torch", "qtype": qtype, "threads": int(t),
+                                "error": err[:300]})
                 for g in got:
                     print(json.dumps(g), flush=True)
                 lines += got
@@ -164,18 +172,23 @@ def print_table(lines):
     for d in lines:
         if d.get("op") == "probe":
             probe[(d["qtype"], d["threads"], d["api"])] = d
-    torch = {(d["qtype"], d["threads"], d["op"]): d for d in lines if d.get("lib") == "torch"}
-    print("\nqtype  threads api        op        warm ms  cold ms  probe-frac(w/c)  "
+    torch = {(d["qtype"], d["threads"], d["op"]): d for d in lines
+             if d.get("lib") == "torch" and "op" in d}
+    for d in lines:
+        if d.get("lib") == "torch" and "error" in d:
+            print(f"# torch failed on {d['qtype']} at {d['threads']} threads: {d['error']}")
+    print("\nqtype  threads api        op                warm ms  cold ms  probe-frac(w/c)  "
           "torch warm/cold ms  torch/emb(w/c)  RSS MB (emb/torch)")
     for d in lines:
-        if d.get("lib") != "emb" or d.get("op") not in ("probe", "forward", "bag_sum"):
+        if d.get("lib") != "emb" or d.get("op") not in ("probe", "forward", "bag_sum",
+                                                          "prefetch_forward"):
             continue
         tk = torch.get((d["qtype"], d["threads"], d["op"]))
         tcol = (f"{tk['warm_median_s'] * 1e3:8.1f}/{tk['cold_s'] * 1e3:8.1f}  "
                 f"{tk['warm_median_s'] / d['warm_median_s']:5.2f}/{tk['cold_s'] / d['cold_s']:5.2f}"
                 if tk and d["op"] != "probe" else " " * 31)
         rss = f"{d['peak_rss_mb']:.0f}" + (f"/{tk['peak_rss_mb']:.0f}" if tk and d["op"] != "probe" else "")
-        print(f"{d['qtype']:6} {d['threads']:7} {d['api']:10} {d['op']:8} "
+        print(f"{d['qtype']:6} {d['threads']:7} {d['api']:10} {d['op']:16} "
               f"{d['warm_median_s'] * 1e3:8.2f} {d['cold_s'] * 1e3:8.1f}  "
               f"{d['probe_fraction_warm']:5.2f}/{d['probe_fraction_cold']:5.2f}      {tcol}  {rss}")
 

@@ -21,7 +21,7 @@ static inline QK_ATTR int64_t QK(index_at)(const void *idx, bool i32, int64_t p)
  * their page-table entries are cache misses too, and a software prefetch whose address
  * misses the TLB may be dropped, where a load walks the page table and keeps its miss in
  * flight while the current rows are decoded. */
-#define QK_TOUCH_DIST 16
+#define QK_TOUCH_DIST 64
 
 /* A macro, not a function: GCC deems a function that only prefetches free of effects and
  * deletes its calls. The first 512 bytes of the row and its last byte (int8/int4 keep the
@@ -43,12 +43,17 @@ static inline QK_ATTR int64_t QK(index_at)(const void *idx, bool i32, int64_t p)
         (void)row_[(rb) - 1];                                                            \
     } while (0)
 
-/* What runs ahead of position p of a range ending at pend. */
+/* What runs ahead of position p of a range ending at pend. With touch, every
+ * QK_TOUCH_DIST positions the rows of the next block are loaded in one burst: the loads are
+ * independent, so their misses are in flight together (one load per row ahead, spread
+ * out, would hold up the decoding of each row behind it, one miss at a time). */
 #define QK_AHEAD(base, rb, idx, i32, p, pend, touch)                                      \
     do {                                                                                 \
         if ((p) + QK_PF_DIST < (pend)) QK_PREFETCH(base, rb, idx, i32, (p) + QK_PF_DIST); \
-        if ((touch) && (p) + QK_TOUCH_DIST < (pend))                                     \
-            QK_TOUCH(base, rb, idx, i32, (p) + QK_TOUCH_DIST);                           \
+        if ((touch) && (p) % QK_TOUCH_DIST == 0)                                         \
+            for (int64_t t_ = (p) + QK_TOUCH_DIST;                                       \
+                 t_ < (p) + 2 * QK_TOUCH_DIST && t_ < (pend); t_++)                      \
+                QK_TOUCH(base, rb, idx, i32, t_);                                        \
     } while (0)
 
 static inline QK_ATTR void QK(bf16)(float *dst, const uint8_t *src, int64_t n) {

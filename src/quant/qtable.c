@@ -14,15 +14,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #if EMB__QKERNELS_AVX2
 #include <cpuid.h>
 #endif
 
 /* Work per thread before a second one is worth waking (floats written). */
 #define EMB__Q_GRAIN 32768
-/* Tables of at least this many bytes have their rows loaded ahead for real (qkernels_body.h,
- * QK_TOUCH): measured on 100M x 64 int8 (7.2 GB), 262,144 random lookups went from 75 to
- * 27 ms warm; on 1M x 64 (72 MB) the extra loads cost more than they save. */
+/* Tables of at least this many bytes have their rows loaded ahead for real, in bursts
+ * (qkernels_body.h, QK_AHEAD), where that was measured to pay: 262,144 random rows of a
+ * mapped 100M x 64 table, warm, 1 thread, prefetch only -> bursts of 64:
+ *   int8 lookup 57 -> 19 ms, int8 bag 53 -> 17 ms, f16 bag 22 -> 17 ms;
+ * but f16 lookup 17 -> 18.5 ms and f32 lookup and bag 24 -> 26 ms (their rows decode in
+ * fewer instructions, so the prefetch alone keeps enough misses in flight), and on a
+ * 1M x 64 table (72 MB) every type got slower (int8 lookup 9.3 -> 12.2 ms). */
 #define EMB__Q_TOUCH_BYTES ((size_t)1 << 30)
 
 struct emb_qtable {
@@ -433,6 +440,15 @@ int64_t emb_qtable_row_bytes(const emb_qtable *q) { return q ? q->row_bytes : 0;
 const void *emb_qtable_data(const emb_qtable *q) { return q ? q->data : NULL; }
 size_t emb_qtable_nbytes(const emb_qtable *q) { return q ? q->nbytes : 0; }
 
+static bool touch_lookup(const emb_qtable *q) {
+    return q->nbytes >= EMB__Q_TOUCH_BYTES &&
+           (q->qtype == EMB_QTYPE_INT8 || q->qtype == EMB_QTYPE_INT4);
+}
+
+static bool touch_bag(const emb_qtable *q) {
+    return q->nbytes >= EMB__Q_TOUCH_BYTES && q->qtype != EMB_QTYPE_F32;
+}
+
 emb_status emb_qtable_forward(const emb_qtable *q, const emb_tensor *indices, emb_tensor *out) {
     if (!q) return emb__null("table");
     if (!indices) return emb__null("indices");
@@ -445,7 +461,7 @@ emb_status emb_qtable_forward(const emb_qtable *q, const emb_tensor *indices, em
     const bool i32 = indices->dtype == EMB_INT32;
     int64_t work = n > INT64_MAX / D ? INT64_MAX : n * D;
     int nt = emb__threads_for(work, EMB__Q_GRAIN);
-    const bool touch = q->nbytes >= EMB__Q_TOUCH_BYTES;
+    const bool touch = touch_lookup(q);
     if (nt <= 1) {
         K->lookup(q->qtype, out->data, q->data, q->row_bytes, D, indices->data, i32, 0, n,
                   touch);
@@ -457,6 +473,29 @@ emb_status emb_qtable_forward(const emb_qtable *q, const emb_tensor *indices, em
     for (int t = 0; t < nt; t++)
         K->lookup(q->qtype, out->data, q->data, q->row_bytes, D, indices->data, i32,
                   n * t / nt, n * (t + 1) / nt, touch);
+    return EMB_OK;
+}
+
+emb_status emb_qtable_prefetch(const emb_qtable *q, const emb_tensor *indices) {
+    if (!q) return emb__null("table");
+    if (!indices) return emb__null("indices");
+    emb_status st = emb__check_indices(indices, "indices", "prefetch");
+    if (st) return st;
+    const int64_t bad = emb__find_bad_index(indices, q->rows);
+    if (bad >= 0) return emb__index_error(indices, bad, q->rows, "a table");
+    const int64_t n = emb_tensor_numel(indices), rb = q->row_bytes;
+    if (q->owned || n == 0 || rb == 0) return EMB_OK; /* emb's own memory is in RAM */
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t mask = ~(pg - 1);
+    uintptr_t last = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uintptr_t a = (uintptr_t)(q->data + emb__index_at(indices, i) * rb);
+        const uintptr_t first = a & mask, end = (a + (uintptr_t)rb + pg - 1) & mask;
+        if (first == last && end == first + pg) continue; /* the page just asked for */
+        /* Advice only: a failure (memory the kernel cannot read ahead) changes nothing. */
+        (void)madvise((void *)first, end - first, MADV_WILLNEED);
+        last = first;
+    }
     return EMB_OK;
 }
 
@@ -497,7 +536,7 @@ emb_status emb_qtable_bag(const emb_qtable *q, const emb_tensor *input,
     }
     const emb__qkernel_table *K = emb__qkernels();
     int64_t *mi = max_indices ? max_indices->data : NULL;
-    const bool touch = q->nbytes >= EMB__Q_TOUCH_BYTES;
+    const bool touch = touch_bag(q);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
 #endif

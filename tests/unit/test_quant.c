@@ -231,6 +231,15 @@ static void test_touch_ahead_on_large_tables(void **state) {
     float *out[3], *bag[3], expect[D];
     emb_bag_options o = emb_bag_options_default();
     o.mode = EMB_BAG_SUM;
+    /* prefetch: advice on the wrapped memory (not emb's own), then the same lookups */
+    EMB_OK_OR_FAIL(emb_qtable_prefetch(q, &ti));
+    int64_t bad[2] = {0, V};
+    emb_tensor tbad;
+    EMB_OK_OR_FAIL(emb_tensor_init(&tbad, EMB_INT64, bad, 1, (int64_t[]){2}));
+    EMB_EXPECT_ERR(emb_qtable_prefetch(q, &tbad), EMB_ERR_INDEX, "position 1");
+    EMB_OK_OR_FAIL(emb_tensor_init(&tbad, EMB_FLOAT32, w, 1, (int64_t[]){2}));
+    EMB_EXPECT_ERR(emb_qtable_prefetch(q, &tbad), EMB_ERR_DTYPE, "");
+    EMB_EXPECT_ERR(emb_qtable_prefetch(NULL, &ti), EMB_ERR_NULL, "table");
     for (int k = 0; k < 3; k++) {
         out[k] = malloc(sizeof(float) * N * D);
         bag[k] = malloc(sizeof(float) * B * D);
