@@ -73,7 +73,8 @@ int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void 
                                    bool mean, int64_t pad) {
     int64_t m = 0;
     for (int64_t b = 0; b < num_bags; b++) {
-        const float *restrict g = grad_output + b * dim;
+        /* dim 0: grad_output has no elements and may be NULL */
+        const float *restrict g = dim ? grad_output + b * dim : grad_output;
         float f = 1.0f;
         if (mean) {
             int64_t count = 0;

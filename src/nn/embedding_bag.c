@@ -348,7 +348,7 @@ int64_t emb__bag_lower_bound(const int64_t *starts, int64_t B, int64_t target) {
 static void pool(const emb__bag_cfg *c, const emb__bag_batch *bb, const float *W, float *out,
                  int64_t *max_idx) {
     const int64_t B = bb->B, D = c->D, end = bb->end;
-    if (B == 0) return;
+    if (B == 0 || D == 0) return; /* nothing to write (out may be NULL: it has no elements) */
     const emb__bag_kernel_table *K = emb__kernels()->bag;
     int64_t work;
     if (!emb__mul_i64(end + B, D, &work)) work = INT64_MAX;

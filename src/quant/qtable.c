@@ -589,7 +589,7 @@ emb_status emb_qerror_add(emb_qerror *e, const float *src, const float *deq, int
     if (rows == 0) return EMB_OK;
     if (dim > 0 && (!src || !deq)) return emb__null(!src ? "src" : "deq");
     for (int64_t r = 0; r < rows; r++) {
-        const float *a = src + r * dim, *b = deq + r * dim;
+        const float *a = dim ? src + r * dim : src, *b = dim ? deq + r * dim : deq;
         double dot = 0, na = 0, nb = 0;
         for (int64_t j = 0; j < dim; j++) {
             const double x = a[j], y = b[j], d = fabs(x - y);

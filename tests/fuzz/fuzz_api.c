@@ -116,6 +116,7 @@ static float rd_f32(rd *r) {
 #define NG 2 /* generators (index NG means NULL: the default generator) */
 #define NK 2 /* k-NN indexes */
 #define NB 2 /* embedding bags */
+#define NQ 2 /* reduced-precision tables */
 #define NOUT 1024 /* entries of the ids/scores output arrays */
 #define MAX_ELEMS 2048   /* largest tensor the harness allocates */
 #define MAX_TABLE 65536  /* largest embedding / Linear weight (elements) the harness asks for */
@@ -166,8 +167,14 @@ typedef struct bslot {
     int wrapped_slot; /* tensor slot the table borrows, or -1 */
 } bslot;
 
+typedef struct qslot {
+    emb_qtable *q;
+    int wrapped_slot; /* tensor slot whose memory the table is (pinned), or -1 */
+} qslot;
+
 typedef struct world {
     tslot t[NT];
+    qslot q[NQ];
     kslot k[NK];
     bslot b[NB];
     int64_t ids[NOUT];
@@ -236,6 +243,10 @@ static void serialise(world *w, unsigned char **b, size_t *len, size_t *cap) {
         PUT(v.data, emb_tensor_nbytes(&v));
         bool rg = emb_embedding_requires_grad(e);
         PUT(&rg, sizeof rg);
+    }
+    for (int k = 0; k < NQ; k++) {
+        if (!w->q[k].q) continue;
+        PUT(emb_qtable_data(w->q[k].q), emb_qtable_nbytes(w->q[k].q));
     }
     for (int k = 0; k < NL; k++) {
         if (!w->l[k].l) continue;
@@ -463,6 +474,8 @@ static int out_slot(world *w, rd *r, emb_dtype dt, int ndim, const int64_t *shap
         int64_t sh[EMB_MAX_DIMS + 1];
         int nd = ndim;
         for (int i = 0; i < ndim && i < EMB_MAX_DIMS; i++) sh[i] = shape[i];
+        if (nd > EMB_MAX_DIMS) nd = EMB_MAX_DIMS + 1; /* the API must refuse it */
+        for (int i = EMB_MAX_DIMS; i < nd; i++) sh[i] = 1;
         if (mode >= 180 && nd > 0 && sh[mode % nd] < INT64_MAX) sh[mode % nd] += 1;
         if (mode >= 190 && mode < 195) dt = rd_dtype(r);
         if (!tslot_make(w, r, k, dt, nd, sh, 0)) return k;
@@ -1912,6 +1925,164 @@ static void op_spearman(world *w, rd *r) {
  * The table of operations. Append new API here (one decoder function per line).
  * ------------------------------------------------------------------------------------- */
 
+/* ---------------------------------------------------------------------------------------
+ * Reduced-precision tables (quant.h)
+ * ------------------------------------------------------------------------------------- */
+
+static void qslot_release(world *w, qslot *s) {
+    if (!s->q) return;
+    emb_qtable_free(s->q);
+    if (s->wrapped_slot >= 0) w->t[s->wrapped_slot].pins--;
+    s->q = NULL;
+    s->wrapped_slot = -1;
+}
+
+static emb_qtype rd_qtype(rd *r) {
+    return (emb_qtype)(rd_chance(r, 16) ? (int)rd_i64(r, -2) : rd_u8(r) % 5);
+}
+
+static void op_q_create(world *w, rd *r) {
+    int k = rd_u8(r) % NQ;
+    emb_qtable *sentinel = (emb_qtable *)w, *q = sentinel;
+    emb_qtable **out = rd_chance(r, 24) ? NULL : &q;
+    emb_qtype qt = rd_qtype(r);
+    int wrapped = -1;
+    emb_status st;
+    if (rd_bool(r)) {
+        int64_t sh[2] = {rd_u8(r) % 9, 1 + rd_u8(r) % 9};
+        emb_tensor *src = arg_f32(w, r, 2, sh);
+        st = API(w, emb_qtable_quantize(src, qt, out));
+    } else { /* a wrap over a tensor slot's memory, mostly of the size the shape needs */
+        tslot *t = pick_t(w, r);
+        int64_t dim = rd_chance(r, 16) ? rd_i64(r, -1) : 1 + rd_u8(r) % 9, rb = 0;
+        if (emb_qtype_row_bytes(qt, dim, &rb) != EMB_OK || rb <= 0) rb = 1;
+        int64_t rows = rd_chance(r, 16) ? rd_i64(r, -1) : (int64_t)(t->bytes / (size_t)rb);
+        size_t nbytes = rd_chance(r, 8) ? t->bytes : (size_t)(rows > 0 ? rows : 0) * (size_t)rb;
+        if (nbytes > t->bytes) nbytes = t->bytes;
+        emb_storage stg = {.read_only = rd_bool(r), .release = NULL, .release_ctx = NULL};
+        st = API(w, emb_qtable_wrap(qt, rows, dim, t->buf, nbytes, rd_bool(r) ? &stg : NULL, out));
+        wrapped = (int)(t - w->t);
+    }
+    if (st) {
+        if (q != sentinel) FAIL("emb_qtable_quantize/wrap wrote *out on error");
+        return;
+    }
+    qslot_release(w, &w->q[k]);
+    w->q[k].q = q;
+    w->q[k].wrapped_slot = -1;
+    if (wrapped >= 0) {
+        w->q[k].wrapped_slot = wrapped;
+        w->t[wrapped].pins++;
+    }
+}
+
+static emb_qtable *arg_q(world *w, rd *r) {
+    if (rd_chance(r, 32)) return NULL;
+    int start = rd_u8(r);
+    for (int i = 0; i < NQ; i++)
+        if (w->q[(start + i) % NQ].q) return w->q[(start + i) % NQ].q;
+    /* none yet: quantize a small table (harness side) so that the calls get going */
+    float v[8 * 4];
+    for (int i = 0; i < 32; i++) v[i] = (float)(rd_u8(r) % 16) - 7.5f;
+    emb_tensor t;
+    int64_t rows = 1 + rd_u8(r) % 8, dim = 1 + rd_u8(r) % 4;
+    if (emb_tensor_init(&t, EMB_FLOAT32, v, 2, (int64_t[]){rows, dim}) != EMB_OK) return NULL;
+    emb_qtable *q = NULL;
+    if (emb_qtable_quantize(&t, (emb_qtype)(rd_u8(r) % 5), &q) != EMB_OK) return NULL;
+    qslot *s = &w->q[start % NQ];
+    s->q = q;
+    s->wrapped_slot = -1;
+    return q;
+}
+
+/* A successful lookup gives each index's dequantized row. */
+static void check_qlookup(const emb_qtable *q, const emb_tensor *idx, const emb_tensor *out) {
+    const int64_t n = emb_tensor_numel(idx), d = emb_qtable_dim(q);
+    if (n <= 0 || d <= 0 || d > 4096) return;
+    /* out may be the wrapped table's own memory (not refused: the rows read are then
+     * unspecified) */
+    const char *qd = emb_qtable_data(q);
+    if ((const char *)out->data < qd + emb_qtable_nbytes(q) &&
+        qd < (const char *)out->data + emb_tensor_nbytes(out))
+        return;
+    float row[4096];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rr = idx->dtype == EMB_INT64 ? ((const int64_t *)idx->data)[i]
+                                             : ((const int32_t *)idx->data)[i];
+        if (emb_qtable_dequantize(q, rr, 1, row) != EMB_OK) FAIL("dequantize of row %" PRId64 " failed", rr);
+        if (memcmp((const float *)out->data + i * d, row, (size_t)d * 4) != 0)
+            FAIL("qtable lookup: output row %" PRId64 " is not the dequantized row %" PRId64, i, rr);
+    }
+}
+
+static void op_q_forward(world *w, rd *r) {
+    emb_qtable *q = arg_q(w, r);
+    emb_tensor *idx = arg_idx(w, r, emb_qtable_num_rows(q), -1, NULL);
+    int64_t sh[EMB_MAX_DIMS + 1];
+    int nd = lookup_shape(idx, q ? emb_qtable_dim(q) : rd_dim(r), sh);
+    int o = out_slot(w, r, EMB_FLOAT32, nd, sh);
+    if (rd_chance(r, 4)) {
+        API(w, emb_qtable_prefetch(q, idx));
+        return;
+    }
+    if (API(w, emb_qtable_forward(q, idx, slot_t(w, o))) == EMB_OK) check_qlookup(q, idx, slot_t(w, o));
+}
+
+static void op_q_bag(world *w, rd *r) {
+    emb_qtable *q = arg_q(w, r);
+    bag_args a = rd_bag_args(w, r, emb_qtable_num_rows(q), true);
+    emb_bag_options o = rd_bag_opts(w, r);
+    const emb_bag_options *po = rd_chance(r, 8) ? NULL : &o;
+    int64_t sh[2] = {rd_u8(r) % 6, q ? emb_qtable_dim(q) : rd_dim(r)};
+    if (a.input && a.input->ndim == 2) sh[0] = a.input->shape[0];
+    else if (a.offsets && a.offsets->ndim == 1)
+        sh[0] = a.offsets->shape[0] - (po && po->include_last_offset ? 1 : 0);
+    int out = out_slot(w, r, EMB_FLOAT32, 2, sh);
+    uint8_t which = rd_u8(r) % 4;
+    if (which == 0) {
+        int mi = rd_bool(r) ? out_slot(w, r, EMB_INT64, 2, sh) : -1;
+        API(w, emb_qtable_bag(q, a.input, a.offsets, a.psw, po, slot_t(w, out), slot_t(w, mi)));
+    } else if (which == 1) {
+        emb_sparse_grad *g = q && rd_bool(r) ? fresh_s(w, r, emb_qtable_num_rows(q), emb_qtable_dim(q))
+                                             : arg_s(w, r);
+        API(w, emb_qtable_bag_backward_sparse(q, a.input, a.offsets, a.psw, po, slot_t(w, out), g));
+    } else if (which == 2) {
+        API(w, emb_qtable_sgd_step_bag(q, a.input, a.offsets, a.psw, po, slot_t(w, out), rd_f32(r),
+                                       (emb_qround)(rd_u8(r) % 3), arg_g(w, r)));
+    } else {
+        API(w, emb_qtable_sgd_step(q, arg_s(w, r), rd_f32(r), (emb_qround)(rd_u8(r) % 3),
+                                   arg_g(w, r)));
+    }
+}
+
+static void op_q_misc(world *w, rd *r) {
+    emb_qtable *q = arg_q(w, r);
+    uint8_t which = rd_u8(r) % 4;
+    if (which == 0) {
+        int k = rd_u8(r) % NQ;
+        qslot_release(w, &w->q[k]);
+    } else if (which == 1) {
+        int64_t first = rd_chance(r, 8) ? rd_i64(r, -2) : rd_u8(r) % 9;
+        int64_t n = rd_chance(r, 8) ? rd_i64(r, -2) : rd_u8(r) % 9;
+        int64_t sh[2] = {n > 0 && n < 64 ? n : 1, q ? emb_qtable_dim(q) : 1};
+        int o = out_slot(w, r, EMB_FLOAT32, 2, sh);
+        /* the buffer must hold n rows: only slots of that size are passed */
+        emb_tensor *t = slot_t(w, o);
+        if (t && t->dtype == EMB_FLOAT32 && t->ndim == 2 && t->shape[0] == n &&
+            q && t->shape[1] == emb_qtable_dim(q))
+            API(w, emb_qtable_dequantize(q, first, n, t->data));
+        else if (!t || n <= 0)
+            API(w, emb_qtable_dequantize(q, first, n, NULL));
+    } else if (which == 2) {
+        int64_t sh[2] = {q ? emb_qtable_num_rows(q) : 1, q ? emb_qtable_dim(q) : 1};
+        emb_qerror e;
+        emb_tensor *src = arg_f32(w, r, 2, sh);
+        API(w, emb_qtable_error(q, src, rd_chance(r, 24) ? NULL : &e));
+    } else {
+        (void)emb_qtable_is_read_only(q), (void)emb_qtable_qtype(q), (void)emb_qtable_row_bytes(q);
+    }
+}
+
 typedef struct op {
     const char *name;
     void (*fn)(world *w, rd *r);
@@ -1955,6 +2126,10 @@ static const op ops[] = {
     {"knn_search", op_knn_search},
     {"knn_analogy", op_knn_analogy},
     {"spearman", op_spearman},
+    {"q_create", op_q_create},
+    {"q_forward", op_q_forward},
+    {"q_bag", op_q_bag},
+    {"q_misc", op_q_misc},
 };
 #define NOPS (sizeof ops / sizeof *ops)
 
@@ -1966,6 +2141,7 @@ static void world_free(world *w) {
     for (int k = 0; k < NK; k++) kslot_free(w, &w->k[k]);
     for (int k = 0; k < NO; k++) oslot_free(w, &w->o[k]);
     for (int k = 0; k < NB; k++) bslot_release(w, &w->b[k]);
+    for (int k = 0; k < NQ; k++) qslot_release(w, &w->q[k]);
     for (int k = 0; k < NE; k++) {
         eslot_release(w, &w->e[k]);
         free(w->e[k].release_count);
@@ -1996,6 +2172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&w, 0, sizeof w);
     for (int k = 0; k < NE; k++) w.e[k].wrapped_slot = -1;
     for (int k = 0; k < NB; k++) w.b[k].wrapped_slot = -1;
+    for (int k = 0; k < NQ; k++) w.q[k].wrapped_slot = -1;
     /* Each input starts from the same process state. */
     emb_manual_seed(0);
     emb_set_num_threads(0);
