@@ -388,6 +388,21 @@ for _name, (_res, _args) in _QUANT_SIGS.items():
     _fn.argtypes = _args
 
 
+class Gen:
+    """An emb_generator of its own (emb_generator_create), freed with the object."""
+
+    def __init__(self, seed):
+        self.h = C.c_void_p()
+        check(lib.emb_generator_create(seed, ptr(self.h)))
+
+    def __del__(self):
+        lib.emb_generator_free(self.h)
+
+    def next(self):
+        """The next 32-bit draw (emb_generator_random)."""
+        return lib.emb_generator_random(self.h)
+
+
 class QTable:
     """An emb_qtable quantized from a float32 numpy table (emb_qtable_quantize)."""
 

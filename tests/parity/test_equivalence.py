@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (EmbeddingOptions, T, Tensor, assert_close, check, lib, ptr, tensor_out)
+from embpy import (EmbeddingOptions, Gen, T, Tensor, assert_close, check, lib, ptr, tensor_out)
 
 torch.set_num_threads(1)
 
@@ -29,15 +29,6 @@ MODES = pytest.mark.parametrize("mode", [0, 1], ids=["auto", "ref"])
 def _restore_mode():
     yield
     lib.emb_set_kernel_mode(0)
-
-
-class Gen:
-    def __init__(self, seed):
-        self.h = C.c_void_p()
-        check(lib.emb_generator_create(seed, ptr(self.h)))
-
-    def __del__(self):
-        lib.emb_generator_free(self.h)
 
 
 def view_array(fn, h):
