@@ -169,6 +169,9 @@ void emb__bag_batch_free(emb__bag_batch *bb) {
     bb->starts = NULL;
 }
 
+static emb_status resolve_starts(emb__bag_batch *bb, const emb_tensor *offsets,
+                                 bool include_last_offset);
+
 emb_status emb__bag_batch_init(const emb__bag_cfg *c, const emb_tensor *input,
                                const emb_tensor *offsets, const emb_tensor *psw,
                                emb__bag_batch *bb) {
@@ -243,6 +246,31 @@ emb_status emb__bag_batch_init(const emb__bag_cfg *c, const emb_tensor *input,
                                   i, v, n);
         }
     }
+    bb->input = input;
+    bb->idx = input->data;
+    bb->i32 = input->dtype == EMB_INT32;
+    bb->n = n;
+    bb->B = B;
+    bb->psw = psw ? psw->data : NULL;
+    bb->fixed = input->ndim == 2 ? input->shape[1] : -1;
+    if (input->ndim == 2 && input->shape[1] == 0) {
+        /* B bags of no positions: nothing in the caller's memory bounds B (a [2^31, 0] input
+         * costs nothing), so the offsets are resolved only once the outputs, of B rows, have
+         * been checked (emb__bag_batch_ready) */
+        bb->end = 0;
+        return EMB_OK;
+    }
+    return resolve_starts(bb, offsets, c->include_last_offset);
+}
+
+emb_status emb__bag_batch_ready(emb__bag_batch *bb) {
+    return bb->starts ? EMB_OK : resolve_starts(bb, NULL, false);
+}
+
+static emb_status resolve_starts(emb__bag_batch *bb, const emb_tensor *offsets,
+                                 bool include_last_offset) {
+    const emb_tensor *input = bb->input;
+    const int64_t B = bb->B, n = bb->n, K = offsets ? offsets->shape[0] : 0;
     int64_t bytes;
     if (!emb__mul_i64(B + 1, (int64_t)sizeof(int64_t), &bytes) || (uint64_t)bytes > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "embedding_bag: %" PRId64 " bags overflow", B);
@@ -256,17 +284,10 @@ emb_status emb__bag_batch_init(const emb__bag_cfg *c, const emb_tensor *input,
     } else {
         for (int64_t i = 0; i < B; i++) starts[i] = emb__index_at(offsets, i);
         /* with no bags at all (empty offsets), no position lies in a bag: end = 0 */
-        starts[B] = c->include_last_offset ? emb__index_at(offsets, K - 1) : B > 0 ? n : 0;
+        starts[B] = include_last_offset ? emb__index_at(offsets, K - 1) : B > 0 ? n : 0;
     }
-    bb->input = input;
-    bb->idx = input->data;
-    bb->i32 = input->dtype == EMB_INT32;
-    bb->n = n;
-    bb->B = B;
     bb->end = starts[B];
     bb->starts = starts;
-    bb->psw = psw ? psw->data : NULL;
-    bb->fixed = input->ndim == 2 ? input->shape[1] : -1;
     return EMB_OK;
 }
 
@@ -381,6 +402,7 @@ static emb_status forward(const emb__bag_cfg *c, float *W, bool read_only,
     emb_status st = emb__bag_batch_init(c, input, offsets, psw, &bb);
     if (st) return st;
     st = emb__bag_check_outputs(c, &bb, out, max_indices);
+    if (!st && c->D > 0) st = emb__bag_batch_ready(&bb); /* out holds B rows */
     if (!st) st = emb__bag_check_index_values(c, &bb);
     if (!st && c->max_norm != INFINITY && bb.end > 0) {
         if (read_only) {

@@ -38,6 +38,7 @@ static emb_status check_common(const emb__bag_cfg *c, const emb_tensor *input,
     if (st) return st;
     const int64_t gs[2] = {bb->B, c->D};
     st = emb__check_f32_shape(grad_output, "grad_output", 2, gs);
+    if (!st && c->D > 0) st = emb__bag_batch_ready(bb); /* grad_output holds B rows */
     if (st) {
         emb__bag_batch_free(bb);
         return st;
@@ -418,7 +419,9 @@ emb_status emb__bag_sparse_entries(const emb_bag *bag, const emb_tensor *input,
         return st;
     }
     const float *go = grad_output->data;
-    if (bb.psw) {
+    if (!bb.starts) { /* dim 0 and no positions: no entries */
+        e.values = go;
+    } else if (bb.psw) {
         int64_t got = emb__bag_sparse_gather_ref(e.rows, e.owned_values, bb.idx, bb.i32,
                                                  bb.starts, bb.B, go, D, bb.psw, false, c.pad);
         (void)got;

@@ -67,6 +67,11 @@ emb_status emb__bag_batch_init(const emb__bag_cfg *c, const emb_tensor *input,
                                const emb_tensor *offsets, const emb_tensor *psw,
                                emb__bag_batch *bb);
 void emb__bag_batch_free(emb__bag_batch *bb);
+/* A 2-D input without columns has B bags of no positions, and nothing bounds B: its starts
+ * are left NULL (end = 0) by emb__bag_batch_init and made here, once the caller has checked
+ * outputs of B rows. Calls that write nothing per bag (dim 0) need not call it; code that
+ * reads bb->starts must. */
+emb_status emb__bag_batch_ready(emb__bag_batch *bb);
 
 /* Every index of the input in [0, V), or EMB_ERR_INDEX naming the bag, the position in
  * the bag, the input position and the valid range. */

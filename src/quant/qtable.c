@@ -513,6 +513,7 @@ emb_status emb_qtable_bag(const emb_qtable *q, const emb_tensor *input,
     st = emb__bag_batch_init(&c, input, offsets, per_sample_weights, &bb);
     if (st) return st;
     st = emb__bag_check_outputs(&c, &bb, out, max_indices);
+    if (!st && q->dim > 0) st = emb__bag_batch_ready(&bb); /* out holds B rows */
     if (!st) st = emb__bag_check_index_values(&c, &bb);
     if (!st && c.max_norm != INFINITY)
         st = emb__error(EMB_ERR_READ_ONLY,

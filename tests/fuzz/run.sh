@@ -25,14 +25,11 @@ for f in "${fuzzers[@]}"; do
   seeds="$src/corpus/$name"
   mkdir -p "$work"
   log="$build/fuzz-artifacts/$name.log"
-  # A huge allocation returns NULL (emb reports EMB_ERR_NOMEM, as with any malloc that
-  # fails) instead of stopping the run: -malloc_limit_mb and allocator_may_return_null.
-  # Memory actually used is still bounded by -rss_limit_mb.
-  args=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1048576 -print_final_stats=1
+  args=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
         -artifact_prefix="$build/fuzz-artifacts/" "$@" "$work")
   [ -d "$seeds" ] && args+=("$seeds")
   # -fno-sanitize-recover: the first UB report aborts; leaks are checked after each input.
-  if ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:allocator_may_return_null=1" UBSAN_OPTIONS="print_stacktrace=1" \
+  if ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
       "$f" "${args[@]}" >"$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     echo "$name: clean, ${runs:-?} executions in ${secs} s (log: $log)"

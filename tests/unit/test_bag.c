@@ -890,6 +890,52 @@ static void test_kernel_variants(void **state) {
     free(mi2);
 }
 
+/* A 2-D input without columns is B empty bags, whatever B: nothing is allocated for them
+ * before the output of B rows is checked (found by fuzz_api: a [2^31, 0] input made the bag
+ * resolve 2^31 offsets first), and with dim 0 nothing at all. */
+static void test_columnless_input_allocates_nothing_up_front(void **state) {
+    (void)state;
+    const int64_t huge = (int64_t)1 << 40;
+    emb_bag *bag;
+    emb_bag_options o = emb_bag_options_default();
+    o.mode = EMB_BAG_SUM;
+    EMB_OK_OR_FAIL(emb_bag_create(5, 4, &o, &bag));
+    emb_tensor in, out, go;
+    EMB_OK_OR_FAIL(emb_tensor_init(&in, EMB_INT64, NULL, 2, (int64_t[]){huge, 0}));
+    int64_t nb = 0;
+    EMB_OK_OR_FAIL(emb_bag_num_bags(bag, &in, NULL, &nb));
+    assert_true(nb == huge);
+    float buf[12];
+    for (int i = 0; i < 12; i++) buf[i] = 7.0f;
+    EMB_OK_OR_FAIL(emb_tensor_init(&out, EMB_FLOAT32, buf, 2, (int64_t[]){3, 4}));
+    EMB_EXPECT_ERR(emb_bag_forward(bag, &in, NULL, NULL, &out, NULL), EMB_ERR_SHAPE, "");
+    EMB_EXPECT_ERR(emb_bag_backward_sparse(bag, &in, NULL, NULL, &out, NULL), EMB_ERR_NULL, "");
+    emb_sparse_grad g;
+    EMB_OK_OR_FAIL(emb_sparse_grad_init(&g, 5, 4));
+    EMB_EXPECT_ERR(emb_bag_backward_sparse(bag, &in, NULL, NULL, &out, &g), EMB_ERR_SHAPE, "");
+    for (int i = 0; i < 12; i++) assert_true(buf[i] == 7.0f);
+    /* three such bags: zeros */
+    EMB_OK_OR_FAIL(emb_tensor_init(&in, EMB_INT64, NULL, 2, (int64_t[]){3, 0}));
+    EMB_OK_OR_FAIL(emb_bag_forward(bag, &in, NULL, NULL, &out, NULL));
+    for (int i = 0; i < 12; i++) assert_true(buf[i] == 0.0f);
+    EMB_OK_OR_FAIL(emb_bag_backward_sparse(bag, &in, NULL, NULL, &out, &g));
+    assert_int_equal(g.nnz, 0);
+    emb_sparse_grad_free(&g);
+    emb_bag_free(bag);
+    /* dim 0: outputs of 2^40 rows hold nothing, and the calls succeed */
+    emb_qtable *q;
+    EMB_OK_OR_FAIL(emb_qtable_wrap(EMB_QTYPE_F32, 5, 0, NULL, 0, NULL, &q));
+    EMB_OK_OR_FAIL(emb_tensor_init(&in, EMB_INT64, NULL, 2, (int64_t[]){huge, 0}));
+    EMB_OK_OR_FAIL(emb_tensor_init(&out, EMB_FLOAT32, NULL, 2, (int64_t[]){huge, 0}));
+    EMB_OK_OR_FAIL(emb_qtable_bag(q, &in, NULL, NULL, &o, &out, NULL));
+    EMB_OK_OR_FAIL(emb_sparse_grad_init(&g, 5, 0));
+    EMB_OK_OR_FAIL(emb_tensor_init(&go, EMB_FLOAT32, NULL, 2, (int64_t[]){huge, 0}));
+    EMB_OK_OR_FAIL(emb_qtable_bag_backward_sparse(q, &in, NULL, NULL, &o, &go, &g));
+    assert_int_equal(g.nnz, 0);
+    emb_sparse_grad_free(&g);
+    emb_qtable_free(q);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options_and_create),
@@ -906,6 +952,7 @@ int main(void) {
         cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_fused_step_matches_unfused),
         cmocka_unit_test(test_fused_step_errors),
+        cmocka_unit_test(test_columnless_input_allocates_nothing_up_front),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
