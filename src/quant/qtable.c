@@ -26,10 +26,10 @@
 /* Tables of at least this many bytes have their rows loaded ahead for real, in bursts
  * (qkernels_body.h, QK_AHEAD), where that was measured to pay: 262,144 random rows of a
  * mapped 100M x 64 table, warm, 1 thread, prefetch only -> bursts of 64:
- *   int8 lookup 57 -> 19 ms, int8 bag 53 -> 17 ms, f16 bag 22 -> 17 ms;
- * but f16 lookup 17 -> 18.5 ms and f32 lookup and bag 24 -> 26 ms (their rows decode in
- * fewer instructions, so the prefetch alone keeps enough misses in flight), and on a
- * 1M x 64 table (72 MB) every type got slower (int8 lookup 9.3 -> 12.2 ms). */
+ *   int8 lookup 53 -> 18 ms, int8 bag 48 -> 15.4 ms, f16 bag 21 -> 15.5 ms;
+ * but not for f16 lookups (16.2 ms either way), and at the prefetch distance of 8 used
+ * before, f32 lookups and bags got slower (24 -> 26 ms); on a 1M x 64 table (72 MB) every
+ * type got slower (int8 lookup 9.3 -> 12.2 ms). */
 #define EMB__Q_TOUCH_BYTES ((size_t)1 << 30)
 
 struct emb_qtable {
