@@ -369,6 +369,7 @@ static emb_status open_common(const char *path, bool map, emb_qtable **out, emb_
             emb_storage s = {.read_only = false, .release = release_owned, .release_ctx = NULL};
             rc = emb_qtable_wrap(q, V, D, data, nbytes, &s, &t);
             if (rc) emb_free(data);
+            else emb__qtable_set_in_memory(t);
         }
     } else if (!rc) {
         emb__file *f = malloc(sizeof *f);

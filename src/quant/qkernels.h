@@ -53,6 +53,9 @@ extern const emb__qkernel_table emb__qkernels_avx2;
 
 /* The table's rows for writing, or NULL when its storage is read-only (qtable.c). */
 uint8_t *emb__qtable_rows_mut(emb_qtable *q);
+/* Marks a table whose rows emb allocated and read in (emb_qtable_load): emb_qtable_prefetch
+ * has nothing to do for it. */
+void emb__qtable_set_in_memory(emb_qtable *q);
 
 /* The table to use now: the reference one when the reference kernels are forced
  * (emb_set_kernel_mode), else the best this CPU runs. */

@@ -39,6 +39,7 @@ struct emb_qtable {
     size_t nbytes;
     bool owned;     /* data is emb_malloc'ed by emb */
     bool read_only; /* the storage may not be written (emb_qtable_sgd_step) */
+    bool in_memory; /* emb's own allocation (quantize, load): nothing to prefetch */
     void (*release)(void *data, void *release_ctx);
     void *release_ctx;
 };
@@ -433,6 +434,8 @@ bool emb_qtable_is_read_only(const emb_qtable *q) { return !q || q->read_only; }
 
 uint8_t *emb__qtable_rows_mut(emb_qtable *q) { return q->read_only ? NULL : (uint8_t *)q->data; }
 
+void emb__qtable_set_in_memory(emb_qtable *q) { q->in_memory = true; }
+
 emb_qtype emb_qtable_qtype(const emb_qtable *q) { return q ? q->qtype : EMB_QTYPE_F32; }
 int64_t emb_qtable_num_rows(const emb_qtable *q) { return q ? q->rows : 0; }
 int64_t emb_qtable_dim(const emb_qtable *q) { return q ? q->dim : 0; }
@@ -484,7 +487,7 @@ emb_status emb_qtable_prefetch(const emb_qtable *q, const emb_tensor *indices) {
     const int64_t bad = emb__find_bad_index(indices, q->rows);
     if (bad >= 0) return emb__index_error(indices, bad, q->rows, "a table");
     const int64_t n = emb_tensor_numel(indices), rb = q->row_bytes;
-    if (q->owned || n == 0 || rb == 0) return EMB_OK; /* emb's own memory is in RAM */
+    if (q->owned || q->in_memory || n == 0 || rb == 0) return EMB_OK; /* in RAM already */
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     const uintptr_t mask = ~(pg - 1);
     uintptr_t last = 0;
