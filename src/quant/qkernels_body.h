@@ -19,10 +19,10 @@ static inline QK_ATTR int64_t QK(index_at)(const void *idx, bool i32, int64_t p)
  * 8: the same or faster everywhere measured (1M x 64 in memory; mapped 100M x 64, where an
  * f32 bag of 262,144 rows took 25 ms at 8, 19.6 at 16, 19.3 at 4, 19.6 at 24). */
 #define QK_PF_DIST 16
-/* On tables of gigabytes (touch), rows this many positions ahead are also loaded for real:
- * their page-table entries are cache misses too, and a software prefetch whose address
- * misses the TLB may be dropped, where a load walks the page table and keeps its miss in
- * flight while the current rows are decoded. */
+/* On tables of gigabytes (touch), the rows of the next block of this many positions are
+ * also loaded for real, in one burst at the start of each block (QK_AHEAD): their
+ * page-table entries miss the caches too, and the burst's independent loads keep those
+ * misses in flight together, which the prefetch alone did not (qtable.c has the numbers). */
 #define QK_TOUCH_DIST 64
 
 /* A macro, not a function: GCC deems a function that only prefetches free of effects and
