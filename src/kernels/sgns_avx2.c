@@ -25,7 +25,49 @@ __attribute__((target("avx2,fma"))) static inline float sgns_dot(const float *a,
     return s;
 }
 
+#define EMB__SGNS_PAIR_BATCHED 1
+#define EMB__SGNS_PAIR_MAX 16
+static void sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
+                              const float *sigmoid);
+
 #define EMB__SGNS_NAME emb__sgns_step_avx2
 #define EMB__SGNS_ATTR __attribute__((target("avx2,fma")))
 #include "sgns_body.h"
+
+/* One (center, context) pair whose t trained targets are distinct rows (rows[0] the true
+ * word): the scores first, then one pass that, for each block of 8 elements, accumulates
+ * e = sum_j g_j y_j (j in order, from zero, with fmaf), updates every y_j += g_j x, and
+ * finally x += e: per element, the operations of the in-place loop in the same order, so the
+ * same bits, with the targets' rows fetched and scored side by side instead of one after
+ * another. */
+__attribute__((target("avx2,fma"))) static void sgns_pair_batched(float *x, float *const *rows,
+                                                                  int t, int64_t dim,
+                                                                  float alpha,
+                                                                  const float *sigmoid) {
+    float g[EMB__SGNS_PAIR_MAX];
+    __m256 gv[EMB__SGNS_PAIR_MAX];
+    for (int j = 0; j < t; j++) {
+        g[j] = sgns_grad(sgns_dot(x, rows[j], dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid);
+        gv[j] = _mm256_set1_ps(g[j]);
+    }
+    int64_t k = 0;
+    for (; k + 8 <= dim; k += 8) {
+        __m256 xv = _mm256_loadu_ps(x + k), ev = _mm256_setzero_ps();
+        for (int j = 0; j < t; j++) {
+            __m256 yv = _mm256_loadu_ps(rows[j] + k);
+            ev = _mm256_fmadd_ps(gv[j], yv, ev);
+            _mm256_storeu_ps(rows[j] + k, _mm256_fmadd_ps(gv[j], xv, yv));
+        }
+        _mm256_storeu_ps(x + k, _mm256_add_ps(xv, ev));
+    }
+    for (; k < dim; k++) {
+        float xk = x[k], e = 0.0f;
+        for (int j = 0; j < t; j++) {
+            float y = rows[j][k];
+            e = fmaf(g[j], y, e);
+            rows[j][k] = fmaf(g[j], xk, y);
+        }
+        x[k] = xk + e;
+    }
+}
 #endif

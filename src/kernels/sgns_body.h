@@ -57,6 +57,26 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
             const char *y = (const char *)(syn1 + (int64_t)tgt[j] * dim);
             for (int64_t b = 0; b < dim * (int64_t)sizeof(float); b += 64) __builtin_prefetch(y + b, 1, 3);
         }
+#ifdef EMB__SGNS_PAIR_BATCHED
+        /* When the targets that are trained are distinct rows, no target's update is seen by
+         * another's score: every score can be computed first and the updates fused into one
+         * pass, with the same operations on every element (EMB__SGNS_PAIR_BATCHED). */
+        if (n <= EMB__SGNS_PAIR_MAX) {
+            float *rows[EMB__SGNS_PAIR_MAX];
+            int t = 0;
+            bool distinct = true;
+            for (int j = 0; j < n && distinct; j++) {
+                if (j > 0 && tgt[j] == tgt[0]) continue;
+                for (int q = 1; q < j; q++)
+                    if (tgt[q] == tgt[j]) distinct = false;
+                rows[t++] = syn1 + (int64_t)tgt[j] * dim;
+            }
+            if (distinct) {
+                sgns_pair_batched(x, rows, t, dim, alpha, sigmoid);
+                return;
+            }
+        }
+#endif
         memset(e, 0, (size_t)dim * sizeof(float));
         for (int j = 0; j < n; j++) {
             if (j > 0 && tgt[j] == tgt[0]) continue;

@@ -14,8 +14,12 @@
 
 /* Tokens each lane processes per round (whole sentences; the round ends at the first
  * sentence end past this many tokens). Progress reports and checkpoints happen between
- * rounds. */
-#define EMB__W2V_ROUND 65536
+ * rounds, and with several lanes skip-gram merges the lanes' output tables after each (see
+ * lanes_own_output). On State of the Union at 2 threads (four seeds), rounds of 65,536
+ * tokens lost about half an analogy point against updates in place (6.45% mean against
+ * 7.00%); rounds of 16,384 and 4,096 were level with them (6.92%, 6.82%), and 4,096 took
+ * 10% longer. */
+#define EMB__W2V_ROUND 16384
 
 emb_w2v_options emb_w2v_options_default(emb_w2v_model model) {
     emb_w2v_options o;
@@ -334,7 +338,61 @@ typedef struct {
     int32_t *tgt;   /* [negative + 1] */
     int32_t *negs;  /* [2 * window * negative] */
     float *scratch; /* for the kernel */
+    float *own;     /* [V * dim] the lane's copy of the output table, or NULL */
+    uint8_t *dirty; /* [V] rows of the copy the lane changed this round */
 } lane_scratch;
+
+/* Several threads: with every thread updating the output table in place (Hogwild), the
+ * rows of the frequent words (most of the negatives) are written by both cores for nearly
+ * every pair, and their cache lines travel between the cores on each write. Measured on
+ * State of the Union, skip-gram, 2 threads: 6.7 s with the output table shared, 4.6 s with
+ * each lane on its own copy merged every round, 4.4 s with private copies never merged (the
+ * input table gained nothing from copies: context rows are spread out by subsampling). On
+ * this kind of virtual machine, 2-thread runs also go through phases in which moving a cache
+ * line between the cores costs several times more: there skip-gram in place took 13.8 s and
+ * with copies 5.7-6.0 s, CBOW 3.9-4.1 s and 2.3-2.5 s; CBOW with copies is 7-9% slower in
+ * the good phases (1.63 s against 1.52 s), a price paid for not being 1.7x slower in the bad.
+ * So each lane trains its own copy of the output table for a round, and the copies are
+ * merged after it: a row one lane changed is taken from that lane; a row several lanes
+ * changed becomes the round's starting value plus the sum of the lanes' changes (in lane
+ * order); every copy then starts the next round from the merged table. A lane sees the
+ * others' output-row updates one round late. A run whose copies would exceed
+ * EMB__W2V_COPIES_MAX bytes updates the shared table in place. */
+#define EMB__W2V_COPIES_MAX ((int64_t)1 << 30)
+
+static bool lanes_own_output(const emb_w2v *w) {
+    if (w->nt < 2) return false;
+    double bytes = (double)w->nt * (double)w->V * (double)w->o.dim * sizeof(float);
+    return bytes <= (double)EMB__W2V_COPIES_MAX;
+}
+
+/* Merges output rows [r0, r1) from the lanes' copies into the shared table and back into
+ * every copy. */
+static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int64_t r0, int64_t r1) {
+    const int64_t dim = w->o.dim;
+    const int nt = w->nt;
+    for (int64_t r = r0; r < r1; r++) {
+        int changed = 0, last = 0;
+        for (int t = 0; t < nt; t++)
+            if (ls[t].dirty[r]) changed++, last = t;
+        if (changed == 0) continue;
+        float *row = w->syn1 + r * dim;
+        if (changed == 1) {
+            memcpy(row, ls[last].own + r * dim, (size_t)dim * sizeof(float));
+        } else {
+            for (int64_t q = 0; q < dim; q++) {
+                float v = row[q], sum = v;
+                for (int t = 0; t < nt; t++)
+                    if (ls[t].dirty[r]) sum = sum + (ls[t].own[r * dim + q] - v);
+                row[q] = sum;
+            }
+        }
+        for (int t = 0; t < nt; t++) {
+            if (t != last || changed > 1) memcpy(ls[t].own + r * dim, row, (size_t)dim * sizeof(float));
+            ls[t].dirty[r] = 0;
+        }
+    }
+}
 
 /* Trains lane t for one round: whole sentences from its position until at least
  * EMB__W2V_ROUND tokens were processed or its range ends. alpha0 is the learning rate at
@@ -346,6 +404,8 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
      * share cache lines, and the random state changes several times per token. */
     emb__w2v_lane lane = w->lanes[t], *l = &lane;
     const emb_w2v_options *o = &w->o;
+    float *syn0 = w->syn0, *syn1 = s->own ? s->own : w->syn1;
+    uint8_t *d1 = s->dirty;
     const double total = (double)w->tokens * o->epochs;
     const bool cbow = o->model == EMB_W2V_CBOW;
     int64_t processed = 0;
@@ -373,9 +433,12 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                 if (j != i) s->ctx[m++] = s->sen[j];
             if (m == 0) continue;
             s->tgt[0] = s->sen[i];
+            if (d1) d1[s->tgt[0]] = 1;
             if (cbow || o->shared_negatives) {
                 for (int k = 1; k <= o->negative; k++) s->tgt[k] = sample_negative(w, &l->rng);
-                step(w->syn0, w->syn1, o->dim, s->ctx, m, s->tgt, o->negative + 1, alpha, cbow,
+                if (d1)
+                    for (int k = 1; k <= o->negative; k++) d1[s->tgt[k]] = 1;
+                step(syn0, syn1, o->dim, s->ctx, m, s->tgt, o->negative + 1, alpha, cbow,
                      o->cbow_mean, w->sigmoid, s->scratch);
                 continue;
             }
@@ -385,18 +448,20 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
             const int K = o->negative;
             int32_t *negs = s->negs;
             for (int c = 0; c < m * K; c++) negs[c] = sample_negative(w, &l->rng);
+            if (d1)
+                for (int c = 0; c < m * K; c++) d1[negs[c]] = 1;
             const int64_t row_bytes = o->dim * (int64_t)sizeof(float);
             for (int c = 0; c < m; c++) {
                 if (c + 1 < m) {
-                    const char *x = (const char *)(w->syn0 + (int64_t)s->ctx[c + 1] * o->dim);
+                    const char *x = (const char *)(syn0 + (int64_t)s->ctx[c + 1] * o->dim);
                     for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(x + off, 1, 3);
                     for (int k = 0; k < K; k++) {
-                        const char *y = (const char *)(w->syn1 + (int64_t)negs[(c + 1) * K + k] * o->dim);
+                        const char *y = (const char *)(syn1 + (int64_t)negs[(c + 1) * K + k] * o->dim);
                         for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(y + off, 1, 3);
                     }
                 }
                 memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
-                step(w->syn0, w->syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1, alpha, false,
+                step(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1, alpha, false,
                      false, w->sigmoid, s->scratch);
             }
         }
@@ -431,6 +496,15 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         ls[t].scratch = emb_malloc(scratch_floats * sizeof(float));
         ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch;
     }
+    const bool own = ok && lanes_own_output(w);
+    const size_t table_floats = (size_t)w->V * (size_t)o->dim;
+    for (int t = 0; own && t < nt; t++) {
+        ls[t].own = emb_malloc(table_floats * sizeof(float));
+        ls[t].dirty = emb_malloc((size_t)w->V);
+        ok = ok && ls[t].own && ls[t].dirty;
+        if (ls[t].own) memcpy(ls[t].own, w->syn1, table_floats * sizeof(float));
+        if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
+    }
     emb_status st = EMB_OK;
     if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     emb__sgns_step_fn step = emb__sgns_step();
@@ -454,6 +528,17 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
 #pragma omp parallel for schedule(static, 1) num_threads(nt)
 #endif
         for (int t = 0; t < nt; t++) done[t] = train_round(w, t, done0, step, &ls[t]);
+        if (own) {
+            /* rows in blocks of 64, split between the threads */
+            int64_t blocks = (w->V + 63) / 64;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nt)
+#endif
+            for (int64_t b = 0; b < blocks; b++) {
+                int64_t r0 = b * 64, r1 = r0 + 64 < w->V ? r0 + 64 : w->V;
+                merge_rows(w, ls, r0, r1);
+            }
+        }
         for (int t = 0; t < nt; t++) w->words_done += done[t];
         if (progress) {
             emb_w2v_progress p;
@@ -469,6 +554,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     for (int t = 0; t < nt; t++) {
         emb_free(ls[t].sen), emb_free(ls[t].ctx), emb_free(ls[t].tgt), emb_free(ls[t].negs);
         emb_free(ls[t].scratch);
+        emb_free(ls[t].own), emb_free(ls[t].dirty);
     }
     free(ls);
     free(done);

@@ -214,15 +214,16 @@ static void test_learns_topics(void **state) {
         double margin = topic_margin(corpus, o);
         /* words of one topic end up closer to each other than to the other topic's */
         if (!(margin > 0.3)) fail_msg("model %d: same-topic minus cross-topic cosine %.3f", m, margin);
-        /* With 2 threads the lock-free updates of this 13-word vocabulary collide all the
-         * time and the result depends on thread timing: over 85 runs the skip-gram margin
-         * ranged from 0.10 to 0.98 (one thread, deterministic: 0.94; CBOW 0.83-1.15), so
-         * only some learning is required here. On a real corpus (the State of the Union,
-         * bench/bench_word2vec.py) 2 threads reach the accuracy of 1. */
+        /* With 2 threads each lane trains its own copy of the output table, merged every
+         * round, and the input rows are updated in place without locks, so the result still
+         * depends on thread timing. When both tables were updated in place the rows of this
+         * 13-word vocabulary collided all the time: over 85 runs the skip-gram margin ranged
+         * from 0.10 to 0.98. With the copies, 40 runs gave 0.94-1.00 (skip-gram) and
+         * 0.82-0.93 (CBOW); one thread gives 0.94, so 2 threads must learn as well. */
         o.threads = 2;
         margin = topic_margin(corpus, o);
         if (getenv("EMB_TEST_PRINT_MARGIN")) print_message("margin2 %d %.3f\n", m, margin);
-        if (!(margin > 0.05)) fail_msg("model %d, 2 threads: margin %.3f", m, margin);
+        if (!(margin > 0.3)) fail_msg("model %d, 2 threads: margin %.3f", m, margin);
     }
 }
 
@@ -366,12 +367,54 @@ static void test_kernel_variants(void **state) {
     }
 }
 
+/* One (center, context) pair, the default skip-gram step: the AVX2 variant scores the
+ * targets first and updates them in one pass when they are distinct rows; that must give
+ * the bits of the reference's in-place loop, one target after another, with distinct
+ * targets, repeated negatives, negatives equal to the true word, more targets than the
+ * batched path takes (17 and more), and every tail length. */
+static void test_pair_step_batched(void **state) {
+    (void)state;
+    emb__sgns_step_fn fast = emb__sgns_step();
+    float sig[EMB__SGNS_TABLE];
+    emb__sgns_sigmoid_table(sig);
+    int batched = 0;
+    for (int trial = 0; trial < 600; trial++) {
+        int64_t dim = 1 + trial % 41 + (trial % 7 == 0 ? 96 : 0);
+        int V = 40, n = 1 + trial % 20;
+        size_t sz = (size_t)V * (size_t)dim;
+        float *a0 = malloc(sz * 4), *a1 = malloc(sz * 4), *b0 = malloc(sz * 4), *b1 = malloc(sz * 4);
+        float *scratch = malloc(((size_t)(n + 3) * dim + (size_t)n) * 4);
+        uint64_t s = (uint64_t)trial * 104729 + 3;
+        for (size_t i = 0; i < sz; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            /* large enough that scores reach the saturated ends of the sigmoid too */
+            a0[i] = a1[i] = ((float)(s >> 40) / (float)(1 << 24) - 0.5f) * (trial % 3 ? 1.0f : 8.0f);
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            b0[i] = b1[i] = ((float)(s >> 40) / (float)(1 << 24) - 0.5f);
+        }
+        int32_t ctx[1] = {(int32_t)(s % (uint64_t)V)}, tgt[20];
+        bool distinct = trial % 4 != 3;
+        for (int j = 0; j < n; j++)
+            tgt[j] = distinct ? (int32_t)((s + (uint64_t)j * 7) % (uint64_t)V)  /* 7 and 40 coprime */
+                              : (int32_t)((s >> (j * 3)) % 5);
+        if (trial % 8 == 5 && n > 2) tgt[2] = tgt[0]; /* a negative equal to the true word */
+        batched += distinct && n <= 16;
+        emb__sgns_step_ref(a0, b0, dim, ctx, 1, tgt, n, 0.05f, false, false, sig, scratch);
+        fast(a1, b1, dim, ctx, 1, tgt, n, 0.05f, false, false, sig, scratch);
+        emb_assert_close_f32(a1, a0, (int64_t)sz, 1, 0, 0, "syn0 (pair)");
+        emb_assert_close_f32(b1, b0, (int64_t)sz, 1, 0, 0, "syn1 (pair)");
+        free(a0), free(a1), free(b0), free(b1), free(scratch);
+    }
+    assert_true(batched > 300);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options),         cmocka_unit_test(test_corpus_errors),
         cmocka_unit_test(test_vocab_and_tokens), cmocka_unit_test(test_learns_topics),
         cmocka_unit_test(test_reproducible),    cmocka_unit_test(test_checkpoint_resume),
         cmocka_unit_test(test_create_from_ids), cmocka_unit_test(test_kernel_variants),
+        cmocka_unit_test(test_pair_step_batched),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
