@@ -51,12 +51,6 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
     if (m == 1) {
         /* One (center, context) pair: the word2vec tool's loop, in place. */
         float *x = syn0 + (int64_t)ctx[0] * dim, *e = scratch;
-        /* The rows are scattered over tables larger than L2: ask for all of them now so
-         * that their cache misses overlap (no effect on the results). */
-        for (int j = 0; j < n; j++) {
-            const char *y = (const char *)(syn1 + (int64_t)tgt[j] * dim);
-            for (int64_t b = 0; b < dim * (int64_t)sizeof(float); b += 64) __builtin_prefetch(y + b, 1, 3);
-        }
 #ifdef EMB__SGNS_PAIR_BATCHED
         /* When the targets that are trained are distinct rows, no target's update is seen by
          * another's score: every score can be computed first and the updates fused into one

@@ -451,7 +451,7 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
             if (d1)
                 for (int c = 0; c < m * K; c++) d1[negs[c]] = 1;
             const int64_t row_bytes = o->dim * (int64_t)sizeof(float);
-            for (int c = 0; c < m; c++) {
+            for (int c = -1; c < m; c++) {
                 if (c + 1 < m) {
                     const char *x = (const char *)(syn0 + (int64_t)s->ctx[c + 1] * o->dim);
                     for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(x + off, 1, 3);
@@ -459,6 +459,12 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                         const char *y = (const char *)(syn1 + (int64_t)negs[(c + 1) * K + k] * o->dim);
                         for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(y + off, 1, 3);
                     }
+                }
+                if (c < 0) {
+                    /* the centre's output row, the same for every pair of this window */
+                    const char *y = (const char *)(syn1 + (int64_t)s->tgt[0] * o->dim);
+                    for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(y + off, 1, 3);
+                    continue;
                 }
                 memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
                 step(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1, alpha, false,
