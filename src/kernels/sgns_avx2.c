@@ -28,22 +28,24 @@ __attribute__((target("avx2,fma"))) static inline float sgns_dot(const float *a,
 #define EMB__SGNS_PAIR_BATCHED 1
 #define EMB__SGNS_PAIR_MAX 16
 static void sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
-                              const float *sigmoid);
+                              const float *sigmoid, float *e_out);
 
 #define EMB__SGNS_NAME emb__sgns_step_avx2
 #define EMB__SGNS_ATTR __attribute__((target("avx2,fma")))
 #include "sgns_body.h"
 
-/* One (center, context) pair whose t trained targets are distinct rows (rows[0] the true
- * word): the scores first, then one pass that, for each block of 8 elements, accumulates
- * e = sum_j g_j y_j (j in order, from zero, with fmaf), updates every y_j += g_j x, and
- * finally x += e: per element, the operations of the in-place loop in the same order, so the
- * same bits, with the targets' rows fetched and scored side by side instead of one after
- * another. */
+/* One input x (a skip-gram context row, or CBOW's combined context h) against t trained
+ * targets that are distinct rows (rows[0] the true word): the scores first, then one pass
+ * that, for each block of 8 elements, accumulates e = sum_j g_j y_j (j in order, from zero,
+ * with fmaf), updates every y_j += g_j x, and finally x += e (e_out NULL) or stores e to
+ * e_out (CBOW, which adds it to every context row): per element, the operations of the
+ * in-place loop in the same order, so the same bits, with the targets' rows fetched and
+ * scored side by side instead of one after another. */
 __attribute__((target("avx2,fma"))) static void sgns_pair_batched(float *x, float *const *rows,
                                                                   int t, int64_t dim,
                                                                   float alpha,
-                                                                  const float *sigmoid) {
+                                                                  const float *sigmoid,
+                                                                  float *e_out) {
     float g[EMB__SGNS_PAIR_MAX];
     __m256 gv[EMB__SGNS_PAIR_MAX];
     for (int j = 0; j < t; j++) {
@@ -58,7 +60,10 @@ __attribute__((target("avx2,fma"))) static void sgns_pair_batched(float *x, floa
             ev = _mm256_fmadd_ps(gv[j], yv, ev);
             _mm256_storeu_ps(rows[j] + k, _mm256_fmadd_ps(gv[j], xv, yv));
         }
-        _mm256_storeu_ps(x + k, _mm256_add_ps(xv, ev));
+        if (e_out)
+            _mm256_storeu_ps(e_out + k, ev);
+        else
+            _mm256_storeu_ps(x + k, _mm256_add_ps(xv, ev));
     }
     for (; k < dim; k++) {
         float xk = x[k], e = 0.0f;
@@ -67,7 +72,10 @@ __attribute__((target("avx2,fma"))) static void sgns_pair_batched(float *x, floa
             e = fmaf(g[j], y, e);
             rows[j][k] = fmaf(g[j], xk, y);
         }
-        x[k] = xk + e;
+        if (e_out)
+            e_out[k] = e;
+        else
+            x[k] = xk + e;
     }
 }
 #endif

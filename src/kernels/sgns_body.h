@@ -19,6 +19,25 @@ static inline float sgns_grad(float f, float label, float alpha, const float *si
     return (label - s) * alpha;
 }
 
+#ifdef EMB__SGNS_PAIR_BATCHED
+/* The rows of the targets that are trained (tgt[0], then every negative not equal to it),
+ * in order, into rows[]; their count, or -1 when two of them are the same row (or there are
+ * more than EMB__SGNS_PAIR_MAX targets): then one target's update reaches a later one's
+ * score and only the in-place loop gives the defined result. */
+static inline int sgns_distinct_rows(float *syn1, int64_t dim, const int32_t *tgt, int n,
+                                     float **rows) {
+    if (n > EMB__SGNS_PAIR_MAX) return -1;
+    int t = 0;
+    for (int j = 0; j < n; j++) {
+        if (j > 0 && tgt[j] == tgt[0]) continue;
+        for (int q = 1; q < j; q++)
+            if (tgt[q] == tgt[j]) return -1;
+        rows[t++] = syn1 + (int64_t)tgt[j] * dim;
+    }
+    return t;
+}
+#endif
+
 EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const int32_t *ctx,
                                    int m, const int32_t *tgt, int n, float alpha, bool cbow,
                                    bool cbow_mean, const float *sigmoid, float *scratch) {
@@ -34,6 +53,14 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
             float cw = (float)m;
             for (int64_t k = 0; k < dim; k++) h[k] = h[k] / cw;
         }
+#ifdef EMB__SGNS_PAIR_BATCHED
+        float *rows[EMB__SGNS_PAIR_MAX];
+        int t = sgns_distinct_rows(syn1, dim, tgt, n, rows);
+        if (t > 0)
+            sgns_pair_batched(h, rows, t, dim, alpha, sigmoid, e);
+        else
+#endif
+        {
         memset(e, 0, (size_t)dim * sizeof(float));
         for (int j = 0; j < n; j++) {
             if (j > 0 && tgt[j] == tgt[0]) continue;
@@ -41,6 +68,7 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
             float g = sgns_grad(sgns_dot(h, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid);
             for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
             for (int64_t k = 0; k < dim; k++) y[k] = fmaf(g, h[k], y[k]);
+        }
         }
         for (int i = 0; i < m; i++) {
             float *x = syn0 + (int64_t)ctx[i] * dim;
@@ -55,20 +83,11 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
         /* When the targets that are trained are distinct rows, no target's update is seen by
          * another's score: every score can be computed first and the updates fused into one
          * pass, with the same operations on every element (EMB__SGNS_PAIR_BATCHED). */
-        if (n <= EMB__SGNS_PAIR_MAX) {
-            float *rows[EMB__SGNS_PAIR_MAX];
-            int t = 0;
-            bool distinct = true;
-            for (int j = 0; j < n && distinct; j++) {
-                if (j > 0 && tgt[j] == tgt[0]) continue;
-                for (int q = 1; q < j; q++)
-                    if (tgt[q] == tgt[j]) distinct = false;
-                rows[t++] = syn1 + (int64_t)tgt[j] * dim;
-            }
-            if (distinct) {
-                sgns_pair_batched(x, rows, t, dim, alpha, sigmoid);
-                return;
-            }
+        float *rows[EMB__SGNS_PAIR_MAX];
+        int t = sgns_distinct_rows(syn1, dim, tgt, n, rows);
+        if (t > 0) {
+            sgns_pair_batched(x, rows, t, dim, alpha, sigmoid, NULL);
+            return;
         }
 #endif
         memset(e, 0, (size_t)dim * sizeof(float));
