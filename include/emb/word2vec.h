@@ -109,9 +109,11 @@ typedef int (*emb_w2v_progress_fn)(const emb_w2v_progress *p, void *user);
 /* Trains until every epoch is done (continuing a run that was cancelled or resumed from a
  * checkpoint). With threads == 1 the result depends only on the corpus, the options and
  * the seed: two runs give bit-identical vectors, and a run resumed from a checkpoint gives
- * the same vectors as an uninterrupted one. With more threads, rows are updated without
- * locks (Hogwild, as the word2vec tool, gensim and fastText do) and results vary slightly
- * from run to run. progress may be NULL.
+ * the same vectors as an uninterrupted one. With more threads, input rows are updated
+ * without locks (Hogwild, as the word2vec tool, gensim and fastText do), each thread trains
+ * its own copy of the output table and the copies are merged every round of 16,384 tokens
+ * per thread (docs/word2vec.md, "Threads"; one table of memory per thread, unless that
+ * would exceed 1 GiB), and results vary slightly from run to run. progress may be NULL.
  * Errors: EMB_ERR_NULL, EMB_ERR_CANCELLED, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user);
 
