@@ -8,8 +8,11 @@
  *   gather_probe     the plain-C random-row gather on this table and these indices
  *   forward          emb_embedding_forward into a caller buffer [N, D]
  *   dense_backward   zero a [V, D] gradient (on emb's threads) + emb_embedding_backward
- *   sparse_backward  emb_sparse_grad_clear + emb_embedding_backward_sparse
+ *   sparse_backward  emb_sparse_grad_clear + emb_embedding_backward_sparse (values copied)
+ *   sparse_backward_view  the same with emb_embedding_backward_sparse_view (the gradient
+ *                    borrows the indices and the output gradient, as torch's views them)
  *   {sgd,adagrad,sparseadam}_unfused  sparse backward + emb_optimizer_step_sparse
+ *   {sgd,adagrad,sparseadam}_unfused_view  the same with the borrowing backward
  *   {sgd,adagrad,sparseadam}_fused    emb_optimizer_step_fused (no sparse gradient)
  * The table is N(0,1) (emb_embedding_create), the indices uniform in [0, V) from seed
  * --seed, the output gradient N(0,1). Every emb line also carries the gather probe's time
@@ -19,13 +22,15 @@
 #define USAGE                                                                                \
     "usage: bench_embedding [--op LIST] [--rows V] [--dim D] [--indices N] [--threads T]\n" \
     "                       [--reps R] [--seed S]\n"                                        \
-    "ops: copy gather_probe forward dense_backward sparse_backward sgd_unfused sgd_fused\n" \
-    "     adagrad_unfused adagrad_fused sparseadam_unfused sparseadam_fused\n"
+    "ops: copy gather_probe forward dense_backward sparse_backward sparse_backward_view\n" \
+    "     sgd_unfused sgd_unfused_view sgd_fused adagrad_unfused adagrad_unfused_view\n"    \
+    "     adagrad_fused sparseadam_unfused sparseadam_unfused_view sparseadam_fused\n"
 
 static const char *const ALL_OPS[] = {
-    "copy",          "gather_probe",    "forward",       "dense_backward",
-    "sparse_backward", "sgd_unfused",   "sgd_fused",     "adagrad_unfused",
-    "adagrad_fused", "sparseadam_unfused", "sparseadam_fused"};
+    "copy",           "gather_probe",          "forward",           "dense_backward",
+    "sparse_backward", "sparse_backward_view", "sgd_unfused",       "sgd_unfused_view",
+    "sgd_fused",      "adagrad_unfused",       "adagrad_unfused_view", "adagrad_fused",
+    "sparseadam_unfused", "sparseadam_unfused_view", "sparseadam_fused"};
 #define NUM_OPS (sizeof ALL_OPS / sizeof ALL_OPS[0])
 
 typedef struct {
@@ -55,10 +60,21 @@ static void run_sparse_backward(void *p) {
     emb_sparse_grad_clear(&c->sg);
     CHECK(emb_embedding_backward_sparse(c->e, &c->idx, &c->g, &c->sg));
 }
+static void run_sparse_backward_view(void *p) {
+    ctx_t *c = p;
+    emb_sparse_grad_clear(&c->sg);
+    CHECK(emb_embedding_backward_sparse_view(c->e, &c->idx, &c->g, &c->sg));
+}
 static void run_unfused(void *p) {
     ctx_t *c = p;
     emb_sparse_grad_clear(&c->sg);
     CHECK(emb_embedding_backward_sparse(c->e, &c->idx, &c->g, &c->sg));
+    CHECK(emb_optimizer_step_sparse(c->opt, c->param, &c->sg));
+}
+static void run_unfused_view(void *p) {
+    ctx_t *c = p;
+    emb_sparse_grad_clear(&c->sg);
+    CHECK(emb_embedding_backward_sparse_view(c->e, &c->idx, &c->g, &c->sg));
     CHECK(emb_optimizer_step_sparse(c->opt, c->param, &c->sg));
 }
 static void run_fused(void *p) {
@@ -123,6 +139,9 @@ int main(int argc, char **argv) {
     }
     if (bench_has_op(a.ops, "sparse_backward"))
         bench_line(&a, "sparse_backward", bench_time(run_sparse_backward, &c, a.reps), probe);
+    if (bench_has_op(a.ops, "sparse_backward_view"))
+        bench_line(&a, "sparse_backward_view", bench_time(run_sparse_backward_view, &c, a.reps),
+                   probe);
 
     static const struct {
         const char *name;
@@ -130,15 +149,19 @@ int main(int argc, char **argv) {
     } optims[] = {{"sgd", EMB_OPTIM_SGD}, {"adagrad", EMB_OPTIM_ADAGRAD},
                   {"sparseadam", EMB_OPTIM_SPARSE_ADAM}};
     for (size_t k = 0; k < sizeof optims / sizeof optims[0]; k++)
-        for (int fused = 0; fused < 2; fused++) {
+        for (int fused = 0; fused < 3; fused++) { /* unfused, fused, unfused with the view */
             char name[64];
-            snprintf(name, sizeof name, "%s_%s", optims[k].name, fused ? "fused" : "unfused");
+            snprintf(name, sizeof name, "%s_%s", optims[k].name,
+                     fused == 1 ? "fused" : fused == 2 ? "unfused_view" : "unfused");
             if (!bench_has_op(a.ops, name)) continue;
             emb_optim_options oo = emb_optim_options_default(optims[k].kind);
             oo.lr = 1e-3;
             CHECK(emb_optimizer_create(&oo, &c.opt));
             CHECK(emb_optimizer_add_param(c.opt, &w, &c.param));
-            bench_line(&a, name, bench_time(fused ? run_fused : run_unfused, &c, a.reps), probe);
+            bench_line(&a, name,
+                       bench_time(fused == 1 ? run_fused : fused == 2 ? run_unfused_view : run_unfused,
+                                  &c, a.reps),
+                       probe);
             emb_optimizer_free(c.opt);
             c.opt = NULL;
         }

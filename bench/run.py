@@ -35,8 +35,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.environ.get("EMB_BUILD_DIR", os.path.join(HERE, "..", "build"))
 
 # (rows, dim, indices, bag, emb operations)
-TRAIN = ["dense_backward", "sparse_backward", "sgd_unfused", "sgd_fused", "adagrad_unfused",
-         "adagrad_fused", "sparseadam_unfused", "sparseadam_fused"]
+TRAIN = ["dense_backward", "sparse_backward", "sparse_backward_view", "sgd_unfused",
+         "sgd_unfused_view", "sgd_fused", "adagrad_unfused", "adagrad_unfused_view",
+         "adagrad_fused", "sparseadam_unfused", "sparseadam_unfused_view", "sparseadam_fused"]
 BAG_OPS = ["bag_sum_fwd", "bag_sum_fwd_bwd", "bag_sum_sparse",
            "bag_sum_psw_fwd", "bag_sum_psw_fwd_bwd", "bag_sum_psw_sparse",
            "bag_mean_fwd", "bag_mean_fwd_bwd", "bag_mean_sparse",
@@ -60,10 +61,12 @@ QUICK = [
 TORCH_OF = {
     "forward": ["F.embedding", "index_select_out"],
     "dense_backward": ["dense_backward"],
-    "sparse_backward": ["sparse_backward"],
-    "sgd_unfused": ["sgd_step"], "sgd_fused": ["sgd_step"],
+    "sparse_backward": ["sparse_backward"], "sparse_backward_view": ["sparse_backward"],
+    "sgd_unfused": ["sgd_step"], "sgd_fused": ["sgd_step"], "sgd_unfused_view": ["sgd_step"],
     "adagrad_unfused": ["adagrad_step"], "adagrad_fused": ["adagrad_step"],
+    "adagrad_unfused_view": ["adagrad_step"],
     "sparseadam_unfused": ["sparseadam_step"], "sparseadam_fused": ["sparseadam_step"],
+    "sparseadam_unfused_view": ["sparseadam_step"],
 }
 for _op in BAG_OPS:
     TORCH_OF[_op] = [_op]

@@ -199,15 +199,22 @@ EMB_API emb_status emb_embedding_renorm_(emb_tensor *weight, const emb_tensor *i
  * order) unless `coalesced`, which follows PyTorch's is_coalesced(): true when empty, for a
  * fresh gradient of fewer than 2 entries, after emb_sparse_grad_coalesce, and after adding
  * two coalesced gradients. The storage belongs to emb (allocated and released by the
- * functions below); fields are read-only for callers. One gradient is single-threaded. */
+ * functions below); fields are read-only for callers. One gradient is single-threaded.
+ *
+ * `borrowed`: the entries are not emb's storage but the caller's indices and grad_output of
+ * emb_embedding_backward_sparse_view (PyTorch's sparse gradient is a view of them too);
+ * capacity is then 0. emb never writes through borrowed pointers: anything that changes the
+ * entries (another backward into the gradient, coalesce) first puts them in storage of its
+ * own, and clear/free just forget them. */
 typedef struct emb_sparse_grad {
     int64_t num_rows;
     int64_t dim;
     int64_t nnz;
-    int64_t capacity; /* rows allocated */
-    int64_t *indices; /* [capacity] */
-    float *values;    /* [capacity * dim] */
+    int64_t capacity; /* rows allocated by emb (0 when borrowed) */
+    int64_t *indices; /* [capacity], or [nnz] borrowed */
+    float *values;    /* [capacity * dim], or [nnz * dim] borrowed */
     bool coalesced;
+    bool borrowed;
 } emb_sparse_grad;
 
 /* Initialises an empty (coalesced) sparse gradient for a [num_rows, dim] weight. g must not
@@ -283,6 +290,22 @@ EMB_API emb_status emb_embedding_backward_sparse(const emb_embedding *e,
                                                  const emb_tensor *indices,
                                                  const emb_tensor *grad_output,
                                                  emb_sparse_grad *grad);
+
+/* emb_embedding_backward_sparse without copying, where PyTorch does not copy either: when
+ * grad is empty, the indices are int64 and no position holds padding_idx, the new gradient
+ * borrows them (grad->borrowed: indices->data as its rows, grad_output->data as its values)
+ * and touches no data beyond the checks (PyTorch's embedding_sparse_backward returns views
+ * of both in that case). Otherwise (grad not empty, int32 indices, padding present) it does
+ * exactly what emb_embedding_backward_sparse does. Either way the entries, the `coalesced`
+ * flag and the errors are those of emb_embedding_backward_sparse, bit for bit. The caller
+ * keeps indices and grad_output alive and unchanged while a borrowed gradient is used (until
+ * emb_sparse_grad_clear/_free, a coalesce, or another backward into it, which copy or
+ * forget the borrowed entries). Any emb_sparse_grad (including borrowed ones) is accepted
+ * wherever one is read: optimizer steps, add_to_dense, coalesce. */
+EMB_API emb_status emb_embedding_backward_sparse_view(const emb_embedding *e,
+                                                      const emb_tensor *indices,
+                                                      const emb_tensor *grad_output,
+                                                      emb_sparse_grad *grad);
 
 #ifdef __cplusplus
 }

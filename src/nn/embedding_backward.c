@@ -370,8 +370,9 @@ static void copy_floats(float *dst, const float *src, int64_t n) {
     }
 }
 
-emb_status emb_embedding_backward_sparse(const emb_embedding *e, const emb_tensor *indices,
-                                         const emb_tensor *grad_output, emb_sparse_grad *grad) {
+static emb_status backward_sparse(const emb_embedding *e, const emb_tensor *indices,
+                                  const emb_tensor *grad_output, emb_sparse_grad *grad,
+                                  bool view) {
     if (!e) return emb__null("embedding");
     if (!indices) return emb__null("indices");
     if (!grad_output) return emb__null("grad_output");
@@ -406,6 +407,17 @@ emb_status emb_embedding_backward_sparse(const emb_embedding *e, const emb_tenso
     const bool i32 = indices->dtype == EMB_INT32;
     const float *go = grad_output->data;
 
+    if (grad->nnz == 0 && view && m == n && !i32) {
+        /* The new gradient is the caller's indices and grad_output themselves: borrow them
+         * (PyTorch's sparse gradient views both). */
+        emb__sparse_grad_release(grad);
+        grad->indices = indices->data;
+        grad->values = (float *)grad_output->data;
+        grad->borrowed = true;
+        grad->nnz = n;
+        grad->coalesced = n < 2;
+        return EMB_OK;
+    }
     if (grad->nnz == 0) {
         /* The new gradient itself (PyTorch: an empty grad + src is src). Reuse the storage
          * when it is large enough, else grow geometrically. */
@@ -417,8 +429,7 @@ emb_status emb_embedding_backward_sparse(const emb_embedding *e, const emb_tenso
             st = emb__sparse_grad_alloc(cap, D, &ni, &nv);
             if (st && cap > m) st = emb__sparse_grad_alloc(cap = m, D, &ni, &nv);
             if (st) return st;
-            emb_free(grad->indices);
-            emb_free(grad->values);
+            emb__sparse_grad_release(grad);
             grad->indices = ni;
             grad->values = nv;
             grad->capacity = cap;
@@ -462,12 +473,22 @@ emb_status emb_embedding_backward_sparse(const emb_embedding *e, const emb_tenso
                                       got, D);
     emb_free(si);
     emb_free(sv);
-    emb_free(grad->indices);
-    emb_free(grad->values);
+    emb__sparse_grad_release(grad); /* borrowed entries are only forgotten */
     grad->coalesced = grad->coalesced && got < 2;
     grad->indices = ri;
     grad->values = rv;
     grad->capacity = total;
     grad->nnz = r;
     return EMB_OK;
+}
+
+emb_status emb_embedding_backward_sparse(const emb_embedding *e, const emb_tensor *indices,
+                                         const emb_tensor *grad_output, emb_sparse_grad *grad) {
+    return backward_sparse(e, indices, grad_output, grad, false);
+}
+
+emb_status emb_embedding_backward_sparse_view(const emb_embedding *e, const emb_tensor *indices,
+                                              const emb_tensor *grad_output,
+                                              emb_sparse_grad *grad) {
+    return backward_sparse(e, indices, grad_output, grad, true);
 }

@@ -275,8 +275,7 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
                 emb__bag_batch_free(&bb);
                 return st;
             }
-            emb_free(grad->indices);
-            emb_free(grad->values);
+            emb__sparse_grad_release(grad);
             grad->indices = ni;
             grad->values = nv;
             grad->capacity = m;
@@ -313,8 +312,7 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
                                       got, D);
     emb_free(si);
     emb_free(sv);
-    emb_free(grad->indices);
-    emb_free(grad->values);
+    emb__sparse_grad_release(grad); /* borrowed entries are only forgotten */
     grad->coalesced = grad->coalesced && got < 2;
     grad->indices = ri;
     grad->values = rv;

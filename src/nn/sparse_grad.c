@@ -16,18 +16,30 @@
 
 emb_status emb__sparse_grad_check(const emb_sparse_grad *g, const char *what) {
     if (!g) return emb__null(what);
-    if (g->num_rows < 0 || g->dim < 0 || g->nnz < 0 || g->capacity < 0 || g->nnz > g->capacity)
+    if (g->num_rows < 0 || g->dim < 0 || g->nnz < 0 || g->capacity < 0 ||
+        (g->borrowed ? g->capacity != 0 : g->nnz > g->capacity))
         return emb__error(EMB_ERR_INVALID,
                           "%s is not a valid sparse gradient (num_rows %" PRId64 ", dim %" PRId64
                           ", nnz %" PRId64 ", capacity %" PRId64 "); initialise it with "
                           "emb_sparse_grad_init",
                           what, g->num_rows, g->dim, g->nnz, g->capacity);
-    if (g->capacity > 0 && (!g->indices || !g->values))
+    if ((g->capacity > 0 || (g->borrowed && g->nnz > 0)) && (!g->indices || !g->values))
         return emb__error(EMB_ERR_INVALID,
                           "%s is not a valid sparse gradient (capacity %" PRId64
                           " but no storage); initialise it with emb_sparse_grad_init",
                           what, g->capacity);
     return EMB_OK;
+}
+
+void emb__sparse_grad_release(emb_sparse_grad *g) {
+    if (!g->borrowed) {
+        emb_free(g->indices);
+        emb_free(g->values);
+    }
+    g->indices = NULL;
+    g->values = NULL;
+    g->capacity = 0;
+    g->borrowed = false;
 }
 
 emb_status emb__sparse_grad_alloc(int64_t rows, int64_t dim, int64_t **indices, float **values) {
@@ -71,18 +83,15 @@ emb_status emb_sparse_grad_init(emb_sparse_grad *g, int64_t num_rows, int64_t di
 
 void emb_sparse_grad_clear(emb_sparse_grad *g) {
     if (!g) return;
+    if (g->borrowed) emb__sparse_grad_release(g); /* forget the caller's entries */
     g->nnz = 0;
     g->coalesced = true;
 }
 
 void emb_sparse_grad_free(emb_sparse_grad *g) {
     if (!g) return;
-    emb_free(g->indices);
-    emb_free(g->values);
-    g->indices = NULL;
-    g->values = NULL;
+    emb__sparse_grad_release(g);
     g->nnz = 0;
-    g->capacity = 0;
     g->coalesced = true;
 }
 
@@ -118,8 +127,7 @@ emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g) {
         emb__sparse_coalesce_ref(new_idx, new_val, g->indices, g->values, perm, n, dim);
     (void)written; /* == unique */
     emb_free(perm);
-    emb_free(g->indices);
-    emb_free(g->values);
+    emb__sparse_grad_release(g);
     g->indices = new_idx;
     g->values = new_val;
     g->nnz = unique;

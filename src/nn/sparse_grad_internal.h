@@ -16,4 +16,9 @@ emb_status emb__sparse_grad_check(const emb_sparse_grad *g, const char *what);
  * nothing is allocated. Free with emb_free. */
 emb_status emb__sparse_grad_alloc(int64_t rows, int64_t dim, int64_t **indices, float **values);
 
+/* Lets go of g's entries: frees emb's storage (not borrowed entries, which belong to the
+ * caller), leaving indices/values NULL, capacity 0, borrowed false; nnz and the flags
+ * are the caller's to set. */
+void emb__sparse_grad_release(emb_sparse_grad *g);
+
 #endif /* EMB_SPARSE_GRAD_INTERNAL_H */

@@ -981,6 +981,80 @@ static void op_emb_backward_sparse(world *w, rd *r) {
     API(w, emb_embedding_backward_sparse(e, idx, slot_t(w, go), g));
 }
 
+/* Two sparse gradients with the same entries and flags (or both failed the same way). */
+static void same_sparse(const emb_sparse_grad *a, const emb_sparse_grad *b, const char *what) {
+    if (a->nnz != b->nnz || a->coalesced != b->coalesced || a->num_rows != b->num_rows ||
+        a->dim != b->dim)
+        FAIL("%s: the borrowing backward's gradient (nnz %lld) differs from the copying one's "
+             "(nnz %lld)", what, (long long)b->nnz, (long long)a->nnz);
+    if (a->nnz && memcmp(a->indices, b->indices, (size_t)a->nnz * sizeof(int64_t)))
+        FAIL("%s: indices differ", what);
+    if (a->nnz * a->dim > 0 &&
+        memcmp(a->values, b->values, (size_t)(a->nnz * a->dim) * sizeof(float)))
+        FAIL("%s: values differ", what);
+}
+
+/* emb_embedding_backward_sparse_view against emb_embedding_backward_sparse on twin
+ * gradients local to this operation (so the arrays a gradient borrows outlive it): the same
+ * status, entries and flags, again after a second backward into each or a coalesce, and the
+ * caller's tensors (the world) unchanged by a successful borrowing call. */
+static void op_emb_backward_sparse_view(world *w, rd *r) {
+    emb_embedding *e = arg_e(w, r);
+    emb_tensor *idx = arg_idx(w, r, emb_embedding_num_embeddings(e), -1, NULL);
+    int64_t d = e ? emb_embedding_dim(e) : rd_dim(r);
+    int64_t sh[EMB_MAX_DIMS + 1];
+    int nd = lookup_shape(idx, d, sh);
+    int go = rd_bool(r) ? out_slot(w, r, EMB_FLOAT32, nd, sh) : (int)(rd_u8(r) % NT);
+    int64_t rows = e && !rd_chance(r, 16) ? emb_embedding_num_embeddings(e) : rd_i64(r, 0);
+    int64_t dim = e && !rd_chance(r, 16) ? emb_embedding_dim(e) : rd_dim(r);
+    clamp_sizes(&rows, &dim);
+    emb_sparse_grad a, b;
+    memset(&a, 0, sizeof a), memset(&b, 0, sizeof b);
+    if (emb_sparse_grad_init(&a, rows, dim) || emb_sparse_grad_init(&b, rows, dim)) return;
+    if (rd_bool(r)) { /* both start from the same non-empty gradient */
+        emb_tensor *i0 = arg_idx(w, r, rows, -1, NULL);
+        int64_t sh0[EMB_MAX_DIMS + 1];
+        int nd0 = lookup_shape(i0, dim, sh0);
+        emb_tensor *g0 = arg_f32(w, r, nd0, sh0);
+        emb_status s0 = emb_embedding_backward_sparse(e, i0, g0, &a);
+        if (s0 != emb_embedding_backward_sparse(e, i0, g0, &b))
+            FAIL("emb_embedding_backward_sparse: two identical calls disagree");
+    }
+    emb_status s1 = API(w, emb_embedding_backward_sparse(e, idx, slot_t(w, go), &a));
+    emb_status s2 = API(w, emb_embedding_backward_sparse_view(e, idx, slot_t(w, go), &b));
+    if (s1 != s2)
+        FAIL("emb_embedding_backward_sparse_view returned %d where the copying backward "
+             "returned %d", (int)s2, (int)s1);
+    if (s2 == EMB_OK) {
+        serialise(w, &w->snap2, &w->snap2_len, &w->snap2_cap);
+        if (w->snap2_len != w->snap_len || memcmp(w->snap, w->snap2, w->snap_len) != 0)
+            FAIL("emb_embedding_backward_sparse_view changed the caller's tensors");
+    }
+    same_sparse(&a, &b, "backward");
+    switch (rd_u8(r) % 3) {
+    case 0: { /* a second backward into each */
+        s1 = emb_embedding_backward_sparse(e, idx, slot_t(w, go), &a);
+        s2 = emb_embedding_backward_sparse_view(e, idx, slot_t(w, go), &b);
+        if (s1 != s2) FAIL("second backward: %d against %d", (int)s2, (int)s1);
+        same_sparse(&a, &b, "second backward");
+        break;
+    }
+    case 1:
+        s1 = emb_sparse_grad_coalesce(&a);
+        s2 = emb_sparse_grad_coalesce(&b);
+        if (s1 != s2) FAIL("coalesce: %d against %d", (int)s2, (int)s1);
+        same_sparse(&a, &b, "coalesce");
+        if (b.borrowed && b.nnz > 1) FAIL("a coalesced gradient still borrows");
+        break;
+    default:
+        emb_sparse_grad_clear(&b);
+        if (b.borrowed || b.nnz) FAIL("clear kept the borrowed entries");
+        break;
+    }
+    emb_sparse_grad_free(&a);
+    emb_sparse_grad_free(&b);
+}
+
 static void op_sparse(world *w, rd *r) {
     int k = rd_u8(r) % NS;
     emb_sparse_grad *g = &w->s[k];
@@ -2036,7 +2110,9 @@ static void op_q_bag(world *w, rd *r) {
     int64_t sh[2] = {rd_u8(r) % 6, q ? emb_qtable_dim(q) : rd_dim(r)};
     if (a.input && a.input->ndim == 2) sh[0] = a.input->shape[0];
     else if (a.offsets && a.offsets->ndim == 1)
-        sh[0] = a.offsets->shape[0] - (po && po->include_last_offset ? 1 : 0);
+        sh[0] = po && po->include_last_offset && a.offsets->shape[0] > INT64_MIN
+                    ? a.offsets->shape[0] - 1 /* a fuzzed shape may be INT64_MIN */
+                    : a.offsets->shape[0];
     int out = out_slot(w, r, EMB_FLOAT32, 2, sh);
     uint8_t which = rd_u8(r) % 4;
     if (which == 0) {
@@ -2130,6 +2206,7 @@ static const op ops[] = {
     {"q_forward", op_q_forward},
     {"q_bag", op_q_bag},
     {"q_misc", op_q_misc},
+    {"emb_backward_sparse_view", op_emb_backward_sparse_view}, /* last: seeds keep their ops */
 };
 #define NOPS (sizeof ops / sizeof *ops)
 

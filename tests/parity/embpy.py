@@ -112,7 +112,8 @@ class OptimOptions(C.Structure):
 class SparseGrad(C.Structure):
     _fields_ = [("num_rows", C.c_int64), ("dim", C.c_int64), ("nnz", C.c_int64),
                 ("capacity", C.c_int64), ("indices", C.POINTER(C.c_int64)),
-                ("values", C.POINTER(C.c_float)), ("coalesced", C.c_bool)]
+                ("values", C.POINTER(C.c_float)), ("coalesced", C.c_bool),
+                ("borrowed", C.c_bool)]
 
     def arrays(self):
         """(indices [nnz] int64, values [nnz, dim] float32) copies."""
@@ -196,6 +197,7 @@ _SIGS = {
     "emb_sparse_grad_add_to_dense": (_st, [P(SparseGrad), _tp]),
     "emb_embedding_backward": (_st, [_vp, _tp, _tp, _tp]),
     "emb_embedding_backward_sparse": (_st, [_vp, _tp, _tp, P(SparseGrad)]),
+    "emb_embedding_backward_sparse_view": (_st, [_vp, _tp, _tp, P(SparseGrad)]),
     # linear
     "emb_linear_create": (_st, [C.c_int64, C.c_int64, C.c_bool, _vp, P(_vp)]),
     "emb_linear_free": (None, [_vp]),

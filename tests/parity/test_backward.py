@@ -43,6 +43,7 @@ class Emb:
         o = opts(padding_idx, scale, sparse)
         check(lib.emb_embedding_from_pretrained(T(w), freeze, ptr(o), ptr(self.h)))
         self.V, self.D = w.shape
+        self.padding_idx = padding_idx
 
     def __del__(self):
         lib.emb_embedding_free(self.h)
@@ -65,6 +66,7 @@ class Sparse:
 
     def __init__(self, V, D):
         self.g = SparseGrad()
+        self.keep = []  # the arrays a borrowed gradient may point into
         check(lib.emb_sparse_grad_init(ptr(self.g), V, D))
 
     def __del__(self):
@@ -278,8 +280,24 @@ def test_finite_difference_gradient():
 
 # ---- sparse ----------------------------------------------------------------------------
 
-def sparse_backward(e, idx, g, sg):
-    check(lib.emb_embedding_backward_sparse(e.h, T(idx), T(g), ptr(sg.g)))
+def sparse_backward(e, idx, g, sg, view=False):
+    """emb_embedding_backward_sparse, or with view the borrowing _view form (which must give
+    the same entries and flags; it borrows when the gradient is empty and the batch is int64
+    without padding)."""
+    if not view:
+        check(lib.emb_embedding_backward_sparse(e.h, T(idx), T(g), ptr(sg.g)))
+        return
+    ti, tg = T(idx), T(g)
+    sg.keep.append((ti, tg))
+    empty, before = sg.g.nnz == 0, bool(sg.g.borrowed)
+    check(lib.emb_embedding_backward_sparse_view(e.h, ti, tg, ptr(sg.g)))
+    pad = e.padding_idx
+    added = idx.size > 0 and (pad is None or (idx != pad).any())
+    want = (empty and idx.dtype == np.int64 and idx.size > 0 and
+            (pad is None or not (idx == pad).any())) if added else before
+    assert bool(sg.g.borrowed) == want, f"borrowed {sg.g.borrowed}, expected {want}"
+    if want and added:  # borrowing this call's arrays
+        assert C.addressof(sg.g.values.contents) == tg.data
 
 
 def compare_sparse(sg, tgrad, what):
@@ -309,7 +327,8 @@ def test_sparse_reference_example():
     compare_sparse(sg, torch_backward(te, idx, g), "example")
 
 
-def test_sparse_random_and_accumulation():
+@pytest.mark.parametrize("view", [False, True])
+def test_sparse_random_and_accumulation(view):
     rng = np.random.default_rng(21)
     for case in range(80):
         V, D = int(rng.integers(1, 40)), int(rng.integers(1, 9))
@@ -329,7 +348,7 @@ def test_sparse_random_and_accumulation():
             g = rand_grad(rng, (n, D))
             # pytorch: an all-padding or empty batch still creates (or adds) an empty grad
             tgrad = torch_backward(te, idx, g)
-            sparse_backward(e, idx, g, sg)
+            sparse_backward(e, idx, g, sg, view)
             compare_sparse(sg, tgrad, f"case {case} step {step} n={n} pad={pad}")
 
 
@@ -357,7 +376,8 @@ def test_sparse_then_dense_add_matches_add_():
         assert_close(got, want, exact=True, what=f"add_to_dense case {case}")
 
 
-def test_coalesce_matches_torch():
+@pytest.mark.parametrize("view", [False, True])
+def test_coalesce_matches_torch(view):
     rng = np.random.default_rng(17)
     cases = 0
     for case in range(150):
@@ -378,8 +398,10 @@ def test_coalesce_matches_torch():
         tgrad = torch_backward(te, idx, g)
         e = Emb(w, sparse=True)
         sg = Sparse(V, D)
-        sparse_backward(e, idx, g, sg)
+        sparse_backward(e, idx, g, sg, view)
+        g_before = g.copy()
         check(lib.emb_sparse_grad_coalesce(ptr(sg.g)))
+        assert np.array_equal(g, g_before)  # a borrowed gradient's coalesce copies first
         compare_sparse(sg, tgrad.coalesce(), f"coalesce case {case} n={n}")
         # coalescing again changes nothing
         before = sg.arrays()

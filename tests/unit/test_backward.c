@@ -885,6 +885,108 @@ static void test_sparse_nomem_and_overflow(void **state) {
     emb_embedding_free(e);
 }
 
+/* emb_embedding_backward_sparse_view against emb_embedding_backward_sparse: the same
+ * entries, flags and errors after every call of random sequences (backward into an empty,
+ * an owned or a borrowed gradient, coalesce, add_to_dense, clear), a gradient that borrows
+ * exactly when it is empty and the batch is int64 without padding, and the caller's
+ * buffers never written (ASan checks that borrowed entries are never freed). */
+static void test_sparse_view(void **state) {
+    (void)state;
+    int borrowed_seen = 0, copied_seen = 0;
+    for (int cs = 0; cs < 300; cs++) {
+        int64_t V = 1 + (int64_t)(emb_test_next_u64(&rng_state) % 30), D = 1 + cs % 5;
+        int64_t pad = cs % 3 == 0 ? (int64_t)(cs % (int)V) : EMB_PADDING_NONE;
+        emb_embedding *e = make_table(V, D, pad, false, false);
+        emb_sparse_grad a, b;
+        EMB_OK_OR_FAIL(emb_sparse_grad_init(&a, V, D));
+        EMB_OK_OR_FAIL(emb_sparse_grad_init(&b, V, D));
+        enum { STEPS = 6 };
+        void *keep[2 * STEPS] = {0};
+        void *orig[2 * STEPS] = {0};
+        size_t bytes[2 * STEPS] = {0};
+        for (int step = 0; step < STEPS; step++) {
+            int op = (int)(emb_test_next_u64(&rng_state) % 8);
+            if (op == 6) {
+                bool was_borrowed = b.borrowed;
+                emb_sparse_grad_clear(&a), emb_sparse_grad_clear(&b);
+                assert_false(b.borrowed);
+                if (was_borrowed) assert_null(b.indices); /* forgotten, not kept as storage */
+                continue;
+            }
+            if (op == 7) {
+                EMB_OK_OR_FAIL(emb_sparse_grad_coalesce(&a));
+                EMB_OK_OR_FAIL(emb_sparse_grad_coalesce(&b));
+                assert_false(b.borrowed && b.nnz > 1);
+            } else {
+                int64_t n = (int64_t)(emb_test_next_u64(&rng_state) % 12);
+                bool i32 = op == 5, bad = op == 4 && n > 0;
+                size_t isz = (size_t)n * (i32 ? 4 : 8), gsz = (size_t)(n * D) * sizeof(float);
+                void *idx = malloc(isz ? isz : 1);
+                float *g = malloc(gsz ? gsz : 1);
+                for (int64_t i = 0; i < n; i++) {
+                    int64_t v = (int64_t)(emb_test_next_u64(&rng_state) % (uint64_t)V);
+                    if (bad && i == n - 1) v = V; /* out of range */
+                    if (i32) ((int32_t *)idx)[i] = (int32_t)v;
+                    else ((int64_t *)idx)[i] = v;
+                }
+                for (int64_t i = 0; i < n * D; i++) g[i] = next_float();
+                keep[2 * step] = idx, keep[2 * step + 1] = g;
+                bytes[2 * step] = isz, bytes[2 * step + 1] = gsz;
+                orig[2 * step] = malloc(isz ? isz : 1), orig[2 * step + 1] = malloc(gsz ? gsz : 1);
+                if (isz) memcpy(orig[2 * step], idx, isz);
+                if (gsz) memcpy(orig[2 * step + 1], g, gsz);
+                int64_t is[1] = {n}, gs[2] = {n, D};
+                emb_tensor ti = emb_test_view(i32 ? EMB_INT32 : EMB_INT64, idx, 1, is),
+                           tg = emb_test_view(EMB_FLOAT32, g, 2, gs);
+                bool was_empty = b.nnz == 0, has_pad = false;
+                for (int64_t i = 0; i < n; i++)
+                    has_pad |= (i32 ? ((int32_t *)idx)[i] : ((int64_t *)idx)[i]) == pad;
+                sparse_snap sa, sb;
+                bool small = a.nnz + n <= 64 && (a.nnz + n) * D <= 256;
+                if (bad && small) take_snap(&a, &sa), take_snap(&b, &sb);
+                emb_status s1 = emb_embedding_backward_sparse(e, &ti, &tg, &a);
+                emb_status s2 = emb_embedding_backward_sparse_view(e, &ti, &tg, &b);
+                assert_int_equal(s1, s2);
+                if (bad) {
+                    assert_int_equal(s1, EMB_ERR_INDEX);
+                    if (small) assert_snap(&a, &sa), assert_snap(&b, &sb);
+                } else {
+                    assert_int_equal(s1, EMB_OK);
+                    bool want_borrow = was_empty && !i32 && !has_pad && n > 0;
+                    if (want_borrow) {
+                        assert_true(b.borrowed);
+                        assert_ptr_equal(b.indices, idx);
+                        assert_ptr_equal(b.values, g);
+                        assert_int_equal(b.capacity, 0);
+                        borrowed_seen++;
+                    } else if (n > 0) {
+                        copied_seen++;
+                    }
+                }
+            }
+            assert_int_equal(a.nnz, b.nnz);
+            assert_int_equal(a.coalesced, b.coalesced);
+            if (a.nnz) assert_memory_equal(a.indices, b.indices, (size_t)a.nnz * sizeof(int64_t));
+            if (a.nnz * D > 0) EMB_ASSERT_EXACT(b.values, a.values, a.nnz * D, "view values");
+            float da[30 * 5] = {0}, db[30 * 5] = {0};
+            int64_t ds[2] = {V, D};
+            emb_tensor ta = emb_test_view(EMB_FLOAT32, da, 2, ds), tb = emb_test_view(EMB_FLOAT32, db, 2, ds);
+            EMB_OK_OR_FAIL(emb_sparse_grad_add_to_dense(&a, &ta));
+            EMB_OK_OR_FAIL(emb_sparse_grad_add_to_dense(&b, &tb));
+            EMB_ASSERT_EXACT(db, da, V * D, "view add_to_dense");
+        }
+        emb_sparse_grad_free(&a);
+        emb_sparse_grad_free(&b);
+        assert_false(b.borrowed);
+        for (int k = 0; k < 2 * STEPS; k++) {
+            if (bytes[k]) assert_memory_equal(keep[k], orig[k], bytes[k]); /* never written */
+            free(keep[k]), free(orig[k]);
+        }
+        emb_embedding_free(e);
+    }
+    assert_true(borrowed_seen > 50 && copied_seen > 50);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_reference_example),
@@ -904,6 +1006,7 @@ int main(void) {
         cmocka_unit_test(test_sparse_backward_errors),
         cmocka_unit_test(test_sparse_grad_api_errors),
         cmocka_unit_test(test_sparse_nomem_and_overflow),
+        cmocka_unit_test(test_sparse_view),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
