@@ -12,13 +12,27 @@
  * kernel) and, on x86-64, for AVX2+FMA, where fmaf becomes one instruction instead of a
  * libm call. fmaf is correctly rounded and the adds are plain IEEE adds on either target, so
  * both instantiations produce the same bits. */
+/* Output-gradient rows are read in the order of their table rows, scattered over
+ * grad_output: ask for the row EMB__BWD_PF entries ahead (no effect on the results). */
+#define EMB__BWD_PF 16
+static inline __attribute__((always_inline)) void
+backward_prefetch(const float *grad_output, int64_t dim, const int64_t *order, int64_t j,
+                  int64_t lim) {
+    if (j + EMB__BWD_PF < lim) {
+        const char *p = (const char *)(grad_output + order[j + EMB__BWD_PF] * dim);
+        for (int64_t b = 0; b < dim * (int64_t)sizeof(float); b += 64) __builtin_prefetch(p + b);
+    }
+}
+
 static inline __attribute__((always_inline)) void
 backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
                    const int64_t *offsets, const int64_t *order, int64_t row_begin,
                    int64_t row_end, bool scale_by_freq, float *acc) {
+    const int64_t lim = offsets[row_end];
     for (int64_t r = row_begin; r < row_end; r++) {
         const int64_t begin = offsets[r], end = offsets[r + 1];
         if (begin == end) continue;
+        backward_prefetch(grad_output, dim, order, begin, lim);
         float *restrict w = grad_weight + r * dim;
         float *restrict a = acc;
         if (!scale_by_freq) {
@@ -29,6 +43,7 @@ backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
             }
             for (int64_t d = 0; d < dim; d++) a[d] = 0.0f + g[d];
             for (int64_t j = begin + 1; j < end; j++) {
+                backward_prefetch(grad_output, dim, order, j, lim);
                 g = grad_output + order[j] * dim;
                 for (int64_t d = 0; d < dim; d++) a[d] = a[d] + g[d];
             }
@@ -37,6 +52,7 @@ backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
             const float *restrict g = grad_output + order[begin] * dim;
             for (int64_t d = 0; d < dim; d++) a[d] = fmaf(g[d], alpha, 0.0f);
             for (int64_t j = begin + 1; j < end; j++) {
+                backward_prefetch(grad_output, dim, order, j, lim);
                 g = grad_output + order[j] * dim;
                 for (int64_t d = 0; d < dim; d++) a[d] = fmaf(g[d], alpha, a[d]);
             }
