@@ -31,7 +31,9 @@ emb_status emb__lookup_check(int64_t V, int64_t D, const emb_tensor *indices,
  * bitmap), BATCH the batch-sized ones (radix sort of the batch) wherever they apply. Both
  * give the same bits; the unit tests and bench/bench_temporaries.c switch between them.
  * Not thread-safe: set it before the calls it should affect. */
-enum { EMB__TEMP_AUTO = 0, EMB__TEMP_TABLE = 1, EMB__TEMP_BATCH = 2 };
+enum { EMB__TEMP_AUTO = 0, EMB__TEMP_TABLE = 1, EMB__TEMP_BATCH = 2, EMB__TEMP_ACC = 3 };
+/* EMB__TEMP_ACC forces the dense backward's table of row accumulators where it applies
+ * (no scale_grad_by_freq; see backward_accumulate in src/nn/embedding_backward.c). */
 void emb__set_temp_mode(int mode);
 int emb__temp_mode(void);
 

@@ -237,6 +237,36 @@ def test_dense_large_vs_torch_threads():
     assert_close(got, want, exact=True, what="large scale_grad_by_freq")
 
 
+@pytest.mark.parametrize("pad,dtype,accumulate", [(None, np.int64, False), (7, np.int32, False),
+                                                   (None, np.int32, True), (0, np.int64, True)])
+def test_dense_row_sums_table_vs_torch(pad, dtype, accumulate):
+    """Shapes for which the dense backward uses its table of row sums (1-8 MiB, every row
+    named about once or more, src/nn/embedding_backward.c backward_accumulate), against torch,
+    a fresh gradient and one accumulated into an existing .grad, at 1 and 2 threads."""
+    rng = np.random.default_rng(11)
+    V, D, n = 16384, 32, 40_000
+    w = rng.standard_normal((V, D)).astype(np.float32)
+    idx = rand_indices(rng, (n // 4, 4), V, "skewed", dtype)
+    g = rand_grad(rng, (n // 4, 4, D))
+    te = torch_emb(w, padding_idx=pad)
+    if accumulate:
+        g0 = rand_grad(rng, (n // 4, 4, D))
+        torch_backward(te, idx, g0)
+    want = torch_backward(te, idx, g).numpy().copy()
+    e = Emb(w, padding_idx=pad)
+    for nt in (1, 2):
+        gw = None
+        if accumulate:
+            gw = np.zeros((V, D), np.float32)
+            gw = e.backward(idx, g0, gw)
+        lib.emb_set_num_threads(nt)
+        try:
+            got = e.backward(idx, g, gw)
+        finally:
+            lib.emb_set_num_threads(0)
+        assert_close(got, want, exact=True, what=f"row sums pad={pad} threads={nt}")
+
+
 def test_finite_difference_gradient():
     """The analytic gradient matches central differences of a double-precision loss
     evaluated on emb's own float32 forward outputs."""

@@ -135,7 +135,7 @@ static void check_backward_case(const bw_case *c) {
     float *ref = backward_in_mode(e, &ti, &tg, start, EMB__TEMP_TABLE, 1);
     char what[160];
     for (int threads = 1; threads <= 3; threads++)
-        for (int mode = EMB__TEMP_AUTO; mode <= EMB__TEMP_BATCH; mode++) {
+        for (int mode = EMB__TEMP_AUTO; mode <= EMB__TEMP_ACC; mode++) {
             float *got = backward_in_mode(e, &ti, &tg, start, mode, threads);
             snprintf(what, sizeof what,
                      "V=%lld D=%lld n=%lld pad=%lld scale=%d i32=%d acc=%d hot=%d mode=%d "
@@ -219,7 +219,7 @@ static void test_renorm_row_lists_agree(void **state) {
         EMB_OK_OR_FAIL(emb_embedding_renorm_(&tr, &ti, cases[k].max_norm, cases[k].p));
         assert_memory_not_equal(ref, w0, (size_t)(V * D) * sizeof(float));
         for (int threads = 1; threads <= 3; threads++)
-            for (int mode = EMB__TEMP_AUTO; mode <= EMB__TEMP_BATCH; mode++) {
+            for (int mode = EMB__TEMP_AUTO; mode <= EMB__TEMP_ACC; mode++) {
                 memcpy(got, w0, (size_t)(V * D) * sizeof(float));
                 emb_tensor tg = emb_test_view(EMB_FLOAT32, got, 2, SHP(V, D));
                 emb__set_temp_mode(mode);
