@@ -968,13 +968,22 @@ static emb_sparse_grad *fresh_s(world *w, rd *r, int64_t rows, int64_t dim) {
     return w->s_init[k] ? &w->s[k] : NULL;
 }
 
-static void op_emb_backward_sparse(world *w, rd *r) {
+/* A sparse backward's table, indices and output-gradient slot (usually of the right
+ * shape). */
+static emb_embedding *backward_args(world *w, rd *r, emb_tensor **idx, int *go) {
     emb_embedding *e = arg_e(w, r);
-    emb_tensor *idx = arg_idx(w, r, emb_embedding_num_embeddings(e), -1, NULL);
+    *idx = arg_idx(w, r, emb_embedding_num_embeddings(e), -1, NULL);
     int64_t d = e ? emb_embedding_dim(e) : rd_dim(r);
     int64_t sh[EMB_MAX_DIMS + 1];
-    int nd = lookup_shape(idx, d, sh);
-    int go = rd_bool(r) ? out_slot(w, r, EMB_FLOAT32, nd, sh) : (int)(rd_u8(r) % NT);
+    int nd = lookup_shape(*idx, d, sh);
+    *go = rd_bool(r) ? out_slot(w, r, EMB_FLOAT32, nd, sh) : (int)(rd_u8(r) % NT);
+    return e;
+}
+
+static void op_emb_backward_sparse(world *w, rd *r) {
+    emb_tensor *idx;
+    int go;
+    emb_embedding *e = backward_args(w, r, &idx, &go);
     emb_sparse_grad *g = e && rd_chance(r, 3)
                              ? fresh_s(w, r, emb_embedding_num_embeddings(e), emb_embedding_dim(e))
                              : arg_s(w, r);
@@ -999,12 +1008,9 @@ static void same_sparse(const emb_sparse_grad *a, const emb_sparse_grad *b, cons
  * status, entries and flags, again after a second backward into each or a coalesce, and the
  * caller's tensors (the world) unchanged by a successful borrowing call. */
 static void op_emb_backward_sparse_view(world *w, rd *r) {
-    emb_embedding *e = arg_e(w, r);
-    emb_tensor *idx = arg_idx(w, r, emb_embedding_num_embeddings(e), -1, NULL);
-    int64_t d = e ? emb_embedding_dim(e) : rd_dim(r);
-    int64_t sh[EMB_MAX_DIMS + 1];
-    int nd = lookup_shape(idx, d, sh);
-    int go = rd_bool(r) ? out_slot(w, r, EMB_FLOAT32, nd, sh) : (int)(rd_u8(r) % NT);
+    emb_tensor *idx;
+    int go;
+    emb_embedding *e = backward_args(w, r, &idx, &go);
     int64_t rows = e && !rd_chance(r, 16) ? emb_embedding_num_embeddings(e) : rd_i64(r, 0);
     int64_t dim = e && !rd_chance(r, 16) ? emb_embedding_dim(e) : rd_dim(r);
     clamp_sizes(&rows, &dim);
