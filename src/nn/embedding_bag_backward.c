@@ -280,8 +280,26 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
             grad->values = nv;
             grad->capacity = m;
         }
-        grad->nnz = emb__bag_sparse_gather_ref(grad->indices, grad->values, bb.idx, bb.i32,
-                                               bb.starts, bb.B, go, D, bb.psw, mean, c.pad);
+        int64_t work;
+        if (!emb__mul_i64(m, D, &work)) work = INT64_MAX;
+        const int nt = emb__threads_for(work, EMB__BAG_BWD_GRAIN);
+        if (nt > 1 && c.pad == EMB_PADDING_NONE && bb.starts[0] == 0 && bb.starts[bb.B] == m) {
+            /* Without padding every position of bag b is an entry, at slot starts[b]:
+             * threads gather disjoint ranges of bags into their own slots (the same bits). */
+#pragma omp parallel for num_threads(nt) schedule(static)
+            for (int t = 0; t < nt; t++) {
+                const int64_t b0 = bb.B * t / nt, b1 = bb.B * (t + 1) / nt;
+                if (b0 < b1)
+                    emb__bag_sparse_gather_ref(grad->indices + bb.starts[b0],
+                                               grad->values + bb.starts[b0] * D, bb.idx, bb.i32,
+                                               bb.starts + b0, b1 - b0, go + b0 * D, D, bb.psw,
+                                               mean, c.pad);
+            }
+            grad->nnz = m;
+        } else {
+            grad->nnz = emb__bag_sparse_gather_ref(grad->indices, grad->values, bb.idx, bb.i32,
+                                                   bb.starts, bb.B, go, D, bb.psw, mean, c.pad);
+        }
         grad->coalesced = grad->nnz < 2;
         emb__bag_batch_free(&bb);
         return EMB_OK;
