@@ -14,8 +14,8 @@
 
 /* Tokens each lane processes per round (whole sentences; the round ends at the first
  * sentence end past this many tokens). Progress reports and checkpoints happen between
- * rounds, and with several lanes skip-gram merges the lanes' output tables after each (see
- * lanes_own_output). On State of the Union at 2 threads (four seeds), rounds of 65,536
+ * rounds, and with several lanes the lanes' copies of the output table are merged after
+ * each (see lanes_own_output). On State of the Union at 2 threads (four seeds), rounds of 65,536
  * tokens lost about half an analogy point against updates in place (6.45% mean against
  * 7.00%); rounds of 16,384 and 4,096 were level with them (6.92%, 6.82%), and 4,096 took
  * 10% longer. */
@@ -502,15 +502,20 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         ls[t].scratch = emb_malloc(scratch_floats * sizeof(float));
         ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch;
     }
-    const bool own = ok && lanes_own_output(w);
+    bool own = ok && lanes_own_output(w);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
     for (int t = 0; own && t < nt; t++) {
         ls[t].own = emb_malloc(table_floats * sizeof(float));
         ls[t].dirty = emb_malloc((size_t)w->V);
-        ok = ok && ls[t].own && ls[t].dirty;
+        own = ls[t].own && ls[t].dirty;
         if (ls[t].own) memcpy(ls[t].own, w->syn1, table_floats * sizeof(float));
         if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
     }
+    if (!own) /* no memory for the copies (or not wanted): update the shared table in place */
+        for (int t = 0; t < nt; t++) {
+            emb_free(ls[t].own), emb_free(ls[t].dirty);
+            ls[t].own = NULL, ls[t].dirty = NULL;
+        }
     emb_status st = EMB_OK;
     if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     emb__sgns_step_fn step = emb__sgns_step();
