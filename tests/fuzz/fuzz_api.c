@@ -853,6 +853,12 @@ static int lookup_shape(const emb_tensor *idx, int64_t d, int64_t *sh) {
     return nd;
 }
 
+
+/* Entry i of an int32 or int64 index tensor that a lookup accepted. */
+static int64_t index_at(const emb_tensor *idx, int64_t i) {
+    return idx->dtype == EMB_INT64 ? ((const int64_t *)idx->data)[i]
+                                   : ((const int32_t *)idx->data)[i];
+}
 static void check_lookup(const emb_tensor *weight, const emb_tensor *idx, const emb_tensor *out) {
     int64_t n = emb_tensor_numel(idx), d = weight->shape[1];
     if (n <= 0 || d == 0) return;
@@ -861,8 +867,7 @@ static void check_lookup(const emb_tensor *weight, const emb_tensor *idx, const 
         (const char *)weight->data < (const char *)out->data + emb_tensor_nbytes(out))
         return;
     for (int64_t i = 0; i < n; i++) {
-        int64_t row = idx->dtype == EMB_INT64 ? ((const int64_t *)idx->data)[i]
-                                              : ((const int32_t *)idx->data)[i];
+        int64_t row = index_at(idx, i);
         if (memcmp((const float *)out->data + i * d, (const float *)weight->data + row * d,
                    (size_t)d * 4) != 0)
             FAIL("lookup: output row %" PRId64 " is not weight row %" PRId64, i, row);
@@ -2087,8 +2092,7 @@ static void check_qlookup(const emb_qtable *q, const emb_tensor *idx, const emb_
         return;
     float row[4096];
     for (int64_t i = 0; i < n; i++) {
-        int64_t rr = idx->dtype == EMB_INT64 ? ((const int64_t *)idx->data)[i]
-                                             : ((const int32_t *)idx->data)[i];
+        int64_t rr = index_at(idx, i);
         if (emb_qtable_dequantize(q, rr, 1, row) != EMB_OK) FAIL("dequantize of row %" PRId64 " failed", rr);
         if (memcmp((const float *)out->data + i * d, row, (size_t)d * 4) != 0)
             FAIL("qtable lookup: output row %" PRId64 " is not the dequantized row %" PRId64, i, rr);
