@@ -853,12 +853,12 @@ static int lookup_shape(const emb_tensor *idx, int64_t d, int64_t *sh) {
     return nd;
 }
 
-
 /* Entry i of an int32 or int64 index tensor that a lookup accepted. */
 static int64_t index_at(const emb_tensor *idx, int64_t i) {
     return idx->dtype == EMB_INT64 ? ((const int64_t *)idx->data)[i]
                                    : ((const int32_t *)idx->data)[i];
 }
+
 static void check_lookup(const emb_tensor *weight, const emb_tensor *idx, const emb_tensor *out) {
     int64_t n = emb_tensor_numel(idx), d = weight->shape[1];
     if (n <= 0 || d == 0) return;
