@@ -9,8 +9,9 @@
  *   - heapsort (make_heap + sort_heap with libstdc++'s hole-moving adjust_heap) when the depth
  *     limit is exhausted;
  *   - a final insertion sort: guarded over the first 16 elements, unguarded for the rest.
- * Every comparison and every move is the one libstdc++ makes, so equal keys end up in the
- * same places. O(n log n) worst case; no allocation (the pairs live in `scratch`).
+ * Every swap is one libstdc++ makes (the partition finds them a block at a time, and the final
+ * pass and the ranges between cuts may run separately: see the comments there), so equal keys
+ * end up in the same places. O(n log n) worst case; no allocation (the pairs live in `scratch`).
  *
  * The pairs are stored interleaved in scratch: scratch[2*i] is a key, scratch[2*i+1] its
  * original position. */
@@ -67,9 +68,10 @@ static void median_to_first(int64_t *s, int64_t result, int64_t a, int64_t b, in
     }
 }
 
-/* std::__unguarded_partition(first, last, pivot): the sentinels guaranteed by the median
- * choice keep both scans inside [first-1, last). */
-static int64_t unguarded_partition(int64_t *s, int64_t first, int64_t last, int64_t pivot) {
+/* std::__unguarded_partition(first, last, pivot), classic form: the sentinels guaranteed by
+ * the median choice keep both scans inside [first-1, last). */
+static int64_t unguarded_partition_scalar(int64_t *s, int64_t first, int64_t last,
+                                          int64_t pivot) {
     for (;;) {
         while (less_at(s, first, pivot)) first++;
         last--;
@@ -78,6 +80,61 @@ static int64_t unguarded_partition(int64_t *s, int64_t first, int64_t last, int6
         swap_pairs(s, first, last);
         first++;
     }
+}
+
+/* The same partition, same swaps, found a block at a time without data-dependent branches.
+ *
+ * Why the swaps are the same: a position is written only when it is swapped, and the left scan
+ * never revisits a position, nor does the right one; so as long as every left stop found lies
+ * below every right stop found, the k-th left stop (a position whose key is not below the
+ * pivot, in ascending order) is swapped with the k-th right stop (a key not above the pivot,
+ * in descending order), exactly as the classic loop pairs them, and those swaps touch disjoint
+ * positions, so their order does not matter. Blocks are scanned only while the unscanned range
+ * holds two whole blocks, which keeps every left block below every right block. The classic
+ * loop then resumes from the state it would have after the last pair swapped here (first just
+ * past that pair's left position, last at its right position), rescanning at most the two
+ * partly consumed blocks, and decides the cut exactly as before. */
+#define EMB__BLOCK 64
+
+static int64_t unguarded_partition(int64_t *s, int64_t first, int64_t last, int64_t pivot) {
+    const int64_t pk = s[2 * pivot];
+    unsigned char offl[EMB__BLOCK], offr[EMB__BLOCK];
+    int nl = 0, nr = 0, il = 0, ir = 0; /* offsets found; offsets consumed */
+    int64_t lb = first, rb = last;      /* left block start; right block end (exclusive) */
+    int64_t f = first, l = last;        /* unscanned range [f, l) */
+    int64_t resume_first = first, resume_last = last;
+    while (l - f >= 2 * EMB__BLOCK) {
+        if (il == nl) {
+            lb = f;
+            nl = il = 0;
+            for (int i = 0; i < EMB__BLOCK; i++) {
+                offl[nl] = (unsigned char)i;
+                nl += !(s[2 * (f + i)] < pk);
+            }
+            f += EMB__BLOCK;
+        }
+        if (ir == nr) {
+            rb = l;
+            nr = ir = 0;
+            for (int i = 0; i < EMB__BLOCK; i++) {
+                offr[nr] = (unsigned char)i;
+                nr += !(pk < s[2 * (l - 1 - i)]);
+            }
+            l -= EMB__BLOCK;
+        }
+        int m = nl - il < nr - ir ? nl - il : nr - ir;
+        for (int k = 0; k < m; k++) {
+            int64_t a = lb + offl[il + k], b = rb - 1 - offr[ir + k];
+            swap_pairs(s, a, b);
+        }
+        if (m > 0) {
+            resume_first = lb + offl[il + m - 1] + 1;
+            resume_last = rb - 1 - offr[ir + m - 1];
+        }
+        il += m;
+        ir += m;
+    }
+    return unguarded_partition_scalar(s, resume_first, resume_last, pivot);
 }
 
 /* std::__adjust_heap on the heap starting at `base`, followed by std::__push_heap. */
@@ -162,21 +219,96 @@ static void insertion_sort(int64_t *s, int64_t first, int64_t last) {
     }
 }
 
+/* The final pass of std::sort, restricted to [first, last).
+ *
+ * libstdc++ ends with one insertion sort over the whole array (guarded over its first 16
+ * elements, unguarded after). Insertion sort is stable, so that pass leaves the stable sort of
+ * what the introsort loop left behind. Every cut the loop made has no key on its left greater
+ * than a key on its right, so no element crosses a cut, and the same result comes from
+ * insertion-sorting the ranges between cuts separately, in any order: the range at position 0
+ * as libstdc++ starts (guarded), any other range unguarded (the element before it is a
+ * sentinel no greater than its keys). */
+static void final_insertion(int64_t *s, int64_t first, int64_t last) {
+    if (first == 0) {
+        int64_t g = last < EMB__THRESHOLD ? last : EMB__THRESHOLD;
+        insertion_sort(s, 0, g);
+        first = g;
+    }
+    for (int64_t i = first; i < last; i++) linear_insert(s, i);
+}
+
+/* Ranges at least this long are handed to another thread as an OpenMP task. */
+#define EMB__TASK_MIN ((int64_t)1 << 15)
+
+/* std::__introsort_loop over [first, last) followed by the final pass over the same range;
+ * the range must be bounded by cuts (or the array's ends). Right parts of at least
+ * EMB__TASK_MIN elements become tasks when `tasks` is set. Ranges are disjoint, so the
+ * result does not depend on which thread sorts which. */
+static void sort_range(int64_t *s, int64_t first, int64_t last, int64_t depth, int tasks) {
+    while (last - first > EMB__THRESHOLD) {
+        if (depth == 0) {
+            heap_sort(s, first, last);
+            break;
+        }
+        depth--;
+        int64_t mid = first + (last - first) / 2;
+        median_to_first(s, first, first + 1, mid, last - 1);
+        int64_t cut = unguarded_partition(s, first + 1, last, first);
+        if (tasks && last - cut >= EMB__TASK_MIN) {
+            const int64_t c = cut, l = last, d = depth;
+#ifdef _OPENMP
+#pragma omp task firstprivate(c, l, d)
+#endif
+            sort_range(s, c, l, d, tasks);
+        } else {
+            introsort_loop(s, cut, last, depth);
+            final_insertion(s, cut, last);
+        }
+        last = cut;
+    }
+    final_insertion(s, first, last);
+}
+
 static int64_t floor_log2(int64_t n) { return 63 - __builtin_clzll((unsigned long long)n); }
 
-void emb__argsort_unstable_i64(const int64_t *keys, int64_t n, int64_t *perm, int64_t *scratch) {
+void emb__argsort_pairs_i64_mt(const int64_t *keys, int64_t n, int64_t *pairs, int threads) {
     if (n <= 0) return;
-    int64_t *s = scratch;
-    for (int64_t i = 0; i < n; i++) {
-        s[2 * i] = keys[i];
-        s[2 * i + 1] = i;
+    int64_t *s = pairs;
+    if (threads < 1 || n < 2 * EMB__TASK_MIN) threads = 1;
+    if (threads == 1) {
+        for (int64_t i = 0; i < n; i++) {
+            s[2 * i] = keys[i];
+            s[2 * i + 1] = i;
+        }
+        sort_range(s, 0, n, 2 * floor_log2(n), 0);
+        return;
     }
-    introsort_loop(s, 0, n, 2 * floor_log2(n));
-    if (n > EMB__THRESHOLD) {
-        insertion_sort(s, 0, EMB__THRESHOLD);
-        for (int64_t i = EMB__THRESHOLD; i < n; i++) linear_insert(s, i);
-    } else {
-        insertion_sort(s, 0, n);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int64_t i = 0; i < n; i++) {
+            s[2 * i] = keys[i];
+            s[2 * i + 1] = i;
+        }
+#ifdef _OPENMP
+#pragma omp single
+#endif
+        sort_range(s, 0, n, 2 * floor_log2(n), 1);
+        /* the barrier at the end of the single construct waits for its tasks */
     }
-    for (int64_t i = 0; i < n; i++) perm[i] = s[2 * i + 1];
+}
+
+void emb__argsort_unstable_i64_mt(const int64_t *keys, int64_t n, int64_t *perm,
+                                  int64_t *scratch, int threads) {
+    if (n <= 0) return;
+    emb__argsort_pairs_i64_mt(keys, n, scratch, threads);
+    for (int64_t i = 0; i < n; i++) perm[i] = scratch[2 * i + 1];
+}
+
+void emb__argsort_unstable_i64(const int64_t *keys, int64_t n, int64_t *perm, int64_t *scratch) {
+    emb__argsort_unstable_i64_mt(keys, n, perm, scratch, 1);
 }

@@ -12,4 +12,18 @@
  * which must hold n (key, position) pairs: 2*n int64 values. */
 void emb__argsort_unstable_i64(const int64_t *keys, int64_t n, int64_t *perm, int64_t *scratch);
 
+/* Keys per thread below which a sort stays on one thread (callers pass
+ * emb__threads_for(n, EMB__ARGSORT_GRAIN) as `threads`). */
+#define EMB__ARGSORT_GRAIN ((int64_t)1 << 15)
+
+/* The same permutation, sorted on up to `threads` OpenMP threads (independent ranges of the
+ * introsort become tasks; 1 thread, or a build without OpenMP, sorts alone). The result does
+ * not depend on the thread count. */
+void emb__argsort_unstable_i64_mt(const int64_t *keys, int64_t n, int64_t *perm,
+                                  int64_t *scratch, int threads);
+
+/* The sort itself: pairs[2*i] receives the i-th key in sorted order and pairs[2*i+1] its
+ * position in keys (perm[i] above). pairs holds 2*n int64 values. */
+void emb__argsort_pairs_i64_mt(const int64_t *keys, int64_t n, int64_t *pairs, int threads);
+
 #endif /* EMB_ARGSORT_H */

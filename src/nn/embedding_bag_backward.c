@@ -108,7 +108,7 @@ static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch 
         /* PyTorch sorts the whole input (all of it lies in bags unless the last offset is
          * short, and then emb ignores the rest) */
         const emb__bag_kernel_table *K = emb__kernels()->bag;
-        emb__argsort_unstable_i64(k, m, perm, scratch);
+        emb__argsort_unstable_i64_mt(k, m, perm, scratch, emb__threads_for(m, EMB__ARGSORT_GRAIN));
         offset2bag(bb, o2b);
         if (count) bag_counts(c, bb, count);
 #ifdef _OPENMP

@@ -113,7 +113,8 @@ emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g) {
         return emb__error(EMB_ERR_NOMEM,
                           "coalesce: cannot allocate the sort buffers for %" PRId64 " entries",
                           n);
-    emb__argsort_unstable_i64(g->indices, n, perm, perm + n);
+    emb__argsort_unstable_i64_mt(g->indices, n, perm, perm + n,
+                                 emb__threads_for(n, EMB__ARGSORT_GRAIN));
     int64_t unique = 1;
     for (int64_t j = 1; j < n; j++) unique += g->indices[perm[j]] != g->indices[perm[j - 1]];
     int64_t *new_idx = NULL;

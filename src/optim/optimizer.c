@@ -49,6 +49,10 @@ struct emb_optimizer {
     emb_optim_options o;
     int nparams, cap;
     param_state *ps;
+    /* The sparse step's sort and accumulator buffer, kept between steps (it grows to the
+     * largest step's need): allocating it afresh each step cost its page faults every time. */
+    void *scratch;
+    size_t scratch_bytes;
 };
 
 /* A sparse row gradient as the update code sees it: entry k is row rows[k] with values at
@@ -236,6 +240,7 @@ void emb_optimizer_free(emb_optimizer *opt) {
     if (!opt) return;
     for (int i = 0; i < opt->nparams; i++) free_state(&opt->ps[i]);
     free(opt->ps);
+    emb_free(opt->scratch);
     free(opt);
 }
 
@@ -646,16 +651,32 @@ typedef struct row_update {
     float *p, *s1, *s2; /* parameter and state, [rows, dim] */
 } row_update;
 
-/* Sums each row's values in the order of perm (NULL: identity, for coalesced input) as
- * coalesce() does, negated first when sign < 0, and applies the row update. Rows are
- * independent: threads take contiguous ranges of perm aligned to row boundaries.
- * scratch: nt * dim floats. */
+/* coalesced_update prefetches the rows of the entry this many places ahead, their first
+ * COALESCE_PF_BYTES bytes. */
+#define COALESCE_PF       16
+#define COALESCE_PF_BYTES 256
+
+static inline void prefetch_row(const float *r, int64_t dim, int write) {
+    const char *b = (const char *)r;
+    int64_t n = dim * (int64_t)sizeof(float);
+    if (n > COALESCE_PF_BYTES) n = COALESCE_PF_BYTES;
+    for (int64_t o = 0; o < n; o += 64) {
+        if (write) __builtin_prefetch(b + o, 1);
+        else __builtin_prefetch(b + o, 0);
+    }
+}
+
+/* Sums each row's values in sorted order (pairs: the (row, entry) pairs of
+ * emb__argsort_pairs_i64_mt; NULL: entry order, for coalesced input) as coalesce() does,
+ * negated first when sign < 0, and applies the row update. Rows are independent: threads take
+ * contiguous ranges of the sorted entries aligned to row boundaries. scratch: nt * dim
+ * floats. */
 static void coalesced_update(const emb__optim_kernel_table *K, const spview *g,
-                             const int64_t *perm, float sign, const row_update *u,
+                             const int64_t *pairs, float sign, const row_update *u,
                              float *scratch, int nt) {
     const int64_t nnz = g->nnz, dim = g->dim;
-#define KEY(i) g->rows[perm ? perm[i] : (i)]
-#define VAL(i) sv_row(g, perm ? perm[i] : (i))
+#define KEY(i) (pairs ? pairs[2 * (i)] : g->rows[i])
+#define VAL(i) sv_row(g, pairs ? pairs[2 * (i) + 1] : (i))
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
 #endif
@@ -667,9 +688,20 @@ static void coalesced_update(const emb__optim_kernel_table *K, const spview *g,
         int64_t i = b;
         while (i < e) {
             const int64_t r = KEY(i);
+            if (i + COALESCE_PF < nnz) {
+                /* the parameter and state rows of a row further on */
+                const int64_t rf = KEY(i + COALESCE_PF) * dim;
+                prefetch_row(u->p + rf, dim, 1);
+                prefetch_row(u->s1 + rf, dim, 1);
+                if (u->s2) prefetch_row(u->s2 + rf, dim, 1);
+            }
+            if (pairs && i + COALESCE_PF < nnz) prefetch_row(VAL(i + COALESCE_PF), dim, 0);
             K->coalesce_first(acc, VAL(i), sign, dim);
             int64_t j = i + 1;
-            for (; j < nnz && KEY(j) == r; j++) K->coalesce_add(acc, VAL(j), sign, dim);
+            for (; j < nnz && KEY(j) == r; j++) {
+                if (pairs && j + COALESCE_PF < nnz) prefetch_row(VAL(j + COALESCE_PF), dim, 0);
+                K->coalesce_add(acc, VAL(j), sign, dim);
+            }
             const int64_t off = r * dim;
             if (u->kind == EMB_OPTIM_ADAGRAD)
                 K->adagrad_row(u->p + off, u->s1 + off, acc, dim, &u->ag);
@@ -749,6 +781,19 @@ static emb_status alloc_f32(int64_t n, int64_t m, float **out, const char *what)
     *out = emb_malloc((size_t)bytes);
     if (!*out)
         return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %" PRId64 " bytes", what, bytes);
+    return EMB_OK;
+}
+
+/* Makes opt->scratch hold at least `bytes` bytes (its contents are not kept). */
+static emb_status opt_scratch(emb_optimizer *opt, size_t bytes) {
+    if (bytes <= opt->scratch_bytes && opt->scratch) return EMB_OK;
+    void *p = emb_malloc(bytes > 0 ? bytes : 1);
+    if (!p)
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes of scratch for a sparse step",
+                          bytes);
+    emb_free(opt->scratch);
+    opt->scratch = p;
+    opt->scratch_bytes = bytes;
     return EMB_OK;
 }
 
@@ -875,26 +920,24 @@ static emb_status sparse_step(emb_optimizer *opt, param_state *ps, const spview 
         return EMB_OK;
     }
 
-    /* Adagrad, SparseAdam: coalesce, then one update per unique row. */
+    /* Adagrad, SparseAdam: coalesce, then one update per unique row. The sort's pairs
+     * (2 n int64) and the threads' accumulators (nt x dim floats) live in the optimizer's
+     * scratch buffer. */
     const int64_t n = g->nnz;
-    int64_t *perm = NULL;
-    if (!g->coalesced && n > 1) {
-        int64_t n3;
-        if (!emb__mul_i64(n, 3, &n3))
-            return emb__error(EMB_ERR_OVERFLOW, "coalesce: %" PRId64 " entries overflow", n);
-        st = alloc_i64(n3, &perm, "coalesce");
-        if (st) return st;
-    }
+    const bool sort = !g->coalesced && n > 1;
     const int nt = sparse_threads(n * dim, n);
-    float *scratch = NULL;
-    st = alloc_f32(nt, dim, &scratch, "coalesce");
+    int64_t pair_bytes = 0, acc_bytes;
+    if ((sort && !emb__mul_i64(n, 2 * (int64_t)sizeof(int64_t), &pair_bytes)) ||
+        !emb__mul_i64((int64_t)nt * (int64_t)sizeof(float), dim > 0 ? dim : 1, &acc_bytes) ||
+        pair_bytes > INT64_MAX - acc_bytes || (uint64_t)(pair_bytes + acc_bytes) > SIZE_MAX)
+        return emb__error(EMB_ERR_OVERFLOW, "coalesce: %" PRId64 " entries overflow", n);
+    st = opt_scratch(opt, (size_t)(pair_bytes + acc_bytes));
     if (!st) st = ensure_state(opt, ps);
-    if (st) {
-        emb_free(perm);
-        emb_free(scratch);
-        return st;
-    }
-    if (perm) emb__argsort_unstable_i64(g->rows, n, perm, perm + n);
+    if (st) return st;
+    int64_t *pairs = sort ? opt->scratch : NULL;
+    float *acc = (float *)((char *)opt->scratch + pair_bytes);
+    if (sort)
+        emb__argsort_pairs_i64_mt(g->rows, n, pairs, emb__threads_for(n, EMB__ARGSORT_GRAIN));
     row_update u;
     memset(&u, 0, sizeof u);
     u.kind = o->kind;
@@ -903,9 +946,7 @@ static emb_status sparse_step(emb_optimizer *opt, param_state *ps, const spview 
     u.s2 = ps->s2;
     if (o->kind == EMB_OPTIM_ADAGRAD) u.ag = adagrad_args(o, step);
     else u.sa = sparse_adam_args(o, step);
-    coalesced_update(K, g, perm, o->maximize ? -1.0f : 1.0f, &u, scratch, nt);
-    emb_free(perm);
-    emb_free(scratch);
+    coalesced_update(K, g, pairs, o->maximize ? -1.0f : 1.0f, &u, acc, nt);
     ps->steps = step;
     return EMB_OK;
 }
@@ -1168,20 +1209,21 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     /* Adagrad, SparseAdam: coalesce on this thread, then one update per unique row. */
     bool ascending = true;
     for (int64_t k = 1; ascending && k < n; k++) ascending = g.rows[k - 1] < g.rows[k];
-    int64_t *perm = NULL;
+    int64_t *pairs = NULL;
     float *acc = NULL;
     if (!ascending) {
-        int64_t n3;
-        st = emb__mul_i64(n, 3, &n3) ? alloc_i64(n3, &perm, "emb_optimizer_update_rows")
+        int64_t n2;
+        st = emb__mul_i64(n, 2, &n2) ? alloc_i64(n2, &pairs, "emb_optimizer_update_rows")
                                      : emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " rows overflow", n);
     }
     if (!st) st = alloc_f32(1, dim, &acc, "emb_optimizer_update_rows");
     if (st) {
         emb_free(keys);
-        emb_free(perm);
+        emb_free(pairs);
         return st;
     }
-    if (perm) emb__argsort_unstable_i64(g.rows, n, perm, perm + n);
+    /* on the caller's thread: concurrent callers are the threads */
+    if (pairs) emb__argsort_pairs_i64_mt(g.rows, n, pairs, 1);
     row_update u;
     memset(&u, 0, sizeof u);
     u.kind = o->kind;
@@ -1190,9 +1232,9 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     u.s2 = ps->s2;
     if (o->kind == EMB_OPTIM_ADAGRAD) u.ag = adagrad_args(o, ps->steps);
     else u.sa = sparse_adam_args(o, ps->steps);
-    coalesced_update(K, &g, perm, o->maximize ? -1.0f : 1.0f, &u, acc, 1);
+    coalesced_update(K, &g, pairs, o->maximize ? -1.0f : 1.0f, &u, acc, 1);
     emb_free(keys);
-    emb_free(perm);
+    emb_free(pairs);
     emb_free(acc);
     return EMB_OK;
 }

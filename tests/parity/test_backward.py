@@ -454,22 +454,33 @@ def argsort_lib():
     d = tempfile.mkdtemp(prefix="emb_argsort_")
     so = os.path.join(d, "libargsort.so")
     cc = os.environ.get("CC", "cc")
-    subprocess.run([cc, "-std=gnu11", "-O2", "-shared", "-fPIC", "-o", so, src], check=True)
+    # with OpenMP, so that the threaded sort (ranges of the introsort as tasks) runs too
+    subprocess.run([cc, "-std=gnu11", "-O2", "-fopenmp", "-shared", "-fPIC", "-o", so, src],
+                   check=True)
     lib_ = C.CDLL(so)
     lib_.emb__argsort_unstable_i64.restype = None
     lib_.emb__argsort_unstable_i64.argtypes = [C.c_void_p, C.c_int64, C.c_void_p, C.c_void_p]
+    lib_.emb__argsort_unstable_i64_mt.restype = None
+    lib_.emb__argsort_unstable_i64_mt.argtypes = [C.c_void_p, C.c_int64, C.c_void_p,
+                                                  C.c_void_p, C.c_int]
     yield lib_
     os.remove(so)
     os.rmdir(d)
 
 
-def emb_argsort(lib_, keys):
+def emb_argsort(lib_, keys, threads=0):
+    """threads 0: the single-threaded entry point; otherwise the threaded one."""
     keys = np.ascontiguousarray(keys, dtype=np.int64)
     n = len(keys)
     perm = np.full(n, -1, np.int64)
     scratch = np.empty(2 * n + 1, np.int64)
     before = keys.copy()
-    lib_.emb__argsort_unstable_i64(keys.ctypes.data, n, perm.ctypes.data, scratch.ctypes.data)
+    if threads:
+        lib_.emb__argsort_unstable_i64_mt(keys.ctypes.data, n, perm.ctypes.data,
+                                          scratch.ctypes.data, threads)
+    else:
+        lib_.emb__argsort_unstable_i64(keys.ctypes.data, n, perm.ctypes.data,
+                                       scratch.ctypes.data)
     assert np.array_equal(keys, before)
     return perm
 
@@ -567,6 +578,31 @@ def test_argsort_matches_torch_sort(argsort_lib):
         got = emb_argsort(argsort_lib, a)
         assert np.array_equal(got, want), f"array {k} (n={len(a)}): first difference at " \
             f"{int(np.argmax(got != want))}"
+
+
+def test_argsort_large_matches_torch_sort(argsort_lib):
+    """Arrays long enough for the block partition's every branch and for the threaded sort
+    (ranges of 32,768 keys and more become tasks), at 1, 2 and 3 threads."""
+    rng = np.random.default_rng(77)
+    arrays = [
+        rng.integers(0, 50_000, 1_048_576),           # the bench's 50k x 16 step: ~21 per row
+        rng.integers(0, 1_000_000, 262_144),          # mostly distinct
+        rng.integers(0, 3, 200_000),                  # few distinct
+        np.sort(rng.integers(0, 1000, 150_000)),      # sorted
+        np.sort(rng.integers(0, 1000, 150_000))[::-1].copy(),
+        np.full(100_000, 9),                          # all equal
+        np.arange(300_000) % 1013,                    # saw tooth
+        rng.integers(-2 ** 62, 2 ** 62, 70_000),      # wide keys
+    ]
+    for n in (65_537, 131_071):                                         # odd sizes
+        arrays.append(rng.integers(0, n // 5, n))
+    for k, a in enumerate(arrays):
+        a = np.asarray(a, np.int64)
+        want = torch.sort(torch.from_numpy(a.copy()), stable=False)[1].numpy()
+        for threads in (0, 1, 2, 3):
+            got = emb_argsort(argsort_lib, a, threads)
+            assert np.array_equal(got, want), f"array {k} (n={len(a)}, threads {threads}): " \
+                f"first difference at {int(np.argmax(got != want))}"
 
 
 # ---- errors reachable from Python (full coverage is in the unit tests) -------------------

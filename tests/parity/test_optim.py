@@ -674,6 +674,20 @@ def _run_all_paths(seed):
             else:
                 check(eo.step_sparse(pid, idx, g)[0])
         out.append(p.copy())
+        # enough entries for the coalescing sort to run on several threads (65,536 and more)
+        V, D, n = 5000, 3, 90_000
+        table = Table(rng.standard_normal((V, D)).astype(np.float32))
+        p = table.weight
+        eo = Opt(kind, **cfg)
+        pid = eo.add_table(table)
+        for s in range(2):
+            idx = rng.integers(0, V, n)
+            g = rng.standard_normal((n, D)).astype(np.float32)
+            if s == 0:
+                check(eo.fused(pid, table, idx, g)[0])
+            else:
+                check(eo.step_sparse(pid, idx, g)[0])
+        out.append(p.copy())
     return out
 
 
