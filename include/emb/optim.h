@@ -106,7 +106,10 @@ EMB_API emb_status emb_optimizer_step(emb_optimizer *opt, int param_id,
  * gradients, please consider SparseAdam instead", "AdamW does not support sparse
  * gradients", "weight_decay option is not compatible with sparse gradients" (Adagrad); SGD
  * with weight_decay, where PyTorch raises "add(sparse, dense) is not supported. ...";
- * SGD nesterov on a dense momentum buffer). Parameter and state unchanged on error. */
+ * SGD nesterov on a dense momentum buffer). Parameter and state unchanged on error.
+ * Adagrad and SparseAdam coalesce the gradient in a scratch buffer of 16 bytes per entry
+ * (plus dim floats per thread) that the optimizer keeps for its next steps, grown to the
+ * largest step's need and freed by emb_optimizer_free (this step and the fused ones). */
 EMB_API emb_status emb_optimizer_step_sparse(emb_optimizer *opt, int param_id,
                                              const emb_sparse_grad *grad);
 
@@ -115,7 +118,7 @@ EMB_API emb_status emb_optimizer_step_sparse(emb_optimizer *opt, int param_id,
  * emb_optimizer_step_sparse(opt, param_id, grad), computed straight from the lookup's
  * output gradient and its indices, without a sparse-gradient copy and without a
  * [num_embeddings, dim] buffer (scratch: O(numel(indices)) integers and O(dim) floats per
- * thread). Bit-identical to the unfused path: the table's own padding_idx positions are
+ * thread; Adagrad's and SparseAdam's are kept, as in emb_optimizer_step_sparse). Bit-identical to the unfused path: the table's own padding_idx positions are
  * skipped, and everything else (requires_grad, scale_grad_by_freq) is taken from `e`, so
  * the fused step cannot do what the unfused path would not.
  * param_id must be the id under which e's weight (the view emb_embedding_weight gives:
