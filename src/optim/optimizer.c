@@ -563,9 +563,27 @@ static void apply_entries(const emb__optim_kernel_table *K, float *p, int64_t ro
 #endif
     for (int t = 0; t < nt; t++) {
         const int64_t lo = rows * t / nt, hi = rows * (t + 1) / nt;
-        for (int64_t k = 0; k < nnz; k++) {
-            int64_t r = e->rows[k];
-            if (r >= lo && r < hi) K->axpy(p + r * dim, sv_row(e, k), alpha, dim);
+        if (nt == 1) {
+            for (int64_t k = 0; k < nnz; k++)
+                K->axpy(p + e->rows[k] * dim, sv_row(e, k), alpha, dim);
+            continue;
+        }
+        /* A block of entries at a time: first the entries of this thread's rows, collected
+         * without a branch per entry (whether a random row is this thread's is a coin flip the
+         * branch predictor loses), then their updates in entry order. */
+        enum { BLOCK = 256 };
+        int32_t mine[BLOCK];
+        for (int64_t b = 0; b < nnz; b += BLOCK) {
+            const int m = nnz - b < BLOCK ? (int)(nnz - b) : BLOCK;
+            int c = 0;
+            for (int j = 0; j < m; j++) {
+                mine[c] = j;
+                c += (uint64_t)(e->rows[b + j] - lo) < (uint64_t)(hi - lo);
+            }
+            for (int j = 0; j < c; j++) {
+                const int64_t k = b + mine[j];
+                K->axpy(p + e->rows[k] * dim, sv_row(e, k), alpha, dim);
+            }
         }
     }
 }
