@@ -15,8 +15,10 @@
 
 /* Prefetches the first lines (up to 512 bytes) of the row of position p when p < limit:
  * random rows of a large table are the cost of a bag, and the max loop has too little
- * independent work per row for the CPU to overlap the misses on its own. */
-#define EMB__BAG_PF_DIST 8
+ * independent work per row for the CPU to overlap the misses on its own. 16 positions
+ * ahead: sum over a 1M x 64 table (40,960 indices, bags of 20) took 0.45 ms at 16 against
+ * 0.585 ms at 8 (AMD EPYC, 1 thread); 24 gained nothing more. */
+#define EMB__BAG_PF_DIST 16
 #define BAG_PREFETCH(p, limit)                                                               \
     do {                                                                                    \
         if ((p) < (limit)) {                                                                \
@@ -26,36 +28,130 @@
         }                                                                                   \
     } while (0)
 
+/* The pool of one bag over the columns [c0, c0 + CB) of its rows, CB a compile-time
+ * constant: the accumulators are a local array that the compiler keeps in vector registers
+ * across the bag's positions (through memory, every position paid a store and a reload of
+ * each accumulator: sum over a 1M x 64 table, 40,960 indices in bags of 20, took 0.76 ms
+ * that way and 0.40 ms in registers, where torch's kernel takes 0.37-0.41 ms). The
+ * additions per column are the ones of the plain loop, in the same order. The first block of a bag
+ * (c0 == 0) prefetches the rows further on; later blocks find the bag's rows in the cache. */
+static inline __attribute__((always_inline)) void
+bag_pool_cols(float *restrict o, const float *weight, int64_t dim, const void *idx,
+              bool idx_i32, int64_t p0, int64_t p1, int64_t all_end, int64_t c0,
+              const int CB, const float *psw, int64_t pad, float mean_div) {
+    const bool fast = pad == INT64_MIN;
+    float a[64];
+    for (int d = 0; d < CB; d++) a[d] = 0.0f;
+    for (int64_t p = p0; p < p1; p++) {
+        if (c0 == 0) BAG_PREFETCH(p + EMB__BAG_PF_DIST, all_end);
+        const int64_t k = IDX(p);
+        if (k == pad) continue;
+        const float *restrict w = weight + k * dim + c0;
+        if (!psw) {
+            for (int d = 0; d < CB; d++) a[d] = a[d] + w[d];
+        } else if (fast) {
+            const float sc = psw[p];
+            for (int d = 0; d < CB; d++) a[d] = fmaf(sc, w[d], a[d]);
+        } else {
+            const float sc = psw[p];
+            for (int d = 0; d < CB; d++) a[d] = a[d] + w[d] * sc;
+        }
+    }
+    if (mean_div != 0.0f)
+        for (int d = 0; d < CB; d++) a[d] = a[d] / mean_div;
+    for (int d = 0; d < CB; d++) o[c0 + d] = a[d];
+}
+
+/* Sum or mean without weights or padding over rows whose width is a multiple of CB (64 or
+ * 128, a compile-time constant, as is I32, the index type): the common case, as a loop
+ * without any per-position condition but the prefetch bound. Same additions as
+ * bag_pool_cols. 128 columns at once (16 accumulators) on 128-wide rows: 0.75 -> 0.52 ms
+ * on 50k x 128 against two blocks of 64 (torch: 0.49-0.51 ms). */
+static inline __attribute__((always_inline)) void
+bag_pool_plain(float *out, const float *weight, int64_t dim, const void *idx, const bool I32,
+               const int CB, const int64_t *starts, int64_t b0, int64_t b1, bool mean) {
+    const int64_t *i64 = idx;
+    const int32_t *i32 = idx;
+#define PIDX(p) (I32 ? (int64_t)i32[p] : i64[p])
+    const int64_t all_end = starts[b1];
+    const int64_t pf_bytes = dim * 4 < 512 ? dim * 4 : 512;
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t p0 = starts[b], p1 = starts[b + 1];
+        const float div = (float)(p1 - p0 > 1 ? p1 - p0 : 1);
+        for (int64_t c0 = 0; c0 < dim; c0 += CB) {
+            float a[128];
+            for (int d = 0; d < CB; d++) a[d] = 0.0f;
+            for (int64_t p = p0; p < p1; p++) {
+                if (c0 == 0 && p + EMB__BAG_PF_DIST < all_end) {
+                    const char *r = (const char *)(weight + PIDX(p + EMB__BAG_PF_DIST) * dim);
+                    for (int64_t o = 0; o < pf_bytes; o += 64) __builtin_prefetch(r + o, 0, 3);
+                }
+                const float *restrict w = weight + PIDX(p) * dim + c0;
+                for (int d = 0; d < CB; d++) a[d] = a[d] + w[d];
+            }
+            float *restrict o = out + b * dim + c0;
+            if (mean)
+                for (int d = 0; d < CB; d++) o[d] = a[d] / div;
+            else
+                for (int d = 0; d < CB; d++) o[d] = a[d];
+        }
+    }
+#undef PIDX
+}
+
 static inline __attribute__((always_inline)) void
 bag_pool_body(float *out, const float *weight, int64_t dim, const void *idx,
                        bool idx_i32, const int64_t *starts, int64_t b0, int64_t b1,
                        const float *psw, int64_t pad, bool mean) {
     const bool fast = pad == INT64_MIN;
     const int64_t all_end = starts[b1];
+    if (!psw && fast && dim % 64 == 0) {
+        if (dim % 128 == 0) {
+            if (idx_i32) bag_pool_plain(out, weight, dim, idx, true, 128, starts, b0, b1, mean);
+            else bag_pool_plain(out, weight, dim, idx, false, 128, starts, b0, b1, mean);
+        } else {
+            if (idx_i32) bag_pool_plain(out, weight, dim, idx, true, 64, starts, b0, b1, mean);
+            else bag_pool_plain(out, weight, dim, idx, false, 64, starts, b0, b1, mean);
+        }
+        return;
+    }
     for (int64_t b = b0; b < b1; b++) {
         float *restrict acc = out + b * dim;
-        for (int64_t d = 0; d < dim; d++) acc[d] = 0.0f;
-        int64_t count = 0;
-        for (int64_t p = starts[b]; p < starts[b + 1]; p++) {
-            BAG_PREFETCH(p + EMB__BAG_PF_DIST, all_end);
+        const int64_t p0 = starts[b], p1 = starts[b + 1];
+        float mean_div = 0.0f; /* 0: no division */
+        if (mean) {
+            int64_t count = p1 - p0;
+            if (!fast)
+                for (int64_t p = p0; p < p1; p++) count -= IDX(p) == pad;
+            mean_div = (float)(count > 1 ? count : 1);
+        }
+        /* register blocks of 64, then 16 columns; the rest through memory */
+        int64_t c0 = 0;
+        for (; c0 + 64 <= dim; c0 += 64)
+            bag_pool_cols(acc, weight, dim, idx, idx_i32, p0, p1, all_end, c0, 64, psw, pad,
+                          mean_div);
+        for (; c0 + 16 <= dim; c0 += 16)
+            bag_pool_cols(acc, weight, dim, idx, idx_i32, p0, p1, all_end, c0, 16, psw, pad,
+                          mean_div);
+        if (c0 == dim) continue;
+        for (int64_t d = c0; d < dim; d++) acc[d] = 0.0f;
+        for (int64_t p = p0; p < p1; p++) {
+            if (c0 == 0) BAG_PREFETCH(p + EMB__BAG_PF_DIST, all_end);
             const int64_t k = IDX(p);
             if (k == pad) continue;
-            count++;
             const float *restrict w = weight + k * dim;
             if (!psw) {
-                for (int64_t d = 0; d < dim; d++) acc[d] = acc[d] + w[d];
+                for (int64_t d = c0; d < dim; d++) acc[d] = acc[d] + w[d];
             } else if (fast) {
-                const float s = psw[p];
-                for (int64_t d = 0; d < dim; d++) acc[d] = fmaf(s, w[d], acc[d]);
+                const float sc = psw[p];
+                for (int64_t d = c0; d < dim; d++) acc[d] = fmaf(sc, w[d], acc[d]);
             } else {
-                const float s = psw[p];
-                for (int64_t d = 0; d < dim; d++) acc[d] = acc[d] + w[d] * s;
+                const float sc = psw[p];
+                for (int64_t d = c0; d < dim; d++) acc[d] = acc[d] + w[d] * sc;
             }
         }
-        if (mean) {
-            const float c = (float)(count > 1 ? count : 1);
-            for (int64_t d = 0; d < dim; d++) acc[d] = acc[d] / c;
-        }
+        if (mean)
+            for (int64_t d = c0; d < dim; d++) acc[d] = acc[d] / mean_div;
     }
 }
 

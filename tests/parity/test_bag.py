@@ -156,6 +156,8 @@ def torch_bag(w, inp, off, psw, mode, padding_idx=None, max_norm=None, sgbf=Fals
 def random_case(rng, allow_bugs=False):
     V = int(rng.integers(1, 40))
     D = int(rng.integers(1, 24))
+    if rng.random() < 0.25:  # widths the pooling kernels take in register blocks of 16/64/128
+        D = int(rng.choice([16, 32, 48, 64, 72, 80, 128, 144, 192, 256]))
     mode = ["sum", "mean", "max"][int(rng.integers(0, 3))]
     w = rng.standard_normal((V, D)).astype(np.float32)
     if rng.random() < 0.2:  # many ties for max
