@@ -666,16 +666,16 @@ def _run_all_paths(seed):
         eo = Opt(kind, **cfg)
         pid = eo.add_table(table)
         for s in range(3):
-            n = 6000
+            n = 24000  # n * D = 960K float operations: several threads (256K each)
             idx = (rng.zipf(1.2, n) % V).astype(np.int64)
             g = rng.standard_normal((n, D)).astype(np.float32)
             if s == 1:
-                check(eo.fused(pid, table, idx.reshape(60, 100), g.reshape(60, 100, D))[0])
+                check(eo.fused(pid, table, idx.reshape(240, 100), g.reshape(240, 100, D))[0])
             else:
                 check(eo.step_sparse(pid, idx, g)[0])
         out.append(p.copy())
         # enough entries for the coalescing sort to run on several threads (65,536 and more)
-        V, D, n = 5000, 3, 90_000
+        V, D, n = 5000, 8, 90_000
         table = Table(rng.standard_normal((V, D)).astype(np.float32))
         p = table.weight
         eo = Opt(kind, **cfg)
