@@ -226,8 +226,14 @@ bag_backward_groups_body(float *grad_weight, const float *grad_output, int64_t d
                                   const int64_t *bag_count, const float *psw, int64_t i0,
                                   int64_t i1, int64_t pad, bool scale_by_freq, float *acc) {
     int64_t i = i0;
+    const int64_t pf_bytes = dim * 4 < 512 ? dim * 4 : 512;
     while (i < i1) {
         const int64_t k = keys[perm[i]];
+        if (i + EMB__BAG_PF_DIST < i1) {
+            /* the gradient row of a group further on: random rows of a large table */
+            const char *r = (const char *)(grad_weight + keys[perm[i + EMB__BAG_PF_DIST]] * dim);
+            for (int64_t o = 0; o < pf_bytes; o += 64) __builtin_prefetch(r + o, 1, 3);
+        }
         int64_t j = i + 1;
         while (j < i1 && keys[perm[j]] == k) j++;
         if (k != pad) {
