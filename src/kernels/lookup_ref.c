@@ -7,13 +7,13 @@
 
 #include <string.h>
 
-/* Prefetches the first cache lines of the weight row `row` (at most 512 bytes) into all
+/* Prefetches the first cache lines of the weight row `row` (at most 2048 bytes) into all
  * cache levels. */
 static inline void prefetch_row(const float *weight, int64_t dim, int64_t row) {
 #if defined(__GNUC__)
     const char *p = (const char *)(weight + row * dim);
     int64_t bytes = dim * (int64_t)sizeof(float);
-    if (bytes > 512) bytes = 512;
+    if (bytes > 2048) bytes = 2048;
     for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 3);
 #else
     (void)weight; (void)dim; (void)row;
