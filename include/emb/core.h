@@ -176,10 +176,13 @@ EMB_API int emb_get_num_threads(void);
 typedef enum emb_kernel_mode {
     EMB_KERNELS_AUTO = 0, /* the fastest variant this CPU supports */
     EMB_KERNELS_REF = 1,  /* the scalar reference kernels only */
+    EMB_KERNELS_AVX2 = 2, /* at most the AVX2+FMA variants, never the AVX-512 ones */
 } emb_kernel_mode;
 
-/* Selects which kernel variants run. The environment variable EMB_KERNELS=ref forces the
- * reference kernels at start-up. Not thread-safe against concurrent emb calls. */
+/* Selects which kernel variants run; every variant gives the same bits. The environment
+ * variable EMB_KERNELS=ref (or =avx2) selects EMB_KERNELS_REF (or EMB_KERNELS_AVX2) at
+ * start-up. Unknown modes count as EMB_KERNELS_AUTO. Not thread-safe against concurrent emb
+ * calls. */
 EMB_API void emb_set_kernel_mode(emb_kernel_mode mode);
 EMB_API emb_kernel_mode emb_get_kernel_mode(void);
 

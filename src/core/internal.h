@@ -86,4 +86,10 @@ bool emb__cpu_has_avx2(void);
  * transform): the CPU has AVX2 and FMA and the reference kernels are not forced. */
 bool emb__use_avx2(void);
 
+/* The CPU has AVX-512 F and VL besides AVX2 and FMA (and the OS saves their registers). */
+bool emb__cpu_has_avx512(void);
+/* The kernel tables' AVX-512 twins run: the CPU has them and the mode is EMB_KERNELS_AUTO
+ * (EMB_KERNELS_AVX2 stops at the AVX2 twins, EMB_KERNELS_REF at the reference). */
+bool emb__use_avx512(void);
+
 #endif /* EMB_INTERNAL_H */

@@ -32,13 +32,17 @@ int emb__threads_for(int64_t work, int64_t grain) {
 }
 
 void emb_set_kernel_mode(emb_kernel_mode mode) {
-    emb__kernel_mode = mode == EMB_KERNELS_REF ? EMB_KERNELS_REF : EMB_KERNELS_AUTO;
+    emb__kernel_mode = mode == EMB_KERNELS_REF || mode == EMB_KERNELS_AVX2 ? mode
+                                                                           : EMB_KERNELS_AUTO;
 }
 
 emb_kernel_mode emb_get_kernel_mode(void) {
     if (emb__kernel_mode < 0) {
         const char *env = getenv("EMB_KERNELS");
-        emb__kernel_mode = (env && strcmp(env, "ref") == 0) ? EMB_KERNELS_REF : EMB_KERNELS_AUTO;
+        emb__kernel_mode = !env                       ? EMB_KERNELS_AUTO
+                           : strcmp(env, "ref") == 0  ? EMB_KERNELS_REF
+                           : strcmp(env, "avx2") == 0 ? EMB_KERNELS_AVX2
+                                                      : EMB_KERNELS_AUTO;
     }
     return (emb_kernel_mode)emb__kernel_mode;
 }
@@ -62,3 +66,23 @@ bool emb__cpu_has_avx2(void) {
 }
 
 bool emb__use_avx2(void) { return !emb__force_ref() && emb__cpu_has_avx2(); }
+
+bool emb__cpu_has_avx512(void) {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+    static int have_avx512 = -1;
+    int have = __atomic_load_n(&have_avx512, __ATOMIC_RELAXED);
+    if (have < 0) {
+        /* libgcc's cpu model also checks that the OS saves the AVX-512 registers */
+        have = emb__cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512vl");
+        __atomic_store_n(&have_avx512, have, __ATOMIC_RELAXED);
+    }
+    return have != 0;
+#else
+    return false;
+#endif
+}
+
+bool emb__use_avx512(void) {
+    return emb_get_kernel_mode() == EMB_KERNELS_AUTO && emb__cpu_has_avx512();
+}

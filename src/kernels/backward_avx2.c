@@ -6,10 +6,5 @@
 #if EMB__KERNELS_AVX2
 #include "backward_body.h"
 
-EMB__TARGET_AVX2 void emb__embedding_backward_rows_avx2(
-    float *grad_weight, const float *grad_output, int64_t dim, const int64_t *offsets,
-    const int64_t *order, int64_t row_begin, int64_t row_end, bool scale_by_freq, float *acc) {
-    backward_rows_body(grad_weight, grad_output, dim, offsets, order, row_begin, row_end,
-                       scale_by_freq, acc);
-}
+EMB__BACKWARD_INSTANTIATE(avx2, EMB__TARGET_AVX2)
 #endif

@@ -61,4 +61,14 @@ backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
     }
 }
 
+/* The twin for one target (backward_avx2.c, backward_avx512.c). */
+#define EMB__BACKWARD_INSTANTIATE(SUFFIX, ATTR)                                             \
+    ATTR void emb__embedding_backward_rows_##SUFFIX(                                        \
+        float *grad_weight, const float *grad_output, int64_t dim, const int64_t *offsets,  \
+        const int64_t *order, int64_t row_begin, int64_t row_end, bool scale_by_freq,       \
+        float *acc) {                                                                       \
+        backward_rows_body(grad_weight, grad_output, dim, offsets, order, row_begin,        \
+                           row_end, scale_by_freq, acc);                                    \
+    }
+
 #endif /* EMB_BACKWARD_BODY_H */

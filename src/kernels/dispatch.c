@@ -14,33 +14,40 @@ const emb__kernel_table emb__kernels_ref = {
 };
 
 #if EMB__KERNELS_AVX2
-static const emb__kernel_table kernels_avx2 = {
-    "avx2",
-    emb__embedding_backward_rows_avx2,
-    emb__row_norm2_f32_avx2,
-    emb__row_norm_f32_avx2,
-    emb__renorm_rows_f32_avx2,
-    &emb__optim_kernels_avx2,
-    &emb__bag_kernels_avx2,
-};
+#define EMB__TWIN_TABLE(SUFFIX)                                                             \
+    static const emb__kernel_table kernels_##SUFFIX = {                                     \
+        #SUFFIX,                                                                            \
+        emb__embedding_backward_rows_##SUFFIX,                                              \
+        emb__row_norm2_f32_##SUFFIX,                                                        \
+        emb__row_norm_f32_##SUFFIX,                                                         \
+        emb__renorm_rows_f32_##SUFFIX,                                                      \
+        &emb__optim_kernels_##SUFFIX,                                                       \
+        &emb__bag_kernels_##SUFFIX,                                                         \
+    };
+EMB__TWIN_TABLE(avx2)
+EMB__TWIN_TABLE(avx512)
+#undef EMB__TWIN_TABLE
 #endif
 
 const emb__kernel_table *emb__kernels(void) {
 #if EMB__KERNELS_AVX2
+    if (emb__use_avx512()) return &kernels_avx512;
     if (emb__use_avx2()) return &kernels_avx2;
 #endif
     return &emb__kernels_ref;
 }
 
 int emb__kernel_variants(const emb__kernel_table *const **out) {
+    /* ordered by capability: each CPU runs a prefix */
     static const emb__kernel_table *const all[] = {
         &emb__kernels_ref,
 #if EMB__KERNELS_AVX2
         &kernels_avx2,
+        &kernels_avx512,
 #endif
     };
     *out = all;
-    return emb__cpu_has_avx2() ? (int)(sizeof all / sizeof all[0]) : 1;
+    return emb__cpu_has_avx512() ? 3 : emb__cpu_has_avx2() ? 2 : 1;
 }
 
 /* log_softmax: the AVX2 + SLEEF kernels reproduce torch's AVX2 build; the _ref ones its

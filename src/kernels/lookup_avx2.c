@@ -6,17 +6,5 @@
 #if EMB__KERNELS_AVX2
 #include "lookup_body.h"
 
-EMB__TARGET_AVX2 float emb__row_norm2_f32_avx2(const float *x, int64_t n) {
-    return row_norm2_body(x, n);
-}
-
-EMB__TARGET_AVX2 float emb__row_norm_f32_avx2(const float *x, int64_t n, double p) {
-    return row_norm_body(x, n, p);
-}
-
-EMB__TARGET_AVX2 void emb__renorm_rows_f32_avx2(float *weight, int64_t dim,
-                                                const int64_t *rows, int64_t begin,
-                                                int64_t end, double max_norm, double p) {
-    renorm_rows_body(weight, dim, rows, begin, end, max_norm, p);
-}
+EMB__LOOKUP_INSTANTIATE(avx2, EMB__TARGET_AVX2)
 #endif

@@ -85,4 +85,18 @@ EMB__LOOKUP_INLINE void renorm_rows_body(float *weight, int64_t dim, const int64
     }
 }
 
+/* The twins for one target (lookup_avx2.c, lookup_avx512.c). */
+#define EMB__LOOKUP_INSTANTIATE(SUFFIX, ATTR)                                               \
+    ATTR float emb__row_norm2_f32_##SUFFIX(const float *x, int64_t n) {                     \
+        return row_norm2_body(x, n);                                                        \
+    }                                                                                       \
+    ATTR float emb__row_norm_f32_##SUFFIX(const float *x, int64_t n, double p) {            \
+        return row_norm_body(x, n, p);                                                      \
+    }                                                                                       \
+    ATTR void emb__renorm_rows_f32_##SUFFIX(float *weight, int64_t dim, const int64_t *rows, \
+                                            int64_t begin, int64_t end, double max_norm,    \
+                                            double p) {                                     \
+        renorm_rows_body(weight, dim, rows, begin, end, max_norm, p);                       \
+    }
+
 #endif /* EMB_LOOKUP_BODY_H */

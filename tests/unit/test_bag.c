@@ -829,25 +829,28 @@ static void test_fused_step_errors(void **state) {
     emb_bag_free(bf);
 }
 
-/* Every kernel variant this CPU runs (AVX2+FMA twins) gives the reference kernels' bits. */
-static void test_kernel_variants(void **state) {
-    (void)state;
-    const emb__kernel_table *const *v;
-    int nv = emb__kernel_variants(&v);
-    assert_true(nv >= 1);
-    assert_ptr_equal(v[0]->bag, &emb__bag_kernels_ref);
-    enum { VV = 50, DD = 37, NB = 40, N = 400 };
+/* Every kernel variant this CPU runs (AVX2+FMA and AVX-512 twins) gives the reference
+ * kernels' bits, at row widths the pooling takes in register blocks of 16, 64 and 128 columns
+ * and at widths that leave a tail. */
+static void check_bag_variants(const emb__kernel_table *const *v, int nv, int64_t DD) {
+    enum { VV = 50, NB = 40, N = 400 };
     float *w = malloc(sizeof(float) * VV * DD), *psw = malloc(sizeof(float) * N);
-    float *g = malloc(sizeof(float) * NB * DD), *want = malloc(sizeof(float) * VV * DD);
-    float *got = malloc(sizeof(float) * VV * DD), acc[DD];
-    int64_t *idx = malloc(sizeof(int64_t) * N), starts[NB + 1], *mi1 = malloc(sizeof(int64_t) * NB * DD);
-    int64_t *mi2 = malloc(sizeof(int64_t) * NB * DD), perm[N], scratch[2 * N], o2b[N], cnt[NB];
-    uint64_t s = 11;
+    const int64_t nout = VV * DD > N ? VV * DD : N; /* a table, or a value per position */
+    float *g = malloc(sizeof(float) * NB * DD), *want = malloc(sizeof(float) * nout);
+    float *got = malloc(sizeof(float) * nout), *acc = malloc(sizeof(float) * DD);
+    int64_t *idx = malloc(sizeof(int64_t) * N), starts[NB + 1];
+    int64_t *mi1 = malloc(sizeof(int64_t) * NB * DD), *mi2 = malloc(sizeof(int64_t) * NB * DD);
+    int64_t perm[N], scratch[2 * N], o2b[N], cnt[NB];
+    int32_t idx32[N];
+    uint64_t s = 11 + (uint64_t)DD;
     emb_test_randf(&s, w, VV * DD, -2, 2);
     w[7] = NAN;
     emb_test_randf(&s, psw, N, -1, 1);
     emb_test_randf(&s, g, NB * DD, -1, 1);
-    for (int i = 0; i < N; i++) idx[i] = (int64_t)(emb_test_urand(&s) * VV) % VV;
+    for (int i = 0; i < N; i++) {
+        idx[i] = (int64_t)(emb_test_urand(&s) * VV) % VV;
+        idx32[i] = (int32_t)idx[i];
+    }
     for (int b = 0; b <= NB; b++) starts[b] = b == NB ? N : (int64_t)b * N / NB - (b % 7 == 3);
     starts[0] = 0;
     for (int b = 0; b < NB; b++) {
@@ -858,36 +861,49 @@ static void test_kernel_variants(void **state) {
     for (int k = 1; k < nv; k++) {
         const emb__bag_kernel_table *K = v[k]->bag;
         for (int pad = 0; pad < 2; pad++)
-            for (int mode = 0; mode < 3; mode++) {
-                const int64_t pd = pad ? 3 : EMB_PADDING_NONE;
-                const float *p = mode == 2 ? psw : NULL;
-                emb__bag_pool_ref(want, w, DD, idx, false, starts, 0, NB, p, pd, mode == 1);
-                K->pool(got, w, DD, idx, false, starts, 0, NB, p, pd, mode == 1);
-                EMB_ASSERT_EXACT(got, want, NB * DD, "pool variant");
-                emb__bag_max_ref(want, mi1, w, DD, idx, false, starts, 0, NB, pd);
-                K->max(got, mi2, w, DD, idx, false, starts, 0, NB, pd);
-                EMB_ASSERT_EXACT(got, want, NB * DD, "max variant");
-                assert_memory_equal(mi1, mi2, sizeof(int64_t) * NB * DD);
-                memset(want, 0, sizeof(float) * VV * DD);
-                memset(got, 0, sizeof(float) * VV * DD);
-                emb__bag_backward_groups_ref(want, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL,
-                                             p, 0, N, pd, pad, acc);
-                K->backward_groups(got, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL, p, 0, N,
-                                   pd, pad, acc);
-                EMB_ASSERT_EXACT(got, want, VV * DD, "backward variant");
-                emb__bag_psw_grad_ref(want, g, w, DD, idx, false, o2b, 0, N, pd);
-                K->psw_grad(got, g, w, DD, idx, false, o2b, 0, N, pd);
-                EMB_ASSERT_EXACT(got, want, N, "per_sample_weights gradient variant");
-            }
+            for (int mode = 0; mode < 3; mode++)
+                for (int i32 = 0; i32 < 2; i32++) {
+                    const int64_t pd = pad ? 3 : EMB_PADDING_NONE;
+                    const float *p = mode == 2 ? psw : NULL;
+                    const void *ix = i32 ? (const void *)idx32 : (const void *)idx;
+                    emb__bag_pool_ref(want, w, DD, ix, i32, starts, 0, NB, p, pd, mode == 1);
+                    K->pool(got, w, DD, ix, i32, starts, 0, NB, p, pd, mode == 1);
+                    EMB_ASSERT_EXACT(got, want, NB * DD, "pool variant");
+                    emb__bag_max_ref(want, mi1, w, DD, ix, i32, starts, 0, NB, pd);
+                    K->max(got, mi2, w, DD, ix, i32, starts, 0, NB, pd);
+                    EMB_ASSERT_EXACT(got, want, NB * DD, "max variant");
+                    assert_memory_equal(mi1, mi2, sizeof(int64_t) * NB * DD);
+                    memset(want, 0, sizeof(float) * VV * DD);
+                    memset(got, 0, sizeof(float) * VV * DD);
+                    emb__bag_backward_groups_ref(want, g, DD, idx, perm, o2b,
+                                                 mode == 1 ? cnt : NULL, p, 0, N, pd, pad, acc);
+                    K->backward_groups(got, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL, p, 0,
+                                       N, pd, pad, acc);
+                    EMB_ASSERT_EXACT(got, want, VV * DD, "backward variant");
+                    emb__bag_psw_grad_ref(want, g, w, DD, ix, i32, o2b, 0, N, pd);
+                    K->psw_grad(got, g, w, DD, ix, i32, o2b, 0, N, pd);
+                    EMB_ASSERT_EXACT(got, want, N, "per_sample_weights gradient variant");
+                }
     }
     free(w);
     free(psw);
     free(g);
     free(want);
     free(got);
+    free(acc);
     free(idx);
     free(mi1);
     free(mi2);
+}
+
+static void test_kernel_variants(void **state) {
+    (void)state;
+    const emb__kernel_table *const *v;
+    int nv = emb__kernel_variants(&v);
+    assert_true(nv >= 1);
+    assert_ptr_equal(v[0]->bag, &emb__bag_kernels_ref);
+    const int64_t dims[] = {1, 16, 37, 64, 72, 128, 144, 256};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) check_bag_variants(v, nv, dims[i]);
 }
 
 /* A 2-D input without columns is B empty bags, whatever B: nothing is allocated for them

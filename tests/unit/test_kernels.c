@@ -51,8 +51,16 @@ static void test_mode_selects_table(void **state) {
     assert_ptr_equal(emb__kernels(), v[n - 1]);
 #if EMB__KERNELS_AVX2
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        assert_int_equal(n, 2);
+        const bool avx512 =
+            __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+        assert_int_equal(n, avx512 ? 3 : 2);
         assert_string_equal(v[1]->name, "avx2");
+        if (avx512) assert_string_equal(v[2]->name, "avx512");
+        /* EMB_KERNELS_AVX2 stops at the AVX2 twins */
+        emb_set_kernel_mode(EMB_KERNELS_AVX2);
+        assert_int_equal(emb_get_kernel_mode(), EMB_KERNELS_AVX2);
+        assert_ptr_equal(emb__kernels(), v[1]);
+        emb_set_kernel_mode(EMB_KERNELS_AUTO);
     } else {
         assert_int_equal(n, 1);
     }
