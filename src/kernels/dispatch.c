@@ -9,6 +9,8 @@ const emb__kernel_table emb__kernels_ref = {
     emb__row_norm2_f32_ref,
     emb__row_norm_f32_ref,
     emb__renorm_rows_f32_ref,
+    emb__lookup_rows_i64,
+    emb__lookup_rows_i32,
     &emb__optim_kernels_ref,
     &emb__bag_kernels_ref,
 };
@@ -21,6 +23,8 @@ const emb__kernel_table emb__kernels_ref = {
         emb__row_norm2_f32_##SUFFIX,                                                        \
         emb__row_norm_f32_##SUFFIX,                                                         \
         emb__renorm_rows_f32_##SUFFIX,                                                      \
+        emb__lookup_rows_i64_##SUFFIX,                                                      \
+        emb__lookup_rows_i32_##SUFFIX,                                                      \
         &emb__optim_kernels_##SUFFIX,                                                       \
         &emb__bag_kernels_##SUFFIX,                                                         \
     };

@@ -41,6 +41,8 @@ typedef struct emb__kernel_table {
     emb__row_norm2_fn row_norm2;
     emb__row_norm_fn row_norm;
     emb__renorm_rows_fn renorm_rows;
+    emb__lookup_rows_i64_fn lookup_rows_i64;
+    emb__lookup_rows_i32_fn lookup_rows_i32;
     const emb__optim_kernel_table *optim;
     const emb__bag_kernel_table *bag;
 } emb__kernel_table;
@@ -67,6 +69,12 @@ int emb__kernel_variants(const emb__kernel_table *const **out);
     void emb__renorm_rows_f32_##SUFFIX(float *weight, int64_t dim, const int64_t *rows,     \
                                        int64_t begin, int64_t end, double max_norm,         \
                                        double p);                                           \
+    void emb__lookup_rows_i64_##SUFFIX(float *out, const float *weight, int64_t dim,        \
+                                       const int64_t *idx, int64_t begin, int64_t end,      \
+                                       int prefetch);                                       \
+    void emb__lookup_rows_i32_##SUFFIX(float *out, const float *weight, int64_t dim,        \
+                                       const int32_t *idx, int64_t begin, int64_t end,      \
+                                       int prefetch);                                       \
     extern const emb__optim_kernel_table emb__optim_kernels_##SUFFIX;                       \
     extern const emb__bag_kernel_table emb__bag_kernels_##SUFFIX;
 EMB__DECLARE_TWINS(avx2)

@@ -1,7 +1,7 @@
 /* src/kernels/lookup.h: embedding lookup (row gather) and max_norm renormalisation kernels.
  *
- * Plain functions over raw arrays. The _ref kernels are declared here; the AVX2+FMA twins of
- * the norm and renorm kernels, and the choice between them, are in dispatch.h. They never validate and never allocate: the module in
+ * Plain functions over raw arrays. The _ref kernels are declared here; their AVX2+FMA and
+ * AVX-512 twins, and the choice between them, are in dispatch.h. They never validate and never allocate: the module in
  * src/nn/embedding.c checks every index and shape once, then calls these on position or
  * row ranges (and owns the threading). Numerics are PyTorch 1.13's (docs/semantics.md
  * §4, §5).
@@ -20,6 +20,12 @@ void emb__lookup_rows_i64(float *out, const float *weight, int64_t dim, const in
                           int64_t begin, int64_t end, int prefetch);
 void emb__lookup_rows_i32(float *out, const float *weight, int64_t dim, const int32_t *idx,
                           int64_t begin, int64_t end, int prefetch);
+typedef void (*emb__lookup_rows_i64_fn)(float *out, const float *weight, int64_t dim,
+                                        const int64_t *idx, int64_t begin, int64_t end,
+                                        int prefetch);
+typedef void (*emb__lookup_rows_i32_fn)(float *out, const float *weight, int64_t dim,
+                                        const int32_t *idx, int64_t begin, int64_t end,
+                                        int prefetch);
 
 /* PyTorch's float32 norm of x[0..n) for norm_type p (any real p, +-INFINITY, 0):
  *   p == 2:    the 8-lane fmaf accumulation of docs/semantics.md §5.2, then sqrtf;

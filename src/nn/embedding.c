@@ -327,9 +327,10 @@ static void gather(const float *weight, int64_t V, int64_t D, const emb_tensor *
     int pf = table_bytes > EMB__PF_BYTES && D * 4 <= EMB__PF_ROW_BYTES ? EMB__PF_DIST : 0;
     const bool i64 = indices->dtype == EMB_INT64;
     const void *idx = indices->data;
+    const emb__kernel_table *K = emb__kernels();
     if (nt <= 1) {
-        if (i64) emb__lookup_rows_i64(out, weight, D, idx, 0, n, pf);
-        else emb__lookup_rows_i32(out, weight, D, idx, 0, n, pf);
+        if (i64) K->lookup_rows_i64(out, weight, D, idx, 0, n, pf);
+        else K->lookup_rows_i32(out, weight, D, idx, 0, n, pf);
         return;
     }
 #ifdef _OPENMP
@@ -338,8 +339,8 @@ static void gather(const float *weight, int64_t V, int64_t D, const emb_tensor *
     for (int t = 0; t < nt; t++) {
         int64_t b = n / nt * t + (t < n % nt ? t : n % nt);
         int64_t e = b + n / nt + (t < n % nt ? 1 : 0);
-        if (i64) emb__lookup_rows_i64(out, weight, D, idx, b, e, pf);
-        else emb__lookup_rows_i32(out, weight, D, idx, b, e, pf);
+        if (i64) K->lookup_rows_i64(out, weight, D, idx, b, e, pf);
+        else K->lookup_rows_i32(out, weight, D, idx, b, e, pf);
     }
 }
 
