@@ -555,13 +555,18 @@ static int sparse_threads(int64_t work, int64_t units) {
     return nt < 1 ? 1 : nt;
 }
 
+#define SGD_CACHED_FLOATS ((int64_t)4 << 20)
+
 /* dense.add_(sparse, alpha=alpha): entry by entry in entry order, row = fmaf(v, alpha, row).
  * Threads own row ranges and each scans all entries, so every row receives its entries in
  * entry order whatever the thread count. */
 static void apply_entries(const emb__optim_kernel_table *K, float *p, int64_t rows,
                           const spview *e, float alpha) {
     const int64_t dim = e->dim, nnz = e->nnz;
-    const int nt = sparse_threads(nnz * dim, rows);
+    /* A table of up to 16 MiB stays in the last-level cache, and the update is a stream over
+     * the gradient that one thread reads about as fast as two, which each pull every line
+     * (50k x 16, 1M entries, 2 threads: 5.5-5.9 ms on one thread against 6.8-7.4 on two). */
+    const int nt = rows * dim <= SGD_CACHED_FLOATS ? 1 : sparse_threads(nnz * dim, rows);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
 #endif

@@ -674,8 +674,9 @@ def _run_all_paths(seed):
             else:
                 check(eo.step_sparse(pid, idx, g)[0])
         out.append(p.copy())
-        # enough entries for the coalescing sort to run on several threads (65,536 and more)
-        V, D, n = 5000, 8, 90_000
+        # enough entries for the coalescing sort to run on several threads (65,536 and more);
+        # SGD: a table over 16 MiB, which SGD's row owners split between threads
+        V, D, n = (70_000, 64, 20_000) if kind == SGD else (5000, 8, 90_000)
         table = Table(rng.standard_normal((V, D)).astype(np.float32))
         p = table.weight
         eo = Opt(kind, **cfg)
