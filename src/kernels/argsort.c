@@ -178,22 +178,6 @@ static void heap_sort(int64_t *s, int64_t first, int64_t last) {
     }
 }
 
-/* std::__introsort_loop. Recursion depth is bounded by the depth limit (< 128). */
-static void introsort_loop(int64_t *s, int64_t first, int64_t last, int64_t depth) {
-    while (last - first > EMB__THRESHOLD) {
-        if (depth == 0) {
-            heap_sort(s, first, last);
-            return;
-        }
-        depth--;
-        int64_t mid = first + (last - first) / 2;
-        median_to_first(s, first, first + 1, mid, last - 1);
-        int64_t cut = unguarded_partition(s, first + 1, last, first);
-        introsort_loop(s, cut, last, depth);
-        last = cut;
-    }
-}
-
 /* std::__unguarded_linear_insert(pos) */
 static void linear_insert(int64_t *s, int64_t pos) {
     pair_val v = get(s, pos);
@@ -241,8 +225,9 @@ static void final_insertion(int64_t *s, int64_t first, int64_t last) {
 #define EMB__TASK_MIN ((int64_t)1 << 15)
 
 /* std::__introsort_loop over [first, last) followed by the final pass over the same range;
- * the range must be bounded by cuts (or the array's ends). Right parts of at least
- * EMB__TASK_MIN elements become tasks when `tasks` is set. Ranges are disjoint, so the
+ * the range must be bounded by cuts (or the array's ends). The right part of each cut is
+ * sorted the same way (recursion depth is bounded by the depth limit, < 128), as a task when
+ * `tasks` is set and it holds at least EMB__TASK_MIN elements. Ranges are disjoint, so the
  * result does not depend on which thread sorts which. */
 static void sort_range(int64_t *s, int64_t first, int64_t last, int64_t depth, int tasks) {
     while (last - first > EMB__THRESHOLD) {
@@ -261,8 +246,7 @@ static void sort_range(int64_t *s, int64_t first, int64_t last, int64_t depth, i
 #endif
             sort_range(s, c, l, d, tasks);
         } else {
-            introsort_loop(s, cut, last, depth);
-            final_insertion(s, cut, last);
+            sort_range(s, cut, last, depth, tasks);
         }
         last = cut;
     }
