@@ -631,7 +631,8 @@ emb_status emb_qtable_error(const emb_qtable *q, const emb_tensor *weight, emb_q
     for (int64_t r = 0; r < q->rows; r += chunk) {
         const int64_t n = q->rows - r < chunk ? q->rows - r : chunk;
         if (q->dim > 0) emb_qtable_dequantize(q, r, n, buf);
-        emb_qerror_add(&e, w + r * q->dim, buf, n, q->dim);
+        /* rows without columns: the weight may have no storage (NULL + 0 is undefined) */
+        emb_qerror_add(&e, q->dim > 0 ? w + r * q->dim : w, buf, n, q->dim);
     }
     emb_free(buf);
     *out = e;

@@ -85,6 +85,34 @@ static void test_roundtrip_bound(void **state) {
     }
 }
 
+/* Rows without columns: the weight may have no storage at all (data NULL), and every row
+ * counts with cosine 1 (found by fuzz_api: the error walk computed NULL + 0). */
+static void test_error_of_rows_without_columns(void **state) {
+    (void)state;
+    emb_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = EMB_FLOAT32;
+    t.ndim = 2;
+    t.shape[0] = 3;
+    t.shape[1] = 0;
+    t.data = NULL;
+    for (int i = 0; i < 5; i++) {
+        emb_qtable *q = NULL;
+        if (ALL[i] == EMB_QTYPE_INT8 || ALL[i] == EMB_QTYPE_INT4) {
+            /* their rows need values for a scale and a bias */
+            EMB_EXPECT_ERR(emb_qtable_quantize(&t, ALL[i], &q), EMB_ERR_SHAPE, "dim >= 1");
+            continue;
+        }
+        EMB_OK_OR_FAIL(emb_qtable_quantize(&t, ALL[i], &q));
+        emb_qerror e;
+        EMB_OK_OR_FAIL(emb_qtable_error(q, &t, &e));
+        assert_int_equal(e.rows, 3);
+        assert_int_equal(e.elements, 0);
+        assert_true(e.mean_cosine == 1.0 && e.max_abs == 0.0);
+        emb_qtable_free(q);
+    }
+}
+
 static void test_refusal_changes_nothing(void **state) {
     (void)state;
     float src[2 * 4] = {1, 2, 3, 4, 5, NAN, 7, 8};
@@ -307,6 +335,7 @@ int main(void) {
         cmocka_unit_test(test_names_and_sizes),
         cmocka_unit_test(test_roundtrip_bound),
         cmocka_unit_test(test_refusal_changes_nothing),
+        cmocka_unit_test(test_error_of_rows_without_columns),
         cmocka_unit_test(test_wrap),
         cmocka_unit_test(test_kernels_agree),
         cmocka_unit_test(test_touch_ahead_on_large_tables),
