@@ -52,7 +52,8 @@ build:
 
 # emb against torch 1.13 at 1 and 2 threads (bench/run.py; docs/PERFORMANCE.md). JSON lines, a
 # Markdown table and an SVG plot land in $(BUILD)/bench_results.*; BENCH_FLAGS="--quick" for a
-# smoke run, BENCH_FLAGS="--threads 1 --reps 11" etc.; then bench/large.py (bench-large below).
+# smoke run, BENCH_FLAGS="--threads 1 --reps 11 --rounds 1" etc. (3 rounds per shape by default,
+# the best median of each operation counts); then bench/large.py (bench-large below).
 bench: deps-bench
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS) --target all benches
