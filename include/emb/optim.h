@@ -118,7 +118,8 @@ EMB_API emb_status emb_optimizer_step_sparse(emb_optimizer *opt, int param_id,
  * emb_optimizer_step_sparse(opt, param_id, grad), computed straight from the lookup's
  * output gradient and its indices, without a sparse-gradient copy and without a
  * [num_embeddings, dim] buffer (scratch: O(numel(indices)) integers and O(dim) floats per
- * thread; Adagrad's and SparseAdam's are kept, as in emb_optimizer_step_sparse). Bit-identical to the unfused path: the table's own padding_idx positions are
+ * thread; Adagrad's and SparseAdam's are kept, as in emb_optimizer_step_sparse).
+ * Bit-identical to the unfused path: the table's own padding_idx positions are
  * skipped, and everything else (requires_grad, scale_grad_by_freq) is taken from `e`, so
  * the fused step cannot do what the unfused path would not.
  * param_id must be the id under which e's weight (the view emb_embedding_weight gives:

@@ -33,8 +33,9 @@
  * across the bag's positions (through memory, every position paid a store and a reload of
  * each accumulator: sum over a 1M x 64 table, 40,960 indices in bags of 20, took 0.76 ms
  * that way and 0.40 ms in registers, where torch's kernel takes 0.37-0.41 ms). The
- * additions per column are the ones of the plain loop, in the same order. The first block of a bag
- * (c0 == 0) prefetches the rows further on; later blocks find the bag's rows in the cache. */
+ * additions per column are the ones of the plain loop, in the same order. The first block of
+ * a bag (c0 == 0) prefetches the rows further on; later blocks find the bag's rows in the
+ * cache. */
 static inline __attribute__((always_inline)) void
 bag_pool_cols(float *restrict o, const float *weight, int64_t dim, const void *idx,
               bool idx_i32, int64_t p0, int64_t p1, int64_t all_end, int64_t c0,
@@ -65,8 +66,9 @@ bag_pool_cols(float *restrict o, const float *weight, int64_t dim, const void *i
 /* Sum or mean without padding over rows whose width is a multiple of CB (64 or 128, a
  * compile-time constant, as is I32, the index type), and sum with per_sample_weights
  * (fmaf(w, row, acc), as bag_pool_cols without padding): the common cases, as a loop without
- * any per-position condition but the prefetch bound. Same operations as bag_pool_cols. 128 columns at once (16 accumulators) on 128-wide rows: 0.75 -> 0.52 ms
- * on 50k x 128 against two blocks of 64 (torch: 0.49-0.51 ms). */
+ * any per-position condition but the prefetch bound. Same operations as bag_pool_cols.
+ * 128 columns at once (16 accumulators) on 128-wide rows: 0.75 -> 0.52 ms on 50k x 128
+ * against two blocks of 64 (torch: 0.49-0.51 ms). */
 static inline __attribute__((always_inline)) void
 bag_pool_plain(float *out, const float *weight, int64_t dim, const void *idx, const bool I32,
                const int CB, const int64_t *starts, int64_t b0, int64_t b1, const float *psw,

@@ -1,9 +1,9 @@
 /* src/kernels/lookup.h: embedding lookup (row gather) and max_norm renormalisation kernels.
  *
  * Plain functions over raw arrays. The _ref kernels are declared here; their AVX2+FMA and
- * AVX-512 twins, and the choice between them, are in dispatch.h. They never validate and never allocate: the module in
- * src/nn/embedding.c checks every index and shape once, then calls these on position or
- * row ranges (and owns the threading). Numerics are PyTorch 1.13's (docs/semantics.md
+ * AVX-512 twins, and the choice between them, are in dispatch.h. They never validate and
+ * never allocate: the module in src/nn/embedding.c checks every index and shape once, then
+ * calls these on position or row ranges (and owns the threading). Numerics are PyTorch 1.13's (docs/semantics.md
  * §4, §5).
  */
 #ifndef EMB_LOOKUP_H
