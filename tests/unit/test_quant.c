@@ -90,12 +90,7 @@ static void test_roundtrip_bound(void **state) {
 static void test_error_of_rows_without_columns(void **state) {
     (void)state;
     emb_tensor t;
-    memset(&t, 0, sizeof t);
-    t.dtype = EMB_FLOAT32;
-    t.ndim = 2;
-    t.shape[0] = 3;
-    t.shape[1] = 0;
-    t.data = NULL;
+    EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_FLOAT32, NULL, 2, (int64_t[]){3, 0}));
     for (int i = 0; i < 5; i++) {
         emb_qtable *q = NULL;
         if (ALL[i] == EMB_QTYPE_INT8 || ALL[i] == EMB_QTYPE_INT4) {
