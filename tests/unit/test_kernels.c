@@ -80,7 +80,8 @@ static void test_backward_rows_variants(void **state) {
     (void)state;
     const emb__kernel_table *const *v;
     int nv = variants(&v);
-    const int64_t dims[] = {1, 3, 8, 17, 64, 130};
+    /* multiples of 16, 32 and 64 take the register-blocked sums, the others the loop */
+    const int64_t dims[] = {1, 3, 8, 16, 17, 32, 48, 64, 96, 128, 130, 256};
     enum { V = 37, N = 211 };
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
         const int64_t D = dims[di];
@@ -106,6 +107,18 @@ static void test_backward_rows_variants(void **state) {
         for (int sbf = 0; sbf < 2; sbf++) {
             memcpy(want, w0, (size_t)(V * D) * sizeof(float));
             emb__embedding_backward_rows_ref(want, go, D, offsets, order, 0, V, sbf, acc);
+            if (!sbf) { /* the sum of docs/semantics.md §6.1, one float at a time */
+                for (int64_t r = 0; r < V; r++) {
+                    if (offsets[r] == offsets[r + 1]) continue;
+                    for (int64_t d = 0; d < D; d++) {
+                        float a = 0.0f;
+                        for (int64_t j = offsets[r]; j < offsets[r + 1]; j++)
+                            a = a + go[order[j] * D + d];
+                        float w = w0[r * D + d] + a;
+                        assert_memory_equal(&w, &want[r * D + d], sizeof w);
+                    }
+                }
+            }
             for (int k = 1; k < nv; k++) {
                 memcpy(got, w0, (size_t)(V * D) * sizeof(float));
                 /* two row ranges, as two threads would run them */

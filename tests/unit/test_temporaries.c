@@ -170,6 +170,9 @@ static void test_backward_buckets_agree(void **state) {
         /* small table, large batch: counting over the rows */
         {1000, 64, 30001, EMB_PADDING_NONE, false, false, false, 0},
         {1000, 16, 200000, 3, true, true, true, 5},
+        /* the table of sums zeroed and added back by 2 and 3 threads (V * D >= 2 * 2^18),
+         * int32 indices, a padding row, a gradient that already holds values */
+        {600, 1024, 5000, 5, false, true, true, 0},
         /* edge sizes: one row, one position, V a power of two, every index the padding */
         {1, 4, 50, EMB_PADDING_NONE, true, false, false, 0},
         {1, 4, 50, 0, false, false, true, 0},
