@@ -7,7 +7,8 @@
  *   copy             stream copy bandwidth (256 MiB)
  *   gather_probe     the plain-C random-row gather on this table and these indices
  *   forward          emb_embedding_forward into a caller buffer [N, D]
- *   dense_backward   zero a [V, D] gradient (on emb's threads) + emb_embedding_backward
+ *   dense_backward   emb_embedding_backward_overwrite (a fresh [V, D] gradient: every
+ *                    element written, as torch's zeros + sums)
  *   sparse_backward  emb_sparse_grad_clear + emb_embedding_backward_sparse (values copied)
  *   sparse_backward_view  the same with emb_embedding_backward_sparse_view (the gradient
  *                    borrows the indices and the output gradient, as torch's views them)
@@ -52,8 +53,8 @@ static void run_forward(void *p) {
 }
 static void run_dense_backward(void *p) {
     ctx_t *c = p;
-    bench_zero_parallel(c->gw.data, emb_tensor_nbytes(&c->gw)); /* torch allocates zeros */
-    CHECK(emb_embedding_backward(c->e, &c->idx, &c->g, &c->gw));
+    /* a fresh gradient, as torch's (zeros, then the sums): every element written */
+    CHECK(emb_embedding_backward_overwrite(c->e, &c->idx, &c->g, &c->gw));
 }
 static void run_sparse_backward(void *p) {
     ctx_t *c = p;

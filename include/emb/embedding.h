@@ -272,6 +272,19 @@ EMB_API emb_status emb_embedding_backward(const emb_embedding *e, const emb_tens
                                           const emb_tensor *grad_output,
                                           emb_tensor *grad_weight);
 
+/* Dense backward into a fresh gradient: grad_weight (float32 [num_embeddings, dim]) = the
+ * gradient of the lookup, every element written and none read: the rows the batch does not
+ * name, and the padding row, become +0.0. The same bits as zeroing grad_weight and calling
+ * emb_embedding_backward (PyTorch's first backward into a .grad that is None), in one pass
+ * over the table instead of two: rows of a multiple of 16 floats in a 64-byte aligned
+ * gradient (emb_tensor_alloc's) are written with non-temporal stores. Temporaries as
+ * emb_embedding_backward's; independent of the thread count.
+ * Errors (grad_weight unchanged): as emb_embedding_backward, which refuses the same inputs. */
+EMB_API emb_status emb_embedding_backward_overwrite(const emb_embedding *e,
+                                                    const emb_tensor *indices,
+                                                    const emb_tensor *grad_output,
+                                                    emb_tensor *grad_weight);
+
 /* Sparse backward: the new gradient has one entry per non-padding position, in input order
  * (indices and grad_output rows copied bitwise). `grad` must have been initialised for this
  * embedding's [num_embeddings, dim]. If grad is empty it becomes the new gradient (reusing

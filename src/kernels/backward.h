@@ -23,16 +23,21 @@
  *   grad_weight[r] = grad_weight[r] + acc.
  * That is exactly PyTorch's fresh gradient (summed from +0.0 in position order) followed by
  * AccumulateGrad's `grad += new`. Rows without contributions are not touched.
+ * overwrite: every row of the range is written instead, without reading grad_weight:
+ * grad_weight[r] = 0.0f + acc, and +0.0 for rows without contributions (the bits of the
+ * above on a zeroed grad_weight). Rows of a multiple of 16 floats in a 64-byte aligned
+ * grad_weight are written with non-temporal stores when the range holds 4 MiB or more
+ * (fenced before returning).
  * acc: scratch of `dim` floats owned by the calling thread. */
 void emb__embedding_backward_rows_ref(float *grad_weight, const float *grad_output, int64_t dim,
                                       const int64_t *offsets, const int64_t *order,
                                       int64_t row_begin, int64_t row_end, bool scale_by_freq,
-                                      float *acc);
+                                      bool overwrite, float *acc);
 
 typedef void (*emb__backward_rows_fn)(float *grad_weight, const float *grad_output, int64_t dim,
                                       const int64_t *offsets, const int64_t *order,
                                       int64_t row_begin, int64_t row_end, bool scale_by_freq,
-                                      float *acc);
+                                      bool overwrite, float *acc);
 
 /* Sparse backward gather: for positions i in [0, n) in order whose index is not `skip`
  * (EMB_PADDING_NONE skips nothing), appends the index to out_idx and the grad_output row

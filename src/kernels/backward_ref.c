@@ -11,9 +11,9 @@
 void emb__embedding_backward_rows_ref(float *grad_weight, const float *grad_output, int64_t dim,
                                       const int64_t *offsets, const int64_t *order,
                                       int64_t row_begin, int64_t row_end, bool scale_by_freq,
-                                      float *acc) {
+                                      bool overwrite, float *acc) {
     backward_rows_body(grad_weight, grad_output, dim, offsets, order, row_begin, row_end,
-                       scale_by_freq, acc);
+                       scale_by_freq, overwrite, acc);
 }
 
 int64_t emb__sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx,

@@ -63,7 +63,7 @@ int emb__kernel_variants(const emb__kernel_table *const **out);
     void emb__embedding_backward_rows_##SUFFIX(                                             \
         float *grad_weight, const float *grad_output, int64_t dim, const int64_t *offsets,  \
         const int64_t *order, int64_t row_begin, int64_t row_end, bool scale_by_freq,       \
-        float *acc);                                                                        \
+        bool overwrite, float *acc);                                                        \
     float emb__row_norm2_f32_##SUFFIX(const float *x, int64_t n);                           \
     float emb__row_norm_f32_##SUFFIX(const float *x, int64_t n, double p);                  \
     void emb__renorm_rows_f32_##SUFFIX(float *weight, int64_t dim, const int64_t *rows,     \

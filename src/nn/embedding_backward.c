@@ -168,6 +168,22 @@ static bool use_accumulators(const emb_embedding *e, int64_t V, int64_t D, int64
     }
 }
 
+/* p[0..n) = +0.0 for the overwriting backward, in contiguous per-thread chunks when large. */
+static void zero_floats(float *p, int64_t n) {
+    const int nt = emb__threads_for(n, (int64_t)1 << 20);
+    (void)nt; /* used only by the OpenMP pragma */
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#ifdef _OPENMP
+        int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+#else
+        int64_t t = 0, T = 1;
+#endif
+        const int64_t lo = n * t / T, hi = n * (t + 1) / T;
+        memset(p + lo, 0, (size_t)(hi - lo) * sizeof(float));
+    }
+}
+
 /* The dense backward through row accumulators: acc[r] starts at +0.0 and receives every
  * non-padding position of row r in increasing order (plain float adds), then each row the
  * batch named gets gw[r] = gw[r] + acc[r]: the summation order of the buckets (the row
@@ -175,12 +191,33 @@ static bool use_accumulators(const emb_embedding *e, int64_t V, int64_t D, int64
  * bits, and rows the batch did not name are not touched. The sums run on one thread (see
  * below), so the bits do not depend on the thread count. Temporaries: V * D floats, V bytes. */
 static emb_status backward_accumulate(const emb_embedding *e, const emb_tensor *indices,
-                                      const float *go, float *gw, int64_t n) {
+                                      const float *go, float *gw, int64_t n, bool overwrite) {
     const int64_t V = e->num_embeddings, D = e->embedding_dim, pad = e->padding_idx;
     int64_t nfloat, abytes;
     if (!emb__mul_i64(V, D, &nfloat) || !emb__mul_i64(nfloat, (int64_t)sizeof(float), &abytes) ||
         (uint64_t)abytes > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "embedding_backward: the accumulators overflow");
+    if (overwrite) {
+        /* grad_weight itself is the table of sums: each row starts at +0.0 and receives its
+         * positions in order, which is acc[r], and 0.0f + acc[r] == acc[r] since a sum that
+         * starts at +0.0 is never -0.0 */
+        zero_floats(gw, nfloat);
+        const bool i32 = indices->dtype == EMB_INT32;
+        const int32_t *idx32 = indices->data;
+        const int64_t *idx64 = indices->data;
+        for (int64_t i = 0; i < n; i++) {
+            if (i + EMB__ACC_PF < n) {
+                const int64_t rp = i32 ? idx32[i + EMB__ACC_PF] : idx64[i + EMB__ACC_PF];
+                __builtin_prefetch(gw + rp * D, 1);
+            }
+            const int64_t r = i32 ? idx32[i] : idx64[i];
+            if (r == pad) continue;
+            float *restrict a = gw + r * D;
+            const float *restrict g = go + i * D;
+            for (int64_t d = 0; d < D; d++) a[d] = a[d] + g[d];
+        }
+        return EMB_OK;
+    }
     float *acc = emb_malloc((size_t)abytes);
     uint8_t *named = emb_malloc((size_t)V);
     if (!acc || !named) {
@@ -259,7 +296,7 @@ static bool use_batch_buckets(int64_t V, int64_t n) {
  * disjoint ranges of distinct rows balanced by contributions. Same bits as the table-sized
  * path, for any thread count. Temporaries: 3n + 1 words and nt * D floats. */
 static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indices,
-                                  const float *go, float *gw, int64_t n) {
+                                  const float *go, float *gw, int64_t n, bool overwrite) {
     const int64_t D = e->embedding_dim, pad = e->padding_idx;
     const int pbits = emb__bit_width_u64((uint64_t)(n - 1));
     const int kbits = emb__bit_width_u64((uint64_t)(e->num_embeddings - 1));
@@ -291,7 +328,10 @@ static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indi
     }
     emb_status st = EMB_OK;
     float *acc = NULL;
-    if (m == 0) goto done;
+    if (m == 0) {
+        if (overwrite) zero_floats(gw, e->num_embeddings * D);
+        goto done;
+    }
     uint64_t *sorted = emb__radix_sort_u64(a, b, m, pbits, pbits + kbits);
     /* order[j] = position of the j-th sorted key (in the other buffer); the distinct rows
      * overwrite the sorted keys in place (rows[u] is written after keys[j >= u] is read) */
@@ -320,11 +360,14 @@ static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indi
                         nt, D);
         goto done;
     }
+    /* overwrite: zero the table, then add into it (the batch names at most a quarter of
+     * the rows here, so writing them twice costs little) */
+    if (overwrite) zero_floats(gw, e->num_embeddings * D);
     const bool scale = e->scale_grad_by_freq;
     const emb__backward_rows_fn kernel = emb__kernels()->backward_rows;
     if (nt <= 1) {
         for (int64_t u = 0; u < U; u++)
-            kernel(gw + rows[u] * D, go, D, offs + u, order, 0, 1, scale, acc);
+            kernel(gw + rows[u] * D, go, D, offs + u, order, 0, 1, scale, false, acc);
     } else {
 #pragma omp parallel num_threads(nt)
         {
@@ -336,7 +379,8 @@ static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indi
             int64_t u0 = t == 0 ? 0 : lower_bound_row(offs, U, m * t / T);
             int64_t u1 = t == T - 1 ? U : lower_bound_row(offs, U, m * (t + 1) / T);
             for (int64_t u = u0; u < u1; u++)
-                kernel(gw + rows[u] * D, go, D, offs + u, order, 0, 1, scale, acc + t * D);
+                kernel(gw + rows[u] * D, go, D, offs + u, order, 0, 1, scale, false,
+                       acc + t * D);
         }
     }
 done:
@@ -347,8 +391,9 @@ done:
     return st;
 }
 
-emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indices,
-                                  const emb_tensor *grad_output, emb_tensor *grad_weight) {
+static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indices,
+                                 const emb_tensor *grad_output, emb_tensor *grad_weight,
+                                 bool overwrite) {
     if (!e) return emb__null("embedding");
     if (!indices) return emb__null("indices");
     if (!grad_output) return emb__null("grad_output");
@@ -364,11 +409,16 @@ emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indi
     if (st) return st;
 
     const int64_t n = emb_tensor_numel(indices);
-    if (n == 0 || D == 0) return EMB_OK;
+    if (D == 0) return EMB_OK;
+    if (n == 0) {
+        if (overwrite) zero_floats(grad_weight->data, V * D);
+        return EMB_OK;
+    }
     if (use_accumulators(e, V, D, n))
-        return backward_accumulate(e, indices, grad_output->data, grad_weight->data, n);
+        return backward_accumulate(e, indices, grad_output->data, grad_weight->data, n,
+                                   overwrite);
     if (use_batch_buckets(V, n))
-        return backward_sorted(e, indices, grad_output->data, grad_weight->data, n);
+        return backward_sorted(e, indices, grad_output->data, grad_weight->data, n, overwrite);
     const int64_t pad = e->padding_idx;
 
     /* offsets: V + 2 counters (the serial build's extra slot leaves offsets[r] = start of
@@ -410,6 +460,7 @@ emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indi
     if (m == 0) {
         emb_free(offsets);
         emb_free(order);
+        if (overwrite) zero_floats(grad_weight->data, V * D);
         return EMB_OK;
     }
 
@@ -430,7 +481,7 @@ emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indi
     const bool scale = e->scale_grad_by_freq;
     const emb__backward_rows_fn rows = emb__kernels()->backward_rows;
     if (nt <= 1) {
-        rows(gw, go, D, offsets, order, 0, V, scale, acc);
+        rows(gw, go, D, offsets, order, 0, V, scale, overwrite, acc);
     } else {
 #pragma omp parallel num_threads(nt)
         {
@@ -442,13 +493,24 @@ emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indi
             /* rows split so that each thread gets about m / T contributions */
             int64_t r0 = t == 0 ? 0 : lower_bound_row(offsets, V, m * t / T);
             int64_t r1 = t == T - 1 ? V : lower_bound_row(offsets, V, m * (t + 1) / T);
-            if (r0 < r1) rows(gw, go, D, offsets, order, r0, r1, scale, acc + t * D);
+            if (r0 < r1) rows(gw, go, D, offsets, order, r0, r1, scale, overwrite, acc + t * D);
         }
     }
     emb_free(acc);
     emb_free(offsets);
     emb_free(order);
     return EMB_OK;
+}
+
+emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indices,
+                                  const emb_tensor *grad_output, emb_tensor *grad_weight) {
+    return backward_dense(e, indices, grad_output, grad_weight, false);
+}
+
+emb_status emb_embedding_backward_overwrite(const emb_embedding *e, const emb_tensor *indices,
+                                            const emb_tensor *grad_output,
+                                            emb_tensor *grad_weight) {
+    return backward_dense(e, indices, grad_output, grad_weight, true);
 }
 
 /* dst[0..n) = src[0..n), in blocks of 1 MiB spread over threads when there is enough. */

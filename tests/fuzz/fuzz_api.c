@@ -953,7 +953,34 @@ static void op_emb_backward(world *w, rd *r) {
     int64_t wsh[2] = {e ? emb_embedding_num_embeddings(e) : rd_dim(r), d};
     int gw = out_slot(w, r, EMB_FLOAT32, 2, wsh);
     if (go >= 0 && go == gw && rd_bool(r)) go = (go + 1) % NT;
-    API(w, emb_embedding_backward(e, idx, slot_t(w, go), slot_t(w, gw)));
+    if (!rd_chance(r, 4)) {
+        if (rd_bool(r)) API(w, emb_embedding_backward(e, idx, slot_t(w, go), slot_t(w, gw)));
+        else API(w, emb_embedding_backward_overwrite(e, idx, slot_t(w, go), slot_t(w, gw)));
+        return;
+    }
+    /* The two forms side by side: they refuse the same inputs, and overwriting gives the
+     * bits of zeroing then accumulating (on a gradient slot that aliases nothing else). */
+    tslot *s = gw >= 0 ? &w->t[gw] : NULL;
+    const bool plain = s && go != gw && idx != &s->t && s->buf && s->t.data == s->buf &&
+                       s->bytes > 0;
+    void *saved = plain ? malloc(s->bytes) : NULL, *got = plain ? malloc(s->bytes) : NULL;
+    if (plain && (!saved || !got)) FAIL("harness: out of memory");
+    if (plain) memcpy(saved, s->buf, s->bytes);
+    emb_status s1 = API(w, emb_embedding_backward_overwrite(e, idx, slot_t(w, go), slot_t(w, gw)));
+    if (plain) {
+        memcpy(got, s->buf, s->bytes);
+        memset(s->buf, 0, s->bytes);
+    }
+    emb_status s2 = emb_embedding_backward(e, idx, slot_t(w, go), slot_t(w, gw));
+    if (s1 != s2) FAIL("backward_overwrite and backward disagree on refusing an input");
+    if (plain) {
+        if (!s1 && memcmp(got, s->buf, s->bytes))
+            FAIL("backward_overwrite differs from zeroing then backward");
+        if (s1) memcpy(s->buf, saved, s->bytes); /* as the refused call left it */
+        else memcpy(s->buf, got, s->bytes);
+    }
+    free(saved);
+    free(got);
 }
 
 static emb_sparse_grad *arg_s(world *w, rd *r) {

@@ -196,6 +196,7 @@ _SIGS = {
     "emb_sparse_grad_coalesce": (_st, [P(SparseGrad)]),
     "emb_sparse_grad_add_to_dense": (_st, [P(SparseGrad), _tp]),
     "emb_embedding_backward": (_st, [_vp, _tp, _tp, _tp]),
+    "emb_embedding_backward_overwrite": (_st, [_vp, _tp, _tp, _tp]),
     "emb_embedding_backward_sparse": (_st, [_vp, _tp, _tp, P(SparseGrad)]),
     "emb_embedding_backward_sparse_view": (_st, [_vp, _tp, _tp, P(SparseGrad)]),
     # linear

@@ -54,6 +54,17 @@ class Emb:
         check(lib.emb_embedding_backward(self.h, T(idx), T(g), T(gw)))
         return gw
 
+    def backward_overwrite(self, idx, g, skew=0):
+        """emb_embedding_backward_overwrite into a NaN-filled buffer `skew` floats past
+        where numpy put it (numpy aligns to 16 or 64 bytes: 0 can take the streaming
+        stores, 1 never does)."""
+        base = np.full(self.V * self.D + skew, np.nan, np.float32)
+        gw = base[skew:].reshape(self.V, self.D)
+        check(lib.emb_embedding_backward_overwrite(self.h, T(idx), T(g), T(gw)))
+        if skew:
+            assert np.isnan(base[0])
+        return gw
+
     def forward(self, idx):
         out = np.empty(idx.shape + (self.D,), np.float32)
         t = T(out)
@@ -152,10 +163,14 @@ def test_dense_random():
         want = torch_backward(te, idx, g)
         if want is None:
             want = torch.zeros(V, D)
-        got = Emb(w, padding_idx=pad, scale=scale).backward(idx, g)
-        assert_close(got, want, exact=True,
-                     what=f"case {case}: V={V} D={D} shape={shape} {kind} pad={pad} "
-                          f"scale={scale} {np.dtype(dtype).name}")
+        e = Emb(w, padding_idx=pad, scale=scale)
+        got = e.backward(idx, g)
+        what = (f"case {case}: V={V} D={D} shape={shape} {kind} pad={pad} "
+                f"scale={scale} {np.dtype(dtype).name}")
+        assert_close(got, want, exact=True, what=what)
+        # the overwriting form gives torch's fresh gradient whatever the buffer held
+        fresh = e.backward_overwrite(idx, g, skew=case % 2)
+        assert_close(fresh, want, exact=True, what="overwrite " + what)
         cases += 1
     assert cases == 240
 

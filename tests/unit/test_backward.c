@@ -297,8 +297,12 @@ static void test_dense_thread_count_independent(void **state) {
 
 /* ---- dense: errors ---------------------------------------------------------------------- */
 
-static void test_dense_errors(void **state) {
-    (void)state;
+/* The accumulating and the overwriting dense backward refuse the same inputs with the same
+ * errors, and leave grad_weight unchanged. */
+typedef emb_status (*dense_backward_fn)(const emb_embedding *, const emb_tensor *,
+                                        const emb_tensor *, emb_tensor *);
+
+static void check_dense_errors(dense_backward_fn bw) {
     emb_embedding *e = make_table(5, 2, EMB_PADDING_NONE, false, false);
     emb_embedding *frozen = make_table(5, 2, EMB_PADDING_NONE, false, true);
     int64_t idx[3] = {0, 4, 2}, ishape[1] = {3}, gshape[2] = {3, 2}, wshape[2] = {5, 2};
@@ -308,93 +312,99 @@ static void test_dense_errors(void **state) {
                tg = emb_test_view(EMB_FLOAT32, g, 2, gshape);
     emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, wshape);
 
-    EMB_EXPECT_ERR(emb_embedding_backward(NULL, &ti, &tg, &tw), EMB_ERR_NULL,
+    EMB_EXPECT_ERR(bw(NULL, &ti, &tg, &tw), EMB_ERR_NULL,
                    "embedding must not be NULL");
-    EMB_EXPECT_ERR(emb_embedding_backward(e, NULL, &tg, &tw), EMB_ERR_NULL,
+    EMB_EXPECT_ERR(bw(e, NULL, &tg, &tw), EMB_ERR_NULL,
                    "indices must not be NULL");
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, NULL, &tw), EMB_ERR_NULL,
+    EMB_EXPECT_ERR(bw(e, &ti, NULL, &tw), EMB_ERR_NULL,
                    "grad_output must not be NULL");
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &tg, NULL), EMB_ERR_NULL,
+    EMB_EXPECT_ERR(bw(e, &ti, &tg, NULL), EMB_ERR_NULL,
                    "grad_weight must not be NULL");
-    EMB_EXPECT_ERR(emb_embedding_backward(frozen, &ti, &tg, &tw), EMB_ERR_STATE,
+    EMB_EXPECT_ERR(bw(frozen, &ti, &tg, &tw), EMB_ERR_STATE,
                    "the embedding's weight does not require grad (created with freeze=true)");
     emb_embedding_set_requires_grad(e, false);
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &tg, &tw), EMB_ERR_STATE,
+    EMB_EXPECT_ERR(bw(e, &ti, &tg, &tw), EMB_ERR_STATE,
                    "does not require grad");
     emb_embedding_set_requires_grad(e, true);
 
     /* indices */
     emb_tensor bad = ti;
     bad.dtype = EMB_FLOAT32;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &bad, &tg, &tw), EMB_ERR_DTYPE,
+    EMB_EXPECT_ERR(bw(e, &bad, &tg, &tw), EMB_ERR_DTYPE,
                    "Expected tensor for argument #1 'indices' to have one of the following "
                    "scalar types: Long, Int; but got torch.FloatTensor instead (while checking "
                    "arguments for embedding_backward)");
     bad = ti;
     bad.dtype = EMB_INT16;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &bad, &tg, &tw), EMB_ERR_DTYPE, "torch.ShortTensor");
+    EMB_EXPECT_ERR(bw(e, &bad, &tg, &tw), EMB_ERR_DTYPE, "torch.ShortTensor");
     bad = ti;
     bad.ndim = 9;
     for (int i = 0; i < 9; i++) bad.shape[i] = 1;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &bad, &tg, &tw), EMB_ERR_SHAPE,
+    EMB_EXPECT_ERR(bw(e, &bad, &tg, &tw), EMB_ERR_SHAPE,
                    "indices has 9 dimensions; at most 8 are supported");
     bad = ti;
     bad.data = NULL;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &bad, &tg, &tw), EMB_ERR_NULL,
+    EMB_EXPECT_ERR(bw(e, &bad, &tg, &tw), EMB_ERR_NULL,
                    "indices has 3 elements but its data is NULL");
     bad = ti;
     bad.shape[0] = -1;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &bad, &tg, &tw), EMB_ERR_SHAPE, "negative dimension");
+    EMB_EXPECT_ERR(bw(e, &bad, &tg, &tw), EMB_ERR_SHAPE, "negative dimension");
 
     /* grad_output */
     bad = tg;
     bad.dtype = EMB_FLOAT64;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &bad, &tw), EMB_ERR_DTYPE,
+    EMB_EXPECT_ERR(bw(e, &ti, &bad, &tw), EMB_ERR_DTYPE,
                    "grad_output must be float32, got float64");
     bad = tg;
     bad.shape[1] = 3;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &bad, &tw), EMB_ERR_SHAPE,
+    EMB_EXPECT_ERR(bw(e, &ti, &bad, &tw), EMB_ERR_SHAPE,
                    "grad_output has shape [3, 3], expected [3, 2]");
     bad = tg;
     bad.ndim = 1;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &bad, &tw), EMB_ERR_SHAPE,
+    EMB_EXPECT_ERR(bw(e, &ti, &bad, &tw), EMB_ERR_SHAPE,
                    "grad_output has shape [3], expected [3, 2]");
     bad = tg;
     bad.data = NULL;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &bad, &tw), EMB_ERR_NULL,
+    EMB_EXPECT_ERR(bw(e, &ti, &bad, &tw), EMB_ERR_NULL,
                    "grad_output has 6 elements but its data is NULL");
 
     /* grad_weight */
     bad = tw;
     bad.dtype = EMB_INT32;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &tg, &bad), EMB_ERR_DTYPE,
+    EMB_EXPECT_ERR(bw(e, &ti, &tg, &bad), EMB_ERR_DTYPE,
                    "grad_weight must be float32, got int32");
     bad = tw;
     bad.shape[0] = 4;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &tg, &bad), EMB_ERR_SHAPE,
+    EMB_EXPECT_ERR(bw(e, &ti, &tg, &bad), EMB_ERR_SHAPE,
                    "grad_weight has shape [4, 2], expected [5, 2]");
     bad = tw;
     bad.data = NULL;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &tg, &bad), EMB_ERR_NULL,
+    EMB_EXPECT_ERR(bw(e, &ti, &tg, &bad), EMB_ERR_NULL,
                    "grad_weight has 10 elements but its data is NULL");
 
     /* index range, int64 and int32: checked before anything is written */
     idx[2] = 5;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &tg, &tw), EMB_ERR_INDEX,
+    EMB_EXPECT_ERR(bw(e, &ti, &tg, &tw), EMB_ERR_INDEX,
                    "index 5 at position 2 is out of range for an embedding with 5 rows "
                    "(valid: [0, 5))");
     idx[2] = 2;
     idx[1] = -1;
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &ti, &tg, &tw), EMB_ERR_INDEX,
+    EMB_EXPECT_ERR(bw(e, &ti, &tg, &tw), EMB_ERR_INDEX,
                    "index -1 at position 1 is out of range");
     int32_t i32[3] = {0, 1, 7};
     emb_tensor t32 = emb_test_view(EMB_INT32, i32, 1, ishape);
-    EMB_EXPECT_ERR(emb_embedding_backward(e, &t32, &tg, &tw), EMB_ERR_INDEX,
+    EMB_EXPECT_ERR(bw(e, &t32, &tg, &tw), EMB_ERR_INDEX,
                    "index 7 at position 2 is out of range for an embedding with 5 rows");
 
     EMB_ASSERT_EXACT(gw, keep, 10, "grad_weight after failed calls");
     emb_embedding_free(e);
     emb_embedding_free(frozen);
+}
+
+static void test_dense_errors(void **state) {
+    (void)state;
+    check_dense_errors(emb_embedding_backward);
+    check_dense_errors(emb_embedding_backward_overwrite);
 }
 
 /* ---- sparse ----------------------------------------------------------------------------- */

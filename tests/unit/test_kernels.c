@@ -106,7 +106,7 @@ static void test_backward_rows_variants(void **state) {
         for (int64_t i = 0; i < N; i++) order[fill[idx[i]]++] = i;
         for (int sbf = 0; sbf < 2; sbf++) {
             memcpy(want, w0, (size_t)(V * D) * sizeof(float));
-            emb__embedding_backward_rows_ref(want, go, D, offsets, order, 0, V, sbf, acc);
+            emb__embedding_backward_rows_ref(want, go, D, offsets, order, 0, V, sbf, false, acc);
             if (!sbf) { /* the sum of docs/semantics.md §6.1, one float at a time */
                 for (int64_t r = 0; r < V; r++) {
                     if (offsets[r] == offsets[r + 1]) continue;
@@ -122,8 +122,8 @@ static void test_backward_rows_variants(void **state) {
             for (int k = 1; k < nv; k++) {
                 memcpy(got, w0, (size_t)(V * D) * sizeof(float));
                 /* two row ranges, as two threads would run them */
-                v[k]->backward_rows(got, go, D, offsets, order, 0, V / 2, sbf, acc);
-                v[k]->backward_rows(got, go, D, offsets, order, V / 2, V, sbf, acc);
+                v[k]->backward_rows(got, go, D, offsets, order, 0, V / 2, sbf, false, acc);
+                v[k]->backward_rows(got, go, D, offsets, order, V / 2, V, sbf, false, acc);
                 EMB_ASSERT_EXACT(got, want, V * D, v[k]->name);
             }
             /* the kernel did something: rows with contributions changed */

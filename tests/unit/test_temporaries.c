@@ -99,6 +99,26 @@ static float *backward_in_mode(emb_embedding *e, const emb_tensor *idx, const em
     return gw;
 }
 
+/* emb_embedding_backward_overwrite in `mode` with `threads` threads into a buffer full of
+ * NaNs that starts `skew` floats past a 64-byte boundary (0: the streaming stores; 1: the
+ * plain ones). Returns the buffer (the gradient starts at base + skew). */
+static float *overwrite_in_mode(emb_embedding *e, const emb_tensor *idx, const emb_tensor *g,
+                                int mode, int threads, int skew) {
+    const int64_t V = emb_embedding_num_embeddings(e), D = emb_embedding_dim(e);
+    size_t bytes = ((size_t)(V * D + skew) * sizeof(float) + 63) / 64 * 64;
+    float *base = aligned_alloc(64, bytes ? bytes : 64);
+    assert_non_null(base);
+    for (int64_t i = 0; i < V * D + skew; i++) base[i] = NAN;
+    emb_tensor tw = emb_test_view(EMB_FLOAT32, base + skew, 2, SHP(V, D));
+    emb__set_temp_mode(mode);
+    emb_set_num_threads(threads);
+    emb_status st = emb_embedding_backward_overwrite(e, idx, g, &tw);
+    emb_set_num_threads(0);
+    emb__set_temp_mode(EMB__TEMP_AUTO);
+    EMB_OK_OR_FAIL(st);
+    return base;
+}
+
 typedef struct {
     int64_t V, D, n;
     int64_t pad; /* EMB_PADDING_NONE, or a row */
@@ -148,6 +168,25 @@ static void check_backward_case(const bw_case *c) {
     /* the padding row got nothing; a row the batch did not name is untouched */
     if (c->pad != EMB_PADDING_NONE)
         EMB_ASSERT_EXACT(ref + c->pad * D, start + c->pad * D, D, "padding row");
+    /* the overwriting backward gives the bits of zeroing, then accumulating, on every path */
+    float *zeros = calloc((size_t)(V * D) + 1, sizeof(float));
+    assert_non_null(zeros);
+    float *fresh = backward_in_mode(e, &ti, &tg, zeros, EMB__TEMP_TABLE, 1);
+    for (int threads = 1; threads <= 3; threads++)
+        for (int mode = EMB__TEMP_AUTO; mode <= EMB__TEMP_ACC; mode++)
+            for (int skew = 0; skew < 2; skew++) {
+                float *base = overwrite_in_mode(e, &ti, &tg, mode, threads, skew);
+                snprintf(what, sizeof what,
+                         "overwrite V=%lld D=%lld n=%lld pad=%lld scale=%d i32=%d hot=%d "
+                         "mode=%d threads=%d skew=%d",
+                         (long long)V, (long long)D, (long long)n, (long long)c->pad,
+                         c->scale, c->i32, c->hot, mode, threads, skew);
+                EMB_ASSERT_EXACT(base + skew, fresh, V * D, what);
+                if (skew) assert_true(isnan(base[0]));
+                free(base);
+            }
+    free(fresh);
+    free(zeros);
     free(ref);
     free(start);
     free(g);
@@ -170,6 +209,8 @@ static void test_backward_buckets_agree(void **state) {
         /* small table, large batch: counting over the rows */
         {1000, 64, 30001, EMB_PADDING_NONE, false, false, false, 0},
         {1000, 16, 200000, 3, true, true, true, 5},
+        /* counting over the rows with 4.8M floats: the overwriting form streams its rows */
+        {300000, 16, 100000, 9, false, true, false, 0},
         /* the table of sums zeroed and added back by 2 and 3 threads (V * D >= 2 * 2^18),
          * int32 indices, a padding row, a gradient that already holds values */
         {600, 1024, 5000, 5, false, true, true, 0},
