@@ -1,5 +1,5 @@
 /* bench_bag: times emb's EmbeddingBag forward and forward+backward (dense weight gradient
- * into a freshly zeroed buffer, and sparse gradient) for modes sum, mean and max, with and
+ * written whole into a buffer, and sparse gradient) for modes sum, mean and max, with and
  * without per_sample_weights (sum only, as PyTorch), on bags of --bag positions given by
  * offsets. One JSON line per operation (format in bench_common.h; --indices counts
  * positions, so there are indices / bag bags). bench/run.py runs it next to PyTorch's
@@ -7,7 +7,8 @@
  *   build/bench/bench_bag --op bag_sum_fwd --rows 1000000 --dim 64 --indices 40960 --bag 20
  * Operations (--op, comma-separated; default: all):
  *   bag_{sum,sum_psw,mean,max}_fwd      forward into a caller buffer [B, D]
- *   bag_{sum,sum_psw,mean,max}_fwd_bwd  forward, zero a [V, D] gradient, emb_bag_backward
+ *   bag_{sum,sum_psw,mean,max}_fwd_bwd  forward, emb_bag_backward_overwrite (a fresh [V, D]
+ *                                       gradient, every element written)
  *   bag_{sum,sum_psw,mean}_sparse       forward, emb_bag_backward_sparse into a cleared
  *                                       sparse gradient
  * Every line carries the gather probe's time for the same positions' rows. */
@@ -33,8 +34,8 @@ static void run_forward(void *p) {
 static void run_fwd_bwd(void *p) {
     ctx_t *c = p;
     run_forward(c);
-    bench_zero_parallel(c->gw.data, emb_tensor_nbytes(&c->gw));
-    CHECK(emb_bag_backward(c->bag, &c->idx, &c->off, c->p, c->m, &c->g, &c->gw));
+    /* a fresh gradient, as torch's (zeros, then the sums): every element written */
+    CHECK(emb_bag_backward_overwrite(c->bag, &c->idx, &c->off, c->p, c->m, &c->g, &c->gw));
 }
 
 static void run_sparse(void *p) {

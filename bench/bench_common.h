@@ -257,17 +257,6 @@ static inline void bench_line(const bench_args *a, const char *op, bench_result 
     fflush(stdout);
 }
 
-/* Zeroes a buffer on as many threads as emb uses, as PyTorch's zeros() does. */
-static inline void bench_zero_parallel(void *data, size_t nbytes) {
-    const size_t chunk = (size_t)1 << 20;
-    const long n = (long)((nbytes + chunk - 1) / chunk);
-#pragma omp parallel for num_threads(emb_get_num_threads()) schedule(static)
-    for (long i = 0; i < n; i++) {
-        size_t lo = (size_t)i * chunk, len = lo + chunk < nbytes ? chunk : nbytes - lo;
-        memset((char *)data + lo, 0, len);
-    }
-}
-
 /* Whether `op` is in the comma-separated list `ops`. */
 static inline int bench_has_op(const char *ops, const char *op) {
     size_t n = strlen(op);

@@ -176,6 +176,18 @@ EMB_API emb_status emb_bag_backward(const emb_bag *bag, const emb_tensor *input,
                                     const emb_tensor *max_indices,
                                     const emb_tensor *grad_output, emb_tensor *grad_weight);
 
+/* Dense backward into a fresh gradient: grad_weight = the gradient (every element written,
+ * none read; rows that receive nothing and the padding row become +0.0). The bits of
+ * zeroing grad_weight and calling emb_bag_backward, and the same errors (grad_weight
+ * unchanged); in modes sum and mean one pass over the table instead of two, with streaming
+ * stores for large 64-byte aligned gradients of rows of a multiple of 16 floats. */
+EMB_API emb_status emb_bag_backward_overwrite(const emb_bag *bag, const emb_tensor *input,
+                                              const emb_tensor *offsets,
+                                              const emb_tensor *per_sample_weights,
+                                              const emb_tensor *max_indices,
+                                              const emb_tensor *grad_output,
+                                              emb_tensor *grad_weight);
+
 /* Sparse backward (modes sum and mean): one entry per non-padding position inside a bag,
  * in input order, row input[p], value grad_output[bag] (sum), grad_output[bag] *
  * per_sample_weights[p] (sum with weights), or grad_output[bag] * (1.0f / count) (mean),

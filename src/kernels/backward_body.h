@@ -7,12 +7,8 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
-#if defined(__x86_64__) && defined(__SSE2__)
-#include <emmintrin.h>
-#define EMB__HAVE_STREAM 1
-#else
-#define EMB__HAVE_STREAM 0
-#endif
+
+#include "row_store.h"
 
 /* The body of the dense row kernel, instantiated for the baseline target (the _ref
  * kernel) and, on x86-64, for AVX2+FMA, where fmaf becomes one instruction instead of a
@@ -28,56 +24,6 @@ backward_prefetch(const float *grad_output, int64_t dim, const int64_t *order, i
         const char *p = (const char *)(grad_output + order[j + EMB__BWD_PF] * dim);
         for (int64_t b = 0; b < dim * (int64_t)sizeof(float); b += 64) __builtin_prefetch(p + b);
     }
-}
-
-/* How a finished row sum `a` reaches grad_weight's row `w`:
- *   ROW_ADD     w = w + a (accumulate into the caller's gradient);
- *   ROW_SET     w = 0.0f + a, plain stores: what ROW_ADD gives on a zeroed row, bit for bit
- *               (+0.0 + -0.0 is +0.0), without reading w;
- *   ROW_STREAM  the same values with non-temporal stores (SSE2, every x86-64), for rows of a
- *               multiple of 16 floats in a 64-byte aligned gradient: whole cache lines go to
- *               memory without being read first, and do not push the table out of cache. */
-enum { ROW_ADD = 0, ROW_SET = 1, ROW_STREAM = 2 };
-/* Rows written by one call from which ROW_STREAM is used: a smaller gradient is better left
- * in cache for whoever reads it next (ms, overwriting, 1 thread, plain against streaming
- * stores: 1000 x 64 with 4,096 positions 0.027 against 0.031; 250k x 64 with 100k 6.9
- * against 6.1; 1M x 64 with 262,144 at 2 threads 15.8 against 12.2). */
-#define EMB__STREAM_MIN_FLOATS ((int64_t)1 << 20)
-
-static inline __attribute__((always_inline)) void store_row(float *restrict w,
-                                                            const float *restrict a,
-                                                            int64_t n, int how) {
-    if (how == ROW_ADD) {
-        for (int64_t d = 0; d < n; d++) w[d] = w[d] + a[d];
-        return;
-    }
-#if EMB__HAVE_STREAM
-    if (how == ROW_STREAM) {
-        for (int64_t d = 0; d < n; d += 4) {
-            const __m128 v = _mm_add_ps(_mm_setzero_ps(), _mm_loadu_ps(a + d));
-            _mm_stream_ps(w + d, v);
-        }
-        return;
-    }
-#endif
-    for (int64_t d = 0; d < n; d++) w[d] = 0.0f + a[d];
-}
-
-/* Zeroes the rows [r0, r1) of width dim (ROW_SET or ROW_STREAM, as store_row). */
-static inline __attribute__((always_inline)) void zero_rows(float *grad_weight, int64_t dim,
-                                                            int64_t r0, int64_t r1, int how) {
-    if (r0 >= r1) return;
-    float *restrict w = grad_weight + r0 * dim;
-    const int64_t n = (r1 - r0) * dim;
-#if EMB__HAVE_STREAM
-    if (how == ROW_STREAM) {
-        const __m128 z = _mm_setzero_ps();
-        for (int64_t d = 0; d < n; d += 4) _mm_stream_ps(w + d, z);
-        return;
-    }
-#endif
-    (void)how;
-    for (int64_t d = 0; d < n; d++) w[d] = 0.0f;
 }
 
 /* One row's sum without scale_grad_by_freq, CB columns at a time (CB a compile-time 16, 32
@@ -106,15 +52,7 @@ backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
                    const int64_t *offsets, const int64_t *order, int64_t row_begin,
                    int64_t row_end, bool scale_by_freq, bool overwrite, float *acc) {
     const int64_t lim = offsets[row_end];
-    int how = ROW_ADD;
-    if (overwrite) {
-        how = ROW_SET;
-#if EMB__HAVE_STREAM
-        if (dim % 16 == 0 && (uintptr_t)grad_weight % 64 == 0 &&
-            (row_end - row_begin) * dim >= EMB__STREAM_MIN_FLOATS)
-            how = ROW_STREAM;
-#endif
-    }
+    const int how = row_store_mode(grad_weight, dim, row_end - row_begin, overwrite);
     int64_t empty_from = row_begin; /* overwrite: the rows [empty_from, r) are still to zero */
     for (int64_t r = row_begin; r < row_end; r++) {
         const int64_t begin = offsets[r], end = offsets[r + 1];
@@ -154,9 +92,7 @@ backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
         store_row(w, a, dim, how);
     }
     if (overwrite) zero_rows(grad_weight, dim, empty_from, row_end, how);
-#if EMB__HAVE_STREAM
-    if (how == ROW_STREAM) _mm_sfence(); /* the streamed lines are visible before we return */
-#endif
+    row_store_fence(how);
 }
 
 /* The twin for one target (backward_avx2.c, backward_avx512.c). */

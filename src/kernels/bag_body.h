@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "row_store.h"
+
 #define IDX(p) (idx_i32 ? (int64_t)((const int32_t *)idx)[p] : ((const int64_t *)idx)[p])
 
 /* Prefetches the first lines (up to 512 bytes) of the row of position p when p < limit:
@@ -235,18 +237,25 @@ static inline __attribute__((always_inline)) void
 bag_backward_groups_body(float *grad_weight, const float *grad_output, int64_t dim,
                                   const int64_t *keys, const int64_t *perm, const int64_t *o2b,
                                   const int64_t *bag_count, const float *psw, int64_t i0,
-                                  int64_t i1, int64_t pad, bool scale_by_freq, float *acc) {
+                                  int64_t i1, int64_t pad, bool scale_by_freq,
+                                  bool overwrite, int64_t r0, int64_t r1, float *acc) {
     int64_t i = i0;
     const int64_t pf_bytes = dim * 4 < 512 ? dim * 4 : 512;
+    const int how = row_store_mode(grad_weight + r0 * dim, dim, r1 - r0, overwrite);
+    int64_t empty_from = r0; /* overwrite: the rows [empty_from, k) are still to zero */
     while (i < i1) {
         const int64_t k = keys[perm[i]];
-        if (i + EMB__BAG_PF_DIST < i1) {
+        if (!overwrite && i + EMB__BAG_PF_DIST < i1) {
             /* the gradient row of a group further on: random rows of a large table */
             const char *r = (const char *)(grad_weight + keys[perm[i + EMB__BAG_PF_DIST]] * dim);
             for (int64_t o = 0; o < pf_bytes; o += 64) __builtin_prefetch(r + o, 1, 3);
         }
         int64_t j = i + 1;
         while (j < i1 && keys[perm[j]] == k) j++;
+        if (overwrite) {
+            zero_rows(grad_weight, dim, empty_from, k == pad ? k + 1 : k, how);
+            empty_from = k + 1;
+        }
         if (k != pad) {
             float *restrict a = acc;
             for (int64_t d = 0; d < dim; d++) a[d] = 0.0f;
@@ -259,11 +268,12 @@ bag_backward_groups_body(float *grad_weight, const float *grad_output, int64_t d
                 const float *restrict g = grad_output + bag * dim;
                 for (int64_t d = 0; d < dim; d++) a[d] = fmaf(g[d], s, a[d]);
             }
-            float *restrict w = grad_weight + k * dim;
-            for (int64_t d = 0; d < dim; d++) w[d] = w[d] + a[d];
+            store_row(grad_weight + k * dim, a, dim, how);
         }
         i = j;
     }
+    if (overwrite) zero_rows(grad_weight, dim, empty_from, r1, how);
+    row_store_fence(how);
 }
 
 static inline __attribute__((always_inline)) void
@@ -301,9 +311,10 @@ bag_psw_grad_body(float *out, const float *grad_output, const float *weight,
                                      int64_t dim, const int64_t *keys, const int64_t *perm, \
                                      const int64_t *o2b, const int64_t *bag_count,          \
                                      const float *psw, int64_t i0, int64_t i1, int64_t pad, \
-                                     bool scale_by_freq, float *acc) {                      \
+                                     bool scale_by_freq, bool overwrite, int64_t r0,        \
+                                     int64_t r1, float *acc) {                              \
         bag_backward_groups_body(grad_weight, grad_output, dim, keys, perm, o2b, bag_count, \
-                                 psw, i0, i1, pad, scale_by_freq, acc);                     \
+                                 psw, i0, i1, pad, scale_by_freq, overwrite, r0, r1, acc);  \
     }                                                                                       \
     ATTR static void psw_grad_##SUFFIX(float *out, const float *grad_output,                \
                                        const float *weight, int64_t dim, const void *idx,   \

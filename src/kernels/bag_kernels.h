@@ -38,11 +38,16 @@ void emb__bag_max_ref(float *out, int64_t *max_idx, const float *weight, int64_t
  * order: scale = psw ? psw[p] : 1.0 (double); scale_by_freq: scale /= group size; mean
  * (bag_count non-NULL) and bag_count[bag] != 0: scale /= bag_count[bag];
  * acc = fmaf(grad_output[bag], (float)scale, acc) with bag = o2b[p]. Then
- * grad_weight[k] += acc. keys[p] is the index of position p. acc: dim floats. */
+ * grad_weight[k] += acc. keys[p] is the index of position p. acc: dim floats.
+ * overwrite: every row of [r0, r1) (which must hold the groups' keys) is written instead,
+ * without reading grad_weight: 0.0f + acc for the groups' rows, +0.0 for the others and
+ * the padding row (the bits of the above on a zeroed gradient; streaming stores as in
+ * row_store.h). Without overwrite, r0 and r1 are unused. */
 void emb__bag_backward_groups_ref(float *grad_weight, const float *grad_output, int64_t dim,
                                   const int64_t *keys, const int64_t *perm, const int64_t *o2b,
                                   const int64_t *bag_count, const float *psw, int64_t i0,
-                                  int64_t i1, int64_t pad, bool scale_by_freq, float *acc);
+                                  int64_t i1, int64_t pad, bool scale_by_freq, bool overwrite,
+                                  int64_t r0, int64_t r1, float *acc);
 
 /* Dense backward of max for the columns [c0, c1): per column d, over bags b ascending with
  * bag_count[b] != 0, fresh[max_idx[b][d]] += grad_output[b][d] (each touched row's fresh
@@ -81,7 +86,8 @@ typedef struct emb__bag_kernel_table {
     void (*backward_groups)(float *grad_weight, const float *grad_output, int64_t dim,
                             const int64_t *keys, const int64_t *perm, const int64_t *o2b,
                             const int64_t *bag_count, const float *psw, int64_t i0,
-                            int64_t i1, int64_t pad, bool scale_by_freq, float *acc);
+                            int64_t i1, int64_t pad, bool scale_by_freq, bool overwrite,
+                            int64_t r0, int64_t r1, float *acc);
     void (*psw_grad)(float *out, const float *grad_output, const float *weight, int64_t dim,
                      const void *idx, bool idx_i32, const int64_t *o2b, int64_t p0,
                      int64_t p1, int64_t pad);

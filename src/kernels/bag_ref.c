@@ -21,9 +21,10 @@ void emb__bag_max_ref(float *out, int64_t *max_idx, const float *weight, int64_t
 void emb__bag_backward_groups_ref(float *grad_weight, const float *grad_output, int64_t dim,
                                   const int64_t *keys, const int64_t *perm, const int64_t *o2b,
                                   const int64_t *bag_count, const float *psw, int64_t i0,
-                                  int64_t i1, int64_t pad, bool scale_by_freq, float *acc) {
+                                  int64_t i1, int64_t pad, bool scale_by_freq, bool overwrite,
+                                  int64_t r0, int64_t r1, float *acc) {
     bag_backward_groups_body(grad_weight, grad_output, dim, keys, perm, o2b, bag_count, psw,
-                             i0, i1, pad, scale_by_freq, acc);
+                             i0, i1, pad, scale_by_freq, overwrite, r0, r1, acc);
 }
 
 void emb__bag_psw_grad_ref(float *out, const float *grad_output, const float *weight,

@@ -58,6 +58,20 @@ static emb_status alloc_bytes(void **p, int64_t count, int64_t size, const char 
     return EMB_OK;
 }
 
+/* p[0..n) = +0.0 in contiguous per-thread chunks (the overwriting backward's paths that
+ * touch only some rows). */
+static void zero_floats(float *p, int64_t n) {
+    const int nt = emb__threads_for(n, (int64_t)1 << 20);
+    (void)nt; /* used only by the OpenMP pragma */
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
+#endif
+    for (int t = 0; t < nt; t++) {
+        const int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+        memset(p + lo, 0, (size_t)(hi - lo) * sizeof(float));
+    }
+}
+
 /* Non-padding positions per bag. */
 static void bag_counts(const emb__bag_cfg *c, const emb__bag_batch *bb, int64_t *count) {
     for (int64_t b = 0; b < bb->B; b++) {
@@ -81,10 +95,20 @@ static int64_t align_group(const int64_t *keys, const int64_t *perm, int64_t m, 
     return x;
 }
 
+/* The first table row of the threads' share that starts at group boundary x of the sorted
+ * positions: the shares of rows tile [0, V) as the shares of groups tile [0, m). */
+static int64_t share_row(const int64_t *keys, const int64_t *perm, int64_t m, int64_t V,
+                         int64_t x) {
+    return x == 0 ? 0 : x >= m ? V : keys[perm[x]];
+}
+
 static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch *bb,
-                                    const float *go, float *gw) {
+                                    const float *go, float *gw, bool overwrite) {
     const int64_t m = bb->end, D = c->D;
-    if (m == 0) return EMB_OK;
+    if (m == 0) {
+        if (overwrite) zero_floats(gw, c->V * D);
+        return EMB_OK;
+    }
     int64_t *keys = NULL, *perm = NULL, *scratch = NULL, *o2b = NULL, *count = NULL;
     float *acc = NULL;
     int64_t work;
@@ -117,9 +141,11 @@ static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch 
         for (int t = 0; t < nt; t++) {
             const int64_t i0 = align_group(k, perm, m, m * t / nt);
             const int64_t i1 = align_group(k, perm, m, m * (t + 1) / nt);
-            if (i0 < i1)
-                K->backward_groups(gw, go, D, k, perm, o2b, count, bb->psw, i0, i1,
-                                             c->pad, c->scale_grad_by_freq, acc + t * D);
+            const int64_t r0 = share_row(k, perm, m, c->V, i0);
+            const int64_t r1 = share_row(k, perm, m, c->V, i1);
+            if (i0 < i1 || (overwrite && r0 < r1))
+                K->backward_groups(gw, go, D, k, perm, o2b, count, bb->psw, i0, i1, c->pad,
+                                   c->scale_grad_by_freq, overwrite, r0, r1, acc + t * D);
         }
     }
     emb_free(keys);
@@ -132,9 +158,12 @@ static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch 
 }
 
 static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
-                               const int64_t *mi, const float *go, float *gw) {
+                               const int64_t *mi, const float *go, float *gw, bool overwrite) {
     const int64_t B = bb->B, D = c->D, V = c->V;
-    if (B == 0) return EMB_OK;
+    if (B == 0) {
+        if (overwrite) zero_floats(gw, V * D);
+        return EMB_OK;
+    }
     int64_t work;
     if (!emb__mul_i64(B, D, &work)) work = INT64_MAX;
     int nt = emb__threads_for(work, EMB__BAG_BWD_GRAIN);
@@ -156,6 +185,8 @@ static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
                             " bytes of row marks", vnt);
     }
     if (!st) {
+        /* overwrite: the max backward adds column by column into touched rows; zero first */
+        if (overwrite) zero_floats(gw, V * D);
         bag_counts(c, bb, count);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
@@ -173,10 +204,12 @@ static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
     return st;
 }
 
-emb_status emb_bag_backward(const emb_bag *bag, const emb_tensor *input,
-                            const emb_tensor *offsets, const emb_tensor *per_sample_weights,
-                            const emb_tensor *max_indices, const emb_tensor *grad_output,
-                            emb_tensor *grad_weight) {
+static emb_status bag_backward_dense(const emb_bag *bag, const emb_tensor *input,
+                                     const emb_tensor *offsets,
+                                     const emb_tensor *per_sample_weights,
+                                     const emb_tensor *max_indices,
+                                     const emb_tensor *grad_output, emb_tensor *grad_weight,
+                                     bool overwrite) {
     if (!bag) return emb__null("bag");
     if (!grad_weight) return emb__null("grad_weight");
     if (!bag->emb->requires_grad) return state_error();
@@ -210,12 +243,30 @@ emb_status emb_bag_backward(const emb_bag *bag, const emb_tensor *input,
     if (!st) st = emb__bag_check_index_values(&c, &bb);
     if (!st && c.D > 0) {
         if (c.mode == EMB_BAG_MAX)
-            st = backward_max(&c, &bb, max_indices->data, grad_output->data, grad_weight->data);
+            st = backward_max(&c, &bb, max_indices->data, grad_output->data, grad_weight->data,
+                              overwrite);
         else
-            st = backward_sum_mean(&c, &bb, grad_output->data, grad_weight->data);
+            st = backward_sum_mean(&c, &bb, grad_output->data, grad_weight->data, overwrite);
     }
     emb__bag_batch_free(&bb);
     return st;
+}
+
+emb_status emb_bag_backward(const emb_bag *bag, const emb_tensor *input,
+                            const emb_tensor *offsets, const emb_tensor *per_sample_weights,
+                            const emb_tensor *max_indices, const emb_tensor *grad_output,
+                            emb_tensor *grad_weight) {
+    return bag_backward_dense(bag, input, offsets, per_sample_weights, max_indices,
+                              grad_output, grad_weight, false);
+}
+
+emb_status emb_bag_backward_overwrite(const emb_bag *bag, const emb_tensor *input,
+                                      const emb_tensor *offsets,
+                                      const emb_tensor *per_sample_weights,
+                                      const emb_tensor *max_indices,
+                                      const emb_tensor *grad_output, emb_tensor *grad_weight) {
+    return bag_backward_dense(bag, input, offsets, per_sample_weights, max_indices,
+                              grad_output, grad_weight, true);
 }
 
 emb_status emb_bag_backward_sparse(const emb_bag *bag, const emb_tensor *input,

@@ -943,6 +943,45 @@ static void op_emb_misc(world *w, rd *r) {
     (void)emb_embedding_options_default();
 }
 
+/* An overwriting dense backward against zeroing + the accumulating one, on the same
+ * arguments: they refuse the same inputs, and overwriting gives the same bits. The gradient
+ * slot is compared only when it is plain harness storage that aliases no other argument
+ * (go, and the tensors args); it is left as the overwriting call left it. */
+typedef struct {
+    tslot *s;
+    void *saved, *got;
+} xcheck;
+
+static void xcheck_begin(world *w, xcheck *x, int gw, int go, const emb_tensor *const *args,
+                         int nargs) {
+    tslot *s = gw >= 0 ? &w->t[gw] : NULL;
+    bool plain = s && go != gw && s->buf && s->t.data == s->buf && s->bytes > 0;
+    for (int i = 0; plain && i < nargs; i++) plain = args[i] != &s->t;
+    x->s = plain ? s : NULL;
+    x->saved = plain ? malloc(s->bytes) : NULL;
+    x->got = plain ? malloc(s->bytes) : NULL;
+    if (plain && (!x->saved || !x->got)) FAIL("harness: out of memory");
+    if (plain) memcpy(x->saved, s->buf, s->bytes);
+}
+
+/* After the overwriting call: keep its result, zero the slot for the accumulating one. */
+static void xcheck_mid(xcheck *x) {
+    if (!x->s) return;
+    memcpy(x->got, x->s->buf, x->s->bytes);
+    memset(x->s->buf, 0, x->s->bytes);
+}
+
+static void xcheck_end(xcheck *x, emb_status s1, emb_status s2, const char *what) {
+    if (s1 != s2) FAIL("%s: the overwriting and accumulating forms disagree on refusing", what);
+    if (x->s) {
+        if (!s1 && memcmp(x->got, x->s->buf, x->s->bytes))
+            FAIL("%s: overwriting differs from zeroing then accumulating", what);
+        memcpy(x->s->buf, s1 ? x->saved : x->got, x->s->bytes);
+    }
+    free(x->saved);
+    free(x->got);
+}
+
 static void op_emb_backward(world *w, rd *r) {
     emb_embedding *e = arg_e(w, r);
     emb_tensor *idx = arg_idx(w, r, emb_embedding_num_embeddings(e), -1, NULL);
@@ -958,29 +997,14 @@ static void op_emb_backward(world *w, rd *r) {
         else API(w, emb_embedding_backward_overwrite(e, idx, slot_t(w, go), slot_t(w, gw)));
         return;
     }
-    /* The two forms side by side: they refuse the same inputs, and overwriting gives the
-     * bits of zeroing then accumulating (on a gradient slot that aliases nothing else). */
-    tslot *s = gw >= 0 ? &w->t[gw] : NULL;
-    const bool plain = s && go != gw && idx != &s->t && s->buf && s->t.data == s->buf &&
-                       s->bytes > 0;
-    void *saved = plain ? malloc(s->bytes) : NULL, *got = plain ? malloc(s->bytes) : NULL;
-    if (plain && (!saved || !got)) FAIL("harness: out of memory");
-    if (plain) memcpy(saved, s->buf, s->bytes);
+    /* The two forms side by side (see xcheck) */
+    xcheck x;
+    const emb_tensor *args[1] = {idx};
+    xcheck_begin(w, &x, gw, go, args, 1);
     emb_status s1 = API(w, emb_embedding_backward_overwrite(e, idx, slot_t(w, go), slot_t(w, gw)));
-    if (plain) {
-        memcpy(got, s->buf, s->bytes);
-        memset(s->buf, 0, s->bytes);
-    }
+    xcheck_mid(&x);
     emb_status s2 = emb_embedding_backward(e, idx, slot_t(w, go), slot_t(w, gw));
-    if (s1 != s2) FAIL("backward_overwrite and backward disagree on refusing an input");
-    if (plain) {
-        if (!s1 && memcmp(got, s->buf, s->bytes))
-            FAIL("backward_overwrite differs from zeroing then backward");
-        if (s1) memcpy(s->buf, saved, s->bytes); /* as the refused call left it */
-        else memcpy(s->buf, got, s->bytes);
-    }
-    free(saved);
-    free(got);
+    xcheck_end(&x, s1, s2, "embedding_backward");
 }
 
 static emb_sparse_grad *arg_s(world *w, rd *r) {
@@ -1908,8 +1932,25 @@ static void op_bag_backward(world *w, rd *r) {
         }
         int64_t wsh[2] = {emb_embedding_num_embeddings(e), sh[1]};
         int gw = out_slot(w, r, EMB_FLOAT32, 2, wsh);
-        API(w, emb_bag_backward(b, a.input, a.offsets, a.psw, slot_t(w, mi), slot_t(w, go),
-                                slot_t(w, gw)));
+        if (!rd_chance(r, 4)) {
+            if (rd_bool(r))
+                API(w, emb_bag_backward(b, a.input, a.offsets, a.psw, slot_t(w, mi),
+                                        slot_t(w, go), slot_t(w, gw)));
+            else
+                API(w, emb_bag_backward_overwrite(b, a.input, a.offsets, a.psw, slot_t(w, mi),
+                                                  slot_t(w, go), slot_t(w, gw)));
+        } else {
+            xcheck x;
+            const emb_tensor *args[4] = {a.input, a.offsets, a.psw, slot_t(w, mi)};
+            xcheck_begin(w, &x, gw, go, args, 4);
+            emb_status s1 = API(w, emb_bag_backward_overwrite(b, a.input, a.offsets, a.psw,
+                                                              slot_t(w, mi), slot_t(w, go),
+                                                              slot_t(w, gw)));
+            xcheck_mid(&x);
+            emb_status s2 = emb_bag_backward(b, a.input, a.offsets, a.psw, slot_t(w, mi),
+                                             slot_t(w, go), slot_t(w, gw));
+            xcheck_end(&x, s1, s2, "bag_backward");
+        }
     } else if (which == 1) {
         emb_sparse_grad *g = e && rd_chance(r, 2)
                                  ? fresh_s(w, r, emb_embedding_num_embeddings(e), emb_embedding_dim(e))

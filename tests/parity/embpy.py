@@ -328,6 +328,7 @@ _BAG_SIGS = {
     "emb_bag_forward": (_st, [_vp, _tp, _tp, _tp, _tp, _tp]),
     "emb_embedding_bag": (_st, [_tp, _tp, _tp, _tp, P(BagOptions), _tp, _tp]),
     "emb_bag_backward": (_st, [_vp, _tp, _tp, _tp, _tp, _tp, _tp]),
+    "emb_bag_backward_overwrite": (_st, [_vp, _tp, _tp, _tp, _tp, _tp, _tp]),
     "emb_bag_backward_sparse": (_st, [_vp, _tp, _tp, _tp, _tp, P(SparseGrad)]),
     "emb_bag_backward_per_sample_weights": (_st, [_vp, _tp, _tp, _tp, _tp]),
     "emb_optimizer_step_fused_bag": (_st, [_vp, C.c_int, _vp, _tp, _tp, _tp, _tp]),

@@ -73,10 +73,18 @@ class Bag:
         return out, mi
 
     def backward(self, inp, off, psw, mi, g):
+        """emb_bag_backward into zeros; also checks that emb_bag_backward_overwrite gives
+        the same bits over a buffer of NaNs (at an offset that alternates between calls, so
+        both the streaming and the plain stores are used where the sizes allow)."""
+        args = (self.h, T(inp), None if off is None else T(off),
+                None if psw is None else T(psw), None if mi is None else T(mi), T(g))
         gw = np.zeros((self.V, self.D), np.float32)
-        check(lib.emb_bag_backward(self.h, T(inp), None if off is None else T(off),
-                                   None if psw is None else T(psw),
-                                   None if mi is None else T(mi), T(g), T(gw)))
+        check(lib.emb_bag_backward(*args, T(gw)))
+        self.skew = 1 - getattr(self, "skew", 1)
+        base = np.full(self.V * self.D + self.skew, np.nan, np.float32)
+        fresh = base[self.skew:].reshape(self.V, self.D)
+        check(lib.emb_bag_backward_overwrite(*args, T(fresh)))
+        assert_close(fresh, gw, exact=True, what="overwriting backward vs zeros + backward")
         return gw
 
     def backward_sparse(self, inp, off, psw, g):

@@ -410,6 +410,13 @@ static void test_read_only_max_norm(void **state) {
     emb_bag_free(b);
 }
 
+/* The accumulating and the overwriting dense backward refuse the same inputs with the same
+ * errors, and write nothing. */
+typedef emb_status (*bag_dense_backward_fn)(const emb_bag *, const emb_tensor *,
+                                            const emb_tensor *, const emb_tensor *,
+                                            const emb_tensor *, const emb_tensor *,
+                                            emb_tensor *);
+
 static void test_backward_errors(void **state) {
     (void)state;
     emb_bag *b = make_bag(EMB_BAG_MEAN, EMB_PADDING_NONE, INFINITY);
@@ -425,44 +432,47 @@ static void test_backward_errors(void **state) {
     emb_tensor gt = emb_test_view(EMB_FLOAT32, g, 2, SHP(3, D));
     emb_tensor gwt = emb_test_view(EMB_FLOAT32, gw, 2, SHP(V, D));
     emb_tensor mit = emb_test_view(EMB_INT64, mi, 2, SHP(3, D));
-    EMB_EXPECT_ERR(emb_bag_backward(NULL, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_NULL,
-                   "bag must not be NULL");
-    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, &gt, NULL), EMB_ERR_NULL,
-                   "grad_weight must not be NULL");
-    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, NULL, &gwt), EMB_ERR_NULL,
-                   "grad_output must not be NULL");
     emb_tensor g2 = emb_test_view(EMB_FLOAT32, g, 2, SHP(2, D));
-    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, &g2, &gwt), EMB_ERR_SHAPE,
-                   "grad_output has shape [2, 2], expected [3, 2]");
-    emb_tensor gw2 = emb_test_view(EMB_FLOAT32, gw, 2, SHP(V - 1, D));
-    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, &gt, &gw2), EMB_ERR_SHAPE,
-                   "grad_weight has shape [5, 2], expected [6, 2]");
-    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, &mit, &gt, &gwt), EMB_ERR_INVALID,
-                   "max_indices is only used in mode max");
-    EMB_EXPECT_ERR(emb_bag_backward(bmax, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_NULL,
-                   "max_indices must not be NULL in mode max");
-    mi[3] = 6;
-    EMB_EXPECT_ERR(emb_bag_backward(bmax, &it, &ot, NULL, &mit, &gt, &gwt), EMB_ERR_INDEX,
-                   "max_indices[1][1] = 6 is out of range for a table of 6 rows");
-    mi[3] = 5;
-    int64_t bad_off[3] = {0, 5, 4};
-    emb_tensor bo = emb_test_view(EMB_INT64, bad_off, 1, SHP(3));
-    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &bo, NULL, NULL, &gt, &gwt), EMB_ERR_INVALID,
-                   "offsets must be non-decreasing");
-    idx[0] = 17;
-    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_INDEX,
-                   "index 17 at position 0 of bag 0 (input position 0)");
-    idx[0] = 1;
-    float psw[6] = {1, 1, 1, 1, 1, 1};
-    emb_tensor pt = emb_test_view(EMB_FLOAT32, psw, 1, SHP(6));
-    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, &pt, NULL, &gt, &gwt), EMB_ERR_UNSUPPORTED,
-                   "per_sample_weights is only supported for mode='sum'");
-    emb_embedding_set_requires_grad(emb_bag_embedding(b), false);
-    EMB_EXPECT_ERR(emb_bag_backward(b, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_STATE,
-                   "does not require grad");
-    emb_embedding_set_requires_grad(emb_bag_embedding(b), true);
-    assert_all_nan(gw, V * D, "grad_weight");
+    for (int form = 0; form < 2; form++) {
+        bag_dense_backward_fn bw = form ? emb_bag_backward_overwrite : emb_bag_backward;
+        EMB_EXPECT_ERR(bw(NULL, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_NULL,
+                       "bag must not be NULL");
+        EMB_EXPECT_ERR(bw(b, &it, &ot, NULL, NULL, &gt, NULL), EMB_ERR_NULL,
+                       "grad_weight must not be NULL");
+        EMB_EXPECT_ERR(bw(b, &it, &ot, NULL, NULL, NULL, &gwt), EMB_ERR_NULL,
+                       "grad_output must not be NULL");
+        EMB_EXPECT_ERR(bw(b, &it, &ot, NULL, NULL, &g2, &gwt), EMB_ERR_SHAPE,
+                       "grad_output has shape [2, 2], expected [3, 2]");
+        emb_tensor gw2 = emb_test_view(EMB_FLOAT32, gw, 2, SHP(V - 1, D));
+        EMB_EXPECT_ERR(bw(b, &it, &ot, NULL, NULL, &gt, &gw2), EMB_ERR_SHAPE,
+                       "grad_weight has shape [5, 2], expected [6, 2]");
+        EMB_EXPECT_ERR(bw(b, &it, &ot, NULL, &mit, &gt, &gwt), EMB_ERR_INVALID,
+                       "max_indices is only used in mode max");
+        EMB_EXPECT_ERR(bw(bmax, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_NULL,
+                       "max_indices must not be NULL in mode max");
+        mi[3] = 6;
+        EMB_EXPECT_ERR(bw(bmax, &it, &ot, NULL, &mit, &gt, &gwt), EMB_ERR_INDEX,
+                       "max_indices[1][1] = 6 is out of range for a table of 6 rows");
+        mi[3] = 5;
+        int64_t bad_off[3] = {0, 5, 4};
+        emb_tensor bo = emb_test_view(EMB_INT64, bad_off, 1, SHP(3));
+        EMB_EXPECT_ERR(bw(b, &it, &bo, NULL, NULL, &gt, &gwt), EMB_ERR_INVALID,
+                       "offsets must be non-decreasing");
+        idx[0] = 17;
+        EMB_EXPECT_ERR(bw(b, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_INDEX,
+                       "index 17 at position 0 of bag 0 (input position 0)");
+        idx[0] = 1;
+        float psw[6] = {1, 1, 1, 1, 1, 1};
+        emb_tensor pt = emb_test_view(EMB_FLOAT32, psw, 1, SHP(6));
+        EMB_EXPECT_ERR(bw(b, &it, &ot, &pt, NULL, &gt, &gwt), EMB_ERR_UNSUPPORTED,
+                       "per_sample_weights is only supported for mode='sum'");
+        emb_embedding_set_requires_grad(emb_bag_embedding(b), false);
+        EMB_EXPECT_ERR(bw(b, &it, &ot, NULL, NULL, &gt, &gwt), EMB_ERR_STATE,
+                       "does not require grad");
+        emb_embedding_set_requires_grad(emb_bag_embedding(b), true);
+        assert_all_nan(gw, V * D, "grad_weight");
 
+    }
     /* sparse */
     emb_sparse_grad sg;
     EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, V, D));
@@ -876,10 +886,21 @@ static void check_bag_variants(const emb__kernel_table *const *v, int nv, int64_
                     memset(want, 0, sizeof(float) * VV * DD);
                     memset(got, 0, sizeof(float) * VV * DD);
                     emb__bag_backward_groups_ref(want, g, DD, idx, perm, o2b,
-                                                 mode == 1 ? cnt : NULL, p, 0, N, pd, pad, acc);
+                                                 mode == 1 ? cnt : NULL, p, 0, N, pd, pad,
+                                                 false, 0, 0, acc);
                     K->backward_groups(got, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL, p, 0,
-                                       N, pd, pad, acc);
+                                       N, pd, pad, false, 0, 0, acc);
                     EMB_ASSERT_EXACT(got, want, VV * DD, "backward variant");
+                    /* overwriting, over NaNs, the rows in two shares: the same bits */
+                    for (int64_t q = 0; q < VV * DD; q++) got[q] = NAN;
+                    int64_t cut = N / 2;
+                    while (cut > 0 && cut < N && idx[perm[cut]] == idx[perm[cut - 1]]) cut++;
+                    const int64_t rcut = cut >= N ? VV : idx[perm[cut]];
+                    K->backward_groups(got, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL, p, 0,
+                                       cut, pd, pad, true, 0, rcut, acc);
+                    K->backward_groups(got, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL, p,
+                                       cut, N, pd, pad, true, rcut, VV, acc);
+                    EMB_ASSERT_EXACT(got, want, VV * DD, "overwriting backward variant");
                     emb__bag_psw_grad_ref(want, g, w, DD, ix, i32, o2b, 0, N, pd);
                     K->psw_grad(got, g, w, DD, ix, i32, o2b, 0, N, pd);
                     EMB_ASSERT_EXACT(got, want, N, "per_sample_weights gradient variant");
@@ -952,6 +973,81 @@ static void test_columnless_input_allocates_nothing_up_front(void **state) {
     emb_qtable_free(q);
 }
 
+/* emb_bag_backward_overwrite against zeroing + emb_bag_backward on a table large enough
+ * for every thread's share of rows to take the streaming stores (200k x 16), in every mode,
+ * with padding, per_sample_weights, scale_grad_by_freq, int32 and int64 indices, at 1 to 3
+ * threads, into a 64-byte aligned buffer of NaNs and one a float past it (plain stores). */
+static void test_backward_overwrite_matches(void **state) {
+    (void)state;
+    enum { BV = 200000, BD = 16, BN = 30000, BB = 1500 };
+    uint64_t s = 99;
+    int64_t *idx = malloc(sizeof(int64_t) * BN), off[BB];
+    int32_t *idx32 = malloc(sizeof(int32_t) * BN);
+    float *g = malloc(sizeof(float) * BB * BD), *psw = malloc(sizeof(float) * BN);
+    float *ref = malloc(sizeof(float) * BV * BD);
+    float *base = aligned_alloc(64, sizeof(float) * (BV * BD + 16));
+    int64_t *mi = malloc(sizeof(int64_t) * BB * BD);
+    float *out = malloc(sizeof(float) * BB * BD);
+    assert_true(idx && idx32 && g && psw && ref && base && mi && out);
+    for (int i = 0; i < BN; i++) {
+        /* a few hot rows (long groups), the rest spread over the table */
+        idx[i] = i % 5 == 0 ? (int64_t)(emb_test_urand(&s) * 7)
+                            : (int64_t)(emb_test_urand(&s) * BV) % BV;
+        idx32[i] = (int32_t)idx[i];
+    }
+    for (int b = 0; b < BB; b++) off[b] = (int64_t)b * BN / BB - (b % 9 == 4);
+    off[0] = 0;
+    emb_test_randf(&s, g, BB * BD, -1, 1);
+    emb_test_randf(&s, psw, BN, -1, 1);
+    emb_tensor gt = emb_test_view(EMB_FLOAT32, g, 2, SHP(BB, BD));
+    emb_tensor ot = emb_test_view(EMB_INT64, off, 1, SHP(BB));
+    emb_tensor pt = emb_test_view(EMB_FLOAT32, psw, 1, SHP(BN));
+    emb_tensor mit = emb_test_view(EMB_INT64, mi, 2, SHP(BB, BD));
+    emb_tensor outt = emb_test_view(EMB_FLOAT32, out, 2, SHP(BB, BD));
+    emb_tensor rt = emb_test_view(EMB_FLOAT32, ref, 2, SHP(BV, BD));
+    for (int mode = 0; mode < 3; mode++)
+        for (int variant = 0; variant < 3; variant++) {
+            emb_bag_options o = emb_bag_options_default();
+            o.mode = mode == 0 ? EMB_BAG_SUM : mode == 1 ? EMB_BAG_MEAN : EMB_BAG_MAX;
+            o.padding_idx = variant == 1 ? 3 : EMB_PADDING_NONE;
+            o.scale_grad_by_freq = variant == 2 && mode != 2;
+            emb_bag *bag = NULL;
+            EMB_OK_OR_FAIL(emb_bag_create(BV, BD, &o, &bag));
+            const bool i32 = variant == 1;
+            emb_tensor it = emb_test_view(i32 ? EMB_INT32 : EMB_INT64,
+                                          i32 ? (void *)idx32 : (void *)idx, 1, SHP(BN));
+            const emb_tensor *p = mode == 0 && variant == 0 ? &pt : NULL;
+            const emb_tensor *m = mode == 2 ? &mit : NULL;
+            if (m) EMB_OK_OR_FAIL(emb_bag_forward(bag, &it, &ot, NULL, &outt, &mit));
+            memset(ref, 0, sizeof(float) * BV * BD);
+            EMB_OK_OR_FAIL(emb_bag_backward(bag, &it, &ot, p, m, &gt, &rt));
+            for (int threads = 1; threads <= 3; threads++)
+                for (int skew = 0; skew < 2; skew++) {
+                    for (int q = 0; q < BV * BD + 16; q++) base[q] = NAN;
+                    emb_tensor wt = emb_test_view(EMB_FLOAT32, base + skew, 2, SHP(BV, BD));
+                    emb_set_num_threads(threads);
+                    emb_status st = emb_bag_backward_overwrite(bag, &it, &ot, p, m, &gt, &wt);
+                    emb_set_num_threads(0);
+                    EMB_OK_OR_FAIL(st);
+                    char what[96];
+                    snprintf(what, sizeof what, "mode %d variant %d threads %d skew %d", mode,
+                             variant, threads, skew);
+                    EMB_ASSERT_EXACT(base + skew, ref, BV * BD, what);
+                    if (skew) assert_true(isnan(base[0]));
+                    assert_true(isnan(base[skew + BV * BD]));
+                }
+            emb_bag_free(bag);
+        }
+    free(idx);
+    free(idx32);
+    free(g);
+    free(psw);
+    free(ref);
+    free(base);
+    free(mi);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options_and_create),
@@ -969,6 +1065,7 @@ int main(void) {
         cmocka_unit_test(test_fused_step_matches_unfused),
         cmocka_unit_test(test_fused_step_errors),
         cmocka_unit_test(test_columnless_input_allocates_nothing_up_front),
+        cmocka_unit_test(test_backward_overwrite_matches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
