@@ -69,6 +69,10 @@ const char *emb__shape_fmt(char *buf, size_t size, int ndim, const int64_t *shap
  * least `grain` units (1 when OpenMP is off). */
 int emb__threads_for(int64_t work, int64_t grain);
 
+/* p[0..n) = +0.0, in contiguous per-thread chunks of at least 1M floats (the overwriting
+ * backward passes' zeroing of a whole gradient). */
+void emb__zero_floats(float *p, int64_t n);
+
 /* Asks the kernel for transparent huge pages over the whole pages of [p, p + nbytes) when
  * nbytes is at least 32 MiB (Linux madvise(MADV_HUGEPAGE); a no-op elsewhere). Returns true
  * when the advice was given. emb_malloc calls it on every allocation; contents unchanged. */

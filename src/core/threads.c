@@ -86,3 +86,15 @@ bool emb__cpu_has_avx512(void) {
 bool emb__use_avx512(void) {
     return emb_get_kernel_mode() == EMB_KERNELS_AUTO && emb__cpu_has_avx512();
 }
+
+void emb__zero_floats(float *p, int64_t n) {
+    const int nt = emb__threads_for(n, (int64_t)1 << 20);
+    (void)nt; /* used only by the OpenMP pragma */
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
+#endif
+    for (int t = 0; t < nt; t++) {
+        const int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+        memset(p + lo, 0, (size_t)(hi - lo) * sizeof(float));
+    }
+}

@@ -168,22 +168,6 @@ static bool use_accumulators(const emb_embedding *e, int64_t V, int64_t D, int64
     }
 }
 
-/* p[0..n) = +0.0 for the overwriting backward, in contiguous per-thread chunks when large. */
-static void zero_floats(float *p, int64_t n) {
-    const int nt = emb__threads_for(n, (int64_t)1 << 20);
-    (void)nt; /* used only by the OpenMP pragma */
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-#ifdef _OPENMP
-        int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-#else
-        int64_t t = 0, T = 1;
-#endif
-        const int64_t lo = n * t / T, hi = n * (t + 1) / T;
-        memset(p + lo, 0, (size_t)(hi - lo) * sizeof(float));
-    }
-}
-
 /* The dense backward through row accumulators: acc[r] starts at +0.0 and receives every
  * non-padding position of row r in increasing order (plain float adds), then each row the
  * batch named gets gw[r] = gw[r] + acc[r]: the summation order of the buckets (the row
@@ -201,7 +185,7 @@ static emb_status backward_accumulate(const emb_embedding *e, const emb_tensor *
         /* grad_weight itself is the table of sums: each row starts at +0.0 and receives its
          * positions in order, which is acc[r], and 0.0f + acc[r] == acc[r] since a sum that
          * starts at +0.0 is never -0.0 */
-        zero_floats(gw, nfloat);
+        emb__zero_floats(gw, nfloat);
         const bool i32 = indices->dtype == EMB_INT32;
         const int32_t *idx32 = indices->data;
         const int64_t *idx64 = indices->data;
@@ -329,7 +313,7 @@ static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indi
     emb_status st = EMB_OK;
     float *acc = NULL;
     if (m == 0) {
-        if (overwrite) zero_floats(gw, e->num_embeddings * D);
+        if (overwrite) emb__zero_floats(gw, e->num_embeddings * D);
         goto done;
     }
     uint64_t *sorted = emb__radix_sort_u64(a, b, m, pbits, pbits + kbits);
@@ -362,7 +346,7 @@ static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indi
     }
     /* overwrite: zero the table, then add into it (the batch names at most a quarter of
      * the rows here, so writing them twice costs little) */
-    if (overwrite) zero_floats(gw, e->num_embeddings * D);
+    if (overwrite) emb__zero_floats(gw, e->num_embeddings * D);
     const bool scale = e->scale_grad_by_freq;
     const emb__backward_rows_fn kernel = emb__kernels()->backward_rows;
     if (nt <= 1) {
@@ -411,7 +395,7 @@ static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indic
     const int64_t n = emb_tensor_numel(indices);
     if (D == 0) return EMB_OK;
     if (n == 0) {
-        if (overwrite) zero_floats(grad_weight->data, V * D);
+        if (overwrite) emb__zero_floats(grad_weight->data, V * D);
         return EMB_OK;
     }
     if (use_accumulators(e, V, D, n))
@@ -460,7 +444,7 @@ static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indic
     if (m == 0) {
         emb_free(offsets);
         emb_free(order);
-        if (overwrite) zero_floats(grad_weight->data, V * D);
+        if (overwrite) emb__zero_floats(grad_weight->data, V * D);
         return EMB_OK;
     }
 

@@ -58,20 +58,6 @@ static emb_status alloc_bytes(void **p, int64_t count, int64_t size, const char 
     return EMB_OK;
 }
 
-/* p[0..n) = +0.0 in contiguous per-thread chunks (the overwriting backward's paths that
- * touch only some rows). */
-static void zero_floats(float *p, int64_t n) {
-    const int nt = emb__threads_for(n, (int64_t)1 << 20);
-    (void)nt; /* used only by the OpenMP pragma */
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
-#endif
-    for (int t = 0; t < nt; t++) {
-        const int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
-        memset(p + lo, 0, (size_t)(hi - lo) * sizeof(float));
-    }
-}
-
 /* Non-padding positions per bag. */
 static void bag_counts(const emb__bag_cfg *c, const emb__bag_batch *bb, int64_t *count) {
     for (int64_t b = 0; b < bb->B; b++) {
@@ -106,7 +92,7 @@ static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch 
                                     const float *go, float *gw, bool overwrite) {
     const int64_t m = bb->end, D = c->D;
     if (m == 0) {
-        if (overwrite) zero_floats(gw, c->V * D);
+        if (overwrite) emb__zero_floats(gw, c->V * D);
         return EMB_OK;
     }
     int64_t *keys = NULL, *perm = NULL, *scratch = NULL, *o2b = NULL, *count = NULL;
@@ -161,7 +147,7 @@ static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
                                const int64_t *mi, const float *go, float *gw, bool overwrite) {
     const int64_t B = bb->B, D = c->D, V = c->V;
     if (B == 0) {
-        if (overwrite) zero_floats(gw, V * D);
+        if (overwrite) emb__zero_floats(gw, V * D);
         return EMB_OK;
     }
     int64_t work;
@@ -186,7 +172,7 @@ static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
     }
     if (!st) {
         /* overwrite: the max backward adds column by column into touched rows; zero first */
-        if (overwrite) zero_floats(gw, V * D);
+        if (overwrite) emb__zero_floats(gw, V * D);
         bag_counts(c, bb, count);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
