@@ -320,15 +320,31 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
         int64_t work;
         if (!emb__mul_i64(m, D, &work)) work = INT64_MAX;
         const int nt = emb__threads_for(work, EMB__BAG_BWD_GRAIN);
-        if (nt > 1 && c.pad == EMB_PADDING_NONE && bb.starts[0] == 0 && bb.starts[bb.B] == m) {
-            /* Without padding every position of bag b is an entry, at slot starts[b]:
-             * threads gather disjoint ranges of bags into their own slots (the same bits). */
+        /* Threads gather disjoint ranges of bags into their own slots (the same bits): the
+         * entries of the bags before b0 come first, so thread t's first slot is the number
+         * of non-padding positions before starts[b0] (every position of a bag is an entry
+         * when there is no padding). */
+        int64_t *slot = nt > 1 ? emb_malloc((size_t)(nt + 1) * sizeof(int64_t)) : NULL;
+        if (slot && bb.starts[0] == 0) {
+            const bool padded = c.pad != EMB_PADDING_NONE;
+            slot[0] = 0;
+#pragma omp parallel for num_threads(nt) schedule(static)
+            for (int t = 0; t < nt; t++) {
+                const int64_t p0 = bb.starts[bb.B * t / nt], p1 = bb.starts[bb.B * (t + 1) / nt];
+                int64_t k = p1 - p0;
+                if (padded)
+                    for (int64_t p = p0; p < p1; p++) k -= emb__index_at(input, p) == c.pad;
+                slot[t + 1] = k;
+            }
+            for (int t = 0; t < nt; t++) slot[t + 1] += slot[t];
+        }
+        if (slot && bb.starts[0] == 0 && slot[nt] == m) {
 #pragma omp parallel for num_threads(nt) schedule(static)
             for (int t = 0; t < nt; t++) {
                 const int64_t b0 = bb.B * t / nt, b1 = bb.B * (t + 1) / nt;
                 if (b0 < b1)
-                    emb__bag_sparse_gather_ref(grad->indices + bb.starts[b0],
-                                               grad->values + bb.starts[b0] * D, bb.idx, bb.i32,
+                    emb__bag_sparse_gather_ref(grad->indices + slot[t],
+                                               grad->values + slot[t] * D, bb.idx, bb.i32,
                                                bb.starts + b0, b1 - b0, go + b0 * D, D, bb.psw,
                                                mean, c.pad);
             }
@@ -337,6 +353,7 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
             grad->nnz = emb__bag_sparse_gather_ref(grad->indices, grad->values, bb.idx, bb.i32,
                                                    bb.starts, bb.B, go, D, bb.psw, mean, c.pad);
         }
+        emb_free(slot);
         grad->coalesced = grad->nnz < 2;
         emb__bag_batch_free(&bb);
         return EMB_OK;

@@ -617,6 +617,7 @@ static void test_threads(void **state) {
     int64_t *off = malloc(sizeof(int64_t) * nb);
     float *psw = malloc(sizeof(float) * n);
     float *out[3], *gw[3];
+    emb_sparse_grad sg[3];
     uint64_t s = 7;
     emb_test_randf(&s, w, v * d, -1, 1);
     emb_test_randf(&s, psw, n, -1, 1);
@@ -645,16 +646,29 @@ static void test_threads(void **state) {
             EMB_OK_OR_FAIL(emb_bag_forward(b, &it, &ot, p, &out_t, (emb_tensor *)m));
             /* the output itself as the upstream gradient */
             EMB_OK_OR_FAIL(emb_bag_backward(b, &it, &ot, p, m, &out_t, &gwt));
+            /* the sparse gradient: threads gather ranges of bags, padding skipped */
+            EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg[t], v, d));
+            if (mode != EMB_BAG_MAX)
+                EMB_OK_OR_FAIL(emb_bag_backward_sparse(b, &it, &ot, p, &out_t, &sg[t]));
             free(mi);
             emb_bag_free(b);
         }
         for (int t = 1; t < 3; t++) {
             EMB_ASSERT_EXACT(out[t], out[0], nb * d, "output vs 1 thread");
             EMB_ASSERT_EXACT(gw[t], gw[0], v * d, "gradient vs 1 thread");
+            assert_int_equal(sg[t].nnz, sg[0].nnz);
+            if (sg[0].nnz) {
+                assert_memory_equal(sg[t].indices, sg[0].indices,
+                                    sizeof(int64_t) * (size_t)sg[0].nnz);
+                EMB_ASSERT_EXACT(sg[t].values, sg[0].values, sg[0].nnz * d,
+                                 "sparse gradient vs 1 thread");
+            }
         }
+        if (mode != EMB_BAG_MAX) assert_true(sg[0].nnz > 0 && sg[0].nnz < n); /* padding seen */
         for (int t = 0; t < 3; t++) {
             free(out[t]);
             free(gw[t]);
+            emb_sparse_grad_free(&sg[t]);
         }
     }
     emb_set_num_threads(0);
