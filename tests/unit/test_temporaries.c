@@ -82,6 +82,22 @@ static void test_radix_sort_stable(void **state) {
 
 /* ---- dense backward: table-sized vs batch-sized buckets --------------------------------- */
 
+typedef emb_status (*dense_backward_fn)(const emb_embedding *, const emb_tensor *,
+                                        const emb_tensor *, emb_tensor *);
+
+/* Runs a dense backward form into gw[V*D] in `mode` with `threads` threads. */
+static void run_in_mode(dense_backward_fn fn, emb_embedding *e, const emb_tensor *idx,
+                        const emb_tensor *g, float *gw, int mode, int threads) {
+    const int64_t V = emb_embedding_num_embeddings(e), D = emb_embedding_dim(e);
+    emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, SHP(V, D));
+    emb__set_temp_mode(mode);
+    emb_set_num_threads(threads);
+    emb_status st = fn(e, idx, g, &tw);
+    emb_set_num_threads(0);
+    emb__set_temp_mode(EMB__TEMP_AUTO);
+    EMB_OK_OR_FAIL(st);
+}
+
 /* Runs the dense backward in `mode` with `threads` threads into a copy of start[V*D]. */
 static float *backward_in_mode(emb_embedding *e, const emb_tensor *idx, const emb_tensor *g,
                                const float *start, int mode, int threads) {
@@ -89,13 +105,7 @@ static float *backward_in_mode(emb_embedding *e, const emb_tensor *idx, const em
     float *gw = malloc((size_t)(V * D) * sizeof(float));
     assert_non_null(gw);
     memcpy(gw, start, (size_t)(V * D) * sizeof(float));
-    emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, SHP(V, D));
-    emb__set_temp_mode(mode);
-    emb_set_num_threads(threads);
-    emb_status st = emb_embedding_backward(e, idx, g, &tw);
-    emb_set_num_threads(0);
-    emb__set_temp_mode(EMB__TEMP_AUTO);
-    EMB_OK_OR_FAIL(st);
+    run_in_mode(emb_embedding_backward, e, idx, g, gw, mode, threads);
     return gw;
 }
 
@@ -109,13 +119,7 @@ static float *overwrite_in_mode(emb_embedding *e, const emb_tensor *idx, const e
     float *base = aligned_alloc(64, bytes ? bytes : 64);
     assert_non_null(base);
     for (int64_t i = 0; i < V * D + skew; i++) base[i] = NAN;
-    emb_tensor tw = emb_test_view(EMB_FLOAT32, base + skew, 2, SHP(V, D));
-    emb__set_temp_mode(mode);
-    emb_set_num_threads(threads);
-    emb_status st = emb_embedding_backward_overwrite(e, idx, g, &tw);
-    emb_set_num_threads(0);
-    emb__set_temp_mode(EMB__TEMP_AUTO);
-    EMB_OK_OR_FAIL(st);
+    run_in_mode(emb_embedding_backward_overwrite, e, idx, g, base + skew, mode, threads);
     return base;
 }
 
