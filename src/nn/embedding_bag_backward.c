@@ -129,7 +129,7 @@ static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch 
             const int64_t i1 = align_group(k, perm, m, m * (t + 1) / nt);
             const int64_t r0 = share_row(k, perm, m, c->V, i0);
             const int64_t r1 = share_row(k, perm, m, c->V, i1);
-            if (i0 < i1 || (overwrite && r0 < r1))
+            if (i0 < i1) /* (an empty share of groups is an empty share of rows) */
                 K->backward_groups(gw, go, D, k, perm, o2b, count, bb->psw, i0, i1, c->pad,
                                    c->scale_grad_by_freq, overwrite, r0, r1, acc + t * D);
         }
