@@ -149,6 +149,7 @@ _SIGS = {
     "emb_set_num_threads": (None, [C.c_int]),
     "emb_get_num_threads": (C.c_int, []),
     "emb_set_kernel_mode": (None, [C.c_int]),
+    "emb_get_kernel_mode": (C.c_int, []),
     # random
     "emb_generator_create": (_st, [C.c_uint64, P(_vp)]),
     "emb_generator_free": (None, [_vp]),
@@ -249,6 +250,37 @@ for _name, (_res, _args) in _SIGS.items():
         continue
     _fn.restype = _res
     _fn.argtypes = _args
+
+
+# ---- kernel tiers (docs/semantics.md §12) ----
+KERNELS_AUTO, KERNELS_REF, KERNELS_AVX2 = 0, 1, 2
+# The tier this run is under, from EMB_KERNELS in the environment (`make test-machines` runs
+# the suites under each tier): tests that switch tiers go back to it, not to "auto".
+RUN_KERNEL_MODE = lib.emb_get_kernel_mode()
+
+
+def cpu_flags():
+    """The CPU's feature flags (Linux /proc/cpuinfo; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def kernel_modes():
+    """The kernel modes that select distinct variants on this CPU, the reference first:
+    ref, avx2 (AVX2 and FMA), auto when it means AVX-512 (F and VL)."""
+    f = cpu_flags()
+    modes = [KERNELS_REF]
+    if {"avx2", "fma"} <= f:
+        modes.append(KERNELS_AVX2)
+        if {"avx512f", "avx512vl"} <= f:
+            modes.append(KERNELS_AUTO)
+    return modes
 
 
 def ptr(x):
