@@ -257,6 +257,9 @@ KERNELS_AUTO, KERNELS_REF, KERNELS_AVX2 = 0, 1, 2
 # The tier this run is under, from EMB_KERNELS in the environment (`make test-machines` runs
 # the suites under each tier): tests that switch tiers go back to it, not to "auto".
 RUN_KERNEL_MODE = lib.emb_get_kernel_mode()
+# The tier a test means by "the fast kernels" (CBLAS, SLEEF, SIMD twins): the run's tier,
+# unless the run is under the reference kernels.
+FAST_KERNEL_MODE = RUN_KERNEL_MODE if RUN_KERNEL_MODE != KERNELS_REF else KERNELS_AUTO
 
 
 def cpu_flags():

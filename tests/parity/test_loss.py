@@ -6,7 +6,12 @@ cross_entropy, nll_loss and log_softmax are compared BIT FOR BIT (NaN equals NaN
 thousands of random cases, with torch and emb at 1 and at 2 threads, when emb uses its SLEEF
 kernels and torch dispatches to AVX2 (the machine this suite runs on; the test checks it).
 mse (targets broadcast to the input) and BCE with logits (pos_weight, a broadcast weight)
-are bit-exact too, for every reduction. Errors carry torch's own messages, caught live."""
+are bit-exact too, for every reduction. Errors carry torch's own messages, caught live.
+
+The losses have two kernel tiers, each compared with the matching torch kernel: the fast one
+(SLEEF, AVX2) in this process against torch's AVX2 kernels, whatever EMB_KERNELS says (an
+autouse fixture selects it), and the reference one against torch forced to its DEFAULT
+capability, in a subprocess (test_reference_kernels_match_torch_default_capability)."""
 import ctypes as C
 import random
 import sys
@@ -16,10 +21,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (ERR_DTYPE, ERR_INDEX, ERR_INVALID, ERR_SHAPE, LossOptions, T, assert_close,
-                   call, check, lib, ptr, tensor_out)
+from embpy import (ERR_DTYPE, ERR_INDEX, ERR_INVALID, ERR_SHAPE, FAST_KERNEL_MODE,
+                   RUN_KERNEL_MODE, LossOptions, T, assert_close, call, check, lib, ptr,
+                   tensor_out)
 
 torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _fast_kernels():
+    """In process, torch runs its AVX2 kernels: emb's fast tier is the one to compare."""
+    lib.emb_set_kernel_mode(FAST_KERNEL_MODE)
+    yield
+    lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
 
 REDUCTIONS = {"mean": 0, "sum": 1, "none": 2}
 

@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from embpy import (ADAGRAD, ADAM, ADAMW, ERR_INDEX, ERR_INVALID, ERR_SHAPE, ERR_STATE,
-                   ERR_UNSUPPORTED,
-                   OK, PADDING_NONE, SGD, SPARSE_ADAM, EmbError, EmbeddingOptions, SparseGrad,
-                   T, assert_close, call, check, lib, ptr)
+from embpy import (FAST_KERNEL_MODE, RUN_KERNEL_MODE, ADAGRAD, ADAM, ADAMW, ERR_INDEX, ERR_INVALID,
+                   ERR_SHAPE, ERR_STATE, ERR_UNSUPPORTED, OK, PADDING_NONE, SGD, SPARSE_ADAM,
+                   EmbError, EmbeddingOptions, SparseGrad, T, assert_close, call, check, lib, ptr)
 
 STEPS = 20
 KIND_NAMES = {SGD: "SGD", ADAGRAD: "Adagrad", ADAM: "Adam", ADAMW: "AdamW",
@@ -697,7 +696,7 @@ def test_thread_count_and_kernel_variant_do_not_matter():
     lib.emb_set_kernel_mode(1)  # reference kernels
     try:
         ref = _run_all_paths(21)
-        lib.emb_set_kernel_mode(0)
+        lib.emb_set_kernel_mode(FAST_KERNEL_MODE)
         one = _run_all_paths(21)
         lib.emb_set_num_threads(2)
         two = _run_all_paths(21)
@@ -705,7 +704,7 @@ def test_thread_count_and_kernel_variant_do_not_matter():
         seven = _run_all_paths(21)
     finally:
         lib.emb_set_num_threads(0)
-        lib.emb_set_kernel_mode(0)
+        lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
     for i, r in enumerate(ref):
         assert_close(one[i], r, exact=True, what=f"auto kernels, 1 thread, case {i}")
         assert_close(two[i], r, exact=True, what=f"2 threads, case {i}")
