@@ -6,6 +6,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "nan_rules.h"
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <emmintrin.h>
 #define EMB__HAVE_STREAM 1
@@ -14,7 +16,9 @@
 #endif
 
 /* How a finished row sum `a` reaches grad_weight's row `w`:
- *   ROW_ADD     w = w + a (accumulate into the caller's gradient);
+ *   ROW_ADD     w = w + a (accumulate into the caller's gradient); where that is NaN, the
+ *               new sum's NaN wins over the old gradient's, as in autograd's `grad += new`
+ *               on PyTorch's CPU kernels (nan_rules.h);
  *   ROW_SET     w = 0.0f + a, plain stores: what ROW_ADD gives on a zeroed row, bit for bit
  *               (+0.0 + -0.0 is +0.0), without reading w;
  *   ROW_STREAM  the same values with non-temporal stores (SSE2, every x86-64), for rows of a
@@ -31,7 +35,7 @@ static inline __attribute__((always_inline)) void store_row(float *restrict w,
                                                             const float *restrict a,
                                                             int64_t n, int how) {
     if (how == ROW_ADD) {
-        for (int64_t d = 0; d < n; d++) w[d] = w[d] + a[d];
+        for (int64_t d = 0; d < n; d++) w[d] = emb__pick2(w[d] + a[d], a[d], w[d]);
         return;
     }
 #if EMB__HAVE_STREAM

@@ -347,12 +347,13 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
                     emb__bag_sparse_gather_ref(grad->indices + slot[t],
                                                grad->values + slot[t] * D, bb.idx, bb.i32,
                                                bb.starts + b0, b1 - b0, go + b0 * D, D, bb.psw,
-                                               mean, c.pad);
+                                               mean, c.pad, bb.n);
             }
             grad->nnz = m;
         } else {
             grad->nnz = emb__bag_sparse_gather_ref(grad->indices, grad->values, bb.idx, bb.i32,
-                                                   bb.starts, bb.B, go, D, bb.psw, mean, c.pad);
+                                                   bb.starts, bb.B, go, D, bb.psw, mean, c.pad,
+                                                   bb.n);
         }
         emb_free(slot);
         grad->coalesced = grad->nnz < 2;
@@ -380,7 +381,7 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
         return st;
     }
     int64_t got = emb__bag_sparse_gather_ref(si, sv, bb.idx, bb.i32, bb.starts, bb.B, go, D,
-                                             bb.psw, mean, c.pad);
+                                             bb.psw, mean, c.pad, bb.n);
     int64_t r = emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv,
                                       got, D);
     emb_free(si);
@@ -521,7 +522,8 @@ emb_status emb__bag_sparse_entries(const emb_bag *bag, const emb_tensor *input,
         e.values = go;
     } else if (bb.psw) {
         int64_t got = emb__bag_sparse_gather_ref(e.rows, e.owned_values, bb.idx, bb.i32,
-                                                 bb.starts, bb.B, go, D, bb.psw, false, c.pad);
+                                                 bb.starts, bb.B, go, D, bb.psw, false, c.pad,
+                                                 bb.n);
         (void)got;
         e.values = e.owned_values;
     } else {

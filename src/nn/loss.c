@@ -1,15 +1,14 @@
 /* Losses with forward and backward: F.cross_entropy, F.nll_loss, F.log_softmax,
  * F.mse_loss, F.binary_cross_entropy_with_logits, following PyTorch 1.13's CPU arithmetic.
  *
- * cross_entropy, nll_loss and log_softmax reproduce torch's kernels step by step and are
- * bit-identical to torch (see the cross-entropy section and kernels/softmax.h).
- * mse and BCE: every elementwise step is done in float32 in PyTorch's order (BCE's max_val
- * formulation, mse's norm*(x-t)*g); their sums accumulate in double and are rounded to
- * float once, so they agree with PyTorch within float32 tolerance, not bit for bit. Those
- * reductions are split into fixed-size chunks whose partial sums are added in chunk order,
- * so results never depend on the number of threads. */
+ * Every loss here reproduces torch's kernels step by step and is bit-identical to torch
+ * (docs/semantics.md §10): cross_entropy, nll_loss and log_softmax (see the cross-entropy
+ * section and kernels/softmax.h); mse and BCE, whose elementwise steps are done in float32
+ * in PyTorch's order (BCE's max_val formulation, mse's norm*(x-t)*g) and whose sums follow
+ * the order of torch's CPU sum. Reductions never depend on the number of threads. */
 #include "internal.h"
 #include <emb/loss.h>
+#include "kernels/nan_rules.h"
 #include "kernels/softmax.h"
 
 #include <inttypes.h>
@@ -940,15 +939,19 @@ static void bce_loss(const float *x, const float *t, const float *pw, int64_t c,
     }
     k.vexp(e1, e1, n);
     k.vexp(e2, e2, n);
-    for (int64_t i = 0; i < n; i++) e1[i] = e1[i] + e2[i];
+    /* NaN: PyTorch composes the loss with add_, a fused b * 1 + a in which the added
+     * tensor's NaN wins (kernels/nan_rules.h): e.g. a NaN logit gives the NaN of SLEEF's log */
+    for (int64_t i = 0; i < n; i++) e1[i] = emb__pick2(e1[i] + e2[i], e2[i], e1[i]);
     k.vlog(e1, e1, n);
     for (int64_t i = 0; i < n; i++) {
         float m = out[i], lin = (1.0f - t[i]) * x[i], v;
         if (pw) {
             float lw = (pw[i % c] - 1.0f) * t[i] + 1.0f;
-            v = lin + lw * (e1[i] + m);
+            const float p = lw * emb__pick2(e1[i] + m, m, e1[i]);
+            v = emb__pick2(lin + p, p, lin);
         } else {
-            v = (lin + m) + e1[i];
+            const float a = emb__pick2(lin + m, m, lin);
+            v = emb__pick2(a + e1[i], e1[i], a);
         }
         out[i] = w ? v * w[i] : v;
     }

@@ -326,7 +326,11 @@ def assert_close(got, want, exact=False, rtol=1.3e-6, atol=1e-5, what="value"):
                  f" worst |err| {err[worst]:.3g} at flat index {worst}"
                  f" (got {g[worst]!r}, want {w[worst]!r})"]
         for i in bad[:5]:
-            lines.append(f"  [{i}] got {got.ravel()[i]!r} want {want.ravel()[i]!r}")
+            gi, wi = got.ravel()[i], want.ravel()[i]
+            if exact and got.dtype == np.float32:  # the bits: NaN payloads, signs of zero
+                gi = f"{gi!r} (0x{int(np.float32(gi).view(np.uint32)):08x})"
+                wi = f"{wi!r} (0x{int(np.float32(wi).view(np.uint32)):08x})"
+            lines.append(f"  [{i}] got {gi} want {wi}")
         raise AssertionError("\n".join(lines))
 
 
