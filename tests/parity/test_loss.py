@@ -525,7 +525,7 @@ def test_bce_with_logits_errors_match_torch():
 
 
 _DEFAULT_CAPABILITY_CHECK = r"""
-import random, sys
+import ctypes, random, sys
 import numpy as np, torch, torch.nn.functional as F
 from embpy import T, check, lib, ptr, tensor_out
 assert "CPU capability usage: NO AVX" in torch.__config__.show()
@@ -551,6 +551,40 @@ for case in range(300):
     check(lib.emb_log_softmax_forward(T(x), T(y)))
     for got, exp in ((loss, want.detach().numpy()), (gx, xt.grad.numpy()), (y, yt)):
         bad += not np.array_equal(np.asarray(got).view(np.int32), np.asarray(exp).view(np.int32))
+    # BCE with logits (pos_weight, a weight) and MSE, every reduction
+    red = rnd.choice(["mean", "sum", "none"])
+    o = lib.emb_loss_options_default()
+    o.reduction = {"mean": 0, "sum": 1, "none": 2}[red]
+    yb = rng.random(shape).astype(np.float32)
+    pw = rng.uniform(0.1, 4, shape[-1:]).astype(np.float32) if rnd.random() < 0.5 else None
+    wb = rng.uniform(0.1, 2, shape[-1:]).astype(np.float32) if rnd.random() < 0.3 else None
+    if wb is not None:
+        o._w = T(wb)
+        o.weight = ctypes.pointer(o._w)
+    for name in ("bce", "mse"):
+        xt = torch.from_numpy(x.copy()).requires_grad_()
+        if name == "bce":
+            want = F.binary_cross_entropy_with_logits(
+                xt, torch.from_numpy(yb), reduction=red,
+                weight=None if wb is None else torch.from_numpy(wb),
+                pos_weight=None if pw is None else torch.from_numpy(pw))
+        else:
+            want = F.mse_loss(xt, torch.from_numpy(yb), reduction=red)
+        g = rng.uniform(0.5, 1.5, tuple(want.shape)).astype(np.float32)
+        want.backward(torch.from_numpy(g))
+        loss, gx = tensor_out(tuple(want.shape)), tensor_out(x.shape)
+        if name == "bce":
+            check(lib.emb_bce_with_logits_forward(T(x), T(yb), None if pw is None else T(pw),
+                                                  ptr(o), T(loss)))
+            check(lib.emb_bce_with_logits_backward(T(x), T(yb), None if pw is None else T(pw),
+                                                   ptr(o), T(g), T(gx)))
+        else:
+            o.weight = None
+            check(lib.emb_mse_loss_forward(T(x), T(yb), ptr(o), T(loss)))
+            check(lib.emb_mse_loss_backward(T(x), T(yb), ptr(o), T(g), T(gx)))
+        for got, exp in ((loss, want.detach().numpy()), (gx, xt.grad.numpy())):
+            bad += not np.array_equal(np.asarray(got).view(np.int32),
+                                      np.asarray(exp).view(np.int32))
 print(bad)
 sys.exit(1 if bad else 0)
 """
@@ -558,8 +592,9 @@ sys.exit(1 if bad else 0)
 
 def test_reference_kernels_match_torch_default_capability():
     """emb's reference kernels (EMB_KERNELS=ref) against torch forced to its non-vectorised
-    DEFAULT capability (ATEN_CPU_CAPABILITY=default): bit-exact too (a separate process, as
-    both are read at start-up)."""
+    DEFAULT capability (ATEN_CPU_CAPABILITY=default): cross-entropy, log_softmax, BCE with
+    logits and MSE, forward and backward, bit-exact too (a separate process, as both are
+    read at start-up)."""
     import os
     import subprocess
     env = dict(os.environ, ATEN_CPU_CAPABILITY="default", EMB_KERNELS="ref")
