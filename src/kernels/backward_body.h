@@ -66,9 +66,12 @@ backward_row_cols(float *restrict w, const float *grad_output, int64_t dim,
             g = grad_output + order[j] * dim + c0;
             for (int d = 0; d < CB; d++) a[d] = a[d] + g[d];
         }
-        if (emb__any_nan(a, CB))
+        if (emb__any_nan(a, CB)) {
             backward_fix_nan(a, CB, grad_output, dim, order, begin, end, c0);
-        store_row(w + c0, a, CB, how);
+            store_row_nan(w + c0, a, CB, how);
+        } else {
+            store_row(w + c0, a, CB, how);
+        }
     }
 }
 
@@ -114,8 +117,12 @@ backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
                 for (int64_t d = 0; d < dim; d++) a[d] = fmaf(g[d], alpha, a[d]);
             }
         }
-        if (emb__any_nan(a, dim)) backward_fix_nan(a, dim, grad_output, dim, order, begin, end, 0);
-        store_row(w, a, dim, how);
+        if (emb__any_nan(a, dim)) {
+            backward_fix_nan(a, dim, grad_output, dim, order, begin, end, 0);
+            store_row_nan(w, a, dim, how);
+        } else {
+            store_row(w, a, dim, how);
+        }
     }
     if (overwrite) zero_rows(grad_weight, dim, empty_from, row_end, how);
     row_store_fence(how);

@@ -330,10 +330,13 @@ bag_backward_groups_body(float *grad_weight, const float *grad_output, int64_t d
                 const float *restrict g = grad_output + bag * dim;
                 for (int64_t d = 0; d < dim; d++) a[d] = fmaf(g[d], s, a[d]);
             }
-            if (emb__any_nan(a, dim))
+            if (emb__any_nan(a, dim)) {
                 bag_groups_fix_nan(a, grad_output, dim, perm, o2b, bag_count, psw, i, j,
                                    scale_by_freq);
-            store_row(grad_weight + k * dim, a, dim, how);
+                store_row_nan(grad_weight + k * dim, a, dim, how);
+            } else {
+                store_row(grad_weight + k * dim, a, dim, how);
+            }
         }
         i = j;
     }

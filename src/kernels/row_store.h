@@ -16,9 +16,7 @@
 #endif
 
 /* How a finished row sum `a` reaches grad_weight's row `w`:
- *   ROW_ADD     w = w + a (accumulate into the caller's gradient); where that is NaN, the
- *               new sum's NaN wins over the old gradient's, as in autograd's `grad += new`
- *               on PyTorch's CPU kernels (nan_rules.h);
+ *   ROW_ADD     w = w + a (accumulate into the caller's gradient);
  *   ROW_SET     w = 0.0f + a, plain stores: what ROW_ADD gives on a zeroed row, bit for bit
  *               (+0.0 + -0.0 is +0.0), without reading w;
  *   ROW_STREAM  the same values with non-temporal stores (SSE2, every x86-64), for rows of a
@@ -35,7 +33,7 @@ static inline __attribute__((always_inline)) void store_row(float *restrict w,
                                                             const float *restrict a,
                                                             int64_t n, int how) {
     if (how == ROW_ADD) {
-        for (int64_t d = 0; d < n; d++) w[d] = emb__pick2(w[d] + a[d], a[d], w[d]);
+        for (int64_t d = 0; d < n; d++) w[d] = w[d] + a[d];
         return;
     }
 #if EMB__HAVE_STREAM
@@ -48,6 +46,17 @@ static inline __attribute__((always_inline)) void store_row(float *restrict w,
     }
 #endif
     for (int64_t d = 0; d < n; d++) w[d] = 0.0f + a[d];
+}
+
+/* store_row for a row sum a holding NaNs: PyTorch's `grad += new` (an add_) returns the new
+ * sum's NaN where both are NaN; where only one is, any order of the add gives that one, and
+ * where neither is, the default NaN of an invalid add. So after store_row, only the columns
+ * where a is NaN need a's NaN (a is quiet: a computed NaN). */
+static inline void store_row_nan(float *restrict w, const float *restrict a, int64_t n,
+                                 int how) {
+    store_row(w, a, n, how);
+    for (int64_t d = 0; d < n; d++)
+        if (a[d] != a[d]) w[d] = emb__nan_of2(a[d], a[d]);
 }
 
 /* Zeroes the rows [r0, r1) of width dim (ROW_SET or ROW_STREAM, as store_row). */
