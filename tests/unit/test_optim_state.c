@@ -253,12 +253,58 @@ static void test_sparse_adam(void **state) {
     check_fixture(&f);
 }
 
+/* ---- a record whose layout is larger than any buffer -------------------------------- */
+
+static void put_le(unsigned char *p, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* A sparse momentum buffer of 1 entry on a [0, 2^62] parameter (a legal, empty one) needs
+ * 2^64 bytes of values: the state is truncated, whatever the 8 bytes that follow the row
+ * (the size of its values must not wrap around to 0). */
+static void test_record_size_overflow(void **state) {
+    (void)state;
+    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    o.momentum = 0.9;
+    emb_optimizer *opt = NULL;
+    EMB_OK_OR_FAIL(emb_optimizer_create(&o, &opt));
+    const int64_t dim = (int64_t)1 << 62;
+    emb_tensor tp = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(0, dim));
+    EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, NULL));
+    size_t n0;
+    unsigned char *before = save(opt, &n0);
+    unsigned char b[160];
+    memcpy(b, before, 96); /* the header of this optimizer, 1 parameter */
+    unsigned char *r = b + 96;
+    put_le(r, 2, 4);      /* ndim */
+    put_le(r + 4, 0, 4);  /* flags */
+    put_le(r + 8, 1, 8);  /* steps */
+    put_le(r + 16, 2, 4); /* sparse momentum buffer */
+    put_le(r + 20, 0, 4);
+    put_le(r + 24, 1, 8); /* 1 entry */
+    put_le(r + 32, 0, 8); /* shape [0, 2^62] */
+    put_le(r + 40, (uint64_t)dim, 8);
+    put_le(r + 48, 0, 8); /* its row */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < 152; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    put_le(b + 152, h, 8);
+    EMB_EXPECT_ERR(emb_optimizer_load_state(opt, b, sizeof b), EMB_ERR_FORMAT,
+                   "optimizer state: truncated: 160 bytes end inside parameter 0");
+    size_t n1;
+    unsigned char *after = save(opt, &n1);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(before, after, n0);
+    free(before);
+    free(after);
+    emb_optimizer_free(opt);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd),          cmocka_unit_test(test_sgd_momentum),
         cmocka_unit_test(test_sgd_nesterov), cmocka_unit_test(test_adagrad),
         cmocka_unit_test(test_adam_amsgrad), cmocka_unit_test(test_adamw),
-        cmocka_unit_test(test_sparse_adam),
+        cmocka_unit_test(test_sparse_adam),  cmocka_unit_test(test_record_size_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
