@@ -56,9 +56,8 @@ typedef struct state_field {
 
 typedef struct state_header {
     uint32_t version, kind;
-    double lr, momentum, dampening, weight_decay, lr_decay, initial_accumulator_value, eps,
-        beta1, beta2;
-    uint32_t flags; /* bit 0 nesterov, bit 1 amsgrad, bit 2 maximize */
+    emb_optim_options o; /* the nine doubles; kind and the flags are stored apart */
+    uint32_t flags;      /* bit 0 nesterov, bit 1 amsgrad, bit 2 maximize */
     uint32_t nparams;
 } state_header;
 
@@ -76,15 +75,15 @@ static const state_field HEADER[H_COUNT] = {
     {"magic", T_MAGIC, 0, V_MAGIC, 0},
     {"version", T_U32, H(version), V_VERSION, 0},
     {"kind", T_U32, H(kind), V_OPTIMIZER, 0},
-    {"lr", T_F64, H(lr), V_OPTIONS, 0},
-    {"momentum", T_F64, H(momentum), V_OPTIONS, 0},
-    {"dampening", T_F64, H(dampening), V_OPTIONS, 0},
-    {"weight_decay", T_F64, H(weight_decay), V_OPTIONS, 0},
-    {"lr_decay", T_F64, H(lr_decay), V_OPTIONS, 0},
-    {"initial_accumulator_value", T_F64, H(initial_accumulator_value), V_OPTIONS, 0},
-    {"eps", T_F64, H(eps), V_OPTIONS, 0},
-    {"beta1", T_F64, H(beta1), V_OPTIONS, 0},
-    {"beta2", T_F64, H(beta2), V_OPTIONS, 0},
+    {"lr", T_F64, H(o.lr), V_OPTIONS, 0},
+    {"momentum", T_F64, H(o.momentum), V_OPTIONS, 0},
+    {"dampening", T_F64, H(o.dampening), V_OPTIONS, 0},
+    {"weight_decay", T_F64, H(o.weight_decay), V_OPTIONS, 0},
+    {"lr_decay", T_F64, H(o.lr_decay), V_OPTIONS, 0},
+    {"initial_accumulator_value", T_F64, H(o.initial_accumulator_value), V_OPTIONS, 0},
+    {"eps", T_F64, H(o.eps), V_OPTIONS, 0},
+    {"beta1", T_F64, H(o.beta1), V_OPTIONS, 0},
+    {"beta2", T_F64, H(o.beta2), V_OPTIONS, 0},
     {"flags", T_U32, H(flags), V_MAX, 7},
     {"nparams", T_U32, H(nparams), V_OPTIMIZER, 0},
 };
@@ -126,8 +125,8 @@ typedef struct state_section {
     section_member member;
 } state_section;
 
-enum { S_SHAPE, S_COUNT = 7 };
-static const state_section SECTIONS[S_COUNT] = {
+enum { S_SHAPE }; /* the first section */
+static const state_section SECTIONS[] = {
     {"shape", T_U64, W_ALWAYS, 0, C_NDIM, M_SHAPE},
     {"optimizer state", T_F32, W_STATE, 0, C_NUMEL, M_S1},
     {"optimizer state", T_F32, W_STATE, 1, C_NUMEL, M_S2},
@@ -136,6 +135,7 @@ static const state_section SECTIONS[S_COUNT] = {
     {"momentum buffer", T_U64, W_SPARSE_BUF, 0, C_NNZ, M_SP_ROWS},
     {"momentum buffer", T_F32, W_SPARSE_BUF, 0, C_NNZ_DIM, M_SP_VALS},
 };
+#define S_COUNT ((int)(sizeof SECTIONS / sizeof SECTIONS[0]))
 
 /* ---- the fields' and sections' values -------------------------------------------------- */
 
@@ -282,19 +282,13 @@ size_t emb_optimizer_state_size(const emb_optimizer *opt) {
 
 static state_header header_of(const emb_optimizer *opt) {
     const emb_optim_options *o = &opt->o;
-    state_header h = {STATE_VERSION,
-                      (uint32_t)o->kind,
-                      o->lr,
-                      o->momentum,
-                      o->dampening,
-                      o->weight_decay,
-                      o->lr_decay,
-                      o->initial_accumulator_value,
-                      o->eps,
-                      o->beta1,
-                      o->beta2,
-                      (uint32_t)(o->nesterov | o->amsgrad << 1 | o->maximize << 2),
-                      (uint32_t)opt->nparams};
+    state_header h;
+    memset(&h, 0, sizeof h);
+    h.version = STATE_VERSION;
+    h.kind = (uint32_t)o->kind;
+    h.o = *o;
+    h.flags = (uint32_t)(o->nesterov | o->amsgrad << 1 | o->maximize << 2);
+    h.nparams = (uint32_t)opt->nparams;
     return h;
 }
 
@@ -424,6 +418,7 @@ static emb_status check_layout(const unsigned char *b, size_t n, state_header *h
         return bad_state("truncated: %zu bytes, a state has at least %d", n, (int)hsize + 8);
     if (memcmp(b, STATE_MAGIC, 8))
         return bad_state("not an emb optimizer state (magic \"%s\" missing)", STATE_MAGIC);
+    memset(h, 0, sizeof *h);
     get_fields(b, HEADER, H_COUNT, h);
     if (h->version != STATE_VERSION)
         return bad_state("version %" PRIu32 " is not supported (this build reads version %u)",
@@ -454,20 +449,11 @@ static emb_status check_layout(const unsigned char *b, size_t n, state_header *h
 /* Pass 2, header: kind, option values and flags, number of parameters; *lo the options. */
 static emb_status check_header(const emb_optimizer *opt, const state_header *h,
                                emb_optim_options *lo) {
-    memset(lo, 0, sizeof *lo);
     if (h->kind != (uint32_t)opt->o.kind)
         return bad_state("saved from a %s optimizer (kind %" PRIu32 "), this one is %s",
                          kind_name(h->kind), h->kind, kind_name((uint32_t)opt->o.kind));
+    *lo = h->o; /* the nine doubles, the rest zero */
     lo->kind = opt->o.kind;
-    lo->lr = h->lr;
-    lo->momentum = h->momentum;
-    lo->dampening = h->dampening;
-    lo->weight_decay = h->weight_decay;
-    lo->lr_decay = h->lr_decay;
-    lo->initial_accumulator_value = h->initial_accumulator_value;
-    lo->eps = h->eps;
-    lo->beta1 = h->beta1;
-    lo->beta2 = h->beta2;
     if (h->flags > HEADER[H_FLAGS].max)
         return bad_state("corrupt option flags 0x%" PRIx32, h->flags);
     lo->nesterov = h->flags & 1;
