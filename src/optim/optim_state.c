@@ -210,7 +210,7 @@ static uint64_t field_value(const state_field *f, const void *values) {
 }
 
 /* Whether section s is present in the record of a parameter in state ps (nbuf: the kind's
- * number of dense buffers), and its number of elements as (a, b): a * b elements. */
+ * number of dense buffers). */
 static bool section_present(const state_section *s, const emb__param_state *ps, int nbuf) {
     switch (s->when) {
     case W_ALWAYS: return true;
@@ -221,6 +221,7 @@ static bool section_present(const state_section *s, const emb__param_state *ps, 
     return false;
 }
 
+/* The number of elements of section s as (a, b): a * b elements. */
 static void section_count_of(const state_section *s, const emb__param_state *ps, int64_t *a,
                              int64_t *b) {
     *a = s->count == C_NDIM ? ps->ndim : s->count == C_NUMEL ? ps->numel : ps->sp_nnz;
@@ -517,7 +518,7 @@ static emb_status read_record(const record_view *r, int nbuf, emb__param_state *
         if (!section_present(s, q, nbuf)) continue;
         int64_t a, b;
         section_count_of(s, q, &a, &b);
-        if (s->type == T_U64) {
+        if (s->type == T_U64) { /* the sparse rows, the only u64 section after the shape */
             emb_status st = emb__optim_alloc_i64(a, &q->sp_rows, s->name);
             if (st) return st;
             for (int64_t i = 0; i < a; i++) q->sp_rows[i] = (int64_t)get_u64(d + 8 * i);
