@@ -150,6 +150,8 @@ void emb_bag_free(emb_bag *bag) {
 
 emb_embedding *emb_bag_embedding(emb_bag *bag) { return bag ? bag->emb : NULL; }
 
+void emb__bag_info(const emb_bag *bag, emb__table_info *out) { emb__embedding_info(bag->emb, out); }
+
 emb_status emb_bag_weight(emb_bag *bag, emb_tensor *view) {
     if (!bag) return emb__null("bag");
     return emb_embedding_weight(bag->emb, view);
