@@ -32,6 +32,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "parity"))
+from machine import AVX2, AVX512, cpu_flags  # noqa: E402 (the tests' own view of the CPU)
+
 # Suites (ctest names) with kernel variants underneath: every unit test, and these parity
 # suites. Left out: printing, file formats and the CLI (no kernel variants), losses
 # (test_loss compares each of its two tiers with the matching torch kernel by itself: the
@@ -53,25 +57,14 @@ BLAS_SUITES = [
 
 TIERS = [  # (EMB_KERNELS, CPU flags needed, what it selects)
     ("ref", set(), "the scalar reference kernels"),
-    ("avx2", {"avx2", "fma"}, "the AVX2+FMA twins"),
-    ("auto", {"avx2", "fma", "avx512f", "avx512vl"}, "the AVX-512 twins"),
+    ("avx2", AVX2, "the AVX2+FMA twins"),
+    ("auto", AVX512, "the AVX-512 twins"),
 ]
 CORES = [  # (OPENBLAS_CORETYPE, CPU flags needed)
-    ("Haswell", {"avx2", "fma"}),
-    ("Zen", {"avx2", "fma"}),
-    ("SkylakeX", {"avx2", "fma", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}),
+    ("Haswell", AVX2),
+    ("Zen", AVX2),
+    ("SkylakeX", AVX512 | {"avx512cd", "avx512bw", "avx512dq"}),
 ]
-
-
-def cpu_flags():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def loaded_core(lib, coretype=None):

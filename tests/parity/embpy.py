@@ -6,6 +6,8 @@ import os
 
 import numpy as np
 
+import machine
+
 _lib_path = os.environ.get("EMB_LIB")
 if not _lib_path:
     _here = os.path.dirname(os.path.abspath(__file__))
@@ -262,26 +264,14 @@ RUN_KERNEL_MODE = lib.emb_get_kernel_mode()
 FAST_KERNEL_MODE = RUN_KERNEL_MODE if RUN_KERNEL_MODE != KERNELS_REF else KERNELS_AUTO
 
 
-def cpu_flags():
-    """The CPU's feature flags (Linux /proc/cpuinfo; empty elsewhere)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
 def kernel_modes():
     """The kernel modes that select distinct variants on this CPU, the reference first:
     ref, avx2 (AVX2 and FMA), auto when it means AVX-512 (F and VL)."""
-    f = cpu_flags()
+    f = machine.cpu_flags()
     modes = [KERNELS_REF]
-    if {"avx2", "fma"} <= f:
+    if machine.AVX2 <= f:
         modes.append(KERNELS_AVX2)
-        if {"avx512f", "avx512vl"} <= f:
+        if machine.AVX512 <= f:
             modes.append(KERNELS_AUTO)
     return modes
 

@@ -25,7 +25,8 @@ from embpy import (ADAGRAD, ADAM, ADAMW, FAST_KERNEL_MODE, KERNELS_REF, RUN_KERN
 from test_backward import Emb as BwdEmb, Sparse, compare_sparse, sparse_backward, torch_emb
 from test_bag import Bag, torch_bag
 from test_linear import Linear
-from test_optim import Opt, torch_optimizer, torch_sparse
+from test_optim import (Opt, dense_trajectory, sparse_trajectory, torch_optimizer,
+                        torch_sparse)
 
 torch.set_num_threads(1)
 
@@ -303,20 +304,11 @@ OPTIMIZERS = [
 @pytest.mark.parametrize("kind,cfg", OPTIMIZERS, ids=lambda x: str(x))
 def test_optimizer_dense_steps(mode, kind, cfg):
     lib.emb_set_kernel_mode(mode)
-    rng = np.random.default_rng(8)
-    for shape in [(7,), (3, 16), (5, 17), (2, 33), (40,)]:
-        p0 = sprinkle(rng, rng.standard_normal(shape), frac=0.1)
-        pe = p0.copy()
-        pt = torch.nn.Parameter(torch.from_numpy(p0.copy()))
-        topt = torch_optimizer(kind, [pt], cfg)
-        eo = Opt(kind, **cfg)
-        pid = eo.add(pe)
-        for s in range(4):
-            g = sprinkle(rng, rng.standard_normal(shape), frac=0.15)
-            pt.grad = torch.from_numpy(g.copy())
-            topt.step()
-            check(eo.step(pid, g)[0])
-            exact(pe, pt.detach().numpy(), f"{cfg} shape {shape} step {s}")
+
+    def values(rng, shape, step):  # NaNs in the start and in every gradient
+        return sprinkle(rng, rng.standard_normal(shape), frac=0.1 if step < 0 else 0.15)
+    for k, shape in enumerate([(7,), (3, 16), (5, 17), (2, 33), (40,)]):
+        dense_trajectory(kind, cfg, shape, 8 + k, steps=4, values=values)
 
 
 SPARSE_OPTIMIZERS = [(SGD, dict(lr=0.1)), (SGD, dict(lr=0.1, momentum=0.9)),
@@ -327,22 +319,15 @@ SPARSE_OPTIMIZERS = [(SGD, dict(lr=0.1)), (SGD, dict(lr=0.1, momentum=0.9)),
 @pytest.mark.parametrize("kind,cfg", SPARSE_OPTIMIZERS, ids=lambda x: str(x))
 def test_optimizer_sparse_steps(mode, kind, cfg):
     lib.emb_set_kernel_mode(mode)
-    rng = np.random.default_rng(9)
-    for V, D in [(5, 3), (9, 16), (4, 17)]:
-        p0 = sprinkle(rng, rng.standard_normal((V, D)), frac=0.1)
-        pe = p0.copy()
-        pt = torch.nn.Parameter(torch.from_numpy(p0.copy()))
-        topt = torch_optimizer(kind, [pt], cfg)
-        eo = Opt(kind, **cfg)
-        pid = eo.add(pe)
-        for s in range(4):
-            nnz = int(rng.integers(1, 30))
-            idx = rng.integers(0, V, nnz).astype(np.int64)
-            val = sprinkle(rng, rng.standard_normal((nnz, D)), frac=0.15)
-            pt.grad = torch_sparse(idx, val, V, D)
-            topt.step()
-            check(eo.step_sparse(pid, idx, val)[0])
-            exact(pe, pt.detach().numpy(), f"{cfg} V,D {V},{D} step {s}")
+
+    def values(rng, V, D, step):
+        if step < 0:
+            return sprinkle(rng, rng.standard_normal((V, D)), frac=0.1)
+        nnz = int(rng.integers(1, 30))
+        return (rng.integers(0, V, nnz).astype(np.int64),
+                sprinkle(rng, rng.standard_normal((nnz, D)), frac=0.15))
+    for k, (V, D) in enumerate([(5, 3), (9, 16), (4, 17)]):
+        sparse_trajectory(kind, cfg, V, D, 9 + k, steps=4, values=values)
 
 
 def test_sparse_adam():

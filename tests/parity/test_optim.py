@@ -169,16 +169,21 @@ def torch_step(topt, kind, grad):
         topt.step()
 
 
-def dense_trajectory(kind, cfg, shape, seed, steps=STEPS):
+def dense_trajectory(kind, cfg, shape, seed, steps=STEPS, values=None):
+    """`steps` steps of torch's and emb's optimizer from the same start, bit-exact after
+    each. values(rng, shape, step) makes the start (step -1) and the gradients (default:
+    standard normal and rand_grad)."""
     rng = np.random.default_rng(seed)
-    p0 = np.array(rng.standard_normal(shape), dtype=np.float32)
+    values = values or (lambda r, sh, s: (np.array(r.standard_normal(sh), np.float32) if s < 0
+                                          else rand_grad(r, sh, s)))
+    p0 = values(rng, shape, -1)
     pe = p0.copy()
     pt = torch.nn.Parameter(torch.from_numpy(p0.copy()))
     topt = torch_optimizer(kind, [pt], cfg)
     eo = Opt(kind, **emb_cfg(kind, cfg))
     pid = eo.add(pe)
     for s in range(steps):
-        g = rand_grad(rng, shape, s)
+        g = values(rng, shape, s)
         pt.grad = torch.from_numpy(g.copy())
         topt.step()
         check(eo.step(pid, g)[0])
@@ -187,16 +192,20 @@ def dense_trajectory(kind, cfg, shape, seed, steps=STEPS):
     assert eo.steps(pid) == steps
 
 
-def sparse_trajectory(kind, cfg, V, D, seed, steps=STEPS, coalesced=False):
+def sparse_trajectory(kind, cfg, V, D, seed, steps=STEPS, coalesced=False, values=None):
+    """As dense_trajectory with sparse gradients; values(rng, V, D, step) makes the start
+    (step -1, [V, D]) and the gradients ((indices, values); default rand_sparse)."""
     rng = np.random.default_rng(seed)
-    p0 = rng.standard_normal((V, D)).astype(np.float32)
+    values = values or (lambda r, v, d, s: (r.standard_normal((v, d)).astype(np.float32)
+                                            if s < 0 else rand_sparse(r, v, d, s)))
+    p0 = values(rng, V, D, -1)
     pe = p0.copy()
     pt = torch.nn.Parameter(torch.from_numpy(p0.copy()))
     topt = torch_optimizer(kind, [pt], cfg)
     eo = Opt(kind, **emb_cfg(kind, cfg))
     pid = eo.add(pe)
     for s in range(steps):
-        idx, val = rand_sparse(rng, V, D, s)
+        idx, val = values(rng, V, D, s)
         tg = torch_sparse(idx, val, V, D)
         if coalesced:
             tg = tg.coalesce()
@@ -206,7 +215,8 @@ def sparse_trajectory(kind, cfg, V, D, seed, steps=STEPS, coalesced=False):
         torch_step(topt, kind, tg)
         idx_before, val_before = idx.copy(), val.copy()
         check(eo.step_sparse(pid, idx, val, coalesced=coalesced)[0])
-        assert np.array_equal(idx, idx_before) and np.array_equal(val, val_before), \
+        assert np.array_equal(idx, idx_before) and np.array_equal(val.view(np.uint32),
+                                                                  val_before.view(np.uint32)), \
             "step_sparse modified the gradient"
         assert_close(pe, pt.detach().numpy(), exact=True,
                      what=f"{KIND_NAMES[kind]} {cfg} sparse step {s}")
