@@ -13,8 +13,11 @@
  * pos_weight is [C] over the last dimension; the weight (opts->weight) broadcasts to the
  * input's shape. Bit-identical to torch for up to 32768 elements at any torch thread
  * count and for any size with one torch thread (torch splits longer elementwise loops and
- * sums between its threads, which moves the sigmoid's scalar tail and the sum order). */
+ * sums between its threads, which moves the sigmoid's scalar tail and the sum order).
+ * NaN: torch composes the loss with add_ (a fused b * 1 + a), in which the added term's NaN
+ * wins (kernels/nan_rules.h, docs/semantics.md §1.1): a NaN logit gives SLEEF's log NaN. */
 #include "loss_internal.h"
+#include "kernels/nan_rules.h"
 #include "kernels/softmax.h"
 
 #include <inttypes.h>
@@ -83,15 +86,17 @@ static void bce_loss(const float *x, const float *t, const float *pw, int64_t c,
     }
     k.vexp(e1, e1, n);
     k.vexp(e2, e2, n);
-    for (int64_t i = 0; i < n; i++) e1[i] = e1[i] + e2[i];
+    for (int64_t i = 0; i < n; i++) e1[i] = emb__pick2(e1[i] + e2[i], e2[i], e1[i]);
     k.vlog(e1, e1, n);
     for (int64_t i = 0; i < n; i++) {
         float m = out[i], lin = (1.0f - t[i]) * x[i], v;
         if (pw) {
             float lw = (pw[i % c] - 1.0f) * t[i] + 1.0f;
-            v = lin + lw * (e1[i] + m);
+            const float p = lw * emb__pick2(e1[i] + m, m, e1[i]);
+            v = emb__pick2(lin + p, p, lin);
         } else {
-            v = (lin + m) + e1[i];
+            const float a = emb__pick2(lin + m, m, lin);
+            v = emb__pick2(a + e1[i], e1[i], a);
         }
         out[i] = w ? v * w[i] : v;
     }
