@@ -7,31 +7,30 @@
  * ref forces the references, avx2 stops at the AVX2 twins, auto takes the best), and returns
  * the highest tier at or below it that the family has. The families, their tiers and why:
  *
- *   family (picker)                  ref  avx2  avx512  twins give the reference's bits by
- *   -------------------------------  ---  ----  ------  -------------------------------------
- *   lookup, backward rows, norms,     x    x     x      one body per kernel (*_body.h)
- *   renorm, bag, optimizer rows,                        compiled three times: elementwise
- *   k-NN score tile (emb__kernels)                      fmaf in a fixed order, no sum the
- *                                                       vector width could reorder
- *                                                       (-ffp-contract=off); the score tile
- *                                                       is one fmaf chain per dot product
- *   reduced-precision rows            x    x     -      one body (qkernels_body.h); the AVX2
- *   (emb__qkernels)                                     tier also needs F16C, else the
- *                                                       reference; rows are elementwise, so
- *                                                       a wider twin would gain little
- *   word2vec SGNS step                x    x     -      the lane count is the arithmetic:
- *   (emb__sgns_step)                                    its dot products sum 2 x 8 lanes in
- *                                                       a fixed tree (sgns.h), which the
- *                                                       reference replays; 16 lanes would be
- *                                                       a different sum
- *   log_softmax, exp, log, sigmoid    x    x     -      not the same bits: each tier is one
- *   (emb__log_softmax_pick)                             of torch's (DEFAULT / AVX2 + SLEEF);
- *                                                       the AVX2 tier only with SLEEF
- *   the generator's normal_ block     x    x     -      the lane count of torch's AVX2
- *   transform (emb__normal16_pick,                      kernel; lives in core with the
- *   core/generator.c)                                   generator (core may not include
- *                                                       kernels) and is chosen by the same
- *                                                       emb__variant
+ *   family (picker)                 ref avx2 avx512  why these tiers, how twins keep the bits
+ *   ------------------------------  --- ---- ------  ---------------------------------------
+ *   lookup, backward rows, norms,    x   x     x     one body per kernel (*_body.h) compiled
+ *   renorm, bag, optimizer rows,                     for each tier: elementwise fmaf in a fixed
+ *   k-NN score tile (emb__kernels)                   order, no sum the vector width could
+ *                                                    reorder (-ffp-contract=off); the score
+ *                                                    tile is one fmaf chain per dot product
+ *   reduced-precision rows           x   x     -     one body (qkernels_body.h), elementwise;
+ *   (emb__qkernels)                                  the AVX2 tier also needs F16C, else the
+ *                                                    reference runs; no AVX-512 twin written
+ *   word2vec SGNS step               x   x     -     its dot products sum 2 x 8 lanes in a
+ *   (emb__sgns_step)                                 fixed tree (sgns.h) that the reference
+ *                                                    replays: the lane count is part of the
+ *                                                    arithmetic, so a wider twin would have to
+ *                                                    keep 8 lanes; none is written
+ *   log_softmax, exp, log, sigmoid   x   x     -     not the same bits: each tier is one of
+ *   (emb__log_softmax_pick)                          torch's CPU kernels, DEFAULT and AVX2 with
+ *                                                    SLEEF (the one torch runs on AVX2 and
+ *                                                    AVX-512 machines, docs/semantics.md §1),
+ *                                                    the latter when the build has SLEEF
+ *   the generator's normal_ block    x   x     -     torch's AVX2 kernel, 8 lanes, replayed by
+ *   transform (emb__normal16_pick,                   the reference; it lives in core with the
+ *   core/generator.c)                                generator (core may not include kernels)
+ *                                                    and is chosen by the same emb__variant
  *
  * tests/unit/test_kernels.c, test_bag.c and test_optim.c check every variant this CPU runs
  * against the reference (test_word2vec.c the SGNS step, test_first_use.c the choice made by
