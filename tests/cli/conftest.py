@@ -12,15 +12,18 @@ import io
 import os
 import re
 import subprocess
+import sys
 
 import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from shared_data import shared_path  # noqa: E402  (tests/shared_data.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("EMB_SOURCE_DIR") or os.path.normpath(os.path.join(HERE, "..", ".."))
 BUILD_DIR = os.environ.get("EMB_BUILD_DIR") or os.path.join(SOURCE_DIR, "build")
 EMB_BIN = os.environ.get("EMB_BIN") or os.path.join(BUILD_DIR, "emb")
 EXAMPLES_DIR = os.path.join(BUILD_DIR, "examples")
-SEEDS_DIR = os.path.normpath(os.path.join(SOURCE_DIR, "..", "shared", "seeds"))
 
 # The seed the tour programs use when given none (TOUR_DEFAULT_SEED in examples/seed_tour.h).
 TOUR_DEFAULT_SEED = 42
@@ -62,10 +65,10 @@ def example():
     return lambda name: _require(os.path.join(EXAMPLES_DIR, name), f"example {name}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def seeds_dir():
-    """The seed documents' directory, or None when ../shared is not there."""
-    return SEEDS_DIR if os.path.isdir(SEEDS_DIR) else None
+    """The seed documents' directory (tests/shared_data.py); the test fails without it."""
+    return shared_path("seeds")
 
 
 def run(argv, timeout=120, stdout=subprocess.PIPE, **kw):

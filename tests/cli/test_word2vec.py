@@ -10,14 +10,10 @@ import time
 
 import numpy as np
 import pytest
+from gensim.models import KeyedVectors
 
 from conftest import SOURCE_DIR, run
-
-SHARED = os.path.normpath(os.path.join(SOURCE_DIR, "..", "shared"))
-LEE = os.path.join(SHARED, "fixtures", "gensim", "lee_fasttext.vec")
-
-gensim = pytest.importorskip("gensim")
-from gensim.models import KeyedVectors  # noqa: E402
+from shared_data import shared_path
 
 COLORS = "red green blue yellow purple orange".split()
 ANIMALS = "cat dog horse mouse sheep goat".split()
@@ -204,9 +200,8 @@ def test_resume_with_other_settings(emb_bin, tmp_path):
 
 @pytest.fixture(scope="module")
 def lee():
-    if not os.path.exists(LEE):
-        pytest.skip("shared fixtures not present")
-    return LEE, KeyedVectors.load_word2vec_format(LEE)
+    path = shared_path("fixtures", "gensim", "lee_fasttext.vec")
+    return path, KeyedVectors.load_word2vec_format(path)
 
 
 def parse_pairs(text):
@@ -254,7 +249,7 @@ def test_analogy_matches_gensim(emb_bin, lee):
 
 def test_eval_analogies_matches_gensim(emb_bin, lee, tmp_path):
     path, kv = lee
-    q = os.path.join(SHARED, "eval", "questions-words.txt")
+    q = os.path.join(SOURCE_DIR, "data", "eval", "questions-words.txt")
     for restrict in (3000, 0):
         p = run([emb_bin, "eval-analogies", path, q, "--restrict", str(restrict)])
         assert p.returncode == 0, p.stderr

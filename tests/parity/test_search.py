@@ -8,6 +8,7 @@ import ctypes as C
 
 import numpy as np
 import pytest
+from gensim.models import KeyedVectors
 
 from embpy import RUN_KERNEL_MODE, T, check, kernel_modes, lib
 
@@ -175,8 +176,6 @@ def test_search_kernel_tiers_identical():
 
 
 def test_analogy_matches_gensim():
-    gensim = pytest.importorskip("gensim")
-    from gensim.models import KeyedVectors
     rng = np.random.default_rng(3)
     v, d = 3000, 50
     table = rng.standard_normal((v, d)).astype(np.float32)
@@ -198,8 +197,6 @@ def test_analogy_matches_gensim():
 
 
 def test_nn_matches_gensim():
-    pytest.importorskip("gensim")
-    from gensim.models import KeyedVectors
     rng = np.random.default_rng(5)
     v, d = 2000, 32
     table = rng.standard_normal((v, d)).astype(np.float32)
