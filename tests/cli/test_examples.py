@@ -133,7 +133,6 @@ def test_fixed_seed_example_takes_no_arguments(section, example):
     assert r.stdout == ""
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("section", SECTIONS)
 def test_example_reports_a_write_error(section, example):
     prog = TOUR[section][0]
