@@ -30,11 +30,16 @@ TOUR_DEFAULT_SEED = 42
 
 
 def header_version():
-    """EMB_VERSION_STRING of include/emb/core.h, which `emb --version` must print."""
+    """MAJOR.MINOR.PATCH from include/emb/core.h (the one place the version is written),
+    which `emb --version` must print."""
     with open(os.path.join(SOURCE_DIR, "include", "emb", "core.h")) as f:
-        m = re.search(r'#define EMB_VERSION_STRING "([^"]+)"', f.read())
-    assert m, "EMB_VERSION_STRING not found in include/emb/core.h"
-    return m.group(1)
+        text = f.read()
+    parts = []
+    for part in ("MAJOR", "MINOR", "PATCH"):
+        m = re.search(rf"^#define EMB_VERSION_{part} +([0-9]+)$", text, re.M)
+        assert m, f"EMB_VERSION_{part} not found in include/emb/core.h"
+        parts.append(m.group(1))
+    return ".".join(parts)
 
 
 def _require(path, what):
