@@ -27,15 +27,22 @@ extern "C" {
  * Versions
  * ------------------------------------------------------------------------------------- */
 
+/* The one place the version is written: CMakeLists.txt reads these three lines. */
 #define EMB_VERSION_MAJOR 0
 #define EMB_VERSION_MINOR 1
 #define EMB_VERSION_PATCH 0
-#define EMB_VERSION_STRING "0.1.0"
+/* "MAJOR.MINOR.PATCH", from the three numbers above. */
+#define EMB_VERSION_STRING                                                                 \
+    EMB_VERSION_QUOTE_(EMB_VERSION_MAJOR) "." EMB_VERSION_QUOTE_(EMB_VERSION_MINOR) "."   \
+        EMB_VERSION_QUOTE_(EMB_VERSION_PATCH)
+#define EMB_VERSION_QUOTE_(n) EMB_VERSION_QUOTE2_(n)
+#define EMB_VERSION_QUOTE2_(n) #n
 /* One integer, comparable: major*10000 + minor*100 + patch. */
 #define EMB_VERSION_NUMBER \
     (EMB_VERSION_MAJOR * 10000 + EMB_VERSION_MINOR * 100 + EMB_VERSION_PATCH)
 
-/* The version of the library actually linked, as a string ("0.1.0") and a number. */
+/* The version of the library actually linked, as a string (EMB_VERSION_STRING of the
+ * library's build, "MAJOR.MINOR.PATCH") and a number (EMB_VERSION_NUMBER). */
 EMB_API const char *emb_version(void);
 EMB_API int emb_version_number(void);
 

@@ -1,7 +1,9 @@
-"""The layer map holds: every #include under src/, include/emb/, tools/ and examples/ points
-down (or sideways within a layer), never up.
+"""The layer map of docs/architecture.md holds: every #include under src/, include/emb/,
+tools/ and examples/ points down (or sideways within a layer), never up. The page describes
+the layers, the modules' face headers and the include rules; this test enforces exactly those
+rules, so a change to one changes both.
 
-    core -> kernels -> nn -> optim -> (io, text, search, w2v) -> tools, examples
+    core -> kernels -> nn -> optim -> (io, text, search, w2v, quant) -> tools, examples
 
 A source's layer is its directory under src/. A public header's layer is the highest layer
 whose sources define the EMB_API functions it declares (so new headers need no entry here);
@@ -302,6 +304,22 @@ def test_allowed_crossings_are_still_there():
         text = _strip_comments(_read(SOURCE_DIR, rel))
         assert any(m.group(2) == name for m in INCLUDE_RE.finditer(text)), \
             f"{rel} no longer includes {name}: remove the entry from ALLOWED"
+
+
+def test_architecture_page_matches_the_map():
+    """docs/architecture.md's layer table is LAYERS, and it names every face and exception."""
+    with open(os.path.join(SOURCE_DIR, "docs", "architecture.md"), encoding="utf-8") as f:
+        page = f.read()
+    table = {m.group(2): int(m.group(1))
+             for m in re.finditer(r"(?m)^\| (\d) \| `src/(\w+)` \|", page)}
+    assert table == LAYERS, f"docs/architecture.md's layers {table} != LAYERS {LAYERS}"
+    assert re.search(rf"(?m)^\| {TOP} \| `tools/emb`, `examples/` \|", page)
+    for faces in FACES.values():
+        for face in faces:
+            assert f"`{face}`" in page, f"docs/architecture.md does not name the face {face}"
+    for rel, name in ALLOWED:
+        assert f"`{rel}`" in page and name in page, \
+            f"docs/architecture.md does not describe the exception {rel} -> {name}"
 
 
 def test_public_header_layers():
