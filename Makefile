@@ -31,8 +31,8 @@ test: deps-test
 	cmake --build $(PLAIN_BUILD) -j $(JOBS)
 	cd $(PLAIN_BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMB_TSAN=ON -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_PARITY=OFF -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_hogwild
-	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 exitcode=66" ctest --output-on-failure -R '^unit\.test_hogwild$$'
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_hogwild test_first_use
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 exitcode=66" ctest --output-on-failure -R '^unit\.test_(hogwild|first_use)$$'
 	$(MAKE) fuzz-run
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	/usr/bin/python3 scripts/test_machines.py $(BUILD) --jobs $(JOBS) --after-main-run
