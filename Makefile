@@ -54,6 +54,10 @@ fuzz: deps-test fuzz-run
 
 fuzz-run:
 	@cc=$$(FUZZ_CC="$(FUZZ_CC)" scripts/find-fuzz-cc.sh) && echo "fuzzing compiler: $$cc" && \
+	if [ -f $(FUZZ_BUILD)/CMakeCache.txt ] && \
+	   ! grep -qx "CMAKE_C_COMPILER:[A-Z]*=$$(command -v $$cc)" $(FUZZ_BUILD)/CMakeCache.txt; then \
+		echo "fuzzing compiler changed: reconfiguring $(FUZZ_BUILD) from scratch"; \
+		rm -rf $(FUZZ_BUILD)/CMakeCache.txt $(FUZZ_BUILD)/CMakeFiles; fi && \
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=$$cc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DEMB_FUZZ=ON -DEMB_TESTS=OFF -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
