@@ -88,7 +88,7 @@ emb_status tour_lookup(emb_embedding *e, const emb_tensor *indices, emb_tensor *
     if (s != EMB_OK) return s;
     s = emb_embedding_forward(e, indices, &tmp);
     if (s != EMB_OK) {
-        emb_tensor_free(&tmp);
+        emb_tensor_release(&tmp);
         return s;
     }
     *out = tmp;

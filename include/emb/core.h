@@ -98,7 +98,7 @@ typedef enum emb_dtype {
 } emb_dtype;
 
 /* Size of one element in bytes; 0 for an unknown dtype. */
-EMB_API size_t emb_dtype_size(emb_dtype dtype);
+EMB_API size_t emb_dtype_nbytes(emb_dtype dtype);
 /* PyTorch's name without the prefix: "float32", "int64", ... ; "unknown" otherwise. */
 EMB_API const char *emb_dtype_name(emb_dtype dtype);
 /* PyTorch's legacy tensor type name used in its error messages: "torch.FloatTensor",
@@ -135,13 +135,14 @@ EMB_API emb_status emb_tensor_init(emb_tensor *t, emb_dtype dtype, void *data, i
                                    const int64_t *shape);
 
 /* Like emb_tensor_init, but allocates zero-filled, 64-byte aligned storage that the caller
- * releases with emb_tensor_free. A zero-element tensor gets data == NULL. */
+ * releases with emb_tensor_release. A zero-element tensor gets data == NULL. */
 EMB_API emb_status emb_tensor_alloc(emb_tensor *t, emb_dtype dtype, int ndim,
                                     const int64_t *shape);
 
-/* Releases storage obtained from emb_tensor_alloc and sets t->data to NULL. NULL is fine.
+/* Frees storage obtained from emb_tensor_alloc (or another call that says so) and sets
+ * t->data to NULL; the struct can be filled again by emb_tensor_init/alloc. NULL is fine.
  * Do not call it on views of memory you own. */
-EMB_API void emb_tensor_free(emb_tensor *t);
+EMB_API void emb_tensor_release(emb_tensor *t);
 
 /* Number of elements (1 for a 0-d tensor); -1 when t is NULL or its shape is invalid (ndim
  * outside [0, EMB_MAX_DIMS], a negative dimension, a product that overflows int64). */

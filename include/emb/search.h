@@ -38,7 +38,7 @@ EMB_API emb_status emb_knn_create(const emb_tensor *table, int64_t num_rows, emb
  * dequantized rows. The table is borrowed and must outlive the index.
  * Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_SHAPE (no rows or columns),
  * EMB_ERR_INVALID (num_rows), EMB_ERR_NOMEM. */
-EMB_API emb_status emb_knn_create_qtable(const emb_qtable *table, int64_t num_rows,
+EMB_API emb_status emb_knn_create_from_qtable(const emb_qtable *table, int64_t num_rows,
                                          emb_knn **out);
 EMB_API void emb_knn_free(emb_knn *index);
 

@@ -34,7 +34,7 @@ EMB_API emb_status emb_vocab_create(emb_vocab **out);
 EMB_API void emb_vocab_free(emb_vocab *v);
 
 /* Number of words. 0 for NULL. */
-EMB_API int64_t emb_vocab_size(const emb_vocab *v);
+EMB_API int64_t emb_vocab_num_words(const emb_vocab *v);
 
 /* Makes room for `n` words in total (and their hash slots) so that adding up to n words
  * allocates only for their bytes: readers call it with a file's row count. Never shrinks.

@@ -9,7 +9,7 @@
 #include <unistd.h>
 #endif
 
-size_t emb_dtype_size(emb_dtype dtype) {
+size_t emb_dtype_nbytes(emb_dtype dtype) {
     switch (dtype) {
     case EMB_FLOAT32: return 4;
     case EMB_INT64: return 8;
@@ -60,7 +60,7 @@ const char *emb_dtype_torch_type(emb_dtype dtype) {
 /* Validates dtype and shape; computes numel. Does not look at data. */
 static emb_status check_shape(emb_dtype dtype, int ndim, const int64_t *shape, const char *what,
                               int64_t *numel_out) {
-    if (emb_dtype_size(dtype) == 0)
+    if (emb_dtype_nbytes(dtype) == 0)
         return emb__error(EMB_ERR_DTYPE, "%s has an unknown dtype (%d)", what, (int)dtype);
     if (ndim < 0 || ndim > EMB_MAX_DIMS)
         return emb__error(EMB_ERR_SHAPE, "%s has %d dimensions; emb tensors have 0 to %d",
@@ -82,7 +82,7 @@ static emb_status check_shape(emb_dtype dtype, int ndim, const int64_t *shape, c
             return emb__error(EMB_ERR_OVERFLOW, "the number of elements of %s overflows",
                               what);
     int64_t bytes;
-    if (!emb__mul_i64(numel, (int64_t)emb_dtype_size(dtype), &bytes))
+    if (!emb__mul_i64(numel, (int64_t)emb_dtype_nbytes(dtype), &bytes))
         return emb__error(EMB_ERR_OVERFLOW, "the byte size of %s overflows", what);
     *numel_out = numel;
     return EMB_OK;
@@ -112,7 +112,7 @@ emb_status emb_tensor_alloc(emb_tensor *t, emb_dtype dtype, int ndim, const int6
     if (st) return st;
     void *data = NULL;
     if (numel > 0) {
-        size_t nbytes = (size_t)numel * emb_dtype_size(dtype);
+        size_t nbytes = (size_t)numel * emb_dtype_nbytes(dtype);
         data = emb_malloc(nbytes);
         if (!data)
             return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes for a tensor", nbytes);
@@ -121,7 +121,7 @@ emb_status emb_tensor_alloc(emb_tensor *t, emb_dtype dtype, int ndim, const int6
     return emb_tensor_init(t, dtype, data, ndim, shape);
 }
 
-void emb_tensor_free(emb_tensor *t) {
+void emb_tensor_release(emb_tensor *t) {
     if (!t) return;
     emb_free(t->data);
     t->data = NULL;
@@ -144,7 +144,7 @@ int64_t emb_tensor_numel(const emb_tensor *t) {
 size_t emb_tensor_nbytes(const emb_tensor *t) {
     int64_t n = emb_tensor_numel(t);
     size_t b;
-    if (n < 0 || __builtin_mul_overflow((size_t)n, emb_dtype_size(t->dtype), &b)) return 0;
+    if (n < 0 || __builtin_mul_overflow((size_t)n, emb_dtype_nbytes(t->dtype), &b)) return 0;
     return b;
 }
 
@@ -229,7 +229,7 @@ void emb_free(void *p) { free(p); }
 emb_status emb__check_indices(const emb_tensor *t, const char *what, const char *op) {
     if (!t) return emb__null(what);
     if (t->dtype != EMB_INT64 && t->dtype != EMB_INT32) {
-        const char *tn = emb_dtype_size(t->dtype) ? emb_dtype_torch_type(t->dtype) : "unknown";
+        const char *tn = emb_dtype_nbytes(t->dtype) ? emb_dtype_torch_type(t->dtype) : "unknown";
         return emb__error(EMB_ERR_DTYPE,
                           "Expected tensor for argument #1 '%s' to have one of the following "
                           "scalar types: Long, Int; but got %s instead (while checking "

@@ -25,7 +25,7 @@ emb_status emb__file_open_all(const char *path, emb__file *f);
  * Errors: EMB_ERR_IO, EMB_ERR_FORMAT (the file is shorter than it was). */
 emb_status emb__pread_all(const char *path, uint64_t offset, void *dst, size_t n);
 
-/* A float32 [rows, dim] tensor with uninitialised 64-byte aligned storage (emb_tensor_free
+/* A float32 [rows, dim] tensor with uninitialised 64-byte aligned storage (emb_tensor_release
  * releases it): readers fill every element they report. */
 emb_status emb__alloc_table(emb_tensor *t, int64_t rows, int64_t dim);
 void emb__file_close(emb__file *f);
@@ -102,13 +102,13 @@ emb_status emb__vocab_sidecar_path(const char *npy_path, char **out);
 /* Readers behind emb_vectors_read (out is zeroed by the caller; they fill weight and vocab,
  * file_dtype, file_rows, duplicates, nonfinite). */
 emb_status emb__read_w2v(const char *path, const emb__file *f, emb_format fmt,
-                         const emb_read_options *o, emb_vectors *out);
-emb_status emb__read_safetensors_vectors(const char *path, const emb_read_options *o,
+                         const emb_vectors_read_options *o, emb_vectors *out);
+emb_status emb__read_safetensors_vectors(const char *path, const emb_vectors_read_options *o,
                                          emb_vectors *out);
 emb_status emb__write_w2v(const char *path, const emb_tensor *w, const emb_vocab *v,
-                          emb_format fmt, const emb_write_options *o);
+                          emb_format fmt, const emb_vectors_write_options *o);
 emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
-                                          const emb_vocab *v, const emb_write_options *o);
+                                          const emb_vocab *v, const emb_vectors_write_options *o);
 
 /* Converts n elements of `src` (dtype, little-endian, maybe unaligned) to float32. false
  * when the dtype is not a floating or integer type emb converts. */

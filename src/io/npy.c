@@ -75,7 +75,7 @@ static emb_status npy_descr(npy_parser *ps, const char *s, size_t n, npy_info *i
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
         if (!strcmp(t, map[k].code)) {
             info->dtype = map[k].dt;
-            info->swap = order == '>' && emb_dtype_size(map[k].dt) > 1;
+            info->swap = order == '>' && emb_dtype_nbytes(map[k].dt) > 1;
             return EMB_OK;
         }
     if (t[0] == 'O')
@@ -182,7 +182,7 @@ static emb_status npy_parse(const char *path, const emb__file *f, npy_info *info
     for (int k = 0; k < info->ndim; k++)
         if (!emb__mul_i64(n, info->shape[k], &n))
             return emb__error(EMB_ERR_FORMAT, "%s: the .npy shape's element count overflows", path);
-    if (!emb__mul_i64(n, (int64_t)emb_dtype_size(info->dtype), &nb))
+    if (!emb__mul_i64(n, (int64_t)emb_dtype_nbytes(info->dtype), &nb))
         return emb__error(EMB_ERR_FORMAT, "%s: the .npy data size overflows", path);
     size_t avail = f->size - pre - hlen;
     if ((uint64_t)nb > avail)
@@ -207,7 +207,7 @@ static void swap_bytes(unsigned char *p, size_t esz, size_t n) {
 
 /* Copies the array into C order, native byte order. */
 static void npy_copy(const npy_info *in, unsigned char *dst) {
-    size_t esz = emb_dtype_size(in->dtype);
+    size_t esz = emb_dtype_nbytes(in->dtype);
     int64_t n = 1;
     for (int k = 0; k < in->ndim; k++) n *= in->shape[k];
     if (!in->fortran || in->ndim < 2) {
@@ -249,8 +249,8 @@ emb_status emb_npy_read(const char *path, emb_tensor *out) {
     return rc;
 }
 
-emb_status emb__read_npy_vectors(const char *path, const emb_read_options *o, emb_vectors *out);
-emb_status emb__read_npy_vectors(const char *path, const emb_read_options *o, emb_vectors *out) {
+emb_status emb__read_npy_vectors(const char *path, const emb_vectors_read_options *o, emb_vectors *out);
+emb_status emb__read_npy_vectors(const char *path, const emb_vectors_read_options *o, emb_vectors *out) {
     emb__file f;
     emb_status rc = emb__file_open(path, &f);
     if (rc) return rc;
@@ -268,7 +268,7 @@ emb_status emb__read_npy_vectors(const char *path, const emb_read_options *o, em
     int64_t rows = info.shape[0], dim = info.shape[1];
     if (o->limit > 0 && o->limit < rows) rows = o->limit;
     if ((rc = emb__alloc_table(&out->weight, rows, dim))) goto out;
-    size_t esz = emb_dtype_size(info.dtype);
+    size_t esz = emb_dtype_nbytes(info.dtype);
     if (rows > 0 && dim > 0) {
         if (info.dtype == EMB_FLOAT32 && !info.fortran && !info.swap && f.mapped) {
             /* straight from the file into the table */
@@ -380,7 +380,7 @@ emb_status emb__vocab_sidecar_read(const char *npy_path, int64_t rows, emb_vocab
     if ((rc = emb_vocab_create(&v))) goto out;
     const unsigned char *p = f.data, *end = f.data + f.size;
     int64_t line = 0;
-    while (p < end && emb_vocab_size(v) < rows) {
+    while (p < end && emb_vocab_num_words(v) < rows) {
         const unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
         const unsigned char *le = nl ? nl : end;
         line++;
@@ -402,8 +402,8 @@ emb_status emb__vocab_sidecar_read(const char *npy_path, int64_t rows, emb_vocab
         }
         p = nl ? nl + 1 : end;
     }
-    if (emb_vocab_size(v) < rows)
-        rc = emb__error(EMB_ERR_FORMAT, "%s: %lld words for an array of %lld rows", vp, (long long)emb_vocab_size(v),
+    if (emb_vocab_num_words(v) < rows)
+        rc = emb__error(EMB_ERR_FORMAT, "%s: %lld words for an array of %lld rows", vp, (long long)emb_vocab_num_words(v),
                         (long long)rows);
 out:
     emb__file_close(&f);

@@ -56,7 +56,7 @@ static emb_status st_fail(const char *path, const char *fmt, ...) {
     return emb__error(EMB_ERR_FORMAT, "%s: invalid safetensors file: %s", path, msg);
 }
 
-void emb_safetensors_close(emb_safetensors *st) {
+void emb_safetensors_free(emb_safetensors *st) {
     if (!st) return;
     for (int64_t i = 0; i < st->n; i++) free(st->e[i].name);
     for (int64_t i = 0; i < st->nmeta; i++) free(st->mkeys[i]), free(st->mvals[i]);
@@ -233,7 +233,7 @@ emb_status emb_safetensors_open(const char *path, emb_safetensors **out) {
     }
     emb_status rc = emb__file_open(path, &st->file);
     if (rc) {
-        emb_safetensors_close(st);
+        emb_safetensors_free(st);
         return rc;
     }
     const unsigned char *d = st->file.data;
@@ -255,7 +255,7 @@ emb_status emb_safetensors_open(const char *path, emb_safetensors **out) {
         }
     }
     if (rc) {
-        emb_safetensors_close(st);
+        emb_safetensors_free(st);
         return rc;
     }
     madvise((void *)st->file.data, st->file.size, MADV_NORMAL);
@@ -263,7 +263,7 @@ emb_status emb_safetensors_open(const char *path, emb_safetensors **out) {
     return EMB_OK;
 }
 
-int64_t emb_safetensors_count(const emb_safetensors *st) { return st ? st->n : 0; }
+int64_t emb_safetensors_num_tensors(const emb_safetensors *st) { return st ? st->n : 0; }
 
 const char *emb_safetensors_name(const emb_safetensors *st, int64_t i) {
     return st && i >= 0 && i < st->n ? st->e[i].name : NULL;
@@ -287,7 +287,7 @@ const char *emb_safetensors_metadata(const emb_safetensors *st, const char *key)
     return NULL;
 }
 
-int64_t emb_safetensors_metadata_count(const emb_safetensors *st) { return st ? st->nmeta : 0; }
+int64_t emb_safetensors_num_metadata(const emb_safetensors *st) { return st ? st->nmeta : 0; }
 
 const char *emb_safetensors_metadata_key(const emb_safetensors *st, int64_t i) {
     return st && i >= 0 && i < st->nmeta ? st->mkeys[i] : NULL;
@@ -600,7 +600,7 @@ emb_status emb__safetensors_take_file(emb_safetensors *st, emb__file *out) {
     return EMB_OK;
 }
 
-emb_status emb__read_safetensors_vectors(const char *path, const emb_read_options *o, emb_vectors *out) {
+emb_status emb__read_safetensors_vectors(const char *path, const emb_vectors_read_options *o, emb_vectors *out) {
     emb_safetensors *st;
     emb_status rc = emb_safetensors_open(path, &st);
     if (rc) return rc;
@@ -631,7 +631,7 @@ emb_status emb__read_safetensors_vectors(const char *path, const emb_read_option
     out->file_rows = e->shape[0];
     rc = st_vocab(st, rows, e->shape[0], &out->vocab);
 out:
-    emb_safetensors_close(st);
+    emb_safetensors_free(st);
     return rc;
 }
 
@@ -641,9 +641,9 @@ emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t 
     emb_status rc = EMB_OK;
     *words_out = *counts_out = NULL;
     if (v) {
-        if (emb_vocab_size(v) != rows)
+        if (emb_vocab_num_words(v) != rows)
             return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
-                              (long long)emb_vocab_size(v), (long long)rows);
+                              (long long)emb_vocab_num_words(v), (long long)rows);
         size_t total = 1;
         for (int64_t k = 0; k < rows; k++) {
             size_t n;
@@ -681,7 +681,7 @@ emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t 
 }
 
 emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w, const emb_vocab *v,
-                                          const emb_write_options *o) {
+                                          const emb_vectors_write_options *o) {
     emb_dtype dt = o->dtype;
     if (dt != EMB_FLOAT32 && dt != EMB_FLOAT16 && dt != EMB_BFLOAT16 && dt != EMB_FLOAT64)
         return emb__error(EMB_ERR_INVALID, "%s: a safetensors table is written as float32, float16, bfloat16 or "
@@ -693,7 +693,7 @@ emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
     emb_tensor t = *w;
     void *conv = NULL;
     if (dt != EMB_FLOAT32) {
-        conv = malloc((size_t)(numel ? numel : 1) * emb_dtype_size(dt));
+        conv = malloc((size_t)(numel ? numel : 1) * emb_dtype_nbytes(dt));
         if (!conv) {
             rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory converting to %s", path, emb_dtype_name(dt));
             goto out;
@@ -767,6 +767,6 @@ emb_status emb_safetensors_map_embedding(const char *path, const char *tensor, c
     }
     memset(&st->file, 0, sizeof st->file); /* now owned by the embedding */
 out:
-    emb_safetensors_close(st);
+    emb_safetensors_free(st);
     return rc;
 }

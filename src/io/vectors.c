@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-emb_status emb__read_npy_vectors(const char *path, const emb_read_options *o, emb_vectors *out);
+emb_status emb__read_npy_vectors(const char *path, const emb_vectors_read_options *o, emb_vectors *out);
 
 const char *emb_format_name(emb_format f) {
     switch (f) {
@@ -120,27 +120,27 @@ emb_status emb_format_sniff(const char *path, emb_format *out) {
     return rc;
 }
 
-emb_read_options emb_read_options_default(void) {
-    emb_read_options o = {EMB_FORMAT_AUTO, 0, NULL, true};
+emb_vectors_read_options emb_vectors_read_options_default(void) {
+    emb_vectors_read_options o = {EMB_FORMAT_AUTO, 0, NULL, true};
     return o;
 }
 
-emb_write_options emb_write_options_default(void) {
-    emb_write_options o = {EMB_FORMAT_AUTO, EMB_FLOAT32, NULL, 0, false, true};
+emb_vectors_write_options emb_vectors_write_options_default(void) {
+    emb_vectors_write_options o = {EMB_FORMAT_AUTO, EMB_FLOAT32, NULL, 0, false, true};
     return o;
 }
 
-void emb_vectors_free(emb_vectors *v) {
+void emb_vectors_release(emb_vectors *v) {
     if (!v) return;
-    emb_tensor_free(&v->weight);
+    emb_tensor_release(&v->weight);
     emb_vocab_free(v->vocab);
     memset(v, 0, sizeof *v);
 }
 
-emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_vectors *out) {
+emb_status emb_vectors_read(const char *path, const emb_vectors_read_options *opts, emb_vectors *out) {
     if (!path) return emb__null("path");
     if (!out) return emb__null("out");
-    emb_read_options o = opts ? *opts : emb_read_options_default();
+    emb_vectors_read_options o = opts ? *opts : emb_vectors_read_options_default();
     if (o.limit < 0) return emb__error(EMB_ERR_INVALID, "limit %lld is negative", (long long)o.limit);
     if ((int)o.format < 0 || o.format > EMB_FORMAT_GLOVE)
         return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)o.format);
@@ -166,7 +166,7 @@ emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_
         break;
     }
     if (rc) {
-        emb_vectors_free(&v);
+        emb_vectors_release(&v);
         return rc;
     }
     *out = v;
@@ -182,7 +182,7 @@ static emb_status write_sidecar(const char *npy_path, const emb_vocab *v) {
         free(vp);
         return rc;
     }
-    for (int64_t i = 0; i < emb_vocab_size(v); i++) {
+    for (int64_t i = 0; i < emb_vocab_num_words(v); i++) {
         size_t n;
         const char *s = emb_vocab_word(v, i, &n);
         char num[32];
@@ -201,7 +201,7 @@ static emb_status write_sidecar(const char *npy_path, const emb_vocab *v) {
 }
 
 emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const emb_vocab *vocab,
-                             const emb_write_options *opts) {
+                             const emb_vectors_write_options *opts) {
     if (!path) return emb__null("path");
     if (!weight) return emb__null("weight");
     emb_status rc = emb_tensor_check(weight, "weight");
@@ -210,16 +210,16 @@ emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const e
         return emb__error(EMB_ERR_DTYPE, "weight must be float32, got %s", emb_dtype_name(weight->dtype));
     if (weight->ndim != 2)
         return emb__error(EMB_ERR_SHAPE, "weight must be 2-D [rows, dim], got %d dimensions", weight->ndim);
-    emb_write_options o = opts ? *opts : emb_write_options_default();
+    emb_vectors_write_options o = opts ? *opts : emb_vectors_write_options_default();
     emb_format fmt = o.format == EMB_FORMAT_AUTO ? emb_format_from_path(path) : o.format;
     if (fmt == EMB_FORMAT_AUTO)
         return emb__error(EMB_ERR_INVALID,
                           "%s: cannot tell the format from the file name (use .safetensors, .npy, .bin, .vec or .txt, "
                           "or name the format)", path);
     if ((int)fmt < 0 || fmt > EMB_FORMAT_GLOVE) return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)fmt);
-    if (vocab && emb_vocab_size(vocab) != weight->shape[0])
+    if (vocab && emb_vocab_num_words(vocab) != weight->shape[0])
         return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
-                          (long long)emb_vocab_size(vocab), (long long)weight->shape[0]);
+                          (long long)emb_vocab_num_words(vocab), (long long)weight->shape[0]);
     switch (fmt) {
     case EMB_FORMAT_SAFETENSORS: return emb__write_safetensors_vectors(path, weight, vocab, &o);
     case EMB_FORMAT_NPY: {
@@ -230,7 +230,7 @@ emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const e
         void *conv = NULL;
         int64_t numel = emb_tensor_numel(weight);
         if (o.dtype != EMB_FLOAT32) {
-            conv = malloc((size_t)(numel ? numel : 1) * emb_dtype_size(o.dtype));
+            conv = malloc((size_t)(numel ? numel : 1) * emb_dtype_nbytes(o.dtype));
             if (!conv) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
             const float *s = weight->data;
             for (int64_t k = 0; k < numel; k++) {

@@ -126,7 +126,7 @@ static emb_status parse_text_row(w2v_ctx *c, const unsigned char *ls, const unsi
     return parse_numbers(c, q, le, dim, row, nonfinite);
 }
 
-static emb_status read_text(w2v_ctx *c, bool header, const emb_read_options *o, emb_vectors *out) {
+static emb_status read_text(w2v_ctx *c, bool header, const emb_vectors_read_options *o, emb_vectors *out) {
     int64_t rows = -1, dim = 0;
     emb_status st;
     if (header && (st = parse_header(c, &rows, &dim))) return st;
@@ -216,7 +216,7 @@ static emb_status read_text(w2v_ctx *c, bool header, const emb_read_options *o, 
     return EMB_OK;
 }
 
-static emb_status read_binary(w2v_ctx *c, const emb_read_options *o, emb_vectors *out) {
+static emb_status read_binary(w2v_ctx *c, const emb_vectors_read_options *o, emb_vectors *out) {
     int64_t rows, dim;
     emb_status st = parse_header(c, &rows, &dim);
     if (st) return st;
@@ -286,7 +286,7 @@ static emb_status read_binary(w2v_ctx *c, const emb_read_options *o, emb_vectors
 }
 
 emb_status emb__read_w2v(const char *path, const emb__file *f, emb_format fmt,
-                         const emb_read_options *o, emb_vectors *out) {
+                         const emb_vectors_read_options *o, emb_vectors *out) {
     out->file_dtype = EMB_FLOAT32;
     if (f->size == 0) return emb__error(EMB_ERR_FORMAT, "%s: empty file", path);
     w2v_ctx c = {path, f->data, f->data + f->size, f->data, 1};
@@ -301,9 +301,9 @@ emb_status emb__read_w2v(const char *path, const emb__file *f, emb_format fmt,
 static emb_status check_words(const char *path, const emb_vocab *v, int64_t rows, emb_format fmt) {
     if (!v) return emb__error(EMB_ERR_INVALID, "%s: the %s format needs the words of the rows (vocab is NULL)",
                               path, emb_format_name(fmt));
-    if (emb_vocab_size(v) != rows)
+    if (emb_vocab_num_words(v) != rows)
         return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
-                          (long long)emb_vocab_size(v), (long long)rows);
+                          (long long)emb_vocab_num_words(v), (long long)rows);
     for (int64_t i = 0; i < rows; i++) {
         size_t n;
         const char *w = emb_vocab_word(v, i, &n);
@@ -321,7 +321,7 @@ static emb_status check_words(const char *path, const emb_vocab *v, int64_t rows
 }
 
 emb_status emb__write_w2v(const char *path, const emb_tensor *wt, const emb_vocab *v, emb_format fmt,
-                          const emb_write_options *o) {
+                          const emb_vectors_write_options *o) {
     int64_t rows = wt->shape[0], dim = wt->shape[1];
     emb_status st = check_words(path, v, rows, fmt);
     if (st) return st;

@@ -270,7 +270,7 @@ void emb__embedding_info(const emb_embedding *e, emb__table_info *out) {
 int64_t emb_embedding_num_embeddings(const emb_embedding *e) {
     return e ? e->num_embeddings : 0;
 }
-int64_t emb_embedding_dim(const emb_embedding *e) { return e ? e->embedding_dim : 0; }
+int64_t emb_embedding_embedding_dim(const emb_embedding *e) { return e ? e->embedding_dim : 0; }
 int64_t emb_embedding_padding_idx(const emb_embedding *e) {
     return e ? e->padding_idx : EMB_PADDING_NONE;
 }
@@ -526,7 +526,7 @@ emb_status emb_embedding_renorm_(emb_tensor *weight, const emb_tensor *indices,
     if (!indices) return emb__null("indices");
     if (indices->dtype != EMB_INT64 && indices->dtype != EMB_INT32) {
         const char *tn =
-            emb_dtype_size(indices->dtype) ? emb_dtype_torch_type(indices->dtype) : "unknown";
+            emb_dtype_nbytes(indices->dtype) ? emb_dtype_torch_type(indices->dtype) : "unknown";
         return emb__error(EMB_ERR_DTYPE,
                           "Expected tensor for argument #2 'indices' to have one of the "
                           "following scalar types: Long, Int; but got %s instead (while "

@@ -157,7 +157,7 @@ emb_status emb_bag_weight(emb_bag *bag, emb_tensor *view) {
     return emb_embedding_weight(bag->emb, view);
 }
 
-emb_bag_mode emb_bag_get_mode(const emb_bag *bag) { return bag ? bag->mode : EMB_BAG_MEAN; }
+emb_bag_mode emb_bag_mode_of(const emb_bag *bag) { return bag ? bag->mode : EMB_BAG_MEAN; }
 bool emb_bag_include_last_offset(const emb_bag *bag) {
     return bag ? bag->include_last_offset : false;
 }
@@ -497,7 +497,7 @@ emb_status emb__bag_cfg_from_options(int64_t V, int64_t D, const emb_bag_options
     return EMB_OK;
 }
 
-emb_status emb_embedding_bag(emb_tensor *weight, const emb_tensor *input,
+emb_status emb_bag_lookup(emb_tensor *weight, const emb_tensor *input,
                              const emb_tensor *offsets, const emb_tensor *per_sample_weights,
                              const emb_bag_options *opts, emb_tensor *out,
                              emb_tensor *max_indices) {
@@ -513,7 +513,7 @@ emb_status emb_embedding_bag(emb_tensor *weight, const emb_tensor *input,
                           "Expected tensor for argument #1 'weight' to have one of the following "
                           "scalar types: Float; but got %s instead (while checking arguments for "
                           "embedding_bag)",
-                          emb_dtype_size(weight->dtype) ? emb_dtype_torch_type(weight->dtype)
+                          emb_dtype_nbytes(weight->dtype) ? emb_dtype_torch_type(weight->dtype)
                                                         : "unknown");
     emb__bag_cfg c;
     st = emb__bag_cfg_from_options(weight->shape[0], weight->shape[1], opts, &c);

@@ -85,7 +85,7 @@ void emb_sparse_grad_clear(emb_sparse_grad *g) {
     g->coalesced = true;
 }
 
-void emb_sparse_grad_free(emb_sparse_grad *g) {
+void emb_sparse_grad_release(emb_sparse_grad *g) {
     if (!g) return;
     emb__sparse_grad_release(g);
     g->nnz = 0;

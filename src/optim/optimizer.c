@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-emb_status emb_optimizer_create(const emb_optim_options *opts, emb_optimizer **out) {
+emb_status emb_optimizer_create(const emb_optimizer_options *opts, emb_optimizer **out) {
     if (!opts) return emb__null("opts");
     if (!out) return emb__null("out");
     emb_status st = emb__optim_check_options(opts);
@@ -111,19 +111,19 @@ emb_status emb__optim_get_param(emb_optimizer *opt, int param_id, emb__param_sta
     return EMB_OK;
 }
 
-int emb__optim_state_buffers(const emb_optim_options *o) {
+int emb__optim_state_buffers(const emb_optimizer_options *o) {
     switch (o->kind) {
-    case EMB_OPTIM_ADAGRAD: return 1;
-    case EMB_OPTIM_ADAM:
-    case EMB_OPTIM_ADAMW: return o->amsgrad ? 3 : 2;
-    case EMB_OPTIM_SPARSE_ADAM: return 2;
+    case EMB_OPTIMIZER_ADAGRAD: return 1;
+    case EMB_OPTIMIZER_ADAM:
+    case EMB_OPTIMIZER_ADAMW: return o->amsgrad ? 3 : 2;
+    case EMB_OPTIMIZER_SPARSE_ADAM: return 2;
     default: return 0;
     }
 }
 
 emb_status emb__optim_ensure_state(const emb_optimizer *opt, emb__param_state *ps) {
     if (ps->initialized) return EMB_OK;
-    const emb_optim_options *o = &opt->o;
+    const emb_optimizer_options *o = &opt->o;
     const int nbuf = emb__optim_state_buffers(o);
     if (nbuf == 0) return EMB_OK; /* SGD: no dense state */
     size_t nbytes = (size_t)ps->numel * sizeof(float);
@@ -136,7 +136,7 @@ emb_status emb__optim_ensure_state(const emb_optimizer *opt, emb__param_state *p
                               nbytes * (size_t)nbuf);
         }
     }
-    if (o->kind == EMB_OPTIM_ADAGRAD) {
+    if (o->kind == EMB_OPTIMIZER_ADAGRAD) {
         float init = (float)o->initial_accumulator_value;
         for (int64_t i = 0; i < ps->numel; i++) b[0][i] = init;
     } else {

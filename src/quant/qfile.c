@@ -29,6 +29,7 @@ struct emb_qtable_writer {
     bool track_error;
     emb_qerror err;
     emb_status status;
+    bool finished; /* committed (or its commit failed): the file is closed */
 };
 
 static const char *st_dtype_of(emb_qtype q) {
@@ -95,7 +96,7 @@ static emb_status writer_open(const char *path, emb_qtype qtype, int64_t rows, i
     if (!path) return emb__null("path");
     if (!out) return emb__null("out");
     int64_t rb;
-    emb_status st = emb_qtype_row_bytes(qtype, dim, &rb);
+    emb_status st = emb_qtype_row_nbytes(qtype, dim, &rb);
     if (st) return st;
     if (rows < 0) return emb__error(EMB_ERR_SHAPE, "rows must be >= 0, got %" PRId64, rows);
     int64_t data;
@@ -161,8 +162,13 @@ static emb_status writer_fail(emb_qtable_writer *q, emb_status st) {
     return q->status;
 }
 
+static emb_status writer_finished(void) {
+    return emb__error(EMB_ERR_STATE, "the table writer has already been committed");
+}
+
 emb_status emb_qtable_writer_append(emb_qtable_writer *q, const float *rows, int64_t n) {
     if (!q) return emb__null("writer");
+    if (q->finished) return writer_finished();
     if (q->status) return q->status;
     if (n < 0) return emb__error(EMB_ERR_SHAPE, "n must be >= 0, got %" PRId64, n);
     if (n > q->rows - q->done)
@@ -196,14 +202,16 @@ static emb_status writer_append_raw(emb_qtable_writer *q, const void *data, size
     return EMB_OK;
 }
 
-void emb_qtable_writer_abort(emb_qtable_writer *q) {
+void emb_qtable_writer_free(emb_qtable_writer *q) {
     if (!q) return;
-    emb__writer_abort(&q->w);
+    emb__writer_abort(&q->w); /* nothing left to remove after a commit */
     writer_free(q);
 }
 
 emb_status emb_qtable_writer_commit(emb_qtable_writer *q, emb_qerror *error) {
     if (!q) return emb__null("writer");
+    if (q->finished) return writer_finished();
+    q->finished = true;
     emb_status st = q->status;
     if (!st && q->done != q->rows)
         st = emb__error(EMB_ERR_STATE,
@@ -234,12 +242,10 @@ emb_status emb_qtable_writer_commit(emb_qtable_writer *q, emb_qerror *error) {
     }
     if (st) {
         emb__writer_abort(&q->w);
-        writer_free(q);
         return st;
     }
     st = emb__writer_commit(&q->w);
     if (!st && error) *error = q->err;
-    writer_free(q);
     return st;
 }
 
@@ -250,7 +256,9 @@ emb_status emb_qtable_save(const char *path, const emb_qtable *t, const emb_voca
                                 false, &q);
     if (st) return st;
     writer_append_raw(q, emb_qtable_data(t), emb_qtable_nbytes(t), emb_qtable_num_rows(t));
-    return emb_qtable_writer_commit(q, NULL);
+    st = emb_qtable_writer_commit(q, NULL);
+    emb_qtable_writer_free(q);
+    return st;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -268,9 +276,9 @@ static emb_status find_table(const char *path, const emb_safetensors *st, emb_qt
                              int64_t *dim, emb_tensor *view) {
     int64_t i = emb_safetensors_find(st, "weight");
     if (i < 0) {
-        if (emb_safetensors_count(st) != 1)
+        if (emb_safetensors_num_tensors(st) != 1)
             return q_fail(path, "no tensor named \"weight\", and %s tensors to choose from%s",
-                          emb_safetensors_count(st) ? "several" : "no", "");
+                          emb_safetensors_num_tensors(st) ? "several" : "no", "");
         i = 0;
     }
     const char *dt = emb_safetensors_dtype(st, i);
@@ -315,8 +323,8 @@ static emb_status find_table(const char *path, const emb_safetensors *st, emb_qt
         d = (cols - 4) * 2;
     }
     int64_t rb = 0;
-    int64_t have = is_float_qtype(q) ? cols * (int64_t)emb_dtype_size(view->dtype) : cols;
-    if (d < (is_float_qtype(q) ? 0 : 1) || emb_qtype_row_bytes(q, d, &rb) || rb != have) {
+    int64_t have = is_float_qtype(q) ? cols * (int64_t)emb_dtype_nbytes(view->dtype) : cols;
+    if (d < (is_float_qtype(q) ? 0 : 1) || emb_qtype_row_nbytes(q, d, &rb) || rb != have) {
         emb_clear_error();
         if (is_float_qtype(q))
             return emb__error(EMB_ERR_FORMAT, "%s: rows of %" PRId64 " values, but \"emb.dim\" says %" PRId64, path,
@@ -383,7 +391,7 @@ static emb_status open_common(const char *path, bool map, emb_qtable **out, emb_
         }
         if (rc) free(f);
     }
-    emb_safetensors_close(st);
+    emb_safetensors_free(st);
     if (rc) {
         emb_vocab_free(v);
         return rc;
@@ -416,7 +424,7 @@ emb_status emb__qtable_read_vectors(const emb_safetensors *st, const char *path,
     emb_qtable_free(t);
     if (!rc) rc = emb__safetensors_vocab(st, rows, V, &out->vocab);
     if (rc) {
-        emb_tensor_free(&out->weight);
+        emb_tensor_release(&out->weight);
         return rc;
     }
     out->file_dtype = EMB_UINT8;

@@ -103,7 +103,7 @@ static emb_status row_bytes(emb_qtype q, int64_t dim, int64_t *out) {
     return EMB_OK;
 }
 
-emb_status emb_qtype_row_bytes(emb_qtype qtype, int64_t dim, int64_t *out) {
+emb_status emb_qtype_row_nbytes(emb_qtype qtype, int64_t dim, int64_t *out) {
     if (!out) return emb__null("out");
     return row_bytes(qtype, dim, out);
 }
@@ -410,7 +410,7 @@ void emb__qtable_set_in_memory(emb_qtable *q) { q->in_memory = true; }
 emb_qtype emb_qtable_qtype(const emb_qtable *q) { return q ? q->qtype : EMB_QTYPE_F32; }
 int64_t emb_qtable_num_rows(const emb_qtable *q) { return q ? q->rows : 0; }
 int64_t emb_qtable_dim(const emb_qtable *q) { return q ? q->dim : 0; }
-int64_t emb_qtable_row_bytes(const emb_qtable *q) { return q ? q->row_bytes : 0; }
+int64_t emb_qtable_row_nbytes(const emb_qtable *q) { return q ? q->row_bytes : 0; }
 const void *emb_qtable_data(const emb_qtable *q) { return q ? q->data : NULL; }
 size_t emb_qtable_nbytes(const emb_qtable *q) { return q ? q->nbytes : 0; }
 
@@ -508,7 +508,7 @@ static void bag_share(void *p, int t, int nt) {
                    b0, b1, bb->psw, pad, x->c->mode == EMB_BAG_MEAN, scratch, x->touch);
 }
 
-emb_status emb_qtable_bag(const emb_qtable *q, const emb_tensor *input,
+emb_status emb_qtable_bag_forward(const emb_qtable *q, const emb_tensor *input,
                           const emb_tensor *offsets, const emb_tensor *per_sample_weights,
                           const emb_bag_options *opts, emb_tensor *out,
                           emb_tensor *max_indices) {

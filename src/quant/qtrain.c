@@ -29,7 +29,7 @@ emb_status emb_qtable_bag_backward_sparse(const emb_qtable *q, const emb_tensor 
     if (c.max_norm != INFINITY)
         return emb__error(EMB_ERR_READ_ONLY,
                           "embedding_bag: max_norm would renormalise the rows of a %s table "
-                          "in place during the forward pass, which emb_qtable_bag does not do",
+                          "in place during the forward pass, which emb_qtable_bag_forward does not do",
                           emb_qtype_name(emb_qtable_qtype(q)));
     return emb__bag_backward_sparse_cfg(&c, input, offsets, per_sample_weights, grad_output,
                                         grad);
@@ -100,7 +100,7 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
     if (st) return st;
     const emb_qtype qt = emb_qtable_qtype(q);
     const int64_t V = emb_qtable_num_rows(q), D = emb_qtable_dim(q),
-                  rb = emb_qtable_row_bytes(q);
+                  rb = emb_qtable_row_nbytes(q);
     if (!(lr >= 0.0f) || !isfinite(lr)) {
         char b[48];
         snprintf(b, sizeof b, "%.9g", (double)lr);
@@ -145,7 +145,7 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
     int64_t nrows_bound;
     if (!emb__mul_i64(n, rb, &nrows_bound)) nrows_bound = INT64_MAX;
     uint8_t *staged = nrows_bound <= (int64_t)(SIZE_MAX / 2) ? emb_malloc((size_t)nrows_bound) : NULL;
-    const size_t gsize = emb_generator_state_size();
+    const size_t gsize = emb_generator_state_nbytes();
     void *saved = malloc(gsize);
     if (!keys || !w || !staged || !saved) {
         emb_free(keys);
@@ -226,6 +226,6 @@ emb_status emb_qtable_sgd_step_bag(emb_qtable *q, const emb_tensor *input,
     st = emb_qtable_bag_backward_sparse(q, input, offsets, per_sample_weights, opts,
                                         grad_output, &g);
     if (!st) st = emb_qtable_sgd_step(q, &g, lr, rounding, gen);
-    emb_sparse_grad_free(&g);
+    emb_sparse_grad_release(&g);
     return st;
 }

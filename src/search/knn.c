@@ -112,7 +112,7 @@ emb_status emb_knn_create(const emb_tensor *table, int64_t num_rows, emb_knn **o
     return knn_new(table->data, NULL, table->shape[0], table->shape[1], num_rows, out);
 }
 
-emb_status emb_knn_create_qtable(const emb_qtable *table, int64_t num_rows, emb_knn **out) {
+emb_status emb_knn_create_from_qtable(const emb_qtable *table, int64_t num_rows, emb_knn **out) {
     if (!out) return emb__null("out");
     if (!table) return emb__null("table");
     const int64_t v = emb_qtable_num_rows(table), d = emb_qtable_dim(table);

@@ -55,7 +55,7 @@ void emb_vocab_free(emb_vocab *v) {
     free(v);
 }
 
-int64_t emb_vocab_size(const emb_vocab *v) { return v ? v->size : 0; }
+int64_t emb_vocab_num_words(const emb_vocab *v) { return v ? v->size : 0; }
 
 static int64_t vocab_lookup(const emb_vocab *v, const char *w, size_t n, uint64_t h, size_t *slot) {
     size_t mask = v->nslots - 1, i = (size_t)h & mask;

@@ -163,7 +163,7 @@ emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *n
     int64_t n = 0, tokens = 0;
     emb_status st = read_tokens(o, f, name, &v, &ids, &n, &tokens);
     if (st) return st;
-    int64_t nv = emb_vocab_size(v);
+    int64_t nv = emb_vocab_num_words(v);
     if (tokens == 0) {
         emb_vocab_free(v), free(ids);
         return emb__error(EMB_ERR_FORMAT, "%s: the corpus is empty (no tokens)", name);
@@ -180,7 +180,7 @@ emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *n
         free(perm), free(map), emb_vocab_free(v), free(ids);
         return st;
     }
-    int64_t kept = emb_vocab_size(v);
+    int64_t kept = emb_vocab_num_words(v);
     if (kept == 0) {
         free(perm), free(map), emb_vocab_free(v), free(ids);
         return emb__error(EMB_ERR_FORMAT,

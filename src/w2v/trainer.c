@@ -197,7 +197,7 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *i
     w->vocab = vocab;
     w->ids = ids;
     w->n_ids = n;
-    w->V = emb_vocab_size(vocab);
+    w->V = emb_vocab_num_words(vocab);
     for (int64_t i = 0; i < n; i++) w->tokens += ids[i] >= 0;
     w->fingerprint = fingerprint_of(ids, n, w->V);
     w->nt = o->threads > 0 ? o->threads : emb_get_num_threads();
@@ -293,7 +293,7 @@ emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab 
     if (n > 0 && !ids) return emb__null("ids");
     emb_status st = emb_w2v_options_check(opts);
     if (st) return st;
-    int64_t V = emb_vocab_size(vocab), tokens = 0;
+    int64_t V = emb_vocab_num_words(vocab), tokens = 0;
     if (V < 1) return emb__error(EMB_ERR_INVALID, "the vocabulary is empty");
     if (V >= INT32_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "a vocabulary of %" PRId64 " words is too large", V);

@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     const emb_vocab *v = emb_w2v_vocab(w);
-    int64_t n = emb_vocab_size(v), total = 0;
+    int64_t n = emb_vocab_num_words(v), total = 0;
     if (n < 1) FINDING("an accepted corpus with an empty vocabulary");
     if (o.max_vocab && n > o.max_vocab) FINDING("max_vocab not applied");
     for (int64_t i = 0; i < n; i++) {

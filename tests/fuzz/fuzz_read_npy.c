@@ -22,10 +22,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (back.dtype != t.dtype || !emb_tensor_same_shape(&back, &t) ||
             (emb_tensor_nbytes(&t) && memcmp(back.data, t.data, emb_tensor_nbytes(&t))))
             FINDING("npy round trip changed the array");
-        emb_tensor_free(&back);
-        emb_tensor_free(&t);
+        emb_tensor_release(&back);
+        emb_tensor_release(&t);
     }
-    emb_read_options o = emb_read_options_default();
+    emb_vectors_read_options o = emb_vectors_read_options_default();
     o.format = EMB_FORMAT_NPY;
     o.limit = size % 3 == 0 ? 2 : 0;
     emb_vectors v;
@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_check_error(rc, "emb_vectors_read");
     } else {
         fz_check_vectors(&v, &o);
-        emb_vectors_free(&v);
+        emb_vectors_release(&v);
     }
     return 0;
 }

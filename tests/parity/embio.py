@@ -28,24 +28,24 @@ class WriteOptions(C.Structure):
                 ("precision", C.c_int), ("trailing_space", C.c_bool), ("binary_newline", C.c_bool)]
 
 
-lib.emb_read_options_default.restype = ReadOptions
-lib.emb_write_options_default.restype = WriteOptions
+lib.emb_vectors_read_options_default.restype = ReadOptions
+lib.emb_vectors_write_options_default.restype = WriteOptions
 lib.emb_vocab_word.restype = C.c_void_p
 lib.emb_vocab_word.argtypes = [C.c_void_p, C.c_int64, C.POINTER(C.c_size_t)]
-lib.emb_vocab_size.restype = C.c_int64
-lib.emb_vocab_size.argtypes = [C.c_void_p]
+lib.emb_vocab_num_words.restype = C.c_int64
+lib.emb_vocab_num_words.argtypes = [C.c_void_p]
 lib.emb_vocab_count.restype = C.c_int64
 lib.emb_vocab_count.argtypes = [C.c_void_p, C.c_int64]
 lib.emb_vocab_add.argtypes = [C.c_void_p, C.c_char_p, C.c_size_t, C.c_int64, C.c_void_p, C.c_void_p]
 lib.emb_vocab_free.argtypes = [C.c_void_p]
 lib.emb_vectors_read.argtypes = [C.c_char_p, C.POINTER(ReadOptions), C.POINTER(Vectors)]
 lib.emb_vectors_write.argtypes = [C.c_char_p, C.POINTER(Tensor), C.c_void_p, C.POINTER(WriteOptions)]
-lib.emb_vectors_free.argtypes = [C.POINTER(Vectors)]
+lib.emb_vectors_release.argtypes = [C.POINTER(Vectors)]
 
 
 def read(path, limit=0, fmt=FMT_AUTO, tensor=None):
     """(words or None, float32 array, Vectors metadata dict) of a file read by emb."""
-    o = lib.emb_read_options_default()
+    o = lib.emb_vectors_read_options_default()
     o.limit, o.format = limit, fmt
     if tensor:
         o.tensor = tensor.encode()
@@ -59,7 +59,7 @@ def read(path, limit=0, fmt=FMT_AUTO, tensor=None):
         words = None
         if v.vocab:
             words = []
-            for i in range(lib.emb_vocab_size(v.vocab)):
+            for i in range(lib.emb_vocab_num_words(v.vocab)):
                 ln = C.c_size_t()
                 p = lib.emb_vocab_word(v.vocab, i, C.byref(ln))
                 words.append(C.string_at(p, ln.value).decode("utf-8", "surrogateescape"))
@@ -67,7 +67,7 @@ def read(path, limit=0, fmt=FMT_AUTO, tensor=None):
                     duplicates=v.duplicates, nonfinite=v.nonfinite)
         return words, arr, meta
     finally:
-        lib.emb_vectors_free(C.byref(v))
+        lib.emb_vectors_release(C.byref(v))
 
 
 def write(path, arr, words=None, counts=None, **opts):
@@ -80,7 +80,7 @@ def write(path, arr, words=None, counts=None, **opts):
         for i, w in enumerate(words or []):
             b = w.encode("utf-8", "surrogateescape")
             check(lib.emb_vocab_add(vocab, b, len(b), counts[i] if counts else 0, None, None))
-        o = lib.emb_write_options_default()
+        o = lib.emb_vectors_write_options_default()
         for k, val in opts.items():
             setattr(o, k, val.encode() if isinstance(val, str) else val)
         t = T(arr)

@@ -34,11 +34,11 @@ static void test_version(void **state) {
 
 static void test_dtypes(void **state) {
     (void)state;
-    assert_int_equal(emb_dtype_size(EMB_FLOAT32), 4);
-    assert_int_equal(emb_dtype_size(EMB_INT64), 8);
-    assert_int_equal(emb_dtype_size(EMB_INT32), 4);
-    assert_int_equal(emb_dtype_size(EMB_BFLOAT16), 2);
-    assert_int_equal(emb_dtype_size((emb_dtype)99), 0);
+    assert_int_equal(emb_dtype_nbytes(EMB_FLOAT32), 4);
+    assert_int_equal(emb_dtype_nbytes(EMB_INT64), 8);
+    assert_int_equal(emb_dtype_nbytes(EMB_INT32), 4);
+    assert_int_equal(emb_dtype_nbytes(EMB_BFLOAT16), 2);
+    assert_int_equal(emb_dtype_nbytes((emb_dtype)99), 0);
     assert_string_equal(emb_dtype_name(EMB_INT32), "int32");
     assert_string_equal(emb_dtype_name((emb_dtype)99), "unknown");
     assert_string_equal(emb_dtype_torch_type(EMB_FLOAT32), "torch.FloatTensor");
@@ -103,9 +103,9 @@ static void test_tensor_alloc(void **state) {
     assert_int_equal((uintptr_t)t.data % 64, 0);
     const float *p = t.data;
     for (int i = 0; i < 105; i++) assert_true(p[i] == 0.0f);
-    emb_tensor_free(&t);
+    emb_tensor_release(&t);
     assert_null(t.data);
-    emb_tensor_free(NULL);
+    emb_tensor_release(NULL);
     int64_t big[1] = {INT64_C(1) << 61};
     EMB_EXPECT_ERR(emb_tensor_alloc(&t, EMB_INT64, 1, big), EMB_ERR_OVERFLOW, "overflows");
 }
@@ -305,8 +305,8 @@ static void test_malloc_hugepages(void **state) {
                                 (const float *)w.data + ix[i] * D, (size_t)D * sizeof(float));
     }
     emb_set_num_threads(saved);
-    emb_tensor_free(&idx);
-    emb_tensor_free(&out);
+    emb_tensor_release(&idx);
+    emb_tensor_release(&out);
     emb_embedding_free(e);
 #endif
 }

@@ -34,13 +34,13 @@ static void test_names_and_sizes(void **state) {
     int64_t rb;
     const int64_t want[] = {4 * 7, 2 * 7, 2 * 7, 7 + 8, 4 + 4};
     for (int i = 0; i < 5; i++) {
-        EMB_OK_OR_FAIL(emb_qtype_row_bytes(ALL[i], 7, &rb));
+        EMB_OK_OR_FAIL(emb_qtype_row_nbytes(ALL[i], 7, &rb));
         assert_int_equal(rb, want[i]);
     }
-    EMB_EXPECT_ERR(emb_qtype_row_bytes(EMB_QTYPE_INT8, 0, &rb), EMB_ERR_SHAPE, "dim >= 1");
-    EMB_EXPECT_ERR(emb_qtype_row_bytes(EMB_QTYPE_F16, -1, &rb), EMB_ERR_SHAPE, "dim");
-    EMB_EXPECT_ERR(emb_qtype_row_bytes((emb_qtype)9, 4, &rb), EMB_ERR_INVALID, "storage type");
-    EMB_EXPECT_ERR(emb_qtype_row_bytes(EMB_QTYPE_F16, INT64_MAX, &rb), EMB_ERR_OVERFLOW, "dim");
+    EMB_EXPECT_ERR(emb_qtype_row_nbytes(EMB_QTYPE_INT8, 0, &rb), EMB_ERR_SHAPE, "dim >= 1");
+    EMB_EXPECT_ERR(emb_qtype_row_nbytes(EMB_QTYPE_F16, -1, &rb), EMB_ERR_SHAPE, "dim");
+    EMB_EXPECT_ERR(emb_qtype_row_nbytes((emb_qtype)9, 4, &rb), EMB_ERR_INVALID, "storage type");
+    EMB_EXPECT_ERR(emb_qtype_row_nbytes(EMB_QTYPE_F16, INT64_MAX, &rb), EMB_ERR_OVERFLOW, "dim");
 }
 
 /* Each element dequantizes within half a step of its source (plus float rounding). */
@@ -201,10 +201,10 @@ static void test_kernels_agree(void **state) {
             EMB_OK_OR_FAIL(emb_qtable_forward(q, &ti, &tout));
             o.mode = EMB_BAG_SUM;
             EMB_OK_OR_FAIL(emb_tensor_init(&tout, EMB_FLOAT32, bag[k], 2, (int64_t[]){B, D}));
-            EMB_OK_OR_FAIL(emb_qtable_bag(q, &ti, &to, &tp, &o, &tout, NULL));
+            EMB_OK_OR_FAIL(emb_qtable_bag_forward(q, &ti, &to, &tp, &o, &tout, NULL));
             o.mode = EMB_BAG_MAX;
             EMB_OK_OR_FAIL(emb_tensor_init(&tout, EMB_FLOAT32, mx[k], 2, (int64_t[]){B, D}));
-            EMB_OK_OR_FAIL(emb_qtable_bag(q, &ti, &to, NULL, &o, &tout, NULL));
+            EMB_OK_OR_FAIL(emb_qtable_bag_forward(q, &ti, &to, NULL, &o, &tout, NULL));
         }
         emb_set_kernel_mode(EMB_KERNELS_AUTO);
         emb_set_num_threads(0);
@@ -273,7 +273,7 @@ static void test_touch_ahead_on_large_tables(void **state) {
         EMB_OK_OR_FAIL(emb_tensor_init(&tout, EMB_FLOAT32, out[k], 2, (int64_t[]){N, D}));
         EMB_OK_OR_FAIL(emb_qtable_forward(q, &ti, &tout));
         EMB_OK_OR_FAIL(emb_tensor_init(&tout, EMB_FLOAT32, bag[k], 2, (int64_t[]){B, D}));
-        EMB_OK_OR_FAIL(emb_qtable_bag(q, &ti, &to, NULL, &o, &tout, NULL));
+        EMB_OK_OR_FAIL(emb_qtable_bag_forward(q, &ti, &to, NULL, &o, &tout, NULL));
     }
     emb_set_kernel_mode(EMB_KERNELS_AUTO);
     emb_set_num_threads(0);
@@ -320,9 +320,9 @@ static void test_errors_change_nothing(void **state) {
     float psw[3] = {1, 2, 3};
     emb_tensor tp;
     EMB_OK_OR_FAIL(emb_tensor_init(&tp, EMB_FLOAT32, psw, 1, (int64_t[]){3}));
-    EMB_EXPECT_ERR(emb_qtable_bag(q, &ti, &to, &tp, &o, &tout, NULL), EMB_ERR_UNSUPPORTED, "");
+    EMB_EXPECT_ERR(emb_qtable_bag_forward(q, &ti, &to, &tp, &o, &tout, NULL), EMB_ERR_UNSUPPORTED, "");
     o.mode = (emb_bag_mode)7;
-    EMB_EXPECT_ERR(emb_qtable_bag(q, &ti, &to, NULL, &o, &tout, NULL), EMB_ERR_INVALID, "mode");
+    EMB_EXPECT_ERR(emb_qtable_bag_forward(q, &ti, &to, NULL, &o, &tout, NULL), EMB_ERR_INVALID, "mode");
     for (int i = 0; i < 9; i++) assert_true(out[i] == 42.0f);
     emb_qtable_free(q);
 }

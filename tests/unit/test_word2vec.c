@@ -138,7 +138,7 @@ static void test_vocab_and_tokens(void **state) {
     EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path_in_tmp("v.txt"), &w));
     const emb_vocab *v = emb_w2v_vocab(w);
     /* counts: the 3, cat 2, dog 2 (ties in order of first appearance); a, z dropped */
-    assert_int_equal(emb_vocab_size(v), 3);
+    assert_int_equal(emb_vocab_num_words(v), 3);
     assert_string_equal(emb_vocab_word(v, 0, NULL), "the");
     assert_string_equal(emb_vocab_word(v, 1, NULL), "cat");
     assert_string_equal(emb_vocab_word(v, 2, NULL), "dog");

@@ -22,7 +22,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
     if (rc >= 0) return rc;
     if ((rc = emb_cli_operands(cmd, &args, 2, -1, "FILE and WORD|ID")) >= 0) return rc;
-    emb_read_options ro = emb_read_options_default();
+    emb_vectors_read_options ro = emb_vectors_read_options_default();
     if (from && emb_format_parse(from, &ro.format)) return emb_cli_usage_error(cmd, "--from: %s", emb_errmsg());
     ro.tensor = tensor;
     ro.check_utf8 = !no_utf8;
@@ -32,7 +32,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     int64_t *ids = malloc(sizeof *ids * (size_t)args.n);
     const char **labels = malloc(sizeof *labels * (size_t)args.n);
     if (!ids || !labels) {
-        free(ids), free(labels), emb_vectors_free(&v);
+        free(ids), free(labels), emb_vectors_release(&v);
         return emb_cli_fail(cmd, "out of memory");
     }
     rc = EMB_CLI_OK;
@@ -75,12 +75,12 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             if (emb_tensor_init(&idx, EMB_INT64, ids, 1, &n) || emb_tensor_alloc(&out, EMB_FLOAT32, 2, oshape) ||
                 emb_embedding_lookup(&v.weight, &idx, &out) || emb_tensor_print(stdout, &out, &po))
                 rc = emb_cli_fail(cmd, "%s", emb_errmsg());
-            emb_tensor_free(&out);
+            emb_tensor_release(&out);
         }
     }
     free(ids);
     free(labels);
-    emb_vectors_free(&v);
+    emb_vectors_release(&v);
     return rc;
 }
 

@@ -170,7 +170,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     o.shared_negatives = shared;
     if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
 
-    emb_write_options wo = emb_write_options_default();
+    emb_vectors_write_options wo = emb_vectors_write_options_default();
     wo.format = binary ? EMB_FORMAT_W2V_BINARY : emb_format_from_path(output);
     if (wo.format == EMB_FORMAT_AUTO) wo.format = EMB_FORMAT_W2V_TEXT; /* as the word2vec tool */
     char why[600];
@@ -198,7 +198,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         fprintf(stderr,
                 "emb train: %s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
                 "window %d, negative %d, %d epochs, %d threads%s\n",
-                corpus, (long long)emb_vocab_size(vocab),
+                corpus, (long long)emb_vocab_num_words(vocab),
                 (long long)emb_w2v_corpus_tokens(w), m == EMB_W2V_CBOW ? "CBOW" : "skip-gram",
                 (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
                 resume ? " (resumed)" : "");
