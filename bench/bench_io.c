@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include <emb/emb.h>
 
+#include "internal.h" /* emb__malloc: the allocation a loaded table gets */
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,10 +78,10 @@ int main(int argc, char **argv) {
             int fd = open(path, O_RDONLY);
             if (fd < 0) return perror(path), 1;
             size_t cap = (size_t)file_size(path) + 1, got = 0;
-            char *buf = emb_malloc(cap);
+            char *buf = emb__malloc(cap);
             ssize_t n;
             while ((n = read(fd, buf + got, cap - got)) > 0) got += (size_t)n;
-            emb_free(buf);
+            emb__free(buf);
             close(fd);
         } else {
             fprintf(stderr, "unknown mode %s\n", mode);

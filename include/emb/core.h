@@ -101,9 +101,6 @@ typedef enum emb_dtype {
 EMB_API size_t emb_dtype_nbytes(emb_dtype dtype);
 /* PyTorch's name without the prefix: "float32", "int64", ... ; "unknown" otherwise. */
 EMB_API const char *emb_dtype_name(emb_dtype dtype);
-/* PyTorch's legacy tensor type name used in its error messages: "torch.FloatTensor",
- * "torch.LongTensor", "torch.IntTensor", ... */
-EMB_API const char *emb_dtype_torch_type(emb_dtype dtype);
 
 /* ---------------------------------------------------------------------------------------
  * Tensor views
@@ -156,21 +153,6 @@ EMB_API size_t emb_tensor_nbytes(const emb_tensor *t);
  * dimension, no overflow, data non-NULL when numel > 0. `what` names the argument in the
  * error message (e.g. "indices"). */
 EMB_API emb_status emb_tensor_check(const emb_tensor *t, const char *what);
-
-/* True when both tensors have the same ndim (in [0, EMB_MAX_DIMS]) and shape; false when
- * either is NULL. */
-EMB_API bool emb_tensor_same_shape(const emb_tensor *a, const emb_tensor *b);
-
-/* Formats a shape as PyTorch prints torch.Size: "torch.Size([1, 25, 10])". Returns the
- * number of characters the full string needs (not counting the NUL), like snprintf. At most
- * EMB_MAX_DIMS dimensions are shown; shape NULL prints as "torch.Size([])". */
-EMB_API size_t emb_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
-
-/* Aligned allocation used by emb (64-byte alignment); free with emb_free. On Linux an
- * allocation of 32 MiB or more is advised to use transparent huge pages (madvise
- * MADV_HUGEPAGE), which makes random row access to large tables faster. */
-EMB_API void *emb_malloc(size_t nbytes);
-EMB_API void emb_free(void *p);
 
 /* ---------------------------------------------------------------------------------------
  * Threads and kernels

@@ -202,22 +202,6 @@ EMB_API emb_status emb_npy_read(const char *path, emb_tensor *out);
  * EMB_ERR_DTYPE (bfloat16: NumPy has no such type), EMB_ERR_IO, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_npy_write(const char *path, const emb_tensor *t);
 
-/* ---------------------------------------------------------------------------------------
- * Numbers
- * ------------------------------------------------------------------------------------- */
-
-/* Parses a float from s[0..len) (no NUL needed) exactly as strtof would in the C locale
- * (correctly rounded; nan, inf, hex floats accepted), requiring the whole span to be the
- * number. Returns false when it is not a number. A fast exact path covers the decimal
- * numbers word-vector files hold. Thread-safe. */
-EMB_API bool emb_parse_float(const char *s, size_t len, float *out);
-
-/* float32 <-> float16 / bfloat16, round to nearest even (NaN stays NaN), as torch converts. */
-EMB_API uint16_t emb_f32_to_f16(float f);
-EMB_API float emb_f16_to_f32(uint16_t h);
-EMB_API uint16_t emb_f32_to_bf16(float f);
-EMB_API float emb_bf16_to_f32(uint16_t h);
-
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,5 @@
 /* emb/search.h: nearest neighbours by cosine similarity over the rows of a table, word
- * analogies (b - a + c), and the statistics word-vector evaluations report.
+ * analogies (b - a + c).
  *
  * Scores are cosine similarities computed as dot(q / |q|, row) * (1 / |row|), through
  * CBLAS matrix products over blocks of queries and rows when the build has CBLAS, else a
@@ -71,12 +71,6 @@ EMB_API emb_status emb_knn_search(const emb_knn *index, const emb_tensor *querie
 EMB_API emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc,
                                    int64_t n_questions, int64_t k, int64_t *ids,
                                    float *scores);
-
-/* Spearman's rank correlation of x[0..n) and y[0..n): the Pearson correlation of their
- * ranks, ties given their average rank (as scipy.stats.spearmanr). *rho is NaN when a
- * variable is constant. Errors: EMB_ERR_NULL, EMB_ERR_INVALID (n < 2, or a value is NaN),
- * EMB_ERR_NOMEM. */
-EMB_API emb_status emb_spearman(const double *x, const double *y, int64_t n, double *rho);
 
 #ifdef __cplusplus
 }

@@ -110,6 +110,12 @@ emb_status emb__write_w2v(const char *path, const emb_tensor *w, const emb_vocab
 emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
                                           const emb_vocab *v, const emb_vectors_write_options *o);
 
+/* Parses a float from s[0..len) (no NUL needed) exactly as strtof would in the C locale
+ * (correctly rounded; nan, inf, hex floats accepted), requiring the whole span to be the
+ * number. Returns false when it is not a number. A fast exact path covers the decimal
+ * numbers word-vector files hold. Thread-safe. */
+bool emb__parse_float(const char *s, size_t len, float *out);
+
 /* Converts n elements of `src` (dtype, little-endian, maybe unaligned) to float32. false
  * when the dtype is not a floating or integer type emb converts. */
 bool emb__to_f32(float *dst, const void *src, emb_dtype dtype, int64_t n);

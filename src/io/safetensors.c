@@ -1,6 +1,7 @@
 /* safetensors: validated reading (mapped), writing in the reference layout, tables with
  * their vocabulary in __metadata__, zero-copy embeddings over the mapping. */
 #include "io_internal.h"
+#include "half.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -388,7 +389,7 @@ emb_status emb_safetensors_write(const char *path, int64_t n, const char *const 
     if (nmeta > 0 && (!meta_keys || !meta_values)) return emb__null(!meta_keys ? "meta_keys" : "meta_values");
     emb_status rc;
     for (int64_t i = 0; i < n; i++) {
-        if (!names[i] || !names[i][0] || !emb_utf8_valid(names[i], strlen(names[i])) ||
+        if (!names[i] || !names[i][0] || !emb__utf8_valid(names[i], strlen(names[i])) ||
             !strcmp(names[i], "__metadata__"))
             return emb__error(EMB_ERR_INVALID, "%s: tensor name %lld is %s", path, (long long)i,
                               !names[i] ? "NULL" : !names[i][0] ? "empty"
@@ -403,8 +404,8 @@ emb_status emb_safetensors_write(const char *path, int64_t n, const char *const 
                               emb_dtype_name(tensors[i].dtype));
     }
     for (int64_t i = 0; i < nmeta; i++)
-        if (!meta_keys[i] || !meta_values[i] || !emb_utf8_valid(meta_keys[i], strlen(meta_keys[i])) ||
-            !emb_utf8_valid(meta_values[i], strlen(meta_values[i])))
+        if (!meta_keys[i] || !meta_values[i] || !emb__utf8_valid(meta_keys[i], strlen(meta_keys[i])) ||
+            !emb__utf8_valid(meta_values[i], strlen(meta_values[i])))
             return emb__error(EMB_ERR_INVALID, "%s: metadata entry %lld is NULL or not valid UTF-8", path, (long long)i);
     w_item *items = malloc((size_t)(n ? n : 1) * sizeof *items);
     json_t *root = json_object(), *meta = json_object();
@@ -648,7 +649,7 @@ emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t 
         for (int64_t k = 0; k < rows; k++) {
             size_t n;
             const char *s = emb_vocab_word(v, k, &n);
-            if (memchr(s, '\n', n) || strlen(s) != n || !emb_utf8_valid(s, n))
+            if (memchr(s, '\n', n) || strlen(s) != n || !emb__utf8_valid(s, n))
                 return emb__error(EMB_ERR_INVALID,
                                   "%s: word %lld cannot be stored in safetensors metadata (it must be UTF-8 without "
                                   "line breaks or NUL bytes)", path, (long long)k);
@@ -701,7 +702,7 @@ emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
         const float *src = w->data;
         for (int64_t k = 0; k < numel; k++) {
             if (dt == EMB_FLOAT64) ((double *)conv)[k] = src[k];
-            else ((uint16_t *)conv)[k] = dt == EMB_FLOAT16 ? emb_f32_to_f16(src[k]) : emb_f32_to_bf16(src[k]);
+            else ((uint16_t *)conv)[k] = dt == EMB_FLOAT16 ? emb__f32_to_f16(src[k]) : emb__f32_to_bf16(src[k]);
         }
         t.dtype = dt;
         t.data = numel ? conv : NULL;

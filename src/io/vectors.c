@@ -1,5 +1,6 @@
 /* emb_vectors_read / emb_vectors_write: format names, detection and dispatch. */
 #include "io_internal.h"
+#include "half.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -235,7 +236,7 @@ emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const e
             const float *s = weight->data;
             for (int64_t k = 0; k < numel; k++) {
                 if (o.dtype == EMB_FLOAT64) ((double *)conv)[k] = s[k];
-                else ((uint16_t *)conv)[k] = emb_f32_to_f16(s[k]);
+                else ((uint16_t *)conv)[k] = emb__f32_to_f16(s[k]);
             }
             t.dtype = o.dtype;
             t.data = numel ? conv : NULL;

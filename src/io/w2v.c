@@ -77,7 +77,7 @@ static emb_status add_word(w2v_ctx *c, emb_vocab *v, const unsigned char *w, siz
                            bool *dup) {
     if (n == 0) return w2v_err(c, w, "empty word");
     if (n > EMB_VOCAB_MAX_WORD) return w2v_err(c, w, "word of %zu bytes is too long (limit %d)", n, EMB_VOCAB_MAX_WORD);
-    if (utf8 && !emb_utf8_valid((const char *)w, n))
+    if (utf8 && !emb__utf8_valid((const char *)w, n))
         return w2v_err(c, w, "word is not valid UTF-8 (read with check_utf8 off to accept raw bytes)");
     bool added;
     emb_status st = emb_vocab_add(v, (const char *)w, n, 0, NULL, &added);
@@ -94,7 +94,7 @@ static emb_status parse_numbers(w2v_ctx *c, const unsigned char *p, const unsign
         if (p == e) return w2v_err(c, p, "expected %lld numbers after the word, found %lld", (long long)dim, (long long)k);
         const unsigned char *t = p;
         while (p < e && !is_sep(*p)) p++;
-        if (!emb_parse_float((const char *)t, (size_t)(p - t), &row[k])) {
+        if (!emb__parse_float((const char *)t, (size_t)(p - t), &row[k])) {
             int n = (int)(p - t) > 40 ? 40 : (int)(p - t);
             return w2v_err(c, t, "\"%.*s\" is not a number (value %lld of the row)", n, (const char *)t, (long long)k + 1);
         }
@@ -146,7 +146,7 @@ static emb_status read_text(w2v_ctx *c, bool header, const emb_vectors_read_opti
             const unsigned char *t = q;
             while (q < le && !is_sep(*q) && *q != '\r') q++;
             float x;
-            numeric = emb_parse_float((const char *)t, (size_t)(q - t), &x) ? numeric + 1 : 0;
+            numeric = emb__parse_float((const char *)t, (size_t)(q - t), &x) ? numeric + 1 : 0;
         }
         if (fields < 2)
             return emb__error(EMB_ERR_FORMAT, "%s: line 1: expected a word and numbers, found %lld field(s)",

@@ -30,8 +30,8 @@ emb_status emb__sparse_grad_check(const emb_sparse_grad *g, const char *what) {
 
 void emb__sparse_grad_release(emb_sparse_grad *g) {
     if (!g->borrowed) {
-        emb_free(g->indices);
-        emb_free(g->values);
+        emb__free(g->indices);
+        emb__free(g->values);
     }
     g->indices = NULL;
     g->values = NULL;
@@ -49,11 +49,11 @@ emb_status emb__sparse_grad_alloc(int64_t rows, int64_t dim, int64_t **indices, 
                           "a sparse gradient of %" PRId64 " entries of dimension %" PRId64
                           " does not fit in memory",
                           rows, dim);
-    int64_t *idx = emb_malloc((size_t)ibytes);
-    float *val = emb_malloc((size_t)vbytes);
+    int64_t *idx = emb__malloc((size_t)ibytes);
+    float *val = emb__malloc((size_t)vbytes);
     if (!idx || !val) {
-        emb_free(idx);
-        emb_free(val);
+        emb__free(idx);
+        emb__free(val);
         return emb__error(EMB_ERR_NOMEM,
                           "cannot allocate a sparse gradient of %" PRId64 " entries of dimension %"
                           PRId64 " (%" PRId64 " bytes)",
@@ -105,7 +105,7 @@ emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g) {
     int64_t words;
     if (!emb__mul_i64(n, 3 * (int64_t)sizeof(int64_t), &words) || (uint64_t)words > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "coalesce: %" PRId64 " entries overflow", n);
-    int64_t *perm = emb_malloc((size_t)words);
+    int64_t *perm = emb__malloc((size_t)words);
     if (!perm)
         return emb__error(EMB_ERR_NOMEM,
                           "coalesce: cannot allocate the sort buffers for %" PRId64 " entries",
@@ -118,13 +118,13 @@ emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g) {
     float *new_val = NULL;
     st = emb__sparse_grad_alloc(unique, dim, &new_idx, &new_val);
     if (st) {
-        emb_free(perm);
+        emb__free(perm);
         return st;
     }
     int64_t written =
         emb__sparse_coalesce_ref(new_idx, new_val, g->indices, g->values, perm, n, dim);
     (void)written; /* == unique */
-    emb_free(perm);
+    emb__free(perm);
     emb__sparse_grad_release(g);
     g->indices = new_idx;
     g->values = new_val;

@@ -69,14 +69,14 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
     /* State (allocated before anything changes). */
     float *newbuf = NULL;
     if (momentum && ps->buf_kind == EMB__BUF_NONE) {
-        newbuf = emb_malloc((size_t)ps->numel * sizeof(float));
+        newbuf = emb__malloc((size_t)ps->numel * sizeof(float));
         if (!newbuf)
             return emb__error(EMB_ERR_NOMEM, "cannot allocate the momentum buffer (%" PRId64
                               " floats)", ps->numel);
     }
     st = emb__optim_ensure_state(opt, ps);
     if (st) {
-        emb_free(newbuf);
+        emb__free(newbuf);
         return st;
     }
 

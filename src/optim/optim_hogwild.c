@@ -70,7 +70,7 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     if (o->kind == EMB_OPTIMIZER_SGD) {
         const float neg_lr = (float)(-o->lr), alpha = o->maximize ? -neg_lr : neg_lr;
         for (int64_t k = 0; k < n; k++) K->axpy(p + g.rows[k] * dim, emb__sv_row(&g, k), alpha, dim);
-        emb_free(keys);
+        emb__free(keys);
         return EMB_OK;
     }
     /* Adagrad, SparseAdam: coalesce on this thread, then one update per unique row. */
@@ -85,8 +85,8 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     }
     if (!st) st = emb__optim_alloc_f32(1, dim, &acc, "emb_optimizer_update_rows");
     if (st) {
-        emb_free(keys);
-        emb_free(pairs);
+        emb__free(keys);
+        emb__free(pairs);
         return st;
     }
     /* on the caller's thread: concurrent callers are the threads */
@@ -100,8 +100,8 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     if (o->kind == EMB_OPTIMIZER_ADAGRAD) u.ag = emb__optim_adagrad_args(o, ps->steps);
     else u.sa = emb__optim_sparse_adam_args(o, ps->steps);
     emb__optim_coalesced_update(K, &g, pairs, o->maximize ? -1.0f : 1.0f, &u, acc, 1);
-    emb_free(keys);
-    emb_free(pairs);
-    emb_free(acc);
+    emb__free(keys);
+    emb__free(pairs);
+    emb__free(acc);
     return EMB_OK;
 }

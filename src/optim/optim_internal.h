@@ -94,7 +94,7 @@ emb_status emb__optim_ensure_state(const emb_optimizer *opt, emb__param_state *p
 /* Frees a parameter's state buffers (not the parameter). */
 void emb__optim_free_state(emb__param_state *ps);
 
-/* emb_malloc of n int64 / n x m floats (at least one byte), with messages naming `what`. */
+/* emb__malloc of n int64 / n x m floats (at least one byte), with messages naming `what`. */
 emb_status emb__optim_alloc_i64(int64_t n, int64_t **out, const char *what);
 emb_status emb__optim_alloc_f32(int64_t n, int64_t m, float **out, const char *what);
 

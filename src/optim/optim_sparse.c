@@ -274,11 +274,11 @@ emb_status emb__optim_check_grad_shape(const emb__param_state *ps, int param_id,
 /* Makes opt->scratch hold at least `bytes` bytes (its contents are not kept). */
 static emb_status opt_scratch(emb_optimizer *opt, size_t bytes) {
     if (bytes <= opt->scratch_bytes && opt->scratch) return EMB_OK;
-    void *p = emb_malloc(bytes > 0 ? bytes : 1);
+    void *p = emb__malloc(bytes > 0 ? bytes : 1);
     if (!p)
         return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes of scratch for a sparse step",
                           bytes);
-    emb_free(opt->scratch);
+    emb__free(opt->scratch);
     opt->scratch = p;
     opt->scratch_bytes = bytes;
     return EMB_OK;
@@ -352,9 +352,9 @@ static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const em
     if (!st && !in_place) st = emb__optim_alloc_i64(nn, &nrows, "SGD momentum buffer");
     if (!st && !in_place) st = emb__optim_alloc_f32(nn, dim, &nvals, "SGD momentum buffer");
     if (st) {
-        emb_free(scratch);
-        emb_free(nrows);
-        emb_free(nvals);
+        emb__free(scratch);
+        emb__free(nrows);
+        emb__free(nvals);
         return st;
     }
     /* Nothing can fail from here on. */
@@ -378,8 +378,8 @@ static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const em
         }
     }
     if (!in_place) {
-        emb_free(ps->sp_rows);
-        emb_free(ps->sp_vals);
+        emb__free(ps->sp_rows);
+        emb__free(ps->sp_vals);
         ps->sp_rows = nrows;
         ps->sp_vals = nvals;
         ps->sp_nnz = nn;
@@ -395,7 +395,7 @@ static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const em
      * ranges and each walks the whole merge. */
     nesterov_ctx c = {K, g, &buf, p, rows, sign, a.momentum, a.neg_lr, scratch};
     emb__parallel(nt, nesterov_share, &c);
-    emb_free(scratch);
+    emb__free(scratch);
     return EMB_OK;
 }
 

@@ -86,8 +86,8 @@ done:
 static void writer_free(emb_qtable_writer *q) {
     free(q->words);
     free(q->counts);
-    emb_free(q->qbuf);
-    emb_free(q->deq);
+    emb__free(q->qbuf);
+    emb__free(q->deq);
     free(q);
 }
 
@@ -120,8 +120,8 @@ static emb_status writer_open(const char *path, emb_qtype qtype, int64_t rows, i
     }
     q->chunk = dim > 0 ? (1 << 20) / dim + 1 : 1;
     if (q->chunk > rows) q->chunk = rows > 0 ? rows : 1;
-    q->qbuf = emb_malloc((size_t)(q->chunk * rb));
-    q->deq = q->track_error ? emb_malloc((size_t)(q->chunk * dim) * sizeof(float)) : NULL;
+    q->qbuf = emb__malloc((size_t)(q->chunk * rb));
+    q->deq = q->track_error ? emb__malloc((size_t)(q->chunk * dim) * sizeof(float)) : NULL;
     emb_qerror placeholder;
     emb_qerror_init(&placeholder);
     char *hdr = build_header(q, q->track_error ? &placeholder : NULL);
@@ -344,7 +344,7 @@ static emb_status find_table(const char *path, const emb_safetensors *st, emb_qt
 
 static void release_owned(void *data, void *ctx) {
     (void)ctx;
-    emb_free(data);
+    emb__free(data);
 }
 
 static void release_map(void *data, void *ctx) {
@@ -369,14 +369,14 @@ static emb_status open_common(const char *path, bool map, emb_qtable **out, emb_
     if (!rc && vocab) rc = emb__safetensors_vocab(st, V, V, &v);
     size_t nbytes = emb_tensor_nbytes(&view);
     if (!rc && !map) {
-        void *data = emb_malloc(nbytes);
+        void *data = emb__malloc(nbytes);
         if (!data) {
             rc = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %zu bytes for the table", path, nbytes);
         } else {
             if (nbytes) memcpy(data, view.data, nbytes);
             emb_storage s = {.read_only = false, .release = release_owned, .release_ctx = NULL};
             rc = emb_qtable_wrap(q, V, D, data, nbytes, &s, &t);
-            if (rc) emb_free(data);
+            if (rc) emb__free(data);
             else emb__qtable_set_in_memory(t);
         }
     } else if (!rc) {

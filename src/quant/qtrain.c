@@ -46,8 +46,8 @@ typedef struct half_format {
     float max_finite;
 } half_format;
 
-static const half_format F16 = {"float16", emb_f32_to_f16, emb_f16_to_f32, 65504.0f};
-static const half_format BF16 = {"bfloat16", emb_f32_to_bf16, emb_bf16_to_f32,
+static const half_format F16 = {"float16", emb__f32_to_f16, emb__f16_to_f32, 65504.0f};
+static const half_format BF16 = {"bfloat16", emb__f32_to_bf16, emb__bf16_to_f32,
                                  3.38953139e38f};
 
 /* u rounded to the format: nearest, or stochastically with the draw r (uniform 32 bits).
@@ -140,17 +140,17 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
     if (!gen) gen = emb_default_generator();
 
     /* Scratch: the sorted entries, one float32 row, the new stored rows. */
-    entry_key *keys = emb_malloc((size_t)n * sizeof *keys);
-    float *w = emb_malloc((size_t)D * sizeof *w);
+    entry_key *keys = emb__malloc((size_t)n * sizeof *keys);
+    float *w = emb__malloc((size_t)D * sizeof *w);
     int64_t nrows_bound;
     if (!emb__mul_i64(n, rb, &nrows_bound)) nrows_bound = INT64_MAX;
-    uint8_t *staged = nrows_bound <= (int64_t)(SIZE_MAX / 2) ? emb_malloc((size_t)nrows_bound) : NULL;
+    uint8_t *staged = nrows_bound <= (int64_t)(SIZE_MAX / 2) ? emb__malloc((size_t)nrows_bound) : NULL;
     const size_t gsize = emb_generator_state_nbytes();
     void *saved = malloc(gsize);
     if (!keys || !w || !staged || !saved) {
-        emb_free(keys);
-        emb_free(w);
-        emb_free(staged);
+        emb__free(keys);
+        emb__free(w);
+        emb__free(staged);
         free(saved);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate the scratch of a step over %" PRId64
                           " gradient entries", n);
@@ -207,9 +207,9 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
             while (a < n && keys[a].row == r) a++;
         }
     }
-    emb_free(keys);
-    emb_free(w);
-    emb_free(staged);
+    emb__free(keys);
+    emb__free(w);
+    emb__free(staged);
     free(saved);
     return st;
 }

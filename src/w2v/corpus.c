@@ -59,7 +59,7 @@ static emb_status end_token(reader *r) {
         return emb__error(EMB_ERR_FORMAT, "%s:%" PRId64 ": a token is longer than %d bytes",
                           r->name, r->line, EMB_VOCAB_MAX_WORD);
     }
-    if (!emb_utf8_valid(s, n))
+    if (!emb__utf8_valid(s, n))
         return emb__error(EMB_ERR_FORMAT,
                           "%s:%" PRId64 ": invalid UTF-8 in a token (the corpus must be UTF-8 "
                           "text)",

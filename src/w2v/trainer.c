@@ -514,28 +514,28 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     if (!ls) return emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     bool ok = true;
     for (int t = 0; t < nt; t++) {
-        /* Each lane's small arrays in their own cache lines (emb_malloc: 64-byte blocks): the
+        /* Each lane's small arrays in their own cache lines (emb__malloc: 64-byte blocks): the
          * lanes write them for every pair, and neighbouring malloc blocks would share lines
          * between threads. */
-        ls[t].sen = emb_malloc((size_t)o->max_sentence * sizeof(int32_t));
-        ls[t].ctx = emb_malloc((size_t)m * sizeof(int32_t));
-        ls[t].tgt = emb_malloc((size_t)n * sizeof(int32_t));
-        ls[t].negs = emb_malloc((size_t)(m * o->negative) * sizeof(int32_t));
-        ls[t].scratch = emb_malloc(scratch_floats * sizeof(float));
+        ls[t].sen = emb__malloc((size_t)o->max_sentence * sizeof(int32_t));
+        ls[t].ctx = emb__malloc((size_t)m * sizeof(int32_t));
+        ls[t].tgt = emb__malloc((size_t)n * sizeof(int32_t));
+        ls[t].negs = emb__malloc((size_t)(m * o->negative) * sizeof(int32_t));
+        ls[t].scratch = emb__malloc(scratch_floats * sizeof(float));
         ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch;
     }
     bool own = ok && lanes_own_output(w);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
     for (int t = 0; own && t < nt; t++) {
-        ls[t].own = emb_malloc(table_floats * sizeof(float));
-        ls[t].dirty = emb_malloc((size_t)w->V);
+        ls[t].own = emb__malloc(table_floats * sizeof(float));
+        ls[t].dirty = emb__malloc((size_t)w->V);
         own = ls[t].own && ls[t].dirty;
         if (ls[t].own) memcpy(ls[t].own, w->syn1, table_floats * sizeof(float));
         if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
     }
     if (!own) /* no memory for the copies (or not wanted): update the shared table in place */
         for (int t = 0; t < nt; t++) {
-            emb_free(ls[t].own), emb_free(ls[t].dirty);
+            emb__free(ls[t].own), emb__free(ls[t].dirty);
             ls[t].own = NULL, ls[t].dirty = NULL;
         }
     emb_status st = EMB_OK;
@@ -572,9 +572,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         }
     }
     for (int t = 0; t < nt; t++) {
-        emb_free(ls[t].sen), emb_free(ls[t].ctx), emb_free(ls[t].tgt), emb_free(ls[t].negs);
-        emb_free(ls[t].scratch);
-        emb_free(ls[t].own), emb_free(ls[t].dirty);
+        emb__free(ls[t].sen), emb__free(ls[t].ctx), emb__free(ls[t].tgt), emb__free(ls[t].negs);
+        emb__free(ls[t].scratch);
+        emb__free(ls[t].own), emb__free(ls[t].dirty);
     }
     free(ls);
     free(done);

@@ -25,6 +25,8 @@
  */
 #include <emb/emb.h>
 
+#include "internal.h" /* emb__tensor_same_shape, emb__dtype_torch_type */
+
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -608,13 +610,13 @@ static void op_tensor_core(world *w, rd *r) {
         break;
     case 3: {
         emb_tensor *a = arg_t(w, r), *b = arg_t(w, r);
-        (void)emb_tensor_same_shape(a, b);
+        (void)emb__tensor_same_shape(a, b);
         if (a) (void)emb_tensor_numel(a), (void)emb_tensor_nbytes(a);
         char buf[64];
-        size_t n = emb_shape_str(rd_bool(r) ? buf : NULL, 0, nd, rd_bool(r) ? sh : NULL);
-        size_t n2 = emb_shape_str(buf, rd_u8(r) % sizeof buf, nd, sh);
+        size_t n = emb_shape_repr(nd, rd_bool(r) ? sh : NULL, rd_bool(r) ? buf : NULL, 0);
+        size_t n2 = emb_shape_repr(nd, sh, buf, rd_u8(r) % sizeof buf);
         (void)n, (void)n2;
-        (void)emb_dtype_name(dt), (void)emb_dtype_torch_type(dt), (void)emb_dtype_nbytes(dt);
+        (void)emb_dtype_name(dt), (void)emb__dtype_torch_type(dt), (void)emb_dtype_nbytes(dt);
         (void)emb_status_str((int)rd_i64(r, -14));
         break;
     }

@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include <emb/emb.h>
 
+#include "internal.h" /* oracles: emb__utf8_valid, emb__tensor_same_shape */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +70,7 @@ static inline void fz_check_vectors(const emb_vectors *v, const emb_vectors_read
         const char *s = emb_vocab_word(v->vocab, i, &n);
         if (!s || n == 0) FINDING("word %lld missing", (long long)i);
         if (emb_vocab_find(v->vocab, s, n) != i) FINDING("word %lld does not find itself", (long long)i);
-        if (o->check_utf8 && !emb_utf8_valid(s, n)) FINDING("word %lld is not UTF-8 although checked", (long long)i);
+        if (o->check_utf8 && !emb__utf8_valid(s, n)) FINDING("word %lld is not UTF-8 although checked", (long long)i);
     }
     (void)sink;
 }

@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t len;
         const char *s = emb_vocab_word(v, i, &len);
         int64_t c = emb_vocab_count(v, i);
-        if (!s || len == 0 || !emb_utf8_valid(s, len)) FINDING("word %lld is empty or not UTF-8", (long long)i);
+        if (!s || len == 0 || !emb__utf8_valid(s, len)) FINDING("word %lld is empty or not UTF-8", (long long)i);
         for (size_t k = 0; k < len; k++)
             if (s[k] == ' ' || s[k] == '\n' || s[k] == '\t' || s[k] == '\r')
                 FINDING("word %lld holds whitespace", (long long)i);

@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (emb_npy_write(out, &t)) FINDING("cannot write back: %s", emb_errmsg());
         emb_tensor back;
         if (emb_npy_read(out, &back)) FINDING("cannot read back: %s", emb_errmsg());
-        if (back.dtype != t.dtype || !emb_tensor_same_shape(&back, &t) ||
+        if (back.dtype != t.dtype || !emb__tensor_same_shape(&back, &t) ||
             (emb_tensor_nbytes(&t) && memcmp(back.data, t.data, emb_tensor_nbytes(&t))))
             FINDING("npy round trip changed the array");
         emb_tensor_release(&back);

@@ -601,7 +601,7 @@ static void test_parse_float(void **state) {
         }
         }
         float got, want = strtof(buf, NULL);
-        if (!emb_parse_float(buf, (size_t)n, &got)) fail_msg("not parsed: %s", buf);
+        if (!emb__parse_float(buf, (size_t)n, &got)) fail_msg("not parsed: %s", buf);
         if (memcmp(&got, &want, 4) && !(isnan(got) && isnan(want)))
             fail_msg("%s: got %.9g want %.9g", buf, (double)got, (double)want);
         fast_checked++;
@@ -611,13 +611,13 @@ static void test_parse_float(void **state) {
                           "123456789012345678901234567890", "0.000000000000000000000000000000000000000000001"};
     for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
         float got, want = strtof(good[k], NULL);
-        assert_true(emb_parse_float(good[k], strlen(good[k]), &got));
+        assert_true(emb__parse_float(good[k], strlen(good[k]), &got));
         assert_true(!memcmp(&got, &want, 4) || (isnan(got) && isnan(want)));
     }
     const char *bad[] = {"", "-", ".", "e5", "1e", "1e+", "1.2.3", "1,5", " 1", "1 ", "0x", "abc", "--1"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         float got = 42;
-        if (emb_parse_float(bad[k], strlen(bad[k]), &got)) fail_msg("accepted \"%s\"", bad[k]);
+        if (emb__parse_float(bad[k], strlen(bad[k]), &got)) fail_msg("accepted \"%s\"", bad[k]);
         assert_true(got == 42);
     }
     /* the shortest text that reads back */
@@ -628,7 +628,7 @@ static void test_parse_float(void **state) {
         memcpy(&f, &bits, 4);
         if (isnan(f)) continue;
         int n = emb__format_float(buf, f, 0);
-        assert_true(emb_parse_float(buf, (size_t)n, &back));
+        assert_true(emb__parse_float(buf, (size_t)n, &back));
         assert_memory_equal(&back, &f, 4);
     }
 }

@@ -1,5 +1,6 @@
 /* emb_vocab: add-or-increment, lookup, sort, prune, UTF-8 validation, error paths. */
 #include "emb_test.h"
+#include "internal.h" /* emb__utf8_valid */
 
 static void test_add_find(void **state) {
     (void)state;
@@ -116,17 +117,17 @@ static void test_errors(void **state) {
 
 static void test_utf8(void **state) {
     (void)state;
-    assert_true(emb_utf8_valid("", 0));
-    assert_true(emb_utf8_valid("hello world, long ascii run", 27));
-    assert_true(emb_utf8_valid("\xd0\xb2 \xe2\x82\xac \xf0\x9f\x98\x80", 11));
-    assert_false(emb_utf8_valid("\xff", 1));
-    assert_false(emb_utf8_valid("\xc3(", 2));
-    assert_false(emb_utf8_valid("\xc0\x80", 2));         /* overlong */
-    assert_false(emb_utf8_valid("\xe0\x80\x80", 3));     /* overlong */
-    assert_false(emb_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
-    assert_false(emb_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
-    assert_false(emb_utf8_valid("\xe2\x82", 2));         /* truncated */
-    assert_false(emb_utf8_valid("abcdefgh\xd0", 9));
+    assert_true(emb__utf8_valid("", 0));
+    assert_true(emb__utf8_valid("hello world, long ascii run", 27));
+    assert_true(emb__utf8_valid("\xd0\xb2 \xe2\x82\xac \xf0\x9f\x98\x80", 11));
+    assert_false(emb__utf8_valid("\xff", 1));
+    assert_false(emb__utf8_valid("\xc3(", 2));
+    assert_false(emb__utf8_valid("\xc0\x80", 2));         /* overlong */
+    assert_false(emb__utf8_valid("\xe0\x80\x80", 3));     /* overlong */
+    assert_false(emb__utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
+    assert_false(emb__utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+    assert_false(emb__utf8_valid("\xe2\x82", 2));         /* truncated */
+    assert_false(emb__utf8_valid("abcdefgh\xd0", 9));
 }
 
 int main(void) {

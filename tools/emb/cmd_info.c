@@ -91,7 +91,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             for (int64_t i = 0; i < emb_safetensors_num_tensors(st); i++) {
                 emb_tensor t;
                 char shape[128] = "(a shape emb cannot represent)";
-                if (!emb_safetensors_view(st, i, &t)) emb_shape_str(shape, sizeof shape, t.ndim, t.shape);
+                if (!emb_safetensors_view(st, i, &t)) emb_shape_repr(t.ndim, t.shape, shape, sizeof shape);
                 printf("  %-24s %-5s %s\n", emb_safetensors_name(st, i), emb_safetensors_dtype(st, i), shape);
             }
             emb_safetensors_free(st);
