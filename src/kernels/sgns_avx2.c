@@ -27,7 +27,7 @@ __attribute__((target("avx2,fma"))) static inline float sgns_dot(const float *a,
 
 #define EMB__SGNS_PAIR_BATCHED 1
 #define EMB__SGNS_PAIR_MAX 16
-static void sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
+static bool sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
                               const float *sigmoid, float *e_out);
 
 #define EMB__SGNS_NAME emb__sgns_step_avx2
@@ -41,15 +41,16 @@ static void sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, 
  * e_out (CBOW, which adds it to every context row): per element, the operations of the
  * in-place loop in the same order, so the same bits, with the targets' rows fetched and
  * scored side by side instead of one after another. */
-__attribute__((target("avx2,fma"))) static void sgns_pair_batched(float *x, float *const *rows,
+__attribute__((target("avx2,fma"))) static bool sgns_pair_batched(float *x, float *const *rows,
                                                                   int t, int64_t dim,
                                                                   float alpha,
                                                                   const float *sigmoid,
                                                                   float *e_out) {
     float g[EMB__SGNS_PAIR_MAX];
     __m256 gv[EMB__SGNS_PAIR_MAX];
+    bool finite = true;
     for (int j = 0; j < t; j++) {
-        g[j] = sgns_grad(sgns_dot(x, rows[j], dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid);
+        g[j] = sgns_grad(sgns_dot(x, rows[j], dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
         gv[j] = _mm256_set1_ps(g[j]);
     }
     int64_t k = 0;
@@ -77,5 +78,6 @@ __attribute__((target("avx2,fma"))) static void sgns_pair_batched(float *x, floa
         else
             x[k] = xk + e;
     }
+    return finite;
 }
 #endif
