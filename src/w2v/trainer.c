@@ -204,6 +204,12 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *i
     w->n_ids = n;
     w->V = emb_vocab_size(vocab);
     for (int64_t i = 0; i < n; i++) w->tokens += ids[i] >= 0;
+    if (w->tokens > INT64_MAX / o->epochs) { /* words_total = tokens x epochs */
+        int64_t tokens = w->tokens;
+        emb_w2v_free(w);
+        return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " tokens x %d epochs do not fit in 64 bits", tokens,
+                          o->epochs);
+    }
     w->fingerprint = fingerprint_of(ids, n, w->V);
     w->nt = o->threads > 0 ? o->threads : emb_get_num_threads();
     if (w->nt < 1) w->nt = 1;
