@@ -12,7 +12,7 @@ PREFIX     ?= /usr/local
 CMAKE_FLAGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: run demo test build build-asan bench bench-large bench-w2v bench-io install clean deps-build deps-run deps-test deps-bench fuzz fuzz-run
+.PHONY: run demo test test-machines build build-asan bench bench-large bench-w2v bench-io install clean deps-build deps-run deps-test deps-bench fuzz fuzz-run
 
 run: deps-run build
 	scripts/run.sh $(BUILD)
@@ -35,6 +35,16 @@ test: deps-test
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 exitcode=66" ctest --output-on-failure -R '^unit\.test_hogwild$$'
 	$(MAKE) fuzz-run
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	/usr/bin/python3 scripts/test_machines.py $(BUILD) --jobs $(JOBS) --after-main-run
+
+# The suites whose results can depend on the machine, again under every kernel tier
+# (EMB_KERNELS=ref/avx2/auto) and OpenBLAS core type (OPENBLAS_CORETYPE=Haswell/Zen/SkylakeX)
+# this CPU can run; what it cannot run is listed with the reason (scripts/test_machines.py).
+# `make test` runs it after its main run, skipping the tier and core that run used.
+test-machines: deps-test
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+	/usr/bin/python3 scripts/test_machines.py $(BUILD) --jobs $(JOBS)
 
 # libFuzzer harnesses (tests/fuzz/README.md): clang, ASan+UBSan, no OpenMP/BLAS so that every
 # instruction is instrumented and runs are reproducible. Fails when a fuzzer finds something.

@@ -37,11 +37,12 @@ EMB_API emb_status emb_linear_bias(emb_linear *lin, emb_tensor *view);
  * sgemm call PyTorch 1.13's F.linear makes (addmm for 2-D/3-D x with bias, mm then + bias
  * otherwise; the same transposes, operand order and leading dimensions), so y, grad_x,
  * grad_weight and grad_bias are bit-identical to torch's when both use the same BLAS
- * (Debian: the OpenMP OpenBLAS) with the same thread count. OpenBLAS's last bits depend on
- * its thread count; during emb's calls it runs on emb_get_num_threads() threads (applied
- * with omp_set_num_threads on the calling thread for the call, as torch.set_num_threads
- * does for torch). The reference kernels are independent of every thread count and agree
- * with BLAS within float32 tolerance.
+ * (Debian: the OpenMP OpenBLAS) with the same kernels (OpenBLAS's core type, which it picks
+ * from the CPU or OPENBLAS_CORETYPE) and the same thread count, the conditions under which
+ * torch's own results repeat. OpenBLAS's last bits depend on both; during emb's calls it
+ * runs on emb_get_num_threads() threads (applied with omp_set_num_threads on the calling
+ * thread for the call, as torch.set_num_threads does for torch). The reference kernels are
+ * independent of every thread count and CPU and agree with BLAS within float32 tolerance.
  * Errors (y unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE ("mat1 and mat2 must have the same
  * dtype"), EMB_ERR_SHAPE (PyTorch's "mat1 and mat2 shapes cannot be multiplied (2x4 and
  * 3x2)", a 1-D x reported as 1xN; y of the wrong shape), EMB_ERR_INVALID (y overlaps x or

@@ -104,7 +104,8 @@ EMB_API emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tens
  * torch (its max_val formulation op by op, exp/log/sigmoid as its AVX2 kernels compute
  * them, torch's sum order) for up to 32768 elements at any torch thread count, and for
  * any size against torch on one intra-op thread (torch splits longer loops and sums
- * between its threads). */
+ * between its threads); with the reference kernels (EMB_KERNELS_REF, or no SLEEF/AVX2),
+ * bit-identical to torch's DEFAULT capability instead, as cross_entropy. */
 EMB_API emb_status emb_bce_with_logits_forward(const emb_tensor *input,
                                                const emb_tensor *target,
                                                const emb_tensor *pos_weight,

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "nan_rules.h"
 #include "row_store.h"
 
 /* The body of the dense row kernel, instantiated for the baseline target (the _ref
@@ -23,6 +24,28 @@ backward_prefetch(const float *grad_output, int64_t dim, const int64_t *order, i
     if (j + EMB__BWD_PF < lim) {
         const char *p = (const char *)(grad_output + order[j + EMB__BWD_PF] * dim);
         for (int64_t b = 0; b < dim * (int64_t)sizeof(float); b += 64) __builtin_prefetch(p + b);
+    }
+}
+
+/* The NaN of a row sum, as PyTorch's dense backward makes it: it adds each contribution into
+ * the row in position order with add_ (a fused g * alpha + acc in which the new term's NaN
+ * wins over the accumulator's), so a column that ends NaN holds the last NaN contribution,
+ * quieted, or the default NaN when only an invalid sum (inf - inf) made it one. Fixes the
+ * NaN columns of a[0..n), the columns [c0, c0 + n) of the row whose contributions are the
+ * grad_output rows order[begin..end). */
+static inline void backward_fix_nan(float *a, int64_t n, const float *grad_output, int64_t dim,
+                                    const int64_t *order, int64_t begin, int64_t end,
+                                    int64_t c0) {
+    for (int64_t d = 0; d < n; d++) {
+        if (a[d] == a[d]) continue;
+        a[d] = emb__u2f(EMB__DEFAULT_NAN);
+        for (int64_t j = end - 1; j >= begin; j--) {
+            const float g = grad_output[order[j] * dim + c0 + d];
+            if (g != g) {
+                a[d] = emb__nan_of2(g, g);
+                break;
+            }
+        }
     }
 }
 
@@ -43,7 +66,12 @@ backward_row_cols(float *restrict w, const float *grad_output, int64_t dim,
             g = grad_output + order[j] * dim + c0;
             for (int d = 0; d < CB; d++) a[d] = a[d] + g[d];
         }
-        store_row(w + c0, a, CB, how);
+        if (emb__any_nan(a, CB)) {
+            backward_fix_nan(a, CB, grad_output, dim, order, begin, end, c0);
+            store_row_nan(w + c0, a, CB, how);
+        } else {
+            store_row(w + c0, a, CB, how);
+        }
     }
 }
 
@@ -89,7 +117,12 @@ backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
                 for (int64_t d = 0; d < dim; d++) a[d] = fmaf(g[d], alpha, a[d]);
             }
         }
-        store_row(w, a, dim, how);
+        if (emb__any_nan(a, dim)) {
+            backward_fix_nan(a, dim, grad_output, dim, order, begin, end, 0);
+            store_row_nan(w, a, dim, how);
+        } else {
+            store_row(w, a, dim, how);
+        }
     }
     if (overwrite) zero_rows(grad_weight, dim, empty_from, row_end, how);
     row_store_fence(how);

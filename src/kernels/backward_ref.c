@@ -51,7 +51,8 @@ int64_t emb__sparse_merge_ref(int64_t *r_idx, float *r_val, const int64_t *t_idx
             if (cmp == 0) {
                 const float *restrict b = s_val + si * dim;
                 si++;
-                for (int64_t d = 0; d < dim; d++) out[d] = out[d] + b[d];
+                for (int64_t d = 0; d < dim; d++) /* the new gradient's NaN first */
+                    out[d] = emb__pick2(out[d] + b[d], b[d], out[d]);
             }
         } else {
             const float *restrict b = s_val + si * dim;
@@ -73,7 +74,7 @@ int64_t emb__sparse_coalesce_ref(int64_t *out_idx, float *out_val, const int64_t
         const float *restrict v = val + p * dim;
         if (u >= 0 && idx[p] == out_idx[u]) {
             float *restrict o = out_val + u * dim;
-            for (int64_t d = 0; d < dim; d++) o[d] = o[d] + v[d];
+            for (int64_t d = 0; d < dim; d++) o[d] = emb__pick2(o[d] + v[d], v[d], o[d]);
         } else {
             u++;
             out_idx[u] = idx[p];
@@ -88,6 +89,7 @@ void emb__sparse_add_to_dense_ref(float *dense, const int64_t *idx, const float 
     for (int64_t k = 0; k < n; k++) {
         float *restrict w = dense + idx[k] * dim;
         const float *restrict v = val + k * dim;
-        for (int64_t c = col_begin; c < col_end; c++) w[c] = w[c] + v[c];
+        for (int64_t c = col_begin; c < col_end; c++) /* the entry's NaN first, as saxpy */
+            w[c] = emb__pick2(w[c] + v[c], v[c], w[c]);
     }
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "nan_rules.h"
 #include "row_store.h"
 
 #define IDX(p) (idx_i32 ? (int64_t)((const int32_t *)idx)[p] : ((const int64_t *)idx)[p])
@@ -29,6 +30,38 @@
             for (int64_t o_ = 0; o_ < nb_; o_ += 64) __builtin_prefetch(r_ + o_, 0, 3);    \
         }                                                                                   \
     } while (0)
+
+/* The NaN columns of bag [p0, p1)'s output o [dim], recomputed with PyTorch's operand
+ * priorities (measured against torch 1.13: its caffe2 kernels and OpenBLAS's saxpy add the
+ * new row into the accumulator with the row's NaN winning, and the weight's NaN before the
+ * row's in a weighted sum): sum acc = row + acc, the row first; weighted sum without padding
+ * acc = psw * row + acc (a fused multiply-add, psw, then the row, then acc); with padding
+ * acc = (row * psw) + acc, the row before psw and the product before acc; mean divides the
+ * NaN, which stays. The plain loops leave the choice between two NaNs to the compiler, which
+ * makes it differently in the scalar and the vector code (nan_rules.h). */
+static void bag_pool_fix_nan(float *o, const float *weight, int64_t dim, const void *idx,
+                             bool idx_i32, int64_t p0, int64_t p1, const float *psw,
+                             int64_t pad) {
+    for (int64_t d = 0; d < dim; d++) {
+        if (o[d] == o[d]) continue;
+        float acc = 0.0f;
+        for (int64_t p = p0; p < p1; p++) {
+            const int64_t k = IDX(p);
+            if (k == pad) continue;
+            const float x = weight[k * dim + d];
+            if (!psw) {
+                acc = emb__pick2(x + acc, x, acc);
+            } else if (pad == INT64_MIN) {
+                const float r = fmaf(psw[p], x, acc);
+                acc = r == r ? r : emb__nan_of3(psw[p], x, acc);
+            } else {
+                const float m = emb__pick2(x * psw[p], x, psw[p]);
+                acc = emb__pick2(m + acc, m, acc);
+            }
+        }
+        o[d] = acc; /* a NaN: mean's division keeps it */
+    }
+}
 
 /* The pool of one bag over the columns [c0, c0 + CB) of its rows, CB a compile-time
  * constant: the accumulators are a local array that the compiler keeps in vector registers
@@ -105,6 +138,8 @@ bag_pool_plain(float *out, const float *weight, int64_t dim, const void *idx, co
             else
                 for (int d = 0; d < CB; d++) o[d] = a[d];
         }
+        if (emb__any_nan(out + b * dim, dim))
+            bag_pool_fix_nan(out + b * dim, weight, dim, idx, I32, p0, p1, psw, INT64_MIN);
     }
 #undef PIDX
 }
@@ -166,6 +201,10 @@ bag_pool_body(float *out, const float *weight, int64_t dim, const void *idx,
         if (mean)
             for (int64_t d = c0; d < dim; d++) acc[d] = acc[d] / mean_div;
     }
+    for (int64_t b = b0; b < b1; b++)
+        if (emb__any_nan(out + b * dim, dim))
+            bag_pool_fix_nan(out + b * dim, weight, dim, idx, idx_i32, starts[b], starts[b + 1],
+                             psw, pad);
 }
 
 static inline __attribute__((always_inline)) void
@@ -233,6 +272,29 @@ bag_max_body(float *out, int64_t *max_idx, const float *weight, int64_t dim, con
     }
 }
 
+/* The NaN columns of a group's sum a [dim] (positions perm[i..j)), as PyTorch makes them:
+ * an axpy per position, acc = scale * g + acc with OpenBLAS's priorities (the scale, then
+ * the bag's gradient, then acc). */
+static void bag_groups_fix_nan(float *a, const float *grad_output, int64_t dim,
+                               const int64_t *perm, const int64_t *o2b,
+                               const int64_t *bag_count, const float *psw, int64_t i, int64_t j,
+                               bool scale_by_freq) {
+    for (int64_t d = 0; d < dim; d++) {
+        if (a[d] == a[d]) continue;
+        float acc = 0.0f;
+        for (int64_t q = i; q < j; q++) {
+            const int64_t p = perm[q], bag = o2b[p];
+            double scale = psw ? (double)psw[p] : 1.0;
+            if (scale_by_freq) scale /= (double)(j - i);
+            if (bag_count && bag_count[bag] != 0) scale /= (double)bag_count[bag];
+            const float s = (float)scale, g = grad_output[bag * dim + d];
+            const float r = fmaf(g, s, acc);
+            acc = r == r ? r : emb__nan_of3(s, g, acc);
+        }
+        a[d] = acc;
+    }
+}
+
 static inline __attribute__((always_inline)) void
 bag_backward_groups_body(float *grad_weight, const float *grad_output, int64_t dim,
                                   const int64_t *keys, const int64_t *perm, const int64_t *o2b,
@@ -268,7 +330,13 @@ bag_backward_groups_body(float *grad_weight, const float *grad_output, int64_t d
                 const float *restrict g = grad_output + bag * dim;
                 for (int64_t d = 0; d < dim; d++) a[d] = fmaf(g[d], s, a[d]);
             }
-            store_row(grad_weight + k * dim, a, dim, how);
+            if (emb__any_nan(a, dim)) {
+                bag_groups_fix_nan(a, grad_output, dim, perm, o2b, bag_count, psw, i, j,
+                                   scale_by_freq);
+                store_row_nan(grad_weight + k * dim, a, dim, how);
+            } else {
+                store_row(grad_weight + k * dim, a, dim, how);
+            }
         }
         i = j;
     }

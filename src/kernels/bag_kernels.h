@@ -68,11 +68,14 @@ void emb__bag_psw_grad_ref(float *out, const float *grad_output, const float *we
 
 /* The entries of the sparse backward, bags [0, num_bags) in input order, padding skipped:
  * out_idx[m] = idx[p], out_val[m] = grad_output[bag] (sum), * psw[p] (weighted sum), or
- * * (1.0f / (float)count) (mean, count = the bag's non-padding positions). Returns m. */
+ * * (1.0f / (float)count) (mean, count = the bag's non-padding positions). Returns m. Where
+ * the gradient and the weight are both NaN, the NaN is the one PyTorch returns (which
+ * depends on the column, dim, and, when dim is 1, on the position p among the n positions
+ * of the input; bag_ref.c). */
 int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx,
                                    bool idx_i32, const int64_t *starts, int64_t num_bags,
                                    const float *grad_output, int64_t dim, const float *psw,
-                                   bool mean, int64_t pad);
+                                   bool mean, int64_t pad, int64_t n);
 
 /* The kernels that have an AVX2+FMA twin (bag_avx2.c), as a table; the module takes it from
  * emb__kernels()->bag (kernels/dispatch.h). All variants give the same bits. */

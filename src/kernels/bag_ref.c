@@ -2,6 +2,7 @@
  * bag_kernels.h; the bodies shared with the AVX2 twins are in bag_body.h. */
 #include "bag_kernels.h"
 #include "bag_body.h"
+#include "nan_rules.h"
 
 #include <math.h>
 #include <string.h>
@@ -68,10 +69,38 @@ void emb__bag_max_backward_ref(float *grad_weight, const float *grad_output,
     }
 }
 
+/* Whether PyTorch 1.13's CPU multiply index_grad * per_sample_weights.unsqueeze(1) (the sparse
+ * backward's [n, dim] times [n, 1]) returns the weight's NaN, rather than the gradient's, for
+ * element d of position p when both are NaN. Which one comes out depends on the element's
+ * place in its compiled loop, as measured against torch 1.13 (x86-64, AVX2): with dim >= 2,
+ * per row, the 16-wide vector part and, of the rest R = dim % 16, the first element and the
+ * next 4 * floor((R - 1) / 4) give the weight's NaN, the last (R - 1) % 4 the gradient's. With
+ * dim == 1 the product is one contiguous loop over the n positions: the vector part (16 per
+ * block) gives the weight's; of the rest, a block of 8 gives the weight's, then a block of 4
+ * the gradient's, then the first one or two elements the weight's and a third the gradient's,
+ * except that a remainder of 2 or 3 alone gives the weight's and then the gradient's. */
+static bool psw_nan_wins(int64_t p, int64_t d, int64_t dim, int64_t n) {
+    const int64_t len = dim >= 2 ? dim : n, i = dim >= 2 ? d : p;
+    const int64_t vec = len - len % 16, r = len % 16;
+    if (i < vec) return true;
+    int64_t j = i - vec;
+    if (dim >= 2) return j == 0 || j - 1 < 4 * ((r - 1) / 4);
+    if (r >= 8) {
+        if (j < 8) return true;
+        j -= 8;
+    }
+    const int64_t rest = r >= 8 ? r - 8 : r;
+    if (rest >= 4) {
+        if (j < 4) return false;
+        j -= 4;
+    }
+    return r >= 4 ? j < 2 : j < 1;
+}
+
 int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx,
                                    bool idx_i32, const int64_t *starts, int64_t num_bags,
                                    const float *grad_output, int64_t dim, const float *psw,
-                                   bool mean, int64_t pad) {
+                                   bool mean, int64_t pad, int64_t n) {
     int64_t m = 0;
     for (int64_t b = 0; b < num_bags; b++) {
         /* dim 0: grad_output has no elements and may be NULL */
@@ -91,6 +120,11 @@ int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void 
             if (psw) {
                 const float s = psw[p];
                 for (int64_t d = 0; d < dim; d++) v[d] = g[d] * s;
+                if (emb__any_nan(v, dim))
+                    for (int64_t d = 0; d < dim; d++)
+                        if (v[d] != v[d])
+                            v[d] = psw_nan_wins(p, d, dim, n) ? emb__nan_of2(s, g[d])
+                                                             : emb__nan_of2(g[d], s);
             } else if (mean) {
                 for (int64_t d = 0; d < dim; d++) v[d] = g[d] * f;
             } else {

@@ -13,6 +13,7 @@ const emb__kernel_table emb__kernels_ref = {
     emb__lookup_rows_i32,
     &emb__optim_kernels_ref,
     &emb__bag_kernels_ref,
+    emb__score_tile_ref,
 };
 
 #if EMB__KERNELS_AVX2
@@ -27,6 +28,7 @@ const emb__kernel_table emb__kernels_ref = {
         emb__lookup_rows_i32_##SUFFIX,                                                      \
         &emb__optim_kernels_##SUFFIX,                                                       \
         &emb__bag_kernels_##SUFFIX,                                                         \
+        emb__score_tile_##SUFFIX,                                                           \
     };
 EMB__TWIN_TABLE(avx2)
 EMB__TWIN_TABLE(avx512)

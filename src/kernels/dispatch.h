@@ -11,8 +11,11 @@
  * (emb_set_kernel_mode(EMB_KERNELS_REF), or EMB_KERNELS=ref in the environment), the AVX2
  * table when AVX-512 is excluded (EMB_KERNELS_AVX2, EMB_KERNELS=avx2) or absent, else the
  * AVX-512 table: emb__use_avx512() and emb__use_avx2() (core); the latter is the predicate
- * the generator's block transform (src/core/rng_normal_*.c) uses too. The word2vec and
- * log_softmax kernels have AVX2 twins only: their lane counts define their sums. */
+ * the generator's block transform (src/core/rng_normal_*.c) uses too. The k-NN score kernel
+ * (score.h) has AVX2 and AVX-512 twins written with intrinsics over one body
+ * (score_body.h): each dot product is one fused multiply-add chain in a vector lane, so they
+ * too give the reference's bits. The word2vec and log_softmax kernels have AVX2 twins only:
+ * their lane counts define their sums. */
 #ifndef EMB_KERNELS_DISPATCH_H
 #define EMB_KERNELS_DISPATCH_H
 
@@ -20,6 +23,7 @@
 #include "bag_kernels.h"
 #include "lookup.h"
 #include "optim_kernels.h"
+#include "score.h"
 
 /* EMB__KERNELS_AVX2: this build has the AVX2+FMA twins (x86 with GCC or Clang).
  * EMB__TARGET_AVX2: the attribute their definitions carry. */
@@ -45,6 +49,7 @@ typedef struct emb__kernel_table {
     emb__lookup_rows_i32_fn lookup_rows_i32;
     const emb__optim_kernel_table *optim;
     const emb__bag_kernel_table *bag;
+    emb__score_tile_fn score_tile;
 } emb__kernel_table;
 
 /* The table to use now (see above). Thread-safe; cheap enough to call once per operation. */
@@ -76,7 +81,9 @@ int emb__kernel_variants(const emb__kernel_table *const **out);
                                        const int32_t *idx, int64_t begin, int64_t end,      \
                                        int prefetch);                                       \
     extern const emb__optim_kernel_table emb__optim_kernels_##SUFFIX;                       \
-    extern const emb__bag_kernel_table emb__bag_kernels_##SUFFIX;
+    extern const emb__bag_kernel_table emb__bag_kernels_##SUFFIX;                          \
+    void emb__score_tile_##SUFFIX(float *c, int64_t ldc, const float *q, int64_t nq,        \
+                                  const float *r, int64_t nr, int64_t d, float *scratch);
 EMB__DECLARE_TWINS(avx2)
 EMB__DECLARE_TWINS(avx512)
 #undef EMB__DECLARE_TWINS

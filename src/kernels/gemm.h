@@ -41,6 +41,13 @@ bool emb__sgemm_cblas_colmajor(bool trans_a, bool trans_b, int64_t m, int64_t n,
                                float alpha, const float *a, int64_t lda, const float *b,
                                int64_t ldb, float beta, float *c, int64_t ldc);
 
+/* *dot = cblas_sdot(n, x, 1, y, 1): the call PyTorch's dot_impl makes for contiguous float
+ * vectors (x first), which the BLAS sums in its own order (OpenBLAS 0.3.21's Haswell/Zen
+ * kernel: four 8-lane FMA accumulators over the first 32*floor(n/32) elements, reduced as
+ * sdot_microk_haswell-2.c does, the rest added in double). Returns false, without touching
+ * *dot, when the build has no CBLAS or n does not fit the BLAS integer type. */
+bool emb__sdot_cblas(int64_t n, const float *x, const float *y, float *dot);
+
 /* True when this build has CBLAS. */
 bool emb__gemm_have_cblas(void);
 

@@ -138,6 +138,17 @@ bool emb__sgemm_cblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 #endif
 }
 
+bool emb__sdot_cblas(int64_t n, const float *x, const float *y, float *dot) {
+#ifdef EMB_HAVE_CBLAS
+    if (n > INT_MAX) return false;
+    *dot = n > 0 ? cblas_sdot((int)n, x, 1, y, 1) : 0.0f;
+    return true;
+#else
+    (void)n; (void)x; (void)y; (void)dot;
+    return false;
+#endif
+}
+
 bool emb__sgemm_cblas_colmajor(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                float alpha, const float *a, int64_t lda, const float *b,
                                int64_t ldb, float beta, float *c, int64_t ldc) {

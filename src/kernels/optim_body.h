@@ -7,6 +7,7 @@
 #ifndef EMB_OPTIM_BODY_H
 #define EMB_OPTIM_BODY_H
 
+#include "nan_rules.h"
 #include "optim_kernels.h"
 
 #include <math.h>
@@ -117,9 +118,13 @@ EMB__INLINE void sparse_adam_row_body(float *restrict p, float *restrict m, floa
     }
 }
 
+/* NaN: alpha's, then x's, then y's, as PyTorch's axpy (OpenBLAS saxpy) returns them. */
 EMB__INLINE void axpy_body(float *restrict y, const float *restrict x, float alpha,
                            int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = fmaf(x[i], alpha, y[i]);
+    for (int64_t i = 0; i < n; i++) {
+        const float r = fmaf(x[i], alpha, y[i]);
+        y[i] = r == r ? r : emb__nan_of3(alpha, x[i], y[i]);
+    }
 }
 
 EMB__INLINE void scale_body(float *restrict x, float s, int64_t n) {
@@ -139,12 +144,13 @@ EMB__INLINE void coalesce_first_body(float *restrict acc, const float *restrict 
         for (int64_t i = 0; i < n; i++) acc[i] = x[i];
 }
 
+/* NaN: the later entry's first, as PyTorch's coalesce (an axpy per entry) returns it. */
 EMB__INLINE void coalesce_add_body(float *restrict acc, const float *restrict x, float sign,
                                    int64_t n) {
     if (sign < 0)
-        for (int64_t i = 0; i < n; i++) acc[i] = acc[i] + -x[i];
+        for (int64_t i = 0; i < n; i++) acc[i] = emb__pick2(acc[i] + -x[i], -x[i], acc[i]);
     else
-        for (int64_t i = 0; i < n; i++) acc[i] = acc[i] + x[i];
+        for (int64_t i = 0; i < n; i++) acc[i] = emb__pick2(acc[i] + x[i], x[i], acc[i]);
 }
 
 EMB__INLINE void merge_entry_body(float *restrict r, const float *restrict t, float t_sign,
@@ -157,8 +163,11 @@ EMB__INLINE void merge_entry_body(float *restrict r, const float *restrict t, fl
     } else {
         for (int64_t i = 0; i < n; i++) r[i] = 0.0f;
     }
-    if (s)
-        for (int64_t i = 0; i < n; i++) r[i] = fmaf(s[i], s_alpha, r[i]);
+    if (s) /* NaN: alpha's, then s's, then r's (an axpy) */
+        for (int64_t i = 0; i < n; i++) {
+            const float v = fmaf(s[i], s_alpha, r[i]);
+            r[i] = v == v ? v : emb__nan_of3(s_alpha, s[i], r[i]);
+        }
 }
 
 /* ---- instantiation ------------------------------------------------------------------ */

@@ -6,6 +6,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "nan_rules.h"
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <emmintrin.h>
 #define EMB__HAVE_STREAM 1
@@ -44,6 +46,17 @@ static inline __attribute__((always_inline)) void store_row(float *restrict w,
     }
 #endif
     for (int64_t d = 0; d < n; d++) w[d] = 0.0f + a[d];
+}
+
+/* store_row for a row sum a holding NaNs: PyTorch's `grad += new` (an add_) returns the new
+ * sum's NaN where both are NaN; where only one is, any order of the add gives that one, and
+ * where neither is, the default NaN of an invalid add. So after store_row, only the columns
+ * where a is NaN need a's NaN (a is quiet: a computed NaN). */
+static inline void store_row_nan(float *restrict w, const float *restrict a, int64_t n,
+                                 int how) {
+    store_row(w, a, n, how);
+    for (int64_t d = 0; d < n; d++)
+        if (a[d] != a[d]) w[d] = emb__nan_of2(a[d], a[d]);
 }
 
 /* Zeroes the rows [r0, r1) of width dim (ROW_SET or ROW_STREAM, as store_row). */

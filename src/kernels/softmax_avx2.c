@@ -9,6 +9,8 @@
 #include <sleef.h>
 #include <string.h>
 
+#include "nan_rules.h"
+
 /* Vectorized<float>::loadu(p, n): n < 8 values, the other lanes zero. */
 static inline __m256 load_part(const float *p, int64_t n) {
     float t[8] = {0};
@@ -95,6 +97,19 @@ void emb__log_softmax_fwd_avx2(const float *x, float *y, int64_t rows, int64_t c
     }
 }
 
+/* gy - exp(y) * s as torch's vectorised backward computes it, a fused -(e * s) + gy, with
+ * x86's NaN for such an operation: e's, then s's, then gy's (nan_rules.h). */
+static inline __m256 bwd_lane(__m256 e, __m256 vs, __m256 g) {
+    const __m256 r = _mm256_fnmadd_ps(e, vs, g);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(r, r, _CMP_UNORD_Q)) == 0) return r;
+    float tr[8], te[8], ts[8], tg[8];
+    _mm256_storeu_ps(tr, r), _mm256_storeu_ps(te, e), _mm256_storeu_ps(ts, vs);
+    _mm256_storeu_ps(tg, g);
+    for (int k = 0; k < 8; k++)
+        if (tr[k] != tr[k]) tr[k] = emb__nan_of3(te[k], ts[k], tg[k]);
+    return _mm256_loadu_ps(tr);
+}
+
 void emb__log_softmax_bwd_avx2(const float *gy, const float *y, float *gx, int64_t rows,
                                int64_t c) {
     if (c <= 0) return;
@@ -105,13 +120,13 @@ void emb__log_softmax_bwd_avx2(const float *gy, const float *y, float *gx, int64
         int64_t j = 0;
         for (; j + 8 <= c; j += 8) {
             __m256 e = Sleef_expf8_u10(_mm256_loadu_ps(yr + j));
-            _mm256_storeu_ps(out + j, _mm256_fnmadd_ps(e, vs, _mm256_loadu_ps(gr + j)));
+            _mm256_storeu_ps(out + j, bwd_lane(e, vs, _mm256_loadu_ps(gr + j)));
         }
         if (j < c) {
             int64_t n = c - j;
             __m256 e = Sleef_expf8_u10(load_part(yr + j, n));
             float t[8];
-            _mm256_storeu_ps(t, _mm256_fnmadd_ps(e, vs, load_part(gr + j, n)));
+            _mm256_storeu_ps(t, bwd_lane(e, vs, load_part(gr + j, n)));
             memcpy(out + j, t, (size_t)n * sizeof(float));
         }
     }

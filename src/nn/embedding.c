@@ -267,6 +267,14 @@ emb_status emb_embedding_weight_const(const emb_embedding *e, emb_tensor *view) 
     return emb_tensor_init(view, EMB_FLOAT32, e->weight, 2, shape);
 }
 
+void emb__embedding_info(const emb_embedding *e, emb__table_info *out) {
+    out->weight = e->weight;
+    out->rows = e->num_embeddings;
+    out->dim = e->embedding_dim;
+    out->padding_idx = e->padding_idx;
+    out->read_only = e->read_only;
+}
+
 int64_t emb_embedding_num_embeddings(const emb_embedding *e) {
     return e ? e->num_embeddings : 0;
 }

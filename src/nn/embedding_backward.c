@@ -510,13 +510,13 @@ static void copy_floats(float *dst, const float *src, int64_t n) {
     }
 }
 
-static emb_status backward_sparse(const emb_embedding *e, const emb_tensor *indices,
-                                  const emb_tensor *grad_output, emb_sparse_grad *grad,
-                                  bool view) {
+emb_status emb__embedding_sparse_check(const emb_embedding *e, const emb_tensor *indices,
+                                       const emb_tensor *grad_output,
+                                       const emb_sparse_grad *grad, bool with_grad) {
     if (!e) return emb__null("embedding");
     if (!indices) return emb__null("indices");
     if (!grad_output) return emb__null("grad_output");
-    if (!grad) return emb__null("grad");
+    if (with_grad && !grad) return emb__null("grad");
     if (!e->requires_grad) return state_error();
     if (e->scale_grad_by_freq)
         return emb__error(EMB_ERR_UNSUPPORTED,
@@ -524,17 +524,25 @@ static emb_status backward_sparse(const emb_embedding *e, const emb_tensor *indi
                           "gradients");
     emb_status st = check_inputs(e, indices, grad_output);
     if (st) return st;
-    st = emb__sparse_grad_check(grad, "grad");
-    if (st) return st;
-    const int64_t V = e->num_embeddings, D = e->embedding_dim;
-    if (grad->num_rows != V || grad->dim != D)
-        return emb__error(EMB_ERR_SHAPE,
-                          "grad is a sparse gradient of shape [%" PRId64 ", %" PRId64
-                          "], expected [%" PRId64 ", %" PRId64 "] (the embedding's weight)",
-                          grad->num_rows, grad->dim, V, D);
-    st = check_index_range(e, indices);
-    if (st) return st;
+    if (with_grad) {
+        st = emb__sparse_grad_check(grad, "grad");
+        if (st) return st;
+        const int64_t V = e->num_embeddings, D = e->embedding_dim;
+        if (grad->num_rows != V || grad->dim != D)
+            return emb__error(EMB_ERR_SHAPE,
+                              "grad is a sparse gradient of shape [%" PRId64 ", %" PRId64
+                              "], expected [%" PRId64 ", %" PRId64 "] (the embedding's weight)",
+                              grad->num_rows, grad->dim, V, D);
+    }
+    return check_index_range(e, indices);
+}
 
+static emb_status backward_sparse(const emb_embedding *e, const emb_tensor *indices,
+                                  const emb_tensor *grad_output, emb_sparse_grad *grad,
+                                  bool view) {
+    emb_status st = emb__embedding_sparse_check(e, indices, grad_output, grad, true);
+    if (st) return st;
+    const int64_t D = e->embedding_dim;
     const int64_t n = emb_tensor_numel(indices);
     const int64_t pad = e->padding_idx;
     int64_t m = 0; /* entries to add: the non-padding positions */

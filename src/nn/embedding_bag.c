@@ -150,6 +150,8 @@ void emb_bag_free(emb_bag *bag) {
 
 emb_embedding *emb_bag_embedding(emb_bag *bag) { return bag ? bag->emb : NULL; }
 
+void emb__bag_info(const emb_bag *bag, emb__table_info *out) { emb__embedding_info(bag->emb, out); }
+
 emb_status emb_bag_weight(emb_bag *bag, emb_tensor *view) {
     if (!bag) return emb__null("bag");
     return emb_embedding_weight(bag->emb, view);
@@ -191,9 +193,10 @@ emb_status emb__bag_batch_init(const emb__bag_cfg *c, const emb_tensor *input,
                               "must have the same shape as the input (%s)",
                               emb__shape_fmt(a, sizeof a, psw->ndim, psw->shape),
                               emb__shape_fmt(b, sizeof b, input->ndim, input->shape));
-        if (psw->dtype != EMB_FLOAT32)
+        if (psw->dtype != EMB_FLOAT32) /* PyTorch: "... to have the same type as ..." */
             return emb__error(EMB_ERR_DTYPE,
-                              "per_sample_weights must have the weight's dtype float32, got %s",
+                              "per_sample_weights must have the same type as the weight "
+                              "(float32), got %s",
                               emb_dtype_name(psw->dtype));
     }
     const int64_t n = emb_tensor_numel(input);
@@ -500,12 +503,17 @@ emb_status emb_embedding_bag(emb_tensor *weight, const emb_tensor *input,
     if (!weight) return emb__null("weight");
     emb_status st = emb_tensor_check(weight, "weight");
     if (st) return st;
-    if (weight->ndim != 2)
-        return emb__error(EMB_ERR_SHAPE, "'weight' must be 2-D, got %d dimensions",
+    if (weight->ndim != 2) /* later PyTorch's wording (1.13 accepts such a weight) */
+        return emb__error(EMB_ERR_SHAPE,
+                          "weight has to be a 2D Tensor, but got Tensor of dimension %d",
                           weight->ndim);
-    if (weight->dtype != EMB_FLOAT32)
-        return emb__error(EMB_ERR_DTYPE, "weight must be float32, got %s",
-                          emb_dtype_name(weight->dtype));
+    if (weight->dtype != EMB_FLOAT32) /* PyTorch's wording; emb's tables are float32 */
+        return emb__error(EMB_ERR_DTYPE,
+                          "Expected tensor for argument #1 'weight' to have one of the following "
+                          "scalar types: Float; but got %s instead (while checking arguments for "
+                          "embedding_bag)",
+                          emb_dtype_size(weight->dtype) ? emb_dtype_torch_type(weight->dtype)
+                                                        : "unknown");
     emb__bag_cfg c;
     st = emb__bag_cfg_from_options(weight->shape[0], weight->shape[1], opts, &c);
     if (st) return st;

@@ -10,6 +10,7 @@
 #include "embedding_bag_internal.h"
 #include "kernels/argsort.h"
 #include "kernels/backward.h"
+#include "kernels/gemm.h"
 #include "sparse_grad_internal.h"
 
 #include <inttypes.h>
@@ -346,12 +347,13 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
                     emb__bag_sparse_gather_ref(grad->indices + slot[t],
                                                grad->values + slot[t] * D, bb.idx, bb.i32,
                                                bb.starts + b0, b1 - b0, go + b0 * D, D, bb.psw,
-                                               mean, c.pad);
+                                               mean, c.pad, bb.n);
             }
             grad->nnz = m;
         } else {
             grad->nnz = emb__bag_sparse_gather_ref(grad->indices, grad->values, bb.idx, bb.i32,
-                                                   bb.starts, bb.B, go, D, bb.psw, mean, c.pad);
+                                                   bb.starts, bb.B, go, D, bb.psw, mean, c.pad,
+                                                   bb.n);
         }
         emb_free(slot);
         grad->coalesced = grad->nnz < 2;
@@ -379,7 +381,7 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
         return st;
     }
     int64_t got = emb__bag_sparse_gather_ref(si, sv, bb.idx, bb.i32, bb.starts, bb.B, go, D,
-                                             bb.psw, mean, c.pad);
+                                             bb.psw, mean, c.pad, bb.n);
     int64_t r = emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv,
                                       got, D);
     emb_free(si);
@@ -392,6 +394,30 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
     grad->nnz = r;
     emb__bag_batch_free(&bb);
     return EMB_OK;
+}
+
+/* The per_sample_weights gradient of positions [p0, p1) as PyTorch computes it: torch 1.13's
+ * _embedding_bag_per_sample_weights_backward_cpu calls dot_impl(D, grad_output[bag], 1,
+ * weight[idx], 1) per position, which hands the two vectors to the BLAS's sdot; this makes
+ * the same call (emb__sdot_cblas, the same OpenBLAS), so the bits are torch's with the same
+ * OpenBLAS core type (docs/semantics.md §14). sdot never splits its work between threads,
+ * so they do not depend on emb's thread count either. Returns false when the build has no
+ * CBLAS or D does not fit its integer type (the kernel's sequential sum is used then). */
+static bool psw_grad_blas(float *out, const float *grad_output, const float *weight,
+                          int64_t D, const emb__bag_batch *bb, const int64_t *o2b, int64_t p0,
+                          int64_t p1, int64_t pad) {
+    float probe;
+    if (!emb__sdot_cblas(0, weight, weight, &probe) || D > INT32_MAX) return false;
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t k = bb->i32 ? (int64_t)((const int32_t *)bb->idx)[p]
+                                  : ((const int64_t *)bb->idx)[p];
+        if (o2b[p] < 0 || k == pad) {
+            out[p] = 0.0f;
+            continue;
+        }
+        emb__sdot_cblas(D, grad_output + o2b[p] * D, weight + k * D, &out[p]);
+    }
+    return true;
 }
 
 emb_status emb_bag_backward_per_sample_weights(const emb_bag *bag, const emb_tensor *input,
@@ -424,12 +450,15 @@ emb_status emb_bag_backward_per_sample_weights(const emb_bag *bag, const emb_ten
         float *out = grad_per_sample_weights->data;
         const float *W = bag->emb->weight;
         const emb__bag_kernel_table *K = emb__kernels()->bag;
+        const bool blas = !emb__force_ref();
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
 #endif
-        for (int t = 0; t < nt; t++)
-            K->psw_grad(out, grad_output->data, W, D, bb.idx, bb.i32, o2b,
-                                  n * t / nt, n * (t + 1) / nt, c.pad);
+        for (int t = 0; t < nt; t++) {
+            const int64_t p0 = n * t / nt, p1 = n * (t + 1) / nt;
+            if (!blas || !psw_grad_blas(out, grad_output->data, W, D, &bb, o2b, p0, p1, c.pad))
+                K->psw_grad(out, grad_output->data, W, D, bb.idx, bb.i32, o2b, p0, p1, c.pad);
+        }
     }
     emb_free(o2b);
     emb__bag_batch_free(&bb);
@@ -493,7 +522,8 @@ emb_status emb__bag_sparse_entries(const emb_bag *bag, const emb_tensor *input,
         e.values = go;
     } else if (bb.psw) {
         int64_t got = emb__bag_sparse_gather_ref(e.rows, e.owned_values, bb.idx, bb.i32,
-                                                 bb.starts, bb.B, go, D, bb.psw, false, c.pad);
+                                                 bb.starts, bb.B, go, D, bb.psw, false, c.pad,
+                                                 bb.n);
         (void)got;
         e.values = e.owned_values;
     } else {

@@ -1,9 +1,9 @@
-/* src/nn/embedding_internal.h: the emb_embedding struct, shared by the nn sources. */
+/* src/nn/embedding_internal.h: the emb_embedding struct, shared by the nn sources only (the
+ * modules above nn use nn_face.h). */
 #ifndef EMB_EMBEDDING_INTERNAL_H
 #define EMB_EMBEDDING_INTERNAL_H
 
-#include "internal.h"
-#include <emb/embedding.h>
+#include "nn_face.h"
 
 struct emb_embedding {
     int64_t num_embeddings;
@@ -20,11 +20,6 @@ struct emb_embedding {
     void (*release)(void *data, void *release_ctx); /* handed-over memory, or NULL */
     void *release_ctx;
 };
-
-/* The checks of F.embedding on a [V, D] table: indices int64/int32, out float32 of shape
- * indices.shape + [D] not overlapping indices, every index in [0, V). */
-emb_status emb__lookup_check(int64_t V, int64_t D, const emb_tensor *indices,
-                             const emb_tensor *out);
 
 /* Which temporaries the dense backward and the max_norm renorm use. AUTO (the default)
  * picks by shape; TABLE forces the table-sized ones (counting sort over V rows, V-bit

@@ -1,15 +1,10 @@
-/* src/nn/sparse_grad_internal.h: private helpers of the nn module that manages
+/* src/nn/sparse_grad_internal.h: private helpers of the nn module that manage
  * emb_sparse_grad storage (implemented in src/nn/sparse_grad.c; used by
- * src/nn/embedding_backward.c and by the layers above nn, such as src/optim). */
+ * src/nn/embedding_backward.c). The modules above nn use nn_face.h. */
 #ifndef EMB_SPARSE_GRAD_INTERNAL_H
 #define EMB_SPARSE_GRAD_INTERNAL_H
 
-#include "internal.h"
-#include <emb/embedding.h>
-
-/* Checks that g is non-NULL and internally consistent (non-negative sizes,
- * nnz <= capacity, storage present when capacity > 0). `what` names it in messages. */
-emb_status emb__sparse_grad_check(const emb_sparse_grad *g, const char *what);
+#include "nn_face.h" /* emb__sparse_grad_check */
 
 /* Allocates storage for `rows` entries of `dim` floats (at least one byte each, so the
  * pointers are never NULL). EMB_ERR_OVERFLOW / EMB_ERR_NOMEM with a message; on failure

@@ -7,8 +7,7 @@
 #include "qkernels.h"
 
 #include "internal.h"
-#include "nn/embedding_bag_internal.h"
-#include "nn/sparse_grad_internal.h"
+#include "nn/nn_face.h"
 
 #include <emb/io.h>
 

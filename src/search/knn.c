@@ -1,14 +1,18 @@
 /* Nearest neighbours by cosine similarity and 3CosAdd analogies (include/emb/search.h).
  *
- * The scores of a block of queries against a block of rows are one matrix product
- * (queries normalised to unit length, times the rows transposed), then each column is
- * scaled by the row's inverse norm and fed to a bounded min-heap per query. Blocks are
- * fixed sizes, independent of the thread count; threads take whole query blocks, each
- * with its own scratch, so a query's result never depends on how many threads ran. */
+ * The scores of a block of queries against a block of rows are dot products of the queries
+ * (normalised to unit length) with the rows, computed by emb's score kernel
+ * (kernels/score.h: one fused multiply-add chain per dot product, over the dimension in
+ * order, in every kernel variant), then each column is scaled by the row's inverse norm and
+ * fed to a bounded min-heap per query. Blocks are fixed sizes, independent of the thread
+ * count; threads take whole query blocks, each with its own scratch, so a query's result
+ * depends neither on how many threads ran nor on the CPU's kernel tier. (A BLAS sgemm was
+ * used here before: its bits changed with the way OpenBLAS split the product between its
+ * own threads; docs/search.md.) */
 #include <emb/search.h>
 
 #include "internal.h"
-#include "kernels/gemm.h"
+#include "kernels/dispatch.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -171,26 +175,18 @@ static void heap_drain(float *hs, int64_t *hi, int64_t n, int64_t k, int64_t *id
     }
 }
 
-/* C[qb, rb] = Q[qb, d] * T[r0 : r0 + rb, d]^T */
-static void score_tile(const float *q, int64_t qb, const float *rows, int64_t rb, int64_t d,
-                       float *c) {
-    if (!emb__force_ref() &&
-        emb__sgemm_cblas(false, true, qb, rb, d, 1.0f, q, d, rows, d, 0.0f, c, rb))
-        return;
-    emb__sgemm_rows(false, true, 0, qb, rb, d, 1.0f, q, d, rows, d, 0.0f, c, rb);
-}
-
 /* One block of qb unit queries qn [qb, d]: top k into ids/scores [qb, k]. Scratch: tile
- * [QB * RB], heaps hs/hi [QB * k]. */
-static void search_block(const emb_knn *x, const float *qn, int64_t qb, int64_t k,
-                         const int64_t *exclude, int64_t n_ex, int64_t *ids, float *scores,
-                         float *tile, float *hs, int64_t *hi, float *rowbuf) {
+ * [QB * RB], heaps hs/hi [QB * k], the score kernel's ks. */
+static void search_block(const emb_knn *x, const emb__score_tile_fn score, const float *qn,
+                         int64_t qb, int64_t k, const int64_t *exclude, int64_t n_ex,
+                         int64_t *ids, float *scores, float *tile, float *hs, int64_t *hi,
+                         float *rowbuf, float *ks) {
     int64_t hn[EMB__KNN_QB];
     for (int64_t q = 0; q < qb; q++) hn[q] = 0;
     const int64_t d = x->dim;
     for (int64_t r0 = 0; r0 < x->rows; r0 += EMB__KNN_RB) {
         int64_t rb = x->rows - r0 < EMB__KNN_RB ? x->rows - r0 : EMB__KNN_RB;
-        score_tile(qn, qb, rows_at(x, r0, rb, rowbuf), rb, d, tile);
+        score(tile, rb, qn, qb, rows_at(x, r0, rb, rowbuf), rb, d, ks);
         for (int64_t q = 0; q < qb; q++) {
             const float *row = tile + q * rb;
             const int64_t *ex = n_ex ? exclude + q * n_ex : NULL;
@@ -222,8 +218,10 @@ static emb_status search_unit(const emb_knn *x, const float *qn, int64_t nq, int
     if (!emb__mul_i64(k, EMB__KNN_QB, &hsz) || hsz > (INT64_MAX / 16) / nt)
         return emb__error(EMB_ERR_OVERFLOW, "k = %" PRId64 " is too large", k);
     const size_t rowbuf = x->qtable ? (size_t)EMB__KNN_RB * (size_t)x->dim * sizeof(float) : 0;
+    const size_t ksz = emb__score_scratch_floats(EMB__KNN_QB, x->dim) * sizeof(float);
     size_t per = (size_t)tile * sizeof(float) + (size_t)hsz * (sizeof(float) + sizeof(int64_t)) +
-                 rowbuf;
+                 rowbuf + ksz;
+    const emb__score_tile_fn score = emb__kernels()->score_tile;
     char *scratch = emb_malloc(per * (size_t)nt);
     if (!scratch)
         return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes of search scratch",
@@ -240,11 +238,12 @@ static emb_status search_unit(const emb_knn *x, const float *qn, int64_t nq, int
         float *ti = (float *)s;
         int64_t *hi = (int64_t *)(s + (size_t)tile * sizeof(float));
         float *hs = (float *)(s + (size_t)tile * sizeof(float) + (size_t)hsz * sizeof(int64_t));
-        float *rb = rowbuf ? (float *)(s + per - rowbuf) : NULL;
+        float *rb = rowbuf ? (float *)(s + per - ksz - rowbuf) : NULL;
+        float *ks = (float *)(s + per - ksz);
         int64_t q0 = b * EMB__KNN_QB;
         int64_t qb = nq - q0 < EMB__KNN_QB ? nq - q0 : EMB__KNN_QB;
-        search_block(x, qn + q0 * x->dim, qb, k, n_ex ? exclude + q0 * n_ex : NULL, n_ex,
-                     ids + q0 * k, scores + q0 * k, ti, hs, hi, rb);
+        search_block(x, score, qn + q0 * x->dim, qb, k, n_ex ? exclude + q0 * n_ex : NULL,
+                     n_ex, ids + q0 * k, scores + q0 * k, ti, hs, hi, rb, ks);
     }
     emb_free(scratch);
     return EMB_OK;

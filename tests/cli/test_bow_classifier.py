@@ -5,7 +5,10 @@ them with --dump) and the same number of steps, replayed in torch. Every paramet
 bit-identical to torch's after the run (220 steps), at 1 and at 2 threads, with the fused
 and with the unfused bag update, and with either bag optimizer: every piece of the step is
 bit-exact (bag forward and sparse backward, Linear through torch's own sgemm calls,
-cross-entropy with SLEEF's exp/log in torch's order, the optimizers).
+cross-entropy with SLEEF's exp/log in torch's order, the optimizers). The Linear layer's
+products are bit-identical to torch's with the same OpenBLAS kernel (one process, one
+OpenBLAS: the same core type) at the same thread count, as torch's own are (docs/semantics.md
+§8), so each run is replayed in torch at the thread count it ran with.
 
 Nothing here touches the network: the corpus is synthetic, written by the test."""
 import os
@@ -83,9 +86,9 @@ def load(d):
         b=rd("linear_bias.f32", np.float32))
 
 
-def replay(m):
-    """The same training in torch."""
-    torch.set_num_threads(1)
+def replay(m, threads=1):
+    """The same training in torch, on `threads` intra-op threads."""
+    torch.set_num_threads(threads)
     torch.manual_seed(m["seed"])
     bag = torch.nn.EmbeddingBag(m["V"], m["D"], mode="mean", sparse=True)
     lin = torch.nn.Linear(m["D"], m["C"])
@@ -152,10 +155,13 @@ def test_training_run_matches_torch(corpus, tmp_path):
     m1, m2, m3 = load(tmp_path / "t1"), load(tmp_path / "t2"), load(tmp_path / "t3")
     assert m1["steps"] == STEPS >= 200
     for k in ("bag", "w", "b"):
-        assert same_bits(m1[k], m2[k]), f"{k}: 1 and 2 threads differ"
-        assert same_bits(m1[k], m3[k]), f"{k}: fused and unfused differ"
-    assert out1 == out2 == out3
-    assert_params_equal(m1, replay(m1))
+        assert same_bits(m2[k], m3[k]), f"{k}: fused and unfused differ"
+    assert out2 == out3
+    assert_params_equal(m1, replay(m1, threads=1))
+    try:
+        assert_params_equal(m2, replay(m2, threads=2))
+    finally:
+        torch.set_num_threads(1)
 
 
 def test_adagrad_variant(corpus, tmp_path):

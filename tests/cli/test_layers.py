@@ -10,6 +10,11 @@ may include emb only through <emb/...> public headers, plus headers of the progr
 themselves (under tools/ or examples/, such as examples/seed_tour.h, the seed tour library
 `emb demo` links); never a .c file, never a private header under src/.
 
+Inside src/, a module (a directory) keeps its private headers, named *_internal.h, to itself:
+no file of another module includes them. A module listed in FACES shows the other modules
+exactly its face header(s) and none of its other headers: nn's face is src/nn/nn_face.h, so
+optim and quant (and every module above nn) reach nn through it only.
+
 The checker is run on the real tree, and on small synthetic trees to show that it catches
 each kind of violation.
 """
@@ -28,8 +33,17 @@ TOP = 5  # tools/, examples/ (and <emb/emb.h>)
 LAYER_NAMES = {0: "core", 1: "kernels", 2: "nn", 3: "optim", 4: "io/text/search/w2v/quant",
                5: "tools/examples"}
 
-# Include lines tolerated: (including file, included name). Empty: keep it so.
-ALLOWED = set()
+# The headers a module shows the other modules, for the modules that have a face; their
+# other headers are private to them.
+FACES = {"nn": {"src/nn/nn_face.h"}}
+
+# Include lines tolerated, each with its reason: (including file, included name) -> reason.
+# They are exceptions to the private-header rules only (never to the layer order).
+ALLOWED = {
+    ("src/quant/qfile.c", "io/io_internal.h"):
+        "the quantized file format still uses io's file mapper and atomic writer, and io's "
+        "safetensors reader calls back into quant, until both sit on a shared base",
+}
 
 INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
 API_DECL_RE = re.compile(r"\bEMB_API\b[^;{]*?\b(emb_\w+)\s*\(")
@@ -100,6 +114,27 @@ def _resolve_quoted(root, rel, name):
     return None
 
 
+def _module(rel):
+    """The module (directory under src/) of a path, or None outside src/<module>/."""
+    parts = rel.split("/")
+    return parts[1] if parts[0] == "src" and len(parts) >= 3 else None
+
+
+def _private_header_problem(rel, target_rel):
+    """Why src file `rel` may not include `target_rel` (another module's private header), or
+    None."""
+    mine, theirs = _module(rel), _module(target_rel)
+    if theirs is None or theirs == mine:
+        return None
+    if target_rel.endswith("_internal.h"):
+        return (f"a private header of src/{theirs} (*_internal.h headers are for the files "
+                f"of their own module)")
+    if theirs in FACES and target_rel not in FACES[theirs]:
+        faces = ", ".join(sorted(FACES[theirs]))
+        return f"src/{theirs} shows the other modules only {faces}"
+    return None
+
+
 def check_layers(root):
     """All violations of the layer map under root, as strings."""
     problems = []
@@ -130,8 +165,6 @@ def check_layers(root):
             kind, name = m.group(1), m.group(2)
             line = text[: m.start()].count("\n") + 1
             where = f"{rel}:{line}: #include {kind}{name}{'>' if kind == '<' else kind}"
-            if (rel, name) in ALLOWED:
-                continue
             if name.endswith(".c"):
                 problems.append(f"{where}: includes a .c file")
                 continue
@@ -167,6 +200,9 @@ def check_layers(root):
                 problems.append(f"{where}: cannot resolve (quoted includes under src/ must "
                                 f"name a file of the tree)")
                 continue
+            why = _private_header_problem(rel, target_rel)
+            if why and (rel, name) not in ALLOWED:
+                problems.append(f"{where}: {why}")
             if target_rel.startswith("include/"):
                 tname = target_rel[len("include/"):]
                 target = pub.get(tname, TOP)
@@ -184,6 +220,30 @@ def check_layers(root):
 def test_tree_respects_layer_map():
     problems = check_layers(SOURCE_DIR)
     assert not problems, "layer map violations:\n  " + "\n  ".join(problems)
+
+
+def _quoted_includes(root, module):
+    """The repository paths that the quoted includes of src/<module>'s files resolve to."""
+    out = []
+    for rel in _files(root, f"src/{module}", (".c", ".h")):
+        for m in INCLUDE_RE.finditer(_strip_comments(_read(root, rel))):
+            if m.group(1) == '"':
+                out.append(_resolve_quoted(root, rel, m.group(2)))
+    return out
+
+
+def test_optim_and_quant_reach_nn_through_its_face():
+    for module in ("optim", "quant"):
+        nn = {t for t in _quoted_includes(SOURCE_DIR, module) if t and t.startswith("src/nn/")}
+        assert nn == {"src/nn/nn_face.h"}, f"src/{module} includes these nn headers: {nn}"
+
+
+def test_allowed_crossings_are_still_there():
+    """An exception that is no longer needed leaves ALLOWED."""
+    for rel, name in ALLOWED:
+        text = _strip_comments(_read(SOURCE_DIR, rel))
+        assert any(m.group(2) == name for m in INCLUDE_RE.finditer(text)), \
+            f"{rel} no longer includes {name}: remove the entry from ALLOWED"
 
 
 def test_public_header_layers():
@@ -214,10 +274,17 @@ BASE = {
     "src/kernels/backward.h": "#include <stdint.h>\n",
     "src/kernels/backward_ref.c": '#include "backward.h"\n#include "internal.h"\n',
     "src/nn/embedding.c": '#include "internal.h"\n#include <emb/embedding.h>\n'
-                          '#include "kernels/backward.h"\nint emb_embedding_dim(void) { return 2; }\n',
-    "src/nn/sparse.h": "#include <emb/embedding.h>\n",
-    "src/optim/optimizer.c": '#include <emb/optim.h>\n#include "nn/sparse.h"\n'
+                          '#include "kernels/backward.h"\n#include "embedding_internal.h"\n'
+                          'int emb_embedding_dim(void) { return 2; }\n',
+    "src/nn/embedding_internal.h": '#include "nn_face.h"\n',
+    "src/nn/nn_face.h": "#include <emb/embedding.h>\n",
+    "src/nn/extra.h": "#include <emb/embedding.h>\n",
+    "src/optim/optimizer.c": '#include <emb/optim.h>\n#include "nn/nn_face.h"\n'
+                             '#include "optim_internal.h"\n'
                              "int\nemb_optimizer_x(void)\n{\n    return 3;\n}\n",
+    "src/optim/optim_internal.h": "\n",
+    "src/io/io_internal.h": "\n",
+    "src/quant/qfile.c": '#include "io/io_internal.h"\n',  # an ALLOWED crossing
     "tools/emb/main.c": "#include <emb/emb.h>\n#include <stdio.h>\n#include \"cli.h\"\n"
                         "#include \"tour.h\"\n",
     "tools/emb/cli.h": "#include <emb/core.h>\n",
@@ -234,8 +301,8 @@ def test_checker_accepts_clean_tree(tmp_path):
     ("src/core/internal.h", "#include <emb/emb.h>\n", "upward include (core -> tools/examples)"),
     ("src/core/internal.h", "#include <emb/embedding.h>\n", "upward include (core -> nn)"),
     ("src/kernels/backward.h", "#include <emb/embedding.h>\n", "upward include (kernels -> nn)"),
-    ("src/kernels/backward_ref.c", '#include "nn/sparse.h"\n', "upward include (kernels -> nn)"),
-    ("src/nn/sparse.h", '#include "optim/x.h"\n', "cannot resolve"),
+    ("src/kernels/backward_ref.c", '#include "nn/nn_face.h"\n', "upward include (kernels -> nn)"),
+    ("src/nn/nn_face.h", '#include "optim/x.h"\n', "cannot resolve"),
     ("src/nn/embedding.c", '#include "../optim/optimizer.c"\n', "includes a .c file"),
     ("include/emb/core.h", '#include "embedding.h"\n', "upward include (core -> nn)"),
     ("include/emb/core.h", '#include "../../src/core/internal.h"\n', "only public headers"),
@@ -244,11 +311,20 @@ def test_checker_accepts_clean_tree(tmp_path):
     ("tools/emb/main.c", '#include "kernels/backward.h"\n', "through <emb/...>"),
     ("examples/demo.c", "#include <internal.h>\n", "a private header of src/"),
     ("src/misc/x.c", "int x;\n", "not in the layer map"),
+    # private headers
+    ("src/optim/optimizer.c", '#include "nn/embedding_internal.h"\n',
+     "a private header of src/nn"),
+    ("src/quant/qtable.c", '#include "nn/embedding_internal.h"\n', "a private header of src/nn"),
+    ("src/optim/optimizer.c", '#include "nn/extra.h"\n',
+     "src/nn shows the other modules only src/nn/nn_face.h"),
+    ("src/quant/qtable.c", '#include "io/io_internal.h"\n', "a private header of src/io"),
+    ("src/w2v/trainer.c", '#include "optim/optim_internal.h"\n', "a private header of src/optim"),
+    ("src/nn/one_hot.c", '#include "../optim/optim_internal.h"\n', "a private header of src/optim"),
 ])
 def test_checker_catches(tmp_path, rel, text, needle):
     files = dict(BASE)
     files[rel] = files.get(rel, "") + text
-    if rel == "src/nn/sparse.h":
+    if rel == "src/nn/nn_face.h":
         files["src/optim/x.h"] = "\n"
         files[rel] = '#include "optim/x.h"\n'  # resolvable from src/: an upward include
         needle = "upward include (nn -> optim)"

@@ -6,6 +6,8 @@ import os
 
 import numpy as np
 
+import machine
+
 _lib_path = os.environ.get("EMB_LIB")
 if not _lib_path:
     _here = os.path.dirname(os.path.abspath(__file__))
@@ -149,6 +151,7 @@ _SIGS = {
     "emb_set_num_threads": (None, [C.c_int]),
     "emb_get_num_threads": (C.c_int, []),
     "emb_set_kernel_mode": (None, [C.c_int]),
+    "emb_get_kernel_mode": (C.c_int, []),
     # random
     "emb_generator_create": (_st, [C.c_uint64, P(_vp)]),
     "emb_generator_free": (None, [_vp]),
@@ -251,6 +254,28 @@ for _name, (_res, _args) in _SIGS.items():
     _fn.argtypes = _args
 
 
+# ---- kernel tiers (docs/semantics.md §12) ----
+KERNELS_AUTO, KERNELS_REF, KERNELS_AVX2 = 0, 1, 2
+# The tier this run is under, from EMB_KERNELS in the environment (`make test-machines` runs
+# the suites under each tier): tests that switch tiers go back to it, not to "auto".
+RUN_KERNEL_MODE = lib.emb_get_kernel_mode()
+# The tier a test means by "the fast kernels" (CBLAS, SLEEF, SIMD twins): the run's tier,
+# unless the run is under the reference kernels.
+FAST_KERNEL_MODE = RUN_KERNEL_MODE if RUN_KERNEL_MODE != KERNELS_REF else KERNELS_AUTO
+
+
+def kernel_modes():
+    """The kernel modes that select distinct variants on this CPU, the reference first:
+    ref, avx2 (AVX2 and FMA), auto when it means AVX-512 (F and VL)."""
+    f = machine.cpu_flags()
+    modes = [KERNELS_REF]
+    if machine.AVX2 <= f:
+        modes.append(KERNELS_AVX2)
+        if machine.AVX512 <= f:
+            modes.append(KERNELS_AUTO)
+    return modes
+
+
 def ptr(x):
     """Address of a ctypes object, for P(...) arguments."""
     return C.byref(x)
@@ -291,7 +316,11 @@ def assert_close(got, want, exact=False, rtol=1.3e-6, atol=1e-5, what="value"):
                  f" worst |err| {err[worst]:.3g} at flat index {worst}"
                  f" (got {g[worst]!r}, want {w[worst]!r})"]
         for i in bad[:5]:
-            lines.append(f"  [{i}] got {got.ravel()[i]!r} want {want.ravel()[i]!r}")
+            gi, wi = got.ravel()[i], want.ravel()[i]
+            if exact and got.dtype == np.float32:  # the bits: NaN payloads, signs of zero
+                gi = f"{gi!r} (0x{int(np.float32(gi).view(np.uint32)):08x})"
+                wi = f"{wi!r} (0x{int(np.float32(wi).view(np.uint32)):08x})"
+            lines.append(f"  [{i}] got {gi} want {wi}")
         raise AssertionError("\n".join(lines))
 
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from embpy import (ERR_STATE, ERR_UNSUPPORTED, PADDING_NONE, SparseGrad, T, Tensor,
-                   assert_close, call, check, lib, ptr)
+from embpy import (RUN_KERNEL_MODE, ERR_STATE, ERR_UNSUPPORTED, PADDING_NONE, SparseGrad, T,
+                   Tensor, assert_close, call, check, lib, ptr)
 
 torch.set_num_threads(1)
 
@@ -232,7 +232,7 @@ def test_dense_thread_count_independent():
     try:
         ref = Emb(w, padding_idx=3, scale=True).backward(idx, g)
     finally:
-        lib.emb_set_kernel_mode(0)
+        lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
     assert_close(ref, want, exact=True, what="reference kernels vs torch")
 
 

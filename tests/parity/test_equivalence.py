@@ -18,17 +18,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (EmbeddingOptions, Gen, T, Tensor, assert_close, check, lib, ptr, tensor_out)
+from embpy import (FAST_KERNEL_MODE, KERNELS_REF, RUN_KERNEL_MODE, EmbeddingOptions, Gen, T,
+                   Tensor, assert_close, check, lib, ptr, tensor_out)
 
 torch.set_num_threads(1)
 
-MODES = pytest.mark.parametrize("mode", [0, 1], ids=["auto", "ref"])
+MODES = pytest.mark.parametrize("mode", [FAST_KERNEL_MODE, KERNELS_REF], ids=["fast", "ref"])
 
 
 @pytest.fixture(autouse=True)
 def _restore_mode():
     yield
-    lib.emb_set_kernel_mode(0)
+    lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
 
 
 def view_array(fn, h):

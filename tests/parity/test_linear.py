@@ -20,8 +20,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (ERR_DTYPE, ERR_INDEX, ERR_INVALID, ERR_SHAPE, ERR_STATE, FLOAT32, INT64, T,
-                   Tensor, assert_close, call, check, lib, ptr, tensor_out)
+from embpy import (FAST_KERNEL_MODE, KERNELS_REF, RUN_KERNEL_MODE, ERR_DTYPE, ERR_INDEX,
+                   ERR_INVALID, ERR_SHAPE, ERR_STATE, FLOAT32, INT64, T, Tensor, assert_close,
+                   call, check, lib, ptr, tensor_out)
 
 torch.set_num_threads(1)
 
@@ -88,8 +89,11 @@ def check_init(emb_lin, t_lin, what):
 
 @pytest.fixture(autouse=True)
 def _restore_modes():
+    """Each test starts on the fast kernels (CBLAS, torch's own calls), whatever tier the
+    run is under; the tests of the reference GEMM select it themselves."""
+    lib.emb_set_kernel_mode(FAST_KERNEL_MODE)
     yield
-    lib.emb_set_kernel_mode(0)
+    lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
     lib.emb_set_num_threads(0)
 
 
@@ -174,7 +178,7 @@ def run_case(rnd, mode, case):
     yt.backward(torch.from_numpy(gy))
     what = f"mode {mode} case {case}: Linear({i}, {o}, bias={bias}) x{list(x.shape)}"
     lib.emb_set_kernel_mode(mode)
-    exact = mode == 0  # CBLAS: torch's own BLAS call
+    exact = mode != KERNELS_REF  # CBLAS: torch's own BLAS call
     y = mine.forward(x)
     assert_close(y, yt.detach().numpy(), exact=exact, what=f"{what} y")
     gx, gw, gb = mine.backward(x, gy)
@@ -208,7 +212,7 @@ class _nowarn:
 
 
 @pytest.mark.filterwarnings("ignore:grad and param do not obey")
-@pytest.mark.parametrize("mode", [0, 1], ids=["auto", "ref"])
+@pytest.mark.parametrize("mode", [FAST_KERNEL_MODE, KERNELS_REF], ids=["fast", "ref"])
 def test_forward_backward_random(mode):
     rnd = random.Random(555 + mode)
     for case in range(150):
@@ -261,7 +265,7 @@ def test_forward_larger_threads():
     x = np.random.default_rng(0).standard_normal((257, 300)).astype(np.float32)
     want = ref(torch.from_numpy(x)).detach().numpy()
     outs = []
-    for mode, threads in [(0, 0), (1, 1), (1, 2)]:
+    for mode, threads in [(FAST_KERNEL_MODE, 0), (KERNELS_REF, 1), (KERNELS_REF, 2)]:
         lib.emb_set_kernel_mode(mode)
         lib.emb_set_num_threads(threads)
         outs.append(mine.forward(x))

@@ -6,7 +6,12 @@ cross_entropy, nll_loss and log_softmax are compared BIT FOR BIT (NaN equals NaN
 thousands of random cases, with torch and emb at 1 and at 2 threads, when emb uses its SLEEF
 kernels and torch dispatches to AVX2 (the machine this suite runs on; the test checks it).
 mse (targets broadcast to the input) and BCE with logits (pos_weight, a broadcast weight)
-are bit-exact too, for every reduction. Errors carry torch's own messages, caught live."""
+are bit-exact too, for every reduction. Errors carry torch's own messages, caught live.
+
+The losses have two kernel tiers, each compared with the matching torch kernel: the fast one
+(SLEEF, AVX2) in this process against torch's AVX2 kernels, whatever EMB_KERNELS says (an
+autouse fixture selects it), and the reference one against torch forced to its DEFAULT
+capability, in a subprocess (test_reference_kernels_match_torch_default_capability)."""
 import ctypes as C
 import random
 import sys
@@ -16,10 +21,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (ERR_DTYPE, ERR_INDEX, ERR_INVALID, ERR_SHAPE, LossOptions, T, assert_close,
-                   call, check, lib, ptr, tensor_out)
+from embpy import (ERR_DTYPE, ERR_INDEX, ERR_INVALID, ERR_SHAPE, FAST_KERNEL_MODE,
+                   RUN_KERNEL_MODE, LossOptions, T, assert_close, call, check, lib, ptr,
+                   tensor_out)
 
 torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _fast_kernels():
+    """In process, torch runs its AVX2 kernels: emb's fast tier is the one to compare."""
+    lib.emb_set_kernel_mode(FAST_KERNEL_MODE)
+    yield
+    lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
 
 REDUCTIONS = {"mean": 0, "sum": 1, "none": 2}
 
@@ -511,7 +525,7 @@ def test_bce_with_logits_errors_match_torch():
 
 
 _DEFAULT_CAPABILITY_CHECK = r"""
-import random, sys
+import ctypes, random, sys
 import numpy as np, torch, torch.nn.functional as F
 from embpy import T, check, lib, ptr, tensor_out
 assert "CPU capability usage: NO AVX" in torch.__config__.show()
@@ -537,6 +551,40 @@ for case in range(300):
     check(lib.emb_log_softmax_forward(T(x), T(y)))
     for got, exp in ((loss, want.detach().numpy()), (gx, xt.grad.numpy()), (y, yt)):
         bad += not np.array_equal(np.asarray(got).view(np.int32), np.asarray(exp).view(np.int32))
+    # BCE with logits (pos_weight, a weight) and MSE, every reduction
+    red = rnd.choice(["mean", "sum", "none"])
+    o = lib.emb_loss_options_default()
+    o.reduction = {"mean": 0, "sum": 1, "none": 2}[red]
+    yb = rng.random(shape).astype(np.float32)
+    pw = rng.uniform(0.1, 4, shape[-1:]).astype(np.float32) if rnd.random() < 0.5 else None
+    wb = rng.uniform(0.1, 2, shape[-1:]).astype(np.float32) if rnd.random() < 0.3 else None
+    if wb is not None:
+        o._w = T(wb)
+        o.weight = ctypes.pointer(o._w)
+    for name in ("bce", "mse"):
+        xt = torch.from_numpy(x.copy()).requires_grad_()
+        if name == "bce":
+            want = F.binary_cross_entropy_with_logits(
+                xt, torch.from_numpy(yb), reduction=red,
+                weight=None if wb is None else torch.from_numpy(wb),
+                pos_weight=None if pw is None else torch.from_numpy(pw))
+        else:
+            want = F.mse_loss(xt, torch.from_numpy(yb), reduction=red)
+        g = rng.uniform(0.5, 1.5, tuple(want.shape)).astype(np.float32)
+        want.backward(torch.from_numpy(g))
+        loss, gx = tensor_out(tuple(want.shape)), tensor_out(x.shape)
+        if name == "bce":
+            check(lib.emb_bce_with_logits_forward(T(x), T(yb), None if pw is None else T(pw),
+                                                  ptr(o), T(loss)))
+            check(lib.emb_bce_with_logits_backward(T(x), T(yb), None if pw is None else T(pw),
+                                                   ptr(o), T(g), T(gx)))
+        else:
+            o.weight = None
+            check(lib.emb_mse_loss_forward(T(x), T(yb), ptr(o), T(loss)))
+            check(lib.emb_mse_loss_backward(T(x), T(yb), ptr(o), T(g), T(gx)))
+        for got, exp in ((loss, want.detach().numpy()), (gx, xt.grad.numpy())):
+            bad += not np.array_equal(np.asarray(got).view(np.int32),
+                                      np.asarray(exp).view(np.int32))
 print(bad)
 sys.exit(1 if bad else 0)
 """
@@ -544,8 +592,9 @@ sys.exit(1 if bad else 0)
 
 def test_reference_kernels_match_torch_default_capability():
     """emb's reference kernels (EMB_KERNELS=ref) against torch forced to its non-vectorised
-    DEFAULT capability (ATEN_CPU_CAPABILITY=default): bit-exact too (a separate process, as
-    both are read at start-up)."""
+    DEFAULT capability (ATEN_CPU_CAPABILITY=default): cross-entropy, log_softmax, BCE with
+    logits and MSE, forward and backward, bit-exact too (a separate process, as both are
+    read at start-up)."""
     import os
     import subprocess
     env = dict(os.environ, ATEN_CPU_CAPABILITY="default", EMB_KERNELS="ref")

@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from embpy import (ADAGRAD, ADAM, ADAMW, ERR_INDEX, ERR_INVALID, ERR_SHAPE, ERR_STATE,
-                   ERR_UNSUPPORTED,
-                   OK, PADDING_NONE, SGD, SPARSE_ADAM, EmbError, EmbeddingOptions, SparseGrad,
-                   T, assert_close, call, check, lib, ptr)
+from embpy import (FAST_KERNEL_MODE, RUN_KERNEL_MODE, ADAGRAD, ADAM, ADAMW, ERR_INDEX, ERR_INVALID,
+                   ERR_SHAPE, ERR_STATE, ERR_UNSUPPORTED, OK, PADDING_NONE, SGD, SPARSE_ADAM,
+                   EmbError, EmbeddingOptions, SparseGrad, T, assert_close, call, check, lib, ptr)
 
 STEPS = 20
 KIND_NAMES = {SGD: "SGD", ADAGRAD: "Adagrad", ADAM: "Adam", ADAMW: "AdamW",
@@ -170,16 +169,21 @@ def torch_step(topt, kind, grad):
         topt.step()
 
 
-def dense_trajectory(kind, cfg, shape, seed, steps=STEPS):
+def dense_trajectory(kind, cfg, shape, seed, steps=STEPS, values=None):
+    """`steps` steps of torch's and emb's optimizer from the same start, bit-exact after
+    each. values(rng, shape, step) makes the start (step -1) and the gradients (default:
+    standard normal and rand_grad)."""
     rng = np.random.default_rng(seed)
-    p0 = np.array(rng.standard_normal(shape), dtype=np.float32)
+    values = values or (lambda r, sh, s: (np.array(r.standard_normal(sh), np.float32) if s < 0
+                                          else rand_grad(r, sh, s)))
+    p0 = values(rng, shape, -1)
     pe = p0.copy()
     pt = torch.nn.Parameter(torch.from_numpy(p0.copy()))
     topt = torch_optimizer(kind, [pt], cfg)
     eo = Opt(kind, **emb_cfg(kind, cfg))
     pid = eo.add(pe)
     for s in range(steps):
-        g = rand_grad(rng, shape, s)
+        g = values(rng, shape, s)
         pt.grad = torch.from_numpy(g.copy())
         topt.step()
         check(eo.step(pid, g)[0])
@@ -188,16 +192,20 @@ def dense_trajectory(kind, cfg, shape, seed, steps=STEPS):
     assert eo.steps(pid) == steps
 
 
-def sparse_trajectory(kind, cfg, V, D, seed, steps=STEPS, coalesced=False):
+def sparse_trajectory(kind, cfg, V, D, seed, steps=STEPS, coalesced=False, values=None):
+    """As dense_trajectory with sparse gradients; values(rng, V, D, step) makes the start
+    (step -1, [V, D]) and the gradients ((indices, values); default rand_sparse)."""
     rng = np.random.default_rng(seed)
-    p0 = rng.standard_normal((V, D)).astype(np.float32)
+    values = values or (lambda r, v, d, s: (r.standard_normal((v, d)).astype(np.float32)
+                                            if s < 0 else rand_sparse(r, v, d, s)))
+    p0 = values(rng, V, D, -1)
     pe = p0.copy()
     pt = torch.nn.Parameter(torch.from_numpy(p0.copy()))
     topt = torch_optimizer(kind, [pt], cfg)
     eo = Opt(kind, **emb_cfg(kind, cfg))
     pid = eo.add(pe)
     for s in range(steps):
-        idx, val = rand_sparse(rng, V, D, s)
+        idx, val = values(rng, V, D, s)
         tg = torch_sparse(idx, val, V, D)
         if coalesced:
             tg = tg.coalesce()
@@ -207,7 +215,8 @@ def sparse_trajectory(kind, cfg, V, D, seed, steps=STEPS, coalesced=False):
         torch_step(topt, kind, tg)
         idx_before, val_before = idx.copy(), val.copy()
         check(eo.step_sparse(pid, idx, val, coalesced=coalesced)[0])
-        assert np.array_equal(idx, idx_before) and np.array_equal(val, val_before), \
+        assert np.array_equal(idx, idx_before) and np.array_equal(val.view(np.uint32),
+                                                                  val_before.view(np.uint32)), \
             "step_sparse modified the gradient"
         assert_close(pe, pt.detach().numpy(), exact=True,
                      what=f"{KIND_NAMES[kind]} {cfg} sparse step {s}")
@@ -697,7 +706,7 @@ def test_thread_count_and_kernel_variant_do_not_matter():
     lib.emb_set_kernel_mode(1)  # reference kernels
     try:
         ref = _run_all_paths(21)
-        lib.emb_set_kernel_mode(0)
+        lib.emb_set_kernel_mode(FAST_KERNEL_MODE)
         one = _run_all_paths(21)
         lib.emb_set_num_threads(2)
         two = _run_all_paths(21)
@@ -705,7 +714,7 @@ def test_thread_count_and_kernel_variant_do_not_matter():
         seven = _run_all_paths(21)
     finally:
         lib.emb_set_num_threads(0)
-        lib.emb_set_kernel_mode(0)
+        lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
     for i, r in enumerate(ref):
         assert_close(one[i], r, exact=True, what=f"auto kernels, 1 thread, case {i}")
         assert_close(two[i], r, exact=True, what=f"2 threads, case {i}")

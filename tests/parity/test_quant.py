@@ -26,9 +26,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (BAG_MAX, BAG_MEAN, BAG_SUM, ERR_INDEX, ERR_INVALID, ERR_READ_ONLY,
-                   PADDING_NONE, QTYPES, QError, QTable, T, assert_close, call, check, lib,
-                   ptr)
+from embpy import (FAST_KERNEL_MODE, KERNELS_REF, RUN_KERNEL_MODE, BAG_MAX, BAG_MEAN, BAG_SUM,
+                   ERR_INDEX, ERR_INVALID, ERR_READ_ONLY, PADDING_NONE, QTYPES, QError, QTable, T,
+                   assert_close, call, check, lib, ptr)
 
 torch.set_num_threads(1)
 Q = torch.ops.quantized
@@ -245,7 +245,7 @@ def test_threads_and_kernels_agree(qtype):
     off = np.arange(0, 40000, 20)
     psw = rng.standard_normal(40000).astype(np.float32)
     runs = []
-    for nt, mode in ((1, 0), (2, 0), (2, 1)):
+    for nt, mode in ((1, FAST_KERNEL_MODE), (2, FAST_KERNEL_MODE), (2, KERNELS_REF)):
         lib.emb_set_num_threads(nt)
         lib.emb_set_kernel_mode(mode)
         try:
@@ -253,7 +253,7 @@ def test_threads_and_kernels_agree(qtype):
                          q.bag(idx, off, None, opts("max")), q.dequantize()))
         finally:
             lib.emb_set_num_threads(0)
-            lib.emb_set_kernel_mode(0)
+            lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
     for r in runs[1:]:
         for a, b in zip(runs[0], r):
             assert_close(b, a, exact=True)

@@ -284,7 +284,8 @@ static void test_forward_errors(void **state) {
                        "the same shape as the input ([6])");
         p2 = emb_test_view(EMB_INT32, psw, 1, SHP(6));
         EMB_EXPECT_ERR(emb_bag_forward(bsum, &it, &ot, &p2, &out_t, NULL), EMB_ERR_DTYPE,
-                       "per_sample_weights must have the weight's dtype float32, got int32");
+                       "per_sample_weights must have the same type as the weight (float32), "
+                       "got int32");
         /* outputs */
         emb_tensor o3 = emb_test_view(EMB_FLOAT32, out, 2, SHP(4, D));
         EMB_EXPECT_ERR(emb_bag_forward(b, &it, &ot, NULL, &o3, NULL), EMB_ERR_SHAPE,
@@ -352,7 +353,7 @@ static void test_functional_errors(void **state) {
     emb_tensor out_t = emb_test_view(EMB_FLOAT32, out, 2, SHP(2, D));
     emb_tensor w1 = emb_test_view(EMB_FLOAT32, w, 1, SHP(V * D));
     EMB_EXPECT_ERR(emb_embedding_bag(&w1, &it, &ot, NULL, NULL, &out_t, NULL), EMB_ERR_SHAPE,
-                   "'weight' must be 2-D, got 1 dimensions");
+                   "weight has to be a 2D Tensor, but got Tensor of dimension 1");
     EMB_EXPECT_ERR(emb_embedding_bag(NULL, &it, &ot, NULL, NULL, &out_t, NULL), EMB_ERR_NULL,
                    "weight must not be NULL");
     emb_tensor wt = emb_test_view(EMB_FLOAT32, w, 2, SHP(V, D));

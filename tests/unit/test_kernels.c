@@ -73,6 +73,7 @@ static void test_mode_selects_table(void **state) {
         assert_non_null(v[k]->lookup_rows_i64);
         assert_non_null(v[k]->lookup_rows_i32);
         assert_non_null(v[k]->optim);
+        assert_non_null(v[k]->score_tile);
     }
 }
 
@@ -330,6 +331,58 @@ static void test_optim_variants(void **state) {
 #undef SAME
 }
 
+/* The k-NN score kernel (kernels/score.h): the reference is the plain fmaf chain of the
+ * contract (checked against a loop written here), and every variant gives its bits, for
+ * shapes across the register blocks, panels and depth chunks of the SIMD twins, with
+ * columns past nr untouched. */
+static void test_score_variants(void **state) {
+    (void)state;
+    const emb__kernel_table *const *v;
+    int nv = variants(&v);
+    const int64_t nqs[] = {1, 3, 4, 5, 8, 9, 17, 64};
+    const int64_t nrs[] = {1, 7, 24, 25, 31, 32, 33, 48, 49, 100, 2048};
+    const int64_t ds[] = {1, 2, 7, 8, 9, 31, 64, 100, 255, 256, 257, 300, 513};
+    enum { QMAX = 64, RMAX = 2048, DMAX = 513, PAD = 3 };
+    float *q = malloc(sizeof(float) * QMAX * DMAX), *r = malloc(sizeof(float) * RMAX * DMAX);
+    float *want = malloc(sizeof(float) * QMAX * (RMAX + PAD));
+    float *got = malloc(sizeof(float) * QMAX * (RMAX + PAD));
+    float *scratch = malloc(sizeof(float) * emb__score_scratch_floats(QMAX, DMAX));
+    assert_non_null(q), assert_non_null(r), assert_non_null(want), assert_non_null(got);
+    assert_non_null(scratch);
+    int cases = 0;
+    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+        for (size_t qi = 0; qi < sizeof nqs / sizeof nqs[0]; qi++)
+            for (size_t ri = 0; ri < sizeof nrs / sizeof nrs[0]; ri++) {
+                const int64_t nq = nqs[qi], nr = nrs[ri], d = ds[di], ldc = nr + PAD;
+                if (nr == 2048 && (d > 64 || nq > 9)) continue; /* keep the test short */
+                randf(q, nq * d);
+                randf(r, nr * d);
+                /* finite products and sums (no 1e20 * 1e20): exact bits, no NaN payloads */
+                for (int64_t i = 0; i < nq * d; i++) q[i] = fminf(fmaxf(q[i], -4.0f), 4.0f);
+                for (int64_t i = 0; i < nr * d; i++) r[i] = fminf(fmaxf(r[i], -4.0f), 4.0f);
+                for (int64_t i = 0; i < nq * ldc; i++) want[i] = -7.0f;
+                emb__score_tile_ref(want, ldc, q, nq, r, nr, d, scratch);
+                for (int64_t i = 0; i < nq; i++)
+                    for (int64_t j = 0; j < ldc; j++) {
+                        float expect = -7.0f; /* past nr: untouched */
+                        if (j < nr) {
+                            expect = 0.0f;
+                            for (int64_t p = 0; p < d; p++)
+                                expect = fmaf(q[i * d + p], r[j * d + p], expect);
+                        }
+                        EMB_ASSERT_EXACT(&want[i * ldc + j], &expect, 1, "score ref");
+                    }
+                for (int k = 1; k < nv; k++) {
+                    for (int64_t i = 0; i < nq * ldc; i++) got[i] = -7.0f;
+                    v[k]->score_tile(got, ldc, q, nq, r, nr, d, scratch);
+                    EMB_ASSERT_EXACT(got, want, nq * ldc, v[k]->name);
+                }
+                cases++;
+            }
+    assert_true(cases > 500);
+    free(q), free(r), free(want), free(got), free(scratch);
+}
+
 /* normal_'s float32 block transform: the AVX2 twin against emb__normal16_ref on uniforms as
  * the generator makes them (24-bit multiples of 2^-24 in [0, 1)), edges included. */
 static void test_normal16_variants(void **state) {
@@ -375,6 +428,7 @@ int main(void) {
         cmocka_unit_test(test_renorm_variants),
         cmocka_unit_test(test_optim_variants),
         cmocka_unit_test(test_normal16_variants),
+        cmocka_unit_test(test_score_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,102 @@
+/* src/nn/loss_mse.c: F.mse_loss, forward and backward.
+ *
+ * MSE: torch's F.mse_loss broadcasts input and target (with a UserWarning when their shapes
+ * differ); emb broadcasts the target to the input's shape (numpy rules), and refuses a
+ * target that would make the input grow (then torch's gradient needs a sum over the
+ * broadcast dimensions; see docs/differences.md). Arithmetic (bit-identical to torch):
+ *   loss_i = (x_i - t_i) * (x_i - t_i); sum: torch's float sum order over the loss tensor
+ *   (emb__torch_sum_f32); mean: that sum / (float)numel;
+ *   grad_i = norm * (x_i - t_i) * g (norm = (float)(2 / numel) for mean, else 2).
+ * torch splits sums of more than 32768 values between its threads; emb's order is torch's
+ * with one intra-op thread, whatever emb's thread count. */
+#include "loss_internal.h"
+#include "kernels/softmax.h"
+
+/* Checks input/target (float32, target broadcastable to input) and, when their shapes
+ * differ, materialises the broadcast target into *expanded (caller frees). */
+static emb_status mse_check(const emb_tensor *input, const emb_tensor *target,
+                            const emb_loss_options *opts, emb_loss_options *o,
+                            float **expanded) {
+    *expanded = NULL;
+    emb_status st = emb__loss_check_f32(input, "input");
+    if (st) return st;
+    if ((st = emb__loss_check_f32(target, "target"))) return st;
+    if ((st = emb__loss_read_opts(opts, false, o))) return st;
+    if (emb_tensor_same_shape(input, target)) return EMB_OK;
+    if ((st = emb__loss_check_broadcast_to(input, target, "target", "mse_loss"))) return st;
+    return emb__loss_expand_like(input, target, expanded);
+}
+
+emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *target,
+                                const emb_loss_options *opts, emb_tensor *loss) {
+    emb_loss_options o;
+    float *tb = NULL;
+    emb_status st = mse_check(input, target, opts, &o, &tb);
+    if (st) return st;
+    if (!loss) st = emb__null("loss");
+    if (!st) st = emb__loss_check_shape(loss, "loss", o.reduction, input->ndim, input->shape);
+    if (!st)
+        st = emb__loss_check_no_overlap(loss, "loss", input, "input", target, "target", NULL, NULL, NULL,
+                              NULL);
+    const int64_t n = emb_tensor_numel(input);
+    float *buf = NULL;
+    if (!st && o.reduction != EMB_REDUCTION_NONE) st = emb__loss_alloc_rows(n, 1, &buf);
+    if (st) {
+        emb_free(tb);
+        return st;
+    }
+    const float *x = input->data, *t = tb ? tb : target->data;
+    float *out = o.reduction == EMB_REDUCTION_NONE ? loss->data : buf;
+    int nt = emb__threads_for(n, 1 << 16);
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int64_t i = 0; i < n; i++) {
+        float d = x[i] - t[i];
+        out[i] = d * d;
+    }
+    if (o.reduction != EMB_REDUCTION_NONE) {
+        float total = emb__torch_sum_f32(buf, n);
+        *(float *)loss->data = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
+    }
+    emb_free(buf);
+    emb_free(tb);
+    return EMB_OK;
+}
+
+emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *target,
+                                 const emb_loss_options *opts, const emb_tensor *grad_loss,
+                                 emb_tensor *grad_input) {
+    emb_loss_options o;
+    float *tb = NULL;
+    emb_status st = mse_check(input, target, opts, &o, &tb);
+    if (st) return st;
+    if (!grad_loss) st = emb__null("grad_loss");
+    if (!st)
+        st = emb__loss_check_shape(grad_loss, "grad_loss", o.reduction, input->ndim, input->shape);
+    if (!st && !grad_input) st = emb__null("grad_input");
+    if (!st) st = emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape);
+    if (!st)
+        st = emb__loss_check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
+                              grad_loss, "grad_loss", NULL, NULL);
+    if (st) {
+        emb_free(tb);
+        return st;
+    }
+    const int64_t n = emb_tensor_numel(input);
+    /* PyTorch: norm = 2/numel (mean) or 2, as a double rounded to float; grad =
+     * norm * (x - t) * g, left to right. */
+    const float norm = (float)(o.reduction == EMB_REDUCTION_MEAN ? 2.0 / (double)n : 2.0);
+    const float *x = input->data, *t = tb ? tb : target->data, *g = grad_loss->data;
+    float *gx = grad_input->data;
+    const bool per_elem = o.reduction == EMB_REDUCTION_NONE;
+    int nt = emb__threads_for(n, 1 << 16);
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int64_t i = 0; i < n; i++) gx[i] = norm * (x[i] - t[i]) * g[per_elem ? i : 0];
+    emb_free(tb);
+    return EMB_OK;
+}
