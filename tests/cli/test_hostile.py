@@ -23,6 +23,7 @@ import time
 import numpy as np
 import pytest
 
+import conftest
 from conftest import run
 
 SANITIZED = os.environ.get("EMB_SANITIZED") == "1"
@@ -46,20 +47,7 @@ def npy_bytes(header, data=b""):
 
 
 def synthetic(path, lines=400, seed=1, words_per_line=20):
-    """Two topics that never share a line, plus a frequent word."""
-    rng = random.Random(seed)
-    a = "red green blue yellow purple orange".split()
-    b = "cat dog horse mouse sheep goat".split()
-    with open(path, "w") as f:
-        for i in range(lines):
-            topic = a if i % 2 else b
-            toks = []
-            for _ in range(words_per_line):
-                toks.append(rng.choice(topic))
-                if rng.random() < 0.1:
-                    toks.append("the")
-            f.write(" ".join(toks) + "\n")
-    return str(path)
+    return conftest.synthetic(path, lines, seed, words_per_line, the="the")
 
 
 def small_vec(path, rows=3, dim=4, prefix="w"):

@@ -4,6 +4,7 @@
  * left by killed writers and removed on a signal. Run under AddressSanitizer and
  * UndefinedBehaviorSanitizer by `make test`. */
 #include "emb_test.h"
+#include "emb_test_files.h"
 
 #include "io/io_internal.h"
 
@@ -13,50 +14,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static char tmpdir[256];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/emb_test_hostile.XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *tmp(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-
-static void put(const char *path, const void *d, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    if (n) assert_int_equal(fwrite(d, 1, n, f), n);
-    fclose(f);
-}
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    b[sz] = 0;
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
 
 /* A safetensors file: an 8-byte length, the JSON header padded to 8, the data. */
 static void put_st(const char *path, const char *json, const void *data, size_t n) {
@@ -524,5 +481,5 @@ int main(void) {
         cmocka_unit_test(test_temporaries),
         cmocka_unit_test(test_hostile_files),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tmp_setup, tmp_teardown);
 }
