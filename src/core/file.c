@@ -129,8 +129,8 @@ emb_status emb__file_open(const char *path, emb__file *f, int flags) {
         rc = emb__error(EMB_ERR_IO, "%s: is a directory", path);
     } else if (S_ISCHR(sb.st_mode) && !isatty(fd)) {
         rc = emb__error(EMB_ERR_IO,
-                        "%s: is a character device, whose input has no end (emb reads regular files, "
-                        "pipes and terminals)", path);
+                        "%s: is a character device; emb reads regular files, pipes and terminals (a device "
+                        "such as /dev/zero has no end)", path);
     } else if (!S_ISREG(sb.st_mode)) {
         rc = read_stream(path, fd, f); /* a pipe, FIFO, socket, terminal or block device */
     } else if ((uint64_t)sb.st_size > SIZE_MAX) {

@@ -295,8 +295,9 @@ emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *pat
     if (fstat(fileno(f), &sb) == 0 && (S_ISDIR(sb.st_mode) || (S_ISCHR(sb.st_mode) && !isatty(fileno(f))))) {
         fclose(f);
         return emb__error(EMB_ERR_IO, S_ISDIR(sb.st_mode) ? "%s: is a directory"
-                                                          : "%s: is a character device, whose input has no end "
-                                                            "(a corpus is a regular file, a pipe or a terminal)",
+                                                          : "%s: is a character device; a corpus is a regular "
+                                                            "file, a pipe or a terminal (a device such as "
+                                                            "/dev/zero has no end)",
                           path);
     }
     st = emb_w2v_create_from_stream(opts, f, path, out);
