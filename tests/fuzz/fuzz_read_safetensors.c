@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_check_vectors(&v, &o);
         /* as `emb convert --dtype f16|int8`: the table through the streaming quantized
          * writer, read back with its shape */
-        const emb_qtype qt = size % 2 ? EMB_QTYPE_F16 : EMB_QTYPE_INT8;
+        const emb_qtype qt = size % 2 || v.weight.shape[1] == 0 ? EMB_QTYPE_F16 : EMB_QTYPE_INT8;
         const int64_t rows = v.weight.shape[0], dim = v.weight.shape[1];
         const char *qout = fz_scratch("q.safetensors");
         emb_qtable_writer *qw = NULL;
