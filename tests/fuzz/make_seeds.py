@@ -5,6 +5,10 @@ committed; run again after changing tests/data/make_bad_files.py or this script)
   - the edge cases of tests/data/bad (zero and huge dimensions, lying offsets, repeated
     keys, counts beyond int64, unaligned tensors) for the reader harnesses, w2v files with
     the harness's leading option byte;
+  - fuzz_read_corpus: text with non-UTF-8 bytes, every kind of whitespace, NUL, a long
+    token;
+  - fuzz_optim_state: an Adam state with a parameter count, a step count, a shape entry or
+    a rank at their limits, and a NaN learning rate;
   - fuzz_train: option blocks (valid ones, and rates, samples and sentence lengths that are
     not) in front of tiny corpora;
   - fuzz_checkpoint, given a fuzz build: the checkpoints the harness's own setup writes
@@ -54,6 +58,14 @@ def readers():
     put("fuzz_read_w2v", "w2v_non_utf8_binary.bin", b"\4" + b"1 2\n\xff\xfe " + struct.pack("<2f", 1, 2))
     put("fuzz_read_w2v", "w2v_huge_rows.txt", b"\0" + b"288230376151711744 1\na 1\n")
     put("fuzz_read_w2v", "w2v_repeated_words.txt", b"\0" + b"3 1\na 1\na 2\nb 3\n")
+
+
+def corpora():
+    """fuzz_read_corpus: the option byte (min_count, case, punctuation, max_vocab, model),
+    then text with the whitespace, punctuation and bytes a tokenizer must handle."""
+    put("fuzz_read_corpus", "utf8_and_not", b"\x04" + "café cafe\u0301 naïve\nthe The THE\n".encode() + b"bad \xff\xfe\n")
+    put("fuzz_read_corpus", "whitespace_kinds", b"\x08" + b"a\tb\x0bc\x0cd\r\ne  f\n\n\ng.h, (i)\n")
+    put("fuzz_read_corpus", "nul_and_long", b"\x00" + b"a\x00b c " + b"x" * 3000 + b"\n")
 
 
 def options(model=0, dim=8, window=2, negative=2, epochs=2, min_count=1, max_vocab=0, alpha=0,
@@ -123,8 +135,40 @@ def checkpoints(build):
     patched("rng_zero", (lane0 + 32, "<Q", 0))
 
 
+def optim_state():
+    """Hostile copies of a committed Adam state (harness input: kind byte, option byte with
+    0x80 = re-seal the checksum, then the state; layout in docs/optimizer-state.md)."""
+    d = os.path.join(CORPUS, "fuzz_optim_state")
+    base = None
+    for n in sorted(os.listdir(d)):
+        with open(os.path.join(d, n), "rb") as f:
+            b = f.read()
+        if len(b) > 2 + 96 + 32 and b[0] % 5 == 2 and b[2:10] == b"EMBOPTST":
+            base = b
+            break
+    if base is None:
+        return
+    rec = 2 + 96  # the first parameter record: ndim, flags, steps, kind, reserved, nnz, shape
+
+    def patched(name, *edits):
+        b = bytearray(base)
+        b[1] |= 0x80
+        for off, fmt, v in edits:
+            struct.pack_into(fmt, b, off, v)
+        put("fuzz_optim_state", name, bytes(b))
+
+    patched("params_u32_max", (2 + 92, "<I", 0xFFFFFFFF))
+    patched("steps_int64_max", (rec + 8, "<q", 2 ** 63 - 1))
+    patched("shape_zero", (rec + 32, "<q", 0))
+    patched("shape_huge", (rec + 32, "<q", 2 ** 62))
+    patched("ndim_too_many", (rec, "<I", 64))
+    patched("lr_nan", (2 + 16, "<d", float("nan")))
+
+
 if __name__ == "__main__":
     readers()
+    corpora()
+    optim_state()
     train()
     if len(sys.argv) > 1:
         checkpoints(sys.argv[1])
