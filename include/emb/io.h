@@ -61,7 +61,8 @@ EMB_API emb_status emb_format_parse(const char *name, emb_format *out);
 EMB_API emb_format emb_format_from_path(const char *path);
 
 /* The format of an existing file, from its first bytes (npy magic, a safetensors header,
- * a "rows dim" header followed by text or binary rows, otherwise GloVe text).
+ * a "rows dim" header followed by text or binary rows, otherwise GloVe text). A pipe is
+ * read to its end (emb_vectors_read detects the format of what it reads itself).
  * Errors: EMB_ERR_NULL, EMB_ERR_IO (cannot open or read), EMB_ERR_FORMAT (empty file),
  * EMB_ERR_UNSUPPORTED (a fastText .bin model: only its .vec is read). */
 EMB_API emb_status emb_format_sniff(const char *path, emb_format *out);
