@@ -31,8 +31,8 @@ test: deps-test
 	cmake --build $(PLAIN_BUILD) -j $(JOBS)
 	cd $(PLAIN_BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMB_TSAN=ON -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_PARITY=OFF -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_hogwild
-	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 exitcode=66" ctest --output-on-failure -R '^unit\.test_hogwild$$'
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_hogwild test_first_use
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 exitcode=66" ctest --output-on-failure -R '^unit\.test_(hogwild|first_use)$$'
 	$(MAKE) fuzz-run
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	/usr/bin/python3 scripts/test_machines.py $(BUILD) --jobs $(JOBS) --after-main-run
@@ -48,10 +48,17 @@ test-machines: deps-test
 
 # libFuzzer harnesses (tests/fuzz/README.md): clang, ASan+UBSan, no OpenMP/BLAS so that every
 # instruction is instrumented and runs are reproducible. Fails when a fuzzer finds something.
+# The compiler is the first of clang, clang-19 ... clang-14 that links a libFuzzer harness
+# (scripts/find-fuzz-cc.sh, which says what to install when none does); FUZZ_CC=... chooses.
 fuzz: deps-test fuzz-run
 
 fuzz-run:
-	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	@cc=$$(FUZZ_CC="$(FUZZ_CC)" scripts/find-fuzz-cc.sh) && echo "fuzzing compiler: $$cc" && \
+	if [ -f $(FUZZ_BUILD)/CMakeCache.txt ] && \
+	   ! grep -qx "CMAKE_C_COMPILER:[A-Z]*=$$(command -v $$cc)" $(FUZZ_BUILD)/CMakeCache.txt; then \
+		echo "fuzzing compiler changed: reconfiguring $(FUZZ_BUILD) from scratch"; \
+		rm -rf $(FUZZ_BUILD)/CMakeCache.txt $(FUZZ_BUILD)/CMakeFiles; fi && \
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=$$cc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DEMB_FUZZ=ON -DEMB_TESTS=OFF -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TIME)
@@ -63,19 +70,24 @@ build:
 # emb against torch 1.13 at 1 and 2 threads (bench/run.py; docs/PERFORMANCE.md). JSON lines, a
 # Markdown table and an SVG plot land in $(BUILD)/bench_results.*; BENCH_FLAGS="--quick" for a
 # smoke run, BENCH_FLAGS="--threads 1 --reps 11 --rounds 1" etc. (3 rounds per shape by default,
-# the best median of each operation counts); then bench/large.py (bench-large below).
+# the best median of each operation counts). It writes no large files: the tables larger than
+# memory (bench-large below, 45.6 GB on disk) run only when asked, with `make bench-large` or
+# `make bench BENCH_LARGE=1` (then last).
+BENCH_LARGE ?= 0
 bench: deps-bench
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS) --target all benches
 	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/run.py $(BENCH_FLAGS)
 	/usr/bin/python3 bench/plot.py $(BUILD)/bench_results.jsonl --svg $(BUILD)/bench_results.svg --md $(BUILD)/bench_results.md
-	@if [ "$(BENCH_LARGE)" != 0 ]; then EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/large.py $(BENCH_LARGE_FLAGS); fi
+	@if [ "$(BENCH_LARGE)" = 1 ]; then EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/large.py $(BENCH_LARGE_FLAGS); \
+	else echo "(tables larger than memory not run: make bench-large, or make bench BENCH_LARGE=1; 45.6 GB of files)"; fi
 
 # Tables larger than memory (bench/large.py; docs/quantization.md): 100M x 64 tables in int8,
 # f16 and float32 (45.6 GB of files, created once in $(BUILD)/large-tables; a file without the
 # disk space for it is skipped), mapped read-only, cold and warm, against torch on the same
-# files. `make bench` runs it last unless BENCH_LARGE=0; BENCH_LARGE_FLAGS="--qtypes int8
-# --threads 1" for a shorter run, "--dir DIR" to keep the files elsewhere.
+# files. Only on request: `make bench-large`, or `make bench BENCH_LARGE=1`.
+# BENCH_LARGE_FLAGS="--qtypes int8 --threads 1" for a shorter run, "--dir DIR" to keep the
+# files elsewhere.
 bench-large: deps-bench
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS) --target bench_large

@@ -16,7 +16,7 @@ afresh just before the first call) and warm (median of --reps calls on the same 
 the process's peak RSS. The float32 file is also served through emb_embedding
 (emb_safetensors_map_embedding: the ordinary table API on the mapping).
 
-Usage (make bench-large; make bench runs it too unless BENCH_LARGE=0):
+Usage (make bench-large, or make bench BENCH_LARGE=1; plain make bench does not run it):
   /usr/bin/python3 bench/large.py [--dir DIR] [--rows 100000000] [--dim 64]
         [--qtypes int8,f16,f32] [--threads 1,2] [--reps 5] [--json FILE] [--no-torch]
 The files are created once in DIR (default $EMB_BUILD_DIR/large-tables) and reused while

@@ -27,15 +27,22 @@ extern "C" {
  * Versions
  * ------------------------------------------------------------------------------------- */
 
+/* The one place the version is written: CMakeLists.txt reads these three lines. */
 #define EMB_VERSION_MAJOR 0
 #define EMB_VERSION_MINOR 1
 #define EMB_VERSION_PATCH 0
-#define EMB_VERSION_STRING "0.1.0"
+/* "MAJOR.MINOR.PATCH", from the three numbers above. */
+#define EMB_VERSION_STRING                                                                 \
+    EMB_VERSION_QUOTE_(EMB_VERSION_MAJOR) "." EMB_VERSION_QUOTE_(EMB_VERSION_MINOR) "."   \
+        EMB_VERSION_QUOTE_(EMB_VERSION_PATCH)
+#define EMB_VERSION_QUOTE_(n) EMB_VERSION_QUOTE2_(n)
+#define EMB_VERSION_QUOTE2_(n) #n
 /* One integer, comparable: major*10000 + minor*100 + patch. */
 #define EMB_VERSION_NUMBER \
     (EMB_VERSION_MAJOR * 10000 + EMB_VERSION_MINOR * 100 + EMB_VERSION_PATCH)
 
-/* The version of the library actually linked, as a string ("0.1.0") and a number. */
+/* The version of the library actually linked, as a string (EMB_VERSION_STRING of the
+ * library's build, "MAJOR.MINOR.PATCH") and a number (EMB_VERSION_NUMBER). */
 EMB_API const char *emb_version(void);
 EMB_API int emb_version_number(void);
 
@@ -176,7 +183,8 @@ EMB_API void emb_remove_temp_files(void);
  * ------------------------------------------------------------------------------------- */
 
 /* Number of threads emb's parallel loops may use; 0 restores the default (the OpenMP
- * default, usually the number of CPUs). Results never depend on this number. */
+ * default, usually the number of CPUs). Results never depend on this number. Safe to call
+ * from any thread; operations already running keep the split they started with. */
 EMB_API void emb_set_num_threads(int n);
 EMB_API int emb_get_num_threads(void);
 
@@ -186,10 +194,12 @@ typedef enum emb_kernel_mode {
     EMB_KERNELS_AVX2 = 2, /* at most the AVX2+FMA variants, never the AVX-512 ones */
 } emb_kernel_mode;
 
-/* Selects which kernel variants run; every variant gives the same bits. The environment
- * variable EMB_KERNELS=ref (or =avx2) selects EMB_KERNELS_REF (or EMB_KERNELS_AVX2) at
- * start-up. Unknown modes count as EMB_KERNELS_AUTO. Not thread-safe against concurrent emb
- * calls. */
+/* Selects which kernel variants run. Every variant gives the same bits, except those of
+ * log_softmax and the losses built on it, which follow PyTorch's two CPU builds
+ * (docs/semantics.md §10, §12). The environment variable EMB_KERNELS=ref (or =avx2) selects
+ * EMB_KERNELS_REF (or EMB_KERNELS_AVX2) when the mode is first needed, unless it was set
+ * before. Unknown modes count as EMB_KERNELS_AUTO. Safe to call from any thread; an operation
+ * picks its kernels when it runs, so one running meanwhile may use either mode's. */
 EMB_API void emb_set_kernel_mode(emb_kernel_mode mode);
 EMB_API emb_kernel_mode emb_get_kernel_mode(void);
 

@@ -5,6 +5,9 @@
 
 #include <emb/core.h>
 
+#include "cpu.h"
+#include "parallel.h"
+
 #include <stdarg.h>
 
 #if defined(__GNUC__)
@@ -65,37 +68,10 @@ bool emb__tensors_overlap(const emb_tensor *a, const emb_tensor *b);
 /* Formats a shape as "[2, 3]" into buf (always NUL-terminated). Returns buf. */
 const char *emb__shape_fmt(char *buf, size_t size, int ndim, const int64_t *shape);
 
-/* Number of threads to use for a loop of `work` units where each thread should get at
- * least `grain` units (1 when OpenMP is off). */
-int emb__threads_for(int64_t work, int64_t grain);
-
-/* p[0..n) = +0.0, in contiguous per-thread chunks of at least 1M floats (the overwriting
- * backward passes' zeroing of a whole gradient). */
-void emb__zero_floats(float *p, int64_t n);
-
 /* Asks the kernel for transparent huge pages over the whole pages of [p, p + nbytes) when
  * nbytes is at least 32 MiB (Linux madvise(MADV_HUGEPAGE); a no-op elsewhere). Returns true
  * when the advice was given. emb_malloc calls it on every allocation; contents unchanged. */
 bool emb__advise_hugepages(void *p, size_t nbytes);
-
-/* True when the reference kernels are forced (emb_set_kernel_mode(EMB_KERNELS_REF), or
- * EMB_KERNELS=ref in the environment). */
-bool emb__force_ref(void);
-
-/* True when this CPU runs the AVX2+FMA kernel variants (detected once). */
-bool emb__cpu_has_avx2(void);
-
-/* The one predicate every choice between a scalar reference and its AVX2+FMA twin uses
- * (src/kernels/dispatch.c for the kernel tables, generator.c for normal_'s block
- * transform): the CPU has AVX2 and FMA and the reference kernels are not forced. */
-bool emb__use_avx2(void);
-
-/* The CPU has AVX-512 F and VL besides AVX2 and FMA (and the OS saves their registers). */
-bool emb__cpu_has_avx512(void);
-/* The kernel tables' AVX-512 twins run: the CPU has them and the mode is EMB_KERNELS_AUTO
- * (EMB_KERNELS_AVX2 stops at the AVX2 twins, EMB_KERNELS_REF at the reference). */
-bool emb__use_avx512(void);
-
 
 /* ---------------------------------------------------------------------------------------
  * Files: the one reader and the one atomic writer (src/core/file.c; docs/file-formats.md)

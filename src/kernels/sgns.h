@@ -12,6 +12,8 @@
 #ifndef EMB_KERNELS_SGNS_H
 #define EMB_KERNELS_SGNS_H
 
+#include "cpu.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -48,7 +50,7 @@ typedef bool (*emb__sgns_step_fn)(float *syn0, float *syn1, int64_t dim, const i
 bool emb__sgns_step_ref(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
                         const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
                         const float *sigmoid, float *scratch);
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#if EMB__X86
 bool emb__sgns_step_avx2(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
                          const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
                          const float *sigmoid, float *scratch);
@@ -57,9 +59,5 @@ bool emb__sgns_step_avx2(float *syn0, float *syn1, int64_t dim, const int32_t *c
 /* Fills table[0..EMB__SGNS_TABLE] with sigmoid at evenly spaced points of
  * [-MAX_EXP, MAX_EXP] (the word2vec tool's expTable, and its last entry). */
 void emb__sgns_sigmoid_table(float *table);
-
-/* The fastest variant this CPU runs, or the reference when the reference kernels are
- * forced. */
-emb__sgns_step_fn emb__sgns_step(void);
 
 #endif /* EMB_KERNELS_SGNS_H */

@@ -2,7 +2,7 @@
  * (include/emb/quant.h "Files", docs/quantization.md): a streaming writer that converts
  * float32 rows batch by batch and completes its header with the quantization error, saving,
  * loading and read-only mapping. */
-#include "qkernels.h"
+#include "quant_internal.h"
 
 #include "internal.h"
 #include "io/io_internal.h"

@@ -10,9 +10,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+
+#include "kernels/dispatch.h"
 
 /* Tokens each lane processes per round (whole sentences; the round ends at the first
  * sentence end past this many tokens). Progress reports and checkpoints happen between
@@ -407,14 +406,12 @@ typedef struct {
 
 /* Several threads: with every thread updating the output table in place (Hogwild), the
  * rows of the frequent words (most of the negatives) are written by both cores for nearly
- * every pair, and their cache lines travel between the cores on each write. Measured on
- * State of the Union, skip-gram, 2 threads: 6.7 s with the output table shared, 4.6 s with
- * each lane on its own copy merged every round, 4.4 s with private copies never merged (the
- * input table gained nothing from copies: context rows are spread out by subsampling). On
- * this kind of virtual machine, 2-thread runs also go through phases in which moving a cache
- * line between the cores costs several times more: there skip-gram in place took 13.8 s and
- * with copies 5.7-6.0 s, CBOW 3.9-4.1 s and 2.3-2.5 s; CBOW with copies is 7-9% slower in
- * the good phases (1.63 s against 1.52 s), a price paid for not being 1.7x slower in the bad.
+ * every pair, and their cache lines travel between the cores on each write: skip-gram on 2
+ * threads took half again as long as with copies, and in the phases of a virtual machine
+ * where moving a line between the cores costs more, twice as long; CBOW with copies is a
+ * little slower in the good phases, a price paid for not being much slower in the bad
+ * (docs/PERFORMANCE.md, "Tuning constants"; the input table gained nothing from copies:
+ * context rows are spread out by subsampling).
  * So each lane trains its own copy of the output table for a round, and the copies are
  * merged after it: a row one lane changed is taken from that lane; a row several lanes
  * changed becomes the round's starting value plus the sum of the lanes' changes (in lane
@@ -542,6 +539,31 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
     return processed;
 }
 
+/* One round of every lane (lane t is share t), then the merge of the lanes' output rows
+ * in blocks of 64 rows split between the shares. */
+typedef struct round_ctx {
+    emb_w2v *w;
+    int64_t done0;
+    emb__sgns_step_fn step;
+    lane_scratch *ls;
+    int64_t *done;
+} round_ctx;
+
+static void round_share(void *p, int t, int nt) {
+    (void)nt;
+    const round_ctx *r = p;
+    r->done[t] = train_round(r->w, t, r->done0, r->step, &r->ls[t]);
+}
+
+static void merge_share(void *p, int64_t b0, int64_t b1, int ith) {
+    (void)ith;
+    const round_ctx *r = p;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t r0 = b * 64, r1 = r0 + 64 < r->w->V ? r0 + 64 : r->w->V;
+        merge_rows(r->w, r->ls, r0, r1);
+    }
+}
+
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -603,22 +625,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             }
             continue;
         }
-        int64_t done0 = w->words_done;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static, 1) num_threads(nt)
-#endif
-        for (int t = 0; t < nt; t++) done[t] = train_round(w, t, done0, step, &ls[t]);
-        if (own) {
-            /* rows in blocks of 64, split between the threads */
-            int64_t blocks = (w->V + 63) / 64;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nt)
-#endif
-            for (int64_t b = 0; b < blocks; b++) {
-                int64_t r0 = b * 64, r1 = r0 + 64 < w->V ? r0 + 64 : w->V;
-                merge_rows(w, ls, r0, r1);
-            }
-        }
+        round_ctx rc = {w, w->words_done, step, ls, done};
+        emb__parallel(nt, round_share, &rc);
+        if (own) emb__parallel_for(nt, (w->V + 63) / 64, merge_share, &rc);
         for (int t = 0; t < nt; t++) w->words_done += done[t];
         for (int t = 0; t < nt; t++) w->diverged |= ls[t].nonfinite;
         if (w->diverged) {

@@ -12,26 +12,34 @@ import io
 import os
 import re
 import subprocess
+import sys
 
 import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from shared_data import shared_path  # noqa: E402  (tests/shared_data.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("EMB_SOURCE_DIR") or os.path.normpath(os.path.join(HERE, "..", ".."))
 BUILD_DIR = os.environ.get("EMB_BUILD_DIR") or os.path.join(SOURCE_DIR, "build")
 EMB_BIN = os.environ.get("EMB_BIN") or os.path.join(BUILD_DIR, "emb")
 EXAMPLES_DIR = os.path.join(BUILD_DIR, "examples")
-SEEDS_DIR = os.path.normpath(os.path.join(SOURCE_DIR, "..", "shared", "seeds"))
 
 # The seed the tour programs use when given none (TOUR_DEFAULT_SEED in examples/seed_tour.h).
 TOUR_DEFAULT_SEED = 42
 
 
 def header_version():
-    """EMB_VERSION_STRING of include/emb/core.h, which `emb --version` must print."""
+    """MAJOR.MINOR.PATCH from include/emb/core.h (the one place the version is written),
+    which `emb --version` must print."""
     with open(os.path.join(SOURCE_DIR, "include", "emb", "core.h")) as f:
-        m = re.search(r'#define EMB_VERSION_STRING "([^"]+)"', f.read())
-    assert m, "EMB_VERSION_STRING not found in include/emb/core.h"
-    return m.group(1)
+        text = f.read()
+    parts = []
+    for part in ("MAJOR", "MINOR", "PATCH"):
+        m = re.search(rf"^#define EMB_VERSION_{part} +([0-9]+)$", text, re.M)
+        assert m, f"EMB_VERSION_{part} not found in include/emb/core.h"
+        parts.append(m.group(1))
+    return ".".join(parts)
 
 
 def _require(path, what):
@@ -62,10 +70,10 @@ def example():
     return lambda name: _require(os.path.join(EXAMPLES_DIR, name), f"example {name}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def seeds_dir():
-    """The seed documents' directory, or None when ../shared is not there."""
-    return SEEDS_DIR if os.path.isdir(SEEDS_DIR) else None
+    """The seed documents' directory (tests/shared_data.py); the test fails without it."""
+    return shared_path("seeds")
 
 
 def synthetic(path, lines=400, seed=1, words_per_line=20, the="The,"):

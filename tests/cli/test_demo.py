@@ -1,7 +1,6 @@
 """`emb demo`, the tour of the five seed documents. The demo's tensors are compared with what
 PyTorch prints for the same steps and seeds (the twins in conftest.py), generated live. The
 rules every command follows (help, usage errors, write errors) are in test_cli.py."""
-import os
 import re
 
 import pytest
@@ -121,7 +120,6 @@ def test_demo_option_spellings(emb_bin, args):
     assert _demo(emb_bin, *args) == _demo(emb_bin, "--seed", "7", "001")
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_demo_reports_a_write_error(emb_bin):
     with open("/dev/full", "w") as full:
         r = run([emb_bin, "demo"], stdout=full)

@@ -6,9 +6,8 @@ import struct
 import pytest
 
 from conftest import run
+from shared_data import shared_path
 
-FIXTURES = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared",
-                                         "fixtures", "gensim"))
 DATA = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "data", "bad"))
 
 
@@ -44,9 +43,7 @@ def test_info(emb_bin, vec):
 
 
 def test_info_limit_and_fixture(emb_bin):
-    path = os.path.join(FIXTURES, "lee_fasttext.vec")
-    if not os.path.exists(path):
-        pytest.skip("shared fixtures not on this machine")
+    path = shared_path("fixtures", "gensim", "lee_fasttext.vec")
     r = run([emb_bin, "info", "--limit", "100", path])
     assert r.returncode == 0, r.stderr
     assert "rows:       100 (the file declares 1762; --limit applied)\n" in r.stdout
@@ -70,9 +67,7 @@ def test_bad_files_fail_with_the_reason(emb_bin, name, err):
 
 
 def test_fasttext_bin_is_named(emb_bin):
-    path = os.path.join(FIXTURES, "crime-and-punishment.bin")
-    if not os.path.exists(path):
-        pytest.skip("shared fixtures not on this machine")
+    path = shared_path("fixtures", "gensim", "crime-and-punishment.bin")
     r = run([emb_bin, "info", path])
     assert r.returncode == 1
     assert "a fastText .bin model (magic 793712314), which emb does not read; use the .vec" in r.stderr
@@ -146,7 +141,7 @@ def test_convert_failure_keeps_the_old_file(emb_bin, vec, tmp_path):
 
 
 def test_lookup_pytorch_print(emb_bin, vec):
-    torch = pytest.importorskip("torch")
+    import torch
     r = run([emb_bin, "lookup", str(vec), "cat", "the", "1"])
     assert r.returncode == 0, r.stderr
     w = torch.tensor([[0.5, -1.25, 2, 0], [1e-3, 3.5, -0.75, 1], [0, 0, 0, 0]])

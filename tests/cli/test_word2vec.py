@@ -10,19 +10,13 @@ import time
 
 import numpy as np
 import pytest
+from gensim.models import KeyedVectors
 
 from conftest import SOURCE_DIR, run, synthetic
-
-SHARED = os.path.normpath(os.path.join(SOURCE_DIR, "..", "shared"))
-LEE = os.path.join(SHARED, "fixtures", "gensim", "lee_fasttext.vec")
-
-gensim = pytest.importorskip("gensim")
-from gensim.models import KeyedVectors  # noqa: E402
+from shared_data import shared_path
 
 COLORS = "red green blue yellow purple orange".split()
 ANIMALS = "cat dog horse mouse sheep goat".split()
-
-
 
 
 def train(emb_bin, *args, check=True, timeout=300):
@@ -137,36 +131,58 @@ def test_stdin_corpus(emb_bin, tmp_path):
 
 
 def test_sigkill_then_resume(emb_bin, tmp_path):
-    """Kill a run with SIGKILL at several moments; each time the checkpoint on disk is whole
-    and a resumed run finishes with exactly the vectors of an uninterrupted run (1 thread)."""
+    """Kill a run with SIGKILL while it trains, right after its 1st, 3rd and 8th checkpoint
+    reached the disk (the file appeared or was replaced: watched, not timed); each time the
+    checkpoint on disk is whole and a resumed run finishes with exactly the vectors of an
+    uninterrupted run (1 thread). The uninterrupted run takes about 2 s here and writes a
+    checkpoint every 0.05 s of wall time, so the kills fall early in training however slow
+    the machine is."""
     corpus = synthetic(tmp_path / "c.txt", lines=6000, words_per_line=40)
     args = ["--dim", 32, "--min-count", 1, "--threads", 1, "--epochs", 6, "--seed", 9,
             "--sample", 0]
     want = tmp_path / "want.bin"
     train(emb_bin, corpus, "-o", want, *args, "-q")
     ck = tmp_path / "run.ckpt"
-    killed_with_checkpoint = 0
-    for delay in (0.3, 0.6, 0.9, 1.2):
+    got = tmp_path / "got.bin"
+
+    def version():
+        """Identifies the checkpoint on disk: a replaced file is a new inode, written later."""
+        try:
+            st = os.stat(ck)
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    for writes in (1, 3, 8):
         if ck.exists():
             ck.unlink()
-        proc = subprocess.Popen([emb_bin, "train", corpus, "-o", str(tmp_path / "got.bin"),
-                                 *map(str, args), "--checkpoint", str(ck),
-                                 "--checkpoint-every", "0.05", "-q"],
+        proc = subprocess.Popen([emb_bin, "train", corpus, "-o", str(got), *map(str, args),
+                                 "--checkpoint", str(ck), "--checkpoint-every", "0.05", "-q"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(delay)
+        seen, last, deadline = 0, None, time.monotonic() + 300
+        while seen < writes:
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended (exit status {proc.returncode}) after {seen} "
+                            f"checkpoint(s), before the kill after the {writes}th: "
+                            f"{proc.stderr.read().decode()}")
+            assert time.monotonic() < deadline, f"{seen} checkpoint(s) in 300 s"
+            v = version()
+            if v is not None and v != last:
+                seen, last = seen + 1, v
+            time.sleep(0.001)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        assert not (tmp_path / "got.bin").exists() or proc.returncode == 0
-        if not ck.exists():
-            continue  # killed before the first checkpoint
-        killed_with_checkpoint += 1
-        out = tmp_path / f"resumed{delay}.bin"
-        p = train(emb_bin, corpus, "-o", out, *args, "--resume", ck, "-q")
-        assert out.read_bytes() == want.read_bytes(), f"resume after a kill at {delay}s differs"
+        proc.stderr.close()
+        assert proc.returncode == -signal.SIGKILL, \
+            f"the run finished (exit status {proc.returncode}) before the kill"
+        assert not got.exists(), "a killed run left its output"
+        out = tmp_path / f"resumed{writes}.bin"
+        train(emb_bin, corpus, "-o", out, *args, "--resume", ck, "-q")
+        assert out.read_bytes() == want.read_bytes(), \
+            f"resume after a kill following checkpoint {writes} differs"
         leftovers = [n for n in os.listdir(tmp_path) if ".tmp." in n]
         for n in leftovers:  # a temporary of the killed run may remain; never the checkpoint
             os.unlink(tmp_path / n)
-    assert killed_with_checkpoint >= 1, "no run lived long enough to checkpoint"
 
 
 def test_resume_with_other_settings(emb_bin, tmp_path):
@@ -191,9 +207,8 @@ def test_resume_with_other_settings(emb_bin, tmp_path):
 
 @pytest.fixture(scope="module")
 def lee():
-    if not os.path.exists(LEE):
-        pytest.skip("shared fixtures not present")
-    return LEE, KeyedVectors.load_word2vec_format(LEE)
+    path = shared_path("fixtures", "gensim", "lee_fasttext.vec")
+    return path, KeyedVectors.load_word2vec_format(path)
 
 
 def parse_pairs(text):
@@ -241,7 +256,7 @@ def test_analogy_matches_gensim(emb_bin, lee):
 
 def test_eval_analogies_matches_gensim(emb_bin, lee, tmp_path):
     path, kv = lee
-    q = os.path.join(SHARED, "eval", "questions-words.txt")
+    q = os.path.join(SOURCE_DIR, "data", "eval", "questions-words.txt")
     for restrict in (3000, 0):
         p = run([emb_bin, "eval-analogies", path, q, "--restrict", str(restrict)])
         assert p.returncode == 0, p.stderr

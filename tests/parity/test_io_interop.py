@@ -5,8 +5,10 @@ import os
 import numpy as np
 import pytest
 import torch
+from gensim.models import KeyedVectors
 
 import embio
+from shared_data import shared_path
 
 
 def rand_table(rows, dim, seed):
@@ -139,10 +141,6 @@ def test_emb_npy_loads_in_numpy_byte_identical(tmp_path):
     assert words == ["a", "b", "c"] and np.array_equal(got, a[:3])
 
 
-gensim = pytest.importorskip("gensim")
-from gensim.models import KeyedVectors  # noqa: E402
-
-
 def kv_of(words, arr):
     kv = KeyedVectors(arr.shape[1])
     kv.add_vectors(words, arr)
@@ -201,15 +199,9 @@ def test_gensim_headerless_is_glove(tmp_path):
     assert kv.index_to_key == words and np.array_equal(kv.vectors, w)
 
 
-FIXTURES = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared",
-                                         "fixtures", "gensim"))
-
-
 @pytest.mark.parametrize("name", ["lee_fasttext.vec", "crime-and-punishment.vec"])
 def test_fixtures_match_gensim(name):
-    path = os.path.join(FIXTURES, name)
-    if not os.path.exists(path):
-        pytest.skip(f"{path} is not on this machine")
+    path = shared_path("fixtures", "gensim", name)
     kv = KeyedVectors.load_word2vec_format(path, binary=False)
     words, got, meta = embio.read(path)
     assert words == kv.index_to_key

@@ -6,6 +6,7 @@
 #include "io/io_internal.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -645,13 +646,17 @@ static void test_mmap_embedding(void **state) {
 
 static void test_gensim_fixtures(void **state) {
     (void)state;
+    /* Data kept outside the repository (tests/shared_data.py): missing data fails the test. */
     const char *shared = getenv("EMB_SHARED_DIR");
+    if (!shared || !*shared)
+        fail_msg("missing test data: EMB_SHARED_DIR is not set (ctest sets it to the CMake "
+                 "cache variable EMB_SHARED_DIR, the folder of the data kept outside the "
+                 "repository)");
     char path[1024];
-    snprintf(path, sizeof path, "%s/fixtures/gensim/lee_fasttext.vec", shared ? shared : "../shared");
-    if (access(path, R_OK) != 0) {
-        print_message("SKIPPED: %s not found (the shared fixtures are not on this machine)\n", path);
-        skip();
-    }
+    snprintf(path, sizeof path, "%s/fixtures/gensim/lee_fasttext.vec", shared);
+    if (access(path, R_OK) != 0)
+        fail_msg("missing test data: %s cannot be read (%s). EMB_SHARED_DIR must name a copy "
+                 "of the folder of data kept outside the repository", path, strerror(errno));
     emb_vectors got;
     EMB_OK_OR_FAIL(emb_vectors_read(path, NULL, &got));
     assert_int_equal(got.format, EMB_FORMAT_W2V_TEXT);

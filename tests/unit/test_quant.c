@@ -4,6 +4,7 @@
  * PyTorch's ops is tests/parity/test_quant.py. */
 #include "emb_test.h"
 
+#include <errno.h>
 #include <sys/mman.h>
 
 static const emb_qtype ALL[] = {EMB_QTYPE_F32, EMB_QTYPE_F16, EMB_QTYPE_BF16, EMB_QTYPE_INT8,
@@ -235,7 +236,8 @@ static void test_touch_ahead_on_large_tables(void **state) {
     const size_t nbytes = (size_t)(V * rb);
     uint8_t *base = mmap(NULL, nbytes, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) skip();
+    if (base == MAP_FAILED)
+        fail_msg("mmap of a %zu-byte anonymous table: %s", nbytes, strerror(errno));
     float w[64 * D];
     fill(w, 64 * D, 31);
     int64_t rows[64], idx[N], off[B];

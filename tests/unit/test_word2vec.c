@@ -3,7 +3,7 @@
  * the kernel's variants against the reference. */
 #include "emb_test.h"
 
-#include "kernels/sgns.h"
+#include "kernels/dispatch.h"
 
 #include <unistd.h>
 

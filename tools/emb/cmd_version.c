@@ -18,7 +18,7 @@ const emb_cli_command emb_cli_cmd_version = {
     "usage: emb version\n"
     "       emb --version\n"
     "\n"
-    "Prints \"emb\" and the version of the emb library the tool is built with, e.g.\n"
-    "\"emb 0.1.0\", on one line of standard output.\n",
+    "Prints \"emb\" and the version of the emb library the tool is built with,\n"
+    "\"emb MAJOR.MINOR.PATCH\", on one line of standard output.\n",
     run,
 };
