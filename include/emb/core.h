@@ -65,6 +65,7 @@ typedef enum emb_status {
     EMB_ERR_FORMAT = -11,     /* a file or string is malformed */
     EMB_ERR_READ_ONLY = -12,  /* the call would write memory that is read-only */
     EMB_ERR_CANCELLED = -13,  /* a long operation was stopped by its caller's callback */
+    EMB_ERR_NUMERIC = -14,    /* a computation became NaN or infinite (training diverged) */
 } emb_status;
 
 /* A static, human-readable name of a status code ("index out of range" ...). Never NULL;
@@ -153,6 +154,12 @@ EMB_API size_t emb_tensor_nbytes(const emb_tensor *t);
  * dimension, no overflow, data non-NULL when numel > 0. `what` names the argument in the
  * error message (e.g. "indices"). */
 EMB_API emb_status emb_tensor_check(const emb_tensor *t, const char *what);
+
+/* Removes the temporary files of every atomic file write in progress in this process
+ * (emb/io.h: tables, checkpoints; the writes then fail). For a program's handler of SIGINT,
+ * SIGTERM or SIGHUP that then exits: async-signal-safe and thread-safe. A process killed by
+ * SIGKILL leaves its temporaries; the next write of the same file removes them. */
+EMB_API void emb_remove_temp_files(void);
 
 /* ---------------------------------------------------------------------------------------
  * Threads and kernels
