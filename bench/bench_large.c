@@ -9,7 +9,7 @@
  *
  *   bench_large run --file FILE [--indices N] [--bag B] [--threads T] [--reps R]
  *                   [--seed S] [--api qtable|embedding]
- *     Maps the file read-only (emb_qtable_map; --api embedding: emb_safetensors_map_embedding,
+ *     Maps the file read-only (emb_qtable_map; --api embedding: emb_embedding_map_safetensors,
  *     float32 files only) and times, on N random rows (uniform over the table):
  *       probe     plain C: copy the N rows' stored bytes into a buffer (the machine's rate
  *                 of fetching those rows from this mapping)
@@ -195,12 +195,12 @@ static int drop_cache(const char *path) {
     return r == 0;
 }
 
-/* Maps the file (emb_qtable_map, or emb_safetensors_map_embedding + a bag over the same
+/* Maps the file (emb_qtable_map, or emb_embedding_map_safetensors + a bag over the same
  * rows for --api embedding). */
 static void open_table(ctx *c, const char *file, bool use_emb, emb_qtype *qt, int64_t *V) {
     if (use_emb) {
         emb_embedding_options eo = emb_embedding_options_default();
-        CHECK(emb_safetensors_map_embedding(file, NULL, &eo, &c->e));
+        CHECK(emb_embedding_map_safetensors(file, NULL, &eo, &c->e));
         emb_tensor wv;
         CHECK(emb_embedding_weight_const(c->e, &wv));
         *V = wv.shape[0];

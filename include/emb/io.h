@@ -198,7 +198,7 @@ EMB_API emb_status emb_safetensors_write(const char *path, int64_t n, const char
  * Errors: those of emb_safetensors_open, EMB_ERR_INVALID (no such tensor), EMB_ERR_DTYPE
  * (not F32), EMB_ERR_SHAPE (not 2-D), EMB_ERR_UNSUPPORTED (misaligned data, or
  * emb_embedding_wrap unavailable), and those of emb_embedding_wrap. *out untouched. */
-EMB_API emb_status emb_safetensors_map_embedding(const char *path, const char *tensor,
+EMB_API emb_status emb_embedding_map_safetensors(const char *path, const char *tensor,
                                                  const emb_embedding_options *opts,
                                                  emb_embedding **out);
 

@@ -763,7 +763,7 @@ static void st_map_release(void *data, void *ctx) {
     free(m);
 }
 
-emb_status emb_safetensors_map_embedding(const char *path, const char *tensor, const emb_embedding_options *opts,
+emb_status emb_embedding_map_safetensors(const char *path, const char *tensor, const emb_embedding_options *opts,
                                          emb_embedding **out) {
     if (!out) return emb__null("out");
     emb_safetensors *st;

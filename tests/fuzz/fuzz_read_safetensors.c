@@ -90,9 +90,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     emb_embedding *e = NULL;
     emb_clear_error();
-    rc = emb_safetensors_map_embedding(path, NULL, NULL, &e);
+    rc = emb_embedding_map_safetensors(path, NULL, NULL, &e);
     if (rc) {
-        fz_check_error(rc, "emb_safetensors_map_embedding");
+        fz_check_error(rc, "emb_embedding_map_safetensors");
     } else {
         int64_t rows = emb_embedding_num_embeddings(e), dim = emb_embedding_embedding_dim(e);
         if (rows > 0 && dim > 0 && dim <= 4096) {

@@ -620,7 +620,7 @@ static void test_mmap_embedding(void **state) {
     make_table(&w, &v, 64, 16);
     EMB_OK_OR_FAIL(emb_vectors_write(tmp("m.safetensors"), &w, v, NULL));
     emb_embedding *e = NULL;
-    emb_status st = emb_safetensors_map_embedding(tmp("m.safetensors"), NULL, NULL, &e);
+    emb_status st = emb_embedding_map_safetensors(tmp("m.safetensors"), NULL, NULL, &e);
     EMB_OK_OR_FAIL(st);
     assert_true(emb_embedding_is_read_only(e));
     assert_int_equal(emb_embedding_num_embeddings(e), 64);
@@ -638,7 +638,7 @@ static void test_mmap_embedding(void **state) {
     emb_vectors_write_options wo = emb_vectors_write_options_default();
     wo.dtype = EMB_FLOAT16;
     EMB_OK_OR_FAIL(emb_vectors_write(tmp("m16.safetensors"), &w, NULL, &wo));
-    EMB_EXPECT_ERR(emb_safetensors_map_embedding(tmp("m16.safetensors"), NULL, NULL, &e), EMB_ERR_DTYPE,
+    EMB_EXPECT_ERR(emb_embedding_map_safetensors(tmp("m16.safetensors"), NULL, NULL, &e), EMB_ERR_DTYPE,
                    "a mapped table must be F32");
     emb_tensor_release(&w);
     emb_vocab_free(v);
