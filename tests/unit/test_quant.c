@@ -5,7 +5,9 @@
 #include "emb_test.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static const emb_qtype ALL[] = {EMB_QTYPE_F32, EMB_QTYPE_F16, EMB_QTYPE_BF16, EMB_QTYPE_INT8,
                                 EMB_QTYPE_INT4};
@@ -327,6 +329,37 @@ static void test_errors_change_nothing(void **state) {
     emb_qtable_free(q);
 }
 
+/* The streaming writer's life: commit finishes it (later calls are refused) without freeing
+ * it; emb_qtable_writer_free destroys it, and abandons the write when no commit came (no
+ * file is left). The ASan build checks that nothing leaks on either path. */
+static void test_writer_commit_then_free(void **state) {
+    (void)state;
+    char dir[] = "/tmp/emb_test_qwriter_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/t.safetensors", dir);
+    float w[3 * 4];
+    fill(w, 12, 7);
+    emb_qtable_writer *q;
+    assert_int_equal(emb_qtable_writer_open(path, EMB_QTYPE_INT8, 3, 4, NULL, &q), EMB_OK);
+    assert_int_equal(emb_qtable_writer_append(q, w, 3), EMB_OK);
+    emb_qerror err;
+    assert_int_equal(emb_qtable_writer_commit(q, &err), EMB_OK);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(emb_qtable_writer_commit(q, &err), EMB_ERR_STATE);
+    assert_non_null(strstr(emb_errmsg(), "already been committed"));
+    assert_int_equal(emb_qtable_writer_append(q, w, 1), EMB_ERR_STATE);
+    emb_qtable_writer_free(q);
+    assert_int_equal(access(path, F_OK), 0); /* freeing after a commit keeps the file */
+    assert_int_equal(unlink(path), 0);
+    /* abandoned: free before commit removes the temporary and writes nothing */
+    assert_int_equal(emb_qtable_writer_open(path, EMB_QTYPE_F16, 3, 4, NULL, &q), EMB_OK);
+    assert_int_equal(emb_qtable_writer_append(q, w, 2), EMB_OK);
+    emb_qtable_writer_free(q);
+    emb_qtable_writer_free(NULL);
+    assert_int_equal(rmdir(dir), 0); /* empty: no file, no temporary */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_and_sizes),
@@ -337,6 +370,7 @@ int main(void) {
         cmocka_unit_test(test_kernels_agree),
         cmocka_unit_test(test_touch_ahead_on_large_tables),
         cmocka_unit_test(test_errors_change_nothing),
+        cmocka_unit_test(test_writer_commit_then_free),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* Rank statistics for word-vector evaluations (include/emb/util.h). */
+/* Rank statistics for word-vector evaluations (<emb/util.h>): Spearman correlation. */
 #include <emb/util.h>
 
 #include "internal.h"
