@@ -63,8 +63,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         emb_qtable_writer *qw = NULL;
         emb_clear_error();
         rc = emb_qtable_writer_open(qout, qt, rows, dim, v.vocab, &qw);
-        if (!rc && (rc = emb_qtable_writer_append(qw, v.weight.data, rows))) emb_qtable_writer_free(qw);
-        else if (!rc) rc = emb_qtable_writer_commit(qw, NULL);
+        if (!rc) {
+            rc = emb_qtable_writer_append(qw, v.weight.data, rows);
+            if (!rc) rc = emb_qtable_writer_commit(qw, NULL);
+            emb_qtable_writer_free(qw);
+        }
         if (rc) {
             fz_check_error(rc, "emb_qtable_writer");
         } else {

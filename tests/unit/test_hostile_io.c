@@ -140,6 +140,7 @@ static void test_zero_width_tables(void **state) {
         EMB_OK_OR_FAIL(emb_qtable_writer_open(tmp("q.safetensors"), qts[k], huge, 0, NULL, &w));
         EMB_OK_OR_FAIL(emb_qtable_writer_append(w, v.weight.data, huge)); /* no work per row */
         EMB_OK_OR_FAIL(emb_qtable_writer_commit(w, NULL));
+        emb_qtable_writer_free(w);
         emb_vectors r;
         EMB_OK_OR_FAIL(emb_vectors_read(tmp("q.safetensors"), NULL, &r));
         assert_int_equal(r.weight.shape[0], huge);
@@ -173,6 +174,7 @@ static void test_quantized_writer_without_rows(void **state) {
         emb_qtable_writer *w;
         EMB_OK_OR_FAIL(emb_qtable_writer_open(tmp("q0.safetensors"), qts[k], 0, (int64_t)1 << 40, NULL, &w));
         EMB_OK_OR_FAIL(emb_qtable_writer_commit(w, NULL));
+        emb_qtable_writer_free(w);
         emb_qtable *q;
         EMB_OK_OR_FAIL(emb_qtable_load(tmp("q0.safetensors"), &q, NULL));
         assert_int_equal(emb_qtable_num_rows(q), 0);
