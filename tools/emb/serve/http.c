@@ -24,6 +24,7 @@ typedef struct {
     serve_ctx *ctx;
     const serve_options *o;
     atomic_long inflight; /* requests received whose reply is not yet sent */
+    atomic_long open;     /* connections open */
     atomic_bool draining;
 } server;
 
@@ -31,7 +32,8 @@ typedef struct {
 typedef struct {
     char *body;
     size_t len, cap;
-    bool replied; /* a reply (413) was queued before the body was read */
+    bool replied;     /* a reply (413) was queued before the body was read */
+    size_t discarded; /* bytes of a body over the limit, read and dropped */
 } request;
 
 static enum MHD_Result send_reply(server *s, struct MHD_Connection *c, unsigned status,
@@ -125,7 +127,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         if (rq->replied) return MHD_YES;
-        if (rq->len + n > (size_t)s->ctx->limits.max_body) return too_large(s, c, rq);
+        if (rq->discarded || rq->len + n > (size_t)s->ctx->limits.max_body) {
+            /* A body without Content-Length (chunked) that outgrows the limit: libmicrohttpd
+             * takes a reply only once the body is read, so the rest is read and dropped and
+             * 413 comes at the end; a body that goes on for more than 4 times the limit
+             * closes the connection. */
+            free(rq->body);
+            rq->body = NULL, rq->len = rq->cap = 0;
+            rq->discarded += n;
+            return rq->discarded > 4 * (size_t)s->ctx->limits.max_body ? MHD_NO : MHD_YES;
+        }
         if (rq->len + n + 1 > rq->cap) {
             size_t cap = rq->cap ? rq->cap : 4096;
             while (cap < rq->len + n + 1) cap *= 2;
@@ -138,6 +149,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     if (rq->replied) return MHD_YES;
+    if (rq->discarded) return too_large(s, c, rq);
     if (s->o->cors && strcmp(method, "OPTIONS") == 0) { /* a CORS preflight */
         struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         if (!resp) return MHD_NO;
@@ -174,6 +186,23 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     atomic_fetch_sub(&s->inflight, 1);
 }
 
+/* --connections: a connection beyond the limit is closed as soon as it is accepted (left in
+ * the kernel's queue it would wait, unanswered, for a slot). Threads accept in parallel, so
+ * the count may pass the limit by a connection or two. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t len) {
+    (void)addr, (void)len;
+    server *s = cls;
+    return atomic_load(&s->open) < (long)s->o->connections ? MHD_YES : MHD_NO;
+}
+
+static void connection_event(void *cls, struct MHD_Connection *c, void **socket_context,
+                             enum MHD_ConnectionNotificationCode toe) {
+    (void)c, (void)socket_context;
+    server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->open, 1);
+    else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&s->open, 1);
+}
+
 /* MHD's own errors (a client that sent garbage, a socket error) go to stderr unless quiet. */
 static void log_mhd(void *cls, const char *fmt, va_list ap) {
     const serve_options *o = cls;
@@ -188,6 +217,7 @@ int serve_http_run(serve_ctx *ctx, const serve_options *o) {
     s.o = o;
     atomic_init(&s.inflight, 0);
     atomic_init(&s.draining, false);
+    atomic_init(&s.open, 0);
 
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof hints);
@@ -214,13 +244,18 @@ int serve_http_run(serve_ctx *ctx, const serve_options *o) {
 
     unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+    /* MHD's own connection limit is a backstop: accept_policy keeps --connections */
+    const unsigned hard_limit = (unsigned)(2 * o->connections + 16);
     struct MHD_Daemon *d = MHD_start_daemon(
-        flags, 0, NULL, NULL, handler, &s, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, (void *)o,
+        flags, 0, accept_policy, &s, handler, &s,
+        MHD_OPTION_EXTERNAL_LOGGER, log_mhd, (void *)o, /* must come first */
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)o->connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
-        completed, &s, MHD_OPTION_END);
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads,
+        MHD_OPTION_CONNECTION_LIMIT, hard_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, /* a request's headers */
+        MHD_OPTION_NOTIFY_COMPLETED, completed, &s,
+        MHD_OPTION_NOTIFY_CONNECTION, connection_event, &s, MHD_OPTION_END);
     if (!d) {
         int e = errno;
         fprintf(stderr, "emb serve: cannot listen on %s port %lld: %s\n", o->host,
