@@ -221,12 +221,15 @@ static emb_status pca_double(const float *x, int64_t n, int64_t d, int64_t k, do
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 4) num_threads(emb__threads_for(n * d * d, 1 << 18))
 #endif
-    for (int64_t a = 0; a < d; a++)
-        for (int64_t b = 0; b <= a; b++) {
-            double acc = 0;
-            for (int64_t i = 0; i < n; i++) acc += xc[i * d + a] * xc[i * d + b];
-            c[a * d + b] = acc / denom;
+    for (int64_t a = 0; a < d; a++) { /* row a of the lower triangle, each sum over i in order */
+        double *ca = c + a * d;
+        for (int64_t b = 0; b <= a; b++) ca[b] = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const double *xi = xc + i * d, xa = xi[a];
+            for (int64_t b = 0; b <= a; b++) ca[b] += xa * xi[b];
         }
+        for (int64_t b = 0; b <= a; b++) ca[b] /= denom;
+    }
     for (int64_t a = 0; a < d; a++)
         for (int64_t b = a + 1; b < d; b++) c[a * d + b] = c[b * d + a];
     if (!leading_eigen(c, d, k, axes, lam)) {
@@ -652,7 +655,7 @@ emb_status emb_tsne(const emb_tensor *x, const emb_tsne_options *opts, float *co
     double *grad = malloc(sizeof(double) * (size_t)(2 * n));
     double *rep = malloc(sizeof(double) * (size_t)(2 * n));
     double *zpart = malloc(sizeof(double) * (size_t)n);
-    int nt = emb__threads_for(n, 64);
+    int nt = emb__threads_for(n, 1024); /* a step over fewer points is not worth a team */
     int64_t *stacks = malloc(sizeof(int64_t) * (size_t)(4 * EMB__QT_MAX_DEPTH + 8) * (size_t)nt);
     qtree t = {malloc(sizeof(qnode) * (size_t)(4 * n + 8)), 0, 4 * n + 8,
                malloc(sizeof(int64_t) * (size_t)n)};
