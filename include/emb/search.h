@@ -1,5 +1,6 @@
 /* emb/search.h: nearest neighbours by cosine similarity over the rows of a table, word
- * analogies (b - a + c), and the statistics word-vector evaluations report.
+ * analogies (b - a + c), the statistics word-vector evaluations report, and 2-D maps of
+ * rows (PCA, t-SNE).
  *
  * Scores are cosine similarities computed as dot(q / |q|, row) * (1 / |row|), through
  * CBLAS matrix products over blocks of queries and rows when the build has CBLAS, else a
