@@ -220,19 +220,20 @@ def test_more_connections_than_allowed(vec_path):
 def test_signal_drains_requests_in_flight(tmp_path, vec_path, sig):
     """A slow request (a t-SNE map) is in flight when the signal comes: it is answered in
     full, new connections are refused, and the server exits 0."""
-    s = Server(vec_path, "--threads", 2)
+    s = Server(vec_path, "--threads", 2, "--drain-timeout", 600)
     try:
         result = {}
 
         def slow():
             result["reply"] = s.request("POST", "/v1/map",
-                                        {"method": "tsne", "n": 1500, "iterations": 2000})
+                                        {"method": "tsne", "n": 1500, "iterations": 2000},
+                                        timeout=600)
 
         t = threading.Thread(target=slow)
         t.start()
         wait_until(lambda: _busy(s), 20, "the request to start")
         s.proc.send_signal(sig)
-        rc = s.proc.wait(120)
+        rc = s.proc.wait(600)
         t.join(10)
         assert rc == 0, s.stderr
         status, _, data = result["reply"]
