@@ -31,8 +31,8 @@ test: deps-test
 	cmake --build $(PLAIN_BUILD) -j $(JOBS)
 	cd $(PLAIN_BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMB_TSAN=ON -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_PARITY=OFF -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_hogwild
-	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 exitcode=66" ctest --output-on-failure -R '^unit\.test_hogwild$$'
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_hogwild test_first_use
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 exitcode=66" ctest --output-on-failure -R '^unit\.test_(hogwild|first_use)$$'
 	$(MAKE) fuzz-run
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	/usr/bin/python3 scripts/test_machines.py $(BUILD) --jobs $(JOBS) --after-main-run
@@ -54,6 +54,10 @@ fuzz: deps-test fuzz-run
 
 fuzz-run:
 	@cc=$$(FUZZ_CC="$(FUZZ_CC)" scripts/find-fuzz-cc.sh) && echo "fuzzing compiler: $$cc" && \
+	if [ -f $(FUZZ_BUILD)/CMakeCache.txt ] && \
+	   ! grep -qx "CMAKE_C_COMPILER:[A-Z]*=$$(command -v $$cc)" $(FUZZ_BUILD)/CMakeCache.txt; then \
+		echo "fuzzing compiler changed: reconfiguring $(FUZZ_BUILD) from scratch"; \
+		rm -rf $(FUZZ_BUILD)/CMakeCache.txt $(FUZZ_BUILD)/CMakeFiles; fi && \
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=$$cc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DEMB_FUZZ=ON -DEMB_TESTS=OFF -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers

@@ -65,6 +65,7 @@ typedef enum emb_status {
     EMB_ERR_FORMAT = -11,     /* a file or string is malformed */
     EMB_ERR_READ_ONLY = -12,  /* the call would write memory that is read-only */
     EMB_ERR_CANCELLED = -13,  /* a long operation was stopped by its caller's callback */
+    EMB_ERR_NUMERIC = -14,    /* a computation became NaN or infinite (training diverged) */
 } emb_status;
 
 /* A static, human-readable name of a status code ("index out of range" ...). Never NULL;
@@ -171,12 +172,19 @@ EMB_API size_t emb_shape_str(char *buf, size_t size, int ndim, const int64_t *sh
 EMB_API void *emb_malloc(size_t nbytes);
 EMB_API void emb_free(void *p);
 
+/* Removes the temporary files of every atomic file write in progress in this process
+ * (emb/io.h: tables, checkpoints; the writes then fail). For a program's handler of SIGINT,
+ * SIGTERM or SIGHUP that then exits: async-signal-safe and thread-safe. A process killed by
+ * SIGKILL leaves its temporaries; the next write of the same file removes them. */
+EMB_API void emb_remove_temp_files(void);
+
 /* ---------------------------------------------------------------------------------------
  * Threads and kernels
  * ------------------------------------------------------------------------------------- */
 
 /* Number of threads emb's parallel loops may use; 0 restores the default (the OpenMP
- * default, usually the number of CPUs). Results never depend on this number. */
+ * default, usually the number of CPUs). Results never depend on this number. Safe to call
+ * from any thread; operations already running keep the split they started with. */
 EMB_API void emb_set_num_threads(int n);
 EMB_API int emb_get_num_threads(void);
 
@@ -186,10 +194,12 @@ typedef enum emb_kernel_mode {
     EMB_KERNELS_AVX2 = 2, /* at most the AVX2+FMA variants, never the AVX-512 ones */
 } emb_kernel_mode;
 
-/* Selects which kernel variants run; every variant gives the same bits. The environment
- * variable EMB_KERNELS=ref (or =avx2) selects EMB_KERNELS_REF (or EMB_KERNELS_AVX2) at
- * start-up. Unknown modes count as EMB_KERNELS_AUTO. Not thread-safe against concurrent emb
- * calls. */
+/* Selects which kernel variants run. Every variant gives the same bits, except those of
+ * log_softmax and the losses built on it, which follow PyTorch's two CPU builds
+ * (docs/semantics.md §10, §12). The environment variable EMB_KERNELS=ref (or =avx2) selects
+ * EMB_KERNELS_REF (or EMB_KERNELS_AVX2) when the mode is first needed, unless it was set
+ * before. Unknown modes count as EMB_KERNELS_AUTO. Safe to call from any thread; an operation
+ * picks its kernels when it runs, so one running meanwhile may use either mode's. */
 EMB_API void emb_set_kernel_mode(emb_kernel_mode mode);
 EMB_API emb_kernel_mode emb_get_kernel_mode(void);
 

@@ -318,7 +318,6 @@ static inline double normal_scalar(emb_generator *g) {
  * candidates, d[8..16) u2; both are overwritten.
  * ------------------------------------------------------------------------------------- */
 
-typedef void (*normal16_fn)(float *d, int64_t nb, float mean, float std);
 
 /* Writes n float32 uniforms to d. */
 static void fill_unif_f32(emb_generator *g, float *d, int64_t n) {
@@ -336,7 +335,7 @@ static void fill_unif_f32(emb_generator *g, float *d, int64_t n) {
  * chunk by chunk (the blocks are independent); the uniforms a partial last block would
  * have used are skipped, since the tail block of 16 fresh uniforms overwrites them. */
 static void normal_f32_vector(emb_generator *g, float *d, int64_t n, float mean, float std,
-                              normal16_fn f16) {
+                              emb__normal16_fn f16) {
     const int64_t chunk = 1024; /* elements, a multiple of 16 */
     int64_t full = n - n % 16;
     for (int64_t o = 0; o < full; o += chunk) {
@@ -378,11 +377,13 @@ static void normal_f64_vector(emb_generator *g, double *d, int64_t n, double mea
     }
 }
 
-static normal16_fn pick_normal16(void) {
-#if EMB__RNG_X86
-    if (emb__use_avx2()) return emb__normal16_avx2;
-#endif
+emb__normal16_fn emb__normal16_pick(void) {
+#if EMB__X86
+    static const emb__normal16_fn variants[] = {emb__normal16_ref, emb__normal16_avx2};
+    return variants[emb__variant(1u << EMB__TIER_REF | 1u << EMB__TIER_AVX2)];
+#else
     return emb__normal16_ref;
+#endif
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -417,7 +418,7 @@ emb_status emb_normal_(emb_tensor *t, double mean, double std, emb_generator *ge
     if (t->dtype == EMB_FLOAT32) {
         float *d = t->data;
         if (n >= 16) {
-            normal_f32_vector(g, d, n, (float)mean, (float)std, pick_normal16());
+            normal_f32_vector(g, d, n, (float)mean, (float)std, emb__normal16_pick());
         } else {
             for (int64_t i = 0; i < n; i++) d[i] = (float)fma(normal_scalar(g), std, mean);
         }

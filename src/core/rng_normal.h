@@ -1,26 +1,29 @@
 /* src/core/rng_normal.h: the float32 block transform of normal_ (PyTorch's vectorised
  * Box-Muller: a Cephes-style float32 log and sincos with the FMA pattern of its AVX2 kernel),
  * as a scalar reference (rng_normal_ref.c) and its AVX2 twin (rng_normal_avx2.c), which
- * give the same bits. generator.c picks one with emb__use_avx2(). Private to those files
- * and the tests.
+ * give the same bits. A kernel family like those of src/kernels, but the generator that uses
+ * it is core, which may not include src/kernels: emb__normal16_pick (generator.c) chooses
+ * the variant by the same rule as src/kernels/dispatch.c (emb__variant, core/cpu.h).
+ * Private to those files and the tests.
  *
  * On `nb` consecutive blocks of 16 floats: d[0..8) hold u1 candidates, d[8..16) u2; both
  * are overwritten with mean + std * (the Box-Muller pair). */
 #ifndef EMB_RNG_NORMAL_H
 #define EMB_RNG_NORMAL_H
 
+#include "cpu.h"
+
 #include <stdint.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define EMB__RNG_X86 1
-#else
-#define EMB__RNG_X86 0
-#endif
+typedef void (*emb__normal16_fn)(float *d, int64_t nb, float mean, float std);
 
 void emb__normal16_ref(float *d, int64_t nb, float mean, float std);
-#if EMB__RNG_X86
+#if EMB__X86
 void emb__normal16_avx2(float *d, int64_t nb, float mean, float std);
 #endif
+
+/* The variant to use now: the AVX2 twin at the AVX2 tier and above, else the reference. */
+emb__normal16_fn emb__normal16_pick(void);
 
 /* The Cephes constants both variants use. */
 #define LOG_P0 7.0376836292E-2f

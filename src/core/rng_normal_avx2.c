@@ -1,15 +1,13 @@
 /* src/core/rng_normal_avx2.c: the AVX2+FMA twin of emb__normal16_ref (see rng_normal.h).
- * Only generator.c hands it out, when emb__use_avx2() says so. */
+ * Only emb__normal16_pick (generator.c) hands it out. */
 #include "rng_normal.h"
 
-#if EMB__RNG_X86
+#if EMB__X86
 #include <immintrin.h>
 
 /* The block transform with AVX2/FMA intrinsics: the same operations as emb__normal16_ref,
  * eight lanes at a time (lane j handles d[j] and d[j+8]). Must match it bit for bit. */
-#define EMB__AVX2 __attribute__((target("avx2,fma")))
-
-EMB__AVX2 static inline __m256 log_cephes_avx2(__m256 x) {
+EMB__TARGET_AVX2 static inline __m256 log_cephes_avx2(__m256 x) {
     const __m256 one = _mm256_set1_ps(1.0f);
     __m256i b = _mm256_castps_si256(x);
     __m256i ex = _mm256_sub_epi32(_mm256_srli_epi32(b, 23), _mm256_set1_epi32(127));
@@ -38,7 +36,7 @@ EMB__AVX2 static inline __m256 log_cephes_avx2(__m256 x) {
     return _mm256_fmadd_ps(e, _mm256_set1_ps(LOG_Q2), r);
 }
 
-EMB__AVX2 static inline void sincos_cephes_avx2(__m256 x, __m256 *s_out, __m256 *c_out) {
+EMB__TARGET_AVX2 static inline void sincos_cephes_avx2(__m256 x, __m256 *s_out, __m256 *c_out) {
     __m256i j = _mm256_cvttps_epi32(_mm256_mul_ps(x, _mm256_set1_ps(SC_FOPI)));
     j = _mm256_and_si256(_mm256_add_epi32(j, _mm256_set1_epi32(1)), _mm256_set1_epi32(~1));
     __m256 y = _mm256_cvtepi32_ps(j);
@@ -69,7 +67,7 @@ EMB__AVX2 static inline void sincos_cephes_avx2(__m256 x, __m256 *s_out, __m256 
     *c_out = _mm256_xor_ps(cos_v, cos_sign);
 }
 
-EMB__AVX2 void emb__normal16_avx2(float *d, int64_t nb, float mean, float std) {
+EMB__TARGET_AVX2 void emb__normal16_avx2(float *d, int64_t nb, float mean, float std) {
     __m256 vm = _mm256_set1_ps(mean), vs = _mm256_set1_ps(std);
     for (int64_t b = 0; b < nb; b++, d += 16) {
         __m256 u1 = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_loadu_ps(d));

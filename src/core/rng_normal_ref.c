@@ -2,26 +2,15 @@
  * rng_normal.h); every fused multiply-add is an explicit fmaf(), every other operation
  * rounds on its own (-ffp-contract=off), as in PyTorch's AVX2 kernel. */
 #include "rng_normal.h"
+#include "half.h" /* emb__f32_bits, emb__bits_f32 */
 
 #include <math.h>
-#include <string.h>
-
-static inline uint32_t f2u(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-static inline float u2f(uint32_t u) {
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
 
 /* Natural log for x in (0, 1]. */
 static inline float log_cephes(float x) {
-    uint32_t b = f2u(x);
+    uint32_t b = emb__f32_bits(x);
     float e = (float)((int32_t)(b >> 23) - 127) + 1.0f;
-    float m = u2f((b & 0x807FFFFFu) | 0x3F000000u);
+    float m = emb__bits_f32((b & 0x807FFFFFu) | 0x3F000000u);
     if (m < SQRT_HALF) {
         e = e - 1.0f;
         m = (m - 1.0f) + m;
@@ -67,8 +56,8 @@ static inline void sincos_cephes(float x, float *s_out, float *c_out) {
     float cos_v = (c - ys1) + (s - ys2);
     uint32_t sin_sign = ((uint32_t)j & 4u) << 29;
     uint32_t cos_sign = ((~(uint32_t)(j - 2)) & 4u) << 29;
-    *s_out = u2f(f2u(sin_v) ^ sin_sign);
-    *c_out = u2f(f2u(cos_v) ^ cos_sign);
+    *s_out = emb__bits_f32(emb__f32_bits(sin_v) ^ sin_sign);
+    *c_out = emb__bits_f32(emb__f32_bits(cos_v) ^ cos_sign);
 }
 
 /* The reference block transform, on `nb` consecutive blocks of 16. */

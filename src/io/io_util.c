@@ -1,117 +1,11 @@
-/* Files (mapping, atomic writing), numbers (parsing, printing, half/bfloat16) for src/io. */
+/* Tables, numbers (parsing, printing, half/bfloat16) for src/io. */
 #include "io_internal.h"
+#include "half.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-uint64_t emb__io_fail_after = UINT64_MAX;
-
-const char *emb__basename(const char *path) {
-    const char *s = strrchr(path, '/');
-    return s && s[1] ? s + 1 : path;
-}
-
-/* ---------------------------------------------------------------------------------------
- * Reading
- * ------------------------------------------------------------------------------------- */
-
-static emb_status file_open(const char *path, emb__file *f, bool populate);
-
-emb_status emb__file_open(const char *path, emb__file *f) { return file_open(path, f, false); }
-emb_status emb__file_open_all(const char *path, emb__file *f) { return file_open(path, f, true); }
-
-static emb_status file_open(const char *path, emb__file *f, bool populate) {
-    memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return emb__error(EMB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return emb__error(EMB_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (S_ISDIR(sb.st_mode)) {
-        close(fd);
-        return emb__error(EMB_ERR_IO, "%s: is a directory", path);
-    }
-    if (S_ISREG(sb.st_mode)) {
-        if (sb.st_size == 0) {
-            close(fd);
-            return EMB_OK;
-        }
-        if ((uint64_t)sb.st_size > SIZE_MAX) {
-            close(fd);
-            return emb__error(EMB_ERR_IO, "%s: too large to map", path);
-        }
-        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
-        int e = errno;
-        close(fd);
-        if (p == MAP_FAILED) return emb__error(EMB_ERR_IO, "%s: cannot map: %s", path, strerror(e));
-        madvise(p, (size_t)sb.st_size, MADV_SEQUENTIAL);
-        f->data = p;
-        f->size = (size_t)sb.st_size;
-        f->mapped = true;
-        return EMB_OK;
-    }
-    /* A pipe or a device: read it all. */
-    size_t cap = 1 << 20, len = 0;
-    unsigned char *buf = malloc(cap);
-    if (!buf) {
-        close(fd);
-        return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
-    }
-    for (;;) {
-        if (len == cap) {
-            unsigned char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-            if (!nb) {
-                free(buf);
-                close(fd);
-                return emb__error(EMB_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, cap * 2);
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t r = read(fd, buf + len, cap - len);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            return emb__error(EMB_ERR_IO, "%s: read failed: %s", path, strerror(e));
-        }
-        if (r == 0) break;
-        len += (size_t)r;
-    }
-    close(fd);
-    f->data = buf;
-    f->size = len;
-    return EMB_OK;
-}
-
-emb_status emb__pread_all(const char *path, uint64_t offset, void *dst, size_t n) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return emb__error(EMB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = pread(fd, (char *)dst + done, n - done, (off_t)(offset + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int e = errno;
-            close(fd);
-            return r < 0 ? emb__error(EMB_ERR_IO, "%s: read failed: %s", path, strerror(e))
-                         : emb__error(EMB_ERR_FORMAT, "%s: the file became shorter while it was read", path);
-        }
-        done += (size_t)r;
-    }
-    close(fd);
-    return EMB_OK;
-}
 
 emb_status emb__alloc_table(emb_tensor *t, int64_t rows, int64_t dim) {
     int64_t n, shape[2] = {rows, dim};
@@ -125,184 +19,6 @@ emb_status emb__alloc_table(emb_tensor *t, int64_t rows, int64_t dim) {
     emb_status rc = emb_tensor_init(t, EMB_FLOAT32, d, 2, shape);
     if (rc) emb_free(d);
     return rc;
-}
-
-void emb__file_close(emb__file *f) {
-    if (!f) return;
-    if (f->mapped)
-        munmap((void *)f->data, f->size);
-    else
-        free((void *)f->data);
-    memset(f, 0, sizeof *f);
-}
-
-/* ---------------------------------------------------------------------------------------
- * Atomic writing
- * ------------------------------------------------------------------------------------- */
-
-#define EMB__WBUF (1u << 20)
-
-static mode_t process_umask(void) {
-    /* umask() cannot be read without setting it (racy with other threads); Linux shows it. */
-    mode_t m = 022;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return m;
-    char line[256];
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "Umask:", 6)) {
-            m = (mode_t)strtoul(line + 6, NULL, 8);
-            break;
-        }
-    fclose(f);
-    return m;
-}
-
-emb_status emb__writer_open(emb__writer *w, const char *path) {
-    memset(w, 0, sizeof *w);
-    w->fd = -1;
-    size_t n = strlen(path);
-    if (n == 0) return w->status = emb__error(EMB_ERR_INVALID, "empty output file name");
-    const char *base = emb__basename(path);
-    size_t dirlen = (size_t)(base - path);
-    w->dest = strdup(path);
-    w->tmp = malloc(n + 32);
-    w->buf = malloc(EMB__WBUF);
-    if (!w->dest || !w->tmp || !w->buf) {
-        emb__writer_abort(w);
-        return w->status = emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
-    }
-    w->cap = EMB__WBUF;
-    memcpy(w->tmp, path, dirlen);
-    snprintf(w->tmp + dirlen, n + 32 - dirlen, ".%s.tmp.XXXXXX", base);
-    w->fd = mkstemp(w->tmp);
-    if (w->fd < 0) {
-        int e = errno;
-        free(w->tmp);
-        w->tmp = NULL;
-        emb__writer_abort(w);
-        return w->status = emb__error(EMB_ERR_IO, "%s: cannot create a temporary file in its folder: %s",
-                                      path, strerror(e));
-    }
-    struct stat sb;
-    mode_t mode = stat(path, &sb) == 0 ? (sb.st_mode & 07777) : (0666 & ~process_umask());
-    if (fchmod(w->fd, mode) != 0) { /* not fatal: the file keeps mode 0600 */
-    }
-    return EMB_OK;
-}
-
-static emb_status writer_flush(emb__writer *w) {
-    if (w->status) return w->status;
-    size_t off = 0;
-    while (off < w->len) {
-        size_t n = w->len - off;
-        if (emb__io_fail_after != UINT64_MAX) {
-            if (w->written >= emb__io_fail_after) {
-                w->status = emb__error(EMB_ERR_IO, "%s: write failed: injected failure", w->dest);
-                return w->status;
-            }
-            if (n > emb__io_fail_after - w->written) n = (size_t)(emb__io_fail_after - w->written);
-        }
-        ssize_t r = write(w->fd, w->buf + off, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            w->status = emb__error(EMB_ERR_IO, "%s: write failed: %s", w->dest,
-                                   r < 0 ? strerror(errno) : "no progress");
-            return w->status;
-        }
-        off += (size_t)r;
-        w->written += (uint64_t)r;
-    }
-    w->len = 0;
-    return EMB_OK;
-}
-
-emb_status emb__writer_put(emb__writer *w, const void *data, size_t n) {
-    const unsigned char *p = data;
-    while (n) {
-        if (w->status) return w->status;
-        size_t room = w->cap - w->len, k = n < room ? n : room;
-        memcpy(w->buf + w->len, p, k);
-        w->len += k;
-        p += k;
-        n -= k;
-        if (w->len == w->cap && writer_flush(w)) return w->status;
-    }
-    return w->status;
-}
-
-unsigned char *emb__writer_reserve(emb__writer *w, size_t n) {
-    if (w->status) return NULL;
-    if (w->cap - w->len < n && writer_flush(w)) return NULL;
-    return w->buf + w->len;
-}
-
-emb_status emb__writer_pwrite(emb__writer *w, uint64_t offset, const void *data, size_t n) {
-    if (writer_flush(w)) return w->status;
-    const unsigned char *p = data;
-    while (n) {
-        ssize_t r = pwrite(w->fd, p, n, (off_t)offset);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0)
-            return w->status = emb__error(EMB_ERR_IO, "%s: write failed: %s", w->dest,
-                                          r < 0 ? strerror(errno) : "no progress");
-        p += r;
-        n -= (size_t)r;
-        offset += (uint64_t)r;
-    }
-    return EMB_OK;
-}
-
-emb_status emb__writer_preallocate(emb__writer *w, uint64_t size) {
-    if (w->status) return w->status;
-    if (size == 0 || size > (uint64_t)INT64_MAX) return EMB_OK;
-    int e = posix_fallocate(w->fd, 0, (off_t)size);
-    if (e == ENOSPC || e == EFBIG)
-        return w->status = emb__error(EMB_ERR_IO, "%s: cannot reserve %llu bytes for the file: %s", w->dest,
-                                      (unsigned long long)size, strerror(e));
-    return EMB_OK; /* EOPNOTSUPP, EINVAL: the file system cannot; write as usual */
-}
-
-void emb__writer_abort(emb__writer *w) {
-    if (w->fd >= 0) close(w->fd);
-    if (w->tmp) unlink(w->tmp);
-    free(w->tmp);
-    free(w->dest);
-    free(w->buf);
-    w->fd = -1;
-    w->tmp = w->dest = NULL;
-    w->buf = NULL;
-}
-
-emb_status emb__writer_commit(emb__writer *w) {
-    emb_status st = writer_flush(w);
-    if (!st && fsync(w->fd) != 0)
-        st = emb__error(EMB_ERR_IO, "%s: fsync failed: %s", w->dest, strerror(errno));
-    if (!st) {
-        int r = close(w->fd);
-        w->fd = -1;
-        if (r != 0) st = emb__error(EMB_ERR_IO, "%s: close failed: %s", w->dest, strerror(errno));
-    }
-    if (!st && rename(w->tmp, w->dest) != 0)
-        st = emb__error(EMB_ERR_IO, "%s: cannot rename the temporary file into place: %s", w->dest,
-                        strerror(errno));
-    if (!st) {
-        /* Make the rename itself durable. */
-        const char *base = emb__basename(w->dest);
-        size_t dl = (size_t)(base - w->dest);
-        char *dir = dl ? strndup(w->dest, dl) : strdup(".");
-        if (dir) {
-            int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (dfd >= 0) {
-                fsync(dfd);
-                close(dfd);
-            }
-            free(dir);
-        }
-        free(w->tmp);
-        w->tmp = NULL; /* renamed: nothing to remove */
-    }
-    emb__writer_abort(w);
-    return st;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -418,57 +134,17 @@ int emb__format_float(char *buf, float f, int precision) {
     return n;
 }
 
-static inline uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static inline float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-uint16_t emb_f32_to_f16(float f) {
-    uint32_t x = f32_bits(f), ax = x & 0x7fffffffu;
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    if (ax > 0x7f800000u) return sign | 0x7e00u; /* NaN: the quiet NaN torch produces */
-    if (ax >= 0x477ff000u) return sign | 0x7c00u; /* >= 65520 rounds to infinity */
-    if (ax < 0x38800000u) {                       /* below 2^-14: subnormal or zero */
-        if (ax <= 0x33000000u) return sign;       /* <= 2^-25 rounds to zero (ties to even) */
-        uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
-        int shift = 126 - (int)(ax >> 23);
-        uint32_t r = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (r & 1))) r++;
-        return (uint16_t)(sign | r);
-    }
-    uint32_t r = (ax >> 13) - (112u << 10), rem = ax & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) r++;
-    return (uint16_t)(sign | r);
-}
-
-float emb_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f) return bits_f32(sign | 0x7f800000u | (m << 13));
-    if (e == 0) {
-        float v = (float)m * 0x1p-24f;
-        return sign ? -v : v;
-    }
-    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
-}
-
-uint16_t emb_f32_to_bf16(float f) {
-    if (isnan(f)) return 0x7fc0u; /* torch's round_to_nearest_even */
-    uint32_t x = f32_bits(f);
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
-}
-
-float emb_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+uint16_t emb_f32_to_f16(float f) { return emb__f32_to_f16(f); }
+float emb_f16_to_f32(uint16_t h) { return emb__f16_to_f32(h); }
+uint16_t emb_f32_to_bf16(float f) { return emb__f32_to_bf16(f); }
+float emb_bf16_to_f32(uint16_t h) { return emb__bf16_to_f32(h); }
 
 bool emb__to_f32(float *dst, const void *src, emb_dtype dtype, int64_t n) {
     const unsigned char *s = src;
     switch (dtype) {
-    case EMB_FLOAT32: memcpy(dst, s, (size_t)n * 4); return true;
+    case EMB_FLOAT32:
+        if (n > 0) memcpy(dst, s, (size_t)n * 4);
+        return true;
     case EMB_FLOAT64:
         for (int64_t i = 0; i < n; i++) {
             double d;

@@ -16,6 +16,7 @@
  * The pairs are stored interleaved in scratch: scratch[2*i] is a key, scratch[2*i+1] its
  * original position. */
 #include "argsort.h"
+#include "parallel.h"
 
 #include <string.h>
 
@@ -221,8 +222,10 @@ static void final_insertion(int64_t *s, int64_t first, int64_t last) {
     for (int64_t i = first; i < last; i++) linear_insert(s, i);
 }
 
-/* Ranges at least this long are handed to another thread as an OpenMP task. */
+/* Ranges at least this long are handed to another thread as a task (emb__spawn). */
 #define EMB__TASK_MIN ((int64_t)1 << 15)
+
+static void sort_task(const emb__task_arg *a);
 
 /* std::__introsort_loop over [first, last) followed by the final pass over the same range;
  * the range must be bounded by cuts (or the array's ends). The right part of each cut is
@@ -240,11 +243,8 @@ static void sort_range(int64_t *s, int64_t first, int64_t last, int64_t depth, i
         median_to_first(s, first, first + 1, mid, last - 1);
         int64_t cut = unguarded_partition(s, first + 1, last, first);
         if (tasks && last - cut >= EMB__TASK_MIN) {
-            const int64_t c = cut, l = last, d = depth;
-#ifdef _OPENMP
-#pragma omp task firstprivate(c, l, d)
-#endif
-            sort_range(s, c, l, d, tasks);
+            const emb__task_arg a = {s, {cut, last, depth, tasks}};
+            emb__spawn(sort_task, &a);
         } else {
             sort_range(s, cut, last, depth, tasks);
         }
@@ -253,37 +253,35 @@ static void sort_range(int64_t *s, int64_t first, int64_t last, int64_t depth, i
     final_insertion(s, first, last);
 }
 
+/* a: the pairs, then first, last, depth and the tasks flag of sort_range */
+static void sort_task(const emb__task_arg *a) {
+    sort_range(a->p, a->v[0], a->v[1], a->v[2], (int)a->v[3]);
+}
+
 static int64_t floor_log2(int64_t n) { return 63 - __builtin_clzll((unsigned long long)n); }
+
+typedef struct fill_ctx {
+    const int64_t *keys;
+    int64_t *s;
+} fill_ctx;
+
+/* The pairs (keys[i], i) for i in [lo, hi). */
+static void fill_pairs(void *p, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    const fill_ctx *f = p;
+    for (int64_t i = lo; i < hi; i++) {
+        f->s[2 * i] = f->keys[i];
+        f->s[2 * i + 1] = i;
+    }
+}
 
 void emb__argsort_pairs_i64_mt(const int64_t *keys, int64_t n, int64_t *pairs, int threads) {
     if (n <= 0) return;
-    int64_t *s = pairs;
     if (threads < 1 || n < 2 * EMB__TASK_MIN) threads = 1;
-    if (threads == 1) {
-        for (int64_t i = 0; i < n; i++) {
-            s[2 * i] = keys[i];
-            s[2 * i + 1] = i;
-        }
-        sort_range(s, 0, n, 2 * floor_log2(n), 0);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads)
-#endif
-    {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (int64_t i = 0; i < n; i++) {
-            s[2 * i] = keys[i];
-            s[2 * i + 1] = i;
-        }
-#ifdef _OPENMP
-#pragma omp single
-#endif
-        sort_range(s, 0, n, 2 * floor_log2(n), 1);
-        /* the barrier at the end of the single construct waits for its tasks */
-    }
+    fill_ctx f = {keys, pairs};
+    emb__parallel_for(threads, n, fill_pairs, &f);
+    const emb__task_arg root = {pairs, {0, n, 2 * floor_log2(n), threads > 1}};
+    emb__tasks(threads, sort_task, &root);
 }
 
 void emb__argsort_unstable_i64_mt(const int64_t *keys, int64_t n, int64_t *perm,

@@ -16,9 +16,9 @@ void emb__argsort_unstable_i64(const int64_t *keys, int64_t n, int64_t *perm, in
  * emb__threads_for(n, EMB__ARGSORT_GRAIN) as `threads`). */
 #define EMB__ARGSORT_GRAIN ((int64_t)1 << 15)
 
-/* The same permutation, sorted on up to `threads` OpenMP threads (independent ranges of the
- * introsort become tasks; 1 thread, or a build without OpenMP, sorts alone). The result does
- * not depend on the thread count. */
+/* The same permutation, sorted on up to `threads` threads (independent ranges of the
+ * introsort become tasks, core/parallel.h: emb__tasks; 1 thread, or a build without OpenMP,
+ * sorts alone). The result does not depend on the thread count. */
 void emb__argsort_unstable_i64_mt(const int64_t *keys, int64_t n, int64_t *perm,
                                   int64_t *scratch, int threads);
 

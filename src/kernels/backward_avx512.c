@@ -3,7 +3,7 @@
  * dispatch.c hands it out, and only on CPUs that support AVX-512 F and VL. */
 #include "dispatch.h"
 
-#if EMB__KERNELS_AVX2
+#if EMB__X86
 #include "backward_body.h"
 
 EMB__BACKWARD_INSTANTIATE(avx512, EMB__TARGET_AVX512)

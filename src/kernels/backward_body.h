@@ -1,6 +1,6 @@
 /* src/kernels/backward_body.h: the body of the dense backward row kernel, written once and
- * instantiated by backward_ref.c (baseline ISA: the _ref kernel) and backward_avx2.c
- * (AVX2+FMA). Private to those two files. */
+ * instantiated by backward_ref.c (baseline ISA: the _ref kernel), backward_avx2.c
+ * (AVX2+FMA) and backward_avx512.c (AVX-512). Private to those files. */
 #ifndef EMB_BACKWARD_BODY_H
 #define EMB_BACKWARD_BODY_H
 
@@ -51,8 +51,8 @@ static inline void backward_fix_nan(float *a, int64_t n, const float *grad_outpu
 
 /* One row's sum without scale_grad_by_freq, CB columns at a time (CB a compile-time 16, 32
  * or 64 dividing dim), the accumulators in registers rather than stored and reloaded at
- * every position: the same adds in the same order as the loop in backward_rows_body. 1000 x
- * 64 with 4,096 positions (in cache) 0.0345 -> 0.028 ms, 10k x 64 with 200k 7.3 -> 6.5 ms. */
+ * every position: the same adds in the same order as the loop in backward_rows_body, and
+ * faster in and out of the cache (docs/PERFORMANCE.md, "Tuning constants"). */
 static inline __attribute__((always_inline)) void
 backward_row_cols(float *restrict w, const float *grad_output, int64_t dim,
                   const int64_t *order, int64_t begin, int64_t end, int64_t lim, const int CB,

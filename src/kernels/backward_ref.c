@@ -1,8 +1,9 @@
 /* src/kernels/backward_ref.c: scalar reference kernels of the embedding backward and of
  * sparse row gradients. See backward.h for the contracts. Loops over the embedding dimension
  * are elementwise (every lane keeps its own sequential order), so the compiler may vectorise
- * them without changing a bit; -ffp-contract=off keeps the adds unfused. The AVX2+FMA twin
- * of the dense row kernel is in backward_avx2.c; dispatch.c chooses between them. */
+ * them without changing a bit; -ffp-contract=off keeps the adds unfused. The dense row
+ * kernel's AVX2+FMA and AVX-512 twins are backward_avx2.c and backward_avx512.c (the same
+ * body, backward_body.h); dispatch.c chooses between them. */
 #include "backward.h"
 #include "backward_body.h"
 

@@ -3,7 +3,7 @@
  * CPUs that support AVX2 and FMA. */
 #include "dispatch.h"
 
-#if EMB__KERNELS_AVX2
+#if EMB__X86
 #include "bag_body.h"
 
 EMB__BAG_INSTANTIATE(avx2, EMB__TARGET_AVX2)

@@ -3,7 +3,7 @@
  * CPUs that support AVX-512 F and VL. */
 #include "dispatch.h"
 
-#if EMB__KERNELS_AVX2
+#if EMB__X86
 #include "bag_body.h"
 
 EMB__BAG_INSTANTIATE(avx512, EMB__TARGET_AVX512)

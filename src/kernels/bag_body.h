@@ -1,6 +1,7 @@
 /* src/kernels/bag_body.h: the bodies of the EmbeddingBag kernels that gain from AVX2+FMA
  * (fmaf as one instruction, wider vectors), written once and instantiated by bag_ref.c
- * (baseline ISA: the _ref kernels) and bag_avx2.c. Contracts in bag_kernels.h. fmaf is
+ * (baseline ISA: the _ref kernels), bag_avx2.c and bag_avx512.c. Contracts in
+ * bag_kernels.h. fmaf is
  * correctly rounded and every other operation is a plain IEEE operation on either target
  * (-ffp-contract=off), so the instantiations give the same bits. Private to those files. */
 #ifndef EMB_BAG_BODY_H
@@ -19,8 +20,7 @@
 /* Prefetches the first lines (up to 512 bytes) of the row of position p when p < limit:
  * random rows of a large table are the cost of a bag, and the max loop has too little
  * independent work per row for the CPU to overlap the misses on its own. 16 positions
- * ahead: sum over a 1M x 64 table (40,960 indices, bags of 20) took 0.45 ms at 16 against
- * 0.585 ms at 8 (AMD EPYC, 1 thread); 24 gained nothing more. */
+ * ahead: faster than 8, and 24 gained nothing more (docs/PERFORMANCE.md, "Tuning constants"). */
 #define EMB__BAG_PF_DIST 16
 #define BAG_PREFETCH(p, limit)                                                               \
     do {                                                                                    \
@@ -66,8 +66,7 @@ static void bag_pool_fix_nan(float *o, const float *weight, int64_t dim, const v
 /* The pool of one bag over the columns [c0, c0 + CB) of its rows, CB a compile-time
  * constant: the accumulators are a local array that the compiler keeps in vector registers
  * across the bag's positions (through memory, every position paid a store and a reload of
- * each accumulator: sum over a 1M x 64 table, 40,960 indices in bags of 20, took 0.76 ms
- * that way and 0.40 ms in registers, where torch's kernel takes 0.37-0.41 ms). The
+ * each accumulator, which took twice as long; docs/PERFORMANCE.md, "Tuning constants"). The
  * additions per column are the ones of the plain loop, in the same order. The first block of
  * a bag (c0 == 0) prefetches the rows further on; later blocks find the bag's rows in the
  * cache. */
@@ -102,8 +101,8 @@ bag_pool_cols(float *restrict o, const float *weight, int64_t dim, const void *i
  * compile-time constant, as is I32, the index type), and sum with per_sample_weights
  * (fmaf(w, row, acc), as bag_pool_cols without padding): the common cases, as a loop without
  * any per-position condition but the prefetch bound. Same operations as bag_pool_cols.
- * 128 columns at once (16 accumulators) on 128-wide rows: 0.75 -> 0.52 ms on 50k x 128
- * against two blocks of 64 (torch: 0.49-0.51 ms). */
+ * 128 columns at once (16 accumulators) on 128-wide rows, faster than two blocks of 64
+ * (docs/PERFORMANCE.md, "Tuning constants"). */
 static inline __attribute__((always_inline)) void
 bag_pool_plain(float *out, const float *weight, int64_t dim, const void *idx, const bool I32,
                const int CB, const int64_t *starts, int64_t b0, int64_t b1, const float *psw,

@@ -77,8 +77,9 @@ int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void 
                                    const float *grad_output, int64_t dim, const float *psw,
                                    bool mean, int64_t pad, int64_t n);
 
-/* The kernels that have an AVX2+FMA twin (bag_avx2.c), as a table; the module takes it from
- * emb__kernels()->bag (kernels/dispatch.h). All variants give the same bits. */
+/* The kernels that have AVX2+FMA and AVX-512 twins (bag_avx2.c, bag_avx512.c), as a table;
+ * the module takes it from emb__kernels()->bag (kernels/dispatch.h). All variants give the
+ * same bits. */
 typedef struct emb__bag_kernel_table {
     void (*pool)(float *out, const float *weight, int64_t dim, const void *idx, bool idx_i32,
                  const int64_t *starts, int64_t b0, int64_t b1, const float *psw, int64_t pad,

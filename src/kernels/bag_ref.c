@@ -1,5 +1,5 @@
 /* src/kernels/bag_ref.c: scalar EmbeddingBag kernels (the reference), contracts in
- * bag_kernels.h; the bodies shared with the AVX2 twins are in bag_body.h. */
+ * bag_kernels.h; the bodies shared with the AVX2 and AVX-512 twins are in bag_body.h. */
 #include "bag_kernels.h"
 #include "bag_body.h"
 #include "nan_rules.h"

@@ -1,7 +1,9 @@
-/* src/kernels/dispatch.c: the choice between kernel variants; see dispatch.h. */
+/* src/kernels/dispatch.c: the choice between kernel variants; see dispatch.h. Each picker
+ * lists its family's variants by tier and asks emb__variant (core/cpu.h) which one runs. */
 #include "dispatch.h"
 #include "internal.h"
-#include "softmax.h"
+
+#define TIER(t) (1u << (t))
 
 const emb__kernel_table emb__kernels_ref = {
     "ref",
@@ -16,7 +18,7 @@ const emb__kernel_table emb__kernels_ref = {
     emb__score_tile_ref,
 };
 
-#if EMB__KERNELS_AVX2
+#if EMB__X86
 #define EMB__TWIN_TABLE(SUFFIX)                                                             \
     static const emb__kernel_table kernels_##SUFFIX = {                                     \
         #SUFFIX,                                                                            \
@@ -35,44 +37,56 @@ EMB__TWIN_TABLE(avx512)
 #undef EMB__TWIN_TABLE
 #endif
 
-const emb__kernel_table *emb__kernels(void) {
-#if EMB__KERNELS_AVX2
-    if (emb__use_avx512()) return &kernels_avx512;
-    if (emb__use_avx2()) return &kernels_avx2;
+/* Indexed by tier; ordered by capability, so each CPU runs a prefix. */
+static const emb__kernel_table *const tables[] = {
+    &emb__kernels_ref,
+#if EMB__X86
+    &kernels_avx2,
+    &kernels_avx512,
 #endif
-    return &emb__kernels_ref;
+};
+#define NTABLES ((int)(sizeof tables / sizeof tables[0]))
+
+const emb__kernel_table *emb__kernels(void) {
+    return tables[emb__variant(TIER(NTABLES) - 1u)];
 }
 
 int emb__kernel_variants(const emb__kernel_table *const **out) {
-    /* ordered by capability: each CPU runs a prefix */
-    static const emb__kernel_table *const all[] = {
-        &emb__kernels_ref,
-#if EMB__KERNELS_AVX2
-        &kernels_avx2,
-        &kernels_avx512,
+    *out = tables;
+    const int n = (int)emb__cpu_tier() + 1;
+    return n < NTABLES ? n : NTABLES;
+}
+
+const emb__qkernel_table *emb__qkernels(void) {
+#if EMB__X86
+    static const emb__qkernel_table *const q[] = {&emb__qkernels_ref, &emb__qkernels_avx2};
+    const bool f16c = (emb__cpu_features() & EMB__CPU_F16C) != 0;
+    return q[emb__variant(TIER(EMB__TIER_REF) | (f16c ? TIER(EMB__TIER_AVX2) : 0u))];
+#else
+    return &emb__qkernels_ref;
 #endif
-    };
-    *out = all;
-    return emb__cpu_has_avx512() ? 3 : emb__cpu_has_avx2() ? 2 : 1;
+}
+
+emb__sgns_step_fn emb__sgns_step(void) {
+#if EMB__X86
+    static const emb__sgns_step_fn s[] = {emb__sgns_step_ref, emb__sgns_step_avx2};
+    return s[emb__variant(TIER(EMB__TIER_REF) | TIER(EMB__TIER_AVX2))];
+#else
+    return emb__sgns_step_ref;
+#endif
 }
 
 /* log_softmax: the AVX2 + SLEEF kernels reproduce torch's AVX2 build; the _ref ones its
  * DEFAULT-capability arithmetic (see softmax.h; `simd` says which ran). */
 emb__log_softmax_kernels emb__log_softmax_pick(void) {
-    emb__log_softmax_kernels k = {emb__log_softmax_fwd_ref, emb__log_softmax_bwd_ref,
-                                  emb__log_softmax_dim_fwd_ref, emb__log_softmax_dim_bwd_ref,
-                                  emb__vexp_ref, emb__vlog_ref, emb__sigmoid_ref, false};
+    static const emb__log_softmax_kernels k[] = {
+        {emb__log_softmax_fwd_ref, emb__log_softmax_bwd_ref, emb__log_softmax_dim_fwd_ref,
+         emb__log_softmax_dim_bwd_ref, emb__vexp_ref, emb__vlog_ref, emb__sigmoid_ref, false},
 #if defined(EMB_HAVE_SLEEF)
-    if (emb__use_avx2()) {
-        k.fwd = emb__log_softmax_fwd_avx2;
-        k.bwd = emb__log_softmax_bwd_avx2;
-        k.dim_fwd = emb__log_softmax_dim_fwd_avx2;
-        k.dim_bwd = emb__log_softmax_dim_bwd_avx2;
-        k.vexp = emb__vexp_avx2;
-        k.vlog = emb__vlog_avx2;
-        k.sigmoid = emb__sigmoid_avx2;
-        k.simd = true;
-    }
+        {emb__log_softmax_fwd_avx2, emb__log_softmax_bwd_avx2, emb__log_softmax_dim_fwd_avx2,
+         emb__log_softmax_dim_bwd_avx2, emb__vexp_avx2, emb__vlog_avx2, emb__sigmoid_avx2,
+         true},
 #endif
-    return k;
+    };
+    return k[emb__variant(TIER((int)(sizeof k / sizeof k[0])) - 1u)];
 }

@@ -1,44 +1,57 @@
 /* src/kernels/dispatch.h: the one place that chooses between kernel variants.
  *
- * Every kernel with a SIMD twin has a scalar reference in a *_ref.c file and the twins in
- * files beside it (backward_avx2.c / _avx512.c, bag_*, lookup_*, optim_*), compiled from the
- * same body (backward_body.h, bag_body.h, lookup_body.h, optim_body.h) for AVX2+FMA and for
- * AVX-512: the bodies are elementwise operations and fmaf in a fixed order (no reduction the
- * compiler could split by vector width; -ffp-contract=off), so all variants give the same
- * bits, and tests/unit/test_kernels.c, test_bag.c and test_optim.c check every variant this
- * CPU runs against the reference. The modules call the kernels through emb__kernels(), which
- * returns the reference table when the reference kernels are forced
- * (emb_set_kernel_mode(EMB_KERNELS_REF), or EMB_KERNELS=ref in the environment), the AVX2
- * table when AVX-512 is excluded (EMB_KERNELS_AVX2, EMB_KERNELS=avx2) or absent, else the
- * AVX-512 table: emb__use_avx512() and emb__use_avx2() (core); the latter is the predicate
- * the generator's block transform (src/core/rng_normal_*.c) uses too. The k-NN score kernel
- * (score.h) has AVX2 and AVX-512 twins written with intrinsics over one body
- * (score_body.h): each dot product is one fused multiply-add chain in a vector lane, so they
- * too give the reference's bits. The word2vec and log_softmax kernels have AVX2 twins only:
- * their lane counts define their sums. */
+ * Every kernel family has a scalar reference (a *_ref.c file) and may have SIMD twins in
+ * files beside it. Each family is chosen here, at the time of each call, by one rule:
+ * emb__variant (core/cpu.h) takes the tier the CPU runs (one probe, read once), caps it by
+ * the kernel mode (emb_set_kernel_mode, or EMB_KERNELS=ref|avx2 in the environment:
+ * ref forces the references, avx2 stops at the AVX2 twins, auto takes the best), and returns
+ * the highest tier at or below it that the family has. The families, their tiers and why:
+ *
+ *   family (picker)                 ref avx2 avx512  why these tiers, how twins keep the bits
+ *   ------------------------------  --- ---- ------  ---------------------------------------
+ *   lookup, backward rows, norms,    x   x     x     one body per kernel (*_body.h) compiled
+ *   renorm, bag, optimizer rows,                     for each tier: elementwise fmaf in a fixed
+ *   k-NN score tile (emb__kernels)                   order, no sum the vector width could
+ *                                                    reorder (-ffp-contract=off); the score
+ *                                                    tile is one fmaf chain per dot product
+ *   reduced-precision rows           x   x     -     one body (qkernels_body.h), elementwise;
+ *   (emb__qkernels)                                  the AVX2 tier also needs F16C, else the
+ *                                                    reference runs; no AVX-512 twin written
+ *   word2vec SGNS step               x   x     -     its dot products sum 2 x 8 lanes in a
+ *   (emb__sgns_step)                                 fixed tree (sgns.h) that the reference
+ *                                                    replays: the lane count is part of the
+ *                                                    arithmetic, so a wider twin would have to
+ *                                                    keep 8 lanes; none is written
+ *   log_softmax, exp, log, sigmoid   x   x     -     not the same bits: each tier is one of
+ *   (emb__log_softmax_pick)                          torch's CPU kernels, DEFAULT and AVX2 with
+ *                                                    SLEEF (the one torch runs on AVX2 and
+ *                                                    AVX-512 machines, docs/semantics.md §1),
+ *                                                    the latter when the build has SLEEF
+ *   the generator's normal_ block    x   x     -     torch's AVX2 kernel, 8 lanes, replayed by
+ *   transform (emb__normal16_pick,                   the reference; it lives in core with the
+ *   core/generator.c)                                generator (core may not include kernels)
+ *                                                    and is chosen by the same emb__variant
+ *
+ * tests/unit/test_kernels.c, test_bag.c and test_optim.c check every variant this CPU runs
+ * against the reference (test_word2vec.c the SGNS step, test_first_use.c the choice made by
+ * many threads at once); `make test` runs the machine-dependent suites under each tier
+ * (scripts/test_machines.py). Every picker is thread-safe and cheap: call it once per
+ * operation. */
 #ifndef EMB_KERNELS_DISPATCH_H
 #define EMB_KERNELS_DISPATCH_H
+
+#include "cpu.h"
 
 #include "backward.h"
 #include "bag_kernels.h"
 #include "lookup.h"
 #include "optim_kernels.h"
+#include "qkernels.h"
 #include "score.h"
+#include "sgns.h"
+#include "softmax.h"
 
-/* EMB__KERNELS_AVX2: this build has the AVX2+FMA twins (x86 with GCC or Clang).
- * EMB__TARGET_AVX2: the attribute their definitions carry. */
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define EMB__KERNELS_AVX2 1
-#define EMB__TARGET_AVX2 __attribute__((target("avx2,fma")))
-/* AVX-512 F and VL (on top of AVX2+FMA): 16-float vectors, 32 vector registers. */
-#define EMB__TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
-#else
-#define EMB__KERNELS_AVX2 0
-#define EMB__TARGET_AVX2
-#define EMB__TARGET_AVX512
-#endif
-
-/* One complete set of kernel variants. */
+/* One complete set of the variants of the first family above. */
 typedef struct emb__kernel_table {
     const char *name; /* "ref", "avx2", "avx512" */
     emb__backward_rows_fn backward_rows;
@@ -52,8 +65,11 @@ typedef struct emb__kernel_table {
     emb__score_tile_fn score_tile;
 } emb__kernel_table;
 
-/* The table to use now (see above). Thread-safe; cheap enough to call once per operation. */
+/* The pickers (see above). */
 const emb__kernel_table *emb__kernels(void);
+const emb__qkernel_table *emb__qkernels(void);
+emb__sgns_step_fn emb__sgns_step(void);
+emb__log_softmax_kernels emb__log_softmax_pick(void);
 
 /* The scalar reference table. */
 extern const emb__kernel_table emb__kernels_ref;
@@ -62,7 +78,7 @@ extern const emb__kernel_table emb__kernels_ref;
  * check each variant against the reference). Returns how many; *out points at them. */
 int emb__kernel_variants(const emb__kernel_table *const **out);
 
-#if EMB__KERNELS_AVX2
+#if EMB__X86 /* the build has the x86 twins (core/cpu.h) */
 /* The AVX2+FMA and AVX-512 twins (only ever called through emb__kernels()). */
 #define EMB__DECLARE_TWINS(SUFFIX)                                                          \
     void emb__embedding_backward_rows_##SUFFIX(                                             \

@@ -2,8 +2,8 @@
  * (see lookup.h), written once and instantiated by lookup_ref.c (baseline ISA, where the
  * 2-norm's fmaf() is a libm call), lookup_avx2.c and lookup_avx512.c (where it is one vfmadd
  * instruction, and the gather's row pieces are wider moves).
- * fmaf is exactly rounded either way and -ffp-contract=off forbids other fusion, so both
- * give the same bits. Private to those two files. */
+ * fmaf is exactly rounded either way and -ffp-contract=off forbids other fusion, so all
+ * give the same bits. Private to those files. */
 #ifndef EMB_LOOKUP_BODY_H
 #define EMB_LOOKUP_BODY_H
 
@@ -33,8 +33,7 @@ EMB__LOOKUP_INLINE void prefetch_row(const float *weight, int64_t dim, int64_t r
 /* Copies one row. Rows whose size is a multiple of 16 bytes and at most 256 bytes are
  * copied in fixed pieces the compiler inlines as vector moves (64 bytes, then 16): a libc
  * memcpy call per short row costs more than the copy itself, and with AVX-512 a 64-byte
- * piece is one move (a cache-resident 1000 x 64 table, 4,096 rows: 0.0242 -> 0.0213 ms
- * against 16-byte pieces). */
+ * piece is one move (faster than 16-byte pieces; docs/PERFORMANCE.md, "Tuning constants"). */
 EMB__LOOKUP_INLINE void copy_row(float *dst, const float *src, size_t row_bytes, int small) {
     if (small) {
         char *d = (char *)dst;

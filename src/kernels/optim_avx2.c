@@ -3,7 +3,7 @@
  * hands it out, and only on CPUs that support AVX2 and FMA. */
 #include "dispatch.h"
 
-#if EMB__KERNELS_AVX2
+#if EMB__X86
 #include "optim_body.h"
 
 EMB__OPTIM_INSTANTIATE(avx2, EMB__TARGET_AVX2)

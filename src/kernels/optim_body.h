@@ -1,9 +1,9 @@
 /* src/kernels/optim_body.h: the optimizer kernel bodies (see optim_kernels.h for the exact
  * float formulas), each written once as an always-inline function, and the macros that
- * instantiate them as a kernel table. Private to optim_ref.c (baseline ISA) and
- * optim_avx2.c (AVX2+FMA, where fmaf() is one instruction and the loops vectorise);
- * -ffp-contract=off keeps every other multiply and add separately rounded in both, so the
- * two tables agree bit for bit. */
+ * instantiate them as a kernel table. Private to optim_ref.c (baseline ISA), optim_avx2.c
+ * and optim_avx512.c (AVX2+FMA and AVX-512, where fmaf() is one instruction and the loops
+ * vectorise); -ffp-contract=off keeps every other multiply and add separately rounded in
+ * all of them, so the tables agree bit for bit. */
 #ifndef EMB_OPTIM_BODY_H
 #define EMB_OPTIM_BODY_H
 

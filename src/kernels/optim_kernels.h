@@ -1,7 +1,7 @@
 /* src/kernels/optim_kernels.h: optimizer update kernels (torch.optim 1.13, foreach=False, CPU).
  *
  * Plain functions over float32 arrays: they never validate and never allocate. The module
- * (src/optim/optimizer.c) checks everything once, rounds the hyper-parameters as PyTorch
+ * (src/optim) checks everything once, rounds the hyper-parameters as PyTorch
  * does (a Python float scalar meets a float32 tensor as (float)x), and calls these on
  * element or row ranges; it owns the threading. Every rounding is spelled out, measured
  * against PyTorch 1.13.1 on this build (AVX2):
@@ -15,11 +15,11 @@
  *   dense.add_(sparse, alpha)   per entry in entry order: row = fmaf(v, (float)alpha, row)
  *   sparse + sparse (merge)     entry = fmaf(s, (float)alpha, 0.0f + t)
  *
- * Two variants are built from the same source (optim_body.h): optim_ref.c (baseline ISA;
- * fmaf may be a libm call) and, on x86-64, optim_avx2.c compiled for AVX2+FMA where fmaf is
- * one instruction. Both give identical bits (fmaf is exact by definition and
- * -ffp-contract=off forbids any other fusion); emb__kernels() (dispatch.h) picks one,
- * honouring emb_set_kernel_mode(EMB_KERNELS_REF).
+ * Three variants are built from the same source (optim_body.h): optim_ref.c (baseline ISA;
+ * fmaf may be a libm call) and, on x86, optim_avx2.c and optim_avx512.c compiled for
+ * AVX2+FMA and AVX-512, where fmaf is one instruction. All give identical bits (fmaf is
+ * exact by definition and -ffp-contract=off forbids any other fusion); emb__kernels()
+ * (dispatch.h) picks one, honouring the kernel mode (emb_set_kernel_mode).
  */
 #ifndef EMB_OPTIM_KERNELS_H
 #define EMB_OPTIM_KERNELS_H

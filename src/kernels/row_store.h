@@ -24,9 +24,7 @@
  *               memory without being read first, and do not push the table out of cache. */
 enum { ROW_ADD = 0, ROW_SET = 1, ROW_STREAM = 2 };
 /* Rows written by one call from which ROW_STREAM is used: a smaller gradient is better left
- * in cache for whoever reads it next (ms, overwriting, 1 thread, plain against streaming
- * stores: 1000 x 64 with 4,096 positions 0.027 against 0.031; 250k x 64 with 100k 6.9
- * against 6.1; 1M x 64 with 262,144 at 2 threads 15.8 against 12.2). */
+ * in cache for whoever reads it next (docs/PERFORMANCE.md, "Tuning constants"). */
 #define EMB__STREAM_MIN_FLOATS ((int64_t)1 << 20)
 
 static inline __attribute__((always_inline)) void store_row(float *restrict w,

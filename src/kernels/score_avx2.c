@@ -3,7 +3,7 @@
  * 8 lanes). Only dispatch.c hands it out, and only on CPUs that support AVX2 and FMA. */
 #include "dispatch.h"
 
-#if EMB__KERNELS_AVX2
+#if EMB__X86
 #include <immintrin.h>
 
 #define SCORE_NAME emb__score_tile_avx2

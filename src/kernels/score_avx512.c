@@ -4,7 +4,7 @@
  * support AVX-512 F and VL. */
 #include "dispatch.h"
 
-#if EMB__KERNELS_AVX2
+#if EMB__X86
 #include <immintrin.h>
 
 #define SCORE_NAME emb__score_tile_avx512

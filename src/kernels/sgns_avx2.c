@@ -2,12 +2,11 @@
  * eight lanes in one register. Bit-identical to sgns_ref.c. */
 #include "sgns.h"
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#if EMB__X86
 #include <immintrin.h>
 #include <math.h>
 
-__attribute__((target("avx2,fma"))) static inline float sgns_dot(const float *a,
-                                                                 const float *b, int64_t n) {
+EMB__TARGET_AVX2 static inline float sgns_dot(const float *a, const float *b, int64_t n) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t k = 0;
     for (; k + 16 <= n; k += 16) {
@@ -27,11 +26,11 @@ __attribute__((target("avx2,fma"))) static inline float sgns_dot(const float *a,
 
 #define EMB__SGNS_PAIR_BATCHED 1
 #define EMB__SGNS_PAIR_MAX 16
-static void sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
+static bool sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
                               const float *sigmoid, float *e_out);
 
 #define EMB__SGNS_NAME emb__sgns_step_avx2
-#define EMB__SGNS_ATTR __attribute__((target("avx2,fma")))
+#define EMB__SGNS_ATTR EMB__TARGET_AVX2
 #include "sgns_body.h"
 
 /* One input x (a skip-gram context row, or CBOW's combined context h) against t trained
@@ -41,15 +40,14 @@ static void sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, 
  * e_out (CBOW, which adds it to every context row): per element, the operations of the
  * in-place loop in the same order, so the same bits, with the targets' rows fetched and
  * scored side by side instead of one after another. */
-__attribute__((target("avx2,fma"))) static void sgns_pair_batched(float *x, float *const *rows,
-                                                                  int t, int64_t dim,
-                                                                  float alpha,
-                                                                  const float *sigmoid,
-                                                                  float *e_out) {
+EMB__TARGET_AVX2 static bool sgns_pair_batched(float *x, float *const *rows, int t,
+                                                int64_t dim, float alpha,
+                                                const float *sigmoid, float *e_out) {
     float g[EMB__SGNS_PAIR_MAX];
     __m256 gv[EMB__SGNS_PAIR_MAX];
+    bool finite = true;
     for (int j = 0; j < t; j++) {
-        g[j] = sgns_grad(sgns_dot(x, rows[j], dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid);
+        g[j] = sgns_grad(sgns_dot(x, rows[j], dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
         gv[j] = _mm256_set1_ps(g[j]);
     }
     int64_t k = 0;
@@ -77,5 +75,6 @@ __attribute__((target("avx2,fma"))) static void sgns_pair_batched(float *x, floa
         else
             x[k] = xk + e;
     }
+    return finite;
 }
 #endif

@@ -1,5 +1,5 @@
-/* The scalar reference of the word2vec step (sgns.h), the sigmoid table and the dispatch
- * between variants. */
+/* The scalar reference of the word2vec step (sgns.h) and the sigmoid table (dispatch.c
+ * chooses between the variants). */
 #include "sgns.h"
 
 #include "internal.h"
@@ -33,17 +33,9 @@ static float sgns_dot(const float *a, const float *b, int64_t n) {
 #include "sgns_body.h"
 
 void emb__sgns_sigmoid_table(float *table) {
-    for (int i = 0; i < EMB__SGNS_TABLE; i++) {
+    for (int i = 0; i <= EMB__SGNS_TABLE; i++) {
         double x = ((double)i / EMB__SGNS_TABLE * 2 - 1) * EMB__SGNS_MAX_EXP;
         double e = exp(x);
         table[i] = (float)(e / (e + 1));
     }
-}
-
-emb__sgns_step_fn emb__sgns_step(void) {
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-    if (!emb__force_ref() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return emb__sgns_step_avx2;
-#endif
-    return emb__sgns_step_ref;
 }

@@ -78,8 +78,8 @@ void emb__log_softmax_fwd_avx2(const float *x, float *y, int64_t rows, int64_t c
 void emb__log_softmax_bwd_avx2(const float *gy, const float *y, float *gx, int64_t rows,
                                int64_t c);
 
-/* The pair to use: the AVX2 + SLEEF one when built and the CPU has AVX2 and FMA and the
- * reference kernels are not forced (emb_set_kernel_mode), else the reference. */
+/* One tier of the family (dispatch.h: emb__log_softmax_pick gives the AVX2 + SLEEF one when
+ * the build has SLEEF and the tier is AVX2 or above, else the reference). */
 typedef struct emb__log_softmax_kernels {
     emb__log_softmax_fwd_fn fwd;
     emb__log_softmax_bwd_fn bwd;
@@ -88,7 +88,6 @@ typedef struct emb__log_softmax_kernels {
     emb__vmap_fn vexp, vlog, sigmoid;
     bool simd; /* true for the AVX2 + SLEEF pair */
 } emb__log_softmax_kernels;
-emb__log_softmax_kernels emb__log_softmax_pick(void); /* in dispatch.c */
 
 /* float(1-D contiguous sum) in the order of PyTorch 1.13's CPU sum of a contiguous float
  * tensor (at::sum of a 1-D tensor, or of each row in sum(dim=-1)); see softmax_ref.c. */

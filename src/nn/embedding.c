@@ -16,18 +16,10 @@
 /* Parallelise a lookup over positions once it copies more than this many floats. */
 #define EMB__LOOKUP_GRAIN 32768
 /* Prefetch weight rows this many positions ahead when the table exceeds EMB__PF_BYTES and
- * rows are at most EMB__PF_ROW_BYTES long. Measured on the reference VM (1 GB table, 200K
- * random rows): about 10% faster for rows of 16-64 bytes, slower for longer rows, whose
- * consecutive cache lines the hardware prefetcher already fetches. Re-measured with the
- * table in transparent huge pages (emb_malloc; bench/bench_embedding.c's forward, 1M x 64,
- * 262,144 rows): 256-byte rows take a third less CPU time with the prefetch (17 ms against
- * 26 ms at distances 8-16), 512- and 2048-byte rows gain nothing. The
- * prefetch keeps the line in every cache level (locality 3): the non-temporal hint made a
- * 6.4 MB table of 64-byte rows twice as slow (1.0 ms against 0.48 ms for 100K lookups).
- * On the AMD EPYC VM the project moved to, longer rows gain too (1 and 2 threads, ms without
- * and with the prefetch of the row's first 2048 bytes): 1M x 128, 262,144 rows 19.1-19.6
- * against 16.7-19.0 and 10.5-13.9 against 9.3-9.8; 100k x 512, 65,536 rows 23.7-28.8
- * against 22.5-24.6 and 12.4-15.0 against 11.2-11.4. So every row length is prefetched. */
+ * rows are at most EMB__PF_ROW_BYTES long (the first 2048 bytes of a row): random rows of a
+ * table larger than the caches gained at every row length measured, and the prefetch keeps
+ * the line in every cache level (locality 3), as the non-temporal hint was slower
+ * (docs/PERFORMANCE.md, "Tuning constants"). */
 #define EMB__PF_DIST 8
 #define EMB__PF_BYTES ((int64_t)4 << 20)
 #define EMB__PF_ROW_BYTES 4096
@@ -35,8 +27,8 @@
 #define EMB__RENORM_GRAIN 32768
 /* The renorm lists its distinct rows by radix-sorting the batch when V / this > n =
  * numel(indices), else with a V-bit bitmap (then at most 64n bits: one word per index).
- * Measured with bench/bench_temporaries.c (numbers there): from V/n = 64 up sorting is as
- * fast or faster, as the norms of the rows dominate; below 16 the bitmap wins, up to 5x. */
+ * From V/n = 64 up sorting was as fast or faster, as the norms of the rows dominate; below
+ * the bitmap won (bench/bench_temporaries.c; docs/PERFORMANCE.md, "Tuning constants"). */
 #define EMB__RENORM_SORT_RATIO 64
 
 static int temp_mode = EMB__TEMP_AUTO;
@@ -324,6 +316,23 @@ emb_status emb__lookup_check(int64_t V, int64_t D, const emb_tensor *indices,
     return EMB_OK;
 }
 
+typedef struct gather_ctx {
+    const emb__kernel_table *K;
+    float *out;
+    const float *weight;
+    int64_t D;
+    const void *idx;
+    bool i64;
+    int pf;
+} gather_ctx;
+
+static void gather_range(void *p, int64_t b, int64_t e, int ith) {
+    (void)ith;
+    const gather_ctx *c = p;
+    if (c->i64) c->K->lookup_rows_i64(c->out, c->weight, c->D, c->idx, b, e, c->pf);
+    else c->K->lookup_rows_i32(c->out, c->weight, c->D, c->idx, b, e, c->pf);
+}
+
 /* The validated gather out = weight[indices], parallel over chunks of positions. */
 static void gather(const float *weight, int64_t V, int64_t D, const emb_tensor *indices,
                    float *out) {
@@ -335,21 +344,8 @@ static void gather(const float *weight, int64_t V, int64_t D, const emb_tensor *
     int pf = table_bytes > EMB__PF_BYTES && D * 4 <= EMB__PF_ROW_BYTES ? EMB__PF_DIST : 0;
     const bool i64 = indices->dtype == EMB_INT64;
     const void *idx = indices->data;
-    const emb__kernel_table *K = emb__kernels();
-    if (nt <= 1) {
-        if (i64) K->lookup_rows_i64(out, weight, D, idx, 0, n, pf);
-        else K->lookup_rows_i32(out, weight, D, idx, 0, n, pf);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int t = 0; t < nt; t++) {
-        int64_t b = n / nt * t + (t < n % nt ? t : n % nt);
-        int64_t e = b + n / nt + (t < n % nt ? 1 : 0);
-        if (i64) K->lookup_rows_i64(out, weight, D, idx, b, e, pf);
-        else K->lookup_rows_i32(out, weight, D, idx, b, e, pf);
-    }
+    gather_ctx c = {emb__kernels(), out, weight, D, idx, i64, pf};
+    emb__parallel_for(nt, n, gather_range, &c);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -384,6 +380,20 @@ static int64_t distinct_rows_sorted(const emb_tensor *indices, int64_t n, int64_
         if (nrows == 0 || (uint64_t)rows[nrows - 1] != sorted[i]) rows[nrows++] = (int64_t)sorted[i];
     *rows_out = rows;
     return nrows;
+}
+
+typedef struct renorm_ctx {
+    emb__renorm_rows_fn renorm_rows;
+    float *weight;
+    int64_t D;
+    const int64_t *rows;
+    double max_norm, norm_type;
+} renorm_ctx;
+
+static void renorm_range(void *p, int64_t b, int64_t e, int ith) {
+    (void)ith;
+    const renorm_ctx *c = p;
+    c->renorm_rows(c->weight, c->D, c->rows, b, e, c->max_norm, c->norm_type);
 }
 
 /* Renormalises each distinct row named in the (validated) indices, in ascending row order
@@ -427,19 +437,8 @@ static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *
     }
     int64_t work = nrows > INT64_MAX / D ? INT64_MAX : nrows * D;
     int nt = work > EMB__RENORM_GRAIN ? emb__threads_for(work, EMB__RENORM_GRAIN) : 1;
-    const emb__renorm_rows_fn renorm_rows = emb__kernels()->renorm_rows;
-    if (nt <= 1) {
-        renorm_rows(weight, D, rows, 0, nrows, max_norm, norm_type);
-    } else {
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int t = 0; t < nt; t++) {
-            int64_t b = nrows / nt * t + (t < nrows % nt ? t : nrows % nt);
-            int64_t e = b + nrows / nt + (t < nrows % nt ? 1 : 0);
-            renorm_rows(weight, D, rows, b, e, max_norm, norm_type);
-        }
-    }
+    renorm_ctx c = {emb__kernels()->renorm_rows, weight, D, rows, max_norm, norm_type};
+    emb__parallel_for(nt, nrows, renorm_range, &c);
     emb_free(buf1);
     emb_free(buf2);
     return EMB_OK;

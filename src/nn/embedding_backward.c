@@ -20,9 +20,6 @@
 
 #include <inttypes.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Floats of gradient per thread below which the dense accumulation stays on one thread. */
 #define EMB__BACKWARD_GRAIN (1 << 18)
@@ -32,8 +29,8 @@
 #define EMB__CSR_SMALL_HIST (1 << 16)
 /* The dense backward radix-sorts the batch (batch-sized buckets) when V / this > n =
  * numel(indices), else counts over the table's rows (then V + 2 <= 4n + 2 offsets).
- * Measured with bench/bench_temporaries.c (numbers there): from V/n = 4 up sorting is as
- * fast or faster (50-80x at V/n = 256); at V/n = 1 and below counting is up to 1.4x faster. */
+ * From V/n = 4 up sorting was as fast or faster, at V/n = 1 and below counting was faster
+ * (bench/bench_temporaries.c; docs/PERFORMANCE.md, "Tuning constants"). */
 #define EMB__BATCH_BUCKETS_RATIO 4
 
 /* Checks shared by the dense and sparse backward, after the NULL and state checks: the
@@ -60,19 +57,6 @@ static emb_status state_error(void) {
                       "the embedding's weight does not require grad (created with freeze=true)");
 }
 
-/* First row r with offsets[r] >= target (offsets ascending, offsets[V] = total). */
-static int64_t lower_bound_row(const int64_t *offsets, int64_t V, int64_t target) {
-    int64_t lo = 0, hi = V;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (offsets[mid] < target)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Stable bucketing of the non-padding positions by row (a counting sort), one thread:
  * offsets[V + 2] receives offsets[r] = first slot of row r in order[], offsets[V] = total. */
 static void csr_serial(const emb_tensor *indices, int64_t n, int64_t V, int64_t pad,
@@ -95,25 +79,28 @@ static void csr_serial(const emb_tensor *indices, int64_t n, int64_t V, int64_t 
     }
 }
 
-/* The same bucketing with T threads: thread t counts the rows of its contiguous chunk of
- * positions into hist[t][V]; one pass turns the counts into each thread's first slot per
- * row (rows ascending, and within a row the chunks in position order); then every thread
+/* The same bucketing in T shares: share t counts the rows of its contiguous chunk of
+ * positions into hist[t][V]; one pass turns the counts into each share's first slot per
+ * row (rows ascending, and within a row the chunks in position order); then every share
  * scatters its chunk. Within a row the slots follow the positions, exactly as the serial
  * build, so `order` is identical for any T. */
-static void csr_parallel(const emb_tensor *indices, int64_t n, int64_t V, int64_t pad, int T,
-                         int64_t *hist, int64_t *offsets, int64_t *order) {
-    const bool i64 = indices->dtype == EMB_INT64;
-    const int64_t *idx64 = indices->data;
-    const int32_t *idx32 = indices->data;
-#pragma omp parallel num_threads(T)
-    {
-#ifdef _OPENMP
-        const int64_t t = omp_get_thread_num(), TT = omp_get_num_threads();
-#else
-        const int64_t t = 0, TT = 1;
-#endif
-        const int64_t i0 = n * t / TT, i1 = n * (t + 1) / TT;
-        int64_t *h = hist + t * V;
+typedef struct csr_ctx {
+    const emb_tensor *indices;
+    int64_t n, V, pad;
+    int64_t *hist, *order;
+    bool scatter; /* false: count */
+} csr_ctx;
+
+static void csr_share(void *p, int t, int T) {
+    const csr_ctx *c = p;
+    const int64_t V = c->V, pad = c->pad;
+    int64_t i0, i1;
+    emb__split(c->n, t, T, &i0, &i1);
+    int64_t *h = c->hist + t * V;
+    const int64_t *idx64 = c->indices->data;
+    const int32_t *idx32 = c->indices->data;
+    const bool i64 = c->indices->dtype == EMB_INT64;
+    if (!c->scatter) {
         memset(h, 0, (size_t)V * sizeof *h);
         if (i64) {
             for (int64_t i = i0; i < i1; i++)
@@ -122,41 +109,45 @@ static void csr_parallel(const emb_tensor *indices, int64_t n, int64_t V, int64_
             for (int64_t i = i0; i < i1; i++)
                 if ((int64_t)idx32[i] != pad) h[idx32[i]]++;
         }
-#pragma omp barrier
-#pragma omp single
-        {
-            int64_t run = 0;
-            for (int64_t r = 0; r < V; r++) {
-                offsets[r] = run;
-                for (int64_t u = 0; u < TT; u++) {
-                    int64_t c = hist[u * V + r];
-                    hist[u * V + r] = run;
-                    run += c;
-                }
-            }
-            offsets[V] = run;
-        } /* implicit barrier */
-        if (i64) {
-            for (int64_t i = i0; i < i1; i++)
-                if (idx64[i] != pad) order[h[idx64[i]]++] = i;
-        } else {
-            for (int64_t i = i0; i < i1; i++)
-                if ((int64_t)idx32[i] != pad) order[h[idx32[i]]++] = i;
+        return;
+    }
+    int64_t *order = c->order;
+    if (i64) {
+        for (int64_t i = i0; i < i1; i++)
+            if (idx64[i] != pad) order[h[idx64[i]]++] = i;
+    } else {
+        for (int64_t i = i0; i < i1; i++)
+            if ((int64_t)idx32[i] != pad) order[h[idx32[i]]++] = i;
+    }
+}
+
+static void csr_parallel(const emb_tensor *indices, int64_t n, int64_t V, int64_t pad, int T,
+                         int64_t *hist, int64_t *offsets, int64_t *order) {
+    csr_ctx c = {indices, n, V, pad, hist, order, false};
+    emb__parallel(T, csr_share, &c);
+    int64_t run = 0;
+    for (int64_t r = 0; r < V; r++) {
+        offsets[r] = run;
+        for (int64_t u = 0; u < T; u++) {
+            int64_t k = hist[u * V + r];
+            hist[u * V + r] = run;
+            run += k;
         }
     }
+    offsets[V] = run;
+    c.scatter = true;
+    emb__parallel(T, csr_share, &c);
 }
 
 /* The dense backward accumulates into a [V, D] table of row sums (backward_accumulate) when
  * the batch names every row about once or more (V <= n), without scale_grad_by_freq, and
- * that table is between 1 and 8 MiB. Measured with bench/bench_embedding (dense_backward, 1
- * thread, ms, table of sums against buckets): 50k x 16 with 1M indices 7.8 against 19.5,
- * with 400k 2.7 against 6.3; 10k x 64 with 200k 4.2 against 8.2; 20k x 128 (10 MiB) with
- * 400k 20.9 against 29.9; but 100k x 32 (12.8 MiB) with 200k, 800k and 1.6M indices 7.7,
- * 25.3, 43.5 against 5.5, 21.3, 43.9, and 1000 x 64 (256 KiB, in cache) 0.18 against 0.15. */
+ * that table is between 1 and 8 MiB: there it beat the buckets by up to 2.5x, while a larger
+ * table of sums, or one in the cache, did not (bench/bench_embedding dense_backward;
+ * docs/PERFORMANCE.md, "Tuning constants"). */
 #define EMB__ACC_MIN_FLOATS ((int64_t)1 << 18)
 #define EMB__ACC_MAX_FLOATS ((int64_t)2 << 20)
 /* Positions ahead whose accumulator row is prefetched: the table of sums is larger than
- * L2 here, and without it the adds wait on L3 (50k x 16, 1M indices: 7.2 -> 6.0 ms). */
+ * L2 here, and without it the adds wait on L3. */
 #define EMB__ACC_PF 16
 static bool use_accumulators(const emb_embedding *e, int64_t V, int64_t D, int64_t n) {
     if (e->scale_grad_by_freq) return false;
@@ -165,6 +156,33 @@ static bool use_accumulators(const emb_embedding *e, int64_t V, int64_t D, int64
     case EMB__TEMP_AUTO:
         return V <= n && V * D >= EMB__ACC_MIN_FLOATS && V * D <= EMB__ACC_MAX_FLOATS;
     default: return false;
+    }
+}
+
+/* Rows [r0, r1) of backward_accumulate's table of sums: zeroed with their marks, or
+ * (add) added to the gradient where the batch named them. */
+typedef struct acc_ctx {
+    float *acc;
+    uint8_t *named;
+    float *gw;
+    int64_t D;
+    bool add;
+} acc_ctx;
+
+static void acc_rows(void *p, int64_t r0, int64_t r1, int ith) {
+    (void)ith;
+    const acc_ctx *c = p;
+    const int64_t D = c->D;
+    if (!c->add) {
+        memset(c->acc + r0 * D, 0, (size_t)((r1 - r0) * D) * sizeof(float));
+        memset(c->named + r0, 0, (size_t)(r1 - r0));
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        if (!c->named[r]) continue;
+        float *restrict w = c->gw + r * D;
+        const float *restrict a = c->acc + r * D;
+        for (int64_t d = 0; d < D; d++) w[d] = w[d] + a[d];
     }
 }
 
@@ -213,50 +231,64 @@ static emb_status backward_accumulate(const emb_embedding *e, const emb_tensor *
                           abytes + V);
     }
     /* The sums run on one thread: threads owning ranges of rows each streamed the whole
-     * output gradient (its rows interleave line by line) and were slower (ms, 1 against 2
-     * threads: 50k x 16 with 1M indices 7.2 against 8.1, 10k x 64 with 200k 4.2 against
-     * 5.2; listing each thread's positions a block at a time without a branch, 7.2 against
-     * 7.6). The zeroing and the final pass over the rows are split by rows. */
+     * output gradient (its rows interleave line by line) and were slower (docs/PERFORMANCE.md,
+     * "Dense backward through a table of sums"). The zeroing and the final pass over the
+     * rows are split by rows. */
     const int nt = emb__threads_for(nfloat, EMB__BACKWARD_GRAIN);
+    acc_ctx c = {acc, named, gw, D, false};
+    emb__parallel_for(nt, V, acc_rows, &c);
     const bool i32 = indices->dtype == EMB_INT32;
     const int32_t *idx32 = indices->data;
     const int64_t *idx64 = indices->data;
-    (void)nt; /* used only by the OpenMP pragmas */
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-#ifdef _OPENMP
-        int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-#else
-        int64_t t = 0, T = 1;
-#endif
-        const int64_t r0 = V * t / T, r1 = V * (t + 1) / T;
-        memset(acc + r0 * D, 0, (size_t)((r1 - r0) * D) * sizeof(float));
-        memset(named + r0, 0, (size_t)(r1 - r0));
-#pragma omp barrier
-#pragma omp single
-        for (int64_t i = 0; i < n; i++) {
-            if (i + EMB__ACC_PF < n) {
-                const int64_t rp = i32 ? idx32[i + EMB__ACC_PF] : idx64[i + EMB__ACC_PF];
-                __builtin_prefetch(acc + rp * D, 1);
-            }
-            const int64_t r = i32 ? idx32[i] : idx64[i];
-            if (r == pad) continue;
-            named[r] = 1;
-            float *restrict a = acc + r * D;
-            const float *restrict g = go + i * D;
-            for (int64_t d = 0; d < D; d++) a[d] = a[d] + g[d];
+    for (int64_t i = 0; i < n; i++) {
+        if (i + EMB__ACC_PF < n) {
+            const int64_t rp = i32 ? idx32[i + EMB__ACC_PF] : idx64[i + EMB__ACC_PF];
+            __builtin_prefetch(acc + rp * D, 1);
         }
-        /* (the single's implied barrier: every sum is complete) */
-        for (int64_t r = r0; r < r1; r++) {
-            if (!named[r]) continue;
-            float *restrict w = gw + r * D;
-            const float *restrict a = acc + r * D;
-            for (int64_t d = 0; d < D; d++) w[d] = w[d] + a[d];
-        }
+        const int64_t r = i32 ? idx32[i] : idx64[i];
+        if (r == pad) continue;
+        named[r] = 1;
+        float *restrict a = acc + r * D;
+        const float *restrict g = go + i * D;
+        for (int64_t d = 0; d < D; d++) a[d] = a[d] + g[d];
     }
+    c.add = true;
+    emb__parallel_for(nt, V, acc_rows, &c);
     emb_free(acc);
     emb_free(named);
     return EMB_OK;
+}
+
+/* Share t of the row kernel's work: the rows whose contributions (offsets, ascending,
+ * offsets[units] in all) fall in its part, each summed with the share's accumulator
+ * acc + t * D. The table-sized buckets (distinct NULL) call the kernel once on the share's
+ * rows; the batch-sized ones (distinct: the table row of each unit) once per unit, on a
+ * one-row window. */
+typedef struct rows_ctx {
+    emb__backward_rows_fn kernel;
+    float *gw;
+    const float *go;
+    int64_t D;
+    const int64_t *offsets, *order, *distinct;
+    int64_t units;
+    bool scale, overwrite;
+    float *acc;
+} rows_ctx;
+
+static void rows_share(void *p, int t, int nt) {
+    const rows_ctx *c = p;
+    int64_t u0, u1;
+    emb__split_by(c->offsets, c->units, t, nt, &u0, &u1);
+    float *acc = c->acc + t * c->D;
+    if (!c->distinct) {
+        if (u0 < u1)
+            c->kernel(c->gw, c->go, c->D, c->offsets, c->order, u0, u1, c->scale, c->overwrite,
+                      acc);
+        return;
+    }
+    for (int64_t u = u0; u < u1; u++)
+        c->kernel(c->gw + c->distinct[u] * c->D, c->go, c->D, c->offsets + u, c->order, 0, 1,
+                  c->scale, false, acc);
 }
 
 /* Whether the dense backward buckets the positions by sorting the batch (memory O(n),
@@ -349,24 +381,8 @@ static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indi
     if (overwrite) emb__zero_floats(gw, e->num_embeddings * D);
     const bool scale = e->scale_grad_by_freq;
     const emb__backward_rows_fn kernel = emb__kernels()->backward_rows;
-    if (nt <= 1) {
-        for (int64_t u = 0; u < U; u++)
-            kernel(gw + rows[u] * D, go, D, offs + u, order, 0, 1, scale, false, acc);
-    } else {
-#pragma omp parallel num_threads(nt)
-        {
-#ifdef _OPENMP
-            int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-#else
-            int64_t t = 0, T = 1;
-#endif
-            int64_t u0 = t == 0 ? 0 : lower_bound_row(offs, U, m * t / T);
-            int64_t u1 = t == T - 1 ? U : lower_bound_row(offs, U, m * (t + 1) / T);
-            for (int64_t u = u0; u < u1; u++)
-                kernel(gw + rows[u] * D, go, D, offs + u, order, 0, 1, scale, false,
-                       acc + t * D);
-        }
-    }
+    rows_ctx c = {kernel, gw, go, D, offs, order, rows, U, scale, false, acc};
+    emb__parallel(nt, rows_share, &c);
 done:
     emb_free(acc);
     emb_free(a);
@@ -464,22 +480,9 @@ static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indic
     const float *go = grad_output->data;
     const bool scale = e->scale_grad_by_freq;
     const emb__backward_rows_fn rows = emb__kernels()->backward_rows;
-    if (nt <= 1) {
-        rows(gw, go, D, offsets, order, 0, V, scale, overwrite, acc);
-    } else {
-#pragma omp parallel num_threads(nt)
-        {
-#ifdef _OPENMP
-            int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-#else
-            int64_t t = 0, T = 1;
-#endif
-            /* rows split so that each thread gets about m / T contributions */
-            int64_t r0 = t == 0 ? 0 : lower_bound_row(offsets, V, m * t / T);
-            int64_t r1 = t == T - 1 ? V : lower_bound_row(offsets, V, m * (t + 1) / T);
-            if (r0 < r1) rows(gw, go, D, offsets, order, r0, r1, scale, overwrite, acc + t * D);
-        }
-    }
+    /* rows split so that each share gets about m / nt contributions */
+    rows_ctx c = {rows, gw, go, D, offsets, order, NULL, V, scale, overwrite, acc};
+    emb__parallel(nt, rows_share, &c);
     emb_free(acc);
     emb_free(offsets);
     emb_free(order);
@@ -495,19 +498,6 @@ emb_status emb_embedding_backward_overwrite(const emb_embedding *e, const emb_te
                                             const emb_tensor *grad_output,
                                             emb_tensor *grad_weight) {
     return backward_dense(e, indices, grad_output, grad_weight, true);
-}
-
-/* dst[0..n) = src[0..n), in blocks of 1 MiB spread over threads when there is enough. */
-static void copy_floats(float *dst, const float *src, int64_t n) {
-    const int64_t block = (int64_t)1 << 18; /* floats */
-    const int64_t nblocks = (n + block - 1) / block;
-    const int nt = emb__threads_for(n, 4 * block);
-    (void)nt; /* used only by the OpenMP pragma */
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int64_t b = 0; b < nblocks; b++) {
-        int64_t lo = b * block, len = lo + block < n ? block : n - lo;
-        memcpy(dst + lo, src + lo, (size_t)len * sizeof(float));
-    }
 }
 
 emb_status emb__embedding_sparse_check(const emb_embedding *e, const emb_tensor *indices,
@@ -591,7 +581,7 @@ static emb_status backward_sparse(const emb_embedding *e, const emb_tensor *indi
             } else {
                 memcpy(grad->indices, indices->data, (size_t)n * sizeof(int64_t));
             }
-            copy_floats(grad->values, go, n * D);
+            emb__copy_floats(grad->values, go, n * D);
             grad->nnz = n;
         } else {
             grad->nnz = emb__sparse_gather_ref(grad->indices, grad->values, indices->data, i32,

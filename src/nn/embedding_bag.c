@@ -355,19 +355,33 @@ emb_status emb__bag_check_i64_shape(const emb_tensor *t, const char *what,
     return EMB_OK;
 }
 
-int64_t emb__bag_lower_bound(const int64_t *starts, int64_t B, int64_t target) {
-    int64_t lo = 0, hi = B;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (starts[mid] < target) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 /* ---------------------------------------------------------------------------------------
  * Forward
  * ------------------------------------------------------------------------------------- */
+
+/* Share t of the pooling: bags split so that each share gets about end / nt positions. */
+typedef struct pool_ctx {
+    const emb__bag_kernel_table *K;
+    const emb__bag_cfg *c;
+    const emb__bag_batch *bb;
+    const float *W;
+    float *out;
+    int64_t *max_idx;
+} pool_ctx;
+
+static void pool_share(void *p, int t, int nt) {
+    const pool_ctx *x = p;
+    const emb__bag_cfg *c = x->c;
+    const emb__bag_batch *bb = x->bb;
+    int64_t b0, b1;
+    emb__split_by(bb->starts, bb->B, t, nt, &b0, &b1);
+    if (b0 >= b1) return;
+    if (c->mode == EMB_BAG_MAX)
+        x->K->max(x->out, x->max_idx, x->W, c->D, bb->idx, bb->i32, bb->starts, b0, b1, c->pad);
+    else
+        x->K->pool(x->out, x->W, c->D, bb->idx, bb->i32, bb->starts, b0, b1, bb->psw, c->pad,
+                   c->mode == EMB_BAG_MEAN);
+}
 
 static void pool(const emb__bag_cfg *c, const emb__bag_batch *bb, const float *W, float *out,
                  int64_t *max_idx) {
@@ -378,21 +392,8 @@ static void pool(const emb__bag_cfg *c, const emb__bag_batch *bb, const float *W
     if (!emb__mul_i64(end + B, D, &work)) work = INT64_MAX;
     int nt = emb__threads_for(work, EMB__BAG_GRAIN);
     if (nt > B) nt = (int)B;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
-#endif
-    for (int t = 0; t < nt; t++) {
-        /* bags split so that each thread gets about end / nt positions */
-        const int64_t b0 = t == 0 ? 0 : emb__bag_lower_bound(bb->starts, B, end * t / nt);
-        const int64_t b1 =
-            t == nt - 1 ? B : emb__bag_lower_bound(bb->starts, B, end * (t + 1) / nt);
-        if (b0 >= b1) continue;
-        if (c->mode == EMB_BAG_MAX)
-            K->max(out, max_idx, W, D, bb->idx, bb->i32, bb->starts, b0, b1, c->pad);
-        else
-            K->pool(out, W, D, bb->idx, bb->i32, bb->starts, b0, b1, bb->psw, c->pad,
-                              c->mode == EMB_BAG_MEAN);
-    }
+    pool_ctx p = {K, c, bb, W, out, max_idx};
+    emb__parallel(nt, pool_share, &p);
 }
 
 /* The whole forward on a validated configuration: checks, optional renorm, pooling. */

@@ -17,9 +17,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define EMB__BAG_BWD_GRAIN 32768
 
@@ -89,6 +86,35 @@ static int64_t share_row(const int64_t *keys, const int64_t *perm, int64_t m, in
     return x == 0 ? 0 : x >= m ? V : keys[perm[x]];
 }
 
+/* Share t of the sum/mean backward: the groups of equal keys of its part of the sorted
+ * positions, and the rows they tile. */
+typedef struct groups_ctx {
+    const emb__bag_kernel_table *K;
+    const emb__bag_cfg *c;
+    const emb__bag_batch *bb;
+    float *gw;
+    const float *go;
+    const int64_t *keys, *perm, *o2b, *count;
+    int64_t m;
+    bool overwrite;
+    float *acc;
+} groups_ctx;
+
+static void groups_share(void *p, int t, int nt) {
+    const groups_ctx *g = p;
+    const emb__bag_cfg *c = g->c;
+    int64_t a, b;
+    emb__split(g->m, t, nt, &a, &b);
+    const int64_t i0 = align_group(g->keys, g->perm, g->m, a);
+    const int64_t i1 = align_group(g->keys, g->perm, g->m, b);
+    const int64_t r0 = share_row(g->keys, g->perm, g->m, c->V, i0);
+    const int64_t r1 = share_row(g->keys, g->perm, g->m, c->V, i1);
+    if (i0 < i1) /* (an empty share of groups is an empty share of rows) */
+        g->K->backward_groups(g->gw, g->go, c->D, g->keys, g->perm, g->o2b, g->count,
+                              g->bb->psw, i0, i1, c->pad, c->scale_grad_by_freq, g->overwrite,
+                              r0, r1, g->acc + t * c->D);
+}
+
 static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch *bb,
                                     const float *go, float *gw, bool overwrite) {
     const int64_t m = bb->end, D = c->D;
@@ -122,18 +148,8 @@ static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch 
         emb__argsort_unstable_i64_mt(k, m, perm, scratch, emb__threads_for(m, EMB__ARGSORT_GRAIN));
         offset2bag(bb, o2b);
         if (count) bag_counts(c, bb, count);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
-#endif
-        for (int t = 0; t < nt; t++) {
-            const int64_t i0 = align_group(k, perm, m, m * t / nt);
-            const int64_t i1 = align_group(k, perm, m, m * (t + 1) / nt);
-            const int64_t r0 = share_row(k, perm, m, c->V, i0);
-            const int64_t r1 = share_row(k, perm, m, c->V, i1);
-            if (i0 < i1) /* (an empty share of groups is an empty share of rows) */
-                K->backward_groups(gw, go, D, k, perm, o2b, count, bb->psw, i0, i1, c->pad,
-                                   c->scale_grad_by_freq, overwrite, r0, r1, acc + t * D);
-        }
+        groups_ctx g = {K, c, bb, gw, go, k, perm, o2b, count, m, overwrite, acc};
+        emb__parallel(nt, groups_share, &g);
     }
     emb_free(keys);
     emb_free(perm);
@@ -142,6 +158,25 @@ static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch 
     emb_free(count);
     emb_free(acc);
     return st;
+}
+
+/* Share t of the max backward: its columns, with its own scratch. */
+typedef struct max_ctx {
+    float *gw;
+    const float *go;
+    const int64_t *mi, *count;
+    int64_t B, D, V;
+    float *acc;
+    unsigned char *mark;
+    int64_t *touched;
+} max_ctx;
+
+static void max_share(void *p, int t, int nt) {
+    const max_ctx *x = p;
+    int64_t c0, c1;
+    emb__split(x->D, t, nt, &c0, &c1);
+    emb__bag_max_backward_ref(x->gw, x->go, x->mi, x->count, x->B, x->D, c0, c1,
+                              x->acc + x->V * t, x->mark + x->V * t, x->touched + x->B * t);
 }
 
 static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
@@ -175,14 +210,8 @@ static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
         /* overwrite: the max backward adds column by column into touched rows; zero first */
         if (overwrite) emb__zero_floats(gw, V * D);
         bag_counts(c, bb, count);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
-#endif
-        for (int t = 0; t < nt; t++) {
-            const int64_t c0 = D * t / nt, c1 = D * (t + 1) / nt;
-            emb__bag_max_backward_ref(gw, go, mi, count, B, D, c0, c1, acc + V * t,
-                                      mark + V * t, touched + B * t);
-        }
+        max_ctx x = {gw, go, mi, count, B, D, V, acc, mark, touched};
+        emb__parallel(nt, max_share, &x);
     }
     emb_free(count);
     emb_free(touched);
@@ -256,6 +285,38 @@ emb_status emb_bag_backward_overwrite(const emb_bag *bag, const emb_tensor *inpu
                               grad_output, grad_weight, true);
 }
 
+/* Share t of the sparse gradient's gather: its range of bags, first counted (slot[t + 1]
+ * = its entries), then (gather) written from its first slot on. */
+typedef struct gather_ctx {
+    const emb__bag_cfg *c;
+    const emb__bag_batch *bb;
+    int64_t *slot;
+    emb_sparse_grad *grad;
+    const float *go;
+    bool mean, gather;
+} gather_ctx;
+
+static void gather_share(void *p, int t, int nt) {
+    const gather_ctx *g = p;
+    const emb__bag_batch *bb = g->bb;
+    const int64_t pad = g->c->pad, D = g->c->D;
+    int64_t b0, b1;
+    emb__split(bb->B, t, nt, &b0, &b1);
+    if (!g->gather) {
+        const int64_t p0 = bb->starts[b0], p1 = bb->starts[b1];
+        int64_t k = p1 - p0;
+        if (pad != EMB_PADDING_NONE)
+            for (int64_t q = p0; q < p1; q++) k -= emb__index_at(bb->input, q) == pad;
+        g->slot[t + 1] = k;
+        return;
+    }
+    if (b0 < b1)
+        emb__bag_sparse_gather_ref(g->grad->indices + g->slot[t],
+                                   g->grad->values + g->slot[t] * D, bb->idx, bb->i32,
+                                   bb->starts + b0, b1 - b0, g->go + b0 * D, D, bb->psw,
+                                   g->mean, pad, bb->n);
+}
+
 emb_status emb_bag_backward_sparse(const emb_bag *bag, const emb_tensor *input,
                                    const emb_tensor *offsets,
                                    const emb_tensor *per_sample_weights,
@@ -326,29 +387,15 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
          * of non-padding positions before starts[b0] (every position of a bag is an entry
          * when there is no padding). */
         int64_t *slot = nt > 1 ? emb_malloc((size_t)(nt + 1) * sizeof(int64_t)) : NULL;
+        gather_ctx g = {&c, &bb, slot, grad, go, mean, false};
         if (slot && bb.starts[0] == 0) {
-            const bool padded = c.pad != EMB_PADDING_NONE;
             slot[0] = 0;
-#pragma omp parallel for num_threads(nt) schedule(static)
-            for (int t = 0; t < nt; t++) {
-                const int64_t p0 = bb.starts[bb.B * t / nt], p1 = bb.starts[bb.B * (t + 1) / nt];
-                int64_t k = p1 - p0;
-                if (padded)
-                    for (int64_t p = p0; p < p1; p++) k -= emb__index_at(input, p) == c.pad;
-                slot[t + 1] = k;
-            }
+            emb__parallel(nt, gather_share, &g); /* counts */
             for (int t = 0; t < nt; t++) slot[t + 1] += slot[t];
         }
         if (slot && bb.starts[0] == 0 && slot[nt] == m) {
-#pragma omp parallel for num_threads(nt) schedule(static)
-            for (int t = 0; t < nt; t++) {
-                const int64_t b0 = bb.B * t / nt, b1 = bb.B * (t + 1) / nt;
-                if (b0 < b1)
-                    emb__bag_sparse_gather_ref(grad->indices + slot[t],
-                                               grad->values + slot[t] * D, bb.idx, bb.i32,
-                                               bb.starts + b0, b1 - b0, go + b0 * D, D, bb.psw,
-                                               mean, c.pad, bb.n);
-            }
+            g.gather = true;
+            emb__parallel(nt, gather_share, &g);
             grad->nnz = m;
         } else {
             grad->nnz = emb__bag_sparse_gather_ref(grad->indices, grad->values, bb.idx, bb.i32,
@@ -420,6 +467,26 @@ static bool psw_grad_blas(float *out, const float *grad_output, const float *wei
     return true;
 }
 
+/* Positions [p0, p1) of the per_sample_weights gradient, through BLAS as torch when
+ * allowed, else the kernel. */
+typedef struct psw_ctx {
+    const emb__bag_kernel_table *K;
+    float *out;
+    const float *go, *W;
+    int64_t D;
+    const emb__bag_batch *bb;
+    const int64_t *o2b;
+    int64_t pad;
+    bool blas;
+} psw_ctx;
+
+static void psw_range(void *p, int64_t p0, int64_t p1, int ith) {
+    (void)ith;
+    const psw_ctx *x = p;
+    if (!x->blas || !psw_grad_blas(x->out, x->go, x->W, x->D, x->bb, x->o2b, p0, p1, x->pad))
+        x->K->psw_grad(x->out, x->go, x->W, x->D, x->bb->idx, x->bb->i32, x->o2b, p0, p1, x->pad);
+}
+
 emb_status emb_bag_backward_per_sample_weights(const emb_bag *bag, const emb_tensor *input,
                                                const emb_tensor *offsets,
                                                const emb_tensor *grad_output,
@@ -447,18 +514,9 @@ emb_status emb_bag_backward_per_sample_weights(const emb_bag *bag, const emb_ten
         int64_t work;
         if (!emb__mul_i64(n, D > 0 ? D : 1, &work)) work = INT64_MAX;
         const int nt = emb__threads_for(work, EMB__BAG_BWD_GRAIN);
-        float *out = grad_per_sample_weights->data;
-        const float *W = bag->emb->weight;
-        const emb__bag_kernel_table *K = emb__kernels()->bag;
-        const bool blas = !emb__force_ref();
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
-#endif
-        for (int t = 0; t < nt; t++) {
-            const int64_t p0 = n * t / nt, p1 = n * (t + 1) / nt;
-            if (!blas || !psw_grad_blas(out, grad_output->data, W, D, &bb, o2b, p0, p1, c.pad))
-                K->psw_grad(out, grad_output->data, W, D, bb.idx, bb.i32, o2b, p0, p1, c.pad);
-        }
+        psw_ctx x = {emb__kernels()->bag, grad_per_sample_weights->data, grad_output->data,
+                     bag->emb->weight, D, &bb, o2b, c.pad, !emb__force_ref()};
+        emb__parallel_for(nt, n, psw_range, &x);
     }
     emb_free(o2b);
     emb__bag_batch_free(&bb);

@@ -15,9 +15,6 @@
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 struct emb_linear {
     int64_t in_features;
@@ -26,6 +23,28 @@ struct emb_linear {
     float *weight; /* [out_features * in_features], owned */
     float *bias;   /* [out_features] or NULL */
 };
+
+typedef struct gemm_ctx {
+    bool trans_a, trans_b;
+    int64_t m, n, k;
+    const float *a;
+    int64_t lda;
+    const float *b;
+    int64_t ldb;
+    float beta;
+    float *c;
+    int64_t ldc;
+} gemm_ctx;
+
+/* Rows [4 * b0, 4 * b1) of C (the last block cut at m). */
+static void gemm_blocks(void *p, int64_t b0, int64_t b1, int ith) {
+    (void)ith;
+    const gemm_ctx *g = p;
+    const int64_t r0 = b0 * 4, r1 = b1 * 4 < g->m ? b1 * 4 : g->m;
+    if (r0 < r1)
+        emb__sgemm_rows(g->trans_a, g->trans_b, r0, r1, g->n, g->k, 1.0f, g->a, g->lda, g->b,
+                        g->ldb, g->beta, g->c, g->ldc);
+}
 
 /* C = op(A) op(B) + beta C (alpha 1) through CBLAS, or the reference kernel on row ranges
  * of C over threads. */
@@ -40,20 +59,9 @@ static void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
         flops = INT64_MAX;
     int nt = emb__threads_for(flops, 1 << 16);
     if (nt > m) nt = (int)m;
-    if (nt <= 1) {
-        emb__sgemm_rows(trans_a, trans_b, 0, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int t = 0; t < nt; t++) {
-        /* Row blocks of 4 (the kernel's tile height) split evenly. */
-        int64_t blocks = (m + 3) / 4;
-        int64_t r0 = blocks * t / nt * 4, r1 = blocks * (t + 1) / nt * 4;
-        if (r1 > m) r1 = m;
-        emb__sgemm_rows(trans_a, trans_b, r0, r1, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-    }
+    gemm_ctx g = {trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc};
+    /* row blocks of 4 (the kernel's tile height) split evenly */
+    emb__parallel_for(nt, (m + 3) / 4, gemm_blocks, &g);
 }
 
 
@@ -87,20 +95,15 @@ static tmat tmat_t(tmat t) {
 
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 
-/* OpenBLAS (OpenMP build) sizes its team from omp_get_max_threads() of the calling thread,
- * as torch.set_num_threads() sets it: emb's thread count, when set, is applied the same way
- * for the duration of the call. */
+/* OpenBLAS (OpenMP build) sizes its team from the calling thread's OpenMP settings, as
+ * torch.set_num_threads() sets them: emb's thread count is applied the same way for the
+ * duration of the call (emb__blas_threads_begin, core/parallel.h). */
 static bool blas_colmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
                           int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                           int64_t ldc) {
-#ifdef _OPENMP
-    int old = omp_get_max_threads(), want = emb_get_num_threads();
-    if (want != old) omp_set_num_threads(want);
-#endif
+    const int saved = emb__blas_threads_begin();
     bool ok = emb__sgemm_cblas_colmajor(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-#ifdef _OPENMP
-    if (want != old) omp_set_num_threads(old);
-#endif
+    emb__blas_threads_end(saved);
     return ok;
 }
 
@@ -454,6 +457,24 @@ static void column_sums(const float *g, int64_t m, int64_t out, int64_t j0, int 
     for (int c = 0; c < w; c++) s[c] = 0.0f + s[c]; /* the sum is stored into a zeroed output */
 }
 
+/* grad_bias [out] += the column sums of grad_y [m, out], blocks of COLS columns [b0, b1). */
+typedef struct bias_ctx {
+    const float *gy;
+    float *gb;
+    int64_t m, out;
+} bias_ctx;
+
+static void bias_blocks(void *p, int64_t b0, int64_t b1, int ith) {
+    (void)ith;
+    const bias_ctx *x = p;
+    for (int64_t b = b0; b < b1; b++) {
+        float s[COLS];
+        int64_t j0 = b * COLS, w = x->out - j0 < COLS ? x->out - j0 : COLS;
+        column_sums(x->gy, x->m, x->out, j0, (int)w, s);
+        for (int64_t j = 0; j < w; j++) x->gb[j0 + j] = x->gb[j0 + j] + s[j];
+    }
+}
+
 emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
                                const emb_tensor *grad_y, emb_tensor *grad_x,
                                emb_tensor *grad_weight, emb_tensor *grad_bias) {
@@ -542,16 +563,8 @@ emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
         int64_t nblocks = (out + COLS - 1) / COLS;
         int nt = emb__threads_for(m * out, 1 << 15);
         if (nt > nblocks) nt = (int)nblocks;
-        (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t b = 0; b < nblocks; b++) {
-            float s[COLS];
-            int64_t j0 = b * COLS, w = out - j0 < COLS ? out - j0 : COLS;
-            column_sums(gy, m, out, j0, (int)w, s);
-            for (int64_t j = 0; j < w; j++) gb[j0 + j] = gb[j0 + j] + s[j];
-        }
+        bias_ctx bc = {gy, gb, m, out};
+        emb__parallel_for(nt, nblocks, bias_blocks, &bc);
     }
     return EMB_OK;
 }

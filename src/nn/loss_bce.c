@@ -18,6 +18,7 @@
  * wins (kernels/nan_rules.h, docs/semantics.md §1.1): a NaN logit gives SLEEF's log NaN. */
 #include "loss_internal.h"
 #include "kernels/nan_rules.h"
+#include "kernels/dispatch.h"
 #include "kernels/softmax.h"
 
 #include <inttypes.h>

@@ -27,6 +27,7 @@
  * count. (torch splits a sum of more than 32768 values between its threads: the
  * label_smoothing sums over more than 32768 rows match torch with one intra-op thread.) */
 #include "loss_internal.h"
+#include "kernels/dispatch.h"
 #include "kernels/softmax.h"
 
 #include <inttypes.h>
@@ -164,42 +165,53 @@ static int64_t work_of(int64_t n, int64_t c) {
     return emb__mul_i64(n, c > 0 ? c : 1, &w) ? w : INT64_MAX;
 }
 
+/* log_softmax of slices [r0, r1) of n slices of c * inner floats: over the last dimension
+ * (inner 1, dim false) or over the middle one of [n, c, inner] (dim true, torch's kernel for
+ * a dimension that is not the last, with share ith's scratch); forward (gy NULL: out =
+ * f(x)) or backward (out = f'(gy, y)). */
+typedef struct lsm_ctx {
+    emb__log_softmax_kernels k;
+    const float *x, *gy, *y;
+    float *out;
+    int64_t c, inner;
+    bool dim;
+    float *scratch;
+    int64_t per;
+} lsm_ctx;
+
+static void lsm_range(void *p, int64_t r0, int64_t r1, int ith) {
+    const lsm_ctx *l = p;
+    const int64_t slab = l->c * l->inner, o = r0 * slab;
+    if (r0 >= r1) return;
+    if (!l->dim) {
+        if (l->gy) l->k.bwd(l->gy + o, l->y + o, l->out + o, r1 - r0, l->c);
+        else l->k.fwd(l->x + o, l->out + o, r1 - r0, l->c);
+        return;
+    }
+    float *sc = l->scratch + (int64_t)ith * l->per;
+    if (l->gy) l->k.dim_bwd(l->gy + o, l->y + o, l->out + o, r1 - r0, l->c, l->inner, sc);
+    else l->k.dim_fwd(l->x + o, l->out + o, r1 - r0, l->c, l->inner, sc);
+}
+
+/* The number of shares for n slices of `work` floats in all. */
+static int lsm_threads(int64_t n, int64_t work) {
+    int nt = emb__threads_for(work, 1 << 14);
+    if (nt > n) nt = (int)n;
+    return nt < 1 ? 1 : nt;
+}
+
 /* log_softmax over the rows of x [n, c] into y, rows split between threads. */
 static void log_softmax_rows(const float *x, float *y, int64_t n, int64_t c) {
     if (n <= 0 || c <= 0) return;
-    emb__log_softmax_kernels k = emb__log_softmax_pick();
-    int nt = emb__threads_for(work_of(n, c), 1 << 14);
-    if (nt > n) nt = (int)n;
-    if (nt <= 1) {
-        k.fwd(x, y, n, c);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int t = 0; t < nt; t++) {
-        int64_t r0 = n * t / nt, r1 = n * (t + 1) / nt;
-        k.fwd(x + r0 * c, y + r0 * c, r1 - r0, c);
-    }
+    lsm_ctx l = {emb__log_softmax_pick(), x, NULL, NULL, y, c, 1, false, NULL, 0};
+    emb__parallel_for(lsm_threads(n, work_of(n, c)), n, lsm_range, &l);
 }
 
 static void log_softmax_backward_rows(const float *gy, const float *y, float *gx, int64_t n,
                                       int64_t c) {
     if (n <= 0 || c <= 0) return;
-    emb__log_softmax_kernels k = emb__log_softmax_pick();
-    int nt = emb__threads_for(work_of(n, c), 1 << 14);
-    if (nt > n) nt = (int)n;
-    if (nt <= 1) {
-        k.bwd(gy, y, gx, n, c);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int t = 0; t < nt; t++) {
-        int64_t r0 = n * t / nt, r1 = n * (t + 1) / nt;
-        k.bwd(gy + r0 * c, y + r0 * c, gx + r0 * c, r1 - r0, c);
-    }
+    lsm_ctx l = {emb__log_softmax_pick(), NULL, gy, y, gx, c, 1, false, NULL, 0};
+    emb__parallel_for(lsm_threads(n, work_of(n, c)), n, lsm_range, &l);
 }
 
 /* log_softmax over dim 1 of [n, c, inner] (torch's kernel for a dimension that is not the
@@ -208,25 +220,13 @@ static void log_softmax_backward_rows(const float *gy, const float *y, float *gx
 static emb_status log_softmax_dim(const float *x, const float *gy, const float *y, float *out,
                                   int64_t n, int64_t c, int64_t inner) {
     if (n <= 0 || c <= 0 || inner <= 0) return EMB_OK;
-    emb__log_softmax_kernels k = emb__log_softmax_pick();
-    int64_t work = work_of(work_of(n, c), inner);
-    int nt = emb__threads_for(work, 1 << 14);
-    if (nt > n) nt = (int)n;
-    if (nt < 1) nt = 1;
+    const int nt = lsm_threads(n, work_of(work_of(n, c), inner));
     const int64_t per = emb__log_softmax_dim_scratch(c);
     float *scratch = NULL;
     emb_status st = emb__loss_alloc_rows(nt, per, &scratch);
     if (st) return st;
-    const int64_t slab = c * inner;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-#endif
-    for (int t = 0; t < nt; t++) {
-        int64_t r0 = n * t / nt, r1 = n * (t + 1) / nt;
-        float *sc = scratch + (int64_t)t * per;
-        if (gy) k.dim_bwd(gy + r0 * slab, y + r0 * slab, out + r0 * slab, r1 - r0, c, inner, sc);
-        else k.dim_fwd(x + r0 * slab, out + r0 * slab, r1 - r0, c, inner, sc);
-    }
+    lsm_ctx l = {emb__log_softmax_pick(), x, gy, y, out, c, inner, true, scratch, per};
+    emb__parallel_for(nt, n, lsm_range, &l);
     emb_free(scratch);
     return EMB_OK;
 }

@@ -27,6 +27,30 @@ static emb_status mse_check(const emb_tensor *input, const emb_tensor *target,
     return emb__loss_expand_like(input, target, expanded);
 }
 
+/* Elements [lo, hi): out = (x - t)^2 (g NULL), or the gradient norm * (x - t) * g (g per
+ * element, or g[0] for a reduced loss). */
+typedef struct mse_ctx {
+    const float *x, *t, *g;
+    float *out;
+    float norm;
+    bool per_elem;
+} mse_ctx;
+
+static void mse_range(void *p, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    const mse_ctx *c = p;
+    const float *x = c->x, *t = c->t, *g = c->g;
+    float *out = c->out;
+    if (!g) {
+        for (int64_t i = lo; i < hi; i++) {
+            float d = x[i] - t[i];
+            out[i] = d * d;
+        }
+        return;
+    }
+    for (int64_t i = lo; i < hi; i++) out[i] = c->norm * (x[i] - t[i]) * g[c->per_elem ? i : 0];
+}
+
 emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *target,
                                 const emb_loss_options *opts, emb_tensor *loss) {
     emb_loss_options o;
@@ -47,15 +71,8 @@ emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *targe
     }
     const float *x = input->data, *t = tb ? tb : target->data;
     float *out = o.reduction == EMB_REDUCTION_NONE ? loss->data : buf;
-    int nt = emb__threads_for(n, 1 << 16);
-    (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int64_t i = 0; i < n; i++) {
-        float d = x[i] - t[i];
-        out[i] = d * d;
-    }
+    mse_ctx c = {x, t, NULL, out, 0.0f, false};
+    emb__parallel_for(emb__threads_for(n, 1 << 16), n, mse_range, &c);
     if (o.reduction != EMB_REDUCTION_NONE) {
         float total = emb__torch_sum_f32(buf, n);
         *(float *)loss->data = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
@@ -91,12 +108,8 @@ emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *targ
     const float *x = input->data, *t = tb ? tb : target->data, *g = grad_loss->data;
     float *gx = grad_input->data;
     const bool per_elem = o.reduction == EMB_REDUCTION_NONE;
-    int nt = emb__threads_for(n, 1 << 16);
-    (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int64_t i = 0; i < n; i++) gx[i] = norm * (x[i] - t[i]) * g[per_elem ? i : 0];
+    mse_ctx c = {x, t, g, gx, norm, per_elem};
+    emb__parallel_for(emb__threads_for(n, 1 << 16), n, mse_range, &c);
     emb_free(tb);
     return EMB_OK;
 }

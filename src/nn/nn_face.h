@@ -94,9 +94,6 @@ emb_status emb__bag_check_outputs(const emb__bag_cfg *c, const emb__bag_batch *b
  * the bag, the input position and the valid range. */
 emb_status emb__bag_check_index_values(const emb__bag_cfg *c, const emb__bag_batch *bb);
 
-/* First bag b in [0, B] with starts[b] >= target. */
-int64_t emb__bag_lower_bound(const int64_t *starts, int64_t B, int64_t target);
-
 /* emb_bag_backward_sparse after its handle checks (requires_grad), on a configuration: the
  * mode and scale_grad_by_freq refusals, grad's shape, the arguments, the entries. Tables
  * that are not emb_bag handles (reduced-precision ones) share it. */

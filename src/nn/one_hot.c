@@ -76,6 +76,32 @@ static bool ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
     return pa < pb + nb && pb < pa + na;
 }
 
+/* Rows [lo, hi) of the one-hot output: zeros (all-zero bits, +0.0f for float32) and a one
+ * at the row's index. */
+typedef struct one_hot_ctx {
+    const int64_t *idx;
+    void *out;
+    int64_t classes;
+    bool i64;
+} one_hot_ctx;
+
+static void one_hot_rows(void *p, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    const one_hot_ctx *c = p;
+    const int64_t classes = c->classes;
+    for (int64_t i = lo; i < hi; i++) {
+        if (c->i64) {
+            int64_t *row = (int64_t *)c->out + i * classes;
+            memset(row, 0, (size_t)classes * sizeof *row);
+            row[c->idx[i]] = 1;
+        } else {
+            float *row = (float *)c->out + i * classes;
+            memset(row, 0, (size_t)classes * sizeof *row);
+            row[c->idx[i]] = 1.0f;
+        }
+    }
+}
+
 emb_status emb_one_hot(const emb_tensor *indices, int64_t num_classes, emb_tensor *out) {
     int64_t classes = 0;
     emb_status st = resolve_classes(indices, num_classes, &classes);
@@ -104,29 +130,7 @@ emb_status emb_one_hot(const emb_tensor *indices, int64_t num_classes, emb_tenso
 
     int64_t n = emb_tensor_numel(indices);
     if (n == 0 || classes == 0) return EMB_OK; /* out has no elements */
-    const int64_t *p = indices->data;
-    int nt = emb__threads_for(n * classes, 1 << 16);
-    if (out->dtype == EMB_INT64) {
-        int64_t *o = out->data;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t i = 0; i < n; i++) {
-            int64_t *row = o + i * classes;
-            memset(row, 0, (size_t)classes * sizeof *row);
-            row[p[i]] = 1;
-        }
-    } else {
-        float *o = out->data;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t i = 0; i < n; i++) {
-            float *row = o + i * classes;
-            memset(row, 0, (size_t)classes * sizeof *row); /* all-zero bits: +0.0f */
-            row[p[i]] = 1.0f;
-        }
-    }
-    (void)nt;
+    one_hot_ctx c = {indices->data, out->data, classes, out->dtype == EMB_INT64};
+    emb__parallel_for(emb__threads_for(n * classes, 1 << 16), n, one_hot_rows, &c);
     return EMB_OK;
 }

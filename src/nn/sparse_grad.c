@@ -7,9 +7,6 @@
 
 #include <inttypes.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Columns per thread below which add_to_dense stays on one thread. */
 #define EMB__ADD_DENSE_GRAIN 4096
@@ -137,6 +134,21 @@ emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g) {
     return EMB_OK;
 }
 
+/* Columns [16 * b0, 16 * b1) (cut at dim) of dense.add_(sparse). */
+typedef struct add_dense_ctx {
+    float *out;
+    const int64_t *idx;
+    const float *val;
+    int64_t n, dim;
+} add_dense_ctx;
+
+static void add_dense_blocks(void *p, int64_t b0, int64_t b1, int ith) {
+    (void)ith;
+    const add_dense_ctx *c = p;
+    const int64_t c0 = b0 * 16, c1 = b1 * 16 < c->dim ? b1 * 16 : c->dim;
+    if (c0 < c1) emb__sparse_add_to_dense_ref(c->out, c->idx, c->val, c->n, c->dim, c0, c1);
+}
+
 emb_status emb_sparse_grad_add_to_dense(const emb_sparse_grad *g, emb_tensor *dense) {
     emb_status st = emb__sparse_grad_check(g, "grad");
     if (st) return st;
@@ -161,25 +173,9 @@ emb_status emb_sparse_grad_add_to_dense(const emb_sparse_grad *g, emb_tensor *de
     if (!emb__mul_i64(n, dim, &work)) work = INT64_MAX;
     int nt = emb__threads_for(work, EMB__ADD_DENSE_GRAIN * 16);
     if (nt > dim / 16) nt = (int)(dim / 16);
-    if (nt <= 1) {
-        emb__sparse_add_to_dense_ref(out, g->indices, g->values, n, dim, 0, dim);
-        return EMB_OK;
-    }
-    const int64_t *idx = g->indices;
-    const float *val = g->values;
-#pragma omp parallel num_threads(nt)
-    {
-#ifdef _OPENMP
-        int t = omp_get_thread_num(), T = omp_get_num_threads();
-#else
-        int t = 0, T = 1;
-#endif
-        /* column blocks of 16 floats (one cache line) */
-        int64_t blocks = (dim + 15) / 16;
-        int64_t b0 = blocks * t / T, b1 = blocks * (t + 1) / T;
-        int64_t c0 = b0 * 16, c1 = b1 * 16 < dim ? b1 * 16 : dim;
-        if (c0 < c1) emb__sparse_add_to_dense_ref(out, idx, val, n, dim, c0, c1);
-    }
+    /* column blocks of 16 floats (one cache line) */
+    add_dense_ctx c = {out, g->indices, g->values, n, dim};
+    emb__parallel_for(nt, (dim + 15) / 16, add_dense_blocks, &c);
     return EMB_OK;
 }
 

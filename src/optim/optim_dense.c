@@ -8,6 +8,44 @@
 
 #define DENSE_CHUNK ((int64_t)1 << 14)
 
+/* Chunks [c0, c1) of a dense elementwise update of n elements: the step of an optimizer
+ * kind on p with gradient g and state s1..s3 (args: its argument struct), or the scale
+ * (p *= alpha) or axpy (p += alpha * g) the sparse steps share. */
+enum { DENSE_SCALE = -1, DENSE_AXPY = -2 };
+typedef struct dense_ctx {
+    const emb__optim_kernel_table *K;
+    int kind; /* an emb_optim_kind, DENSE_SCALE or DENSE_AXPY */
+    int64_t n;
+    float *p;
+    const float *g;
+    float *s1, *s2, *s3;
+    const void *args;
+    float alpha;
+} dense_ctx;
+
+static void dense_chunks(void *ctx, int64_t c0, int64_t c1, int ith) {
+    (void)ith;
+    const dense_ctx *d = ctx;
+    const emb__optim_kernel_table *K = d->K;
+    for (int64_t c = c0; c < c1; c++) {
+        const int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < d->n ? b + DENSE_CHUNK : d->n;
+        switch (d->kind) {
+        case DENSE_SCALE: K->scale(d->p + b, d->alpha, e - b); break;
+        case DENSE_AXPY: K->axpy(d->p + b, d->g + b, d->alpha, e - b); break;
+        case EMB_OPTIM_SGD:
+            K->sgd_dense(d->p + b, d->g + b, d->s1 ? d->s1 + b : NULL, e - b, d->args);
+            break;
+        case EMB_OPTIM_ADAGRAD:
+            K->adagrad_dense(d->p + b, d->g + b, d->s1 + b, e - b, d->args);
+            break;
+        default: /* Adam, AdamW */
+            K->adam_dense(d->p + b, d->g + b, d->s1 + b, d->s2 + b, d->s3 ? d->s3 + b : NULL,
+                          e - b, d->args);
+            break;
+        }
+    }
+}
+
 emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor *grad) {
     emb__param_state *ps = NULL;
     emb_status st = emb__optim_get_param(opt, param_id, &ps);
@@ -48,7 +86,6 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
     const int64_t n = ps->numel;
     const int64_t nchunks = (n + DENSE_CHUNK - 1) / DENSE_CHUNK;
     const int nt = emb__threads_for(n, DENSE_CHUNK);
-    (void)nt; /* used only by the OpenMP pragmas */
     int64_t step = ps->steps + 1;
 
     switch (o->kind) {
@@ -59,13 +96,8 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
             buf = newbuf;
             a.first = true;
         }
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t c = 0; c < nchunks; c++) {
-            int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < n ? b + DENSE_CHUNK : n;
-            K->sgd_dense(p + b, g + b, buf ? buf + b : NULL, e - b, &a);
-        }
+        dense_ctx d = {K, o->kind, n, p, g, buf, NULL, NULL, &a, 0.0f};
+        emb__parallel_for(nt, nchunks, dense_chunks, &d);
         if (newbuf) {
             ps->s1 = newbuf;
             ps->buf_kind = EMB__BUF_DENSE;
@@ -75,26 +107,16 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
     case EMB_OPTIM_ADAGRAD: {
         emb__adagrad_args a = emb__optim_adagrad_args(o, step);
         float *sum = ps->s1;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t c = 0; c < nchunks; c++) {
-            int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < n ? b + DENSE_CHUNK : n;
-            K->adagrad_dense(p + b, g + b, sum + b, e - b, &a);
-        }
+        dense_ctx d = {K, o->kind, n, p, g, sum, NULL, NULL, &a, 0.0f};
+        emb__parallel_for(nt, nchunks, dense_chunks, &d);
         break;
     }
     case EMB_OPTIM_ADAM:
     case EMB_OPTIM_ADAMW: {
         emb__adam_args a = emb__optim_adam_args(o, step);
         float *m = ps->s1, *v = ps->s2, *vmax = ps->s3;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-        for (int64_t c = 0; c < nchunks; c++) {
-            int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < n ? b + DENSE_CHUNK : n;
-            K->adam_dense(p + b, g + b, m + b, v + b, vmax ? vmax + b : NULL, e - b, &a);
-        }
+        dense_ctx d = {K, o->kind, n, p, g, m, v, vmax, &a, 0.0f};
+        emb__parallel_for(nt, nchunks, dense_chunks, &d);
         break;
     }
     case EMB_OPTIM_SPARSE_ADAM: break; /* rejected above */
@@ -104,28 +126,14 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
 }
 
 void emb__optim_dense_scale(const emb__optim_kernel_table *K, float *x, float s, int64_t n) {
-    const int64_t nchunks = (n + DENSE_CHUNK - 1) / DENSE_CHUNK;
-    const int nt = emb__threads_for(n, DENSE_CHUNK);
-    (void)nt; /* used only by the OpenMP pragmas */
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int64_t c = 0; c < nchunks; c++) {
-        int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < n ? b + DENSE_CHUNK : n;
-        K->scale(x + b, s, e - b);
-    }
+    dense_ctx d = {K, DENSE_SCALE, n, x, NULL, NULL, NULL, NULL, NULL, s};
+    emb__parallel_for(emb__threads_for(n, DENSE_CHUNK), (n + DENSE_CHUNK - 1) / DENSE_CHUNK,
+                      dense_chunks, &d);
 }
 
 void emb__optim_dense_axpy(const emb__optim_kernel_table *K, float *y, const float *x,
                            float alpha, int64_t n) {
-    const int64_t nchunks = (n + DENSE_CHUNK - 1) / DENSE_CHUNK;
-    const int nt = emb__threads_for(n, DENSE_CHUNK);
-    (void)nt; /* used only by the OpenMP pragmas */
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int64_t c = 0; c < nchunks; c++) {
-        int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < n ? b + DENSE_CHUNK : n;
-        K->axpy(y + b, x + b, alpha, e - b);
-    }
+    dense_ctx d = {K, DENSE_AXPY, n, y, x, NULL, NULL, NULL, NULL, alpha};
+    emb__parallel_for(emb__threads_for(n, DENSE_CHUNK), (n + DENSE_CHUNK - 1) / DENSE_CHUNK,
+                      dense_chunks, &d);
 }

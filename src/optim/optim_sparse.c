@@ -14,8 +14,7 @@
 /* Float operations per thread below which a sparse step stays on fewer threads. A second
  * thread reads gradient rows the first one wrote (the backward splits by position, the step
  * by row), and on this project's 2-core VM moving those lines between the cores cost more
- * than the work: 1000 x 64 table, 4,096 indices, 2 threads, backward + SGD step took 0.13 ms
- * with 32K floats per thread and 0.053 ms with 256K (Adagrad 0.21 -> 0.11 ms). */
+ * than the work (docs/PERFORMANCE.md, "Tuning constants"). */
 #define SPARSE_GRAIN ((int64_t)1 << 18)
 
 /* Threads for `work` float operations spread over `units` independent units. */
@@ -27,12 +26,56 @@ static int sparse_threads(int64_t work, int64_t units) {
 
 #define SGD_CACHED_FLOATS ((int64_t)4 << 20)
 /* Entries ahead whose row the SGD update prefetches (for writing), and the first bytes of
- * the row it asks for. ms, fused SGD, 1 thread: 50k x 16 with 1M entries 5.7 -> 4.5,
- * 1M x 64 with 262,144 entries 10.8 -> 9.2; a table in L2 (1000 x 64) unchanged. */
+ * the row it asks for: faster on tables beyond L2, unchanged in it (docs/PERFORMANCE.md,
+ * "Tuning constants"). */
 #define SGD_PF 16
 static inline void sgd_prefetch(const float *row, int64_t dim) {
     for (int64_t o = 0; o < dim * (int64_t)sizeof(float) && o < 512; o += 64)
         __builtin_prefetch((const char *)row + o, 1);
+}
+
+typedef struct entries_ctx {
+    const emb__optim_kernel_table *K;
+    float *p;
+    int64_t rows;
+    const emb__spview *e;
+    float alpha;
+} entries_ctx;
+
+/* Share t of apply_entries: the entries of its rows, in entry order. */
+static void entries_share(void *ctx, int t, int nt) {
+    const entries_ctx *x = ctx;
+    const emb__optim_kernel_table *K = x->K;
+    const emb__spview *e = x->e;
+    const int64_t dim = e->dim, nnz = e->nnz;
+    float *p = x->p;
+    if (nt == 1) {
+        for (int64_t k = 0; k < nnz; k++) {
+            if (k + SGD_PF < nnz) sgd_prefetch(p + e->rows[k + SGD_PF] * dim, dim);
+            K->axpy(p + e->rows[k] * dim, emb__sv_row(e, k), x->alpha, dim);
+        }
+        return;
+    }
+    int64_t lo, hi;
+    emb__split(x->rows, t, nt, &lo, &hi);
+    /* A block of entries at a time: first the entries of this share's rows, collected
+     * without a branch per entry (whether a random row is this share's is a coin flip the
+     * branch predictor loses), then their updates in entry order. */
+    enum { BLOCK = 256 };
+    int32_t mine[BLOCK];
+    for (int64_t b = 0; b < nnz; b += BLOCK) {
+        const int m = nnz - b < BLOCK ? (int)(nnz - b) : BLOCK;
+        int c = 0;
+        for (int j = 0; j < m; j++) {
+            mine[c] = j;
+            c += (uint64_t)(e->rows[b + j] - lo) < (uint64_t)(hi - lo);
+        }
+        for (int j = 0; j < c; j++) {
+            if (j + SGD_PF < c) sgd_prefetch(p + e->rows[b + mine[j + SGD_PF]] * dim, dim);
+            const int64_t k = b + mine[j];
+            K->axpy(p + e->rows[k] * dim, emb__sv_row(e, k), x->alpha, dim);
+        }
+    }
 }
 
 /* dense.add_(sparse, alpha=alpha): entry by entry in entry order, row = fmaf(v, alpha, row).
@@ -43,39 +86,10 @@ static void apply_entries(const emb__optim_kernel_table *K, float *p, int64_t ro
     const int64_t dim = e->dim, nnz = e->nnz;
     /* A table of up to 16 MiB stays in the last-level cache, and the update is a stream over
      * the gradient that one thread reads about as fast as two, which each pull every line
-     * (50k x 16, 1M entries, 2 threads: 5.5-5.9 ms on one thread against 6.8-7.4 on two). */
+     * (SGD_CACHED_FLOATS, docs/PERFORMANCE.md, "Tuning constants"). */
     const int nt = rows * dim <= SGD_CACHED_FLOATS ? 1 : sparse_threads(nnz * dim, rows);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-#endif
-    for (int t = 0; t < nt; t++) {
-        const int64_t lo = rows * t / nt, hi = rows * (t + 1) / nt;
-        if (nt == 1) {
-            for (int64_t k = 0; k < nnz; k++) {
-                if (k + SGD_PF < nnz) sgd_prefetch(p + e->rows[k + SGD_PF] * dim, dim);
-                K->axpy(p + e->rows[k] * dim, emb__sv_row(e, k), alpha, dim);
-            }
-            continue;
-        }
-        /* A block of entries at a time: first the entries of this thread's rows, collected
-         * without a branch per entry (whether a random row is this thread's is a coin flip the
-         * branch predictor loses), then their updates in entry order. */
-        enum { BLOCK = 256 };
-        int32_t mine[BLOCK];
-        for (int64_t b = 0; b < nnz; b += BLOCK) {
-            const int m = nnz - b < BLOCK ? (int)(nnz - b) : BLOCK;
-            int c = 0;
-            for (int j = 0; j < m; j++) {
-                mine[c] = j;
-                c += (uint64_t)(e->rows[b + j] - lo) < (uint64_t)(hi - lo);
-            }
-            for (int j = 0; j < c; j++) {
-                if (j + SGD_PF < c) sgd_prefetch(p + e->rows[b + mine[j + SGD_PF]] * dim, dim);
-                const int64_t k = b + mine[j];
-                K->axpy(p + e->rows[k] * dim, emb__sv_row(e, k), alpha, dim);
-            }
-        }
-    }
+    entries_ctx c = {K, p, rows, e, alpha};
+    emb__parallel(nt, entries_share, &c);
 }
 
 /* ---- PyTorch's sum of two uncoalesced sparse tensors, r = t + alpha * s ----------------
@@ -139,49 +153,66 @@ static inline void prefetch_row(const float *r, int64_t dim, int write) {
     }
 }
 
+typedef struct coalesce_ctx {
+    const emb__optim_kernel_table *K;
+    const emb__spview *g;
+    const int64_t *pairs;
+    float sign;
+    const emb__row_update *u;
+    float *scratch;
+} coalesce_ctx;
+
+/* Share t of emb__optim_coalesced_update: its part of the sorted entries, moved forward to
+ * row boundaries, with its own accumulator. */
+static void coalesce_share(void *ctx, int t, int nt) {
+    const coalesce_ctx *x = ctx;
+    const emb__optim_kernel_table *K = x->K;
+    const emb__spview *g = x->g;
+    const int64_t *pairs = x->pairs;
+    const emb__row_update *u = x->u;
+    const float sign = x->sign;
+    const int64_t nnz = g->nnz, dim = g->dim;
+#define KEY(i) (pairs ? pairs[2 * (i)] : g->rows[i])
+#define VAL(i) emb__sv_row(g, pairs ? pairs[2 * (i) + 1] : (i))
+    float *acc = x->scratch + (int64_t)t * dim;
+    int64_t b, e;
+    emb__split(nnz, t, nt, &b, &e);
+    while (b > 0 && b < e && KEY(b) == KEY(b - 1)) b++;
+    int64_t i = b;
+    while (i < e) {
+        const int64_t r = KEY(i);
+        if (i + COALESCE_PF < nnz) {
+            /* the parameter and state rows of a row further on */
+            const int64_t rf = KEY(i + COALESCE_PF) * dim;
+            prefetch_row(u->p + rf, dim, 1);
+            prefetch_row(u->s1 + rf, dim, 1);
+            if (u->s2) prefetch_row(u->s2 + rf, dim, 1);
+        }
+        if (pairs && i + COALESCE_PF < nnz) prefetch_row(VAL(i + COALESCE_PF), dim, 0);
+        K->coalesce_first(acc, VAL(i), sign, dim);
+        int64_t j = i + 1;
+        for (; j < nnz && KEY(j) == r; j++) {
+            if (pairs && j + COALESCE_PF < nnz) prefetch_row(VAL(j + COALESCE_PF), dim, 0);
+            K->coalesce_add(acc, VAL(j), sign, dim);
+        }
+        const int64_t off = r * dim;
+        if (u->kind == EMB_OPTIM_ADAGRAD)
+            K->adagrad_row(u->p + off, u->s1 + off, acc, dim, &u->ag);
+        else
+            K->sparse_adam_row(u->p + off, u->s1 + off, u->s2 + off, acc, dim, &u->sa);
+        i = j;
+    }
+#undef KEY
+#undef VAL
+}
+
 /* (optim_internal.h) Rows are independent: threads take contiguous ranges of the sorted
  * entries aligned to row boundaries. */
 void emb__optim_coalesced_update(const emb__optim_kernel_table *K, const emb__spview *g,
                                  const int64_t *pairs, float sign, const emb__row_update *u,
                                  float *scratch, int nt) {
-    const int64_t nnz = g->nnz, dim = g->dim;
-#define KEY(i) (pairs ? pairs[2 * (i)] : g->rows[i])
-#define VAL(i) emb__sv_row(g, pairs ? pairs[2 * (i) + 1] : (i))
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
-#endif
-    for (int t = 0; t < nt; t++) {
-        float *acc = scratch + (int64_t)t * dim;
-        int64_t b = nnz * t / nt;
-        const int64_t e = nnz * (t + 1) / nt;
-        while (b > 0 && b < e && KEY(b) == KEY(b - 1)) b++;
-        int64_t i = b;
-        while (i < e) {
-            const int64_t r = KEY(i);
-            if (i + COALESCE_PF < nnz) {
-                /* the parameter and state rows of a row further on */
-                const int64_t rf = KEY(i + COALESCE_PF) * dim;
-                prefetch_row(u->p + rf, dim, 1);
-                prefetch_row(u->s1 + rf, dim, 1);
-                if (u->s2) prefetch_row(u->s2 + rf, dim, 1);
-            }
-            if (pairs && i + COALESCE_PF < nnz) prefetch_row(VAL(i + COALESCE_PF), dim, 0);
-            K->coalesce_first(acc, VAL(i), sign, dim);
-            int64_t j = i + 1;
-            for (; j < nnz && KEY(j) == r; j++) {
-                if (pairs && j + COALESCE_PF < nnz) prefetch_row(VAL(j + COALESCE_PF), dim, 0);
-                K->coalesce_add(acc, VAL(j), sign, dim);
-            }
-            const int64_t off = r * dim;
-            if (u->kind == EMB_OPTIM_ADAGRAD)
-                K->adagrad_row(u->p + off, u->s1 + off, acc, dim, &u->ag);
-            else
-                K->sparse_adam_row(u->p + off, u->s1 + off, u->s2 + off, acc, dim, &u->sa);
-            i = j;
-        }
-    }
-#undef KEY
-#undef VAL
+    coalesce_ctx c = {K, g, pairs, sign, u, scratch};
+    emb__parallel(nt, coalesce_share, &c);
 }
 
 /* ---- checks shared by the sparse, fused and row-update calls ------------------------- */
@@ -251,6 +282,34 @@ static emb_status opt_scratch(emb_optimizer *opt, size_t bytes) {
     opt->scratch = p;
     opt->scratch_bytes = bytes;
     return EMB_OK;
+}
+
+typedef struct nesterov_ctx {
+    const emb__optim_kernel_table *K;
+    const emb__spview *g, *buf;
+    float *p;
+    int64_t rows;
+    float sign, momentum, neg_lr;
+    float *scratch;
+} nesterov_ctx;
+
+/* Share t of the Nesterov update: the merged entries of its rows, with its own row v. */
+static void nesterov_share(void *ctx, int t, int nt) {
+    const nesterov_ctx *x = ctx;
+    const emb__spview *g = x->g, *buf = x->buf;
+    const int64_t dim = g->dim;
+    int64_t lo, hi;
+    emb__split(x->rows, t, nt, &lo, &hi);
+    float *v = x->scratch + (int64_t)t * dim;
+    merge_it it = {g->rows, buf->rows, g->nnz, buf->nnz, 0, 0};
+    int64_t ti, si;
+    while (merge_next(&it, &ti, &si)) {
+        int64_t r = ti >= 0 ? g->rows[ti] : buf->rows[si];
+        if (r < lo || r >= hi) continue;
+        merge_value(x->K, v, dim, g->nnz, ti >= 0 ? emb__sv_row(g, ti) : NULL, x->sign,
+                    buf->nnz, si >= 0 ? buf->values + si * dim : NULL, x->momentum);
+        x->K->axpy(x->p + r * dim, v, x->neg_lr, dim);
+    }
 }
 
 /* SGD with momentum and a sparse gradient d_p = sign * g. PyTorch's single-tensor SGD:
@@ -334,22 +393,8 @@ static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const em
     }
     /* d = d_p + momentum * buf, streamed entry by entry into the parameter: threads own row
      * ranges and each walks the whole merge. */
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-#endif
-    for (int t = 0; t < nt; t++) {
-        const int64_t lo = rows * t / nt, hi = rows * (t + 1) / nt;
-        float *v = scratch + (int64_t)t * dim;
-        merge_it it = {g->rows, buf.rows, g->nnz, buf.nnz, 0, 0};
-        int64_t ti, si;
-        while (merge_next(&it, &ti, &si)) {
-            int64_t r = ti >= 0 ? g->rows[ti] : buf.rows[si];
-            if (r < lo || r >= hi) continue;
-            merge_value(K, v, dim, g->nnz, ti >= 0 ? emb__sv_row(g, ti) : NULL, sign, buf.nnz,
-                        si >= 0 ? buf.values + si * dim : NULL, a.momentum);
-            K->axpy(p + r * dim, v, a.neg_lr, dim);
-        }
-    }
+    nesterov_ctx c = {K, g, &buf, p, rows, sign, a.momentum, a.neg_lr, scratch};
+    emb__parallel(nt, nesterov_share, &c);
     emb_free(scratch);
     return EMB_OK;
 }

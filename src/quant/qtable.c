@@ -1,7 +1,7 @@
 /* src/quant/qtable.c: reduced-precision and rowwise-quantized embedding tables
  * (include/emb/quant.h, docs/quantization.md): the storage types, conversion from float32
  * (PyTorch's prepack recipes), tables, lookups, bags and the quantization error. */
-#include "qkernels.h"
+#include "quant_internal.h"
 
 #include "internal.h"
 #include "nn/nn_face.h"
@@ -16,19 +16,19 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#if EMB__QKERNELS_AVX2
-#include <cpuid.h>
-#endif
+/* The kernels' names of the storage types (kernels/qkernels.h) are emb_qtype's values. */
+_Static_assert(EMB__QT_F32 == (int)EMB_QTYPE_F32 && EMB__QT_F16 == (int)EMB_QTYPE_F16 &&
+                   EMB__QT_BF16 == (int)EMB_QTYPE_BF16 && EMB__QT_INT8 == (int)EMB_QTYPE_INT8 &&
+                   EMB__QT_INT4 == (int)EMB_QTYPE_INT4,
+               "kernels/qkernels.h and emb_qtype disagree");
 
 /* Work per thread before a second one is worth waking (floats written). */
 #define EMB__Q_GRAIN 32768
 /* Tables of at least this many bytes have their rows loaded ahead for real, in bursts
- * (qkernels_body.h, QK_AHEAD), where that was measured to pay: 262,144 random rows of a
- * mapped 100M x 64 table, warm, 1 thread, prefetch only -> bursts of 64:
- *   int8 lookup 53 -> 18 ms, int8 bag 48 -> 15.4 ms, f16 bag 21 -> 15.5 ms;
- * but not for f16 lookups (16.2 ms either way), and at the prefetch distance of 8 used
- * before, f32 lookups and bags got slower (24 -> 26 ms); on a 1M x 64 table (72 MB) every
- * type got slower (int8 lookup 9.3 -> 12.2 ms). */
+ * (kernels/qkernels_body.h, QK_AHEAD), where that was measured to pay: int8 lookups and bags
+ * and f16 bags of tables of gigabytes, about 3x faster, but not f16 lookups, f32 ones, nor
+ * any type on a table of tens of megabytes, which got slower (docs/PERFORMANCE.md, "Tuning
+ * constants"). */
 #define EMB__Q_TOUCH_BYTES ((size_t)1 << 30)
 
 struct emb_qtable {
@@ -121,26 +121,6 @@ static emb_status table_bytes(emb_qtype q, int64_t rows, int64_t dim, int64_t *r
                           rows, *rb);
     *total = (size_t)t;
     return EMB_OK;
-}
-
-static float rd_f32(const uint8_t *p) {
-    float f;
-    memcpy(&f, p, 4);
-    return f;
-}
-
-static float rd_f16(const uint8_t *p) { return emb_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
-
-void emb__q_scale_bias(emb_qtype qt, const uint8_t *row, int64_t dim, float *scale,
-                       float *bias) {
-    if (qt == EMB_QTYPE_INT8) {
-        *scale = rd_f32(row + dim);
-        *bias = rd_f32(row + dim + 4);
-    } else {
-        const int64_t nb = (dim + 1) / 2;
-        *scale = rd_f16(row + nb);
-        *bias = rd_f16(row + nb + 2);
-    }
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -267,6 +247,21 @@ static emb_status check_buffers(emb_qtype q, const void *f32, const void *qbuf, 
     return EMB_OK;
 }
 
+typedef struct quantize_ctx {
+    emb_qtype qtype;
+    const float *src;
+    int64_t dim;
+    uint8_t *dst;
+    int64_t rb;
+} quantize_ctx;
+
+static void quantize_range(void *p, int64_t r0, int64_t r1, int ith) {
+    (void)ith;
+    const quantize_ctx *c = p;
+    for (int64_t r = r0; r < r1; r++)
+        quantize_row(c->qtype, c->src + r * c->dim, c->dim, c->dst + r * c->rb);
+}
+
 emb_status emb_quantize_rows(emb_qtype qtype, const float *src, int64_t rows, int64_t dim,
                              void *dst, size_t dst_bytes) {
     return emb__quantize_rows_from(qtype, src, rows, dim, dst, dst_bytes, 0);
@@ -286,32 +281,31 @@ emb_status emb__quantize_rows_from(emb_qtype qtype, const float *src, int64_t ro
         if (st) return st;
     }
     int64_t work = rows > INT64_MAX / (dim + 1) ? INT64_MAX : rows * (dim + 1);
-    int nt = emb__threads_for(work, EMB__Q_GRAIN);
-    uint8_t *d = dst;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-#endif
-    for (int64_t r = 0; r < rows; r++) quantize_row(qtype, src + r * dim, dim, d + r * rb);
-    (void)nt;
+    quantize_ctx c = {qtype, src, dim, dst, rb};
+    emb__parallel_for(emb__threads_for(work, EMB__Q_GRAIN), rows, quantize_range, &c);
     return EMB_OK;
+}
+
+typedef struct dequantize_ctx {
+    const emb__qkernel_table *K;
+    emb_qtype q;
+    float *out;
+    const uint8_t *base;
+    int64_t rb, dim, r0;
+} dequantize_ctx;
+
+static void dequantize_range(void *p, int64_t a, int64_t b, int ith) {
+    (void)ith;
+    const dequantize_ctx *c = p;
+    c->K->rows(c->q, c->out + a * c->dim, c->base, c->rb, c->dim, c->r0 + a, c->r0 + b);
 }
 
 static void dequantize(const emb__qkernel_table *K, emb_qtype q, float *out,
                        const uint8_t *base, int64_t rb, int64_t dim, int64_t r0, int64_t n) {
     if (n == 0 || dim == 0) return;
     int64_t work = n > INT64_MAX / dim ? INT64_MAX : n * dim;
-    int nt = emb__threads_for(work, EMB__Q_GRAIN);
-    if (nt <= 1) {
-        K->rows(q, out, base, rb, dim, r0, r0 + n);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int t = 0; t < nt; t++) {
-        const int64_t a = n * t / nt, b = n * (t + 1) / nt;
-        K->rows(q, out + a * dim, base, rb, dim, r0 + a, r0 + b);
-    }
+    dequantize_ctx c = {K, q, out, base, rb, dim, r0};
+    emb__parallel_for(emb__threads_for(work, EMB__Q_GRAIN), n, dequantize_range, &c);
 }
 
 emb_status emb_dequantize_rows(emb_qtype qtype, const void *src, size_t src_bytes,
@@ -330,28 +324,6 @@ emb_status emb_dequantize_rows(emb_qtype qtype, const void *src, size_t src_byte
 /* ---------------------------------------------------------------------------------------
  * Tables
  * ------------------------------------------------------------------------------------- */
-
-#if EMB__QKERNELS_AVX2
-/* F16C (CPUID leaf 1, ECX bit 29), asked of the CPU directly: clang 14's
- * __builtin_cpu_supports does not know the name. */
-static bool cpu_has_f16c(void) {
-    static int have = -1;
-    int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
-    if (h < 0) {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        h = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
-        __atomic_store_n(&have, h, __ATOMIC_RELAXED);
-    }
-    return h != 0;
-}
-#endif
-
-const emb__qkernel_table *emb__qkernels(void) {
-#if EMB__QKERNELS_AVX2
-    if (emb__use_avx2() && cpu_has_f16c()) return &emb__qkernels_avx2;
-#endif
-    return &emb__qkernels_ref;
-}
 
 emb_status emb_qtable_quantize(const emb_tensor *weight, emb_qtype qtype, emb_qtable **out) {
     if (!weight) return emb__null("weight");
@@ -451,6 +423,22 @@ static bool touch_bag(const emb_qtable *q) {
     return q->nbytes >= EMB__Q_TOUCH_BYTES && q->qtype != EMB_QTYPE_F32;
 }
 
+typedef struct lookup_ctx {
+    const emb__qkernel_table *K;
+    const emb_qtable *q;
+    float *out;
+    const void *idx;
+    bool i32, touch;
+} lookup_ctx;
+
+static void lookup_range(void *p, int64_t p0, int64_t p1, int ith) {
+    (void)ith;
+    const lookup_ctx *c = p;
+    const emb_qtable *q = c->q;
+    c->K->lookup(q->qtype, c->out, q->data, q->row_bytes, q->dim, c->idx, c->i32, p0, p1,
+                 c->touch);
+}
+
 emb_status emb_qtable_forward(const emb_qtable *q, const emb_tensor *indices, emb_tensor *out) {
     if (!q) return emb__null("table");
     if (!indices) return emb__null("indices");
@@ -462,19 +450,8 @@ emb_status emb_qtable_forward(const emb_qtable *q, const emb_tensor *indices, em
     const emb__qkernel_table *K = emb__qkernels();
     const bool i32 = indices->dtype == EMB_INT32;
     int64_t work = n > INT64_MAX / D ? INT64_MAX : n * D;
-    int nt = emb__threads_for(work, EMB__Q_GRAIN);
-    const bool touch = touch_lookup(q);
-    if (nt <= 1) {
-        K->lookup(q->qtype, out->data, q->data, q->row_bytes, D, indices->data, i32, 0, n,
-                  touch);
-        return EMB_OK;
-    }
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int t = 0; t < nt; t++)
-        K->lookup(q->qtype, out->data, q->data, q->row_bytes, D, indices->data, i32,
-                  n * t / nt, n * (t + 1) / nt, touch);
+    lookup_ctx c = {K, q, out->data, indices->data, i32, touch_lookup(q)};
+    emb__parallel_for(emb__threads_for(work, EMB__Q_GRAIN), n, lookup_range, &c);
     return EMB_OK;
 }
 
@@ -499,6 +476,36 @@ emb_status emb_qtable_prefetch(const emb_qtable *q, const emb_tensor *indices) {
         last = first;
     }
     return EMB_OK;
+}
+
+/* Share t of a bag: bags split so that each share gets about end / nt positions, with
+ * its own row of scratch. */
+typedef struct bag_ctx {
+    const emb__qkernel_table *K;
+    const emb_qtable *q;
+    const emb__bag_cfg *c;
+    const emb__bag_batch *bb;
+    float *out;
+    int64_t *mi;
+    float *tmp;
+    bool touch;
+} bag_ctx;
+
+static void bag_share(void *p, int t, int nt) {
+    const bag_ctx *x = p;
+    const emb_qtable *q = x->q;
+    const emb__bag_batch *bb = x->bb;
+    const int64_t D = q->dim, pad = x->c->pad;
+    int64_t b0, b1;
+    emb__split_by(bb->starts, bb->B, t, nt, &b0, &b1);
+    if (b0 >= b1) return;
+    float *scratch = x->tmp + (size_t)t * (size_t)D;
+    if (x->c->mode == EMB_BAG_MAX)
+        x->K->max(q->qtype, x->out, x->mi, q->data, q->row_bytes, D, bb->idx, bb->i32,
+                  bb->starts, b0, b1, pad, scratch, x->touch);
+    else
+        x->K->pool(q->qtype, x->out, q->data, q->row_bytes, D, bb->idx, bb->i32, bb->starts,
+                   b0, b1, bb->psw, pad, x->c->mode == EMB_BAG_MEAN, scratch, x->touch);
 }
 
 emb_status emb_qtable_bag(const emb_qtable *q, const emb_tensor *input,
@@ -537,26 +544,9 @@ emb_status emb_qtable_bag(const emb_qtable *q, const emb_tensor *input,
         emb__bag_batch_free(&bb);
         return st;
     }
-    const emb__qkernel_table *K = emb__qkernels();
-    int64_t *mi = max_indices ? max_indices->data : NULL;
-    const bool touch = touch_bag(q);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
-#endif
-    for (int t = 0; t < nt; t++) {
-        /* bags split so that each thread gets about end / nt positions */
-        const int64_t b0 = t == 0 ? 0 : emb__bag_lower_bound(bb.starts, B, end * t / nt);
-        const int64_t b1 =
-            t == nt - 1 ? B : emb__bag_lower_bound(bb.starts, B, end * (t + 1) / nt);
-        if (b0 >= b1) continue;
-        float *scratch = tmp + (size_t)t * (size_t)D;
-        if (c.mode == EMB_BAG_MAX)
-            K->max(q->qtype, out->data, mi, q->data, q->row_bytes, D, bb.idx, bb.i32, bb.starts,
-                   b0, b1, c.pad, scratch, touch);
-        else
-            K->pool(q->qtype, out->data, q->data, q->row_bytes, D, bb.idx, bb.i32, bb.starts,
-                    b0, b1, bb.psw, c.pad, c.mode == EMB_BAG_MEAN, scratch, touch);
-    }
+    bag_ctx x = {emb__qkernels(), q, &c, &bb, out->data, max_indices ? max_indices->data : NULL,
+                 tmp, touch_bag(q)};
+    emb__parallel(nt, bag_share, &x);
     emb_free(tmp);
     emb__bag_batch_free(&bb);
     return EMB_OK;

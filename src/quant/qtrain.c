@@ -4,7 +4,7 @@
  * is formed in scratch first, so a refused step writes nothing. */
 #include <emb/quant.h>
 
-#include "qkernels.h"
+#include "quant_internal.h"
 
 #include "internal.h"
 #include "nn/nn_face.h"

@@ -18,9 +18,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Queries per block and rows per block: a score tile of 64 x 2048 floats (512 KB). */
 #define EMB__KNN_QB 64
@@ -52,6 +49,19 @@ static const float *rows_at(const emb_knn *x, int64_t r0, int64_t n, float *buf)
     return buf;
 }
 
+/* inv[r] = inv_norm_of(row r of t [n, d]) for r in [lo, hi). */
+typedef struct norms_ctx {
+    const float *t;
+    float *inv;
+    int64_t d;
+} norms_ctx;
+
+static void norms_range(void *p, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    const norms_ctx *c = p;
+    for (int64_t r = lo; r < hi; r++) c->inv[r] = inv_norm_of(c->t + r * c->d, c->d);
+}
+
 /* A new index over rows [0, num_rows) of a validated [v, d] table (float32 or quantized). */
 static emb_status knn_new(const float *table, const emb_qtable *qt, int64_t v, int64_t d,
                           int64_t num_rows, emb_knn **out) {
@@ -79,11 +89,8 @@ static emb_status knn_new(const float *table, const emb_qtable *qt, int64_t v, i
     float *inv = k->inv_norm;
     for (int64_t r0 = 0; r0 < num_rows; r0 += EMB__KNN_RB) {
         const int64_t n = num_rows - r0 < EMB__KNN_RB ? num_rows - r0 : EMB__KNN_RB;
-        const float *t = rows_at(k, r0, n, buf);
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(emb__threads_for(n * d, 1 << 16))
-#endif
-        for (int64_t r = 0; r < n; r++) inv[r0 + r] = inv_norm_of(t + r * d, d);
+        norms_ctx c = {rows_at(k, r0, n, buf), inv + r0, d};
+        emb__parallel_for(emb__threads_for(n * d, 1 << 16), n, norms_range, &c);
     }
     emb_free(buf);
     *out = k;
@@ -207,6 +214,44 @@ static void search_block(const emb_knn *x, const emb__score_tile_fn score, const
         heap_drain(hs + q * k, hi + q * k, hn[q], k, ids + q * k, scores + q * k);
 }
 
+/* The query blocks of search_unit, claimed one at a time by the shares (their cost varies
+ * with the exclusions and the heaps), each share with its own scratch. */
+typedef struct search_ctx {
+    const emb_knn *x;
+    emb__score_tile_fn score;
+    const float *qn;
+    int64_t nq, k;
+    const int64_t *exclude;
+    int64_t n_ex;
+    int64_t *ids;
+    float *scores;
+    char *scratch;
+    size_t per;
+    int64_t tile, hsz;
+    size_t rowbuf, ksz;
+    int64_t nblocks;
+    emb__counter next;
+} search_ctx;
+
+static void search_share(void *p, int t, int nt) {
+    (void)nt;
+    search_ctx *c = p;
+    const emb_knn *x = c->x;
+    char *s = c->scratch + c->per * (size_t)t;
+    float *ti = (float *)s;
+    int64_t *hi = (int64_t *)(s + (size_t)c->tile * sizeof(float));
+    float *hs = (float *)(s + (size_t)c->tile * sizeof(float) + (size_t)c->hsz * sizeof(int64_t));
+    float *rb = c->rowbuf ? (float *)(s + c->per - c->ksz - c->rowbuf) : NULL;
+    float *ks = (float *)(s + c->per - c->ksz);
+    for (int64_t b; (b = emb__claim(&c->next)) < c->nblocks;) {
+        const int64_t q0 = b * EMB__KNN_QB;
+        const int64_t qb = c->nq - q0 < EMB__KNN_QB ? c->nq - q0 : EMB__KNN_QB;
+        search_block(x, c->score, c->qn + q0 * x->dim, qb, c->k,
+                     c->n_ex ? c->exclude + q0 * c->n_ex : NULL, c->n_ex, c->ids + q0 * c->k,
+                     c->scores + q0 * c->k, ti, hs, hi, rb, ks);
+    }
+}
+
 /* Searches Q unit queries qn [Q, d] (already validated). */
 static emb_status search_unit(const emb_knn *x, const float *qn, int64_t nq, int64_t k,
                               const int64_t *exclude, int64_t n_ex, int64_t *ids,
@@ -226,25 +271,9 @@ static emb_status search_unit(const emb_knn *x, const float *qn, int64_t nq, int
     if (!scratch)
         return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes of search scratch",
                           per * (size_t)nt);
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-#endif
-    for (int64_t b = 0; b < nblocks; b++) {
-        int t = 0;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-#endif
-        char *s = scratch + per * (size_t)t;
-        float *ti = (float *)s;
-        int64_t *hi = (int64_t *)(s + (size_t)tile * sizeof(float));
-        float *hs = (float *)(s + (size_t)tile * sizeof(float) + (size_t)hsz * sizeof(int64_t));
-        float *rb = rowbuf ? (float *)(s + per - ksz - rowbuf) : NULL;
-        float *ks = (float *)(s + per - ksz);
-        int64_t q0 = b * EMB__KNN_QB;
-        int64_t qb = nq - q0 < EMB__KNN_QB ? nq - q0 : EMB__KNN_QB;
-        search_block(x, score, qn + q0 * x->dim, qb, k, n_ex ? exclude + q0 * n_ex : NULL,
-                     n_ex, ids + q0 * k, scores + q0 * k, ti, hs, hi, rb, ks);
-    }
+    search_ctx c = {x,   score, qn,  nq,     k,   exclude, n_ex, ids, scores, scratch,
+                    per, tile,  hsz, rowbuf, ksz, nblocks, {0}};
+    emb__parallel(nt, search_share, &c);
     emb_free(scratch);
     return EMB_OK;
 }

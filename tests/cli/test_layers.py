@@ -17,6 +17,12 @@ no file of another module includes them. A module listed in FACES shows the othe
 exactly its face header(s) and none of its other headers: nn's face is src/nn/nn_face.h, so
 optim and quant (and every module above nn) reach nn through it only.
 
+Nothing that core provides is written a second time in a module: threads come from core's
+one parallel-for (src/core/parallel.c is the only library file with an OpenMP pragma or
+<omp.h>), and the CPU is asked about its features in one place (src/core/cpu.c is the only
+one calling __builtin_cpu_supports or cpuid). The benchmark programs under bench/ keep their
+own OpenMP loops: they measure baselines (a plain gather, a copy) without emb's machinery.
+
 The checker is run on the real tree, and on small synthetic trees to show that it catches
 each kind of violation.
 """
@@ -48,6 +54,14 @@ ALLOWED = {
 }
 
 INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
+
+# What only one file of core may do: (what, pattern over comment-free code, the file).
+BASE_ONLY = [
+    ("OpenMP", re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+omp\b|^[ \t]*#[ \t]*include[ \t]*<omp\.h>|"
+                          r"\bomp_[a-z_]+\s*\(", re.M), "src/core/parallel.c"),
+    ("the CPU probe", re.compile(r"\b__builtin_cpu_(supports|is|init)\b|\b__get_cpuid\w*\b|"
+                                 r"\b__cpuid\w*\b|<cpuid\.h>"), "src/core/cpu.c"),
+]
 API_DECL_RE = re.compile(r"\bEMB_API\b[^;{]*?\b(emb_\w+)\s*\(")
 
 
@@ -217,6 +231,50 @@ def check_layers(root):
                 problems.append(f"{where}: upward include ({LAYER_NAMES[layer]} -> "
                                 f"{LAYER_NAMES[target]})")
     return problems
+
+
+def check_base_only(root):
+    """Files of the library (src/, include/, tools/, examples/) doing what only one file of
+    core may do (BASE_ONLY), as strings."""
+    problems = []
+    for sub in ("src", "include", "tools", "examples"):
+        for rel in _files(root, sub, (".c", ".h")):
+            text = _strip_comments(_read(root, rel))
+            for what, pattern, owner in BASE_ONLY:
+                m = pattern.search(text)
+                if m and rel != owner:
+                    line = text[: m.start()].count("\n") + 1
+                    problems.append(f"{rel}:{line}: {m.group(0).strip()}: {what} belongs to "
+                                    f"{owner} only")
+    return problems
+
+
+def test_one_parallel_for_and_one_cpu_probe():
+    problems = check_base_only(SOURCE_DIR)
+    assert not problems, "core's base written again:\n  " + "\n  ".join(problems)
+    for _, _, owner in BASE_ONLY:  # the owners exist and do it (the rule is not vacuous)
+        assert os.path.isfile(os.path.join(SOURCE_DIR, owner)), owner
+
+
+@pytest.mark.parametrize("rel,text,needle", [
+    ("src/nn/x.c", "#ifdef _OPENMP\n#pragma omp parallel for\n#endif\n", "OpenMP"),
+    ("src/kernels/x.c", "  #  pragma omp task\n", "OpenMP"),
+    ("src/search/x.c", "#include <omp.h>\n", "OpenMP"),
+    ("src/w2v/x.c", "int t = omp_get_thread_num();\n", "OpenMP"),
+    ("tools/emb/x.c", "#pragma omp parallel\n", "OpenMP"),
+    ("src/core/status.c", "#pragma omp single\n", "OpenMP"),
+    ("src/kernels/x.c", "if (__builtin_cpu_supports(\"avx2\")) {}\n", "CPU probe"),
+    ("src/quant/x.c", "#include <cpuid.h>\n", "CPU probe"),
+    ("src/quant/x.c", "__get_cpuid(1, &a, &b, &c, &d);\n", "CPU probe"),
+])
+def test_base_checker_catches(tmp_path, rel, text, needle):
+    files = {"src/core/parallel.c": "#include <omp.h>\n#pragma omp parallel\n",
+             "src/core/cpu.c": "#include <cpuid.h>\nint f(void) { "
+                               "return __builtin_cpu_supports(\"avx2\"); }\n",
+             "src/nn/ok.c": "/* #pragma omp in a comment, __builtin_cpu_supports too */\n",
+             rel: text}
+    problems = check_base_only(_tree(tmp_path, files))
+    assert len(problems) == 1 and rel in problems[0] and needle in problems[0], problems
 
 
 def test_tree_respects_layer_map():

@@ -463,16 +463,18 @@ def test_coalesce_matches_torch(view):
 
 @pytest.fixture(scope="module")
 def argsort_lib():
-    """argsort.c is private to libemb (hidden symbol): compile it alone for this test."""
-    src = os.path.join(os.environ.get("EMB_SOURCE_DIR",
-                                      os.path.join(os.path.dirname(__file__), "..", "..")),
-                       "src", "kernels", "argsort.c")
+    """argsort.c is private to libemb (hidden symbol): compile it alone for this test, with
+    core's parallel.c, whose tasks it runs on."""
+    root = os.environ.get("EMB_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+    srcs = [os.path.join(root, "src", "kernels", "argsort.c"),
+            os.path.join(root, "src", "core", "parallel.c")]
     d = tempfile.mkdtemp(prefix="emb_argsort_")
     so = os.path.join(d, "libargsort.so")
     cc = os.environ.get("CC", "cc")
     # with OpenMP, so that the threaded sort (ranges of the introsort as tasks) runs too
-    subprocess.run([cc, "-std=gnu11", "-O2", "-fopenmp", "-shared", "-fPIC", "-o", so, src],
-                   check=True)
+    subprocess.run([cc, "-std=gnu11", "-O2", "-fopenmp", "-shared", "-fPIC",
+                    "-I" + os.path.join(root, "src", "core"), "-I" + os.path.join(root, "include"),
+                    "-o", so] + srcs, check=True)
     lib_ = C.CDLL(so)
     lib_.emb__argsort_unstable_i64.restype = None
     lib_.emb__argsort_unstable_i64.argtypes = [C.c_void_p, C.c_int64, C.c_void_p, C.c_void_p]

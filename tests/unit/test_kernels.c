@@ -1,7 +1,7 @@
 /* Unit tests of the kernel dispatch (src/kernels/dispatch.h): every SIMD variant this CPU
  * runs gives the same bits as the scalar reference kernels, for every kernel in the table
- * and every option, and emb__kernels() honours the kernel mode. Also the generator's block
- * transform (src/core/rng_normal.h), whose AVX2 twin is chosen by the same predicate. */
+ * and every option, and every picker honours the kernel mode. Also the generator's block
+ * transform (src/core/rng_normal.h), whose AVX2 twin is chosen by the same rule. */
 #include "emb_test.h"
 
 #include "kernels/dispatch.h"
@@ -49,7 +49,7 @@ static void test_mode_selects_table(void **state) {
     emb_set_kernel_mode(EMB_KERNELS_AUTO);
     /* auto: the last (best) variant this CPU runs */
     assert_ptr_equal(emb__kernels(), v[n - 1]);
-#if EMB__KERNELS_AVX2
+#if EMB__X86
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         const bool avx512 =
             __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
@@ -403,8 +403,8 @@ static void test_normal16_variants(void **state) {
         memcpy(want, u, sizeof u);
         emb__normal16_ref(want, NB, params[pi][0], params[pi][1]);
         assert_true(memcmp(want, u, sizeof u) != 0);
-#if EMB__RNG_X86
-        if (emb__cpu_has_avx2()) {
+#if EMB__X86
+        if (emb__cpu_tier() >= EMB__TIER_AVX2) {
             memcpy(got, u, sizeof u);
             emb__normal16_avx2(got, NB, params[pi][0], params[pi][1]);
             EMB_ASSERT_EXACT(got, want, NB * 16, "normal16 avx2");
@@ -413,9 +413,12 @@ static void test_normal16_variants(void **state) {
 #endif
     }
     emb_set_kernel_mode(EMB_KERNELS_REF);
-    assert_false(emb__use_avx2());
+    assert_true(emb__normal16_pick() == emb__normal16_ref);
     emb_set_kernel_mode(EMB_KERNELS_AUTO);
-    assert_true(emb__use_avx2() == emb__cpu_has_avx2());
+#if EMB__X86
+    assert_true(emb__normal16_pick() ==
+                (emb__cpu_tier() >= EMB__TIER_AVX2 ? emb__normal16_avx2 : emb__normal16_ref));
+#endif
     if (!checked) print_message("only the reference block transform runs on this CPU\n");
 }
 

@@ -1,4 +1,4 @@
-/* src/quant/qkernels_body.h: the body of the reduced-precision row kernels, included by
+/* src/kernels/qkernels_body.h: the body of the reduced-precision row kernels, included by
  * qkernels_ref.c and qkernels_avx2.c. The includer defines
  *   QK(name)            the variant's name for a function
  *   QK_F16(dst, src, n) n float16 values to float32 (exact)
@@ -16,13 +16,13 @@ static inline QK_ATTR int64_t QK(index_at)(const void *idx, bool i32, int64_t p)
 
 /* Rows this many positions ahead are prefetched: a row's first touch is a cache miss on
  * tables larger than the cache, and a bag's dependent adds leave no other overlap. 16, not
- * 8: the same or faster everywhere measured (1M x 64 in memory; mapped 100M x 64, where an
- * f32 bag of 262,144 rows took 25 ms at 8, 19.6 at 16, 19.3 at 4, 19.6 at 24). */
+ * 8: the same or faster everywhere measured (docs/PERFORMANCE.md, "Tuning constants"). */
 #define QK_PF_DIST 16
 /* On tables of gigabytes (touch), the rows of the next block of this many positions are
  * also loaded for real, in one burst at the start of each block (QK_AHEAD): their
  * page-table entries miss the caches too, and the burst's independent loads keep those
- * misses in flight together, which the prefetch alone did not (qtable.c has the numbers). */
+ * misses in flight together, which the prefetch alone did not (src/quant/qtable.c,
+ * EMB__Q_TOUCH_BYTES). */
 #define QK_TOUCH_DIST 64
 
 /* A macro, not a function: GCC deems a function that only prefetches free of effects and
@@ -89,24 +89,24 @@ static inline QK_ATTR void QK(acc_int4)(float *acc, const uint8_t *row, int64_t 
 
 /* The dequantized row: float values for f32/f16/bf16; the accumulation above from +0.0
  * for int8/int4. */
-static QK_ATTR void QK(decode)(emb_qtype qt, float *out, const uint8_t *row, int64_t dim) {
+static QK_ATTR void QK(decode)(int qt, float *out, const uint8_t *row, int64_t dim) {
     switch (qt) {
-    case EMB_QTYPE_F32: memcpy(out, row, (size_t)dim * 4); return;
-    case EMB_QTYPE_F16: QK_F16(out, row, dim); return;
-    case EMB_QTYPE_BF16: QK(bf16)(out, row, dim); return;
-    case EMB_QTYPE_INT8:
-    case EMB_QTYPE_INT4: {
+    case EMB__QT_F32: memcpy(out, row, (size_t)dim * 4); return;
+    case EMB__QT_F16: QK_F16(out, row, dim); return;
+    case EMB__QT_BF16: QK(bf16)(out, row, dim); return;
+    case EMB__QT_INT8:
+    case EMB__QT_INT4: {
         float s, b;
         emb__q_scale_bias(qt, row, dim, &s, &b);
         memset(out, 0, (size_t)dim * 4);
-        if (qt == EMB_QTYPE_INT8) QK(acc_int8)(out, row, dim, s, b);
+        if (qt == EMB__QT_INT8) QK(acc_int8)(out, row, dim, s, b);
         else QK(acc_int4)(out, row, dim, s, b);
         return;
     }
     }
 }
 
-static QK_ATTR void QK(lookup)(emb_qtype qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
+static QK_ATTR void QK(lookup)(int qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
                        const void *idx, bool i32, int64_t p0, int64_t p1, bool touch) {
     for (int64_t p = p0; p < p1; p++) {
         QK_AHEAD(base, rb, idx, i32, p, p1, touch);
@@ -114,7 +114,7 @@ static QK_ATTR void QK(lookup)(emb_qtype qt, float *out, const uint8_t *base, in
     }
 }
 
-static QK_ATTR void QK(rows)(emb_qtype qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
+static QK_ATTR void QK(rows)(int qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
                      int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) QK(decode)(qt, out + (r - r0) * dim, base + r * rb, dim);
 }
@@ -122,10 +122,10 @@ static QK_ATTR void QK(rows)(emb_qtype qt, float *out, const uint8_t *base, int6
 /* Sum / mean. f32/f16/bf16 follow emb__bag_pool_ref on the decoded row w:
  *   no psw: acc + w; psw without padding: fmaf(p, w, acc); psw with padding: acc + w * p.
  * int8/int4: the quantized accumulation with s = p * scale, b = p * bias. */
-static QK_ATTR void QK(pool)(emb_qtype qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
+static QK_ATTR void QK(pool)(int qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
                      const void *idx, bool i32, const int64_t *starts, int64_t b0, int64_t b1,
                      const float *psw, int64_t pad, bool mean, float *tmp, bool touch) {
-    const bool quant = qt == EMB_QTYPE_INT8 || qt == EMB_QTYPE_INT4;
+    const bool quant = qt == EMB__QT_INT8 || qt == EMB__QT_INT4;
     const int64_t pend = starts[b1];
     for (int64_t bag = b0; bag < b1; bag++) {
         float *acc = out + bag * dim;
@@ -144,12 +144,12 @@ static QK_ATTR void QK(pool)(emb_qtype qt, float *out, const uint8_t *base, int6
                     s = psw[p] * s;
                     b = psw[p] * b;
                 }
-                if (qt == EMB_QTYPE_INT8) QK(acc_int8)(acc, row, dim, s, b);
+                if (qt == EMB__QT_INT8) QK(acc_int8)(acc, row, dim, s, b);
                 else QK(acc_int4)(acc, row, dim, s, b);
                 continue;
             }
             const float *w = (const float *)(const void *)row;
-            if (qt != EMB_QTYPE_F32) {
+            if (qt != EMB__QT_F32) {
                 QK(decode)(qt, tmp, row, dim);
                 w = tmp;
             }
@@ -170,7 +170,7 @@ static QK_ATTR void QK(pool)(emb_qtype qt, float *out, const uint8_t *base, int6
     }
 }
 
-static QK_ATTR void QK(max)(emb_qtype qt, float *out, int64_t *max_idx, const uint8_t *base,
+static QK_ATTR void QK(max)(int qt, float *out, int64_t *max_idx, const uint8_t *base,
                     int64_t rb, int64_t dim, const void *idx, bool i32, const int64_t *starts,
                     int64_t b0, int64_t b1, int64_t pad, float *tmp, bool touch) {
     const int64_t pend = starts[b1];

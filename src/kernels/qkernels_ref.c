@@ -1,5 +1,6 @@
-/* src/quant/qkernels_ref.c: the reference (plain C) reduced-precision row kernels. */
-#include <emb/io.h>
+/* src/kernels/qkernels_ref.c: the reference (plain C) reduced-precision row kernels. */
+#include "qkernels.h"
+
 #include <math.h>
 
 #define QK(name) emb__qk_ref_##name
@@ -9,7 +10,7 @@
 
 static inline void qk_f16_ref(float *dst, const uint8_t *src, int64_t n) {
     for (int64_t j = 0; j < n; j++)
-        dst[j] = emb_f16_to_f32((uint16_t)(src[2 * j] | (uint16_t)src[2 * j + 1] << 8));
+        dst[j] = emb__f16_to_f32((uint16_t)(src[2 * j] | (uint16_t)src[2 * j + 1] << 8));
 }
 #define QK_F16(dst, src, n) qk_f16_ref(dst, src, n)
 
