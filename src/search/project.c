@@ -12,9 +12,38 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+
+/* Every loop below treats its points (or rows) independently: body(ctx, i, ith) for i in
+ * [0, n), on share ith. Loops of equal work per point split [0, n) evenly; loops of unequal
+ * work (a triangle's rows, neighbour searches, tree walks) claim chunks of `chunk` points. */
+typedef void (*point_fn)(void *ctx, int64_t i, int ith);
+typedef struct {
+    point_fn body;
+    void *ctx;
+    int64_t n, chunk;
+    emb__counter next;
+} point_loop;
+
+static void point_range(void *p, int64_t lo, int64_t hi, int ith) {
+    point_loop *l = p;
+    for (int64_t i = lo; i < hi; i++) l->body(l->ctx, i, ith);
+}
+
+static void point_claims(void *p, int ith, int nth) {
+    (void)nth;
+    point_loop *l = p;
+    for (int64_t lo; (lo = emb__claim(&l->next) * l->chunk) < l->n;) {
+        const int64_t hi = lo + l->chunk < l->n ? lo + l->chunk : l->n;
+        for (int64_t i = lo; i < hi; i++) l->body(l->ctx, i, ith);
+    }
+}
+
+/* chunk 0: even split; otherwise chunks claimed as shares become free. */
+static void for_points(int nth, int64_t n, int64_t chunk, point_fn body, void *ctx) {
+    point_loop l = {body, ctx, n, chunk, {0}};
+    if (chunk > 0) emb__parallel(nth, point_claims, &l);
+    else emb__parallel_for(nth, n, point_range, &l);
+}
 
 /* ---------------------------------------------------------------------------------------
  * Checks and copies
@@ -121,6 +150,25 @@ static void orthonormalise(double *q, int64_t m, int64_t d) {
     }
 }
 
+/* Row i of z = c q (z holds q's m vectors of length d, like q). */
+typedef struct {
+    const double *c, *q;
+    double *z;
+    int64_t d, m;
+} cq_ctx;
+
+static void cq_row(void *p, int64_t i, int ith) {
+    (void)ith;
+    const cq_ctx *x = p;
+    const double *row = x->c + i * x->d;
+    for (int64_t j = 0; j < x->m; j++) {
+        const double *qj = x->q + j * x->d;
+        double acc = 0;
+        for (int64_t l = 0; l < x->d; l++) acc += row[l] * qj[l];
+        x->z[j * x->d + i] = acc;
+    }
+}
+
 /* The k leading eigenpairs of the symmetric d x d matrix c (row-major): axes[k x d] (axis j
  * at axes[j*d]), lam[k], by orthogonal iteration on a block of m >= k vectors with
  * Rayleigh-Ritz, until each axis's residual |c u - lam u| is below 1e-11 of the largest
@@ -146,16 +194,8 @@ static bool leading_eigen(const double *c, int64_t d, int64_t k, double *axes, d
     orthonormalise(q, m, d);
     for (int iter = 0; iter < 3000; iter++) {
         /* z = c q */
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(emb__threads_for(d * d * m, 1 << 16))
-#endif
-        for (int64_t i = 0; i < d; i++)
-            for (int64_t j = 0; j < m; j++) {
-                const double *row = c + i * d, *qj = q + j * d;
-                double acc = 0;
-                for (int64_t l = 0; l < d; l++) acc += row[l] * qj[l];
-                z[j * d + i] = acc;
-            }
+        cq_ctx cq = {c, q, z, d, m};
+        for_points(emb__threads_for(d * d * m, 1 << 16), d, 0, cq_row, &cq);
         /* t = q' c q, its eigenpairs, sorted by eigenvalue descending */
         for (int64_t a = 0; a < m; a++)
             for (int64_t b = 0; b < m; b++) {
@@ -205,6 +245,43 @@ static void centre(const float *x, int64_t n, int64_t d, double *xc) {
     }
 }
 
+/* Row a of the covariance's lower triangle, each sum over the points in order. */
+typedef struct {
+    const double *xc;
+    double *c;
+    int64_t n, d;
+    double denom;
+} cov_ctx;
+
+static void cov_row(void *p, int64_t a, int ith) {
+    (void)ith;
+    const cov_ctx *x = p;
+    double *ca = x->c + a * x->d;
+    for (int64_t b = 0; b <= a; b++) ca[b] = 0;
+    for (int64_t i = 0; i < x->n; i++) {
+        const double *xi = x->xc + i * x->d, xa = xi[a];
+        for (int64_t b = 0; b <= a; b++) ca[b] += xa * xi[b];
+    }
+    for (int64_t b = 0; b <= a; b++) ca[b] /= x->denom;
+}
+
+/* Point i's coordinates on the k axes. */
+typedef struct {
+    const double *xc, *axes;
+    double *out;
+    int64_t d, k;
+} proj_ctx;
+
+static void proj_row(void *p, int64_t i, int ith) {
+    (void)ith;
+    const proj_ctx *x = p;
+    for (int64_t j = 0; j < x->k; j++) {
+        double acc = 0;
+        for (int64_t l = 0; l < x->d; l++) acc += x->xc[i * x->d + l] * x->axes[j * x->d + l];
+        x->out[i * x->k + j] = acc;
+    }
+}
+
 /* PCA into double coordinates out[n, k] (the shared part of emb_pca and t-SNE's start). */
 static emb_status pca_double(const float *x, int64_t n, int64_t d, int64_t k, double *out,
                              double *variance) {
@@ -218,33 +295,16 @@ static emb_status pca_double(const float *x, int64_t n, int64_t d, int64_t k, do
     }
     centre(x, n, d, xc);
     const double denom = n > 1 ? (double)(n - 1) : 1.0;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 4) num_threads(emb__threads_for(n * d * d, 1 << 18))
-#endif
-    for (int64_t a = 0; a < d; a++) { /* row a of the lower triangle, each sum over i in order */
-        double *ca = c + a * d;
-        for (int64_t b = 0; b <= a; b++) ca[b] = 0;
-        for (int64_t i = 0; i < n; i++) {
-            const double *xi = xc + i * d, xa = xi[a];
-            for (int64_t b = 0; b <= a; b++) ca[b] += xa * xi[b];
-        }
-        for (int64_t b = 0; b <= a; b++) ca[b] /= denom;
-    }
+    cov_ctx cv = {xc, c, n, d, denom};
+    for_points(emb__threads_for(n * d * d, 1 << 18), d, 4, cov_row, &cv);
     for (int64_t a = 0; a < d; a++)
         for (int64_t b = a + 1; b < d; b++) c[a * d + b] = c[b * d + a];
     if (!leading_eigen(c, d, k, axes, lam)) {
         free(xc), free(c), free(axes), free(lam);
         return emb__error(EMB_ERR_NOMEM, "pca: cannot allocate the eigen solver");
     }
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(emb__threads_for(n * d * k, 1 << 16))
-#endif
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < k; j++) {
-            double acc = 0;
-            for (int64_t l = 0; l < d; l++) acc += xc[i * d + l] * axes[j * d + l];
-            out[i * k + j] = acc;
-        }
+    proj_ctx pj = {xc, axes, out, d, k};
+    for_points(emb__threads_for(n * d * k, 1 << 16), n, 0, proj_row, &pj);
     /* scikit-learn's sign rule: each axis points so that its largest coordinate (in
      * magnitude; the first such row on ties) is positive. */
     for (int64_t j = 0; j < k; j++) {
@@ -335,6 +395,58 @@ static void conditional_p(const double *d2, int64_t nn, double perplexity, doubl
     }
 }
 
+/* Point i's nn nearest neighbours (by squared distance, then index) and their
+ * conditional probabilities. */
+typedef struct {
+    const double *y, *sq;
+    double *scratch, *pc;
+    int64_t *nbr;
+    int64_t n, d, nn;
+    double perplexity;
+} nbr_ctx;
+
+static void nbr_row(void *ctx, int64_t i, int ith) {
+    (void)ith;
+    const nbr_ctx *x = ctx;
+    const double *y = x->y, *sq = x->sq;
+    const int64_t n = x->n, d = x->d, nn = x->nn;
+    const double perplexity = x->perplexity;
+    double *scratch = x->scratch, *pc = x->pc;
+    int64_t *nbr = x->nbr;
+    /* a bounded max-heap of the nn closest (distance, then index) */
+    double *hd = scratch + i * nn;
+    int64_t *hj = nbr + i * nn, cnt = 0;
+    for (int64_t j = 0; j < n; j++) {
+        if (j == i) continue;
+        double dot = 0;
+        for (int64_t l = 0; l < d; l++) dot += y[i * d + l] * y[j * d + l];
+        double dist = sq[i] + sq[j] - 2 * dot;
+        if (dist < 0) dist = 0;
+        if (cnt < nn) {
+            int64_t c = cnt++;
+            while (c > 0) {
+                int64_t par = (c - 1) / 2;
+                if (hd[par] > dist || (hd[par] == dist && hj[par] > j)) break;
+                hd[c] = hd[par], hj[c] = hj[par], c = par;
+            }
+            hd[c] = dist, hj[c] = j;
+        } else if (dist < hd[0] || (dist == hd[0] && j < hj[0])) {
+            int64_t c = 0;
+            for (;;) {
+                int64_t l = 2 * c + 1, r = l + 1, big = c;
+                double bd = dist;
+                int64_t bj = j;
+                if (l < nn && (hd[l] > bd || (hd[l] == bd && hj[l] > bj))) big = l, bd = hd[l], bj = hj[l];
+                if (r < nn && (hd[r] > bd || (hd[r] == bd && hj[r] > bj))) big = r;
+                if (big == c) break;
+                hd[c] = hd[big], hj[c] = hj[big], c = big;
+            }
+            hd[c] = dist, hj[c] = j;
+        }
+    }
+    conditional_p(hd, nn, perplexity, pc + i * nn);
+}
+
 /* Exact nearest neighbours (squared Euclidean) of every point, nn of them, then the
  * symmetric joint probabilities. */
 static emb_status joint_p(const double *y, int64_t n, int64_t d, double perplexity, int64_t nn,
@@ -353,43 +465,8 @@ static emb_status joint_p(const double *y, int64_t n, int64_t d, double perplexi
         for (int64_t l = 0; l < d; l++) s += y[i * d + l] * y[i * d + l];
         sq[i] = s;
     }
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 16) num_threads(emb__threads_for(n * n * d, 1 << 18))
-#endif
-    for (int64_t i = 0; i < n; i++) {
-        /* a bounded max-heap of the nn closest (distance, then index) */
-        double *hd = scratch + i * nn;
-        int64_t *hj = nbr + i * nn, cnt = 0;
-        for (int64_t j = 0; j < n; j++) {
-            if (j == i) continue;
-            double dot = 0;
-            for (int64_t l = 0; l < d; l++) dot += y[i * d + l] * y[j * d + l];
-            double dist = sq[i] + sq[j] - 2 * dot;
-            if (dist < 0) dist = 0;
-            if (cnt < nn) {
-                int64_t c = cnt++;
-                while (c > 0) {
-                    int64_t par = (c - 1) / 2;
-                    if (hd[par] > dist || (hd[par] == dist && hj[par] > j)) break;
-                    hd[c] = hd[par], hj[c] = hj[par], c = par;
-                }
-                hd[c] = dist, hj[c] = j;
-            } else if (dist < hd[0] || (dist == hd[0] && j < hj[0])) {
-                int64_t c = 0;
-                for (;;) {
-                    int64_t l = 2 * c + 1, r = l + 1, big = c;
-                    double bd = dist;
-                    int64_t bj = j;
-                    if (l < nn && (hd[l] > bd || (hd[l] == bd && hj[l] > bj))) big = l, bd = hd[l], bj = hj[l];
-                    if (r < nn && (hd[r] > bd || (hd[r] == bd && hj[r] > bj))) big = r;
-                    if (big == c) break;
-                    hd[c] = hd[big], hj[c] = hj[big], c = big;
-                }
-                hd[c] = dist, hj[c] = j;
-            }
-        }
-        conditional_p(hd, nn, perplexity, pc + i * nn);
-    }
+    nbr_ctx nc = {y, sq, scratch, pc, nbr, n, d, nn, perplexity};
+    for_points(emb__threads_for(n * n * d, 1 << 18), n, 16, nbr_row, &nc);
     /* P = (P_cond + P_cond') / sum: count each row's entries (its own neighbours and the
      * points that have it as a neighbour), fill, then merge duplicates. */
     for (int64_t i = 0; i < n; i++)
@@ -582,20 +659,30 @@ static double repulsion(const qtree *t, const double *y2, int64_t i, double thet
     return sq;
 }
 
+/* Point i's part of Q's normaliser: the sum over j != i of 1 / (1 + |y_i - y_j|^2). */
+typedef struct {
+    const double *y2;
+    double *zpart;
+    int64_t n;
+} kl_ctx;
+
+static void kl_row(void *ctx, int64_t i, int ith) {
+    (void)ith;
+    const kl_ctx *x = ctx;
+    const double *y2 = x->y2;
+    double s = 0;
+    for (int64_t j = 0; j < x->n; j++) {
+        if (j == i) continue;
+        double dx = y2[2 * i] - y2[2 * j], dy = y2[2 * i + 1] - y2[2 * j + 1];
+        s += 1 / (1 + dx * dx + dy * dy);
+    }
+    x->zpart[i] = s;
+}
+
 /* KL(P || Q) of the layout y2, with Q computed exactly (O(n^2)). */
 static double kl_divergence(const sparse_p *p, const double *y2, int64_t n, double *zpart) {
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 16) num_threads(emb__threads_for(n * n, 1 << 16))
-#endif
-    for (int64_t i = 0; i < n; i++) {
-        double s = 0;
-        for (int64_t j = 0; j < n; j++) {
-            if (j == i) continue;
-            double dx = y2[2 * i] - y2[2 * j], dy = y2[2 * i + 1] - y2[2 * j + 1];
-            s += 1 / (1 + dx * dx + dy * dy);
-        }
-        zpart[i] = s;
-    }
+    kl_ctx kc = {y2, zpart, n};
+    for_points(emb__threads_for(n * n, 1 << 16), n, 16, kl_row, &kc);
     double z = 0;
     for (int64_t i = 0; i < n; i++) z += zpart[i];
     double kl = 0;
@@ -609,6 +696,34 @@ static double kl_divergence(const sparse_p *p, const double *y2, int64_t n, doub
             kl += pij * log(pij / fmax(qij, 1e-300));
         }
     return kl;
+}
+
+/* Point i's attraction (times the exaggeration) and its repulsion before the division by
+ * Z, on share ith's stack for the tree walk. */
+typedef struct {
+    const qtree *t;
+    const sparse_p *p;
+    const double *y2;
+    double *grad, *rep, *zpart;
+    int64_t *stacks;
+    double theta2, exag;
+} force_ctx;
+
+static void force_row(void *ctx, int64_t i, int ith) {
+    const force_ctx *x = ctx;
+    const double *y2 = x->y2;
+    double f[2] = {0, 0};
+    x->zpart[i] = repulsion(x->t, y2, i, x->theta2, f,
+                            x->stacks + (size_t)ith * (4 * EMB__QT_MAX_DEPTH + 8));
+    double ax = 0, ay = 0;
+    for (int64_t a = x->p->start[i]; a < x->p->start[i + 1]; a++) {
+        int64_t j = x->p->col[a];
+        double dx = y2[2 * i] - y2[2 * j], dy = y2[2 * i + 1] - y2[2 * j + 1];
+        double w = x->p->val[a] / (1 + dx * dx + dy * dy);
+        ax += w * dx, ay += w * dy;
+    }
+    x->grad[2 * i] = x->exag * ax, x->grad[2 * i + 1] = x->exag * ay;
+    x->rep[2 * i] = f[0], x->rep[2 * i + 1] = f[1]; /* divided by Z once Z is known */
 }
 
 static emb_status check_tsne_options(const emb_tsne_options *o, int64_t n) {
@@ -695,26 +810,8 @@ emb_status emb_tsne(const emb_tensor *x, const emb_tsne_options *opts, float *co
             st = emb__error(EMB_ERR_NOMEM, "tsne: cannot allocate the quadtree");
             goto done;
         }
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 32) num_threads(nt)
-#endif
-        for (int64_t i = 0; i < n; i++) {
-            int tid = 0;
-#ifdef _OPENMP
-            tid = omp_get_thread_num();
-#endif
-            double f[2] = {0, 0};
-            zpart[i] = repulsion(&t, y2, i, theta2, f, stacks + (size_t)tid * (4 * EMB__QT_MAX_DEPTH + 8));
-            double ax = 0, ay = 0;
-            for (int64_t a = p.start[i]; a < p.start[i + 1]; a++) {
-                int64_t j = p.col[a];
-                double dx = y2[2 * i] - y2[2 * j], dy = y2[2 * i + 1] - y2[2 * j + 1];
-                double w = p.val[a] / (1 + dx * dx + dy * dy);
-                ax += w * dx, ay += w * dy;
-            }
-            grad[2 * i] = exag * ax, grad[2 * i + 1] = exag * ay;
-            rep[2 * i] = f[0], rep[2 * i + 1] = f[1]; /* divided by Z once Z is known */
-        }
+        force_ctx fc = {&t, &p, y2, grad, rep, zpart, stacks, theta2, exag};
+        for_points(nt, n, 32, force_row, &fc);
         double z = 0;
         for (int64_t i = 0; i < n; i++) z += zpart[i];
         if (!(z > 0)) z = 1e-300;
