@@ -85,57 +85,48 @@ static bool json_u64(const json_t *j, uint64_t *out) {
 
 /* The "__metadata__" object: string values only. */
 static emb_status parse_metadata(emb_safetensors *st, const char *path, json_t *val) {
-    if (!json_is_object(val)) {
+    if (!json_is_object(val))
         return st_fail(path, "__metadata__ is not an object");
-    }
     size_t m = json_object_size(val);
     st->mkeys = calloc(m ? m : 1, sizeof *st->mkeys);
     st->mvals = calloc(m ? m : 1, sizeof *st->mvals);
-    if (!st->mkeys || !st->mvals) {
+    if (!st->mkeys || !st->mvals)
         return emb__error(EMB_ERR_NOMEM, "%s: out of memory for the metadata", path);
-    }
     const char *mk;
     json_t *mv;
     json_object_foreach(val, mk, mv) {
-        if (!json_is_string(mv)) {
+        if (!json_is_string(mv))
             return st_fail(path, "__metadata__ value of \"%.100s\" is not a string", mk);
-        }
         st->mkeys[st->nmeta] = strdup(mk);
         st->mvals[st->nmeta] = strndup(json_string_value(mv), json_string_length(mv));
         st->nmeta++;
-        if (!st->mkeys[st->nmeta - 1] || !st->mvals[st->nmeta - 1]) {
+        if (!st->mkeys[st->nmeta - 1] || !st->mvals[st->nmeta - 1])
             return emb__error(EMB_ERR_NOMEM, "%s: out of memory for the metadata", path);
-        }
     }
     return EMB_OK;
 }
 
 /* One tensor's entry, into e: dtype, shape, data_offsets, and the byte size they agree on. */
 static emb_status parse_entry(st_entry *e, const char *path, const char *key, json_t *val) {
-    if (!json_is_object(val)) {
+    if (!json_is_object(val))
         return st_fail(path, "the entry of tensor \"%.100s\" is not an object", key);
-    }
     json_t *jd = json_object_get(val, "dtype"), *js = json_object_get(val, "shape"),
            *jo = json_object_get(val, "data_offsets");
-    if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo)) {
+    if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo))
         return st_fail(path, "tensor \"%.100s\" needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", key);
-    }
     e->dt = -1;
     for (int k = 0; k < ST_NDTYPES; k++)
         if (!strcmp(json_string_value(jd), st_dtypes[k].name)) e->dt = k;
-    if (e->dt < 0) {
+    if (e->dt < 0)
         return st_fail(path, "tensor \"%.100s\" has the unknown dtype \"%.40s\"", key, json_string_value(jd));
-    }
-    if (json_array_size(js) > ST_MAX_RANK) {
+    if (json_array_size(js) > ST_MAX_RANK)
         return st_fail(path, "tensor \"%.100s\" has %zu dimensions (more than %d)", key, json_array_size(js), ST_MAX_RANK);
-    }
     e->ndim = (int)json_array_size(js);
     bool empty = false;
     for (int d = 0; d < e->ndim; d++) {
         uint64_t s;
-        if (!json_u64(json_array_get(js, (size_t)d), &s)) {
+        if (!json_u64(json_array_get(js, (size_t)d), &s))
             return st_fail(path, "tensor \"%.100s\": shape entry %d is not a non-negative integer", key, d);
-        }
         e->shape[d] = (int64_t)s;
         empty |= s == 0;
     }
@@ -143,31 +134,25 @@ static emb_status parse_entry(st_entry *e, const char *path, const char *key, js
      * other entries (what emb writes, it reads). */
     uint64_t bits = (uint64_t)st_dtypes[e->dt].bits;
     for (int d = 0; d < e->ndim && !empty; d++)
-        if (__builtin_mul_overflow(bits, (uint64_t)e->shape[d], &bits)) {
+        if (__builtin_mul_overflow(bits, (uint64_t)e->shape[d], &bits))
             return st_fail(path, "tensor \"%.100s\": the byte size of its shape overflows", key);
-        }
     if (empty) bits = 0;
     if (json_array_size(jo) != 2 || !json_u64(json_array_get(jo, 0), &e->begin) ||
-        !json_u64(json_array_get(jo, 1), &e->end)) {
+        !json_u64(json_array_get(jo, 1), &e->end))
         return st_fail(path, "tensor \"%.100s\": data_offsets must be two non-negative integers", key);
-    }
-    if (bits % 8) {
+    if (bits % 8)
         return st_fail(path, "tensor \"%.100s\": %llu bits is not a whole number of bytes", key, (unsigned long long)bits);
-    }
-    if (e->end < e->begin) {
+    if (e->end < e->begin)
         return st_fail(path, "tensor \"%.100s\": data_offsets [%llu, %llu] end before they begin", key,
-                     (unsigned long long)e->begin, (unsigned long long)e->end);
-    }
-    if (e->end - e->begin != bits / 8) {
+                       (unsigned long long)e->begin, (unsigned long long)e->end);
+    if (e->end - e->begin != bits / 8)
         return st_fail(path, "tensor \"%.100s\": data_offsets [%llu, %llu] hold %llu bytes but %s%s needs %llu",
-                     key, (unsigned long long)e->begin, (unsigned long long)e->end,
-                     (unsigned long long)(e->end - e->begin), st_dtypes[e->dt].name, " of its shape",
-                     (unsigned long long)(bits / 8));
-    }
+                       key, (unsigned long long)e->begin, (unsigned long long)e->end,
+                       (unsigned long long)(e->end - e->begin), st_dtypes[e->dt].name, " of its shape",
+                       (unsigned long long)(bits / 8));
     e->name = strdup(key);
-    if (!e->name) {
+    if (!e->name)
         return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
-    }
     return EMB_OK;
 }
 
@@ -175,23 +160,22 @@ static emb_status parse_entry(st_entry *e, const char *path, const char *key, js
 static emb_status check_coverage(const emb_safetensors *st, const char *path, uint64_t buf_size) {
     uint64_t at = 0;
     for (int64_t i = 0; i < st->n; i++) {
-        if (st->e[i].begin != at) {
+        if (st->e[i].begin != at)
             return st->e[i].begin < at
-                     ? st_fail(path, "tensor \"%.100s\" (bytes [%llu, %llu)) overlaps the previous tensor, which ends at %llu",
-                               st->e[i].name, (unsigned long long)st->e[i].begin, (unsigned long long)st->e[i].end,
-                               (unsigned long long)at)
-                     : st_fail(path, "a hole in the data buffer: bytes [%llu, %llu) belong to no tensor",
-                               (unsigned long long)at, (unsigned long long)st->e[i].begin);
-        }
+                       ? st_fail(path, "tensor \"%.100s\" (bytes [%llu, %llu)) overlaps the previous tensor, which ends at %llu",
+                                 st->e[i].name, (unsigned long long)st->e[i].begin, (unsigned long long)st->e[i].end,
+                                 (unsigned long long)at)
+                       : st_fail(path, "a hole in the data buffer: bytes [%llu, %llu) belong to no tensor",
+                                 (unsigned long long)at, (unsigned long long)st->e[i].begin);
         at = st->e[i].end;
     }
     if (at == buf_size) return EMB_OK;
     return at > buf_size
-                 ? st_fail(path, "tensor data extends to byte %llu of the data buffer but the file holds only %llu "
-                                 "(truncated file or out-of-range offsets)",
-                           (unsigned long long)at, (unsigned long long)buf_size)
-                 : st_fail(path, "%llu bytes after the last tensor's data (the buffer must be covered exactly)",
-                           (unsigned long long)(buf_size - at));
+               ? st_fail(path, "tensor data extends to byte %llu of the data buffer but the file holds only %llu "
+                               "(truncated file or out-of-range offsets)",
+                         (unsigned long long)at, (unsigned long long)buf_size)
+               : st_fail(path, "%llu bytes after the last tensor's data (the buffer must be covered exactly)",
+                         (unsigned long long)(buf_size - at));
 }
 
 static emb_status parse_header(emb_safetensors *st, const char *path, const unsigned char *h, size_t hlen,

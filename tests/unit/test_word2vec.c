@@ -328,12 +328,9 @@ static void test_checkpoint_version1_resumes(void **state) {
     (void)state;
     const char *corpus = emb_test_data("legacy/w2v-corpus.txt"),
                *ck = emb_test_data("legacy/w2v-v1.ckpt");
-    emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM); /* min_count 1, 1 thread, seed 7 */
     o.dim = 8;
-    o.min_count = 1;
-    o.threads = 1;
     o.epochs = 10;
-    o.seed = 7;
     size_t n1, n2;
     unsigned char *v1 = emb_test_read(ck, &n1);
     uint64_t version;
