@@ -1,6 +1,6 @@
-"""The layer map of docs/architecture.md holds: every #include and every call under src/,
-include/emb/, tools/ and examples/ points down (or sideways within a layer), never up, and
-the modules depend on each other without circles. The page describes the layers, the
+"""The layer map of docs/architecture.md holds: every #include under src/, include/emb/,
+tools/ and examples/, and every call under src/, points down (or sideways within a layer),
+never up, and the modules depend on each other without circles. The page describes the layers, the
 modules' face headers and the rules; this test enforces exactly those rules, so a change to
 one changes both.
 
