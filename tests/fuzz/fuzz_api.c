@@ -1693,7 +1693,7 @@ static void op_gen(world *w, rd *r) {
             } else {
                 uint64_t h = 14695981039346656037ull;
                 for (size_t i = 0; i < ss - 8; i++) h = (h ^ buf[i]) * 1099511628211ull;
-                for (int k = 0; k < 8; k++) buf[ss - 8 + k] = (unsigned char)(h >> (8 * k));
+                for (int b = 0; b < 8; b++) buf[ss - 8 + b] = (unsigned char)(h >> (8 * b));
             }
         }
         size_t n = rd_chance(r, 8) ? rd_u32(r) % (ss + 16) : ss;
