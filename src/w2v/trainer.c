@@ -161,20 +161,32 @@ static inline int32_t sample_negative(const emb_w2v *w, uint64_t *rng) {
                                                                            : w->alias[i];
 }
 
-/* Splits the ids into nt lanes at sentence ends where possible. */
-static void split_lanes(emb_w2v *w) {
-    for (int t = 0; t < w->nt; t++) {
-        emb__w2v_lane *l = &w->lanes[t];
-        l->lo = w->n_ids * t / w->nt;
-        l->hi = w->n_ids * (t + 1) / w->nt;
+/* Where the sentence that starts at position s of the ids ends, i.e. where the next one
+ * starts, as train_round reads sentences: after a sentence end (-1) or after max_sentence
+ * tokens, whichever comes first. */
+static int64_t next_sentence(const emb_w2v *w, int64_t s) {
+    int64_t seen = 0;
+    while (s < w->n_ids && seen < w->o.max_sentence) {
+        if (w->ids[s++] < 0) break;
+        seen++;
     }
-    for (int t = 1; t < w->nt; t++) { /* move each boundary past the next sentence end */
-        int64_t b = w->lanes[t].lo;
-        while (b < w->n_ids && b > 0 && w->ids[b - 1] != -1) b++;
-        if (b > w->lanes[t].hi) b = w->lanes[t].hi;
+    return s;
+}
+
+/* Splits the ids into nt contiguous lanes, each boundary at the first position at or past
+ * the even split where one thread reading from the start would begin a sentence (after a
+ * line end, or every max_sentence tokens within a long line): every lane trains exactly the
+ * sentences one thread trains, and a corpus that is one long line is shared too. */
+static void split_lanes(emb_w2v *w) {
+    int64_t b = 0;
+    w->lanes[0].lo = 0;
+    for (int t = 1; t < w->nt; t++) {
+        int64_t even = w->n_ids * t / w->nt;
+        while (b < even) b = next_sentence(w, b);
         w->lanes[t].lo = b;
         w->lanes[t - 1].hi = b;
     }
+    w->lanes[w->nt - 1].hi = w->n_ids;
     uint64_t s = w->o.seed;
     for (int t = 0; t < w->nt; t++) {
         w->lanes[t].pos = w->lanes[t].lo;

@@ -4,7 +4,9 @@
 #include "emb_test.h"
 
 #include "kernels/dispatch.h"
+#include "w2v/w2v_internal.h"
 
+#include <inttypes.h>
 #include <unistd.h>
 
 static char tmpdir[256];
@@ -336,6 +338,62 @@ static void test_create_from_ids(void **state) {
     emb_vocab_free(v);
 }
 
+/* Threads share the corpus at the places where one thread starts a sentence: after a line
+ * end, and every max_sentence tokens inside a long line. A corpus that is one line (text8,
+ * or any text without newlines) must be shared too, not given whole to the first thread.
+ * starts(p) says whether one thread reading from 0 begins a sentence at p. */
+static void check_lanes(const int32_t *ids, int64_t n, int threads, bool (*starts)(int64_t)) {
+    emb_vocab *v;
+    EMB_OK_OR_FAIL(emb_vocab_create(&v));
+    for (int i = 0; i < 5; i++) EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, 100, NULL, NULL));
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    o.threads = threads;
+    o.epochs = 2;
+    o.dim = 8;
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, n, &w));
+    int64_t next = 0;
+    for (int t = 0; t < threads; t++) {
+        const emb__w2v_lane *l = &w->lanes[t];
+        if (l->lo != next) fail_msg("%d threads: lane %d starts at %" PRId64 ", not %" PRId64, threads, t, l->lo, next);
+        if (!(l->hi > l->lo)) fail_msg("%d threads: lane %d is empty [%" PRId64 ", %" PRId64 ")", threads, t, l->lo, l->hi);
+        if (!starts(l->lo)) fail_msg("%d threads: lane %d starts inside a sentence (%" PRId64 ")", threads, t, l->lo);
+        /* no sentence start between the even split and the boundary */
+        for (int64_t p = n * t / threads; p < l->lo; p++)
+            if (starts(p)) fail_msg("%d threads: lane %d could start at %" PRId64, threads, t, p);
+        next = l->hi;
+    }
+    assert_int_equal(next, n);
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    for (int t = 0; t < threads; t++) assert_int_equal(w->lanes[t].epoch, o.epochs);
+    assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o.epochs);
+    emb_w2v_free(w);
+    emb_vocab_free(v);
+}
+
+static bool starts_one_line(int64_t p) { return p % 1000 == 0; }
+/* lines of 2500 tokens, then a line end: 2501 ids a line */
+static bool starts_long_lines(int64_t p) {
+    int64_t q = p % 2501;
+    return q == 0 || q == 1000 || q == 2000;
+}
+
+static void test_split_long_lines(void **state) {
+    (void)state;
+    int64_t n = 12007;
+    int32_t *ids = malloc((size_t)n * sizeof(int32_t));
+    assert_non_null(ids);
+    uint64_t s = 99;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((s >> 33) % 5);
+    }
+    for (int threads = 2; threads <= 4; threads++) check_lanes(ids, n, threads, starts_one_line);
+    for (int64_t i = 2500; i < n; i += 2501) ids[i] = -1;
+    for (int threads = 2; threads <= 4; threads++) check_lanes(ids, n, threads, starts_long_lines);
+    free(ids);
+}
+
 /* Every variant of the kernel equals the reference bit for bit. */
 static void test_kernel_variants(void **state) {
     (void)state;
@@ -418,6 +476,7 @@ int main(void) {
         cmocka_unit_test(test_reproducible),    cmocka_unit_test(test_checkpoint_resume),
         cmocka_unit_test(test_create_from_ids), cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_pair_step_batched),
+        cmocka_unit_test(test_split_long_lines),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
