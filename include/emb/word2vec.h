@@ -73,10 +73,13 @@ typedef struct emb_w2v emb_w2v;
  * whitespace, a line ends a sentence), counts the words, keeps those seen at least
  * min_count times (the max_vocab most frequent), orders them by count (descending; ties in
  * order of first appearance), and keeps the corpus as int32 token ids (4 bytes per kept
- * token: dropped words are not stored). Then creates the tables: input vectors uniform in
- * [-0.5/dim, 0.5/dim) from the seed, output vectors zero.
+ * token: dropped words are not stored) in a temporary file in TMPDIR (default /tmp; it has
+ * no name in the folder, so nothing is left behind), read back through small buffers
+ * while training: memory does not grow with the corpus. Then creates the tables: input
+ * vectors uniform in [-0.5/dim, 0.5/dim) from the seed, output vectors zero.
  * path "-" reads stdin. Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_INVALID (options),
- * EMB_ERR_IO (cannot open or read: the message names the file), EMB_ERR_FORMAT (not
+ * EMB_ERR_IO (cannot open or read: the message names the file; cannot create or write
+ * the temporary file: the message names the folder), EMB_ERR_FORMAT (not
  * UTF-8: "corpus.txt:12: invalid UTF-8 in token ..."; no token at all: "corpus is empty";
  * no word seen min_count times: "no word occurs at least 5 times (min_count) ..."),
  * EMB_ERR_NOMEM, EMB_ERR_OVERFLOW (more than 2^31 - 1 distinct words). */
@@ -86,7 +89,8 @@ EMB_API emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const c
 EMB_API emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f,
                                               const char *name, emb_w2v **out);
 /* The same from a vocabulary (copied; counts used for subsampling and negative sampling)
- * and token ids ids[0..n) in [0, vocab size) or -1 for a sentence end. */
+ * and token ids ids[0..n) in [0, vocab size) or -1 for a sentence end (copied, and kept in
+ * memory). */
 EMB_API emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab *vocab,
                                            const int32_t *ids, int64_t n, emb_w2v **out);
 EMB_API void emb_w2v_free(emb_w2v *w);

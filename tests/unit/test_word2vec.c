@@ -394,6 +394,101 @@ static void test_split_long_lines(void **state) {
     free(ids);
 }
 
+/* A corpus read from a file keeps its token ids in a temporary file and reads them back in
+ * small pieces while training; the result must be that of the same ids given in memory
+ * (emb_w2v_create_from_ids), bit for bit at 1 thread, with the same threads' ranges at 3.
+ * The corpus is larger than the read buffers, has words below min_count, empty lines, lines
+ * of dropped words only, and lines longer than max_sentence. */
+static void test_ids_file_equals_memory(void **state) {
+    (void)state;
+    const char *path = path_in_tmp("stream.txt");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    int64_t cap = 1 << 17, n = 0;
+    int32_t *ids = malloc((size_t)cap * sizeof(int32_t));
+    assert_non_null(ids);
+    uint64_t s = 4242;
+    int64_t total = 0;
+    for (int line = 0; total < 70000; line++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int len = line % 37 == 5 ? 3000 : line % 11 == 3 ? 0 : (int)((s >> 40) % 40);
+        for (int i = 0; i < len; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t r = s >> 33;
+            /* mostly 200 frequent words; sometimes a word seen once (dropped at min_count 2) */
+            int wid = (r & 15) == 0 ? 1000 + (int)(total % 90000) : (int)((r >> 4) % 200);
+            if (line % 41 == 7) wid = 1000 + (int)(total % 90000); /* a line of rare words */
+            fprintf(f, "%sw%d", i ? " " : "", wid);
+            total++;
+        }
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    o.min_count = 2;
+    o.max_sentence = 100;
+    o.epochs = 2;
+    emb_w2v *wf;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path, &wf));
+    const emb_vocab *v = emb_w2v_vocab(wf);
+    /* the ids as documented: the kept words of each line, then -1 after a line with any */
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    char buf[65536];
+    bool any = false;
+    int c, k = 0;
+    while ((c = fgetc(f)) != EOF) {
+        if (c == ' ' || c == '\n') {
+            if (k > 0) {
+                int64_t id = emb_vocab_find(v, buf, (size_t)k);
+                if (id >= 0) {
+                    assert_true(n < cap);
+                    ids[n++] = (int32_t)id, any = true;
+                }
+            }
+            k = 0;
+            if (c == '\n' && any) ids[n++] = -1, any = false;
+        } else {
+            buf[k++] = (char)c;
+        }
+    }
+    fclose(f);
+    assert_true(n > 40000);
+    emb_w2v *wm;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, n, &wm));
+    assert_int_equal(wf->n_ids, wm->n_ids);
+    assert_int_equal(emb_w2v_corpus_tokens(wf), emb_w2v_corpus_tokens(wm));
+    assert_true(wf->fingerprint == wm->fingerprint);
+    assert_non_null(wm->ids.mem);
+    assert_null(wf->ids.mem); /* the file's ids are not in memory */
+    EMB_OK_OR_FAIL(emb_w2v_train(wf, NULL, NULL));
+    EMB_OK_OR_FAIL(emb_w2v_train(wm, NULL, NULL));
+    emb_tensor a, b;
+    EMB_OK_OR_FAIL(emb_w2v_vectors(wf, &a));
+    EMB_OK_OR_FAIL(emb_w2v_vectors(wm, &b));
+    assert_int_equal(emb_tensor_numel(&a), emb_tensor_numel(&b));
+    emb_assert_close_f32(a.data, b.data, emb_tensor_numel(&a), 1, 0, 0, "file vs memory ids");
+    emb_w2v_free(wf), emb_w2v_free(wm);
+    o.threads = 3;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path, &wf));
+    EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, emb_w2v_vocab(wf), ids, n, &wm));
+    for (int t = 0; t < 3; t++) {
+        assert_int_equal(wf->lanes[t].lo, wm->lanes[t].lo);
+        assert_int_equal(wf->lanes[t].hi, wm->lanes[t].hi);
+    }
+    emb_w2v_free(wf), emb_w2v_free(wm);
+    /* no folder for the temporary file: an error that says where, nothing created */
+    const char *old = getenv("TMPDIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("TMPDIR", path_in_tmp("no-such-folder"), 1);
+    wf = (emb_w2v *)0x1;
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path, &wf), EMB_ERR_IO, "(TMPDIR)");
+    assert_ptr_equal(wf, (emb_w2v *)0x1);
+    if (saved) setenv("TMPDIR", saved, 1), free(saved);
+    else unsetenv("TMPDIR");
+    free(ids);
+}
+
 /* Every variant of the kernel equals the reference bit for bit. */
 static void test_kernel_variants(void **state) {
     (void)state;
@@ -476,7 +571,7 @@ int main(void) {
         cmocka_unit_test(test_reproducible),    cmocka_unit_test(test_checkpoint_resume),
         cmocka_unit_test(test_create_from_ids), cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_pair_step_batched),
-        cmocka_unit_test(test_split_long_lines),
+        cmocka_unit_test(test_split_long_lines), cmocka_unit_test(test_ids_file_equals_memory),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
