@@ -112,7 +112,7 @@ static void w2v_free_parts(emb_w2v *w) {
     emb__w2v_ids_close(&w->ids);
     emb_embedding_free(w->in);
     emb_embedding_free(w->out);
-    free(w->keep), free(w->keep_all), free(w->alias_thr), free(w->alias), free(w->lanes);
+    free(w->keep), free(w->keep_all), free(w->alias), free(w->lanes);
 }
 
 void emb_w2v_free(emb_w2v *w) {
@@ -159,28 +159,28 @@ static void build_alias(emb_w2v *w) {
             small[ns++] = i;
         else
             large[nl++] = i;
-        w->alias[i] = (int32_t)i;
+        w->alias[i].alias = (int32_t)i;
     }
     while (ns > 0 && nl > 0) {
         int64_t s = small[--ns], l = large[nl - 1];
-        w->alias_thr[s] = (uint32_t)fmin(p[s] * 4294967296.0, 4294967295.0);
-        w->alias[s] = (int32_t)l;
+        w->alias[s].thr = (uint32_t)fmin(p[s] * 4294967296.0, 4294967295.0);
+        w->alias[s].alias = w->alias[s].thr == UINT32_MAX ? (int32_t)s : (int32_t)l;
         p[l] = (p[l] + p[s]) - 1.0;
         if (p[l] < 1.0) {
             nl--;
             small[ns++] = l;
         }
     }
-    while (nl > 0) w->alias_thr[large[--nl]] = UINT32_MAX;
-    while (ns > 0) w->alias_thr[small[--ns]] = UINT32_MAX; /* rounding leftovers */
+    while (nl > 0) w->alias[large[--nl]].thr = UINT32_MAX;
+    while (ns > 0) w->alias[small[--ns]].thr = UINT32_MAX; /* rounding leftovers */
     free(p), free(small), free(large);
 }
 
 static inline int32_t sample_negative(const emb_w2v *w, uint64_t *rng) {
     uint64_t r = next_rng(rng);
     int64_t i = (int64_t)(((r >> 32) * (uint64_t)w->V) >> 32);
-    return (uint32_t)r < w->alias_thr[i] || w->alias_thr[i] == UINT32_MAX ? (int32_t)i
-                                                                           : w->alias[i];
+    emb__w2v_alias a = w->alias[i];
+    return (uint32_t)r < a.thr ? (int32_t)i : a.alias; /* thr = UINT32_MAX: alias = i */
 }
 
 /* Where the sentence that starts at position s of the ids ends, i.e. where the next one
@@ -259,10 +259,9 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
     size_t V = (size_t)w->V;
     w->keep = malloc(V * sizeof(uint32_t));
     w->keep_all = malloc(V * sizeof(bool));
-    w->alias_thr = malloc(V * sizeof(uint32_t));
-    w->alias = malloc(V * sizeof(int32_t));
+    w->alias = malloc(V * sizeof(emb__w2v_alias));
     w->lanes = calloc((size_t)w->nt, sizeof(emb__w2v_lane));
-    if (!w->keep || !w->keep_all || !w->alias_thr || !w->alias || !w->lanes) {
+    if (!w->keep || !w->keep_all || !w->alias || !w->lanes) {
         emb_w2v_free(w);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate sampling tables for %" PRId64 " words",
                           (int64_t)V);

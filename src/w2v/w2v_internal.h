@@ -62,6 +62,14 @@ typedef struct emb__w2v_lane {
     uint64_t rng;     /* its random state */
 } emb__w2v_lane;
 
+/* One entry of the alias table: a draw that picks entry i returns i when 32 random bits
+ * are below thr, else alias (thr = UINT32_MAX entries have alias = i). Side by side, so
+ * that a draw reads one cache line. */
+typedef struct emb__w2v_alias {
+    uint32_t thr;
+    int32_t alias;
+} emb__w2v_alias;
+
 struct emb_w2v {
     emb_w2v_options o;
     emb_vocab *vocab;
@@ -75,8 +83,7 @@ struct emb_w2v {
     /* sampling tables */
     uint32_t *keep;      /* [V]: keep a token when 32 random bits < keep[w] (UINT32_MAX+: always) */
     bool *keep_all;      /* [V] */
-    uint32_t *alias_thr; /* [V] */
-    int32_t *alias;      /* [V] */
+    emb__w2v_alias *alias; /* [V] Walker's alias table of the negatives */
     float sigmoid[EMB__SGNS_TABLE + 1];
     /* progress */
     int nt;

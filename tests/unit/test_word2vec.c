@@ -497,6 +497,40 @@ static void test_ids_file_equals_memory(void **state) {
     free(ids);
 }
 
+/* The negatives' alias table: each word's probability (sum over the entries of what each
+ * gives it) is count^0.75 / sum of count^0.75, and an entry that always keeps its own word
+ * (thr = UINT32_MAX) names itself as its alias, which the draw relies on. Counts that make
+ * some probabilities exactly 1/V (equal counts) as well as skewed ones. */
+static void test_alias_table(void **state) {
+    (void)state;
+    const int64_t sets[3][6] = {{7, 7, 7, 7, 7, 7}, {1000, 300, 40, 9, 2, 1}, {5, 5, 5, 1, 1, 1}};
+    for (int c = 0; c < 3; c++) {
+        emb_vocab *v;
+        EMB_OK_OR_FAIL(emb_vocab_create(&v));
+        for (int i = 0; i < 6; i++)
+            EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, sets[c][i], NULL, NULL));
+        int32_t ids[6] = {0, 1, 2, 3, 4, 5};
+        emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+        emb_w2v *w;
+        EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, 6, &w));
+        double total = 0, got[6] = {0};
+        for (int i = 0; i < 6; i++) total += pow((double)sets[c][i], 0.75);
+        for (int i = 0; i < 6; i++) {
+            const emb__w2v_alias a = w->alias[i];
+            if (a.thr == UINT32_MAX) assert_int_equal(a.alias, i);
+            assert_true(a.alias >= 0 && a.alias < 6);
+            double keep = a.thr == UINT32_MAX ? 1.0 : (double)a.thr / 4294967296.0;
+            got[i] += keep / 6, got[a.alias] += (1 - keep) / 6;
+        }
+        for (int i = 0; i < 6; i++)
+            if (fabs(got[i] - pow((double)sets[c][i], 0.75) / total) > 1e-8)
+                fail_msg("set %d, word %d: probability %.10f, want %.10f", c, i, got[i],
+                         pow((double)sets[c][i], 0.75) / total);
+        emb_w2v_free(w);
+        emb_vocab_free(v);
+    }
+}
+
 /* Every variant of the kernel equals the reference bit for bit. */
 static void test_kernel_variants(void **state) {
     (void)state;
@@ -665,6 +699,7 @@ int main(void) {
         cmocka_unit_test(test_create_from_ids), cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_pair_step_batched),
         cmocka_unit_test(test_split_long_lines), cmocka_unit_test(test_ids_file_equals_memory),
+        cmocka_unit_test(test_alias_table),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
