@@ -58,6 +58,9 @@ typedef struct emb_w2v_options {
     bool shared_negatives; /* skip-gram: one draw of negatives per window, shared by its
                               context words (faster); false: a draw per (center, context)
                               pair, as the word2vec tool does */
+    bool lenient;        /* a token that is not valid UTF-8 or longer than EMB_VOCAB_MAX_WORD
+                            bytes is skipped and counted (emb_w2v_skipped) instead of being
+                            an error */
 } emb_w2v_options;
 
 EMB_API emb_w2v_options emb_w2v_options_default(emb_w2v_model model);
@@ -136,6 +139,10 @@ EMB_API emb_embedding *emb_w2v_input_embedding(const emb_w2v *w);
 EMB_API emb_embedding *emb_w2v_output_embedding(const emb_w2v *w);
 /* Tokens in the corpus (sentence ends excluded), and tokens done so far over all epochs. */
 EMB_API int64_t emb_w2v_corpus_tokens(const emb_w2v *w);
+/* Tokens of the corpus that a lenient run (options.lenient) skipped: not valid UTF-8
+ * (*invalid) and longer than EMB_VOCAB_MAX_WORD bytes (*too_long); either may be NULL.
+ * Both 0 for a run that is not lenient or a run from ids. */
+EMB_API void emb_w2v_skipped(const emb_w2v *w, int64_t *invalid, int64_t *too_long);
 EMB_API int64_t emb_w2v_words_done(const emb_w2v *w);
 /* The options in force (defaults resolved). */
 EMB_API emb_w2v_options emb_w2v_options_of(const emb_w2v *w);

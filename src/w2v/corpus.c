@@ -27,19 +27,31 @@ typedef struct {
     int64_t tokens; /* tokens read (before min_count) */
     char *tok;
     size_t tok_len, tok_cap;
+    bool too_long;      /* lenient: the current token is too long and is being skipped */
+    int64_t skipped[2]; /* lenient: tokens skipped, not UTF-8 and too long */
 } reader;
 
 /* Ends the current token: normalise it, add it to the vocabulary, record its id. */
 static emb_status end_token(reader *r) {
+    if (r->too_long) {
+        r->too_long = false, r->tok_len = 0;
+        r->skipped[1]++;
+        return EMB_OK;
+    }
     if (r->tok_len == 0) return EMB_OK;
     char *s = r->tok;
     size_t n = r->tok_len;
     r->tok_len = 0;
-    if (!emb_utf8_valid(s, n))
+    if (!emb_utf8_valid(s, n)) {
+        if (r->o->lenient) {
+            r->skipped[0]++;
+            return EMB_OK;
+        }
         return emb__error(EMB_ERR_FORMAT,
                           "%s:%" PRId64 ": invalid UTF-8 in a token (the corpus must be UTF-8 "
-                          "text)",
+                          "text; lenient mode skips such tokens)",
                           r->name, r->line);
+    }
     if (r->o->strip_punct) {
         while (n > 0 && is_punct((unsigned char)s[0])) s++, n--;
         while (n > 0 && is_punct((unsigned char)s[n - 1])) n--;
@@ -59,7 +71,12 @@ static emb_status end_token(reader *r) {
 }
 
 static emb_status push_char(reader *r, char c) {
+    if (r->too_long) return EMB_OK;
     if (r->tok_len == r->tok_cap) {
+        if (r->tok_cap >= EMB_VOCAB_MAX_WORD && r->o->lenient) {
+            r->too_long = true; /* skipped to its end, in constant memory */
+            return EMB_OK;
+        }
         if (r->tok_cap >= EMB_VOCAB_MAX_WORD) /* at once: an endless token must not be read to its end */
             return emb__error(EMB_ERR_FORMAT, "%s:%" PRId64 ": a token is longer than %d bytes", r->name,
                               r->line, EMB_VOCAB_MAX_WORD);
@@ -75,7 +92,8 @@ static emb_status push_char(reader *r, char c) {
 /* One pass over f: vocabulary with counts (first-appearance order) into *vocab_out, and
  * provisional ids (-1 for a line end) into the store ids. */
 static emb_status read_tokens(const emb_w2v_options *o, FILE *f, const char *name,
-                              emb_vocab **vocab_out, emb__w2v_ids *ids, int64_t *tokens_out) {
+                              emb_vocab **vocab_out, emb__w2v_ids *ids, int64_t *tokens_out,
+                              int64_t skipped[2]) {
     reader r;
     memset(&r, 0, sizeof r);
     r.o = o, r.name = name, r.line = 1, r.ids = ids;
@@ -87,9 +105,12 @@ static emb_status read_tokens(const emb_w2v_options *o, FILE *f, const char *nam
         return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate a read buffer", name);
     }
     bool line_has_tokens = false;
-    for (;;) {
+    for (bool first = true;; first = false) {
         size_t got = fread(buf, 1, EMB__CORPUS_BLOCK, f);
-        for (size_t i = 0; i < got && st == EMB_OK; i++) {
+        size_t i0 = 0;
+        /* a UTF-8 byte-order mark at the start is not part of the first word */
+        if (first && got >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) i0 = 3;
+        for (size_t i = i0; i < got && st == EMB_OK; i++) {
             unsigned char c = (unsigned char)buf[i];
             if (is_space(c)) {
                 int64_t before = r.tokens;
@@ -121,16 +142,17 @@ static emb_status read_tokens(const emb_w2v_options *o, FILE *f, const char *nam
     }
     *vocab_out = r.vocab;
     *tokens_out = r.tokens;
+    skipped[0] = r.skipped[0], skipped[1] = r.skipped[1];
     return EMB_OK;
 }
 
 emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *name,
-                                emb_vocab **vocab_out, emb__w2v_ids *ids) {
+                                emb_vocab **vocab_out, emb__w2v_ids *ids, int64_t skipped[2]) {
     emb_status st = emb__w2v_ids_open_file(ids, name);
     if (st) return st;
     emb_vocab *v = NULL;
     int64_t tokens = 0;
-    st = read_tokens(o, f, name, &v, ids, &tokens);
+    st = read_tokens(o, f, name, &v, ids, &tokens, skipped);
     if (st) {
         emb__w2v_ids_close(ids);
         return st;

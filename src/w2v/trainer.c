@@ -321,9 +321,12 @@ emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f, cons
     if (st) return st;
     emb_vocab *v;
     emb__w2v_ids ids;
-    st = emb__w2v_read_corpus(opts, f, name ? name : "corpus", &v, &ids);
+    int64_t skipped[2] = {0, 0};
+    st = emb__w2v_read_corpus(opts, f, name ? name : "corpus", &v, &ids, skipped);
     if (st) return st;
-    return emb__w2v_setup(opts, v, &ids, out);
+    st = emb__w2v_setup(opts, v, &ids, out);
+    if (st == EMB_OK) (*out)->skipped_invalid = skipped[0], (*out)->skipped_long = skipped[1];
+    return st;
 }
 
 emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path,
@@ -739,6 +742,10 @@ emb_status emb_w2v_vectors(const emb_w2v *w, emb_tensor *view) {
 emb_embedding *emb_w2v_input_embedding(const emb_w2v *w) { return w ? w->in : NULL; }
 emb_embedding *emb_w2v_output_embedding(const emb_w2v *w) { return w ? w->out : NULL; }
 int64_t emb_w2v_corpus_tokens(const emb_w2v *w) { return w ? w->tokens : 0; }
+void emb_w2v_skipped(const emb_w2v *w, int64_t *invalid, int64_t *too_long) {
+    if (invalid) *invalid = w ? w->skipped_invalid : 0;
+    if (too_long) *too_long = w ? w->skipped_long : 0;
+}
 int64_t emb_w2v_words_done(const emb_w2v *w) { return w ? w->words_done : 0; }
 emb_w2v_options emb_w2v_options_of(const emb_w2v *w) {
     return w ? w->o : emb_w2v_options_default(EMB_W2V_SKIPGRAM);

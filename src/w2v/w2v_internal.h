@@ -76,6 +76,7 @@ struct emb_w2v {
     emb__w2v_ids ids; /* the token ids, -1 at sentence ends */
     int64_t n_ids;    /* ids.n */
     int64_t tokens; /* ids that are not sentence ends */
+    int64_t skipped_invalid, skipped_long; /* tokens a lenient read skipped */
     uint64_t fingerprint;
     emb_embedding *in, *out; /* [V, dim] */
     float *syn0, *syn1;      /* their weights */
@@ -96,9 +97,11 @@ struct emb_w2v {
  * NaN or an infinity: true with *table and *row set; false when every value is finite. */
 bool emb__w2v_find_nonfinite(const emb_w2v *w, int *table, int64_t *row);
 
-/* Reads and tokenises a corpus, builds the sorted, pruned vocabulary and the final ids
- * (dropped words removed, -1 at line ends, no two -1 in a row) in a file store. */
+/* Reads and tokenises a corpus (a UTF-8 byte-order mark at its start is dropped), builds
+ * the sorted, pruned vocabulary and the final ids (dropped words removed, -1 at line ends,
+ * no two -1 in a row) in a file store. skipped: the tokens a lenient read skipped, not
+ * UTF-8 and too long. */
 emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *name,
-                                emb_vocab **vocab, emb__w2v_ids *ids);
+                                emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2]);
 
 #endif /* EMB_W2V_INTERNAL_H */

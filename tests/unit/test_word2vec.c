@@ -531,6 +531,68 @@ static void test_alias_table(void **state) {
     }
 }
 
+/* Trains on text (written to a file) and returns the vectors; *vocab_size, the skipped
+ * counts. */
+static float *train_text(const char *text, size_t len, emb_w2v_options o, int64_t *nv,
+                         int64_t skipped[2]) {
+    const char *path = path_in_tmp("text.txt");
+    write_text(path, text, len);
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path, &w));
+    emb_w2v_skipped(w, &skipped[0], &skipped[1]);
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+    *nv = emb_vocab_size(emb_w2v_vocab(w));
+    assert_string_equal(emb_vocab_word(emb_w2v_vocab(w), 0, NULL), "hello");
+    float *x = malloc((size_t)emb_tensor_numel(&t) * sizeof(float));
+    memcpy(x, t.data, (size_t)emb_tensor_numel(&t) * sizeof(float));
+    emb_w2v_free(w);
+    return x;
+}
+
+/* A UTF-8 byte-order mark is not part of the first word; lenient mode skips (and counts)
+ * tokens that are not UTF-8 or are too long, and gives what the text without them gives. */
+static void test_bom_and_lenient(void **state) {
+    (void)state;
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    const char plain[] = "hello world hello\nworld hello there\n";
+    int64_t nv0, nv1, sk[2];
+    float *want = train_text(plain, sizeof plain - 1, o, &nv0, sk);
+    assert_int_equal(nv0, 3);
+    const char bom[] = "\xEF\xBB\xBFhello world hello\nworld hello there\n";
+    float *got = train_text(bom, sizeof bom - 1, o, &nv1, sk);
+    assert_int_equal(nv1, nv0);
+    emb_assert_close_f32(got, want, nv0 * o.dim, 1, 0, 0, "with a byte-order mark");
+    free(got);
+    /* an invalid token and one of EMB_VOCAB_MAX_WORD + 1 bytes */
+    size_t big = EMB_VOCAB_MAX_WORD + 1, n = 0;
+    char *text = malloc(big + 100);
+    assert_non_null(text);
+    const char *head = "hello world \xff\xfe hello\nworld ";
+    memcpy(text, head, strlen(head)), n += strlen(head);
+    memset(text + n, 'a', big), n += big;
+    const char *tail = " hello there\n";
+    memcpy(text + n, tail, strlen(tail)), n += strlen(tail);
+    write_text(path_in_tmp("text.txt"), text, n);
+    emb_w2v *w = (emb_w2v *)0x1;
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("text.txt"), &w), EMB_ERR_FORMAT,
+                   "invalid UTF-8");
+    text[12] = 'x', text[13] = 'y'; /* valid now: the long token is next */
+    write_text(path_in_tmp("text.txt"), text, n);
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("text.txt"), &w), EMB_ERR_FORMAT,
+                   "longer than");
+    assert_ptr_equal(w, (emb_w2v *)0x1);
+    text[12] = '\xff', text[13] = '\xfe';
+    o.lenient = true;
+    got = train_text(text, n, o, &nv1, sk);
+    assert_int_equal(sk[0], 1);
+    assert_int_equal(sk[1], 1);
+    assert_int_equal(nv1, nv0);
+    emb_assert_close_f32(got, want, nv0 * o.dim, 1, 0, 0, "lenient, tokens skipped");
+    free(got), free(want), free(text);
+}
+
 /* Every variant of the kernel equals the reference bit for bit. */
 static void test_kernel_variants(void **state) {
     (void)state;
@@ -699,7 +761,7 @@ int main(void) {
         cmocka_unit_test(test_create_from_ids), cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_pair_step_batched),
         cmocka_unit_test(test_split_long_lines), cmocka_unit_test(test_ids_file_equals_memory),
-        cmocka_unit_test(test_alias_table),
+        cmocka_unit_test(test_alias_table), cmocka_unit_test(test_bom_and_lenient),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
