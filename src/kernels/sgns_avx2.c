@@ -66,6 +66,16 @@ EMB__TARGET_AVX2 static inline void sgns_dot3(const float *x, const float *y0, c
     }
 }
 
+/* x . rows[j] for j in [0, t), three at a time (a last group of one or two repeats its last
+ * row): out[0..t) (out has room for t + 2). */
+EMB__TARGET_AVX2 static inline void sgns_dots(const float *x, const float *const *rows, int t,
+                                              int64_t dim, float *out) {
+    for (int j = 0; j < t; j += 3) {
+        const float *y1 = rows[j + 1 < t ? j + 1 : t - 1], *y2 = rows[j + 2 < t ? j + 2 : t - 1];
+        sgns_dot3(x, rows[j], y1, y2, dim, out + j);
+    }
+}
+
 #define EMB__SGNS_PAIR_BATCHED 1
 #define EMB__SGNS_PAIR_MAX 16
 static bool sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
@@ -88,11 +98,7 @@ EMB__TARGET_AVX2 static bool sgns_pair_batched(float *x, float *const *rows, int
     float g[EMB__SGNS_PAIR_MAX + 2];
     __m256 gv[EMB__SGNS_PAIR_MAX];
     bool finite = true;
-    /* the scores three rows at a time (a last group of one or two repeats its last row) */
-    for (int j = 0; j < t; j += 3) {
-        const float *y1 = rows[j + 1 < t ? j + 1 : t - 1], *y2 = rows[j + 2 < t ? j + 2 : t - 1];
-        sgns_dot3(x, rows[j], y1, y2, dim, g + j);
-    }
+    sgns_dots(x, (const float *const *)rows, t, dim, g);
     for (int j = 0; j < t; j++) {
         g[j] = sgns_grad(g[j], j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
         gv[j] = _mm256_set1_ps(g[j]);
