@@ -6,7 +6,7 @@ skipped; every tool's vectors scored by the same evaluator, `emb eval-analogies`
 gives gensim's evaluate_word_analogies counts exactly) and peak resident memory, for
 skip-gram and CBOW, at 1 and 2 threads.
 
-Settings (the issue's): dim 100, window 5, negative 5, sample 1e-3, min_count 5, 5 epochs.
+Settings: dim 100, window 5, negative 5, sample 1e-3, min_count 5, 5 epochs.
 All three tools read the same text: the corpus lowercased, ASCII punctuation stripped from
 both ends of each token, in one of two layouts (--layouts): "lines", cut into lines of 1000
 tokens (gensim gets it through LineSentence, i.e. as 1000-word sentences), and "oneline", the
