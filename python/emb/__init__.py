@@ -19,7 +19,7 @@ from . import _emb
 from ._emb import (  # noqa: F401  (the public names)
     Error, InvalidArgumentError, NullArgumentError, OutOfMemoryError, IndexOutOfRangeError,
     DtypeError, ShapeError, UnsupportedError, StateError, FormatError, ReadOnlyError,
-    CancelledError, Knn, QTable, Optimizer,
+    CancelledError, Knn, QTable,
     set_num_threads, get_num_threads, set_kernel_mode, get_kernel_mode,
     manual_seed, initial_seed, log_softmax, spearman,
 )
@@ -93,6 +93,15 @@ class EmbeddingBag(_emb.EmbeddingBag):
 
 
 # ---- optimizers: torch.optim's names and defaults, over arrays and tables ----
+
+class Optimizer(_emb.Optimizer):
+    """Optimizer(kind, lr=None, ...): torch.optim's update rules and state over float32
+    arrays and tables it updates in place (and keeps alive). kind: 'sgd', 'adagrad',
+    'adam', 'adamw', 'sparse_adam'; options left None take torch's defaults. add_param(p)
+    -> id; step(id, grad), step_sparse(id, rows, values), step_fused(id, table, indices,
+    grad_output); state_dict() -> bytes, load_state_dict(bytes); lr (settable)."""
+    param_ids = ()
+
 
 def _optimizer(kind, params, kw):
     opt = Optimizer(kind, **kw)
