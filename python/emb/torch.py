@@ -46,6 +46,14 @@ class _EmbeddingFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         padding_idx, scale, sparse = ctx.opts
+        if sparse and padding_idx is None and not scale and ctx.indices.dtype == np.int64:
+            # emb_embedding_backward_sparse_view's case (and torch's): the gradient's entries
+            # are the forward's indices (validated by the forward) and grad_output, borrowed
+            dim = ctx.weight.shape[1]
+            return (torch._sparse_coo_tensor_unsafe(
+                torch.from_numpy(ctx.indices.reshape(1, -1)),
+                grad_output.contiguous().reshape(-1, dim), ctx.weight.shape),
+                None, None, None, None, None, None)
         w = ctx.weight.numpy()
         g = _emb.embedding_backward(w, ctx.indices, _view(grad_output), padding_idx=padding_idx,
                                     scale_grad_by_freq=scale, sparse=sparse)
