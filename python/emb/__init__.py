@@ -19,7 +19,7 @@ from . import _emb
 from ._emb import (  # noqa: F401  (the public names)
     Error, InvalidArgumentError, NullArgumentError, OutOfMemoryError, IndexOutOfRangeError,
     DtypeError, ShapeError, UnsupportedError, StateError, FormatError, ReadOnlyError,
-    CancelledError, Knn, QTable,
+    CancelledError, NumericError, Knn, QTable,
     set_num_threads, get_num_threads, set_kernel_mode, get_kernel_mode,
     manual_seed, initial_seed, log_softmax, spearman,
 )

@@ -32,6 +32,7 @@ static const struct {
     {EMB_ERR_FORMAT, "FormatError", "a file or string is malformed"},
     {EMB_ERR_READ_ONLY, "ReadOnlyError", "the call would write read-only memory"},
     {EMB_ERR_CANCELLED, "CancelledError", "a long operation was stopped"},
+    {EMB_ERR_NUMERIC, "NumericError", "a computation became NaN or infinite (training diverged)"},
 };
 
 static PyObject *builtin_for(emb_status st) {
@@ -45,6 +46,7 @@ static PyObject *builtin_for(emb_status st) {
     case EMB_ERR_STATE: return PyExc_RuntimeError;
     case EMB_ERR_IO: return PyExc_OSError;
     case EMB_ERR_CANCELLED: return PyExc_RuntimeError;
+    case EMB_ERR_NUMERIC: return PyExc_ArithmeticError;
     default: return PyExc_ValueError; /* invalid, shape, format, read-only */
     }
 }
