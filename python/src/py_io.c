@@ -473,12 +473,12 @@ done:
 
 static PyObject *qtable_bag(py_qtable *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"input", "offsets", "per_sample_weights", "mode", "padding_idx",
-                            "include_last_offset", NULL};
+                            "include_last_offset", "return_max_indices", NULL};
     PyObject *input, *offsets = Py_None, *psw = Py_None, *pad = Py_None;
     const char *mode = "mean";
-    int ilo = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOsOp:bag", names, &input, &offsets, &psw,
-                                     &mode, &pad, &ilo))
+    int ilo = 0, want_mi = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOsOpp:bag", names, &input, &offsets, &psw,
+                                     &mode, &pad, &ilo, &want_mi))
         return NULL;
     emb_bag_options o = emb_bag_options_default();
     if (!strcmp(mode, "sum")) o.mode = EMB_BAG_SUM;
@@ -511,11 +511,14 @@ static PyObject *qtable_bag(py_qtable *self, PyObject *args, PyObject *kw) {
     emb_status st;
     PY_NOGIL(st, emb_qtable_bag(self->q, &in.t, of.present ? &of.t : NULL,
                                 pw.present ? &pw.t : NULL, &o, &ot, mi ? &mt : NULL));
-    Py_XDECREF(mi);
     if (st != EMB_OK) {
         Py_CLEAR(out);
         py_raise(st);
+    } else if (want_mi) {
+        PyObject *pair = PyTuple_Pack(2, out, mi ? mi : Py_None);
+        Py_SETREF(out, pair);
     }
+    Py_XDECREF(mi);
 done:
     py_arg_release(&pw);
     py_arg_release(&of);
@@ -586,7 +589,8 @@ static PyMethodDef qtable_methods[] = {
     {"forward", (PyCFunction)qtable_forward, METH_O, "forward(indices) -> float32"},
     {"bag", (PyCFunction)(void (*)(void))qtable_bag, METH_VARARGS | METH_KEYWORDS,
      "bag(input, offsets=None, per_sample_weights=None, mode='mean', padding_idx=None, "
-     "include_last_offset=False) -> float32 [B, dim]"},
+     "include_last_offset=False, return_max_indices=False) -> float32 [B, dim] (and "
+     "max_indices in mode max, else None)"},
     {"dequantize", (PyCFunction)qtable_dequantize, METH_NOARGS, "dequantize() -> float32 [V, D]"},
     {NULL}};
 

@@ -182,6 +182,8 @@ def test_quantized_tables(qtype, tmp_path):
     elif qtype == "bf16":
         same_bits(deq, tw.bfloat16().float().numpy(), "bf16")
     same_bits(q.bag(idx, mode="max"), deq[idx].max(1), "bag max")
+    _, mi = q.bag(idx, mode="max", return_max_indices=True)
+    same_bits(mi, np.take_along_axis(idx, deq[idx].argmax(1), 1), "bag max indices")
     q.save(tmp_path / "q.safetensors", words=[f"w{i}" for i in range(20)])
     m = emb.QTable.map(tmp_path / "q.safetensors")
     assert m.words[3] == "w3" and not np.asarray(m).flags.writeable
