@@ -271,6 +271,8 @@ PyObject *py_asarray(PyObject *obj) { return PyObject_CallOneArg(np_asarray, obj
  * Locks and small parsers
  * ------------------------------------------------------------------------------------- */
 
+py_lock py_generator_lock;
+
 int py_lock_init(py_lock *l) {
     l->lock = PyThread_allocate_lock();
     if (!l->lock) {
@@ -385,6 +387,7 @@ PyMODINIT_FUNC PyInit__emb(void) {
     np_empty = PyObject_GetAttrString(np, "empty");
     Py_DECREF(np);
     if (!np_asarray || !np_empty) return NULL;
+    if (!py_generator_lock.lock && py_lock_init(&py_generator_lock) < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     if (py_errors_init(m) < 0 || add_functions(m, py_table_functions) < 0 ||

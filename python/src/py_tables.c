@@ -165,7 +165,7 @@ static int embedding_init(py_table *self, PyObject *args, PyObject *kw) {
         st = emb_embedding_wrap(&w, &s, freeze, &o, &self->e);
         if (st != EMB_OK) release_shared(self);
     } else {
-        PY_NOGIL(st, emb_embedding_create(num, dim, &o, &self->e));
+        PY_CALL(&py_generator_lock, st, emb_embedding_create(num, dim, &o, &self->e));
     }
     if (st != EMB_OK) {
         py_raise(st);
@@ -224,7 +224,7 @@ static int bag_init(py_table *self, PyObject *args, PyObject *kw) {
         st = emb_bag_wrap(&w, &s, freeze, &o, &self->bag);
         if (st != EMB_OK) release_shared(self);
     } else {
-        PY_NOGIL(st, emb_bag_create(num, dim, &o, &self->bag));
+        PY_CALL(&py_generator_lock, st, emb_bag_create(num, dim, &o, &self->bag));
     }
     if (st != EMB_OK) {
         py_raise(st);

@@ -458,12 +458,22 @@ static PyObject *m_manual_seed(PyObject *m, PyObject *arg) {
     unsigned long long s = PyLong_AsUnsignedLongLong(v);
     Py_DECREF(v);
     if (s == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(py_generator_lock.lock, WAIT_LOCK);
     emb_manual_seed(s);
+    PyThread_release_lock(py_generator_lock.lock);
+    Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
 static PyObject *m_initial_seed(PyObject *m, PyObject *unused) {
-    return PyLong_FromUnsignedLongLong(emb_generator_initial_seed(NULL));
+    uint64_t s;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(py_generator_lock.lock, WAIT_LOCK);
+    s = emb_generator_initial_seed(NULL);
+    PyThread_release_lock(py_generator_lock.lock);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromUnsignedLongLong(s);
 }
 
 static PyObject *m_random_fill(PyObject *m, PyObject *args, PyObject *kw) {
@@ -481,8 +491,8 @@ static PyObject *m_random_fill(PyObject *m, PyObject *args, PyObject *kw) {
     py_arg o;
     if (py_arg_get(out, "out", PY_DT_F32 | PY_DT(EMB_FLOAT64), PY_ARG_WRITE, &o) < 0) return NULL;
     emb_status st;
-    /* the default generator is not locked: keep the GIL, which serialises its users */
-    st = normal ? emb_normal_(&o.t, a, b, NULL) : emb_uniform_(&o.t, a, b, NULL);
+    PY_CALL(&py_generator_lock, st,
+            normal ? emb_normal_(&o.t, a, b, NULL) : emb_uniform_(&o.t, a, b, NULL));
     py_arg_release(&o);
     if (st != EMB_OK) return py_raise(st);
     Py_RETURN_NONE;

@@ -76,6 +76,10 @@ void py_lock_free(py_lock *l);
         Py_END_ALLOW_THREADS                                \
     } while (0)
 
+/* emb's default generator (emb_manual_seed, the draws of a new table) is not locked by the
+ * library: every use from the package takes this lock (with the GIL released). */
+extern py_lock py_generator_lock;
+
 /* PY_NOGIL(status_var, expr): runs expr with the GIL released (no object lock). */
 #define PY_NOGIL(st, expr)    \
     do {                      \

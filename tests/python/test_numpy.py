@@ -194,3 +194,28 @@ def test_calls_release_the_gil():
     finally:
         sys.setswitchinterval(old)
     assert len(ran) >= 1000, f"the main thread ran {len(ran)} steps while emb worked"
+
+
+def test_tables_created_in_threads_draw_whole_sequences():
+    """emb's default generator is shared: tables created from several threads at once each get
+    one whole run of draws, as if created one after the other in some order (each equals one
+    of the tables a single thread creates after the same seed), never an interleaving."""
+    n, V, D = 4, 100000, 64
+    emb.manual_seed(0)
+    sequential = [emb.Embedding(V, D).weight.copy() for _ in range(n)]
+    emb.manual_seed(0)
+    made = [None] * n
+    start = threading.Barrier(n)
+
+    def make(i):
+        start.wait()
+        made[i] = emb.Embedding(V, D).weight.copy()
+
+    threads = [threading.Thread(target=make, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    matches = sorted(next((j for j, s in enumerate(sequential) if np.array_equal(m, s)), -1)
+                     for m in made)
+    assert matches == list(range(n)), matches
