@@ -27,6 +27,9 @@ def test_seeded_table_is_torchs_and_the_view_is_live():
     assert np.shares_memory(w, e.weight) and w.flags.writeable and w.base is not None
     w[3] = [7.0, 8.0]  # a write through the view is the table's
     same_bits(e(np.array([3])), np.array([[7.0, 8.0]], np.float32), "lookup after write")
+    e.weight = np.full((6, 2), 0.5)      # assignment copies into the table, in place
+    assert w[0, 0] == 0.5 and np.shares_memory(w, e.weight)
+    w[3] = [7.0, 8.0]
     del e
     gc.collect()
     assert w[3, 1] == 8.0  # the view keeps the table alive
