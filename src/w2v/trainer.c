@@ -146,10 +146,15 @@ static emb_status count_ids(emb_w2v *w) {
 }
 
 /* Walker's alias table for P(w) proportional to count^0.75. */
-static void build_alias(emb_w2v *w) {
+static emb_status build_alias(emb_w2v *w) {
     int64_t V = w->V;
     double *p = malloc((size_t)V * sizeof(double));
     int64_t *small = malloc((size_t)V * sizeof(int64_t)), *large = malloc((size_t)V * sizeof(int64_t));
+    if (!p || !small || !large) {
+        free(p), free(small), free(large);
+        return emb__error(EMB_ERR_NOMEM, "word2vec: cannot allocate the negative-sampling table "
+                          "of %" PRId64 " words", V);
+    }
     double total = 0;
     for (int64_t i = 0; i < V; i++) total += pow((double)emb_vocab_count(w->vocab, i), 0.75);
     int64_t ns = 0, nl = 0;
@@ -174,6 +179,7 @@ static void build_alias(emb_w2v *w) {
     while (nl > 0) w->alias[large[--nl]].thr = UINT32_MAX;
     while (ns > 0) w->alias[small[--ns]].thr = UINT32_MAX; /* rounding leftovers */
     free(p), free(small), free(large);
+    return EMB_OK;
 }
 
 static inline int32_t sample_negative(const emb_w2v *w, uint64_t *rng) {
@@ -302,9 +308,9 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
         w->keep_all[i] = keep >= 1.0;
         w->keep[i] = keep >= 1.0 ? UINT32_MAX : (uint32_t)(keep * 4294967296.0);
     }
-    build_alias(w);
+    st = build_alias(w);
     emb__sgns_sigmoid_table(w->sigmoid);
-    st = split_lanes(w);
+    if (!st) st = split_lanes(w);
     if (st) {
         emb_w2v_free(w);
         return st;
