@@ -4,7 +4,8 @@
 #                           SLEEF (the exp/log PyTorch's log_softmax uses)
 #   scripts/deps.sh run     build + npm when no npm is on PATH (make run fetches its corpus)
 #   scripts/deps.sh test    build + cmocka, python3-torch, python3-numpy, pytest, clang-14 with
-#                           its sanitizer/libFuzzer runtimes (tests/fuzz)
+#                           its sanitizer/libFuzzer runtimes (tests/fuzz); Open MPI (libopenmpi-dev,
+#                           openmpi-bin) for libemb_mpi and its tests under mpirun
 #   scripts/deps.sh bench   what the benchmarks need (the test set: torch is the comparison)
 # As root it runs apt-get; otherwise it prints the apt-get command and exits 1.
 set -euo pipefail
@@ -14,7 +15,7 @@ case "$mode" in
   build) ;;
   run) command -v npm >/dev/null 2>&1 || pkgs+=(npm) ;;
   test) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim clang-14
-               libclang-rt-14-dev) ;;
+               libclang-rt-14-dev libopenmpi-dev openmpi-bin) ;;
   bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim fasttext) ;;
   *) echo "usage: $0 build|run|test|bench" >&2; exit 2 ;;
 esac

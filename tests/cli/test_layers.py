@@ -3,7 +3,7 @@ tools/ and examples/ points down (or sideways within a layer), never up. The pag
 the layers, the modules' face headers and the include rules; this test enforces exactly those
 rules, so a change to one changes both.
 
-    core -> kernels -> nn -> optim -> (io, text, search, w2v, quant) -> tools, examples
+    core -> kernels -> nn -> optim -> (io, text, search, w2v, quant) -> (mpi, tools, examples)
 
 A source's layer is its directory under src/. A public header's layer is the highest layer
 whose sources define the EMB_API functions it declares (so new headers need no entry here);
@@ -23,6 +23,12 @@ one parallel-for (src/core/parallel.c is the only library file with an OpenMP pr
 one calling __builtin_cpu_supports or cpuid). The benchmark programs under bench/ keep their
 own OpenMP loops: they measure baselines (a plain gather, a copy) without emb's machinery.
 
+src/mpi is libemb_mpi, a library of its own linked against libemb's shared library, whose
+internal functions are hidden: its files include public headers, system headers (<mpi.h>),
+their own headers and the header-only helpers listed in HEADER_ONLY, nothing else of src/.
+Its public header include/emb/mpi.h declares its functions with EMB_MPI_API (libemb.so
+exports exactly the EMB_API ones).
+
 The checker is run on the real tree, and on small synthetic trees to show that it catches
 each kind of violation.
 """
@@ -36,10 +42,19 @@ SOURCE_DIR = os.environ.get("EMB_SOURCE_DIR") or os.path.normpath(os.path.join(H
 
 # src/<dir> -> rank. Directories of equal rank may include each other.
 LAYERS = {"core": 0, "kernels": 1, "nn": 2, "optim": 3, "io": 4, "text": 4, "search": 4,
-          "w2v": 4, "quant": 4}
-TOP = 5  # tools/, examples/ (and <emb/emb.h>)
+          "w2v": 4, "quant": 4, "mpi": 5}
+TOP = 5  # src/mpi, tools/, examples/ (and <emb/emb.h>)
 LAYER_NAMES = {0: "core", 1: "kernels", 2: "nn", 3: "optim", 4: "io/text/search/w2v/quant",
-               5: "tools/examples"}
+               5: "mpi/tools/examples"}
+
+# Modules built as libraries of their own over libemb's public API, and the headers of the
+# rest of src/ they may include: header-only ones (static inline functions, no symbol of
+# libemb), each with its reason.
+SEPARATE = {"mpi"}
+HEADER_ONLY = {
+    "src/kernels/nan_rules.h":
+        "an owner sums gradient rows with coalesce()'s NaN rule, which is written there",
+}
 
 # The headers a module shows the other modules, for the modules that have a face; their
 # other headers are private to them.
@@ -62,7 +77,7 @@ BASE_ONLY = [
     ("the CPU probe", re.compile(r"\b__builtin_cpu_(supports|is|init)\b|\b__get_cpuid\w*\b|"
                                  r"\b__cpuid\w*\b|<cpuid\.h>"), "src/core/cpu.c"),
 ]
-API_DECL_RE = re.compile(r"\bEMB_API\b[^;{]*?\b(emb_\w+)\s*\(")
+API_DECL_RE = re.compile(r"\bEMB_(?:MPI_)?API\b[^;{]*?\b(emb_\w+)\s*\(")
 
 
 def _files(root, sub, exts):
@@ -216,6 +231,13 @@ def check_layers(root):
                 problems.append(f"{where}: cannot resolve (quoted includes under src/ must "
                                 f"name a file of the tree)")
                 continue
+            mod = _module(rel)
+            if (mod in SEPARATE and _module(target_rel) != mod and
+                    not target_rel.startswith("include/") and target_rel not in HEADER_ONLY):
+                problems.append(f"{where}: src/{mod} is a library of its own over libemb's "
+                                f"public API (<emb/...>, its own headers, and the header-only "
+                                f"ones in HEADER_ONLY)")
+                continue
             why = _private_header_problem(rel, target_rel)
             if why and (rel, name) not in ALLOWED:
                 problems.append(f"{where}: {why}")
@@ -328,6 +350,7 @@ def test_public_header_layers():
     assert pub["emb/embedding.h"] == LAYERS["nn"]
     assert pub["emb/optim.h"] == LAYERS["optim"]
     assert pub["emb/emb.h"] == TOP
+    assert pub["emb/mpi.h"] == LAYERS["mpi"]
 
 
 # ---- the checker catches each kind of violation ---------------------------------------
@@ -361,6 +384,11 @@ BASE = {
     "src/optim/optim_internal.h": "\n",
     "src/io/io_internal.h": "\n",
     "src/quant/qfile.c": '#include "io/io_internal.h"\n',  # an ALLOWED crossing
+    "include/emb/mpi.h": "#include <mpi.h>\n#include \"optim.h\"\nEMB_MPI_API int emb_mpi_x(void);\n",
+    "src/mpi/table.c": '#include <emb/mpi.h>\n#include "mpi_internal.h"\n'
+                       '#include "kernels/nan_rules.h"\nint emb_mpi_x(void) { return 4; }\n',
+    "src/mpi/mpi_internal.h": "#include <emb/mpi.h>\n",
+    "src/kernels/nan_rules.h": "\n",
     "tools/emb/main.c": "#include <emb/emb.h>\n#include <stdio.h>\n#include \"cli.h\"\n"
                         "#include \"tour.h\"\n",
     "tools/emb/cli.h": "#include <emb/core.h>\n",
@@ -374,7 +402,7 @@ def test_checker_accepts_clean_tree(tmp_path):
 
 
 @pytest.mark.parametrize("rel,text,needle", [
-    ("src/core/internal.h", "#include <emb/emb.h>\n", "upward include (core -> tools/examples)"),
+    ("src/core/internal.h", "#include <emb/emb.h>\n", "upward include (core -> mpi/tools/examples)"),
     ("src/core/internal.h", "#include <emb/embedding.h>\n", "upward include (core -> nn)"),
     ("src/kernels/backward.h", "#include <emb/embedding.h>\n", "upward include (kernels -> nn)"),
     ("src/kernels/backward_ref.c", '#include "nn/nn_face.h"\n', "upward include (kernels -> nn)"),
@@ -387,6 +415,11 @@ def test_checker_accepts_clean_tree(tmp_path):
     ("tools/emb/main.c", '#include "kernels/backward.h"\n', "through <emb/...>"),
     ("examples/demo.c", "#include <internal.h>\n", "a private header of src/"),
     ("src/misc/x.c", "int x;\n", "not in the layer map"),
+    # libemb_mpi sees libemb's public API only
+    ("src/mpi/table.c", '#include "internal.h"\n', "src/mpi is a library of its own"),
+    ("src/mpi/table.c", '#include "nn/nn_face.h"\n', "src/mpi is a library of its own"),
+    ("src/mpi/table.c", '#include "kernels/backward.h"\n', "src/mpi is a library of its own"),
+    ("src/optim/optimizer.c", "#include <emb/mpi.h>\n", "upward include (optim -> mpi"),
     # private headers
     ("src/optim/optimizer.c", '#include "nn/embedding_internal.h"\n',
      "a private header of src/nn"),
