@@ -24,7 +24,7 @@ static emb_status agree(MPI_Comm comm, emb_status st, const char *what, uint64_t
     int mine = st ? rank : size, first = size;
     int rc = MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
     if (rc != MPI_SUCCESS) return emb__mpi_fail(rc, "MPI_Allreduce");
-    if (sent) *sent += sizeof mine;
+    if (sent && size > 1) *sent += sizeof mine;
     if (first == size) return EMB_OK;
     struct {
         int status;
