@@ -28,6 +28,7 @@
 #include "core.h"
 #include "embedding.h"
 #include "optim.h"
+#include "quant.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,6 +53,12 @@ typedef enum emb_mpi_sharding {
 typedef struct emb_mpi_shard_options {
     emb_mpi_sharding sharding; /* default EMB_MPI_ROW_WISE */
     int owner;                 /* EMB_MPI_TABLE_WISE: the rank holding the table (default 0) */
+    /* The storage type of the rows (default EMB_QTYPE_F32). Others (f16, bf16, int8, int4)
+     * hold each shard as an emb_qtable: the rows a single process gets from
+     * emb_qtable_quantize of the float32 table; lookups and bags are emb_qtable_forward's
+     * and emb_qtable_bag's; steps: SGD on f16/bf16 with round-to-nearest
+     * (emb_qtable_sgd_step_bag's), nothing else. */
+    emb_qtype qtype;
 } emb_mpi_shard_options;
 
 /* A table sharded over a communicator. Opaque. */
@@ -104,11 +111,17 @@ EMB_MPI_API void emb_mpi_table_rows(const emb_mpi_table *t, int64_t *begin, int6
 EMB_MPI_API int emb_mpi_table_owner(const emb_mpi_table *t, int64_t row);
 
 /* This rank's rows as a float32 view [end - begin, dim] (data NULL when it holds none).
- * Writes through it change the shard (like writing emb_bag_weight's view). */
+ * Writes through it change the shard (like writing emb_bag_weight's view).
+ * EMB_ERR_UNSUPPORTED for a table of another storage type (emb_mpi_table_qshard). */
 EMB_MPI_API emb_status emb_mpi_table_shard(emb_mpi_table *t, emb_tensor *view);
+/* A table of another storage type than f32: this rank's rows as a table of end - begin
+ * rows (owned by t, valid until emb_mpi_table_free); NULL for f32 tables and on ranks
+ * holding no rows. */
+EMB_MPI_API const emb_qtable *emb_mpi_table_qshard(const emb_mpi_table *t);
 
 /* The whole table on `root` (float32 [num_embeddings, dim], written on root only; the
- * other ranks may pass NULL). Collective. Errors on every rank: EMB_ERR_INVALID (root
+ * other ranks may pass NULL; for another storage type: uint8 [num_embeddings, row bytes],
+ * the rows as stored, emb_qtable_wrap's layout). Collective. Errors on every rank: EMB_ERR_INVALID (root
  * outside the communicator), EMB_ERR_NULL / EMB_ERR_DTYPE / EMB_ERR_SHAPE (root's full). */
 EMB_MPI_API emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full);
 
@@ -116,8 +129,10 @@ EMB_MPI_API emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tens
  * over the shard, replacing any earlier one (its state is dropped). Collective; the options
  * must be the same on every rank. Supported: SGD without momentum and weight_decay, Adagrad
  * without weight_decay, SparseAdam (the optimizers whose sparse step changes only the rows
- * of the gradient). Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid options,
- * or options that differ between ranks), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
+ * of the gradient). Tables of f16 or bf16 rows: SGD only, emb_qtable_sgd_step's with
+ * round-to-nearest and (float)lr; int8/int4 tables are not trained (EMB_ERR_UNSUPPORTED).
+ * Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid options, or options that
+ * differ between ranks), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
 EMB_MPI_API emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t,
                                                    const emb_optim_options *opts);
 /* The shard's optimizer (NULL before emb_mpi_table_set_optimizer, or on a rank holding no
@@ -152,7 +167,7 @@ EMB_MPI_API emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *i
                                            emb_tensor *out, emb_tensor *max_indices);
 
 /* The gradient of the per_sample_weights (emb_bag_backward_per_sample_weights, mode sum):
- * the rows are fetched, each rank computes its positions'. Errors on every rank: those of
+ * the rows are fetched, each rank computes its positions'. f32 tables only. Errors on every rank: those of
  * emb_bag_backward_per_sample_weights for this rank's arguments. */
 EMB_MPI_API emb_status emb_mpi_bag_backward_per_sample_weights(
     emb_mpi_table *t, const emb_tensor *input, const emb_tensor *offsets,
@@ -186,7 +201,8 @@ EMB_MPI_API emb_status emb_mpi_bag_step(emb_mpi_table *t, const emb_tensor *inpu
 
 /* One step with the gradient of a lookup (emb_optimizer_step_fused over the joined batch:
  * the table's padding_idx positions skipped). indices as emb_mpi_lookup, grad_output
- * float32 indices.shape + [dim]. Errors on every rank: as emb_mpi_bag_step. */
+ * float32 indices.shape + [dim]. f32 tables only. Errors on every rank: as
+ * emb_mpi_bag_step. */
 EMB_MPI_API emb_status emb_mpi_lookup_step(emb_mpi_table *t, const emb_tensor *indices,
                                            const emb_tensor *grad_output);
 

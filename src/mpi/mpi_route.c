@@ -34,6 +34,7 @@ void emb__mpi_route_free(emb__mpi_route *r) {
     free(r->uniq);
     free(r->local);
     emb_bag_free(r->bag);
+    emb_qtable_free(r->q);
     emb_free(r->rows);
     memset(r, 0, sizeof *r);
 }
@@ -78,12 +79,14 @@ emb_status emb__mpi_route_build(const emb_mpi_table *t, const emb_tensor *indice
     for (int64_t p = 0; p < n; p++) r->local[p] = find(r->uniq, u, r->ids[p]);
     r->local_pad = pad == EMB_PADDING_NONE ? EMB_PADDING_NONE : find(r->uniq, u, pad);
     const int64_t rows = u ? u : 1;
-    r->rows = emb_malloc((size_t)rows * (size_t)t->dim * sizeof(float));
+    const size_t row = (size_t)t->dim * sizeof(float) > (size_t)t->row_bytes
+                           ? (size_t)t->dim * sizeof(float) : (size_t)t->row_bytes;
+    r->rows = emb_malloc((size_t)rows * row);
     if (!r->rows) {
         emb__mpi_route_free(r);
         return emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " fetched rows", rows);
     }
-    memset(r->rows, 0, (size_t)rows * (size_t)t->dim * sizeof(float));
+    memset(r->rows, 0, (size_t)rows * row);
     emb_tensor w;
     int64_t wshape[2] = {rows, t->dim};
     emb_bag_options o = t->opts;
@@ -93,6 +96,9 @@ emb_status emb__mpi_route_build(const emb_mpi_table *t, const emb_tensor *indice
     if (!st) st = emb_bag_wrap(&w, NULL, false, &o, &r->bag);
     if (!st) st = emb_tensor_init(&r->local_idx, EMB_INT64, r->local, indices->ndim,
                                   indices->shape);
+    if (!st && t->qtype != EMB_QTYPE_F32) /* the fetched rows as stored */
+        st = emb_qtable_wrap(t->qtype, u, t->dim, r->rows, (size_t)u * (size_t)t->row_bytes,
+                             NULL, &r->q);
     if (st) emb__mpi_route_free(r);
     return st;
 }
@@ -129,7 +135,10 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
     displs_of(scnt, R, sdis);
     emb_status st = EMB_OK;
     int64_t *want = NULL;
-    float *reply = NULL;
+    unsigned char *reply = NULL;
+    const size_t row = (size_t)t->row_bytes;
+    const unsigned char *store = t->weight ? (const unsigned char *)t->weight
+                                           : (const unsigned char *)t->qdata;
     int rc = MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
     t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
     if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoall");
@@ -139,7 +148,7 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
     if (!st) {
         displs_of(rcnt, R, rdis);
         want = malloc((size_t)(nrecv ? nrecv : 1) * sizeof *want);
-        reply = emb_malloc((size_t)(nrecv ? nrecv : 1) * (size_t)t->dim * sizeof(float));
+        reply = emb_malloc((size_t)(nrecv ? nrecv : 1) * row);
         if (!want || !reply) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the requests");
     }
     /* Past this point a failure is MPI's: its default handler has aborted the job. */
@@ -152,9 +161,8 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
         t->stats.bytes_sent += b;
     }
     if (!st) {
-        const size_t row = (size_t)t->dim * sizeof(float);
         for (int64_t i = 0; i < nrecv; i++)
-            memcpy(reply + i * t->dim, t->weight + (want[i] - t->row_begin) * t->dim, row);
+            memcpy(reply + (size_t)i * row, store + (size_t)(want[i] - t->row_begin) * row, row);
         rc = MPI_Alltoallv(reply, rcnt, rdis, t->row_type, r->rows, scnt, sdis, t->row_type,
                            t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoallv");
@@ -215,7 +223,8 @@ emb_status emb_mpi_lookup(emb_mpi_table *t, const emb_tensor *indices, emb_tenso
     st = emb__mpi_agree(t, st, "the lookup");
     if (st) return st;
     st = emb__mpi_route_fetch(t, &r);
-    if (!st) st = emb_embedding_forward(emb_bag_embedding(r.bag), &r.local_idx, out);
+    if (!st && r.q) st = emb_qtable_forward(r.q, &r.local_idx, out);
+    else if (!st) st = emb_embedding_forward(emb_bag_embedding(r.bag), &r.local_idx, out);
     emb__mpi_route_free(&r);
     return emb__mpi_agree(t, st, "the lookup");
 }
@@ -244,7 +253,13 @@ emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input,
     st = emb__mpi_agree(t, st, "the bag forward");
     if (st) return st;
     st = emb__mpi_route_fetch(t, &r);
-    if (!st) st = emb_bag_forward(r.bag, &r.local_idx, offsets, psw, out, max_indices);
+    if (!st && r.q) {
+        emb_bag_options o = t->opts;
+        o.padding_idx = r.local_pad;
+        st = emb_qtable_bag(r.q, &r.local_idx, offsets, psw, &o, out, max_indices);
+    } else if (!st) {
+        st = emb_bag_forward(r.bag, &r.local_idx, offsets, psw, out, max_indices);
+    }
     if (!st && max_indices) {
         /* Back from fetched-row positions to table rows; an empty (or all-padding) bag's
          * column says 0, as emb_bag_forward's does. */
@@ -289,6 +304,9 @@ emb_status emb_mpi_bag_backward_per_sample_weights(emb_mpi_table *t, const emb_t
     if (!st && t->opts.mode != EMB_BAG_SUM)
         st = emb_set_error(EMB_ERR_UNSUPPORTED, "the gradient of per_sample_weights needs "
                            "mode sum");
+    if (!st && t->qtype != EMB_QTYPE_F32)
+        st = emb_set_error(EMB_ERR_UNSUPPORTED, "the gradient of per_sample_weights needs "
+                           "a float32 table");
     if (!st) st = emb__mpi_check_f32(grad_psw, "grad_per_sample_weights", input->ndim,
                                      input->shape);
     if (!st) st = emb__mpi_route_build(t, input, &r);
@@ -372,7 +390,8 @@ static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *va
         st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " entries", nrecv);
         goto done;
     }
-    rc = MPI_Alltoallv(sval, scnt, sdis, t->row_type, rval, rcnt, rdis, t->row_type, t->comm);
+    rc = MPI_Alltoallv(sval, scnt, sdis, t->grad_type, rval, rcnt, rdis, t->grad_type,
+                       t->comm);
     if (rc != MPI_SUCCESS) {
         st = emb__mpi_fail(rc, "MPI_Alltoallv");
         goto done;
@@ -534,6 +553,8 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
         st = check_bag(t, input, offsets, psw, grad_output, "grad_output", &B);
         if (!st && t->opts.mode == EMB_BAG_MAX)
             st = emb_set_error(EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
+    } else if (!st && t->qtype != EMB_QTYPE_F32) {
+        st = emb_set_error(EMB_ERR_UNSUPPORTED, "a lookup step needs a float32 table");
     } else if (!st) {
         st = check_indices(t, input, grad_output, shape, &ndim);
         if (!st && !grad_output) st = emb_set_error(EMB_ERR_NULL, "grad_output must not be NULL");
@@ -560,8 +581,10 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
     emb__mpi_route_free(&r);
     emb_sparse_grad sg;
     memset(&sg, 0, sizeof sg);
-    if (!st && (what == DO_GRAD || t->opt)) st = owned_grad(t, &o, &sg);
+    if (!st && (what == DO_GRAD || t->opt || t->qshard)) st = owned_grad(t, &o, &sg);
     if (!st && what == DO_STEP && t->opt) st = emb_optimizer_step_sparse(t->opt, 0, &sg);
+    if (!st && what == DO_STEP && t->qshard)
+        st = emb_qtable_sgd_step(t->qshard, &sg, t->qlr, EMB_QROUND_NEAREST, NULL);
     if (!st && what == DO_GRAD) {
         st = emb_sparse_grad_coalesce(&sg); /* unique ascending rows: flags it only */
         if (!st) *grad_out = sg;

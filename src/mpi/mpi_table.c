@@ -70,7 +70,7 @@ emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,
 }
 
 emb_mpi_shard_options emb_mpi_shard_options_default(void) {
-    emb_mpi_shard_options o = {EMB_MPI_ROW_WISE, 0};
+    emb_mpi_shard_options o = {EMB_MPI_ROW_WISE, 0, EMB_QTYPE_F32};
     return o;
 }
 
@@ -79,7 +79,7 @@ emb_mpi_shard_options emb_mpi_shard_options_default(void) {
  * a length that is not a multiple of 16 redoes the last 16 (core/generator.c): the stream is
  * drawn in pieces of a multiple of 16 floats, the last piece being the final 16..31 floats,
  * which reproduces it exactly; below 16 floats it is one piece. */
-static emb_status init_rows(emb_mpi_table *t, emb_generator *gen) {
+static emb_status init_rows(emb_mpi_table *t, float *dst, emb_generator *gen) {
     const int64_t n = t->num_embeddings * t->dim;
     const int64_t lo = t->row_begin * t->dim, hi = t->row_end * t->dim;
     const int64_t chunk = (int64_t)1 << 16; /* floats, a multiple of 16 */
@@ -94,23 +94,49 @@ static emb_status init_rows(emb_mpi_table *t, emb_generator *gen) {
         if (!st) st = emb_normal_(&piece, 0.0, 1.0, gen);
         if (st) break;
         int64_t a = o > lo ? o : lo, b = o + k < hi ? o + k : hi;
-        if (a < b) memcpy(t->weight + (a - lo), buf + (a - o), (size_t)(b - a) * sizeof(float));
+        if (a < b) memcpy(dst + (a - lo), buf + (a - o), (size_t)(b - a) * sizeof(float));
         o += k;
     }
     emb_free(buf);
     if (!st && t->opts.padding_idx != EMB_PADDING_NONE && t->opts.padding_idx >= t->row_begin &&
         t->opts.padding_idx < t->row_end)
-        memset(t->weight + (t->opts.padding_idx - t->row_begin) * t->dim, 0,
+        memset(dst + (t->opts.padding_idx - t->row_begin) * t->dim, 0,
                (size_t)t->dim * sizeof(float));
+    return st;
+}
+
+/* Allocates and fills the shard: float32 rows, or float32 rows converted to the storage
+ * type (emb_quantize_rows, row by row as emb_qtable_quantize does) under a table. */
+static emb_status make_shard(emb_mpi_table *t, emb_generator *gen) {
+    const int64_t rows = t->row_end - t->row_begin;
+    float *w = NULL;
+    if (rows > 0) {
+        w = emb_malloc((size_t)rows * (size_t)t->dim * sizeof(float));
+        if (!w) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the shard");
+    }
+    emb_status st = init_rows(t, w, gen);
+    if (st || t->qtype == EMB_QTYPE_F32) {
+        if (st) emb_free(w);
+        else t->weight = w;
+        return st;
+    }
+    if (rows > 0) {
+        const size_t nbytes = (size_t)rows * (size_t)t->row_bytes;
+        t->qdata = emb_malloc(nbytes);
+        st = t->qdata ? emb_quantize_rows(t->qtype, w, rows, t->dim, t->qdata, nbytes)
+                      : emb_set_error(EMB_ERR_NOMEM, "cannot allocate the shard");
+        if (!st) st = emb_qtable_wrap(t->qtype, rows, t->dim, t->qdata, nbytes, NULL, &t->qshard);
+    }
+    emb_free(w);
     return st;
 }
 
 /* The settings every rank must pass alike, with their names for the message. */
 enum { CFG_V, CFG_D, CFG_MODE, CFG_PAD, CFG_LAST, CFG_NORM, CFG_FREQ, CFG_SHARD, CFG_OWNER,
-       CFG_N };
+       CFG_QTYPE, CFG_N };
 static const char *const cfg_names[CFG_N] = {
     "num_embeddings", "embedding_dim", "mode", "padding_idx", "include_last_offset",
-    "max_norm (bits)", "scale_grad_by_freq", "sharding", "owner"};
+    "max_norm (bits)", "scale_grad_by_freq", "sharding", "owner", "qtype"};
 
 static emb_status check_local(int size, int64_t V, int64_t D, const emb_bag_options *o,
                               const emb_mpi_shard_options *s, emb_mpi_table **out) {
@@ -163,6 +189,8 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
                 pad = o.padding_idx < 0 ? o.padding_idx + num_embeddings : o.padding_idx;
         }
     }
+    int64_t row_bytes = 0;
+    if (!st) st = emb_qtype_row_bytes(s.qtype, embedding_dim, &row_bytes);
     float *zero = NULL;
     if (!st) {
         zero = calloc((size_t)embedding_dim, sizeof(float));
@@ -192,6 +220,7 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
     cfg[CFG_FREQ] = o.scale_grad_by_freq;
     cfg[CFG_SHARD] = s.sharding;
     cfg[CFG_OWNER] = s.sharding == EMB_MPI_TABLE_WISE ? s.owner : 0;
+    cfg[CFG_QTYPE] = s.qtype;
     int64_t root[CFG_N];
     memcpy(root, cfg, sizeof root);
     int rc = MPI_Bcast(root, CFG_N, MPI_INT64_T, 0, comm);
@@ -220,6 +249,8 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
         t->opts = o;
         t->opts.padding_idx = pad;
         t->opts.generator = NULL;
+        t->qtype = s.qtype;
+        t->row_bytes = row_bytes;
         for (int r = 0; r <= size; r++) {
             if (s.sharding == EMB_MPI_ROW_WISE)
                 begin[r] = (int64_t)((__int128)num_embeddings * r / size);
@@ -228,19 +259,17 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
         }
         t->row_begin = begin[rank];
         t->row_end = begin[rank + 1];
-        if (t->row_end > t->row_begin) {
-            t->weight = emb_malloc((size_t)(t->row_end - t->row_begin) *
-                                   (size_t)embedding_dim * sizeof(float));
-            if (!t->weight) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the shard");
-        }
     }
-    if (!st) st = init_rows(t, o.generator);
+    if (!st) st = make_shard(t, o.generator);
     st = emb__mpi_agree_comm(comm, st, "to create the table");
     if (!st) {
         rc = MPI_Comm_dup(comm, &t->comm);
         if (rc == MPI_SUCCESS) {
-            rc = MPI_Type_contiguous((int)embedding_dim, MPI_FLOAT, &t->row_type);
+            rc = MPI_Type_contiguous((int)row_bytes, MPI_BYTE, &t->row_type);
             if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->row_type);
+            if (rc == MPI_SUCCESS) rc = MPI_Type_contiguous((int)embedding_dim, MPI_FLOAT,
+                                                            &t->grad_type);
+            if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->grad_type);
             if (rc != MPI_SUCCESS) {
                 MPI_Comm_free(&t->comm);
                 st = emb__mpi_fail(rc, "MPI_Type_contiguous");
@@ -250,7 +279,11 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
         }
     }
     if (st) {
-        if (t) emb_free(t->weight);
+        if (t) {
+            emb_qtable_free(t->qshard);
+            emb_free(t->qdata);
+            emb_free(t->weight);
+        }
         free(t);
         free(begin);
         emb_bag_free(checker);
@@ -264,9 +297,12 @@ void emb_mpi_table_free(emb_mpi_table *t) {
     if (!t) return;
     emb_optimizer_free(t->opt);
     emb_bag_free(t->checker);
+    emb_qtable_free(t->qshard);
+    emb_free(t->qdata);
     emb_free(t->weight);
     free(t->begin);
     MPI_Type_free(&t->row_type);
+    MPI_Type_free(&t->grad_type);
     MPI_Comm_free(&t->comm);
     free(t);
 }
@@ -294,6 +330,9 @@ int emb_mpi_table_owner(const emb_mpi_table *t, int64_t row) {
 emb_status emb_mpi_table_shard(emb_mpi_table *t, emb_tensor *view) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     if (!view) return emb_set_error(EMB_ERR_NULL, "view must not be NULL");
+    if (t->qtype != EMB_QTYPE_F32)
+        return emb_set_error(EMB_ERR_UNSUPPORTED, "the table's rows are %s, not float32 "
+                             "(emb_mpi_table_qshard)", emb_qtype_name(t->qtype));
     int64_t shape[2] = {t->row_end - t->row_begin, t->dim};
     return emb_tensor_init(view, EMB_FLOAT32, t->weight, 2, shape);
 }
@@ -304,8 +343,20 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
     if (root < 0 || root >= t->size)
         st = emb_set_error(EMB_ERR_INVALID, "root %d is not a rank of the communicator "
                            "(valid: [0, %d))", root, t->size);
-    int64_t shape[2] = {t->num_embeddings, t->dim};
-    if (!st && t->rank == root) st = emb__mpi_check_f32(full, "full", 2, shape);
+    int64_t shape[2] = {t->num_embeddings, t->qtype == EMB_QTYPE_F32 ? t->dim : t->row_bytes};
+    if (!st && t->rank == root) {
+        if (t->qtype == EMB_QTYPE_F32) {
+            st = emb__mpi_check_f32(full, "full", 2, shape);
+        } else if (!full) {
+            st = emb_set_error(EMB_ERR_NULL, "full must not be NULL");
+        } else if (!(st = emb_tensor_check(full, "full")) &&
+                   (full->dtype != EMB_UINT8 || full->ndim != 2 || full->shape[0] != shape[0] ||
+                    full->shape[1] != shape[1])) {
+            st = emb_set_error(EMB_ERR_SHAPE, "full must be uint8 [%" PRId64 ", %" PRId64 "] "
+                               "(the %s rows as stored)", shape[0], shape[1],
+                               emb_qtype_name(t->qtype));
+        }
+    }
     st = emb__mpi_agree(t, st, "to gather the table");
     if (st) return st;
     int *counts = NULL, *displs = NULL;
@@ -321,11 +372,12 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
     st = emb__mpi_agree(t, st, "to gather the table");
     if (!st) {
         int n = (int)(t->row_end - t->row_begin);
-        int rc = MPI_Gatherv(t->weight, n, t->row_type, full ? full->data : NULL, counts,
+        const void *mine = t->weight ? (const void *)t->weight : t->qdata;
+        int rc = MPI_Gatherv(mine, n, t->row_type, full ? full->data : NULL, counts,
                              displs, t->row_type, root, t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Gatherv");
-        if (t->rank != root) t->stats.row_bytes += (uint64_t)n * (uint64_t)t->dim * 4u;
-        if (t->rank != root) t->stats.bytes_sent += (uint64_t)n * (uint64_t)t->dim * 4u;
+        if (t->rank != root) t->stats.row_bytes += (uint64_t)n * (uint64_t)t->row_bytes;
+        if (t->rank != root) t->stats.bytes_sent += (uint64_t)n * (uint64_t)t->row_bytes;
     }
     free(counts);
     free(displs);
@@ -353,8 +405,13 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optim_options
         st = emb_set_error(EMB_ERR_UNSUPPORTED, "a sharded table's optimizer must be SGD "
                            "without momentum and weight_decay, Adagrad without weight_decay, "
                            "or SparseAdam");
+    } else if (t->qtype != EMB_QTYPE_F32 &&
+               (opts->kind != EMB_OPTIM_SGD ||
+                (t->qtype != EMB_QTYPE_F16 && t->qtype != EMB_QTYPE_BF16))) {
+        st = emb_set_error(EMB_ERR_UNSUPPORTED, "a table of %s rows is trained with SGD on "
+                           "f16 or bf16 rows only", emb_qtype_name(t->qtype));
     } else {
-        st = emb_optimizer_create(opts, &opt);
+        st = emb_optimizer_create(opts, &opt); /* validates the options */
         if (!st && t->weight) {
             emb_tensor w;
             st = emb_mpi_table_shard(t, &w);
@@ -384,10 +441,13 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optim_options
     t->opt = opt;
     t->have_opt = true;
     t->opt_kind = opts->kind;
+    t->qlr = (float)opts->lr;
     return EMB_OK;
 }
 
 emb_optimizer *emb_mpi_table_optimizer(emb_mpi_table *t) { return t ? t->opt : NULL; }
+
+const emb_qtable *emb_mpi_table_qshard(const emb_mpi_table *t) { return t ? t->qshard : NULL; }
 
 emb_mpi_stats emb_mpi_table_stats(const emb_mpi_table *t) {
     emb_mpi_stats s;

@@ -262,6 +262,117 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
     emb_mpi_table_free(t);
 }
 
+/* Tables of f16/bf16/int8/int4 rows: the shard's bytes are those of emb_qtable_quantize
+ * of the single process's table; lookups and bags are emb_qtable_forward's and
+ * emb_qtable_bag's on the joined batch; f16/bf16 SGD steps are emb_qtable_sgd_step_bag's. */
+static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int64_t pad,
+                      bool use_psw, emb_mpi_sharding sharding, uint64_t seed) {
+    char what[160];
+    snprintf(what, sizeof what, "%s V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64
+             " psw=%d sharding=%d", emb_qtype_name(qt), V, D, (int)mode, pad, use_psw,
+             (int)sharding);
+    emb_bag_options bo = emb_bag_options_default();
+    bo.mode = mode;
+    bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
+    emb_mpi_shard_options so = emb_mpi_shard_options_default();
+    so.sharding = sharding;
+    so.owner = size_ - 1;
+    so.qtype = qt;
+    emb_manual_seed(seed);
+    emb_mpi_table *t = NULL;
+    OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, &bo, &so, &t));
+    if (!t) return;
+    emb_manual_seed(seed);
+    emb_bag *ref = NULL;
+    emb_qtable *rq = NULL;
+    emb_tensor w;
+    OK(emb_bag_create(V, D, &bo, &ref));
+    OK(emb_bag_weight(ref, &w));
+    OK(emb_qtable_quantize(&w, qt, &rq));
+    const int64_t rb = emb_qtable_row_bytes(rq);
+    int64_t b0, b1;
+    emb_mpi_table_rows(t, &b0, &b1);
+    emb_tensor fview;
+    CHECK(emb_mpi_table_shard(t, &fview) == EMB_ERR_UNSUPPORTED, "%s: float view given", what);
+#define SAME_SHARD(when)                                                                   \
+    CHECK(b1 == b0 || !memcmp(emb_qtable_data(emb_mpi_table_qshard(t)),                     \
+                              (const char *)emb_qtable_data(rq) + b0 * rb,                  \
+                              (size_t)((b1 - b0) * rb)),                                    \
+          "%s: shard bytes differ %s", what, when)
+    SAME_SHARD("after creation");
+    {
+        unsigned char *full = rank_ == 0 ? malloc((size_t)(V * rb)) : NULL;
+        int64_t fs[2] = {V, rb};
+        emb_tensor ft;
+        if (rank_ == 0) ft = view(EMB_UINT8, full, 2, fs);
+        OK(emb_mpi_table_gather(t, 0, rank_ == 0 ? &ft : NULL));
+        if (rank_ == 0)
+            CHECK(!memcmp(full, emb_qtable_data(rq), (size_t)(V * rb)), "%s: gathered rows differ",
+                  what);
+        free(full);
+    }
+    const bool train = (qt == EMB_QTYPE_F16 || qt == EMB_QTYPE_BF16) && mode != EMB_BAG_MAX;
+    emb_optim_options oo = emb_optim_options_default(EMB_OPTIM_SGD);
+    oo.lr = 0.1;
+    emb_status st = emb_mpi_table_set_optimizer(t, &oo);
+    CHECK(qt == EMB_QTYPE_F16 || qt == EMB_QTYPE_BF16 ? st == EMB_OK : st == EMB_ERR_UNSUPPORTED,
+          "%s: set_optimizer gave %d", what, st);
+    emb_generator *g = NULL;
+    OK(emb_generator_create(seed * 17 + 3, &g));
+    for (int step = 0; step < 3; step++) {
+        batch b;
+        make_batch(&b, g, V, D, pad);
+        part q;
+        make_part(&q, &b, D);
+        int64_t os[2] = {b.nbags, D}, ls[2] = {q.nb, D};
+        emb_tensor gin = view(EMB_INT64, b.input, 1, &b.npos);
+        emb_tensor goff = view(EMB_INT64, b.offsets, 1, &b.nbags);
+        emb_tensor gpsw = view(EMB_FLOAT32, b.psw, 1, &b.npos);
+        emb_tensor ggo = view(EMB_FLOAT32, b.gout, 2, os);
+        const emb_tensor *rp = use_psw ? &gpsw : NULL, *lp = use_psw ? &q.psw : NULL;
+        float *rout = malloc((size_t)(b.nbags * D + 1) * sizeof(float));
+        float *lout = malloc((size_t)(q.nb * D + 1) * sizeof(float));
+        int64_t *rmax = malloc((size_t)(b.nbags * D + 1) * sizeof(int64_t));
+        int64_t *lmax = malloc((size_t)(q.nb * D + 1) * sizeof(int64_t));
+        emb_tensor ro = view(EMB_FLOAT32, rout, 2, os), lo = view(EMB_FLOAT32, lout, 2, ls);
+        emb_tensor rm = view(EMB_INT64, rmax, 2, os), lm = view(EMB_INT64, lmax, 2, ls);
+        const bool mx = mode == EMB_BAG_MAX;
+        OK(emb_qtable_bag(rq, &gin, &goff, rp, &bo, &ro, mx ? &rm : NULL));
+        OK(emb_mpi_bag_forward(t, &q.input, &q.offsets, lp, &lo, mx ? &lm : NULL));
+        CHECK(same_rows(lout, rout + b.bag0[rank_] * D, q.nb * D), "%s: bag forward differs", what);
+        if (mx)
+            CHECK(q.nb == 0 || !memcmp(lmax, rmax + b.bag0[rank_] * D,
+                                       (size_t)(q.nb * D) * sizeof(int64_t)),
+                  "%s: max_indices differ", what);
+        float *lk = malloc((size_t)(q.n * D + 1) * sizeof(float));
+        float *rk = malloc((size_t)(b.npos * D + 1) * sizeof(float));
+        int64_t lks[2] = {q.n, D}, rks[2] = {b.npos, D};
+        emb_tensor lkt = view(EMB_FLOAT32, lk, 2, lks), rkt = view(EMB_FLOAT32, rk, 2, rks);
+        OK(emb_qtable_forward(rq, &gin, &rkt));
+        OK(emb_mpi_lookup(t, &q.input, &lkt));
+        CHECK(same_rows(lk, rk + b.pos0[rank_] * D, q.n * D), "%s: lookup differs", what);
+        if (train) {
+            OK(emb_qtable_sgd_step_bag(rq, &gin, &goff, rp, &bo, &ggo, (float)oo.lr,
+                                       EMB_QROUND_NEAREST, NULL));
+            OK(emb_mpi_bag_step(t, &q.input, &q.offsets, lp, &q.gout));
+            SAME_SHARD("after a step");
+        }
+        free(lk);
+        free(rk);
+        free(rout);
+        free(lout);
+        free(rmax);
+        free(lmax);
+        free(q.offs);
+        free_batch(&b);
+    }
+#undef SAME_SHARD
+    emb_generator_free(g);
+    emb_qtable_free(rq);
+    emb_bag_free(ref);
+    emb_mpi_table_free(t);
+}
+
 /* An id out of range on the last rank: every rank refuses, nothing changes anywhere. */
 static void run_refusals(void) {
     emb_manual_seed(5);
@@ -346,6 +457,13 @@ int main(int argc, char **argv) {
                         run_case(V, D, (emb_bag_mode)mode, padc ? V / 3 : -1, w,
                                  (emb_mpi_sharding)sh, seed++);
     }
+    const emb_qtype qts[4] = {EMB_QTYPE_F16, EMB_QTYPE_BF16, EMB_QTYPE_INT8, EMB_QTYPE_INT4};
+    for (int qi = 0; qi < 4; qi++)
+        for (int sh = 0; sh < 2; sh++)
+            for (int mode = 0; mode < 3; mode++)
+                for (int w = 0; w < (mode == EMB_BAG_SUM ? 2 : 1); w++)
+                    run_qcase(37, qi == 3 ? 7 : 6, qts[qi], (emb_bag_mode)mode, (mode + qi) % 2 ? 12 : -1,
+                              w, (emb_mpi_sharding)sh, seed++);
     run_refusals();
     int all = 0;
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
