@@ -221,7 +221,10 @@ emb_status emb_mpi_lookup(emb_mpi_table *t, const emb_tensor *indices, emb_tenso
     if (!st) st = emb__mpi_route_build(t, indices, &r);
     t->stats.calls++;
     st = emb__mpi_agree(t, st, "the lookup");
-    if (st) return st;
+    if (st) {
+        emb__mpi_route_free(&r);
+        return st;
+    }
     st = emb__mpi_route_fetch(t, &r);
     if (!st && r.q) st = emb_qtable_forward(r.q, &r.local_idx, out);
     else if (!st) st = emb_embedding_forward(emb_bag_embedding(r.bag), &r.local_idx, out);
@@ -251,7 +254,10 @@ emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input,
     if (!st) st = emb__mpi_route_build(t, input, &r);
     t->stats.calls++;
     st = emb__mpi_agree(t, st, "the bag forward");
-    if (st) return st;
+    if (st) {
+        emb__mpi_route_free(&r);
+        return st;
+    }
     st = emb__mpi_route_fetch(t, &r);
     if (!st && r.q) {
         emb_bag_options o = t->opts;
@@ -312,7 +318,10 @@ emb_status emb_mpi_bag_backward_per_sample_weights(emb_mpi_table *t, const emb_t
     if (!st) st = emb__mpi_route_build(t, input, &r);
     t->stats.calls++;
     st = emb__mpi_agree(t, st, "the per_sample_weights gradient");
-    if (st) return st;
+    if (st) {
+        emb__mpi_route_free(&r);
+        return st;
+    }
     st = emb__mpi_route_fetch(t, &r);
     if (!st)
         st = emb_bag_backward_per_sample_weights(r.bag, &r.local_idx, offsets, grad_output,
