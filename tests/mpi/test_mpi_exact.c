@@ -373,6 +373,88 @@ static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int
     emb_mpi_table_free(t);
 }
 
+/* Other input forms: 2-D bags [B, 3] (no offsets), int32 ids, include_last_offset, and a
+ * lookup of a 2-D int32 batch; ranks' parts joined along the first dimension. */
+static void run_forms(uint64_t seed) {
+    const int64_t V = 23, D = 4, W = 3;
+    for (int last = 0; last < 2; last++) {
+        emb_bag_options bo = emb_bag_options_default();
+        bo.mode = EMB_BAG_MEAN;
+        bo.padding_idx = 5;
+        bo.include_last_offset = last;
+        emb_manual_seed(seed);
+        emb_mpi_table *t = NULL;
+        OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, &bo, NULL, &t));
+        emb_manual_seed(seed);
+        emb_bag *ref = NULL;
+        OK(emb_bag_create(V, D, &bo, &ref));
+        emb_optim_options oo = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+        OK(emb_mpi_table_set_optimizer(t, &oo));
+        emb_optimizer *ropt = NULL;
+        emb_tensor rw;
+        OK(emb_bag_weight(ref, &rw));
+        OK(emb_optimizer_create(&oo, &ropt));
+        OK(emb_optimizer_add_param(ropt, &rw, NULL));
+        /* rank r has r + 2 rows of W ids; row i of the joined batch holds ids (7 i + k) % V */
+        int64_t first[65] = {0};
+        for (int r = 0; r < size_; r++) first[r + 1] = first[r] + r + 2;
+        const int64_t B = first[size_], mine = first[rank_ + 1] - first[rank_];
+        int32_t *ids = malloc((size_t)(B * W) * sizeof *ids);
+        for (int64_t i = 0; i < B * W; i++) ids[i] = (int32_t)((7 * (i / W) + (i % W) * 5) % V);
+        float *go = malloc((size_t)(B * D) * sizeof *go);
+        for (int64_t i = 0; i < B * D; i++) go[i] = (float)((i * 37) % 11) / 7.0f - 0.6f;
+        int64_t gs2[2] = {B, W}, ls2[2] = {mine, W}, gos[2] = {B, D}, los[2] = {mine, D};
+        emb_tensor gin, lin, goff, loff;
+        int64_t *goffs = malloc((size_t)(B + 1) * sizeof *goffs);
+        int64_t *loffs = malloc((size_t)(mine + 1) * sizeof *loffs);
+        const emb_tensor *gop = NULL, *lop = NULL;
+        if (!last) { /* 2-D */
+            gin = view(EMB_INT32, ids, 2, gs2);
+            lin = view(EMB_INT32, ids + first[rank_] * W, 2, ls2);
+        } else { /* 1-D with offsets holding the end */
+            int64_t gn = B * W, ln = mine * W, gk = B + 1, lk = mine + 1;
+            for (int64_t i = 0; i <= B; i++) goffs[i] = i * W;
+            for (int64_t i = 0; i <= mine; i++) loffs[i] = i * W;
+            gin = view(EMB_INT32, ids, 1, &gn);
+            lin = view(EMB_INT32, ids + first[rank_] * W, 1, &ln);
+            goff = view(EMB_INT64, goffs, 1, &gk);
+            loff = view(EMB_INT64, loffs, 1, &lk);
+            gop = &goff;
+            lop = &loff;
+        }
+        float *rout = malloc((size_t)(B * D) * sizeof(float)), *lout = malloc((size_t)(mine * D + 1) * sizeof(float));
+        emb_tensor ro = view(EMB_FLOAT32, rout, 2, gos), lo = view(EMB_FLOAT32, lout, 2, los);
+        emb_tensor ggo = view(EMB_FLOAT32, go, 2, gos), lgo = view(EMB_FLOAT32, go + first[rank_] * D, 2, los);
+        for (int step = 0; step < 2; step++) {
+            OK(emb_bag_forward(ref, &gin, gop, NULL, &ro, NULL));
+            OK(emb_mpi_bag_forward(t, &lin, lop, NULL, &lo, NULL));
+            CHECK(same_rows(lout, rout + first[rank_] * D, mine * D), "forms last=%d: forward differs", last);
+            OK(emb_optimizer_step_fused_bag(ropt, 0, ref, &gin, gop, NULL, &ggo));
+            OK(emb_mpi_bag_step(t, &lin, lop, NULL, &lgo));
+            check_shard(t, ref, "after a step of 2-D or include_last_offset bags");
+        }
+        /* a 2-D int32 lookup */
+        float *rk = malloc((size_t)(B * W * D) * sizeof(float)), *lk = malloc((size_t)(mine * W * D + 1) * sizeof(float));
+        int64_t rks[3] = {B, W, D}, lks[3] = {mine, W, D};
+        emb_tensor g2 = view(EMB_INT32, ids, 2, gs2), l2 = view(EMB_INT32, ids + first[rank_] * W, 2, ls2);
+        emb_tensor rkt = view(EMB_FLOAT32, rk, 3, rks), lkt = view(EMB_FLOAT32, lk, 3, lks);
+        OK(emb_embedding_forward(emb_bag_embedding(ref), &g2, &rkt));
+        OK(emb_mpi_lookup(t, &l2, &lkt));
+        CHECK(same_rows(lk, rk + first[rank_] * W * D, mine * W * D), "2-D int32 lookup differs");
+        free(rk);
+        free(lk);
+        free(rout);
+        free(lout);
+        free(goffs);
+        free(loffs);
+        free(ids);
+        free(go);
+        emb_optimizer_free(ropt);
+        emb_bag_free(ref);
+        emb_mpi_table_free(t);
+    }
+}
+
 /* An id out of range on the last rank: every rank refuses, nothing changes anywhere. */
 static void run_refusals(void) {
     emb_manual_seed(5);
@@ -464,6 +546,7 @@ int main(int argc, char **argv) {
                 for (int w = 0; w < (mode == EMB_BAG_SUM ? 2 : 1); w++)
                     run_qcase(37, qi == 3 ? 7 : 6, qts[qi], (emb_bag_mode)mode, (mode + qi) % 2 ? 12 : -1,
                               w, (emb_mpi_sharding)sh, seed++);
+    run_forms(seed++);
     run_refusals();
     int all = 0;
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
