@@ -346,93 +346,20 @@ static void owned_free(owned *o) {
     memset(o, 0, sizeof *o);
 }
 
-/* Sends this rank's entries (table rows gid[k], values val[k]) to the owners. coalesce:
- * every rank also receives the joined batch's rows (MPI_Allgatherv) and sums its rows in
- * coalesce()'s order; otherwise the owner keeps its entries in order. */
-static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *val, int64_t n,
-                           bool coalesce, owned *res) {
+/* coalesce() of the owner's entries: the joined batch's rows on every rank
+ * (MPI_Allgatherv, rank order), their coalesce order, and this rank's rows summed in it.
+ * rval: the entries this rank received, in the joined batch's order. */
+static emb_status coalesce_owned(emb_mpi_table *t, const int64_t *gid, int64_t n,
+                                 const float *rval, int64_t nrecv, owned *res) {
     const int R = t->size;
     const int64_t D = t->dim;
     const size_t row = (size_t)D * sizeof(float);
-    memset(res, 0, sizeof *res);
-    int *buf = calloc((size_t)R * 6, sizeof *buf);
-    int64_t *order = malloc((size_t)(n ? n : 1) * sizeof *order);
-    int64_t *sid = malloc((size_t)(n ? n : 1) * sizeof *sid);
-    float *sval = emb_malloc((size_t)(n ? n : 1) * row);
+    int *buf = calloc((size_t)R * 2, sizeof *buf);
     int64_t *rid = NULL, *all = NULL, *slot = NULL, *perm = NULL;
-    float *rval = NULL;
-    emb_status st = buf && order && sid && sval
-                        ? EMB_OK
-                        : emb_set_error(EMB_ERR_NOMEM, "cannot allocate the exchange");
-    int *scnt = buf, *sdis = buf + R, *rcnt = buf + 2 * R, *rdis = buf + 3 * R,
-        *acnt = buf + 4 * R, *adis = buf + 5 * R;
+    if (!buf) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the counts");
+    int *acnt = buf, *adis = buf + R;
+    emb_status st = EMB_OK;
     int rc;
-    int64_t nrecv = 0;
-    if (st) goto done;
-    /* Entries grouped by owner, in entry order within each group. */
-    for (int64_t k = 0; k < n; k++) scnt[emb_mpi_table_owner(t, gid[k])]++;
-    displs_of(scnt, R, sdis);
-    {
-        int *fill = rcnt; /* scratch until the counts arrive */
-        memcpy(fill, sdis, (size_t)R * sizeof *fill);
-        for (int64_t k = 0; k < n; k++) order[fill[emb_mpi_table_owner(t, gid[k])]++] = k;
-        memset(rcnt, 0, (size_t)R * sizeof *rcnt);
-    }
-    for (int64_t j = 0; j < n; j++) {
-        sid[j] = gid[order[j]];
-        memcpy(sval + j * D, val + order[j] * D, row);
-    }
-    rc = MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
-    t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
-    if (rc != MPI_SUCCESS) {
-        st = emb__mpi_fail(rc, "MPI_Alltoall");
-        goto done;
-    }
-    nrecv = total_of(rcnt, R);
-    if (nrecv > INT_MAX) {
-        st = emb_set_error(EMB_ERR_UNSUPPORTED, "%" PRId64 " entries for one rank", nrecv);
-        goto done;
-    }
-    displs_of(rcnt, R, rdis);
-    rval = emb_malloc((size_t)(nrecv ? nrecv : 1) * row);
-    if (!rval) {
-        st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " entries", nrecv);
-        goto done;
-    }
-    rc = MPI_Alltoallv(sval, scnt, sdis, t->grad_type, rval, rcnt, rdis, t->grad_type,
-                       t->comm);
-    if (rc != MPI_SUCCESS) {
-        st = emb__mpi_fail(rc, "MPI_Alltoallv");
-        goto done;
-    }
-    {
-        uint64_t b = sent_bytes(t, scnt, row);
-        t->stats.grad_bytes += b;
-        t->stats.bytes_sent += b;
-    }
-    if (!coalesce) {
-        rid = malloc((size_t)(nrecv ? nrecv : 1) * sizeof *rid);
-        if (!rid) {
-            st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " entries", nrecv);
-            goto done;
-        }
-        rc = MPI_Alltoallv(sid, scnt, sdis, MPI_INT64_T, rid, rcnt, rdis, MPI_INT64_T, t->comm);
-        if (rc != MPI_SUCCESS) {
-            st = emb__mpi_fail(rc, "MPI_Alltoallv");
-            goto done;
-        }
-        uint64_t b = sent_bytes(t, scnt, sizeof(int64_t));
-        t->stats.id_bytes += b;
-        t->stats.bytes_sent += b;
-        for (int64_t k = 0; k < nrecv; k++) rid[k] -= t->row_begin;
-        res->n = nrecv;
-        res->rows = rid;
-        res->vals = rval;
-        rid = NULL;
-        rval = NULL;
-        goto done;
-    }
-    /* coalesce(): the joined batch's rows on every rank, in rank order. */
     int nmine = (int)n;
     rc = MPI_Allgather(&nmine, 1, MPI_INT, acnt, 1, MPI_INT, t->comm);
     t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
@@ -506,14 +433,106 @@ static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *va
     rid = NULL;
 done:
     free(buf);
+    free(rid);
+    free(all);
+    free(slot);
+    free(perm);
+    return st;
+}
+
+/* Sends this rank's entries (table rows gid[k], values val[k]) to the owners. coalesce:
+ * every rank also receives the joined batch's rows (MPI_Allgatherv) and sums its rows in
+ * coalesce()'s order; otherwise the owner keeps its entries in order. */
+static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *val, int64_t n,
+                           bool coalesce, owned *res) {
+    const int R = t->size;
+    const int64_t D = t->dim;
+    const size_t row = (size_t)D * sizeof(float);
+    memset(res, 0, sizeof *res);
+    int *buf = calloc((size_t)R * 4, sizeof *buf);
+    int64_t *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    int64_t *sid = malloc((size_t)(n ? n : 1) * sizeof *sid);
+    float *sval = emb_malloc((size_t)(n ? n : 1) * row);
+    int64_t *rid = NULL;
+    float *rval = NULL;
+    emb_status st = buf && order && sid && sval
+                        ? EMB_OK
+                        : emb_set_error(EMB_ERR_NOMEM, "cannot allocate the exchange");
+    int *scnt = buf, *sdis = buf + R, *rcnt = buf + 2 * R, *rdis = buf + 3 * R;
+    int rc;
+    int64_t nrecv = 0;
+    if (st) goto done;
+    /* Entries grouped by owner, in entry order within each group. */
+    for (int64_t k = 0; k < n; k++) scnt[emb_mpi_table_owner(t, gid[k])]++;
+    displs_of(scnt, R, sdis);
+    {
+        int *fill = rcnt; /* scratch until the counts arrive */
+        memcpy(fill, sdis, (size_t)R * sizeof *fill);
+        for (int64_t k = 0; k < n; k++) order[fill[emb_mpi_table_owner(t, gid[k])]++] = k;
+        memset(rcnt, 0, (size_t)R * sizeof *rcnt);
+    }
+    for (int64_t j = 0; j < n; j++) {
+        sid[j] = gid[order[j]];
+        memcpy(sval + j * D, val + order[j] * D, row);
+    }
+    rc = MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
+    t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
+    if (rc != MPI_SUCCESS) {
+        st = emb__mpi_fail(rc, "MPI_Alltoall");
+        goto done;
+    }
+    nrecv = total_of(rcnt, R);
+    if (nrecv > INT_MAX) {
+        st = emb_set_error(EMB_ERR_UNSUPPORTED, "%" PRId64 " entries for one rank", nrecv);
+        goto done;
+    }
+    displs_of(rcnt, R, rdis);
+    rval = emb_malloc((size_t)(nrecv ? nrecv : 1) * row);
+    if (!rval) {
+        st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " entries", nrecv);
+        goto done;
+    }
+    rc = MPI_Alltoallv(sval, scnt, sdis, t->grad_type, rval, rcnt, rdis, t->grad_type,
+                       t->comm);
+    if (rc != MPI_SUCCESS) {
+        st = emb__mpi_fail(rc, "MPI_Alltoallv");
+        goto done;
+    }
+    {
+        uint64_t b = sent_bytes(t, scnt, row);
+        t->stats.grad_bytes += b;
+        t->stats.bytes_sent += b;
+    }
+    if (!coalesce) {
+        rid = malloc((size_t)(nrecv ? nrecv : 1) * sizeof *rid);
+        if (!rid) {
+            st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " entries", nrecv);
+            goto done;
+        }
+        rc = MPI_Alltoallv(sid, scnt, sdis, MPI_INT64_T, rid, rcnt, rdis, MPI_INT64_T, t->comm);
+        if (rc != MPI_SUCCESS) {
+            st = emb__mpi_fail(rc, "MPI_Alltoallv");
+            goto done;
+        }
+        uint64_t b = sent_bytes(t, scnt, sizeof(int64_t));
+        t->stats.id_bytes += b;
+        t->stats.bytes_sent += b;
+        for (int64_t k = 0; k < nrecv; k++) rid[k] -= t->row_begin;
+        res->n = nrecv;
+        res->rows = rid;
+        res->vals = rval;
+        rid = NULL;
+        rval = NULL;
+        goto done;
+    }
+    st = coalesce_owned(t, gid, n, rval, nrecv, res);
+done:
+    free(buf);
     free(order);
     free(sid);
     emb_free(sval);
     free(rid);
     emb_free(rval);
-    free(all);
-    free(slot);
-    free(perm);
     return st;
 }
 

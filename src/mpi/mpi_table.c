@@ -161,6 +161,39 @@ static emb_status check_local(int size, int64_t V, int64_t D, const emb_bag_opti
     return EMB_OK;
 }
 
+/* The settings must agree: every rank compares its own with rank 0's (st: this rank's
+ * verdict so far, kept when it is an error). */
+static emb_status same_settings(MPI_Comm comm, int rank, int64_t num_embeddings,
+                                int64_t embedding_dim, const emb_bag_options *op,
+                                int64_t pad, const emb_mpi_shard_options *sp, emb_status st) {
+    const emb_bag_options o = *op;
+    const emb_mpi_shard_options s = *sp;
+    int64_t cfg[CFG_N];
+    double mn = o.max_norm;
+    int64_t mn_bits;
+    memcpy(&mn_bits, &mn, sizeof mn_bits);
+    cfg[CFG_V] = num_embeddings;
+    cfg[CFG_D] = embedding_dim;
+    cfg[CFG_MODE] = o.mode;
+    cfg[CFG_PAD] = pad;
+    cfg[CFG_LAST] = o.include_last_offset;
+    cfg[CFG_NORM] = mn_bits;
+    cfg[CFG_FREQ] = o.scale_grad_by_freq;
+    cfg[CFG_SHARD] = s.sharding;
+    cfg[CFG_OWNER] = s.sharding == EMB_MPI_TABLE_WISE ? s.owner : 0;
+    cfg[CFG_QTYPE] = s.qtype;
+    int64_t root[CFG_N];
+    memcpy(root, cfg, sizeof root);
+    int rc = MPI_Bcast(root, CFG_N, MPI_INT64_T, 0, comm);
+    if (rc != MPI_SUCCESS) st = st ? st : emb__mpi_fail(rc, "MPI_Bcast");
+    for (int i = 0; i < CFG_N && !st; i++)
+        if (cfg[i] != root[i])
+            st = emb_set_error(EMB_ERR_INVALID, "settings differ between ranks: rank %d passed "
+                               "%s %" PRId64 ", rank 0 passed %" PRId64, rank, cfg_names[i],
+                               cfg[i], root[i]);
+    return st;
+}
+
 emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
                                 const emb_bag_options *bag_opts,
                                 const emb_mpi_shard_options *shard, emb_mpi_table **out) {
@@ -206,30 +239,7 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
         if (!st) st = emb_bag_from_pretrained(&w, false, &co, &checker);
     }
     free(zero);
-    /* The settings must agree: every rank compares its own with rank 0's. */
-    int64_t cfg[CFG_N];
-    double mn = o.max_norm;
-    int64_t mn_bits;
-    memcpy(&mn_bits, &mn, sizeof mn_bits);
-    cfg[CFG_V] = num_embeddings;
-    cfg[CFG_D] = embedding_dim;
-    cfg[CFG_MODE] = o.mode;
-    cfg[CFG_PAD] = pad;
-    cfg[CFG_LAST] = o.include_last_offset;
-    cfg[CFG_NORM] = mn_bits;
-    cfg[CFG_FREQ] = o.scale_grad_by_freq;
-    cfg[CFG_SHARD] = s.sharding;
-    cfg[CFG_OWNER] = s.sharding == EMB_MPI_TABLE_WISE ? s.owner : 0;
-    cfg[CFG_QTYPE] = s.qtype;
-    int64_t root[CFG_N];
-    memcpy(root, cfg, sizeof root);
-    int rc = MPI_Bcast(root, CFG_N, MPI_INT64_T, 0, comm);
-    if (rc != MPI_SUCCESS) st = st ? st : emb__mpi_fail(rc, "MPI_Bcast");
-    for (int i = 0; i < CFG_N && !st; i++)
-        if (cfg[i] != root[i])
-            st = emb_set_error(EMB_ERR_INVALID, "settings differ between ranks: rank %d passed "
-                               "%s %" PRId64 ", rank 0 passed %" PRId64, rank, cfg_names[i],
-                               cfg[i], root[i]);
+    st = same_settings(comm, rank, num_embeddings, embedding_dim, &o, pad, &s, st);
     st = emb__mpi_agree_comm(comm, st, "to create the table");
     if (st) {
         emb_bag_free(checker);
@@ -263,7 +273,7 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
     if (!st) st = make_shard(t, o.generator);
     st = emb__mpi_agree_comm(comm, st, "to create the table");
     if (!st) {
-        rc = MPI_Comm_dup(comm, &t->comm);
+        int rc = MPI_Comm_dup(comm, &t->comm);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Type_contiguous((int)row_bytes, MPI_BYTE, &t->row_type);
             if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->row_type);
