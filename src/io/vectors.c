@@ -5,6 +5,7 @@
 #include <string.h>
 
 emb_status emb__read_npy_vectors(const char *path, const emb_read_options *o, emb_vectors *out);
+emb_status emb__read_fasttext_vectors(const char *path, const emb_read_options *o, emb_vectors *out);
 
 const char *emb_format_name(emb_format f) {
     switch (f) {
@@ -14,6 +15,7 @@ const char *emb_format_name(emb_format f) {
     case EMB_FORMAT_W2V_TEXT: return "word2vec-text";
     case EMB_FORMAT_W2V_BINARY: return "word2vec-binary";
     case EMB_FORMAT_GLOVE: return "glove";
+    case EMB_FORMAT_FASTTEXT_BIN: return "fasttext-bin";
     }
     return "unknown";
 }
@@ -30,6 +32,7 @@ emb_status emb_format_parse(const char *name, emb_format *out) {
                  {"text", EMB_FORMAT_W2V_TEXT},           {"vec", EMB_FORMAT_W2V_TEXT},
                  {"word2vec-binary", EMB_FORMAT_W2V_BINARY}, {"bin", EMB_FORMAT_W2V_BINARY},
                  {"binary", EMB_FORMAT_W2V_BINARY},       {"glove", EMB_FORMAT_GLOVE},
+                 {"fasttext-bin", EMB_FORMAT_FASTTEXT_BIN}, {"fasttext", EMB_FORMAT_FASTTEXT_BIN},
                  {"auto", EMB_FORMAT_AUTO}};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if (!strcmp(name, names[k].name)) {
@@ -38,7 +41,7 @@ emb_status emb_format_parse(const char *name, emb_format *out) {
         }
     return emb__error(EMB_ERR_INVALID,
                       "unknown format \"%s\" (known: safetensors, npy, word2vec-text (txt, vec), "
-                      "word2vec-binary (bin), glove, auto)", name);
+                      "word2vec-binary (bin), glove, fasttext-bin (fasttext), auto)", name);
 }
 
 static bool ends_with(const char *s, const char *suf) {
@@ -111,10 +114,7 @@ emb_status emb_format_sniff(const char *path, emb_format *out) {
     emb_status rc = emb__file_open(path, &f);
     if (rc) return rc;
     if (f.size == 0) rc = emb__error(EMB_ERR_FORMAT, "%s: empty file", path);
-    else if (f.size >= 4 && !memcmp(f.data, "\xba\x16\x4f\x2f", 4))
-        rc = emb__error(EMB_ERR_UNSUPPORTED,
-                        "%s: a fastText .bin model (magic 793712314), which emb does not read; use the .vec "
-                        "file fastText writes next to it", path);
+    else if (f.size >= 4 && !memcmp(f.data, "\xba\x16\x4f\x2f", 4)) *out = EMB_FORMAT_FASTTEXT_BIN;
     else *out = sniff(f.data, f.size);
     emb__file_close(&f);
     return rc;
@@ -142,7 +142,7 @@ emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_
     if (!out) return emb__null("out");
     emb_read_options o = opts ? *opts : emb_read_options_default();
     if (o.limit < 0) return emb__error(EMB_ERR_INVALID, "limit %lld is negative", (long long)o.limit);
-    if ((int)o.format < 0 || o.format > EMB_FORMAT_GLOVE)
+    if ((int)o.format < 0 || o.format > EMB_FORMAT_FASTTEXT_BIN)
         return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)o.format);
     emb_vectors v;
     memset(&v, 0, sizeof v);
@@ -160,6 +160,7 @@ emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_
     switch (fmt) {
     case EMB_FORMAT_SAFETENSORS: rc = emb__read_safetensors_vectors(path, &o, &v); break;
     case EMB_FORMAT_NPY: rc = emb__read_npy_vectors(path, &o, &v); break;
+    case EMB_FORMAT_FASTTEXT_BIN: rc = emb__read_fasttext_vectors(path, &o, &v); break;
     default:
         if (!(rc = emb__file_open_all(path, &f))) rc = emb__read_w2v(path, &f, fmt, &o, &v);
         emb__file_close(&f);
@@ -216,7 +217,11 @@ emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const e
         return emb__error(EMB_ERR_INVALID,
                           "%s: cannot tell the format from the file name (use .safetensors, .npy, .bin, .vec or .txt, "
                           "or name the format)", path);
-    if ((int)fmt < 0 || fmt > EMB_FORMAT_GLOVE) return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)fmt);
+    if ((int)fmt < 0 || fmt > EMB_FORMAT_FASTTEXT_BIN) return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)fmt);
+    if (fmt == EMB_FORMAT_FASTTEXT_BIN)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "%s: a fastText .bin model holds n-gram rows and the output table, not only word vectors; "
+                          "a table of words is written as .vec (word2vec text)", path);
     if (vocab && emb_vocab_size(vocab) != weight->shape[0])
         return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
                           (long long)emb_vocab_size(vocab), (long long)weight->shape[0]);

@@ -1,0 +1,22 @@
+/* src/w2v/subword.h: fastText's character n-grams of a word and their hashed rows, shared
+ * by the .bin reader and writer (src/io/fasttext_bin.c) and subword training. */
+#ifndef EMB_SUBWORD_H
+#define EMB_SUBWORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* fastText's hash: FNV-1a over the bytes, each byte sign-extended as an int8_t. */
+static inline uint32_t emb__fnv1a_byte(uint32_t h, unsigned char c) {
+    return (h ^ (uint32_t)(int32_t)(int8_t)c) * 16777619u;
+}
+#define EMB__FNV1A_INIT 2166136261u
+
+/* The rows of the n-grams of "<word>" (word[0..len)) of minn..maxn UTF-8 characters, in
+ * fastText's order (by start character, then length; "<" and ">" alone excluded): row
+ * nwords + hash % bucket for each. Writes at most cap rows and returns how many there are.
+ * No n-grams when maxn < 1, minn > maxn or bucket == 0. */
+int64_t emb__subword_ngrams(const char *word, size_t len, int minn, int maxn, uint32_t bucket,
+                            int64_t nwords, int64_t *rows, int64_t cap);
+
+#endif /* EMB_SUBWORD_H */
