@@ -78,8 +78,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         total++;
         if (!case_sensitive) wordvecs_lower(tok[0]), wordvecs_lower(tok[1]);
         int64_t a = wordvecs_find(&w, tok[0]), b = wordvecs_find(&w, tok[1]);
-        /* a fastText model answers for every word, from its n-grams when it has no row
-         * (gensim's FastText vectors do too) */
+        /* a fastText model answers for every word, from its n-grams when it has no row */
         double cos = w.ft ? cosine_words(&w, tok[0], tok[1]) : NAN;
         if (w.ft ? isnan(cos) : a < 0 || b < 0 || a >= w.rows || b >= w.rows) {
             oov++;
@@ -136,7 +135,8 @@ const emb_cli_command emb_cli_cmd_eval_pairs = {
     "first line that is not a pair (a header) are ignored. Pairs with a word outside the\n"
     "first --restrict rows are skipped and counted, except with a fastText .bin model,\n"
     "which scores every pair (a word without a row gets the vector of its character\n"
-    "n-grams, as gensim's FastText does). Prints Spearman's rank correlation\n"
+    "n-grams; gensim's evaluate_word_pairs skips such pairs even for FastText vectors).\n"
+    "Prints Spearman's rank correlation\n"
     "(ties get their average rank), Pearson's correlation and the share of pairs out of\n"
     "vocabulary, as gensim's evaluate_word_pairs reports them.\n"
     "\n"
