@@ -5,7 +5,8 @@
 #   tests/fuzz/run.sh BUILD SECONDS [extra libFuzzer flags...]
 # Exit status: non-zero when a fuzzer finds a crash, UB, a leak, a timeout or an
 # out-of-memory; its log is printed and the reproducer is saved as
-# BUILD/fuzz-artifacts/<kind>-<sha1> (see tests/fuzz/README.md to replay it).
+# BUILD/fuzz-artifacts/<kind>-<sha1> (see tests/fuzz/README.md to replay it). A fuzzer with
+# a dictionary tests/fuzz/<fuzzer>.dict (libFuzzer's -dict format) is given it.
 set -euo pipefail
 build=${1:?usage: run.sh BUILD SECONDS [flags...]}
 secs=${2:?usage: run.sh BUILD SECONDS [flags...]}
@@ -27,6 +28,7 @@ for f in "${fuzzers[@]}"; do
   log="$build/fuzz-artifacts/$name.log"
   args=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
         -artifact_prefix="$build/fuzz-artifacts/" "$@" "$work")
+  [ -f "$src/$name.dict" ] && args=(-dict="$src/$name.dict" "${args[@]}")
   [ -d "$seeds" ] && args+=("$seeds")
   # -fno-sanitize-recover: the first UB report aborts; leaks are checked after each input.
   if ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
