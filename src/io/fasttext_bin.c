@@ -336,3 +336,57 @@ emb_status emb__read_fasttext_vectors(const char *path, const emb_read_options *
     emb_fasttext_free(ft);
     return EMB_OK;
 }
+
+/* ---- writing (emb_w2v_save_fasttext) ---- */
+
+emb_status emb__fasttext_write(const char *path, const emb_fasttext_args *a, const emb_vocab *vocab, int64_t ntokens,
+                               const float *in, int64_t in_rows, const float *out, int64_t out_rows) {
+    const int64_t V = emb_vocab_size(vocab);
+    if (V > INT32_MAX) return emb__error(EMB_ERR_INVALID, "%s: fastText holds at most 2^31 - 1 words, not %" PRId64, path, V);
+    for (int64_t i = 0; i < V; i++) {
+        size_t n;
+        const char *s = emb_vocab_word(vocab, i, &n);
+        if (memchr(s, 0, n))
+            return emb__error(EMB_ERR_INVALID, "%s: word %" PRId64 " holds a NUL byte, which fastText's format cannot store",
+                              path, i);
+    }
+    emb__writer w;
+    emb_status rc = emb__writer_open(&w, path);
+    if (rc) return rc;
+    const int32_t head[2] = {FT_MAGIC, FT_VERSION};
+    const int32_t args[12] = {a->dim,   a->ws,    a->epoch,  a->min_count, a->neg,  a->word_ngrams,
+                              a->loss,  a->model, a->bucket, a->minn,      a->maxn, a->lr_update_rate};
+    emb__writer_put(&w, head, sizeof head);
+    emb__writer_put(&w, args, sizeof args);
+    emb__writer_put(&w, &a->t, sizeof(double));
+    const int32_t size = (int32_t)V, nlabels = 0;
+    const int64_t prune = -1;
+    emb__writer_put(&w, &size, 4);
+    emb__writer_put(&w, &size, 4);
+    emb__writer_put(&w, &nlabels, 4);
+    emb__writer_put(&w, &ntokens, 8);
+    emb__writer_put(&w, &prune, 8);
+    for (int64_t i = 0; i < V; i++) {
+        size_t n;
+        const char *s = emb_vocab_word(vocab, i, &n);
+        const int64_t count = emb_vocab_count(vocab, i);
+        emb__writer_put(&w, s, n + 1); /* the word and its NUL */
+        emb__writer_put(&w, &count, 8);
+        emb__writer_put(&w, "\0", 1); /* a word, not a label */
+    }
+    const int64_t dim = a->dim;
+    emb__writer_put(&w, "\0", 1); /* not quantized */
+    emb__writer_put(&w, &in_rows, 8);
+    emb__writer_put(&w, &dim, 8);
+    emb__writer_put(&w, in, (size_t)in_rows * (size_t)dim * sizeof(float));
+    emb__writer_put(&w, "\0", 1);
+    emb__writer_put(&w, &out_rows, 8);
+    emb__writer_put(&w, &dim, 8);
+    emb__writer_put(&w, out, (size_t)out_rows * (size_t)dim * sizeof(float));
+    if (w.status) {
+        rc = w.status;
+        emb__writer_abort(&w);
+        return rc;
+    }
+    return emb__writer_commit(&w);
+}

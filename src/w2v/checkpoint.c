@@ -128,6 +128,9 @@ static emb_status write_ckpt(FILE *f, void *ctx) {
 emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path) {
     if (!w) return emb__null("w2v");
     if (!path) return emb__null("path");
+    if (w->o.maxn > 0)
+        return emb__error(EMB_ERR_UNSUPPORTED, "%s: checkpoints of training with subwords (maxn > 0) are not provided",
+                          path);
     return emb__w2v_atomic_write(path, write_ckpt, (void *)w);
 }
 
@@ -291,6 +294,9 @@ emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
                           const char *checkpoint, emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!checkpoint) return emb__null("checkpoint");
+    if (opts && opts->maxn > 0)
+        return emb__error(EMB_ERR_UNSUPPORTED, "%s: checkpoints of training with subwords (maxn > 0) are not provided",
+                          checkpoint);
     unsigned char *data = NULL;
     size_t n = 0;
     emb_status st = read_file(checkpoint, &data, &n);

@@ -274,10 +274,145 @@ static void test_hostile(void **state) {
     EMB_EXPECT_ERR(emb_fasttext_read(NULL, NULL), EMB_ERR_NULL, "must not be NULL");
 }
 
+/* A corpus of words with disjoint n-grams (3 characters exactly) for subword training. */
+static emb_w2v *train_small(emb_w2v_model model, int maxn, int epochs, emb_tensor *before) {
+    static const char *const words[] = {"abc", "xyz", "pqr", "klm"};
+    emb_vocab *v;
+    EMB_OK_OR_FAIL(emb_vocab_create(&v));
+    int32_t ids[400];
+    int64_t counts[4] = {0, 0, 0, 0};
+    uint64_t r = 7;
+    for (int i = 0; i < 400; i++) {
+        ids[i] = i % 20 == 19 ? -1 : (int32_t)(emb_test_next_u64(&r) % 4);
+        if (ids[i] >= 0) counts[ids[i]]++;
+    }
+    for (int k = 0; k < 4; k++) EMB_OK_OR_FAIL(emb_vocab_add(v, words[k], 3, counts[k], NULL, NULL));
+    emb_w2v_options o = emb_w2v_options_default(model);
+    o.dim = 8, o.window = 2, o.negative = 2, o.sample = 0, o.min_count = 1, o.epochs = epochs, o.threads = 1;
+    o.minn = 3, o.maxn = maxn, o.bucket = 1000003;
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, 400, &w));
+    emb_vocab_free(v);
+    if (before) {
+        emb_tensor in;
+        EMB_OK_OR_FAIL(emb_embedding_weight(emb_w2v_input_embedding(w), &in));
+        EMB_OK_OR_FAIL(emb_tensor_alloc(before, EMB_FLOAT32, 2, in.shape));
+        memcpy(before->data, in.data, (size_t)emb_tensor_numel(&in) * sizeof(float));
+    }
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    return w;
+}
+
+/* Training with subwords: each update of a word's input reaches its own row and every one
+ * of its n-gram rows by the same amount (fastText's update), no other row changes; the
+ * model emb writes reads back with the same vector for seen and unseen words, bit for bit;
+ * two 1-thread runs are identical. */
+static void test_train_subwords(void **state) {
+    (void)state;
+    for (int model = 0; model < 2; model++) {
+        emb_tensor before;
+        emb_w2v *w = train_small((emb_w2v_model)model, 3, 2, &before);
+        emb_tensor in;
+        EMB_OK_OR_FAIL(emb_embedding_weight(emb_w2v_input_embedding(w), &in));
+        assert_int_equal(in.shape[0], 4 + 1000003);
+        emb_tensor view;
+        EMB_OK_OR_FAIL(emb_w2v_vectors(w, &view));
+        assert_int_equal(view.shape[0], 4);
+        const float *a = in.data, *b = before.data;
+        const char *path = save(&(buf){.n = 0}, "trained.bin");
+        EMB_OK_OR_FAIL(emb_w2v_save_fasttext(w, path));
+        emb_fasttext *ft;
+        EMB_OK_OR_FAIL(emb_fasttext_read(path, &ft));
+        int64_t changed = 0;
+        for (int64_t wd = 0; wd < 4; wd++) {
+            size_t len;
+            const char *word = emb_vocab_word(emb_w2v_vocab(w), wd, &len);
+            int64_t rows[16];
+            int64_t n = emb_fasttext_subword_rows(ft, word, len, rows, 16);
+            assert_int_equal(n, 1 + 3); /* the word, "<ab", "abc", "bc>" */
+            assert_int_equal(rows[0], wd);
+            float d0[8];
+            for (int j = 0; j < 8; j++) d0[j] = a[rows[0] * 8 + j] - b[rows[0] * 8 + j];
+            bool moved = false;
+            for (int j = 0; j < 8; j++) moved = moved || d0[j] != 0.0f;
+            assert_true(moved);
+            for (int64_t k = 1; k < n; k++) {
+                float dk[8];
+                for (int j = 0; j < 8; j++) dk[j] = a[rows[k] * 8 + j] - b[rows[k] * 8 + j];
+                /* the same sum of updates, added to differently initialised rows: equal up to
+                 * the rounding of each addition */
+                EMB_ASSERT_CLOSE(dk, d0, 8, "an n-gram row's change equals its word row's");
+            }
+            changed += n;
+            /* seen: the trainer's and the reader's vectors agree bit for bit */
+            float x[8], y[8];
+            EMB_OK_OR_FAIL(emb_w2v_word_vector(w, word, len, x));
+            EMB_OK_OR_FAIL(emb_fasttext_word_vector(ft, word, len, y));
+            EMB_ASSERT_EXACT(x, y, 8, "vector of a trained word");
+        }
+        /* no other row changed */
+        int64_t diff = 0;
+        for (int64_t r = 0; r < in.shape[0]; r++)
+            diff += memcmp(a + r * 8, b + r * 8, 8 * sizeof(float)) != 0;
+        assert_int_equal(diff, changed);
+        /* unseen words: the same vector from the trainer and the file */
+        const char *unseen[] = {"abcxyz", "zz", "pq\xc3\xa9r"};
+        for (int k = 0; k < 3; k++) {
+            float x[8], y[8];
+            EMB_OK_OR_FAIL(emb_w2v_word_vector(w, unseen[k], strlen(unseen[k]), x));
+            EMB_OK_OR_FAIL(emb_fasttext_word_vector(ft, unseen[k], strlen(unseen[k]), y));
+            EMB_ASSERT_EXACT(x, y, 8, "vector of an unseen word");
+        }
+        /* the table of word vectors is emb_w2v_word_vector of each word */
+        emb_tensor all;
+        EMB_OK_OR_FAIL(emb_w2v_word_vectors(w, &all));
+        for (int64_t wd = 0; wd < 4; wd++) {
+            size_t len;
+            const char *word = emb_vocab_word(emb_w2v_vocab(w), wd, &len);
+            float x[8];
+            EMB_OK_OR_FAIL(emb_w2v_word_vector(w, word, len, x));
+            EMB_ASSERT_EXACT((const float *)all.data + wd * 8, x, 8, "row of the word vectors");
+        }
+        /* a second 1-thread run is identical */
+        emb_w2v *w2 = train_small((emb_w2v_model)model, 3, 2, NULL);
+        emb_tensor in2;
+        EMB_OK_OR_FAIL(emb_embedding_weight(emb_w2v_input_embedding(w2), &in2));
+        assert_memory_equal(in.data, in2.data, (size_t)emb_tensor_numel(&in) * sizeof(float));
+        /* subword runs have no checkpoints */
+        EMB_EXPECT_ERR(emb_w2v_save_checkpoint(w, path), EMB_ERR_UNSUPPORTED, "subwords");
+        emb_w2v_free(w2);
+        emb_tensor_free(&all);
+        emb_tensor_free(&before);
+        emb_fasttext_free(ft);
+        emb_w2v_free(w);
+    }
+    /* without subwords the word vector is the row, and an unseen word has none */
+    emb_w2v *w = train_small(EMB_W2V_SKIPGRAM, 0, 1, NULL);
+    float x[8];
+    emb_tensor view;
+    EMB_OK_OR_FAIL(emb_w2v_vectors(w, &view));
+    EMB_OK_OR_FAIL(emb_w2v_word_vector(w, "xyz", 3, x));
+    EMB_ASSERT_EXACT(x, (const float *)view.data + emb_vocab_find(emb_w2v_vocab(w), "xyz", 3) * 8, 8, "row");
+    EMB_EXPECT_ERR(emb_w2v_word_vector(w, "zzz", 3, x), EMB_ERR_INVALID, "not in the vocabulary");
+    emb_w2v_free(w);
+    /* options */
+    emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+    assert_int_equal(o.maxn, 0);
+    assert_int_equal(o.minn, 3);
+    assert_int_equal(o.bucket, 2000000);
+    o.maxn = 6, o.minn = 7;
+    EMB_EXPECT_ERR(emb_w2v_options_check(&o), EMB_ERR_INVALID, "minn must be in [1, maxn = 6], got 7");
+    o.minn = 3, o.bucket = 0;
+    EMB_EXPECT_ERR(emb_w2v_options_check(&o), EMB_ERR_INVALID, "bucket must be in [1, 2147483646]");
+    o.bucket = 10, o.maxn = 101;
+    EMB_EXPECT_ERR(emb_w2v_options_check(&o), EMB_ERR_INVALID, "maxn must be in [0, 100]");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_and_vectors),
         cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_train_subwords),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
