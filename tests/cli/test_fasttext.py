@@ -10,6 +10,7 @@ import math
 import os
 import random
 import shutil
+import struct
 import subprocess
 
 import pytest
@@ -67,8 +68,12 @@ def emb_vectors(emb_bin, model_path, words):
     out = {}
     for line in r.stdout.splitlines():
         parts = line.split(" ")
-        out[parts[0]] = [float(x) for x in parts[1:]]
+        out[parts[0]] = [f32(float(x)) for x in parts[1:]]  # 9 digits: the float32 exactly
     return out
+
+
+def f32(x):
+    return struct.unpack("f", struct.pack("f", x))[0]
 
 
 def g5(x):
@@ -181,3 +186,46 @@ def test_info_reads_a_bin(emb_bin, model):
     r = run([emb_bin, "info", model])
     assert r.returncode == 0, r.stderr
     assert "fasttext-bin" in r.stdout
+
+
+@pytest.mark.parametrize("kind", ["skipgram", "cbow"])
+def test_model_emb_trains_loads_in_fasttext(emb_bin, tmp_path, kind):
+    """emb train --subwords --save-model writes a .bin that fastText loads, and fastText then
+    gives the vectors emb gives, for its words and for unseen words; the .vec emb writes is
+    the words' vectors."""
+    corpus(tmp_path / "c.txt")
+    vec, bin_ = str(tmp_path / "e.vec"), str(tmp_path / "e.bin")
+    r = run([emb_bin, "train", str(tmp_path / "c.txt"), "-o", vec, "--model", kind, "--subwords",
+             "--minn", "2", "--maxn", "4", "--bucket", "5000", "--min-count", "1", "--dim", "12",
+             "--epochs", "3", "--threads", "1", "--save-model", bin_, "-q"])
+    assert r.returncode == 0, r.stderr
+    words = WORDS + UNSEEN
+    ft = fasttext_vectors(bin_, words)
+    em = emb_vectors(emb_bin, bin_, words)
+    for w in words:
+        assert [g5(x) for x in em[w]] == ft[w], (w, em[w], ft[w])
+    with open(vec, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert lines[0] == f"{len(WORDS)} 12"
+    for line in lines[1:]:
+        parts = line.split(" ")
+        assert [f32(float(x)) for x in parts[1:]] == em[parts[0]], parts[0]
+
+
+def test_subword_options(emb_bin, tmp_path):
+    corpus(tmp_path / "c.txt")
+    base = [emb_bin, "train", str(tmp_path / "c.txt"), "-o", str(tmp_path / "o.vec"), "--min-count", "1",
+            "--dim", "4", "--epochs", "1", "--threads", "1", "-q"]
+    r = run(base + ["--subwords", "--checkpoint-every", "10"])
+    assert r.returncode == 2 and "checkpoints of training with subwords are not provided" in r.stderr
+    r = run(base + ["--minn", "7"])  # maxn takes fastText's 6
+    assert r.returncode == 2 and "minn must be in [1, maxn = 6], got 7" in r.stderr
+    # fastText's spellings and defaults: -minn/-maxn/-bucket, bucket 2,000,000
+    r = run(base + ["-minn", "3", "-maxn", "5", "-bucket", "100", "--save-model", str(tmp_path / "m.bin")])
+    assert r.returncode == 0, r.stderr
+    info = subprocess.run([fasttext(), "dump", str(tmp_path / "m.bin"), "args"], capture_output=True,
+                          text=True, timeout=60)
+    assert info.returncode == 0, info.stderr
+    args = dict(line.split() for line in info.stdout.splitlines() if len(line.split()) == 2)
+    assert (args["minn"], args["maxn"], args["bucket"], args["model"], args["loss"]) == \
+        ("3", "5", "100", "sg", "ns")
