@@ -20,7 +20,8 @@ struct emb_fasttext {
     int64_t nwords, nlabels, ntokens;
     int64_t in_rows;    /* nwords + bucket */
     int64_t out_rows;
-    emb__file file;     /* the mapped file */
+    emb__file file;     /* the file, read into memory (or the caller's, not owned) */
+    bool owns_file;
     const unsigned char *in, *out; /* the matrices' float32 data inside the file (unaligned) */
 };
 
@@ -163,20 +164,31 @@ static emb_status read_matrix(cursor *c, const char *which, int64_t rows, int64_
 void emb_fasttext_free(emb_fasttext *ft) {
     if (!ft) return;
     emb_vocab_free(ft->vocab);
-    emb__file_close(&ft->file);
+    if (ft->owns_file) emb__file_close(&ft->file);
     free(ft);
 }
+
+/* Parses ft->file; on failure frees ft. */
+static emb_status parse(const char *path, emb_fasttext *ft, emb_fasttext **out);
 
 emb_status emb_fasttext_read(const char *path, emb_fasttext **out) {
     if (!path) return emb__null("path");
     if (!out) return emb__null("out");
     emb_fasttext *ft = calloc(1, sizeof *ft);
     if (!ft) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
-    emb_status rc = emb__file_open(path, &ft->file);
+    /* read into memory, not mapped: the model's rows are read long after it is opened, and
+     * a file that shrinks meanwhile must not become a SIGBUS */
+    emb_status rc = emb__file_open(path, &ft->file, EMB__FILE_READ);
     if (rc) {
         free(ft);
         return rc;
     }
+    ft->owns_file = true;
+    return parse(path, ft, out);
+}
+
+static emb_status parse(const char *path, emb_fasttext *ft, emb_fasttext **out) {
+    emb_status rc;
     cursor c = {ft->file.data, ft->file.size, 0, path};
     int32_t magic = 0;
     if ((rc = get(&c, &magic, 4, "the magic number")) || (rc = get(&c, &ft->version, 4, "the version"))) goto fail;
@@ -292,10 +304,12 @@ emb_status emb_fasttext_word_vector(const emb_fasttext *ft, const char *word, si
 }
 
 /* emb_vectors_read of a .bin: the first `limit` words (0: all) and their vectors. */
-emb_status emb__read_fasttext_vectors(const char *path, const emb_read_options *o, emb_vectors *out);
-emb_status emb__read_fasttext_vectors(const char *path, const emb_read_options *o, emb_vectors *out) {
-    emb_fasttext *ft;
-    emb_status rc = emb_fasttext_read(path, &ft);
+emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f, const emb_read_options *o,
+                                      emb_vectors *out) {
+    emb_fasttext *ft = calloc(1, sizeof *ft);
+    if (!ft) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
+    ft->file = *f; /* the caller's open file, read within this call */
+    emb_status rc = parse(path, ft, &ft);
     if (rc) return rc;
     int64_t rows = ft->nwords;
     if (o->limit > 0 && o->limit < rows) rows = o->limit;

@@ -34,11 +34,12 @@ struct emb_w2v {
     bool *keep_all;      /* [V] */
     uint32_t *alias_thr; /* [V] */
     int32_t *alias;      /* [V] */
-    float sigmoid[EMB__SGNS_TABLE];
+    float sigmoid[EMB__SGNS_TABLE + 1];
     /* progress */
     int nt;
     emb__w2v_lane *lanes; /* [nt] */
     int64_t words_done;   /* tokens processed over all epochs */
+    bool diverged;        /* a score or a vector became NaN or infinite: no more training */
     /* subwords (o.maxn > 0): word i's input rows are sub_rows[sub_off[i] .. sub_off[i+1]):
      * i itself, then its n-grams' rows V + hash % bucket; NULL without subwords */
     int64_t *sub_off;     /* [V + 1] */
@@ -50,14 +51,13 @@ struct emb_w2v {
 emb_status emb__w2v_subword_check(const emb_w2v_options *o);
 emb_status emb__w2v_subword_setup(emb_w2v *w);
 
+/* The first row of the input (*table 0) or else the output (*table 1) vectors that holds
+ * NaN or an infinity: true with *table and *row set; false when every value is finite. */
+bool emb__w2v_find_nonfinite(const emb_w2v *w, int *table, int64_t *row);
+
 /* Reads and tokenises a corpus, builds the sorted, pruned vocabulary and the final ids
  * (dropped words removed, -1 at line ends, no two -1 in a row). */
 emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *name,
                                 emb_vocab **vocab, int32_t **ids, int64_t *n);
-
-/* Writes `n` bytes to `path` atomically: a temporary file in the same folder, flushed to
- * disk, renamed over path. The writer callback is called once with the open FILE. */
-typedef emb_status (*emb__w2v_writer)(FILE *f, void *ctx);
-emb_status emb__w2v_atomic_write(const char *path, emb__w2v_writer fn, void *ctx);
 
 #endif /* EMB_W2V_INTERNAL_H */

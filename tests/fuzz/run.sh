@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs every fuzzer built in BUILD/fuzz for SECONDS each (libFuzzer's -max_total_time),
 # starting from the committed seed corpus tests/fuzz/corpus/<fuzzer>/ (read only) plus a
-# working corpus BUILD/fuzz-corpus/<fuzzer>/ that keeps growing between runs.
+# working corpus BUILD/fuzz-corpus/<fuzzer>/ that keeps growing between runs, with the
+# dictionary tests/fuzz/dict/<fuzzer>.dict when there is one.
 #   tests/fuzz/run.sh BUILD SECONDS [extra libFuzzer flags...]
 # Exit status: non-zero when a fuzzer finds a crash, UB, a leak, a timeout or an
 # out-of-memory; its log is printed and the reproducer is saved as
-# BUILD/fuzz-artifacts/<kind>-<sha1> (see tests/fuzz/README.md to replay it). A fuzzer with
-# a dictionary tests/fuzz/<fuzzer>.dict (libFuzzer's -dict format) is given it.
+# BUILD/fuzz-artifacts/<kind>-<sha1> (see tests/fuzz/README.md to replay it).
 set -euo pipefail
 build=${1:?usage: run.sh BUILD SECONDS [flags...]}
 secs=${2:?usage: run.sh BUILD SECONDS [flags...]}
@@ -27,8 +27,9 @@ for f in "${fuzzers[@]}"; do
   mkdir -p "$work"
   log="$build/fuzz-artifacts/$name.log"
   args=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
-        -artifact_prefix="$build/fuzz-artifacts/" "$@" "$work")
-  [ -f "$src/$name.dict" ] && args=(-dict="$src/$name.dict" "${args[@]}")
+        -artifact_prefix="$build/fuzz-artifacts/")
+  [ -f "$src/dict/$name.dict" ] && args+=(-dict="$src/dict/$name.dict")
+  args+=("$@" "$work")
   [ -d "$seeds" ] && args+=("$seeds")
   # -fno-sanitize-recover: the first UB report aborts; leaks are checked after each input.
   if ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \

@@ -3,11 +3,15 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* A safetensors file holding a reduced-precision or quantized table (emb.qtype other than
  * f32) is mapped and searched as it is stored: true, with out->q set, or NULL and the error
  * pending. Other files: false. */
 static bool open_quantized(const char *path, wordvecs *out) {
+    /* only a regular file can be mapped; a pipe must be read once, by emb_vectors_read */
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return false;
     emb_format f;
     if (emb_format_sniff(path, &f) != EMB_OK || f != EMB_FORMAT_SAFETENSORS) {
         emb_clear_error();
@@ -22,7 +26,10 @@ static bool open_quantized(const char *path, wordvecs *out) {
     const bool quantized = qt && strcmp(qt, "f32") != 0;
     emb_safetensors_close(st);
     if (!quantized) return false;
-    if (emb_qtable_map(path, &out->q, &out->v.vocab) != EMB_OK) return true;
+    emb_status rc = emb_qtable_map(path, &out->q, &out->v.vocab);
+    if (rc == EMB_ERR_UNSUPPORTED) /* data not aligned for mapping: a copy in memory */
+        rc = emb_qtable_load(path, &out->q, &out->v.vocab);
+    if (rc != EMB_OK) return true;
     out->v.format = EMB_FORMAT_SAFETENSORS;
     out->v.file_rows = emb_qtable_num_rows(out->q);
     /* the shape only: no float32 copy exists */
@@ -48,6 +55,7 @@ void wordvecs_lower(char *s) {
 int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
                   int64_t restrict_rows, bool fold_case, wordvecs *out) {
     memset(out, 0, sizeof *out);
+    emb_cli_watch_input(cmd, path);
     if (limit == 0 && open_quantized(path, out)) {
         if (!out->q) return emb_cli_fail(cmd, "%s", emb_errmsg());
     } else {
@@ -73,32 +81,10 @@ int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
         wordvecs_close(out);
         return rc;
     }
-    if (fold_case) {
-        if (emb_vocab_create(&out->fold) != EMB_OK) {
-            wordvecs_close(out);
-            return emb_cli_fail(cmd, "%s", emb_errmsg());
-        }
-        /* Row order: a folded word maps to its most frequent spelling (the first row). */
-        for (int64_t i = 0; i < rows; i++) {
-            size_t len;
-            const char *s = emb_vocab_word(out->v.vocab, i, &len);
-            char *low = malloc(len + 1);
-            if (!low) {
-                wordvecs_close(out);
-                return emb_cli_fail(cmd, "out of memory");
-            }
-            memcpy(low, s, len + 1);
-            wordvecs_lower(low);
-            int64_t id;
-            bool added;
-            emb_status st = emb_vocab_add(out->fold, low, len, 0, &id, &added);
-            free(low);
-            if (st != EMB_OK) {
-                wordvecs_close(out);
-                return emb_cli_fail(cmd, "%s", emb_errmsg());
-            }
-            if (added) emb_vocab_set_count(out->fold, id, i); /* count holds the row */
-        }
+    if (fold_case && wordvecs_fold(out->v.vocab, rows, &out->fold) != EMB_OK) {
+        int rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        wordvecs_close(out);
+        return rc;
     }
     return -1;
 }
@@ -113,16 +99,51 @@ void wordvecs_close(wordvecs *w) {
     memset(w, 0, sizeof *w);
 }
 
+emb_status wordvecs_fold(const emb_vocab *vocab, int64_t rows, emb_vocab **out) {
+    emb_vocab *fold;
+    emb_status st = emb_vocab_create(&fold);
+    if (st != EMB_OK) return st;
+    /* Row order: a folded word maps to its most frequent spelling (the first row). */
+    for (int64_t i = 0; i < rows && st == EMB_OK; i++) {
+        size_t len;
+        const char *s = emb_vocab_word(vocab, i, &len);
+        char *low = malloc(len + 1);
+        if (!low) {
+            emb_vocab_free(fold);
+            return EMB_ERR_NOMEM;
+        }
+        memcpy(low, s, len + 1);
+        wordvecs_lower(low);
+        int64_t id;
+        bool added;
+        st = emb_vocab_add(fold, low, len, 0, &id, &added);
+        free(low);
+        if (st == EMB_OK && added) st = emb_vocab_set_count(fold, id, i); /* count holds the row */
+    }
+    if (st != EMB_OK) {
+        emb_vocab_free(fold);
+        return st;
+    }
+    *out = fold;
+    return EMB_OK;
+}
+
+int64_t wordvecs_fold_find(const emb_vocab *fold, const char *word, size_t n) {
+    char small[256];
+    char *low = n < sizeof small ? small : malloc(n + 1);
+    if (!low) return -1;
+    memcpy(low, word, n);
+    low[n] = 0;
+    for (size_t i = 0; i < n; i++)
+        if (low[i] >= 'A' && low[i] <= 'Z') low[i] = (char)(low[i] - 'A' + 'a');
+    int64_t id = emb_vocab_find(fold, low, n);
+    if (low != small) free(low);
+    return id < 0 ? -1 : emb_vocab_count(fold, id);
+}
+
 int64_t wordvecs_find(const wordvecs *w, const char *word) {
     if (!w->fold) return emb_vocab_find(w->v.vocab, word, strlen(word));
-    size_t n = strlen(word);
-    char *low = malloc(n + 1);
-    if (!low) return -1;
-    memcpy(low, word, n + 1);
-    wordvecs_lower(low);
-    int64_t id = emb_vocab_find(w->fold, low, n);
-    free(low);
-    return id < 0 ? -1 : emb_vocab_count(w->fold, id);
+    return wordvecs_fold_find(w->fold, word, strlen(word));
 }
 
 const float *wordvecs_vector(const wordvecs *w, const char *word, float *buf, int64_t *row) {
