@@ -320,6 +320,58 @@ static void test_checkpoint_resume(void **state) {
     }
 }
 
+/* A checkpoint of version 1 (tests/data/legacy/w2v-v1.ckpt, written by emb before version
+ * 2 over w2v-corpus.txt: skip-gram, dim 8, 1 thread, 10 epochs, seed 7, cancelled after 2
+ * rounds) still resumes; the run then finishes exactly like an uninterrupted one, and saving
+ * it again writes version 2: the same bytes but for the version and the checksum. */
+static void test_checkpoint_version1_resumes(void **state) {
+    (void)state;
+    const char *corpus = emb_test_data("legacy/w2v-corpus.txt"),
+               *ck = emb_test_data("legacy/w2v-v1.ckpt");
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM); /* min_count 1, 1 thread, seed 7 */
+    o.dim = 8;
+    o.epochs = 10;
+    size_t n1, n2;
+    unsigned char *v1 = emb_test_read(ck, &n1);
+    uint64_t version;
+    memcpy(&version, v1 + 8, 8);
+    assert_true(version == 1);
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, ck, &w));
+    const int64_t done = emb_w2v_words_done(w);
+    assert_true(done > 0 && done < emb_w2v_corpus_tokens(w) * o.epochs);
+    const char *again = path_in_tmp("again.ckpt");
+    EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, again));
+    unsigned char *v2 = emb_test_read(again, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(v1, v2, 8);                     /* magic */
+    assert_int_equal(v2[8], 2);                         /* version 2, little-endian */
+    assert_memory_equal(v1 + 9, v2 + 9, 7);
+    assert_memory_equal(v1 + 16, v2 + 16, n1 - 24);     /* every field and vector */
+    assert_memory_not_equal(v1 + n1 - 8, v2 + n1 - 8, 8); /* the checksum covers the version */
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+    float *want;
+    int64_t n;
+    train_file(corpus, o, &want, &n);
+    assert_int_equal(n, emb_tensor_numel(&t));
+    emb_assert_close_f32(t.data, want, n, 1, 0, 0, "resumed from version 1 vs uninterrupted");
+    emb_w2v_free(w);
+    /* and the version 2 file resumes too */
+    EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, again, &w));
+    assert_int_equal(emb_w2v_words_done(w), done);
+    emb_w2v_free(w);
+    /* a version from the future is refused by name */
+    v2[8] = 3;
+    write_text(again, (const char *)v2, n2);
+    EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, again, &w), EMB_ERR_FORMAT,
+                   "checkpoint version 3 (this emb reads 1 to 2)");
+    free(want);
+    free(v1);
+    free(v2);
+}
+
 static void test_create_from_ids(void **state) {
     (void)state;
     emb_vocab *v;
@@ -509,6 +561,7 @@ int main(void) {
         cmocka_unit_test(test_options),         cmocka_unit_test(test_corpus_errors),
         cmocka_unit_test(test_vocab_and_tokens), cmocka_unit_test(test_learns_topics),
         cmocka_unit_test(test_reproducible),    cmocka_unit_test(test_checkpoint_resume),
+        cmocka_unit_test(test_checkpoint_version1_resumes),
         cmocka_unit_test(test_create_from_ids), cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_pair_step_batched),
     };

@@ -1,7 +1,7 @@
-/* src/w2v/subword.h: fastText's character n-grams of a word and their hashed rows, shared
- * by the .bin reader and writer (src/io/fasttext_bin.c) and subword training. */
-#ifndef EMB_SUBWORD_H
-#define EMB_SUBWORD_H
+/* src/io/ngrams.h: fastText's character n-grams of a word and their hashed rows, and the
+ * .bin writer (src/io/fasttext_bin.c), shared with subword training (src/w2v/subword.c). */
+#ifndef EMB_IO_NGRAMS_H
+#define EMB_IO_NGRAMS_H
 
 #include <emb/fasttext.h>
 #include <emb/vocab.h>
@@ -22,11 +22,11 @@ static inline uint32_t emb__fnv1a_byte(uint32_t h, unsigned char c) {
 int64_t emb__subword_ngrams(const char *word, size_t len, int minn, int maxn, uint32_t bucket,
                             int64_t nwords, int64_t *rows, int64_t cap);
 
-/* Writes a fastText model file (src/io/fasttext_bin.c): the arguments, the vocabulary (all
+/* Writes a fastText model file: the arguments, the vocabulary (all
  * words, counts from it), in_rows x dim input floats and out_rows x dim output floats,
  * atomically. Errors: EMB_ERR_INVALID (more than 2^31 - 1 words), EMB_ERR_IO, EMB_ERR_NOMEM. */
 emb_status emb__fasttext_write(const char *path, const emb_fasttext_args *a, const emb_vocab *vocab,
                                int64_t ntokens, const float *in, int64_t in_rows, const float *out,
                                int64_t out_rows);
 
-#endif /* EMB_SUBWORD_H */
+#endif /* EMB_IO_NGRAMS_H */
