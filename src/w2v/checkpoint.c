@@ -5,6 +5,7 @@
  * (little-endian on every machine emb ran on) and is read the same way. */
 #include "w2v_internal.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -157,6 +158,12 @@ static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint,
     if (!lanes) return emb__error(EMB_ERR_NOMEM, "out of memory");
     const char *bad = NULL;
     int64_t expect_done = 0;
+    emb__w2v_cursor cur;
+    emb_status cst = emb__w2v_cursor_init(&cur, &w->ids);
+    if (cst) {
+        free(lanes);
+        return cst;
+    }
     for (int t = 0; t < w->nt && !bad; t++) {
         uint64_t lo = get_u64(r), hi = get_u64(r), pos = get_u64(r), epoch = get_u64(r);
         lanes[t].rng = get_u64(r);
@@ -173,11 +180,18 @@ static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint,
         /* the tokens (not sentence ends) this thread has processed: whole epochs of its
          * range, then [lo, pos) */
         int64_t in_range = 0, before = 0;
-        for (int64_t k = lanes[t].lo; k < lanes[t].hi; k++) {
-            in_range += w->ids[k] >= 0;
-            if (k < lanes[t].pos) before += w->ids[k] >= 0;
+        for (int64_t k = lanes[t].lo; k < lanes[t].hi && !bad; k++) {
+            int32_t id = emb__w2v_id_at(&cur, k);
+            if (id == INT32_MIN) bad = ""; /* the ids could not be read back */
+            in_range += id >= 0;
+            if (k < lanes[t].pos) before += id >= 0;
         }
         expect_done += (int64_t)epoch * in_range + before;
+    }
+    emb__w2v_cursor_free(&cur);
+    if (bad && !*bad) {
+        free(lanes);
+        return emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s", strerror(errno));
     }
     if (bad) {
         free(lanes);

@@ -97,6 +97,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     double sample = -1, alpha = NAN, min_alpha = -1, every = 0;
     uint64_t seed = 1;
     bool lowercase = false, strip = false, quiet = false, sum = false, shared = false;
+    bool lenient = false;
     const emb_cli_option opts[] = {
         {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
         {"train", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
@@ -118,6 +119,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"strip-punct", 0, NULL, EMB_CLI_FLAG, &strip, 0, 0, 0, 0},
         {"cbow-sum", 0, NULL, EMB_CLI_FLAG, &sum, 0, 0, 0, 0},
         {"shared-negatives", 0, NULL, EMB_CLI_FLAG, &shared, 0, 0, 0, 0},
+        {"lenient", 0, NULL, EMB_CLI_FLAG, &lenient, 0, 0, 0, 0},
         {"max-sentence", 0, NULL, EMB_CLI_INT, &max_sentence, 1, INT32_MAX, 0, 0},
         {"hs", 0, NULL, EMB_CLI_INT, &hs, 0, 1, 0, 0},
         {"binary", 0, NULL, EMB_CLI_INT, &binary, 0, 1, 0, 0},
@@ -178,6 +180,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     o.strip_punct = strip;
     o.cbow_mean = !sum;
     o.shared_negatives = shared;
+    o.lenient = lenient;
     /* subwords: any of their options turns them on, with fastText's defaults for the rest
      * (minn 3, maxn 6, bucket 2,000,000); --maxn 0 turns them off */
     if (subwords || minn >= 0 || maxn >= 0 || bucket > 0) o.maxn = maxn >= 0 ? (int)maxn : 6;
@@ -257,6 +260,11 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                 (long long)words, t2 - t1, (t2 - t1) > 0 ? (double)words / (t2 - t1) : 0,
                 t1 - t0, (double)ru.ru_maxrss / 1024.0, output, emb_format_name(wo.format));
     }
+    int64_t bad_utf8, too_long;
+    emb_w2v_skipped(w, &bad_utf8, &too_long);
+    if (bad_utf8 || too_long) /* even with -q: the vectors lack these tokens */
+        fprintf(stderr, "emb train: skipped %lld tokens that are not UTF-8 and %lld longer than %d bytes\n",
+                (long long)bad_utf8, (long long)too_long, EMB_VOCAB_MAX_WORD);
     emb_w2v_free(w);
     return EMB_CLI_OK;
 }
@@ -298,6 +306,8 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --cbow-sum              CBOW sums the context vectors instead of averaging them\n"
     "  --shared-negatives      skip-gram draws one set of negatives per window, shared by\n"
     "                          its context words (faster; a little less accurate)\n"
+    "  --lenient               skip tokens that are not UTF-8 or longer than 1 MiB\n"
+    "                          (counted in the summary) instead of stopping\n"
     "  --max-sentence N        longest sentence in tokens, 1 to 2147483647 (default 1000)\n"
     "  --subwords              fastText's n-grams: unseen words get vectors\n"
     "  --minn N, --maxn N      n-gram lengths (3, 6; either turns subwords on)\n"
