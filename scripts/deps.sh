@@ -21,7 +21,7 @@ case "$mode" in
   build) ;;
   run) command -v npm >/dev/null 2>&1 || pkgs+=(npm) ;;
   test) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim clang-14
-               libclang-rt-14-dev python3-sklearn chromium libopenmpi-dev openmpi-bin) ;;
+               libclang-rt-14-dev python3-sklearn chromium libopenmpi-dev openmpi-bin fasttext) ;;
   bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim fasttext
                 wrk python3-flask) ;;
   *) echo "usage: $0 build|run|test|bench" >&2; exit 2 ;;
