@@ -14,6 +14,7 @@
 #include "core.h"
 #include "embedding.h"
 #include "bag.h"
+#include "fasttext.h"
 #include "io.h"
 #include "linear.h"
 #include "loss.h"

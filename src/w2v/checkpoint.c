@@ -99,6 +99,9 @@ static void write_ckpt(wr *w, const emb_w2v *m) {
 emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path) {
     if (!w) return emb__null("w2v");
     if (!path) return emb__null("path");
+    if (w->o.maxn > 0)
+        return emb__error(EMB_ERR_UNSUPPORTED, "%s: checkpoints of training with subwords (maxn > 0) are not provided",
+                          path);
     if (w->diverged)
         return emb__error(EMB_ERR_STATE, "%s: not written: the training diverged (its vectors hold NaN or "
                                          "infinite values)", path);
@@ -302,6 +305,9 @@ emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
                           const char *checkpoint, emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!checkpoint) return emb__null("checkpoint");
+    if (opts && opts->maxn > 0)
+        return emb__error(EMB_ERR_UNSUPPORTED, "%s: checkpoints of training with subwords (maxn > 0) are not provided",
+                          checkpoint);
     /* read into memory, not mapped: a checkpoint truncated meanwhile is an error, not SIGBUS */
     emb__file f;
     emb_status st = emb__file_open(checkpoint, &f, EMB__FILE_READ);

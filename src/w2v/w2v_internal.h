@@ -91,7 +91,16 @@ struct emb_w2v {
     emb__w2v_lane *lanes; /* [nt] */
     int64_t words_done;   /* tokens processed over all epochs */
     bool diverged;        /* a score or a vector became NaN or infinite: no more training */
+    /* subwords (o.maxn > 0): word i's input rows are sub_rows[sub_off[i] .. sub_off[i+1]):
+     * i itself, then its n-grams' rows V + hash % bucket; NULL without subwords */
+    int64_t *sub_off;     /* [V + 1] */
+    int32_t *sub_rows;
+    int64_t sub_max;      /* the most rows of one word */
 };
+
+/* Subwords (src/w2v/subword.c): the options' check, and the rows of every word. */
+emb_status emb__w2v_subword_check(const emb_w2v_options *o);
+emb_status emb__w2v_subword_setup(emb_w2v *w);
 
 /* The first row of the input (*table 0) or else the output (*table 1) vectors that holds
  * NaN or an infinity: true with *table and *row set; false when every value is finite. */

@@ -89,7 +89,9 @@ static bool dir_writable(const char *path, char *why, size_t n) {
 
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
     const char *output = NULL, *train = NULL, *resume = NULL, *checkpoint = NULL,
-               *model = "skipgram";
+               *model = "skipgram", *save_model = NULL;
+    int64_t minn = -1, maxn = -1, bucket = -1;
+    bool subwords = false;
     int64_t dim = -1, window = -1, negative = -1, min_count = -1, max_vocab = -1, epochs = -1,
             threads = -1, cbow = -1, hs = 0, binary = 0, max_sentence = -1;
     double sample = -1, alpha = NAN, min_alpha = -1, every = 0;
@@ -125,6 +127,11 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"checkpoint-every", 0, NULL, EMB_CLI_DOUBLE, &every, 0, 0, 0, 1e9},
         {"resume", 0, NULL, EMB_CLI_STRING, &resume, 0, 0, 0, 0},
         {"quiet", 'q', NULL, EMB_CLI_FLAG, &quiet, 0, 0, 0, 0},
+        {"subwords", 0, NULL, EMB_CLI_FLAG, &subwords, 0, 0, 0, 0},
+        {"minn", 0, NULL, EMB_CLI_INT, &minn, 0, 100, 0, 0},
+        {"maxn", 0, NULL, EMB_CLI_INT, &maxn, 0, 100, 0, 0},
+        {"bucket", 0, NULL, EMB_CLI_INT, &bucket, 1, INT32_MAX - 1, 0, 0},
+        {"save-model", 0, NULL, EMB_CLI_STRING, &save_model, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
     };
     emb_cli_args args;
@@ -174,6 +181,13 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     o.cbow_mean = !sum;
     o.shared_negatives = shared;
     o.lenient = lenient;
+    /* subwords: any of their options turns them on, with fastText's defaults for the rest
+     * (minn 3, maxn 6, bucket 2,000,000); --maxn 0 turns them off */
+    if (subwords || minn >= 0 || maxn >= 0 || bucket > 0) o.maxn = maxn >= 0 ? (int)maxn : 6;
+    if (minn >= 0) o.minn = (int)minn;
+    if (bucket > 0) o.bucket = bucket;
+    if (o.maxn > 0 && (checkpoint || every > 0 || resume))
+        return emb_cli_usage_error(cmd, "checkpoints of training with subwords are not provided");
     if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
 
     emb_vectors_write_options wo = emb_vectors_write_options_default();
@@ -182,6 +196,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     char why[600];
     if (!dir_writable(output, why, sizeof why))
         return emb_cli_fail(cmd, "cannot write %s: %s", output, why);
+    if (save_model && !dir_writable(save_model, why, sizeof why))
+        return emb_cli_fail(cmd, "cannot write %s: %s", save_model, why);
     if (!checkpoint && every > 0) {
         static char def[4096];
         snprintf(def, sizeof def, "%s.ckpt", output);
@@ -203,11 +219,11 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (!quiet)
         fprintf(stderr,
                 "emb train: %s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
-                "window %d, negative %d, %d epochs, %d threads%s\n",
+                "window %d, negative %d, %d epochs, %d threads%s%s\n",
                 corpus, (long long)emb_vocab_num_words(vocab),
                 (long long)emb_w2v_corpus_tokens(w), m == EMB_W2V_CBOW ? "CBOW" : "skip-gram",
                 (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
-                resume ? " (resumed)" : "");
+                o.maxn > 0 ? "; subwords" : "", resume ? " (resumed)" : "");
     double t1 = wall();
     int64_t done0 = emb_w2v_words_done(w);
     st = emb_w2v_train(w, on_progress, &ui);
@@ -224,8 +240,11 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         return rc;
     }
     emb_tensor vec;
-    st = emb_w2v_vectors(w, &vec);
+    /* with subwords a word's vector is the mean of its rows (fastText's .vec) */
+    st = o.maxn > 0 ? emb_w2v_word_vectors(w, &vec) : emb_w2v_vectors(w, &vec);
     if (st == EMB_OK) st = emb_vectors_write(output, &vec, vocab, &wo);
+    if (o.maxn > 0) emb_tensor_release(&vec);
+    if (st == EMB_OK && save_model) st = emb_w2v_save_fasttext(w, save_model);
     if (st) {
         rc = emb_cli_fail(cmd, "%s", emb_errmsg());
         emb_w2v_free(w);
@@ -290,6 +309,7 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --lenient               skip tokens that are not UTF-8 or longer than 1 MiB\n"
     "                          (counted in the summary) instead of stopping\n"
     "  --max-sentence N        longest sentence in tokens, 1 to 2147483647 (default 1000)\n"
+    "  --subwords, --minn/--maxn/--bucket N, --save-model .bin: fastText n-grams\n"
     "  -hs 0, -binary 0|1      word2vec compatibility: hierarchical softmax is not provided\n"
     "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary\n"
     "  --checkpoint FILE       where checkpoints go (default OUT.ckpt)\n"
@@ -310,6 +330,7 @@ const emb_cli_command emb_cli_cmd_train = {
     "Examples:\n"
     "  emb train corpus.txt -o vectors.bin\n"
     "  emb train corpus.txt -o vectors.safetensors --model cbow --dim 200 --epochs 10\n"
+    "  emb train corpus.txt -o vectors.vec --subwords --save-model model.bin\n"
     "  emb train -train corpus.txt -output vec.txt -size 100 -window 5 -negative 5 \\\n"
     "      -sample 1e-3 -min-count 5 -iter 5 -threads 2 -cbow 0 -hs 0 -binary 0\n",
     run,
