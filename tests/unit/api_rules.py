@@ -37,6 +37,9 @@ def strip(text):
     return re.sub(r"(?m)^[ \t]*#.*(?:\\\n.*)*", "", text)
 
 
+ADDON_DEFAULTS = {}  # name -> (return, params) of *_options_default declared by EMB_<X>_API
+
+
 def parse(header_texts):
     """(functions, opaque types, struct types): functions as {name: (return, [params])}."""
     funcs, opaque, structs = {}, set(), set()
@@ -45,6 +48,8 @@ def parse(header_texts):
         opaque.update(re.findall(r"typedef\s+struct\s+(emb_\w+)\s+\1\s*;", text))
         structs.update(re.findall(r"typedef\s+struct\s+(emb_\w+)\s*\{[^}]*\}\s*\1\s*;", text, flags=re.S))
         structs.update(re.findall(r"typedef\s+struct\s+emb_\w+\s*\{.*?\}\s*(emb_\w+)\s*;", text, flags=re.S))
+        for m in re.finditer(r"\bEMB_[A-Z]+_API\b\s*(\w+)\s+(emb_\w+_options_default)\s*\(", text):
+            ADDON_DEFAULTS[m.group(2)] = (m.group(1), [])
         for m in re.finditer(r"\bEMB_API\b([^;{}]*?)\b(emb_\w+)\s*\(([^;{}]*?)\)\s*;", text, flags=re.S):
             params = [" ".join(p.split()) for p in m.group(3).split(",")]
             if params == ["void"]:
@@ -108,10 +113,11 @@ def problems(funcs, opaque, structs):
             elif seen_out and stars != 2:
                 out.append(f"{name}: handle out-parameters come last")
                 break
-    # 5. options structs
+    # 5. options structs (their defaults may be declared by an add-on library's own API
+    # macro, as <emb/mpi.h>'s EMB_MPI_API, whose names are libemb_mpi's to check)
     for s in sorted(structs):
         if s.endswith("_options"):
-            d = funcs.get(s + "_default")
+            d = funcs.get(s + "_default") or ADDON_DEFAULTS.get(s + "_default")
             if not d or d[0] != s:
                 out.append(f"{s}: needs {s}_default() returning it")
     return out
