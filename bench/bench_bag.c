@@ -123,17 +123,17 @@ int main(int argc, char **argv) {
                 bench_line(&a, name, bench_time(fns[k], &c, a.reps), probe);
                 any = 1;
             }
-            emb_sparse_grad_free(&c.sg);
+            emb_sparse_grad_release(&c.sg);
             emb_bag_free(c.bag);
         }
-    emb_tensor_free(&w);
-    emb_tensor_free(&idx);
-    emb_tensor_free(&off);
-    emb_tensor_free(&psw);
-    emb_tensor_free(&out);
-    emb_tensor_free(&mi);
-    emb_tensor_free(&gw);
-    emb_tensor_free(&g);
+    emb_tensor_release(&w);
+    emb_tensor_release(&idx);
+    emb_tensor_release(&off);
+    emb_tensor_release(&psw);
+    emb_tensor_release(&out);
+    emb_tensor_release(&mi);
+    emb_tensor_release(&gw);
+    emb_tensor_release(&g);
     emb_generator_free(gen);
     return any ? 0 : 2;
 }

@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
     if (bench_has_op(a.ops, "dense_backward")) {
         CHECK(emb_tensor_alloc(&c.gw, EMB_FLOAT32, 2, (int64_t[]){V, D}));
         bench_line(&a, "dense_backward", bench_time(run_dense_backward, &c, a.reps), probe);
-        emb_tensor_free(&c.gw);
+        emb_tensor_release(&c.gw);
     }
     if (bench_has_op(a.ops, "sparse_backward"))
         bench_line(&a, "sparse_backward", bench_time(run_sparse_backward, &c, a.reps), probe);
@@ -146,16 +146,16 @@ int main(int argc, char **argv) {
 
     static const struct {
         const char *name;
-        emb_optim_kind kind;
-    } optims[] = {{"sgd", EMB_OPTIM_SGD}, {"adagrad", EMB_OPTIM_ADAGRAD},
-                  {"sparseadam", EMB_OPTIM_SPARSE_ADAM}};
+        emb_optimizer_kind kind;
+    } optims[] = {{"sgd", EMB_OPTIMIZER_SGD}, {"adagrad", EMB_OPTIMIZER_ADAGRAD},
+                  {"sparseadam", EMB_OPTIMIZER_SPARSE_ADAM}};
     for (size_t k = 0; k < sizeof optims / sizeof optims[0]; k++)
         for (int fused = 0; fused < 3; fused++) { /* unfused, fused, unfused with the view */
             char name[64];
             snprintf(name, sizeof name, "%s_%s", optims[k].name,
                      fused == 1 ? "fused" : fused == 2 ? "unfused_view" : "unfused");
             if (!bench_has_op(a.ops, name)) continue;
-            emb_optim_options oo = emb_optim_options_default(optims[k].kind);
+            emb_optimizer_options oo = emb_optimizer_options_default(optims[k].kind);
             oo.lr = 1e-3;
             CHECK(emb_optimizer_create(&oo, &c.opt));
             CHECK(emb_optimizer_add_param(c.opt, &w, &c.param));
@@ -167,10 +167,10 @@ int main(int argc, char **argv) {
             c.opt = NULL;
         }
 
-    emb_sparse_grad_free(&c.sg);
-    emb_tensor_free(&c.idx);
-    emb_tensor_free(&c.out);
-    emb_tensor_free(&c.g);
+    emb_sparse_grad_release(&c.sg);
+    emb_tensor_release(&c.idx);
+    emb_tensor_release(&c.out);
+    emb_tensor_release(&c.g);
     emb_embedding_free(c.e);
     emb_generator_free(gen);
     return 0;

@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include <emb/emb.h>
 
+#include "internal.h" /* emb__malloc: the allocation a loaded table gets */
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,14 +52,14 @@ int main(int argc, char **argv) {
             int n = snprintf(word, sizeof word, "w%lld", (long long)i);
             if (emb_vocab_add(v, word, (size_t)n, 0, NULL, NULL)) return fprintf(stderr, "%s\n", emb_errmsg()), 1;
         }
-        emb_write_options o = emb_write_options_default();
+        emb_vectors_write_options o = emb_vectors_write_options_default();
         o.format = EMB_FORMAT_W2V_TEXT;
         o.precision = 6;
         double t0 = now();
         if (emb_vectors_write(path, &w, v, &o)) return fprintf(stderr, "%s\n", emb_errmsg()), 1;
         printf("seconds=%.3f bytes=%lld rows=%lld dim=%lld\n", now() - t0, file_size(path), (long long)rows,
                (long long)dim);
-        emb_tensor_free(&w);
+        emb_tensor_release(&w);
         emb_vocab_free(v);
         return 0;
     }
@@ -70,16 +72,16 @@ int main(int argc, char **argv) {
             emb_vectors v;
             if (emb_vectors_read(path, NULL, &v)) return fprintf(stderr, "%s\n", emb_errmsg()), 1;
             rows = v.weight.shape[0], dim = v.weight.shape[1];
-            emb_vectors_free(&v);
+            emb_vectors_release(&v);
         } else if (!strcmp(mode, "raw")) {
             /* the bytes into new memory of the file's size, as a loaded table needs */
             int fd = open(path, O_RDONLY);
             if (fd < 0) return perror(path), 1;
             size_t cap = (size_t)file_size(path) + 1, got = 0;
-            char *buf = emb_malloc(cap);
+            char *buf = emb__malloc(cap);
             ssize_t n;
             while ((n = read(fd, buf + got, cap - got)) > 0) got += (size_t)n;
-            emb_free(buf);
+            emb__free(buf);
             close(fd);
         } else {
             fprintf(stderr, "unknown mode %s\n", mode);

@@ -9,12 +9,12 @@
  *
  *   bench_large run --file FILE [--indices N] [--bag B] [--threads T] [--reps R]
  *                   [--seed S] [--api qtable|embedding]
- *     Maps the file read-only (emb_qtable_map; --api embedding: emb_safetensors_map_embedding,
+ *     Maps the file read-only (emb_qtable_map; --api embedding: emb_embedding_map_safetensors,
  *     float32 files only) and times, on N random rows (uniform over the table):
  *       probe     plain C: copy the N rows' stored bytes into a buffer (the machine's rate
  *                 of fetching those rows from this mapping)
  *       forward   emb_qtable_forward (or emb_embedding_forward) into a float32 buffer
- *       bag_sum   emb_qtable_bag (or emb_bag_forward on the mapped table), bags of B
+ *       bag_sum   emb_qtable_bag_forward (or emb_bag_forward on the mapped table), bags of B
  *       prefetch_forward  emb_qtable_prefetch of the rows, then emb_qtable_forward (qtable)
  *     each first cold (the file dropped from the page cache just before, with
  *     posix_fadvise(POSIX_FADV_DONTNEED), which needs no privilege; "cold_dropped" says
@@ -134,9 +134,10 @@ static int create(const args *a) {
     }
     emb_qerror e;
     CHECK(emb_qtable_writer_commit(w, &e));
+    emb_qtable_writer_free(w);
     double secs = now() - t0;
     int64_t rb;
-    CHECK(emb_qtype_row_bytes(q, a->dim, &rb));
+    CHECK(emb_qtype_row_nbytes(q, a->dim, &rb));
     printf("{\"lib\":\"emb\",\"op\":\"create\",\"qtype\":\"%s\",\"rows\":%lld,\"dim\":%lld,"
            "\"bytes\":%lld,\"seconds\":%.3f,\"draw_seconds\":%.3f,\"max_abs\":%.6g,"
            "\"mean_abs\":%.6g,\"mean_cosine\":%.9f,\"peak_rss_mb\":%.1f}\n",
@@ -181,7 +182,7 @@ static void run_once(ctx *c) {
     } else {
         emb_bag_options o = emb_bag_options_default();
         o.mode = EMB_BAG_SUM;
-        if (c->q) CHECK(emb_qtable_bag(c->q, &c->idx, &c->off, NULL, &o, &c->bag_out, NULL));
+        if (c->q) CHECK(emb_qtable_bag_forward(c->q, &c->idx, &c->off, NULL, &o, &c->bag_out, NULL));
         else CHECK(emb_bag_forward(c->bagh, &c->idx, &c->off, NULL, &c->bag_out, NULL));
     }
 }
@@ -194,12 +195,12 @@ static int drop_cache(const char *path) {
     return r == 0;
 }
 
-/* Maps the file (emb_qtable_map, or emb_safetensors_map_embedding + a bag over the same
+/* Maps the file (emb_qtable_map, or emb_embedding_map_safetensors + a bag over the same
  * rows for --api embedding). */
 static void open_table(ctx *c, const char *file, bool use_emb, emb_qtype *qt, int64_t *V) {
     if (use_emb) {
         emb_embedding_options eo = emb_embedding_options_default();
-        CHECK(emb_safetensors_map_embedding(file, NULL, &eo, &c->e));
+        CHECK(emb_embedding_map_safetensors(file, NULL, &eo, &c->e));
         emb_tensor wv;
         CHECK(emb_embedding_weight_const(c->e, &wv));
         *V = wv.shape[0];
@@ -216,7 +217,7 @@ static void open_table(ctx *c, const char *file, bool use_emb, emb_qtype *qt, in
         *qt = emb_qtable_qtype(c->q);
         *V = emb_qtable_num_rows(c->q);
         c->D = emb_qtable_dim(c->q);
-        c->rb = emb_qtable_row_bytes(c->q);
+        c->rb = emb_qtable_row_nbytes(c->q);
         c->rows = emb_qtable_data(c->q);
     }
 }

@@ -115,10 +115,10 @@ static void run_case(int threads, int64_t V, int64_t D, int64_t n) {
         fflush(stdout);
     }
     emb_embedding_free(c.e);
-    emb_tensor_free(&c.w);
-    emb_tensor_free(&c.idx);
-    emb_tensor_free(&c.go);
-    emb_tensor_free(&c.gw);
+    emb_tensor_release(&c.w);
+    emb_tensor_release(&c.idx);
+    emb_tensor_release(&c.go);
+    emb_tensor_release(&c.gw);
 }
 
 int main(int argc, char **argv) {

@@ -8,13 +8,13 @@ For each file, at 1 and 2 threads, on 262,144 random rows (bags of 20 for the po
   probe    plain C: copy the rows' stored bytes into a buffer (bench_large.c)
   forward  emb_qtable_forward / torch: quantized bag of one row each (int8),
            F.embedding (f16, f32)
-  bag_sum  emb_qtable_bag / torch: embedding_bag_byte_rowwise_offsets (int8),
+  bag_sum  emb_qtable_bag_forward / torch: embedding_bag_byte_rowwise_offsets (int8),
            F.embedding_bag(mode='sum') (f16, f32)
   prefetch_forward  emb_qtable_prefetch (madvise WILLNEED on the rows' pages), then forward
 each cold (the file dropped from the page cache with posix_fadvise(DONTNEED) and mapped
 afresh just before the first call) and warm (median of --reps calls on the same rows), with
 the process's peak RSS. The float32 file is also served through emb_embedding
-(emb_safetensors_map_embedding: the ordinary table API on the mapping).
+(emb_embedding_map_safetensors: the ordinary table API on the mapping).
 
 Usage (make bench-large, or make bench BENCH_LARGE=1; plain make bench does not run it):
   /usr/bin/python3 bench/large.py [--dir DIR] [--rows 100000000] [--dim 64]

@@ -15,7 +15,7 @@
  * Linear layer with Adam; the bag update is the fused sparse step by default (no gradient
  * is materialised; --unfused: emb_bag_backward_sparse + emb_optimizer_step_sparse, same
  * bits). With --dtype f16 or bf16 the bag's table is stored in half precision (an
- * emb_qtable, include/emb/quant.h): pooled with emb_qtable_bag and trained by SGD with
+ * emb_qtable, include/emb/quant.h): pooled with emb_qtable_bag_forward and trained by SGD with
  * emb_qtable_sgd_step_bag, rounding the updated rows stochastically (default) or to
  * nearest (--rounding nearest); it starts from the float32 initialisation rounded to
  * nearest. Everything is PyTorch's: initialisation (torch.manual_seed(seed), then
@@ -594,13 +594,13 @@ static int model_init(model *m, const options *o, int64_t V, int64_t B) {
     if (failed(emb_bag_create(V, m->D, &bo, &m->bag), "emb_bag_create")) return -1;
     if (failed(emb_linear_create(m->D, m->C, true, NULL, &m->lin), "emb_linear_create"))
         return -1;
-    emb_optim_options sa = emb_optim_options_default(
-        strcmp(o->optimizer, "adagrad") == 0 ? EMB_OPTIM_ADAGRAD
-        : strcmp(o->optimizer, "sgd") == 0   ? EMB_OPTIM_SGD
-                                             : EMB_OPTIM_SPARSE_ADAM);
+    emb_optimizer_options sa = emb_optimizer_options_default(
+        strcmp(o->optimizer, "adagrad") == 0 ? EMB_OPTIMIZER_ADAGRAD
+        : strcmp(o->optimizer, "sgd") == 0   ? EMB_OPTIMIZER_SGD
+                                             : EMB_OPTIMIZER_SPARSE_ADAM);
     sa.lr = o->bag_lr > 0 ? o->bag_lr : o->lr;
     m->bag_lr = (float)sa.lr;
-    emb_optim_options ad = emb_optim_options_default(EMB_OPTIM_ADAM);
+    emb_optimizer_options ad = emb_optimizer_options_default(EMB_OPTIMIZER_ADAM);
     ad.lr = o->lr;
     if (failed(emb_optimizer_create(&sa, &m->opt_bag), "emb_optimizer_create") ||
         failed(emb_optimizer_create(&ad, &m->opt_lin), "emb_optimizer_create"))
@@ -640,7 +640,7 @@ static int forward(model *m, emb_tensor *in, emb_tensor *off, int64_t B) {
     if (m->qt) {
         emb_bag_options bo = emb_bag_options_default();
         bo.mode = EMB_BAG_MEAN;
-        if (failed(emb_qtable_bag(m->qt, in, off, NULL, &bo, &h, NULL), "emb_qtable_bag"))
+        if (failed(emb_qtable_bag_forward(m->qt, in, off, NULL, &bo, &h, NULL), "emb_qtable_bag_forward"))
             return -1;
     } else if (failed(emb_bag_forward(m->bag, in, off, NULL, &h, NULL), "emb_bag_forward")) {
         return -1;
@@ -833,7 +833,7 @@ int main(int argc, char **argv) {
             write_raw(o.dump, "init_linear_bias.f32", lb.data, emb_tensor_nbytes(&lb)))
             goto out;
     }
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     if (failed(emb_sparse_grad_init(&sg, nv, o.dim), "emb_sparse_grad_init")) goto out;
     order = xmalloc((size_t)tr.n * sizeof(int64_t));
     batch_off = xmalloc((size_t)B * sizeof(int64_t));
@@ -909,7 +909,7 @@ int main(int argc, char **argv) {
     status = 0;
 out:
     model_free(&m);
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     free(order);
     free(batch_ids);
     free(batch_off);

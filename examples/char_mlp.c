@@ -605,7 +605,7 @@ static void model_free(model *m) {
     emb_embedding_free(m->emb);
     emb_linear_free(m->l1);
     emb_linear_free(m->l2);
-    emb_sparse_grad_free(&m->sgrad);
+    emb_sparse_grad_release(&m->sgrad);
     free(m->gw1);
     free(m->gb1);
     free(m->gw2);
@@ -649,18 +649,18 @@ static int model_init(model *m, const options *o, int64_t vocab, emb_generator *
 
     /* Optimizers: the embedding gets sparse steps, the Linears dense ones. Adam cannot take
      * sparse gradients (as in PyTorch), so the table uses SparseAdam then. */
-    emb_optim_kind dense_kind, sparse_kind;
+    emb_optimizer_kind dense_kind, sparse_kind;
     if (strcmp(o->optimizer, "sgd") == 0) {
-        dense_kind = sparse_kind = EMB_OPTIM_SGD;
+        dense_kind = sparse_kind = EMB_OPTIMIZER_SGD;
     } else if (strcmp(o->optimizer, "adagrad") == 0) {
-        dense_kind = sparse_kind = EMB_OPTIM_ADAGRAD;
+        dense_kind = sparse_kind = EMB_OPTIMIZER_ADAGRAD;
     } else {
-        dense_kind = EMB_OPTIM_ADAM;
-        sparse_kind = EMB_OPTIM_SPARSE_ADAM;
+        dense_kind = EMB_OPTIMIZER_ADAM;
+        sparse_kind = EMB_OPTIMIZER_SPARSE_ADAM;
     }
     double lr = learning_rate(o);
-    emb_optim_options od = emb_optim_options_default(dense_kind);
-    emb_optim_options os = emb_optim_options_default(sparse_kind);
+    emb_optimizer_options od = emb_optimizer_options_default(dense_kind);
+    emb_optimizer_options os = emb_optimizer_options_default(sparse_kind);
     od.lr = lr;
     os.lr = lr;
     if (failed(emb_optimizer_create(&od, &m->opt_dense), "emb_optimizer_create") ||

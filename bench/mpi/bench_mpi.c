@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     emb_mpi_table *t;
     emb_manual_seed(0);
     TRY(emb_mpi_table_create(MPI_COMM_WORLD, V, D, &bo, &so, &t));
-    emb_optim_options oo = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    emb_optimizer_options oo = emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD);
     TRY(emb_mpi_table_set_optimizer(t, &oo));
     int64_t n = B * L, os[2] = {B, D};
     int64_t *ids = malloc((size_t)n * sizeof *ids), *offs = malloc((size_t)B * sizeof *offs);

@@ -108,7 +108,7 @@ typedef struct dense_model {
 static void dense_create(dense_model *m) {
     TRY(emb_linear_create(IN, HID, true, NULL, &m->l1));
     TRY(emb_linear_create(HID, 1, true, NULL, &m->l2));
-    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options o = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     o.lr = 0.1;
     TRY(emb_optimizer_create(&o, &m->opt));
     emb_tensor v;
@@ -169,8 +169,8 @@ static emb_bag_options bag_opts(int t) {
     return o;
 }
 
-static emb_optim_options table_opt(void) {
-    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+static emb_optimizer_options table_opt(void) {
+    emb_optimizer_options o = emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD);
     o.lr = 0.05;
     return o;
 }
@@ -190,7 +190,7 @@ static int run_single(int steps, const char *out) {
     emb_manual_seed(7);
     emb_bag *bags[NT];
     emb_optimizer *topt[NT];
-    emb_optim_options oo = table_opt();
+    emb_optimizer_options oo = table_opt();
     for (int t = 0; t < NT; t++) {
         emb_bag_options o = bag_opts(t);
         TRY(emb_bag_create(ROWS[t], DIM, &o, &bags[t]));
@@ -248,7 +248,7 @@ static int run_single(int steps, const char *out) {
 static int run_mpi(int steps, const char *out) {
     emb_manual_seed(7);
     emb_mpi_table *tabs[NT];
-    emb_optim_options oo = table_opt();
+    emb_optimizer_options oo = table_opt();
     for (int t = 0; t < NT; t++) {
         emb_bag_options o = bag_opts(t);
         emb_mpi_shard_options so = emb_mpi_shard_options_default();

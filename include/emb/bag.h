@@ -92,7 +92,7 @@ EMB_API emb_embedding *emb_bag_embedding(emb_bag *bag);
  * the table: EMB_ERR_READ_ONLY for a read-only table, whose weight
  * emb_embedding_weight_const(emb_bag_embedding(bag), ...) reads). */
 EMB_API emb_status emb_bag_weight(emb_bag *bag, emb_tensor *view);
-EMB_API emb_bag_mode emb_bag_get_mode(const emb_bag *bag);
+EMB_API emb_bag_mode emb_bag_mode_of(const emb_bag *bag);
 EMB_API bool emb_bag_include_last_offset(const emb_bag *bag);
 
 /* The number of bags B that forward(input, offsets) produces (the output is [B, dim]).
@@ -145,7 +145,7 @@ EMB_API emb_status emb_bag_forward(emb_bag *bag, const emb_tensor *input,
  * generator is ignored). With max_norm the weight is renormalised in place.
  * Errors: as emb_bag_forward, plus the option errors of emb_bag_create and
  * EMB_ERR_SHAPE / EMB_ERR_DTYPE for the weight. */
-EMB_API emb_status emb_embedding_bag(emb_tensor *weight, const emb_tensor *input,
+EMB_API emb_status emb_bag_lookup(emb_tensor *weight, const emb_tensor *input,
                                      const emb_tensor *offsets,
                                      const emb_tensor *per_sample_weights,
                                      const emb_bag_options *opts, emb_tensor *out,

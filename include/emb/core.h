@@ -107,12 +107,9 @@ typedef enum emb_dtype {
 } emb_dtype;
 
 /* Size of one element in bytes; 0 for an unknown dtype. */
-EMB_API size_t emb_dtype_size(emb_dtype dtype);
+EMB_API size_t emb_dtype_nbytes(emb_dtype dtype);
 /* PyTorch's name without the prefix: "float32", "int64", ... ; "unknown" otherwise. */
 EMB_API const char *emb_dtype_name(emb_dtype dtype);
-/* PyTorch's legacy tensor type name used in its error messages: "torch.FloatTensor",
- * "torch.LongTensor", "torch.IntTensor", ... */
-EMB_API const char *emb_dtype_torch_type(emb_dtype dtype);
 
 /* ---------------------------------------------------------------------------------------
  * Tensor views
@@ -144,13 +141,14 @@ EMB_API emb_status emb_tensor_init(emb_tensor *t, emb_dtype dtype, void *data, i
                                    const int64_t *shape);
 
 /* Like emb_tensor_init, but allocates zero-filled, 64-byte aligned storage that the caller
- * releases with emb_tensor_free. A zero-element tensor gets data == NULL. */
+ * releases with emb_tensor_release. A zero-element tensor gets data == NULL. */
 EMB_API emb_status emb_tensor_alloc(emb_tensor *t, emb_dtype dtype, int ndim,
                                     const int64_t *shape);
 
-/* Releases storage obtained from emb_tensor_alloc and sets t->data to NULL. NULL is fine.
+/* Frees storage obtained from emb_tensor_alloc (or another call that says so) and sets
+ * t->data to NULL; the struct can be filled again by emb_tensor_init/alloc. NULL is fine.
  * Do not call it on views of memory you own. */
-EMB_API void emb_tensor_free(emb_tensor *t);
+EMB_API void emb_tensor_release(emb_tensor *t);
 
 /* Number of elements (1 for a 0-d tensor); -1 when t is NULL or its shape is invalid (ndim
  * outside [0, EMB_MAX_DIMS], a negative dimension, a product that overflows int64). */
@@ -164,21 +162,6 @@ EMB_API size_t emb_tensor_nbytes(const emb_tensor *t);
  * dimension, no overflow, data non-NULL when numel > 0. `what` names the argument in the
  * error message (e.g. "indices"). */
 EMB_API emb_status emb_tensor_check(const emb_tensor *t, const char *what);
-
-/* True when both tensors have the same ndim (in [0, EMB_MAX_DIMS]) and shape; false when
- * either is NULL. */
-EMB_API bool emb_tensor_same_shape(const emb_tensor *a, const emb_tensor *b);
-
-/* Formats a shape as PyTorch prints torch.Size: "torch.Size([1, 25, 10])". Returns the
- * number of characters the full string needs (not counting the NUL), like snprintf. At most
- * EMB_MAX_DIMS dimensions are shown; shape NULL prints as "torch.Size([])". */
-EMB_API size_t emb_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
-
-/* Aligned allocation used by emb (64-byte alignment); free with emb_free. On Linux an
- * allocation of 32 MiB or more is advised to use transparent huge pages (madvise
- * MADV_HUGEPAGE), which makes random row access to large tables faster. */
-EMB_API void *emb_malloc(size_t nbytes);
-EMB_API void emb_free(void *p);
 
 /* Removes the temporary files of every atomic file write in progress in this process
  * (emb/io.h: tables, checkpoints; the writes then fail). For a program's handler of SIGINT,

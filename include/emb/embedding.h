@@ -135,7 +135,7 @@ EMB_API emb_status emb_embedding_weight(emb_embedding *e, emb_tensor *view);
  * EMB_ERR_NULL. */
 EMB_API emb_status emb_embedding_weight_const(const emb_embedding *e, emb_tensor *view);
 EMB_API int64_t emb_embedding_num_embeddings(const emb_embedding *e);
-EMB_API int64_t emb_embedding_dim(const emb_embedding *e);
+EMB_API int64_t emb_embedding_embedding_dim(const emb_embedding *e);
 /* The normalised padding row (non-negative), or EMB_PADDING_NONE. */
 EMB_API int64_t emb_embedding_padding_idx(const emb_embedding *e);
 EMB_API double emb_embedding_max_norm(const emb_embedding *e);
@@ -218,15 +218,15 @@ typedef struct emb_sparse_grad {
 } emb_sparse_grad;
 
 /* Initialises an empty (coalesced) sparse gradient for a [num_rows, dim] weight. g must not
- * hold storage (free it first). Errors (g unchanged): EMB_ERR_NULL, EMB_ERR_INVALID
+ * hold storage (release it first). Errors (g unchanged): EMB_ERR_NULL, EMB_ERR_INVALID
  * (negative sizes). */
 EMB_API emb_status emb_sparse_grad_init(emb_sparse_grad *g, int64_t num_rows, int64_t dim);
 /* A sparse gradient built from the caller's own entries (PyTorch:
  * torch.sparse_coo_tensor(rows.unsqueeze(0), values, (num_rows, dim))): entry k is row
  * rows[k] with values[k, :], in the given order, duplicates allowed (uncoalesced unless it
  * has fewer than 2 entries). rows: int64 or int32 [n], each in [0, num_rows); values:
- * float32 [n, dim]; both copied. Like emb_sparse_grad_init, g must not hold storage (free
- * it first); release the result with emb_sparse_grad_free.
+ * float32 [n, dim]; both copied. Like emb_sparse_grad_init, g must not hold storage (release
+ * it first); release the result with emb_sparse_grad_release.
  * Errors (g unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (negative sizes), EMB_ERR_DTYPE,
  * EMB_ERR_SHAPE (rows not 1-D, values not [n, dim]), EMB_ERR_INDEX ("index 7 at position 1
  * is out of range for a sparse gradient with 5 rows (valid: [0, 5))"), EMB_ERR_OVERFLOW,
@@ -239,7 +239,7 @@ EMB_API emb_status emb_sparse_grad_from_rows(emb_sparse_grad *g, int64_t num_row
 EMB_API void emb_sparse_grad_clear(emb_sparse_grad *g);
 /* Releases the storage; g stays an empty gradient of the same shape, ready for reuse or to
  * be forgotten. g may be NULL. */
-EMB_API void emb_sparse_grad_free(emb_sparse_grad *g);
+EMB_API void emb_sparse_grad_release(emb_sparse_grad *g);
 /* coalesce(): sums duplicate rows in PyTorch's order (the permutation of torch.sort
  * (stable=False) of the rows; the first value of a row is copied, later ones are added
  * with plain float adds), rows ascending. In place (the storage is replaced and

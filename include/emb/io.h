@@ -74,18 +74,18 @@ EMB_API emb_status emb_format_sniff(const char *path, emb_format *out);
  * Tables with their words
  * ------------------------------------------------------------------------------------- */
 
-typedef struct emb_read_options {
+typedef struct emb_vectors_read_options {
     emb_format format;  /* EMB_FORMAT_AUTO (default): emb_format_sniff */
     int64_t limit;      /* read at most this many rows (gensim's limit); 0 (default): all */
     const char *tensor; /* safetensors: the tensor to read; NULL (default): "weight", else
                          * "embedding.weight", else the only 2-D floating-point tensor */
     bool check_utf8;    /* word formats: reject a word that is not UTF-8 (default true, like
                          * gensim's unicode_errors='strict') */
-} emb_read_options;
+} emb_vectors_read_options;
 
-EMB_API emb_read_options emb_read_options_default(void);
+EMB_API emb_vectors_read_options emb_vectors_read_options_default(void);
 
-/* A table read from a file. Free with emb_vectors_free. */
+/* A table read from a file, owned by the caller; emptied with emb_vectors_release. */
 typedef struct emb_vectors {
     emb_tensor weight;    /* float32 [rows, dim], owned (emb_tensor_alloc) */
     emb_vocab *vocab;     /* the rows' words, or NULL when the file carries none */
@@ -107,13 +107,14 @@ typedef struct emb_vectors {
  * what is wrong), EMB_ERR_DTYPE (a tensor type emb cannot convert to float32),
  * EMB_ERR_SHAPE (the chosen tensor is not 2-D), EMB_ERR_INVALID (bad options, or the
  * named tensor is absent), EMB_ERR_NOMEM. */
-EMB_API emb_status emb_vectors_read(const char *path, const emb_read_options *opts,
+EMB_API emb_status emb_vectors_read(const char *path, const emb_vectors_read_options *opts,
                                     emb_vectors *out);
 
-/* Frees the weight and the vocabulary and zeroes *v. NULL is fine. */
-EMB_API void emb_vectors_free(emb_vectors *v);
+/* Frees the weight and the vocabulary and zeroes *v, which can be read into again. NULL is
+ * fine. */
+EMB_API void emb_vectors_release(emb_vectors *v);
 
-typedef struct emb_write_options {
+typedef struct emb_vectors_write_options {
     emb_format format;  /* EMB_FORMAT_AUTO (default): emb_format_from_path */
     emb_dtype dtype;    /* safetensors and npy element type: EMB_FLOAT32 (default),
                          * EMB_FLOAT16, EMB_BFLOAT16 (safetensors only) or EMB_FLOAT64;
@@ -125,9 +126,9 @@ typedef struct emb_write_options {
                           * fastText write (default false: gensim's style) */
     bool binary_newline; /* word2vec binary: '\n' after each row, as the C tool writes
                           * (default true; gensim reads both) */
-} emb_write_options;
+} emb_vectors_write_options;
 
-EMB_API emb_write_options emb_write_options_default(void);
+EMB_API emb_vectors_write_options emb_vectors_write_options_default(void);
 
 /* Writes weight (2-D float32 [rows, dim]) and its words atomically.
  * vocab: required for the word formats (size == rows; words must not contain spaces,
@@ -139,7 +140,7 @@ EMB_API emb_write_options emb_write_options_default(void);
  * vocab size != rows, a word the format cannot hold), EMB_ERR_IO (with the OS error),
  * EMB_ERR_NOMEM, EMB_ERR_UNSUPPORTED (EMB_FORMAT_FASTTEXT_BIN: a model is more than a table). */
 EMB_API emb_status emb_vectors_write(const char *path, const emb_tensor *weight,
-                                     const emb_vocab *vocab, const emb_write_options *opts);
+                                     const emb_vocab *vocab, const emb_vectors_write_options *opts);
 
 /* ---------------------------------------------------------------------------------------
  * safetensors: any tensors, metadata, zero-copy mapping
@@ -155,10 +156,10 @@ typedef struct emb_safetensors emb_safetensors;
 /* Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_IO, EMB_ERR_FORMAT, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_safetensors_open(const char *path, emb_safetensors **out);
 /* Unmaps and frees. Views obtained from the handle become invalid. NULL is fine. */
-EMB_API void emb_safetensors_close(emb_safetensors *st);
+EMB_API void emb_safetensors_free(emb_safetensors *st);
 
 /* Number of tensors; their names in data-offset order (NULL when i is out of range). */
-EMB_API int64_t emb_safetensors_count(const emb_safetensors *st);
+EMB_API int64_t emb_safetensors_num_tensors(const emb_safetensors *st);
 EMB_API const char *emb_safetensors_name(const emb_safetensors *st, int64_t i);
 /* The index of tensor `name`, or -1. */
 EMB_API int64_t emb_safetensors_find(const emb_safetensors *st, const char *name);
@@ -175,13 +176,13 @@ EMB_API const int64_t *emb_safetensors_shape(const emb_safetensors *st, int64_t 
  * emb_safetensors_read). */
 EMB_API emb_status emb_safetensors_view(const emb_safetensors *st, int64_t i, emb_tensor *view);
 
-/* Like view, but into new storage the caller frees with emb_tensor_free (always aligned). */
+/* Like view, but into new storage the caller releases with emb_tensor_release (always aligned). */
 EMB_API emb_status emb_safetensors_read(const emb_safetensors *st, int64_t i, emb_tensor *out);
 
 /* The __metadata__ value of `key`, or NULL. Number of entries and i-th key (NULL when out
  * of range), in file order. */
 EMB_API const char *emb_safetensors_metadata(const emb_safetensors *st, const char *key);
-EMB_API int64_t emb_safetensors_metadata_count(const emb_safetensors *st);
+EMB_API int64_t emb_safetensors_num_metadata(const emb_safetensors *st);
 EMB_API const char *emb_safetensors_metadata_key(const emb_safetensors *st, int64_t i);
 
 /* Writes n tensors (any emb dtype but FLOAT16/BFLOAT16 data are taken as stored) with the
@@ -202,7 +203,7 @@ EMB_API emb_status emb_safetensors_write(const char *path, int64_t n, const char
  * Errors: those of emb_safetensors_open, EMB_ERR_INVALID (no such tensor), EMB_ERR_DTYPE
  * (not F32), EMB_ERR_SHAPE (not 2-D), EMB_ERR_UNSUPPORTED (misaligned data, or
  * emb_embedding_wrap unavailable), and those of emb_embedding_wrap. *out untouched. */
-EMB_API emb_status emb_safetensors_map_embedding(const char *path, const char *tensor,
+EMB_API emb_status emb_embedding_map_safetensors(const char *path, const char *tensor,
                                                  const emb_embedding_options *opts,
                                                  emb_embedding **out);
 
@@ -211,7 +212,7 @@ EMB_API emb_status emb_safetensors_map_embedding(const char *path, const char *t
  * ------------------------------------------------------------------------------------- */
 
 /* Reads an .npy file (v1, v2, v3) of float32/64/16, int64/32/16/8, uint8 or bool, little-
- * or big-endian, C or Fortran order, into new C-order native storage (emb_tensor_free).
+ * or big-endian, C or Fortran order, into new C-order native storage (emb_tensor_release).
  * Errors: EMB_ERR_NULL, EMB_ERR_IO, EMB_ERR_FORMAT (bad magic, header, shape or size; the
  * message says what), EMB_ERR_DTYPE (object or other unsupported descr), EMB_ERR_SHAPE
  * (more than EMB_MAX_DIMS dims), EMB_ERR_NOMEM. *out untouched on error. */
@@ -221,22 +222,6 @@ EMB_API emb_status emb_npy_read(const char *path, emb_tensor *out);
  * float32/64/16, int64/32/16/8, uint8, bool. Atomic. Errors: EMB_ERR_NULL, tensor errors,
  * EMB_ERR_DTYPE (bfloat16: NumPy has no such type), EMB_ERR_IO, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_npy_write(const char *path, const emb_tensor *t);
-
-/* ---------------------------------------------------------------------------------------
- * Numbers
- * ------------------------------------------------------------------------------------- */
-
-/* Parses a float from s[0..len) (no NUL needed) exactly as strtof would in the C locale
- * (correctly rounded; nan, inf, hex floats accepted), requiring the whole span to be the
- * number. Returns false when it is not a number. A fast exact path covers the decimal
- * numbers word-vector files hold. Thread-safe. */
-EMB_API bool emb_parse_float(const char *s, size_t len, float *out);
-
-/* float32 <-> float16 / bfloat16, round to nearest even (NaN stays NaN), as torch converts. */
-EMB_API uint16_t emb_f32_to_f16(float f);
-EMB_API float emb_f16_to_f32(uint16_t h);
-EMB_API uint16_t emb_f32_to_bf16(float f);
-EMB_API float emb_bf16_to_f32(uint16_t h);
 
 #ifdef __cplusplus
 }

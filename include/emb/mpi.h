@@ -56,7 +56,7 @@ typedef struct emb_mpi_shard_options {
     /* The storage type of the rows (default EMB_QTYPE_F32). Others (f16, bf16, int8, int4)
      * hold each shard as an emb_qtable: the rows a single process gets from
      * emb_qtable_quantize of the float32 table; lookups and bags are emb_qtable_forward's
-     * and emb_qtable_bag's; steps: SGD on f16/bf16 with round-to-nearest
+     * and emb_qtable_bag_forward's; steps: SGD on f16/bf16 with round-to-nearest
      * (emb_qtable_sgd_step_bag's), nothing else. */
     emb_qtype qtype;
 } emb_mpi_shard_options;
@@ -134,7 +134,7 @@ EMB_MPI_API emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tens
  * Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid options, or options that
  * differ between ranks), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
 EMB_MPI_API emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t,
-                                                   const emb_optim_options *opts);
+                                                   const emb_optimizer_options *opts);
 /* The shard's optimizer (NULL before emb_mpi_table_set_optimizer, or on a rank holding no
  * rows): for its state (emb_optimizer_save_state) and learning rate. */
 EMB_MPI_API emb_optimizer *emb_mpi_table_optimizer(emb_mpi_table *t);
@@ -174,7 +174,7 @@ EMB_MPI_API emb_status emb_mpi_bag_backward_per_sample_weights(
     const emb_tensor *grad_output, emb_tensor *grad_per_sample_weights);
 
 /* The gradient of this rank's shard: *grad (which must not hold storage; release it with
- * emb_sparse_grad_free) becomes a coalesced sparse gradient of [end - begin, dim] whose
+ * emb_sparse_grad_release) becomes a coalesced sparse gradient of [end - begin, dim] whose
  * rows (shard-local: row - begin, ascending) and values are bit for bit the rows [begin,
  * end) of emb_sparse_grad_coalesce applied to the single process's
  * emb_bag_backward_sparse (mode sum or mean) of the joined batch. Every rank's gradient

@@ -11,19 +11,19 @@
 extern "C" {
 #endif
 
-typedef enum emb_optim_kind {
-    EMB_OPTIM_SGD = 0,
-    EMB_OPTIM_ADAGRAD = 1,
-    EMB_OPTIM_ADAM = 2,
-    EMB_OPTIM_ADAMW = 3,
-    EMB_OPTIM_SPARSE_ADAM = 4,
-} emb_optim_kind;
+typedef enum emb_optimizer_kind {
+    EMB_OPTIMIZER_SGD = 0,
+    EMB_OPTIMIZER_ADAGRAD = 1,
+    EMB_OPTIMIZER_ADAM = 2,
+    EMB_OPTIMIZER_ADAMW = 3,
+    EMB_OPTIMIZER_SPARSE_ADAM = 4,
+} emb_optimizer_kind;
 
-/* Hyper-parameters. Fill with emb_optim_options_default(kind): PyTorch's defaults for that
+/* Hyper-parameters. Fill with emb_optimizer_options_default(kind): PyTorch's defaults for that
  * optimizer (SGD: lr 1e-3, the default later PyTorch releases give; PyTorch 1.13 requires
  * lr). Fields that an optimizer does not use are ignored. */
-typedef struct emb_optim_options {
-    emb_optim_kind kind;
+typedef struct emb_optimizer_options {
+    emb_optimizer_kind kind;
     double lr;
     double momentum;                  /* SGD */
     double dampening;                 /* SGD */
@@ -35,14 +35,14 @@ typedef struct emb_optim_options {
     double beta1, beta2;              /* Adam, AdamW, SparseAdam: 0.9, 0.999 */
     bool amsgrad;                     /* Adam, AdamW */
     bool maximize;                    /* all */
-} emb_optim_options;
+} emb_optimizer_options;
 
 /* An optimizer over a set of float32 parameters it does not own. Opaque. One optimizer is
  * single-threaded (its steps use emb's own threads inside), except for the row updates of
  * the Hogwild section below, which several threads may run at once. */
 typedef struct emb_optimizer emb_optimizer;
 
-EMB_API emb_optim_options emb_optim_options_default(emb_optim_kind kind);
+EMB_API emb_optimizer_options emb_optimizer_options_default(emb_optimizer_kind kind);
 
 /* Validates the options (PyTorch's checks and messages: "Invalid learning rate: -1.0",
  * "Invalid beta parameter at index 0: 1.0", "Nesterov momentum requires a momentum and zero
@@ -50,7 +50,7 @@ EMB_API emb_optim_options emb_optim_options_default(emb_optim_kind kind);
  * NaN and infinities are rejected with the same message form, "Invalid learning rate: inf",
  * "Invalid dampening value: nan") and creates the optimizer. Errors: EMB_ERR_NULL, EMB_ERR_INVALID (also an unknown kind),
  * EMB_ERR_NOMEM; *out is untouched on error. */
-EMB_API emb_status emb_optimizer_create(const emb_optim_options *opts, emb_optimizer **out);
+EMB_API emb_status emb_optimizer_create(const emb_optimizer_options *opts, emb_optimizer **out);
 EMB_API void emb_optimizer_free(emb_optimizer *opt);
 
 /* Registers a parameter: a float32 tensor view (any shape) the optimizer will update in
@@ -73,7 +73,7 @@ EMB_API emb_status emb_optimizer_add_param(emb_optimizer *opt, const emb_tensor 
  * Not thread-safe against any other call on the same optimizer. */
 EMB_API emb_status emb_optimizer_set_lr(emb_optimizer *opt, double lr);
 /* The current learning rate; NaN when opt is NULL. */
-EMB_API double emb_optimizer_get_lr(const emb_optimizer *opt);
+EMB_API double emb_optimizer_lr(const emb_optimizer *opt);
 
 /* Creates a parameter's state now instead of on its first step (Adagrad's sum, filled with
  * initial_accumulator_value; Adam/AdamW's exp_avg, exp_avg_sq and max_exp_avg_sq;
@@ -241,9 +241,9 @@ EMB_API emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param
 
 /* Bytes emb_optimizer_save_state writes now (changes as state is created or SGD's sparse
  * buffer grows); 0 when opt is NULL or the size does not fit in size_t. */
-EMB_API size_t emb_optimizer_state_size(const emb_optimizer *opt);
+EMB_API size_t emb_optimizer_state_nbytes(const emb_optimizer *opt);
 
-/* Writes the state into buf (n >= emb_optimizer_state_size(opt) bytes; exactly that many
+/* Writes the state into buf (n >= emb_optimizer_state_nbytes(opt) bytes; exactly that many
  * are written). Errors: EMB_ERR_NULL, EMB_ERR_INVALID (buf too small; nothing written),
  * EMB_ERR_OVERFLOW. */
 EMB_API emb_status emb_optimizer_save_state(const emb_optimizer *opt, void *buf, size_t n);

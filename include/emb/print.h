@@ -49,6 +49,12 @@ EMB_API emb_status emb_tensor_repr(const emb_tensor *t, const emb_print_options 
 EMB_API emb_status emb_tensor_print(FILE *f, const emb_tensor *t,
                                     const emb_print_options *opts);
 
+/* Formats a shape as PyTorch prints torch.Size: "torch.Size([1, 25, 10])", into buf of
+ * `size` bytes (NUL-terminated when size > 0; buf may be NULL when size is 0). Returns the
+ * number of characters the full string needs (not counting the NUL), like snprintf. At most
+ * EMB_MAX_DIMS dimensions are shown; shape NULL prints as "torch.Size([])". */
+EMB_API size_t emb_shape_repr(int ndim, const int64_t *shape, char *buf, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

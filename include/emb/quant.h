@@ -61,7 +61,7 @@ EMB_API emb_status emb_qtype_parse(const char *name, emb_qtype *out);
 
 /* Bytes of one row of `dim` elements. Errors: EMB_ERR_INVALID (unknown qtype), EMB_ERR_SHAPE
  * (dim < 0, or dim < 1 for int8/int4), EMB_ERR_OVERFLOW, EMB_ERR_NULL. */
-EMB_API emb_status emb_qtype_row_bytes(emb_qtype qtype, int64_t dim, int64_t *out);
+EMB_API emb_status emb_qtype_row_nbytes(emb_qtype qtype, int64_t dim, int64_t *out);
 
 /* Converts rows [rows, dim] of float32 `src` to `qtype` rows in dst (dst_bytes must be at
  * least rows * row_bytes). Errors (dst unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (unknown
@@ -111,7 +111,7 @@ EMB_API void emb_qtable_free(emb_qtable *q);
 EMB_API emb_qtype emb_qtable_qtype(const emb_qtable *q);
 EMB_API int64_t emb_qtable_num_rows(const emb_qtable *q);
 EMB_API int64_t emb_qtable_dim(const emb_qtable *q);
-EMB_API int64_t emb_qtable_row_bytes(const emb_qtable *q);
+EMB_API int64_t emb_qtable_row_nbytes(const emb_qtable *q);
 EMB_API const void *emb_qtable_data(const emb_qtable *q);
 EMB_API size_t emb_qtable_nbytes(const emb_qtable *q);
 
@@ -123,10 +123,10 @@ EMB_API size_t emb_qtable_nbytes(const emb_qtable *q);
 EMB_API emb_status emb_qtable_forward(const emb_qtable *q, const emb_tensor *indices,
                                       emb_tensor *out);
 
-/* F.embedding_bag on the table, with emb_embedding_bag's arguments and checks (opts NULL:
+/* F.embedding_bag on the table, with emb_bag_lookup's arguments and checks (opts NULL:
  * the defaults, mode mean; padding_idx honoured; max_norm must be INFINITY since the table
  * is read-only: EMB_ERR_READ_ONLY). Numerics (docs/quantization.md):
- *   f32, f16, bf16: exactly emb_embedding_bag on the float32 values of the rows (so equal
+ *   f32, f16, bf16: exactly emb_bag_lookup on the float32 values of the rows (so equal
  *         to PyTorch's F.embedding_bag on the upcast table, bit for bit);
  *   int8, int4, sum: per bag from +0.0, positions ascending, with s = p * scale and
  *         b = p * bias (p the per-sample weight, 1 without):
@@ -137,7 +137,7 @@ EMB_API emb_status emb_qtable_forward(const emb_qtable *q, const emb_tensor *ind
  *   int8, int4, max: per column the max of the dequantized values, with emb_bag_forward's
  *         rules for ties, NaN and empty bags; max_indices as there.
  * The result does not depend on the thread count. */
-EMB_API emb_status emb_qtable_bag(const emb_qtable *q, const emb_tensor *input,
+EMB_API emb_status emb_qtable_bag_forward(const emb_qtable *q, const emb_tensor *input,
                                   const emb_tensor *offsets,
                                   const emb_tensor *per_sample_weights,
                                   const emb_bag_options *opts, emb_tensor *out,
@@ -223,12 +223,14 @@ EMB_API emb_status emb_qtable_writer_append(emb_qtable_writer *w, const float *r
 
 /* Finishes: all rows must have been appended (EMB_ERR_STATE otherwise); writes the error
  * metadata, syncs and renames the file into place; error (may be NULL) receives the
- * quantization error of the whole table. Frees the writer in every case; on failure the
- * temporary file is removed and `path` is untouched. */
+ * quantization error of the whole table. On failure the temporary file is removed and
+ * `path` is untouched. Either way the writer is finished: later appends and commits fail
+ * with EMB_ERR_STATE, and it is still freed with emb_qtable_writer_free. */
 EMB_API emb_status emb_qtable_writer_commit(emb_qtable_writer *w, emb_qerror *error);
 
-/* Abandons the write: removes the temporary file, frees the writer. NULL is fine. */
-EMB_API void emb_qtable_writer_abort(emb_qtable_writer *w);
+/* Frees the writer. Before a commit this abandons the write: the temporary file is removed
+ * and `path` is untouched. NULL is fine. */
+EMB_API void emb_qtable_writer_free(emb_qtable_writer *w);
 
 /* Writes a table as it is stored (no error metadata: there is no float32 source).
  * vocab NULL or of the table's size. Errors: as emb_qtable_writer_open, plus EMB_ERR_IO. */
@@ -277,14 +279,14 @@ typedef enum emb_qround {
  * emb_qtable_load, and wraps without read-only storage, are writable. NULL: true. */
 EMB_API bool emb_qtable_is_read_only(const emb_qtable *q);
 
-/* The sparse gradient of emb_qtable_bag (modes sum and mean) with respect to the table's
+/* The sparse gradient of emb_qtable_bag_forward (modes sum and mean) with respect to the table's
  * float32 values: exactly emb_bag_backward_sparse's entries for a float32 table of the
  * same shape and options (the gradient does not depend on the stored values). opts NULL:
  * the defaults (mode mean). An empty grad becomes the new gradient; otherwise grad += new.
  * Errors (grad unchanged): as emb_bag_backward_sparse (EMB_ERR_NULL, EMB_ERR_UNSUPPORTED
- * for mode max and scale_grad_by_freq, the arguments of emb_qtable_bag, EMB_ERR_SHAPE for
+ * for mode max and scale_grad_by_freq, the arguments of emb_qtable_bag_forward, EMB_ERR_SHAPE for
  * grad_output and for grad when it is not of the table's shape), EMB_ERR_READ_ONLY
- * (max_norm set, as emb_qtable_bag). */
+ * (max_norm set, as emb_qtable_bag_forward). */
 EMB_API emb_status emb_qtable_bag_backward_sparse(const emb_qtable *q, const emb_tensor *input,
                                                   const emb_tensor *offsets,
                                                   const emb_tensor *per_sample_weights,

@@ -48,14 +48,14 @@ EMB_API uint64_t emb_generator_random64(emb_generator *gen);
 /* Size in bytes of a serialised generator state (engine, position, seed, cached normal;
  * tagged and checksummed, little-endian; version 2, version 1 states still load; layout in
  * src/core/generator.c and docs/file-formats.md). */
-EMB_API size_t emb_generator_state_size(void);
-/* Copies the state into buf (at least emb_generator_state_size() bytes). gen NULL: the
+EMB_API size_t emb_generator_state_nbytes(void);
+/* Copies the state into buf (at least emb_generator_state_nbytes() bytes). gen NULL: the
  * default generator. Errors: EMB_ERR_NULL (buf), EMB_ERR_INVALID (size too small; buf is
  * then untouched). */
 EMB_API emb_status emb_generator_get_state(const emb_generator *gen, void *buf, size_t size);
 /* Restores a state saved by emb_generator_get_state (gen NULL: the default generator),
  * including the seed and the cached normal. Errors: EMB_ERR_NULL (buf), EMB_ERR_FORMAT
- * (fewer than emb_generator_state_size() bytes, bad tag or version, checksum mismatch,
+ * (fewer than emb_generator_state_nbytes() bytes, bad tag or version, checksum mismatch,
  * invalid fields); the generator is unchanged on error. */
 EMB_API emb_status emb_generator_set_state(emb_generator *gen, const void *buf, size_t size);
 

@@ -1,6 +1,5 @@
 /* emb/search.h: nearest neighbours by cosine similarity over the rows of a table, word
- * analogies (b - a + c), the statistics word-vector evaluations report, and 2-D maps of
- * rows (PCA, t-SNE).
+ * analogies (b - a + c), and 2-D maps of rows (PCA, t-SNE).
  *
  * Scores are cosine similarities computed as dot(q / |q|, row) * (1 / |row|), through
  * CBLAS matrix products over blocks of queries and rows when the build has CBLAS, else a
@@ -39,7 +38,7 @@ EMB_API emb_status emb_knn_create(const emb_tensor *table, int64_t num_rows, emb
  * dequantized rows. The table is borrowed and must outlive the index.
  * Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_SHAPE (no rows or columns),
  * EMB_ERR_INVALID (num_rows), EMB_ERR_NOMEM. */
-EMB_API emb_status emb_knn_create_qtable(const emb_qtable *table, int64_t num_rows,
+EMB_API emb_status emb_knn_create_from_qtable(const emb_qtable *table, int64_t num_rows,
                                          emb_knn **out);
 EMB_API void emb_knn_free(emb_knn *index);
 
@@ -72,12 +71,6 @@ EMB_API emb_status emb_knn_search(const emb_knn *index, const emb_tensor *querie
 EMB_API emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc,
                                    int64_t n_questions, int64_t k, int64_t *ids,
                                    float *scores);
-
-/* Spearman's rank correlation of x[0..n) and y[0..n): the Pearson correlation of their
- * ranks, ties given their average rank (as scipy.stats.spearmanr). *rho is NaN when a
- * variable is constant. Errors: EMB_ERR_NULL, EMB_ERR_INVALID (n < 2, or a value is NaN),
- * EMB_ERR_NOMEM. */
-EMB_API emb_status emb_spearman(const double *x, const double *y, int64_t n, double *rho);
 
 /* ---------------------------------------------------------------------------------------
  * 2-D maps of rows (docs/search.md, "Maps"): principal component analysis and t-SNE, for

@@ -2,7 +2,7 @@
  *
  * Row i of a word-vector table belongs to word i of its vocabulary. Words are byte strings
  * (compared byte for byte, no normalisation); they are usually UTF-8, and the readers of
- * formats that require UTF-8 check it (emb_utf8_valid). A vocabulary is built either by a
+ * formats that require UTF-8 check it. A vocabulary is built either by a
  * reader (file order) or by a trainer counting a corpus in one streaming pass:
  *
  *   emb_vocab *v; emb_vocab_create(&v);
@@ -34,7 +34,7 @@ EMB_API emb_status emb_vocab_create(emb_vocab **out);
 EMB_API void emb_vocab_free(emb_vocab *v);
 
 /* Number of words. 0 for NULL. */
-EMB_API int64_t emb_vocab_size(const emb_vocab *v);
+EMB_API int64_t emb_vocab_num_words(const emb_vocab *v);
 
 /* Makes room for `n` words in total (and their hash slots) so that adding up to n words
  * allocates only for their bytes: readers call it with a file's row count. Never shrinks.
@@ -82,10 +82,6 @@ EMB_API emb_status emb_vocab_sort_by_count(emb_vocab *v, int64_t keep_first, int
  * Errors (unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (negative arguments), EMB_ERR_NOMEM. */
 EMB_API emb_status emb_vocab_prune(emb_vocab *v, int64_t keep_first, int64_t min_count,
                                    int64_t max_size);
-
-/* True when s[0..len) is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates,
- * nothing above U+10FFFF). NUL bytes are allowed. */
-EMB_API bool emb_utf8_valid(const char *s, size_t len);
 
 #ifdef __cplusplus
 }

@@ -151,7 +151,7 @@ EMB_API emb_embedding *emb_w2v_output_embedding(const emb_w2v *w);
  * EMB_ERR_NOMEM. */
 EMB_API emb_status emb_w2v_word_vector(const emb_w2v *w, const char *word, size_t len, float *out);
 /* Every vocabulary word's vector (emb_w2v_word_vector) into a new float32 [vocab size, dim]
- * tensor the caller frees with emb_tensor_free: what fastText writes to its .vec.
+ * tensor the caller frees with emb_tensor_release: what fastText writes to its .vec.
  * Errors: EMB_ERR_NULL, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_w2v_word_vectors(const emb_w2v *w, emb_tensor *out);
 /* Writes the model as fastText 0.9.2 writes a .bin (docs/file-formats.md), atomically: the

@@ -68,7 +68,7 @@ fail:
 /* (words, counts) lists of a vocabulary; (None, None) for NULL. */
 static PyObject *vocab_to_lists(const emb_vocab *v) {
     if (!v) return Py_BuildValue("(OO)", Py_None, Py_None);
-    int64_t n = emb_vocab_size(v);
+    int64_t n = emb_vocab_num_words(v);
     PyObject *words = PyList_New((Py_ssize_t)n), *counts = PyList_New((Py_ssize_t)n);
     if (!words || !counts) goto fail;
     for (int64_t i = 0; i < n; i++) {
@@ -125,7 +125,7 @@ static PyObject *m_read_vectors(PyObject *m, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Lzzp:read_vectors", names, &p, &limit, &fmt,
                                      &tensor, &utf8))
         return NULL;
-    emb_read_options o = emb_read_options_default();
+    emb_vectors_read_options o = emb_vectors_read_options_default();
     o.limit = limit;
     o.tensor = tensor;
     o.check_utf8 = utf8;
@@ -148,7 +148,7 @@ static PyObject *m_read_vectors(PyObject *m, PyObject *args, PyObject *kw) {
                             "nonfinite", (long long)v.nonfinite);
     Py_XDECREF(wc);
     Py_XDECREF(arr);
-    emb_vectors_free(&v);
+    emb_vectors_release(&v);
     return res;
 }
 
@@ -174,7 +174,7 @@ static PyObject *m_write_vectors(PyObject *m, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzszipp:write_vectors", names, &p, &arr,
                                      &words, &counts, &fmt, &dtype, &tensor, &precision, &ts, &bn))
         return NULL;
-    emb_write_options o = emb_write_options_default();
+    emb_vectors_write_options o = emb_vectors_write_options_default();
     if (parse_format(fmt, &o.format) < 0 || parse_dtype(dtype, &o.dtype) < 0) return NULL;
     o.tensor = tensor;
     o.precision = precision;
@@ -210,7 +210,7 @@ static PyObject *m_npy_read(PyObject *m, PyObject *p) {
     Py_DECREF(path);
     if (st != EMB_OK) return py_raise(st);
     PyObject *a = copy_tensor(&t);
-    emb_tensor_free(&t);
+    emb_tensor_release(&t);
     return a;
 }
 
@@ -245,7 +245,7 @@ static PyObject *m_safetensors_read(PyObject *m, PyObject *p) {
     if (st != EMB_OK) return py_raise(st);
     PyObject *tensors = PyDict_New(), *meta = PyDict_New(), *res = NULL;
     if (!tensors || !meta) goto done;
-    for (int64_t i = 0; i < emb_safetensors_count(sf); i++) {
+    for (int64_t i = 0; i < emb_safetensors_num_tensors(sf); i++) {
         emb_tensor t;
         if ((st = emb_safetensors_read(sf, i, &t)) != EMB_OK) {
             py_raise(st);
@@ -258,14 +258,14 @@ static PyObject *m_safetensors_read(PyObject *m, PyObject *p) {
             Py_DECREF(a);
             a = u;
         }
-        emb_tensor_free(&t);
+        emb_tensor_release(&t);
         if (!a || PyDict_SetItemString(tensors, emb_safetensors_name(sf, i), a) < 0) {
             Py_XDECREF(a);
             goto done;
         }
         Py_DECREF(a);
     }
-    for (int64_t i = 0; i < emb_safetensors_metadata_count(sf); i++) {
+    for (int64_t i = 0; i < emb_safetensors_num_metadata(sf); i++) {
         const char *k = emb_safetensors_metadata_key(sf, i);
         PyObject *v = PyUnicode_FromString(emb_safetensors_metadata(sf, k));
         if (!v || PyDict_SetItemString(meta, k, v) < 0) {
@@ -278,7 +278,7 @@ static PyObject *m_safetensors_read(PyObject *m, PyObject *p) {
 done:
     Py_XDECREF(tensors);
     Py_XDECREF(meta);
-    emb_safetensors_close(sf);
+    emb_safetensors_free(sf);
     return res;
 }
 
@@ -347,7 +347,7 @@ static PyObject *m_map_safetensors(PyObject *m, PyObject *args, PyObject *kw) {
     if (py_path(p, &path) < 0) return NULL;
     emb_embedding *e;
     emb_status st;
-    PY_NOGIL(st, emb_safetensors_map_embedding(PyBytes_AS_STRING(path), tensor, NULL, &e));
+    PY_NOGIL(st, emb_embedding_map_safetensors(PyBytes_AS_STRING(path), tensor, NULL, &e));
     Py_DECREF(path);
     if (st != EMB_OK) return py_raise(st);
     return py_embedding_from_handle(e, NULL);
@@ -509,7 +509,7 @@ static PyObject *qtable_bag(py_qtable *self, PyObject *args, PyObject *kw) {
         goto done;
     }
     emb_status st;
-    PY_NOGIL(st, emb_qtable_bag(self->q, &in.t, of.present ? &of.t : NULL,
+    PY_NOGIL(st, emb_qtable_bag_forward(self->q, &in.t, of.present ? &of.t : NULL,
                                 pw.present ? &pw.t : NULL, &o, &ot, mi ? &mt : NULL));
     if (st != EMB_OK) {
         Py_CLEAR(out);
@@ -547,7 +547,7 @@ static int qtable_getbuffer(py_qtable *self, Py_buffer *view, int flags) {
         return -1;
     }
     self->shape[0] = (Py_ssize_t)emb_qtable_num_rows(self->q);
-    self->shape[1] = (Py_ssize_t)emb_qtable_row_bytes(self->q);
+    self->shape[1] = (Py_ssize_t)emb_qtable_row_nbytes(self->q);
     self->strides[0] = self->shape[1];
     self->strides[1] = 1;
     view->obj = Py_NewRef(self);
@@ -643,7 +643,7 @@ static int knn_init(py_knn *self, PyObject *args, PyObject *kw) {
     }
     emb_status st;
     if (PyObject_TypeCheck(t, &py_qtable_type)) {
-        PY_NOGIL(st, emb_knn_create_qtable(((py_qtable *)t)->q, nrows, &self->index));
+        PY_NOGIL(st, emb_knn_create_from_qtable(((py_qtable *)t)->q, nrows, &self->index));
         if (st == EMB_OK) self->owner = Py_NewRef(t);
     } else {
         /* an array or an Embedding (through its buffer): kept, not copied */

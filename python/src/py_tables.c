@@ -299,7 +299,7 @@ static PyObject *dense_grad_target(emb_embedding *e, PyObject *grad, py_arg *g, 
         Py_INCREF(grad);
         return grad;
     }
-    int64_t shape[2] = {emb_embedding_num_embeddings(e), emb_embedding_dim(e)};
+    int64_t shape[2] = {emb_embedding_num_embeddings(e), emb_embedding_embedding_dim(e)};
     return py_new_array(EMB_FLOAT32, 2, shape, t);
 }
 
@@ -346,12 +346,12 @@ static PyObject *embedding_backward_sparse(py_table *self, PyObject *args) {
     }
     emb_sparse_grad g;
     emb_status st = emb_sparse_grad_init(&g, emb_embedding_num_embeddings(self->e),
-                                         emb_embedding_dim(self->e));
+                                         emb_embedding_embedding_dim(self->e));
     PyObject *res = NULL;
     if (st == EMB_OK) PY_CALL(&self->lock, st, emb_embedding_backward_sparse(self->e, &ix.t, &gout.t, &g));
     if (st != EMB_OK) py_raise(st);
     else res = sparse_to_tuple(&g);
-    emb_sparse_grad_free(&g);
+    emb_sparse_grad_release(&g);
     py_arg_release(&gout);
     py_arg_release(&ix);
     return res;
@@ -400,8 +400,8 @@ static PyObject *bag_forward(py_table *self, PyObject *args, PyObject *kw) {
         py_raise(st);
         goto done;
     }
-    int64_t shape[2] = {nb, emb_embedding_dim(self->e)};
-    int is_max = emb_bag_get_mode(self->bag) == EMB_BAG_MAX;
+    int64_t shape[2] = {nb, emb_embedding_embedding_dim(self->e)};
+    int is_max = emb_bag_mode_of(self->bag) == EMB_BAG_MAX;
     out = py_new_array(EMB_FLOAT32, 2, shape, &o);
     if (!out) goto done;
     if (is_max && !(mi = py_new_array(EMB_INT64, 2, shape, &m))) goto done;
@@ -475,14 +475,14 @@ static PyObject *bag_backward_sparse(py_table *self, PyObject *args, PyObject *k
     if (py_arg_get(go, "grad_output", PY_DT_F32, 0, &gout) < 0) goto done;
     emb_sparse_grad g;
     emb_status st = emb_sparse_grad_init(&g, emb_embedding_num_embeddings(self->e),
-                                         emb_embedding_dim(self->e));
+                                         emb_embedding_embedding_dim(self->e));
     if (st == EMB_OK)
         PY_CALL(&self->lock, st,
                 emb_bag_backward_sparse(self->bag, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw),
                                         &gout.t, &g));
     if (st != EMB_OK) py_raise(st);
     else res = sparse_to_tuple(&g);
-    emb_sparse_grad_free(&g);
+    emb_sparse_grad_release(&g);
 done:
     py_arg_release(&gout);
     bag_args_release(&b);
@@ -556,7 +556,7 @@ static int set_weight(py_table *self, PyObject *value, void *c) {
         return expr;                                             \
     }
 GETTER(num_embeddings, PyLong_FromLongLong(emb_embedding_num_embeddings(self->e)))
-GETTER(embedding_dim, PyLong_FromLongLong(emb_embedding_dim(self->e)))
+GETTER(embedding_dim, PyLong_FromLongLong(emb_embedding_embedding_dim(self->e)))
 GETTER(norm_type, PyFloat_FromDouble(emb_embedding_norm_type(self->e)))
 GETTER(scale_grad_by_freq, PyBool_FromLong(emb_embedding_scale_grad_by_freq(self->e)))
 GETTER(sparse, PyBool_FromLong(emb_embedding_is_sparse(self->e)))
@@ -580,7 +580,7 @@ static PyObject *get_max_norm(py_table *self, void *c) {
 static PyObject *get_mode(py_table *self, void *c) {
     if (check_ready(self) < 0) return NULL;
     static const char *modes[] = {"sum", "mean", "max"};
-    return PyUnicode_FromString(modes[emb_bag_get_mode(self->bag)]);
+    return PyUnicode_FromString(modes[emb_bag_mode_of(self->bag)]);
 }
 
 static PyObject *get_include_last_offset(py_table *self, void *c) {
@@ -603,7 +603,7 @@ static PyObject *table_repr(py_table *self) {
     if (!self->e) return PyUnicode_FromFormat("%s(uninitialised)", Py_TYPE(self)->tp_name);
     return PyUnicode_FromFormat("%s(%lld, %lld%s)", self->bag ? "EmbeddingBag" : "Embedding",
                                 (long long)emb_embedding_num_embeddings(self->e),
-                                (long long)emb_embedding_dim(self->e),
+                                (long long)emb_embedding_embedding_dim(self->e),
                                 emb_embedding_is_read_only(self->e) ? ", read_only=True" : "");
 }
 
@@ -773,7 +773,7 @@ static PyObject *f_embedding_backward(PyObject *m, PyObject *args, PyObject *kw)
         if (st == EMB_OK) PY_NOGIL(st, emb_embedding_backward_sparse(e, &ix.t, &gout.t, &g));
         if (st != EMB_OK) py_raise(st);
         else res = sparse_to_tuple(&g);
-        emb_sparse_grad_free(&g);
+        emb_sparse_grad_release(&g);
     } else {
         emb_tensor t;
         res = py_new_array(EMB_FLOAT32, 2, wa.t.shape, &t);
@@ -840,7 +840,7 @@ static PyObject *f_embedding_bag(PyObject *m, PyObject *args, PyObject *kw) {
     if (!out) goto done;
     if (o.mode == EMB_BAG_MAX && !(mi = py_new_array(EMB_INT64, 2, shape, &mt))) goto done;
     emb_status st;
-    PY_NOGIL(st, emb_embedding_bag(&wa.t, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw), &o, &ot,
+    PY_NOGIL(st, emb_bag_lookup(&wa.t, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw), &o, &ot,
                                    mi ? &mt : NULL));
     if (st != EMB_OK) {
         py_raise(st);
@@ -901,7 +901,7 @@ static PyObject *f_embedding_bag_backward(PyObject *m, PyObject *args, PyObject 
                                                  &gout.t, &g));
         if (st != EMB_OK) py_raise(st);
         else res = sparse_to_tuple(&g);
-        emb_sparse_grad_free(&g);
+        emb_sparse_grad_release(&g);
         goto done;
     }
     if (kind == 0) res = py_new_array(EMB_FLOAT32, 2, wa.t.shape, &t);

@@ -69,7 +69,7 @@ static int optimizer_init(py_optimizer *self, PyObject *args, PyObject *kw) {
                      "unknown optimizer '%s' (sgd, adagrad, adam, adamw, sparse_adam)", kind);
         return -1;
     }
-    emb_optim_options o = emb_optim_options_default((emb_optim_kind)k);
+    emb_optimizer_options o = emb_optimizer_options_default((emb_optimizer_kind)k);
     if (opt_double(lr, &o.lr) < 0 || opt_double(mom, &o.momentum) < 0 ||
         opt_double(damp, &o.dampening) < 0 || opt_double(wd, &o.weight_decay) < 0 ||
         opt_double(lrd, &o.lr_decay) < 0 || opt_double(iav, &o.initial_accumulator_value) < 0 ||
@@ -185,7 +185,7 @@ static PyObject *optimizer_step_sparse(py_optimizer *self, PyObject *args) {
     if (p->table) {
         emb_embedding *e = py_embedding_handle(p->table);
         nrows = emb_embedding_num_embeddings(e);
-        dim = emb_embedding_dim(e);
+        dim = emb_embedding_embedding_dim(e);
     } else if (p->view.ndim == 2) {
         nrows = p->view.shape[0];
         dim = p->view.shape[1];
@@ -199,7 +199,7 @@ static PyObject *optimizer_step_sparse(py_optimizer *self, PyObject *args) {
         if (st == EMB_OK) PY_CALL(&self->lock, st, emb_optimizer_step_sparse(self->opt, id, &g));
         if (st != EMB_OK) py_raise(st);
     }
-    emb_sparse_grad_free(&g);
+    emb_sparse_grad_release(&g);
     py_arg_release(&v);
     py_arg_release(&r);
     if (PyErr_Occurred()) return NULL;
@@ -236,7 +236,7 @@ static PyObject *optimizer_param_steps(py_optimizer *self, PyObject *arg) {
 
 static PyObject *optimizer_state_dict(py_optimizer *self, PyObject *unused) {
     if (check_opt(self) < 0) return NULL;
-    size_t n = emb_optimizer_state_size(self->opt);
+    size_t n = emb_optimizer_state_nbytes(self->opt);
     PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
     if (!b) return NULL;
     emb_status st;
@@ -261,7 +261,7 @@ static PyObject *optimizer_load_state_dict(py_optimizer *self, PyObject *arg) {
 
 static PyObject *optimizer_get_lr(py_optimizer *self, void *c) {
     if (check_opt(self) < 0) return NULL;
-    return PyFloat_FromDouble(emb_optimizer_get_lr(self->opt));
+    return PyFloat_FromDouble(emb_optimizer_lr(self->opt));
 }
 
 static int optimizer_set_lr(py_optimizer *self, PyObject *v, void *c) {
@@ -588,7 +588,7 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
         goto done;
     }
     const emb_vocab *v = emb_w2v_vocab(w);
-    int64_t n = emb_vocab_size(v);
+    int64_t n = emb_vocab_num_words(v);
     words = PyList_New((Py_ssize_t)n);
     counts = PyList_New((Py_ssize_t)n);
     if (!words || !counts) goto done;

@@ -194,14 +194,14 @@ static uint32_t fnv1a32_v1(const unsigned char *p, size_t n) {
     return h;
 }
 
-size_t emb_generator_state_size(void) { return EMB__STATE_SIZE; }
+size_t emb_generator_state_nbytes(void) { return EMB__STATE_SIZE; }
 
 emb_status emb_generator_get_state(const emb_generator *gen, void *buf, size_t size) {
     if (!buf) return emb__null("buf");
     if (size < EMB__STATE_SIZE)
         return emb__error(EMB_ERR_INVALID,
                           "generator state buffer has %zu bytes; it needs %d "
-                          "(emb_generator_state_size())", size, EMB__STATE_SIZE);
+                          "(emb_generator_state_nbytes())", size, EMB__STATE_SIZE);
     const emb_generator *g = gen ? gen : &emb__default_gen;
     uint32_t pos = g->pos, flags = g->has_normal ? 1u : 0u;
     const uint32_t *mt = g->mt;

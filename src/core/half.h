@@ -1,7 +1,7 @@
 /* src/core/half.h: float16 (IEEE binary16) and bfloat16 to and from float32, as torch
  * converts them (round to nearest even; NaN to torch's quiet NaN). Inline, for the row
- * kernels of reduced-precision tables (src/kernels/qkernels_*.c) and io's public
- * emb_f16_to_f32 and friends (<emb/io.h>), which call these. */
+ * kernels of reduced-precision tables (src/kernels/qkernels_*.c) and the public
+ * emb_f16_to_f32 and friends (<emb/util.h>, core/half.c), which call these. */
 #ifndef EMB_HALF_H
 #define EMB_HALF_H
 

@@ -69,9 +69,27 @@ bool emb__tensors_overlap(const emb_tensor *a, const emb_tensor *b);
 /* Formats a shape as "[2, 3]" into buf (always NUL-terminated). Returns buf. */
 const char *emb__shape_fmt(char *buf, size_t size, int ndim, const int64_t *shape);
 
+/* Aligned allocation (64-byte alignment), freed with emb__free. On Linux an allocation of
+ * 32 MiB or more is advised to use transparent huge pages (madvise MADV_HUGEPAGE), which
+ * makes random row access to large tables faster. emb_tensor_alloc's storage comes from here. */
+void *emb__malloc(size_t nbytes);
+void emb__free(void *p);
+
+/* PyTorch's legacy tensor type name used in its error messages: "torch.FloatTensor",
+ * "torch.LongTensor", "torch.IntTensor", ... */
+const char *emb__dtype_torch_type(emb_dtype dtype);
+
+/* True when both tensors have the same ndim (in [0, EMB_MAX_DIMS]) and shape; false when
+ * either is NULL. */
+bool emb__tensor_same_shape(const emb_tensor *a, const emb_tensor *b);
+
+/* True when s[0..len) is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates,
+ * nothing above U+10FFFF). NUL bytes are allowed. */
+bool emb__utf8_valid(const char *s, size_t len);
+
 /* Asks the kernel for transparent huge pages over the whole pages of [p, p + nbytes) when
  * nbytes is at least 32 MiB (Linux madvise(MADV_HUGEPAGE); a no-op elsewhere). Returns true
- * when the advice was given. emb_malloc calls it on every allocation; contents unchanged. */
+ * when the advice was given. emb__malloc calls it on every allocation; contents unchanged. */
 bool emb__advise_hugepages(void *p, size_t nbytes);
 
 /* ---------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 /* Dtypes, tensor views, aligned allocation. */
 #include "internal.h"
 
+#include <emb/print.h>
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +11,7 @@
 #include <unistd.h>
 #endif
 
-size_t emb_dtype_size(emb_dtype dtype) {
+size_t emb_dtype_nbytes(emb_dtype dtype) {
     switch (dtype) {
     case EMB_FLOAT32: return 4;
     case EMB_INT64: return 8;
@@ -41,7 +43,7 @@ const char *emb_dtype_name(emb_dtype dtype) {
     return "unknown";
 }
 
-const char *emb_dtype_torch_type(emb_dtype dtype) {
+const char *emb__dtype_torch_type(emb_dtype dtype) {
     switch (dtype) {
     case EMB_FLOAT32: return "torch.FloatTensor";
     case EMB_INT64: return "torch.LongTensor";
@@ -60,7 +62,7 @@ const char *emb_dtype_torch_type(emb_dtype dtype) {
 /* Validates dtype and shape; computes numel. Does not look at data. */
 static emb_status check_shape(emb_dtype dtype, int ndim, const int64_t *shape, const char *what,
                               int64_t *numel_out) {
-    if (emb_dtype_size(dtype) == 0)
+    if (emb_dtype_nbytes(dtype) == 0)
         return emb__error(EMB_ERR_DTYPE, "%s has an unknown dtype (%d)", what, (int)dtype);
     if (ndim < 0 || ndim > EMB_MAX_DIMS)
         return emb__error(EMB_ERR_SHAPE, "%s has %d dimensions; emb tensors have 0 to %d",
@@ -82,7 +84,7 @@ static emb_status check_shape(emb_dtype dtype, int ndim, const int64_t *shape, c
             return emb__error(EMB_ERR_OVERFLOW, "the number of elements of %s overflows",
                               what);
     int64_t bytes;
-    if (!emb__mul_i64(numel, (int64_t)emb_dtype_size(dtype), &bytes))
+    if (!emb__mul_i64(numel, (int64_t)emb_dtype_nbytes(dtype), &bytes))
         return emb__error(EMB_ERR_OVERFLOW, "the byte size of %s overflows", what);
     *numel_out = numel;
     return EMB_OK;
@@ -112,8 +114,8 @@ emb_status emb_tensor_alloc(emb_tensor *t, emb_dtype dtype, int ndim, const int6
     if (st) return st;
     void *data = NULL;
     if (numel > 0) {
-        size_t nbytes = (size_t)numel * emb_dtype_size(dtype);
-        data = emb_malloc(nbytes);
+        size_t nbytes = (size_t)numel * emb_dtype_nbytes(dtype);
+        data = emb__malloc(nbytes);
         if (!data)
             return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes for a tensor", nbytes);
         memset(data, 0, nbytes);
@@ -121,9 +123,9 @@ emb_status emb_tensor_alloc(emb_tensor *t, emb_dtype dtype, int ndim, const int6
     return emb_tensor_init(t, dtype, data, ndim, shape);
 }
 
-void emb_tensor_free(emb_tensor *t) {
+void emb_tensor_release(emb_tensor *t) {
     if (!t) return;
-    emb_free(t->data);
+    emb__free(t->data);
     t->data = NULL;
 }
 
@@ -144,7 +146,7 @@ int64_t emb_tensor_numel(const emb_tensor *t) {
 size_t emb_tensor_nbytes(const emb_tensor *t) {
     int64_t n = emb_tensor_numel(t);
     size_t b;
-    if (n < 0 || __builtin_mul_overflow((size_t)n, emb_dtype_size(t->dtype), &b)) return 0;
+    if (n < 0 || __builtin_mul_overflow((size_t)n, emb_dtype_nbytes(t->dtype), &b)) return 0;
     return b;
 }
 
@@ -160,14 +162,14 @@ emb_status emb_tensor_check(const emb_tensor *t, const char *what) {
     return EMB_OK;
 }
 
-bool emb_tensor_same_shape(const emb_tensor *a, const emb_tensor *b) {
+bool emb__tensor_same_shape(const emb_tensor *a, const emb_tensor *b) {
     if (!a || !b || a->ndim != b->ndim || a->ndim < 0 || a->ndim > EMB_MAX_DIMS) return false;
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] != b->shape[i]) return false;
     return true;
 }
 
-size_t emb_shape_str(char *buf, size_t size, int ndim, const int64_t *shape) {
+size_t emb_shape_repr(int ndim, const int64_t *shape, char *buf, size_t size) {
     char tmp[32 * EMB_MAX_DIMS + 32];
     emb__shape_fmt(tmp, sizeof tmp, ndim, shape);
     int n = snprintf(buf, size, "torch.Size(%s)", tmp);
@@ -215,7 +217,7 @@ bool emb__advise_hugepages(void *p, size_t nbytes) {
 #endif
 }
 
-void *emb_malloc(size_t nbytes) {
+void *emb__malloc(size_t nbytes) {
     if (nbytes == 0) nbytes = 1;
     size_t rounded = (nbytes + 63) & ~(size_t)63;
     if (rounded < nbytes) return NULL;
@@ -224,12 +226,12 @@ void *emb_malloc(size_t nbytes) {
     return p;
 }
 
-void emb_free(void *p) { free(p); }
+void emb__free(void *p) { free(p); }
 
 emb_status emb__check_indices(const emb_tensor *t, const char *what, const char *op) {
     if (!t) return emb__null(what);
     if (t->dtype != EMB_INT64 && t->dtype != EMB_INT32) {
-        const char *tn = emb_dtype_size(t->dtype) ? emb_dtype_torch_type(t->dtype) : "unknown";
+        const char *tn = emb_dtype_nbytes(t->dtype) ? emb__dtype_torch_type(t->dtype) : "unknown";
         return emb__error(EMB_ERR_DTYPE,
                           "Expected tensor for argument #1 '%s' to have one of the following "
                           "scalar types: Long, Int; but got %s instead (while checking "

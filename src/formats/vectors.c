@@ -3,6 +3,7 @@
  * reader or writer of that format, or, for a quantized safetensors table, to quant's reader.
  * It sits above io and quant so that neither calls the other (docs/architecture.md). */
 #include "io/io_face.h"
+#include "half.h"
 #include "quant/quant_face.h"
 
 #include <errno.h>
@@ -11,26 +12,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-emb_read_options emb_read_options_default(void) {
-    emb_read_options o = {EMB_FORMAT_AUTO, 0, NULL, true};
+emb_vectors_read_options emb_vectors_read_options_default(void) {
+    emb_vectors_read_options o = {EMB_FORMAT_AUTO, 0, NULL, true};
     return o;
 }
 
-emb_write_options emb_write_options_default(void) {
-    emb_write_options o = {EMB_FORMAT_AUTO, EMB_FLOAT32, NULL, 0, false, true};
+emb_vectors_write_options emb_vectors_write_options_default(void) {
+    emb_vectors_write_options o = {EMB_FORMAT_AUTO, EMB_FLOAT32, NULL, 0, false, true};
     return o;
 }
 
-void emb_vectors_free(emb_vectors *v) {
+void emb_vectors_release(emb_vectors *v) {
     if (!v) return;
-    emb_tensor_free(&v->weight);
+    emb_tensor_release(&v->weight);
     emb_vocab_free(v->vocab);
     memset(v, 0, sizeof *v);
 }
 
 /* A safetensors file (taken over, closed here): a rowwise-quantized table (emb.qtype int8
  * or int4, include/emb/quant.h) is read and dequantized by quant, any other by io. */
-static emb_status read_safetensors(const char *path, emb__file *f, const emb_read_options *o, emb_vectors *out) {
+static emb_status read_safetensors(const char *path, emb__file *f, const emb_vectors_read_options *o, emb_vectors *out) {
     emb_safetensors *st;
     emb_status rc = emb__safetensors_open_file(path, f, &st);
     if (rc) return rc;
@@ -39,14 +40,14 @@ static emb_status read_safetensors(const char *path, emb__file *f, const emb_rea
         rc = emb__qtable_read_vectors(st, path, o->limit, out);
     else
         rc = emb__read_safetensors_table(path, st, o, out);
-    emb_safetensors_close(st);
+    emb_safetensors_free(st);
     return rc;
 }
 
-emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_vectors *out) {
+emb_status emb_vectors_read(const char *path, const emb_vectors_read_options *opts, emb_vectors *out) {
     if (!path) return emb__null("path");
     if (!out) return emb__null("out");
-    emb_read_options o = opts ? *opts : emb_read_options_default();
+    emb_vectors_read_options o = opts ? *opts : emb_vectors_read_options_default();
     if (o.limit < 0) return emb__error(EMB_ERR_INVALID, "limit %lld is negative", (long long)o.limit);
     if ((int)o.format < 0 || o.format > EMB_FORMAT_FASTTEXT_BIN)
         return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)o.format);
@@ -80,7 +81,7 @@ emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_
     }
     emb__file_close(&f);
     if (rc) {
-        emb_vectors_free(&v);
+        emb_vectors_release(&v);
         return rc;
     }
     *out = v;
@@ -107,7 +108,7 @@ static emb_status write_npy_table(const char *path, const emb_tensor *t, const e
             free(vp);
             return rc;
         }
-        for (int64_t i = 0; i < emb_vocab_size(v) && !vw.status; i++) {
+        for (int64_t i = 0; i < emb_vocab_num_words(v) && !vw.status; i++) {
             size_t n;
             const char *s = emb_vocab_word(v, i, &n);
             char num[32];
@@ -132,7 +133,7 @@ static emb_status write_npy_table(const char *path, const emb_tensor *t, const e
 }
 
 emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const emb_vocab *vocab,
-                             const emb_write_options *opts) {
+                             const emb_vectors_write_options *opts) {
     if (!path) return emb__null("path");
     if (!weight) return emb__null("weight");
     emb_status rc = emb_tensor_check(weight, "weight");
@@ -141,7 +142,7 @@ emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const e
         return emb__error(EMB_ERR_DTYPE, "weight must be float32, got %s", emb_dtype_name(weight->dtype));
     if (weight->ndim != 2)
         return emb__error(EMB_ERR_SHAPE, "weight must be 2-D [rows, dim], got %d dimensions", weight->ndim);
-    emb_write_options o = opts ? *opts : emb_write_options_default();
+    emb_vectors_write_options o = opts ? *opts : emb_vectors_write_options_default();
     emb_format fmt = o.format == EMB_FORMAT_AUTO ? emb_format_from_path(path) : o.format;
     if (fmt == EMB_FORMAT_AUTO)
         return emb__error(EMB_ERR_INVALID,
@@ -152,9 +153,9 @@ emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const e
         return emb__error(EMB_ERR_UNSUPPORTED,
                           "%s: a fastText .bin model holds n-gram rows and the output table, not only word vectors; "
                           "a table of words is written as .vec (word2vec text)", path);
-    if (vocab && emb_vocab_size(vocab) != weight->shape[0])
+    if (vocab && emb_vocab_num_words(vocab) != weight->shape[0])
         return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
-                          (long long)emb_vocab_size(vocab), (long long)weight->shape[0]);
+                          (long long)emb_vocab_num_words(vocab), (long long)weight->shape[0]);
     switch (fmt) {
     case EMB_FORMAT_SAFETENSORS: return emb__write_safetensors_vectors(path, weight, vocab, &o);
     case EMB_FORMAT_NPY: {
@@ -165,12 +166,12 @@ emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const e
         void *conv = NULL;
         int64_t numel = emb_tensor_numel(weight);
         if (o.dtype != EMB_FLOAT32) {
-            conv = malloc((size_t)(numel ? numel : 1) * emb_dtype_size(o.dtype));
+            conv = malloc((size_t)(numel ? numel : 1) * emb_dtype_nbytes(o.dtype));
             if (!conv) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
             const float *s = weight->data;
             for (int64_t k = 0; k < numel; k++) {
                 if (o.dtype == EMB_FLOAT64) ((double *)conv)[k] = s[k];
-                else ((uint16_t *)conv)[k] = emb_f32_to_f16(s[k]);
+                else ((uint16_t *)conv)[k] = emb__f32_to_f16(s[k]);
             }
             t.dtype = o.dtype;
             t.data = numel ? conv : NULL;

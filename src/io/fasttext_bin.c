@@ -331,7 +331,7 @@ emb_status emb_fasttext_word_vector(const emb_fasttext *ft, const char *word, si
 }
 
 /* emb_vectors_read of a .bin: the first `limit` words (0: all) and their vectors. */
-emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f, const emb_read_options *o,
+emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f, const emb_vectors_read_options *o,
                                       emb_vectors *out) {
     emb_fasttext *ft = calloc(1, sizeof *ft);
     if (!ft) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
@@ -343,7 +343,7 @@ emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f, cons
     for (int64_t i = 0; o->check_utf8 && i < rows; i++) {
         size_t n;
         const char *s = emb_vocab_word(ft->vocab, i, &n);
-        if (!emb_utf8_valid(s, n)) {
+        if (!emb__utf8_valid(s, n)) {
             emb_fasttext_free(ft);
             return emb__error(EMB_ERR_FORMAT, "%s: word %" PRId64 " is not valid UTF-8", path, i);
         }
@@ -382,7 +382,7 @@ emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f, cons
 
 emb_status emb__fasttext_write(const char *path, const emb_fasttext_args *a, const emb_vocab *vocab, int64_t ntokens,
                                const float *in, int64_t in_rows, const float *out, int64_t out_rows) {
-    const int64_t V = emb_vocab_size(vocab);
+    const int64_t V = emb_vocab_num_words(vocab);
     if (V > INT32_MAX) return emb__error(EMB_ERR_INVALID, "%s: fastText holds at most 2^31 - 1 words, not %" PRId64, path, V);
     for (int64_t i = 0; i < V; i++) {
         size_t n;

@@ -10,7 +10,7 @@
 #include <emb/vocab.h>
 #include "ngrams.h" /* fastText's n-grams and the .bin writer, for subword training */
 
-/* A float32 [rows, dim] tensor with uninitialised 64-byte aligned storage (emb_tensor_free
+/* A float32 [rows, dim] tensor with uninitialised 64-byte aligned storage (emb_tensor_release
  * releases it): readers fill every element they report. */
 emb_status emb__alloc_table(emb_tensor *t, int64_t rows, int64_t dim);
 
@@ -50,20 +50,20 @@ emb_status emb__npy_write_open(const char *path, const emb_tensor *t, emb__write
  * nonfinite); the caller closes the file. The safetensors reader reads the table of an
  * open handle whose storage is not quantized (quant reads those). */
 emb_status emb__read_w2v(const char *path, const emb__file *f, emb_format fmt,
-                         const emb_read_options *o, emb_vectors *out);
-emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *st, const emb_read_options *o,
+                         const emb_vectors_read_options *o, emb_vectors *out);
+emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *st, const emb_vectors_read_options *o,
                                        emb_vectors *out);
-emb_status emb__read_npy_vectors(const char *path, const emb__file *f, const emb_read_options *o,
+emb_status emb__read_npy_vectors(const char *path, const emb__file *f, const emb_vectors_read_options *o,
                                  emb_vectors *out);
-emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f, const emb_read_options *o,
+emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f, const emb_vectors_read_options *o,
                                       emb_vectors *out);
 /* The format of a file from its first bytes (emb_format_sniff). */
 emb_format emb__sniff(const unsigned char *d, size_t n);
 /* The format of an open file (an empty file and a fastText .bin model are errors). */
 emb_status emb__sniff_file(const char *path, const emb__file *f, emb_format *out);
 emb_status emb__write_w2v(const char *path, const emb_tensor *w, const emb_vocab *v,
-                          emb_format fmt, const emb_write_options *o);
+                          emb_format fmt, const emb_vectors_write_options *o);
 emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
-                                          const emb_vocab *v, const emb_write_options *o);
+                                          const emb_vocab *v, const emb_vectors_write_options *o);
 
 #endif /* EMB_IO_FACE_H */

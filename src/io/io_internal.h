@@ -14,6 +14,12 @@ int emb__format_float(char *buf, float f, int precision);
  * words; *out NULL when the file does not exist. */
 emb_status emb__vocab_sidecar_read(const char *npy_path, int64_t file_rows, int64_t rows, bool check_utf8,
                                    emb_vocab **out);
+/* Parses a float from s[0..len) (no NUL needed) exactly as strtof would in the C locale
+ * (correctly rounded; nan, inf, hex floats accepted), requiring the whole span to be the
+ * number. Returns false when it is not a number. A fast exact path covers the decimal
+ * numbers word-vector files hold. Thread-safe. */
+bool emb__parse_float(const char *s, size_t len, float *out);
+
 /* Converts n elements of `src` (dtype, little-endian, maybe unaligned) to float32 (nothing
  * when n <= 0). false when the dtype is not a floating or integer type emb converts. */
 bool emb__to_f32(float *dst, const void *src, emb_dtype dtype, int64_t n);

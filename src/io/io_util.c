@@ -13,11 +13,11 @@ emb_status emb__alloc_table(emb_tensor *t, int64_t rows, int64_t dim) {
         return emb__error(EMB_ERR_OVERFLOW, "a table of %lld x %lld floats is too large", (long long)rows,
                           (long long)dim);
     void *d = NULL;
-    if (n > 0 && !(d = emb_malloc((size_t)n * 4)))
+    if (n > 0 && !(d = emb__malloc((size_t)n * 4)))
         return emb__error(EMB_ERR_NOMEM, "out of memory for a table of %lld x %lld floats", (long long)rows,
                           (long long)dim);
     emb_status rc = emb_tensor_init(t, EMB_FLOAT32, d, 2, shape);
-    if (rc) emb_free(d);
+    if (rc) emb__free(d);
     return rc;
 }
 
@@ -44,7 +44,7 @@ static bool parse_float_slow(const char *s, size_t len, float *out) {
     return ok;
 }
 
-bool emb_parse_float(const char *s, size_t len, float *out) {
+bool emb__parse_float(const char *s, size_t len, float *out) {
     if (!s || !out || len == 0) return false;
     /* strtof skips leading white space; a token never has any. */
     if (s[0] == ' ' || (s[0] >= '\t' && s[0] <= '\r')) return false;
@@ -129,15 +129,11 @@ int emb__format_float(char *buf, float f, int precision) {
     for (int p = 6; p <= 9; p++) {
         n = snprintf(buf, 32, "%.*g", p, (double)f);
         float back;
-        if (isnan(f) || (emb_parse_float(buf, (size_t)n, &back) && back == f)) return n;
+        if (isnan(f) || (emb__parse_float(buf, (size_t)n, &back) && back == f)) return n;
     }
     return n;
 }
 
-uint16_t emb_f32_to_f16(float f) { return emb__f32_to_f16(f); }
-float emb_f16_to_f32(uint16_t h) { return emb__f16_to_f32(h); }
-uint16_t emb_f32_to_bf16(float f) { return emb__f32_to_bf16(f); }
-float emb_bf16_to_f32(uint16_t h) { return emb__bf16_to_f32(h); }
 
 bool emb__to_f32(float *dst, const void *src, emb_dtype dtype, int64_t n) {
     const unsigned char *s = src;
@@ -157,7 +153,7 @@ bool emb__to_f32(float *dst, const void *src, emb_dtype dtype, int64_t n) {
         for (int64_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, s + 2 * i, 2);
-            dst[i] = dtype == EMB_FLOAT16 ? emb_f16_to_f32(h) : emb_bf16_to_f32(h);
+            dst[i] = dtype == EMB_FLOAT16 ? emb__f16_to_f32(h) : emb__bf16_to_f32(h);
         }
         return true;
     case EMB_INT64:

@@ -75,7 +75,7 @@ static emb_status npy_descr(npy_parser *ps, const char *s, size_t n, npy_info *i
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
         if (!strcmp(t, map[k].code)) {
             info->dtype = map[k].dt;
-            info->swap = order == '>' && emb_dtype_size(map[k].dt) > 1;
+            info->swap = order == '>' && emb_dtype_nbytes(map[k].dt) > 1;
             return EMB_OK;
         }
     if (t[0] == 'O')
@@ -183,7 +183,7 @@ static emb_status npy_parse(const char *path, const emb__file *f, npy_info *info
     for (int k = 0; k < info->ndim; k++)
         if (!emb__mul_i64(n, info->shape[k], &n))
             return emb__error(EMB_ERR_FORMAT, "%s: the .npy shape's element count overflows", path);
-    if (!emb__mul_i64(n, (int64_t)emb_dtype_size(info->dtype), &nb))
+    if (!emb__mul_i64(n, (int64_t)emb_dtype_nbytes(info->dtype), &nb))
         return emb__error(EMB_ERR_FORMAT, "%s: the .npy data size overflows", path);
     size_t avail = f->size - pre - hlen;
     if ((uint64_t)nb > avail)
@@ -208,7 +208,7 @@ static void swap_bytes(unsigned char *p, size_t esz, size_t n) {
 
 /* Copies the array into C order, native byte order. */
 static void npy_copy(const npy_info *in, unsigned char *dst) {
-    size_t esz = emb_dtype_size(in->dtype);
+    size_t esz = emb_dtype_nbytes(in->dtype);
     int64_t n = 1;
     for (int k = 0; k < in->ndim; k++) n *= in->shape[k];
     if (!in->fortran || in->ndim < 2) {
@@ -250,7 +250,7 @@ emb_status emb_npy_read(const char *path, emb_tensor *out) {
     return rc;
 }
 
-emb_status emb__read_npy_vectors(const char *path, const emb__file *f, const emb_read_options *o,
+emb_status emb__read_npy_vectors(const char *path, const emb__file *f, const emb_vectors_read_options *o,
                                  emb_vectors *out) {
     npy_info info;
     emb_status rc = npy_parse(path, f, &info);
@@ -399,7 +399,7 @@ emb_status emb__vocab_sidecar_read(const char *npy_path, int64_t file_rows, int6
                             (long long)line, wn, EMB_VOCAB_MAX_WORD);
             goto out;
         }
-        if (check_utf8 && !emb_utf8_valid((const char *)p, wn)) {
+        if (check_utf8 && !emb__utf8_valid((const char *)p, wn)) {
             rc = emb__error(EMB_ERR_FORMAT, "%s: line %lld: the word is not valid UTF-8", vp, (long long)line);
             goto out;
         }

@@ -1,6 +1,7 @@
 /* safetensors: validated reading (mapped), writing in the reference layout, tables with
  * their vocabulary in __metadata__, zero-copy embeddings over the mapping. */
 #include "io_internal.h"
+#include "half.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -56,7 +57,7 @@ static emb_status st_fail(const char *path, const char *fmt, ...) {
     return emb__error(EMB_ERR_FORMAT, "%s: invalid safetensors file: %s", path, msg);
 }
 
-void emb_safetensors_close(emb_safetensors *st) {
+void emb_safetensors_free(emb_safetensors *st) {
     if (!st) return;
     for (int64_t i = 0; i < st->n; i++) free(st->e[i].name);
     for (int64_t i = 0; i < st->nmeta; i++) free(st->mkeys[i]), free(st->mvals[i]);
@@ -251,7 +252,7 @@ emb_status emb__safetensors_open_file(const char *path, emb__file *f, emb_safete
         }
     }
     if (rc) {
-        emb_safetensors_close(st);
+        emb_safetensors_free(st);
         return rc;
     }
     if (st->file.mapped) madvise((void *)st->file.data, st->file.size, MADV_NORMAL);
@@ -259,7 +260,7 @@ emb_status emb__safetensors_open_file(const char *path, emb__file *f, emb_safete
     return EMB_OK;
 }
 
-int64_t emb_safetensors_count(const emb_safetensors *st) { return st ? st->n : 0; }
+int64_t emb_safetensors_num_tensors(const emb_safetensors *st) { return st ? st->n : 0; }
 
 const char *emb_safetensors_name(const emb_safetensors *st, int64_t i) {
     return st && i >= 0 && i < st->n ? st->e[i].name : NULL;
@@ -289,7 +290,7 @@ const char *emb_safetensors_metadata(const emb_safetensors *st, const char *key)
     return NULL;
 }
 
-int64_t emb_safetensors_metadata_count(const emb_safetensors *st) { return st ? st->nmeta : 0; }
+int64_t emb_safetensors_num_metadata(const emb_safetensors *st) { return st ? st->nmeta : 0; }
 
 const char *emb_safetensors_metadata_key(const emb_safetensors *st, int64_t i) {
     return st && i >= 0 && i < st->nmeta ? st->mkeys[i] : NULL;
@@ -396,7 +397,7 @@ emb_status emb_safetensors_write(const char *path, int64_t n, const char *const 
     if (nmeta > 0 && (!meta_keys || !meta_values)) return emb__null(!meta_keys ? "meta_keys" : "meta_values");
     emb_status rc;
     for (int64_t i = 0; i < n; i++) {
-        if (!names[i] || !names[i][0] || !emb_utf8_valid(names[i], strlen(names[i])) ||
+        if (!names[i] || !names[i][0] || !emb__utf8_valid(names[i], strlen(names[i])) ||
             !strcmp(names[i], "__metadata__"))
             return emb__error(EMB_ERR_INVALID, "%s: tensor name %lld is %s", path, (long long)i,
                               !names[i] ? "NULL" : !names[i][0] ? "empty"
@@ -411,8 +412,8 @@ emb_status emb_safetensors_write(const char *path, int64_t n, const char *const 
                               emb_dtype_name(tensors[i].dtype));
     }
     for (int64_t i = 0; i < nmeta; i++)
-        if (!meta_keys[i] || !meta_values[i] || !emb_utf8_valid(meta_keys[i], strlen(meta_keys[i])) ||
-            !emb_utf8_valid(meta_values[i], strlen(meta_values[i])))
+        if (!meta_keys[i] || !meta_values[i] || !emb__utf8_valid(meta_keys[i], strlen(meta_keys[i])) ||
+            !emb__utf8_valid(meta_values[i], strlen(meta_values[i])))
             return emb__error(EMB_ERR_INVALID, "%s: metadata entry %lld is NULL or not valid UTF-8", path, (long long)i);
     w_item *items = malloc((size_t)(n ? n : 1) * sizeof *items);
     json_t *root = json_object(), *meta = json_object();
@@ -612,7 +613,7 @@ emb_status emb__safetensors_take_file(emb_safetensors *st, emb__file *out) {
     return EMB_OK;
 }
 
-emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *st, const emb_read_options *o,
+emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *st, const emb_vectors_read_options *o,
                                        emb_vectors *out) {
     int64_t i;
     emb_status rc = choose_table(st, o->tensor, &i);
@@ -643,14 +644,14 @@ emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t 
     emb_status rc = EMB_OK;
     *words_out = *counts_out = NULL;
     if (v) {
-        if (emb_vocab_size(v) != rows)
+        if (emb_vocab_num_words(v) != rows)
             return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
-                              (long long)emb_vocab_size(v), (long long)rows);
+                              (long long)emb_vocab_num_words(v), (long long)rows);
         size_t total = 1;
         for (int64_t k = 0; k < rows; k++) {
             size_t n;
             const char *s = emb_vocab_word(v, k, &n);
-            if (memchr(s, '\n', n) || strlen(s) != n || !emb_utf8_valid(s, n))
+            if (memchr(s, '\n', n) || strlen(s) != n || !emb__utf8_valid(s, n))
                 return emb__error(EMB_ERR_INVALID,
                                   "%s: word %lld cannot be stored in safetensors metadata (it must be UTF-8 without "
                                   "line breaks or NUL bytes)", path, (long long)k);
@@ -683,7 +684,7 @@ emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t 
 }
 
 emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w, const emb_vocab *v,
-                                          const emb_write_options *o) {
+                                          const emb_vectors_write_options *o) {
     emb_dtype dt = o->dtype;
     if (dt != EMB_FLOAT32 && dt != EMB_FLOAT16 && dt != EMB_BFLOAT16 && dt != EMB_FLOAT64)
         return emb__error(EMB_ERR_INVALID, "%s: a safetensors table is written as float32, float16, bfloat16 or "
@@ -695,7 +696,7 @@ emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
     emb_tensor t = *w;
     void *conv = NULL;
     if (dt != EMB_FLOAT32) {
-        conv = malloc((size_t)(numel ? numel : 1) * emb_dtype_size(dt));
+        conv = malloc((size_t)(numel ? numel : 1) * emb_dtype_nbytes(dt));
         if (!conv) {
             rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory converting to %s", path, emb_dtype_name(dt));
             goto out;
@@ -703,7 +704,7 @@ emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
         const float *src = w->data;
         for (int64_t k = 0; k < numel; k++) {
             if (dt == EMB_FLOAT64) ((double *)conv)[k] = src[k];
-            else ((uint16_t *)conv)[k] = dt == EMB_FLOAT16 ? emb_f32_to_f16(src[k]) : emb_f32_to_bf16(src[k]);
+            else ((uint16_t *)conv)[k] = dt == EMB_FLOAT16 ? emb__f32_to_f16(src[k]) : emb__f32_to_bf16(src[k]);
         }
         t.dtype = dt;
         t.data = numel ? conv : NULL;
@@ -734,7 +735,7 @@ static void st_map_release(void *data, void *ctx) {
     free(m);
 }
 
-emb_status emb_safetensors_map_embedding(const char *path, const char *tensor, const emb_embedding_options *opts,
+emb_status emb_embedding_map_safetensors(const char *path, const char *tensor, const emb_embedding_options *opts,
                                          emb_embedding **out) {
     if (!out) return emb__null("out");
     emb_safetensors *st;
@@ -771,6 +772,6 @@ emb_status emb_safetensors_map_embedding(const char *path, const char *tensor, c
     memset(&st->file, 0, sizeof st->file); /* now owned by the embedding */
     st->file.fd = -1;
 out:
-    emb_safetensors_close(st);
+    emb_safetensors_free(st);
     return rc;
 }

@@ -77,7 +77,7 @@ static emb_status add_word(w2v_ctx *c, emb_vocab *v, const unsigned char *w, siz
                            bool *dup) {
     if (n == 0) return w2v_err(c, w, "empty word");
     if (n > EMB_VOCAB_MAX_WORD) return w2v_err(c, w, "word of %zu bytes is too long (limit %d)", n, EMB_VOCAB_MAX_WORD);
-    if (utf8 && !emb_utf8_valid((const char *)w, n))
+    if (utf8 && !emb__utf8_valid((const char *)w, n))
         return w2v_err(c, w, "word is not valid UTF-8 (read with check_utf8 off to accept raw bytes)");
     bool added;
     emb_status st = emb_vocab_add(v, (const char *)w, n, 0, NULL, &added);
@@ -94,7 +94,7 @@ static emb_status parse_numbers(w2v_ctx *c, const unsigned char *p, const unsign
         if (p == e) return w2v_err(c, p, "expected %lld numbers after the word, found %lld", (long long)dim, (long long)k);
         const unsigned char *t = p;
         while (p < e && !is_sep(*p)) p++;
-        if (!emb_parse_float((const char *)t, (size_t)(p - t), &row[k])) {
+        if (!emb__parse_float((const char *)t, (size_t)(p - t), &row[k])) {
             int n = (int)(p - t) > 40 ? 40 : (int)(p - t);
             return w2v_err(c, t, "\"%.*s\" is not a number (value %lld of the row)", n, (const char *)t, (long long)k + 1);
         }
@@ -126,7 +126,7 @@ static emb_status parse_text_row(w2v_ctx *c, const unsigned char *ls, const unsi
     return parse_numbers(c, q, le, dim, row, nonfinite);
 }
 
-static emb_status read_text(w2v_ctx *c, bool header, const emb_read_options *o, emb_vectors *out) {
+static emb_status read_text(w2v_ctx *c, bool header, const emb_vectors_read_options *o, emb_vectors *out) {
     int64_t rows = -1, dim = 0;
     emb_status st;
     if (header && (st = parse_header(c, &rows, &dim))) return st;
@@ -146,7 +146,7 @@ static emb_status read_text(w2v_ctx *c, bool header, const emb_read_options *o, 
             const unsigned char *t = q;
             while (q < le && !is_sep(*q) && *q != '\r') q++;
             float x;
-            numeric = emb_parse_float((const char *)t, (size_t)(q - t), &x) ? numeric + 1 : 0;
+            numeric = emb__parse_float((const char *)t, (size_t)(q - t), &x) ? numeric + 1 : 0;
         }
         if (fields < 2)
             return emb__error(EMB_ERR_FORMAT, "%s: line 1: expected a word and numbers, found %lld field(s)",
@@ -216,7 +216,7 @@ static emb_status read_text(w2v_ctx *c, bool header, const emb_read_options *o, 
     return EMB_OK;
 }
 
-static emb_status read_binary(w2v_ctx *c, const emb_read_options *o, emb_vectors *out) {
+static emb_status read_binary(w2v_ctx *c, const emb_vectors_read_options *o, emb_vectors *out) {
     int64_t rows, dim;
     emb_status st = parse_header(c, &rows, &dim);
     if (st) return st;
@@ -286,7 +286,7 @@ static emb_status read_binary(w2v_ctx *c, const emb_read_options *o, emb_vectors
 }
 
 emb_status emb__read_w2v(const char *path, const emb__file *f, emb_format fmt,
-                         const emb_read_options *o, emb_vectors *out) {
+                         const emb_vectors_read_options *o, emb_vectors *out) {
     out->file_dtype = EMB_FLOAT32;
     if (f->size == 0) return emb__error(EMB_ERR_FORMAT, "%s: empty file", path);
     w2v_ctx c = {path, f->data, f->data + f->size, f->data, 1};
@@ -301,9 +301,9 @@ emb_status emb__read_w2v(const char *path, const emb__file *f, emb_format fmt,
 static emb_status check_words(const char *path, const emb_vocab *v, int64_t rows, emb_format fmt) {
     if (!v) return emb__error(EMB_ERR_INVALID, "%s: the %s format needs the words of the rows (vocab is NULL)",
                               path, emb_format_name(fmt));
-    if (emb_vocab_size(v) != rows)
+    if (emb_vocab_num_words(v) != rows)
         return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
-                          (long long)emb_vocab_size(v), (long long)rows);
+                          (long long)emb_vocab_num_words(v), (long long)rows);
     for (int64_t i = 0; i < rows; i++) {
         size_t n;
         const char *w = emb_vocab_word(v, i, &n);
@@ -321,7 +321,7 @@ static emb_status check_words(const char *path, const emb_vocab *v, int64_t rows
 }
 
 emb_status emb__write_w2v(const char *path, const emb_tensor *wt, const emb_vocab *v, emb_format fmt,
-                          const emb_write_options *o) {
+                          const emb_vectors_write_options *o) {
     int64_t rows = wt->shape[0], dim = wt->shape[1];
     if (dim < 1) /* what emb writes it reads: the readers refuse dimension 0 */
         return emb__error(EMB_ERR_SHAPE, "%s: a table of dimension 0 cannot be written as %s (its rows need at "

@@ -25,7 +25,7 @@ struct emb_mpi_table {
     emb_bag *checker;      /* a 1-row bag with the table's mode: checks arguments */
     emb_optimizer *opt;    /* NULL until set_optimizer (and on ranks without rows) */
     bool have_opt;
-    emb_optim_kind opt_kind;
+    emb_optimizer_kind opt_kind;
     emb_mpi_stats stats;
 };
 

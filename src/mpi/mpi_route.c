@@ -35,7 +35,7 @@ void emb__mpi_route_free(emb__mpi_route *r) {
     free(r->local);
     emb_bag_free(r->bag);
     emb_qtable_free(r->q);
-    emb_free(r->rows);
+    free(r->rows);
     memset(r, 0, sizeof *r);
 }
 
@@ -81,7 +81,7 @@ emb_status emb__mpi_route_build(const emb_mpi_table *t, const emb_tensor *indice
     const int64_t rows = u ? u : 1;
     const size_t row = (size_t)t->dim * sizeof(float) > (size_t)t->row_bytes
                            ? (size_t)t->dim * sizeof(float) : (size_t)t->row_bytes;
-    r->rows = emb_malloc((size_t)rows * row);
+    r->rows = malloc((size_t)rows * row);
     if (!r->rows) {
         emb__mpi_route_free(r);
         return emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " fetched rows", rows);
@@ -148,7 +148,7 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
     if (!st) {
         displs_of(rcnt, R, rdis);
         want = malloc((size_t)(nrecv ? nrecv : 1) * sizeof *want);
-        reply = emb_malloc((size_t)(nrecv ? nrecv : 1) * row);
+        reply = malloc((size_t)(nrecv ? nrecv : 1) * row);
         if (!want || !reply) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the requests");
     }
     /* Past this point a failure is MPI's: its default handler has aborted the job. */
@@ -171,7 +171,7 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
         t->stats.bytes_sent += b;
     }
     free(want);
-    emb_free(reply);
+    free(reply);
     free(buf);
     return st;
 }
@@ -262,7 +262,7 @@ emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input,
     if (!st && r.q) {
         emb_bag_options o = t->opts;
         o.padding_idx = r.local_pad;
-        st = emb_qtable_bag(r.q, &r.local_idx, offsets, psw, &o, out, max_indices);
+        st = emb_qtable_bag_forward(r.q, &r.local_idx, offsets, psw, &o, out, max_indices);
     } else if (!st) {
         st = emb_bag_forward(r.bag, &r.local_idx, offsets, psw, out, max_indices);
     }
@@ -342,7 +342,7 @@ typedef struct owned {
 
 static void owned_free(owned *o) {
     free(o->rows);
-    emb_free(o->vals);
+    free(o->vals);
     memset(o, 0, sizeof *o);
 }
 
@@ -407,9 +407,9 @@ static emb_status coalesce_owned(emb_mpi_table *t, const int64_t *gid, int64_t n
         if (st) goto done;
     }
     rid = malloc((size_t)(c ? c : 1) * sizeof *rid);
-    float *sums = emb_malloc((size_t)(c ? c : 1) * row);
+    float *sums = malloc((size_t)(c ? c : 1) * row);
     if (!rid || !sums) {
-        emb_free(sums);
+        free(sums);
         st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the shard's gradient");
         goto done;
     }
@@ -452,7 +452,7 @@ static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *va
     int *buf = calloc((size_t)R * 4, sizeof *buf);
     int64_t *order = malloc((size_t)(n ? n : 1) * sizeof *order);
     int64_t *sid = malloc((size_t)(n ? n : 1) * sizeof *sid);
-    float *sval = emb_malloc((size_t)(n ? n : 1) * row);
+    float *sval = malloc((size_t)(n ? n : 1) * row);
     int64_t *rid = NULL;
     float *rval = NULL;
     emb_status st = buf && order && sid && sval
@@ -487,7 +487,7 @@ static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *va
         goto done;
     }
     displs_of(rcnt, R, rdis);
-    rval = emb_malloc((size_t)(nrecv ? nrecv : 1) * row);
+    rval = malloc((size_t)(nrecv ? nrecv : 1) * row);
     if (!rval) {
         st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " entries", nrecv);
         goto done;
@@ -530,9 +530,9 @@ done:
     free(buf);
     free(order);
     free(sid);
-    emb_free(sval);
+    free(sval);
     free(rid);
-    emb_free(rval);
+    free(rval);
     return st;
 }
 
@@ -598,14 +598,14 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
     t->stats.calls++;
     st = emb__mpi_agree(t, st, op);
     if (st) {
-        emb_sparse_grad_free(&g);
+        emb_sparse_grad_release(&g);
         emb__mpi_route_free(&r);
         return st;
     }
-    const bool coalesce = what == DO_GRAD || t->opt_kind != EMB_OPTIM_SGD;
+    const bool coalesce = what == DO_GRAD || t->opt_kind != EMB_OPTIMIZER_SGD;
     owned o;
     st = exchange(t, g.indices, g.values, g.nnz, coalesce, &o);
-    emb_sparse_grad_free(&g);
+    emb_sparse_grad_release(&g);
     emb__mpi_route_free(&r);
     emb_sparse_grad sg;
     memset(&sg, 0, sizeof sg);
@@ -617,7 +617,7 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
         st = emb_sparse_grad_coalesce(&sg); /* unique ascending rows: flags it only */
         if (!st) *grad_out = sg;
     } else {
-        emb_sparse_grad_free(&sg);
+        emb_sparse_grad_release(&sg);
     }
     owned_free(&o);
     return st;

@@ -3,6 +3,8 @@
  * agreement every call makes before it changes anything. */
 #include "mpi_internal.h"
 
+#include <emb/print.h>
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -62,8 +64,8 @@ emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {
         char want[160], got[160];
-        emb_shape_str(want, sizeof want, ndim, shape);
-        emb_shape_str(got, sizeof got, t->ndim, t->shape);
+        emb_shape_repr(ndim, shape, want, sizeof want);
+        emb_shape_repr(t->ndim, t->shape, got, sizeof got);
         return emb_set_error(EMB_ERR_SHAPE, "%s has shape %s, expected %s", what, got, want);
     }
     return EMB_OK;
@@ -84,7 +86,7 @@ static emb_status init_rows(emb_mpi_table *t, float *dst, emb_generator *gen) {
     const int64_t lo = t->row_begin * t->dim, hi = t->row_end * t->dim;
     const int64_t chunk = (int64_t)1 << 16; /* floats, a multiple of 16 */
     const int64_t main_end = n < 16 ? 0 : (n % 16 ? n - n % 16 - 16 : n);
-    float *buf = emb_malloc((size_t)chunk * sizeof(float));
+    float *buf = malloc((size_t)chunk * sizeof(float));
     if (!buf) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the initialisation buffer");
     emb_status st = EMB_OK;
     for (int64_t o = 0; o < n && !st;) {
@@ -97,7 +99,7 @@ static emb_status init_rows(emb_mpi_table *t, float *dst, emb_generator *gen) {
         if (a < b) memcpy(dst + (a - lo), buf + (a - o), (size_t)(b - a) * sizeof(float));
         o += k;
     }
-    emb_free(buf);
+    free(buf);
     if (!st && t->opts.padding_idx != EMB_PADDING_NONE && t->opts.padding_idx >= t->row_begin &&
         t->opts.padding_idx < t->row_end)
         memset(dst + (t->opts.padding_idx - t->row_begin) * t->dim, 0,
@@ -111,23 +113,23 @@ static emb_status make_shard(emb_mpi_table *t, emb_generator *gen) {
     const int64_t rows = t->row_end - t->row_begin;
     float *w = NULL;
     if (rows > 0) {
-        w = emb_malloc((size_t)rows * (size_t)t->dim * sizeof(float));
+        w = malloc((size_t)rows * (size_t)t->dim * sizeof(float));
         if (!w) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the shard");
     }
     emb_status st = init_rows(t, w, gen);
     if (st || t->qtype == EMB_QTYPE_F32) {
-        if (st) emb_free(w);
+        if (st) free(w);
         else t->weight = w;
         return st;
     }
     if (rows > 0) {
         const size_t nbytes = (size_t)rows * (size_t)t->row_bytes;
-        t->qdata = emb_malloc(nbytes);
+        t->qdata = malloc(nbytes);
         st = t->qdata ? emb_quantize_rows(t->qtype, w, rows, t->dim, t->qdata, nbytes)
                       : emb_set_error(EMB_ERR_NOMEM, "cannot allocate the shard");
         if (!st) st = emb_qtable_wrap(t->qtype, rows, t->dim, t->qdata, nbytes, NULL, &t->qshard);
     }
-    emb_free(w);
+    free(w);
     return st;
 }
 
@@ -223,7 +225,7 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
         }
     }
     int64_t row_bytes = 0;
-    if (!st) st = emb_qtype_row_bytes(s.qtype, embedding_dim, &row_bytes);
+    if (!st) st = emb_qtype_row_nbytes(s.qtype, embedding_dim, &row_bytes);
     float *zero = NULL;
     if (!st) {
         zero = calloc((size_t)embedding_dim, sizeof(float));
@@ -291,8 +293,8 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
     if (st) {
         if (t) {
             emb_qtable_free(t->qshard);
-            emb_free(t->qdata);
-            emb_free(t->weight);
+            free(t->qdata);
+            free(t->weight);
         }
         free(t);
         free(begin);
@@ -308,8 +310,8 @@ void emb_mpi_table_free(emb_mpi_table *t) {
     emb_optimizer_free(t->opt);
     emb_bag_free(t->checker);
     emb_qtable_free(t->qshard);
-    emb_free(t->qdata);
-    emb_free(t->weight);
+    free(t->qdata);
+    free(t->weight);
     free(t->begin);
     MPI_Type_free(&t->row_type);
     MPI_Type_free(&t->grad_type);
@@ -396,27 +398,27 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
 
 /* The options as one record of doubles, for comparing them between ranks. */
 #define OPT_N 13
-static void opt_record(const emb_optim_options *o, double *r) {
+static void opt_record(const emb_optimizer_options *o, double *r) {
     double v[OPT_N] = {o->kind,         o->lr,      o->momentum,  o->dampening, o->nesterov,
                        o->weight_decay, o->lr_decay, o->initial_accumulator_value,
                        o->eps,          o->beta1,   o->beta2,     o->amsgrad,   o->maximize};
     memcpy(r, v, sizeof v);
 }
 
-emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optim_options *opts) {
+emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_options *opts) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     emb_status st = EMB_OK;
     emb_optimizer *opt = NULL;
     if (!opts) {
         st = emb_set_error(EMB_ERR_NULL, "opts must not be NULL");
-    } else if (!(opts->kind == EMB_OPTIM_SGD && opts->momentum == 0 && opts->weight_decay == 0) &&
-               !(opts->kind == EMB_OPTIM_ADAGRAD && opts->weight_decay == 0) &&
-               opts->kind != EMB_OPTIM_SPARSE_ADAM) {
+    } else if (!(opts->kind == EMB_OPTIMIZER_SGD && opts->momentum == 0 && opts->weight_decay == 0) &&
+               !(opts->kind == EMB_OPTIMIZER_ADAGRAD && opts->weight_decay == 0) &&
+               opts->kind != EMB_OPTIMIZER_SPARSE_ADAM) {
         st = emb_set_error(EMB_ERR_UNSUPPORTED, "a sharded table's optimizer must be SGD "
                            "without momentum and weight_decay, Adagrad without weight_decay, "
                            "or SparseAdam");
     } else if (t->qtype != EMB_QTYPE_F32 &&
-               (opts->kind != EMB_OPTIM_SGD ||
+               (opts->kind != EMB_OPTIMIZER_SGD ||
                 (t->qtype != EMB_QTYPE_F16 && t->qtype != EMB_QTYPE_BF16))) {
         st = emb_set_error(EMB_ERR_UNSUPPORTED, "a table of %s rows is trained with SGD on "
                            "f16 or bf16 rows only", emb_qtype_name(t->qtype));

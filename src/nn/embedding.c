@@ -101,7 +101,7 @@ static emb_status alloc_embedding(int64_t num_embeddings, int64_t embedding_dim,
     emb_embedding *e = calloc(1, sizeof *e);
     if (!e) return emb__error(EMB_ERR_NOMEM, "cannot allocate an embedding handle");
     size_t bytes = (size_t)num_embeddings * (size_t)embedding_dim * sizeof(float);
-    e->weight = emb_malloc(bytes);
+    e->weight = emb__malloc(bytes);
     if (!e->weight) {
         free(e);
         return emb__error(EMB_ERR_NOMEM,
@@ -229,7 +229,7 @@ emb_status emb_embedding_wrap(const emb_tensor *weights, const emb_storage *stor
 void emb_embedding_free(emb_embedding *e) {
     if (!e) return;
     if (e->owned)
-        emb_free(e->weight);
+        emb__free(e->weight);
     else if (e->release)
         e->release(e->weight, e->release_ctx);
     free(e);
@@ -270,7 +270,7 @@ void emb__embedding_info(const emb_embedding *e, emb__table_info *out) {
 int64_t emb_embedding_num_embeddings(const emb_embedding *e) {
     return e ? e->num_embeddings : 0;
 }
-int64_t emb_embedding_dim(const emb_embedding *e) { return e ? e->embedding_dim : 0; }
+int64_t emb_embedding_embedding_dim(const emb_embedding *e) { return e ? e->embedding_dim : 0; }
 int64_t emb_embedding_padding_idx(const emb_embedding *e) {
     return e ? e->padding_idx : EMB_PADDING_NONE;
 }
@@ -412,22 +412,22 @@ static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *
     int64_t *rows = NULL, nrows = 0;
     void *buf1 = NULL, *buf2 = NULL;
     if (sorted) {
-        buf1 = emb_malloc((size_t)n * sizeof(uint64_t));
-        buf2 = emb_malloc((size_t)n * sizeof(uint64_t));
+        buf1 = emb__malloc((size_t)n * sizeof(uint64_t));
+        buf2 = emb__malloc((size_t)n * sizeof(uint64_t));
         if (!buf1 || !buf2) {
-            emb_free(buf1);
-            emb_free(buf2);
+            emb__free(buf1);
+            emb__free(buf2);
             return emb__error(EMB_ERR_NOMEM, "cannot allocate 2 x %" PRId64
                               " indices for max_norm", n);
         }
         nrows = distinct_rows_sorted(indices, n, V, buf1, buf2, &rows);
     } else {
         int64_t cap = n < V ? n : V;
-        buf1 = emb_malloc((size_t)cap * sizeof(int64_t));
-        buf2 = emb_malloc((size_t)((V + 63) / 64) * sizeof(uint64_t));
+        buf1 = emb__malloc((size_t)cap * sizeof(int64_t));
+        buf2 = emb__malloc((size_t)((V + 63) / 64) * sizeof(uint64_t));
         if (!buf1 || !buf2) {
-            emb_free(buf1);
-            emb_free(buf2);
+            emb__free(buf1);
+            emb__free(buf2);
             return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64
                               " row numbers and a %" PRId64 "-row bitmap for max_norm",
                               cap, V);
@@ -439,8 +439,8 @@ static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *
     int nt = work > EMB__RENORM_GRAIN ? emb__threads_for(work, EMB__RENORM_GRAIN) : 1;
     renorm_ctx c = {emb__kernels()->renorm_rows, weight, D, rows, max_norm, norm_type};
     emb__parallel_for(nt, nrows, renorm_range, &c);
-    emb_free(buf1);
-    emb_free(buf2);
+    emb__free(buf1);
+    emb__free(buf2);
     return EMB_OK;
 }
 
@@ -526,7 +526,7 @@ emb_status emb_embedding_renorm_(emb_tensor *weight, const emb_tensor *indices,
     if (!indices) return emb__null("indices");
     if (indices->dtype != EMB_INT64 && indices->dtype != EMB_INT32) {
         const char *tn =
-            emb_dtype_size(indices->dtype) ? emb_dtype_torch_type(indices->dtype) : "unknown";
+            emb_dtype_nbytes(indices->dtype) ? emb__dtype_torch_type(indices->dtype) : "unknown";
         return emb__error(EMB_ERR_DTYPE,
                           "Expected tensor for argument #2 'indices' to have one of the "
                           "following scalar types: Long, Int; but got %s instead (while "

@@ -220,11 +220,11 @@ static emb_status backward_accumulate(const emb_embedding *e, const emb_tensor *
         }
         return EMB_OK;
     }
-    float *acc = emb_malloc((size_t)abytes);
-    uint8_t *named = emb_malloc((size_t)V);
+    float *acc = emb__malloc((size_t)abytes);
+    uint8_t *named = emb__malloc((size_t)V);
     if (!acc || !named) {
-        emb_free(acc);
-        emb_free(named);
+        emb__free(acc);
+        emb__free(named);
         return emb__error(EMB_ERR_NOMEM,
                           "embedding_backward: cannot allocate %" PRId64
                           " bytes of row accumulators",
@@ -254,8 +254,8 @@ static emb_status backward_accumulate(const emb_embedding *e, const emb_tensor *
     }
     c.add = true;
     emb__parallel_for(nt, V, acc_rows, &c);
-    emb_free(acc);
-    emb_free(named);
+    emb__free(acc);
+    emb__free(named);
     return EMB_OK;
 }
 
@@ -320,13 +320,13 @@ static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indi
     int64_t kbytes;
     if (!emb__mul_i64(n + 1, (int64_t)sizeof(uint64_t), &kbytes) || (uint64_t)kbytes > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "embedding_backward: the bucket sizes overflow");
-    uint64_t *a = emb_malloc((size_t)kbytes);
-    uint64_t *b = emb_malloc((size_t)kbytes);
-    int64_t *offs = emb_malloc((size_t)kbytes);
+    uint64_t *a = emb__malloc((size_t)kbytes);
+    uint64_t *b = emb__malloc((size_t)kbytes);
+    int64_t *offs = emb__malloc((size_t)kbytes);
     if (!a || !b || !offs) {
-        emb_free(a);
-        emb_free(b);
-        emb_free(offs);
+        emb__free(a);
+        emb__free(b);
+        emb__free(offs);
         return emb__error(EMB_ERR_NOMEM,
                           "embedding_backward: cannot allocate %" PRId64
                           " bytes of index buckets",
@@ -368,7 +368,7 @@ static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indi
     int64_t work;
     if (!emb__mul_i64(m, D, &work)) work = INT64_MAX;
     const int nt = emb__threads_for(work, EMB__BACKWARD_GRAIN);
-    acc = emb_malloc((size_t)nt * (size_t)D * sizeof(float));
+    acc = emb__malloc((size_t)nt * (size_t)D * sizeof(float));
     if (!acc) {
         st = emb__error(EMB_ERR_NOMEM,
                         "embedding_backward: cannot allocate %d accumulators of %" PRId64
@@ -384,10 +384,10 @@ static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indi
     rows_ctx c = {kernel, gw, go, D, offs, order, rows, U, scale, false, acc};
     emb__parallel(nt, rows_share, &c);
 done:
-    emb_free(acc);
-    emb_free(a);
-    emb_free(b);
-    emb_free(offs);
+    emb__free(acc);
+    emb__free(a);
+    emb__free(b);
+    emb__free(offs);
     return st;
 }
 
@@ -438,13 +438,13 @@ static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indic
         (uint64_t)obytes > SIZE_MAX || (uint64_t)pbytes > SIZE_MAX ||
         (uint64_t)hbytes > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "embedding_backward: the bucket sizes overflow");
-    int64_t *offsets = emb_malloc((size_t)obytes);
-    int64_t *order = emb_malloc((size_t)pbytes);
-    int64_t *hist = hist_words ? emb_malloc((size_t)hbytes) : NULL;
+    int64_t *offsets = emb__malloc((size_t)obytes);
+    int64_t *order = emb__malloc((size_t)pbytes);
+    int64_t *hist = hist_words ? emb__malloc((size_t)hbytes) : NULL;
     if (!offsets || !order || (hist_words && !hist)) {
-        emb_free(offsets);
-        emb_free(order);
-        emb_free(hist);
+        emb__free(offsets);
+        emb__free(order);
+        emb__free(hist);
         return emb__error(EMB_ERR_NOMEM,
                           "embedding_backward: cannot allocate %" PRId64
                           " bytes of index buckets",
@@ -454,12 +454,12 @@ static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indic
         csr_parallel(indices, n, V, pad, csr_threads, hist, offsets, order);
     else
         csr_serial(indices, n, V, pad, offsets, order);
-    emb_free(hist);
+    emb__free(hist);
     /* now offsets[r] = first slot of row r, offsets[V] = number of contributions */
     const int64_t m = offsets[V];
     if (m == 0) {
-        emb_free(offsets);
-        emb_free(order);
+        emb__free(offsets);
+        emb__free(order);
         if (overwrite) emb__zero_floats(grad_weight->data, V * D);
         return EMB_OK;
     }
@@ -467,10 +467,10 @@ static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indic
     int64_t work;
     if (!emb__mul_i64(m, D, &work)) work = INT64_MAX;
     int nt = emb__threads_for(work, EMB__BACKWARD_GRAIN);
-    float *acc = emb_malloc((size_t)nt * (size_t)D * sizeof(float));
+    float *acc = emb__malloc((size_t)nt * (size_t)D * sizeof(float));
     if (!acc) {
-        emb_free(offsets);
-        emb_free(order);
+        emb__free(offsets);
+        emb__free(order);
         return emb__error(EMB_ERR_NOMEM,
                           "embedding_backward: cannot allocate %d accumulators of %" PRId64
                           " floats",
@@ -483,9 +483,9 @@ static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indic
     /* rows split so that each share gets about m / nt contributions */
     rows_ctx c = {rows, gw, go, D, offsets, order, NULL, V, scale, overwrite, acc};
     emb__parallel(nt, rows_share, &c);
-    emb_free(acc);
-    emb_free(offsets);
-    emb_free(order);
+    emb__free(acc);
+    emb__free(offsets);
+    emb__free(order);
     return EMB_OK;
 }
 
@@ -602,15 +602,15 @@ static emb_status backward_sparse(const emb_embedding *e, const emb_tensor *indi
     if (st) return st;
     st = emb__sparse_grad_alloc(total, D, &ri, &rv);
     if (st) {
-        emb_free(si);
-        emb_free(sv);
+        emb__free(si);
+        emb__free(sv);
         return st;
     }
     int64_t got = emb__sparse_gather_ref(si, sv, indices->data, i32, go, n, D, pad);
     int64_t r = emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv,
                                       got, D);
-    emb_free(si);
-    emb_free(sv);
+    emb__free(si);
+    emb__free(sv);
     emb__sparse_grad_release(grad); /* borrowed entries are only forgotten */
     grad->coalesced = grad->coalesced && got < 2;
     grad->indices = ri;

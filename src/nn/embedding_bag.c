@@ -157,7 +157,7 @@ emb_status emb_bag_weight(emb_bag *bag, emb_tensor *view) {
     return emb_embedding_weight(bag->emb, view);
 }
 
-emb_bag_mode emb_bag_get_mode(const emb_bag *bag) { return bag ? bag->mode : EMB_BAG_MEAN; }
+emb_bag_mode emb_bag_mode_of(const emb_bag *bag) { return bag ? bag->mode : EMB_BAG_MEAN; }
 bool emb_bag_include_last_offset(const emb_bag *bag) {
     return bag ? bag->include_last_offset : false;
 }
@@ -167,7 +167,7 @@ bool emb_bag_include_last_offset(const emb_bag *bag) {
  * ------------------------------------------------------------------------------------- */
 
 void emb__bag_batch_free(emb__bag_batch *bb) {
-    emb_free(bb->starts);
+    emb__free(bb->starts);
     bb->starts = NULL;
 }
 
@@ -187,7 +187,7 @@ emb_status emb__bag_batch_init(const emb__bag_cfg *c, const emb_tensor *input,
     if (psw) {
         st = emb_tensor_check(psw, "per_sample_weights");
         if (st) return st;
-        if (!emb_tensor_same_shape(psw, input))
+        if (!emb__tensor_same_shape(psw, input))
             return emb__error(EMB_ERR_SHAPE,
                               "embedding_bag: If per_sample_weights (%s) is not NULL, then it "
                               "must have the same shape as the input (%s)",
@@ -277,7 +277,7 @@ static emb_status resolve_starts(emb__bag_batch *bb, const emb_tensor *offsets,
     int64_t bytes;
     if (!emb__mul_i64(B + 1, (int64_t)sizeof(int64_t), &bytes) || (uint64_t)bytes > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "embedding_bag: %" PRId64 " bags overflow", B);
-    int64_t *starts = emb_malloc((size_t)bytes);
+    int64_t *starts = emb__malloc((size_t)bytes);
     if (!starts)
         return emb__error(EMB_ERR_NOMEM, "embedding_bag: cannot allocate %" PRId64 " bag offsets",
                           B + 1);
@@ -497,7 +497,7 @@ emb_status emb__bag_cfg_from_options(int64_t V, int64_t D, const emb_bag_options
     return EMB_OK;
 }
 
-emb_status emb_embedding_bag(emb_tensor *weight, const emb_tensor *input,
+emb_status emb_bag_lookup(emb_tensor *weight, const emb_tensor *input,
                              const emb_tensor *offsets, const emb_tensor *per_sample_weights,
                              const emb_bag_options *opts, emb_tensor *out,
                              emb_tensor *max_indices) {
@@ -513,7 +513,7 @@ emb_status emb_embedding_bag(emb_tensor *weight, const emb_tensor *input,
                           "Expected tensor for argument #1 'weight' to have one of the following "
                           "scalar types: Float; but got %s instead (while checking arguments for "
                           "embedding_bag)",
-                          emb_dtype_size(weight->dtype) ? emb_dtype_torch_type(weight->dtype)
+                          emb_dtype_nbytes(weight->dtype) ? emb__dtype_torch_type(weight->dtype)
                                                         : "unknown");
     emb__bag_cfg c;
     st = emb__bag_cfg_from_options(weight->shape[0], weight->shape[1], opts, &c);

@@ -49,7 +49,7 @@ static emb_status alloc_bytes(void **p, int64_t count, int64_t size, const char 
     if (!emb__mul_i64(count > 0 ? count : 1, size, &bytes) || (uint64_t)bytes > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "embedding_bag backward: %" PRId64 " %s overflow",
                           count, what);
-    *p = emb_malloc((size_t)bytes);
+    *p = emb__malloc((size_t)bytes);
     if (!*p)
         return emb__error(EMB_ERR_NOMEM, "embedding_bag backward: cannot allocate %" PRId64
                           " bytes of %s", bytes, what);
@@ -151,12 +151,12 @@ static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch 
         groups_ctx g = {K, c, bb, gw, go, k, perm, o2b, count, m, overwrite, acc};
         emb__parallel(nt, groups_share, &g);
     }
-    emb_free(keys);
-    emb_free(perm);
-    emb_free(scratch);
-    emb_free(o2b);
-    emb_free(count);
-    emb_free(acc);
+    emb__free(keys);
+    emb__free(perm);
+    emb__free(scratch);
+    emb__free(o2b);
+    emb__free(count);
+    emb__free(acc);
     return st;
 }
 
@@ -213,9 +213,9 @@ static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
         max_ctx x = {gw, go, mi, count, B, D, V, acc, mark, touched};
         emb__parallel(nt, max_share, &x);
     }
-    emb_free(count);
-    emb_free(touched);
-    emb_free(acc);
+    emb__free(count);
+    emb__free(touched);
+    emb__free(acc);
     free(mark);
     return st;
 }
@@ -386,7 +386,7 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
          * entries of the bags before b0 come first, so thread t's first slot is the number
          * of non-padding positions before starts[b0] (every position of a bag is an entry
          * when there is no padding). */
-        int64_t *slot = nt > 1 ? emb_malloc((size_t)(nt + 1) * sizeof(int64_t)) : NULL;
+        int64_t *slot = nt > 1 ? emb__malloc((size_t)(nt + 1) * sizeof(int64_t)) : NULL;
         gather_ctx g = {&c, &bb, slot, grad, go, mean, false};
         if (slot && bb.starts[0] == 0) {
             slot[0] = 0;
@@ -402,7 +402,7 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
                                                    bb.starts, bb.B, go, D, bb.psw, mean, c.pad,
                                                    bb.n);
         }
-        emb_free(slot);
+        emb__free(slot);
         grad->coalesced = grad->nnz < 2;
         emb__bag_batch_free(&bb);
         return EMB_OK;
@@ -419,8 +419,8 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
     if (!st) {
         st = emb__sparse_grad_alloc(total, D, &ri, &rv);
         if (st) {
-            emb_free(si);
-            emb_free(sv);
+            emb__free(si);
+            emb__free(sv);
         }
     }
     if (st) {
@@ -431,8 +431,8 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
                                              bb.psw, mean, c.pad, bb.n);
     int64_t r = emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv,
                                       got, D);
-    emb_free(si);
-    emb_free(sv);
+    emb__free(si);
+    emb__free(sv);
     emb__sparse_grad_release(grad); /* borrowed entries are only forgotten */
     grad->coalesced = grad->coalesced && got < 2;
     grad->indices = ri;
@@ -518,15 +518,15 @@ emb_status emb_bag_backward_per_sample_weights(const emb_bag *bag, const emb_ten
                      bag->emb->weight, D, &bb, o2b, c.pad, !emb__force_ref()};
         emb__parallel_for(nt, n, psw_range, &x);
     }
-    emb_free(o2b);
+    emb__free(o2b);
     emb__bag_batch_free(&bb);
     return st;
 }
 
 void emb__bag_entries_free(emb__bag_entries *e) {
-    emb_free(e->rows);
-    emb_free(e->pos);
-    emb_free(e->owned_values);
+    emb__free(e->rows);
+    emb__free(e->pos);
+    emb__free(e->owned_values);
     memset(e, 0, sizeof *e);
 }
 

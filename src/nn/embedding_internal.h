@@ -15,7 +15,7 @@ struct emb_embedding {
     bool sparse;
     bool requires_grad;
     float *weight; /* [num_embeddings * embedding_dim]; 64-byte aligned when owned */
-    bool owned;    /* weight allocated by emb (emb_free on free) */
+    bool owned;    /* weight allocated by emb (emb__free on free) */
     bool read_only; /* never written: lookups only (emb_storage.read_only) */
     void (*release)(void *data, void *release_ctx); /* handed-over memory, or NULL */
     void *release_ctx;

@@ -141,9 +141,9 @@ static emb_status torch_addmm(tmat m1, tmat m2, float *res, int64_t r0, int64_t 
             /* torch: transpose = !transpose_c; operand = clone(contiguous) */
             trans[i] = !tc;
             int64_t rows = x->size[0], cols = x->size[1];
-            copy[i] = emb_malloc((size_t)(rows * cols) * sizeof(float));
+            copy[i] = emb__malloc((size_t)(rows * cols) * sizeof(float));
             if (!copy[i]) {
-                emb_free(copy[0]);
+                emb__free(copy[0]);
                 return emb__error(EMB_ERR_NOMEM, "cannot allocate a %" PRId64 " x %" PRId64
                                   " operand copy", rows, cols);
             }
@@ -172,8 +172,8 @@ static emb_status torch_addmm(tmat m1, tmat m2, float *res, int64_t r0, int64_t 
      * reference kernel then computes the product) */
     if (lda >= max1(ta ? k : m) && ldb >= max1(tb ? n : k) && ldc >= max1(m))
         *done = blas_colmajor(ta, tb, m, n, k, m1.p, lda, m2.p, ldb, beta, res, ldc);
-    emb_free(copy[0]);
-    emb_free(copy[1]);
+    emb__free(copy[0]);
+    emb__free(copy[1]);
     return EMB_OK;
 }
 
@@ -193,14 +193,14 @@ emb_status emb_linear_create(int64_t in_features, int64_t out_features, bool bia
         return emb__error(EMB_ERR_OVERFLOW,
                           "a Linear weight of %" PRId64 " x %" PRId64 " float32 values overflows",
                           out_features, in_features);
-    emb_linear *lin = emb_malloc(sizeof *lin);
+    emb_linear *lin = emb__malloc(sizeof *lin);
     if (!lin) return emb__error(EMB_ERR_NOMEM, "cannot allocate an emb_linear");
     memset(lin, 0, sizeof *lin);
     lin->in_features = in_features;
     lin->out_features = out_features;
     lin->has_bias = bias;
-    lin->weight = emb_malloc((size_t)bytes);
-    lin->bias = bias ? emb_malloc((size_t)out_features * sizeof(float)) : NULL;
+    lin->weight = emb__malloc((size_t)bytes);
+    lin->bias = bias ? emb__malloc((size_t)out_features * sizeof(float)) : NULL;
     if (!lin->weight || (bias && !lin->bias)) {
         emb_linear_free(lin);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate the %" PRId64 " x %" PRId64
@@ -240,9 +240,9 @@ emb_status emb_linear_create(int64_t in_features, int64_t out_features, bool bia
 
 void emb_linear_free(emb_linear *lin) {
     if (!lin) return;
-    emb_free(lin->weight);
-    emb_free(lin->bias);
-    emb_free(lin);
+    emb__free(lin->weight);
+    emb__free(lin->bias);
+    emb__free(lin);
 }
 
 int64_t emb_linear_in_features(const emb_linear *lin) { return lin ? lin->in_features : 0; }
@@ -507,7 +507,7 @@ emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
      * buffer (autograd's mm into a new tensor, then .grad += it): the only allocation. */
     float *gw_new = NULL;
     if (grad_weight && out > 0 && in > 0 && m > 0) {
-        gw_new = emb_malloc((size_t)(out * in) * sizeof(float));
+        gw_new = emb__malloc((size_t)(out * in) * sizeof(float));
         if (!gw_new)
             return emb__error(EMB_ERR_NOMEM, "cannot allocate a %" PRId64 " x %" PRId64
                               " weight gradient", out, in);
@@ -525,7 +525,7 @@ emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
                                                     0.0f, &done);
             else st = torch_addmm(g, wt, grad_x->data, m, in, 0.0f, &done);
             if (st) {
-                emb_free(gw_new);
+                emb__free(gw_new);
                 return st;
             }
             if (!done)
@@ -538,13 +538,13 @@ emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
         st = torch_addmm(tmat_t(tmat_of(gy, m, out)), tmat_of(xd, m, in), gw_new, out, in, 0.0f,
                          &done);
         if (st) {
-            emb_free(gw_new);
+            emb__free(gw_new);
             return st;
         }
         if (!done) gemm(true, false, out, in, m, gy, out, xd, in, 0.0f, gw_new, in);
         float *gw = grad_weight->data;
         for (int64_t i = 0; i < out * in; i++) gw[i] = gw[i] + gw_new[i];
-        emb_free(gw_new);
+        emb__free(gw_new);
     }
     /* grad_bias [out] += column sums of grad_y, summed in PyTorch's order (below), then
      * added to grad_bias once, as autograd accumulates a fresh gradient into .grad. */

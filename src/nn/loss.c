@@ -73,7 +73,7 @@ emb_status emb__loss_alloc_rows(int64_t n, int64_t c, float **out) {
     if (!emb__mul_i64(n, c, &cnt) || cnt > (int64_t)(SIZE_MAX / sizeof(float)))
         return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " x %" PRId64 " values overflow", n, c);
     if (cnt == 0) return EMB_OK;
-    *out = emb_malloc((size_t)cnt * sizeof(float));
+    *out = emb__malloc((size_t)cnt * sizeof(float));
     if (!*out)
         return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " x %" PRId64
                           " float32 values", n, c);

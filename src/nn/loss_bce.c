@@ -17,6 +17,8 @@
  * NaN: torch composes the loss with add_ (a fused b * 1 + a), in which the added term's NaN
  * wins (kernels/nan_rules.h, docs/semantics.md §1.1): a NaN logit gives SLEEF's log NaN. */
 #include "loss_internal.h"
+
+#include <emb/print.h>
 #include "kernels/nan_rules.h"
 #include "kernels/dispatch.h"
 #include "kernels/softmax.h"
@@ -31,10 +33,10 @@ static emb_status pair_check(const emb_tensor *input, const emb_tensor *target,
     if (st) return st;
     if ((st = emb__loss_check_f32(target, "target"))) return st;
     if ((st = emb__loss_read_opts(opts, false, o))) return st;
-    if (!emb_tensor_same_shape(input, target)) {
+    if (!emb__tensor_same_shape(input, target)) {
         char ts[320], is[320];
-        emb_shape_str(ts, sizeof ts, target->ndim, target->shape);
-        emb_shape_str(is, sizeof is, input->ndim, input->shape);
+        emb_shape_repr(target->ndim, target->shape, ts, sizeof ts);
+        emb_shape_repr(input->ndim, input->shape, is, sizeof is);
         return emb__error(EMB_ERR_SHAPE, "%s: Target size (%s) must be the same as input size (%s)",
                           op, ts, is);
     }
@@ -118,7 +120,7 @@ emb_status emb_bce_with_logits_forward(const emb_tensor *input, const emb_tensor
     const bool none = o.reduction == EMB_REDUCTION_NONE;
     if (!st) st = emb__loss_alloc_rows(n, none ? 2 : 3, &buf);
     if (st) {
-        emb_free(w);
+        emb__free(w);
         return st;
     }
     float *out = none ? loss->data : (n > 0 ? buf + 2 * n : NULL);
@@ -129,8 +131,8 @@ emb_status emb_bce_with_logits_forward(const emb_tensor *input, const emb_tensor
         float total = emb__torch_sum_f32(out, n);
         *(float *)loss->data = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
     }
-    emb_free(buf);
-    emb_free(w);
+    emb__free(buf);
+    emb__free(w);
     return EMB_OK;
 }
 
@@ -152,7 +154,7 @@ emb_status emb_bce_with_logits_backward(const emb_tensor *input, const emb_tenso
     if (!st && o.weight && emb__tensors_overlap(grad_input, o.weight))
         st = emb__error(EMB_ERR_INVALID, "grad_input must not overlap weight");
     if (st) {
-        emb_free(w);
+        emb__free(w);
         return st;
     }
     const int64_t n = emb_tensor_numel(input);
@@ -175,6 +177,6 @@ emb_status emb_bce_with_logits_backward(const emb_tensor *input, const emb_tenso
         if (w) v = v * w[i];
         gx[i] = mean ? v / numel : v;
     }
-    emb_free(w);
+    emb__free(w);
     return EMB_OK;
 }

@@ -227,7 +227,7 @@ static emb_status log_softmax_dim(const float *x, const float *gy, const float *
     if (st) return st;
     lsm_ctx l = {emb__log_softmax_pick(), x, gy, y, out, c, inner, true, scratch, per};
     emb__parallel_for(nt, n, lsm_range, &l);
-    emb_free(scratch);
+    emb__free(scratch);
     return EMB_OK;
 }
 
@@ -325,15 +325,15 @@ static emb_status smooth_rows(const float *logp, const int64_t *t, const float *
     if (inner > 1) {
         emb_status st = emb__loss_alloc_rows(1, inner, &col);
         if (st) {
-            emb_free(tmp);
+            emb__free(tmp);
             return st;
         }
     }
     const int64_t slab = c * inner;
     if (c <= 0) { /* no classes: every target is ignored (checked), the sums are empty */
         for (int64_t i = 0; i < n * inner; i++) smooth[i] = 0.0f;
-        emb_free(tmp);
-        emb_free(col);
+        emb__free(tmp);
+        emb__free(col);
         return EMB_OK;
     }
     for (int64_t b = 0; b < n; b++) {
@@ -353,8 +353,8 @@ static emb_status smooth_rows(const float *logp, const int64_t *t, const float *
                 smooth[b * inner + p] = t[b * inner + p] == ignore ? 0.0f : -col[p];
         }
     }
-    emb_free(tmp);
-    emb_free(col);
+    emb__free(tmp);
+    emb__free(col);
     return EMB_OK;
 }
 
@@ -371,7 +371,7 @@ static emb_status smooth_weight_sum(const int64_t *t, const float *w, int64_t co
     for (int64_t i = 0; i < count; i++)
         if (t[i] != ignore) g[k++] = w[t[i]];
     *den = emb__torch_sum_f32(g, kept);
-    emb_free(g);
+    emb__free(g);
     return EMB_OK;
 }
 
@@ -443,9 +443,9 @@ static emb_status ce_forward_impl(const emb_tensor *x_t, const emb_tensor *targe
         out[0] = a * nll[0] + ret * b;
     }
 done:
-    emb_free(logp_buf);
-    emb_free(nll);
-    emb_free(smooth);
+    emb__free(logp_buf);
+    emb__free(nll);
+    emb__free(smooth);
     return st;
 }
 
@@ -541,8 +541,8 @@ static emb_status ce_backward_impl(const emb_tensor *x_t, const emb_tensor *targ
     }
     if (with_softmax) st = ce_log_softmax_backward(&s, gl, logp, grad_x->data);
 done:
-    emb_free(logp);
-    if (with_softmax) emb_free(gl);
+    emb__free(logp);
+    if (with_softmax) emb__free(gl);
     return st;
 }
 

@@ -22,7 +22,7 @@ static emb_status mse_check(const emb_tensor *input, const emb_tensor *target,
     if (st) return st;
     if ((st = emb__loss_check_f32(target, "target"))) return st;
     if ((st = emb__loss_read_opts(opts, false, o))) return st;
-    if (emb_tensor_same_shape(input, target)) return EMB_OK;
+    if (emb__tensor_same_shape(input, target)) return EMB_OK;
     if ((st = emb__loss_check_broadcast_to(input, target, "target", "mse_loss"))) return st;
     return emb__loss_expand_like(input, target, expanded);
 }
@@ -66,7 +66,7 @@ emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *targe
     float *buf = NULL;
     if (!st && o.reduction != EMB_REDUCTION_NONE) st = emb__loss_alloc_rows(n, 1, &buf);
     if (st) {
-        emb_free(tb);
+        emb__free(tb);
         return st;
     }
     const float *x = input->data, *t = tb ? tb : target->data;
@@ -77,8 +77,8 @@ emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *targe
         float total = emb__torch_sum_f32(buf, n);
         *(float *)loss->data = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
     }
-    emb_free(buf);
-    emb_free(tb);
+    emb__free(buf);
+    emb__free(tb);
     return EMB_OK;
 }
 
@@ -98,7 +98,7 @@ emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *targ
         st = emb__loss_check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
                               grad_loss, "grad_loss", NULL, NULL);
     if (st) {
-        emb_free(tb);
+        emb__free(tb);
         return st;
     }
     const int64_t n = emb_tensor_numel(input);
@@ -110,6 +110,6 @@ emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *targ
     const bool per_elem = o.reduction == EMB_REDUCTION_NONE;
     mse_ctx c = {x, t, g, gx, norm, per_elem};
     emb__parallel_for(emb__threads_for(n, 1 << 16), n, mse_range, &c);
-    emb_free(tb);
+    emb__free(tb);
     return EMB_OK;
 }

@@ -64,7 +64,7 @@ typedef struct emb__bag_batch {
     bool i32;
     int64_t n, end, B;
     int64_t fixed; /* N of a 2-D input, -1 for 1-D */
-    int64_t *starts; /* [B + 1], emb_malloc'ed */
+    int64_t *starts; /* [B + 1], emb__malloc'ed */
     const float *psw;
 } emb__bag_batch;
 

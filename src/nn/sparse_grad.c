@@ -30,8 +30,8 @@ emb_status emb__sparse_grad_check(const emb_sparse_grad *g, const char *what) {
 
 void emb__sparse_grad_release(emb_sparse_grad *g) {
     if (!g->borrowed) {
-        emb_free(g->indices);
-        emb_free(g->values);
+        emb__free(g->indices);
+        emb__free(g->values);
     }
     g->indices = NULL;
     g->values = NULL;
@@ -49,11 +49,11 @@ emb_status emb__sparse_grad_alloc(int64_t rows, int64_t dim, int64_t **indices, 
                           "a sparse gradient of %" PRId64 " entries of dimension %" PRId64
                           " does not fit in memory",
                           rows, dim);
-    int64_t *idx = emb_malloc((size_t)ibytes);
-    float *val = emb_malloc((size_t)vbytes);
+    int64_t *idx = emb__malloc((size_t)ibytes);
+    float *val = emb__malloc((size_t)vbytes);
     if (!idx || !val) {
-        emb_free(idx);
-        emb_free(val);
+        emb__free(idx);
+        emb__free(val);
         return emb__error(EMB_ERR_NOMEM,
                           "cannot allocate a sparse gradient of %" PRId64 " entries of dimension %"
                           PRId64 " (%" PRId64 " bytes)",
@@ -85,7 +85,7 @@ void emb_sparse_grad_clear(emb_sparse_grad *g) {
     g->coalesced = true;
 }
 
-void emb_sparse_grad_free(emb_sparse_grad *g) {
+void emb_sparse_grad_release(emb_sparse_grad *g) {
     if (!g) return;
     emb__sparse_grad_release(g);
     g->nnz = 0;
@@ -105,7 +105,7 @@ emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g) {
     int64_t words;
     if (!emb__mul_i64(n, 3 * (int64_t)sizeof(int64_t), &words) || (uint64_t)words > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "coalesce: %" PRId64 " entries overflow", n);
-    int64_t *perm = emb_malloc((size_t)words);
+    int64_t *perm = emb__malloc((size_t)words);
     if (!perm)
         return emb__error(EMB_ERR_NOMEM,
                           "coalesce: cannot allocate the sort buffers for %" PRId64 " entries",
@@ -118,13 +118,13 @@ emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g) {
     float *new_val = NULL;
     st = emb__sparse_grad_alloc(unique, dim, &new_idx, &new_val);
     if (st) {
-        emb_free(perm);
+        emb__free(perm);
         return st;
     }
     int64_t written =
         emb__sparse_coalesce_ref(new_idx, new_val, g->indices, g->values, perm, n, dim);
     (void)written; /* == unique */
-    emb_free(perm);
+    emb__free(perm);
     emb__sparse_grad_release(g);
     g->indices = new_idx;
     g->values = new_val;
@@ -143,7 +143,7 @@ emb_status emb_sparse_grad_coalesce_order(const emb_tensor *rows, emb_tensor *pe
     if (rows->dtype != EMB_INT64 || perm->dtype != EMB_INT64)
         return emb__error(EMB_ERR_DTYPE, "coalesce order: rows and perm must be int64, got %s "
                           "and %s", emb_dtype_name(rows->dtype), emb_dtype_name(perm->dtype));
-    if (rows->ndim != 1 || !emb_tensor_same_shape(rows, perm))
+    if (rows->ndim != 1 || !emb__tensor_same_shape(rows, perm))
         return emb__error(EMB_ERR_SHAPE, "coalesce order: rows must be 1-D and perm of its "
                           "shape");
     if (emb__tensors_overlap(rows, perm))
@@ -153,13 +153,13 @@ emb_status emb_sparse_grad_coalesce_order(const emb_tensor *rows, emb_tensor *pe
     int64_t bytes;
     if (!emb__mul_i64(n, 2 * (int64_t)sizeof(int64_t), &bytes) || (uint64_t)bytes > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "coalesce order: %" PRId64 " entries overflow", n);
-    int64_t *scratch = emb_malloc((size_t)bytes);
+    int64_t *scratch = emb__malloc((size_t)bytes);
     if (!scratch)
         return emb__error(EMB_ERR_NOMEM, "coalesce order: cannot allocate the sort buffers "
                           "for %" PRId64 " entries", n);
     emb__argsort_unstable_i64_mt(rows->data, n, perm->data, scratch,
                                  emb__threads_for(n, EMB__ARGSORT_GRAIN));
-    emb_free(scratch);
+    emb__free(scratch);
     return EMB_OK;
 }
 

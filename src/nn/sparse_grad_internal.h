@@ -8,7 +8,7 @@
 
 /* Allocates storage for `rows` entries of `dim` floats (at least one byte each, so the
  * pointers are never NULL). EMB_ERR_OVERFLOW / EMB_ERR_NOMEM with a message; on failure
- * nothing is allocated. Free with emb_free. */
+ * nothing is allocated. Free with emb__free. */
 emb_status emb__sparse_grad_alloc(int64_t rows, int64_t dim, int64_t **indices, float **values);
 
 /* Lets go of g's entries: frees emb's storage (not borrowed entries, which belong to the

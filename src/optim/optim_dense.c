@@ -14,7 +14,7 @@
 enum { DENSE_SCALE = -1, DENSE_AXPY = -2 };
 typedef struct dense_ctx {
     const emb__optim_kernel_table *K;
-    int kind; /* an emb_optim_kind, DENSE_SCALE or DENSE_AXPY */
+    int kind; /* an emb_optimizer_kind, DENSE_SCALE or DENSE_AXPY */
     int64_t n;
     float *p;
     const float *g;
@@ -32,10 +32,10 @@ static void dense_chunks(void *ctx, int64_t c0, int64_t c1, int ith) {
         switch (d->kind) {
         case DENSE_SCALE: K->scale(d->p + b, d->alpha, e - b); break;
         case DENSE_AXPY: K->axpy(d->p + b, d->g + b, d->alpha, e - b); break;
-        case EMB_OPTIM_SGD:
+        case EMB_OPTIMIZER_SGD:
             K->sgd_dense(d->p + b, d->g + b, d->s1 ? d->s1 + b : NULL, e - b, d->args);
             break;
-        case EMB_OPTIM_ADAGRAD:
+        case EMB_OPTIMIZER_ADAGRAD:
             K->adagrad_dense(d->p + b, d->g + b, d->s1 + b, e - b, d->args);
             break;
         default: /* Adam, AdamW */
@@ -53,12 +53,12 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
     if (!grad) return emb__null("grad");
     st = emb__check_f32_shape(grad, "grad", ps->ndim, ps->shape);
     if (st) return st;
-    const emb_optim_options *o = &opt->o;
-    if (o->kind == EMB_OPTIM_SPARSE_ADAM)
+    const emb_optimizer_options *o = &opt->o;
+    if (o->kind == EMB_OPTIMIZER_SPARSE_ADAM)
         return emb__error(EMB_ERR_UNSUPPORTED,
                           "SparseAdam does not support dense gradients, please consider Adam "
                           "instead");
-    bool momentum = o->kind == EMB_OPTIM_SGD && o->momentum != 0.0;
+    bool momentum = o->kind == EMB_OPTIMIZER_SGD && o->momentum != 0.0;
     if (momentum && ps->buf_kind == EMB__BUF_SPARSE)
         return emb__error(EMB_ERR_UNSUPPORTED,
                           "SGD: parameter %d has a sparse momentum buffer from sparse steps, "
@@ -69,14 +69,14 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
     /* State (allocated before anything changes). */
     float *newbuf = NULL;
     if (momentum && ps->buf_kind == EMB__BUF_NONE) {
-        newbuf = emb_malloc((size_t)ps->numel * sizeof(float));
+        newbuf = emb__malloc((size_t)ps->numel * sizeof(float));
         if (!newbuf)
             return emb__error(EMB_ERR_NOMEM, "cannot allocate the momentum buffer (%" PRId64
                               " floats)", ps->numel);
     }
     st = emb__optim_ensure_state(opt, ps);
     if (st) {
-        emb_free(newbuf);
+        emb__free(newbuf);
         return st;
     }
 
@@ -89,7 +89,7 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
     int64_t step = ps->steps + 1;
 
     switch (o->kind) {
-    case EMB_OPTIM_SGD: {
+    case EMB_OPTIMIZER_SGD: {
         emb__sgd_args a = emb__optim_sgd_args(o);
         float *buf = ps->s1;
         if (newbuf) {
@@ -104,22 +104,22 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
         }
         break;
     }
-    case EMB_OPTIM_ADAGRAD: {
+    case EMB_OPTIMIZER_ADAGRAD: {
         emb__adagrad_args a = emb__optim_adagrad_args(o, step);
         float *sum = ps->s1;
         dense_ctx d = {K, o->kind, n, p, g, sum, NULL, NULL, &a, 0.0f};
         emb__parallel_for(nt, nchunks, dense_chunks, &d);
         break;
     }
-    case EMB_OPTIM_ADAM:
-    case EMB_OPTIM_ADAMW: {
+    case EMB_OPTIMIZER_ADAM:
+    case EMB_OPTIMIZER_ADAMW: {
         emb__adam_args a = emb__optim_adam_args(o, step);
         float *m = ps->s1, *v = ps->s2, *vmax = ps->s3;
         dense_ctx d = {K, o->kind, n, p, g, m, v, vmax, &a, 0.0f};
         emb__parallel_for(nt, nchunks, dense_chunks, &d);
         break;
     }
-    case EMB_OPTIM_SPARSE_ADAM: break; /* rejected above */
+    case EMB_OPTIMIZER_SPARSE_ADAM: break; /* rejected above */
     }
     ps->steps = step;
     return EMB_OK;

@@ -56,7 +56,7 @@ emb_status emb_optimizer_step_fused(emb_optimizer *opt, int param_id, const emb_
         if (kept < n) {
             st = emb__optim_alloc_i64(kept, &pos, "emb_optimizer_step_fused");
             if (st) {
-                emb_free(keys);
+                emb__free(keys);
                 return st;
             }
         }
@@ -73,8 +73,8 @@ emb_status emb_optimizer_step_fused(emb_optimizer *opt, int param_id, const emb_
     }
     g.coalesced = kept <= 1;
     st = emb__optim_sparse_step(opt, ps, &g);
-    emb_free(keys);
-    emb_free(pos);
+    emb__free(keys);
+    emb__free(pos);
     return st;
 }
 

@@ -41,8 +41,8 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     if (bad >= 0) return emb__index_error(rows, bad, nrows, "a parameter");
     st = emb__optim_check_sparse_options(opt, ps, param_id);
     if (st) return st;
-    const emb_optim_options *o = &opt->o;
-    if (o->kind == EMB_OPTIM_SGD && o->momentum != 0.0)
+    const emb_optimizer_options *o = &opt->o;
+    if (o->kind == EMB_OPTIMIZER_SGD && o->momentum != 0.0)
         return emb__error(EMB_ERR_UNSUPPORTED,
                           "SGD with momentum cannot update rows concurrently: its momentum "
                           "buffer is one tensor for the whole parameter that every step "
@@ -51,7 +51,7 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
         return emb__error(EMB_ERR_STATE,
                           "parameter %d has made no step: call emb_optimizer_advance_step "
                           "before its row updates", param_id);
-    if (o->kind != EMB_OPTIM_SGD && !ps->initialized)
+    if (o->kind != EMB_OPTIMIZER_SGD && !ps->initialized)
         return emb__error(EMB_ERR_STATE,
                           "parameter %d has no state: call emb_optimizer_init_state before "
                           "row updates (they never allocate state)", param_id);
@@ -67,10 +67,10 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     }
     const emb__spview g = {n, dim, keys ? keys : rows->data, values->data, NULL, false};
     float *p = emb__optim_param_data(ps);
-    if (o->kind == EMB_OPTIM_SGD) {
+    if (o->kind == EMB_OPTIMIZER_SGD) {
         const float neg_lr = (float)(-o->lr), alpha = o->maximize ? -neg_lr : neg_lr;
         for (int64_t k = 0; k < n; k++) K->axpy(p + g.rows[k] * dim, emb__sv_row(&g, k), alpha, dim);
-        emb_free(keys);
+        emb__free(keys);
         return EMB_OK;
     }
     /* Adagrad, SparseAdam: coalesce on this thread, then one update per unique row. */
@@ -85,8 +85,8 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     }
     if (!st) st = emb__optim_alloc_f32(1, dim, &acc, "emb_optimizer_update_rows");
     if (st) {
-        emb_free(keys);
-        emb_free(pairs);
+        emb__free(keys);
+        emb__free(pairs);
         return st;
     }
     /* on the caller's thread: concurrent callers are the threads */
@@ -97,11 +97,11 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     u.p = p;
     u.s1 = ps->s1;
     u.s2 = ps->s2;
-    if (o->kind == EMB_OPTIM_ADAGRAD) u.ag = emb__optim_adagrad_args(o, ps->steps);
+    if (o->kind == EMB_OPTIMIZER_ADAGRAD) u.ag = emb__optim_adagrad_args(o, ps->steps);
     else u.sa = emb__optim_sparse_adam_args(o, ps->steps);
     emb__optim_coalesced_update(K, &g, pairs, o->maximize ? -1.0f : 1.0f, &u, acc, 1);
-    emb_free(keys);
-    emb_free(pairs);
-    emb_free(acc);
+    emb__free(keys);
+    emb__free(pairs);
+    emb__free(acc);
     return EMB_OK;
 }

@@ -47,7 +47,7 @@ typedef struct emb__param_state {
 } emb__param_state;
 
 struct emb_optimizer {
-    emb_optim_options o;
+    emb_optimizer_options o;
     int nparams, cap;
     emb__param_state *ps;
     /* The sparse step's sort and accumulator buffer, kept between steps (it grows to the
@@ -60,14 +60,14 @@ struct emb_optimizer {
 
 /* emb_optimizer_create's checks of the options: PyTorch's, in PyTorch's order and with its
  * messages, plus emb's own (every value a kind uses is finite). */
-emb_status emb__optim_check_options(const emb_optim_options *o);
+emb_status emb__optim_check_options(const emb_optimizer_options *o);
 
 /* The hyper-parameters of a step as the kernels take them, rounded as PyTorch's tensor ops
  * round them; step is the new step count. */
-emb__sgd_args emb__optim_sgd_args(const emb_optim_options *o);
-emb__adagrad_args emb__optim_adagrad_args(const emb_optim_options *o, int64_t step);
-emb__adam_args emb__optim_adam_args(const emb_optim_options *o, int64_t step);
-emb__sparse_adam_args emb__optim_sparse_adam_args(const emb_optim_options *o, int64_t step);
+emb__sgd_args emb__optim_sgd_args(const emb_optimizer_options *o);
+emb__adagrad_args emb__optim_adagrad_args(const emb_optimizer_options *o, int64_t step);
+emb__adam_args emb__optim_adam_args(const emb_optimizer_options *o, int64_t step);
+emb__sparse_adam_args emb__optim_sparse_adam_args(const emb_optimizer_options *o, int64_t step);
 
 /* ---- parameters and state (optimizer.c) ------------------------------------------------ */
 
@@ -85,7 +85,7 @@ float *emb__optim_param_data(const emb__param_state *ps);
 emb_status emb__optim_steps_overflow(int param_id);
 
 /* Number of dense state buffers of numel floats an initialized parameter holds. */
-int emb__optim_state_buffers(const emb_optim_options *o);
+int emb__optim_state_buffers(const emb_optimizer_options *o);
 
 /* Allocates the dense state of Adagrad / Adam / AdamW / SparseAdam on the first step. On
  * failure nothing is kept. */
@@ -94,7 +94,7 @@ emb_status emb__optim_ensure_state(const emb_optimizer *opt, emb__param_state *p
 /* Frees a parameter's state buffers (not the parameter). */
 void emb__optim_free_state(emb__param_state *ps);
 
-/* emb_malloc of n int64 / n x m floats (at least one byte), with messages naming `what`. */
+/* emb__malloc of n int64 / n x m floats (at least one byte), with messages naming `what`. */
 emb_status emb__optim_alloc_i64(int64_t n, int64_t **out, const char *what);
 emb_status emb__optim_alloc_f32(int64_t n, int64_t m, float **out, const char *what);
 
@@ -139,7 +139,7 @@ emb_status emb__optim_sparse_step(emb_optimizer *opt, emb__param_state *ps,
 
 /* Adagrad's or SparseAdam's update of one row. */
 typedef struct emb__row_update {
-    emb_optim_kind kind;
+    emb_optimizer_kind kind;
     emb__adagrad_args ag;
     emb__sparse_adam_args sa;
     float *p, *s1, *s2; /* parameter and state, [rows, dim] */

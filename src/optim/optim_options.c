@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-emb_optim_options emb_optim_options_default(emb_optim_kind kind) {
-    emb_optim_options o;
+emb_optimizer_options emb_optimizer_options_default(emb_optimizer_kind kind) {
+    emb_optimizer_options o;
     memset(&o, 0, sizeof o);
     o.kind = kind;
     o.lr = 1e-3;
@@ -16,11 +16,11 @@ emb_optim_options emb_optim_options_default(emb_optim_kind kind) {
     o.beta2 = 0.999;
     o.eps = 1e-8;
     switch (kind) {
-    case EMB_OPTIM_SGD: o.eps = 0; break;
-    case EMB_OPTIM_ADAGRAD: o.lr = 1e-2; o.eps = 1e-10; break;
-    case EMB_OPTIM_ADAM: break;
-    case EMB_OPTIM_ADAMW: o.weight_decay = 1e-2; break;
-    case EMB_OPTIM_SPARSE_ADAM: break;
+    case EMB_OPTIMIZER_SGD: o.eps = 0; break;
+    case EMB_OPTIMIZER_ADAGRAD: o.lr = 1e-2; o.eps = 1e-10; break;
+    case EMB_OPTIMIZER_ADAM: break;
+    case EMB_OPTIMIZER_ADAMW: o.weight_decay = 1e-2; break;
+    case EMB_OPTIMIZER_SPARSE_ADAM: break;
     }
     return o;
 }
@@ -89,16 +89,16 @@ static emb_status invalid_value(const char *what, double x) {
 static bool nonneg_finite(double x) { return x >= 0.0 && isfinite(x); }
 
 /* The learning rate check of an optimizer kind (create and emb_optimizer_set_lr). */
-static emb_status check_lr(emb_optim_kind kind, double lr) {
-    bool ok = kind == EMB_OPTIM_SPARSE_ADAM ? lr > 0.0 && isfinite(lr) : nonneg_finite(lr);
+static emb_status check_lr(emb_optimizer_kind kind, double lr) {
+    bool ok = kind == EMB_OPTIMIZER_SPARSE_ADAM ? lr > 0.0 && isfinite(lr) : nonneg_finite(lr);
     return ok ? EMB_OK : invalid_value("learning rate", lr);
 }
 
 /* PyTorch's checks and messages in PyTorch's order; emb also rejects every non-finite
  * value a kind uses (docs/differences.md), with the same message form. */
-emb_status emb__optim_check_options(const emb_optim_options *o) {
+emb_status emb__optim_check_options(const emb_optimizer_options *o) {
     switch (o->kind) {
-    case EMB_OPTIM_SGD:
+    case EMB_OPTIMIZER_SGD:
         if (check_lr(o->kind, o->lr)) return EMB_ERR_INVALID;
         if (!nonneg_finite(o->momentum)) return invalid_value("momentum value", o->momentum);
         if (!nonneg_finite(o->weight_decay))
@@ -109,7 +109,7 @@ emb_status emb__optim_check_options(const emb_optim_options *o) {
             return emb__error(EMB_ERR_INVALID,
                               "Nesterov momentum requires a momentum and zero dampening");
         return EMB_OK;
-    case EMB_OPTIM_ADAGRAD:
+    case EMB_OPTIMIZER_ADAGRAD:
         if (check_lr(o->kind, o->lr)) return EMB_ERR_INVALID;
         if (!nonneg_finite(o->lr_decay)) return invalid_value("lr_decay value", o->lr_decay);
         if (!nonneg_finite(o->weight_decay))
@@ -119,8 +119,8 @@ emb_status emb__optim_check_options(const emb_optim_options *o) {
                                  o->initial_accumulator_value);
         if (!nonneg_finite(o->eps)) return invalid_value("epsilon value", o->eps);
         return EMB_OK;
-    case EMB_OPTIM_ADAM:
-    case EMB_OPTIM_ADAMW:
+    case EMB_OPTIMIZER_ADAM:
+    case EMB_OPTIMIZER_ADAMW:
         if (check_lr(o->kind, o->lr)) return EMB_ERR_INVALID;
         if (!nonneg_finite(o->eps)) return invalid_value("epsilon value", o->eps);
         if (!(o->beta1 >= 0.0 && o->beta1 < 1.0))
@@ -130,7 +130,7 @@ emb_status emb__optim_check_options(const emb_optim_options *o) {
         if (!nonneg_finite(o->weight_decay))
             return invalid_value("weight_decay value", o->weight_decay);
         return EMB_OK;
-    case EMB_OPTIM_SPARSE_ADAM:
+    case EMB_OPTIMIZER_SPARSE_ADAM:
         if (check_lr(o->kind, o->lr)) return EMB_ERR_INVALID;
         if (!(o->eps > 0.0 && isfinite(o->eps))) return invalid_value("epsilon value", o->eps);
         if (!(o->beta1 >= 0.0 && o->beta1 < 1.0))
@@ -153,13 +153,13 @@ emb_status emb_optimizer_set_lr(emb_optimizer *opt, double lr) {
     return EMB_OK;
 }
 
-double emb_optimizer_get_lr(const emb_optimizer *opt) { return opt ? opt->o.lr : NAN; }
+double emb_optimizer_lr(const emb_optimizer *opt) { return opt ? opt->o.lr : NAN; }
 
 /* ---------------------------------------------------------------------------------------
  * Hyper-parameters as the kernels see them (step = the new step count)
  * ------------------------------------------------------------------------------------- */
 
-emb__sgd_args emb__optim_sgd_args(const emb_optim_options *o) {
+emb__sgd_args emb__optim_sgd_args(const emb_optimizer_options *o) {
     emb__sgd_args a;
     memset(&a, 0, sizeof a);
     a.neg_lr = (float)(-o->lr);
@@ -173,7 +173,7 @@ emb__sgd_args emb__optim_sgd_args(const emb_optim_options *o) {
     return a;
 }
 
-emb__adagrad_args emb__optim_adagrad_args(const emb_optim_options *o, int64_t step) {
+emb__adagrad_args emb__optim_adagrad_args(const emb_optimizer_options *o, int64_t step) {
     emb__adagrad_args a;
     memset(&a, 0, sizeof a);
     double clr = o->lr / (1.0 + ((double)step - 1.0) * o->lr_decay);
@@ -185,7 +185,7 @@ emb__adagrad_args emb__optim_adagrad_args(const emb_optim_options *o, int64_t st
     return a;
 }
 
-emb__adam_args emb__optim_adam_args(const emb_optim_options *o, int64_t step) {
+emb__adam_args emb__optim_adam_args(const emb_optimizer_options *o, int64_t step) {
     emb__adam_args a;
     memset(&a, 0, sizeof a);
     double t = (double)step;
@@ -201,14 +201,14 @@ emb__adam_args emb__optim_adam_args(const emb_optim_options *o, int64_t step) {
     a.neg_step_size = (float)(-step_size);
     a.bias_correction2_sqrt = (float)sqrt(bc2);
     a.eps = (float)o->eps;
-    a.decoupled = o->kind == EMB_OPTIM_ADAMW;
+    a.decoupled = o->kind == EMB_OPTIMIZER_ADAMW;
     a.has_weight_decay = !a.decoupled && o->weight_decay != 0.0;
     a.amsgrad = o->amsgrad;
     a.maximize = o->maximize;
     return a;
 }
 
-emb__sparse_adam_args emb__optim_sparse_adam_args(const emb_optim_options *o, int64_t step) {
+emb__sparse_adam_args emb__optim_sparse_adam_args(const emb_optimizer_options *o, int64_t step) {
     emb__sparse_adam_args a;
     double t = (double)step;
     double bc1 = 1.0 - pow(o->beta1, t);

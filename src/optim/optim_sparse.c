@@ -196,7 +196,7 @@ static void coalesce_share(void *ctx, int t, int nt) {
             K->coalesce_add(acc, VAL(j), sign, dim);
         }
         const int64_t off = r * dim;
-        if (u->kind == EMB_OPTIM_ADAGRAD)
+        if (u->kind == EMB_OPTIMIZER_ADAGRAD)
             K->adagrad_row(u->p + off, u->s1 + off, acc, dim, &u->ag);
         else
             K->sparse_adam_row(u->p + off, u->s1 + off, u->s2 + off, acc, dim, &u->sa);
@@ -219,12 +219,12 @@ void emb__optim_coalesced_update(const emb__optim_kernel_table *K, const emb__sp
 
 emb_status emb__optim_check_sparse_kind(const emb_optimizer *opt, const emb__param_state *ps,
                                         int param_id) {
-    const emb_optim_options *o = &opt->o;
+    const emb_optimizer_options *o = &opt->o;
     switch (o->kind) {
-    case EMB_OPTIM_ADAM:
+    case EMB_OPTIMIZER_ADAM:
         return emb__error(EMB_ERR_UNSUPPORTED, "Adam does not support sparse gradients, please "
                           "consider SparseAdam instead");
-    case EMB_OPTIM_ADAMW:
+    case EMB_OPTIMIZER_ADAMW:
         return emb__error(EMB_ERR_UNSUPPORTED, "AdamW does not support sparse gradients");
     default: break;
     }
@@ -239,17 +239,17 @@ emb_status emb__optim_check_sparse_kind(const emb_optimizer *opt, const emb__par
 
 emb_status emb__optim_check_sparse_options(const emb_optimizer *opt,
                                            const emb__param_state *ps, int param_id) {
-    const emb_optim_options *o = &opt->o;
-    if (o->kind == EMB_OPTIM_ADAGRAD && o->weight_decay != 0.0)
+    const emb_optimizer_options *o = &opt->o;
+    if (o->kind == EMB_OPTIMIZER_ADAGRAD && o->weight_decay != 0.0)
         return emb__error(EMB_ERR_UNSUPPORTED,
                           "weight_decay option is not compatible with sparse gradients");
-    if (o->kind == EMB_OPTIM_SGD && o->weight_decay != 0.0)
+    if (o->kind == EMB_OPTIMIZER_SGD && o->weight_decay != 0.0)
         return emb__error(EMB_ERR_UNSUPPORTED,
                           "SGD with weight_decay does not support sparse gradients: the decay "
                           "term would add the dense parameter to the sparse gradient (PyTorch: "
                           "\"add(sparse, dense) is not supported. Use add(dense, sparse) "
                           "instead.\")");
-    if (o->kind == EMB_OPTIM_SGD && o->momentum != 0.0 && o->nesterov &&
+    if (o->kind == EMB_OPTIMIZER_SGD && o->momentum != 0.0 && o->nesterov &&
         ps->buf_kind == EMB__BUF_DENSE)
         return emb__error(EMB_ERR_UNSUPPORTED,
                           "SGD with nesterov: parameter %d has a dense momentum buffer from "
@@ -274,11 +274,11 @@ emb_status emb__optim_check_grad_shape(const emb__param_state *ps, int param_id,
 /* Makes opt->scratch hold at least `bytes` bytes (its contents are not kept). */
 static emb_status opt_scratch(emb_optimizer *opt, size_t bytes) {
     if (bytes <= opt->scratch_bytes && opt->scratch) return EMB_OK;
-    void *p = emb_malloc(bytes > 0 ? bytes : 1);
+    void *p = emb__malloc(bytes > 0 ? bytes : 1);
     if (!p)
         return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes of scratch for a sparse step",
                           bytes);
-    emb_free(opt->scratch);
+    emb__free(opt->scratch);
     opt->scratch = p;
     opt->scratch_bytes = bytes;
     return EMB_OK;
@@ -322,7 +322,7 @@ static void nesterov_share(void *ctx, int t, int nt) {
  * dense; nesterov is rejected before (PyTorch cannot add a dense tensor to a sparse one). */
 static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const emb_optimizer *opt,
                                       emb__param_state *ps, const emb__spview *g) {
-    const emb_optim_options *o = &opt->o;
+    const emb_optimizer_options *o = &opt->o;
     const emb__sgd_args a = emb__optim_sgd_args(o);
     const float sign = o->maximize ? -1.0f : 1.0f;
     const int64_t rows = ps->shape[0], dim = ps->shape[1];
@@ -352,9 +352,9 @@ static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const em
     if (!st && !in_place) st = emb__optim_alloc_i64(nn, &nrows, "SGD momentum buffer");
     if (!st && !in_place) st = emb__optim_alloc_f32(nn, dim, &nvals, "SGD momentum buffer");
     if (st) {
-        emb_free(scratch);
-        emb_free(nrows);
-        emb_free(nvals);
+        emb__free(scratch);
+        emb__free(nrows);
+        emb__free(nvals);
         return st;
     }
     /* Nothing can fail from here on. */
@@ -378,8 +378,8 @@ static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const em
         }
     }
     if (!in_place) {
-        emb_free(ps->sp_rows);
-        emb_free(ps->sp_vals);
+        emb__free(ps->sp_rows);
+        emb__free(ps->sp_vals);
         ps->sp_rows = nrows;
         ps->sp_vals = nvals;
         ps->sp_nnz = nn;
@@ -395,21 +395,21 @@ static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const em
      * ranges and each walks the whole merge. */
     nesterov_ctx c = {K, g, &buf, p, rows, sign, a.momentum, a.neg_lr, scratch};
     emb__parallel(nt, nesterov_share, &c);
-    emb_free(scratch);
+    emb__free(scratch);
     return EMB_OK;
 }
 
 /* One sparse step of a validated gradient view (rows in range, dims matching). */
 emb_status emb__optim_sparse_step(emb_optimizer *opt, emb__param_state *ps,
                                   const emb__spview *g) {
-    const emb_optim_options *o = &opt->o;
+    const emb_optimizer_options *o = &opt->o;
     const emb__optim_kernel_table *K = emb__kernels()->optim;
     const int64_t rows = ps->shape[0], dim = ps->shape[1];
     if (ps->steps == INT64_MAX) return emb__optim_steps_overflow((int)(ps - opt->ps));
     const int64_t step = ps->steps + 1;
     emb_status st = EMB_OK;
 
-    if (o->kind == EMB_OPTIM_SGD) {
+    if (o->kind == EMB_OPTIMIZER_SGD) {
         if (o->momentum == 0.0) {
             /* param.add_(d_p, alpha=-lr) with d_p = sign * g: fmaf(-v, a, p) == fmaf(v, -a, p). */
             const float neg_lr = (float)(-o->lr);
@@ -446,7 +446,7 @@ emb_status emb__optim_sparse_step(emb_optimizer *opt, emb__param_state *ps,
     u.p = emb__optim_param_data(ps);
     u.s1 = ps->s1;
     u.s2 = ps->s2;
-    if (o->kind == EMB_OPTIM_ADAGRAD) u.ag = emb__optim_adagrad_args(o, step);
+    if (o->kind == EMB_OPTIMIZER_ADAGRAD) u.ag = emb__optim_adagrad_args(o, step);
     else u.sa = emb__optim_sparse_adam_args(o, step);
     emb__optim_coalesced_update(K, g, pairs, o->maximize ? -1.0f : 1.0f, &u, acc, nt);
     ps->steps = step;

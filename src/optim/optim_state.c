@@ -1,4 +1,4 @@
-/* src/optim/optim_state.c: emb_optimizer_state_size, save_state and load_state, the binary
+/* src/optim/optim_state.c: emb_optimizer_state_nbytes, save_state and load_state, the binary
  * layout of docs/optimizer-state.md (version 1).
  *
  * The layout is described once, by the tables below: the header's fields, a parameter
@@ -56,7 +56,7 @@ typedef struct state_field {
 
 typedef struct state_header {
     uint32_t version, kind;
-    emb_optim_options o; /* the nine doubles; kind and the flags are stored apart */
+    emb_optimizer_options o; /* the nine doubles; kind and the flags are stored apart */
     uint32_t flags;      /* bit 0 nesterov, bit 1 amsgrad, bit 2 maximize */
     uint32_t nparams;
 } state_header;
@@ -244,7 +244,7 @@ static bool record_size(const emb__param_state *ps, int nbuf, uint64_t *out) {
  * Save
  * ------------------------------------------------------------------------------------- */
 
-size_t emb_optimizer_state_size(const emb_optimizer *opt) {
+size_t emb_optimizer_state_nbytes(const emb_optimizer *opt) {
     if (!opt) return 0;
     uint64_t n = fields_size(HEADER, H_COUNT) + 8; /* + checksum */
     const int nbuf = emb__optim_state_buffers(&opt->o);
@@ -256,7 +256,7 @@ size_t emb_optimizer_state_size(const emb_optimizer *opt) {
 }
 
 static state_header header_of(const emb_optimizer *opt) {
-    const emb_optim_options *o = &opt->o;
+    const emb_optimizer_options *o = &opt->o;
     state_header h;
     memset(&h, 0, sizeof h);
     h.version = STATE_VERSION;
@@ -287,12 +287,12 @@ static unsigned char *put_section(unsigned char *p, const state_section *s,
 emb_status emb_optimizer_save_state(const emb_optimizer *opt, void *buf, size_t n) {
     if (!opt) return emb__null("opt");
     if (!buf) return emb__null("buf");
-    const size_t need = emb_optimizer_state_size(opt);
+    const size_t need = emb_optimizer_state_nbytes(opt);
     if (need == 0) return emb__error(EMB_ERR_OVERFLOW, "the optimizer state is too large");
     if (n < need)
         return emb__error(EMB_ERR_INVALID,
                           "buf holds %zu bytes; the optimizer state needs %zu "
-                          "(emb_optimizer_state_size)",
+                          "(emb_optimizer_state_nbytes)",
                           n, need);
     const int nbuf = emb__optim_state_buffers(&opt->o);
     const state_header h = header_of(opt);
@@ -396,9 +396,9 @@ static emb_status check_layout(const unsigned char *b, size_t n, state_header *h
                          h->version, STATE_VERSION);
     /* The records' sizes depend on the kind and amsgrad, checked in pass 2 (an unknown
      * kind has no dense state here). */
-    emb_optim_options lo;
+    emb_optimizer_options lo;
     memset(&lo, 0, sizeof lo);
-    lo.kind = (emb_optim_kind)h->kind;
+    lo.kind = (emb_optimizer_kind)h->kind;
     lo.amsgrad = (h->flags >> 1) & 1;
     const int nbuf = emb__optim_state_buffers(&lo);
     uint64_t off = hsize;
@@ -419,7 +419,7 @@ static emb_status check_layout(const unsigned char *b, size_t n, state_header *h
 
 /* Pass 2, header: kind, option values and flags, number of parameters; *lo the options. */
 static emb_status check_header(const emb_optimizer *opt, const state_header *h,
-                               emb_optim_options *lo) {
+                               emb_optimizer_options *lo) {
     if (h->kind != (uint32_t)opt->o.kind)
         return bad_state("saved from a %s optimizer (kind %" PRIu32 "), this one is %s",
                          kind_name(h->kind), h->kind, kind_name((uint32_t)opt->o.kind));
@@ -439,7 +439,7 @@ static emb_status check_header(const emb_optimizer *opt, const state_header *h,
 
 /* Pass 2, parameter i against the optimizer's parameter ps (options lo). */
 static emb_status check_record(const record_view *r, int i, const emb__param_state *ps,
-                               const emb_optim_options *lo) {
+                               const emb_optimizer_options *lo) {
     bool same = r->ps.ndim == ps->ndim;
     for (int d = 0; d < r->ps.ndim; d++)
         same = same && d < ps->ndim && r->ps.shape[d] == ps->shape[d];
@@ -453,7 +453,7 @@ static emb_status check_record(const record_view *r, int i, const emb__param_sta
         return bad_state("parameter %d has a negative step count", i);
     if (r->ps.initialized && emb__optim_state_buffers(lo) == 0)
         return bad_state("parameter %d: SGD has no dense state to restore", i);
-    const bool momentum = lo->kind == EMB_OPTIM_SGD && lo->momentum != 0.0;
+    const bool momentum = lo->kind == EMB_OPTIMIZER_SGD && lo->momentum != 0.0;
     if (r->ps.buf_kind != EMB__BUF_NONE && !momentum)
         return bad_state("parameter %d has a momentum buffer, but the options have no "
                          "SGD momentum", i);
@@ -514,7 +514,7 @@ emb_status emb_optimizer_load_state(emb_optimizer *opt, const void *buf, size_t 
 
     /* Pass 2. The saved options replace the optimizer's (as load_state_dict restores
      * param_groups). */
-    emb_optim_options lo;
+    emb_optimizer_options lo;
     st = check_header(opt, &h, &lo);
     if (st) return st;
     const int nbuf = emb__optim_state_buffers(&lo);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-emb_status emb_optimizer_create(const emb_optim_options *opts, emb_optimizer **out) {
+emb_status emb_optimizer_create(const emb_optimizer_options *opts, emb_optimizer **out) {
     if (!opts) return emb__null("opts");
     if (!out) return emb__null("out");
     emb_status st = emb__optim_check_options(opts);
@@ -21,18 +21,18 @@ emb_status emb_optimizer_create(const emb_optim_options *opts, emb_optimizer **o
 }
 
 void emb__optim_free_state(emb__param_state *ps) {
-    emb_free(ps->s1);
-    emb_free(ps->s2);
-    emb_free(ps->s3);
-    emb_free(ps->sp_rows);
-    emb_free(ps->sp_vals);
+    emb__free(ps->s1);
+    emb__free(ps->s2);
+    emb__free(ps->s3);
+    emb__free(ps->sp_rows);
+    emb__free(ps->sp_vals);
 }
 
 void emb_optimizer_free(emb_optimizer *opt) {
     if (!opt) return;
     for (int i = 0; i < opt->nparams; i++) emb__optim_free_state(&opt->ps[i]);
     free(opt->ps);
-    emb_free(opt->scratch);
+    emb__free(opt->scratch);
     free(opt);
 }
 
@@ -111,32 +111,32 @@ emb_status emb__optim_get_param(emb_optimizer *opt, int param_id, emb__param_sta
     return EMB_OK;
 }
 
-int emb__optim_state_buffers(const emb_optim_options *o) {
+int emb__optim_state_buffers(const emb_optimizer_options *o) {
     switch (o->kind) {
-    case EMB_OPTIM_ADAGRAD: return 1;
-    case EMB_OPTIM_ADAM:
-    case EMB_OPTIM_ADAMW: return o->amsgrad ? 3 : 2;
-    case EMB_OPTIM_SPARSE_ADAM: return 2;
+    case EMB_OPTIMIZER_ADAGRAD: return 1;
+    case EMB_OPTIMIZER_ADAM:
+    case EMB_OPTIMIZER_ADAMW: return o->amsgrad ? 3 : 2;
+    case EMB_OPTIMIZER_SPARSE_ADAM: return 2;
     default: return 0;
     }
 }
 
 emb_status emb__optim_ensure_state(const emb_optimizer *opt, emb__param_state *ps) {
     if (ps->initialized) return EMB_OK;
-    const emb_optim_options *o = &opt->o;
+    const emb_optimizer_options *o = &opt->o;
     const int nbuf = emb__optim_state_buffers(o);
     if (nbuf == 0) return EMB_OK; /* SGD: no dense state */
     size_t nbytes = (size_t)ps->numel * sizeof(float);
     float *b[3] = {NULL, NULL, NULL};
     for (int i = 0; i < nbuf; i++) {
-        b[i] = emb_malloc(nbytes);
+        b[i] = emb__malloc(nbytes);
         if (!b[i]) {
-            for (int j = 0; j < i; j++) emb_free(b[j]);
+            for (int j = 0; j < i; j++) emb__free(b[j]);
             return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes of optimizer state",
                               nbytes * (size_t)nbuf);
         }
     }
-    if (o->kind == EMB_OPTIM_ADAGRAD) {
+    if (o->kind == EMB_OPTIMIZER_ADAGRAD) {
         float init = (float)o->initial_accumulator_value;
         for (int64_t i = 0; i < ps->numel; i++) b[0][i] = init;
     } else {
@@ -161,7 +161,7 @@ emb_status emb__optim_alloc_i64(int64_t n, int64_t **out, const char *what) {
     if (!emb__mul_i64(n > 0 ? n : 1, (int64_t)sizeof(int64_t), &bytes) ||
         (uint64_t)bytes > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "%s: %" PRId64 " entries overflow", what, n);
-    *out = emb_malloc((size_t)bytes);
+    *out = emb__malloc((size_t)bytes);
     if (!*out)
         return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %" PRId64 " bytes", what, bytes);
     return EMB_OK;
@@ -174,7 +174,7 @@ emb_status emb__optim_alloc_f32(int64_t n, int64_t m, float **out, const char *w
         (uint64_t)bytes > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "%s: %" PRId64 " x %" PRId64 " floats overflow",
                           what, n, m);
-    *out = emb_malloc((size_t)bytes);
+    *out = emb__malloc((size_t)bytes);
     if (!*out)
         return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %" PRId64 " bytes", what, bytes);
     return EMB_OK;

@@ -31,6 +31,7 @@ struct emb_qtable_writer {
     bool error_in_header;
     emb_qerror err;
     emb_status status;
+    bool finished; /* committed (or its commit failed): the file is closed */
 };
 
 static const char *st_dtype_of(emb_qtype q) {
@@ -87,8 +88,8 @@ done:
 static void writer_free(emb_qtable_writer *q) {
     free(q->words);
     free(q->counts);
-    emb_free(q->qbuf);
-    emb_free(q->deq);
+    emb__free(q->qbuf);
+    emb__free(q->deq);
     free(q);
 }
 
@@ -97,7 +98,7 @@ static emb_status writer_open(const char *path, emb_qtype qtype, int64_t rows, i
     if (!path) return emb__null("path");
     if (!out) return emb__null("out");
     int64_t rb;
-    emb_status st = emb_qtype_row_bytes(qtype, dim, &rb);
+    emb_status st = emb_qtype_row_nbytes(qtype, dim, &rb);
     if (st) return st;
     if (rows < 0) return emb__error(EMB_ERR_SHAPE, "rows must be >= 0, got %" PRId64, rows);
     int64_t data;
@@ -124,8 +125,8 @@ static emb_status writer_open(const char *path, emb_qtype qtype, int64_t rows, i
     q->chunk = dim > 0 ? (1 << 20) / dim + 1 : 1;
     if (q->chunk > rows) q->chunk = rows > 0 ? rows : 1;
     const bool convert = rows > 0 && rb > 0;
-    q->qbuf = convert ? emb_malloc((size_t)(q->chunk * rb)) : NULL;
-    q->deq = q->track_error ? emb_malloc((size_t)(q->chunk * dim) * sizeof(float)) : NULL;
+    q->qbuf = convert ? emb__malloc((size_t)(q->chunk * rb)) : NULL;
+    q->deq = q->track_error ? emb__malloc((size_t)(q->chunk * dim) * sizeof(float)) : NULL;
     if ((convert && !q->qbuf) || (q->track_error && !q->deq)) {
         const int64_t chunk = q->chunk;
         writer_free(q);
@@ -179,8 +180,13 @@ static emb_status writer_fail(emb_qtable_writer *q, emb_status st) {
     return q->status;
 }
 
+static emb_status writer_finished(void) {
+    return emb__error(EMB_ERR_STATE, "the table writer has already been committed");
+}
+
 emb_status emb_qtable_writer_append(emb_qtable_writer *q, const float *rows, int64_t n) {
     if (!q) return emb__null("writer");
+    if (q->finished) return writer_finished();
     if (q->status) return q->status;
     if (n < 0) return emb__error(EMB_ERR_SHAPE, "n must be >= 0, got %" PRId64, n);
     if (n > q->rows - q->done)
@@ -218,14 +224,16 @@ static emb_status writer_append_raw(emb_qtable_writer *q, const void *data, size
     return EMB_OK;
 }
 
-void emb_qtable_writer_abort(emb_qtable_writer *q) {
+void emb_qtable_writer_free(emb_qtable_writer *q) {
     if (!q) return;
-    emb__writer_abort(&q->w);
+    emb__writer_abort(&q->w); /* nothing left to remove after a commit */
     writer_free(q);
 }
 
 emb_status emb_qtable_writer_commit(emb_qtable_writer *q, emb_qerror *error) {
     if (!q) return emb__null("writer");
+    if (q->finished) return writer_finished();
+    q->finished = true;
     emb_status st = q->status;
     if (!st && q->done != q->rows)
         st = emb__error(EMB_ERR_STATE,
@@ -256,12 +264,10 @@ emb_status emb_qtable_writer_commit(emb_qtable_writer *q, emb_qerror *error) {
     }
     if (st) {
         emb__writer_abort(&q->w);
-        writer_free(q);
         return st;
     }
     st = emb__writer_commit(&q->w);
     if (!st && error) *error = q->err;
-    writer_free(q);
     return st;
 }
 
@@ -272,7 +278,9 @@ emb_status emb_qtable_save(const char *path, const emb_qtable *t, const emb_voca
                                 false, &q);
     if (st) return st;
     writer_append_raw(q, emb_qtable_data(t), emb_qtable_nbytes(t), emb_qtable_num_rows(t));
-    return emb_qtable_writer_commit(q, NULL);
+    st = emb_qtable_writer_commit(q, NULL);
+    emb_qtable_writer_free(q);
+    return st;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -300,9 +308,9 @@ typedef struct q_found {
 static emb_status find_table(const char *path, const emb_safetensors *st, q_found *out) {
     int64_t i = emb_safetensors_find(st, "weight");
     if (i < 0) {
-        if (emb_safetensors_count(st) != 1)
+        if (emb_safetensors_num_tensors(st) != 1)
             return q_fail(path, "no tensor named \"weight\", and %s tensors to choose from%s",
-                          emb_safetensors_count(st) ? "several" : "no", "");
+                          emb_safetensors_num_tensors(st) ? "several" : "no", "");
         i = 0;
     }
     const char *dt = emb_safetensors_dtype(st, i);
@@ -346,7 +354,7 @@ static emb_status find_table(const char *path, const emb_safetensors *st, q_foun
     }
     int64_t rb = 0;
     int64_t have = is_float_qtype(q) ? cols * (int64_t)esz : cols;
-    if (d < (is_float_qtype(q) ? 0 : 1) || emb_qtype_row_bytes(q, d, &rb) || rb != have) {
+    if (d < (is_float_qtype(q) ? 0 : 1) || emb_qtype_row_nbytes(q, d, &rb) || rb != have) {
         emb_clear_error();
         if (is_float_qtype(q))
             return emb__error(EMB_ERR_FORMAT, "%s: rows of %" PRId64 " values, but \"emb.dim\" says %" PRId64, path,
@@ -371,7 +379,7 @@ static bool aligned(const q_found *t) { return (uintptr_t)t->data % t->align == 
 
 static void release_owned(void *data, void *ctx) {
     (void)ctx;
-    emb_free(data);
+    emb__free(data);
 }
 
 static void release_map(void *data, void *ctx) {
@@ -397,14 +405,14 @@ static emb_status open_common(const char *path, bool map, emb_qtable **out, emb_
                         "%s: tensor \"%s\" is not aligned for its element type in this file: it can be loaded (a "
                         "copy), not mapped", path, t.name);
     if (!rc && !map) {
-        void *data = emb_malloc(t.nbytes ? t.nbytes : 1);
+        void *data = emb__malloc(t.nbytes ? t.nbytes : 1);
         if (!data) {
             rc = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %zu bytes for the table", path, t.nbytes);
         } else {
             if (t.nbytes) memcpy(data, t.data, t.nbytes);
             emb_storage s = {.read_only = false, .release = release_owned, .release_ctx = NULL};
             rc = emb_qtable_wrap(t.q, t.rows, t.dim, data, t.nbytes, &s, &qt);
-            if (rc) emb_free(data);
+            if (rc) emb__free(data);
             else emb__qtable_set_in_memory(qt);
         }
     } else if (!rc) {
@@ -419,7 +427,7 @@ static emb_status open_common(const char *path, bool map, emb_qtable **out, emb_
         }
         if (rc) free(f);
     }
-    emb_safetensors_close(st);
+    emb_safetensors_free(st);
     if (rc) {
         emb_vocab_free(v);
         return rc;
@@ -447,7 +455,7 @@ emb_status emb__qtable_read_vectors(const emb_safetensors *st, const char *path,
     void *copy = NULL;
     const void *data = t.data;
     if (nbytes && !aligned(&t)) {
-        if (!(copy = emb_malloc(nbytes))) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
+        if (!(copy = emb__malloc(nbytes))) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
         memcpy(copy, t.data, nbytes);
         data = copy;
     }
@@ -456,10 +464,10 @@ emb_status emb__qtable_read_vectors(const emb_safetensors *st, const char *path,
     if (!rc) rc = emb__alloc_table(&out->weight, rows, t.dim);
     if (!rc && rows > 0 && t.dim > 0) rc = emb_qtable_dequantize(qt, 0, rows, out->weight.data);
     emb_qtable_free(qt);
-    emb_free(copy);
+    emb__free(copy);
     if (!rc) rc = emb__safetensors_vocab(st, rows, t.rows, &out->vocab);
     if (rc) {
-        emb_tensor_free(&out->weight);
+        emb_tensor_release(&out->weight);
         return rc;
     }
     out->file_dtype = EMB_UINT8;

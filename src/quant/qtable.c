@@ -36,7 +36,7 @@ struct emb_qtable {
     int64_t rows, dim, row_bytes;
     const uint8_t *data;
     size_t nbytes;
-    bool owned;     /* data is emb_malloc'ed by emb */
+    bool owned;     /* data is emb__malloc'ed by emb */
     bool read_only; /* the storage may not be written (emb_qtable_sgd_step) */
     bool in_memory; /* emb's own allocation (quantize, load): nothing to prefetch */
     void (*release)(void *data, void *release_ctx);
@@ -103,7 +103,7 @@ static emb_status row_bytes(emb_qtype q, int64_t dim, int64_t *out) {
     return EMB_OK;
 }
 
-emb_status emb_qtype_row_bytes(emb_qtype qtype, int64_t dim, int64_t *out) {
+emb_status emb_qtype_row_nbytes(emb_qtype qtype, int64_t dim, int64_t *out) {
     if (!out) return emb__null("out");
     return row_bytes(qtype, dim, out);
 }
@@ -136,8 +136,8 @@ static emb_status check_row(emb_qtype q, const float *x, int64_t dim, int64_t r)
                               "row %" PRId64 " holds %s at column %" PRId64
                               "; only finite values can be stored as %s",
                               r, isnan(x[j]) ? "NaN" : "an infinity", j, emb_qtype_name(q));
-        if ((q == EMB_QTYPE_F16 && isinf(emb_f16_to_f32(emb_f32_to_f16(x[j])))) ||
-            (q == EMB_QTYPE_BF16 && isinf(emb_bf16_to_f32(emb_f32_to_bf16(x[j])))))
+        if ((q == EMB_QTYPE_F16 && isinf(emb__f16_to_f32(emb__f32_to_f16(x[j])))) ||
+            (q == EMB_QTYPE_BF16 && isinf(emb__bf16_to_f32(emb__f32_to_bf16(x[j])))))
             return emb__error(EMB_ERR_INVALID,
                               "row %" PRId64 " column %" PRId64 " holds %g, which overflows %s "
                               "(largest finite %s: %g)",
@@ -151,7 +151,7 @@ static emb_status check_row(emb_qtype q, const float *x, int64_t dim, int64_t r)
         if (mx < x[j]) mx = x[j];
     }
     if (q == EMB_QTYPE_INT4) {
-        const float mh = emb_f16_to_f32(emb_f32_to_f16(mn));
+        const float mh = emb__f16_to_f32(emb__f32_to_f16(mn));
         if (isinf(mh))
             return emb__error(EMB_ERR_INVALID,
                               "row %" PRId64 ": its minimum %g overflows float16, where int4 "
@@ -165,7 +165,7 @@ static emb_status check_row(emb_qtype q, const float *x, int64_t dim, int64_t r)
                           "row %" PRId64 ": its range %g - (%g) overflows float32 and cannot "
                           "be quantized to %s",
                           r, (double)mx, (double)mn, emb_qtype_name(q));
-    if (q == EMB_QTYPE_INT4 && isinf(emb_f16_to_f32(emb_f32_to_f16(range / 15.0f))))
+    if (q == EMB_QTYPE_INT4 && isinf(emb__f16_to_f32(emb__f32_to_f16(range / 15.0f))))
         return emb__error(EMB_ERR_INVALID,
                           "row %" PRId64 ": its range %g gives an int4 scale (range / 15) that "
                           "overflows float16 (largest finite: 65504)",
@@ -184,10 +184,10 @@ static void quantize_row(emb_qtype q, const float *x, int64_t dim, uint8_t *out)
     switch (q) {
     case EMB_QTYPE_F32: memcpy(out, x, (size_t)dim * 4); return;
     case EMB_QTYPE_F16:
-        for (int64_t j = 0; j < dim; j++) wr_u16(out + 2 * j, emb_f32_to_f16(x[j]));
+        for (int64_t j = 0; j < dim; j++) wr_u16(out + 2 * j, emb__f32_to_f16(x[j]));
         return;
     case EMB_QTYPE_BF16:
-        for (int64_t j = 0; j < dim; j++) wr_u16(out + 2 * j, emb_f32_to_bf16(x[j]));
+        for (int64_t j = 0; j < dim; j++) wr_u16(out + 2 * j, emb__f32_to_bf16(x[j]));
         return;
     case EMB_QTYPE_INT8:
     case EMB_QTYPE_INT4: break;
@@ -206,14 +206,14 @@ static void quantize_row(emb_qtype q, const float *x, int64_t dim, uint8_t *out)
         wr_f32(out + dim + 4, mn);
         return;
     }
-    const uint16_t mn_h = emb_f32_to_f16(mn);
-    mn = emb_f16_to_f32(mn_h);
+    const uint16_t mn_h = emb__f32_to_f16(mn);
+    mn = emb__f16_to_f32(mn_h);
     const float range = mx - mn;
-    uint16_t sc_h = emb_f32_to_f16(range == 0.0f ? 1.0f : range / 15.0f);
-    float sc = emb_f16_to_f32(sc_h);
+    uint16_t sc_h = emb__f32_to_f16(range == 0.0f ? 1.0f : range / 15.0f);
+    float sc = emb__f16_to_f32(sc_h);
     float inv = sc == 0.0f ? 1.0f : 1.0f / sc;
     if (sc == 0.0f || isinf(inv)) {
-        sc_h = emb_f32_to_f16(1.0f);
+        sc_h = emb__f32_to_f16(1.0f);
         inv = 1.0f;
     }
     const int64_t nb = (dim + 1) / 2;
@@ -342,17 +342,17 @@ emb_status emb_qtable_quantize(const emb_tensor *weight, emb_qtype qtype, emb_qt
     st = table_bytes(qtype, V, D, &rb, &need);
     if (st) return st;
     emb_qtable *q = calloc(1, sizeof *q);
-    uint8_t *data = emb_malloc(need);
+    uint8_t *data = emb__malloc(need);
     if (!q || !data) {
         free(q);
-        emb_free(data);
+        emb__free(data);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate a %s table of %zu bytes",
                           emb_qtype_name(qtype), need);
     }
     st = emb_quantize_rows(qtype, weight->data, V, D, data, need);
     if (st) {
         free(q);
-        emb_free(data);
+        emb__free(data);
         return st;
     }
     q->qtype = qtype;
@@ -396,7 +396,7 @@ emb_status emb_qtable_wrap(emb_qtype qtype, int64_t rows, int64_t dim, const voi
 
 void emb_qtable_free(emb_qtable *q) {
     if (!q) return;
-    if (q->owned) emb_free((void *)q->data);
+    if (q->owned) emb__free((void *)q->data);
     else if (q->release) q->release((void *)q->data, q->release_ctx);
     free(q);
 }
@@ -410,7 +410,7 @@ void emb__qtable_set_in_memory(emb_qtable *q) { q->in_memory = true; }
 emb_qtype emb_qtable_qtype(const emb_qtable *q) { return q ? q->qtype : EMB_QTYPE_F32; }
 int64_t emb_qtable_num_rows(const emb_qtable *q) { return q ? q->rows : 0; }
 int64_t emb_qtable_dim(const emb_qtable *q) { return q ? q->dim : 0; }
-int64_t emb_qtable_row_bytes(const emb_qtable *q) { return q ? q->row_bytes : 0; }
+int64_t emb_qtable_row_nbytes(const emb_qtable *q) { return q ? q->row_bytes : 0; }
 const void *emb_qtable_data(const emb_qtable *q) { return q ? q->data : NULL; }
 size_t emb_qtable_nbytes(const emb_qtable *q) { return q ? q->nbytes : 0; }
 
@@ -508,7 +508,7 @@ static void bag_share(void *p, int t, int nt) {
                    b0, b1, bb->psw, pad, x->c->mode == EMB_BAG_MEAN, scratch, x->touch);
 }
 
-emb_status emb_qtable_bag(const emb_qtable *q, const emb_tensor *input,
+emb_status emb_qtable_bag_forward(const emb_qtable *q, const emb_tensor *input,
                           const emb_tensor *offsets, const emb_tensor *per_sample_weights,
                           const emb_bag_options *opts, emb_tensor *out,
                           emb_tensor *max_indices) {
@@ -536,18 +536,18 @@ emb_status emb_qtable_bag(const emb_qtable *q, const emb_tensor *input,
     if (nt > B) nt = (int)(B > 0 ? B : 1);
     float *tmp = NULL;
     if (!st && B > 0 && D > 0) {
-        tmp = emb_malloc((size_t)nt * (size_t)D * sizeof(float));
+        tmp = emb__malloc((size_t)nt * (size_t)D * sizeof(float));
         if (!tmp) st = emb__error(EMB_ERR_NOMEM, "cannot allocate %d rows of scratch", nt);
     }
     if (st || B == 0 || D == 0) {
-        emb_free(tmp);
+        emb__free(tmp);
         emb__bag_batch_free(&bb);
         return st;
     }
     bag_ctx x = {emb__qkernels(), q, &c, &bb, out->data, max_indices ? max_indices->data : NULL,
                  tmp, touch_bag(q)};
     emb__parallel(nt, bag_share, &x);
-    emb_free(tmp);
+    emb__free(tmp);
     emb__bag_batch_free(&bb);
     return EMB_OK;
 }
@@ -614,7 +614,7 @@ emb_status emb_qtable_error(const emb_qtable *q, const emb_tensor *weight, emb_q
     emb_qerror e;
     emb_qerror_init(&e);
     const int64_t chunk = q->dim > 0 ? (1 << 20) / q->dim + 1 : q->rows;
-    float *buf = q->dim > 0 ? emb_malloc((size_t)chunk * (size_t)q->dim * 4) : NULL;
+    float *buf = q->dim > 0 ? emb__malloc((size_t)chunk * (size_t)q->dim * 4) : NULL;
     if (q->dim > 0 && !buf) return emb__error(EMB_ERR_NOMEM, "cannot allocate scratch rows");
     const float *w = weight->data;
     for (int64_t r = 0; r < q->rows; r += chunk) {
@@ -623,7 +623,7 @@ emb_status emb_qtable_error(const emb_qtable *q, const emb_tensor *weight, emb_q
         /* rows without columns: the weight may have no storage (NULL + 0 is undefined) */
         emb_qerror_add(&e, q->dim > 0 ? w + r * q->dim : w, buf, n, q->dim);
     }
-    emb_free(buf);
+    emb__free(buf);
     *out = e;
     return EMB_OK;
 }

@@ -29,7 +29,7 @@ emb_status emb_qtable_bag_backward_sparse(const emb_qtable *q, const emb_tensor 
     if (c.max_norm != INFINITY)
         return emb__error(EMB_ERR_READ_ONLY,
                           "embedding_bag: max_norm would renormalise the rows of a %s table "
-                          "in place during the forward pass, which emb_qtable_bag does not do",
+                          "in place during the forward pass, which emb_qtable_bag_forward does not do",
                           emb_qtype_name(emb_qtable_qtype(q)));
     return emb__bag_backward_sparse_cfg(&c, input, offsets, per_sample_weights, grad_output,
                                         grad);
@@ -46,8 +46,8 @@ typedef struct half_format {
     float max_finite;
 } half_format;
 
-static const half_format F16 = {"float16", emb_f32_to_f16, emb_f16_to_f32, 65504.0f};
-static const half_format BF16 = {"bfloat16", emb_f32_to_bf16, emb_bf16_to_f32,
+static const half_format F16 = {"float16", emb__f32_to_f16, emb__f16_to_f32, 65504.0f};
+static const half_format BF16 = {"bfloat16", emb__f32_to_bf16, emb__bf16_to_f32,
                                  3.38953139e38f};
 
 /* u rounded to the format: nearest, or stochastically with the draw r (uniform 32 bits).
@@ -100,7 +100,7 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
     if (st) return st;
     const emb_qtype qt = emb_qtable_qtype(q);
     const int64_t V = emb_qtable_num_rows(q), D = emb_qtable_dim(q),
-                  rb = emb_qtable_row_bytes(q);
+                  rb = emb_qtable_row_nbytes(q);
     if (!(lr >= 0.0f) || !isfinite(lr)) {
         char b[48];
         snprintf(b, sizeof b, "%.9g", (double)lr);
@@ -140,17 +140,17 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
     if (!gen) gen = emb_default_generator();
 
     /* Scratch: the sorted entries, one float32 row, the new stored rows. */
-    entry_key *keys = emb_malloc((size_t)n * sizeof *keys);
-    float *w = emb_malloc((size_t)D * sizeof *w);
+    entry_key *keys = emb__malloc((size_t)n * sizeof *keys);
+    float *w = emb__malloc((size_t)D * sizeof *w);
     int64_t nrows_bound;
     if (!emb__mul_i64(n, rb, &nrows_bound)) nrows_bound = INT64_MAX;
-    uint8_t *staged = nrows_bound <= (int64_t)(SIZE_MAX / 2) ? emb_malloc((size_t)nrows_bound) : NULL;
-    const size_t gsize = emb_generator_state_size();
+    uint8_t *staged = nrows_bound <= (int64_t)(SIZE_MAX / 2) ? emb__malloc((size_t)nrows_bound) : NULL;
+    const size_t gsize = emb_generator_state_nbytes();
     void *saved = malloc(gsize);
     if (!keys || !w || !staged || !saved) {
-        emb_free(keys);
-        emb_free(w);
-        emb_free(staged);
+        emb__free(keys);
+        emb__free(w);
+        emb__free(staged);
         free(saved);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate the scratch of a step over %" PRId64
                           " gradient entries", n);
@@ -207,9 +207,9 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
             while (a < n && keys[a].row == r) a++;
         }
     }
-    emb_free(keys);
-    emb_free(w);
-    emb_free(staged);
+    emb__free(keys);
+    emb__free(w);
+    emb__free(staged);
     free(saved);
     return st;
 }
@@ -226,6 +226,6 @@ emb_status emb_qtable_sgd_step_bag(emb_qtable *q, const emb_tensor *input,
     st = emb_qtable_bag_backward_sparse(q, input, offsets, per_sample_weights, opts,
                                         grad_output, &g);
     if (!st) st = emb_qtable_sgd_step(q, &g, lr, rounding, gen);
-    emb_sparse_grad_free(&g);
+    emb_sparse_grad_release(&g);
     return st;
 }

@@ -72,11 +72,11 @@ static emb_status knn_new(const float *table, const emb_qtable *qt, int64_t v, i
     if (num_rows == 0) num_rows = v;
     emb_knn *k = calloc(1, sizeof *k);
     if (!k) return emb__error(EMB_ERR_NOMEM, "cannot allocate a search index");
-    k->inv_norm = emb_malloc((size_t)num_rows * sizeof(float));
-    float *buf = qt ? emb_malloc((size_t)EMB__KNN_RB * (size_t)d * sizeof(float)) : NULL;
+    k->inv_norm = emb__malloc((size_t)num_rows * sizeof(float));
+    float *buf = qt ? emb__malloc((size_t)EMB__KNN_RB * (size_t)d * sizeof(float)) : NULL;
     if (!k->inv_norm || (qt && !buf)) {
-        emb_free(k->inv_norm);
-        emb_free(buf);
+        emb__free(k->inv_norm);
+        emb__free(buf);
         free(k);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate the norms of %" PRId64 " rows",
                           num_rows);
@@ -92,7 +92,7 @@ static emb_status knn_new(const float *table, const emb_qtable *qt, int64_t v, i
         norms_ctx c = {rows_at(k, r0, n, buf), inv + r0, d};
         emb__parallel_for(emb__threads_for(n * d, 1 << 16), n, norms_range, &c);
     }
-    emb_free(buf);
+    emb__free(buf);
     *out = k;
     return EMB_OK;
 }
@@ -112,7 +112,7 @@ emb_status emb_knn_create(const emb_tensor *table, int64_t num_rows, emb_knn **o
     return knn_new(table->data, NULL, table->shape[0], table->shape[1], num_rows, out);
 }
 
-emb_status emb_knn_create_qtable(const emb_qtable *table, int64_t num_rows, emb_knn **out) {
+emb_status emb_knn_create_from_qtable(const emb_qtable *table, int64_t num_rows, emb_knn **out) {
     if (!out) return emb__null("out");
     if (!table) return emb__null("table");
     const int64_t v = emb_qtable_num_rows(table), d = emb_qtable_dim(table);
@@ -125,7 +125,7 @@ emb_status emb_knn_create_qtable(const emb_qtable *table, int64_t num_rows, emb_
 
 void emb_knn_free(emb_knn *index) {
     if (!index) return;
-    emb_free(index->inv_norm);
+    emb__free(index->inv_norm);
     free(index);
 }
 
@@ -267,14 +267,14 @@ static emb_status search_unit(const emb_knn *x, const float *qn, int64_t nq, int
     size_t per = (size_t)tile * sizeof(float) + (size_t)hsz * (sizeof(float) + sizeof(int64_t)) +
                  rowbuf + ksz;
     const emb__score_tile_fn score = emb__kernels()->score_tile;
-    char *scratch = emb_malloc(per * (size_t)nt);
+    char *scratch = emb__malloc(per * (size_t)nt);
     if (!scratch)
         return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes of search scratch",
                           per * (size_t)nt);
     search_ctx c = {x,   score, qn,  nq,     k,   exclude, n_ex, ids, scores, scratch,
                     per, tile,  hsz, rowbuf, ksz, nblocks, {0}};
     emb__parallel(nt, search_share, &c);
-    emb_free(scratch);
+    emb__free(scratch);
     return EMB_OK;
 }
 
@@ -319,11 +319,11 @@ emb_status emb_knn_search(const emb_knn *index, const emb_tensor *queries, int64
     int64_t qsz;
     if (!emb__mul_i64(nq, index->dim, &qsz) || (uint64_t)qsz > SIZE_MAX / sizeof(float))
         return emb__error(EMB_ERR_OVERFLOW, "too many queries");
-    float *qn = emb_malloc((size_t)qsz * sizeof(float));
-    int64_t *tid = emb_malloc((size_t)total * sizeof(int64_t));
-    float *tsc = emb_malloc((size_t)total * sizeof(float));
+    float *qn = emb__malloc((size_t)qsz * sizeof(float));
+    int64_t *tid = emb__malloc((size_t)total * sizeof(int64_t));
+    float *tsc = emb__malloc((size_t)total * sizeof(float));
     if (!qn || !tid || !tsc) {
-        emb_free(qn), emb_free(tid), emb_free(tsc);
+        emb__free(qn), emb__free(tid), emb__free(tsc);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate search buffers");
     }
     const float *q = queries->data;
@@ -333,7 +333,7 @@ emb_status emb_knn_search(const emb_knn *index, const emb_tensor *queries, int64
         memcpy(ids, tid, (size_t)total * sizeof(int64_t));
         memcpy(scores, tsc, (size_t)total * sizeof(float));
     }
-    emb_free(qn), emb_free(tid), emb_free(tsc);
+    emb__free(qn), emb__free(tid), emb__free(tsc);
     return st;
 }
 
@@ -361,12 +361,12 @@ emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc, int64_t n_q
     int64_t qsz;
     if (!emb__mul_i64(n_questions, d, &qsz) || (uint64_t)qsz > SIZE_MAX / sizeof(float))
         return emb__error(EMB_ERR_OVERFLOW, "too many questions");
-    float *qn = emb_malloc((size_t)qsz * sizeof(float));
-    float *tmp = emb_malloc((size_t)d * 3 * sizeof(float));
-    int64_t *tid = emb_malloc((size_t)total * sizeof(int64_t));
-    float *tsc = emb_malloc((size_t)total * sizeof(float));
+    float *qn = emb__malloc((size_t)qsz * sizeof(float));
+    float *tmp = emb__malloc((size_t)d * 3 * sizeof(float));
+    int64_t *tid = emb__malloc((size_t)total * sizeof(int64_t));
+    float *tsc = emb__malloc((size_t)total * sizeof(float));
     if (!qn || !tmp || !tid || !tsc) {
-        emb_free(qn), emb_free(tmp), emb_free(tid), emb_free(tsc);
+        emb__free(qn), emb__free(tmp), emb__free(tid), emb__free(tsc);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate analogy buffers");
     }
     for (int64_t i = 0; i < n_questions; i++) {
@@ -382,6 +382,6 @@ emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc, int64_t n_q
         memcpy(ids, tid, (size_t)total * sizeof(int64_t));
         memcpy(scores, tsc, (size_t)total * sizeof(float));
     }
-    emb_free(qn), emb_free(tmp), emb_free(tid), emb_free(tsc);
+    emb__free(qn), emb__free(tmp), emb__free(tid), emb__free(tsc);
     return st;
 }

@@ -42,7 +42,7 @@ static emb_status end_token(reader *r) {
     char *s = r->tok;
     size_t n = r->tok_len;
     r->tok_len = 0;
-    if (!emb_utf8_valid(s, n)) {
+    if (!emb__utf8_valid(s, n)) {
         if (r->o->lenient) {
             r->skipped[0]++;
             return EMB_OK;
@@ -157,7 +157,7 @@ emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *n
         emb__w2v_ids_close(ids);
         return st;
     }
-    int64_t nv = emb_vocab_size(v);
+    int64_t nv = emb_vocab_num_words(v);
     if (tokens == 0) {
         emb_vocab_free(v), emb__w2v_ids_close(ids);
         return emb__error(EMB_ERR_FORMAT, "%s: the corpus is empty (no tokens)", name);
@@ -170,7 +170,7 @@ emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *n
     }
     st = emb_vocab_sort_by_count(v, 0, perm);
     if (st == EMB_OK) st = emb_vocab_prune(v, 0, o->min_count, o->max_vocab);
-    int64_t kept = st == EMB_OK ? emb_vocab_size(v) : 0;
+    int64_t kept = st == EMB_OK ? emb_vocab_num_words(v) : 0;
     if (st == EMB_OK && kept == 0)
         st = emb__error(EMB_ERR_FORMAT,
                         "%s: no word occurs at least %" PRId64

@@ -120,7 +120,7 @@ emb_status emb_w2v_word_vectors(const emb_w2v *w, emb_tensor *out) {
         }
     }
     if (st) {
-        emb_tensor_free(&t);
+        emb_tensor_release(&t);
         return st;
     }
     *out = t;

@@ -251,7 +251,7 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
     w->vocab = vocab;
     w->ids = *ids;
     w->n_ids = ids->n;
-    w->V = emb_vocab_size(vocab);
+    w->V = emb_vocab_num_words(vocab);
     emb_status st = count_ids(w);
     if (st) {
         emb_w2v_free(w);
@@ -372,7 +372,7 @@ emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab 
     if (n > 0 && !ids) return emb__null("ids");
     emb_status st = emb_w2v_options_check(opts);
     if (st) return st;
-    int64_t V = emb_vocab_size(vocab), tokens = 0;
+    int64_t V = emb_vocab_num_words(vocab), tokens = 0;
     if (V < 1) return emb__error(EMB_ERR_INVALID, "the vocabulary is empty");
     if (V >= INT32_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "a vocabulary of %" PRId64 " words is too large", V);
@@ -682,32 +682,32 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     if (!ls) return emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     bool ok = true;
     for (int t = 0; t < nt; t++) {
-        /* Each lane's small arrays in their own cache lines (emb_malloc: 64-byte blocks): the
+        /* Each lane's small arrays in their own cache lines (emb__malloc: 64-byte blocks): the
          * lanes write them for every pair, and neighbouring malloc blocks would share lines
          * between threads. */
         /* a sentence is at most max_sentence tokens, and never longer than the corpus */
         int64_t longest = o->max_sentence < w->n_ids ? o->max_sentence : (w->n_ids > 0 ? w->n_ids : 1);
-        ls[t].sen = emb_malloc((size_t)longest * sizeof(int32_t));
-        ls[t].ctx = emb_malloc((size_t)m * sizeof(int32_t));
-        ls[t].tgt = emb_malloc((size_t)n * sizeof(int32_t));
-        ls[t].negs = emb_malloc((size_t)(m * o->negative) * sizeof(int32_t));
-        ls[t].scratch = emb_malloc(scratch_floats * sizeof(float));
+        ls[t].sen = emb__malloc((size_t)longest * sizeof(int32_t));
+        ls[t].ctx = emb__malloc((size_t)m * sizeof(int32_t));
+        ls[t].tgt = emb__malloc((size_t)n * sizeof(int32_t));
+        ls[t].negs = emb__malloc((size_t)(m * o->negative) * sizeof(int32_t));
+        ls[t].scratch = emb__malloc(scratch_floats * sizeof(float));
         ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch &&
              emb__w2v_cursor_init(&ls[t].cur, &w->ids) == EMB_OK;
-        if (w->sub_off) ok = ok && (ls[t].sub = emb_malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
+        if (w->sub_off) ok = ok && (ls[t].sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
     }
     bool own = ok && lanes_own_output(w);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
     for (int t = 0; own && t < nt; t++) {
-        ls[t].own = emb_malloc(table_floats * sizeof(float));
-        ls[t].dirty = emb_malloc((size_t)w->V);
+        ls[t].own = emb__malloc(table_floats * sizeof(float));
+        ls[t].dirty = emb__malloc((size_t)w->V);
         own = ls[t].own && ls[t].dirty;
         if (ls[t].own) memcpy(ls[t].own, w->syn1, table_floats * sizeof(float));
         if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
     }
     if (!own) /* no memory for the copies (or not wanted): update the shared table in place */
         for (int t = 0; t < nt; t++) {
-            emb_free(ls[t].own), emb_free(ls[t].dirty);
+            emb__free(ls[t].own), emb__free(ls[t].dirty);
             ls[t].own = NULL, ls[t].dirty = NULL;
         }
     emb_status st = EMB_OK;
@@ -762,9 +762,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         st = diverged_error(w);
     }
     for (int t = 0; t < nt; t++) {
-        emb_free(ls[t].sen), emb_free(ls[t].ctx), emb_free(ls[t].tgt), emb_free(ls[t].negs);
-        emb_free(ls[t].scratch), emb_free(ls[t].sub);
-        emb_free(ls[t].own), emb_free(ls[t].dirty);
+        emb__free(ls[t].sen), emb__free(ls[t].ctx), emb__free(ls[t].tgt), emb__free(ls[t].negs);
+        emb__free(ls[t].scratch), emb__free(ls[t].sub);
+        emb__free(ls[t].own), emb__free(ls[t].dirty);
         emb__w2v_cursor_free(&ls[t].cur);
     }
     free(ls);

@@ -536,7 +536,7 @@ def _tree(tmp_path, files):
 
 BASE = {
     "include/emb/core.h": "EMB_API int emb_version_number(void);\n",
-    "include/emb/embedding.h": '#include "core.h"\nEMB_API int emb_embedding_dim(void);\n',
+    "include/emb/embedding.h": '#include "core.h"\nEMB_API int emb_embedding_embedding_dim(void);\n',
     "include/emb/optim.h": '#include "embedding.h"\nEMB_API int emb_optimizer_x(void);\n',
     "include/emb/emb.h": '#include "core.h"\n#include "embedding.h"\n#include "optim.h"\n',
     "src/core/internal.h": "#include <emb/core.h>\n",
@@ -545,7 +545,7 @@ BASE = {
     "src/kernels/backward_ref.c": '#include "backward.h"\n#include "internal.h"\n',
     "src/nn/embedding.c": '#include "internal.h"\n#include <emb/embedding.h>\n'
                           '#include "kernels/backward.h"\n#include "embedding_internal.h"\n'
-                          'int emb_embedding_dim(void) { return 2; }\n',
+                          'int emb_embedding_embedding_dim(void) { return 2; }\n',
     "src/nn/embedding_internal.h": '#include "nn_face.h"\n',
     "src/nn/nn_face.h": "#include <emb/embedding.h>\n",
     "src/nn/extra.h": "#include <emb/embedding.h>\n",

@@ -25,6 +25,8 @@
  */
 #include <emb/emb.h>
 
+#include "internal.h" /* emb__tensor_same_shape, emb__dtype_torch_type */
+
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -260,7 +262,7 @@ static void serialise(world *w, unsigned char **b, size_t *len, size_t *cap) {
             PUT(&s, sizeof s);
         }
         /* the whole state: options (lr), step counts, moments, momentum buffers */
-        size_t n = emb_optimizer_state_size(w->o[k].o);
+        size_t n = emb_optimizer_state_nbytes(w->o[k].o);
         unsigned char *buf = malloc(n ? n : 1);
         if (!buf) abort();
         if (emb_optimizer_save_state(w->o[k].o, buf, n) != EMB_OK)
@@ -280,7 +282,7 @@ static void serialise(world *w, unsigned char **b, size_t *len, size_t *cap) {
         }
     }
     unsigned char st[4096];
-    size_t ss = emb_generator_state_size();
+    size_t ss = emb_generator_state_nbytes();
     if (ss > sizeof st) abort();
     for (int k = 0; k <= NG; k++) {
         if (k < NG && !w->g[k]) continue;
@@ -351,7 +353,7 @@ static emb_status check_call(world *w, emb_status st, const char *call) {
  * ------------------------------------------------------------------------------------- */
 
 static size_t dsize(emb_dtype d) {
-    size_t s = emb_dtype_size(d);
+    size_t s = emb_dtype_nbytes(d);
     return s ? s : 1;
 }
 
@@ -585,7 +587,7 @@ static void op_tensor_core(world *w, rd *r) {
     case 1: {
         /* only shapes that are small or whose allocation is refused before allocating
          * (invalid, or a byte size that overflows); never a real multi-GB allocation */
-        bool refused = nd < 0 || nd > EMB_MAX_DIMS || emb_dtype_size(dt) == 0;
+        bool refused = nd < 0 || nd > EMB_MAX_DIMS || emb_dtype_nbytes(dt) == 0;
         bool empty = false;
         int64_t bytes = 1;
         for (int i = 0; !refused && i < nd; i++) {
@@ -595,12 +597,12 @@ static void op_tensor_core(world *w, rd *r) {
         for (int i = 0; !refused && !empty && i < nd; i++)
             if (__builtin_mul_overflow(bytes, sh[i], &bytes)) refused = true;
         if (!refused && !empty &&
-            __builtin_mul_overflow(bytes, (int64_t)emb_dtype_size(dt), &bytes))
+            __builtin_mul_overflow(bytes, (int64_t)emb_dtype_nbytes(dt), &bytes))
             refused = true;
         if (!refused && !empty && bytes > 8 * MAX_ELEMS) break;
         st = API(w, emb_tensor_alloc(&t, dt, nd, sh));
         if (st && memcmp(&t, &keep, sizeof t)) FAIL("emb_tensor_alloc changed *t on error");
-        if (!st) emb_tensor_free(&t);
+        if (!st) emb_tensor_release(&t);
         break;
     }
     case 2:
@@ -608,13 +610,13 @@ static void op_tensor_core(world *w, rd *r) {
         break;
     case 3: {
         emb_tensor *a = arg_t(w, r), *b = arg_t(w, r);
-        (void)emb_tensor_same_shape(a, b);
+        (void)emb__tensor_same_shape(a, b);
         if (a) (void)emb_tensor_numel(a), (void)emb_tensor_nbytes(a);
         char buf[64];
-        size_t n = emb_shape_str(rd_bool(r) ? buf : NULL, 0, nd, rd_bool(r) ? sh : NULL);
-        size_t n2 = emb_shape_str(buf, rd_u8(r) % sizeof buf, nd, sh);
+        size_t n = emb_shape_repr(nd, rd_bool(r) ? sh : NULL, rd_bool(r) ? buf : NULL, 0);
+        size_t n2 = emb_shape_repr(nd, sh, buf, rd_u8(r) % sizeof buf);
         (void)n, (void)n2;
-        (void)emb_dtype_name(dt), (void)emb_dtype_torch_type(dt), (void)emb_dtype_size(dt);
+        (void)emb_dtype_name(dt), (void)emb__dtype_torch_type(dt), (void)emb_dtype_nbytes(dt);
         (void)emb_status_str((int)rd_i64(r, -14));
         break;
     }
@@ -878,7 +880,7 @@ static void op_emb_forward(world *w, rd *r) {
     emb_embedding *e = arg_e(w, r);
     emb_tensor *idx = arg_idx(w, r, emb_embedding_num_embeddings(e), -1, NULL);
     int64_t sh[EMB_MAX_DIMS + 1];
-    int nd = lookup_shape(idx, e ? emb_embedding_dim(e) : rd_dim(r), sh);
+    int nd = lookup_shape(idx, e ? emb_embedding_embedding_dim(e) : rd_dim(r), sh);
     int o = out_slot(w, r, EMB_FLOAT32, nd, sh);
     emb_status st = API(w, emb_embedding_forward(e, idx, slot_t(w, o)));
     if (!st && !isfinite(emb_embedding_max_norm(e))) {
@@ -926,7 +928,7 @@ static void op_emb_output_shape(world *w, rd *r) {
 
 static void op_emb_misc(world *w, rd *r) {
     emb_embedding *e = arg_e(w, r);
-    (void)emb_embedding_num_embeddings(e), (void)emb_embedding_dim(e);
+    (void)emb_embedding_num_embeddings(e), (void)emb_embedding_embedding_dim(e);
     (void)emb_embedding_padding_idx(e), (void)emb_embedding_max_norm(e);
     (void)emb_embedding_norm_type(e), (void)emb_embedding_scale_grad_by_freq(e);
     (void)emb_embedding_is_sparse(e), (void)emb_embedding_is_read_only(e);
@@ -985,7 +987,7 @@ static void xcheck_end(xcheck *x, emb_status s1, emb_status s2, const char *what
 static void op_emb_backward(world *w, rd *r) {
     emb_embedding *e = arg_e(w, r);
     emb_tensor *idx = arg_idx(w, r, emb_embedding_num_embeddings(e), -1, NULL);
-    int64_t d = e ? emb_embedding_dim(e) : rd_dim(r);
+    int64_t d = e ? emb_embedding_embedding_dim(e) : rd_dim(r);
     int64_t sh[EMB_MAX_DIMS + 1];
     int nd = lookup_shape(idx, d, sh);
     int go = !rd_chance(r, 8) ? out_slot(w, r, EMB_FLOAT32, nd, sh) : (int)(rd_u8(r) % NT);
@@ -1018,7 +1020,7 @@ static emb_sparse_grad *arg_s(world *w, rd *r) {
 /* A sparse gradient initialised for [rows, dim] (harness side, before the call). */
 static emb_sparse_grad *fresh_s(world *w, rd *r, int64_t rows, int64_t dim) {
     int k = rd_u8(r) % NS;
-    if (w->s_init[k]) emb_sparse_grad_free(&w->s[k]);
+    if (w->s_init[k]) emb_sparse_grad_release(&w->s[k]);
     memset(&w->s[k], 0, sizeof w->s[k]);
     w->s_init[k] = emb_sparse_grad_init(&w->s[k], rows, dim) == EMB_OK;
     return w->s_init[k] ? &w->s[k] : NULL;
@@ -1029,7 +1031,7 @@ static emb_sparse_grad *fresh_s(world *w, rd *r, int64_t rows, int64_t dim) {
 static emb_embedding *backward_args(world *w, rd *r, emb_tensor **idx, int *go) {
     emb_embedding *e = arg_e(w, r);
     *idx = arg_idx(w, r, emb_embedding_num_embeddings(e), -1, NULL);
-    int64_t d = e ? emb_embedding_dim(e) : rd_dim(r);
+    int64_t d = e ? emb_embedding_embedding_dim(e) : rd_dim(r);
     int64_t sh[EMB_MAX_DIMS + 1];
     int nd = lookup_shape(*idx, d, sh);
     *go = rd_bool(r) ? out_slot(w, r, EMB_FLOAT32, nd, sh) : (int)(rd_u8(r) % NT);
@@ -1041,7 +1043,7 @@ static void op_emb_backward_sparse(world *w, rd *r) {
     int go;
     emb_embedding *e = backward_args(w, r, &idx, &go);
     emb_sparse_grad *g = e && rd_chance(r, 3)
-                             ? fresh_s(w, r, emb_embedding_num_embeddings(e), emb_embedding_dim(e))
+                             ? fresh_s(w, r, emb_embedding_num_embeddings(e), emb_embedding_embedding_dim(e))
                              : arg_s(w, r);
     API(w, emb_embedding_backward_sparse(e, idx, slot_t(w, go), g));
 }
@@ -1068,7 +1070,7 @@ static void op_emb_backward_sparse_view(world *w, rd *r) {
     int go;
     emb_embedding *e = backward_args(w, r, &idx, &go);
     int64_t rows = e && !rd_chance(r, 16) ? emb_embedding_num_embeddings(e) : rd_i64(r, 0);
-    int64_t dim = e && !rd_chance(r, 16) ? emb_embedding_dim(e) : rd_dim(r);
+    int64_t dim = e && !rd_chance(r, 16) ? emb_embedding_embedding_dim(e) : rd_dim(r);
     clamp_sizes(&rows, &dim);
     emb_sparse_grad a, b;
     memset(&a, 0, sizeof a), memset(&b, 0, sizeof b);
@@ -1113,8 +1115,8 @@ static void op_emb_backward_sparse_view(world *w, rd *r) {
         if (b.borrowed || b.nnz) FAIL("clear kept the borrowed entries");
         break;
     }
-    emb_sparse_grad_free(&a);
-    emb_sparse_grad_free(&b);
+    emb_sparse_grad_release(&a);
+    emb_sparse_grad_release(&b);
 }
 
 static void op_sparse(world *w, rd *r) {
@@ -1122,12 +1124,12 @@ static void op_sparse(world *w, rd *r) {
     emb_sparse_grad *g = &w->s[k];
     switch (rd_u8(r) % 7) {
     case 6: { /* from the caller's rows and values */
-        if (w->s_init[k]) emb_sparse_grad_free(g);
+        if (w->s_init[k]) emb_sparse_grad_release(g);
         memset(g, 0, sizeof *g);
         w->s_init[k] = false;
         emb_embedding *e = w->e[rd_u8(r) % NE].e;
         int64_t rows = e && rd_bool(r) ? emb_embedding_num_embeddings(e) : rd_i64(r, 0);
-        int64_t dim = e && rd_bool(r) ? emb_embedding_dim(e) : rd_i64(r, 0);
+        int64_t dim = e && rd_bool(r) ? emb_embedding_embedding_dim(e) : rd_i64(r, 0);
         clamp_sizes(&rows, &dim);
         int64_t nn = rd_u8(r) % 6;
         emb_tensor *ri = arg_idx(w, r, rows, 1, &nn);
@@ -1141,10 +1143,10 @@ static void op_sparse(world *w, rd *r) {
         break;
     }
     case 0: { /* init: for a table's shape or random sizes */
-        if (w->s_init[k]) emb_sparse_grad_free(g);
+        if (w->s_init[k]) emb_sparse_grad_release(g);
         emb_embedding *e = w->e[rd_u8(r) % NE].e;
         int64_t rows = e && rd_bool(r) ? emb_embedding_num_embeddings(e) : rd_i64(r, 0);
-        int64_t dim = e && rd_bool(r) ? emb_embedding_dim(e) : rd_i64(r, 0);
+        int64_t dim = e && rd_bool(r) ? emb_embedding_embedding_dim(e) : rd_i64(r, 0);
         clamp_sizes(&rows, &dim);
         emb_sparse_grad keep;
         memset(g, 0, sizeof *g);
@@ -1159,7 +1161,7 @@ static void op_sparse(world *w, rd *r) {
         emb_sparse_grad_clear(w->s_init[k] ? g : NULL);
         break;
     case 2:
-        if (w->s_init[k]) emb_sparse_grad_free(g);
+        if (w->s_init[k]) emb_sparse_grad_release(g);
         break;
     case 3:
         API(w, emb_sparse_grad_coalesce(arg_s(w, r)));
@@ -1353,9 +1355,9 @@ static void oslot_free(world *w, oslot *s) {
 
 static void op_optim_create(world *w, rd *r) {
     int k = rd_u8(r) % NO;
-    emb_optim_options o = emb_optim_options_default((emb_optim_kind)(rd_u8(r) % 6));
+    emb_optimizer_options o = emb_optimizer_options_default((emb_optimizer_kind)(rd_u8(r) % 6));
     uint32_t f = rd_u8(r) | (uint32_t)rd_u8(r) << 8;
-    if (f & 1) o.kind = (emb_optim_kind)(rd_u8(r) % 6);
+    if (f & 1) o.kind = (emb_optimizer_kind)(rd_u8(r) % 6);
     if (f & 2) o.lr = rd_f64(r);
     if (f & 4) o.momentum = rd_f64(r);
     if (f & 8) o.dampening = rd_f64(r);
@@ -1433,7 +1435,7 @@ static bool param_view(world *w, const pref *p, emb_tensor *v) {
     case 0: *v = w->t[p->idx].t; return true;
     case 1: {
         const eslot *s = &w->e[p->idx];
-        int64_t sh[2] = {emb_embedding_num_embeddings(s->e), emb_embedding_dim(s->e)};
+        int64_t sh[2] = {emb_embedding_num_embeddings(s->e), emb_embedding_embedding_dim(s->e)};
         memset(v, 0, sizeof *v);
         v->dtype = EMB_FLOAT32;
         v->ndim = 2;
@@ -1467,7 +1469,7 @@ static void op_optim_step(world *w, rd *r) {
                 int nd = lookup_shape(idx, pv.shape[1], sh);
                 emb_tensor *go = arg_f32(w, r, nd, sh);
                 emb_embedding *e = arg_e(w, r);
-                if (e && emb_embedding_dim(e) == pv.shape[1] &&
+                if (e && emb_embedding_embedding_dim(e) == pv.shape[1] &&
                     emb_embedding_num_embeddings(e) == pv.shape[0])
                     (void)emb_embedding_backward_sparse(e, idx, go, g);
             }
@@ -1499,7 +1501,7 @@ static void op_optim_trainer(world *w, rd *r) {
     case 0: {
         double lr = rd_f64(r);
         API(w, emb_optimizer_set_lr(s->o, lr));
-        (void)emb_optimizer_get_lr(s->o);
+        (void)emb_optimizer_lr(s->o);
         break;
     }
     case 1: API(w, emb_optimizer_init_state(s->o, id)); break;
@@ -1512,7 +1514,7 @@ static void op_optim_trainer(world *w, rd *r) {
         break;
     }
     case 4: {
-        size_t n = emb_optimizer_state_size(s->o);
+        size_t n = emb_optimizer_state_nbytes(s->o);
         if (!s->o || n == 0 || n > ((size_t)1 << 22)) break;
         unsigned char *buf = malloc(n);
         if (!buf) break;
@@ -1531,7 +1533,7 @@ static void op_optim_trainer(world *w, rd *r) {
     default: {
         emb_sparse_grad *g = fresh_s(w, r, rows, dim);
         if (!g) break;
-        emb_sparse_grad_free(g); /* from_rows wants a gradient without storage */
+        emb_sparse_grad_release(g); /* from_rows wants a gradient without storage */
         emb_tensor *ri = arg_idx(w, r, rows, 1, (const int64_t[]){rd_u8(r) % 8});
         int64_t n = ri && ri->ndim == 1 ? ri->shape[0] : rd_u8(r) % 4;
         emb_tensor *v = arg_f32(w, r, 2, (const int64_t[]){n, dim});
@@ -1552,7 +1554,7 @@ static void op_optim_state(world *w, rd *r) {
     case 0: {
         double lr = rd_f64(r);
         emb_status st = API(w, emb_optimizer_set_lr(o, lr));
-        if (!st && emb_optimizer_get_lr(o) != lr) FAIL("set_lr then get_lr differ");
+        if (!st && emb_optimizer_lr(o) != lr) FAIL("set_lr then get_lr differ");
         break;
     }
     case 1: {
@@ -1561,7 +1563,7 @@ static void op_optim_state(world *w, rd *r) {
         break;
     }
     case 2: {
-        size_t need = emb_optimizer_state_size(o);
+        size_t need = emb_optimizer_state_nbytes(o);
         size_t n = rd_chance(r, 4) && need ? need - 1 - rd_u8(r) % need : need;
         unsigned char *buf = malloc(need ? need : 1);
         if (!buf) abort();
@@ -1598,9 +1600,9 @@ static void op_optim_state(world *w, rd *r) {
  * options over the weight of a live embedding (and maybe a Linear weight). */
 static void op_optim_setup(world *w, rd *r) {
     int k = rd_u8(r) % NO;
-    emb_optim_options o = emb_optim_options_default((emb_optim_kind)(rd_u8(r) % 5));
+    emb_optimizer_options o = emb_optimizer_options_default((emb_optimizer_kind)(rd_u8(r) % 5));
     if (rd_bool(r)) o.lr = rd_f64(r);
-    if (o.kind == EMB_OPTIM_SGD && rd_bool(r)) o.momentum = rd_f64(r);
+    if (o.kind == EMB_OPTIMIZER_SGD && rd_bool(r)) o.momentum = rd_f64(r);
     if (rd_chance(r, 4)) o.weight_decay = rd_f64(r);
     if (rd_chance(r, 4)) o.maximize = true;
     emb_optimizer *opt = NULL;
@@ -1635,7 +1637,7 @@ static void op_optim_setup(world *w, rd *r) {
 
 static void op_gen(world *w, rd *r) {
     int k = rd_u8(r) % NG;
-    size_t ss = emb_generator_state_size();
+    size_t ss = emb_generator_state_nbytes();
     switch (rd_u8(r) % 8) {
     case 0: {
         emb_generator *g = (emb_generator *)w;
@@ -1834,7 +1836,7 @@ static void op_bag_create(world *w, rd *r) {
         w->b[k].wrapped_slot = (int)(((tslot *)(void *)t) - w->t);
         w->t[w->b[k].wrapped_slot].pins++;
     }
-    (void)emb_bag_get_mode(b), (void)emb_bag_include_last_offset(b);
+    (void)emb_bag_mode_of(b), (void)emb_bag_include_last_offset(b);
 }
 
 static emb_bag *arg_b(world *w, rd *r) {
@@ -1906,9 +1908,9 @@ static void op_bag_forward(world *w, rd *r) {
     emb_bag *b = arg_b(w, r);
     emb_embedding *e = b ? emb_bag_embedding(b) : NULL;
     bag_args a = rd_bag_args(w, r, emb_embedding_num_embeddings(e), true);
-    int64_t sh[2] = {bag_count(b, &a, r), e ? emb_embedding_dim(e) : rd_dim(r)};
+    int64_t sh[2] = {bag_count(b, &a, r), e ? emb_embedding_embedding_dim(e) : rd_dim(r)};
     int o = out_slot(w, r, EMB_FLOAT32, 2, sh);
-    bool want_max = b ? emb_bag_get_mode(b) == EMB_BAG_MAX : rd_bool(r);
+    bool want_max = b ? emb_bag_mode_of(b) == EMB_BAG_MAX : rd_bool(r);
     int mi = want_max && !rd_chance(r, 4) ? out_slot(w, r, EMB_INT64, 2, sh) : -1;
     if (!want_max && rd_chance(r, 16)) mi = rd_u8(r) % NT;
     if (rd_chance(r, 8)) {
@@ -1921,7 +1923,7 @@ static void op_bag_forward(world *w, rd *r) {
         emb_bag_options opts = rd_bag_opts(w, r);
         int64_t wsh[2] = {rd_dim(r), sh[1]};
         emb_tensor *wt = arg_f32(w, r, 2, wsh);
-        API(w, emb_embedding_bag(wt, a.input, a.offsets, a.psw, rd_chance(r, 8) ? NULL : &opts,
+        API(w, emb_bag_lookup(wt, a.input, a.offsets, a.psw, rd_chance(r, 8) ? NULL : &opts,
                                  slot_t(w, o), slot_t(w, mi)));
         return;
     }
@@ -1932,7 +1934,7 @@ static void op_bag_backward(world *w, rd *r) {
     emb_bag *b = arg_b(w, r);
     emb_embedding *e = b ? emb_bag_embedding(b) : NULL;
     bag_args a = rd_bag_args(w, r, emb_embedding_num_embeddings(e), true);
-    int64_t sh[2] = {bag_count(b, &a, r), e ? emb_embedding_dim(e) : rd_dim(r)};
+    int64_t sh[2] = {bag_count(b, &a, r), e ? emb_embedding_embedding_dim(e) : rd_dim(r)};
     int go = out_slot(w, r, EMB_FLOAT32, 2, sh);
     uint8_t which = rd_u8(r) % 4;
     if (which == 0) {
@@ -1965,7 +1967,7 @@ static void op_bag_backward(world *w, rd *r) {
         }
     } else if (which == 1) {
         emb_sparse_grad *g = e && rd_chance(r, 2)
-                                 ? fresh_s(w, r, emb_embedding_num_embeddings(e), emb_embedding_dim(e))
+                                 ? fresh_s(w, r, emb_embedding_num_embeddings(e), emb_embedding_embedding_dim(e))
                                  : arg_s(w, r);
         API(w, emb_bag_backward_sparse(b, a.input, a.offsets, a.psw, slot_t(w, go), g));
     } else if (which == 2) {
@@ -2120,7 +2122,7 @@ static void op_q_create(world *w, rd *r) {
     } else { /* a wrap over a tensor slot's memory, mostly of the size the shape needs */
         tslot *t = pick_t(w, r);
         int64_t dim = rd_chance(r, 16) ? rd_i64(r, -1) : 1 + rd_u8(r) % 9, rb = 0;
-        if (emb_qtype_row_bytes(qt, dim, &rb) != EMB_OK || rb <= 0) rb = 1;
+        if (emb_qtype_row_nbytes(qt, dim, &rb) != EMB_OK || rb <= 0) rb = 1;
         int64_t rows = rd_chance(r, 16) ? rd_i64(r, -1) : (int64_t)(t->bytes / (size_t)rb);
         size_t nbytes = rd_chance(r, 8) ? t->bytes : (size_t)(rows > 0 ? rows : 0) * (size_t)rb;
         if (nbytes > t->bytes) nbytes = t->bytes;
@@ -2207,7 +2209,7 @@ static void op_q_bag(world *w, rd *r) {
     uint8_t which = rd_u8(r) % 4;
     if (which == 0) {
         int mi = rd_bool(r) ? out_slot(w, r, EMB_INT64, 2, sh) : -1;
-        API(w, emb_qtable_bag(q, a.input, a.offsets, a.psw, po, slot_t(w, out), slot_t(w, mi)));
+        API(w, emb_qtable_bag_forward(q, a.input, a.offsets, a.psw, po, slot_t(w, out), slot_t(w, mi)));
     } else if (which == 1) {
         emb_sparse_grad *g = q && rd_bool(r) ? fresh_s(w, r, emb_qtable_num_rows(q), emb_qtable_dim(q))
                                              : arg_s(w, r);
@@ -2245,7 +2247,7 @@ static void op_q_misc(world *w, rd *r) {
         emb_tensor *src = arg_f32(w, r, 2, sh);
         API(w, emb_qtable_error(q, src, rd_chance(r, 24) ? NULL : &e));
     } else {
-        (void)emb_qtable_is_read_only(q), (void)emb_qtable_qtype(q), (void)emb_qtable_row_bytes(q);
+        (void)emb_qtable_is_read_only(q), (void)emb_qtable_qtype(q), (void)emb_qtable_row_nbytes(q);
     }
 }
 
@@ -2315,7 +2317,7 @@ static void world_free(world *w) {
     }
     for (int k = 0; k < NL; k++) emb_linear_free(w->l[k].l);
     for (int k = 0; k < NS; k++)
-        if (w->s_init[k]) emb_sparse_grad_free(&w->s[k]);
+        if (w->s_init[k]) emb_sparse_grad_release(&w->s[k]);
     for (int k = 0; k < NG; k++) emb_generator_free(w->g[k]);
     for (int k = 0; k < NT; k++) free(w->t[k].buf);
     free(w->snap);
@@ -2345,7 +2347,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     emb_set_num_threads(0);
     emb_set_kernel_mode(EMB_KERNELS_AUTO);
     if (emb_generator_get_state(NULL, w.state, sizeof w.state) != EMB_OK) abort();
-    w.state_len = emb_generator_state_size();
+    w.state_len = emb_generator_state_nbytes();
     for (int steps = 0; steps < 64 && !rd_done(&r); steps++) {
         const op *o = &ops[rd_u8(&r) % NOPS];
         cur_op = o->name;

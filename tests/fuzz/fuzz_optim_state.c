@@ -17,7 +17,7 @@ static uint64_t fnv1a64(const uint8_t *p, size_t n) {
 }
 
 static uint8_t *save(const emb_optimizer *opt, size_t *n) {
-    *n = emb_optimizer_state_size(opt);
+    *n = emb_optimizer_state_nbytes(opt);
     uint8_t *b = malloc(*n ? *n : 1);
     if (!b || emb_optimizer_save_state(opt, b, *n) != EMB_OK) abort();
     return b;
@@ -26,11 +26,11 @@ static uint8_t *save(const emb_optimizer *opt, size_t *n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;
-    const emb_optim_kind kind = (emb_optim_kind)(data[0] % 5);
+    const emb_optimizer_kind kind = (emb_optimizer_kind)(data[0] % 5);
     const uint8_t sel = data[1];
-    emb_optim_options o = emb_optim_options_default(kind);
-    if (kind == EMB_OPTIM_SGD && (sel & 1)) o.momentum = 0.9;
-    if ((kind == EMB_OPTIM_ADAM || kind == EMB_OPTIM_ADAMW) && (sel & 2)) o.amsgrad = true;
+    emb_optimizer_options o = emb_optimizer_options_default(kind);
+    if (kind == EMB_OPTIMIZER_SGD && (sel & 1)) o.momentum = 0.9;
+    if ((kind == EMB_OPTIMIZER_ADAM || kind == EMB_OPTIMIZER_ADAMW) && (sel & 2)) o.amsgrad = true;
     emb_optimizer *opt = NULL;
     if (emb_optimizer_create(&o, &opt) != EMB_OK) abort();
     static float p0[3 * 2], p1[4];
@@ -72,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         emb_sparse_grad sg;
         if (emb_sparse_grad_from_rows(&sg, 3, 2, &tr, &tv)) abort();
         (void)emb_optimizer_step_sparse(opt, 0, &sg);
-        emb_sparse_grad_free(&sg);
+        emb_sparse_grad_release(&sg);
     }
     free(before);
     free(after);

@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include <emb/emb.h>
 
+#include "internal.h" /* oracles: emb__utf8_valid, emb__tensor_same_shape */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,13 +55,13 @@ static inline void fz_check_error(emb_status st, const char *what) {
 }
 
 /* A table read successfully must be consistent. */
-static inline void fz_check_vectors(const emb_vectors *v, const emb_read_options *o) {
+static inline void fz_check_vectors(const emb_vectors *v, const emb_vectors_read_options *o) {
     if (v->weight.ndim != 2 || v->weight.dtype != EMB_FLOAT32) FINDING("table is not 2-D float32");
     int64_t rows = v->weight.shape[0], dim = v->weight.shape[1];
     if (rows < 0 || dim < 0) FINDING("negative shape");
     if (o->limit > 0 && rows > o->limit) FINDING("limit %lld not applied: %lld rows", (long long)o->limit, (long long)rows);
-    if (v->vocab && emb_vocab_size(v->vocab) != rows)
-        FINDING("%lld words for %lld rows", (long long)emb_vocab_size(v->vocab), (long long)rows);
+    if (v->vocab && emb_vocab_num_words(v->vocab) != rows)
+        FINDING("%lld words for %lld rows", (long long)emb_vocab_num_words(v->vocab), (long long)rows);
     const float *w = v->weight.data;
     volatile float sink = 0;
     for (int64_t i = 0; i < rows * dim; i++) sink += w[i]; /* every value is readable */
@@ -68,7 +70,7 @@ static inline void fz_check_vectors(const emb_vectors *v, const emb_read_options
         const char *s = emb_vocab_word(v->vocab, i, &n);
         if (!s || n == 0) FINDING("word %lld missing", (long long)i);
         if (emb_vocab_find(v->vocab, s, n) != i) FINDING("word %lld does not find itself", (long long)i);
-        if (o->check_utf8 && !emb_utf8_valid(s, n)) FINDING("word %lld is not UTF-8 although checked", (long long)i);
+        if (o->check_utf8 && !emb__utf8_valid(s, n)) FINDING("word %lld is not UTF-8 although checked", (long long)i);
     }
     (void)sink;
 }
@@ -86,7 +88,7 @@ static inline void fz_check_same(const emb_vectors *a, const emb_vectors *b, boo
     }
     if (!words) return;
     if (!a->vocab != !b->vocab) FINDING("%s: words lost in the round trip", what);
-    for (int64_t i = 0; a->vocab && i < emb_vocab_size(a->vocab); i++) {
+    for (int64_t i = 0; a->vocab && i < emb_vocab_num_words(a->vocab); i++) {
         size_t n1, n2;
         const char *s1 = emb_vocab_word(a->vocab, i, &n1), *s2 = emb_vocab_word(b->vocab, i, &n2);
         if (n1 != n2 || memcmp(s1, s2, n1)) FINDING("%s: word %lld changed in the round trip", what, (long long)i);

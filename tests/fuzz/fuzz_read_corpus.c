@@ -34,14 +34,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     const emb_vocab *v = emb_w2v_vocab(w);
-    int64_t n = emb_vocab_size(v), total = 0;
+    int64_t n = emb_vocab_num_words(v), total = 0;
     if (n < 1) FINDING("an accepted corpus with an empty vocabulary");
     if (o.max_vocab && n > o.max_vocab) FINDING("max_vocab not applied");
     for (int64_t i = 0; i < n; i++) {
         size_t len;
         const char *s = emb_vocab_word(v, i, &len);
         int64_t c = emb_vocab_count(v, i);
-        if (!s || len == 0 || !emb_utf8_valid(s, len)) FINDING("word %lld is empty or not UTF-8", (long long)i);
+        if (!s || len == 0 || !emb__utf8_valid(s, len)) FINDING("word %lld is empty or not UTF-8", (long long)i);
         for (size_t k = 0; k < len; k++)
             if (s[k] == ' ' || s[k] == '\n' || s[k] == '\t' || s[k] == '\r')
                 FINDING("word %lld holds whitespace", (long long)i);

@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     emb_clear_error();
     emb_status rc = emb_fasttext_read(path, &ft);
     emb_vectors v;
-    emb_read_options o = emb_read_options_default();
+    emb_vectors_read_options o = emb_vectors_read_options_default();
     o.check_utf8 = false;
     o.format = EMB_FORMAT_FASTTEXT_BIN;
     if (rc) {
@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     const emb_vocab *voc = emb_fasttext_vocab(ft);
     emb_fasttext_args a = emb_fasttext_args_of(ft);
-    const int64_t dim = emb_fasttext_dim(ft), nw = emb_vocab_size(voc);
+    const int64_t dim = emb_fasttext_dim(ft), nw = emb_vocab_num_words(voc);
     const int64_t in_rows = nw + a.bucket;
     float *x = malloc((size_t)dim * sizeof(float));
     if (!x) FINDING("out of memory");
@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n = size < 64 ? size : 64;
     check_rows(ft, (const char *)data, n, in_rows);
     if (emb_fasttext_word_vector(ft, (const char *)data, n, x) != EMB_OK) FINDING("no vector for the input's bytes");
-    emb_vectors_free(&v);
+    emb_vectors_release(&v);
     free(x);
     emb_fasttext_free(ft);
     return 0;

@@ -19,13 +19,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (emb_npy_write(out, &t)) FINDING("cannot write back: %s", emb_errmsg());
         emb_tensor back;
         if (emb_npy_read(out, &back)) FINDING("cannot read back: %s", emb_errmsg());
-        if (back.dtype != t.dtype || !emb_tensor_same_shape(&back, &t) ||
+        if (back.dtype != t.dtype || !emb__tensor_same_shape(&back, &t) ||
             (emb_tensor_nbytes(&t) && memcmp(back.data, t.data, emb_tensor_nbytes(&t))))
             FINDING("npy round trip changed the array");
-        emb_tensor_free(&back);
-        emb_tensor_free(&t);
+        emb_tensor_release(&back);
+        emb_tensor_release(&t);
     }
-    emb_read_options o = emb_read_options_default();
+    emb_vectors_read_options o = emb_vectors_read_options_default();
     o.format = EMB_FORMAT_NPY;
     o.limit = size % 3 == 0 ? 2 : 0;
     emb_vectors v;
@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_check_error(rc, "emb_vectors_read");
     } else {
         fz_check_vectors(&v, &o);
-        emb_vectors_free(&v);
+        emb_vectors_release(&v);
     }
     return 0;
 }

@@ -14,10 +14,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check_table(const emb_qtable *q, const char *what) {
     const int64_t rows = emb_qtable_num_rows(q), dim = emb_qtable_dim(q);
-    const int64_t rb = emb_qtable_row_bytes(q);
+    const int64_t rb = emb_qtable_row_nbytes(q);
     int64_t expect = -1;
     if (rows < 0 || dim < 0) FINDING("%s: negative shape", what);
-    if (emb_qtype_row_bytes(emb_qtable_qtype(q), dim, &expect) || rb != expect)
+    if (emb_qtype_row_nbytes(emb_qtable_qtype(q), dim, &expect) || rb != expect)
         FINDING("%s: row bytes %lld", what, (long long)rb);
     if (emb_qtable_nbytes(q) != (size_t)(rows * rb)) FINDING("%s: nbytes does not match the shape", what);
     if (rows > 0 && rb > 0 && !emb_qtable_data(q)) FINDING("%s: no data", what);
@@ -53,7 +53,7 @@ static void check_lookups(const emb_qtable *q, const float *w) {
     emb_tensor_init(&toff, EMB_INT64, off, 1, (int64_t[]){rows});
     emb_bag_options o = emb_bag_options_default();
     o.mode = EMB_BAG_MAX;
-    if (emb_qtable_bag(q, &ti, &toff, NULL, &o, &to, NULL)) FINDING("bag failed: %s", emb_errmsg());
+    if (emb_qtable_bag_forward(q, &ti, &toff, NULL, &o, &to, NULL)) FINDING("bag failed: %s", emb_errmsg());
     for (int64_t i = 0; i < rows; i++)
         if (memcmp(out + i * dim, w + idx[i] * dim, (size_t)dim * 4))
             FINDING("max bag of row %lld alone is not the row", (long long)idx[i]);
@@ -97,10 +97,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (emb_qtable_nbytes(loaded) &&
         memcmp(emb_qtable_data(loaded), emb_qtable_data(mapped), emb_qtable_nbytes(loaded)))
         FINDING("load and map give different bytes");
-    if ((lv == NULL) != (mv == NULL) || (lv && emb_vocab_size(lv) != emb_vocab_size(mv)))
+    if ((lv == NULL) != (mv == NULL) || (lv && emb_vocab_num_words(lv) != emb_vocab_num_words(mv)))
         FINDING("load and map disagree on the vocabulary");
-    if (lv && emb_vocab_size(lv) != emb_qtable_num_rows(loaded))
-        FINDING("%lld words for %lld rows", (long long)emb_vocab_size(lv),
+    if (lv && emb_vocab_num_words(lv) != emb_qtable_num_rows(loaded))
+        FINDING("%lld words for %lld rows", (long long)emb_vocab_num_words(lv),
                 (long long)emb_qtable_num_rows(loaded));
 
     float *w = all_rows(loaded, "load");
@@ -126,7 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     /* The float reader dequantizes the same file to the same rows. */
-    emb_read_options o = emb_read_options_default();
+    emb_vectors_read_options o = emb_vectors_read_options_default();
     o.format = EMB_FORMAT_SAFETENSORS;
     emb_vectors v;
     emb_clear_error();
@@ -139,7 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                   v.weight.shape[1] != emb_qtable_dim(loaded) ||
                   memcmp(v.weight.data, w, (size_t)emb_tensor_nbytes(&v.weight))))
             FINDING("emb_vectors_read gives other rows than the table");
-        emb_vectors_free(&v);
+        emb_vectors_release(&v);
     }
     free(w);
     emb_vocab_free(lv);

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_check_error(rc, "emb_safetensors_open");
         if (st != sentinel) FINDING("emb_safetensors_open changed *out on failure");
     } else {
-        for (int64_t i = 0; i < emb_safetensors_count(st); i++) {
+        for (int64_t i = 0; i < emb_safetensors_num_tensors(st); i++) {
             const char *name = emb_safetensors_name(st, i);
             if (!name || !emb_safetensors_dtype(st, i)) FINDING("tensor %lld has no name or dtype", (long long)i);
             if (emb_safetensors_find(st, name) != i) FINDING("tensor \"%s\" does not find itself", name);
@@ -37,15 +37,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             emb_clear_error();
             rc = emb_safetensors_read(st, i, &t);
             if (rc) fz_check_error(rc, "emb_safetensors_read");
-            else emb_tensor_free(&t);
+            else emb_tensor_release(&t);
         }
-        for (int64_t i = 0; i < emb_safetensors_metadata_count(st); i++) {
+        for (int64_t i = 0; i < emb_safetensors_num_metadata(st); i++) {
             const char *k = emb_safetensors_metadata_key(st, i);
             if (!k || emb_safetensors_metadata(st, k) == NULL) FINDING("metadata %lld inconsistent", (long long)i);
         }
-        emb_safetensors_close(st);
+        emb_safetensors_free(st);
     }
-    emb_read_options o = emb_read_options_default();
+    emb_vectors_read_options o = emb_vectors_read_options_default();
     o.format = EMB_FORMAT_SAFETENSORS;
     o.limit = size % 3 == 0 ? 1 : 0;
     emb_vectors v;
@@ -63,8 +63,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         emb_qtable_writer *qw = NULL;
         emb_clear_error();
         rc = emb_qtable_writer_open(qout, qt, rows, dim, v.vocab, &qw);
-        if (!rc && (rc = emb_qtable_writer_append(qw, v.weight.data, rows))) emb_qtable_writer_abort(qw);
-        else if (!rc) rc = emb_qtable_writer_commit(qw, NULL);
+        if (!rc) {
+            rc = emb_qtable_writer_append(qw, v.weight.data, rows);
+            if (!rc) rc = emb_qtable_writer_commit(qw, NULL);
+            emb_qtable_writer_free(qw);
+        }
         if (rc) {
             fz_check_error(rc, "emb_qtable_writer");
         } else {
@@ -81,20 +84,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (rc != EMB_ERR_INVALID) FINDING("write-back failed: %s", emb_errmsg());
         } else {
             emb_vectors back;
-            emb_read_options o2 = emb_read_options_default();
+            emb_vectors_read_options o2 = emb_vectors_read_options_default();
             if (emb_vectors_read(out, &o2, &back)) FINDING("cannot read back what emb wrote: %s", emb_errmsg());
             fz_check_same(&v, &back, true, "safetensors");
-            emb_vectors_free(&back);
+            emb_vectors_release(&back);
         }
-        emb_vectors_free(&v);
+        emb_vectors_release(&v);
     }
     emb_embedding *e = NULL;
     emb_clear_error();
-    rc = emb_safetensors_map_embedding(path, NULL, NULL, &e);
+    rc = emb_embedding_map_safetensors(path, NULL, NULL, &e);
     if (rc) {
-        fz_check_error(rc, "emb_safetensors_map_embedding");
+        fz_check_error(rc, "emb_embedding_map_safetensors");
     } else {
-        int64_t rows = emb_embedding_num_embeddings(e), dim = emb_embedding_dim(e);
+        int64_t rows = emb_embedding_num_embeddings(e), dim = emb_embedding_embedding_dim(e);
         if (rows > 0 && dim > 0 && dim <= 4096) {
             int64_t idx = rows - 1, one = 1, oshape[2] = {1, dim};
             float *buf = malloc((size_t)dim * 4);

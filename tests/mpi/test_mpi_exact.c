@@ -152,9 +152,9 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
 
     emb_generator *g = NULL;
     OK(emb_generator_create(seed * 31 + 7, &g));
-    const emb_optim_kind kinds[3] = {EMB_OPTIM_SGD, EMB_OPTIM_ADAGRAD, EMB_OPTIM_SPARSE_ADAM};
+    const emb_optimizer_kind kinds[3] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_SPARSE_ADAM};
     for (int ki = 0; ki < (mode == EMB_BAG_MAX ? 1 : 3); ki++) {
-        emb_optim_options oo = emb_optim_options_default(kinds[ki]);
+        emb_optimizer_options oo = emb_optimizer_options_default(kinds[ki]);
         oo.lr = 0.1;
         emb_optimizer *ropt = NULL;
         emb_tensor rw;
@@ -231,8 +231,8 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
                 }
                 CHECK(k == lg.nnz, "%s: shard gradient has %" PRId64 " entries, expected %" PRId64,
                       what, lg.nnz, k);
-                emb_sparse_grad_free(&rg);
-                emb_sparse_grad_free(&lg);
+                emb_sparse_grad_release(&rg);
+                emb_sparse_grad_release(&lg);
                 /* the optimizer step */
                 OK(emb_optimizer_step_fused_bag(ropt, 0, ref, &gin, &goff, rp, &ggo));
                 OK(emb_mpi_bag_step(t, &q.input, &q.offsets, lp, &q.gout));
@@ -264,7 +264,7 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
 
 /* Tables of f16/bf16/int8/int4 rows: the shard's bytes are those of emb_qtable_quantize
  * of the single process's table; lookups and bags are emb_qtable_forward's and
- * emb_qtable_bag's on the joined batch; f16/bf16 SGD steps are emb_qtable_sgd_step_bag's. */
+ * emb_qtable_bag_forward's on the joined batch; f16/bf16 SGD steps are emb_qtable_sgd_step_bag's. */
 static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int64_t pad,
                       bool use_psw, emb_mpi_sharding sharding, uint64_t seed) {
     char what[160];
@@ -289,7 +289,7 @@ static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int
     OK(emb_bag_create(V, D, &bo, &ref));
     OK(emb_bag_weight(ref, &w));
     OK(emb_qtable_quantize(&w, qt, &rq));
-    const int64_t rb = emb_qtable_row_bytes(rq);
+    const int64_t rb = emb_qtable_row_nbytes(rq);
     int64_t b0, b1;
     emb_mpi_table_rows(t, &b0, &b1);
     emb_tensor fview;
@@ -312,7 +312,7 @@ static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int
         free(full);
     }
     const bool train = (qt == EMB_QTYPE_F16 || qt == EMB_QTYPE_BF16) && mode != EMB_BAG_MAX;
-    emb_optim_options oo = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options oo = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     oo.lr = 0.1;
     emb_status st = emb_mpi_table_set_optimizer(t, &oo);
     CHECK(qt == EMB_QTYPE_F16 || qt == EMB_QTYPE_BF16 ? st == EMB_OK : st == EMB_ERR_UNSUPPORTED,
@@ -337,7 +337,7 @@ static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int
         emb_tensor ro = view(EMB_FLOAT32, rout, 2, os), lo = view(EMB_FLOAT32, lout, 2, ls);
         emb_tensor rm = view(EMB_INT64, rmax, 2, os), lm = view(EMB_INT64, lmax, 2, ls);
         const bool mx = mode == EMB_BAG_MAX;
-        OK(emb_qtable_bag(rq, &gin, &goff, rp, &bo, &ro, mx ? &rm : NULL));
+        OK(emb_qtable_bag_forward(rq, &gin, &goff, rp, &bo, &ro, mx ? &rm : NULL));
         OK(emb_mpi_bag_forward(t, &q.input, &q.offsets, lp, &lo, mx ? &lm : NULL));
         CHECK(same_rows(lout, rout + b.bag0[rank_] * D, q.nb * D), "%s: bag forward differs", what);
         if (mx)
@@ -388,7 +388,7 @@ static void run_forms(uint64_t seed) {
         emb_manual_seed(seed);
         emb_bag *ref = NULL;
         OK(emb_bag_create(V, D, &bo, &ref));
-        emb_optim_options oo = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+        emb_optimizer_options oo = emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM);
         OK(emb_mpi_table_set_optimizer(t, &oo));
         emb_optimizer *ropt = NULL;
         emb_tensor rw;
@@ -460,7 +460,7 @@ static void run_refusals(void) {
     emb_manual_seed(5);
     emb_mpi_table *t = NULL;
     OK(emb_mpi_table_create(MPI_COMM_WORLD, 10, 4, NULL, NULL, &t));
-    emb_optim_options oo = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    emb_optimizer_options oo = emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD);
     OK(emb_mpi_table_set_optimizer(t, &oo));
     emb_tensor s;
     OK(emb_mpi_table_shard(t, &s));
@@ -509,7 +509,7 @@ static void run_refusals(void) {
     }
     /* optimizer options that differ */
     OK(emb_mpi_table_create(MPI_COMM_WORLD, 10, 4, NULL, NULL, &u));
-    emb_optim_options o2 = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options o2 = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     o2.lr = rank_ == 0 ? 0.5 : 0.25;
     st = emb_mpi_table_set_optimizer(u, &o2);
     CHECK(size_ == 1 ? st == EMB_OK : st == EMB_ERR_INVALID, "differing lr gave %d", st);

@@ -29,7 +29,7 @@ def read(path, limit=0, fmt=FMT_AUTO, tensor=None):
 
 
 def write(path, arr, words=None, counts=None, **opts):
-    """Writes a float32 table (and words) with emb_vectors_write; opts are emb_write_options
+    """Writes a float32 table (and words) with emb_vectors_write; opts are emb_vectors_write_options
     fields (format and dtype as the C enum values)."""
     if "format" in opts:
         opts["format"] = _FORMAT_NAMES[opts["format"]]

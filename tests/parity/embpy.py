@@ -142,11 +142,11 @@ _SIGS = {
     "emb_status_str": (C.c_char_p, [C.c_int]),
     "emb_errmsg": (C.c_char_p, []),
     "emb_clear_error": (None, []),
-    "emb_dtype_size": (C.c_size_t, [C.c_int]),
+    "emb_dtype_nbytes": (C.c_size_t, [C.c_int]),
     "emb_dtype_name": (C.c_char_p, [C.c_int]),
     "emb_tensor_init": (_st, [_tp, C.c_int, _vp, C.c_int, P(C.c_int64)]),
     "emb_tensor_alloc": (_st, [_tp, C.c_int, C.c_int, P(C.c_int64)]),
-    "emb_tensor_free": (None, [_tp]),
+    "emb_tensor_release": (None, [_tp]),
     "emb_tensor_check": (_st, [_tp, C.c_char_p]),
     "emb_set_num_threads": (None, [C.c_int]),
     "emb_get_num_threads": (C.c_int, []),
@@ -161,7 +161,7 @@ _SIGS = {
     "emb_generator_initial_seed": (C.c_uint64, [_vp]),
     "emb_generator_random": (C.c_uint32, [_vp]),
     "emb_generator_random64": (C.c_uint64, [_vp]),
-    "emb_generator_state_size": (C.c_size_t, []),
+    "emb_generator_state_nbytes": (C.c_size_t, []),
     "emb_generator_get_state": (_st, [_vp, _vp, C.c_size_t]),
     "emb_generator_set_state": (_st, [_vp, _vp, C.c_size_t]),
     "emb_normal_": (_st, [_tp, C.c_double, C.c_double, _vp]),
@@ -181,7 +181,7 @@ _SIGS = {
     "emb_embedding_weight": (_st, [_vp, _tp]),
     "emb_embedding_weight_const": (_st, [_vp, _tp]),
     "emb_embedding_num_embeddings": (C.c_int64, [_vp]),
-    "emb_embedding_dim": (C.c_int64, [_vp]),
+    "emb_embedding_embedding_dim": (C.c_int64, [_vp]),
     "emb_embedding_padding_idx": (C.c_int64, [_vp]),
     "emb_embedding_max_norm": (C.c_double, [_vp]),
     "emb_embedding_norm_type": (C.c_double, [_vp]),
@@ -195,7 +195,7 @@ _SIGS = {
     "emb_embedding_renorm_": (_st, [_tp, _tp, C.c_double, C.c_double]),
     "emb_sparse_grad_init": (_st, [P(SparseGrad), C.c_int64, C.c_int64]),
     "emb_sparse_grad_clear": (None, [P(SparseGrad)]),
-    "emb_sparse_grad_free": (None, [P(SparseGrad)]),
+    "emb_sparse_grad_release": (None, [P(SparseGrad)]),
     "emb_sparse_grad_coalesce": (_st, [P(SparseGrad)]),
     "emb_sparse_grad_add_to_dense": (_st, [P(SparseGrad), _tp]),
     "emb_embedding_backward": (_st, [_vp, _tp, _tp, _tp]),
@@ -227,7 +227,7 @@ _SIGS = {
     "emb_bce_with_logits_forward": (_st, [_tp, _tp, _tp, P(LossOptions), _tp]),
     "emb_bce_with_logits_backward": (_st, [_tp, _tp, _tp, P(LossOptions), _tp, _tp]),
     # optim
-    "emb_optim_options_default": (OptimOptions, [C.c_int]),
+    "emb_optimizer_options_default": (OptimOptions, [C.c_int]),
     "emb_optimizer_create": (_st, [P(OptimOptions), P(_vp)]),
     "emb_optimizer_free": (None, [_vp]),
     "emb_optimizer_add_param": (_st, [_vp, _tp, P(C.c_int)]),
@@ -236,11 +236,11 @@ _SIGS = {
     "emb_optimizer_step_fused": (_st, [_vp, C.c_int, _vp, _tp, _tp]),
     "emb_optimizer_param_steps": (C.c_int64, [_vp, C.c_int]),
     "emb_optimizer_set_lr": (_st, [_vp, C.c_double]),
-    "emb_optimizer_get_lr": (C.c_double, [_vp]),
+    "emb_optimizer_lr": (C.c_double, [_vp]),
     "emb_optimizer_init_state": (_st, [_vp, C.c_int]),
     "emb_optimizer_advance_step": (_st, [_vp, C.c_int]),
     "emb_optimizer_update_rows": (_st, [_vp, C.c_int, _tp, _tp]),
-    "emb_optimizer_state_size": (C.c_size_t, [_vp]),
+    "emb_optimizer_state_nbytes": (C.c_size_t, [_vp]),
     "emb_optimizer_save_state": (_st, [_vp, C.c_void_p, C.c_size_t]),
     "emb_optimizer_load_state": (_st, [_vp, C.c_void_p, C.c_size_t]),
     "emb_sparse_grad_from_rows": (_st, [P(SparseGrad), C.c_int64, C.c_int64, _tp, _tp]),
@@ -351,11 +351,11 @@ _BAG_SIGS = {
     "emb_bag_free": (None, [_vp]),
     "emb_bag_embedding": (_vp, [_vp]),
     "emb_bag_weight": (_st, [_vp, _tp]),
-    "emb_bag_get_mode": (C.c_int, [_vp]),
+    "emb_bag_mode_of": (C.c_int, [_vp]),
     "emb_bag_include_last_offset": (C.c_bool, [_vp]),
     "emb_bag_num_bags": (_st, [_vp, _tp, _tp, P(C.c_int64)]),
     "emb_bag_forward": (_st, [_vp, _tp, _tp, _tp, _tp, _tp]),
-    "emb_embedding_bag": (_st, [_tp, _tp, _tp, _tp, P(BagOptions), _tp, _tp]),
+    "emb_bag_lookup": (_st, [_tp, _tp, _tp, _tp, P(BagOptions), _tp, _tp]),
     "emb_bag_backward": (_st, [_vp, _tp, _tp, _tp, _tp, _tp, _tp]),
     "emb_bag_backward_overwrite": (_st, [_vp, _tp, _tp, _tp, _tp, _tp, _tp]),
     "emb_bag_backward_sparse": (_st, [_vp, _tp, _tp, _tp, _tp, P(SparseGrad)]),
@@ -384,7 +384,7 @@ class QError(C.Structure):
 _QUANT_SIGS = {
     "emb_qtype_name": (C.c_char_p, [C.c_int]),
     "emb_qtype_parse": (_st, [C.c_char_p, P(C.c_int)]),
-    "emb_qtype_row_bytes": (_st, [C.c_int, C.c_int64, P(C.c_int64)]),
+    "emb_qtype_row_nbytes": (_st, [C.c_int, C.c_int64, P(C.c_int64)]),
     "emb_quantize_rows": (_st, [C.c_int, _vp, C.c_int64, C.c_int64, _vp, C.c_size_t]),
     "emb_dequantize_rows": (_st, [C.c_int, _vp, C.c_size_t, C.c_int64, C.c_int64, _vp]),
     "emb_qtable_quantize": (_st, [_tp, C.c_int, P(_vp)]),
@@ -394,11 +394,11 @@ _QUANT_SIGS = {
     "emb_qtable_qtype": (C.c_int, [_vp]),
     "emb_qtable_num_rows": (C.c_int64, [_vp]),
     "emb_qtable_dim": (C.c_int64, [_vp]),
-    "emb_qtable_row_bytes": (C.c_int64, [_vp]),
+    "emb_qtable_row_nbytes": (C.c_int64, [_vp]),
     "emb_qtable_data": (_vp, [_vp]),
     "emb_qtable_nbytes": (C.c_size_t, [_vp]),
     "emb_qtable_forward": (_st, [_vp, _tp, _tp]),
-    "emb_qtable_bag": (_st, [_vp, _tp, _tp, _tp, P(BagOptions), _tp, _tp]),
+    "emb_qtable_bag_forward": (_st, [_vp, _tp, _tp, _tp, P(BagOptions), _tp, _tp]),
     "emb_qtable_dequantize": (_st, [_vp, C.c_int64, C.c_int64, _vp]),
     "emb_qerror_init": (None, [P(QError)]),
     "emb_qerror_add": (_st, [P(QError), _vp, _vp, C.c_int64, C.c_int64]),
@@ -452,7 +452,7 @@ class QTable:
     def bytes(self):
         """The rows as a uint8 array [V, row_bytes] (a copy)."""
         n = lib.emb_qtable_nbytes(self.h)
-        rb = lib.emb_qtable_row_bytes(self.h)
+        rb = lib.emb_qtable_row_nbytes(self.h)
         if n == 0:
             return np.zeros((self.V, rb), np.uint8)
         buf = (C.c_uint8 * n).from_address(lib.emb_qtable_data(self.h))
@@ -469,7 +469,7 @@ class QTable:
                                                      opts.include_last_offset else 0))
         out = tensor_out((B, self.D))
         mi = np.zeros((B, self.D), np.int64) if max_indices else None
-        check(lib.emb_qtable_bag(self.h, T(idx), None if offsets is None else T(offsets),
+        check(lib.emb_qtable_bag_forward(self.h, T(idx), None if offsets is None else T(offsets),
                                  None if psw is None else T(psw),
                                  None if opts is None else ptr(opts), T(out),
                                  None if mi is None else T(mi)))
@@ -484,7 +484,7 @@ _QFILE_SIGS = {
     "emb_qtable_writer_open": (_st, [C.c_char_p, C.c_int, C.c_int64, C.c_int64, _vp, P(_vp)]),
     "emb_qtable_writer_append": (_st, [_vp, _vp, C.c_int64]),
     "emb_qtable_writer_commit": (_st, [_vp, P(QError)]),
-    "emb_qtable_writer_abort": (None, [_vp]),
+    "emb_qtable_writer_free": (None, [_vp]),
     "emb_qtable_save": (_st, [C.c_char_p, _vp, _vp]),
     "emb_qtable_load": (_st, [C.c_char_p, P(_vp), P(_vp)]),
     "emb_qtable_map": (_st, [C.c_char_p, P(_vp), P(_vp)]),

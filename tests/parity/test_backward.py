@@ -81,7 +81,7 @@ class Sparse:
         check(lib.emb_sparse_grad_init(ptr(self.g), V, D))
 
     def __del__(self):
-        lib.emb_sparse_grad_free(ptr(self.g))
+        lib.emb_sparse_grad_release(ptr(self.g))
 
     def arrays(self):
         return self.g.arrays()

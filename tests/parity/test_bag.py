@@ -99,7 +99,7 @@ class Bag:
                                               None if psw is None else T(psw), T(g), ptr(sg)))
             return sg.arrays()
         finally:
-            lib.emb_sparse_grad_free(ptr(sg))
+            lib.emb_sparse_grad_release(ptr(sg))
 
     def backward_psw(self, inp, off, g):
         out = np.full(inp.shape, np.nan, np.float32)
@@ -115,7 +115,7 @@ def functional(w, inp, off, psw, **kw):
     B = inp.shape[0] if inp.ndim == 2 else (len(off) - (1 if kw.get("include_last_offset") else 0))
     out = np.full((B, w.shape[1]), np.nan, np.float32)
     mi = np.full((B, w.shape[1]), -7, np.int64) if mode == "max" else None
-    check(lib.emb_embedding_bag(T(w), T(inp), None if off is None else T(off),
+    check(lib.emb_bag_lookup(T(w), T(inp), None if off is None else T(off),
                                 None if psw is None else T(psw), ptr(o), T(out),
                                 None if mi is None else T(mi)))
     return out, mi
@@ -620,7 +620,7 @@ def test_fused_bag_step_against_torch(kind, mode):
     w = rng.standard_normal((V, D)).astype(np.float32)
     m = "sum" if mode.startswith("sum") else "mean"
     bag = Bag(w, mode=m, padding_idx=2, sparse=True)
-    oo = lib.emb_optim_options_default({"sgd": SGD, "sgd_momentum": SGD, "adagrad": ADAGRAD,
+    oo = lib.emb_optimizer_options_default({"sgd": SGD, "sgd_momentum": SGD, "adagrad": ADAGRAD,
                                         "sparse_adam": SPARSE_ADAM}[kind])
     oo.lr = 0.05
     if kind == "sgd_momentum":
@@ -672,7 +672,7 @@ def _torch_error(fn):
 
 def _emb_bag_call(w, inp, off, psw=None, backward=None, **kw):
     """emb's refusal for the same call, through an emb_bag (a table from_pretrained) or, with
-    functional=True, emb_embedding_bag; backward: None, "sparse" or "psw". Returns
+    functional=True, emb_bag_lookup; backward: None, "sparse" or "psw". Returns
     (status, message)."""
     functional_form = kw.pop("functional", False)
     o = bag_opts(**kw)
@@ -681,7 +681,7 @@ def _emb_bag_call(w, inp, off, psw=None, backward=None, **kw):
         B = 3
         out = np.zeros((B, w.shape[-1] if w.ndim else 1), np.float32)
         mi = np.zeros_like(out, dtype=np.int64) if kw.get("mode") == "max" else None
-        return call(lib.emb_embedding_bag, T(w), T(inp), T_(off), T_(psw), ptr(o), T(out),
+        return call(lib.emb_bag_lookup, T(w), T(inp), T_(off), T_(psw), ptr(o), T(out),
                     T_(mi))
     h = C.c_void_p()
     st, msg = call(lib.emb_bag_from_pretrained, T(w), False, ptr(o), ptr(h))
@@ -704,7 +704,7 @@ def _emb_bag_call(w, inp, off, psw=None, backward=None, **kw):
         try:
             return call(lib.emb_bag_backward_sparse, h, T(inp), T_(off), T_(psw), T(g), ptr(sg))
         finally:
-            lib.emb_sparse_grad_free(ptr(sg))
+            lib.emb_sparse_grad_release(ptr(sg))
     finally:
         lib.emb_bag_free(h)
 

@@ -64,7 +64,7 @@ class Emb:
         return self.weight_view().copy()
 
     def forward(self, idx):
-        out = tensor_out(tuple(idx.shape) + (lib.emb_embedding_dim(self.h),))
+        out = tensor_out(tuple(idx.shape) + (lib.emb_embedding_embedding_dim(self.h),))
         check(lib.emb_embedding_forward(self.h, T(idx), T(out)))
         return out
 

@@ -30,7 +30,7 @@ class Opt:
     """An emb optimizer with its parameters (numpy arrays the optimizer updates in place)."""
 
     def __init__(self, kind, **cfg):
-        o = lib.emb_optim_options_default(kind)
+        o = lib.emb_optimizer_options_default(kind)
         for k, v in cfg.items():
             setattr(o, k, v)
         self.h = C.c_void_p()
@@ -122,7 +122,7 @@ def torch_optimizer(kind, params, cfg):
 
 def emb_cfg(kind, cfg):
     """PyTorch's defaults that emb must fill in itself, made explicit for the emb side:
-    nothing to add (emb_optim_options_default gives them); SGD needs lr (torch requires
+    nothing to add (emb_optimizer_options_default gives them); SGD needs lr (torch requires
     it)."""
     return dict(cfg)
 
@@ -477,7 +477,7 @@ def test_fused_equals_unfused_and_torch(kind, cfg, pad):
             check(lib.emb_embedding_backward_sparse(tu.h, ptr(T(idx)), ptr(T(gout)), ptr(sg)))
             check(lib.emb_optimizer_step_sparse(ou.h, pu, ptr(sg)))
         finally:
-            lib.emb_sparse_grad_free(ptr(sg))
+            lib.emb_sparse_grad_release(ptr(sg))
         # torch: nn.Embedding(padding_idx=pad) leaves the padding positions out
         keep = idx.reshape(-1) != padding if padding != PADDING_NONE else \
             np.ones(idx.size, bool)
@@ -510,7 +510,7 @@ def test_fused_matches_embedding_sparse_backward_exactly():
             check(lib.emb_sparse_grad_init(ptr(sg), V, D))
             check(lib.emb_embedding_backward_sparse(tu.h, ptr(T(idx)), ptr(T(gout)), ptr(sg)))
             check(lib.emb_optimizer_step_sparse(ou.h, pu, ptr(sg)))
-            lib.emb_sparse_grad_free(ptr(sg))
+            lib.emb_sparse_grad_release(ptr(sg))
             check(of.fused(pf, tf, idx, gout)[0])
             assert_close(tf.weight, tu.weight, exact=True, what=f"case {case} step {s}")
 
@@ -543,7 +543,7 @@ def test_bad_options_message(kind, cfg):
         tcfg.setdefault("lr", 1e-3)
     with pytest.raises(ValueError) as exc:
         torch_optimizer(kind, [p], tcfg)
-    o = lib.emb_optim_options_default(kind)
+    o = lib.emb_optimizer_options_default(kind)
     for k, v in cfg.items():
         setattr(o, k, v)
     h = C.c_void_p(12345)
@@ -555,7 +555,7 @@ def test_bad_options_message(kind, cfg):
 
 def test_sgd_nan_lr_rejected():
     """PyTorch's SGD lets a NaN lr through (`lr < 0.0` is false); emb rejects it."""
-    o = lib.emb_optim_options_default(SGD)
+    o = lib.emb_optimizer_options_default(SGD)
     o.lr = float("nan")
     h = C.c_void_p()
     assert call(lib.emb_optimizer_create, ptr(o), ptr(h)) == (ERR_INVALID,
@@ -566,7 +566,7 @@ def test_defaults_match_torch():
     p = torch.nn.Parameter(torch.zeros(2))
     for kind in [ADAGRAD, ADAM, ADAMW, SPARSE_ADAM]:
         d = torch_optimizer(kind, [p], {}).defaults
-        o = lib.emb_optim_options_default(kind)
+        o = lib.emb_optimizer_options_default(kind)
         assert o.kind == kind and o.lr == d["lr"] and o.eps == d["eps"]
         if "betas" in d:
             assert (o.beta1, o.beta2) == d["betas"]
@@ -574,7 +574,7 @@ def test_defaults_match_torch():
                   "maximize"]:
             if f in d:
                 assert getattr(o, f) == d[f], (kind, f)
-    o = lib.emb_optim_options_default(SGD)
+    o = lib.emb_optimizer_options_default(SGD)
     d = torch.optim.SGD([p], lr=1e-3).defaults
     for f in ["lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"]:
         assert getattr(o, f) == d[f], f
@@ -731,7 +731,7 @@ def test_message_float_format_is_pythons():
     values += list(-rng.integers(1, 10 ** 6, 100) / 10.0 ** rng.integers(0, 20, 100))
     for x in values:
         x = float(x)
-        o = lib.emb_optim_options_default(ADAM)
+        o = lib.emb_optimizer_options_default(ADAM)
         o.lr = x
         h = C.c_void_p()
         st, msg = call(lib.emb_optimizer_create, ptr(o), ptr(h))

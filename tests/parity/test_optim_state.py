@@ -23,7 +23,7 @@ STEPS = 8
 
 
 def save(opt):
-    n = lib.emb_optimizer_state_size(opt.h)
+    n = lib.emb_optimizer_state_nbytes(opt.h)
     assert n > 0
     buf = (C.c_ubyte * n)()
     check(lib.emb_optimizer_save_state(opt.h, buf, n))
@@ -175,7 +175,7 @@ class Run:
             check(lib.emb_optimizer_set_lr(self.eo.h, lr))
             for g in self.topt.param_groups:
                 g["lr"] = lr
-            assert lib.emb_optimizer_get_lr(self.eo.h) == lr
+            assert lib.emb_optimizer_lr(self.eo.h) == lr
         if self.mode == "dense":
             g = rand_grad(self.rng, (self.V, self.D), s)
             self.pt.grad = torch.from_numpy(g.copy())
@@ -258,7 +258,7 @@ def test_sparse_grad_from_rows_steps_as_torch(kind, cfg):
             assert np.array_equal(got_idx, idx) and np.array_equal(bits(got_val), bits(val))
             check(lib.emb_optimizer_step_sparse(eo.h, pid, ptr(sg)))
         finally:
-            lib.emb_sparse_grad_free(ptr(sg))
+            lib.emb_sparse_grad_release(ptr(sg))
         pt.grad = torch_sparse(idx, val, V, D)
         torch_step(topt, kind, pt.grad)
         assert_close(pe, pt.detach().numpy(), exact=True, what=f"step {s}")

@@ -262,7 +262,7 @@ def test_threads_and_kernels_agree(qtype):
 @pytest.mark.parametrize("qtype", ["f16", "bf16", "int8", "int4"])
 def test_refusals_leave_destination_untouched(qtype):
     rb = C.c_int64()
-    lib.emb_qtype_row_bytes(QTYPES[qtype], 4, ptr(rb))
+    lib.emb_qtype_row_nbytes(QTYPES[qtype], 4, ptr(rb))
     bad_rows = [[1.0, float("nan"), 2.0, 3.0], [1.0, float("inf"), 0.0, 0.0],
                 [-float("inf"), 1.0, 1.0, 1.0]]
     if qtype == "f16":
@@ -298,11 +298,11 @@ def test_read_only_and_index_errors():
     o = opts("sum")
     o.max_norm = 1.0
     out = np.full((1, 8), 7.0, np.float32)
-    st, msg = call(lib.emb_qtable_bag, q.h, T(np.array([1, 2])), T(np.array([0])), None,
+    st, msg = call(lib.emb_qtable_bag_forward, q.h, T(np.array([1, 2])), T(np.array([0])), None,
                    ptr(o), T(out), None)
     assert st == ERR_READ_ONLY and "max_norm" in msg
     assert (out == 7.0).all()
-    st, msg = call(lib.emb_qtable_bag, q.h, T(np.array([1, 6])), T(np.array([0])), None,
+    st, msg = call(lib.emb_qtable_bag_forward, q.h, T(np.array([1, 6])), T(np.array([0])), None,
                    ptr(opts("sum")), T(out), None)
     assert st == ERR_INDEX and "6" in msg
     assert (out == 7.0).all()
@@ -332,11 +332,11 @@ def test_error_metrics_against_numpy():
 
 @pytest.mark.parametrize("qtype", ["f16", "int8", "int4"])
 def test_knn_on_quantized_table_equals_knn_on_its_dequantized_rows(qtype):
-    """emb_knn_create_qtable reads the quantized rows directly; its neighbours and scores
+    """emb_knn_create_from_qtable reads the quantized rows directly; its neighbours and scores
     are those of emb_knn_create over the dequantized float32 table, bit for bit, and those
     of a float64 numpy cosine ranking within float32 tolerance."""
     lib.emb_knn_create.argtypes = [C.c_void_p, C.c_int64, C.POINTER(C.c_void_p)]
-    lib.emb_knn_create_qtable.argtypes = [C.c_void_p, C.c_int64, C.POINTER(C.c_void_p)]
+    lib.emb_knn_create_from_qtable.argtypes = [C.c_void_p, C.c_int64, C.POINTER(C.c_void_p)]
     lib.emb_knn_free.argtypes = [C.c_void_p]
     lib.emb_knn_search.argtypes = [C.c_void_p, C.c_void_p, C.c_int64, C.c_void_p, C.c_int64,
                                    C.c_void_p, C.c_void_p]
@@ -349,7 +349,7 @@ def test_knn_on_quantized_table_equals_knn_on_its_dequantized_rows(qtype):
     deq = q.dequantize()
     queries = rng.standard_normal((Qn, D)).astype(np.float32)
     res = []
-    for make, arg in ((lib.emb_knn_create_qtable, q.h), (lib.emb_knn_create, None)):
+    for make, arg in ((lib.emb_knn_create_from_qtable, q.h), (lib.emb_knn_create, None)):
         h = C.c_void_p()
         tdeq = T(deq)
         check(make(arg if arg is not None else C.byref(tdeq), 4000, ptr(h)))

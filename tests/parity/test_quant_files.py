@@ -36,6 +36,7 @@ def write_batches(path, w, qtype, batch, vocab=None):
         check(lib.emb_qtable_writer_append(h, chunk.ctypes.data, chunk.shape[0]))
     e = QError()
     check(lib.emb_qtable_writer_commit(h, ptr(e)))
+    lib.emb_qtable_writer_free(h)
     return e
 
 
@@ -135,9 +136,9 @@ def test_vocab_and_save_roundtrip(tmp_path):
     assert meta["emb.vocab"] == "king\nqueen\nk\u00f6nig" and meta["emb.counts"] == "10 9 8"
     f = QFile(path, vocab=True)
     assert f.vocab.value
-    lib.emb_vocab_size.restype = C.c_int64
-    lib.emb_vocab_size.argtypes = [C.c_void_p]
-    assert lib.emb_vocab_size(f.vocab) == 3
+    lib.emb_vocab_num_words.restype = C.c_int64
+    lib.emb_vocab_num_words.argtypes = [C.c_void_p]
+    assert lib.emb_vocab_num_words(f.vocab) == 3
     lib.emb_vocab_free(f.vocab)
     # save() writes the stored bytes as they are
     q = QTable(w, "int8")
@@ -163,16 +164,23 @@ def test_failed_writes_leave_nothing(tmp_path):
         assert st == ERR_INVALID and "row 7" in msg and "column 2" in msg, msg
         st2, msg2 = call(lib.emb_qtable_writer_commit, h, None)
         assert st2 == ERR_INVALID, msg2
+        # a committed writer refuses further calls until it is freed
+        st3, msg3 = call(lib.emb_qtable_writer_commit, h, None)
+        assert st3 == ERR_STATE and "already been committed" in msg3, msg3
+        st3, msg3 = call(lib.emb_qtable_writer_append, h, w.ctypes.data, 1)
+        assert st3 == ERR_STATE and "already been committed" in msg3, msg3
+        lib.emb_qtable_writer_free(h)
         # too few rows
         check(lib.emb_qtable_writer_open(str(path).encode(), QTYPES[qtype], 10, 4, None, ptr(h)))
         check(lib.emb_qtable_writer_append(h, w.ctypes.data, 9))
         st, msg = call(lib.emb_qtable_writer_commit, h, None)
         assert st == ERR_STATE and "9 of the announced 10" in msg, msg
+        lib.emb_qtable_writer_free(h)
         # too many
         check(lib.emb_qtable_writer_open(str(path).encode(), QTYPES[qtype], 5, 4, None, ptr(h)))
         st, msg = call(lib.emb_qtable_writer_append, h, w.ctypes.data, 10)
         assert st == ERR_INVALID and "remain" in msg, msg
-        lib.emb_qtable_writer_abort(h)
+        lib.emb_qtable_writer_free(h)
     assert path.read_bytes() == b"previous contents"
     assert sorted(os.listdir(tmp_path)) == ["out.safetensors"], "temporary files left behind"
     st, msg = call(lib.emb_qtable_writer_open, str(tmp_path / "no" / "x.st").encode(), 3, 1, 4,

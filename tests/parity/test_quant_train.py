@@ -2,7 +2,7 @@
 
 Bit for bit, on random bags (sum and mean, per_sample_weights, padding_idx,
 include_last_offset, duplicates):
-- the sparse gradient of emb_qtable_bag equals F.embedding_bag(sparse=True)'s gradient;
+- the sparse gradient of emb_qtable_bag_forward equals F.embedding_bag(sparse=True)'s gradient;
 - an f32 table after emb_qtable_sgd_step_bag equals torch.optim.SGD's sparse step on
   nn.EmbeddingBag's weight;
 - an f16 / bf16 table with round-to-nearest equals: upcast the table to float32 in torch,
@@ -108,7 +108,7 @@ def test_backward_sparse_matches_torch():
         check(lib.emb_sparse_grad_init(ptr(g), V, D))
         check(lib.emb_qtable_bag_backward_sparse(*emb_args(q, c), ptr(g)))
         got_rows, got_vals = g.arrays()
-        lib.emb_sparse_grad_free(ptr(g))
+        lib.emb_sparse_grad_release(ptr(g))
         assert np.array_equal(got_rows, rows)
         assert got_vals.tobytes() == vals.tobytes()
 
@@ -215,7 +215,7 @@ def unfused(q, c, lr, rounding, gen):
             return st, msg
         return call(lib.emb_qtable_sgd_step, q.h, ptr(g), lr, rounding, gen)
     finally:
-        lib.emb_sparse_grad_free(ptr(g))
+        lib.emb_sparse_grad_release(ptr(g))
 
 
 def test_refusals_are_the_same_and_change_nothing(tmp_path):

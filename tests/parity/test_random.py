@@ -348,7 +348,7 @@ def test_state_round_trip():
     """emb_generator_get_state/set_state replays the stream exactly as torch's
     Generator.get_state/set_state does, including a cached normal."""
     rng = random.Random(88)
-    size = lib.emb_generator_state_size()
+    size = lib.emb_generator_state_nbytes()
     for k in range(40):
         p = Pair(rng.getrandbits(64), default=bool(k % 2))
         for _ in range(rng.randint(0, 10)):

@@ -67,7 +67,7 @@ class Wrapped:
             check(lib.emb_embedding_backward_sparse(self.h, T(idx), T(g), ptr(sg)))
             return sg.arrays()
         finally:
-            lib.emb_sparse_grad_free(ptr(sg))
+            lib.emb_sparse_grad_release(ptr(sg))
 
     def weight_ptr(self):
         v = Tensor()

@@ -69,7 +69,7 @@ class EmbModel:
                                                         ptr(sg)))
                 check(lib.emb_optimizer_step_sparse(self.opt.h, self.pid, ptr(sg)))
             finally:
-                lib.emb_sparse_grad_free(ptr(sg))
+                lib.emb_sparse_grad_release(ptr(sg))
 
     def __del__(self):
         if getattr(self, "h", None):
@@ -231,5 +231,5 @@ def test_sparse_scale_grad_by_freq_rejected_like_torch():
     st = lib.emb_embedding_backward_sparse(em.h, ptr(T(idx)), ptr(T(np.ones((2, D),
                                                                             np.float32))),
                                            ptr(sg))
-    lib.emb_sparse_grad_free(ptr(sg))
+    lib.emb_sparse_grad_release(ptr(sg))
     assert st != 0

@@ -447,7 +447,7 @@ static void test_sparse_reference_example(void **state) {
     const float cval[6] = {12, 15, 2, 3, 6, 7};
     assert_memory_equal(sg.indices, cidx, sizeof cidx);
     EMB_ASSERT_EXACT(sg.values, cval, 6, "coalesced values");
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     assert_null(sg.indices);
     assert_int_equal(sg.capacity, 0);
     emb_embedding_free(e);
@@ -523,14 +523,14 @@ static void test_sparse_flags_and_storage(void **state) {
     assert_int_equal(sg.nnz, 20);
     assert_int_equal(sg.capacity, 28); /* geometric growth: max(20, 2 * 14) */
 
-    emb_sparse_grad_free(&sg);
-    emb_sparse_grad_free(&sg); /* twice is fine */
-    emb_sparse_grad_free(NULL);
+    emb_sparse_grad_release(&sg);
+    emb_sparse_grad_release(&sg); /* twice is fine */
+    emb_sparse_grad_release(NULL);
     emb_sparse_grad_clear(NULL);
     assert_int_equal(sg.num_rows, 6); /* still an empty gradient of the same shape */
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &t3, &tg3, &sg));
     assert_int_equal(sg.nnz, 3);
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     emb_embedding_free(e);
 }
 
@@ -580,7 +580,7 @@ static void test_sparse_accumulation_merges(void **state) {
     assert_true(sg.coalesced);
     assert_int_equal(sg.indices[0], 1);
     assert_int_equal(sg.indices[1], 4);
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     emb_embedding_free(e);
 }
 
@@ -605,7 +605,7 @@ static void test_coalesce(void **state) {
     take_snap(&sg, &snap);
     EMB_OK_OR_FAIL(emb_sparse_grad_coalesce(&sg)); /* already coalesced: nothing to do */
     assert_snap(&sg, &snap);
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     emb_embedding_free(e);
 
     /* 100 entries over 7 rows, integer values: exact sums whatever the order */
@@ -642,7 +642,7 @@ static void test_coalesce(void **state) {
     assert_int_equal(sg.nnz, 1);
     assert_int_equal(sg.indices[0], 3);
     EMB_ASSERT_EXACT(sg.values, one_val, 2, "single entry");
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     emb_embedding_free(e);
 }
 
@@ -670,7 +670,7 @@ static void test_add_to_dense(void **state) {
     emb_tensor td = emb_test_view(EMB_FLOAT32, dense, 2, ds);
     EMB_OK_OR_FAIL(emb_sparse_grad_add_to_dense(&sg, &td));
     EMB_ASSERT_EXACT(dense, want, 120, "dense");
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     emb_embedding_free(e);
 
     /* threads: a wide table with many entries */
@@ -704,7 +704,7 @@ static void test_add_to_dense(void **state) {
     free(g);
     free(a);
     free(b);
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     emb_embedding_free(e);
 }
 
@@ -781,7 +781,7 @@ static void test_sparse_backward_errors(void **state) {
                    "index -3 at position 1");
 
     assert_snap(&sg, &snap);
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     emb_embedding_free(e);
     emb_embedding_free(scaled);
     emb_embedding_free(frozen);
@@ -846,7 +846,7 @@ static void test_sparse_grad_api_errors(void **state) {
     EMB_EXPECT_ERR(emb_sparse_grad_add_to_dense(&sg, &td), EMB_ERR_INDEX,
                    "grad entry 1 has row -1");
     EMB_ASSERT_EXACT(dense, keepd, 6, "dense after failed calls");
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     emb_embedding_free(e);
 }
 
@@ -985,8 +985,8 @@ static void test_sparse_view(void **state) {
             EMB_OK_OR_FAIL(emb_sparse_grad_add_to_dense(&b, &tb));
             EMB_ASSERT_EXACT(db, da, V * D, "view add_to_dense");
         }
-        emb_sparse_grad_free(&a);
-        emb_sparse_grad_free(&b);
+        emb_sparse_grad_release(&a);
+        emb_sparse_grad_release(&b);
         assert_false(b.borrowed);
         for (int k = 0; k < 2 * STEPS; k++) {
             if (bytes[k]) assert_memory_equal(keep[k], orig[k], bytes[k]); /* never written */

@@ -57,12 +57,12 @@ static void test_options_and_create(void **state) {
     o.padding_idx = -2;
     o.include_last_offset = true;
     EMB_OK_OR_FAIL(emb_bag_create(7, 3, &o, &b));
-    assert_int_equal(emb_bag_get_mode(b), EMB_BAG_MEAN);
+    assert_int_equal(emb_bag_mode_of(b), EMB_BAG_MEAN);
     assert_true(emb_bag_include_last_offset(b));
     emb_embedding *e = emb_bag_embedding(b);
     assert_non_null(e);
     assert_int_equal(emb_embedding_num_embeddings(e), 7);
-    assert_int_equal(emb_embedding_dim(e), 3);
+    assert_int_equal(emb_embedding_embedding_dim(e), 3);
     assert_int_equal(emb_embedding_padding_idx(e), 5);
     assert_true(emb_embedding_requires_grad(e));
     emb_tensor w;
@@ -265,7 +265,7 @@ static void test_forward_errors(void **state) {
             EMB_OK_OR_FAIL(emb_bag_weight(b, &wt));
             emb_tensor eo = emb_test_view(EMB_INT64, off, 1, SHP(0));
             emb_tensor o0 = emb_test_view(EMB_FLOAT32, out, 2, SHP(0, D));
-            EMB_EXPECT_ERR(emb_embedding_bag(&wt, &it, &eo, NULL, &o, &o0, NULL),
+            EMB_EXPECT_ERR(emb_bag_lookup(&wt, &it, &eo, NULL, &o, &o0, NULL),
                            EMB_ERR_INVALID,
                            "include_last_offset: number of offset should be at least 1");
         }
@@ -322,7 +322,7 @@ static void test_forward_errors(void **state) {
             emb_tensor sot = emb_test_view(EMB_INT64, so, 1, SHP(2));
             emb_tensor o1 = emb_test_view(EMB_FLOAT32, out, 2, SHP(1, D));
             bi = emb_test_view(EMB_INT64, bidx, 1, SHP(6));
-            EMB_EXPECT_ERR(emb_embedding_bag(&wt, &bi, &sot, NULL, &o, &o1, NULL), EMB_ERR_INDEX,
+            EMB_EXPECT_ERR(emb_bag_lookup(&wt, &bi, &sot, NULL, &o, &o1, NULL), EMB_ERR_INDEX,
                            "embedding_bag: index 6 at input position 3 (after the last bag, "
                            "which ends at 2) is out of range for a table of 6 rows");
         }
@@ -348,28 +348,28 @@ static void test_functional_errors(void **state) {
     emb_tensor ot = emb_test_view(EMB_INT64, off, 1, SHP(2));
     emb_tensor out_t = emb_test_view(EMB_FLOAT32, out, 2, SHP(2, D));
     emb_tensor w1 = emb_test_view(EMB_FLOAT32, w, 1, SHP(V * D));
-    EMB_EXPECT_ERR(emb_embedding_bag(&w1, &it, &ot, NULL, NULL, &out_t, NULL), EMB_ERR_SHAPE,
+    EMB_EXPECT_ERR(emb_bag_lookup(&w1, &it, &ot, NULL, NULL, &out_t, NULL), EMB_ERR_SHAPE,
                    "weight has to be a 2D Tensor, but got Tensor of dimension 1");
-    EMB_EXPECT_ERR(emb_embedding_bag(NULL, &it, &ot, NULL, NULL, &out_t, NULL), EMB_ERR_NULL,
+    EMB_EXPECT_ERR(emb_bag_lookup(NULL, &it, &ot, NULL, NULL, &out_t, NULL), EMB_ERR_NULL,
                    "weight must not be NULL");
     emb_tensor wt = emb_test_view(EMB_FLOAT32, w, 2, SHP(V, D));
     emb_bag_options o = emb_bag_options_default();
     o.padding_idx = 6;
     o.max_norm = 1.0;
-    EMB_EXPECT_ERR(emb_embedding_bag(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INVALID,
+    EMB_EXPECT_ERR(emb_bag_lookup(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INVALID,
                    "padding_idx must be within the number of embeddings, -6 through 5, but got 6");
     o.padding_idx = EMB_PADDING_NONE;
     o.max_norm = NAN;
-    EMB_EXPECT_ERR(emb_embedding_bag(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INVALID,
+    EMB_EXPECT_ERR(emb_bag_lookup(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INVALID,
                    "max_norm must be > 0");
     o.max_norm = 1.0;
     o.mode = EMB_BAG_MAX;
     o.sparse = true;
-    EMB_EXPECT_ERR(emb_embedding_bag(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INVALID,
+    EMB_EXPECT_ERR(emb_bag_lookup(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INVALID,
                    "max mode does not support sparse weights");
     o.sparse = false;
     idx[3] = 6;
-    EMB_EXPECT_ERR(emb_embedding_bag(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INDEX,
+    EMB_EXPECT_ERR(emb_bag_lookup(&wt, &it, &ot, NULL, &o, &out_t, NULL), EMB_ERR_INDEX,
                    "index 6 at position 1 of bag 1 (input position 3)");
     EMB_ASSERT_EXACT(w, before, V * D, "weight (max_norm must not have run)");
     assert_all_nan(out, 4, "out");
@@ -378,7 +378,7 @@ static void test_functional_errors(void **state) {
     o.mode = EMB_BAG_SUM;
     o.max_norm = INFINITY;
     o.padding_idx = -1;
-    EMB_OK_OR_FAIL(emb_embedding_bag(&wt, &it, &ot, NULL, &o, &out_t, NULL));
+    EMB_OK_OR_FAIL(emb_bag_lookup(&wt, &it, &ot, NULL, &o, &out_t, NULL));
     const float want[4] = {2 + 4, 3 + 5, 6, 7};
     EMB_ASSERT_EXACT(out, want, 4, "sum with padding row 5 skipped");
 }
@@ -505,8 +505,8 @@ static void test_backward_errors(void **state) {
     assert_int_equal(sg.nnz, 6);
     assert_memory_equal(keep_idx, sg.indices, sizeof keep_idx);
     assert_memory_equal(keep_val, sg.values, sizeof keep_val);
-    emb_sparse_grad_free(&sg);
-    emb_sparse_grad_free(&sg2);
+    emb_sparse_grad_release(&sg);
+    emb_sparse_grad_release(&sg2);
 
     /* per_sample_weights gradient */
     float gp[6];
@@ -587,7 +587,7 @@ static void test_empty_offsets(void **state) {
         EMB_OK_OR_FAIL(emb_sparse_grad_init(&g, V, D));
         EMB_OK_OR_FAIL(emb_bag_backward_sparse(b, &it, &eo, NULL, &go, &g));
         assert_int_equal(g.nnz, 0);
-        emb_sparse_grad_free(&g);
+        emb_sparse_grad_release(&g);
         if (mode == EMB_BAG_SUM) {
             float gp[3] = {NAN, NAN, NAN};
             emb_tensor gpt = emb_test_view(EMB_FLOAT32, gp, 1, SHP(3));
@@ -663,7 +663,7 @@ static void test_threads(void **state) {
         for (int t = 0; t < 3; t++) {
             free(out[t]);
             free(gw[t]);
-            emb_sparse_grad_free(&sg[t]);
+            emb_sparse_grad_release(&sg[t]);
         }
     }
     emb_set_num_threads(0);
@@ -686,7 +686,7 @@ static void test_fused_step_matches_unfused(void **state) {
     for (int64_t i = 0; i < n; i++) idx[i] = (int64_t)(emb_test_urand(&s) * 9); /* duplicates */
     for (int64_t b = 0; b < nb; b++) off[b] = b * 7;
     off[3] = off[2]; /* an empty bag */
-    const emb_optim_kind kinds[3] = {EMB_OPTIM_SGD, EMB_OPTIM_ADAGRAD, EMB_OPTIM_SPARSE_ADAM};
+    const emb_optimizer_kind kinds[3] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_SPARSE_ADAM};
     for (int k = 0; k < 3; k++)
         for (int mode = 0; mode < 3; mode++) { /* 0 sum, 1 mean, 2 weighted sum */
             emb_bag *b[2];
@@ -697,9 +697,9 @@ static void test_fused_step_matches_unfused(void **state) {
             o.mode = mode == 1 ? EMB_BAG_MEAN : EMB_BAG_SUM;
             o.padding_idx = 4;
             o.sparse = true;
-            emb_optim_options oo = emb_optim_options_default(kinds[k]);
+            emb_optimizer_options oo = emb_optimizer_options_default(kinds[k]);
             oo.lr = 0.1;
-            if (kinds[k] == EMB_OPTIM_SGD) oo.momentum = 0.9;
+            if (kinds[k] == EMB_OPTIMIZER_SGD) oo.momentum = 0.9;
             for (int j = 0; j < 2; j++) {
                 EMB_OK_OR_FAIL(emb_bag_from_pretrained(&wt, false, &o, &b[j]));
                 EMB_OK_OR_FAIL(emb_optimizer_create(&oo, &opt[j]));
@@ -728,7 +728,7 @@ static void test_fused_step_matches_unfused(void **state) {
             /* and the weight moved */
             assert_true(memcmp(w1.data, w0, sizeof w0) != 0);
             assert_int_equal(emb_optimizer_param_steps(opt[0], id[0]), 4);
-            emb_sparse_grad_free(&sg);
+            emb_sparse_grad_release(&sg);
             for (int j = 0; j < 2; j++) {
                 emb_bag_free(b[j]);
                 emb_optimizer_free(opt[j]);
@@ -756,10 +756,10 @@ static void test_fused_step_errors(void **state) {
     o.mode = EMB_BAG_MEAN;
     o.scale_grad_by_freq = true;
     EMB_OK_OR_FAIL(emb_bag_from_pretrained(&wt, false, &o, &bf));
-    emb_optim_options oo = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    emb_optimizer_options oo = emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM);
     emb_optimizer *opt = NULL, *adam = NULL;
     EMB_OK_OR_FAIL(emb_optimizer_create(&oo, &opt));
-    oo = emb_optim_options_default(EMB_OPTIM_ADAM);
+    oo = emb_optimizer_options_default(EMB_OPTIMIZER_ADAM);
     EMB_OK_OR_FAIL(emb_optimizer_create(&oo, &adam));
     emb_tensor bw;
     EMB_OK_OR_FAIL(emb_bag_weight(b, &bw));
@@ -784,7 +784,7 @@ static void test_fused_step_errors(void **state) {
         float copy[V * D];
         memcpy(copy, w0, sizeof copy);
         emb_tensor ct = emb_test_view(EMB_FLOAT32, copy, 2, SHP(V, D));
-        emb_optim_options co = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+        emb_optimizer_options co = emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM);
         emb_optimizer *copt = NULL;
         EMB_OK_OR_FAIL(emb_optimizer_create(&co, &copt));
         int cid = -1;
@@ -804,7 +804,7 @@ static void test_fused_step_errors(void **state) {
         so.mode = EMB_BAG_SUM;
         emb_bag *rb = NULL;
         EMB_OK_OR_FAIL(emb_bag_wrap(&rt, &st, false, &so, &rb));
-        emb_optim_options co = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+        emb_optimizer_options co = emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM);
         emb_optimizer *ropt = NULL;
         EMB_OK_OR_FAIL(emb_optimizer_create(&co, &ropt));
         int rid = -1;
@@ -966,19 +966,19 @@ static void test_columnless_input_allocates_nothing_up_front(void **state) {
     for (int i = 0; i < 12; i++) assert_true(buf[i] == 0.0f);
     EMB_OK_OR_FAIL(emb_bag_backward_sparse(bag, &in, NULL, NULL, &out, &g));
     assert_int_equal(g.nnz, 0);
-    emb_sparse_grad_free(&g);
+    emb_sparse_grad_release(&g);
     emb_bag_free(bag);
     /* dim 0: outputs of 2^40 rows hold nothing, and the calls succeed */
     emb_qtable *q;
     EMB_OK_OR_FAIL(emb_qtable_wrap(EMB_QTYPE_F32, 5, 0, NULL, 0, NULL, &q));
     EMB_OK_OR_FAIL(emb_tensor_init(&in, EMB_INT64, NULL, 2, (int64_t[]){huge, 0}));
     EMB_OK_OR_FAIL(emb_tensor_init(&out, EMB_FLOAT32, NULL, 2, (int64_t[]){huge, 0}));
-    EMB_OK_OR_FAIL(emb_qtable_bag(q, &in, NULL, NULL, &o, &out, NULL));
+    EMB_OK_OR_FAIL(emb_qtable_bag_forward(q, &in, NULL, NULL, &o, &out, NULL));
     EMB_OK_OR_FAIL(emb_sparse_grad_init(&g, 5, 0));
     EMB_OK_OR_FAIL(emb_tensor_init(&go, EMB_FLOAT32, NULL, 2, (int64_t[]){huge, 0}));
     EMB_OK_OR_FAIL(emb_qtable_bag_backward_sparse(q, &in, NULL, NULL, &o, &go, &g));
     assert_int_equal(g.nnz, 0);
-    emb_sparse_grad_free(&g);
+    emb_sparse_grad_release(&g);
     emb_qtable_free(q);
 }
 

@@ -34,15 +34,15 @@ static void test_version(void **state) {
 
 static void test_dtypes(void **state) {
     (void)state;
-    assert_int_equal(emb_dtype_size(EMB_FLOAT32), 4);
-    assert_int_equal(emb_dtype_size(EMB_INT64), 8);
-    assert_int_equal(emb_dtype_size(EMB_INT32), 4);
-    assert_int_equal(emb_dtype_size(EMB_BFLOAT16), 2);
-    assert_int_equal(emb_dtype_size((emb_dtype)99), 0);
+    assert_int_equal(emb_dtype_nbytes(EMB_FLOAT32), 4);
+    assert_int_equal(emb_dtype_nbytes(EMB_INT64), 8);
+    assert_int_equal(emb_dtype_nbytes(EMB_INT32), 4);
+    assert_int_equal(emb_dtype_nbytes(EMB_BFLOAT16), 2);
+    assert_int_equal(emb_dtype_nbytes((emb_dtype)99), 0);
     assert_string_equal(emb_dtype_name(EMB_INT32), "int32");
     assert_string_equal(emb_dtype_name((emb_dtype)99), "unknown");
-    assert_string_equal(emb_dtype_torch_type(EMB_FLOAT32), "torch.FloatTensor");
-    assert_string_equal(emb_dtype_torch_type(EMB_INT64), "torch.LongTensor");
+    assert_string_equal(emb__dtype_torch_type(EMB_FLOAT32), "torch.FloatTensor");
+    assert_string_equal(emb__dtype_torch_type(EMB_INT64), "torch.LongTensor");
 }
 
 static void test_tensor_init(void **state) {
@@ -103,9 +103,9 @@ static void test_tensor_alloc(void **state) {
     assert_int_equal((uintptr_t)t.data % 64, 0);
     const float *p = t.data;
     for (int i = 0; i < 105; i++) assert_true(p[i] == 0.0f);
-    emb_tensor_free(&t);
+    emb_tensor_release(&t);
     assert_null(t.data);
-    emb_tensor_free(NULL);
+    emb_tensor_release(NULL);
     int64_t big[1] = {INT64_C(1) << 61};
     EMB_EXPECT_ERR(emb_tensor_alloc(&t, EMB_INT64, 1, big), EMB_ERR_OVERFLOW, "overflows");
 }
@@ -173,28 +173,28 @@ static void test_numel_invalid(void **state) {
 
     emb_tensor a = t, b = t;
     a.ndim = b.ndim = EMB_MAX_DIMS + 1;
-    assert_false(emb_tensor_same_shape(&a, &b));
+    assert_false(emb__tensor_same_shape(&a, &b));
     a.ndim = b.ndim = -1;
-    assert_false(emb_tensor_same_shape(&a, &b));
+    assert_false(emb__tensor_same_shape(&a, &b));
     a.ndim = b.ndim = 1;
-    assert_true(emb_tensor_same_shape(&a, &b));
-    assert_false(emb_tensor_same_shape(&a, NULL));
-    assert_false(emb_tensor_same_shape(NULL, &b));
+    assert_true(emb__tensor_same_shape(&a, &b));
+    assert_false(emb__tensor_same_shape(&a, NULL));
+    assert_false(emb__tensor_same_shape(NULL, &b));
 }
 
 static void test_shape_str(void **state) {
     (void)state;
     char buf[64];
     int64_t shape[3] = {1, 25, 10};
-    size_t n = emb_shape_str(buf, sizeof buf, 3, shape);
+    size_t n = emb_shape_repr(3, shape, buf, sizeof buf);
     assert_string_equal(buf, "torch.Size([1, 25, 10])");
     assert_int_equal(n, strlen("torch.Size([1, 25, 10])"));
-    emb_shape_str(buf, sizeof buf, 0, NULL);
+    emb_shape_repr(0, NULL, buf, sizeof buf);
     assert_string_equal(buf, "torch.Size([])");
-    emb_shape_str(buf, sizeof buf, 3, NULL); /* no shape to read */
+    emb_shape_repr(3, NULL, buf, sizeof buf); /* no shape to read */
     assert_string_equal(buf, "torch.Size([])");
     /* truncation is NUL-terminated and reports the full length */
-    n = emb_shape_str(buf, 8, 3, shape);
+    n = emb_shape_repr(3, shape, buf, 8);
     assert_int_equal(n, 23);
     assert_int_equal(strlen(buf), 7);
 }
@@ -259,24 +259,24 @@ static int hugepage_advised(const void *p) {
     return found;
 }
 
-/* emb_malloc advises transparent huge pages for allocations of 32 MiB and more (random row
+/* emb__malloc advises transparent huge pages for allocations of 32 MiB and more (random row
  * access to large tables), not for smaller ones; a large embedding table gets the advice
  * and its lookups are the plain row copies at 1 and 2 threads. */
 static void test_malloc_hugepages(void **state) {
     (void)state;
 #if defined(__linux__)
     const size_t big = (size_t)64 << 20;
-    char *p = emb_malloc(big);
+    char *p = emb__malloc(big);
     assert_non_null(p);
     assert_int_equal(hugepage_advised(p + big / 2), 1);
     memset(p, 7, big);
     assert_int_equal(p[0], 7);
     assert_int_equal(p[big - 1], 7);
-    emb_free(p);
-    char *q = emb_malloc((size_t)1 << 20);
+    emb__free(p);
+    char *q = emb__malloc((size_t)1 << 20);
     assert_non_null(q);
     assert_int_equal(hugepage_advised(q), 0);
-    emb_free(q);
+    emb__free(q);
     assert_false(emb__advise_hugepages(NULL, big));
     size_t small = big;
     assert_false(emb__advise_hugepages(&small, sizeof small));
@@ -305,8 +305,8 @@ static void test_malloc_hugepages(void **state) {
                                 (const float *)w.data + ix[i] * D, (size_t)D * sizeof(float));
     }
     emb_set_num_threads(saved);
-    emb_tensor_free(&idx);
-    emb_tensor_free(&out);
+    emb_tensor_release(&idx);
+    emb_tensor_release(&out);
     emb_embedding_free(e);
 #endif
 }

@@ -40,7 +40,7 @@ static float *weight_of(emb_embedding *e) {
 
 /* A malloc'ed copy of the weight, to check later that nothing changed. */
 static float *snapshot(emb_embedding *e) {
-    int64_t n = emb_embedding_num_embeddings(e) * emb_embedding_dim(e);
+    int64_t n = emb_embedding_num_embeddings(e) * emb_embedding_embedding_dim(e);
     float *s = malloc((size_t)n * sizeof(float));
     assert_non_null(s);
     memcpy(s, weight_of(e), (size_t)n * sizeof(float));
@@ -48,7 +48,7 @@ static float *snapshot(emb_embedding *e) {
 }
 
 static void assert_weight_is(emb_embedding *e, const float *snap) {
-    int64_t n = emb_embedding_num_embeddings(e) * emb_embedding_dim(e);
+    int64_t n = emb_embedding_num_embeddings(e) * emb_embedding_embedding_dim(e);
     EMB_ASSERT_EXACT(weight_of(e), snap, n, "weight");
 }
 
@@ -96,7 +96,7 @@ static void test_create_accessors(void **state) {
     emb_embedding *e = NULL;
     EMB_OK_OR_FAIL(emb_embedding_create(7, 5, &o, &e));
     assert_int_equal(emb_embedding_num_embeddings(e), 7);
-    assert_int_equal(emb_embedding_dim(e), 5);
+    assert_int_equal(emb_embedding_embedding_dim(e), 5);
     assert_int_equal(emb_embedding_padding_idx(e), 5); /* -2 normalised */
     assert_true(emb_embedding_max_norm(e) == 1.5);
     assert_true(emb_embedding_norm_type(e) == 3.0);
@@ -127,7 +127,7 @@ static void test_create_accessors(void **state) {
 
     /* NULL handles: neutral values, no crash */
     assert_int_equal(emb_embedding_num_embeddings(NULL), 0);
-    assert_int_equal(emb_embedding_dim(NULL), 0);
+    assert_int_equal(emb_embedding_embedding_dim(NULL), 0);
     assert_true(emb_embedding_padding_idx(NULL) == EMB_PADDING_NONE);
     assert_true(isnan(emb_embedding_max_norm(NULL)));
     assert_true(isnan(emb_embedding_norm_type(NULL)));

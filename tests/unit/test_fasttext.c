@@ -118,7 +118,7 @@ static void test_read_and_vectors(void **state) {
     assert_int_equal(a.maxn, 4);
     assert_int_equal(a.model, 2);
     const emb_vocab *v = emb_fasttext_vocab(ft);
-    assert_int_equal(emb_vocab_size(v), 4);
+    assert_int_equal(emb_vocab_num_words(v), 4);
     assert_int_equal(emb_vocab_find(v, "über", strlen("über")), 2);
     assert_int_equal(emb_vocab_count(v, 1), 99);
 
@@ -159,19 +159,19 @@ static void test_read_and_vectors(void **state) {
     assert_int_equal(vec.weight.shape[0], 4);
     EMB_OK_OR_FAIL(emb_fasttext_word_vector(ft, "cat", 3, got));
     EMB_ASSERT_EXACT((const float *)vec.weight.data + 3 * 4, got, 4, "row of cat");
-    emb_vectors_free(&vec);
-    emb_read_options ro = emb_read_options_default();
+    emb_vectors_release(&vec);
+    emb_vectors_read_options ro = emb_vectors_read_options_default();
     ro.limit = 2;
     EMB_OK_OR_FAIL(emb_vectors_read(path, &ro, &vec));
     assert_int_equal(vec.weight.shape[0], 2);
-    assert_int_equal(emb_vocab_size(vec.vocab), 2);
+    assert_int_equal(emb_vocab_num_words(vec.vocab), 2);
     assert_int_equal(vec.file_rows, 4);
-    emb_vectors_free(&vec);
+    emb_vectors_release(&vec);
     emb_fasttext_free(ft);
     emb_fasttext_free(NULL);
     /* a model is not written as a table */
     emb_tensor w = emb_test_view(EMB_FLOAT32, want, 2, SHP(1, 4));
-    emb_write_options wo = emb_write_options_default();
+    emb_vectors_write_options wo = emb_vectors_write_options_default();
     wo.format = EMB_FORMAT_FASTTEXT_BIN;
     EMB_EXPECT_ERR(emb_vectors_write(path, &w, NULL, &wo), EMB_ERR_UNSUPPORTED, "written as .vec");
 }
@@ -381,8 +381,8 @@ static void test_train_subwords(void **state) {
         /* subword runs have no checkpoints */
         EMB_EXPECT_ERR(emb_w2v_save_checkpoint(w, path), EMB_ERR_UNSUPPORTED, "subwords");
         emb_w2v_free(w2);
-        emb_tensor_free(&all);
-        emb_tensor_free(&before);
+        emb_tensor_release(&all);
+        emb_tensor_release(&before);
         emb_fasttext_free(ft);
         emb_w2v_free(w);
     }

@@ -17,23 +17,23 @@
 #endif
 #endif
 
-static emb_optimizer *make_opt(emb_optim_options o) {
+static emb_optimizer *make_opt(emb_optimizer_options o) {
     emb_optimizer *opt = NULL;
     EMB_OK_OR_FAIL(emb_optimizer_create(&o, &opt));
     return opt;
 }
 
 /* The optimizers whose sparse rule is row-local. */
-static int row_configs(emb_optim_options *cfg) {
+static int row_configs(emb_optimizer_options *cfg) {
     int n = 0;
-    cfg[n] = emb_optim_options_default(EMB_OPTIM_SGD);
+    cfg[n] = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     cfg[n++].lr = 0.1;
     cfg[n] = cfg[0];
     cfg[n++].maximize = true;
-    cfg[n] = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    cfg[n] = emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD);
     cfg[n].lr_decay = 0.05;
     cfg[n++].initial_accumulator_value = 0.1;
-    cfg[n] = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    cfg[n] = emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM);
     cfg[n++].lr = 0.01;
     cfg[n] = cfg[n - 1];
     cfg[n++].maximize = true;
@@ -45,7 +45,7 @@ static int row_configs(emb_optim_options *cfg) {
 static void test_update_rows_equals_step_sparse(void **state) {
     (void)state;
     enum { V = 13, D = 5, N = 40 };
-    emb_optim_options cfg[8];
+    emb_optimizer_options cfg[8];
     const int nc = row_configs(cfg);
     for (int c = 0; c < nc; c++) {
         for (int i32 = 0; i32 < 2; i32++) {
@@ -101,21 +101,21 @@ static void test_update_rows_errors(void **state) {
     emb_tensor tr = emb_test_view(EMB_INT64, rows, 1, SHP(2));
     emb_tensor tv = emb_test_view(EMB_FLOAT32, val, 2, SHP(2, D));
     struct {
-        emb_optim_kind kind;
+        emb_optimizer_kind kind;
         double momentum, weight_decay;
         emb_status st;
         const char *msg;
     } rej[] = {
-        {EMB_OPTIM_ADAM, 0, 0, EMB_ERR_UNSUPPORTED, "Adam does not support sparse gradients"},
-        {EMB_OPTIM_ADAMW, 0, 0, EMB_ERR_UNSUPPORTED, "AdamW does not support sparse gradients"},
-        {EMB_OPTIM_ADAGRAD, 0, 0.1, EMB_ERR_UNSUPPORTED,
+        {EMB_OPTIMIZER_ADAM, 0, 0, EMB_ERR_UNSUPPORTED, "Adam does not support sparse gradients"},
+        {EMB_OPTIMIZER_ADAMW, 0, 0, EMB_ERR_UNSUPPORTED, "AdamW does not support sparse gradients"},
+        {EMB_OPTIMIZER_ADAGRAD, 0, 0.1, EMB_ERR_UNSUPPORTED,
          "weight_decay option is not compatible with sparse gradients"},
-        {EMB_OPTIM_SGD, 0, 0.1, EMB_ERR_UNSUPPORTED, "add(sparse, dense) is not supported"},
-        {EMB_OPTIM_SGD, 0.9, 0, EMB_ERR_UNSUPPORTED,
+        {EMB_OPTIMIZER_SGD, 0, 0.1, EMB_ERR_UNSUPPORTED, "add(sparse, dense) is not supported"},
+        {EMB_OPTIMIZER_SGD, 0.9, 0, EMB_ERR_UNSUPPORTED,
          "SGD with momentum cannot update rows concurrently"},
     };
     for (size_t r = 0; r < sizeof rej / sizeof rej[0]; r++) {
-        emb_optim_options o = emb_optim_options_default(rej[r].kind);
+        emb_optimizer_options o = emb_optimizer_options_default(rej[r].kind);
         o.momentum = rej[r].momentum;
         o.weight_decay = rej[r].weight_decay;
         emb_optimizer *opt = make_opt(o);
@@ -130,7 +130,7 @@ static void test_update_rows_errors(void **state) {
         emb_optimizer_free(opt);
     }
 
-    emb_optimizer *opt = make_opt(emb_optim_options_default(EMB_OPTIM_ADAGRAD));
+    emb_optimizer *opt = make_opt(emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD));
     emb_test_randf(&(uint64_t){7}, p, V * D, -1, 1);
     memcpy(p0, p, sizeof p);
     emb_tensor tp = emb_test_view(EMB_FLOAT32, p, 2, SHP(V, D));
@@ -239,7 +239,7 @@ static void hfill(hjob *jobs, bool disjoint, uint64_t *rng) {
  * of the same calls made one after the other. */
 static void test_hogwild_disjoint_rows(void **state) {
     (void)state;
-    emb_optim_options cfg[8];
+    emb_optimizer_options cfg[8];
     const int nc = row_configs(cfg);
     static hjob jobs[HT];
     for (int c = 0; c < nc; c++) {
@@ -306,8 +306,8 @@ static float hinit(int64_t i) { return (float)((i * 5) % 7 - 3); }
  * sqrt(sum) + eps, where sum >= G^2 includes this G^2, so at most lr. SparseAdam: the step
  * size lr*sqrt(1-beta2^t)/(1-beta1^t) times m/(sqrt(v)+eps), where the moments updated
  * with this G give m <= gmax and v >= (1-beta2)*G^2. */
-static double hbound(const emb_optim_options *o, double gmin, double gmax) {
-    if (o->kind == EMB_OPTIM_ADAGRAD) return o->lr * (1 + 1e-6);
+static double hbound(const emb_optimizer_options *o, double gmin, double gmax) {
+    if (o->kind == EMB_OPTIMIZER_ADAGRAD) return o->lr * (1 + 1e-6);
     double step = 0;
     for (int t = 1; t <= HSTEPS; t++) {
         double s = o->lr * sqrt(1 - pow(o->beta2, t)) / (1 - pow(o->beta1, t));
@@ -334,7 +334,7 @@ static void hfill_overlap(hjob *jobs, uint64_t *rng, int64_t *entries, int64_t *
         }
 }
 
-static void hcheck_overlap(int c, const emb_optim_options *o, const float *p,
+static void hcheck_overlap(int c, const emb_optimizer_options *o, const float *p,
                            const int64_t *entries, const int64_t *calls) {
     const double dir = o->maximize ? -1.0 : 1.0; /* p decreases when minimizing */
     const double bound = hbound(o, hgrad(0), HN * (double)hgrad(HD - 1));
@@ -350,7 +350,7 @@ static void hcheck_overlap(int c, const emb_optim_options *o, const float *p,
                 continue;
             }
             const double moved = dir * ((double)p0 - (double)got);
-            if (o->kind == EMB_OPTIM_SGD) {
+            if (o->kind == EMB_OPTIMIZER_SGD) {
                 const double k = moved / (o->lr * hgrad(j));
                 if (k != floor(k) || k < 1 || k > (double)entries[r])
                     fail_msg("config %d: p[%lld][%lld] moved from %g to %g: %g updates of "
@@ -366,16 +366,16 @@ static void hcheck_overlap(int c, const emb_optim_options *o, const float *p,
 
 static void test_hogwild_overlapping_rows(void **state) {
     (void)state;
-    emb_optim_options cfg[8];
+    emb_optimizer_options cfg[8];
     int nc = 0;
-    cfg[nc] = emb_optim_options_default(EMB_OPTIM_SGD);
+    cfg[nc] = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     cfg[nc++].lr = 0.125; /* a power of two: every p0 - lr * g * k is exact */
     cfg[nc] = cfg[0];
     cfg[nc++].maximize = true;
-    cfg[nc] = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    cfg[nc] = emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD);
     cfg[nc].lr_decay = 0.05;
     cfg[nc++].initial_accumulator_value = 0.1;
-    cfg[nc] = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    cfg[nc] = emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM);
     cfg[nc++].lr = 0.01;
     cfg[nc] = cfg[nc - 1];
     cfg[nc++].maximize = true;

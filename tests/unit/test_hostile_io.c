@@ -70,8 +70,8 @@ static void test_empty_tables(void **state) {
             EMB_OK_OR_FAIL(emb_vectors_read(tmp("e.safetensors"), NULL, &v));
             assert_int_equal(v.weight.shape[0], shapes[s][0]);
             assert_int_equal(v.weight.shape[1], shapes[s][1]);
-            assert_int_equal(emb_vocab_size(v.vocab), shapes[s][0]);
-            emb_write_options wo = emb_write_options_default();
+            assert_int_equal(emb_vocab_num_words(v.vocab), shapes[s][0]);
+            emb_vectors_write_options wo = emb_vectors_write_options_default();
             EMB_OK_OR_FAIL(emb_vectors_write(tmp("o.safetensors"), &v.weight, v.vocab, &wo));
             EMB_OK_OR_FAIL(emb_vectors_write(tmp("o.npy"), &v.weight, v.vocab, &wo));
             wo.dtype = EMB_FLOAT16;
@@ -83,7 +83,7 @@ static void test_empty_tables(void **state) {
                 EMB_OK_OR_FAIL(emb_vectors_read(tmp(back[b]), NULL, &r));
                 assert_int_equal(r.weight.shape[0], shapes[s][0]);
                 assert_int_equal(r.weight.shape[1], shapes[s][1]);
-                emb_vectors_free(&r);
+                emb_vectors_release(&r);
             }
             /* word formats cannot hold a row without values */
             if (shapes[s][1] == 0)
@@ -95,21 +95,21 @@ static void test_empty_tables(void **state) {
                 EMB_OK_OR_FAIL(emb_tensor_init(&ti, EMB_INT64, idx, 1, &n));
                 EMB_OK_OR_FAIL(emb_tensor_alloc(&to, EMB_FLOAT32, 2, oshape));
                 EMB_OK_OR_FAIL(emb_embedding_lookup(&v.weight, &ti, &to));
-                emb_tensor_free(&to);
+                emb_tensor_release(&to);
             }
-            emb_vectors_free(&v);
+            emb_vectors_release(&v);
         }
     /* the same shapes as .npy, through the low-level reader too */
     put_npy(tmp("z.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 0), }", NULL, 0);
     emb_tensor t;
     EMB_OK_OR_FAIL(emb_npy_read(tmp("z.npy"), &t));
-    emb_tensor_free(&t);
+    emb_tensor_release(&t);
     emb_vectors v;
     EMB_OK_OR_FAIL(emb_vectors_read(tmp("z.npy"), NULL, &v));
-    emb_vectors_free(&v);
+    emb_vectors_release(&v);
     put_npy(tmp("z.npy"), "{'descr': '<f2', 'fortran_order': True, 'shape': (0, 5), }", NULL, 0);
     EMB_OK_OR_FAIL(emb_vectors_read(tmp("z.npy"), NULL, &v));
-    emb_vectors_free(&v);
+    emb_vectors_release(&v);
 }
 
 /* 2^58 rows of dimension 0 in under 100 bytes: read, written in every storage type and read
@@ -124,7 +124,7 @@ static void test_zero_width_tables(void **state) {
     EMB_OK_OR_FAIL(emb_vectors_read(tmp("z.safetensors"), NULL, &v));
     assert_int_equal(v.weight.shape[0], huge);
     assert_int_equal(v.weight.shape[1], 0);
-    emb_write_options wo = emb_write_options_default();
+    emb_vectors_write_options wo = emb_vectors_write_options_default();
     const emb_dtype dts[] = {EMB_FLOAT32, EMB_FLOAT16, EMB_BFLOAT16, EMB_FLOAT64};
     for (int k = 0; k < 4; k++) {
         wo.dtype = dts[k];
@@ -132,7 +132,7 @@ static void test_zero_width_tables(void **state) {
         emb_vectors r;
         EMB_OK_OR_FAIL(emb_vectors_read(tmp("o.safetensors"), NULL, &r));
         assert_int_equal(r.weight.shape[0], huge);
-        emb_vectors_free(&r);
+        emb_vectors_release(&r);
     }
     const emb_qtype qts[] = {EMB_QTYPE_F32, EMB_QTYPE_F16, EMB_QTYPE_BF16};
     for (int k = 0; k < 3; k++) {
@@ -140,16 +140,17 @@ static void test_zero_width_tables(void **state) {
         EMB_OK_OR_FAIL(emb_qtable_writer_open(tmp("q.safetensors"), qts[k], huge, 0, NULL, &w));
         EMB_OK_OR_FAIL(emb_qtable_writer_append(w, v.weight.data, huge)); /* no work per row */
         EMB_OK_OR_FAIL(emb_qtable_writer_commit(w, NULL));
+        emb_qtable_writer_free(w);
         emb_vectors r;
         EMB_OK_OR_FAIL(emb_vectors_read(tmp("q.safetensors"), NULL, &r));
         assert_int_equal(r.weight.shape[0], huge);
-        emb_vectors_free(&r);
+        emb_vectors_release(&r);
         emb_qtable *q;
         EMB_OK_OR_FAIL(emb_qtable_map(tmp("q.safetensors"), &q, NULL));
         assert_int_equal(emb_qtable_num_rows(q), huge);
         emb_qtable_free(q);
     }
-    emb_vectors_free(&v);
+    emb_vectors_release(&v);
     /* a shape whose entries overflow before a zero still holds nothing */
     put_st(tmp("z.safetensors"),
            "{\"weight\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904,4611686018427387904,0],"
@@ -161,7 +162,7 @@ static void test_zero_width_tables(void **state) {
     assert_int_equal(nd, 3);
     assert_int_equal(shape[1], (int64_t)1 << 62);
     assert_null(emb_safetensors_shape(st, 1, &nd));
-    emb_safetensors_close(st);
+    emb_safetensors_free(st);
 }
 
 /* 0 rows with a dimension of 2^40: the writer sized a batch buffer from the dimension (a
@@ -173,6 +174,7 @@ static void test_quantized_writer_without_rows(void **state) {
         emb_qtable_writer *w;
         EMB_OK_OR_FAIL(emb_qtable_writer_open(tmp("q0.safetensors"), qts[k], 0, (int64_t)1 << 40, NULL, &w));
         EMB_OK_OR_FAIL(emb_qtable_writer_commit(w, NULL));
+        emb_qtable_writer_free(w);
         emb_qtable *q;
         EMB_OK_OR_FAIL(emb_qtable_load(tmp("q0.safetensors"), &q, NULL));
         assert_int_equal(emb_qtable_num_rows(q), 0);
@@ -222,11 +224,11 @@ static void test_no_torn_reads(void **state) {
         EMB_OK_OR_FAIL(st);
         emb_assert_close_f32(v.weight.data, a, 8, 1, 0, 0, fmt ? "npy values" : "safetensors values");
         if (!fmt) assert_string_equal(emb_vocab_word(v.vocab, 0, NULL), "a0");
-        emb_vectors_free(&v);
+        emb_vectors_release(&v);
         /* the path now holds B, whole */
         EMB_OK_OR_FAIL(emb_vectors_read(x, NULL, &v));
         emb_assert_close_f32(v.weight.data, b, 8, 1, 0, 0, "the replacement");
-        emb_vectors_free(&v);
+        emb_vectors_release(&v);
     }
 }
 
@@ -286,10 +288,10 @@ static void test_pipes_and_devices(void **state) {
         emb_vectors r;
         EMB_OK_OR_FAIL(read_pipe(d, n, &r));
         emb_assert_close_f32(r.weight.data, v.weight.data, 6, 1, 0, 0, names[k]);
-        emb_vectors_free(&r);
+        emb_vectors_release(&r);
         free(d);
     }
-    emb_vectors_free(&v);
+    emb_vectors_release(&v);
     /* a pipe that brings more than the limit */
     emb__stream_limit = 16;
     EMB_EXPECT_ERR(read_pipe(text, sizeof text - 1, &v), EMB_ERR_IO, "more than 16 bytes from a pipe");
@@ -316,7 +318,7 @@ static void test_symlinks_and_fifos(void **state) {
     emb_tensor r;
     EMB_OK_OR_FAIL(emb_npy_read(tmp("d/t.npy"), &r));
     emb_assert_close_f32(r.data, vals, 6, 1, 0, 0, "through the link");
-    emb_tensor_free(&r);
+    emb_tensor_release(&r);
     /* a dangling link is not written through */
     assert_int_equal(symlink("nowhere/x.npy", tmp("dangling.npy")), 0);
     EMB_EXPECT_ERR(emb_npy_write(tmp("dangling.npy"), &w), EMB_ERR_IO, "symbolic link to a file that does not exist");
@@ -377,14 +379,14 @@ static void test_npy_and_words_together(void **state) {
     EMB_OK_OR_FAIL(emb_vectors_read(tmp("t.npy"), NULL, &r));
     assert_string_equal(emb_vocab_word(r.vocab, 7, NULL), "new7");
     assert_true(((float *)r.weight.data)[0] == -1);
-    emb_vectors_free(&r);
+    emb_vectors_release(&r);
     /* a table without words takes the place of one with words: the words go */
     EMB_OK_OR_FAIL(emb_vectors_write(tmp("t.npy"), &w, NULL, NULL));
     assert_int_equal(access(tmp("t.vocab"), F_OK), -1);
     free(table0), free(table1), free(words0), free(words1);
     emb_vocab_free(v1);
     emb_vocab_free(v2);
-    emb_tensor_free(&w);
+    emb_tensor_release(&w);
 }
 
 /* ---- temporary files ---- */
@@ -465,7 +467,7 @@ static void test_hostile_files(void **state) {
         assert_int_equal(v.weight.shape[1], cases[k].dim);
         if (!strcmp(cases[k].file, "npy_repeated_key.npy") || !strcmp(cases[k].file, "st_unaligned.safetensors"))
             for (int i = 0; i < 6; i++) assert_true(((float *)v.weight.data)[i] == (float)i);
-        emb_vectors_free(&v);
+        emb_vectors_release(&v);
     }
 }
 

@@ -50,8 +50,8 @@ static void expect_same(const emb_vectors *got, const emb_tensor *w, const emb_v
     emb_assert_close_f32(got->weight.data, w->data, emb_tensor_numel(w), 1, 0, 0, "values");
     if (v) {
         assert_non_null(got->vocab);
-        assert_int_equal(emb_vocab_size(got->vocab), emb_vocab_size(v));
-        for (int64_t i = 0; i < emb_vocab_size(v); i++)
+        assert_int_equal(emb_vocab_num_words(got->vocab), emb_vocab_num_words(v));
+        for (int64_t i = 0; i < emb_vocab_num_words(v); i++)
             assert_string_equal(emb_vocab_word(got->vocab, i, NULL), emb_vocab_word(v, i, NULL));
     }
 }
@@ -65,7 +65,7 @@ static void test_roundtrip_all_formats(void **state) {
     emb_format fmts[] = {EMB_FORMAT_SAFETENSORS, EMB_FORMAT_NPY, EMB_FORMAT_W2V_BINARY,
                          EMB_FORMAT_W2V_TEXT, EMB_FORMAT_W2V_TEXT, EMB_FORMAT_GLOVE};
     for (int k = 0; k < 6; k++) {
-        emb_write_options wo = emb_write_options_default();
+        emb_vectors_write_options wo = emb_vectors_write_options_default();
         if (k == 5) wo.format = EMB_FORMAT_GLOVE;
         if (k == 4) wo.trailing_space = true;
         EMB_OK_OR_FAIL(emb_vectors_write(tmp(names[k]), &w, v, &wo));
@@ -77,17 +77,17 @@ static void test_roundtrip_all_formats(void **state) {
         assert_int_equal(got.format, fmts[k]);
         expect_same(&got, &w, v);
         if (k == 0) assert_int_equal(emb_vocab_count(got.vocab, 3), 997); /* counts kept */
-        emb_vectors_free(&got);
+        emb_vectors_release(&got);
         /* limit */
-        emb_read_options ro = emb_read_options_default();
+        emb_vectors_read_options ro = emb_vectors_read_options_default();
         ro.limit = 5;
         EMB_OK_OR_FAIL(emb_vectors_read(tmp(names[k]), &ro, &got));
         assert_int_equal(got.weight.shape[0], 5);
-        assert_int_equal(emb_vocab_size(got.vocab), 5);
+        assert_int_equal(emb_vocab_num_words(got.vocab), 5);
         emb_assert_close_f32(got.weight.data, w.data, 5 * 7, 1, 0, 0, "limited");
-        emb_vectors_free(&got);
+        emb_vectors_release(&got);
     }
-    emb_tensor_free(&w);
+    emb_tensor_release(&w);
     emb_vocab_free(v);
 }
 
@@ -100,7 +100,7 @@ static void test_dtypes(void **state) {
     d[2] = 1.5f; /* keep in half range */
     emb_dtype dts[] = {EMB_FLOAT16, EMB_BFLOAT16, EMB_FLOAT64};
     for (int k = 0; k < 3; k++) {
-        emb_write_options wo = emb_write_options_default();
+        emb_vectors_write_options wo = emb_vectors_write_options_default();
         wo.dtype = dts[k];
         EMB_OK_OR_FAIL(emb_vectors_write(tmp("d.safetensors"), &w, NULL, &wo));
         emb_vectors got;
@@ -114,9 +114,9 @@ static void test_dtypes(void **state) {
                                                   : d[i];
             assert_memory_equal(&g[i], &want, 4);
         }
-        emb_vectors_free(&got);
+        emb_vectors_release(&got);
     }
-    emb_write_options wo = emb_write_options_default();
+    emb_vectors_write_options wo = emb_vectors_write_options_default();
     wo.dtype = EMB_BFLOAT16;
     EMB_EXPECT_ERR(emb_vectors_write(tmp("d.npy"), &w, NULL, &wo), EMB_ERR_INVALID, "float32, float16 or float64");
     EMB_EXPECT_ERR(emb_vectors_write(tmp("d.vec"), &w, v, &wo), EMB_ERR_INVALID, "stores float32");
@@ -125,8 +125,8 @@ static void test_dtypes(void **state) {
     emb_tensor t;
     EMB_OK_OR_FAIL(emb_npy_read(tmp("d.npy"), &t));
     assert_int_equal(t.dtype, EMB_FLOAT16);
-    emb_tensor_free(&t);
-    emb_tensor_free(&w);
+    emb_tensor_release(&t);
+    emb_tensor_release(&w);
     emb_vocab_free(v);
 }
 
@@ -162,14 +162,14 @@ static void test_safetensors_known_answer(void **state) {
     EMB_OK_OR_FAIL(emb_safetensors_write(tmp("multi.safetensors"), 3, names, ts, 1, mk, mv));
     emb_safetensors *st;
     EMB_OK_OR_FAIL(emb_safetensors_open(tmp("multi.safetensors"), &st));
-    assert_int_equal(emb_safetensors_count(st), 3);
+    assert_int_equal(emb_safetensors_num_tensors(st), 3);
     assert_string_equal(emb_safetensors_name(st, 0), "a.ids");
     assert_string_equal(emb_safetensors_dtype(st, 0), "I64");
     assert_string_equal(emb_safetensors_name(st, 1), "embedding.weight");
     assert_string_equal(emb_safetensors_name(st, 2), "b.ids32");
     assert_string_equal(emb_safetensors_metadata(st, "note"), mv[0]);
     assert_string_equal(emb_safetensors_metadata(st, "format"), "pt");
-    assert_int_equal(emb_safetensors_metadata_count(st), 2);
+    assert_int_equal(emb_safetensors_num_metadata(st), 2);
     assert_null(emb_safetensors_metadata(st, "nope"));
     emb_tensor view;
     EMB_OK_OR_FAIL(emb_safetensors_view(st, 0, &view));
@@ -179,14 +179,14 @@ static void test_safetensors_known_answer(void **state) {
     assert_memory_equal(view.data, i32, 8);
     EMB_OK_OR_FAIL(emb_safetensors_read(st, 1, &view));
     assert_memory_equal(view.data, vals, 24);
-    emb_tensor_free(&view);
+    emb_tensor_release(&view);
     EMB_EXPECT_ERR(emb_safetensors_view(st, 3, &view), EMB_ERR_INDEX, "out of range");
-    emb_safetensors_close(st);
+    emb_safetensors_free(st);
     /* emb_vectors_read finds "embedding.weight" */
     emb_vectors got;
     EMB_OK_OR_FAIL(emb_vectors_read(tmp("multi.safetensors"), NULL, &got));
     assert_int_equal(got.weight.shape[0], 2);
-    emb_vectors_free(&got);
+    emb_vectors_release(&got);
     /* writer argument errors: the destination is not created */
     const char *dup[2] = {"x", "x"};
     EMB_EXPECT_ERR(emb_safetensors_write(tmp("no.safetensors"), 2, dup, ts, 0, NULL, NULL), EMB_ERR_INVALID,
@@ -219,7 +219,7 @@ static void test_w2v_variants(void **state) {
     assert_memory_equal(g, want, sizeof want);
     assert_true(isnan(g[6]) && isinf(g[7]) && g[8] < 0);
     assert_int_equal(emb_vocab_find(got.vocab, "nan", 3), 2);
-    emb_vectors_free(&got);
+    emb_vectors_release(&got);
     /* binary, gensim style: no newline after rows; and C style with newlines */
     float a[2] = {1.5f, -2.25f}, b[2] = {3e-3f, 4e10f};
     for (int nl = 0; nl < 2; nl++) {
@@ -237,7 +237,7 @@ static void test_w2v_variants(void **state) {
         assert_memory_equal(got.weight.data, a, 8);
         assert_memory_equal((float *)got.weight.data + 2, b, 8);
         assert_string_equal(emb_vocab_word(got.vocab, 1, NULL), "\xd0\xba");
-        emb_vectors_free(&got);
+        emb_vectors_release(&got);
     }
     /* GloVe: no header, words with spaces (parsed from the right) */
     const char *gl = ". . . 1 2\nthe 3 4\nend 5 6";
@@ -248,7 +248,7 @@ static void test_w2v_variants(void **state) {
     assert_int_equal(got.weight.shape[1], 2);
     assert_string_equal(emb_vocab_word(got.vocab, 0, NULL), ". . .");
     assert_true(((float *)got.weight.data)[5] == 6.0f);
-    emb_vectors_free(&got);
+    emb_vectors_release(&got);
     /* hostile GloVe: a first line of 2000 numbers, then 500000 one-word lines. The table
      * must not be allocated for 500000 x 2000 floats (4 GB; ASan would abort). */
     {
@@ -263,11 +263,11 @@ static void test_w2v_variants(void **state) {
                        "line 2 (byte offset 4002): expected a word and 2000 numbers, found 0 fields");
     }
     /* non-UTF-8 words are accepted as bytes when asked */
-    emb_read_options ro = emb_read_options_default();
+    emb_vectors_read_options ro = emb_vectors_read_options_default();
     ro.check_utf8 = false;
     EMB_OK_OR_FAIL(emb_vectors_read(data("bad/w2v_bad_utf8.txt"), &ro, &got));
     assert_int_equal(emb_vocab_find(got.vocab, "\xff\xfe", 2), 0);
-    emb_vectors_free(&got);
+    emb_vectors_release(&got);
     /* writer: C-tool style trailing space and precision */
     emb_vocab *v;
     EMB_OK_OR_FAIL(emb_vocab_create(&v));
@@ -275,7 +275,7 @@ static void test_w2v_variants(void **state) {
     float one[2] = {0.5f, 1.0f / 3.0f};
     emb_tensor t;
     EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_FLOAT32, one, 2, (int64_t[]){1, 2}));
-    emb_write_options wo = emb_write_options_default();
+    emb_vectors_write_options wo = emb_vectors_write_options_default();
     wo.trailing_space = true;
     wo.precision = 6;
     EMB_OK_OR_FAIL(emb_vectors_write(tmp("p.vec"), &t, v, &wo));
@@ -345,11 +345,11 @@ static void test_npy_variants(void **state) {
         assert_int_equal(t.ndim, 2);
         assert_int_equal(t.shape[0], 2);
         assert_memory_equal(t.data, f, 24);
-        emb_tensor_free(&t);
+        emb_tensor_release(&t);
         emb_vectors got;
         EMB_OK_OR_FAIL(emb_vectors_read(tmp("v.npy"), NULL, &got));
         assert_memory_equal(got.weight.data, f, 24);
-        emb_vectors_free(&got);
+        emb_vectors_release(&got);
     }
     /* np.save's exact header bytes */
     emb_tensor t;
@@ -367,7 +367,7 @@ static void test_npy_variants(void **state) {
     EMB_OK_OR_FAIL(emb_npy_read(tmp("b.npy"), &t));
     assert_int_equal(t.dtype, EMB_BOOL);
     assert_memory_equal(t.data, bits, 3);
-    emb_tensor_free(&t);
+    emb_tensor_release(&t);
     EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_BFLOAT16, f, 1, (int64_t[]){2}));
     EMB_EXPECT_ERR(emb_npy_write(tmp("bf.npy"), &t), EMB_ERR_DTYPE, "NumPy has no bfloat16");
 }
@@ -456,14 +456,14 @@ static void test_bad_files(void **state) {
     emb_vectors out;
     EMB_EXPECT_ERR(emb_vectors_read(data("bad/does-not-exist.vec"), NULL, &out), EMB_ERR_IO, "cannot open");
     EMB_EXPECT_ERR(emb_vectors_read(data("bad"), NULL, &out), EMB_ERR_IO, "is a directory");
-    emb_read_options ro = emb_read_options_default();
+    emb_vectors_read_options ro = emb_vectors_read_options_default();
     ro.tensor = "nope";
     EMB_EXPECT_ERR(emb_vectors_read(data("bad/st_no_table.safetensors"), &ro, &out), EMB_ERR_INVALID,
                    "no tensor named \"nope\"; the file has: \"a\" F32, \"b\" F32");
     ro.tensor = "a";
     EMB_OK_OR_FAIL(emb_vectors_read(data("bad/st_no_table.safetensors"), &ro, &out));
-    emb_vectors_free(&out);
-    ro = emb_read_options_default();
+    emb_vectors_release(&out);
+    ro = emb_vectors_read_options_default();
     ro.limit = -1;
     EMB_EXPECT_ERR(emb_vectors_read(data("bad/empty.txt"), &ro, &out), EMB_ERR_INVALID, "negative");
     ro.limit = 0;
@@ -518,7 +518,7 @@ static void test_atomic_write(void **state) {
     struct stat sb;
     assert_int_equal(stat(tmp("a.npy"), &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0640);
-    emb_tensor_free(&w);
+    emb_tensor_release(&w);
     emb_vocab_free(v);
 }
 
@@ -559,7 +559,7 @@ static void test_parse_float(void **state) {
         }
         }
         float got, want = strtof(buf, NULL);
-        if (!emb_parse_float(buf, (size_t)n, &got)) fail_msg("not parsed: %s", buf);
+        if (!emb__parse_float(buf, (size_t)n, &got)) fail_msg("not parsed: %s", buf);
         if (memcmp(&got, &want, 4) && !(isnan(got) && isnan(want)))
             fail_msg("%s: got %.9g want %.9g", buf, (double)got, (double)want);
         fast_checked++;
@@ -569,13 +569,13 @@ static void test_parse_float(void **state) {
                           "123456789012345678901234567890", "0.000000000000000000000000000000000000000000001"};
     for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
         float got, want = strtof(good[k], NULL);
-        assert_true(emb_parse_float(good[k], strlen(good[k]), &got));
+        assert_true(emb__parse_float(good[k], strlen(good[k]), &got));
         assert_true(!memcmp(&got, &want, 4) || (isnan(got) && isnan(want)));
     }
     const char *bad[] = {"", "-", ".", "e5", "1e", "1e+", "1.2.3", "1,5", " 1", "1 ", "0x", "abc", "--1"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         float got = 42;
-        if (emb_parse_float(bad[k], strlen(bad[k]), &got)) fail_msg("accepted \"%s\"", bad[k]);
+        if (emb__parse_float(bad[k], strlen(bad[k]), &got)) fail_msg("accepted \"%s\"", bad[k]);
         assert_true(got == 42);
     }
     /* the shortest text that reads back */
@@ -586,7 +586,7 @@ static void test_parse_float(void **state) {
         memcpy(&f, &bits, 4);
         if (isnan(f)) continue;
         int n = emb__format_float(buf, f, 0);
-        assert_true(emb_parse_float(buf, (size_t)n, &back));
+        assert_true(emb__parse_float(buf, (size_t)n, &back));
         assert_memory_equal(&back, &f, 4);
     }
 }
@@ -621,7 +621,7 @@ static void test_mmap_embedding(void **state) {
     make_table(&w, &v, 64, 16);
     EMB_OK_OR_FAIL(emb_vectors_write(tmp("m.safetensors"), &w, v, NULL));
     emb_embedding *e = NULL;
-    emb_status st = emb_safetensors_map_embedding(tmp("m.safetensors"), NULL, NULL, &e);
+    emb_status st = emb_embedding_map_safetensors(tmp("m.safetensors"), NULL, NULL, &e);
     EMB_OK_OR_FAIL(st);
     assert_true(emb_embedding_is_read_only(e));
     assert_int_equal(emb_embedding_num_embeddings(e), 64);
@@ -636,12 +636,12 @@ static void test_mmap_embedding(void **state) {
     emb_tensor wv;
     EMB_EXPECT_ERR(emb_embedding_weight(e, &wv), EMB_ERR_READ_ONLY, "read-only");
     emb_embedding_free(e); /* unmaps (ASan/valgrind would report a leaked mapping otherwise) */
-    emb_write_options wo = emb_write_options_default();
+    emb_vectors_write_options wo = emb_vectors_write_options_default();
     wo.dtype = EMB_FLOAT16;
     EMB_OK_OR_FAIL(emb_vectors_write(tmp("m16.safetensors"), &w, NULL, &wo));
-    EMB_EXPECT_ERR(emb_safetensors_map_embedding(tmp("m16.safetensors"), NULL, NULL, &e), EMB_ERR_DTYPE,
+    EMB_EXPECT_ERR(emb_embedding_map_safetensors(tmp("m16.safetensors"), NULL, NULL, &e), EMB_ERR_DTYPE,
                    "a mapped table must be F32");
-    emb_tensor_free(&w);
+    emb_tensor_release(&w);
     emb_vocab_free(v);
 }
 
@@ -666,7 +666,7 @@ static void test_gensim_fixtures(void **state) {
     assert_string_equal(emb_vocab_word(got.vocab, 0, NULL), "the");
     float want0 = strtof("-0.65992", NULL);
     assert_memory_equal(got.weight.data, &want0, 4);
-    emb_vectors_free(&got);
+    emb_vectors_release(&got);
 }
 
 int main(void) {

@@ -81,9 +81,9 @@ static void test_forward_prefetch_path(void **state) {
                                     sizeof(float) * (size_t)D);
         }
     emb_set_num_threads(saved);
-    emb_tensor_free(&idx);
-    emb_tensor_free(&idx32);
-    emb_tensor_free(&out);
+    emb_tensor_release(&idx);
+    emb_tensor_release(&idx32);
+    emb_tensor_release(&out);
     emb_embedding_free(e);
 }
 

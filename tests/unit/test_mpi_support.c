@@ -58,7 +58,7 @@ static void test_coalesce_order(void **state) {
     assert_memory_equal(by_perm, sg.values, sizeof by_perm);
     /* the order matters: the entries' own order gives other bits */
     assert_true(memcmp(in_order, sg.values, sizeof in_order) != 0);
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
     /* refusals */
     int32_t r32[2] = {0, 1};
     int64_t two = 2, p2[2];

@@ -11,7 +11,7 @@
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-static emb_optimizer *make_opt(emb_optim_options o) {
+static emb_optimizer *make_opt(emb_optimizer_options o) {
     emb_optimizer *opt = NULL;
     EMB_OK_OR_FAIL(emb_optimizer_create(&o, &opt));
     return opt;
@@ -59,30 +59,30 @@ static void fill(float *x, int64_t n, unsigned seed) {
 
 static void test_defaults(void **state) {
     (void)state;
-    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
-    assert_int_equal(o.kind, EMB_OPTIM_SGD);
+    emb_optimizer_options o = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
+    assert_int_equal(o.kind, EMB_OPTIMIZER_SGD);
     assert_true(o.lr == 1e-3 && o.momentum == 0 && o.dampening == 0 && !o.nesterov &&
                 o.weight_decay == 0 && !o.maximize);
-    o = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    o = emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD);
     assert_true(o.lr == 1e-2 && o.eps == 1e-10 && o.lr_decay == 0 &&
                 o.initial_accumulator_value == 0 && o.weight_decay == 0);
-    o = emb_optim_options_default(EMB_OPTIM_ADAM);
+    o = emb_optimizer_options_default(EMB_OPTIMIZER_ADAM);
     assert_true(o.lr == 1e-3 && o.eps == 1e-8 && o.beta1 == 0.9 && o.beta2 == 0.999 &&
                 o.weight_decay == 0 && !o.amsgrad);
-    o = emb_optim_options_default(EMB_OPTIM_ADAMW);
+    o = emb_optimizer_options_default(EMB_OPTIMIZER_ADAMW);
     assert_true(o.lr == 1e-3 && o.eps == 1e-8 && o.weight_decay == 1e-2);
-    o = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    o = emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM);
     assert_true(o.lr == 1e-3 && o.eps == 1e-8 && o.beta1 == 0.9 && o.beta2 == 0.999);
 }
 
 typedef struct bad_case {
-    emb_optim_kind kind;
+    emb_optimizer_kind kind;
     const char *field;
     double value;
     const char *msg; /* the whole expected message */
 } bad_case;
 
-static void set_field(emb_optim_options *o, const char *f, double v) {
+static void set_field(emb_optimizer_options *o, const char *f, double v) {
     if (!strcmp(f, "lr")) o->lr = v;
     else if (!strcmp(f, "momentum")) o->momentum = v;
     else if (!strcmp(f, "dampening")) o->dampening = v;
@@ -98,34 +98,34 @@ static void set_field(emb_optim_options *o, const char *f, double v) {
 static void test_create_errors(void **state) {
     (void)state;
     static const bad_case cases[] = {
-        {EMB_OPTIM_SGD, "lr", -1.0, "Invalid learning rate: -1.0"},
-        {EMB_OPTIM_SGD, "lr", NAN, "Invalid learning rate: nan"},
-        {EMB_OPTIM_SGD, "momentum", -0.5, "Invalid momentum value: -0.5"},
-        {EMB_OPTIM_SGD, "weight_decay", -1e-5, "Invalid weight_decay value: -1e-05"},
-        {EMB_OPTIM_ADAGRAD, "lr", -0.01, "Invalid learning rate: -0.01"},
-        {EMB_OPTIM_ADAGRAD, "lr_decay", -1e16, "Invalid lr_decay value: -1e+16"},
-        {EMB_OPTIM_ADAGRAD, "weight_decay", -2.5, "Invalid weight_decay value: -2.5"},
-        {EMB_OPTIM_ADAGRAD, "init", -0.1,
+        {EMB_OPTIMIZER_SGD, "lr", -1.0, "Invalid learning rate: -1.0"},
+        {EMB_OPTIMIZER_SGD, "lr", NAN, "Invalid learning rate: nan"},
+        {EMB_OPTIMIZER_SGD, "momentum", -0.5, "Invalid momentum value: -0.5"},
+        {EMB_OPTIMIZER_SGD, "weight_decay", -1e-5, "Invalid weight_decay value: -1e-05"},
+        {EMB_OPTIMIZER_ADAGRAD, "lr", -0.01, "Invalid learning rate: -0.01"},
+        {EMB_OPTIMIZER_ADAGRAD, "lr_decay", -1e16, "Invalid lr_decay value: -1e+16"},
+        {EMB_OPTIMIZER_ADAGRAD, "weight_decay", -2.5, "Invalid weight_decay value: -2.5"},
+        {EMB_OPTIMIZER_ADAGRAD, "init", -0.1,
          "Invalid initial_accumulator_value value: -0.1"},
-        {EMB_OPTIM_ADAGRAD, "eps", -1e-10, "Invalid epsilon value: -1e-10"},
-        {EMB_OPTIM_ADAM, "lr", -123456.0, "Invalid learning rate: -123456.0"},
-        {EMB_OPTIM_ADAM, "eps", -INFINITY, "Invalid epsilon value: -inf"},
-        {EMB_OPTIM_ADAM, "beta1", 1.0, "Invalid beta parameter at index 0: 1.0"},
-        {EMB_OPTIM_ADAM, "beta2", -0.0001, "Invalid beta parameter at index 1: -0.0001"},
-        {EMB_OPTIM_ADAM, "weight_decay", -3.0e-300, "Invalid weight_decay value: -3e-300"},
-        {EMB_OPTIM_ADAMW, "beta1", 1.5, "Invalid beta parameter at index 0: 1.5"},
-        {EMB_OPTIM_ADAMW, "beta2", NAN, "Invalid beta parameter at index 1: nan"},
-        {EMB_OPTIM_ADAMW, "weight_decay", -0.01, "Invalid weight_decay value: -0.01"},
-        {EMB_OPTIM_SPARSE_ADAM, "lr", 0.0, "Invalid learning rate: 0.0"},
-        {EMB_OPTIM_SPARSE_ADAM, "eps", 0.0, "Invalid epsilon value: 0.0"},
-        {EMB_OPTIM_SPARSE_ADAM, "beta1", 1.0, "Invalid beta parameter at index 0: 1.0"},
-        {EMB_OPTIM_SPARSE_ADAM, "beta2", 0.1 + 0.2 + 1.0,
+        {EMB_OPTIMIZER_ADAGRAD, "eps", -1e-10, "Invalid epsilon value: -1e-10"},
+        {EMB_OPTIMIZER_ADAM, "lr", -123456.0, "Invalid learning rate: -123456.0"},
+        {EMB_OPTIMIZER_ADAM, "eps", -INFINITY, "Invalid epsilon value: -inf"},
+        {EMB_OPTIMIZER_ADAM, "beta1", 1.0, "Invalid beta parameter at index 0: 1.0"},
+        {EMB_OPTIMIZER_ADAM, "beta2", -0.0001, "Invalid beta parameter at index 1: -0.0001"},
+        {EMB_OPTIMIZER_ADAM, "weight_decay", -3.0e-300, "Invalid weight_decay value: -3e-300"},
+        {EMB_OPTIMIZER_ADAMW, "beta1", 1.5, "Invalid beta parameter at index 0: 1.5"},
+        {EMB_OPTIMIZER_ADAMW, "beta2", NAN, "Invalid beta parameter at index 1: nan"},
+        {EMB_OPTIMIZER_ADAMW, "weight_decay", -0.01, "Invalid weight_decay value: -0.01"},
+        {EMB_OPTIMIZER_SPARSE_ADAM, "lr", 0.0, "Invalid learning rate: 0.0"},
+        {EMB_OPTIMIZER_SPARSE_ADAM, "eps", 0.0, "Invalid epsilon value: 0.0"},
+        {EMB_OPTIMIZER_SPARSE_ADAM, "beta1", 1.0, "Invalid beta parameter at index 0: 1.0"},
+        {EMB_OPTIMIZER_SPARSE_ADAM, "beta2", 0.1 + 0.2 + 1.0,
          "Invalid beta parameter at index 1: 1.3"},
-        {EMB_OPTIM_SPARSE_ADAM, "beta2", 1.0 / 3.0 + 1.0,
+        {EMB_OPTIMIZER_SPARSE_ADAM, "beta2", 1.0 / 3.0 + 1.0,
          "Invalid beta parameter at index 1: 1.3333333333333333"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        emb_optim_options o = emb_optim_options_default(cases[i].kind);
+        emb_optimizer_options o = emb_optimizer_options_default(cases[i].kind);
         set_field(&o, cases[i].field, cases[i].value);
         emb_optimizer *sentinel = (emb_optimizer *)&o, *out = sentinel;
         emb_clear_error();
@@ -135,7 +135,7 @@ static void test_create_errors(void **state) {
             fail_msg("case %zu: got \"%s\", want \"%s\"", i, emb_errmsg(), cases[i].msg);
         assert_ptr_equal(out, sentinel);
     }
-    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options o = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     o.nesterov = true;
     emb_optimizer *out = NULL;
     EMB_EXPECT_ERR(emb_optimizer_create(&o, &out), EMB_ERR_INVALID,
@@ -149,10 +149,10 @@ static void test_create_errors(void **state) {
     EMB_OK_OR_FAIL(emb_optimizer_create(&o, &out));
     emb_optimizer_free(out);
     out = NULL;
-    o.kind = (emb_optim_kind)7;
+    o.kind = (emb_optimizer_kind)7;
     EMB_EXPECT_ERR(emb_optimizer_create(&o, &out), EMB_ERR_INVALID, "unknown optimizer kind 7");
     EMB_EXPECT_ERR(emb_optimizer_create(NULL, &out), EMB_ERR_NULL, "opts must not be NULL");
-    o = emb_optim_options_default(EMB_OPTIM_SGD);
+    o = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     EMB_EXPECT_ERR(emb_optimizer_create(&o, NULL), EMB_ERR_NULL, "out must not be NULL");
     assert_null(out);
     /* Values PyTorch accepts. */
@@ -172,28 +172,28 @@ static void test_create_errors(void **state) {
 static void test_nonfinite_options(void **state) {
     (void)state;
     static const bad_case cases[] = {
-        {EMB_OPTIM_SGD, "lr", INFINITY, "Invalid learning rate: inf"},
-        {EMB_OPTIM_SGD, "momentum", INFINITY, "Invalid momentum value: inf"},
-        {EMB_OPTIM_SGD, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
-        {EMB_OPTIM_SGD, "dampening", NAN, "Invalid dampening value: nan"},
-        {EMB_OPTIM_SGD, "dampening", INFINITY, "Invalid dampening value: inf"},
-        {EMB_OPTIM_SGD, "dampening", -INFINITY, "Invalid dampening value: -inf"},
-        {EMB_OPTIM_ADAGRAD, "lr", INFINITY, "Invalid learning rate: inf"},
-        {EMB_OPTIM_ADAGRAD, "lr_decay", INFINITY, "Invalid lr_decay value: inf"},
-        {EMB_OPTIM_ADAGRAD, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
-        {EMB_OPTIM_ADAGRAD, "init", INFINITY, "Invalid initial_accumulator_value value: inf"},
-        {EMB_OPTIM_ADAGRAD, "eps", INFINITY, "Invalid epsilon value: inf"},
-        {EMB_OPTIM_ADAM, "lr", INFINITY, "Invalid learning rate: inf"},
-        {EMB_OPTIM_ADAM, "eps", INFINITY, "Invalid epsilon value: inf"},
-        {EMB_OPTIM_ADAM, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
-        {EMB_OPTIM_ADAMW, "lr", INFINITY, "Invalid learning rate: inf"},
-        {EMB_OPTIM_ADAMW, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
-        {EMB_OPTIM_SPARSE_ADAM, "lr", INFINITY, "Invalid learning rate: inf"},
-        {EMB_OPTIM_SPARSE_ADAM, "eps", INFINITY, "Invalid epsilon value: inf"},
+        {EMB_OPTIMIZER_SGD, "lr", INFINITY, "Invalid learning rate: inf"},
+        {EMB_OPTIMIZER_SGD, "momentum", INFINITY, "Invalid momentum value: inf"},
+        {EMB_OPTIMIZER_SGD, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
+        {EMB_OPTIMIZER_SGD, "dampening", NAN, "Invalid dampening value: nan"},
+        {EMB_OPTIMIZER_SGD, "dampening", INFINITY, "Invalid dampening value: inf"},
+        {EMB_OPTIMIZER_SGD, "dampening", -INFINITY, "Invalid dampening value: -inf"},
+        {EMB_OPTIMIZER_ADAGRAD, "lr", INFINITY, "Invalid learning rate: inf"},
+        {EMB_OPTIMIZER_ADAGRAD, "lr_decay", INFINITY, "Invalid lr_decay value: inf"},
+        {EMB_OPTIMIZER_ADAGRAD, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
+        {EMB_OPTIMIZER_ADAGRAD, "init", INFINITY, "Invalid initial_accumulator_value value: inf"},
+        {EMB_OPTIMIZER_ADAGRAD, "eps", INFINITY, "Invalid epsilon value: inf"},
+        {EMB_OPTIMIZER_ADAM, "lr", INFINITY, "Invalid learning rate: inf"},
+        {EMB_OPTIMIZER_ADAM, "eps", INFINITY, "Invalid epsilon value: inf"},
+        {EMB_OPTIMIZER_ADAM, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
+        {EMB_OPTIMIZER_ADAMW, "lr", INFINITY, "Invalid learning rate: inf"},
+        {EMB_OPTIMIZER_ADAMW, "weight_decay", INFINITY, "Invalid weight_decay value: inf"},
+        {EMB_OPTIMIZER_SPARSE_ADAM, "lr", INFINITY, "Invalid learning rate: inf"},
+        {EMB_OPTIMIZER_SPARSE_ADAM, "eps", INFINITY, "Invalid epsilon value: inf"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        emb_optim_options o = emb_optim_options_default(cases[i].kind);
-        o.momentum = cases[i].kind == EMB_OPTIM_SGD ? 0.9 : 0.0;
+        emb_optimizer_options o = emb_optimizer_options_default(cases[i].kind);
+        o.momentum = cases[i].kind == EMB_OPTIMIZER_SGD ? 0.9 : 0.0;
         set_field(&o, cases[i].field, cases[i].value);
         emb_optimizer *sentinel = (emb_optimizer *)&o, *out = sentinel;
         emb_clear_error();
@@ -203,7 +203,7 @@ static void test_nonfinite_options(void **state) {
         assert_ptr_equal(out, sentinel);
     }
     /* A finite negative dampening stays allowed (PyTorch never checks it). */
-    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options o = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     o.momentum = 0.9;
     o.dampening = -0.5;
     emb_optimizer_free(make_opt(o));
@@ -211,32 +211,32 @@ static void test_nonfinite_options(void **state) {
 
 static void test_set_lr(void **state) {
     (void)state;
-    emb_optim_kind kinds[] = {EMB_OPTIM_SGD, EMB_OPTIM_ADAGRAD, EMB_OPTIM_ADAM, EMB_OPTIM_ADAMW,
-                              EMB_OPTIM_SPARSE_ADAM};
+    emb_optimizer_kind kinds[] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_ADAM, EMB_OPTIMIZER_ADAMW,
+                              EMB_OPTIMIZER_SPARSE_ADAM};
     for (size_t k = 0; k < 5; k++) {
-        emb_optimizer *opt = make_opt(emb_optim_options_default(kinds[k]));
-        const double lr0 = emb_optimizer_get_lr(opt);
-        assert_true(lr0 == emb_optim_options_default(kinds[k]).lr);
+        emb_optimizer *opt = make_opt(emb_optimizer_options_default(kinds[k]));
+        const double lr0 = emb_optimizer_lr(opt);
+        assert_true(lr0 == emb_optimizer_options_default(kinds[k]).lr);
         EMB_EXPECT_ERR(emb_optimizer_set_lr(opt, INFINITY), EMB_ERR_INVALID,
                        "Invalid learning rate: inf");
         EMB_EXPECT_ERR(emb_optimizer_set_lr(opt, NAN), EMB_ERR_INVALID,
                        "Invalid learning rate: nan");
         EMB_EXPECT_ERR(emb_optimizer_set_lr(opt, -0.25), EMB_ERR_INVALID,
                        "Invalid learning rate: -0.25");
-        if (kinds[k] == EMB_OPTIM_SPARSE_ADAM)
+        if (kinds[k] == EMB_OPTIMIZER_SPARSE_ADAM)
             EMB_EXPECT_ERR(emb_optimizer_set_lr(opt, 0.0), EMB_ERR_INVALID,
                            "Invalid learning rate: 0.0");
         else
             EMB_OK_OR_FAIL(emb_optimizer_set_lr(opt, 0.0));
-        assert_true(emb_optimizer_get_lr(opt) == (kinds[k] == EMB_OPTIM_SPARSE_ADAM ? lr0 : 0.0));
+        assert_true(emb_optimizer_lr(opt) == (kinds[k] == EMB_OPTIMIZER_SPARSE_ADAM ? lr0 : 0.0));
         EMB_OK_OR_FAIL(emb_optimizer_set_lr(opt, 0.125));
-        assert_true(emb_optimizer_get_lr(opt) == 0.125);
+        assert_true(emb_optimizer_lr(opt) == 0.125);
         emb_optimizer_free(opt);
     }
     EMB_EXPECT_ERR(emb_optimizer_set_lr(NULL, 0.1), EMB_ERR_NULL, "opt must not be NULL");
-    assert_true(isnan(emb_optimizer_get_lr(NULL)));
+    assert_true(isnan(emb_optimizer_lr(NULL)));
     /* The next step uses the new lr: plain SGD is p = fmaf(g, (float)-lr, p). */
-    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options o = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     o.lr = 0.1;
     emb_optimizer *opt = make_opt(o);
     float p[4] = {1, 2, 3, 4}, g[4] = {0.5f, -1.5f, 3.0f, 0.1f}, want[4];
@@ -257,23 +257,23 @@ static void test_set_lr(void **state) {
 /* State created up front gives the same bits as lazy state, dense and sparse. */
 static void test_init_state(void **state) {
     (void)state;
-    emb_optim_options cfg[6];
-    cfg[0] = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options cfg[6];
+    cfg[0] = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     cfg[0].momentum = 0.9;
     cfg[0].dampening = 0.1;
-    cfg[1] = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    cfg[1] = emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD);
     cfg[1].initial_accumulator_value = 0.3;
-    cfg[2] = emb_optim_options_default(EMB_OPTIM_ADAM);
+    cfg[2] = emb_optimizer_options_default(EMB_OPTIMIZER_ADAM);
     cfg[2].amsgrad = true;
-    cfg[3] = emb_optim_options_default(EMB_OPTIM_ADAMW);
-    cfg[4] = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    cfg[3] = emb_optimizer_options_default(EMB_OPTIMIZER_ADAMW);
+    cfg[4] = emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM);
     cfg[5] = cfg[1];
     cfg[5].lr_decay = 0.5;
     for (int c = 0; c < 6; c++) {
         for (int sparse = 0; sparse < 2; sparse++) {
-            const emb_optim_kind kind = cfg[c].kind;
-            if (sparse && (kind == EMB_OPTIM_ADAM || kind == EMB_OPTIM_ADAMW)) continue;
-            if (!sparse && kind == EMB_OPTIM_SPARSE_ADAM) continue;
+            const emb_optimizer_kind kind = cfg[c].kind;
+            if (sparse && (kind == EMB_OPTIMIZER_ADAM || kind == EMB_OPTIMIZER_ADAMW)) continue;
+            if (!sparse && kind == EMB_OPTIMIZER_SPARSE_ADAM) continue;
             emb_optimizer *a = make_opt(cfg[c]), *b = make_opt(cfg[c]);
             float pa[P_N], pb[P_N];
             fill(pa, P_N, 60);
@@ -305,7 +305,7 @@ static void test_init_state(void **state) {
             emb_optimizer_free(b);
         }
     }
-    emb_optimizer *opt = make_opt(emb_optim_options_default(EMB_OPTIM_ADAM));
+    emb_optimizer *opt = make_opt(emb_optimizer_options_default(EMB_OPTIMIZER_ADAM));
     EMB_EXPECT_ERR(emb_optimizer_init_state(NULL, 0), EMB_ERR_NULL, "opt must not be NULL");
     EMB_EXPECT_ERR(emb_optimizer_init_state(opt, 0), EMB_ERR_INDEX,
                    "param_id 0 is out of range for an optimizer with 0 parameters");
@@ -317,13 +317,13 @@ static void test_init_state(void **state) {
  * kind counts the step and changes nothing. */
 static void test_empty_parameter(void **state) {
     (void)state;
-    emb_optim_options cfg[5];
-    cfg[0] = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options cfg[5];
+    cfg[0] = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     cfg[1] = cfg[0];
     cfg[1].momentum = 0.9;
-    cfg[2] = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
-    cfg[3] = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
-    cfg[4] = emb_optim_options_default(EMB_OPTIM_ADAM);
+    cfg[2] = emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD);
+    cfg[3] = emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM);
+    cfg[4] = emb_optimizer_options_default(EMB_OPTIMIZER_ADAM);
     for (int c = 0; c < 5; c++) {
         emb_optimizer *opt = make_opt(cfg[c]);
         emb_tensor tp = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(4, 0));
@@ -331,12 +331,12 @@ static void test_empty_parameter(void **state) {
         EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
         int64_t steps = 0;
         EMB_OK_OR_FAIL(emb_optimizer_init_state(opt, id));
-        if (cfg[c].kind != EMB_OPTIM_SPARSE_ADAM) {
+        if (cfg[c].kind != EMB_OPTIMIZER_SPARSE_ADAM) {
             emb_tensor tg = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(4, 0));
             EMB_OK_OR_FAIL(emb_optimizer_step(opt, id, &tg));
             steps++;
         }
-        if (cfg[c].kind != EMB_OPTIM_ADAM) {
+        if (cfg[c].kind != EMB_OPTIMIZER_ADAM) {
             /* two sparse steps (SGD momentum: a new buffer, then a merge) */
             int64_t rows[3] = {3, 0, 3};
             float dummy[1] = {0};
@@ -386,7 +386,7 @@ static void test_fused_read_only(void **state) {
     emb_embedding *e = NULL;
     EMB_OK_OR_FAIL(emb_embedding_wrap(&tw, &so, false, NULL, &e));
     assert_true(emb_embedding_is_read_only(e));
-    emb_optimizer *opt = make_opt(emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM));
+    emb_optimizer *opt = make_opt(emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM));
     int id;
     EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tw, &id));
     int64_t idx[2] = {1, 3};
@@ -402,7 +402,7 @@ static void test_fused_read_only(void **state) {
 /* ---- state save / load --------------------------------------------------------------- */
 
 typedef struct scfg {
-    emb_optim_options o;
+    emb_optimizer_options o;
     int mode; /* 0 dense steps, 1 sparse steps, 2 dense then sparse */
 } scfg;
 
@@ -436,7 +436,7 @@ static void test_state_resume(void **state) {
     (void)state;
     scfg cfg[12];
     int nc = 0;
-    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options o = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     o.lr = 0.1;
     cfg[nc++] = (scfg){o, 1};
     o.momentum = 0.9;
@@ -448,18 +448,18 @@ static void test_state_resume(void **state) {
     o.nesterov = true;
     o.maximize = true;
     cfg[nc++] = (scfg){o, 1};
-    o = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    o = emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD);
     o.lr_decay = 0.05;
     o.initial_accumulator_value = 0.1;
     cfg[nc++] = (scfg){o, 0};
     cfg[nc++] = (scfg){o, 2};
-    o = emb_optim_options_default(EMB_OPTIM_ADAM);
+    o = emb_optimizer_options_default(EMB_OPTIMIZER_ADAM);
     o.amsgrad = true;
     o.weight_decay = 0.01;
     cfg[nc++] = (scfg){o, 0};
-    o = emb_optim_options_default(EMB_OPTIM_ADAMW);
+    o = emb_optimizer_options_default(EMB_OPTIMIZER_ADAMW);
     cfg[nc++] = (scfg){o, 0};
-    o = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    o = emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM);
     o.maximize = true;
     cfg[nc++] = (scfg){o, 1};
     for (int c = 0; c < nc; c++) {
@@ -473,7 +473,7 @@ static void test_state_resume(void **state) {
         EMB_OK_OR_FAIL(emb_optimizer_add_param(a, &tp, &id));
         EMB_OK_OR_FAIL(emb_optimizer_add_param(a, &tq, &iq));
         for (int s = 0; s < 3; s++) state_step(a, id, cfg[c].mode, s, &rng);
-        const size_t n = emb_optimizer_state_size(a);
+        const size_t n = emb_optimizer_state_nbytes(a);
         assert_true(n > 0);
         unsigned char *buf = malloc(n + 1);
         EMB_OK_OR_FAIL(emb_optimizer_save_state(a, buf, n));
@@ -481,7 +481,7 @@ static void test_state_resume(void **state) {
         float p2[P_N], q2[7];
         memcpy(p2, p, sizeof p);
         memcpy(q2, q, sizeof q);
-        emb_optim_options o2 = cfg[c].o;
+        emb_optimizer_options o2 = cfg[c].o;
         o2.lr = cfg[c].o.lr * 3;
         emb_optimizer *b = make_opt(o2);
         emb_tensor tp2 = view2(p2, P_ROWS, P_COLS), tq2 = view1(q2, EMB_FLOAT32, 7);
@@ -489,11 +489,11 @@ static void test_state_resume(void **state) {
         EMB_OK_OR_FAIL(emb_optimizer_add_param(b, &tp2, &id2));
         EMB_OK_OR_FAIL(emb_optimizer_add_param(b, &tq2, &iq2));
         EMB_OK_OR_FAIL(emb_optimizer_load_state(b, buf, n));
-        assert_true(emb_optimizer_get_lr(b) == cfg[c].o.lr);
+        assert_true(emb_optimizer_lr(b) == cfg[c].o.lr);
         assert_int_equal(emb_optimizer_param_steps(b, id2), 3);
         assert_int_equal(emb_optimizer_param_steps(b, iq2), 0);
         /* The loaded state saves to the same bytes. */
-        assert_int_equal(emb_optimizer_state_size(b), n);
+        assert_int_equal(emb_optimizer_state_nbytes(b), n);
         unsigned char *buf2 = malloc(n);
         EMB_OK_OR_FAIL(emb_optimizer_save_state(b, buf2, n));
         assert_memory_equal(buf, buf2, n);
@@ -512,11 +512,11 @@ static void test_state_resume(void **state) {
 
 static void expect_load_fails(emb_optimizer *opt, const unsigned char *buf, size_t n,
                               const char *needle) {
-    const size_t n0 = emb_optimizer_state_size(opt);
+    const size_t n0 = emb_optimizer_state_nbytes(opt);
     unsigned char *before = malloc(n0), *after = malloc(n0);
     EMB_OK_OR_FAIL(emb_optimizer_save_state(opt, before, n0));
     EMB_EXPECT_ERR(emb_optimizer_load_state(opt, buf, n), EMB_ERR_FORMAT, needle);
-    assert_int_equal(emb_optimizer_state_size(opt), n0);
+    assert_int_equal(emb_optimizer_state_nbytes(opt), n0);
     EMB_OK_OR_FAIL(emb_optimizer_save_state(opt, after, n0));
     assert_memory_equal(before, after, n0); /* nothing changed */
     free(before);
@@ -525,7 +525,7 @@ static void expect_load_fails(emb_optimizer *opt, const unsigned char *buf, size
 
 static void test_state_errors(void **state) {
     (void)state;
-    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_ADAM);
+    emb_optimizer_options o = emb_optimizer_options_default(EMB_OPTIMIZER_ADAM);
     o.lr = 0.01;
     emb_optimizer *opt = make_opt(o);
     float p[P_N], g[P_N];
@@ -535,7 +535,7 @@ static void test_state_errors(void **state) {
     int id;
     EMB_OK_OR_FAIL(emb_optimizer_add_param(opt, &tp, &id));
     EMB_OK_OR_FAIL(emb_optimizer_step(opt, id, &tg));
-    const size_t n = emb_optimizer_state_size(opt);
+    const size_t n = emb_optimizer_state_nbytes(opt);
     unsigned char *good = malloc(n + 8), *bad = malloc(n + 8);
     EMB_OK_OR_FAIL(emb_optimizer_save_state(opt, good, n));
     /* a second optimizer, stepped differently, to load into */
@@ -555,7 +555,7 @@ static void test_state_errors(void **state) {
     for (size_t i = 0; i < n; i++) assert_int_equal(bad[i], 0xAB); /* nothing written */
     EMB_EXPECT_ERR(emb_optimizer_load_state(NULL, good, n), EMB_ERR_NULL, "opt");
     EMB_EXPECT_ERR(emb_optimizer_load_state(dst, NULL, n), EMB_ERR_NULL, "buf");
-    assert_int_equal(emb_optimizer_state_size(NULL), 0);
+    assert_int_equal(emb_optimizer_state_nbytes(NULL), 0);
 
     expect_load_fails(dst, good, n - 1, "optimizer state: ");       /* truncated */
     expect_load_fails(dst, good, 50, "truncated");
@@ -578,7 +578,7 @@ static void test_state_errors(void **state) {
     reseal(bad, n);
     expect_load_fails(dst, bad, n, "invalid options (Invalid learning rate: -1.0)");
     /* another kind */
-    emb_optim_options oa = emb_optim_options_default(EMB_OPTIM_ADAMW);
+    emb_optimizer_options oa = emb_optimizer_options_default(EMB_OPTIMIZER_ADAMW);
     emb_optimizer *w = make_opt(oa);
     float pw[P_N];
     emb_tensor tpw = view2(pw, P_ROWS, P_COLS);
@@ -651,24 +651,24 @@ static void test_sparse_grad_from_rows(void **state) {
         assert_int_equal(gb.nnz, g.nnz);
         assert_memory_equal(gb.indices, g.indices, sizeof r64);
         EMB_ASSERT_EXACT(gb.values, g.values, N * D, "from_rows vs backward_sparse");
-        emb_sparse_grad_free(&gb);
+        emb_sparse_grad_release(&gb);
         emb_embedding_free(e);
         EMB_OK_OR_FAIL(emb_sparse_grad_coalesce(&g));
         assert_int_equal(g.nnz, 4);
-        emb_sparse_grad_free(&g);
+        emb_sparse_grad_release(&g);
     }
     /* one entry, and none */
     emb_sparse_grad g;
     emb_tensor t1 = view1(r64, EMB_INT64, 1), tv1 = view2(val, 1, D);
     EMB_OK_OR_FAIL(emb_sparse_grad_from_rows(&g, V, D, &t1, &tv1));
     assert_true(g.coalesced);
-    emb_sparse_grad_free(&g);
+    emb_sparse_grad_release(&g);
     emb_tensor t0 = emb_test_view(EMB_INT64, NULL, 1, SHP(0)),
                tv0 = emb_test_view(EMB_FLOAT32, NULL, 2, SHP(0, D));
     EMB_OK_OR_FAIL(emb_sparse_grad_from_rows(&g, V, D, &t0, &tv0));
     assert_int_equal(g.nnz, 0);
     assert_true(g.coalesced);
-    emb_sparse_grad_free(&g);
+    emb_sparse_grad_release(&g);
     /* errors leave g alone */
     emb_sparse_grad s;
     memset(&s, 0x5A, sizeof s);
@@ -704,7 +704,7 @@ static void test_sparse_grad_from_rows(void **state) {
 
 static void test_add_param(void **state) {
     (void)state;
-    emb_optimizer *opt = make_opt(emb_optim_options_default(EMB_OPTIM_ADAM));
+    emb_optimizer *opt = make_opt(emb_optimizer_options_default(EMB_OPTIMIZER_ADAM));
     float a[P_N], b[7], c[1] = {0};
     emb_tensor ta = view2(a, P_ROWS, P_COLS), tb = view1(b, EMB_FLOAT32, 7), tc;
     EMB_OK_OR_FAIL(emb_tensor_init(&tc, EMB_FLOAT32, c, 0, NULL));
@@ -764,10 +764,10 @@ static void test_add_param(void **state) {
 
 static void test_step_errors(void **state) {
     (void)state;
-    emb_optim_kind kinds[] = {EMB_OPTIM_SGD, EMB_OPTIM_ADAGRAD, EMB_OPTIM_ADAM,
-                              EMB_OPTIM_ADAMW, EMB_OPTIM_SPARSE_ADAM};
+    emb_optimizer_kind kinds[] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_ADAM,
+                              EMB_OPTIMIZER_ADAMW, EMB_OPTIMIZER_SPARSE_ADAM};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        emb_optim_options o = emb_optim_options_default(kinds[k]);
+        emb_optimizer_options o = emb_optimizer_options_default(kinds[k]);
         o.momentum = 0.9;
         emb_optimizer *opt = make_opt(o);
         float p[P_N], p0[P_N], g[P_N];
@@ -799,13 +799,13 @@ static void test_step_errors(void **state) {
         bad = view2(g, P_ROWS, P_COLS);
         bad.data = NULL;
         EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &bad), EMB_ERR_NULL, "grad");
-        if (kinds[k] == EMB_OPTIM_SPARSE_ADAM)
+        if (kinds[k] == EMB_OPTIMIZER_SPARSE_ADAM)
             EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &tg), EMB_ERR_UNSUPPORTED,
                            "SparseAdam does not support dense gradients, please consider "
                            "Adam instead");
         EMB_ASSERT_EXACT(p, p0, P_N, "parameter after failed steps");
         assert_int_equal(emb_optimizer_param_steps(opt, id), 0);
-        if (kinds[k] != EMB_OPTIM_SPARSE_ADAM) {
+        if (kinds[k] != EMB_OPTIMIZER_SPARSE_ADAM) {
             EMB_OK_OR_FAIL(emb_optimizer_step(opt, id, &tg));
             assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
             /* A failing step after a good one changes neither parameter nor state: the next
@@ -824,7 +824,7 @@ static void test_step_errors(void **state) {
  * cannot take a sparse one. */
 static void test_sgd_buffer_kind_errors(void **state) {
     (void)state;
-    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options o = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     o.lr = 0.1;
     o.momentum = 0.9;
     emb_optimizer *opt = make_opt(o);
@@ -866,21 +866,21 @@ static void test_step_sparse_errors(void **state) {
     int64_t idx[4] = {1, 4, 1, 0}, idx0[4];
     memcpy(idx0, idx, sizeof idx);
     struct {
-        emb_optim_kind kind;
+        emb_optimizer_kind kind;
         double wd;
         emb_status st;
         const char *msg;
     } rej[] = {
-        {EMB_OPTIM_ADAM, 0, EMB_ERR_UNSUPPORTED,
+        {EMB_OPTIMIZER_ADAM, 0, EMB_ERR_UNSUPPORTED,
          "Adam does not support sparse gradients, please consider SparseAdam instead"},
-        {EMB_OPTIM_ADAMW, 0.01, EMB_ERR_UNSUPPORTED, "AdamW does not support sparse gradients"},
-        {EMB_OPTIM_ADAGRAD, 0.1, EMB_ERR_UNSUPPORTED,
+        {EMB_OPTIMIZER_ADAMW, 0.01, EMB_ERR_UNSUPPORTED, "AdamW does not support sparse gradients"},
+        {EMB_OPTIMIZER_ADAGRAD, 0.1, EMB_ERR_UNSUPPORTED,
          "weight_decay option is not compatible with sparse gradients"},
-        {EMB_OPTIM_SGD, 0.1, EMB_ERR_UNSUPPORTED,
+        {EMB_OPTIMIZER_SGD, 0.1, EMB_ERR_UNSUPPORTED,
          "add(sparse, dense) is not supported. Use add(dense, sparse) instead."},
     };
     for (size_t r = 0; r < sizeof rej / sizeof rej[0]; r++) {
-        emb_optim_options o = emb_optim_options_default(rej[r].kind);
+        emb_optimizer_options o = emb_optimizer_options_default(rej[r].kind);
         o.weight_decay = rej[r].wd;
         emb_optimizer *opt = make_opt(o);
         float p[P_N], p0[P_N];
@@ -896,9 +896,9 @@ static void test_step_sparse_errors(void **state) {
         emb_optimizer_free(opt);
     }
 
-    emb_optim_kind ok_kinds[] = {EMB_OPTIM_SGD, EMB_OPTIM_ADAGRAD, EMB_OPTIM_SPARSE_ADAM};
+    emb_optimizer_kind ok_kinds[] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_SPARSE_ADAM};
     for (size_t k = 0; k < 3; k++) {
-        emb_optim_options o = emb_optim_options_default(ok_kinds[k]);
+        emb_optimizer_options o = emb_optimizer_options_default(ok_kinds[k]);
         o.momentum = 0.5;
         emb_optimizer *opt = make_opt(o);
         float p[P_N], p0[P_N], v[8];
@@ -963,7 +963,7 @@ typedef enum fmut {
 typedef struct fcase {
     const char *name;
     fmut mut;
-    emb_optim_kind kind;
+    emb_optimizer_kind kind;
     double weight_decay, momentum;
     bool nesterov;
     emb_status want;
@@ -988,7 +988,7 @@ static void fworld_make(fworld *w, const fcase *c, const float *w0) {
     eo.scale_grad_by_freq = c->mut == FM_SGBF;
     emb_tensor t0 = view2((float *)w0, FV, FD);
     EMB_OK_OR_FAIL(emb_embedding_from_pretrained(&t0, false, &eo, &w->e));
-    emb_optim_options o = emb_optim_options_default(c->kind);
+    emb_optimizer_options o = emb_optimizer_options_default(c->kind);
     o.lr = 0.25;
     o.weight_decay = c->weight_decay;
     o.momentum = c->momentum;
@@ -1038,7 +1038,7 @@ static void fworld_good_step(fworld *w, bool dense, bool fused, unsigned seed) {
     EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, FV, FD));
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(w->e, &ti, &tgo, &sg));
     EMB_OK_OR_FAIL(emb_optimizer_step_sparse(w->opt, w->pid, &sg));
-    emb_sparse_grad_free(&sg);
+    emb_sparse_grad_release(&sg);
 }
 
 /* Feeds the SAME bad inputs to the unfused path (emb_embedding_backward_sparse, then
@@ -1049,60 +1049,60 @@ static void fworld_good_step(fworld *w, bool dense, bool fused, unsigned seed) {
 static void test_fused_refusals(void **state) {
     (void)state;
     static const fcase cases[] = {
-        {"embedding NULL", FM_E_NULL, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_NULL,
+        {"embedding NULL", FM_E_NULL, EMB_OPTIMIZER_SGD, 0, 0, false, EMB_ERR_NULL,
          "embedding must not be NULL", false},
-        {"indices NULL", FM_IDX_NULL, EMB_OPTIM_ADAGRAD, 0, 0, false, EMB_ERR_NULL,
+        {"indices NULL", FM_IDX_NULL, EMB_OPTIMIZER_ADAGRAD, 0, 0, false, EMB_ERR_NULL,
          "indices must not be NULL", false},
-        {"grad_output NULL", FM_GO_NULL, EMB_OPTIM_SPARSE_ADAM, 0, 0, false, EMB_ERR_NULL,
+        {"grad_output NULL", FM_GO_NULL, EMB_OPTIMIZER_SPARSE_ADAM, 0, 0, false, EMB_ERR_NULL,
          "grad_output must not be NULL", false},
-        {"frozen table", FM_FROZEN, EMB_OPTIM_SGD, 0, 0.9, false, EMB_ERR_STATE,
+        {"frozen table", FM_FROZEN, EMB_OPTIMIZER_SGD, 0, 0.9, false, EMB_ERR_STATE,
          "the embedding's weight does not require grad (created with freeze=true)", false},
-        {"frozen table, Adam", FM_FROZEN, EMB_OPTIM_ADAM, 0, 0, false, EMB_ERR_STATE,
+        {"frozen table, Adam", FM_FROZEN, EMB_OPTIMIZER_ADAM, 0, 0, false, EMB_ERR_STATE,
          "does not require grad", false},
-        {"scale_grad_by_freq", FM_SGBF, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_UNSUPPORTED,
+        {"scale_grad_by_freq", FM_SGBF, EMB_OPTIMIZER_SGD, 0, 0, false, EMB_ERR_UNSUPPORTED,
          "embedding_backward: scale_grad_by_freq not supported with sparse gradients", false},
-        {"float indices", FM_IDX_F32, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_DTYPE,
+        {"float indices", FM_IDX_F32, EMB_OPTIMIZER_SGD, 0, 0, false, EMB_ERR_DTYPE,
          "Long, Int; but got torch.FloatTensor", false},
-        {"9-d indices", FM_IDX_9D, EMB_OPTIM_ADAGRAD, 0, 0, false, EMB_ERR_SHAPE,
+        {"9-d indices", FM_IDX_9D, EMB_OPTIMIZER_ADAGRAD, 0, 0, false, EMB_ERR_SHAPE,
          "indices has 9 dimensions", false},
-        {"grad_output shape", FM_GO_SHAPE, EMB_OPTIM_SPARSE_ADAM, 0, 0, false, EMB_ERR_SHAPE,
+        {"grad_output shape", FM_GO_SHAPE, EMB_OPTIMIZER_SPARSE_ADAM, 0, 0, false, EMB_ERR_SHAPE,
          "grad_output has shape [2, 3, 5], expected [2, 3, 4]", false},
-        {"grad_output float64", FM_GO_F64, EMB_OPTIM_SGD, 0, 0.5, false, EMB_ERR_DTYPE,
+        {"grad_output float64", FM_GO_F64, EMB_OPTIMIZER_SGD, 0, 0.5, false, EMB_ERR_DTYPE,
          "grad_output must be float32, got float64", false},
-        {"grad_output data NULL", FM_GO_DATA_NULL, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_NULL,
+        {"grad_output data NULL", FM_GO_DATA_NULL, EMB_OPTIMIZER_SGD, 0, 0, false, EMB_ERR_NULL,
          "grad_output", false},
-        {"index out of range", FM_IDX_RANGE, EMB_OPTIM_ADAGRAD, 0, 0, false, EMB_ERR_INDEX,
+        {"index out of range", FM_IDX_RANGE, EMB_OPTIMIZER_ADAGRAD, 0, 0, false, EMB_ERR_INDEX,
          "index 6 at position 4 is out of range for an embedding with 6 rows (valid: [0, 6))",
          false},
-        {"index out of range, AdamW", FM_IDX_RANGE, EMB_OPTIM_ADAMW, 0.01, 0, false,
+        {"index out of range, AdamW", FM_IDX_RANGE, EMB_OPTIMIZER_ADAMW, 0.01, 0, false,
          EMB_ERR_INDEX, "index 6 at position 4", false},
-        {"negative int32 index at a padding position", FM_IDX_NEG_PAD32, EMB_OPTIM_SPARSE_ADAM,
+        {"negative int32 index at a padding position", FM_IDX_NEG_PAD32, EMB_OPTIMIZER_SPARSE_ADAM,
          0, 0, false, EMB_ERR_INDEX, "index -1 at position 3", false},
-        {"opt NULL", FM_OPT_NULL, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_NULL,
+        {"opt NULL", FM_OPT_NULL, EMB_OPTIMIZER_SGD, 0, 0, false, EMB_ERR_NULL,
          "opt must not be NULL", false},
-        {"unknown param_id", FM_PID, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_INDEX,
+        {"unknown param_id", FM_PID, EMB_OPTIMIZER_SGD, 0, 0, false, EMB_ERR_INDEX,
          "param_id 7 is out of range for an optimizer with 4 parameters", false},
-        {"Adam", FM_NONE, EMB_OPTIM_ADAM, 0, 0, false, EMB_ERR_UNSUPPORTED,
+        {"Adam", FM_NONE, EMB_OPTIMIZER_ADAM, 0, 0, false, EMB_ERR_UNSUPPORTED,
          "Adam does not support sparse gradients, please consider SparseAdam instead", false},
-        {"AdamW", FM_NONE, EMB_OPTIM_ADAMW, 0.01, 0, false, EMB_ERR_UNSUPPORTED,
+        {"AdamW", FM_NONE, EMB_OPTIMIZER_ADAMW, 0.01, 0, false, EMB_ERR_UNSUPPORTED,
          "AdamW does not support sparse gradients", false},
-        {"Adagrad weight_decay", FM_NONE, EMB_OPTIM_ADAGRAD, 0.1, 0, false, EMB_ERR_UNSUPPORTED,
+        {"Adagrad weight_decay", FM_NONE, EMB_OPTIMIZER_ADAGRAD, 0.1, 0, false, EMB_ERR_UNSUPPORTED,
          "weight_decay option is not compatible with sparse gradients", false},
-        {"SGD weight_decay", FM_NONE, EMB_OPTIM_SGD, 0.1, 0.9, false, EMB_ERR_UNSUPPORTED,
+        {"SGD weight_decay", FM_NONE, EMB_OPTIMIZER_SGD, 0.1, 0.9, false, EMB_ERR_UNSUPPORTED,
          "add(sparse, dense) is not supported. Use add(dense, sparse) instead.", false},
-        {"SGD nesterov on a dense buffer", FM_NONE, EMB_OPTIM_SGD, 0, 0.9, true,
+        {"SGD nesterov on a dense buffer", FM_NONE, EMB_OPTIMIZER_SGD, 0, 0.9, true,
          EMB_ERR_UNSUPPORTED, "dense momentum buffer", false},
-        {"1-D parameter", FM_PARAM_1D, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_SHAPE,
+        {"1-D parameter", FM_PARAM_1D, EMB_OPTIMIZER_SGD, 0, 0, false, EMB_ERR_SHAPE,
          "sparse gradients need a 2-D parameter; parameter 1 has shape [8]", false},
-        {"parameter of another shape", FM_PARAM_SHAPE, EMB_OPTIM_ADAGRAD, 0, 0, false,
+        {"parameter of another shape", FM_PARAM_SHAPE, EMB_OPTIMIZER_ADAGRAD, 0, 0, false,
          EMB_ERR_SHAPE,
          "grad is a sparse gradient of size [6, 4], expected [6, 5] (the shape of parameter 2)",
          false},
-        {"parameter elsewhere", FM_PARAM_OTHER, EMB_OPTIM_SGD, 0, 0, false, EMB_ERR_INVALID,
+        {"parameter elsewhere", FM_PARAM_OTHER, EMB_OPTIMIZER_SGD, 0, 0, false, EMB_ERR_INVALID,
          "parameter 3 is not the embedding's weight", true},
-        {"read-only table", FM_READ_ONLY, EMB_OPTIM_SGD, 0, 0.9, false, EMB_ERR_READ_ONLY,
+        {"read-only table", FM_READ_ONLY, EMB_OPTIMIZER_SGD, 0, 0.9, false, EMB_ERR_READ_ONLY,
          "read-only", true},
-        {"read-only table, Adagrad", FM_READ_ONLY, EMB_OPTIM_ADAGRAD, 0, 0, false,
+        {"read-only table, Adagrad", FM_READ_ONLY, EMB_OPTIMIZER_ADAGRAD, 0, 0, false,
          EMB_ERR_READ_ONLY, "read-only", true},
     };
     float w0[FV * FD];
@@ -1114,8 +1114,8 @@ static void test_fused_refusals(void **state) {
         fworld_make(&B, c, w0);
         fworld_make(&C, c, w0);
         /* State first (a dense step where sparse ones are refused). */
-        const bool sparse_ok = (c->kind == EMB_OPTIM_SGD || c->kind == EMB_OPTIM_ADAGRAD ||
-                                c->kind == EMB_OPTIM_SPARSE_ADAM) &&
+        const bool sparse_ok = (c->kind == EMB_OPTIMIZER_SGD || c->kind == EMB_OPTIMIZER_ADAGRAD ||
+                                c->kind == EMB_OPTIMIZER_SPARSE_ADAM) &&
                                c->weight_decay == 0 && !c->nesterov && c->mut != FM_SGBF;
         fworld_good_step(&A, !sparse_ok, false, 41);
         fworld_good_step(&B, !sparse_ok, true, 41);
@@ -1176,7 +1176,7 @@ static void test_fused_refusals(void **state) {
             st_u = emb_embedding_backward_sparse(e_null ? NULL : A.e, pi, pg, &sg);
             if (st_u == EMB_OK) st_u = emb_optimizer_step_sparse(opt_null ? NULL : A.opt, pid_a, &sg);
             snprintf(msg_u, sizeof msg_u, "%s", emb_errmsg());
-            emb_sparse_grad_free(&sg);
+            emb_sparse_grad_release(&sg);
         }
         emb_clear_error();
         emb_status st_f = emb_optimizer_step_fused(opt_null ? NULL : B.opt, pid_b,
@@ -1219,7 +1219,7 @@ static void test_fused_refusals(void **state) {
 /* Plain SGD: duplicates applied one after another with fmaf(v, (float)-lr, p). */
 static void test_sgd_sparse_sequential(void **state) {
     (void)state;
-    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options o = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     o.lr = 0.1;
     emb_optimizer *opt = make_opt(o);
     float p[4 * 2] = {1, 2, 3, 4, 5, 6, 7, 8}, want[8];
@@ -1252,8 +1252,8 @@ static void test_sgd_sparse_sequential(void **state) {
 static void test_coalescing_rules(void **state) {
     (void)state;
     for (int kind = 0; kind < 2; kind++) {
-        emb_optim_options o = emb_optim_options_default(kind ? EMB_OPTIM_SPARSE_ADAM
-                                                             : EMB_OPTIM_ADAGRAD);
+        emb_optimizer_options o = emb_optimizer_options_default(kind ? EMB_OPTIMIZER_SPARSE_ADAM
+                                                             : EMB_OPTIMIZER_ADAGRAD);
         o.lr = 0.5;
         emb_optimizer *a = make_opt(o), *b = make_opt(o);
         float pa[3 * 2] = {1, 1, 1, 1, 1, 1}, pb[3 * 2] = {1, 1, 1, 1, 1, 1};
@@ -1300,7 +1300,7 @@ static void test_adam_first_step(void **state) {
     float g[4] = {2.0f, -0.5f, 1e-3f, -7.0f};
     for (int w = 0; w < 2; w++) {
         for (int maximize = 0; maximize < 2; maximize++) {
-            emb_optim_options o = emb_optim_options_default(w ? EMB_OPTIM_ADAMW : EMB_OPTIM_ADAM);
+            emb_optimizer_options o = emb_optimizer_options_default(w ? EMB_OPTIMIZER_ADAMW : EMB_OPTIMIZER_ADAM);
             o.lr = 0.01;
             o.maximize = maximize;
             emb_optimizer *opt = make_opt(o);
@@ -1327,9 +1327,9 @@ static void test_adam_first_step(void **state) {
 static void test_fused_equals_unfused(void **state) {
     (void)state;
     enum { V = 11, D = 7, N = 90, NCFG = 12 };
-    emb_optim_options cfg[NCFG];
+    emb_optimizer_options cfg[NCFG];
     bool dense_first[NCFG] = {false};
-    cfg[0] = emb_optim_options_default(EMB_OPTIM_SGD);
+    cfg[0] = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     cfg[0].lr = 0.1;
     cfg[1] = cfg[0];
     cfg[1].maximize = true;
@@ -1343,7 +1343,7 @@ static void test_fused_equals_unfused(void **state) {
     cfg[4].nesterov = true;
     cfg[5] = cfg[2];
     dense_first[5] = true;
-    cfg[6] = emb_optim_options_default(EMB_OPTIM_ADAGRAD);
+    cfg[6] = emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD);
     cfg[7] = cfg[6];
     cfg[7].lr = 0.3;
     cfg[7].lr_decay = 0.1;
@@ -1352,7 +1352,7 @@ static void test_fused_equals_unfused(void **state) {
     cfg[8] = cfg[6];
     cfg[8].eps = 1e-3;
     dense_first[8] = true;
-    cfg[9] = emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM);
+    cfg[9] = emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM);
     cfg[10] = cfg[9];
     cfg[10].lr = 0.02;
     cfg[10].beta1 = 0.5;
@@ -1415,7 +1415,7 @@ static void test_fused_equals_unfused(void **state) {
                     EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, V, D));
                     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(eu, &ti, &tg, &sg));
                     EMB_OK_OR_FAIL(emb_optimizer_step_sparse(ou, pu, &sg));
-                    emb_sparse_grad_free(&sg);
+                    emb_sparse_grad_release(&sg);
                     EMB_OK_OR_FAIL(emb_optimizer_step_fused(of, pf, ef, &ti, &tg));
                     char what[96];
                     snprintf(what, sizeof what, "config %d padding %lld int%d step %d", c,

@@ -19,7 +19,7 @@ typedef enum { NONE = 0, DENSE, SPARSE, INIT } step_kind;
 
 typedef struct fixture {
     const char *name;
-    emb_optim_options o;
+    emb_optimizer_options o;
     int nparams;
     int ndim[MAX_PARAMS];
     int64_t shape[MAX_PARAMS][2];
@@ -61,7 +61,7 @@ static void step_all(const fixture *f, world *w, uint64_t *rng) {
             emb_sparse_grad sg;
             EMB_OK_OR_FAIL(emb_sparse_grad_from_rows(&sg, rows, dim, &tr, &tv));
             EMB_OK_OR_FAIL(emb_optimizer_step_sparse(w->opt, i, &sg));
-            emb_sparse_grad_free(&sg);
+            emb_sparse_grad_release(&sg);
         }
     }
 }
@@ -93,7 +93,7 @@ static void world_free(world *w) {
 }
 
 static unsigned char *save(const emb_optimizer *opt, size_t *n) {
-    *n = emb_optimizer_state_size(opt);
+    *n = emb_optimizer_state_nbytes(opt);
     assert_true(*n > 0);
     unsigned char *b = malloc(*n);
     assert_non_null(b);
@@ -138,7 +138,7 @@ static void check_fixture(const fixture *f) {
     world b;
     world_make(&f2, &b, a.p);
     EMB_OK_OR_FAIL(emb_optimizer_load_state(b.opt, file, fn));
-    assert_true(emb_optimizer_get_lr(b.opt) == f->o.lr);
+    assert_true(emb_optimizer_lr(b.opt) == f->o.lr);
     for (int i = 0; i < f->nparams; i++)
         assert_int_equal(emb_optimizer_param_steps(b.opt, i),
                          f->how[i] == DENSE || f->how[i] == SPARSE ? f->steps : 0);
@@ -171,7 +171,7 @@ static void check_fixture(const fixture *f) {
 
 static void test_sgd(void **state) {
     (void)state;
-    fixture f = {"sgd", emb_optim_options_default(EMB_OPTIM_SGD), 2, {2, 1}, {{5, 3}, {4}},
+    fixture f = {"sgd", emb_optimizer_options_default(EMB_OPTIMIZER_SGD), 2, {2, 1}, {{5, 3}, {4}},
                  {SPARSE, DENSE}, 3};
     f.o.lr = 0.1;
     check_fixture(&f);
@@ -180,7 +180,7 @@ static void test_sgd(void **state) {
 /* dense and sparse momentum buffers, a 0-d parameter, one never stepped */
 static void test_sgd_momentum(void **state) {
     (void)state;
-    fixture f = {"sgd_momentum", emb_optim_options_default(EMB_OPTIM_SGD), 4, {2, 2, 0, 1},
+    fixture f = {"sgd_momentum", emb_optimizer_options_default(EMB_OPTIMIZER_SGD), 4, {2, 2, 0, 1},
                  {{5, 3}, {6, 2}, {0}, {3}}, {DENSE, SPARSE, DENSE, NONE}, 3};
     f.o.lr = 0.1;
     f.o.momentum = 0.9;
@@ -191,7 +191,7 @@ static void test_sgd_momentum(void **state) {
 
 static void test_sgd_nesterov(void **state) {
     (void)state;
-    fixture f = {"sgd_nesterov", emb_optim_options_default(EMB_OPTIM_SGD), 1, {2}, {{4, 3}},
+    fixture f = {"sgd_nesterov", emb_optimizer_options_default(EMB_OPTIMIZER_SGD), 1, {2}, {{4, 3}},
                  {SPARSE}, 4};
     f.o.lr = 0.05;
     f.o.momentum = 0.5;
@@ -202,7 +202,7 @@ static void test_sgd_nesterov(void **state) {
 /* state from steps, from emb_optimizer_init_state, and none */
 static void test_adagrad(void **state) {
     (void)state;
-    fixture f = {"adagrad", emb_optim_options_default(EMB_OPTIM_ADAGRAD), 4, {2, 2, 2, 1},
+    fixture f = {"adagrad", emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD), 4, {2, 2, 2, 1},
                  {{5, 3}, {4, 2}, {3, 2}, {5}}, {DENSE, SPARSE, INIT, NONE}, 3};
     f.o.lr_decay = 0.05;
     f.o.initial_accumulator_value = 0.1;
@@ -212,7 +212,7 @@ static void test_adagrad(void **state) {
 
 static void test_adam_amsgrad(void **state) {
     (void)state;
-    fixture f = {"adam_amsgrad", emb_optim_options_default(EMB_OPTIM_ADAM), 2, {2, 1},
+    fixture f = {"adam_amsgrad", emb_optimizer_options_default(EMB_OPTIMIZER_ADAM), 2, {2, 1},
                  {{5, 3}, {6}}, {DENSE, DENSE}, 3};
     f.o.amsgrad = true;
     f.o.weight_decay = 0.01;
@@ -222,7 +222,7 @@ static void test_adam_amsgrad(void **state) {
 
 static void test_adamw(void **state) {
     (void)state;
-    fixture f = {"adamw", emb_optim_options_default(EMB_OPTIM_ADAMW), 2, {2, 1}, {{4, 4}, {2}},
+    fixture f = {"adamw", emb_optimizer_options_default(EMB_OPTIMIZER_ADAMW), 2, {2, 1}, {{4, 4}, {2}},
                  {DENSE, NONE}, 2};
     f.o.beta1 = 0.8;
     f.o.lr = 0.01;
@@ -231,7 +231,7 @@ static void test_adamw(void **state) {
 
 static void test_sparse_adam(void **state) {
     (void)state;
-    fixture f = {"sparse_adam", emb_optim_options_default(EMB_OPTIM_SPARSE_ADAM), 2, {2, 2},
+    fixture f = {"sparse_adam", emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM), 2, {2, 2},
                  {{6, 3}, {2, 2}}, {SPARSE, NONE}, 4};
     f.o.maximize = true;
     f.o.eps = 1e-6;
@@ -249,7 +249,7 @@ static void put_le(unsigned char *p, uint64_t v, int bytes) {
  * (the size of its values must not wrap around to 0). */
 static void test_record_size_overflow(void **state) {
     (void)state;
-    emb_optim_options o = emb_optim_options_default(EMB_OPTIM_SGD);
+    emb_optimizer_options o = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
     o.momentum = 0.9;
     emb_optimizer *opt = NULL;
     EMB_OK_OR_FAIL(emb_optimizer_create(&o, &opt));

@@ -368,7 +368,7 @@ static void test_fixed_cases(void **state) {
     clock_t c0 = clock();
     expect_repr(&z, NULL, "tensor([0., 0., 0.,  ..., 0., 0., 0.])");
     double secs = (double)(clock() - c0) / CLOCKS_PER_SEC;
-    emb_tensor_free(&z);
+    emb_tensor_release(&z);
     if (secs > 0.5) fail_msg("summarised print of 10^7 elements took %.3f s", secs);
 
     int64_t ones_shape[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};

@@ -5,7 +5,9 @@
 #include "emb_test.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static const emb_qtype ALL[] = {EMB_QTYPE_F32, EMB_QTYPE_F16, EMB_QTYPE_BF16, EMB_QTYPE_INT8,
                                 EMB_QTYPE_INT4};
@@ -34,13 +36,13 @@ static void test_names_and_sizes(void **state) {
     int64_t rb;
     const int64_t want[] = {4 * 7, 2 * 7, 2 * 7, 7 + 8, 4 + 4};
     for (int i = 0; i < 5; i++) {
-        EMB_OK_OR_FAIL(emb_qtype_row_bytes(ALL[i], 7, &rb));
+        EMB_OK_OR_FAIL(emb_qtype_row_nbytes(ALL[i], 7, &rb));
         assert_int_equal(rb, want[i]);
     }
-    EMB_EXPECT_ERR(emb_qtype_row_bytes(EMB_QTYPE_INT8, 0, &rb), EMB_ERR_SHAPE, "dim >= 1");
-    EMB_EXPECT_ERR(emb_qtype_row_bytes(EMB_QTYPE_F16, -1, &rb), EMB_ERR_SHAPE, "dim");
-    EMB_EXPECT_ERR(emb_qtype_row_bytes((emb_qtype)9, 4, &rb), EMB_ERR_INVALID, "storage type");
-    EMB_EXPECT_ERR(emb_qtype_row_bytes(EMB_QTYPE_F16, INT64_MAX, &rb), EMB_ERR_OVERFLOW, "dim");
+    EMB_EXPECT_ERR(emb_qtype_row_nbytes(EMB_QTYPE_INT8, 0, &rb), EMB_ERR_SHAPE, "dim >= 1");
+    EMB_EXPECT_ERR(emb_qtype_row_nbytes(EMB_QTYPE_F16, -1, &rb), EMB_ERR_SHAPE, "dim");
+    EMB_EXPECT_ERR(emb_qtype_row_nbytes((emb_qtype)9, 4, &rb), EMB_ERR_INVALID, "storage type");
+    EMB_EXPECT_ERR(emb_qtype_row_nbytes(EMB_QTYPE_F16, INT64_MAX, &rb), EMB_ERR_OVERFLOW, "dim");
 }
 
 /* Each element dequantizes within half a step of its source (plus float rounding). */
@@ -201,10 +203,10 @@ static void test_kernels_agree(void **state) {
             EMB_OK_OR_FAIL(emb_qtable_forward(q, &ti, &tout));
             o.mode = EMB_BAG_SUM;
             EMB_OK_OR_FAIL(emb_tensor_init(&tout, EMB_FLOAT32, bag[k], 2, (int64_t[]){B, D}));
-            EMB_OK_OR_FAIL(emb_qtable_bag(q, &ti, &to, &tp, &o, &tout, NULL));
+            EMB_OK_OR_FAIL(emb_qtable_bag_forward(q, &ti, &to, &tp, &o, &tout, NULL));
             o.mode = EMB_BAG_MAX;
             EMB_OK_OR_FAIL(emb_tensor_init(&tout, EMB_FLOAT32, mx[k], 2, (int64_t[]){B, D}));
-            EMB_OK_OR_FAIL(emb_qtable_bag(q, &ti, &to, NULL, &o, &tout, NULL));
+            EMB_OK_OR_FAIL(emb_qtable_bag_forward(q, &ti, &to, NULL, &o, &tout, NULL));
         }
         emb_set_kernel_mode(EMB_KERNELS_AUTO);
         emb_set_num_threads(0);
@@ -273,7 +275,7 @@ static void test_touch_ahead_on_large_tables(void **state) {
         EMB_OK_OR_FAIL(emb_tensor_init(&tout, EMB_FLOAT32, out[k], 2, (int64_t[]){N, D}));
         EMB_OK_OR_FAIL(emb_qtable_forward(q, &ti, &tout));
         EMB_OK_OR_FAIL(emb_tensor_init(&tout, EMB_FLOAT32, bag[k], 2, (int64_t[]){B, D}));
-        EMB_OK_OR_FAIL(emb_qtable_bag(q, &ti, &to, NULL, &o, &tout, NULL));
+        EMB_OK_OR_FAIL(emb_qtable_bag_forward(q, &ti, &to, NULL, &o, &tout, NULL));
     }
     emb_set_kernel_mode(EMB_KERNELS_AUTO);
     emb_set_num_threads(0);
@@ -320,11 +322,42 @@ static void test_errors_change_nothing(void **state) {
     float psw[3] = {1, 2, 3};
     emb_tensor tp;
     EMB_OK_OR_FAIL(emb_tensor_init(&tp, EMB_FLOAT32, psw, 1, (int64_t[]){3}));
-    EMB_EXPECT_ERR(emb_qtable_bag(q, &ti, &to, &tp, &o, &tout, NULL), EMB_ERR_UNSUPPORTED, "");
+    EMB_EXPECT_ERR(emb_qtable_bag_forward(q, &ti, &to, &tp, &o, &tout, NULL), EMB_ERR_UNSUPPORTED, "");
     o.mode = (emb_bag_mode)7;
-    EMB_EXPECT_ERR(emb_qtable_bag(q, &ti, &to, NULL, &o, &tout, NULL), EMB_ERR_INVALID, "mode");
+    EMB_EXPECT_ERR(emb_qtable_bag_forward(q, &ti, &to, NULL, &o, &tout, NULL), EMB_ERR_INVALID, "mode");
     for (int i = 0; i < 9; i++) assert_true(out[i] == 42.0f);
     emb_qtable_free(q);
+}
+
+/* The streaming writer's life: commit finishes it (later calls are refused) without freeing
+ * it; emb_qtable_writer_free destroys it, and abandons the write when no commit came (no
+ * file is left). The ASan build checks that nothing leaks on either path. */
+static void test_writer_commit_then_free(void **state) {
+    (void)state;
+    char dir[] = "/tmp/emb_test_qwriter_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/t.safetensors", dir);
+    float w[3 * 4];
+    fill(w, 12, 7);
+    emb_qtable_writer *q;
+    assert_int_equal(emb_qtable_writer_open(path, EMB_QTYPE_INT8, 3, 4, NULL, &q), EMB_OK);
+    assert_int_equal(emb_qtable_writer_append(q, w, 3), EMB_OK);
+    emb_qerror err;
+    assert_int_equal(emb_qtable_writer_commit(q, &err), EMB_OK);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(emb_qtable_writer_commit(q, &err), EMB_ERR_STATE);
+    assert_non_null(strstr(emb_errmsg(), "already been committed"));
+    assert_int_equal(emb_qtable_writer_append(q, w, 1), EMB_ERR_STATE);
+    emb_qtable_writer_free(q);
+    assert_int_equal(access(path, F_OK), 0); /* freeing after a commit keeps the file */
+    assert_int_equal(unlink(path), 0);
+    /* abandoned: free before commit removes the temporary and writes nothing */
+    assert_int_equal(emb_qtable_writer_open(path, EMB_QTYPE_F16, 3, 4, NULL, &q), EMB_OK);
+    assert_int_equal(emb_qtable_writer_append(q, w, 2), EMB_OK);
+    emb_qtable_writer_free(q);
+    emb_qtable_writer_free(NULL);
+    assert_int_equal(rmdir(dir), 0); /* empty: no file, no temporary */
 }
 
 int main(void) {
@@ -337,6 +370,7 @@ int main(void) {
         cmocka_unit_test(test_kernels_agree),
         cmocka_unit_test(test_touch_ahead_on_large_tables),
         cmocka_unit_test(test_errors_change_nothing),
+        cmocka_unit_test(test_writer_commit_then_free),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,7 +45,7 @@ static void test_default_generator_unseeded(void **state) {
     emb_generator *twin;
     EMB_OK_OR_FAIL(emb_generator_create(EMB_DEFAULT_SEED, &twin));
     /* The state of the untouched default generator equals a fresh generator's. */
-    size_t sz = emb_generator_state_size();
+    size_t sz = emb_generator_state_nbytes();
     unsigned char *a = malloc(sz), *b = malloc(sz);
     EMB_OK_OR_FAIL(emb_generator_get_state(NULL, a, sz));
     EMB_OK_OR_FAIL(emb_generator_get_state(twin, b, sz));
@@ -327,7 +327,7 @@ static void test_ranges(void **state) {
 /* Save and restore reproduce the stream, cached normal included. */
 static void test_state_round_trip(void **state) {
     (void)state;
-    size_t sz = emb_generator_state_size();
+    size_t sz = emb_generator_state_nbytes();
     assert_true(sz >= 624 * 4);
     unsigned char *buf = malloc(sz);
     emb_generator *g, *h;
@@ -390,7 +390,7 @@ static void to_version1(unsigned char *b) {
  * version 1 state made at test time by the frozen writer above. */
 static void test_state_version1_loads(void **state) {
     (void)state;
-    size_t sz = emb_generator_state_size(), n;
+    size_t sz = emb_generator_state_nbytes(), n;
     unsigned char *old = emb_test_read(emb_test_data("legacy/generator-v1.bin"), &n);
     assert_int_equal(n, sz);
     assert_int_equal(old[4], 1); /* it is a version 1 state */
@@ -431,7 +431,7 @@ static void test_state_version1_loads(void **state) {
 
 static void test_set_state_rejects_garbage(void **state) {
     (void)state;
-    size_t sz = emb_generator_state_size();
+    size_t sz = emb_generator_state_nbytes();
     assert_int_equal(sz, 2536);
     unsigned char *good = malloc(sz), *bad = malloc(sz);
     emb_generator *g, *twin, *src;

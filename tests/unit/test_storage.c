@@ -254,7 +254,7 @@ static void test_borrowed_shares_storage(void **state) {
     emb_embedding *e = NULL;
     EMB_OK_OR_FAIL(emb_embedding_wrap(&t, NULL, false, &o, &e));
     assert_int_equal(emb_embedding_num_embeddings(e), V);
-    assert_int_equal(emb_embedding_dim(e), D);
+    assert_int_equal(emb_embedding_embedding_dim(e), D);
     assert_int_equal(emb_embedding_padding_idx(e), 2);
     /* the padding row is not zeroed, as from_pretrained */
     assert_true(w[2 * D] == 0.25f * (float)(2 * D) - 3.0f);
@@ -395,7 +395,7 @@ static void test_read_only_lookup_and_refusals(void **state) {
     EMB_OK_OR_FAIL(emb_sparse_grad_init(&g, V, D));
     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(e, &idx, &gov, &g));
     assert_int_equal(g.nnz, 3);
-    emb_sparse_grad_free(&g);
+    emb_sparse_grad_release(&g);
 
     EMB_ASSERT_EXACT(w, before, V * D, "read-only weight at the end");
     emb_embedding_free(e);

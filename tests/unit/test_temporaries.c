@@ -88,7 +88,7 @@ typedef emb_status (*dense_backward_fn)(const emb_embedding *, const emb_tensor 
 /* Runs a dense backward form into gw[V*D] in `mode` with `threads` threads. */
 static void run_in_mode(dense_backward_fn fn, emb_embedding *e, const emb_tensor *idx,
                         const emb_tensor *g, float *gw, int mode, int threads) {
-    const int64_t V = emb_embedding_num_embeddings(e), D = emb_embedding_dim(e);
+    const int64_t V = emb_embedding_num_embeddings(e), D = emb_embedding_embedding_dim(e);
     emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, SHP(V, D));
     emb__set_temp_mode(mode);
     emb_set_num_threads(threads);
@@ -101,7 +101,7 @@ static void run_in_mode(dense_backward_fn fn, emb_embedding *e, const emb_tensor
 /* Runs the dense backward in `mode` with `threads` threads into a copy of start[V*D]. */
 static float *backward_in_mode(emb_embedding *e, const emb_tensor *idx, const emb_tensor *g,
                                const float *start, int mode, int threads) {
-    const int64_t V = emb_embedding_num_embeddings(e), D = emb_embedding_dim(e);
+    const int64_t V = emb_embedding_num_embeddings(e), D = emb_embedding_embedding_dim(e);
     float *gw = malloc((size_t)(V * D) * sizeof(float));
     assert_non_null(gw);
     memcpy(gw, start, (size_t)(V * D) * sizeof(float));
@@ -114,7 +114,7 @@ static float *backward_in_mode(emb_embedding *e, const emb_tensor *idx, const em
  * plain ones). Returns the buffer (the gradient starts at base + skew). */
 static float *overwrite_in_mode(emb_embedding *e, const emb_tensor *idx, const emb_tensor *g,
                                 int mode, int threads, int skew) {
-    const int64_t V = emb_embedding_num_embeddings(e), D = emb_embedding_dim(e);
+    const int64_t V = emb_embedding_num_embeddings(e), D = emb_embedding_embedding_dim(e);
     size_t bytes = ((size_t)(V * D + skew) * sizeof(float) + 63) / 64 * 64;
     float *base = aligned_alloc(64, bytes ? bytes : 64);
     assert_non_null(base);

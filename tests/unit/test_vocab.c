@@ -1,11 +1,12 @@
 /* emb_vocab: add-or-increment, lookup, sort, prune, UTF-8 validation, error paths. */
 #include "emb_test.h"
+#include "internal.h" /* emb__utf8_valid */
 
 static void test_add_find(void **state) {
     (void)state;
     emb_vocab *v;
     EMB_OK_OR_FAIL(emb_vocab_create(&v));
-    assert_int_equal(emb_vocab_size(v), 0);
+    assert_int_equal(emb_vocab_num_words(v), 0);
     int64_t id;
     bool added;
     EMB_OK_OR_FAIL(emb_vocab_add(v, "the", 3, 1, &id, &added));
@@ -52,7 +53,7 @@ static void test_many_words(void **state) {
         int n = snprintf(buf, sizeof buf, "w%d", i);
         assert_int_equal(emb_vocab_find(v, buf, (size_t)n), i);
     }
-    assert_int_equal(emb_vocab_size(v), 100000);
+    assert_int_equal(emb_vocab_num_words(v), 100000);
     emb_vocab_free(v);
 }
 
@@ -75,10 +76,10 @@ static void test_sort_prune(void **state) {
         assert_int_equal(emb_vocab_find(v, want[i], strlen(want[i])), i);
     }
     EMB_OK_OR_FAIL(emb_vocab_prune(v, 1, 3, 0));
-    assert_int_equal(emb_vocab_size(v), 5); /* d (count 1) dropped; </s> kept */
+    assert_int_equal(emb_vocab_num_words(v), 5); /* d (count 1) dropped; </s> kept */
     assert_int_equal(emb_vocab_find(v, "d", 1), -1);
     EMB_OK_OR_FAIL(emb_vocab_prune(v, 1, 0, 3));
-    assert_int_equal(emb_vocab_size(v), 3);
+    assert_int_equal(emb_vocab_num_words(v), 3);
     assert_string_equal(emb_vocab_word(v, 2, NULL), "e");
     assert_int_equal(emb_vocab_find(v, "a", 1), -1);
     /* adding after pruning still works */
@@ -108,7 +109,7 @@ static void test_errors(void **state) {
     EMB_EXPECT_ERR(emb_vocab_sort_by_count(v, -1, NULL), EMB_ERR_INVALID, "keep_first");
     EMB_EXPECT_ERR(emb_vocab_prune(v, 0, -1, 0), EMB_ERR_INVALID, "negative");
     /* nothing changed */
-    assert_int_equal(emb_vocab_size(v), 1);
+    assert_int_equal(emb_vocab_num_words(v), 1);
     assert_int_equal(emb_vocab_count(v, 0), 1);
     assert_int_equal(emb_vocab_find(v, "y", 1), -1);
     emb_vocab_free(v);
@@ -116,17 +117,17 @@ static void test_errors(void **state) {
 
 static void test_utf8(void **state) {
     (void)state;
-    assert_true(emb_utf8_valid("", 0));
-    assert_true(emb_utf8_valid("hello world, long ascii run", 27));
-    assert_true(emb_utf8_valid("\xd0\xb2 \xe2\x82\xac \xf0\x9f\x98\x80", 11));
-    assert_false(emb_utf8_valid("\xff", 1));
-    assert_false(emb_utf8_valid("\xc3(", 2));
-    assert_false(emb_utf8_valid("\xc0\x80", 2));         /* overlong */
-    assert_false(emb_utf8_valid("\xe0\x80\x80", 3));     /* overlong */
-    assert_false(emb_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
-    assert_false(emb_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
-    assert_false(emb_utf8_valid("\xe2\x82", 2));         /* truncated */
-    assert_false(emb_utf8_valid("abcdefgh\xd0", 9));
+    assert_true(emb__utf8_valid("", 0));
+    assert_true(emb__utf8_valid("hello world, long ascii run", 27));
+    assert_true(emb__utf8_valid("\xd0\xb2 \xe2\x82\xac \xf0\x9f\x98\x80", 11));
+    assert_false(emb__utf8_valid("\xff", 1));
+    assert_false(emb__utf8_valid("\xc3(", 2));
+    assert_false(emb__utf8_valid("\xc0\x80", 2));         /* overlong */
+    assert_false(emb__utf8_valid("\xe0\x80\x80", 3));     /* overlong */
+    assert_false(emb__utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
+    assert_false(emb__utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+    assert_false(emb__utf8_valid("\xe2\x82", 2));         /* truncated */
+    assert_false(emb__utf8_valid("abcdefgh\xd0", 9));
 }
 
 int main(void) {

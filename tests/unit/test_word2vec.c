@@ -148,7 +148,7 @@ static void test_vocab_and_tokens(void **state) {
     EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path_in_tmp("v.txt"), &w));
     const emb_vocab *v = emb_w2v_vocab(w);
     /* counts: the 3, cat 2, dog 2 (ties in order of first appearance); a, z dropped */
-    assert_int_equal(emb_vocab_size(v), 3);
+    assert_int_equal(emb_vocab_num_words(v), 3);
     assert_string_equal(emb_vocab_word(v, 0, NULL), "the");
     assert_string_equal(emb_vocab_word(v, 1, NULL), "cat");
     assert_string_equal(emb_vocab_word(v, 2, NULL), "dog");
@@ -595,7 +595,7 @@ static float *train_text(const char *text, size_t len, emb_w2v_options o, int64_
     EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
     emb_tensor t;
     EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
-    *nv = emb_vocab_size(emb_w2v_vocab(w));
+    *nv = emb_vocab_num_words(emb_w2v_vocab(w));
     assert_string_equal(emb_vocab_word(emb_w2v_vocab(w), 0, NULL), "hello");
     float *x = malloc((size_t)emb_tensor_numel(&t) * sizeof(float));
     memcpy(x, t.data, (size_t)emb_tensor_numel(&t) * sizeof(float));

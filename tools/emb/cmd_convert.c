@@ -26,8 +26,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
     if (rc >= 0) return rc;
     if ((rc = emb_cli_operands(cmd, &args, 2, 2, "IN OUT")) >= 0) return rc;
-    emb_read_options ro = emb_read_options_default();
-    emb_write_options wo = emb_write_options_default();
+    emb_vectors_read_options ro = emb_vectors_read_options_default();
+    emb_vectors_write_options wo = emb_vectors_write_options_default();
     if (from && emb_format_parse(from, &ro.format)) return emb_cli_usage_error(cmd, "--from: %s", emb_errmsg());
     if (to && emb_format_parse(to, &wo.format)) return emb_cli_usage_error(cmd, "--to: %s", emb_errmsg());
     emb_qtype qt = EMB_QTYPE_F32;
@@ -69,16 +69,17 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (qwrite) {
         emb_qtable_writer *w;
         st = emb_qtable_writer_open(args.v[1], qt, v.weight.shape[0], v.weight.shape[1], v.vocab, &w);
-        if (!st && (st = emb_qtable_writer_append(w, v.weight.data, v.weight.shape[0])))
-            emb_qtable_writer_abort(w);
-        else if (!st)
-            st = emb_qtable_writer_commit(w, &err);
+        if (!st) {
+            st = emb_qtable_writer_append(w, v.weight.data, v.weight.shape[0]);
+            if (!st) st = emb_qtable_writer_commit(w, &err);
+            emb_qtable_writer_free(w);
+        }
     } else {
         st = emb_vectors_write(args.v[1], &v.weight, v.vocab, &wo);
     }
     if (st) {
         rc = emb_cli_fail(cmd, "%s", emb_errmsg());
-        emb_vectors_free(&v);
+        emb_vectors_release(&v);
         return rc;
     }
     fprintf(stderr, "emb convert: %s (%s, %lld x %lld) -> %s (%s%s%s)\n", args.v[0], emb_format_name(v.format),
@@ -87,7 +88,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (qwrite)
         fprintf(stderr, "emb convert: error against the float32 rows: max abs %.6g, mean abs %.6g, mean cosine %.9f\n",
                 err.max_abs, err.mean_abs, err.mean_cosine);
-    emb_vectors_free(&v);
+    emb_vectors_release(&v);
     return EMB_CLI_OK;
 }
 

@@ -22,7 +22,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
     if (rc >= 0) return rc;
     if ((rc = emb_cli_operands(cmd, &args, 1, 1, "FILE")) >= 0) return rc;
-    emb_read_options ro = emb_read_options_default();
+    emb_vectors_read_options ro = emb_vectors_read_options_default();
     if (from && emb_format_parse(from, &ro.format)) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
     ro.limit = limit;
     ro.tensor = tensor;
@@ -41,7 +41,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     printf("\ndim:        %lld\n", (long long)dim);
     printf("dtype:      %s\n", emb_dtype_name(v.file_dtype));
     if (v.vocab)
-        printf("words:      %lld%s\n", (long long)emb_vocab_size(v.vocab),
+        printf("words:      %lld%s\n", (long long)emb_vocab_num_words(v.vocab),
                emb_vocab_has_counts(v.vocab) ? " (with counts)" : "");
     else
         printf("words:      none (rows are looked up by id)\n");
@@ -78,7 +78,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             const char *qt = emb_safetensors_metadata(st, "emb.qtype");
             emb_qtype q;
             int64_t rb;
-            if (qt && !emb_qtype_parse(qt, &q) && !emb_qtype_row_bytes(q, dim, &rb)) {
+            if (qt && !emb_qtype_parse(qt, &q) && !emb_qtype_row_nbytes(q, dim, &rb)) {
                 static const char *layout[] = {"float32 values", "float16 values", "bfloat16 values",
                                                "uint8 codes, float32 scale and bias",
                                                "4-bit codes, float16 scale and bias"};
@@ -91,17 +91,17 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             if (e1 && e2 && e3)
                 printf("error:      against the float32 source: max abs %s, mean abs %s, mean cosine %s\n", e1, e2, e3);
             printf("tensors:\n");
-            for (int64_t i = 0; i < emb_safetensors_count(st); i++) {
+            for (int64_t i = 0; i < emb_safetensors_num_tensors(st); i++) {
                 int nd;
                 const int64_t *sh = emb_safetensors_shape(st, i, &nd);
                 char shape[256];
-                emb_shape_str(shape, sizeof shape, nd, sh);
+                emb_shape_repr(nd, sh, shape, sizeof shape);
                 printf("  %-24s %-5s %s\n", emb_safetensors_name(st, i), emb_safetensors_dtype(st, i), shape);
             }
-            emb_safetensors_close(st);
+            emb_safetensors_free(st);
         }
     }
-    emb_vectors_free(&v);
+    emb_vectors_release(&v);
     return EMB_CLI_OK;
 }
 

@@ -22,7 +22,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
     if (rc >= 0) return rc;
     if ((rc = emb_cli_operands(cmd, &args, 2, -1, "FILE and WORD|ID")) >= 0) return rc;
-    emb_read_options ro = emb_read_options_default();
+    emb_vectors_read_options ro = emb_vectors_read_options_default();
     if (from && emb_format_parse(from, &ro.format)) return emb_cli_usage_error(cmd, "--from: %s", emb_errmsg());
     ro.tensor = tensor;
     ro.check_utf8 = !no_utf8;
@@ -32,14 +32,14 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     /* a fastText model answers for any word, from its character n-grams */
     emb_fasttext *ft = NULL;
     if (v.format == EMB_FORMAT_FASTTEXT_BIN && emb_fasttext_read(args.v[0], &ft)) {
-        emb_vectors_free(&v);
+        emb_vectors_release(&v);
         return emb_cli_fail(cmd, "%s", emb_errmsg());
     }
     int64_t rows = v.weight.shape[0], dim = v.weight.shape[1], n = 0;
     const char **labels = malloc(sizeof *labels * (size_t)args.n);
     float *out = malloc(sizeof *out * (size_t)(args.n * dim + 1));
     if (!out || !labels) {
-        free(out), free(labels), emb_vectors_free(&v), emb_fasttext_free(ft);
+        free(out), free(labels), emb_vectors_release(&v), emb_fasttext_free(ft);
         return emb_cli_fail(cmd, "out of memory");
     }
     rc = EMB_CLI_OK;
@@ -92,7 +92,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     emb_fasttext_free(ft);
     free(out);
     free(labels);
-    emb_vectors_free(&v);
+    emb_vectors_release(&v);
     return rc;
 }
 

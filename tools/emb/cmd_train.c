@@ -190,7 +190,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         return emb_cli_usage_error(cmd, "checkpoints of training with subwords are not provided");
     if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
 
-    emb_write_options wo = emb_write_options_default();
+    emb_vectors_write_options wo = emb_vectors_write_options_default();
     wo.format = binary ? EMB_FORMAT_W2V_BINARY : emb_format_from_path(output);
     if (wo.format == EMB_FORMAT_AUTO) wo.format = EMB_FORMAT_W2V_TEXT; /* as the word2vec tool */
     char why[600];
@@ -220,7 +220,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         fprintf(stderr,
                 "emb train: %s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
                 "window %d, negative %d, %d epochs, %d threads%s%s\n",
-                corpus, (long long)emb_vocab_size(vocab),
+                corpus, (long long)emb_vocab_num_words(vocab),
                 (long long)emb_w2v_corpus_tokens(w), m == EMB_W2V_CBOW ? "CBOW" : "skip-gram",
                 (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
                 o.maxn > 0 ? "; subwords" : "", resume ? " (resumed)" : "");
@@ -243,7 +243,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     /* with subwords a word's vector is the mean of its rows (fastText's .vec) */
     st = o.maxn > 0 ? emb_w2v_word_vectors(w, &vec) : emb_w2v_vectors(w, &vec);
     if (st == EMB_OK) st = emb_vectors_write(output, &vec, vocab, &wo);
-    if (o.maxn > 0) emb_tensor_free(&vec);
+    if (o.maxn > 0) emb_tensor_release(&vec);
     if (st == EMB_OK && save_model) st = emb_w2v_save_fasttext(w, save_model);
     if (st) {
         rc = emb_cli_fail(cmd, "%s", emb_errmsg());

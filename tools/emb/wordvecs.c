@@ -24,7 +24,7 @@ static bool open_quantized(const char *path, wordvecs *out) {
     }
     const char *qt = emb_safetensors_metadata(st, "emb.qtype");
     const bool quantized = qt && strcmp(qt, "f32") != 0;
-    emb_safetensors_close(st);
+    emb_safetensors_free(st);
     if (!quantized) return false;
     emb_status rc = emb_qtable_map(path, &out->q, &out->v.vocab);
     if (rc == EMB_ERR_UNSUPPORTED) /* data not aligned for mapping: a copy in memory */
@@ -59,13 +59,13 @@ int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
     if (limit == 0 && open_quantized(path, out)) {
         if (!out->q) return emb_cli_fail(cmd, "%s", emb_errmsg());
     } else {
-        emb_read_options ro = emb_read_options_default();
+        emb_vectors_read_options ro = emb_vectors_read_options_default();
         ro.limit = limit;
         if (emb_vectors_read(path, &ro, &out->v) != EMB_OK)
             return emb_cli_fail(cmd, "%s", emb_errmsg());
     }
     if (out->v.format == EMB_FORMAT_FASTTEXT_BIN && emb_fasttext_read(path, &out->ft) != EMB_OK) {
-        emb_vectors_free(&out->v);
+        emb_vectors_release(&out->v);
         return emb_cli_fail(cmd, "%s", emb_errmsg());
     }
     if (!out->v.vocab) {
@@ -75,7 +75,7 @@ int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
     int64_t rows = out->v.weight.shape[0];
     if (restrict_rows > 0 && restrict_rows < rows) rows = restrict_rows;
     out->rows = rows;
-    if ((out->q ? emb_knn_create_qtable(out->q, rows, &out->knn)
+    if ((out->q ? emb_knn_create_from_qtable(out->q, rows, &out->knn)
                 : emb_knn_create(&out->v.weight, rows, &out->knn)) != EMB_OK) {
         int rc = emb_cli_fail(cmd, "%s: %s", path, emb_errmsg());
         wordvecs_close(out);
@@ -95,7 +95,7 @@ void wordvecs_close(wordvecs *w) {
     if (w->q) w->v.weight.data = NULL;
     emb_vocab_free(w->fold);
     emb_fasttext_free(w->ft);
-    emb_vectors_free(&w->v);
+    emb_vectors_release(&w->v);
     memset(w, 0, sizeof *w);
 }
 

@@ -42,8 +42,8 @@ int tour_seed001(const tour_ctx *t) {
     tour_print_shape(t, NULL, &x);
     TOUR_TRY(tour_lookup(emb, &x, &out), "embedding lookup");
     tour_print_shape(t, NULL, &out);
-    emb_tensor_free(&x);
-    emb_tensor_free(&out);
+    emb_tensor_release(&x);
+    emb_tensor_release(&out);
 
     tour_say(t, "The same with five ids:");
     n = 5;
@@ -53,7 +53,7 @@ int tour_seed001(const tour_ctx *t) {
     TOUR_TRY(tour_lookup(emb, &x, &out), "embedding lookup");
     tour_print_shape(t, NULL, &out);
     TOUR_TRY(tour_print(t, &x, NULL, NULL), "print");
-    emb_tensor_free(&out);
+    emb_tensor_release(&out);
 
     tour_say(t, "The weights are unchanged by lookups:");
     TOUR_TRY(tour_print_param(t, &w, emb_embedding_requires_grad(emb)), "print");
@@ -65,11 +65,11 @@ int tour_seed001(const tour_ctx *t) {
     TOUR_TRY(emb_tensor_init(&idx, EMB_INT64, ids01, 1, &n2), "index tensor");
     TOUR_TRY(tour_lookup(emb, &idx, &out), "embedding lookup");
     TOUR_TRY(tour_print(t, &out, tour_lookup_grad_fn(emb), NULL), "print");
-    emb_tensor_free(&out);
+    emb_tensor_release(&out);
     TOUR_TRY(emb_tensor_init(&idx, EMB_INT64, ids234, 1, &n3), "index tensor");
     TOUR_TRY(tour_lookup(emb, &idx, &out), "embedding lookup");
     TOUR_TRY(tour_print(t, &out, tour_lookup_grad_fn(emb), NULL), "print");
-    emb_tensor_free(&out);
+    emb_tensor_release(&out);
 
     tour_say(t, "Id 10 is not in a table of 10 rows: PyTorch raises \"IndexError: index out "
                 "of range in self\"; emb returns an error status and says which index:");
@@ -140,12 +140,12 @@ int tour_seed001(const tour_ctx *t) {
 
     rc = 0;
 done:
-    emb_tensor_free(&x);
-    emb_tensor_free(&out);
-    emb_tensor_free(&labels);
-    emb_tensor_free(&noise);
-    emb_tensor_free(&emb_out);
-    emb_tensor_free(&cat);
+    emb_tensor_release(&x);
+    emb_tensor_release(&out);
+    emb_tensor_release(&labels);
+    emb_tensor_release(&noise);
+    emb_tensor_release(&emb_out);
+    emb_tensor_release(&cat);
     emb_embedding_free(emb);
     return rc;
 }

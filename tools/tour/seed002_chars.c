@@ -60,7 +60,7 @@ int tour_seed002(const tour_ctx *t) {
     TOUR_TRY(emb_embedding_create(N_CHARS, EMBED_DIM, NULL, &embedding), "nn.Embedding(100, 10)");
     TOUR_TRY(tour_lookup(embedding, &input, &out), "embedding lookup");
     tour_print_shape(t, "Output Tensor Shape: ", &out);
-    emb_tensor_free(&out);
+    emb_tensor_release(&out);
 
     tour_say(t, "The embedding of the single character 'a' (id %" PRId64 "):",
              tour_char_token('a'));
@@ -71,7 +71,7 @@ int tour_seed002(const tour_ctx *t) {
     TOUR_TRY(tour_lookup(embedding, &a_tokenized, &out), "embedding lookup");
     fputs("Embedding for 'a': ", t->out);
     TOUR_TRY(tour_print(t, &out, tour_lookup_grad_fn(embedding), NULL), "print");
-    emb_tensor_free(&out);
+    emb_tensor_release(&out);
 
     tour_say(t, "nn.Linear vs nn.Embedding. Three 0/1 samples of 4 features, and "
                 "nn.Linear(4, 3, bias=False):");
@@ -133,7 +133,7 @@ int tour_seed002(const tour_ctx *t) {
 
     rc = 0;
 done:
-    emb_tensor_free(&out);
+    emb_tensor_release(&out);
     emb_embedding_free(w_embedding);
     emb_embedding_free(unused);
     emb_linear_free(w_linear);

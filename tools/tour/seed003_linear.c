@@ -43,13 +43,13 @@ int tour_seed003(const tour_ctx *t) {
     for (id = 1; id <= 2; id++) {
         TOUR_TRY(tour_lookup(embedding, &single, &out), "embedding lookup");
         TOUR_TRY(tour_print(t, &out, tour_lookup_grad_fn(embedding), NULL), "print");
-        emb_tensor_free(&out);
+        emb_tensor_release(&out);
     }
 
     tour_say(t, "All three samples at once, embedding(idx): rows 2, 3 and 1.");
     TOUR_TRY(tour_lookup(embedding, &idx, &out), "embedding lookup");
     TOUR_TRY(tour_print(t, &out, tour_lookup_grad_fn(embedding), NULL), "print");
-    emb_tensor_free(&out);
+    emb_tensor_release(&out);
 
     tour_say(t, "The same ids one-hot encoded, F.one_hot(idx): a 1 in column idx[i] of row i.");
     int64_t oh_shape[2] = {N, num_idx};
@@ -85,10 +85,10 @@ int tour_seed003(const tour_ctx *t) {
 
     rc = 0;
 done:
-    emb_tensor_free(&out);
-    emb_tensor_free(&onehot);
-    emb_tensor_free(&onehot_f);
-    emb_tensor_free(&y);
+    emb_tensor_release(&out);
+    emb_tensor_release(&onehot);
+    emb_tensor_release(&onehot_f);
+    emb_tensor_release(&y);
     emb_linear_free(linear);
     emb_embedding_free(embedding);
     return rc;

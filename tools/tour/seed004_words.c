@@ -52,7 +52,7 @@ int tour_seed004(const tour_ctx *t) {
     TOUR_TRY(emb_tensor_init(&scalar, EMB_INT64, &zero, 0, NULL), "index tensor");
     TOUR_TRY(tour_lookup(embedding, &scalar, &out), "embedding lookup");
     TOUR_TRY(tour_print(t, &out, NULL, NULL), "print");
-    emb_tensor_free(&out);
+    emb_tensor_release(&out);
 
     tour_say(t, "The whole [5, 3] batch gives [5, 3, 4]: every id replaced by its row.");
     TOUR_TRY(tour_lookup(embedding, &sequence, &out), "embedding lookup");
@@ -60,7 +60,7 @@ int tour_seed004(const tour_ctx *t) {
 
     rc = 0;
 done:
-    emb_tensor_free(&out);
+    emb_tensor_release(&out);
     emb_embedding_free(embedding);
     return rc;
 }

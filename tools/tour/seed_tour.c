@@ -69,7 +69,7 @@ emb_status tour_print_param(const tour_ctx *t, const emb_tensor *w, bool require
 
 void tour_print_shape(const tour_ctx *t, const char *prefix, const emb_tensor *x) {
     char buf[160];
-    emb_shape_str(buf, sizeof buf, x->ndim, x->shape);
+    emb_shape_repr(x->ndim, x->shape, buf, sizeof buf);
     fprintf(t->out, "%s%s\n", prefix ? prefix : "", buf);
 }
 
@@ -88,7 +88,7 @@ emb_status tour_lookup(emb_embedding *e, const emb_tensor *indices, emb_tensor *
     if (s != EMB_OK) return s;
     s = emb_embedding_forward(e, indices, &tmp);
     if (s != EMB_OK) {
-        emb_tensor_free(&tmp);
+        emb_tensor_release(&tmp);
         return s;
     }
     *out = tmp;

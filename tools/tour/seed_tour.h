@@ -97,7 +97,7 @@ void tour_print_shape(const tour_ctx *t, const char *prefix, const emb_tensor *x
  * grad is recorded by autograd. */
 const char *tour_lookup_grad_fn(const emb_embedding *e);
 
-/* out = e(indices) into freshly allocated storage (free it with emb_tensor_free; it is
+/* out = e(indices) into freshly allocated storage (free it with emb_tensor_release; it is
  * left empty on failure). */
 emb_status tour_lookup(emb_embedding *e, const emb_tensor *indices, emb_tensor *out);
 

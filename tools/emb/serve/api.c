@@ -364,7 +364,7 @@ static void embeddings_common(serve_ctx *ctx, json_t *req, serve_reply *r, bool 
         emb_tensor_init(&ti, EMB_INT64, ids.ids ? ids.ids : &dummy, 1, &nid);
         emb_tensor_init(&toff, EMB_INT64, offsets, 1, &nb);
         emb_tensor_init(&to, EMB_FLOAT32, out, 2, oshape);
-        if (emb_qtable_bag(t->q, &ti, &toff, NULL, &bo, &to, NULL) != EMB_OK) {
+        if (emb_qtable_bag_forward(t->q, &ti, &toff, NULL, &bo, &to, NULL) != EMB_OK) {
             serve_error(r, 500, "%s", emb_errmsg());
             ok = false;
         }

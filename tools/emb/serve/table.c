@@ -47,7 +47,7 @@ bool serve_table_open(const char *path, const serve_table_options *o, serve_tabl
     memset(t, 0, sizeof *t);
     t->path = path;
     if (o->tensor || !try_map(path, t)) {
-        emb_read_options ro = emb_read_options_default();
+        emb_vectors_read_options ro = emb_vectors_read_options_default();
         ro.tensor = o->tensor;
         ro.check_utf8 = o->check_utf8;
         if (emb_vectors_read(path, &ro, &t->v) != EMB_OK)
@@ -56,7 +56,7 @@ bool serve_table_open(const char *path, const serve_table_options *o, serve_tabl
         if (emb_qtable_wrap(EMB_QTYPE_F32, r, d, t->v.weight.data, (size_t)(r * d) * sizeof(float),
                             NULL, &t->q) != EMB_OK) {
             fail(err, errsize, "%s: %s", path, emb_errmsg());
-            emb_vectors_free(&t->v);
+            emb_vectors_release(&t->v);
             return false;
         }
         t->vocab = t->v.vocab;
@@ -74,7 +74,7 @@ bool serve_table_open(const char *path, const serve_table_options *o, serve_tabl
         st = emb_tensor_init(&view, EMB_FLOAT32, (void *)emb_qtable_data(t->q), 2, shape);
         if (st == EMB_OK) st = emb_knn_create(&view, t->searched, &t->knn);
     } else {
-        st = emb_knn_create_qtable(t->q, t->searched, &t->knn);
+        st = emb_knn_create_from_qtable(t->q, t->searched, &t->knn);
     }
     if (st == EMB_OK && t->vocab) st = wordvecs_fold(t->vocab, t->searched, &t->fold);
     if (st != EMB_OK || !t->model) {
@@ -89,7 +89,7 @@ void serve_table_close(serve_table *t) {
     emb_knn_free(t->knn);
     emb_vocab_free(t->fold);
     emb_qtable_free(t->q);
-    if (t->v.weight.data || t->v.vocab) emb_vectors_free(&t->v); /* its vocab is t->vocab */
+    if (t->v.weight.data || t->v.vocab) emb_vectors_release(&t->v); /* its vocab is t->vocab */
     else emb_vocab_free(t->vocab);                               /* the mapped file's */
     free(t->model);
     memset(t, 0, sizeof *t);

@@ -1,5 +1,5 @@
-/* Rank statistics for word-vector evaluations (include/emb/search.h). */
-#include <emb/search.h>
+/* Rank statistics for word-vector evaluations (<emb/util.h>): Spearman correlation. */
+#include <emb/util.h>
 
 #include "internal.h"
 
