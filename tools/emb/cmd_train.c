@@ -2,6 +2,7 @@
  * A thin layer over include/emb/word2vec.h: parse options, train with a progress display,
  * checkpoint on request, write the vectors in the format the output name asks for. */
 #include "cli.h"
+#include "train_output.h"
 
 #include <emb/emb.h>
 #include <emb/io.h>
@@ -22,6 +23,9 @@ typedef struct {
     double last_print, last_ckpt, every;
     const char *ckpt;
     int ckpt_failed;
+    bool ckpt_written;
+    int64_t done0;      /* words done before this run (a resumed run): not counted in its speed */
+    char ckpt_msg[1024]; /* why a checkpoint could not be written */
 } train_ui;
 
 static double wall(void) {
@@ -42,14 +46,17 @@ static int on_progress(const emb_w2v_progress *p, void *user) {
     if (ui->ckpt && ui->every > 0 && now - ui->last_ckpt >= ui->every &&
         p->words_done < p->words_total) {
         if (emb_w2v_save_checkpoint(ui->w, ui->ckpt) != EMB_OK) {
+            /* kept: the trainer's "cancelled" replaces the library's message */
+            snprintf(ui->ckpt_msg, sizeof ui->ckpt_msg, "%s", emb_errmsg());
             ui->ckpt_failed = 1;
             return 1;
         }
+        ui->ckpt_written = true;
         ui->last_ckpt = now;
     }
     if (ui->quiet) return 0;
     double frac = (double)p->words_done / (double)p->words_total;
-    double rate = p->seconds > 0 ? (double)p->words_done / p->seconds : 0;
+    double rate = p->seconds > 0 ? (double)(p->words_done - ui->done0) / p->seconds : 0;
     char eta[32];
     fmt_eta(eta, sizeof eta, rate > 0 ? (double)(p->words_total - p->words_done) / rate : 0);
     if (ui->tty) {
@@ -91,14 +98,16 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     const char *output = NULL, *train = NULL, *resume = NULL, *checkpoint = NULL,
                *model = "skipgram";
     int64_t dim = -1, window = -1, negative = -1, min_count = -1, max_vocab = -1, epochs = -1,
-            threads = -1, cbow = -1, hs = 0, binary = 0, max_sentence = -1;
+            threads = -1, cbow = -1, hs = 0, binary = -1, max_sentence = -1;
     double sample = -1, alpha = -1, min_alpha = -1, every = 0;
     uint64_t seed = 1;
-    bool lowercase = false, strip = false, quiet = false, sum = false, shared = false;
+    bool lowercase = false, strip = false, quiet = false, sum = false, shared = false,
+         keep_ckpt = false;
+    const char *input = NULL;
     const emb_cli_option opts[] = {
         {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
         {"train", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
-        {"input", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
+        {"input", 0, NULL, EMB_CLI_STRING, &input, 0, 0, 0, 0},
         {"model", 0, NULL, EMB_CLI_STRING, &model, 0, 0, 0, 0},
         {"cbow", 0, NULL, EMB_CLI_INT, &cbow, 0, 1, 0, 0},
         {"dim", 0, "size vector-size", EMB_CLI_INT, &dim, 1, 1 << 20, 0, 0},
@@ -122,12 +131,16 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"checkpoint", 0, NULL, EMB_CLI_STRING, &checkpoint, 0, 0, 0, 0},
         {"checkpoint-every", 0, NULL, EMB_CLI_DOUBLE, &every, 0, 0, 0, 1e9},
         {"resume", 0, NULL, EMB_CLI_STRING, &resume, 0, 0, 0, 0},
+        {"keep-checkpoint", 0, NULL, EMB_CLI_FLAG, &keep_ckpt, 0, 0, 0, 0},
         {"quiet", 'q', NULL, EMB_CLI_FLAG, &quiet, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
     };
     emb_cli_args args;
     int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
     if (rc >= 0) return rc;
+    if (train && input)
+        return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train, input);
+    if (!train) train = input;
     if (train && args.n > 0)
         return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train,
                                    args.v[0]);
@@ -170,15 +183,21 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     o.shared_negatives = shared;
     if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
 
-    emb_write_options wo = emb_write_options_default();
-    wo.format = binary ? EMB_FORMAT_W2V_BINARY : emb_format_from_path(output);
-    if (wo.format == EMB_FORMAT_AUTO) wo.format = EMB_FORMAT_W2V_TEXT; /* as the word2vec tool */
+    train_output out;
+    if ((rc = train_output_resolve(cmd, output, binary, input != NULL, &out)) >= 0) return rc;
+    output = out.path;
     char why[600];
-    if (!dir_writable(output, why, sizeof why))
+    if (!out.to_stdout && !dir_writable(output, why, sizeof why))
         return emb_cli_fail(cmd, "cannot write %s: %s", output, why);
+    if (checkpoint && every == 0) {
+        every = 300;
+        if (!quiet)
+            fprintf(stderr, "emb train: --checkpoint without --checkpoint-every: writing %s every %g "
+                            "seconds\n", checkpoint, every);
+    }
     if (!checkpoint && every > 0) {
         static char def[4096];
-        snprintf(def, sizeof def, "%s.ckpt", output);
+        snprintf(def, sizeof def, "%s.ckpt", out.to_stdout ? "emb-train" : output);
         checkpoint = def;
     }
     if (checkpoint && !dir_writable(checkpoint, why, sizeof why))
@@ -193,7 +212,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (st) return emb_cli_fail(cmd, "%s", emb_errmsg());
     const emb_vocab *vocab = emb_w2v_vocab(w);
     o = emb_w2v_options_of(w);
-    train_ui ui = {w, isatty(fileno(stderr)) == 1, quiet, 0, wall(), every, checkpoint, 0};
+    train_ui ui = {w, isatty(fileno(stderr)) == 1, quiet, 0, wall(), every, checkpoint, 0, false,
+                   emb_w2v_words_done(w), ""};
     if (!quiet)
         fprintf(stderr,
                 "emb train: %s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
@@ -203,12 +223,12 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                 (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
                 resume ? " (resumed)" : "");
     double t1 = wall();
-    int64_t done0 = emb_w2v_words_done(w);
+    int64_t done0 = ui.done0;
     st = emb_w2v_train(w, on_progress, &ui);
     double t2 = wall();
     if (!quiet && ui.tty) fprintf(stderr, "\n");
     if (ui.ckpt_failed) {
-        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        rc = emb_cli_fail(cmd, "training stopped: cannot write the checkpoint: %s", ui.ckpt_msg);
         emb_w2v_free(w);
         return rc;
     }
@@ -218,12 +238,19 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         return rc;
     }
     emb_tensor vec;
-    st = emb_w2v_vectors(w, &vec);
-    if (st == EMB_OK) st = emb_vectors_write(output, &vec, vocab, &wo);
-    if (st) {
+    if (emb_w2v_vectors(w, &vec)) {
         rc = emb_cli_fail(cmd, "%s", emb_errmsg());
         emb_w2v_free(w);
         return rc;
+    }
+    if ((rc = train_output_write(cmd, &out, &vec, vocab)) != EMB_CLI_OK) {
+        emb_w2v_free(w);
+        return rc;
+    }
+    /* The vectors are safe: the run's checkpoints have served their purpose. */
+    if (!keep_ckpt) {
+        if (checkpoint && ui.ckpt_written) remove(checkpoint);
+        if (resume) remove(resume);
     }
     if (!quiet) {
         struct rusage ru;
@@ -233,7 +260,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                 "emb train: %lld words in %.2f s (%.0f words/s; reading %.2f s), peak memory "
                 "%.1f MB; wrote %s (%s)\n",
                 (long long)words, t2 - t1, (t2 - t1) > 0 ? (double)words / (t2 - t1) : 0,
-                t1 - t0, (double)ru.ru_maxrss / 1024.0, output, emb_format_name(wo.format));
+                t1 - t0, (double)ru.ru_maxrss / 1024.0,
+                out.to_stdout ? "standard output" : output, emb_format_name(out.format));
     }
     emb_w2v_free(w);
     return EMB_CLI_OK;
@@ -252,8 +280,13 @@ const emb_cli_command emb_cli_cmd_train = {
     "\n"
     "The format of OUT follows its extension: .safetensors (tensor 'weight' plus the words;\n"
     "loads with torch and Embedding.from_pretrained), .bin (word2vec binary), .vec or .txt\n"
-    "(word2vec text, as fastText's .vec); any other name gets word2vec text. The file is\n"
-    "written atomically: a failed run never replaces an existing OUT.\n"
+    "(word2vec text, as fastText's .vec); any other name gets word2vec text; -binary 0|1\n"
+    "picks word2vec text or binary whatever the name, as the word2vec tool does. OUT '-'\n"
+    "writes to standard output (word2vec text, or binary with -binary 1). With the corpus\n"
+    "given by fastText's -input, an OUT without one of those extensions is a prefix, as in\n"
+    "fastText: PREFIX.vec is written. Compressed names (.gz, .bz2, .xz, .zst) are refused\n"
+    "rather than written uncompressed: use -o - | gzip > OUT.gz. The file is written\n"
+    "atomically: a failed run never replaces an existing OUT.\n"
     "\n"
     "Options (word2vec's and fastText's single-dash names are accepted too):\n"
     "  -o, --output OUT        where to write the vectors (word2vec: -output)\n"
@@ -277,15 +310,21 @@ const emb_cli_command emb_cli_cmd_train = {
     "                          its context words (faster; a little less accurate)\n"
     "  --max-sentence N        longest sentence in tokens (default 1000)\n"
     "  -hs 0, -binary 0|1      word2vec compatibility: hierarchical softmax is not provided\n"
-    "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary\n"
-    "  --checkpoint FILE       where checkpoints go (default OUT.ckpt)\n"
+    "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary,\n"
+    "                          -binary 0 word2vec text\n"
+    "  --checkpoint FILE       where checkpoints go (default OUT.ckpt); alone, it checkpoints\n"
+    "                          every 300 seconds (and says so)\n"
     "  --checkpoint-every S    write the whole training state every S seconds, atomically\n"
     "  --resume FILE           continue from a checkpoint (same corpus and options)\n"
+    "  --keep-checkpoint       keep the checkpoint (and the one resumed from) after a\n"
+    "                          successful run; by default they are removed once the\n"
+    "                          vectors are written\n"
     "  -q, --quiet             no progress display and no summary\n"
     "  -h, --help              print this help and exit\n"
     "\n"
     "Progress goes to standard error: a bar (percent, words/s, learning rate, ETA) on a\n"
-    "terminal, a line every 5 seconds otherwise, and a summary at the end. With --threads 1\n"
+    "terminal, a line every 5 seconds otherwise, and a summary at the end (after --resume,\n"
+    "words/s and the ETA count only the work done since the resume). With --threads 1\n"
     "and a fixed --seed two runs give identical vectors; with more threads rows are updated\n"
     "without locks, as the other tools do, and results vary slightly between runs.\n"
     "\n"

@@ -1,0 +1,85 @@
+"""`emb train` at its edges: -binary 0, compressed and standard-output names, fastText's
+-output prefix, --checkpoint alone, checkpoints removed after success (or kept), a checkpoint
+that cannot be written, and resuming with another thread count. Every output is read back
+with gensim 4.2."""
+import os
+import subprocess
+
+import numpy as np
+from gensim.models import KeyedVectors
+
+from test_word2vec import synthetic, train
+
+BASE = ["--dim", 8, "--min-count", 1, "--threads", 1, "--epochs", 2, "--seed", 3, "-q"]
+
+
+def test_binary_0_writes_text_whatever_the_name(emb_bin, tmp_path):
+    corpus = synthetic(tmp_path / "c.txt")
+    train(emb_bin, corpus, "-o", tmp_path / "v.bin", "-binary", 0, *BASE)
+    text = KeyedVectors.load_word2vec_format(str(tmp_path / "v.bin"), binary=False)
+    train(emb_bin, corpus, "-o", tmp_path / "w.bin", *BASE)
+    binary = KeyedVectors.load_word2vec_format(str(tmp_path / "w.bin"), binary=True)
+    assert text.index_to_key == binary.index_to_key
+    assert np.array_equal(text.vectors, binary.vectors)
+    p = train(emb_bin, corpus, "-o", tmp_path / "v.safetensors", "-binary", 0, *BASE, check=False)
+    assert p.returncode == 2 and "-binary 0 asks for word2vec text" in p.stderr
+    assert not (tmp_path / "v.safetensors").exists()
+
+
+def test_compressed_names_are_refused(emb_bin, tmp_path):
+    corpus = synthetic(tmp_path / "c.txt")
+    for name in ["v.txt.gz", "v.vec.bz2", "v.bin.xz", "v.txt.zst"]:
+        p = train(emb_bin, corpus, "-o", tmp_path / name, *BASE, check=False)
+        assert p.returncode == 2, p.stderr
+        assert "emb does not compress its output" in p.stderr and "-o - | gzip" in p.stderr
+        assert not (tmp_path / name).exists()
+
+
+def test_output_dash_writes_stdout(emb_bin, tmp_path):
+    corpus = synthetic(tmp_path / "c.txt")
+    p = subprocess.run([emb_bin, "train", corpus, "-o", "-", *map(str, BASE)], capture_output=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    (tmp_path / "out.txt").write_bytes(p.stdout)
+    got = KeyedVectors.load_word2vec_format(str(tmp_path / "out.txt"))
+    train(emb_bin, corpus, "-o", tmp_path / "file.txt", *BASE)
+    want = KeyedVectors.load_word2vec_format(str(tmp_path / "file.txt"))
+    assert got.index_to_key == want.index_to_key and np.array_equal(got.vectors, want.vectors)
+    p = subprocess.run([emb_bin, "train", corpus, "-o", "-", "-binary", "1", *map(str, BASE)],
+                       capture_output=True, timeout=120)
+    assert p.returncode == 0
+    (tmp_path / "out.bin").write_bytes(p.stdout)
+    assert np.array_equal(KeyedVectors.load_word2vec_format(str(tmp_path / "out.bin"), binary=True).vectors,
+                          want.vectors)
+    assert not [f for f in os.listdir(tmp_path) if f.startswith("emb-train")]
+
+
+def test_fasttext_output_prefix(emb_bin, tmp_path):
+    corpus = synthetic(tmp_path / "c.txt")
+    prefix = tmp_path / "model"
+    train(emb_bin, "-input", corpus, "-output", prefix, *BASE)
+    assert not prefix.exists()
+    kv = KeyedVectors.load_word2vec_format(str(tmp_path / "model.vec"))
+    assert kv.vector_size == 8
+    # word2vec's -train keeps the name as given
+    train(emb_bin, "-train", corpus, "-output", tmp_path / "w2v", *BASE)
+    assert KeyedVectors.load_word2vec_format(str(tmp_path / "w2v")).vector_size == 8
+
+
+def test_checkpoint_alone_says_what_it_does(emb_bin, tmp_path):
+    corpus = synthetic(tmp_path / "c.txt")
+    p = train(emb_bin, corpus, "-o", tmp_path / "v.vec", "--checkpoint", tmp_path / "v.ck",
+              "--dim", 8, "--min-count", 1, "--epochs", 1)
+    assert "--checkpoint without --checkpoint-every: writing %s every 300 seconds" % (tmp_path / "v.ck") \
+        in p.stderr
+
+
+def test_checkpoint_removed_after_success_unless_kept(emb_bin, tmp_path):
+    corpus = synthetic(tmp_path / "c.txt", lines=2000)
+    args = [corpus, "-o", tmp_path / "v.vec", "--checkpoint-every", "0.000001", "--epochs", 5,
+            "--dim", 8, "--min-count", 1, "--threads", 1, "-q"]
+    train(emb_bin, *args, "--keep-checkpoint")
+    assert (tmp_path / "v.vec.ckpt").exists()  # written during the run, kept
+    (tmp_path / "v.vec.ckpt").unlink()
+    train(emb_bin, *args)
+    assert (tmp_path / "v.vec").exists() and not (tmp_path / "v.vec.ckpt").exists()
