@@ -57,6 +57,9 @@ typedef struct emb_w2v_options {
     bool shared_negatives; /* skip-gram: one draw of negatives per window, shared by its
                               context words (faster); false: a draw per (center, context)
                               pair, as the word2vec tool does */
+    bool compute_loss;   /* report the training loss to the progress callback (costs a second
+                            pass over each step's dot products; the vectors are the same
+                            bits with or without it); false by default, as in gensim */
 } emb_w2v_options;
 
 EMB_API emb_w2v_options emb_w2v_options_default(emb_w2v_model model);
@@ -99,6 +102,16 @@ typedef struct emb_w2v_progress {
     int epoch;      /* 0-based epoch of the next word */
     double alpha;   /* current learning rate */
     double seconds; /* wall time since this emb_w2v_train call began */
+    int64_t words_done_here; /* of words_done, those processed by this emb_w2v_train call (a
+                                resumed run's speed is words_done_here / seconds) */
+    /* With options.compute_loss: the loss of the current epoch so far (since it began, or
+     * since this run was resumed or continued within it), the sum over every trained
+     * (input, target) term of -log sigmoid(score) for the true word and -log
+     * sigmoid(-score) for each negative, scores from the rows as each step starts
+     * (docs/word2vec.md, "Loss"); loss_examples counts the true-word terms in it (skip-gram:
+     * (center, context) pairs; CBOW: windows). 0 and 0 without compute_loss. */
+    double loss;
+    int64_t loss_examples;
 } emb_w2v_progress;
 
 /* Called from the calling thread between rounds (about every 100,000 words); return

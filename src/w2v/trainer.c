@@ -40,6 +40,7 @@ emb_w2v_options emb_w2v_options_default(emb_w2v_model model) {
     o.strip_punct = false;
     o.max_sentence = 1000;
     o.shared_negatives = false;
+    o.compute_loss = false;
     return o;
 }
 
@@ -339,6 +340,9 @@ typedef struct {
     float *scratch; /* for the kernel */
     float *own;     /* [V * dim] the lane's copy of the output table, or NULL */
     uint8_t *dirty; /* [V] rows of the copy the lane changed this round */
+    float *h;       /* [dim] for the loss (CBOW), when it is computed */
+    double loss;    /* this round's loss terms and examples (o.compute_loss) */
+    int64_t examples;
 } lane_scratch;
 
 /* Several threads: with every thread updating the output table in place (Hogwild), the
@@ -435,6 +439,11 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                 for (int k = 1; k <= o->negative; k++) s->tgt[k] = sample_negative(w, &l->rng);
                 if (d1)
                     for (int k = 1; k <= o->negative; k++) d1[s->tgt[k]] = 1;
+                if (o->compute_loss) {
+                    s->loss += emb__w2v_step_loss(syn0, syn1, o->dim, s->ctx, m, s->tgt,
+                                                  o->negative + 1, cbow, o->cbow_mean, s->h);
+                    s->examples += cbow ? 1 : m;
+                }
                 step(syn0, syn1, o->dim, s->ctx, m, s->tgt, o->negative + 1, alpha, cbow,
                      o->cbow_mean, w->sigmoid, s->scratch);
                 continue;
@@ -464,6 +473,11 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                     continue;
                 }
                 memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
+                if (o->compute_loss) {
+                    s->loss += emb__w2v_step_loss(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1,
+                                                  false, false, NULL);
+                    s->examples++;
+                }
                 step(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1, alpha, false,
                      false, w->sigmoid, s->scratch);
             }
@@ -522,7 +536,8 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         ls[t].tgt = emb_malloc((size_t)n * sizeof(int32_t));
         ls[t].negs = emb_malloc((size_t)(m * o->negative) * sizeof(int32_t));
         ls[t].scratch = emb_malloc(scratch_floats * sizeof(float));
-        ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch;
+        ls[t].h = emb_malloc((size_t)o->dim * sizeof(float));
+        ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch && ls[t].h;
     }
     bool own = ok && lanes_own_output(w);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
@@ -542,6 +557,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     emb__sgns_step_fn step = emb__sgns_step();
     double t0 = now_seconds();
+    const int64_t done_start = w->words_done;
     int64_t *done = calloc((size_t)nt, sizeof(int64_t));
     if (!done && !st) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     while (st == EMB_OK) {
@@ -554,12 +570,17 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
                 w->lanes[t].epoch++;
                 w->lanes[t].pos = w->lanes[t].lo;
             }
+            w->epoch_loss = 0, w->epoch_examples = 0;
             continue;
         }
         round_ctx rc = {w, w->words_done, step, ls, done};
         emb__parallel(nt, round_share, &rc);
         if (own) emb__parallel_for(nt, (w->V + 63) / 64, merge_share, &rc);
-        for (int t = 0; t < nt; t++) w->words_done += done[t];
+        for (int t = 0; t < nt; t++) { /* in lane order: the same sum at every run */
+            w->words_done += done[t];
+            w->epoch_loss += ls[t].loss, w->epoch_examples += ls[t].examples;
+            ls[t].loss = 0, ls[t].examples = 0;
+        }
         if (progress) {
             emb_w2v_progress p;
             p.words_done = w->words_done;
@@ -568,12 +589,15 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             double frac = (double)w->words_done / (double)p.words_total;
             p.alpha = o->alpha - (o->alpha - o->min_alpha) * (frac > 1 ? 1 : frac);
             p.seconds = now_seconds() - t0;
+            p.words_done_here = w->words_done - done_start;
+            p.loss = w->epoch_loss;
+            p.loss_examples = w->epoch_examples;
             if (progress(&p, user)) st = emb__error(EMB_ERR_CANCELLED, "training was cancelled");
         }
     }
     for (int t = 0; t < nt; t++) {
         emb_free(ls[t].sen), emb_free(ls[t].ctx), emb_free(ls[t].tgt), emb_free(ls[t].negs);
-        emb_free(ls[t].scratch);
+        emb_free(ls[t].scratch), emb_free(ls[t].h);
         emb_free(ls[t].own), emb_free(ls[t].dirty);
     }
     free(ls);

@@ -39,7 +39,16 @@ struct emb_w2v {
     int nt;
     emb__w2v_lane *lanes; /* [nt] */
     int64_t words_done;   /* tokens processed over all epochs */
+    double epoch_loss;    /* loss terms of the current epoch (o.compute_loss), since it began
+                             or since the run was resumed */
+    int64_t epoch_examples;
 };
+
+/* The loss terms of one step (see emb__sgns_step_fn for its arguments) from the rows as they
+ * are before it: the sum over inputs and trained targets of -log sigmoid(+-score)
+ * (src/w2v/loss.c). h: dim floats of scratch (CBOW). */
+double emb__w2v_step_loss(const float *syn0, const float *syn1, int64_t dim, const int32_t *ctx,
+                          int m, const int32_t *tgt, int n, bool cbow, bool cbow_mean, float *h);
 
 /* Reads and tokenises a corpus, builds the sorted, pruned vocabulary and the final ids
  * (dropped words removed, -1 at line ends, no two -1 in a row). */

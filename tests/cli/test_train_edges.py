@@ -2,7 +2,9 @@
 -output prefix, --checkpoint alone, checkpoints removed after success (or kept), a checkpoint
 that cannot be written, and resuming with another thread count. Every output is read back
 with gensim 4.2."""
+import math
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -83,3 +85,17 @@ def test_checkpoint_removed_after_success_unless_kept(emb_bin, tmp_path):
     (tmp_path / "v.vec.ckpt").unlink()
     train(emb_bin, *args)
     assert (tmp_path / "v.vec").exists() and not (tmp_path / "v.vec.ckpt").exists()
+
+
+def test_progress_line_has_epoch_and_loss(emb_bin, tmp_path):
+    corpus = synthetic(tmp_path / "c.txt", lines=2000)
+    args = [corpus, "-o", tmp_path / "v.vec", "--dim", 8, "--min-count", 1, "--epochs", 3]
+    p = train(emb_bin, *args, "--loss")
+    # the first report is printed at once (standard error is not a terminal here)
+    m = re.search(r"(?m)^progress: +[\d.]+%  epoch (\d+)/3  loss (\d+\.\d{4})  \d+ words/s", p.stderr)
+    assert m, p.stderr
+    # a fresh embedding starts at (negative + 1) log 2 = 4.16 per example and only falls
+    assert 0 < float(m.group(2)) < 6 * math.log(2)
+    p = train(emb_bin, *args)
+    assert re.search(r"(?m)^progress: +[\d.]+%  epoch \d+/3  \d+ words/s", p.stderr), p.stderr
+    assert "loss" not in p.stderr

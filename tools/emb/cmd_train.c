@@ -25,6 +25,7 @@ typedef struct {
     int ckpt_failed;
     bool ckpt_written;
     int64_t done0;      /* words done before this run (a resumed run): not counted in its speed */
+    int epochs;
     char ckpt_msg[1024]; /* why a checkpoint could not be written */
 } train_ui;
 
@@ -56,8 +57,10 @@ static int on_progress(const emb_w2v_progress *p, void *user) {
     }
     if (ui->quiet) return 0;
     double frac = (double)p->words_done / (double)p->words_total;
-    double rate = p->seconds > 0 ? (double)(p->words_done - ui->done0) / p->seconds : 0;
-    char eta[32];
+    double rate = p->seconds > 0 ? (double)p->words_done_here / p->seconds : 0;
+    char eta[32], loss[48] = "";
+    if (p->loss_examples > 0)
+        snprintf(loss, sizeof loss, "  loss %.4f", p->loss / (double)p->loss_examples);
     fmt_eta(eta, sizeof eta, rate > 0 ? (double)(p->words_total - p->words_done) / rate : 0);
     if (ui->tty) {
         if (now - ui->last_print < 0.1 && p->words_done < p->words_total) return 0;
@@ -65,12 +68,12 @@ static int on_progress(const emb_w2v_progress *p, void *user) {
         int fill = (int)(frac * 30);
         for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
         bar[30] = 0;
-        fprintf(stderr, "\r[%s] %5.1f%%  %8.0f words/s  lr %.6f  ETA %s ", bar, 100 * frac,
-                rate, p->alpha, eta);
+        fprintf(stderr, "\r[%s] %5.1f%%  epoch %d/%d%s  %8.0f words/s  lr %.6f  ETA %s ", bar,
+                100 * frac, p->epoch + 1, ui->epochs, loss, rate, p->alpha, eta);
     } else {
         if (now - ui->last_print < 5.0) return 0;
-        fprintf(stderr, "progress: %5.1f%%  %.0f words/s  lr %.6f  ETA %s\n", 100 * frac, rate,
-                p->alpha, eta);
+        fprintf(stderr, "progress: %5.1f%%  epoch %d/%d%s  %.0f words/s  lr %.6f  ETA %s\n",
+                100 * frac, p->epoch + 1, ui->epochs, loss, rate, p->alpha, eta);
     }
     fflush(stderr);
     ui->last_print = now;
@@ -102,7 +105,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     double sample = -1, alpha = -1, min_alpha = -1, every = 0;
     uint64_t seed = 1;
     bool lowercase = false, strip = false, quiet = false, sum = false, shared = false,
-         keep_ckpt = false;
+         keep_ckpt = false, loss = false;
     const char *input = NULL;
     const emb_cli_option opts[] = {
         {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
@@ -132,6 +135,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"checkpoint-every", 0, NULL, EMB_CLI_DOUBLE, &every, 0, 0, 0, 1e9},
         {"resume", 0, NULL, EMB_CLI_STRING, &resume, 0, 0, 0, 0},
         {"keep-checkpoint", 0, NULL, EMB_CLI_FLAG, &keep_ckpt, 0, 0, 0, 0},
+        {"loss", 0, "compute-loss", EMB_CLI_FLAG, &loss, 0, 0, 0, 0},
         {"quiet", 'q', NULL, EMB_CLI_FLAG, &quiet, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
     };
@@ -181,6 +185,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     o.strip_punct = strip;
     o.cbow_mean = !sum;
     o.shared_negatives = shared;
+    o.compute_loss = loss;
     if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
 
     train_output out;
@@ -213,7 +218,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     const emb_vocab *vocab = emb_w2v_vocab(w);
     o = emb_w2v_options_of(w);
     train_ui ui = {w, isatty(fileno(stderr)) == 1, quiet, 0, wall(), every, checkpoint, 0, false,
-                   emb_w2v_words_done(w), ""};
+                   emb_w2v_words_done(w), o.epochs, ""};
     if (!quiet)
         fprintf(stderr,
                 "emb train: %s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
@@ -319,14 +324,19 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --keep-checkpoint       keep the checkpoint (and the one resumed from) after a\n"
     "                          successful run; by default they are removed once the\n"
     "                          vectors are written\n"
+    "  --loss                  show the training loss in the progress display: the mean\n"
+    "                          over this epoch's examples of the sum of -log sigmoid terms\n"
+    "                          (docs/word2vec.md, \"Loss\"); costs time, same vectors\n"
+    "                          (gensim: compute_loss)\n"
     "  -q, --quiet             no progress display and no summary\n"
     "  -h, --help              print this help and exit\n"
     "\n"
-    "Progress goes to standard error: a bar (percent, words/s, learning rate, ETA) on a\n"
-    "terminal, a line every 5 seconds otherwise, and a summary at the end (after --resume,\n"
-    "words/s and the ETA count only the work done since the resume). With --threads 1\n"
-    "and a fixed --seed two runs give identical vectors; with more threads rows are updated\n"
-    "without locks, as the other tools do, and results vary slightly between runs.\n"
+    "Progress goes to standard error: a bar (percent, epoch, the loss with --loss,\n"
+    "words/s, learning rate, ETA) on a terminal, a line every 5 seconds otherwise, and a\n"
+    "summary at the end (after --resume, words/s and the ETA count only the work done since\n"
+    "the resume). With --threads 1 and a fixed --seed two runs give identical vectors; with\n"
+    "more threads rows are updated without locks, as the other tools do, and results vary\n"
+    "slightly between runs.\n"
     "\n"
     "Exit status: 0 on success, 1 on a failure (unreadable or non-UTF-8 corpus, no word\n"
     "frequent enough, an output folder that does not exist), 2 on a usage error.\n"
