@@ -151,7 +151,11 @@ EMB_API emb_w2v_options emb_w2v_options_of(const emb_w2v *w);
 EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
 /* Continues a run: reads the corpus again (it must give the same token ids: checked by
  * fingerprint) and restores the state. opts must equal the checkpoint's options except
- * `threads` (a different thread count changes how the remaining work is split).
+ * `threads`, which is not part of a checkpoint's identity: the run continues with the
+ * checkpoint's thread count whatever opts asks (each thread's share of the corpus, position
+ * and random state are part of the state), so a checkpoint moves to a machine with another
+ * number of cores, and a 1-thread run resumed there still ends with the vectors of an
+ * uninterrupted run. emb_w2v_options_of tells the count in force.
  * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_IO (checkpoint
  * unreadable), EMB_ERR_FORMAT (not a checkpoint, corrupt or truncated, or a different
  * corpus or options: the message says which field differs). */

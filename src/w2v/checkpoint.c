@@ -287,16 +287,31 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
     return EMB_OK;
 }
 
+/* The thread count a checkpoint was written with (its 13th field), or 0 when the file is
+ * too short or the value out of range (restore() then reports what is wrong). The resumed
+ * run takes it: each thread's range, position and random state are part of the state, so
+ * the run goes on exactly as it would have, whatever the thread count asked for now. */
+static int checkpoint_threads(const unsigned char *data, size_t n) {
+    const size_t at = 8 + 8 + 11 * 8;
+    if (n < at + 8 || memcmp(data, EMB__W2V_MAGIC, 8) != 0) return 0;
+    uint64_t v;
+    memcpy(&v, data + at, 8);
+    return v >= 1 && v <= 1024 ? (int)v : 0;
+}
+
 emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
                           const char *checkpoint, emb_w2v **out) {
     if (!out) return emb__null("out");
+    if (!opts) return emb__null("options");
     if (!checkpoint) return emb__null("checkpoint");
     unsigned char *data = NULL;
     size_t n = 0;
     emb_status st = read_file(checkpoint, &data, &n);
     if (st) return st;
     emb_w2v *w;
-    st = emb_w2v_create_from_file(opts, corpus, &w);
+    emb_w2v_options o = *opts;
+    if (checkpoint_threads(data, n) > 0) o.threads = checkpoint_threads(data, n);
+    st = emb_w2v_create_from_file(&o, corpus, &w);
     if (st == EMB_OK) {
         st = restore(w, data, n, checkpoint);
         if (st) emb_w2v_free(w);

@@ -99,3 +99,23 @@ def test_progress_line_has_epoch_and_loss(emb_bin, tmp_path):
     p = train(emb_bin, *args)
     assert re.search(r"(?m)^progress: +[\d.]+%  epoch \d+/3  \d+ words/s", p.stderr), p.stderr
     assert "loss" not in p.stderr
+
+
+def test_resume_with_another_thread_count(emb_bin, tmp_path):
+    """threads is not part of a checkpoint's identity: a 1-thread checkpoint resumed with
+    --threads 2 (or the machine's default) continues with 1 thread, says so, and ends with
+    the vectors of the uninterrupted run."""
+    corpus = synthetic(tmp_path / "c.txt", lines=2000)
+    args = [corpus, "--dim", 8, "--min-count", 1, "--epochs", 10, "--seed", 2]
+    train(emb_bin, *args, "-o", tmp_path / "want.bin", "--threads", 1, "-q")
+    ck = tmp_path / "x.ckpt"
+    train(emb_bin, *args, "-o", tmp_path / "first.bin", "--threads", 1, "--checkpoint", ck,
+          "--checkpoint-every", "0.000001", "--keep-checkpoint", "-q")
+    # the kept checkpoint is the last one written, before the run ended: resume it
+    for extra in (["--threads", 2], []):
+        out = tmp_path / "got.bin"
+        p = train(emb_bin, *args, "-o", out, "--resume", ck, "--keep-checkpoint", *extra)
+        if extra:
+            assert "was written by a run of 1 threads; it continues with 1" in p.stderr
+        assert "1 threads (resumed)" in p.stderr
+        assert out.read_bytes() == (tmp_path / "want.bin").read_bytes()

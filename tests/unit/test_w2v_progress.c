@@ -170,11 +170,54 @@ static void test_progress_after_resume(void **state) {
     emb_w2v_free(w);
 }
 
+/* threads is not part of a checkpoint's identity: a checkpoint of a 2-thread run resumes
+ * with threads 1 or the default and keeps its 2 threads; a 1-thread run resumed with
+ * threads 2 ends with the vectors of the uninterrupted 1-thread run. */
+static void test_resume_with_other_threads(void **state) {
+    (void)state;
+    const char *corpus = topics_corpus(400);
+    const char *ck = path_in_tmp("ck_threads");
+    for (int saved = 1; saved <= 2; saved++) {
+        emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+        o.dim = 8, o.min_count = 1, o.threads = saved, o.epochs = 10, o.seed = 4;
+        float *want = NULL;
+        int64_t n = 0;
+        if (saved == 1) {
+            recorder r0 = {0};
+            train_vectors(corpus, o, &r0, &want, &n);
+        }
+        emb_w2v *w;
+        EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+        recorder r = {0};
+        r.stop_at = 2;
+        EMB_EXPECT_ERR(emb_w2v_train(w, record, &r), EMB_ERR_CANCELLED, "cancelled");
+        EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, ck));
+        emb_w2v_free(w);
+        const int asked[] = {0, 1, 2, 3};
+        for (size_t k = 0; k < 4; k++) {
+            emb_w2v_options o2 = o;
+            o2.threads = asked[k];
+            EMB_OK_OR_FAIL(emb_w2v_resume(&o2, corpus, ck, &w));
+            assert_int_equal(emb_w2v_options_of(w).threads, saved);
+            EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+            assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o.epochs);
+            if (saved == 1) {
+                emb_tensor t;
+                EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+                assert_memory_equal(t.data, want, (size_t)n * sizeof(float));
+            }
+            emb_w2v_free(w);
+        }
+        free(want);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loss_by_hand),
         cmocka_unit_test(test_loss_leaves_vectors_alone),
         cmocka_unit_test(test_progress_after_resume),
+        cmocka_unit_test(test_resume_with_other_threads),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -216,7 +216,12 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                            : emb_w2v_create_from_file(&o, corpus, &w);
     if (st) return emb_cli_fail(cmd, "%s", emb_errmsg());
     const emb_vocab *vocab = emb_w2v_vocab(w);
+    int asked_threads = o.threads;
     o = emb_w2v_options_of(w);
+    if (resume && threads > 0 && asked_threads != o.threads && !quiet)
+        fprintf(stderr, "emb train: %s was written by a run of %d threads; it continues with %d "
+                        "(a thread's share of the corpus is part of the checkpoint)\n",
+                resume, o.threads, o.threads);
     train_ui ui = {w, isatty(fileno(stderr)) == 1, quiet, 0, wall(), every, checkpoint, 0, false,
                    emb_w2v_words_done(w), o.epochs, ""};
     if (!quiet)
