@@ -65,6 +65,7 @@ typedef enum emb_status {
     EMB_ERR_FORMAT = -11,     /* a file or string is malformed */
     EMB_ERR_READ_ONLY = -12,  /* the call would write memory that is read-only */
     EMB_ERR_CANCELLED = -13,  /* a long operation was stopped by its caller's callback */
+    EMB_ERR_NUMERIC = -14,    /* a computation became NaN or infinite (training diverged) */
 } emb_status;
 
 /* A static, human-readable name of a status code ("index out of range" ...). Never NULL;
@@ -170,6 +171,12 @@ EMB_API size_t emb_shape_str(char *buf, size_t size, int ndim, const int64_t *sh
  * MADV_HUGEPAGE), which makes random row access to large tables faster. */
 EMB_API void *emb_malloc(size_t nbytes);
 EMB_API void emb_free(void *p);
+
+/* Removes the temporary files of every atomic file write in progress in this process
+ * (emb/io.h: tables, checkpoints; the writes then fail). For a program's handler of SIGINT,
+ * SIGTERM or SIGHUP that then exits: async-signal-safe and thread-safe. A process killed by
+ * SIGKILL leaves its temporaries; the next write of the same file removes them. */
+EMB_API void emb_remove_temp_files(void);
 
 /* ---------------------------------------------------------------------------------------
  * Threads and kernels

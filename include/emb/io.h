@@ -11,10 +11,22 @@
  *
  * Every reader validates what it reads: a malformed, truncated or hostile file gives
  * EMB_ERR_FORMAT (or EMB_ERR_IO) with the file name and what is wrong, never a crash, and
- * allocations are bounded by what the file can actually hold. Every writer is atomic: it
- * writes a temporary file in the destination's folder, flushes and fsyncs it, then renames
- * it over the destination, so a failed write leaves the previous file untouched.
- * Thread safety: all calls are safe on distinct objects; they keep no global state.
+ * allocations are bounded by what the file can actually hold. A reader opens the file once
+ * and takes everything from that one open file (a file replaced meanwhile is read whole, as
+ * it was). Regular files are mapped; pipes and terminals are read into memory up to half of
+ * the physical memory; character devices such as /dev/zero are refused. A mapped file that
+ * another program truncates while emb reads it raises SIGBUS, as with any mapping (the emb
+ * CLI reports it as an error).
+ * Every writer is atomic: it writes a temporary file ".<name>.tmp.XXXXXX" in the
+ * destination's folder, flushes and fsyncs it, then renames it over the destination, so a
+ * failed write leaves the previous file untouched; temporaries left by a killed process are
+ * removed by the next write of the same destination. A symbolic link is followed: its
+ * final target is replaced and the link stays. A destination that is not a regular file (a
+ * character or block device, a FIFO) is written straight through, without a temporary
+ * (docs/file-formats.md, "Writing"); emb_remove_temp_files (core.h) removes the
+ * temporaries of the writes in progress, from a signal handler.
+ * Thread safety: all calls are safe on distinct objects; they keep no global state (but
+ * for the list of temporary files in progress).
  */
 #ifndef EMB_IO_H
 #define EMB_IO_H
@@ -49,7 +61,8 @@ EMB_API emb_status emb_format_parse(const char *name, emb_format *out);
 EMB_API emb_format emb_format_from_path(const char *path);
 
 /* The format of an existing file, from its first bytes (npy magic, a safetensors header,
- * a "rows dim" header followed by text or binary rows, otherwise GloVe text).
+ * a "rows dim" header followed by text or binary rows, otherwise GloVe text). A pipe is
+ * read to its end (emb_vectors_read detects the format of what it reads itself).
  * Errors: EMB_ERR_NULL, EMB_ERR_IO (cannot open or read), EMB_ERR_FORMAT (empty file),
  * EMB_ERR_UNSUPPORTED (a fastText .bin model: only its .vec is read). */
 EMB_API emb_status emb_format_sniff(const char *path, emb_format *out);
@@ -146,6 +159,9 @@ EMB_API const char *emb_safetensors_name(const emb_safetensors *st, int64_t i);
 EMB_API int64_t emb_safetensors_find(const emb_safetensors *st, const char *name);
 /* The dtype as the file spells it ("F32", "I64", "F8_E4M3", ...), NULL when out of range. */
 EMB_API const char *emb_safetensors_dtype(const emb_safetensors *st, int64_t i);
+/* Tensor i's shape as the file gives it (*ndim entries, up to 64; owned by the handle), for
+ * every tensor, also those emb_safetensors_view cannot view; NULL when out of range. */
+EMB_API const int64_t *emb_safetensors_shape(const emb_safetensors *st, int64_t i, int *ndim);
 
 /* Tensor i's shape and emb dtype, data viewing the mapping (read-only memory: never write
  * through it). Errors: EMB_ERR_NULL, EMB_ERR_INDEX, EMB_ERR_DTYPE (a dtype emb_tensor cannot

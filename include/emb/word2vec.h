@@ -46,14 +46,15 @@ typedef struct emb_w2v_options {
     int64_t min_count;   /* words seen fewer times are dropped, >= 1 */
     int64_t max_vocab;   /* keep at most this many (most frequent) words; 0: no limit */
     int epochs;          /* >= 1 */
-    double alpha;        /* initial learning rate, > 0 */
+    double alpha;        /* initial learning rate, in (0, 1] */
     double min_alpha;    /* final learning rate, in [0, alpha] */
     bool cbow_mean;      /* CBOW: average the context vectors (true) or sum them */
     int threads;         /* training threads; 0: emb_get_num_threads() */
     uint64_t seed;       /* initialisation and sampling */
     bool lowercase;      /* lowercase ASCII letters of tokens */
     bool strip_punct;    /* strip leading and trailing ASCII punctuation from tokens */
-    int64_t max_sentence; /* a line longer than this many tokens is cut into pieces; 1000 */
+    int64_t max_sentence; /* a line longer than this many tokens is cut into pieces; 1000;
+                             in [1, 2^31 - 1] */
     bool shared_negatives; /* skip-gram: one draw of negatives per window, shared by its
                               context words (faster); false: a draw per (center, context)
                               pair, as the word2vec tool does */
@@ -82,7 +83,9 @@ typedef struct emb_w2v emb_w2v;
  * EMB_ERR_IO (cannot open or read: the message names the file), EMB_ERR_FORMAT (not
  * UTF-8: "corpus.txt:12: invalid UTF-8 in token ..."; no token at all: "corpus is empty";
  * no word seen min_count times: "no word occurs at least 5 times (min_count) ..."),
- * EMB_ERR_NOMEM, EMB_ERR_OVERFLOW (more than 2^31 - 1 distinct words). */
+ * EMB_ERR_NOMEM, EMB_ERR_OVERFLOW (more than 2^31 - 1 distinct words, or tokens x epochs
+ * beyond 2^63 - 1). EMB_ERR_IO also for a directory or a character device that is not a
+ * terminal (/dev/zero has no end). */
 EMB_API emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path,
                                             emb_w2v **out);
 /* The same from an open stream (read to its end; not closed). name is used in messages. */
@@ -127,7 +130,10 @@ typedef int (*emb_w2v_progress_fn)(const emb_w2v_progress *p, void *user);
  * its own copy of the output table and the copies are merged every round of 16,384 tokens
  * per thread (docs/word2vec.md, "Threads"; one table of memory per thread, unless that
  * would exceed 1 GiB), and results vary slightly from run to run. progress may be NULL.
- * Errors: EMB_ERR_NULL, EMB_ERR_CANCELLED, EMB_ERR_NOMEM. */
+ * Errors: EMB_ERR_NULL, EMB_ERR_CANCELLED, EMB_ERR_NOMEM, EMB_ERR_NUMERIC (the training
+ * diverged: a score or a vector became NaN or infinite; the message names the vector and
+ * the run stays stopped: later calls return the same error, and it cannot be
+ * checkpointed). */
 EMB_API emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user);
 
 /* The vocabulary (row i of the vectors is word i). Owned by w. */
@@ -147,7 +153,7 @@ EMB_API emb_w2v_options emb_w2v_options_of(const emb_w2v *w);
  * position and random state, the corpus fingerprint), written atomically (a temporary file
  * in the same folder, flushed to disk, then renamed), so that a crash at any moment leaves
  * either the previous checkpoint or the new one. Layout: docs/word2vec.md.
- * Errors: EMB_ERR_NULL, EMB_ERR_IO. */
+ * Errors: EMB_ERR_NULL, EMB_ERR_IO, EMB_ERR_STATE (the training diverged). */
 EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
 /* Continues a run: reads the corpus again (it must give the same token ids: checked by
  * fingerprint) and restores the state. opts must equal the checkpoint's options except
@@ -157,8 +163,9 @@ EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
  * number of cores, and a 1-thread run resumed there still ends with the vectors of an
  * uninterrupted run. emb_w2v_options_of tells the count in force.
  * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_IO (checkpoint
- * unreadable), EMB_ERR_FORMAT (not a checkpoint, corrupt or truncated, or a different
- * corpus or options: the message says which field differs). */
+ * unreadable), EMB_ERR_FORMAT (not a checkpoint, corrupt or truncated, a different corpus
+ * or options: the message says which field differs; a field out of range or inconsistent
+ * with the others; tables holding NaN or infinities). */
 EMB_API emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
                                   const char *checkpoint, emb_w2v **out);
 

@@ -73,4 +73,105 @@ const char *emb__shape_fmt(char *buf, size_t size, int ndim, const int64_t *shap
  * when the advice was given. emb_malloc calls it on every allocation; contents unchanged. */
 bool emb__advise_hugepages(void *p, size_t nbytes);
 
+/* ---------------------------------------------------------------------------------------
+ * Files: the one reader and the one atomic writer (src/core/file.c; docs/file-formats.md)
+ * ------------------------------------------------------------------------------------- */
+
+/* A read-only view of a whole file. A regular file is mapped (or, with EMB__FILE_READ, read
+ * into memory) and its descriptor `fd` stays open with it, so that everything a reader
+ * takes from the file comes from this one file even when the path is replaced meanwhile.
+ * Pipes, FIFOs, sockets, terminals and block devices are read into memory (fd -1) up to a
+ * limit (half of the physical memory); character devices that are not terminals have no
+ * end and are refused. `mapped` says which, for emb__file_close. */
+typedef struct emb__file {
+    const unsigned char *data;
+    size_t size;
+    bool mapped;
+    int fd;
+} emb__file;
+
+enum {
+    EMB__FILE_POPULATE = 1, /* pre-fault the whole mapping (a reader that reads every byte) */
+    EMB__FILE_READ = 2,     /* read into memory, never map (no SIGBUS if the file shrinks) */
+};
+
+/* Opens `path`. Errors: EMB_ERR_IO with the OS error (also: a directory, an endless
+ * character device, more than the limit from a pipe), EMB_ERR_NOMEM. *f is zeroed (fd -1)
+ * on failure. */
+emb_status emb__file_open(const char *path, emb__file *f, int flags);
+/* Pre-faults a mapping opened without EMB__FILE_POPULATE (after the format is known). */
+void emb__file_populate(emb__file *f);
+/* Reads n bytes at `offset` of the open file into dst: pread on its descriptor (no page
+ * faults on the mapping, no copy through it), or a copy when it was read into memory.
+ * Errors: EMB_ERR_FORMAT (beyond the end, or the file became shorter), EMB_ERR_IO. */
+emb_status emb__file_pread(const emb__file *f, const char *path, uint64_t offset, void *dst, size_t n);
+/* Closes the descriptor and keeps the mapping (a zero-copy table that outlives the read). */
+void emb__file_drop_fd(emb__file *f);
+void emb__file_close(emb__file *f);
+
+/* Test hooks (not thread-safe; tests only): a limit for emb__file_open of a pipe (0: half
+ * the physical memory), and a function the table readers call with the path after they
+ * have read a file's header and words and before they read its values. */
+extern uint64_t emb__stream_limit;
+extern void (*emb__io_test_hook)(const char *path);
+
+/* An atomic writer: bytes go through a large buffer to a temporary ".<name>.tmp.XXXXXX"
+ * next to the file being replaced (for a symbolic link, next to its final target, which is
+ * replaced; the link stays), locked with flock while the writer lives; commit flushes,
+ * fsyncs and renames it over the target; abort (or a failed commit) removes it. Opening a
+ * writer first removes the temporaries of the same target that no live writer holds (left
+ * by a process that was killed). A destination that is not a regular file (a device, a
+ * FIFO, a link to one) is written straight through ("stream": no temporary, no rename;
+ * what was written stays on failure; pwrite is not possible). After the first failure
+ * every call returns that failure. */
+typedef struct emb__writer {
+    int fd;
+    char *tmp;        /* temporary path (NULL when streaming or once renamed) */
+    char *dest;       /* destination path as given (messages) */
+    char *target;     /* the regular file that is replaced */
+    unsigned char *buf;
+    size_t len, cap;
+    uint64_t written; /* bytes handed to write(2) */
+    emb_status status;
+    bool stream;
+    int slot;         /* in the table emb_remove_temp_files walks, or -1 */
+} emb__writer;
+
+emb_status emb__writer_open(emb__writer *w, const char *path);
+/* False when the destination is written straight through (no pwrite, no going back). */
+bool emb__writer_seekable(const emb__writer *w);
+emb_status emb__writer_put(emb__writer *w, const void *data, size_t n);
+/* Room for at least n bytes at the end of the buffer (flushes first if needed); returns a
+ * pointer to write into, then emb__writer_advance(w, used). NULL after a failure. n must be
+ * <= 64 KiB. */
+unsigned char *emb__writer_reserve(emb__writer *w, size_t n);
+static inline void emb__writer_advance(emb__writer *w, size_t n) { w->len += n; }
+/* Writes n bytes at absolute file offset `offset` of the temporary file (after flushing the
+ * buffer): for headers completed once the data is written. The offset range must already
+ * have been written. EMB_ERR_UNSUPPORTED when streaming. */
+emb_status emb__writer_pwrite(emb__writer *w, uint64_t offset, const void *data, size_t n);
+/* Reserves `size` bytes of disk for the temporary file (posix_fallocate), so that a disk too
+ * small fails at once with a clear message; file systems without the call are fine. */
+emb_status emb__writer_preallocate(emb__writer *w, uint64_t size);
+/* commit = finish (flush, fsync; the file is complete) + rename (into place, close). */
+emb_status emb__writer_finish(emb__writer *w);
+emb_status emb__writer_rename(emb__writer *w);
+emb_status emb__writer_commit(emb__writer *w);
+/* Commits two files together: both are written completely before either replaces its
+ * target; if the second cannot be renamed into place, the first one's previous version is
+ * put back. */
+emb_status emb__writer_commit_pair(emb__writer *a, emb__writer *b);
+void emb__writer_abort(emb__writer *w);
+
+/* Test hook: when not UINT64_MAX, a writer fails with EMB_ERR_IO ("injected failure")
+ * once it has written this many bytes in total (not thread-safe; tests only). */
+extern uint64_t emb__io_fail_after;
+
+/* The last component of a path (for messages). */
+const char *emb__basename(const char *path);
+
+/* Parses s[0..n) as a decimal integer in [0, INT64_MAX] (digits only, no sign, no
+ * blanks); false when it is not one or does not fit. */
+bool emb__parse_count(const char *s, size_t n, int64_t *out);
+
 #endif /* EMB_INTERNAL_H */

@@ -28,6 +28,7 @@ const char *emb_status_str(int status) {
     case EMB_ERR_FORMAT: return "malformed input";
     case EMB_ERR_READ_ONLY: return "read-only";
     case EMB_ERR_CANCELLED: return "cancelled";
+    case EMB_ERR_NUMERIC: return "non-finite result";
     default: return "unknown status";
     }
 }

@@ -145,6 +145,7 @@ static emb_status npy_parse(const char *path, const emb__file *f, npy_info *info
             npy_ws(&ps);
             if (ps.p >= ps.end || *ps.p != '(') return npy_fail(&ps, "shape must be a tuple");
             ps.p++;
+            info->ndim = 0; /* a repeated key: the last one counts, as in numpy's dict */
             for (;;) {
                 npy_ws(&ps);
                 if (ps.p < ps.end && *ps.p == ')') {
@@ -237,7 +238,7 @@ emb_status emb_npy_read(const char *path, emb_tensor *out) {
     if (!path) return emb__null("path");
     if (!out) return emb__null("out");
     emb__file f;
-    emb_status rc = emb__file_open(path, &f);
+    emb_status rc = emb__file_open(path, &f, 0);
     if (rc) return rc;
     npy_info info;
     emb_tensor t;
@@ -249,36 +250,27 @@ emb_status emb_npy_read(const char *path, emb_tensor *out) {
     return rc;
 }
 
-emb_status emb__read_npy_vectors(const char *path, const emb_read_options *o, emb_vectors *out);
-emb_status emb__read_npy_vectors(const char *path, const emb_read_options *o, emb_vectors *out) {
-    emb__file f;
-    emb_status rc = emb__file_open(path, &f);
-    if (rc) return rc;
+emb_status emb__read_npy_vectors(const char *path, const emb__file *f, const emb_read_options *o,
+                                 emb_vectors *out) {
     npy_info info;
-    if ((rc = npy_parse(path, &f, &info))) goto out;
-    if (info.ndim != 2) {
-        rc = emb__error(EMB_ERR_SHAPE, "%s: the array has %d dimensions; a table has 2", path, info.ndim);
-        goto out;
-    }
-    if (info.dtype != EMB_FLOAT32 && info.dtype != EMB_FLOAT64 && info.dtype != EMB_FLOAT16) {
-        rc = emb__error(EMB_ERR_DTYPE, "%s: the array is %s; a table must be float32, float64 or float16", path,
-                        emb_dtype_name(info.dtype));
-        goto out;
-    }
+    emb_status rc = npy_parse(path, f, &info);
+    if (rc) return rc;
+    if (info.ndim != 2)
+        return emb__error(EMB_ERR_SHAPE, "%s: the array has %d dimensions; a table has 2", path, info.ndim);
+    if (info.dtype != EMB_FLOAT32 && info.dtype != EMB_FLOAT64 && info.dtype != EMB_FLOAT16)
+        return emb__error(EMB_ERR_DTYPE, "%s: the array is %s; a table must be float32, float64 or float16", path,
+                          emb_dtype_name(info.dtype));
     int64_t rows = info.shape[0], dim = info.shape[1];
     if (o->limit > 0 && o->limit < rows) rows = o->limit;
-    if ((rc = emb__alloc_table(&out->weight, rows, dim))) goto out;
-    size_t esz = emb_dtype_size(info.dtype);
+    if ((rc = emb__alloc_table(&out->weight, rows, dim))) return rc;
+    if (emb__io_test_hook) emb__io_test_hook(path);
     if (rows > 0 && dim > 0) {
-        if (info.dtype == EMB_FLOAT32 && !info.fortran && !info.swap && f.mapped) {
-            /* straight from the file into the table */
-            rc = emb__pread_all(path, (uint64_t)(info.data - f.data), out->weight.data, (size_t)(rows * dim) * 4);
+        if (info.dtype == EMB_FLOAT32 && !info.fortran && !info.swap) {
+            /* straight from the same open file into the table */
+            rc = emb__file_pread(f, path, (uint64_t)(info.data - f->data), out->weight.data, (size_t)(rows * dim) * 4);
         } else if (info.fortran || info.swap || rows < info.shape[0]) {
             unsigned char *tmp = malloc(info.nbytes);
-            if (!tmp) {
-                rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
-                goto out;
-            }
+            if (!tmp) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
             npy_copy(&info, tmp);
             emb__to_f32(out->weight.data, tmp, info.dtype, rows * dim);
             free(tmp);
@@ -286,13 +278,10 @@ emb_status emb__read_npy_vectors(const char *path, const emb_read_options *o, em
             emb__to_f32(out->weight.data, info.data, info.dtype, rows * dim);
         }
     }
-    (void)esz;
+    if (rc) return rc;
     out->file_dtype = info.dtype;
     out->file_rows = info.shape[0];
-    rc = emb__vocab_sidecar_read(path, rows, &out->vocab);
-out:
-    emb__file_close(&f);
-    return rc;
+    return emb__vocab_sidecar_read(path, info.shape[0], rows, o->check_utf8, &out->vocab);
 }
 
 static const char *npy_descr_of(emb_dtype d) {
@@ -312,6 +301,12 @@ static const char *npy_descr_of(emb_dtype d) {
 }
 
 emb_status emb_npy_write(const char *path, const emb_tensor *t) {
+    emb__writer w;
+    emb_status rc = emb__npy_write_open(path, t, &w);
+    return rc ? rc : emb__writer_commit(&w);
+}
+
+emb_status emb__npy_write_open(const char *path, const emb_tensor *t, emb__writer *w) {
     if (!path) return emb__null("path");
     emb_status rc = emb_tensor_check(t, "tensor");
     if (rc) return rc;
@@ -333,17 +328,12 @@ emb_status emb_npy_write(const char *path, const emb_tensor *t) {
     for (int k = 0; k < pad; k++) hdr[n++] = ' ';
     hdr[n++] = '\n';
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 0xff), (unsigned char)(n >> 8)};
-    emb__writer w;
-    if ((rc = emb__writer_open(&w, path))) return rc;
-    emb__writer_put(&w, pre, 10);
-    emb__writer_put(&w, hdr, (size_t)n);
-    if (emb_tensor_nbytes(t)) emb__writer_put(&w, t->data, emb_tensor_nbytes(t));
-    if (w.status) {
-        rc = w.status;
-        emb__writer_abort(&w);
-        return rc;
-    }
-    return emb__writer_commit(&w);
+    if ((rc = emb__writer_open(w, path))) return rc;
+    emb__writer_put(w, pre, 10);
+    emb__writer_put(w, hdr, (size_t)n);
+    if (emb_tensor_nbytes(t)) emb__writer_put(w, t->data, emb_tensor_nbytes(t));
+    if ((rc = w->status)) emb__writer_abort(w);
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -361,7 +351,8 @@ emb_status emb__vocab_sidecar_path(const char *npy_path, char **out) {
     return EMB_OK;
 }
 
-emb_status emb__vocab_sidecar_read(const char *npy_path, int64_t rows, emb_vocab **out) {
+emb_status emb__vocab_sidecar_read(const char *npy_path, int64_t file_rows, int64_t rows, bool check_utf8,
+                                   emb_vocab **out) {
     *out = NULL;
     char *vp = NULL;
     emb_status rc = emb__vocab_sidecar_path(npy_path, &vp);
@@ -372,7 +363,7 @@ emb_status emb__vocab_sidecar_read(const char *npy_path, int64_t rows, emb_vocab
         return EMB_OK;
     }
     emb__file f;
-    if ((rc = emb__file_open(vp, &f))) {
+    if ((rc = emb__file_open(vp, &f, EMB__FILE_READ))) {
         free(vp);
         return rc;
     }
@@ -380,31 +371,50 @@ emb_status emb__vocab_sidecar_read(const char *npy_path, int64_t rows, emb_vocab
     if ((rc = emb_vocab_create(&v))) goto out;
     const unsigned char *p = f.data, *end = f.data + f.size;
     int64_t line = 0;
-    while (p < end && emb_vocab_size(v) < rows) {
+    while (p < end) {
         const unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
         const unsigned char *le = nl ? nl : end;
         line++;
+        if (line > file_rows) {
+            rc = emb__error(EMB_ERR_FORMAT, "%s: line %lld: more words than the table's %lld rows", vp,
+                            (long long)line, (long long)file_rows);
+            goto out;
+        }
         if (le > p && le[-1] == '\r') le--;
         const unsigned char *sp = le;
         while (sp > p && sp[-1] != ' ') sp--;
-        char *e = NULL;
-        long long c = 0;
-        if (sp > p + 1 && sp < le) c = strtoll((const char *)sp, &e, 10);
-        if (sp <= p + 1 || sp == le || (const unsigned char *)e != le || c < 0) {
-            rc = emb__error(EMB_ERR_FORMAT, "%s: line %lld: expected \"word count\"", vp, (long long)line);
+        int64_t c;
+        if (sp <= p + 1 || !emb__parse_count((const char *)sp, (size_t)(le - sp), &c)) {
+            bool digits = sp > p + 1 && sp < le;
+            for (const unsigned char *q = sp; digits && q < le; q++) digits = *q >= '0' && *q <= '9';
+            rc = digits ? emb__error(EMB_ERR_FORMAT, "%s: line %lld: the count is larger than %lld", vp,
+                                     (long long)line, (long long)INT64_MAX)
+                        : emb__error(EMB_ERR_FORMAT, "%s: line %lld: expected \"word count\"", vp, (long long)line);
             goto out;
         }
-        bool added;
-        if ((rc = emb_vocab_add(v, (const char *)p, (size_t)(sp - 1 - p), c, NULL, &added))) goto out;
-        if (!added) {
-            rc = emb__error(EMB_ERR_FORMAT, "%s: line %lld: the word repeats an earlier one", vp, (long long)line);
+        size_t wn = (size_t)(sp - 1 - p);
+        if (wn > EMB_VOCAB_MAX_WORD) {
+            rc = emb__error(EMB_ERR_FORMAT, "%s: line %lld: a word of %zu bytes (the limit is %d)", vp,
+                            (long long)line, wn, EMB_VOCAB_MAX_WORD);
             goto out;
+        }
+        if (check_utf8 && !emb_utf8_valid((const char *)p, wn)) {
+            rc = emb__error(EMB_ERR_FORMAT, "%s: line %lld: the word is not valid UTF-8", vp, (long long)line);
+            goto out;
+        }
+        if (line <= rows) {
+            bool added;
+            if ((rc = emb_vocab_add(v, (const char *)p, wn, c, NULL, &added))) goto out;
+            if (!added) {
+                rc = emb__error(EMB_ERR_FORMAT, "%s: line %lld: the word repeats an earlier one", vp, (long long)line);
+                goto out;
+            }
         }
         p = nl ? nl + 1 : end;
     }
-    if (emb_vocab_size(v) < rows)
-        rc = emb__error(EMB_ERR_FORMAT, "%s: %lld words for an array of %lld rows", vp, (long long)emb_vocab_size(v),
-                        (long long)rows);
+    if (line != file_rows)
+        rc = emb__error(EMB_ERR_FORMAT, "%s: %lld words for a table of %lld rows", vp, (long long)line,
+                        (long long)file_rows);
 out:
     emb__file_close(&f);
     free(vp);

@@ -156,7 +156,7 @@ static emb_status parse_header(emb_safetensors *st, const char *path, const unsi
             goto out;
         }
         e->ndim = (int)json_array_size(js);
-        uint64_t bits = (uint64_t)st_dtypes[e->dt].bits;
+        bool empty = false;
         for (int d = 0; d < e->ndim; d++) {
             uint64_t s;
             if (!json_u64(json_array_get(js, (size_t)d), &s)) {
@@ -164,11 +164,17 @@ static emb_status parse_header(emb_safetensors *st, const char *path, const unsi
                 goto out;
             }
             e->shape[d] = (int64_t)s;
-            if (__builtin_mul_overflow(bits, s, &bits)) {
+            empty |= s == 0;
+        }
+        /* The byte size; a shape with a zero anywhere holds nothing, however large the
+         * other entries (what emb writes, it reads). */
+        uint64_t bits = (uint64_t)st_dtypes[e->dt].bits;
+        for (int d = 0; d < e->ndim && !empty; d++)
+            if (__builtin_mul_overflow(bits, (uint64_t)e->shape[d], &bits)) {
                 rc = st_fail(path, "tensor \"%.100s\": the byte size of its shape overflows", key);
                 goto out;
             }
-        }
+        if (empty) bits = 0;
         if (json_array_size(jo) != 2 || !json_u64(json_array_get(jo, 0), &e->begin) ||
             !json_u64(json_array_get(jo, 1), &e->end)) {
             rc = st_fail(path, "tensor \"%.100s\": data_offsets must be two non-negative integers", key);
@@ -226,16 +232,23 @@ out:
 emb_status emb_safetensors_open(const char *path, emb_safetensors **out) {
     if (!path) return emb__null("path");
     if (!out) return emb__null("out");
+    emb__file f;
+    emb_status rc = emb__file_open(path, &f, 0);
+    if (rc) return rc;
+    return emb__safetensors_open_file(path, &f, out);
+}
+
+emb_status emb__safetensors_open_file(const char *path, emb__file *f, emb_safetensors **out) {
     emb_safetensors *st = calloc(1, sizeof *st);
     if (!st || !(st->path = strdup(path))) {
         free(st);
+        emb__file_close(f);
         return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
     }
-    emb_status rc = emb__file_open(path, &st->file);
-    if (rc) {
-        emb_safetensors_close(st);
-        return rc;
-    }
+    st->file = *f;
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    emb_status rc;
     const unsigned char *d = st->file.data;
     size_t size = st->file.size;
     if (size < 8) {
@@ -258,7 +271,7 @@ emb_status emb_safetensors_open(const char *path, emb_safetensors **out) {
         emb_safetensors_close(st);
         return rc;
     }
-    madvise((void *)st->file.data, st->file.size, MADV_NORMAL);
+    if (st->file.mapped) madvise((void *)st->file.data, st->file.size, MADV_NORMAL);
     *out = st;
     return EMB_OK;
 }
@@ -278,6 +291,12 @@ int64_t emb_safetensors_find(const emb_safetensors *st, const char *name) {
 
 const char *emb_safetensors_dtype(const emb_safetensors *st, int64_t i) {
     return st && i >= 0 && i < st->n ? st_dtypes[st->e[i].dt].name : NULL;
+}
+
+const int64_t *emb_safetensors_shape(const emb_safetensors *st, int64_t i, int *ndim) {
+    if (!st || i < 0 || i >= st->n) return NULL;
+    if (ndim) *ndim = st->e[i].ndim;
+    return st->e[i].shape;
 }
 
 const char *emb_safetensors_metadata(const emb_safetensors *st, const char *key) {
@@ -308,6 +327,12 @@ static emb_status st_check_index(const emb_safetensors *st, int64_t i) {
     return EMB_OK;
 }
 
+const unsigned char *emb__safetensors_bytes(const emb_safetensors *st, int64_t i, size_t *n) {
+    const st_entry *e = &st->e[i];
+    *n = (size_t)(e->end - e->begin);
+    return st->buffer + e->begin;
+}
+
 emb_status emb_safetensors_view(const emb_safetensors *st, int64_t i, emb_tensor *view) {
     emb_status rc = st_check_index(st, i);
     if (rc) return rc;
@@ -317,8 +342,8 @@ emb_status emb_safetensors_view(const emb_safetensors *st, int64_t i, emb_tensor
     size_t align = (size_t)st_dtypes[e->dt].bits / 8;
     if (e->end > e->begin && ((uintptr_t)p % align))
         return emb__error(EMB_ERR_UNSUPPORTED,
-                          "%s: tensor \"%s\" is not aligned for %s in this file (read it with emb_safetensors_read)",
-                          st->path, e->name, st_dtypes[e->dt].name);
+                          "%s: tensor \"%s\" is not aligned for %s in this file: it can be copied, not used in "
+                          "place", st->path, e->name, st_dtypes[e->dt].name);
     emb_tensor t;
     rc = emb_tensor_init(&t, (emb_dtype)st_dtypes[e->dt].emb, e->end > e->begin ? (void *)p : NULL, e->ndim, e->shape);
     if (rc) return rc;
@@ -549,19 +574,21 @@ static emb_status st_vocab(const emb_safetensors *st, int64_t rows, int64_t file
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
         int64_t c = 0;
         if (counts) {
-            char *end;
             while (*counts == ' ') counts++;
-            long long x = strtoll(counts, &end, 10);
-            if (end == counts || x < 0) {
+            size_t cn = strspn(counts, "0123456789");
+            if (!emb__parse_count(counts, cn, &c) || (counts[cn] != ' ' && counts[cn] != '\0')) {
                 emb_vocab_free(v);
-                return st_fail(st->path, "__metadata__ \"" ST_COUNTS_KEY "\": entry %lld is not a count", (long long)i);
+                return st_fail(st->path, "__metadata__ \"" ST_COUNTS_KEY "\": entry %lld is not a count (an integer "
+                               "in [0, 2^63))", (long long)i);
             }
-            counts = end;
-            c = x;
+            counts += cn;
         }
         if (i < rows) {
             bool added = false;
             if (n == 0) rc = st_fail(st->path, "__metadata__ \"" ST_VOCAB_KEY "\": word %lld is empty", (long long)i);
+            else if (n > EMB_VOCAB_MAX_WORD)
+                rc = st_fail(st->path, "__metadata__ \"" ST_VOCAB_KEY "\": word %lld has %zu bytes (the limit is %d)",
+                             (long long)i, n, EMB_VOCAB_MAX_WORD);
             else rc = emb_vocab_add(v, p, n, c, NULL, &added);
             if (!rc && !added)
                 rc = st_fail(st->path, "__metadata__ \"" ST_VOCAB_KEY "\": word %lld (\"%.*s\") repeats an earlier one",
@@ -596,13 +623,16 @@ emb_status emb__safetensors_take_file(emb_safetensors *st, emb__file *out) {
     if (!st->file.mapped)
         return emb__error(EMB_ERR_UNSUPPORTED, "%s: not a regular file; it cannot be mapped", st->path);
     *out = st->file;
+    emb__file_drop_fd(out);
     memset(&st->file, 0, sizeof st->file);
+    st->file.fd = -1;
     return EMB_OK;
 }
 
-emb_status emb__read_safetensors_vectors(const char *path, const emb_read_options *o, emb_vectors *out) {
+emb_status emb__read_safetensors_vectors(const char *path, emb__file *f, const emb_read_options *o,
+                                         emb_vectors *out) {
     emb_safetensors *st;
-    emb_status rc = emb_safetensors_open(path, &st);
+    emb_status rc = emb__safetensors_open_file(path, f, &st);
     if (rc) return rc;
     int64_t i;
     const char *qt = emb_safetensors_metadata(st, "emb.qtype");
@@ -617,15 +647,15 @@ emb_status emb__read_safetensors_vectors(const char *path, const emb_read_option
     if (o->limit > 0 && o->limit < rows) rows = o->limit;
     if ((rc = emb__alloc_table(&out->weight, rows, e->shape[1]))) goto out;
     emb_dtype dt = (emb_dtype)st_dtypes[e->dt].emb;
-    if (dt == EMB_FLOAT32 && rows * e->shape[1] > 0) {
-        /* straight from the file into the table: no page faults on a mapping, no copy */
+    if (emb__io_test_hook) emb__io_test_hook(path);
+    const int64_t numel = rows * e->shape[1];
+    if (dt == EMB_FLOAT32 && numel > 0) {
+        /* straight from the same open file into the table: no page faults on a mapping, no
+         * copy */
         uint64_t off = (uint64_t)(st->buffer - st->file.data) + e->begin;
-        if (!st->file.mapped)
-            memcpy(out->weight.data, st->buffer + e->begin, (size_t)(rows * e->shape[1]) * 4);
-        else if ((rc = emb__pread_all(path, off, out->weight.data, (size_t)(rows * e->shape[1]) * 4)))
-            goto out;
-    } else {
-        emb__to_f32(out->weight.data, st->buffer + e->begin, dt, rows * e->shape[1]);
+        if ((rc = emb__file_pread(&st->file, path, off, out->weight.data, (size_t)numel * 4))) goto out;
+    } else if (numel > 0) {
+        emb__to_f32(out->weight.data, st->buffer + e->begin, dt, numel);
     }
     out->file_dtype = dt;
     out->file_rows = e->shape[0];
@@ -758,6 +788,7 @@ emb_status emb_safetensors_map_embedding(const char *path, const char *tensor, c
         goto out;
     }
     m->file = st->file;
+    emb__file_drop_fd(&m->file);
     madvise((void *)m->file.data, m->file.size, MADV_RANDOM);
     emb_storage storage = {.read_only = true, .release = st_map_release, .release_ctx = m};
     rc = emb_embedding_wrap(&view, &storage, true, opts, out);
@@ -766,6 +797,7 @@ emb_status emb_safetensors_map_embedding(const char *path, const char *tensor, c
         goto out;
     }
     memset(&st->file, 0, sizeof st->file); /* now owned by the embedding */
+    st->file.fd = -1;
 out:
     emb_safetensors_close(st);
     return rc;

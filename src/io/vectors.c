@@ -1,10 +1,11 @@
 /* emb_vectors_read / emb_vectors_write: format names, detection and dispatch. */
 #include "io_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-emb_status emb__read_npy_vectors(const char *path, const emb_read_options *o, emb_vectors *out);
+#include <sys/stat.h>
+#include <unistd.h>
 
 const char *emb_format_name(emb_format f) {
     switch (f) {
@@ -55,12 +56,15 @@ emb_format emb_format_from_path(const char *path) {
     return EMB_FORMAT_AUTO;
 }
 
-static emb_format sniff(const unsigned char *d, size_t n) {
+emb_format emb__sniff(const unsigned char *d, size_t n) {
     if (n >= 6 && !memcmp(d, "\x93NUMPY", 6)) return EMB_FORMAT_NPY;
     if (n >= 9 && d[8] == '{') {
+        /* A header length a safetensors file can have: also when the file is truncated
+         * before the header's end (it is then reported as a damaged safetensors file). Eight
+         * bytes of text never make so small a little-endian number. */
         uint64_t hl = 0;
         for (int k = 7; k >= 0; k--) hl = (hl << 8) | d[k];
-        if (hl <= n - 8) return EMB_FORMAT_SAFETENSORS;
+        if (hl <= 100000000u) return EMB_FORMAT_SAFETENSORS;
     }
     /* "rows dim" header? (a sign is taken too, so that a negative count is reported as
      * such by the reader rather than read as a GloVe word "-3") */
@@ -117,18 +121,23 @@ static emb_format sniff(const unsigned char *d, size_t n) {
     return EMB_FORMAT_W2V_TEXT;
 }
 
+static emb_status sniff_file(const char *path, const emb__file *f, emb_format *out) {
+    if (f->size == 0) return emb__error(EMB_ERR_FORMAT, "%s: empty file", path);
+    if (f->size >= 4 && !memcmp(f->data, "\xba\x16\x4f\x2f", 4))
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "%s: a fastText .bin model (magic 793712314), which emb does not read; use the .vec "
+                          "file fastText writes next to it", path);
+    *out = emb__sniff(f->data, f->size);
+    return EMB_OK;
+}
+
 emb_status emb_format_sniff(const char *path, emb_format *out) {
     if (!path) return emb__null("path");
     if (!out) return emb__null("out");
     emb__file f;
-    emb_status rc = emb__file_open(path, &f);
+    emb_status rc = emb__file_open(path, &f, 0);
     if (rc) return rc;
-    if (f.size == 0) rc = emb__error(EMB_ERR_FORMAT, "%s: empty file", path);
-    else if (f.size >= 4 && !memcmp(f.data, "\xba\x16\x4f\x2f", 4))
-        rc = emb__error(EMB_ERR_UNSUPPORTED,
-                        "%s: a fastText .bin model (magic 793712314), which emb does not read; use the .vec "
-                        "file fastText writes next to it", path);
-    else *out = sniff(f.data, f.size);
+    rc = sniff_file(path, &f, out);
     emb__file_close(&f);
     return rc;
 }
@@ -159,11 +168,17 @@ emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_
         return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)o.format);
     emb_vectors v;
     memset(&v, 0, sizeof v);
-    emb__file f = {0};
-    emb_status rc = EMB_OK;
+    /* One open file for everything: detection, header, words and values (a pipe is read
+     * once; a file replaced meanwhile is read whole, as it was). */
+    emb__file f;
+    emb_status rc = emb__file_open(path, &f, 0);
+    if (rc) return rc;
     emb_format fmt = o.format;
     if (fmt == EMB_FORMAT_AUTO) {
-        if ((rc = emb_format_sniff(path, &fmt))) return rc;
+        if ((rc = sniff_file(path, &f, &fmt))) {
+            emb__file_close(&f);
+            return rc;
+        }
         /* Unrecognised content (the GloVe fallback) in a file named .safetensors or .npy is
          * a damaged file of that format: report what is wrong with it as such. */
         emb_format ext = emb_format_from_path(path);
@@ -171,13 +186,14 @@ emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_
     }
     v.format = fmt;
     switch (fmt) {
-    case EMB_FORMAT_SAFETENSORS: rc = emb__read_safetensors_vectors(path, &o, &v); break;
-    case EMB_FORMAT_NPY: rc = emb__read_npy_vectors(path, &o, &v); break;
+    case EMB_FORMAT_SAFETENSORS: rc = emb__read_safetensors_vectors(path, &f, &o, &v); break;
+    case EMB_FORMAT_NPY: rc = emb__read_npy_vectors(path, &f, &o, &v); break;
     default:
-        if (!(rc = emb__file_open_all(path, &f))) rc = emb__read_w2v(path, &f, fmt, &o, &v);
-        emb__file_close(&f);
+        emb__file_populate(&f); /* text and binary readers touch every byte */
+        rc = emb__read_w2v(path, &f, fmt, &o, &v);
         break;
     }
+    emb__file_close(&f);
     if (rc) {
         emb_vectors_free(&v);
         return rc;
@@ -186,28 +202,45 @@ emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_
     return EMB_OK;
 }
 
-static emb_status write_sidecar(const char *npy_path, const emb_vocab *v) {
-    char *vp = NULL;
-    emb_status rc = emb__vocab_sidecar_path(npy_path, &vp);
+/* The table as .npy and its words in "<stem>.vocab" beside it, replaced together: both
+ * are written completely before either is renamed into place. Without words, a word list
+ * left by an earlier table is removed (it would be read with the new one). A destination
+ * that is not a regular file (a device, a FIFO) gets the table only. */
+static emb_status write_npy_table(const char *path, const emb_tensor *t, const emb_vocab *v) {
+    emb__writer tw, vw;
+    emb_status rc = emb__npy_write_open(path, t, &tw);
     if (rc) return rc;
-    emb__writer w;
-    if ((rc = emb__writer_open(&w, vp))) {
-        free(vp);
+    char *vp = NULL;
+    if (!emb__writer_seekable(&tw)) return emb__writer_commit(&tw);
+    if ((rc = emb__vocab_sidecar_path(path, &vp))) {
+        emb__writer_abort(&tw);
         return rc;
     }
-    for (int64_t i = 0; i < emb_vocab_size(v); i++) {
-        size_t n;
-        const char *s = emb_vocab_word(v, i, &n);
-        char num[32];
-        int k = snprintf(num, sizeof num, " %lld\n", (long long)emb_vocab_count(v, i));
-        emb__writer_put(&w, s, n);
-        emb__writer_put(&w, num, (size_t)k);
-    }
-    if (w.status) {
-        rc = w.status;
-        emb__writer_abort(&w);
-    } else {
-        rc = emb__writer_commit(&w);
+    if (v) {
+        if ((rc = emb__writer_open(&vw, vp))) {
+            emb__writer_abort(&tw);
+            free(vp);
+            return rc;
+        }
+        for (int64_t i = 0; i < emb_vocab_size(v) && !vw.status; i++) {
+            size_t n;
+            const char *s = emb_vocab_word(v, i, &n);
+            char num[32];
+            int k = snprintf(num, sizeof num, " %lld\n", (long long)emb_vocab_count(v, i));
+            emb__writer_put(&vw, s, n);
+            emb__writer_put(&vw, num, (size_t)k);
+        }
+        if ((rc = vw.status)) {
+            emb__writer_abort(&vw);
+            emb__writer_abort(&tw);
+        } else {
+            rc = emb__writer_commit_pair(&vw, &tw); /* the words first, then the table */
+        }
+    } else if (!(rc = emb__writer_commit(&tw))) {
+        struct stat sb;
+        if (lstat(vp, &sb) == 0 && unlink(vp) != 0)
+            rc = emb__error(EMB_ERR_IO, "%s: written, but the word list of the table it replaced, %s, cannot be "
+                                        "removed: %s", path, vp, strerror(errno));
     }
     free(vp);
     return rc;
@@ -253,8 +286,7 @@ emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const e
             t.dtype = o.dtype;
             t.data = numel ? conv : NULL;
         }
-        rc = vocab ? write_sidecar(path, vocab) : EMB_OK;
-        if (!rc) rc = emb_npy_write(path, &t);
+        rc = write_npy_table(path, &t, vocab);
         free(conv);
         return rc;
     }

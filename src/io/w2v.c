@@ -354,6 +354,9 @@ static emb_status check_words(const char *path, const emb_vocab *v, int64_t rows
 emb_status emb__write_w2v(const char *path, const emb_tensor *wt, const emb_vocab *v, emb_format fmt,
                           const emb_write_options *o) {
     int64_t rows = wt->shape[0], dim = wt->shape[1];
+    if (dim < 1) /* what emb writes it reads: the readers refuse dimension 0 */
+        return emb__error(EMB_ERR_SHAPE, "%s: a table of dimension 0 cannot be written as %s (its rows need at "
+                                         "least one value)", path, emb_format_name(fmt));
     emb_status st = check_words(path, v, rows, fmt);
     if (st) return st;
     if (o->precision < 0 || o->precision > 17)

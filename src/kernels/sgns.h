@@ -18,7 +18,9 @@
 #include <stdint.h>
 
 /* Sigmoid lookup as the word2vec tool does it: scores beyond +-EMB__SGNS_MAX_EXP saturate,
- * others read a table of EMB__SGNS_TABLE entries. */
+ * others read a table of EMB__SGNS_TABLE + 1 entries (the largest float below MAX_EXP
+ * indexes the last one, as in the word2vec tool, whose table has one entry more than it
+ * fills). A NaN score reads nothing. */
 #define EMB__SGNS_TABLE 1000
 #define EMB__SGNS_MAX_EXP 6
 
@@ -38,22 +40,24 @@
  *
  * scratch: at least (m + n + 2) * dim + m * n floats owned by the caller's thread.
  * Rows are read and written in place without locks: concurrent calls on other threads may
- * interleave (Hogwild), which changes results only by the interleaving. */
-typedef void (*emb__sgns_step_fn)(float *syn0, float *syn1, int64_t dim, const int32_t *ctx,
+ * interleave (Hogwild), which changes results only by the interleaving.
+ * Returns false when a score x . y was NaN or infinite (the vectors have diverged; a NaN
+ * score updates nothing): the caller stops training. */
+typedef bool (*emb__sgns_step_fn)(float *syn0, float *syn1, int64_t dim, const int32_t *ctx,
                                   int m, const int32_t *tgt, int n, float alpha, bool cbow,
                                   bool cbow_mean, const float *sigmoid, float *scratch);
 
-void emb__sgns_step_ref(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
+bool emb__sgns_step_ref(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
                         const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
                         const float *sigmoid, float *scratch);
 #if EMB__X86
-void emb__sgns_step_avx2(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
+bool emb__sgns_step_avx2(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
                          const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
                          const float *sigmoid, float *scratch);
 #endif
 
-/* Fills table[0..EMB__SGNS_TABLE) with sigmoid at evenly spaced points of
- * [-MAX_EXP, MAX_EXP) (the word2vec tool's expTable). */
+/* Fills table[0..EMB__SGNS_TABLE] with sigmoid at evenly spaced points of
+ * [-MAX_EXP, MAX_EXP] (the word2vec tool's expTable, and its last entry). */
 void emb__sgns_sigmoid_table(float *table);
 
 #endif /* EMB_KERNELS_SGNS_H */

@@ -26,7 +26,7 @@ EMB__TARGET_AVX2 static inline float sgns_dot(const float *a, const float *b, in
 
 #define EMB__SGNS_PAIR_BATCHED 1
 #define EMB__SGNS_PAIR_MAX 16
-static void sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
+static bool sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
                               const float *sigmoid, float *e_out);
 
 #define EMB__SGNS_NAME emb__sgns_step_avx2
@@ -40,13 +40,14 @@ static void sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, 
  * e_out (CBOW, which adds it to every context row): per element, the operations of the
  * in-place loop in the same order, so the same bits, with the targets' rows fetched and
  * scored side by side instead of one after another. */
-EMB__TARGET_AVX2 static void sgns_pair_batched(float *x, float *const *rows, int t,
+EMB__TARGET_AVX2 static bool sgns_pair_batched(float *x, float *const *rows, int t,
                                                 int64_t dim, float alpha,
                                                 const float *sigmoid, float *e_out) {
     float g[EMB__SGNS_PAIR_MAX];
     __m256 gv[EMB__SGNS_PAIR_MAX];
+    bool finite = true;
     for (int j = 0; j < t; j++) {
-        g[j] = sgns_grad(sgns_dot(x, rows[j], dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid);
+        g[j] = sgns_grad(sgns_dot(x, rows[j], dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
         gv[j] = _mm256_set1_ps(g[j]);
     }
     int64_t k = 0;
@@ -74,5 +75,6 @@ EMB__TARGET_AVX2 static void sgns_pair_batched(float *x, float *const *rows, int
         else
             x[k] = xk + e;
     }
+    return finite;
 }
 #endif

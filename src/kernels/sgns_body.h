@@ -6,16 +6,22 @@
 #include <math.h>
 #include <string.h>
 
-/* (label - sigmoid(f)) * alpha with the word2vec tool's table and saturation. */
-static inline float sgns_grad(float f, float label, float alpha, const float *sigmoid) {
+/* (label - sigmoid(f)) * alpha with the word2vec tool's table and saturation. A score that
+ * is NaN (which fails both saturation tests, and whose conversion to an index is undefined)
+ * or infinite clears *finite; NaN gives no update. Scores in (-MAX_EXP, MAX_EXP) index
+ * [0, EMB__SGNS_TABLE]: the largest float below MAX_EXP rounds to the last entry. */
+static inline float sgns_grad(float f, float label, float alpha, const float *sigmoid, bool *finite) {
     float s;
     if (f >= (float)EMB__SGNS_MAX_EXP)
         s = 1.0f;
     else if (f <= -(float)EMB__SGNS_MAX_EXP)
         s = 0.0f;
-    else
+    else if (f == f)
         s = sigmoid[(int)((f + (float)EMB__SGNS_MAX_EXP) *
                           ((float)EMB__SGNS_TABLE / (float)EMB__SGNS_MAX_EXP / 2.0f))];
+    else
+        s = label;
+    *finite &= isfinite(f) != 0;
     return (label - s) * alpha;
 }
 
@@ -38,10 +44,11 @@ static inline int sgns_distinct_rows(float *syn1, int64_t dim, const int32_t *tg
 }
 #endif
 
-EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const int32_t *ctx,
+EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const int32_t *ctx,
                                    int m, const int32_t *tgt, int n, float alpha, bool cbow,
                                    bool cbow_mean, const float *sigmoid, float *scratch) {
-    if (m <= 0 || n <= 0) return;
+    bool finite = true;
+    if (m <= 0 || n <= 0) return finite;
     if (cbow) {
         float *h = scratch, *e = scratch + dim;
         memcpy(h, syn0 + (int64_t)ctx[0] * dim, (size_t)dim * sizeof(float));
@@ -57,7 +64,7 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
         float *rows[EMB__SGNS_PAIR_MAX];
         int t = sgns_distinct_rows(syn1, dim, tgt, n, rows);
         if (t > 0)
-            sgns_pair_batched(h, rows, t, dim, alpha, sigmoid, e);
+            finite = sgns_pair_batched(h, rows, t, dim, alpha, sigmoid, e);
         else
 #endif
         {
@@ -65,7 +72,7 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
         for (int j = 0; j < n; j++) {
             if (j > 0 && tgt[j] == tgt[0]) continue;
             float *y = syn1 + (int64_t)tgt[j] * dim;
-            float g = sgns_grad(sgns_dot(h, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid);
+            float g = sgns_grad(sgns_dot(h, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
             for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
             for (int64_t k = 0; k < dim; k++) y[k] = fmaf(g, h[k], y[k]);
         }
@@ -74,7 +81,7 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
             float *x = syn0 + (int64_t)ctx[i] * dim;
             for (int64_t k = 0; k < dim; k++) x[k] = x[k] + e[k];
         }
-        return;
+        return finite;
     }
     if (m == 1) {
         /* One (center, context) pair: the word2vec tool's loop, in place. */
@@ -85,21 +92,18 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
          * pass, with the same operations on every element (EMB__SGNS_PAIR_BATCHED). */
         float *rows[EMB__SGNS_PAIR_MAX];
         int t = sgns_distinct_rows(syn1, dim, tgt, n, rows);
-        if (t > 0) {
-            sgns_pair_batched(x, rows, t, dim, alpha, sigmoid, NULL);
-            return;
-        }
+        if (t > 0) return sgns_pair_batched(x, rows, t, dim, alpha, sigmoid, NULL);
 #endif
         memset(e, 0, (size_t)dim * sizeof(float));
         for (int j = 0; j < n; j++) {
             if (j > 0 && tgt[j] == tgt[0]) continue;
             float *y = syn1 + (int64_t)tgt[j] * dim;
-            float g = sgns_grad(sgns_dot(x, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid);
+            float g = sgns_grad(sgns_dot(x, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
             for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
             for (int64_t k = 0; k < dim; k++) y[k] = fmaf(g, x[k], y[k]);
         }
         for (int64_t k = 0; k < dim; k++) x[k] = x[k] + e[k];
-        return;
+        return finite;
     }
     float *X = scratch, *Y = X + (int64_t)m * dim, *G = Y + (int64_t)n * dim;
     for (int i = 0; i < m; i++)
@@ -114,7 +118,7 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
                 continue;
             }
             G[i * n + j] = sgns_grad(sgns_dot(x, Y + (int64_t)j * dim, dim),
-                                     j == 0 ? 1.0f : 0.0f, alpha, sigmoid);
+                                     j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
         }
     }
     for (int i = 0; i < m; i++) {
@@ -136,4 +140,5 @@ EMB__SGNS_ATTR void EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
             for (int64_t k = 0; k < dim; k++) row[k] = fmaf(g, x[k], row[k]);
         }
     }
+    return finite;
 }

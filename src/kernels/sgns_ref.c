@@ -33,7 +33,7 @@ static float sgns_dot(const float *a, const float *b, int64_t n) {
 #include "sgns_body.h"
 
 void emb__sgns_sigmoid_table(float *table) {
-    for (int i = 0; i < EMB__SGNS_TABLE; i++) {
+    for (int i = 0; i <= EMB__SGNS_TABLE; i++) {
         double x = ((double)i / EMB__SGNS_TABLE * 2 - 1) * EMB__SGNS_MAX_EXP;
         double e = exp(x);
         table[i] = (float)(e / (e + 1));

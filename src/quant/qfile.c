@@ -27,6 +27,7 @@ struct emb_qtable_writer {
     float *deq;
     int64_t chunk; /* rows per conversion batch */
     bool track_error;
+    bool error_in_header;
     emb_qerror err;
     emb_status status;
 };
@@ -117,22 +118,38 @@ static emb_status writer_open(const char *path, emb_qtype qtype, int64_t rows, i
         writer_free(q);
         return st;
     }
+    /* Conversion buffers for a batch of rows, sized from the rows there are (none for a
+     * table without rows or of dimension 0: nothing is converted). */
     q->chunk = dim > 0 ? (1 << 20) / dim + 1 : 1;
     if (q->chunk > rows) q->chunk = rows > 0 ? rows : 1;
-    q->qbuf = emb_malloc((size_t)(q->chunk * rb));
+    const bool convert = rows > 0 && rb > 0;
+    q->qbuf = convert ? emb_malloc((size_t)(q->chunk * rb)) : NULL;
     q->deq = q->track_error ? emb_malloc((size_t)(q->chunk * dim) * sizeof(float)) : NULL;
+    if ((convert && !q->qbuf) || (q->track_error && !q->deq)) {
+        const int64_t chunk = q->chunk;
+        writer_free(q);
+        return emb__error(EMB_ERR_NOMEM, "%s: out of memory for a batch of %" PRId64 " rows of %" PRId64 " bytes",
+                          path, chunk, rb);
+    }
+    st = emb__writer_open(&q->w, path);
+    if (st) {
+        writer_free(q);
+        return st;
+    }
+    /* The error goes into the header when the header can be completed after the rows: not
+     * through a device or a FIFO (the error is still reported to the caller). */
+    q->error_in_header = q->track_error && emb__writer_seekable(&q->w);
     emb_qerror placeholder;
     emb_qerror_init(&placeholder);
-    char *hdr = build_header(q, q->track_error ? &placeholder : NULL);
-    if (!q->qbuf || (q->track_error && !q->deq) || !hdr) {
-        free(hdr);
+    char *hdr = build_header(q, q->error_in_header ? &placeholder : NULL);
+    if (!hdr) {
+        emb__writer_abort(&q->w);
         writer_free(q);
         return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
     }
     size_t hl = strlen(hdr);
-    q->header_len = (hl + (q->track_error ? Q_HEADER_SLACK : 0) + 7) / 8 * 8;
-    st = emb__writer_open(&q->w, path);
-    if (!st) st = emb__writer_preallocate(&q->w, 8 + q->header_len + (uint64_t)data);
+    q->header_len = (hl + (q->error_in_header ? Q_HEADER_SLACK : 0) + 7) / 8 * 8;
+    st = emb__writer_preallocate(&q->w, 8 + q->header_len + (uint64_t)data);
     if (!st) {
         unsigned char len8[8];
         for (int k = 0; k < 8; k++) len8[k] = (unsigned char)(q->header_len >> (8 * k));
@@ -172,6 +189,10 @@ emb_status emb_qtable_writer_append(emb_qtable_writer *q, const float *rows, int
                                          q->w.dest, n, q->rows - q->done, q->rows));
     if (n == 0) return EMB_OK;
     if (!rows && q->dim > 0) return writer_fail(q, emb__null("rows"));
+    if (q->rb == 0) { /* dimension 0: rows without bytes */
+        q->done += n;
+        return EMB_OK;
+    }
     const emb__qkernel_table *K = emb__qkernels();
     for (int64_t r = 0; r < n; r += q->chunk) {
         const int64_t k = n - r < q->chunk ? n - r : q->chunk;
@@ -209,7 +230,7 @@ emb_status emb_qtable_writer_commit(emb_qtable_writer *q, emb_qerror *error) {
         st = emb__error(EMB_ERR_STATE,
                         "%s: %" PRId64 " of the announced %" PRId64 " rows were appended; nothing is written",
                         q->w.dest, q->done, q->rows);
-    if (!st && q->track_error) {
+    if (!st && q->error_in_header) {
         char *hdr = build_header(q, &q->err);
         if (!hdr) {
             st = emb__error(EMB_ERR_NOMEM, "%s: out of memory", q->w.dest);
@@ -263,9 +284,19 @@ static emb_status q_fail(const char *path, const char *fmt, const char *a, const
     return emb__error(EMB_ERR_FORMAT, "%s: %s", path, msg);
 }
 
+/* The table found in an open file: its storage type, shape, and bytes in the file (not
+ * necessarily aligned for the element type). */
+typedef struct q_found {
+    emb_qtype q;
+    int64_t rows, dim;
+    const unsigned char *data;
+    size_t nbytes;
+    size_t align; /* the element type's alignment */
+    const char *name;
+} q_found;
+
 /* Finds the table in an open file and checks it against its metadata. */
-static emb_status find_table(const char *path, const emb_safetensors *st, emb_qtype *qt, int64_t *rows,
-                             int64_t *dim, emb_tensor *view) {
+static emb_status find_table(const char *path, const emb_safetensors *st, q_found *out) {
     int64_t i = emb_safetensors_find(st, "weight");
     if (i < 0) {
         if (emb_safetensors_count(st) != 1)
@@ -293,20 +324,18 @@ static emb_status find_table(const char *path, const emb_safetensors *st, emb_qt
     } else {
         return q_fail(path, "tensor dtype %s is not a table storage type (F32, F16, BF16, or U8 rows)%s", dt, "");
     }
-    emb_status rc = emb_safetensors_view(st, i, view);
-    if (rc) return rc;
-    if (view->ndim != 2)
+    int ndim;
+    const int64_t *shape = emb_safetensors_shape(st, i, &ndim);
+    if (ndim != 2)
         return emb__error(EMB_ERR_FORMAT, "%s: tensor \"%s\" has %d dimensions; a table has 2", path,
-                          emb_safetensors_name(st, i), view->ndim);
-    const int64_t V = view->shape[0], cols = view->shape[1];
+                          emb_safetensors_name(st, i), ndim);
+    const int64_t V = shape[0], cols = shape[1];
+    const size_t esz = q == EMB_QTYPE_F32 ? 4 : q == EMB_QTYPE_F16 || q == EMB_QTYPE_BF16 ? 2 : 1;
     const char *meta_d = emb_safetensors_metadata(st, "emb.dim");
     int64_t d;
     if (meta_d) {
-        char *end;
-        long long x = strtoll(meta_d, &end, 10);
-        if (end == meta_d || *end || x < 0)
+        if (!emb__parse_count(meta_d, strlen(meta_d), &d))
             return q_fail(path, "__metadata__ \"emb.dim\" is \"%s\"%s", meta_d, ", not a dimension");
-        d = x;
     } else if (is_float_qtype(q)) {
         d = cols;
     } else if (q == EMB_QTYPE_INT8) {
@@ -315,7 +344,7 @@ static emb_status find_table(const char *path, const emb_safetensors *st, emb_qt
         d = (cols - 4) * 2;
     }
     int64_t rb = 0;
-    int64_t have = is_float_qtype(q) ? cols * (int64_t)emb_dtype_size(view->dtype) : cols;
+    int64_t have = is_float_qtype(q) ? cols * (int64_t)esz : cols;
     if (d < (is_float_qtype(q) ? 0 : 1) || emb_qtype_row_bytes(q, d, &rb) || rb != have) {
         emb_clear_error();
         if (is_float_qtype(q))
@@ -328,11 +357,16 @@ static emb_status find_table(const char *path, const emb_safetensors *st, emb_qt
                           q == EMB_QTYPE_INT8 ? "dim codes, 4-byte scale, 4-byte bias"
                                               : "ceil(dim/2) bytes of codes, 2-byte scale, 2-byte bias");
     }
-    *qt = q;
-    *rows = V;
-    *dim = d;
+    out->q = q;
+    out->rows = V;
+    out->dim = d;
+    out->data = emb__safetensors_bytes(st, i, &out->nbytes);
+    out->align = esz;
+    out->name = emb_safetensors_name(st, i);
     return EMB_OK;
 }
+
+static bool aligned(const q_found *t) { return (uintptr_t)t->data % t->align == 0; }
 
 static void release_owned(void *data, void *ctx) {
     (void)ctx;
@@ -352,24 +386,25 @@ static emb_status open_common(const char *path, bool map, emb_qtable **out, emb_
     emb_safetensors *st;
     emb_status rc = emb_safetensors_open(path, &st);
     if (rc) return rc;
-    emb_qtype q;
-    int64_t V, D;
-    emb_tensor view;
+    q_found t;
     emb_vocab *v = NULL;
-    emb_qtable *t = NULL;
-    rc = find_table(path, st, &q, &V, &D, &view);
-    if (!rc && vocab) rc = emb__safetensors_vocab(st, V, V, &v);
-    size_t nbytes = emb_tensor_nbytes(&view);
+    emb_qtable *qt = NULL;
+    rc = find_table(path, st, &t);
+    if (!rc && vocab) rc = emb__safetensors_vocab(st, t.rows, t.rows, &v);
+    if (!rc && map && !aligned(&t))
+        rc = emb__error(EMB_ERR_UNSUPPORTED,
+                        "%s: tensor \"%s\" is not aligned for its element type in this file: it can be loaded (a "
+                        "copy), not mapped", path, t.name);
     if (!rc && !map) {
-        void *data = emb_malloc(nbytes);
+        void *data = emb_malloc(t.nbytes ? t.nbytes : 1);
         if (!data) {
-            rc = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %zu bytes for the table", path, nbytes);
+            rc = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %zu bytes for the table", path, t.nbytes);
         } else {
-            if (nbytes) memcpy(data, view.data, nbytes);
+            if (t.nbytes) memcpy(data, t.data, t.nbytes);
             emb_storage s = {.read_only = false, .release = release_owned, .release_ctx = NULL};
-            rc = emb_qtable_wrap(q, V, D, data, nbytes, &s, &t);
+            rc = emb_qtable_wrap(t.q, t.rows, t.dim, data, t.nbytes, &s, &qt);
             if (rc) emb_free(data);
-            else emb__qtable_set_in_memory(t);
+            else emb__qtable_set_in_memory(qt);
         }
     } else if (!rc) {
         emb__file *f = malloc(sizeof *f);
@@ -378,7 +413,7 @@ static emb_status open_common(const char *path, bool map, emb_qtable **out, emb_
         if (!rc) {
             madvise((void *)f->data, f->size, MADV_RANDOM);
             emb_storage s = {.read_only = true, .release = release_map, .release_ctx = f};
-            rc = emb_qtable_wrap(q, V, D, view.data, nbytes, &s, &t);
+            rc = emb_qtable_wrap(t.q, t.rows, t.dim, t.nbytes ? t.data : NULL, t.nbytes, &s, &qt);
             if (rc) emb__file_close(f);
         }
         if (rc) free(f);
@@ -388,7 +423,7 @@ static emb_status open_common(const char *path, bool map, emb_qtable **out, emb_
         emb_vocab_free(v);
         return rc;
     }
-    *out = t;
+    *out = qt;
     if (vocab) *vocab = v;
     return EMB_OK;
 }
@@ -402,24 +437,31 @@ emb_status emb_qtable_map(const char *path, emb_qtable **out, emb_vocab **vocab)
 }
 
 emb_status emb__qtable_read_vectors(const emb_safetensors *st, const char *path, int64_t limit, emb_vectors *out) {
-    emb_qtype q;
-    int64_t V, D;
-    emb_tensor view;
-    emb_status rc = find_table(path, st, &q, &V, &D, &view);
+    q_found t;
+    emb_status rc = find_table(path, st, &t);
     if (rc) return rc;
-    const int64_t rows = limit > 0 && limit < V ? limit : V;
-    emb_qtable *t = NULL;
-    rc = emb_qtable_wrap(q, rows, D, view.data, (size_t)rows * (size_t)(view.shape[1]), NULL, &t);
-    if (rc) return rc;
-    rc = emb__alloc_table(&out->weight, rows, D);
-    if (!rc) rc = emb_qtable_dequantize(t, 0, rows, out->weight.data);
-    emb_qtable_free(t);
-    if (!rc) rc = emb__safetensors_vocab(st, rows, V, &out->vocab);
+    const int64_t rows = limit > 0 && limit < t.rows ? limit : t.rows;
+    const size_t nbytes = t.rows ? t.nbytes / (size_t)t.rows * (size_t)rows : 0;
+    /* the element type's alignment: data that is not aligned in the file is copied first */
+    void *copy = NULL;
+    const void *data = t.data;
+    if (nbytes && !aligned(&t)) {
+        if (!(copy = emb_malloc(nbytes))) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
+        memcpy(copy, t.data, nbytes);
+        data = copy;
+    }
+    emb_qtable *qt = NULL;
+    rc = emb_qtable_wrap(t.q, rows, t.dim, nbytes ? data : NULL, nbytes, NULL, &qt);
+    if (!rc) rc = emb__alloc_table(&out->weight, rows, t.dim);
+    if (!rc && rows > 0 && t.dim > 0) rc = emb_qtable_dequantize(qt, 0, rows, out->weight.data);
+    emb_qtable_free(qt);
+    emb_free(copy);
+    if (!rc) rc = emb__safetensors_vocab(st, rows, t.rows, &out->vocab);
     if (rc) {
         emb_tensor_free(&out->weight);
         return rc;
     }
     out->file_dtype = EMB_UINT8;
-    out->file_rows = V;
+    out->file_rows = t.rows;
     return EMB_OK;
 }

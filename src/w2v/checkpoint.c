@@ -4,131 +4,91 @@
  * refuses the file by its magic check). */
 #include "w2v_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char EMB__W2V_MAGIC[8] = {'E', 'M', 'B', 'W', '2', 'V', 'C', 'K'};
 #define EMB__W2V_VERSION 1u
 
-/* ---- atomic write ---- */
-
-emb_status emb__w2v_atomic_write(const char *path, emb__w2v_writer fn, void *ctx) {
-    size_t n = strlen(path);
-    char *tmp = malloc(n + 16);
-    if (!tmp) return emb__error(EMB_ERR_NOMEM, "out of memory");
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        emb_status st = emb__error(EMB_ERR_IO, "cannot create a temporary file beside %s: %s",
-                                   path, strerror(errno));
-        free(tmp);
-        return st;
-    }
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        emb_status st = emb__error(EMB_ERR_IO, "cannot open %s: %s", tmp, strerror(errno));
-        close(fd), unlink(tmp), free(tmp);
-        return st;
-    }
-    emb_status st = fn(f, ctx);
-    if (st == EMB_OK && (fflush(f) != 0 || ferror(f)))
-        st = emb__error(EMB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (st == EMB_OK && fsync(fileno(f)) != 0)
-        st = emb__error(EMB_ERR_IO, "cannot flush %s to disk: %s", path, strerror(errno));
-    if (fclose(f) != 0 && st == EMB_OK)
-        st = emb__error(EMB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (st == EMB_OK && rename(tmp, path) != 0)
-        st = emb__error(EMB_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    if (st) {
-        unlink(tmp);
-    } else { /* make the rename durable */
-        char *d = strdup(path);
-        if (d) {
-            int dfd = open(dirname(d), O_RDONLY | O_DIRECTORY);
-            if (dfd >= 0) fsync(dfd), close(dfd);
-            free(d);
-        }
-    }
-    free(tmp);
-    return st;
-}
-
-/* ---- writing ---- */
+/* ---- writing: through core's atomic writer ---- */
 
 typedef struct {
-    FILE *f;
+    emb__writer w;
     uint64_t h; /* FNV-1a over every byte written after the magic */
-    bool err;
 } wr;
 
 static void put(wr *w, const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) w->h = (w->h ^ b[i]) * 1099511628211ull;
-    if (fwrite(p, 1, n, w->f) != n) w->err = true;
+    emb__writer_put(&w->w, p, n);
 }
 static void put_u64(wr *w, uint64_t v) { put(w, &v, 8); }
 static void put_f64(wr *w, double v) { put(w, &v, 8); }
 
-static emb_status write_ckpt(FILE *f, void *ctx) {
-    const emb_w2v *m = ctx;
-    wr w = {f, 1469598103934665603ull, false};
-    if (fwrite(EMB__W2V_MAGIC, 1, 8, f) != 8) w.err = true;
+static void write_ckpt(wr *w, const emb_w2v *m) {
+    emb__writer_put(&w->w, EMB__W2V_MAGIC, 8);
     const emb_w2v_options *o = &m->o;
-    put_u64(&w, EMB__W2V_VERSION);
-    put_u64(&w, (uint64_t)o->model);
-    put_u64(&w, (uint64_t)o->dim);
-    put_u64(&w, (uint64_t)o->window);
-    put_u64(&w, (uint64_t)o->negative);
-    put_f64(&w, o->sample);
-    put_u64(&w, (uint64_t)o->min_count);
-    put_u64(&w, (uint64_t)o->max_vocab);
-    put_u64(&w, (uint64_t)o->epochs);
-    put_f64(&w, o->alpha);
-    put_f64(&w, o->min_alpha);
-    put_u64(&w, (uint64_t)o->cbow_mean);
-    put_u64(&w, (uint64_t)m->nt);
-    put_u64(&w, o->seed);
-    put_u64(&w, (uint64_t)o->lowercase);
-    put_u64(&w, (uint64_t)o->strip_punct);
-    put_u64(&w, (uint64_t)o->max_sentence);
-    put_u64(&w, (uint64_t)o->shared_negatives);
-    put_u64(&w, (uint64_t)m->V);
-    put_u64(&w, (uint64_t)m->n_ids);
-    put_u64(&w, m->fingerprint);
-    put_u64(&w, (uint64_t)m->words_done);
+    put_u64(w, EMB__W2V_VERSION);
+    put_u64(w, (uint64_t)o->model);
+    put_u64(w, (uint64_t)o->dim);
+    put_u64(w, (uint64_t)o->window);
+    put_u64(w, (uint64_t)o->negative);
+    put_f64(w, o->sample);
+    put_u64(w, (uint64_t)o->min_count);
+    put_u64(w, (uint64_t)o->max_vocab);
+    put_u64(w, (uint64_t)o->epochs);
+    put_f64(w, o->alpha);
+    put_f64(w, o->min_alpha);
+    put_u64(w, (uint64_t)o->cbow_mean);
+    put_u64(w, (uint64_t)m->nt);
+    put_u64(w, o->seed);
+    put_u64(w, (uint64_t)o->lowercase);
+    put_u64(w, (uint64_t)o->strip_punct);
+    put_u64(w, (uint64_t)o->max_sentence);
+    put_u64(w, (uint64_t)o->shared_negatives);
+    put_u64(w, (uint64_t)m->V);
+    put_u64(w, (uint64_t)m->n_ids);
+    put_u64(w, m->fingerprint);
+    put_u64(w, (uint64_t)m->words_done);
     for (int t = 0; t < m->nt; t++) {
-        put_u64(&w, (uint64_t)m->lanes[t].lo);
-        put_u64(&w, (uint64_t)m->lanes[t].hi);
-        put_u64(&w, (uint64_t)m->lanes[t].pos);
-        put_u64(&w, (uint64_t)m->lanes[t].epoch);
-        put_u64(&w, m->lanes[t].rng);
+        put_u64(w, (uint64_t)m->lanes[t].lo);
+        put_u64(w, (uint64_t)m->lanes[t].hi);
+        put_u64(w, (uint64_t)m->lanes[t].pos);
+        put_u64(w, (uint64_t)m->lanes[t].epoch);
+        put_u64(w, m->lanes[t].rng);
     }
     for (int64_t i = 0; i < m->V; i++) {
         size_t len;
         const char *s = emb_vocab_word(m->vocab, i, &len);
-        put_u64(&w, (uint64_t)len);
-        put(&w, s, len);
-        put_u64(&w, (uint64_t)emb_vocab_count(m->vocab, i));
+        put_u64(w, (uint64_t)len);
+        put(w, s, len);
+        put_u64(w, (uint64_t)emb_vocab_count(m->vocab, i));
     }
     size_t tbytes = (size_t)m->V * (size_t)o->dim * sizeof(float);
-    put(&w, m->syn0, tbytes);
-    put(&w, m->syn1, tbytes);
-    uint64_t h = w.h;
-    if (fwrite(&h, 1, 8, f) != 8) w.err = true;
-    return w.err ? emb__error(EMB_ERR_IO, "cannot write the checkpoint: %s", strerror(errno))
-                 : EMB_OK;
+    put(w, m->syn0, tbytes);
+    put(w, m->syn1, tbytes);
+    uint64_t h = w->h;
+    emb__writer_put(&w->w, &h, 8);
 }
 
 emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path) {
     if (!w) return emb__null("w2v");
     if (!path) return emb__null("path");
-    return emb__w2v_atomic_write(path, write_ckpt, (void *)w);
+    if (w->diverged)
+        return emb__error(EMB_ERR_STATE, "%s: not written: the training diverged (its vectors hold NaN or "
+                                         "infinite values)", path);
+    wr c;
+    c.h = 1469598103934665603ull;
+    emb_status st = emb__writer_open(&c.w, path);
+    if (st) return st;
+    write_ckpt(&c, w);
+    if ((st = c.w.status)) {
+        emb__writer_abort(&c.w);
+        return st;
+    }
+    return emb__writer_commit(&c.w);
 }
 
 /* ---- reading ---- */
@@ -158,32 +118,6 @@ static double get_f64(rd *r) {
     double v = 0;
     get(r, &v, 8);
     return v;
-}
-
-static emb_status read_file(const char *path, unsigned char **data, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return emb__error(EMB_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    emb_status st = EMB_OK;
-    long sz = -1;
-    if (fseek(f, 0, SEEK_END) == 0) sz = ftell(f);
-    if (sz < 0 || fseek(f, 0, SEEK_SET) != 0)
-        st = emb__error(EMB_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    unsigned char *buf = NULL;
-    if (st == EMB_OK) {
-        buf = malloc((size_t)sz + 1);
-        if (!buf)
-            st = emb__error(EMB_ERR_NOMEM, "cannot allocate %ld bytes to read %s", sz, path);
-        else if (fread(buf, 1, (size_t)sz, f) != (size_t)sz)
-            st = emb__error(EMB_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    }
-    fclose(f);
-    if (st) {
-        free(buf);
-        return st;
-    }
-    *data = buf;
-    *n = (size_t)sz;
-    return EMB_OK;
 }
 
 #define DIFF(field, fmt, a, b)                                                                \
@@ -248,19 +182,45 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
                           V == (uint64_t)w->V && nids == (uint64_t)w->n_ids
                               ? ", same sizes but different tokens"
                               : "");
-    int64_t done = (int64_t)get_u64(&r);
+    /* Progress: every field in range and consistent with the others (the checksum only
+     * says the file is as it was written, not that it was written by emb). */
+    const uint64_t done_u = get_u64(&r);
     emb__w2v_lane *lanes = calloc((size_t)w->nt, sizeof *lanes);
     if (!lanes) return emb__error(EMB_ERR_NOMEM, "out of memory");
-    for (int t = 0; t < w->nt; t++) {
-        lanes[t].lo = (int64_t)get_u64(&r);
-        lanes[t].hi = (int64_t)get_u64(&r);
-        lanes[t].pos = (int64_t)get_u64(&r);
-        lanes[t].epoch = (int32_t)get_u64(&r);
+    const char *bad = NULL;
+    int64_t expect_done = 0;
+    for (int t = 0; t < w->nt && !bad; t++) {
+        uint64_t lo = get_u64(&r), hi = get_u64(&r), pos = get_u64(&r), epoch = get_u64(&r);
         lanes[t].rng = get_u64(&r);
-        if (lanes[t].lo != w->lanes[t].lo || lanes[t].hi != w->lanes[t].hi ||
-            lanes[t].pos < lanes[t].lo || lanes[t].pos > lanes[t].hi || lanes[t].epoch < 0 ||
-            lanes[t].epoch > o->epochs)
-            r.bad = true;
+        if (r.bad) break;
+        if (lo != (uint64_t)w->lanes[t].lo || hi != (uint64_t)w->lanes[t].hi) bad = "a thread's range of tokens";
+        else if (pos < lo || pos > hi) bad = "a thread's position";
+        else if (epoch > (uint64_t)o->epochs || (t > 0 && epoch != (uint64_t)lanes[0].epoch)) bad = "a thread's epoch";
+        else if (lanes[t].rng == 0) bad = "a thread's random state (0)";
+        if (bad) break;
+        lanes[t].lo = (int64_t)lo;
+        lanes[t].hi = (int64_t)hi;
+        lanes[t].pos = (int64_t)pos;
+        lanes[t].epoch = (int32_t)epoch;
+        /* the tokens (not sentence ends) this thread has processed: whole epochs of its
+         * range, then [lo, pos) */
+        int64_t in_range = 0, before = 0;
+        for (int64_t k = lanes[t].lo; k < lanes[t].hi; k++) {
+            in_range += w->ids[k] >= 0;
+            if (k < lanes[t].pos) before += w->ids[k] >= 0;
+        }
+        expect_done += (int64_t)epoch * in_range + before;
+    }
+    if (bad) {
+        free(lanes);
+        return emb__error(EMB_ERR_FORMAT, "%s is malformed: %s is out of range", checkpoint, bad);
+    }
+    if (!r.bad && (done_u != (uint64_t)expect_done || done_u > (uint64_t)(w->tokens * o->epochs))) {
+        free(lanes);
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s is malformed: the words done (%" PRIu64 ") do not match the threads' positions "
+                          "(%" PRId64 " of %" PRId64 " words)",
+                          checkpoint, done_u, expect_done, w->tokens * o->epochs);
     }
     for (int64_t i = 0; i < w->V && !r.bad; i++) {
         uint64_t len = get_u64(&r);
@@ -275,14 +235,23 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
         (void)get_u64(&r); /* count: the corpus fingerprint already matched */
     }
     size_t tbytes = (size_t)w->V * (size_t)o->dim * sizeof(float);
-    if (r.bad || (size_t)(r.end - r.p) != 2 * tbytes || done < 0) {
+    if (r.bad || (size_t)(r.end - r.p) != 2 * tbytes) {
         free(lanes);
         return emb__error(EMB_ERR_FORMAT, "%s is truncated or malformed", checkpoint);
     }
     memcpy(w->syn0, r.p, tbytes);
     memcpy(w->syn1, r.p + tbytes, tbytes);
+    int table;
+    int64_t row;
+    if (emb__w2v_find_nonfinite(w, &table, &row)) {
+        free(lanes);
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s holds NaN or infinite values in the %s vector of \"%s\" (row %" PRId64
+                          "): it was saved from a run that had diverged",
+                          checkpoint, table ? "output" : "input", emb_vocab_word(w->vocab, row, NULL), row);
+    }
     memcpy(w->lanes, lanes, (size_t)w->nt * sizeof *lanes);
-    w->words_done = done;
+    w->words_done = (int64_t)done_u;
     free(lanes);
     return EMB_OK;
 }
@@ -304,19 +273,19 @@ emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
     if (!out) return emb__null("out");
     if (!opts) return emb__null("options");
     if (!checkpoint) return emb__null("checkpoint");
-    unsigned char *data = NULL;
-    size_t n = 0;
-    emb_status st = read_file(checkpoint, &data, &n);
+    /* read into memory, not mapped: a checkpoint truncated meanwhile is an error, not SIGBUS */
+    emb__file f;
+    emb_status st = emb__file_open(checkpoint, &f, EMB__FILE_READ);
     if (st) return st;
     emb_w2v *w;
     emb_w2v_options o = *opts;
-    if (checkpoint_threads(data, n) > 0) o.threads = checkpoint_threads(data, n);
+    if (checkpoint_threads(f.data, f.size) > 0) o.threads = checkpoint_threads(f.data, f.size);
     st = emb_w2v_create_from_file(&o, corpus, &w);
     if (st == EMB_OK) {
-        st = restore(w, data, n, checkpoint);
+        st = restore(w, f.data, f.size, checkpoint);
         if (st) emb_w2v_free(w);
     }
-    free(data);
+    emb__file_close(&f);
     if (st == EMB_OK) *out = w;
     return st;
 }

@@ -45,7 +45,6 @@ typedef struct {
     int64_t tokens; /* tokens read (before min_count) */
     char *tok;
     size_t tok_len, tok_cap;
-    bool tok_too_long;
 } reader;
 
 /* Ends the current token: normalise it, add it to the vocabulary, record its id. */
@@ -54,11 +53,6 @@ static emb_status end_token(reader *r) {
     char *s = r->tok;
     size_t n = r->tok_len;
     r->tok_len = 0;
-    if (r->tok_too_long) {
-        r->tok_too_long = false;
-        return emb__error(EMB_ERR_FORMAT, "%s:%" PRId64 ": a token is longer than %d bytes",
-                          r->name, r->line, EMB_VOCAB_MAX_WORD);
-    }
     if (!emb_utf8_valid(s, n))
         return emb__error(EMB_ERR_FORMAT,
                           "%s:%" PRId64 ": invalid UTF-8 in a token (the corpus must be UTF-8 "
@@ -87,10 +81,9 @@ static emb_status end_token(reader *r) {
 
 static emb_status push_char(reader *r, char c) {
     if (r->tok_len == r->tok_cap) {
-        if (r->tok_cap >= EMB_VOCAB_MAX_WORD) {
-            r->tok_too_long = true;
-            return EMB_OK;
-        }
+        if (r->tok_cap >= EMB_VOCAB_MAX_WORD) /* at once: an endless token must not be read to its end */
+            return emb__error(EMB_ERR_FORMAT, "%s:%" PRId64 ": a token is longer than %d bytes", r->name,
+                              r->line, EMB_VOCAB_MAX_WORD);
         size_t cap = r->tok_cap ? r->tok_cap * 2 : 256;
         char *p = realloc(r->tok, cap);
         if (!p) return emb__error(EMB_ERR_NOMEM, "%s: out of memory reading a token", r->name);

@@ -7,7 +7,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kernels/dispatch.h"
 
@@ -69,8 +71,10 @@ emb_status emb_w2v_options_check(const emb_w2v_options *o) {
                           o->max_vocab);
     if (o->epochs < 1)
         return emb__error(EMB_ERR_INVALID, "epochs must be at least 1, got %d", o->epochs);
-    if (!(o->alpha > 0) || !isfinite(o->alpha))
-        return emb__error(EMB_ERR_INVALID, "alpha must be a finite number > 0, got %g",
+    if (!(o->alpha > 0) || !(o->alpha <= 1))
+        return emb__error(EMB_ERR_INVALID,
+                          "alpha must be in (0, 1], got %g (the tools' defaults are 0.025 for "
+                          "skip-gram and 0.05 for CBOW; larger rates make the vectors diverge)",
                           o->alpha);
     if (!(o->min_alpha >= 0) || !(o->min_alpha <= o->alpha))
         return emb__error(EMB_ERR_INVALID, "min_alpha must be in [0, alpha = %g], got %g",
@@ -78,9 +82,9 @@ emb_status emb_w2v_options_check(const emb_w2v_options *o) {
     if (o->threads < 0 || o->threads > 1024)
         return emb__error(EMB_ERR_INVALID, "threads must be in [0, 1024] (0: default), got %d",
                           o->threads);
-    if (o->max_sentence < 1)
-        return emb__error(EMB_ERR_INVALID, "max_sentence must be at least 1, got %" PRId64,
-                          o->max_sentence);
+    if (o->max_sentence < 1 || o->max_sentence > INT32_MAX)
+        return emb__error(EMB_ERR_INVALID, "max_sentence must be in [1, %d], got %" PRId64,
+                          INT32_MAX, o->max_sentence);
     return EMB_OK;
 }
 
@@ -200,6 +204,12 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *i
     w->n_ids = n;
     w->V = emb_vocab_size(vocab);
     for (int64_t i = 0; i < n; i++) w->tokens += ids[i] >= 0;
+    if (w->tokens > INT64_MAX / o->epochs) { /* words_total = tokens x epochs */
+        int64_t tokens = w->tokens;
+        emb_w2v_free(w);
+        return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " tokens x %d epochs do not fit in 64 bits", tokens,
+                          o->epochs);
+    }
     w->fingerprint = fingerprint_of(ids, n, w->V);
     w->nt = o->threads > 0 ? o->threads : emb_get_num_threads();
     if (w->nt < 1) w->nt = 1;
@@ -279,8 +289,17 @@ emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *pat
     emb_status st = emb_w2v_options_check(opts);
     if (st) return st;
     if (strcmp(path, "-") == 0) return emb_w2v_create_from_stream(opts, stdin, "<stdin>", out);
-    FILE *f = fopen(path, "rb");
+    FILE *f = fopen(path, "rbe");
     if (!f) return emb__error(EMB_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && (S_ISDIR(sb.st_mode) || (S_ISCHR(sb.st_mode) && !isatty(fileno(f))))) {
+        fclose(f);
+        return emb__error(EMB_ERR_IO, S_ISDIR(sb.st_mode) ? "%s: is a directory"
+                                                          : "%s: is a character device; a corpus is a regular "
+                                                            "file, a pipe or a terminal (a device such as "
+                                                            "/dev/zero has no end)",
+                          path);
+    }
     st = emb_w2v_create_from_stream(opts, f, path, out);
     fclose(f);
     return st;
@@ -332,6 +351,49 @@ emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab 
 
 /* ---- training ---- */
 
+bool emb__w2v_find_nonfinite(const emb_w2v *w, int *table, int64_t *row) {
+    const int64_t dim = w->o.dim;
+    for (int t = 0; t < 2; t++) {
+        const float *x = t ? w->syn1 : w->syn0;
+        for (int64_t r = 0; r < w->V; r++) {
+            const float *v = x + r * dim;
+            float acc = 0.0f;
+            for (int64_t k = 0; k < dim; k++) acc += v[k] - v[k]; /* NaN iff a value is not finite */
+            if (acc != 0.0f) {
+                *table = t;
+                *row = r;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* The error of a run whose vectors diverged (w->diverged set), naming what diverged. */
+static emb_status diverged_error(const emb_w2v *w) {
+    const emb_w2v_options *o = &w->o;
+    char what[400];
+    int table;
+    int64_t row;
+    if (emb__w2v_find_nonfinite(w, &table, &row)) {
+        snprintf(what, sizeof what, "the %s vector of \"%.200s\" (row %" PRId64 ") became NaN or infinite",
+                 table ? "output" : "input", emb_vocab_word(w->vocab, row, NULL), row);
+    } else { /* finite values whose dot products overflow: name the largest */
+        float big = -1.0f;
+        int64_t at = 0;
+        for (int64_t i = 0; i < w->V * o->dim; i++)
+            if (fabsf(w->syn0[i]) > big) big = fabsf(w->syn0[i]), at = i / o->dim;
+        snprintf(what, sizeof what, "dot products of the vectors overflowed (the input vector of \"%.200s\" "
+                 "holds %g)", emb_vocab_word(w->vocab, at, NULL), (double)big);
+    }
+    double total = (double)w->tokens * o->epochs;
+    return emb__error(EMB_ERR_NUMERIC,
+                      "training diverged at epoch %d of %d (%.1f%% of the words): %s; alpha %g is too "
+                      "large for this corpus and these settings, try a smaller one",
+                      w->lanes[0].epoch + 1 > o->epochs ? o->epochs : w->lanes[0].epoch + 1, o->epochs,
+                      100.0 * (double)w->words_done / (total > 0 ? total : 1), what, o->alpha);
+}
+
 typedef struct {
     int32_t *sen;   /* [max_sentence] kept tokens of the current sentence */
     int32_t *ctx;   /* [2 * window] */
@@ -343,6 +405,7 @@ typedef struct {
     float *h;       /* [dim] for the loss (CBOW), when it is computed */
     double loss;    /* this round's loss terms and examples (o.compute_loss) */
     int64_t examples;
+    bool nonfinite; /* a score was NaN or infinite this round */
 } lane_scratch;
 
 /* Several threads: with every thread updating the output table in place (Hogwild), the
@@ -404,6 +467,7 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
     /* The lane's state lives in this thread's own copy while it works: the lanes' structs
      * share cache lines, and the random state changes several times per token. */
     emb__w2v_lane lane = w->lanes[t], *l = &lane;
+    s->nonfinite = false;
     const emb_w2v_options *o = &w->o;
     float *syn0 = w->syn0, *syn1 = s->own ? s->own : w->syn1;
     uint8_t *d1 = s->dirty;
@@ -444,8 +508,9 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                                                   o->negative + 1, cbow, o->cbow_mean, s->h);
                     s->examples += cbow ? 1 : m;
                 }
-                step(syn0, syn1, o->dim, s->ctx, m, s->tgt, o->negative + 1, alpha, cbow,
-                     o->cbow_mean, w->sigmoid, s->scratch);
+                if (!step(syn0, syn1, o->dim, s->ctx, m, s->tgt, o->negative + 1, alpha, cbow,
+                          o->cbow_mean, w->sigmoid, s->scratch))
+                    s->nonfinite = true;
                 continue;
             }
             /* A fresh draw of negatives for every pair, all drawn first (the same random
@@ -478,8 +543,9 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                                                   false, false, NULL);
                     s->examples++;
                 }
-                step(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1, alpha, false,
-                     false, w->sigmoid, s->scratch);
+                if (!step(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1, alpha, false,
+                          false, w->sigmoid, s->scratch))
+                    s->nonfinite = true;
             }
         }
     }
@@ -520,6 +586,7 @@ static double now_seconds(void) {
 
 emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     if (!w) return emb__null("w2v");
+    if (w->diverged) return diverged_error(w);
     const emb_w2v_options *o = &w->o;
     int nt = w->nt;
     int64_t m = 2 * (int64_t)o->window, n = o->negative + 1;
@@ -531,7 +598,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         /* Each lane's small arrays in their own cache lines (emb_malloc: 64-byte blocks): the
          * lanes write them for every pair, and neighbouring malloc blocks would share lines
          * between threads. */
-        ls[t].sen = emb_malloc((size_t)o->max_sentence * sizeof(int32_t));
+        /* a sentence is at most max_sentence tokens, and never longer than the corpus */
+        int64_t longest = o->max_sentence < w->n_ids ? o->max_sentence : (w->n_ids > 0 ? w->n_ids : 1);
+        ls[t].sen = emb_malloc((size_t)longest * sizeof(int32_t));
         ls[t].ctx = emb_malloc((size_t)m * sizeof(int32_t));
         ls[t].tgt = emb_malloc((size_t)n * sizeof(int32_t));
         ls[t].negs = emb_malloc((size_t)(m * o->negative) * sizeof(int32_t));
@@ -581,6 +650,11 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             w->epoch_loss += ls[t].loss, w->epoch_examples += ls[t].examples;
             ls[t].loss = 0, ls[t].examples = 0;
         }
+        for (int t = 0; t < nt; t++) w->diverged |= ls[t].nonfinite;
+        if (w->diverged) {
+            st = diverged_error(w);
+            break;
+        }
         if (progress) {
             emb_w2v_progress p;
             p.words_done = w->words_done;
@@ -594,6 +668,13 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             p.loss_examples = w->epoch_examples;
             if (progress(&p, user)) st = emb__error(EMB_ERR_CANCELLED, "training was cancelled");
         }
+    }
+    /* A value may have become infinite in a last update that no score has seen yet. */
+    int table;
+    int64_t row;
+    if (st == EMB_OK && emb__w2v_find_nonfinite(w, &table, &row)) {
+        w->diverged = true;
+        st = diverged_error(w);
     }
     for (int t = 0; t < nt; t++) {
         emb_free(ls[t].sen), emb_free(ls[t].ctx), emb_free(ls[t].tgt), emb_free(ls[t].negs);

@@ -34,7 +34,7 @@ struct emb_w2v {
     bool *keep_all;      /* [V] */
     uint32_t *alias_thr; /* [V] */
     int32_t *alias;      /* [V] */
-    float sigmoid[EMB__SGNS_TABLE];
+    float sigmoid[EMB__SGNS_TABLE + 1];
     /* progress */
     int nt;
     emb__w2v_lane *lanes; /* [nt] */
@@ -42,7 +42,12 @@ struct emb_w2v {
     double epoch_loss;    /* loss terms of the current epoch (o.compute_loss), since it began
                              or since the run was resumed */
     int64_t epoch_examples;
+    bool diverged;        /* a score or a vector became NaN or infinite: no more training */
 };
+
+/* The first row of the input (*table 0) or else the output (*table 1) vectors that holds
+ * NaN or an infinity: true with *table and *row set; false when every value is finite. */
+bool emb__w2v_find_nonfinite(const emb_w2v *w, int *table, int64_t *row);
 
 /* The loss terms of one step (see emb__sgns_step_fn for its arguments) from the rows as they
  * are before it: the sum over inputs and trained targets of -log sigmoid(+-score)
@@ -54,10 +59,5 @@ double emb__w2v_step_loss(const float *syn0, const float *syn1, int64_t dim, con
  * (dropped words removed, -1 at line ends, no two -1 in a row). */
 emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *name,
                                 emb_vocab **vocab, int32_t **ids, int64_t *n);
-
-/* Writes `n` bytes to `path` atomically: a temporary file in the same folder, flushed to
- * disk, renamed over path. The writer callback is called once with the open FILE. */
-typedef emb_status (*emb__w2v_writer)(FILE *f, void *ctx);
-emb_status emb__w2v_atomic_write(const char *path, emb__w2v_writer fn, void *ctx);
 
 #endif /* EMB_W2V_INTERNAL_H */

@@ -76,6 +76,25 @@ def seeds_dir():
     return shared_path("seeds")
 
 
+def synthetic(path, lines=400, seed=1, words_per_line=20, the="The,"):
+    """A training corpus with two topics that never share a line (colors and animals),
+    plus a frequent word `the`; returns its path as a string."""
+    import random
+    rng = random.Random(seed)
+    colors = "red green blue yellow purple orange".split()
+    animals = "cat dog horse mouse sheep goat".split()
+    with open(path, "w") as f:
+        for i in range(lines):
+            topic = colors if i % 2 else animals
+            toks = []
+            for _ in range(words_per_line):
+                toks.append(rng.choice(topic))
+                if rng.random() < 0.1:
+                    toks.append(the)
+            f.write(" ".join(toks) + "\n")
+    return str(path)
+
+
 def run(argv, timeout=120, stdout=subprocess.PIPE, **kw):
     """Runs a program and returns the CompletedProcess (text mode, output captured unless
     stdout is given)."""

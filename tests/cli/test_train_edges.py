@@ -119,3 +119,20 @@ def test_resume_with_another_thread_count(emb_bin, tmp_path):
             assert "was written by a run of 1 threads; it continues with 1" in p.stderr
         assert "1 threads (resumed)" in p.stderr
         assert out.read_bytes() == (tmp_path / "want.bin").read_bytes()
+
+
+def test_checkpoint_write_failure_names_file_and_reason(emb_bin, tmp_path):
+    """A checkpoint that cannot be written (a full disk: a link to /dev/full, which emb's
+    writer writes through) stops training with the file's name and the system's reason, not
+    as a cancelled run, and leaves no output."""
+    corpus = synthetic(tmp_path / "c.txt", lines=2000)
+    ck = tmp_path / "full.ckpt"
+    ck.symlink_to("/dev/full")
+    out = tmp_path / "v.vec"
+    p = train(emb_bin, corpus, "-o", out, "--min-count", 1, "--epochs", 5, "--checkpoint", ck,
+              "--checkpoint-every", "0.000001", "-q", check=False)
+    assert p.returncode == 1
+    assert "training stopped: cannot write the checkpoint: %s" % ck in p.stderr, p.stderr
+    assert "No space left on device" in p.stderr
+    assert "cancelled" not in p.stderr
+    assert not out.exists()

@@ -12,26 +12,11 @@ import numpy as np
 import pytest
 from gensim.models import KeyedVectors
 
-from conftest import SOURCE_DIR, run
+from conftest import SOURCE_DIR, run, synthetic
 from shared_data import shared_path
 
 COLORS = "red green blue yellow purple orange".split()
 ANIMALS = "cat dog horse mouse sheep goat".split()
-
-
-def synthetic(path, lines=400, seed=1, words_per_line=20):
-    """Two topics that never share a line, plus a frequent word, 'the'."""
-    rng = random.Random(seed)
-    with open(path, "w") as f:
-        for i in range(lines):
-            topic = COLORS if i % 2 else ANIMALS
-            toks = []
-            for _ in range(words_per_line):
-                toks.append(rng.choice(topic))
-                if rng.random() < 0.1:
-                    toks.append("The,")
-            f.write(" ".join(toks) + "\n")
-    return str(path)
 
 
 def train(emb_bin, *args, check=True, timeout=300):

@@ -102,3 +102,30 @@ put("w2v_bad_utf8.bin", b"1 2\n\xc3( " + struct.pack("<2f", 1, 2) + b"\n")
 put("glove_ragged.txt", b"a 1 2 3\nb 4 5\n")
 put("glove_one_field.txt", b"lonely\n")
 put("empty.txt", b"")
+
+# --- hostile edge cases: zero and huge dimensions, lying offsets, repeated keys ---
+put("st_zero_width_huge.safetensors", st({"weight": {"dtype": "F32", "shape": [2**58, 0], "data_offsets": [0, 0]}}))
+put("st_zero_width_f16.safetensors", st({"weight": {"dtype": "F16", "shape": [2**59, 0], "data_offsets": [0, 0]}}))
+put("st_zero_dim.safetensors", st({"__metadata__": {"emb.vocab": "a\nb\nc"},
+                                   "weight": {"dtype": "F32", "shape": [3, 0], "data_offsets": [0, 0]}}))
+put("st_zero_rows.safetensors", st({"__metadata__": {"emb.vocab": ""},
+                                    "weight": {"dtype": "BF16", "shape": [0, 3], "data_offsets": [0, 0]}}))
+put("st_overflow_then_zero.safetensors", st({"weight": {"dtype": "F64", "shape": [2**62, 2**62, 0],
+                                                        "data_offsets": [0, 0]}}))
+put("st_lying_offsets.safetensors", st({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                                        "weight": {"dtype": "F32", "shape": [2**38], "data_offsets": [8, 2**40 + 8]}},
+                                       f32x6))
+put("st_huge_count.safetensors", st({"__metadata__": {"emb.vocab": "a\nb", "emb.counts": "1 99999999999999999999"},
+                                     "weight": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}}, f32x6))
+put("st_unaligned.safetensors", st({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
+                                    "weight": {"dtype": "F32", "shape": [2, 3], "data_offsets": [1, 25]}},
+                                   b"\x07" + f32x6))
+put("st_truncated_named.bin", st(ok, f32x6)[:30])
+put("q_no_rows_huge_dim.safetensors", st({"__metadata__": {"format": "pt", "emb.qtype": "int8", "emb.dim": str(2**40)},
+                                          "weight": {"dtype": "U8", "shape": [0, 2**40 + 8], "data_offsets": [0, 0]}}))
+put("q_dim_beyond_int64.safetensors", st({"__metadata__": {"emb.qtype": "int8", "emb.dim": "99999999999999999999"},
+                                          "weight": {"dtype": "U8", "shape": [0, 9], "data_offsets": [0, 0]}}))
+put("npy_zero_width_huge.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (288230376151711744, 0), }", b""))
+put("npy_zero_dim.npy", npy("{'descr': '<f2', 'fortran_order': True, 'shape': (3, 0), }", b""))
+put("npy_repeated_key.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (9, 9), 'shape': (2, 3), }",
+                                f32x6))

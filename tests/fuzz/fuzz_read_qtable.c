@@ -1,6 +1,7 @@
 /* libFuzzer harness: reduced-precision table files (emb_qtable_load, emb_qtable_map and
  * emb_vectors_read on the same bytes). Checks, besides the sanitizers: load and map agree
- * (both refuse, with the same status, or both give the same rows bit for bit); a table
+ * (both refuse, with the same status, or both give the same rows bit for bit; only a table
+ * whose data is not aligned for its type loads and does not map); a table
  * that opened has a consistent shape; its lookups and bags give the dequantized rows; a
  * save of what was loaded reads back byte for byte; failures leave *out and *vocab alone. */
 #include "fuzz_read_common.h"
@@ -77,8 +78,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_check_error(rm, "emb_qtable_map");
         if (mapped != sentinel || mv != vsent) FINDING("emb_qtable_map changed an out-pointer on failure");
     }
-    if (rl != rm) FINDING("load says %d, map says %d", rl, rm);
+    /* a table whose data is not aligned for its type loads (a copy) but does not map */
+    const bool unaligned = rl == EMB_OK && rm == EMB_ERR_UNSUPPORTED && strstr(emb_errmsg(), "not aligned");
+    if (rl != rm && !unaligned) FINDING("load says %d, map says %d", rl, rm);
     if (rl) return 0;
+    if (unaligned) {
+        emb_vocab_free(lv);
+        emb_qtable_free(loaded);
+        return 0;
+    }
 
     check_table(loaded, "load");
     check_table(mapped, "map");

@@ -1,5 +1,6 @@
 /* libFuzzer harness: safetensors files (emb_safetensors_open and its accessors,
- * emb_vectors_read, the zero-copy mapping), with a write/read round trip of what was read. */
+ * emb_vectors_read, the zero-copy mapping), with write/read round trips of what was read:
+ * as float32 safetensors, and through the streaming f16/int8 writer (emb convert --dtype). */
 #include "fuzz_read_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -17,12 +18,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const char *name = emb_safetensors_name(st, i);
             if (!name || !emb_safetensors_dtype(st, i)) FINDING("tensor %lld has no name or dtype", (long long)i);
             if (emb_safetensors_find(st, name) != i) FINDING("tensor \"%s\" does not find itself", name);
+            int nd = -1;
+            const int64_t *sh = emb_safetensors_shape(st, i, &nd);
+            if (!sh || nd < 0) FINDING("tensor %lld has no shape", (long long)i);
             emb_tensor t;
             emb_clear_error();
             rc = emb_safetensors_view(st, i, &t);
             if (rc) {
                 fz_check_error(rc, "emb_safetensors_view");
             } else {
+                if (t.ndim != nd || (nd && memcmp(t.shape, sh, (size_t)nd * sizeof *sh)))
+                    FINDING("tensor %lld: the view's shape is not the file's", (long long)i);
                 volatile unsigned char sink = 0;
                 size_t nb = emb_tensor_nbytes(&t);
                 for (size_t k = 0; k < nb; k++) sink ^= ((const unsigned char *)t.data)[k];
@@ -49,6 +55,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_check_error(rc, "emb_vectors_read");
     } else {
         fz_check_vectors(&v, &o);
+        /* as `emb convert --dtype f16|int8`: the table through the streaming quantized
+         * writer, read back with its shape */
+        const emb_qtype qt = size % 2 || v.weight.shape[1] == 0 ? EMB_QTYPE_F16 : EMB_QTYPE_INT8;
+        const int64_t rows = v.weight.shape[0], dim = v.weight.shape[1];
+        const char *qout = fz_scratch("q.safetensors");
+        emb_qtable_writer *qw = NULL;
+        emb_clear_error();
+        rc = emb_qtable_writer_open(qout, qt, rows, dim, v.vocab, &qw);
+        if (!rc && (rc = emb_qtable_writer_append(qw, v.weight.data, rows))) emb_qtable_writer_abort(qw);
+        else if (!rc) rc = emb_qtable_writer_commit(qw, NULL);
+        if (rc) {
+            fz_check_error(rc, "emb_qtable_writer");
+        } else {
+            emb_qtable *q = NULL;
+            if (emb_qtable_load(qout, &q, NULL)) FINDING("cannot load the quantized table emb wrote: %s", emb_errmsg());
+            if (emb_qtable_num_rows(q) != rows || emb_qtable_dim(q) != dim) FINDING("quantized table changed shape");
+            emb_qtable_free(q);
+        }
         const char *out = fz_scratch("rt.safetensors");
         emb_clear_error();
         rc = emb_vectors_write(out, &v.weight, v.vocab, NULL);

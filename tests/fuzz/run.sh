@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every fuzzer built in BUILD/fuzz for SECONDS each (libFuzzer's -max_total_time),
 # starting from the committed seed corpus tests/fuzz/corpus/<fuzzer>/ (read only) plus a
-# working corpus BUILD/fuzz-corpus/<fuzzer>/ that keeps growing between runs.
+# working corpus BUILD/fuzz-corpus/<fuzzer>/ that keeps growing between runs, with the
+# dictionary tests/fuzz/dict/<fuzzer>.dict when there is one.
 #   tests/fuzz/run.sh BUILD SECONDS [extra libFuzzer flags...]
 # Exit status: non-zero when a fuzzer finds a crash, UB, a leak, a timeout or an
 # out-of-memory; its log is printed and the reproducer is saved as
@@ -26,7 +27,9 @@ for f in "${fuzzers[@]}"; do
   mkdir -p "$work"
   log="$build/fuzz-artifacts/$name.log"
   args=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
-        -artifact_prefix="$build/fuzz-artifacts/" "$@" "$work")
+        -artifact_prefix="$build/fuzz-artifacts/")
+  [ -f "$src/dict/$name.dict" ] && args+=(-dict="$src/dict/$name.dict")
+  args+=("$@" "$work")
   [ -d "$seeds" ] && args+=("$seeds")
   # -fno-sanitize-recover: the first UB report aborts; leaks are checked after each input.
   if ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \

@@ -1,6 +1,7 @@
 /* File formats: round trips, variants of each format, the float parser, half/bfloat16,
  * atomic writes, and every known-bad file in tests/data/bad with its error. */
 #include "emb_test.h"
+#include "emb_test_files.h"
 
 #include "io/io_internal.h"
 
@@ -8,29 +9,6 @@
 #include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static char tmpdir[256];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/emb_test_io.XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *tmp(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
 
 static const char *data(const char *name) {
     static char buf[1024];
@@ -43,27 +21,6 @@ static const char *bad_path(const char *name) {
     static char buf[600];
     snprintf(buf, sizeof buf, "bad/%s", name);
     return data(buf);
-}
-
-static void put(const char *path, const void *d, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(d, 1, n, f), n);
-    fclose(f);
-}
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    b[sz] = 0;
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
 }
 
 /* A small table with words, deterministic values incl. awkward floats. */
@@ -776,5 +733,5 @@ int main(void) {
         cmocka_unit_test(test_mmap_embedding),
         cmocka_unit_test(test_gensim_fixtures),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tmp_setup, tmp_teardown);
 }

@@ -99,6 +99,14 @@ static void test_options(void **state) {
     BAD(o.min_alpha = 1, "min_alpha must be in [0, alpha");
     BAD(o.threads = -1, "threads must be");
     BAD(o.max_sentence = 0, "max_sentence");
+    /* a learning rate that can only diverge; sentence buffers whose size would wrap */
+    BAD(o.alpha = 1.5, "alpha must be in (0, 1], got 1.5");
+    BAD(o.alpha = 1e300, "alpha must be in (0, 1]");
+    BAD(o.max_sentence = (int64_t)INT32_MAX + 1, "max_sentence must be in [1, 2147483647]");
+    BAD(o.max_sentence = (int64_t)1 << 62, "max_sentence must be in [1, 2147483647]");
+    o = d;
+    o.alpha = 1;
+    EMB_OK_OR_FAIL(emb_w2v_options_check(&o));
     EMB_EXPECT_ERR(emb_w2v_options_check(NULL), EMB_ERR_NULL, "options");
 }
 
@@ -340,7 +348,7 @@ static void test_create_from_ids(void **state) {
 static void test_kernel_variants(void **state) {
     (void)state;
     emb__sgns_step_fn fast = emb__sgns_step();
-    float sig[EMB__SGNS_TABLE];
+    float sig[EMB__SGNS_TABLE + 1];
     emb__sgns_sigmoid_table(sig);
     for (int trial = 0; trial < 200; trial++) {
         int64_t dim = 1 + trial % 37 + (trial % 5 == 0 ? 100 : 0);
@@ -375,7 +383,7 @@ static void test_kernel_variants(void **state) {
 static void test_pair_step_batched(void **state) {
     (void)state;
     emb__sgns_step_fn fast = emb__sgns_step();
-    float sig[EMB__SGNS_TABLE];
+    float sig[EMB__SGNS_TABLE + 1];
     emb__sgns_sigmoid_table(sig);
     int batched = 0;
     for (int trial = 0; trial < 600; trial++) {
@@ -411,8 +419,93 @@ static void test_pair_step_batched(void **state) {
     assert_true(batched > 250);
 }
 
+/* A NaN in the vectors (here put there; alpha 1 without subsampling gets there by itself,
+ * tests/cli/test_hostile.py) made the sigmoid table be read at (int)NaN: far out of bounds.
+ * Training stops with an error that names a diverged vector, and stays stopped. */
+static void test_divergence_stops_training(void **state) {
+    (void)state;
+    const char *corpus = synthetic_corpus();
+    for (int variant = 0; variant < 6; variant++) {
+        emb_w2v_options o = small_opts(variant % 2 ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
+        o.threads = 1 + variant / 4;
+        o.shared_negatives = variant / 2 == 1;
+        emb_w2v *w;
+        EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+        emb_tensor t;
+        EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+        int64_t cat = emb_vocab_find(emb_w2v_vocab(w), "cat", 3);
+        assert_true(cat >= 0);
+        ((float *)t.data)[cat * o.dim + 3] = NAN;
+        EMB_EXPECT_ERR(emb_w2v_train(w, NULL, NULL), EMB_ERR_NUMERIC, "training diverged at epoch 1 of 3");
+        assert_non_null(strstr(emb_errmsg(), "vector of \""));
+        assert_non_null(strstr(emb_errmsg(), "became NaN or infinite"));
+        EMB_EXPECT_ERR(emb_w2v_train(w, NULL, NULL), EMB_ERR_NUMERIC, "training diverged");
+        EMB_EXPECT_ERR(emb_w2v_save_checkpoint(w, path_in_tmp("d.ckpt")), EMB_ERR_STATE, "diverged");
+        assert_int_equal(access(path_in_tmp("d.ckpt"), F_OK), -1);
+        emb_w2v_free(w);
+    }
+    /* an infinity that no score has seen yet is found at the end */
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    emb_vocab *v;
+    EMB_OK_OR_FAIL(emb_vocab_create(&v));
+    EMB_OK_OR_FAIL(emb_vocab_add(v, "a", 1, 2, NULL, NULL));
+    EMB_OK_OR_FAIL(emb_vocab_add(v, "lonely", 6, 1, NULL, NULL));
+    int32_t ids[3] = {0, -1, 0};
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, 3, &w));
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+    ((float *)t.data)[1 * o.dim] = INFINITY;
+    EMB_EXPECT_ERR(emb_w2v_train(w, NULL, NULL), EMB_ERR_NUMERIC,
+                   "the input vector of \"lonely\" (row 1) became NaN or infinite");
+    emb_w2v_free(w);
+    emb_vocab_free(v);
+}
+
+/* The kernels with scores that are NaN, infinite, or the largest float below the saturation
+ * point (whose table index is the one past the 1000 entries the tool fills). */
+static void test_kernel_nonfinite_scores(void **state) {
+    (void)state;
+    float sig[EMB__SGNS_TABLE + 1];
+    sig[EMB__SGNS_TABLE] = NAN;
+    emb__sgns_sigmoid_table(sig);
+    assert_true(fabsf(sig[EMB__SGNS_TABLE] - (float)(1 / (1 + exp(-6.0)))) < 1e-7f);
+    emb__sgns_step_fn fns[2] = {emb__sgns_step_ref, emb__sgns_step()};
+    for (int f = 0; f < 2; f++)
+        for (int kind = 0; kind < 4; kind++)
+            for (int cbow = 0; cbow < 2; cbow++) {
+                const float below = nextafterf((float)EMB__SGNS_MAX_EXP, 0.0f);
+                float syn0[2] = {kind == 0 ? NAN : kind == 1 ? INFINITY : kind == 2 ? -INFINITY : below, 0.5f};
+                float syn1[2] = {1.0f, 0.25f}, scratch[64];
+                int32_t ctx[1] = {0}, tgt[2] = {0, 1};
+                bool finite = fns[f](syn0, syn1, 1, ctx, 1, tgt, 2, 0.5f, cbow, false, sig, scratch);
+                assert_int_equal(finite, kind == 3);
+                if (kind == 3) {
+                    /* the true word's update used sigmoid(6) from the table's last entry */
+                    float g = (1.0f - sig[EMB__SGNS_TABLE]) * 0.5f;
+                    assert_true(isfinite(syn0[0]) && isfinite(syn1[0]));
+                    assert_true(syn1[0] == fmaf(g, below, 1.0f));
+                }
+            }
+}
+
+/* The largest max_sentence trains with buffers the size of the corpus, not 8 GiB. */
+static void test_longest_sentences(void **state) {
+    (void)state;
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    o.max_sentence = INT32_MAX;
+    o.epochs = 1;
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, synthetic_corpus(), &w));
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    emb_w2v_free(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_divergence_stops_training),
+        cmocka_unit_test(test_kernel_nonfinite_scores),
+        cmocka_unit_test(test_longest_sentences),
         cmocka_unit_test(test_options),         cmocka_unit_test(test_corpus_errors),
         cmocka_unit_test(test_vocab_and_tokens), cmocka_unit_test(test_learns_topics),
         cmocka_unit_test(test_reproducible),    cmocka_unit_test(test_checkpoint_resume),

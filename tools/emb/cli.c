@@ -2,9 +2,12 @@
  * (contracts in cli.h). */
 #include "cli.h"
 
+#include <emb/io.h>
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,8 +162,13 @@ static int store(const emb_cli_command *cmd, const emb_cli_option *o, const char
     return -1;
 }
 
+/* The error of the first failed write of a help text: stdio may flush (and fail) in the
+ * middle of a long text, and errno is no longer that error when the output is finished. */
+static int help_errno;
+
 static void print_help(const emb_cli_command *cmd, emb_cli_args *args) {
-    fputs(cmd->help, stdout);
+    errno = 0;
+    if (fputs(cmd->help, stdout) == EOF && !help_errno) help_errno = errno;
     args->help = true;
 }
 
@@ -271,6 +279,54 @@ int emb_cli_finish_output(FILE *f, const char *what, int rc) {
     /* A failed command has already said why; a write error on top of it changes nothing. */
     if (rc == EMB_CLI_OK)
         fprintf(stderr, "emb: error writing %s: %s\n", what,
-                strerror(flushed != 0 && errno ? errno : EIO));
+                strerror(flushed != 0 && errno ? errno : help_errno ? help_errno : EIO));
     return rc == EMB_CLI_OK ? EMB_CLI_FAILURE : rc;
+}
+
+/* ---- signals ---- */
+
+/* The message of a SIGBUS, formatted in advance: the handler may only write(2) it. */
+#define BUS_DEFAULT "emb: an input file shrank while emb was reading it (another program truncated it)\n"
+static char bus_msg[1024] = BUS_DEFAULT;
+static volatile size_t bus_len = sizeof BUS_DEFAULT - 1;
+
+void emb_cli_watch_input(const emb_cli_command *cmd, const char *path) {
+    int n = snprintf(bus_msg, sizeof bus_msg,
+                     "emb %s: %s: the file shrank while emb was reading it (another program truncated "
+                     "it)\n", cmd ? cmd->name : "", path);
+    if (n < 0 || (size_t)n >= sizeof bus_msg) {
+        bus_msg[sizeof bus_msg - 2] = '\n';
+        n = (int)sizeof bus_msg - 1;
+    }
+    bus_len = (size_t)n;
+}
+
+static void on_bus(int sig) {
+    (void)sig;
+    ssize_t r = write(STDERR_FILENO, bus_msg, bus_len);
+    (void)r;
+    emb_remove_temp_files();
+    _exit(EMB_CLI_FAILURE);
+}
+
+static void on_stop(int sig) {
+    emb_remove_temp_files();
+    signal(sig, SIG_DFL); /* end by the same signal, as if there were no handler */
+    raise(sig);
+}
+
+void emb_cli_install_signal_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_bus;
+    sigaction(SIGBUS, &sa, NULL);
+    const int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+        struct sigaction old;
+        /* a signal the parent set to be ignored (nohup, a shell's background job) stays so */
+        if (sigaction(stops[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sa.sa_handler = on_stop;
+        sigaction(stops[i], &sa, NULL);
+    }
 }

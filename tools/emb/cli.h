@@ -139,6 +139,19 @@ bool emb_cli_read_query(FILE *in, const char *prompt, char **line, size_t *cap, 
  * <what>: <reason>" (a command that already failed has said why; its status is kept). */
 int emb_cli_finish_output(FILE *f, const char *what, int rc);
 
+/* ---- signals (main.c installs the handlers before running a command) ---- */
+
+/* Installs the handlers every command runs under: SIGINT, SIGTERM, SIGHUP and SIGPIPE remove
+ * the temporary files of writes in progress (emb_remove_temp_files) and then end the process
+ * by the same signal; SIGBUS, which a mapped input raises when another program truncates
+ * it while emb reads it, prints "emb CMD: FILE: the file shrank while emb was reading it
+ * (...)" for the input last named with emb_cli_watch_input, removes the temporaries and
+ * exits with EMB_CLI_FAILURE. */
+void emb_cli_install_signal_handlers(void);
+
+/* Names the input file a SIGBUS is reported against (the path must outlive the command). */
+void emb_cli_watch_input(const emb_cli_command *cmd, const char *path);
+
 /* ---- the command table (main.c) ---- */
 
 /* The command called `name`, or NULL. */

@@ -62,6 +62,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     wo.trailing_space = trailing;
     wo.binary_newline = !no_newline;
     emb_vectors v;
+    emb_cli_watch_input(cmd, args.v[0]);
     if (emb_vectors_read(args.v[0], &ro, &v)) return emb_cli_fail(cmd, "%s", emb_errmsg());
     emb_qerror err;
     emb_status st;

@@ -10,9 +10,10 @@
 /* One line per tensor: name, dtype, shape. */
 static void list_tensors(FILE *out, const emb_safetensors *st) {
     for (int64_t i = 0; i < emb_safetensors_count(st); i++) {
-        emb_tensor t;
-        char shape[128] = "(a shape emb cannot represent)";
-        if (!emb_safetensors_view(st, i, &t)) emb_shape_str(shape, sizeof shape, t.ndim, t.shape);
+        int nd;
+        const int64_t *sh = emb_safetensors_shape(st, i, &nd);
+        char shape[256];
+        emb_shape_str(shape, sizeof shape, nd, sh);
         fprintf(out, "  %-24s %-5s %s\n", emb_safetensors_name(st, i), emb_safetensors_dtype(st, i), shape);
     }
 }
@@ -39,6 +40,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     ro.check_utf8 = !no_utf8;
     const char *path = args.v[0];
     emb_vectors v;
+    emb_cli_watch_input(cmd, path);
     if (emb_vectors_read(path, &ro, &v)) {
         /* A safetensors file whose table cannot be picked: say what it holds. */
         rc = emb_cli_fail(cmd, "%s", emb_errmsg());
@@ -70,7 +72,9 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         const float *w = v.weight.data;
         double mn = INFINITY, mx = -INFINITY, sum = 0;
         int64_t zero = 0, amin = 0, amax = 0;
-        for (int64_t i = 0; i < rows; i++) {
+        if (dim == 0) /* every row is empty: norm 0 (and no work per row) */
+            mn = mx = 0, zero = rows;
+        for (int64_t i = 0; i < rows && dim > 0; i++) {
             double s = 0;
             for (int64_t k = 0; k < dim; k++) s += (double)w[i * dim + k] * w[i * dim + k];
             double n = sqrt(s);

@@ -27,6 +27,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     ro.tensor = tensor;
     ro.check_utf8 = !no_utf8;
     emb_vectors v;
+    emb_cli_watch_input(cmd, args.v[0]);
     if (emb_vectors_read(args.v[0], &ro, &v)) return emb_cli_fail(cmd, "%s", emb_errmsg());
     int64_t rows = v.weight.shape[0], dim = v.weight.shape[1], n = 0;
     int64_t *ids = malloc(sizeof *ids * (size_t)args.n);

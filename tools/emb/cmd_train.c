@@ -102,7 +102,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                *model = "skipgram";
     int64_t dim = -1, window = -1, negative = -1, min_count = -1, max_vocab = -1, epochs = -1,
             threads = -1, cbow = -1, hs = 0, binary = -1, max_sentence = -1;
-    double sample = -1, alpha = -1, min_alpha = -1, every = 0;
+    double sample = -1, alpha = NAN, min_alpha = -1, every = 0;
     uint64_t seed = 1;
     bool lowercase = false, strip = false, quiet = false, sum = false, shared = false,
          keep_ckpt = false, loss = false;
@@ -121,14 +121,14 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"max-vocab", 0, "max-final-vocab", EMB_CLI_INT, &max_vocab, 0, INT64_MAX, 0, 0},
         {"epochs", 0, "iter epoch", EMB_CLI_INT, &epochs, 1, 100000, 0, 0},
         {"threads", 0, "thread workers", EMB_CLI_INT, &threads, 1, 1024, 0, 0},
-        {"alpha", 0, "lr", EMB_CLI_DOUBLE, &alpha, 0, 0, 1e-300, 1e300},
+        {"alpha", 0, "lr", EMB_CLI_DOUBLE, &alpha, 0, 0, 0, 0},
         {"min-alpha", 0, NULL, EMB_CLI_DOUBLE, &min_alpha, 0, 0, 0, 1e300},
         {"seed", 0, NULL, EMB_CLI_UINT64, &seed, 0, 0, 0, 0},
         {"lowercase", 0, NULL, EMB_CLI_FLAG, &lowercase, 0, 0, 0, 0},
         {"strip-punct", 0, NULL, EMB_CLI_FLAG, &strip, 0, 0, 0, 0},
         {"cbow-sum", 0, NULL, EMB_CLI_FLAG, &sum, 0, 0, 0, 0},
         {"shared-negatives", 0, NULL, EMB_CLI_FLAG, &shared, 0, 0, 0, 0},
-        {"max-sentence", 0, NULL, EMB_CLI_INT, &max_sentence, 1, INT64_MAX, 0, 0},
+        {"max-sentence", 0, NULL, EMB_CLI_INT, &max_sentence, 1, INT32_MAX, 0, 0},
         {"hs", 0, NULL, EMB_CLI_INT, &hs, 0, 1, 0, 0},
         {"binary", 0, NULL, EMB_CLI_INT, &binary, 0, 1, 0, 0},
         {"checkpoint", 0, NULL, EMB_CLI_STRING, &checkpoint, 0, 0, 0, 0},
@@ -165,6 +165,9 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         return emb_cli_usage_error(cmd, "invalid value '%s' for --model: expected skipgram or cbow",
                                    model);
     if (cbow >= 0) m = cbow ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM;
+    if (!isnan(alpha) && !(alpha > 0 && alpha <= 1))
+        return emb_cli_usage_error(cmd, "invalid value '%g' for --alpha: expected a number in (0, 1] (larger "
+                                        "learning rates make the vectors diverge)", alpha);
     emb_w2v_options o = emb_w2v_options_default(m);
     if (dim > 0) o.dim = dim;
     if (window > 0) o.window = (int)window;
@@ -174,7 +177,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (max_vocab >= 0) o.max_vocab = max_vocab;
     if (epochs > 0) o.epochs = (int)epochs;
     if (threads > 0) o.threads = (int)threads;
-    if (alpha > 0) {
+    if (!isnan(alpha)) {
         o.alpha = alpha;
         o.min_alpha = alpha * 1e-4;
     }
@@ -308,8 +311,9 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --min-count N           drop words seen fewer times (default 5; -minCount)\n"
     "  --max-vocab N           keep only the N most frequent words (default: all)\n"
     "  --epochs N              passes over the corpus (default 5; -iter, -epoch)\n"
-    "  --alpha X               initial learning rate (default 0.025 skip-gram, 0.05 CBOW;\n"
-    "                          -lr)\n"
+    "  --alpha X               initial learning rate in (0, 1] (default 0.025 skip-gram,\n"
+    "                          0.05 CBOW; -lr); a run whose vectors diverge (NaN or\n"
+    "                          infinite) stops with an error naming the word\n"
     "  --min-alpha X           final learning rate (default alpha * 1e-4)\n"
     "  --threads N             training threads (default: all CPUs; -thread)\n"
     "  --seed N                seed of the initialisation and sampling (default 1)\n"
@@ -318,7 +322,7 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --cbow-sum              CBOW sums the context vectors instead of averaging them\n"
     "  --shared-negatives      skip-gram draws one set of negatives per window, shared by\n"
     "                          its context words (faster; a little less accurate)\n"
-    "  --max-sentence N        longest sentence in tokens (default 1000)\n"
+    "  --max-sentence N        longest sentence in tokens, 1 to 2147483647 (default 1000)\n"
     "  -hs 0, -binary 0|1      word2vec compatibility: hierarchical softmax is not provided\n"
     "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary,\n"
     "                          -binary 0 word2vec text\n"
@@ -344,7 +348,8 @@ const emb_cli_command emb_cli_cmd_train = {
     "slightly between runs.\n"
     "\n"
     "Exit status: 0 on success, 1 on a failure (unreadable or non-UTF-8 corpus, no word\n"
-    "frequent enough, an output folder that does not exist), 2 on a usage error.\n"
+    "frequent enough, an output folder that does not exist, training that diverged, a\n"
+    "checkpoint that is damaged or holds NaN), 2 on a usage error.\n"
     "\n"
     "Examples:\n"
     "  emb train corpus.txt -o vectors.bin\n"

@@ -63,5 +63,6 @@ static int dispatch(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    emb_cli_install_signal_handlers();
     return emb_cli_finish_output(stdout, "standard output", dispatch(argc, argv));
 }

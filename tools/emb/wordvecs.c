@@ -3,11 +3,15 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* A safetensors file holding a reduced-precision or quantized table (emb.qtype other than
  * f32) is mapped and searched as it is stored: true, with out->q set, or NULL and the error
  * pending. Other files: false. */
 static bool open_quantized(const char *path, wordvecs *out) {
+    /* only a regular file can be mapped; a pipe must be read once, by emb_vectors_read */
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return false;
     emb_format f;
     if (emb_format_sniff(path, &f) != EMB_OK || f != EMB_FORMAT_SAFETENSORS) {
         emb_clear_error();
@@ -22,7 +26,10 @@ static bool open_quantized(const char *path, wordvecs *out) {
     const bool quantized = qt && strcmp(qt, "f32") != 0;
     emb_safetensors_close(st);
     if (!quantized) return false;
-    if (emb_qtable_map(path, &out->q, &out->v.vocab) != EMB_OK) return true;
+    emb_status rc = emb_qtable_map(path, &out->q, &out->v.vocab);
+    if (rc == EMB_ERR_UNSUPPORTED) /* data not aligned for mapping: a copy in memory */
+        rc = emb_qtable_load(path, &out->q, &out->v.vocab);
+    if (rc != EMB_OK) return true;
     out->v.format = EMB_FORMAT_SAFETENSORS;
     out->v.file_rows = emb_qtable_num_rows(out->q);
     /* the shape only: no float32 copy exists */
@@ -48,6 +55,7 @@ void wordvecs_lower(char *s) {
 int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
                   int64_t restrict_rows, bool fold_case, wordvecs *out) {
     memset(out, 0, sizeof *out);
+    emb_cli_watch_input(cmd, path);
     if (limit == 0 && open_quantized(path, out)) {
         if (!out->q) return emb_cli_fail(cmd, "%s", emb_errmsg());
     } else {
@@ -57,7 +65,7 @@ int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
             return emb_cli_fail(cmd, "%s", emb_errmsg());
     }
     if (!out->v.vocab) {
-        emb_vectors_free(&out->v);
+        wordvecs_close(out);
         return emb_cli_fail(cmd, "%s holds no words (a table without a vocabulary)", path);
     }
     int64_t rows = out->v.weight.shape[0];
@@ -66,7 +74,7 @@ int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
     if ((out->q ? emb_knn_create_qtable(out->q, rows, &out->knn)
                 : emb_knn_create(&out->v.weight, rows, &out->knn)) != EMB_OK) {
         int rc = emb_cli_fail(cmd, "%s: %s", path, emb_errmsg());
-        emb_vectors_free(&out->v);
+        wordvecs_close(out);
         return rc;
     }
     if (fold_case) {

@@ -1,0 +1,93 @@
+/* libFuzzer harness: the word2vec trainer's options and tiny corpora. The first 32 bytes of
+ * the input are the options, the rest (at most 2 KB) the corpus text:
+ *   0 model and flags (bit 0 CBOW, 1 cbow_mean off, 2 shared negatives, 3 lowercase,
+ *     4 strip punctuation, 5-6 threads 1-4)
+ *   1 dim (byte % 24, so 0 is reachable)     2 window (% 8)     3 negative (% 8)
+ *   4 epochs (% 4)                           5 min_count (% 4)  6 max_vocab (% 8)
+ *   7 alpha: a table of rates, valid and not (below)            8 min_alpha: a fraction of alpha
+ *   9 sample (a table)                       10-17 max_sentence (any int64)
+ *   18-25 seed                               26-31 unused
+ * Work per input is bounded: at most 2 KB of text, dim < 24, window < 8, negative < 8,
+ * epochs < 4. Oracles, besides the sanitizers: options emb_w2v_options_check refuses are
+ * refused by create too (and nothing is created); an accepted run trains to its end with
+ * finite vectors and exactly corpus tokens x epochs words done, or stops with
+ * EMB_ERR_NUMERIC (training diverged, with a message naming the vector) and then refuses to
+ * train or checkpoint again; a finished run's checkpoint resumes to the same vectors.
+ * Seeds: tests/fuzz/corpus/fuzz_train. */
+#include "fuzz_read_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int64_t rd_i64(const uint8_t *p) {
+    int64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 32 || size > 32 + 2048) return 0;
+    static const double alphas[16] = {0.025, 0.05, 0.5, 1.0, 1e-6, 0.0, -0.025, 1.0000001,
+                                      2.0, 10.0, 1e30, 1e300, NAN, INFINITY, 0.75, 0.1};
+    static const double samples[8] = {0, 1e-3, 1e-5, 1, -1, NAN, INFINITY, 1e300};
+    const uint8_t f = data[0];
+    emb_w2v_options o = emb_w2v_options_default((f & 1) ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
+    o.cbow_mean = !(f & 2);
+    o.shared_negatives = f & 4;
+    o.lowercase = f & 8;
+    o.strip_punct = f & 16;
+    o.threads = 1 + ((f >> 5) & 3);
+    o.dim = data[1] % 24;
+    o.window = data[2] % 8;
+    o.negative = data[3] % 8;
+    o.epochs = data[4] % 4;
+    o.min_count = data[5] % 4;
+    o.max_vocab = data[6] % 8;
+    o.alpha = alphas[data[7] % 16];
+    o.min_alpha = data[8] < 128 ? o.alpha * (double)data[8] / 127.0 : -1.0 * data[8];
+    o.sample = samples[data[9] % 8];
+    o.max_sentence = rd_i64(data + 10);
+    o.seed = (uint64_t)rd_i64(data + 18);
+    const char *path = fz_input_path(data + 32, size - 32);
+
+    const bool valid = emb_w2v_options_check(&o) == EMB_OK;
+    emb_w2v *w = (emb_w2v *)0x1;
+    emb_clear_error();
+    emb_status rc = emb_w2v_create_from_file(&o, path, &w);
+    if (rc) {
+        fz_check_error(rc, "emb_w2v_create_from_file");
+        if (w != (emb_w2v *)0x1) FINDING("create changed *out on failure");
+        return 0;
+    }
+    if (!valid) FINDING("options refused by emb_w2v_options_check were accepted by create");
+    const int64_t total = emb_w2v_corpus_tokens(w) * o.epochs;
+    emb_clear_error();
+    rc = emb_w2v_train(w, NULL, NULL);
+    if (rc == EMB_ERR_NUMERIC) {
+        if (!strstr(emb_errmsg(), "training diverged") || !strstr(emb_errmsg(), "vector"))
+            FINDING("divergence reported without naming the vector: %s", emb_errmsg());
+        if (emb_w2v_train(w, NULL, NULL) != EMB_ERR_NUMERIC) FINDING("a diverged run trained again");
+        if (emb_w2v_save_checkpoint(w, fz_scratch("train.ckpt")) == EMB_OK)
+            FINDING("a diverged run was checkpointed");
+        emb_w2v_free(w);
+        return 0;
+    }
+    if (rc) FINDING("training failed: %s", emb_errmsg());
+    if (emb_w2v_words_done(w) != total)
+        FINDING("%lld words done of %lld", (long long)emb_w2v_words_done(w), (long long)total);
+    emb_tensor t;
+    if (emb_w2v_vectors(w, &t)) FINDING("no vectors");
+    const float *x = t.data;
+    for (int64_t i = 0; i < emb_tensor_numel(&t); i++)
+        if (!isfinite(x[i])) FINDING("value %lld of the vectors is not finite after a successful run", (long long)i);
+    const char *ck = fz_scratch("train.ckpt");
+    if (emb_w2v_save_checkpoint(w, ck)) FINDING("checkpoint failed: %s", emb_errmsg());
+    emb_w2v *r = NULL;
+    if (emb_w2v_resume(&o, path, ck, &r)) FINDING("resume failed: %s", emb_errmsg());
+    emb_tensor t2;
+    emb_w2v_vectors(r, &t2);
+    if (emb_tensor_nbytes(&t) && memcmp(t.data, t2.data, emb_tensor_nbytes(&t)))
+        FINDING("resumed vectors differ");
+    emb_w2v_free(r);
+    emb_w2v_free(w);
+    return 0;
+}
