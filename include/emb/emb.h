@@ -21,6 +21,7 @@
 #include "quant.h"
 #include "random.h"
 #include "search.h"
+#include "similarity.h"
 #include "vocab.h"
 #include "word2vec.h"
 
