@@ -12,7 +12,7 @@ PREFIX     ?= /usr/local
 CMAKE_FLAGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: run demo test test-machines build build-asan bench bench-large bench-w2v bench-io install clean deps-build deps-run deps-test deps-bench fuzz fuzz-run
+.PHONY: run demo test test-machines build build-asan bench bench-large bench-w2v bench-io bench-serve install clean deps-build deps-run deps-test deps-bench fuzz fuzz-run
 
 run: deps-run build
 	scripts/run.sh $(BUILD)
@@ -106,6 +106,14 @@ bench-io: deps-bench
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS) --target emb bench_io
 	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/io.py $(BENCH_IO_FLAGS)
+
+# emb serve under load against a Flask + gensim server on the same table and requests, with
+# wrk on loopback (bench/serve.py; docs/serve.md). BENCH_SERVE_FLAGS="--seconds 4 --rows 20000"
+# for a quicker run.
+bench-serve: deps-bench
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS) --target emb
+	EMB_BUILD_DIR=$(BUILD) /usr/bin/python3 bench/serve.py $(BENCH_SERVE_FLAGS)
 
 install: deps-build
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)

@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
 # Installs what emb needs from Debian's packages, or says exactly what to install.
 #   scripts/deps.sh build   compiler, cmake, OpenBLAS (its OpenMP build, see CMakeLists.txt),
-#                           SLEEF (the exp/log PyTorch's log_softmax uses)
+#                           SLEEF (the exp/log PyTorch's log_softmax uses), libmicrohttpd
+#                           (emb serve's HTTP server)
 #   scripts/deps.sh run     build + npm when no npm is on PATH (make run fetches its corpus)
 #   scripts/deps.sh test    build + cmocka, python3-torch, python3-numpy, pytest, clang-14 with
-#                           its sanitizer/libFuzzer runtimes (tests/fuzz)
-#   scripts/deps.sh bench   what the benchmarks need (the test set: torch is the comparison)
+#                           its sanitizer/libFuzzer runtimes (tests/fuzz), scikit-learn (the
+#                           reference of emb_pca and emb_tsne), chromium (emb serve's page is
+#                           tested in the headless browser)
+#   scripts/deps.sh bench   what the benchmarks need (the test set: torch is the comparison;
+#                           wrk and Flask for bench/serve.py)
 # As root it runs apt-get; otherwise it prints the apt-get command and exits 1.
 set -euo pipefail
 mode=${1:-build}
-pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libjansson-dev libsleef-dev)
+pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libjansson-dev libsleef-dev
+      libmicrohttpd-dev)
 case "$mode" in
   build) ;;
   run) command -v npm >/dev/null 2>&1 || pkgs+=(npm) ;;
   test) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim clang-14
-               libclang-rt-14-dev) ;;
-  bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim fasttext) ;;
+               libclang-rt-14-dev python3-sklearn chromium) ;;
+  bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim fasttext
+                wrk python3-flask) ;;
   *) echo "usage: $0 build|run|test|bench" >&2; exit 2 ;;
 esac
 # EMB_DEPS_EXTRA: more packages to require (the tests use it to exercise the not-root path).

@@ -1,5 +1,6 @@
 /* emb/search.h: nearest neighbours by cosine similarity over the rows of a table, word
- * analogies (b - a + c), and the statistics word-vector evaluations report.
+ * analogies (b - a + c), the statistics word-vector evaluations report, and 2-D maps of
+ * rows (PCA, t-SNE).
  *
  * Scores are cosine similarities computed as dot(q / |q|, row) * (1 / |row|), through
  * CBLAS matrix products over blocks of queries and rows when the build has CBLAS, else a
@@ -77,6 +78,51 @@ EMB_API emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc,
  * variable is constant. Errors: EMB_ERR_NULL, EMB_ERR_INVALID (n < 2, or a value is NaN),
  * EMB_ERR_NOMEM. */
 EMB_API emb_status emb_spearman(const double *x, const double *y, int64_t n, double *rho);
+
+/* ---------------------------------------------------------------------------------------
+ * 2-D maps of rows (docs/search.md, "Maps"): principal component analysis and t-SNE, for
+ * pictures of a table such as the map `emb plot` draws and `emb serve`'s page shows. Both
+ * compute in float64 and give the same bits at any thread count.
+ * ------------------------------------------------------------------------------------- */
+
+/* The coordinates of the rows of x (float32 [n, d], finite) on their first k principal
+ * axes: coords [n, k] (caller's buffer) receives (x_i - mean) . axis_j. The axes are the
+ * eigenvectors of the covariance matrix (denominator n - 1), largest eigenvalue first;
+ * variance (k doubles, may be NULL) receives those eigenvalues (scikit-learn's
+ * explained_variance_). Each axis's sign is scikit-learn's: the coordinate of largest
+ * magnitude on it is positive. Errors (outputs unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE,
+ * EMB_ERR_SHAPE (x not 2-D, no rows or columns), EMB_ERR_INVALID (k outside [1, d]; a NaN
+ * or infinite value, named by row and column), EMB_ERR_OVERFLOW, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_pca(const emb_tensor *x, int64_t k, float *coords, double *variance);
+
+typedef struct emb_tsne_options {
+    double perplexity;        /* effective number of neighbours, in (0, n) (default 30) */
+    int64_t iterations;       /* gradient steps, [0, 1000000] (default 1000) */
+    double theta;             /* Barnes-Hut accuracy in [0, 1]: a cell counts as one point
+                               * when its width is below theta times its distance (default
+                               * 0.5); 0: the exact gradient, O(n^2) per step */
+    double learning_rate;     /* default 0: max(n / early_exaggeration / 4, 50) */
+    double early_exaggeration; /* >= 1 (default 12) */
+    int64_t exaggeration_iterations; /* the first steps, with exaggerated P and momentum 0.5
+                                      * (then 0.8), in [0, iterations] (default 250) */
+} emb_tsne_options;
+
+EMB_API emb_tsne_options emb_tsne_options_default(void);
+
+/* t-SNE (van der Maaten and Hinton 2008) of the rows of x (float32 [n, d], finite, n >= 2)
+ * into coords [n, 2], with the Barnes-Hut gradient (van der Maaten 2014) and scikit-learn's
+ * recipe: the input similarities over each point's min(n - 1, 3 * perplexity + 1) nearest
+ * neighbours (squared Euclidean distances, exact search), each row's Gaussian chosen by
+ * bisection to the perplexity, symmetrised and normalised; the start is the PCA layout scaled
+ * to a standard deviation of 1e-4 on the first axis (no random numbers); steps with momentum
+ * and adaptive gains. Runs all the iterations (no early stop). kl (may be NULL) receives the
+ * final KL divergence between the input similarities and the layout's, computed exactly.
+ * opts NULL: the defaults. Cost: O(n^2 d) for the neighbours, then O(n log n) per step.
+ * Errors (outputs unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE (x not 2-D, fewer
+ * than 2 rows), EMB_ERR_INVALID (an option out of its range, a non-finite value),
+ * EMB_ERR_OVERFLOW, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_tsne(const emb_tensor *x, const emb_tsne_options *opts, float *coords,
+                            double *kl);
 
 #ifdef __cplusplus
 }

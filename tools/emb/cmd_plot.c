@@ -7,36 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The leading eigenvector of the d x d symmetric matrix c (power iteration from a fixed
- * start, deflating `prev` when given), into v. */
-static void leading_eigvec(const double *c, int64_t d, const double *prev, double *v,
-                           double *tmp) {
-    for (int64_t i = 0; i < d; i++) v[i] = 1.0 / sqrt((double)d) + 1e-3 * (double)(i % 7);
-    for (int it = 0; it < 500; it++) {
-        if (prev) { /* keep v orthogonal to prev */
-            double p = 0;
-            for (int64_t i = 0; i < d; i++) p += v[i] * prev[i];
-            for (int64_t i = 0; i < d; i++) v[i] -= p * prev[i];
-        }
-        for (int64_t i = 0; i < d; i++) {
-            double s = 0;
-            for (int64_t j = 0; j < d; j++) s += c[i * d + j] * v[j];
-            tmp[i] = s;
-        }
-        double n = 0;
-        for (int64_t i = 0; i < d; i++) n += tmp[i] * tmp[i];
-        n = sqrt(n);
-        if (!(n > 0)) return;
-        double delta = 0;
-        for (int64_t i = 0; i < d; i++) {
-            double x = tmp[i] / n;
-            delta += fabs(x - v[i]);
-            v[i] = x;
-        }
-        if (delta < 1e-12) break;
-    }
-}
-
 static void xml_text(FILE *f, const char *s) {
     for (; *s; s++) {
         switch (*s) {
@@ -71,44 +41,36 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if ((rc = wordvecs_open(cmd, args.v[0], top, 0, false, &w)) >= 0) return rc;
     int64_t n = w.v.weight.shape[0], d = w.v.weight.shape[1];
     const float *x = w.v.weight.data;
-    double *mean = calloc((size_t)d, sizeof(double));
-    double *cov = calloc((size_t)(d * d), sizeof(double));
-    double *pc = malloc((size_t)(2 * d) * sizeof(double)), *tmp = malloc((size_t)d * sizeof(double));
-    double *xy = malloc((size_t)(2 * n) * sizeof(double));
-    if (!mean || !cov || !pc || !tmp || !xy) {
-        free(mean), free(cov), free(pc), free(tmp), free(xy);
+    float *u = malloc((size_t)(n * d) * sizeof(float)), *xy = calloc((size_t)(2 * n), sizeof(float));
+    if (!u || !xy) {
+        free(u), free(xy);
         wordvecs_close(&w);
         return emb_cli_fail(cmd, "out of memory");
     }
-    /* PCA on unit vectors (cosine geometry), centred. */
-    double *u = malloc((size_t)(n * d) * sizeof(double));
-    for (int64_t i = 0; u && i < n; i++) {
+    /* PCA (emb_pca) of the unit vectors: cosine geometry */
+    for (int64_t i = 0; i < n; i++) {
         double s = 0;
         for (int64_t j = 0; j < d; j++) s += (double)x[i * d + j] * x[i * d + j];
-        double inv = s > 0 ? 1.0 / sqrt(s) : 0;
-        for (int64_t j = 0; j < d; j++) u[i * d + j] = x[i * d + j] * inv, mean[j] += u[i * d + j];
+        float inv = s > 0 ? (float)(1 / sqrt(s)) : 0.0f;
+        for (int64_t j = 0; j < d; j++) u[i * d + j] = x[i * d + j] * inv;
     }
-    if (!u) {
-        free(mean), free(cov), free(pc), free(tmp), free(xy);
+    emb_tensor tu;
+    int64_t ushape[2] = {n, d};
+    emb_tensor_init(&tu, EMB_FLOAT32, u, 2, ushape);
+    const int64_t k = d >= 2 ? 2 : 1;
+    if (emb_pca(&tu, k, xy, NULL) != EMB_OK) {
+        rc = emb_cli_fail(cmd, "%s: %s", args.v[0], emb_errmsg());
+        free(u), free(xy);
         wordvecs_close(&w);
-        return emb_cli_fail(cmd, "out of memory");
+        return rc;
     }
-    for (int64_t j = 0; j < d; j++) mean[j] /= (double)n;
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t a = 0; a < d; a++) {
-            double da = u[i * d + a] - mean[a];
-            for (int64_t b = 0; b < d; b++) cov[a * d + b] += da * (u[i * d + b] - mean[b]);
-        }
-    leading_eigvec(cov, d, NULL, pc, tmp);
-    leading_eigvec(cov, d, pc, pc + d, tmp);
+    if (k == 1)
+        for (int64_t i = n - 1; i >= 0; i--) xy[2 * i] = xy[i], xy[2 * i + 1] = 0;
     double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
     for (int64_t i = 0; i < n; i++)
-        for (int k = 0; k < 2; k++) {
-            double s = 0;
-            for (int64_t j = 0; j < d; j++) s += (u[i * d + j] - mean[j]) * pc[k * d + j];
-            xy[2 * i + k] = s;
-            if (s < lo[k]) lo[k] = s;
-            if (s > hi[k]) hi[k] = s;
+        for (int c = 0; c < 2; c++) {
+            if (xy[2 * i + c] < lo[c]) lo[c] = xy[2 * i + c];
+            if (xy[2 * i + c] > hi[c]) hi[c] = xy[2 * i + c];
         }
     /* written to a temporary beside OUT, then renamed: OUT is never half-written */
     char tmpname[4200];
@@ -150,7 +112,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             rc = EMB_CLI_OK;
         }
     }
-    free(u), free(mean), free(cov), free(pc), free(tmp), free(xy);
+    free(u), free(xy);
     wordvecs_close(&w);
     return rc;
 }

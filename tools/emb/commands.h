@@ -24,6 +24,9 @@ EMB_CLI_COMMAND(doesnt_match)
 EMB_CLI_COMMAND(eval_analogies)
 EMB_CLI_COMMAND(eval_pairs)
 EMB_CLI_COMMAND(plot)
+#ifdef EMB_HAVE_SERVE /* built with libmicrohttpd (tools/emb/serve/) */
+EMB_CLI_COMMAND(serve)
+#endif
 EMB_CLI_COMMAND(info)
 EMB_CLI_COMMAND(convert)
 EMB_CLI_COMMAND(lookup)

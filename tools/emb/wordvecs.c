@@ -90,32 +90,10 @@ static int open_table(const emb_cli_command *cmd, const char *path, int64_t limi
         wordvecs_close(out);
         return rc;
     }
-    if (fold_case && out->v.vocab) {
-        if (emb_vocab_create(&out->fold) != EMB_OK) {
-            wordvecs_close(out);
-            return emb_cli_fail(cmd, "%s", emb_errmsg());
-        }
-        /* Row order: a folded word maps to its most frequent spelling (the first row). */
-        for (int64_t i = 0; i < rows; i++) {
-            size_t len;
-            const char *s = emb_vocab_word(out->v.vocab, i, &len);
-            char *low = malloc(len + 1);
-            if (!low) {
-                wordvecs_close(out);
-                return emb_cli_fail(cmd, "out of memory");
-            }
-            memcpy(low, s, len + 1);
-            wordvecs_lower(low);
-            int64_t id;
-            bool added;
-            emb_status st = emb_vocab_add(out->fold, low, len, 0, &id, &added);
-            free(low);
-            if (st != EMB_OK) {
-                wordvecs_close(out);
-                return emb_cli_fail(cmd, "%s", emb_errmsg());
-            }
-            if (added) emb_vocab_set_count(out->fold, id, i); /* count holds the row */
-        }
+    if (fold_case && out->v.vocab && wordvecs_fold(out->v.vocab, rows, &out->fold) != EMB_OK) {
+        int rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        wordvecs_close(out);
+        return rc;
     }
     return -1;
 }
@@ -129,16 +107,51 @@ void wordvecs_close(wordvecs *w) {
     memset(w, 0, sizeof *w);
 }
 
+emb_status wordvecs_fold(const emb_vocab *vocab, int64_t rows, emb_vocab **out) {
+    emb_vocab *fold;
+    emb_status st = emb_vocab_create(&fold);
+    if (st != EMB_OK) return st;
+    /* Row order: a folded word maps to its most frequent spelling (the first row). */
+    for (int64_t i = 0; i < rows && st == EMB_OK; i++) {
+        size_t len;
+        const char *s = emb_vocab_word(vocab, i, &len);
+        char *low = malloc(len + 1);
+        if (!low) {
+            emb_vocab_free(fold);
+            return EMB_ERR_NOMEM;
+        }
+        memcpy(low, s, len + 1);
+        wordvecs_lower(low);
+        int64_t id;
+        bool added;
+        st = emb_vocab_add(fold, low, len, 0, &id, &added);
+        free(low);
+        if (st == EMB_OK && added) st = emb_vocab_set_count(fold, id, i); /* count holds the row */
+    }
+    if (st != EMB_OK) {
+        emb_vocab_free(fold);
+        return st;
+    }
+    *out = fold;
+    return EMB_OK;
+}
+
+int64_t wordvecs_fold_find(const emb_vocab *fold, const char *word, size_t n) {
+    char small[256];
+    char *low = n < sizeof small ? small : malloc(n + 1);
+    if (!low) return -1;
+    memcpy(low, word, n);
+    low[n] = 0;
+    for (size_t i = 0; i < n; i++)
+        if (low[i] >= 'A' && low[i] <= 'Z') low[i] = (char)(low[i] - 'A' + 'a');
+    int64_t id = emb_vocab_find(fold, low, n);
+    if (low != small) free(low);
+    return id < 0 ? -1 : emb_vocab_count(fold, id);
+}
+
 int64_t wordvecs_find(const wordvecs *w, const char *word) {
     if (!w->fold) return emb_vocab_find(w->v.vocab, word, strlen(word));
-    size_t n = strlen(word);
-    char *low = malloc(n + 1);
-    if (!low) return -1;
-    memcpy(low, word, n + 1);
-    wordvecs_lower(low);
-    int64_t id = emb_vocab_find(w->fold, low, n);
-    free(low);
-    return id < 0 ? -1 : emb_vocab_count(w->fold, id);
+    return wordvecs_fold_find(w->fold, word, strlen(word));
 }
 
 const char *wordvecs_word(const wordvecs *w, int64_t row) {

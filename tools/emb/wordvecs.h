@@ -37,6 +37,13 @@ int64_t wordvecs_find(const wordvecs *w, const char *word);
 /* Row r as float32: a pointer into the table, or r dequantized into buf (dim floats). */
 const float *wordvecs_row(const wordvecs *w, int64_t r, float *buf);
 
+/* A case-folded index of the first `rows` words of vocab: each ASCII-lowercased word maps
+ * to its first (most frequent) row. *out receives it; errors as emb_vocab_add. */
+emb_status wordvecs_fold(const emb_vocab *vocab, int64_t rows, emb_vocab **out);
+
+/* The row of word[0..n) (lowercased) in a folded index, or -1. */
+int64_t wordvecs_fold_find(const emb_vocab *fold, const char *word, size_t n);
+
 /* The word of a row. */
 const char *wordvecs_word(const wordvecs *w, int64_t row);
 

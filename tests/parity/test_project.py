@@ -1,0 +1,220 @@
+"""emb_pca and emb_tsne (include/emb/search.h, docs/search.md) against scikit-learn 1.2, at
+test time:
+
+- PCA: the coordinates and variances of sklearn.decomposition.PCA (full SVD), with its sign
+  convention, on random and clustered data, wide and narrow, and on data of low rank;
+- t-SNE: the input similarities are scikit-learn's (the KL divergence emb reports equals the
+  one computed here from scikit-learn's own joint probabilities and emb's layout), and the
+  layout is as good as scikit-learn's Barnes-Hut t-SNE run with the same recipe (KL
+  divergence, trustworthiness); the exact gradient (theta 0) too;
+- both give the same bits at 1, 2 and 3 threads; bad input is refused with a message and the
+  outputs are left alone.
+"""
+import ctypes as C
+
+import numpy as np
+import pytest
+from sklearn.decomposition import PCA
+from sklearn.manifold import TSNE, trustworthiness
+from sklearn.manifold._t_sne import _joint_probabilities_nn
+from sklearn.neighbors import NearestNeighbors
+from threadpoolctl import threadpool_limits
+
+from embpy import ERR_DTYPE, ERR_INVALID, ERR_NULL, ERR_SHAPE, T, check, errmsg, lib
+
+
+class TsneOptions(C.Structure):
+    _fields_ = [("perplexity", C.c_double), ("iterations", C.c_int64), ("theta", C.c_double),
+                ("learning_rate", C.c_double), ("early_exaggeration", C.c_double),
+                ("exaggeration_iterations", C.c_int64)]
+
+
+lib.emb_tsne_options_default.restype = TsneOptions
+lib.emb_pca.argtypes = [C.c_void_p, C.c_int64, C.c_void_p, C.c_void_p]
+lib.emb_tsne.argtypes = [C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p]
+
+
+def pca(x, k, threads=None):
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.full((x.shape[0], k), np.nan, np.float32)
+    var = np.full(k, np.nan)
+    if threads:
+        lib.emb_set_num_threads(threads)
+    try:
+        check(lib.emb_pca(C.byref(T(x)), k, out.ctypes.data, var.ctypes.data))
+    finally:
+        lib.emb_set_num_threads(0)
+    return out, var
+
+
+def tsne(x, threads=None, **kw):
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    o = lib.emb_tsne_options_default()
+    for k, v in kw.items():
+        setattr(o, k, v)
+    out = np.full((x.shape[0], 2), np.nan, np.float32)
+    kl = C.c_double(np.nan)
+    if threads:
+        lib.emb_set_num_threads(threads)
+    try:
+        check(lib.emb_tsne(C.byref(T(x)), C.byref(o), out.ctypes.data, C.byref(kl)))
+    finally:
+        lib.emb_set_num_threads(0)
+    return out, kl.value
+
+
+def blobs(n, d, k=5, spread=3.0, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(k, d)) * spread
+    labels = rng.integers(0, k, n)
+    return (centres[labels] + rng.normal(size=(n, d))).astype(np.float32), labels
+
+
+# ---- PCA ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n,d,k", [(300, 20, 2), (500, 50, 3), (40, 100, 2), (1000, 8, 8),
+                                   (7, 3, 1), (2, 5, 1)])
+def test_pca_is_sklearns(n, d, k):
+    x, _ = blobs(n, d, seed=n + d)
+    got, var = pca(x, k)
+    p = PCA(k, svd_solver="full").fit(x.astype(np.float64))
+    want = p.transform(x.astype(np.float64))
+    scale = max(1.0, np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * scale)
+    np.testing.assert_allclose(var, p.explained_variance_, rtol=1e-6, atol=1e-9)
+
+
+def test_pca_of_low_rank_data():
+    """Rows on a line: one axis carries everything, the others have variance 0 and
+    coordinates 0."""
+    rng = np.random.default_rng(5)
+    x = (rng.normal(size=(50, 1)) * rng.normal(size=(1, 6)) + rng.normal(size=(1, 6))).astype(np.float32)
+    got, var = pca(x, 3)
+    want = PCA(1, svd_solver="full").fit_transform(x.astype(np.float64))
+    np.testing.assert_allclose(got[:, 0], want[:, 0], rtol=0, atol=1e-5)
+    assert np.abs(got[:, 1:]).max() < 1e-5 and var[1:].max() < 1e-10
+    same, v = pca(np.ones((4, 3), np.float32), 2)  # identical rows
+    assert not same.any() and not v.any()
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_pca_same_bits_at_any_thread_count(threads):
+    x, _ = blobs(700, 64, seed=9)
+    one = pca(x, 2, threads=1)
+    many = pca(x, 2, threads=threads)
+    assert np.array_equal(one[0], many[0]) and np.array_equal(one[1], many[1])
+
+
+# ---- t-SNE -------------------------------------------------------------------------------
+
+def sklearn_p(x, perplexity):
+    """scikit-learn's joint probabilities (its Barnes-Hut recipe) as a dense matrix."""
+    n = x.shape[0]
+    k = min(n - 1, int(3.0 * perplexity + 1))
+    knn = NearestNeighbors(n_neighbors=k, metric="euclidean").fit(x)
+    dist = knn.kneighbors_graph(mode="distance")
+    dist.data **= 2
+    return np.asarray(_joint_probabilities_nn(dist, perplexity, 0).todense())
+
+
+def kl_of(p, y):
+    y = y.astype(np.float64)
+    d2 = ((y[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+    q = 1 / (1 + d2)
+    np.fill_diagonal(q, 0)
+    q /= q.sum()
+    m = p > 0
+    return float((p[m] * np.log(p[m] / q[m])).sum())
+
+
+@pytest.mark.parametrize("n,d,perplexity", [(400, 30, 30.0), (200, 10, 10.0), (60, 5, 5.0)])
+def test_tsne_against_sklearn(n, d, perplexity):
+    x, labels = blobs(n, d, seed=n)
+    got, kl = tsne(x, perplexity=perplexity)
+    assert np.isfinite(got).all()
+    p = sklearn_p(x, perplexity)
+    # the similarities are scikit-learn's: the KL emb reports is the one of its P
+    assert abs(kl - kl_of(p, got)) <= 1e-4 * max(1.0, kl), (kl, kl_of(p, got))
+    with threadpool_limits(1):  # scikit-learn's OpenMP threads crawl on a busy machine
+        ref = TSNE(2, perplexity=perplexity, init="pca", learning_rate="auto",
+                   method="barnes_hut", random_state=0, n_iter=1000).fit_transform(x)
+    kl_ref = kl_of(p, ref)
+    assert kl <= kl_ref * 1.1 + 0.02, (kl, kl_ref)
+    tw, tw_ref = trustworthiness(x, got, n_neighbors=10), trustworthiness(x, ref, n_neighbors=10)
+    assert tw >= tw_ref - 0.02, (tw, tw_ref)
+    # clusters stay together: a point's nearest neighbour in the map shares its cluster
+    nn = NearestNeighbors(n_neighbors=2).fit(got).kneighbors(got, return_distance=False)[:, 1]
+    assert (labels[nn] == labels).mean() > 0.95
+
+
+def test_tsne_exact_gradient():
+    x, _ = blobs(150, 12, seed=4)
+    bh, kl_bh = tsne(x, perplexity=20.0)
+    exact, kl_exact = tsne(x, perplexity=20.0, theta=0.0)
+    assert not np.array_equal(bh, exact)
+    with threadpool_limits(1):
+        ref = TSNE(2, perplexity=20.0, init="pca", learning_rate="auto", method="exact",
+                   random_state=0, n_iter=1000).fit(x)
+    # scikit-learn's exact method uses dense P over all pairs; compare with its own KL
+    assert kl_exact <= ref.kl_divergence_ * 1.15 + 0.02, (kl_exact, ref.kl_divergence_)
+    assert abs(kl_exact - kl_bh) < 0.1 * kl_exact
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_tsne_same_bits_at_any_thread_count(threads):
+    x, _ = blobs(300, 16, seed=2)
+    one = tsne(x, threads=1, iterations=300)
+    many = tsne(x, threads=threads, iterations=300)
+    assert np.array_equal(one[0], many[0]) and one[1] == many[1]
+
+
+def test_tsne_of_duplicates_and_tiny_inputs():
+    x = np.repeat(np.eye(3, dtype=np.float32), 20, axis=0)  # 3 points, 20 copies each
+    got, kl = tsne(x, perplexity=5.0)
+    assert np.isfinite(got).all() and np.isfinite(kl)
+    two, _ = tsne(np.array([[0, 1], [1, 0]], np.float32), perplexity=0.5)
+    assert np.isfinite(two).all()
+
+
+# ---- refusals ----------------------------------------------------------------------------
+
+def refused(fn, *args, status, pattern):
+    import re
+    assert fn(*args) == status
+    assert re.search(pattern, errmsg()), errmsg()
+
+
+def test_bad_input_is_refused_and_outputs_untouched():
+    x = np.ones((10, 4), np.float32)
+    out = np.full((10, 4), 7, np.float32)
+    refused(lib.emb_pca, C.byref(T(x)), 0, out.ctypes.data, None, status=ERR_INVALID,
+            pattern=r"pca: k must be in \[1, 4\]")
+    refused(lib.emb_pca, C.byref(T(x)), 5, out.ctypes.data, None, status=ERR_INVALID,
+            pattern=r"k must be in")
+    refused(lib.emb_pca, C.byref(T(x)), 2, None, None, status=ERR_NULL, pattern=r"coords")
+    bad = x.copy()
+    bad[3, 2] = np.nan
+    refused(lib.emb_pca, C.byref(T(bad)), 2, out.ctypes.data, None, status=ERR_INVALID,
+            pattern=r"row 3, column 2 is NaN")
+    bad[3, 2] = np.inf
+    refused(lib.emb_tsne, C.byref(T(bad)), None, out.ctypes.data, None, status=ERR_INVALID,
+            pattern=r"row 3, column 2 is infinite")
+    refused(lib.emb_pca, C.byref(T(x.astype(np.float64))), 2, out.ctypes.data, None,
+            status=ERR_DTYPE, pattern=r"float32")
+    refused(lib.emb_pca, C.byref(T(np.ones(4, np.float32))), 1, out.ctypes.data, None,
+            status=ERR_SHAPE, pattern=r"2-D")
+    refused(lib.emb_tsne, C.byref(T(np.ones((1, 3), np.float32))), None, out.ctypes.data, None,
+            status=ERR_SHAPE, pattern=r"at least 2 points")
+    o = lib.emb_tsne_options_default()  # perplexity 30 >= 10 points
+    refused(lib.emb_tsne, C.byref(T(x)), C.byref(o), out.ctypes.data, None,
+            status=ERR_INVALID, pattern=r"perplexity must be positive and less than the number of points \(10\)")
+    for field, value, pattern in [("perplexity", -1.0, "perplexity"), ("iterations", -1, "iterations"),
+                                  ("theta", 1.5, "theta"), ("learning_rate", float("nan"), "learning_rate"),
+                                  ("early_exaggeration", 0.5, "early_exaggeration"),
+                                  ("exaggeration_iterations", 2000, "exaggeration_iterations")]:
+        o = lib.emb_tsne_options_default()
+        o.perplexity = 3.0
+        setattr(o, field, value)
+        refused(lib.emb_tsne, C.byref(T(x)), C.byref(o), out.ctypes.data, None,
+                status=ERR_INVALID, pattern=pattern)
+    assert (out == 7).all()
