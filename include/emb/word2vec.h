@@ -169,6 +169,34 @@ EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
 EMB_API emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
                                   const char *checkpoint, emb_w2v **out);
 
+/* A run over a corpus whose vocabulary comes from `vocab` (copied) instead of from counting
+ * the corpus: the word2vec tool's -read-vocab (emb_vocab_load reads its files). The words
+ * are ordered by their counts in vocab and pruned by min_count and max_vocab; corpus tokens
+ * that are not among them are dropped; subsampling uses vocab's counts (a word's frequency
+ * is its count over the sum of the counts), as the word2vec tool does. corpus "-": stdin.
+ * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_INVALID (a count < 1),
+ * EMB_ERR_FORMAT (no word reaches min_count, or no corpus token is in the vocabulary). */
+EMB_API emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_vocab *vocab,
+                                             const char *corpus, emb_w2v **out);
+
+/* Continued training: a model saved by emb_w2v_save_checkpoint (at the end of a run, or
+ * any checkpoint) trained further on a new corpus, as gensim's build_vocab(update=True)
+ * followed by train() (docs/word2vec.md, "Continued training"). The vocabulary grows: a
+ * word of the model keeps its row and its count grows by its count in the new corpus; a new
+ * word seen at least min_count times gets a new row after the model's (by count, ties by
+ * first appearance), its input vector drawn as a fresh run draws them (uniform in
+ * [-0.5/dim, 0.5/dim) from the seed) and its output vector zero; rarer new words are
+ * dropped. Both tables of the model are kept as they are. The model's dim is used (opts->dim
+ * is ignored); the other options are this run's. The learning rate decays from alpha to
+ * min_alpha over epochs x the new corpus's tokens, as a fresh run's (and gensim's train()).
+ * Subsampling uses the new corpus's counts; negative sampling the grown counts. The run
+ * cannot be resumed from a checkpoint (emb_w2v_resume rebuilds the vocabulary from the
+ * corpus alone). corpus "-": stdin.
+ * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_IO (the model cannot be
+ * read), EMB_ERR_FORMAT (not a model: the message names the file and the offset). */
+EMB_API emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model,
+                                    const char *corpus, emb_w2v **out);
+
 #ifdef __cplusplus
 }
 #endif

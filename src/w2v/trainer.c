@@ -188,9 +188,18 @@ static void split_lanes(emb_w2v *w) {
     }
 }
 
+void emb__w2v_set_keep(emb_w2v *w, int64_t i, double count, double total) {
+    /* Subsampling: keep with probability (sqrt(f / sample) + 1) * sample / f. */
+    double keep = 1.0;
+    if (w->o.sample > 0 && count > 0) {
+        double t = w->o.sample * total;
+        keep = (sqrt(count / t) + 1) * t / count;
+    }
+    w->keep_all[i] = keep >= 1.0;
+    w->keep[i] = keep >= 1.0 ? UINT32_MAX : (uint32_t)(keep * 4294967296.0);
+}
+
 /* Builds everything from a vocabulary and final ids (both taken over by w). */
-emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *ids, int64_t n,
-                          emb_w2v **out);
 emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *ids, int64_t n,
                           emb_w2v **out) {
     emb_w2v *w = calloc(1, sizeof *w);
@@ -249,18 +258,9 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *i
         emb_w2v_free(w);
         return st;
     }
-    /* Subsampling: keep with probability (sqrt(f / sample) + 1) * sample / f. */
     double total = (double)w->tokens;
-    for (size_t i = 0; i < V; i++) {
-        double c = (double)emb_vocab_count(vocab, (int64_t)i);
-        double keep = 1.0;
-        if (o->sample > 0 && c > 0) {
-            double t = o->sample * total;
-            keep = (sqrt(c / t) + 1) * t / c;
-        }
-        w->keep_all[i] = keep >= 1.0;
-        w->keep[i] = keep >= 1.0 ? UINT32_MAX : (uint32_t)(keep * 4294967296.0);
-    }
+    for (size_t i = 0; i < V; i++)
+        emb__w2v_set_keep(w, (int64_t)i, (double)emb_vocab_count(vocab, (int64_t)i), total);
     build_alias(w);
     emb__sgns_sigmoid_table(w->sigmoid);
     split_lanes(w);

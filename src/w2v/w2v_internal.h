@@ -55,6 +55,18 @@ bool emb__w2v_find_nonfinite(const emb_w2v *w, int *table, int64_t *row);
 double emb__w2v_step_loss(const float *syn0, const float *syn1, int64_t dim, const int32_t *ctx,
                           int m, const int32_t *tgt, int n, bool cbow, bool cbow_mean, float *h);
 
+/* A checkpoint (or --save-model file) read as a model: its dim, words with counts, and both
+ * tables (malloc'd [V, dim] each). Sizes checked before allocating (src/w2v/checkpoint.c). */
+emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *path, int64_t *dim,
+                               emb_vocab **vocab, float **syn0, float **syn1);
+
+/* Word i's subsampling threshold for a word seen `count` times in `total` tokens. */
+void emb__w2v_set_keep(emb_w2v *w, int64_t i, double count, double total);
+
+/* Builds everything from a vocabulary and final ids (both taken over; src/w2v/trainer.c). */
+emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *ids, int64_t n,
+                          emb_w2v **out);
+
 /* Reads and tokenises a corpus, builds the sorted, pruned vocabulary and the final ids
  * (dropped words removed, -1 at line ends, no two -1 in a row). */
 emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *name,

@@ -106,7 +106,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     uint64_t seed = 1;
     bool lowercase = false, strip = false, quiet = false, sum = false, shared = false,
          keep_ckpt = false, loss = false;
-    const char *input = NULL;
+    const char *input = NULL, *save_vocab = NULL, *read_vocab = NULL, *cont = NULL,
+               *save_model = NULL;
     const emb_cli_option opts[] = {
         {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
         {"train", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
@@ -136,6 +137,10 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"resume", 0, NULL, EMB_CLI_STRING, &resume, 0, 0, 0, 0},
         {"keep-checkpoint", 0, NULL, EMB_CLI_FLAG, &keep_ckpt, 0, 0, 0, 0},
         {"loss", 0, "compute-loss", EMB_CLI_FLAG, &loss, 0, 0, 0, 0},
+        {"save-vocab", 0, NULL, EMB_CLI_STRING, &save_vocab, 0, 0, 0, 0},
+        {"read-vocab", 0, NULL, EMB_CLI_STRING, &read_vocab, 0, 0, 0, 0},
+        {"continue", 0, NULL, EMB_CLI_STRING, &cont, 0, 0, 0, 0},
+        {"save-model", 0, NULL, EMB_CLI_STRING, &save_model, 0, 0, 0, 0},
         {"quiet", 'q', NULL, EMB_CLI_FLAG, &quiet, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
     };
@@ -212,13 +217,31 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         return emb_cli_fail(cmd, "cannot write checkpoint %s: %s", checkpoint, why);
     if (resume && strcmp(corpus, "-") == 0)
         return emb_cli_usage_error(cmd, "--resume needs the corpus as a file, not stdin");
+    if ((cont || read_vocab) && (resume || checkpoint))
+        return emb_cli_usage_error(cmd, "%s cannot be combined with checkpoints (--checkpoint, "
+                                        "--checkpoint-every, --resume)",
+                                   cont ? "--continue" : "--read-vocab");
+    if (cont && read_vocab)
+        return emb_cli_usage_error(cmd, "--continue takes its vocabulary from the model; drop "
+                                        "--read-vocab");
+    emb_vocab *given_vocab = NULL;
+    if (read_vocab && emb_vocab_load(read_vocab, &given_vocab) != EMB_OK)
+        return emb_cli_fail(cmd, "%s", emb_errmsg());
 
     double t0 = wall();
     emb_w2v *w = NULL;
-    emb_status st = resume ? emb_w2v_resume(&o, corpus, resume, &w)
-                           : emb_w2v_create_from_file(&o, corpus, &w);
+    emb_status st = resume       ? emb_w2v_resume(&o, corpus, resume, &w)
+                    : cont       ? emb_w2v_continue(&o, cont, corpus, &w)
+                    : given_vocab ? emb_w2v_create_with_vocab(&o, given_vocab, corpus, &w)
+                                 : emb_w2v_create_from_file(&o, corpus, &w);
+    emb_vocab_free(given_vocab);
     if (st) return emb_cli_fail(cmd, "%s", emb_errmsg());
     const emb_vocab *vocab = emb_w2v_vocab(w);
+    if (save_vocab && emb_vocab_save(vocab, save_vocab) != EMB_OK) {
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        emb_w2v_free(w);
+        return rc;
+    }
     int asked_threads = o.threads;
     o = emb_w2v_options_of(w);
     if (resume && threads > 0 && asked_threads != o.threads && !quiet)
@@ -234,7 +257,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                 corpus, (long long)emb_vocab_size(vocab),
                 (long long)emb_w2v_corpus_tokens(w), m == EMB_W2V_CBOW ? "CBOW" : "skip-gram",
                 (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
-                resume ? " (resumed)" : "");
+                resume ? " (resumed)" : cont ? " (continued)" : "");
     double t1 = wall();
     int64_t done0 = ui.done0;
     st = emb_w2v_train(w, on_progress, &ui);
@@ -257,6 +280,11 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         return rc;
     }
     if ((rc = train_output_write(cmd, &out, &vec, vocab)) != EMB_CLI_OK) {
+        emb_w2v_free(w);
+        return rc;
+    }
+    if (save_model && emb_w2v_save_checkpoint(w, save_model) != EMB_OK) {
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
         emb_w2v_free(w);
         return rc;
     }
@@ -333,6 +361,15 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --keep-checkpoint       keep the checkpoint (and the one resumed from) after a\n"
     "                          successful run; by default they are removed once the\n"
     "                          vectors are written\n"
+    "  --save-vocab FILE       write the vocabulary, \"word count\" lines (word2vec's\n"
+    "                          -save-vocab)\n"
+    "  --read-vocab FILE       take the vocabulary and its counts from FILE instead of\n"
+    "                          counting the corpus (word2vec's -read-vocab)\n"
+    "  --save-model FILE       also write the whole model (both tables, the words and their\n"
+    "                          counts) for --continue\n"
+    "  --continue MODEL        train the model further on CORPUS: its words keep their\n"
+    "                          vectors, new words seen --min-count times are added (as\n"
+    "                          gensim's build_vocab(update=True)); the model's dim is used\n"
     "  --loss                  show the training loss in the progress display: the mean\n"
     "                          over this epoch's examples of the sum of -log sigmoid terms\n"
     "                          (docs/word2vec.md, \"Loss\"); costs time, same vectors\n"
