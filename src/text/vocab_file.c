@@ -50,7 +50,8 @@ emb_status emb_vocab_load(const char *path, emb_vocab **out) {
         emb__file_close(&f);
         return st;
     }
-    const unsigned char *p = f.data, *end = f.data + f.size;
+    /* an empty file has no data pointer: no arithmetic on it */
+    const unsigned char *p = f.data, *end = f.size ? f.data + f.size : f.data;
     int64_t line = 0;
     while (p < end && st == EMB_OK) {
         const unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
