@@ -17,6 +17,7 @@
 #include "linear.h"
 #include "loss.h"
 #include "optim.h"
+#include "phrases.h"
 #include "print.h"
 #include "quant.h"
 #include "random.h"

@@ -16,6 +16,7 @@
  * different definitions of EMB_CLI_COMMAND, so it has no include guard.
  */
 EMB_CLI_COMMAND(train)
+EMB_CLI_COMMAND(phrases)
 EMB_CLI_COMMAND(nn)
 EMB_CLI_COMMAND(analogy)
 EMB_CLI_COMMAND(most_similar)
