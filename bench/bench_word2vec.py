@@ -6,16 +6,20 @@ skipped; every tool's vectors scored by the same evaluator, `emb eval-analogies`
 gives gensim's evaluate_word_analogies counts exactly) and peak resident memory, for
 skip-gram and CBOW, at 1 and 2 threads.
 
-Settings (the issue's): dim 100, window 5, negative 5, sample 1e-3, min_count 5, 5 epochs.
+Settings: dim 100, window 5, negative 5, sample 1e-3, min_count 5, 5 epochs.
 All three tools read the same text: the corpus lowercased, ASCII punctuation stripped from
-both ends of each token, cut into lines of 1000 tokens (gensim gets it through LineSentence,
-i.e. as 1000-word sentences). Learning rates: 0.025 for skip-gram, 0.05 for CBOW (the word2vec
+both ends of each token, in one of two layouts (--layouts): "lines", cut into lines of 1000
+tokens (gensim gets it through LineSentence, i.e. as 1000-word sentences), and "oneline", the
+whole corpus as one line without a newline, as text8 is (each tool then cuts it as it does:
+emb and the word2vec tool every 1000 tokens, gensim's LineSentence every 10,000, fastText
+every 1024). Learning rates: 0.025 for skip-gram, 0.05 for CBOW (the word2vec
 tool's defaults) for emb and fastText; gensim uses its default 0.025 for both. "emb" is emb train
 with its defaults (negatives drawn per pair, as the word2vec tool); "emb-shared" adds
 --shared-negatives (one draw per window, the faster form; CBOW is the same in both).
 
 Usage: /usr/bin/python3 bench/bench_word2vec.py [--threads 1,2] [--models sg,cbow]
-       [--tools emb,gensim,fasttext]      (make bench runs it; EMB_BUILD_DIR picks the build)
+       [--tools emb,emb-shared,gensim,fasttext] [--layouts lines,oneline]
+       (make bench-w2v runs it with BENCH_W2V_FLAGS; EMB_BUILD_DIR picks the build)
 """
 import argparse
 import os
@@ -47,7 +51,7 @@ print(f"TRAIN_SECONDS {t1 - t0:.3f}")
 """
 
 
-def prepare(src, dst):
+def prepare(src, dst, oneline=False):
     toks = []
     with open(src, encoding="utf-8") as f:
         for line in f:
@@ -57,8 +61,11 @@ def prepare(src, dst):
                     toks.append(t.translate(str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ",
                                                           "abcdefghijklmnopqrstuvwxyz")))
     with open(dst, "w", encoding="utf-8") as f:
-        for i in range(0, len(toks), 1000):
-            f.write(" ".join(toks[i:i + 1000]) + "\n")
+        if oneline:
+            f.write(" ".join(toks))
+        else:
+            for i in range(0, len(toks), 1000):
+                f.write(" ".join(toks[i:i + 1000]) + "\n")
     return len(toks)
 
 
@@ -116,6 +123,7 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--models", default="sg,cbow")
     ap.add_argument("--tools", default="emb,emb-shared,gensim,fasttext")
+    ap.add_argument("--layouts", default="lines,oneline")
     args = ap.parse_args()
     tools = [t for t in args.tools.split(",") if t]
     if "fasttext" in tools and not shutil.which("fasttext"):
@@ -124,24 +132,29 @@ def main():
     raw = subprocess.run([os.path.join(ROOT, "scripts", "fetch-corpus.sh"), "sotu"],
                          capture_output=True, text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="emb-w2v-bench-") as work:
-        corpus = os.path.join(work, "sotu-1000.txt")
-        ntok = prepare(raw, corpus)
-        print(f"# State of the Union: {ntok} tokens (lowercased, punctuation stripped), lines "
-              f"of 1000 tokens; dim 100, window 5, negative 5, sample 1e-3, min_count 5, "
-              f"5 epochs; {os.cpu_count()} CPUs")
-        print(f"{'model':<6}{'threads':>8}  {'tool':<9}{'wall s':>8}{'words/s':>11}"
-              f"{'accuracy':>10}{'(n/N)':>12}{'peak MB':>9}  {'gensim/tool':>11}{'RSS tool/gensim':>16}")
-        for model in args.models.split(","):
-            for threads in [int(t) for t in args.threads.split(",")]:
-                use = [t for t in tools if not (t == "emb-shared" and model == "cbow")]
-                res = {t: run_tool(t, model, threads, corpus, work) for t in use}
-                for t in use:
-                    wall, rss, acc, frac = res[t]
-                    ratio = res["gensim"][0] / wall if "gensim" in res else float("nan")
-                    mem = rss / res["gensim"][1] if "gensim" in res else float("nan")
-                    print(f"{model:<6}{threads:>8}  {t:<9}{wall:>8.2f}{ntok * 5 / wall:>11.0f}"
-                          f"{acc:>9.2f}%{frac:>12}{rss:>9.1f}  {ratio:>11.2f}{mem:>16.2f}")
-                sys.stdout.flush()
+        corpora = {}
+        for layout in args.layouts.split(","):
+            corpora[layout] = os.path.join(work, f"sotu-{layout}.txt")
+            ntok = prepare(raw, corpora[layout], oneline=layout == "oneline")
+        print(f"# State of the Union: {ntok} tokens (lowercased, punctuation stripped), "
+              f"layouts {args.layouts} (lines: 1000 tokens a line; oneline: no newline); "
+              f"dim 100, window 5, negative 5, sample 1e-3, min_count 5, 5 epochs; "
+              f"{os.cpu_count()} CPUs")
+        print(f"{'layout':<8}{'model':<6}{'threads':>8}  {'tool':<11}{'wall s':>8}{'words/s':>11}"
+              f"{'accuracy':>10}{'(n/N)':>12}{'peak MB':>9}  {'tool/gensim':>11}{'RSS tool/gensim':>16}")
+        for layout, corpus in corpora.items():
+            for model in args.models.split(","):
+                for threads in [int(t) for t in args.threads.split(",")]:
+                    use = [t for t in tools if not (t == "emb-shared" and model == "cbow")]
+                    res = {t: run_tool(t, model, threads, corpus, work) for t in use}
+                    for t in use:
+                        wall, rss, acc, frac = res[t]
+                        ratio = wall / res["gensim"][0] if "gensim" in res else float("nan")
+                        mem = rss / res["gensim"][1] if "gensim" in res else float("nan")
+                        print(f"{layout:<8}{model:<6}{threads:>8}  {t:<11}{wall:>8.2f}"
+                              f"{ntok * 5 / wall:>11.0f}{acc:>9.2f}%{frac:>12}{rss:>9.1f}  "
+                              f"{ratio:>11.2f}{mem:>16.2f}")
+                    sys.stdout.flush()
     return 0
 
 

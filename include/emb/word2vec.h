@@ -61,6 +61,9 @@ typedef struct emb_w2v_options {
     bool compute_loss;   /* report the training loss to the progress callback (costs a second
                             pass over each step's dot products; the vectors are the same
                             bits with or without it); false by default, as in gensim */
+    bool lenient;        /* a token that is not valid UTF-8 or longer than EMB_VOCAB_MAX_WORD
+                            bytes is skipped and counted (emb_w2v_skipped) instead of being
+                            an error */
 } emb_w2v_options;
 
 EMB_API emb_w2v_options emb_w2v_options_default(emb_w2v_model model);
@@ -77,10 +80,13 @@ typedef struct emb_w2v emb_w2v;
  * whitespace, a line ends a sentence), counts the words, keeps those seen at least
  * min_count times (the max_vocab most frequent), orders them by count (descending; ties in
  * order of first appearance), and keeps the corpus as int32 token ids (4 bytes per kept
- * token: dropped words are not stored). Then creates the tables: input vectors uniform in
- * [-0.5/dim, 0.5/dim) from the seed, output vectors zero.
+ * token: dropped words are not stored) in a temporary file in TMPDIR (default /tmp; it has
+ * no name in the folder, so nothing is left behind), read back through small buffers
+ * while training: memory does not grow with the corpus. Then creates the tables: input
+ * vectors uniform in [-0.5/dim, 0.5/dim) from the seed, output vectors zero.
  * path "-" reads stdin. Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_INVALID (options),
- * EMB_ERR_IO (cannot open or read: the message names the file), EMB_ERR_FORMAT (not
+ * EMB_ERR_IO (cannot open or read: the message names the file; cannot create or write
+ * the temporary file: the message names the folder), EMB_ERR_FORMAT (not
  * UTF-8: "corpus.txt:12: invalid UTF-8 in token ..."; no token at all: "corpus is empty";
  * no word seen min_count times: "no word occurs at least 5 times (min_count) ..."),
  * EMB_ERR_NOMEM, EMB_ERR_OVERFLOW (more than 2^31 - 1 distinct words, or tokens x epochs
@@ -92,7 +98,8 @@ EMB_API emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const c
 EMB_API emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f,
                                               const char *name, emb_w2v **out);
 /* The same from a vocabulary (copied; counts used for subsampling and negative sampling)
- * and token ids ids[0..n) in [0, vocab size) or -1 for a sentence end. */
+ * and token ids ids[0..n) in [0, vocab size) or -1 for a sentence end (copied, and kept in
+ * memory). */
 EMB_API emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab *vocab,
                                            const int32_t *ids, int64_t n, emb_w2v **out);
 EMB_API void emb_w2v_free(emb_w2v *w);
@@ -145,6 +152,10 @@ EMB_API emb_embedding *emb_w2v_input_embedding(const emb_w2v *w);
 EMB_API emb_embedding *emb_w2v_output_embedding(const emb_w2v *w);
 /* Tokens in the corpus (sentence ends excluded), and tokens done so far over all epochs. */
 EMB_API int64_t emb_w2v_corpus_tokens(const emb_w2v *w);
+/* Tokens of the corpus that a lenient run (options.lenient) skipped: not valid UTF-8
+ * (*invalid) and longer than EMB_VOCAB_MAX_WORD bytes (*too_long); either may be NULL.
+ * Both 0 for a run that is not lenient or a run from ids. */
+EMB_API void emb_w2v_skipped(const emb_w2v *w, int64_t *invalid, int64_t *too_long);
 EMB_API int64_t emb_w2v_words_done(const emb_w2v *w);
 /* The options in force (defaults resolved). */
 EMB_API emb_w2v_options emb_w2v_options_of(const emb_w2v *w);

@@ -163,21 +163,23 @@ uint32_t emb_generator_random(emb_generator *gen) { return gen_u32(gen_or_defaul
 uint64_t emb_generator_random64(emb_generator *gen) { return gen_u64(gen_or_default(gen)); }
 
 /* ---------------------------------------------------------------------------------------
- * Serialised state. Layout (native byte order, EMB__STATE_SIZE bytes):
+ * Serialised state. Layout (version 2, little-endian through src/core/bytes.h,
+ * EMB__STATE_SIZE bytes):
  *   [0, 4)      magic "EMBG"
- *   [4, 8)      uint32 format version (1)
+ *   [4, 8)      uint32 format version (2)
  *   [8, 16)     uint64 seed (initial_seed)
  *   [16, 20)    uint32 position in the engine state, 0..624 (624: twist before next draw)
  *   [20, 24)    uint32 flags: bit 0 = a cached double normal is present; others zero
  *   [24, 32)    double cached normal (0.0 when absent)
  *   [32, 2528)  uint32 mt[624], the engine words
- *   [2528,2532) uint32 FNV-1a hash of bytes [0, 2528)
- *   [2532,2536) zero padding
- * A state from a machine of the other byte order fails the magic/version check.
+ *   [2528,2536) uint64 FNV-1a 64 checksum of bytes [0, 2528)
+ * Version 1 (written before) is read too: the same fields in the byte order of the machine
+ * that wrote it (little-endian on every machine emb ran on), then a uint32 FNV-1a 32
+ * checksum at [2528, 2532) and four zero bytes.
  * ------------------------------------------------------------------------------------- */
 
 #define EMB__STATE_SIZE 2536
-#define EMB__STATE_VERSION 1u
+#define EMB__STATE_VERSION 2u
 #define OFF_SEED 8
 #define OFF_POS 16
 #define OFF_FLAGS 20
@@ -185,12 +187,10 @@ uint64_t emb_generator_random64(emb_generator *gen) { return gen_u64(gen_or_defa
 #define OFF_MT 32
 #define OFF_HASH (OFF_MT + 4 * MT_N)
 
-static uint32_t fnv1a(const unsigned char *p, size_t n) {
+/* The checksum of version 1 states (reading only). */
+static uint32_t fnv1a32_v1(const unsigned char *p, size_t n) {
     uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 16777619u;
-    }
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
     return h;
 }
 
@@ -203,27 +203,38 @@ emb_status emb_generator_get_state(const emb_generator *gen, void *buf, size_t s
                           "generator state buffer has %zu bytes; it needs %d "
                           "(emb_generator_state_size())", size, EMB__STATE_SIZE);
     const emb_generator *g = gen ? gen : &emb__default_gen;
-    unsigned char *b = buf;
-    memset(b, 0, EMB__STATE_SIZE);
-    memcpy(b, "EMBG", 4);
-    uint32_t version = EMB__STATE_VERSION;
-    memcpy(b + 4, &version, 4);
-    memcpy(b + OFF_SEED, &g->seed, 8);
     uint32_t pos = g->pos, flags = g->has_normal ? 1u : 0u;
-    double normal = g->has_normal ? g->next_normal : 0.0;
+    const uint32_t *mt = g->mt;
+    uint32_t fresh[MT_N];
     if (pos == MT_UNSEEDED) { /* not yet drawn from: the state right after seeding */
-        uint32_t mt[MT_N];
-        mt_init(mt, (uint32_t)g->seed);
-        memcpy(b + OFF_MT, mt, sizeof mt);
+        mt_init(fresh, (uint32_t)g->seed);
+        mt = fresh;
         pos = MT_N;
-    } else {
-        memcpy(b + OFF_MT, g->mt, sizeof g->mt);
     }
-    memcpy(b + OFF_POS, &pos, 4);
-    memcpy(b + OFF_FLAGS, &flags, 4);
-    memcpy(b + OFF_NORMAL, &normal, 8);
-    uint32_t h = fnv1a(b, OFF_HASH);
-    memcpy(b + OFF_HASH, &h, 4);
+    emb__bytes_out o = emb__bytes_out_at(buf, EMB__STATE_SIZE);
+    emb__out_raw(&o, "EMBG", 4);
+    emb__out_u32(&o, EMB__STATE_VERSION);
+    emb__out_u64(&o, g->seed);
+    emb__out_u32(&o, pos);
+    emb__out_u32(&o, flags);
+    emb__out_f64(&o, g->has_normal ? g->next_normal : 0.0);
+    for (int i = 0; i < MT_N; i++) emb__out_u32(&o, mt[i]);
+    emb__out_u64(&o, emb__fnv64(buf, OFF_HASH));
+    return EMB_OK;
+}
+
+/* Checks a state's magic, version and checksum; *version is the version (1 or 2). */
+static emb_status check_state_bytes(const unsigned char *b, uint32_t *version) {
+    uint32_t v = emb__get_u32le(b + 4);
+    if (memcmp(b, "EMBG", 4) != 0 || (v != 1u && v != EMB__STATE_VERSION))
+        return emb__error(EMB_ERR_FORMAT,
+                          "not an emb generator state (bad magic or version)");
+    bool ok = v == 1u ? emb__get_u32le(b + OFF_HASH) == fnv1a32_v1(b, OFF_HASH)
+                      : emb__get_u64le(b + OFF_HASH) == emb__fnv64(b, OFF_HASH);
+    if (!ok) return emb__error(EMB_ERR_FORMAT, "generator state is corrupt (checksum mismatch)");
+    if (v == 1u && emb__get_u32le(b + OFF_HASH + 4) != 0)
+        return emb__error(EMB_ERR_FORMAT, "generator state has nonzero padding bytes");
+    *version = v;
     return EMB_OK;
 }
 
@@ -234,18 +245,13 @@ emb_status emb_generator_set_state(emb_generator *gen, const void *buf, size_t s
                           "generator state has %zu bytes; a saved state has %d", size,
                           EMB__STATE_SIZE);
     const unsigned char *b = buf;
-    uint32_t version, pos, flags, h;
-    double normal;
-    memcpy(&version, b + 4, 4);
-    if (memcmp(b, "EMBG", 4) != 0 || version != EMB__STATE_VERSION)
-        return emb__error(EMB_ERR_FORMAT,
-                          "not an emb generator state (bad magic or version)");
-    memcpy(&h, b + OFF_HASH, 4);
-    if (h != fnv1a(b, OFF_HASH))
-        return emb__error(EMB_ERR_FORMAT, "generator state is corrupt (checksum mismatch)");
-    memcpy(&pos, b + OFF_POS, 4);
-    memcpy(&flags, b + OFF_FLAGS, 4);
-    memcpy(&normal, b + OFF_NORMAL, 8);
+    uint32_t version;
+    emb_status st = check_state_bytes(b, &version);
+    if (st) return st;
+    emb__bytes_in in = emb__bytes_in_at(b + OFF_SEED, OFF_HASH - OFF_SEED);
+    const uint64_t seed = emb__in_u64(&in);
+    const uint32_t pos = emb__in_u32(&in), flags = emb__in_u32(&in);
+    const double normal = emb__in_f64(&in);
     if (pos > MT_N)
         return emb__error(EMB_ERR_FORMAT, "generator state has position %" PRIu32
                           " (valid: [0, %d])", pos, MT_N);
@@ -261,30 +267,25 @@ emb_status emb_generator_set_state(emb_generator *gen, const void *buf, size_t s
             return emb__error(EMB_ERR_FORMAT,
                               "generator state has a cached normal %g that no generator "
                               "produces (valid: finite, |normal| <= %.17g)", normal, bound);
-    } else {
-        static const unsigned char zero8[8];
-        if (memcmp(b + OFF_NORMAL, zero8, 8) != 0)
-            return emb__error(EMB_ERR_FORMAT,
-                              "generator state has no cached normal but a nonzero normal "
-                              "field (%g)", normal);
+    } else if (emb__get_u64le(b + OFF_NORMAL) != 0) {
+        return emb__error(EMB_ERR_FORMAT,
+                          "generator state has no cached normal but a nonzero normal "
+                          "field (%g)", normal);
     }
-    static const unsigned char zero_pad[EMB__STATE_SIZE - OFF_HASH - 4];
-    if (memcmp(b + OFF_HASH + 4, zero_pad, sizeof zero_pad) != 0)
-        return emb__error(EMB_ERR_FORMAT, "generator state has nonzero padding bytes");
     /* MT19937's state is the top bit of mt[0] and the 19936 bits of mt[1..624); all zero,
      * the engine produces only zeros after its next twist (never the case when seeded). */
-    uint32_t any = 0, w;
+    uint32_t mt[MT_N], any = 0;
     for (int i = 0; i < MT_N; i++) {
-        memcpy(&w, b + OFF_MT + 4 * i, 4);
-        any |= i == 0 ? (w & MT_UPPER) : w;
+        mt[i] = emb__in_u32(&in);
+        any |= i == 0 ? (mt[i] & MT_UPPER) : mt[i];
     }
     if (any == 0)
         return emb__error(EMB_ERR_FORMAT,
                           "generator state has an all-zero engine state (MT19937 would "
                           "produce only zeros)");
     emb_generator *g = gen_or_default(gen);
-    memcpy(&g->seed, b + OFF_SEED, 8);
-    memcpy(g->mt, b + OFF_MT, sizeof g->mt);
+    g->seed = seed;
+    memcpy(g->mt, mt, sizeof g->mt);
     g->pos = pos;
     g->has_normal = (int)(flags & 1u);
     g->next_normal = g->has_normal ? normal : 0.0;

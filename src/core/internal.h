@@ -5,6 +5,7 @@
 
 #include <emb/core.h>
 
+#include "bytes.h"
 #include "cpu.h"
 #include "parallel.h"
 

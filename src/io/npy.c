@@ -94,11 +94,11 @@ static emb_status npy_parse(const char *path, const emb__file *f, npy_info *info
     size_t pre, hlen;
     if (major == 1) {
         pre = 10;
-        hlen = (size_t)d[8] | (size_t)d[9] << 8;
+        hlen = emb__get_u16le(d + 8);
     } else if (major == 2 || major == 3) {
         if (f->size < 12) return emb__error(EMB_ERR_FORMAT, "%s: truncated .npy preamble", path);
         pre = 12;
-        hlen = (size_t)d[8] | (size_t)d[9] << 8 | (size_t)d[10] << 16 | (size_t)d[11] << 24;
+        hlen = emb__get_u32le(d + 8);
     } else {
         return emb__error(EMB_ERR_FORMAT, "%s: unsupported .npy version %u.%u (supported: 1.0, 2.0, 3.0)", path, major,
                           d[7]);
@@ -327,7 +327,8 @@ emb_status emb__npy_write_open(const char *path, const emb_tensor *t, emb__write
     int hl = n + 1, pad = 64 - ((10 + hl) % 64);
     for (int k = 0; k < pad; k++) hdr[n++] = ' ';
     hdr[n++] = '\n';
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 0xff), (unsigned char)(n >> 8)};
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
+    emb__put_u16le(pre + 8, (uint16_t)n);
     if ((rc = emb__writer_open(w, path))) return rc;
     emb__writer_put(w, pre, 10);
     emb__writer_put(w, hdr, (size_t)n);

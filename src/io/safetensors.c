@@ -83,6 +83,101 @@ static bool json_u64(const json_t *j, uint64_t *out) {
     return true;
 }
 
+/* The "__metadata__" object: string values only. */
+static emb_status parse_metadata(emb_safetensors *st, const char *path, json_t *val) {
+    if (!json_is_object(val))
+        return st_fail(path, "__metadata__ is not an object");
+    size_t m = json_object_size(val);
+    st->mkeys = calloc(m ? m : 1, sizeof *st->mkeys);
+    st->mvals = calloc(m ? m : 1, sizeof *st->mvals);
+    if (!st->mkeys || !st->mvals)
+        return emb__error(EMB_ERR_NOMEM, "%s: out of memory for the metadata", path);
+    const char *mk;
+    json_t *mv;
+    json_object_foreach(val, mk, mv) {
+        if (!json_is_string(mv))
+            return st_fail(path, "__metadata__ value of \"%.100s\" is not a string", mk);
+        st->mkeys[st->nmeta] = strdup(mk);
+        st->mvals[st->nmeta] = strndup(json_string_value(mv), json_string_length(mv));
+        st->nmeta++;
+        if (!st->mkeys[st->nmeta - 1] || !st->mvals[st->nmeta - 1])
+            return emb__error(EMB_ERR_NOMEM, "%s: out of memory for the metadata", path);
+    }
+    return EMB_OK;
+}
+
+/* One tensor's entry, into e: dtype, shape, data_offsets, and the byte size they agree on. */
+static emb_status parse_entry(st_entry *e, const char *path, const char *key, json_t *val) {
+    if (!json_is_object(val))
+        return st_fail(path, "the entry of tensor \"%.100s\" is not an object", key);
+    json_t *jd = json_object_get(val, "dtype"), *js = json_object_get(val, "shape"),
+           *jo = json_object_get(val, "data_offsets");
+    if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo))
+        return st_fail(path, "tensor \"%.100s\" needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", key);
+    e->dt = -1;
+    for (int k = 0; k < ST_NDTYPES; k++)
+        if (!strcmp(json_string_value(jd), st_dtypes[k].name)) e->dt = k;
+    if (e->dt < 0)
+        return st_fail(path, "tensor \"%.100s\" has the unknown dtype \"%.40s\"", key, json_string_value(jd));
+    if (json_array_size(js) > ST_MAX_RANK)
+        return st_fail(path, "tensor \"%.100s\" has %zu dimensions (more than %d)", key, json_array_size(js), ST_MAX_RANK);
+    e->ndim = (int)json_array_size(js);
+    bool empty = false;
+    for (int d = 0; d < e->ndim; d++) {
+        uint64_t s;
+        if (!json_u64(json_array_get(js, (size_t)d), &s))
+            return st_fail(path, "tensor \"%.100s\": shape entry %d is not a non-negative integer", key, d);
+        e->shape[d] = (int64_t)s;
+        empty |= s == 0;
+    }
+    /* The byte size; a shape with a zero anywhere holds nothing, however large the
+     * other entries (what emb writes, it reads). */
+    uint64_t bits = (uint64_t)st_dtypes[e->dt].bits;
+    for (int d = 0; d < e->ndim && !empty; d++)
+        if (__builtin_mul_overflow(bits, (uint64_t)e->shape[d], &bits))
+            return st_fail(path, "tensor \"%.100s\": the byte size of its shape overflows", key);
+    if (empty) bits = 0;
+    if (json_array_size(jo) != 2 || !json_u64(json_array_get(jo, 0), &e->begin) ||
+        !json_u64(json_array_get(jo, 1), &e->end))
+        return st_fail(path, "tensor \"%.100s\": data_offsets must be two non-negative integers", key);
+    if (bits % 8)
+        return st_fail(path, "tensor \"%.100s\": %llu bits is not a whole number of bytes", key, (unsigned long long)bits);
+    if (e->end < e->begin)
+        return st_fail(path, "tensor \"%.100s\": data_offsets [%llu, %llu] end before they begin", key,
+                       (unsigned long long)e->begin, (unsigned long long)e->end);
+    if (e->end - e->begin != bits / 8)
+        return st_fail(path, "tensor \"%.100s\": data_offsets [%llu, %llu] hold %llu bytes but %s%s needs %llu",
+                       key, (unsigned long long)e->begin, (unsigned long long)e->end,
+                       (unsigned long long)(e->end - e->begin), st_dtypes[e->dt].name, " of its shape",
+                       (unsigned long long)(bits / 8));
+    e->name = strdup(key);
+    if (!e->name)
+        return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
+    return EMB_OK;
+}
+
+/* The tensors (sorted by offset) cover the data buffer exactly: no overlap, no hole. */
+static emb_status check_coverage(const emb_safetensors *st, const char *path, uint64_t buf_size) {
+    uint64_t at = 0;
+    for (int64_t i = 0; i < st->n; i++) {
+        if (st->e[i].begin != at)
+            return st->e[i].begin < at
+                       ? st_fail(path, "tensor \"%.100s\" (bytes [%llu, %llu)) overlaps the previous tensor, which ends at %llu",
+                                 st->e[i].name, (unsigned long long)st->e[i].begin, (unsigned long long)st->e[i].end,
+                                 (unsigned long long)at)
+                       : st_fail(path, "a hole in the data buffer: bytes [%llu, %llu) belong to no tensor",
+                                 (unsigned long long)at, (unsigned long long)st->e[i].begin);
+        at = st->e[i].end;
+    }
+    if (at == buf_size) return EMB_OK;
+    return at > buf_size
+               ? st_fail(path, "tensor data extends to byte %llu of the data buffer but the file holds only %llu "
+                               "(truncated file or out-of-range offsets)",
+                         (unsigned long long)at, (unsigned long long)buf_size)
+               : st_fail(path, "%llu bytes after the last tensor's data (the buffer must be covered exactly)",
+                         (unsigned long long)(buf_size - at));
+}
+
 static emb_status parse_header(emb_safetensors *st, const char *path, const unsigned char *h, size_t hlen,
                                uint64_t buf_size) {
     if (hlen == 0 || h[0] != '{') return st_fail(path, "the header does not start with '{'");
@@ -105,125 +200,14 @@ static emb_status parse_header(emb_safetensors *st, const char *path, const unsi
     json_t *val;
     json_object_foreach(root, key, val) {
         if (!strcmp(key, "__metadata__")) {
-            if (!json_is_object(val)) {
-                rc = st_fail(path, "__metadata__ is not an object");
-                goto out;
-            }
-            size_t m = json_object_size(val);
-            st->mkeys = calloc(m ? m : 1, sizeof *st->mkeys);
-            st->mvals = calloc(m ? m : 1, sizeof *st->mvals);
-            if (!st->mkeys || !st->mvals) {
-                rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory for the metadata", path);
-                goto out;
-            }
-            const char *mk;
-            json_t *mv;
-            json_object_foreach(val, mk, mv) {
-                if (!json_is_string(mv)) {
-                    rc = st_fail(path, "__metadata__ value of \"%.100s\" is not a string", mk);
-                    goto out;
-                }
-                st->mkeys[st->nmeta] = strdup(mk);
-                st->mvals[st->nmeta] = strndup(json_string_value(mv), json_string_length(mv));
-                st->nmeta++;
-                if (!st->mkeys[st->nmeta - 1] || !st->mvals[st->nmeta - 1]) {
-                    rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory for the metadata", path);
-                    goto out;
-                }
-            }
+            if ((rc = parse_metadata(st, path, val))) goto out;
             continue;
         }
-        st_entry *e = &st->e[st->n];
-        if (!json_is_object(val)) {
-            rc = st_fail(path, "the entry of tensor \"%.100s\" is not an object", key);
-            goto out;
-        }
-        json_t *jd = json_object_get(val, "dtype"), *js = json_object_get(val, "shape"),
-               *jo = json_object_get(val, "data_offsets");
-        if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo)) {
-            rc = st_fail(path, "tensor \"%.100s\" needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", key);
-            goto out;
-        }
-        e->dt = -1;
-        for (int k = 0; k < ST_NDTYPES; k++)
-            if (!strcmp(json_string_value(jd), st_dtypes[k].name)) e->dt = k;
-        if (e->dt < 0) {
-            rc = st_fail(path, "tensor \"%.100s\" has the unknown dtype \"%.40s\"", key, json_string_value(jd));
-            goto out;
-        }
-        if (json_array_size(js) > ST_MAX_RANK) {
-            rc = st_fail(path, "tensor \"%.100s\" has %zu dimensions (more than %d)", key, json_array_size(js), ST_MAX_RANK);
-            goto out;
-        }
-        e->ndim = (int)json_array_size(js);
-        bool empty = false;
-        for (int d = 0; d < e->ndim; d++) {
-            uint64_t s;
-            if (!json_u64(json_array_get(js, (size_t)d), &s)) {
-                rc = st_fail(path, "tensor \"%.100s\": shape entry %d is not a non-negative integer", key, d);
-                goto out;
-            }
-            e->shape[d] = (int64_t)s;
-            empty |= s == 0;
-        }
-        /* The byte size; a shape with a zero anywhere holds nothing, however large the
-         * other entries (what emb writes, it reads). */
-        uint64_t bits = (uint64_t)st_dtypes[e->dt].bits;
-        for (int d = 0; d < e->ndim && !empty; d++)
-            if (__builtin_mul_overflow(bits, (uint64_t)e->shape[d], &bits)) {
-                rc = st_fail(path, "tensor \"%.100s\": the byte size of its shape overflows", key);
-                goto out;
-            }
-        if (empty) bits = 0;
-        if (json_array_size(jo) != 2 || !json_u64(json_array_get(jo, 0), &e->begin) ||
-            !json_u64(json_array_get(jo, 1), &e->end)) {
-            rc = st_fail(path, "tensor \"%.100s\": data_offsets must be two non-negative integers", key);
-            goto out;
-        }
-        if (bits % 8) {
-            rc = st_fail(path, "tensor \"%.100s\": %llu bits is not a whole number of bytes", key, (unsigned long long)bits);
-            goto out;
-        }
-        if (e->end < e->begin) {
-            rc = st_fail(path, "tensor \"%.100s\": data_offsets [%llu, %llu] end before they begin", key,
-                         (unsigned long long)e->begin, (unsigned long long)e->end);
-            goto out;
-        }
-        if (e->end - e->begin != bits / 8) {
-            rc = st_fail(path, "tensor \"%.100s\": data_offsets [%llu, %llu] hold %llu bytes but %s%s needs %llu",
-                         key, (unsigned long long)e->begin, (unsigned long long)e->end,
-                         (unsigned long long)(e->end - e->begin), st_dtypes[e->dt].name, " of its shape",
-                         (unsigned long long)(bits / 8));
-            goto out;
-        }
-        e->name = strdup(key);
-        if (!e->name) {
-            rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
-            goto out;
-        }
+        if ((rc = parse_entry(&st->e[st->n], path, key, val))) goto out;
         st->n++;
     }
     qsort(st->e, (size_t)st->n, sizeof *st->e, cmp_entry);
-    uint64_t at = 0;
-    for (int64_t i = 0; i < st->n; i++) {
-        if (st->e[i].begin != at) {
-            rc = st->e[i].begin < at
-                     ? st_fail(path, "tensor \"%.100s\" (bytes [%llu, %llu)) overlaps the previous tensor, which ends at %llu",
-                               st->e[i].name, (unsigned long long)st->e[i].begin, (unsigned long long)st->e[i].end,
-                               (unsigned long long)at)
-                     : st_fail(path, "a hole in the data buffer: bytes [%llu, %llu) belong to no tensor",
-                               (unsigned long long)at, (unsigned long long)st->e[i].begin);
-            goto out;
-        }
-        at = st->e[i].end;
-    }
-    if (at != buf_size)
-        rc = at > buf_size
-                 ? st_fail(path, "tensor data extends to byte %llu of the data buffer but the file holds only %llu "
-                                 "(truncated file or out-of-range offsets)",
-                           (unsigned long long)at, (unsigned long long)buf_size)
-                 : st_fail(path, "%llu bytes after the last tensor's data (the buffer must be covered exactly)",
-                           (unsigned long long)(buf_size - at));
+    rc = check_coverage(st, path, buf_size);
 out:
     json_decref(root);
     return rc;
@@ -254,8 +238,7 @@ emb_status emb__safetensors_open_file(const char *path, emb__file *f, emb_safete
     if (size < 8) {
         rc = st_fail(path, "%zu bytes, shorter than the 8-byte header length", size);
     } else {
-        uint64_t hl = 0;
-        for (int k = 7; k >= 0; k--) hl = (hl << 8) | d[k];
+        const uint64_t hl = emb__get_u64le(d);
         if (hl > ST_MAX_HEADER)
             rc = st_fail(path, "the header length %llu exceeds the limit of %llu bytes", (unsigned long long)hl,
                          ST_MAX_HEADER);
@@ -485,7 +468,7 @@ emb_status emb_safetensors_write(const char *path, int64_t n, const char *const 
     emb__writer w;
     if ((rc = emb__writer_open(&w, path))) goto out;
     unsigned char len8[8];
-    for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)padded >> (8 * k));
+    emb__put_u64le(len8, (uint64_t)padded);
     emb__writer_put(&w, len8, 8);
     emb__writer_put(&w, hdr, hl);
     emb__writer_put(&w, "        ", padded - hl);
@@ -629,23 +612,15 @@ emb_status emb__safetensors_take_file(emb_safetensors *st, emb__file *out) {
     return EMB_OK;
 }
 
-emb_status emb__read_safetensors_vectors(const char *path, emb__file *f, const emb_read_options *o,
-                                         emb_vectors *out) {
-    emb_safetensors *st;
-    emb_status rc = emb__safetensors_open_file(path, f, &st);
-    if (rc) return rc;
+emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *st, const emb_read_options *o,
+                                       emb_vectors *out) {
     int64_t i;
-    const char *qt = emb_safetensors_metadata(st, "emb.qtype");
-    if (qt && (!strcmp(qt, "int8") || !strcmp(qt, "int4")) && (!o->tensor || !strcmp(o->tensor, "weight"))) {
-        /* a rowwise-quantized table (include/emb/quant.h): dequantized */
-        rc = emb__qtable_read_vectors(st, path, o->limit, out);
-        goto out;
-    }
-    if ((rc = choose_table(st, o->tensor, &i))) goto out;
+    emb_status rc = choose_table(st, o->tensor, &i);
+    if (rc) return rc;
     const st_entry *e = &st->e[i];
     int64_t rows = e->shape[0];
     if (o->limit > 0 && o->limit < rows) rows = o->limit;
-    if ((rc = emb__alloc_table(&out->weight, rows, e->shape[1]))) goto out;
+    if ((rc = emb__alloc_table(&out->weight, rows, e->shape[1]))) return rc;
     emb_dtype dt = (emb_dtype)st_dtypes[e->dt].emb;
     if (emb__io_test_hook) emb__io_test_hook(path);
     const int64_t numel = rows * e->shape[1];
@@ -653,16 +628,13 @@ emb_status emb__read_safetensors_vectors(const char *path, emb__file *f, const e
         /* straight from the same open file into the table: no page faults on a mapping, no
          * copy */
         uint64_t off = (uint64_t)(st->buffer - st->file.data) + e->begin;
-        if ((rc = emb__file_pread(&st->file, path, off, out->weight.data, (size_t)numel * 4))) goto out;
+        if ((rc = emb__file_pread(&st->file, path, off, out->weight.data, (size_t)numel * 4))) return rc;
     } else if (numel > 0) {
         emb__to_f32(out->weight.data, st->buffer + e->begin, dt, numel);
     }
     out->file_dtype = dt;
     out->file_rows = e->shape[0];
-    rc = st_vocab(st, rows, e->shape[0], &out->vocab);
-out:
-    emb_safetensors_close(st);
-    return rc;
+    return st_vocab(st, rows, e->shape[0], &out->vocab);
 }
 
 emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t rows, char **words_out,

@@ -110,15 +110,29 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
         memcpy(X + (int64_t)i * dim, syn0 + (int64_t)ctx[i] * dim, (size_t)dim * sizeof(float));
     for (int j = 0; j < n; j++)
         memcpy(Y + (int64_t)j * dim, syn1 + (int64_t)tgt[j] * dim, (size_t)dim * sizeof(float));
+#ifdef EMB__SGNS_PAIR_BATCHED
+    /* the scores of a context row against the targets side by side (the same bits) */
+    const float *yrows[EMB__SGNS_PAIR_MAX];
+    float dots[EMB__SGNS_PAIR_MAX + 2];
+    const bool side = n <= EMB__SGNS_PAIR_MAX;
+    for (int j = 0; side && j < n; j++) yrows[j] = Y + (int64_t)j * dim;
+#endif
     for (int i = 0; i < m; i++) {
         const float *x = X + (int64_t)i * dim;
+#ifdef EMB__SGNS_PAIR_BATCHED
+        if (side) sgns_dots(x, yrows, n, dim, dots);
+#endif
         for (int j = 0; j < n; j++) {
             if (j > 0 && tgt[j] == tgt[0]) {
                 G[i * n + j] = 0.0f;
                 continue;
             }
-            G[i * n + j] = sgns_grad(sgns_dot(x, Y + (int64_t)j * dim, dim),
-                                     j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
+#ifdef EMB__SGNS_PAIR_BATCHED
+            float f = side ? dots[j] : sgns_dot(x, Y + (int64_t)j * dim, dim);
+#else
+            float f = sgns_dot(x, Y + (int64_t)j * dim, dim);
+#endif
+            G[i * n + j] = sgns_grad(f, j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
         }
     }
     for (int i = 0; i < m; i++) {

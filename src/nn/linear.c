@@ -269,16 +269,6 @@ emb_status emb_linear_bias(emb_linear *lin, emb_tensor *view) {
  * Forward and backward
  * ------------------------------------------------------------------------------------- */
 
-static bool overlap_bytes(const void *a, size_t na, const void *b, size_t nb) {
-    if (!a || !b || na == 0 || nb == 0) return false;
-    uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
-    return pa < pb + nb && pb < pa + na;
-}
-
-static bool overlap(const emb_tensor *a, const emb_tensor *b) {
-    return a && b && overlap_bytes(a->data, emb_tensor_nbytes(a), b->data, emb_tensor_nbytes(b));
-}
-
 /* Validates x against the layer; *rows = product of the leading dimensions. */
 static emb_status check_x(const emb_linear *lin, const emb_tensor *x, int64_t *rows) {
     emb_status st = emb_tensor_check(x, "x");
@@ -320,7 +310,7 @@ static emb_status weight_overlap_error(const emb_linear *lin, const emb_tensor *
     size_t wb = (size_t)(lin->in_features * lin->out_features) * sizeof(float);
     size_t bb = lin->has_bias ? (size_t)lin->out_features * sizeof(float) : 0;
     size_t tb = emb_tensor_nbytes(t);
-    if (overlap_bytes(t->data, tb, lin->weight, wb) || overlap_bytes(t->data, tb, lin->bias, bb))
+    if (emb__overlap(t->data, tb, lin->weight, wb) || emb__overlap(t->data, tb, lin->bias, bb))
         return emb__error(EMB_ERR_INVALID, "%s must not overlap the layer's parameters", what);
     return EMB_OK;
 }
@@ -333,7 +323,7 @@ emb_status emb_linear_forward(const emb_linear *lin, const emb_tensor *x, emb_te
     emb_status st = check_x(lin, x, &m);
     if (st) return st;
     if ((st = check_like_x(y, "y", x, lin->out_features))) return st;
-    if (overlap(y, x)) return emb__error(EMB_ERR_INVALID, "y must not overlap x");
+    if (emb__tensors_overlap(y, x)) return emb__error(EMB_ERR_INVALID, "y must not overlap x");
     if ((st = weight_overlap_error(lin, y, "y"))) return st;
 
     const int64_t in = lin->in_features, out = lin->out_features;
@@ -503,12 +493,12 @@ emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
     const char *names[3] = {"grad_x", "grad_weight", "grad_bias"};
     for (int i = 0; i < 3; i++) {
         if (!outs[i]) continue;
-        if (overlap(outs[i], x)) return emb__error(EMB_ERR_INVALID, "%s must not overlap x", names[i]);
-        if (overlap(outs[i], grad_y))
+        if (emb__tensors_overlap(outs[i], x)) return emb__error(EMB_ERR_INVALID, "%s must not overlap x", names[i]);
+        if (emb__tensors_overlap(outs[i], grad_y))
             return emb__error(EMB_ERR_INVALID, "%s must not overlap grad_y", names[i]);
         if ((st = weight_overlap_error(lin, outs[i], names[i]))) return st;
         for (int j = 0; j < i; j++)
-            if (overlap(outs[i], outs[j]))
+            if (emb__tensors_overlap(outs[i], outs[j]))
                 return emb__error(EMB_ERR_INVALID, "%s must not overlap %s", names[i], names[j]);
     }
 

@@ -48,14 +48,6 @@ emb_status emb__loss_check_f32(const emb_tensor *t, const char *what) {
     return EMB_OK;
 }
 
-bool emb__loss_overlap(const emb_tensor *a, const emb_tensor *b) {
-    if (!a || !b || !a->data || !b->data) return false;
-    size_t na = emb_tensor_nbytes(a), nb = emb_tensor_nbytes(b);
-    if (na == 0 || nb == 0) return false;
-    uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
-    return pa < pb + nb && pb < pa + na;
-}
-
 emb_status emb__loss_check_no_overlap(const emb_tensor *out, const char *out_name,
                                       const emb_tensor *in0, const char *name0,
                                       const emb_tensor *in1, const char *name1,
@@ -64,7 +56,7 @@ emb_status emb__loss_check_no_overlap(const emb_tensor *out, const char *out_nam
     const emb_tensor *ins[4] = {in0, in1, in2, in3};
     const char *names[4] = {name0, name1, name2, name3};
     for (int i = 0; i < 4; i++)
-        if (ins[i] && emb__loss_overlap(out, ins[i]))
+        if (emb__tensors_overlap(out, ins[i]))
             return emb__error(EMB_ERR_INVALID, "%s must not overlap %s", out_name, names[i]);
     return EMB_OK;
 }

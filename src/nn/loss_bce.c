@@ -149,7 +149,7 @@ emb_status emb_bce_with_logits_backward(const emb_tensor *input, const emb_tenso
     if (!st)
         st = emb__loss_check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
                               pos_weight, "pos_weight", grad_loss, "grad_loss");
-    if (!st && o.weight && emb__loss_overlap(grad_input, o.weight))
+    if (!st && o.weight && emb__tensors_overlap(grad_input, o.weight))
         st = emb__error(EMB_ERR_INVALID, "grad_input must not overlap weight");
     if (st) {
         emb_free(w);

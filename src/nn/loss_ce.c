@@ -578,7 +578,7 @@ emb_status emb_log_softmax_forward(const emb_tensor *x, emb_tensor *y) {
                           emb__shape_fmt(buf, sizeof buf, x->ndim, x->shape));
     if (!y) return emb__null("y");
     if ((st = emb__check_f32_shape(y, "y", x->ndim, x->shape))) return st;
-    if (emb__loss_overlap(y, x)) return emb__error(EMB_ERR_INVALID, "y must not overlap x");
+    if (emb__tensors_overlap(y, x)) return emb__error(EMB_ERR_INVALID, "y must not overlap x");
     int64_t c = x->shape[x->ndim - 1], n = c > 0 ? emb_tensor_numel(x) / c : 0;
     log_softmax_rows(x->data, y->data, n, c);
     return EMB_OK;

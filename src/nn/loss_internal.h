@@ -15,11 +15,8 @@ emb_status emb__loss_read_opts(const emb_loss_options *opts, bool uses_ce_fields
 /* t is a valid float32 tensor (NULL: "<what> must not be NULL"). */
 emb_status emb__loss_check_f32(const emb_tensor *t, const char *what);
 
-/* a and b share a byte of data (NULL tensors, NULL data and empty tensors never do). */
-bool emb__loss_overlap(const emb_tensor *a, const emb_tensor *b);
-
-/* An output must not share memory with any input (NULL inputs are skipped): "<out_name>
- * must not overlap <name>". */
+/* An output must not share memory with any input (NULL inputs are skipped; core's
+ * emb__tensors_overlap decides): "<out_name> must not overlap <name>". */
 emb_status emb__loss_check_no_overlap(const emb_tensor *out, const char *out_name,
                                       const emb_tensor *in0, const char *name0,
                                       const emb_tensor *in1, const char *name1,

@@ -70,12 +70,6 @@ emb_status emb_one_hot_num_classes(const emb_tensor *indices, int64_t num_classe
     return EMB_OK;
 }
 
-static bool ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
-    if (!a || !b || na == 0 || nb == 0) return false;
-    uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
-    return pa < pb + nb && pb < pa + na;
-}
-
 /* Rows [lo, hi) of the one-hot output: zeros (all-zero bits, +0.0f for float32) and a one
  * at the row's index. */
 typedef struct one_hot_ctx {
@@ -124,7 +118,7 @@ emb_status emb_one_hot(const emb_tensor *indices, int64_t num_classes, emb_tenso
                           emb__shape_fmt(got_s, sizeof got_s, out->ndim, out->shape),
                           emb__shape_fmt(want_s, sizeof want_s, nd, want));
     }
-    if (ranges_overlap(out->data, emb_tensor_nbytes(out), indices->data,
+    if (emb__overlap(out->data, emb_tensor_nbytes(out), indices->data,
                        emb_tensor_nbytes(indices)))
         return emb__error(EMB_ERR_INVALID, "one_hot: out must not overlap indices");
 

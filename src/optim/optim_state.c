@@ -27,7 +27,7 @@
  * The layout
  * ------------------------------------------------------------------------------------- */
 
-/* Stored types, all little-endian: the 8 magic bytes, u32, u64 (also i64, as its two's
+/* Stored types, all little-endian (src/core/bytes.h): the 8 magic bytes, u32, u64 (also i64, as its two's
  * complement bits), f64 and f32 (IEEE-754 bits). */
 typedef enum { T_MAGIC, T_U32, T_U64, T_F64, T_F32 } state_type;
 
@@ -145,23 +145,6 @@ static size_t fields_size(const state_field *f, int n) {
     return s;
 }
 
-static void put_u32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* Writes the fields of `values` (a state_header or state_record) at p; returns the end. */
 static unsigned char *put_fields(unsigned char *p, const state_field *f, int n,
                                  const void *values) {
@@ -172,9 +155,9 @@ static unsigned char *put_fields(unsigned char *p, const state_field *f, int n,
         switch (f[i].type) {
         case T_MAGIC: memcpy(p, STATE_MAGIC, 8); break;
         case T_U32:
-        case T_F32: memcpy(&u32, v, 4); put_u32(p, u32); break;
+        case T_F32: memcpy(&u32, v, 4); emb__put_u32le(p, u32); break;
         case T_U64:
-        case T_F64: memcpy(&u64, v, 8); put_u64(p, u64); break;
+        case T_F64: memcpy(&u64, v, 8); emb__put_u64le(p, u64); break;
         }
         p += type_size(f[i].type);
     }
@@ -186,10 +169,10 @@ static void get_fields(const unsigned char *p, const state_field *f, int n, void
     for (int i = 0; i < n; i++) {
         char *v = (char *)values + f[i].member;
         if (f[i].type == T_U32 || f[i].type == T_F32) {
-            uint32_t u32 = get_u32(p);
+            uint32_t u32 = emb__get_u32le(p);
             memcpy(v, &u32, 4);
         } else if (f[i].type != T_MAGIC) {
-            uint64_t u64 = get_u64(p);
+            uint64_t u64 = emb__get_u64le(p);
             memcpy(v, &u64, 8);
         }
         p += type_size(f[i].type);
@@ -261,15 +244,6 @@ static bool record_size(const emb__param_state *ps, int nbuf, uint64_t *out) {
  * Save
  * ------------------------------------------------------------------------------------- */
 
-static uint64_t fnv1a64(const unsigned char *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 size_t emb_optimizer_state_size(const emb_optimizer *opt) {
     if (!opt) return 0;
     uint64_t n = fields_size(HEADER, H_COUNT) + 8; /* + checksum */
@@ -301,17 +275,13 @@ static unsigned char *put_section(unsigned char *p, const state_section *s,
     const int64_t n = a * b;
     if (s->member == M_SHAPE || s->member == M_SP_ROWS) {
         const int64_t *x = s->member == M_SHAPE ? ps->shape : ps->sp_rows;
-        for (int64_t i = 0; i < n; i++, p += 8) put_u64(p, (uint64_t)x[i]);
+        for (int64_t i = 0; i < n; i++, p += 8) emb__put_u64le(p, (uint64_t)x[i]);
         return p;
     }
     /* read only: the cast is for the one accessor of the float members */
     const float *x = *f32_member((emb__param_state *)ps, s->member);
-    for (int64_t i = 0; i < n; i++, p += 4) {
-        uint32_t v;
-        memcpy(&v, &x[i], 4);
-        put_u32(p, v);
-    }
-    return p;
+    emb__f32le_encode(p, x, (size_t)n);
+    return p + 4 * n;
 }
 
 emb_status emb_optimizer_save_state(const emb_optimizer *opt, void *buf, size_t n) {
@@ -339,7 +309,7 @@ emb_status emb_optimizer_save_state(const emb_optimizer *opt, void *buf, size_t 
         for (int k = 0; k < S_COUNT; k++)
             if (section_present(&SECTIONS[k], ps, nbuf)) p = put_section(p, &SECTIONS[k], ps);
     }
-    put_u64(p, fnv1a64(buf, need - 8));
+    emb__put_u64le(p, emb__fnv64(buf, need - 8));
     return EMB_OK;
 }
 
@@ -391,7 +361,7 @@ static emb_status walk_record(const unsigned char *b, uint64_t end, uint64_t off
     const unsigned char *shape = b + off + fixed;
     uint64_t numel = 1;
     for (uint32_t d = 0; d < r->f.ndim; d++) {
-        uint64_t s = get_u64(shape + 8 * d);
+        uint64_t s = emb__get_u64le(shape + 8 * d);
         if (s > (uint64_t)INT64_MAX || __builtin_mul_overflow(numel, s, &numel) ||
             numel > (uint64_t)INT64_MAX)
             return bad_state("corrupt shape of parameter %" PRIu32, i);
@@ -442,7 +412,7 @@ static emb_status check_layout(const unsigned char *b, size_t n, state_header *h
     if (off + 8 != n)
         return bad_state("%zu bytes, but the layout ends after %" PRIu64 " (trailing or missing "
                          "bytes)", n, off + 8);
-    if (get_u64(b + off) != fnv1a64(b, (size_t)off))
+    if (emb__get_u64le(b + off) != emb__fnv64(b, (size_t)off))
         return bad_state("checksum mismatch: the state is corrupt");
     return EMB_OK;
 }
@@ -491,7 +461,7 @@ static emb_status check_record(const record_view *r, int i, const emb__param_sta
         /* the first section after the shape: SGD keeps no dense state (checked above) */
         const unsigned char *rows = r->data;
         for (int64_t k = 0; k < r->ps.sp_nnz; k++) {
-            uint64_t row = get_u64(rows + 8 * k);
+            uint64_t row = emb__get_u64le(rows + 8 * k);
             if (row >= (uint64_t)ps->shape[0])
                 return bad_state("parameter %d: momentum buffer entry %" PRId64
                                  " has row %" PRIu64 ", out of range [0, %" PRId64 ")",
@@ -521,16 +491,13 @@ static emb_status read_record(const record_view *r, int nbuf, emb__param_state *
         if (s->type == T_U64) { /* the sparse rows, the only u64 section after the shape */
             emb_status st = emb__optim_alloc_i64(a, &q->sp_rows, s->name);
             if (st) return st;
-            for (int64_t i = 0; i < a; i++) q->sp_rows[i] = (int64_t)get_u64(d + 8 * i);
+            for (int64_t i = 0; i < a; i++) q->sp_rows[i] = (int64_t)emb__get_u64le(d + 8 * i);
             d += 8 * (size_t)a;
         } else {
             float **x = f32_member(q, s->member);
             emb_status st = emb__optim_alloc_f32(a, b, x, s->name);
             if (st) return st;
-            for (int64_t i = 0; i < a * b; i++) {
-                uint32_t v = get_u32(d + 4 * i);
-                memcpy(&(*x)[i], &v, 4);
-            }
+            emb__f32le_decode(*x, d, (size_t)(a * b));
             d += 4 * (size_t)(a * b);
         }
     }

@@ -5,7 +5,8 @@
 #include "quant_internal.h"
 
 #include "internal.h"
-#include "io/io_internal.h"
+#include "io/io_face.h"
+#include "quant_face.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -152,7 +153,7 @@ static emb_status writer_open(const char *path, emb_qtype qtype, int64_t rows, i
     st = emb__writer_preallocate(&q->w, 8 + q->header_len + (uint64_t)data);
     if (!st) {
         unsigned char len8[8];
-        for (int k = 0; k < 8; k++) len8[k] = (unsigned char)(q->header_len >> (8 * k));
+        emb__put_u64le(len8, q->header_len);
         emb__writer_put(&q->w, len8, 8);
         emb__writer_put(&q->w, hdr, hl);
         for (size_t k = hl; k < q->header_len; k++) emb__writer_put(&q->w, " ", 1);

@@ -168,7 +168,7 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
         const uint8_t *src = rows + r * rb;
         uint8_t *dst = staged + u * rb;
         if (f) {
-            for (int64_t d = 0; d < D; d++) w[d] = f->widen((uint16_t)(src[2 * d] | src[2 * d + 1] << 8));
+            for (int64_t d = 0; d < D; d++) w[d] = f->widen(emb__get_u16le(src + 2 * d));
         } else {
             memcpy(w, src, (size_t)D * 4);
         }

@@ -1,16 +1,22 @@
 /* word2vec checkpoints: save the whole training state atomically, and resume from it
- * (include/emb/word2vec.h; the layout is in docs/word2vec.md). All integers little-endian
- * as stored by this machine (x86-64 and AArch64 are little-endian; a big-endian host
- * refuses the file by its magic check). */
+ * (include/emb/word2vec.h; the layout is in docs/word2vec.md). Version 2 stores every
+ * number little-endian through core's codec (src/core/bytes.h) with its FNV-1a 64 checksum.
+ * Version 1, written before, has the same layout in the writing machine's byte order
+ * (little-endian on every machine emb ran on) and is read the same way. */
 #include "w2v_internal.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char EMB__W2V_MAGIC[8] = {'E', 'M', 'B', 'W', '2', 'V', 'C', 'K'};
-#define EMB__W2V_VERSION 1u
+#define EMB__W2V_VERSION 2u
+#define EMB__W2V_OLDEST 1u /* the oldest version read: the same layout */
+/* Version 1's checksum is FNV-1a 64 started from this value instead of FNV's offset basis
+ * (EMB__FNV64_INIT, which has one more digit: 14695981039346656037). */
+#define EMB__W2V_V1_BASIS 1469598103934665603ull
 
 /* ---- writing: through core's atomic writer ---- */
 
@@ -20,12 +26,28 @@ typedef struct {
 } wr;
 
 static void put(wr *w, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) w->h = (w->h ^ b[i]) * 1099511628211ull;
+    w->h = emb__fnv64_update(w->h, p, n);
     emb__writer_put(&w->w, p, n);
 }
-static void put_u64(wr *w, uint64_t v) { put(w, &v, 8); }
-static void put_f64(wr *w, double v) { put(w, &v, 8); }
+static void put_u64(wr *w, uint64_t v) {
+    unsigned char b[8];
+    emb__put_u64le(b, v);
+    put(w, b, 8);
+}
+static void put_f64(wr *w, double v) {
+    unsigned char b[8];
+    emb__put_f64le(b, v);
+    put(w, b, 8);
+}
+/* n float32 values, little-endian, in pieces of 4 KiB. */
+static void put_f32s(wr *w, const float *x, size_t n) {
+    unsigned char b[4096];
+    for (size_t i = 0; i < n; i += sizeof b / 4) {
+        const size_t k = n - i < sizeof b / 4 ? n - i : sizeof b / 4;
+        emb__f32le_encode(b, x + i, k);
+        put(w, b, 4 * k);
+    }
+}
 
 static void write_ckpt(wr *w, const emb_w2v *m) {
     emb__writer_put(&w->w, EMB__W2V_MAGIC, 8);
@@ -66,11 +88,12 @@ static void write_ckpt(wr *w, const emb_w2v *m) {
         put(w, s, len);
         put_u64(w, (uint64_t)emb_vocab_count(m->vocab, i));
     }
-    size_t tbytes = (size_t)m->V * (size_t)o->dim * sizeof(float);
-    put(w, m->syn0, tbytes);
-    put(w, m->syn1, tbytes);
-    uint64_t h = w->h;
-    emb__writer_put(&w->w, &h, 8);
+    const size_t tn = (size_t)m->V * (size_t)o->dim;
+    put_f32s(w, m->syn0, tn);
+    put_f32s(w, m->syn1, tn);
+    unsigned char h[8];
+    emb__put_u64le(h, w->h);
+    emb__writer_put(&w->w, h, 8);
 }
 
 emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path) {
@@ -80,7 +103,7 @@ emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path) {
         return emb__error(EMB_ERR_STATE, "%s: not written: the training diverged (its vectors hold NaN or "
                                          "infinite values)", path);
     wr c;
-    c.h = 1469598103934665603ull;
+    c.h = EMB__FNV64_INIT;
     emb_status st = emb__writer_open(&c.w, path);
     if (st) return st;
     write_ckpt(&c, w);
@@ -95,7 +118,6 @@ emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path) {
 
 typedef struct {
     const unsigned char *p, *end;
-    uint64_t h;
     bool bad;
 } rd;
 
@@ -104,20 +126,17 @@ static bool get(rd *r, void *out, size_t n) {
         r->bad = true;
         return false;
     }
-    for (size_t i = 0; i < n; i++) r->h = (r->h ^ r->p[i]) * 1099511628211ull;
     memcpy(out, r->p, n);
     r->p += n;
     return true;
 }
 static uint64_t get_u64(rd *r) {
-    uint64_t v = 0;
-    get(r, &v, 8);
-    return v;
+    unsigned char b[8];
+    return get(r, b, 8) ? emb__get_u64le(b) : 0;
 }
 static double get_f64(rd *r) {
-    double v = 0;
-    get(r, &v, 8);
-    return v;
+    unsigned char b[8];
+    return get(r, b, 8) ? emb__get_f64le(b) : 0.0;
 }
 
 #define DIFF(field, fmt, a, b)                                                                \
@@ -126,23 +145,80 @@ static double get_f64(rd *r) {
                       " (resume with the same settings)",                                     \
                       checkpoint, field, a, field, b)
 
+/* The tokens done and the threads' lanes, each checked against this corpus and thread
+ * count; *lanes (allocated) on success. */
+static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint, uint64_t *done,
+                                emb__w2v_lane **lanes_out) {
+    const emb_w2v_options *o = &w->o;
+    const uint64_t done_u = get_u64(r);
+    emb__w2v_lane *lanes = calloc((size_t)w->nt, sizeof *lanes);
+    if (!lanes) return emb__error(EMB_ERR_NOMEM, "out of memory");
+    const char *bad = NULL;
+    int64_t expect_done = 0;
+    emb__w2v_cursor cur;
+    emb_status cst = emb__w2v_cursor_init(&cur, &w->ids);
+    if (cst) {
+        free(lanes);
+        return cst;
+    }
+    for (int t = 0; t < w->nt && !bad; t++) {
+        uint64_t lo = get_u64(r), hi = get_u64(r), pos = get_u64(r), epoch = get_u64(r);
+        lanes[t].rng = get_u64(r);
+        if (r->bad) break;
+        if (lo != (uint64_t)w->lanes[t].lo || hi != (uint64_t)w->lanes[t].hi) bad = "a thread's range of tokens";
+        else if (pos < lo || pos > hi) bad = "a thread's position";
+        else if (epoch > (uint64_t)o->epochs || (t > 0 && epoch != (uint64_t)lanes[0].epoch)) bad = "a thread's epoch";
+        else if (lanes[t].rng == 0) bad = "a thread's random state (0)";
+        if (bad) break;
+        lanes[t].lo = (int64_t)lo;
+        lanes[t].hi = (int64_t)hi;
+        lanes[t].pos = (int64_t)pos;
+        lanes[t].epoch = (int32_t)epoch;
+        /* the tokens (not sentence ends) this thread has processed: whole epochs of its
+         * range, then [lo, pos) */
+        int64_t in_range = 0, before = 0;
+        for (int64_t k = lanes[t].lo; k < lanes[t].hi && !bad; k++) {
+            int32_t id = emb__w2v_id_at(&cur, k);
+            if (id == INT32_MIN) bad = ""; /* the ids could not be read back */
+            in_range += id >= 0;
+            if (k < lanes[t].pos) before += id >= 0;
+        }
+        expect_done += (int64_t)epoch * in_range + before;
+    }
+    emb__w2v_cursor_free(&cur);
+    if (bad && !*bad) {
+        free(lanes);
+        return emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s", strerror(errno));
+    }
+    if (bad) {
+        free(lanes);
+        return emb__error(EMB_ERR_FORMAT, "%s is malformed: %s is out of range", checkpoint, bad);
+    }
+    if (!r->bad && (done_u != (uint64_t)expect_done || done_u > (uint64_t)(w->tokens * o->epochs))) {
+        free(lanes);
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s is malformed: the words done (%" PRIu64 ") do not match the threads' positions "
+                          "(%" PRId64 " of %" PRId64 " words)",
+                          checkpoint, done_u, expect_done, w->tokens * o->epochs);
+    }
+    *done = done_u;
+    *lanes_out = lanes;
+    return EMB_OK;
+}
+
 static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
                           const char *checkpoint) {
     if (n < 16 || memcmp(data, EMB__W2V_MAGIC, 8) != 0)
         return emb__error(EMB_ERR_FORMAT, "%s is not an emb word2vec checkpoint", checkpoint);
-    rd r = {data + 8, data + n - 8, 1469598103934665603ull, false};
-    uint64_t stored;
-    memcpy(&stored, data + n - 8, 8);
+    rd r = {data + 8, data + n - 8, false};
     uint64_t ver = get_u64(&r);
-    if (ver != EMB__W2V_VERSION)
-        return emb__error(EMB_ERR_FORMAT, "%s: checkpoint version %" PRIu64 " (this emb reads %u)",
-                          checkpoint, ver, EMB__W2V_VERSION);
-    {   /* the checksum covers everything between the magic and itself */
-        uint64_t h = 1469598103934665603ull;
-        for (const unsigned char *p = data + 8; p < data + n - 8; p++) h = (h ^ *p) * 1099511628211ull;
-        if (h != stored)
-            return emb__error(EMB_ERR_FORMAT, "%s is corrupt (checksum mismatch)", checkpoint);
-    }
+    if (ver < EMB__W2V_OLDEST || ver > EMB__W2V_VERSION)
+        return emb__error(EMB_ERR_FORMAT, "%s: checkpoint version %" PRIu64 " (this emb reads %u to %u)",
+                          checkpoint, ver, EMB__W2V_OLDEST, EMB__W2V_VERSION);
+    /* the checksum covers everything between the magic and itself */
+    const uint64_t basis = ver == 1 ? EMB__W2V_V1_BASIS : EMB__FNV64_INIT;
+    if (emb__fnv64_update(basis, data + 8, n - 16) != emb__get_u64le(data + n - 8))
+        return emb__error(EMB_ERR_FORMAT, "%s is corrupt (checksum mismatch)", checkpoint);
     const emb_w2v_options *o = &w->o;
     uint64_t v;
     if ((v = get_u64(&r)) != (uint64_t)o->model) DIFF("model", "%" PRIu64, v, (uint64_t)o->model);
@@ -184,44 +260,10 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
                               : "");
     /* Progress: every field in range and consistent with the others (the checksum only
      * says the file is as it was written, not that it was written by emb). */
-    const uint64_t done_u = get_u64(&r);
-    emb__w2v_lane *lanes = calloc((size_t)w->nt, sizeof *lanes);
-    if (!lanes) return emb__error(EMB_ERR_NOMEM, "out of memory");
-    const char *bad = NULL;
-    int64_t expect_done = 0;
-    for (int t = 0; t < w->nt && !bad; t++) {
-        uint64_t lo = get_u64(&r), hi = get_u64(&r), pos = get_u64(&r), epoch = get_u64(&r);
-        lanes[t].rng = get_u64(&r);
-        if (r.bad) break;
-        if (lo != (uint64_t)w->lanes[t].lo || hi != (uint64_t)w->lanes[t].hi) bad = "a thread's range of tokens";
-        else if (pos < lo || pos > hi) bad = "a thread's position";
-        else if (epoch > (uint64_t)o->epochs || (t > 0 && epoch != (uint64_t)lanes[0].epoch)) bad = "a thread's epoch";
-        else if (lanes[t].rng == 0) bad = "a thread's random state (0)";
-        if (bad) break;
-        lanes[t].lo = (int64_t)lo;
-        lanes[t].hi = (int64_t)hi;
-        lanes[t].pos = (int64_t)pos;
-        lanes[t].epoch = (int32_t)epoch;
-        /* the tokens (not sentence ends) this thread has processed: whole epochs of its
-         * range, then [lo, pos) */
-        int64_t in_range = 0, before = 0;
-        for (int64_t k = lanes[t].lo; k < lanes[t].hi; k++) {
-            in_range += w->ids[k] >= 0;
-            if (k < lanes[t].pos) before += w->ids[k] >= 0;
-        }
-        expect_done += (int64_t)epoch * in_range + before;
-    }
-    if (bad) {
-        free(lanes);
-        return emb__error(EMB_ERR_FORMAT, "%s is malformed: %s is out of range", checkpoint, bad);
-    }
-    if (!r.bad && (done_u != (uint64_t)expect_done || done_u > (uint64_t)(w->tokens * o->epochs))) {
-        free(lanes);
-        return emb__error(EMB_ERR_FORMAT,
-                          "%s is malformed: the words done (%" PRIu64 ") do not match the threads' positions "
-                          "(%" PRId64 " of %" PRId64 " words)",
-                          checkpoint, done_u, expect_done, w->tokens * o->epochs);
-    }
+    uint64_t done_u = 0;
+    emb__w2v_lane *lanes = NULL;
+    emb_status st = read_progress(w, &r, checkpoint, &done_u, &lanes);
+    if (st) return st;
     for (int64_t i = 0; i < w->V && !r.bad; i++) {
         uint64_t len = get_u64(&r);
         size_t wl;
@@ -239,8 +281,8 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
         free(lanes);
         return emb__error(EMB_ERR_FORMAT, "%s is truncated or malformed", checkpoint);
     }
-    memcpy(w->syn0, r.p, tbytes);
-    memcpy(w->syn1, r.p + tbytes, tbytes);
+    emb__f32le_decode(w->syn0, r.p, tbytes / 4);
+    emb__f32le_decode(w->syn1, r.p + tbytes, tbytes / 4);
     int table;
     int64_t row;
     if (emb__w2v_find_nonfinite(w, &table, &row)) {
@@ -264,16 +306,14 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
     if (n < 16 || memcmp(data, EMB__W2V_MAGIC, 8) != 0)
         return emb__error(EMB_ERR_FORMAT, "%s is not an emb word2vec model (a checkpoint or --save-model file)",
                           path);
-    rd r = {data + 8, data + n - 8, 1469598103934665603ull, false};
-    uint64_t stored;
-    memcpy(&stored, data + n - 8, 8);
+    rd r = {data + 8, data + n - 8, false};
     uint64_t ver = get_u64(&r);
-    if (ver != EMB__W2V_VERSION)
-        return emb__error(EMB_ERR_FORMAT, "%s: checkpoint version %" PRIu64 " (this emb reads %u)", path, ver,
-                          EMB__W2V_VERSION);
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char *p = data + 8; p < data + n - 8; p++) h = (h ^ *p) * 1099511628211ull;
-    if (h != stored) return emb__error(EMB_ERR_FORMAT, "%s is corrupt (checksum mismatch)", path);
+    if (ver < EMB__W2V_OLDEST || ver > EMB__W2V_VERSION)
+        return emb__error(EMB_ERR_FORMAT, "%s: checkpoint version %" PRIu64 " (this emb reads %u to %u)", path,
+                          ver, EMB__W2V_OLDEST, EMB__W2V_VERSION);
+    const uint64_t basis = ver == 1 ? EMB__W2V_V1_BASIS : EMB__FNV64_INIT;
+    if (emb__fnv64_update(basis, data + 8, n - 16) != emb__get_u64le(data + n - 8))
+        return emb__error(EMB_ERR_FORMAT, "%s is corrupt (checksum mismatch)", path);
     uint64_t f[21]; /* model .. shared_negatives (17 fields), V, token ids, fingerprint, done */
     for (int k = 0; k < 21; k++) f[k] = get_u64(&r);
     const uint64_t dim = f[1], threads = f[11], V = f[17];

@@ -12,33 +12,16 @@
 /* Every word of the corpus (min_count 1, no size limit), sorted by count, and the token
  * ids over that vocabulary. */
 static emb_status read_all_words(const emb_w2v_options *opts, const char *corpus, emb_vocab **v,
-                                 int32_t **ids, int64_t *n) {
+                                 emb__w2v_ids *ids) {
     emb_w2v_options o = *opts;
     o.min_count = 1, o.max_vocab = 0;
-    if (strcmp(corpus, "-") == 0) return emb__w2v_read_corpus(&o, stdin, "<stdin>", v, ids, n);
+    int64_t skipped[2] = {0, 0};
+    if (strcmp(corpus, "-") == 0) return emb__w2v_read_corpus(&o, stdin, "<stdin>", v, ids, skipped);
     FILE *f = fopen(corpus, "rb");
     if (!f) return emb__error(EMB_ERR_IO, "cannot open %s: %s", corpus, strerror(errno));
-    emb_status st = emb__w2v_read_corpus(&o, f, corpus, v, ids, n);
+    emb_status st = emb__w2v_read_corpus(&o, f, corpus, v, ids, skipped);
     fclose(f);
     return st;
-}
-
-/* Renumbers ids through map (-1: the word is dropped), dropping sentence ends that would
- * start the array or follow another; the number of ids kept. */
-static int64_t remap(int32_t *ids, int64_t n, const int32_t *map) {
-    int64_t w = 0;
-    bool last_end = true;
-    for (int64_t i = 0; i < n; i++) {
-        int32_t id = ids[i] < 0 ? -1 : map[ids[i]];
-        if (ids[i] < 0) {
-            if (!last_end) ids[w++] = -1;
-            last_end = true;
-        } else if (id >= 0) {
-            ids[w++] = id;
-            last_end = false;
-        }
-    }
-    return w;
 }
 
 static emb_status copy_vocab(const emb_vocab *src, emb_vocab **out) {
@@ -64,8 +47,9 @@ emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_voca
             return emb__error(EMB_ERR_INVALID, "word %" PRId64 " of the vocabulary has count %" PRId64
                               "; training needs counts >= 1", i, emb_vocab_count(vocab, i));
     emb_vocab *target = NULL, *all = NULL;
-    int32_t *ids = NULL, *map = NULL;
-    int64_t n = 0;
+    int32_t *map = NULL;
+    emb__w2v_ids ids;
+    bool have_ids = false;
     if ((st = copy_vocab(vocab, &target))) return st;
     /* the word2vec tool: the file's counts decide the order and min_count */
     if ((st = emb_vocab_sort_by_count(target, 0, NULL)) ||
@@ -76,7 +60,8 @@ emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_voca
                         " (min_count)", opts->min_count);
         goto fail;
     }
-    if ((st = read_all_words(opts, corpus, &all, &ids, &n))) goto fail;
+    if ((st = read_all_words(opts, corpus, &all, &ids))) goto fail;
+    have_ids = true;
     map = malloc((size_t)emb_vocab_size(all) * sizeof(int32_t));
     if (!map) {
         st = emb__error(EMB_ERR_NOMEM, "out of memory");
@@ -87,10 +72,8 @@ emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_voca
         const char *s = emb_vocab_word(all, i, &len);
         map[i] = (int32_t)emb_vocab_find(target, s, len);
     }
-    n = remap(ids, n, map);
-    bool any = false;
-    for (int64_t i = 0; i < n && !any; i++) any = ids[i] >= 0;
-    if (!any) {
+    if ((st = emb__w2v_ids_map(&ids, map))) goto fail;
+    if (ids.n == 0) {
         st = emb__error(EMB_ERR_FORMAT, "%s: no token of the corpus is a word of the vocabulary", corpus);
         goto fail;
     }
@@ -98,12 +81,13 @@ emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_voca
     double total = 0; /* as the word2vec tool: frequencies from the file's counts */
     for (int64_t i = 0; i < emb_vocab_size(target); i++) total += (double)emb_vocab_count(target, i);
     emb_w2v *w;
-    if ((st = emb__w2v_setup(opts, target, ids, n, &w))) return st;
+    if ((st = emb__w2v_setup(opts, target, &ids, &w))) return st;
     for (int64_t i = 0; i < w->V; i++) emb__w2v_set_keep(w, i, (double)emb_vocab_count(w->vocab, i), total);
     *out = w;
     return EMB_OK;
 fail:
-    emb_vocab_free(target), emb_vocab_free(all), free(ids), free(map);
+    emb_vocab_free(target), emb_vocab_free(all), free(map);
+    if (have_ids) emb__w2v_ids_close(&ids);
     return st;
 }
 
@@ -119,15 +103,18 @@ emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model, cons
     int64_t dim = 0;
     emb_vocab *merged = NULL, *all = NULL;
     float *syn0 = NULL, *syn1 = NULL;
-    int32_t *ids = NULL, *map = NULL;
-    int64_t *new_count = NULL, n = 0;
+    int32_t *map = NULL;
+    int64_t *new_count = NULL;
+    emb__w2v_ids ids;
+    bool have_ids = false;
     st = emb__w2v_read_model(f.data, f.size, model, &dim, &merged, &syn0, &syn1);
     emb__file_close(&f);
     if (st) return st;
     const int64_t old_v = emb_vocab_size(merged);
     emb_w2v_options o = *opts;
     o.dim = dim; /* the model's */
-    if ((st = read_all_words(&o, corpus, &all, &ids, &n))) goto done;
+    if ((st = read_all_words(&o, corpus, &all, &ids))) goto done;
+    have_ids = true;
     const int64_t nall = emb_vocab_size(all);
     map = malloc((size_t)nall * sizeof(int32_t));
     new_count = calloc((size_t)(old_v + nall), sizeof(int64_t));
@@ -155,17 +142,15 @@ emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model, cons
         if (j >= 0) new_count[j] = c;
     }
     if (st) goto done;
-    n = remap(ids, n, map);
-    bool any = false;
-    for (int64_t i = 0; i < n && !any; i++) any = ids[i] >= 0;
-    if (!any) {
+    if ((st = emb__w2v_ids_map(&ids, map))) goto done;
+    if (ids.n == 0) {
         st = emb__error(EMB_ERR_FORMAT, "%s: no token of the corpus is a word of the model or a new word seen "
                         "%" PRId64 " times (min_count)", corpus, o.min_count);
         goto done;
     }
     emb_w2v *w;
-    st = emb__w2v_setup(&o, merged, ids, n, &w);
-    merged = NULL, ids = NULL; /* taken over (or freed) by setup */
+    st = emb__w2v_setup(&o, merged, &ids, &w);
+    merged = NULL, have_ids = false; /* taken over (or freed) by setup */
     if (st) goto done;
     /* the model's rows as they were; new words: input rows drawn as a fresh run draws them
      * (uniform in [-0.5/dim, 0.5/dim) from the seed), output rows zero */
@@ -176,6 +161,7 @@ emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model, cons
     *out = w;
 done:
     emb_vocab_free(merged), emb_vocab_free(all);
-    free(ids), free(map), free(new_count), free(syn0), free(syn1);
+    if (have_ids) emb__w2v_ids_close(&ids);
+    free(map), free(new_count), free(syn0), free(syn1);
     return st;
 }

@@ -18,46 +18,40 @@ static bool is_punct(unsigned char c) {
            (c >= 123 && c <= 126);
 }
 
-/* A growable int32 array. */
-typedef struct {
-    int32_t *a;
-    int64_t n, cap;
-} ids_buf;
-
-static bool ids_push(ids_buf *b, int32_t v) {
-    if (b->n == b->cap) {
-        int64_t cap = b->cap ? b->cap * 2 : 1 << 16;
-        if ((uint64_t)cap > SIZE_MAX / sizeof(int32_t)) return false;
-        int32_t *p = realloc(b->a, (size_t)cap * sizeof(int32_t));
-        if (!p) return false;
-        b->a = p, b->cap = cap;
-    }
-    b->a[b->n++] = v;
-    return true;
-}
-
 typedef struct {
     const emb_w2v_options *o;
     const char *name;
     emb_vocab *vocab;
-    ids_buf ids;
+    emb__w2v_ids *ids;
     int64_t line;
     int64_t tokens; /* tokens read (before min_count) */
     char *tok;
     size_t tok_len, tok_cap;
+    bool too_long;      /* lenient: the current token is too long and is being skipped */
+    int64_t skipped[2]; /* lenient: tokens skipped, not UTF-8 and too long */
 } reader;
 
 /* Ends the current token: normalise it, add it to the vocabulary, record its id. */
 static emb_status end_token(reader *r) {
+    if (r->too_long) {
+        r->too_long = false, r->tok_len = 0;
+        r->skipped[1]++;
+        return EMB_OK;
+    }
     if (r->tok_len == 0) return EMB_OK;
     char *s = r->tok;
     size_t n = r->tok_len;
     r->tok_len = 0;
-    if (!emb_utf8_valid(s, n))
+    if (!emb_utf8_valid(s, n)) {
+        if (r->o->lenient) {
+            r->skipped[0]++;
+            return EMB_OK;
+        }
         return emb__error(EMB_ERR_FORMAT,
                           "%s:%" PRId64 ": invalid UTF-8 in a token (the corpus must be UTF-8 "
-                          "text)",
+                          "text; lenient mode skips such tokens)",
                           r->name, r->line);
+    }
     if (r->o->strip_punct) {
         while (n > 0 && is_punct((unsigned char)s[0])) s++, n--;
         while (n > 0 && is_punct((unsigned char)s[n - 1])) n--;
@@ -73,14 +67,16 @@ static emb_status end_token(reader *r) {
         return emb__error(EMB_ERR_OVERFLOW, "%s: more than %d distinct words", r->name,
                           INT32_MAX - 1);
     r->tokens++;
-    if (!ids_push(&r->ids, (int32_t)id))
-        return emb__error(EMB_ERR_NOMEM, "%s: cannot store %" PRId64 " token ids", r->name,
-                          r->ids.n + 1);
-    return EMB_OK;
+    return emb__w2v_ids_push(r->ids, (int32_t)id);
 }
 
 static emb_status push_char(reader *r, char c) {
+    if (r->too_long) return EMB_OK;
     if (r->tok_len == r->tok_cap) {
+        if (r->tok_cap >= EMB_VOCAB_MAX_WORD && r->o->lenient) {
+            r->too_long = true; /* skipped to its end, in constant memory */
+            return EMB_OK;
+        }
         if (r->tok_cap >= EMB_VOCAB_MAX_WORD) /* at once: an endless token must not be read to its end */
             return emb__error(EMB_ERR_FORMAT, "%s:%" PRId64 ": a token is longer than %d bytes", r->name,
                               r->line, EMB_VOCAB_MAX_WORD);
@@ -93,14 +89,14 @@ static emb_status push_char(reader *r, char c) {
     return EMB_OK;
 }
 
-/* One pass over f: vocabulary with counts (first-appearance order) and provisional ids
- * (-1 for a line end), into *vocab_out / *ids_out / *n_out. */
+/* One pass over f: vocabulary with counts (first-appearance order) into *vocab_out, and
+ * provisional ids (-1 for a line end) into the store ids. */
 static emb_status read_tokens(const emb_w2v_options *o, FILE *f, const char *name,
-                              emb_vocab **vocab_out, int32_t **ids_out, int64_t *n_out,
-                              int64_t *tokens_out) {
+                              emb_vocab **vocab_out, emb__w2v_ids *ids, int64_t *tokens_out,
+                              int64_t skipped[2]) {
     reader r;
     memset(&r, 0, sizeof r);
-    r.o = o, r.name = name, r.line = 1;
+    r.o = o, r.name = name, r.line = 1, r.ids = ids;
     emb_status st = emb_vocab_create(&r.vocab);
     if (st) return st;
     char *buf = malloc(EMB__CORPUS_BLOCK);
@@ -109,17 +105,19 @@ static emb_status read_tokens(const emb_w2v_options *o, FILE *f, const char *nam
         return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate a read buffer", name);
     }
     bool line_has_tokens = false;
-    for (;;) {
+    for (bool first = true;; first = false) {
         size_t got = fread(buf, 1, EMB__CORPUS_BLOCK, f);
-        for (size_t i = 0; i < got && st == EMB_OK; i++) {
+        size_t i0 = 0;
+        /* a UTF-8 byte-order mark at the start is not part of the first word */
+        if (first && got >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) i0 = 3;
+        for (size_t i = i0; i < got && st == EMB_OK; i++) {
             unsigned char c = (unsigned char)buf[i];
             if (is_space(c)) {
-                int64_t before = r.ids.n;
+                int64_t before = r.tokens;
                 st = end_token(&r);
-                if (r.ids.n > before) line_has_tokens = true;
+                if (r.tokens > before) line_has_tokens = true;
                 if (c == '\n') {
-                    if (st == EMB_OK && line_has_tokens && !ids_push(&r.ids, -1))
-                        st = emb__error(EMB_ERR_NOMEM, "%s: cannot store the token ids", name);
+                    if (st == EMB_OK && line_has_tokens) st = emb__w2v_ids_push(ids, -1);
                     line_has_tokens = false;
                     r.line++;
                 }
@@ -135,73 +133,60 @@ static emb_status read_tokens(const emb_w2v_options *o, FILE *f, const char *nam
         }
     }
     if (st == EMB_OK) st = end_token(&r);
+    if (st == EMB_OK) st = emb__w2v_ids_flush(ids);
     free(buf);
     free(r.tok);
     if (st) {
         emb_vocab_free(r.vocab);
-        free(r.ids.a);
         return st;
     }
     *vocab_out = r.vocab;
-    *ids_out = r.ids.a;
-    *n_out = r.ids.n;
     *tokens_out = r.tokens;
+    skipped[0] = r.skipped[0], skipped[1] = r.skipped[1];
     return EMB_OK;
 }
 
 emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *name,
-                                emb_vocab **vocab_out, int32_t **ids_out, int64_t *n_out) {
-    emb_vocab *v = NULL;
-    int32_t *ids = NULL;
-    int64_t n = 0, tokens = 0;
-    emb_status st = read_tokens(o, f, name, &v, &ids, &n, &tokens);
+                                emb_vocab **vocab_out, emb__w2v_ids *ids, int64_t skipped[2]) {
+    emb_status st = emb__w2v_ids_open_file(ids, name);
     if (st) return st;
+    emb_vocab *v = NULL;
+    int64_t tokens = 0;
+    st = read_tokens(o, f, name, &v, ids, &tokens, skipped);
+    if (st) {
+        emb__w2v_ids_close(ids);
+        return st;
+    }
     int64_t nv = emb_vocab_size(v);
     if (tokens == 0) {
-        emb_vocab_free(v), free(ids);
+        emb_vocab_free(v), emb__w2v_ids_close(ids);
         return emb__error(EMB_ERR_FORMAT, "%s: the corpus is empty (no tokens)", name);
     }
     int64_t *perm = malloc((size_t)nv * sizeof(int64_t));
     int32_t *map = malloc((size_t)nv * sizeof(int32_t));
     if (!perm || !map) {
-        free(perm), free(map), emb_vocab_free(v), free(ids);
+        free(perm), free(map), emb_vocab_free(v), emb__w2v_ids_close(ids);
         return emb__error(EMB_ERR_NOMEM, "%s: out of memory sorting the vocabulary", name);
     }
     st = emb_vocab_sort_by_count(v, 0, perm);
     if (st == EMB_OK) st = emb_vocab_prune(v, 0, o->min_count, o->max_vocab);
-    if (st) {
-        free(perm), free(map), emb_vocab_free(v), free(ids);
-        return st;
-    }
-    int64_t kept = emb_vocab_size(v);
-    if (kept == 0) {
-        free(perm), free(map), emb_vocab_free(v), free(ids);
-        return emb__error(EMB_ERR_FORMAT,
-                          "%s: no word occurs at least %" PRId64
-                          " times (min_count); %" PRId64 " distinct words in %" PRId64
-                          " tokens",
-                          name, o->min_count, nv, tokens);
-    }
-    /* After the sort, the kept words are a prefix of the sorted order. */
-    for (int64_t i = 0; i < nv; i++) map[i] = -2;
-    for (int64_t i = 0; i < kept; i++) map[perm[i]] = (int32_t)i;
-    int64_t w = 0;
-    bool last_end = true;
-    for (int64_t i = 0; i < n; i++) {
-        int32_t id = ids[i];
-        if (id < 0) {
-            if (!last_end) ids[w++] = -1;
-            last_end = true;
-            continue;
-        }
-        int32_t nid = map[id];
-        if (nid < 0) continue;
-        ids[w++] = nid;
-        last_end = false;
+    int64_t kept = st == EMB_OK ? emb_vocab_size(v) : 0;
+    if (st == EMB_OK && kept == 0)
+        st = emb__error(EMB_ERR_FORMAT,
+                        "%s: no word occurs at least %" PRId64
+                        " times (min_count); %" PRId64 " distinct words in %" PRId64 " tokens",
+                        name, o->min_count, nv, tokens);
+    if (st == EMB_OK) {
+        /* After the sort, the kept words are a prefix of the sorted order. */
+        for (int64_t i = 0; i < nv; i++) map[i] = -2;
+        for (int64_t i = 0; i < kept; i++) map[perm[i]] = (int32_t)i;
+        st = emb__w2v_ids_map(ids, map);
     }
     free(perm), free(map);
+    if (st) {
+        emb_vocab_free(v), emb__w2v_ids_close(ids);
+        return st;
+    }
     *vocab_out = v;
-    *ids_out = ids;
-    *n_out = w;
     return EMB_OK;
 }

@@ -110,10 +110,10 @@ static inline uint64_t next_rng(uint64_t *s) {
 
 static void w2v_free_parts(emb_w2v *w) {
     emb_vocab_free(w->vocab);
-    free(w->ids);
+    emb__w2v_ids_close(&w->ids);
     emb_embedding_free(w->in);
     emb_embedding_free(w->out);
-    free(w->keep), free(w->keep_all), free(w->alias_thr), free(w->alias), free(w->lanes);
+    free(w->keep), free(w->keep_all), free(w->alias), free(w->lanes);
 }
 
 void emb_w2v_free(emb_w2v *w) {
@@ -122,10 +122,28 @@ void emb_w2v_free(emb_w2v *w) {
     free(w);
 }
 
-static uint64_t fingerprint_of(const int32_t *ids, int64_t n, int64_t v) {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)v;
-    for (int64_t i = 0; i < n; i++) h = (h ^ (uint32_t)ids[i]) * 1099511628211ull;
-    return h ^ (uint64_t)n;
+/* One pass over the ids: the tokens (ids that are not sentence ends) and the corpus's
+ * fingerprint. */
+static emb_status count_ids(emb_w2v *w) {
+    emb__w2v_cursor c;
+    emb_status st = emb__w2v_cursor_init(&c, &w->ids);
+    if (st) return st;
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)w->V;
+    int64_t tokens = 0, n = w->n_ids;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t id = emb__w2v_id_at(&c, i);
+        if (id == INT32_MIN) {
+            st = emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
+                            strerror(errno));
+            break;
+        }
+        tokens += id >= 0;
+        h = (h ^ (uint32_t)id) * 1099511628211ull;
+    }
+    emb__w2v_cursor_free(&c);
+    w->tokens = tokens;
+    w->fingerprint = h ^ (uint64_t)n;
+    return st;
 }
 
 /* Walker's alias table for P(w) proportional to count^0.75. */
@@ -142,50 +160,72 @@ static void build_alias(emb_w2v *w) {
             small[ns++] = i;
         else
             large[nl++] = i;
-        w->alias[i] = (int32_t)i;
+        w->alias[i].alias = (int32_t)i;
     }
     while (ns > 0 && nl > 0) {
         int64_t s = small[--ns], l = large[nl - 1];
-        w->alias_thr[s] = (uint32_t)fmin(p[s] * 4294967296.0, 4294967295.0);
-        w->alias[s] = (int32_t)l;
+        w->alias[s].thr = (uint32_t)fmin(p[s] * 4294967296.0, 4294967295.0);
+        w->alias[s].alias = w->alias[s].thr == UINT32_MAX ? (int32_t)s : (int32_t)l;
         p[l] = (p[l] + p[s]) - 1.0;
         if (p[l] < 1.0) {
             nl--;
             small[ns++] = l;
         }
     }
-    while (nl > 0) w->alias_thr[large[--nl]] = UINT32_MAX;
-    while (ns > 0) w->alias_thr[small[--ns]] = UINT32_MAX; /* rounding leftovers */
+    while (nl > 0) w->alias[large[--nl]].thr = UINT32_MAX;
+    while (ns > 0) w->alias[small[--ns]].thr = UINT32_MAX; /* rounding leftovers */
     free(p), free(small), free(large);
 }
 
 static inline int32_t sample_negative(const emb_w2v *w, uint64_t *rng) {
     uint64_t r = next_rng(rng);
     int64_t i = (int64_t)(((r >> 32) * (uint64_t)w->V) >> 32);
-    return (uint32_t)r < w->alias_thr[i] || w->alias_thr[i] == UINT32_MAX ? (int32_t)i
-                                                                           : w->alias[i];
+    emb__w2v_alias a = w->alias[i];
+    return (uint32_t)r < a.thr ? (int32_t)i : a.alias; /* thr = UINT32_MAX: alias = i */
 }
 
-/* Splits the ids into nt lanes at sentence ends where possible. */
-static void split_lanes(emb_w2v *w) {
-    for (int t = 0; t < w->nt; t++) {
-        emb__w2v_lane *l = &w->lanes[t];
-        l->lo = w->n_ids * t / w->nt;
-        l->hi = w->n_ids * (t + 1) / w->nt;
+/* Where the sentence that starts at position s of the ids ends, i.e. where the next one
+ * starts, as train_round reads sentences: after a sentence end (-1) or after max_sentence
+ * tokens, whichever comes first. */
+static int64_t next_sentence(const emb_w2v *w, emb__w2v_cursor *c, int64_t s) {
+    int64_t seen = 0;
+    while (s < w->n_ids && seen < w->o.max_sentence) {
+        int32_t id = emb__w2v_id_at(c, s++);
+        if (id == INT32_MIN) return -1;
+        if (id < 0) break;
+        seen++;
     }
-    for (int t = 1; t < w->nt; t++) { /* move each boundary past the next sentence end */
-        int64_t b = w->lanes[t].lo;
-        while (b < w->n_ids && b > 0 && w->ids[b - 1] != -1) b++;
-        if (b > w->lanes[t].hi) b = w->lanes[t].hi;
+    return s;
+}
+
+/* Splits the ids into nt contiguous lanes, each boundary at the first position at or past
+ * the even split where one thread reading from the start would begin a sentence (after a
+ * line end, or every max_sentence tokens within a long line): every lane trains exactly the
+ * sentences one thread trains, and a corpus that is one long line is shared too. */
+static emb_status split_lanes(emb_w2v *w) {
+    emb__w2v_cursor c;
+    emb_status st = emb__w2v_cursor_init(&c, &w->ids);
+    if (st) return st;
+    int64_t b = 0;
+    w->lanes[0].lo = 0;
+    for (int t = 1; t < w->nt && b >= 0; t++) {
+        int64_t even = w->n_ids * t / w->nt;
+        while (b >= 0 && b < even) b = next_sentence(w, &c, b);
         w->lanes[t].lo = b;
         w->lanes[t - 1].hi = b;
     }
+    emb__w2v_cursor_free(&c);
+    if (b < 0)
+        return emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
+                          strerror(errno));
+    w->lanes[w->nt - 1].hi = w->n_ids;
     uint64_t s = w->o.seed;
     for (int t = 0; t < w->nt; t++) {
         w->lanes[t].pos = w->lanes[t].lo;
         w->lanes[t].epoch = 0;
         w->lanes[t].rng = splitmix64(&s) | 1;
     }
+    return EMB_OK;
 }
 
 void emb__w2v_set_keep(emb_w2v *w, int64_t i, double count, double total) {
@@ -200,43 +240,47 @@ void emb__w2v_set_keep(emb_w2v *w, int64_t i, double count, double total) {
 }
 
 /* Builds everything from a vocabulary and final ids (both taken over by w). */
-emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *ids, int64_t n,
+emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_ids *ids,
+                          emb_w2v **out);
+emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_ids *ids,
                           emb_w2v **out) {
     emb_w2v *w = calloc(1, sizeof *w);
     if (!w) {
-        emb_vocab_free(vocab), free(ids);
+        emb_vocab_free(vocab), emb__w2v_ids_close(ids);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate a word2vec run");
     }
     w->o = *o;
     w->vocab = vocab;
-    w->ids = ids;
-    w->n_ids = n;
+    w->ids = *ids;
+    w->n_ids = ids->n;
     w->V = emb_vocab_size(vocab);
-    for (int64_t i = 0; i < n; i++) w->tokens += ids[i] >= 0;
+    emb_status st = count_ids(w);
+    if (st) {
+        emb_w2v_free(w);
+        return st;
+    }
     if (w->tokens > INT64_MAX / o->epochs) { /* words_total = tokens x epochs */
         int64_t tokens = w->tokens;
         emb_w2v_free(w);
         return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " tokens x %d epochs do not fit in 64 bits", tokens,
                           o->epochs);
     }
-    w->fingerprint = fingerprint_of(ids, n, w->V);
     w->nt = o->threads > 0 ? o->threads : emb_get_num_threads();
     if (w->nt < 1) w->nt = 1;
     w->o.threads = w->nt;
     size_t V = (size_t)w->V;
     w->keep = malloc(V * sizeof(uint32_t));
     w->keep_all = malloc(V * sizeof(bool));
-    w->alias_thr = malloc(V * sizeof(uint32_t));
-    w->alias = malloc(V * sizeof(int32_t));
+    w->alias = malloc(V * sizeof(emb__w2v_alias));
     w->lanes = calloc((size_t)w->nt, sizeof(emb__w2v_lane));
-    if (!w->keep || !w->keep_all || !w->alias_thr || !w->alias || !w->lanes) {
+    if (!w->keep || !w->keep_all || !w->alias || !w->lanes) {
         emb_w2v_free(w);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate sampling tables for %" PRId64 " words",
                           (int64_t)V);
     }
     /* Tables: emb embeddings, input uniform in [-0.5/dim, 0.5/dim), output zero. */
     emb_generator *gen = NULL;
-    emb_status st = emb_generator_create(o->seed, &gen);
+    st = emb_generator_create(o->seed, &gen);
     emb_embedding_options eo = emb_embedding_options_default();
     eo.generator = gen;
     eo.sparse = true;
@@ -263,7 +307,11 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *i
         emb__w2v_set_keep(w, (int64_t)i, (double)emb_vocab_count(vocab, (int64_t)i), total);
     build_alias(w);
     emb__sgns_sigmoid_table(w->sigmoid);
-    split_lanes(w);
+    st = split_lanes(w);
+    if (st) {
+        emb_w2v_free(w);
+        return st;
+    }
     *out = w;
     return EMB_OK;
 }
@@ -275,11 +323,13 @@ emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f, cons
     emb_status st = emb_w2v_options_check(opts);
     if (st) return st;
     emb_vocab *v;
-    int32_t *ids;
-    int64_t n;
-    st = emb__w2v_read_corpus(opts, f, name ? name : "corpus", &v, &ids, &n);
+    emb__w2v_ids ids;
+    int64_t skipped[2] = {0, 0};
+    st = emb__w2v_read_corpus(opts, f, name ? name : "corpus", &v, &ids, skipped);
     if (st) return st;
-    return emb__w2v_setup(opts, v, ids, n, out);
+    st = emb__w2v_setup(opts, v, &ids, out);
+    if (st == EMB_OK) (*out)->skipped_invalid = skipped[0], (*out)->skipped_long = skipped[1];
+    return st;
 }
 
 emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path,
@@ -346,7 +396,9 @@ emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab 
         return st ? st : emb__error(EMB_ERR_NOMEM, "cannot copy %" PRId64 " token ids", n);
     }
     if (n) memcpy(ids2, ids, (size_t)n * sizeof(int32_t));
-    return emb__w2v_setup(opts, copy, ids2, n, out);
+    emb__w2v_ids store;
+    emb__w2v_ids_use_memory(&store, ids2, n);
+    return emb__w2v_setup(opts, copy, &store, out);
 }
 
 /* ---- training ---- */
@@ -406,6 +458,9 @@ typedef struct {
     double loss;    /* this round's loss terms and examples (o.compute_loss) */
     int64_t examples;
     bool nonfinite; /* a score was NaN or infinite this round */
+    emb__w2v_cursor cur; /* the lane's window on the token ids */
+    bool read_failed;    /* an id could not be read back: the round stopped */
+    int read_errno;
 } lane_scratch;
 
 /* Several threads: with every thread updating the output table in place (Hogwild), the
@@ -482,7 +537,13 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
         int n = 0;
         int64_t seen = 0;
         while (l->pos < l->hi && seen < o->max_sentence) {
-            int32_t id = w->ids[l->pos++];
+            int32_t id = emb__w2v_id_at(&s->cur, l->pos);
+            if (id == INT32_MIN) { /* the run stops with an error */
+                s->read_failed = true;
+                s->read_errno = errno;
+                return 0;
+            }
+            l->pos++;
             if (id < 0) break;
             seen++;
             if (!w->keep_all[id] && (uint32_t)(next_rng(&l->rng) >> 32) >= w->keep[id])
@@ -606,7 +667,8 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         ls[t].negs = emb_malloc((size_t)(m * o->negative) * sizeof(int32_t));
         ls[t].scratch = emb_malloc(scratch_floats * sizeof(float));
         ls[t].h = emb_malloc((size_t)o->dim * sizeof(float));
-        ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch && ls[t].h;
+        ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch && ls[t].h &&
+             emb__w2v_cursor_init(&ls[t].cur, &w->ids) == EMB_OK;
     }
     bool own = ok && lanes_own_output(w);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
@@ -650,6 +712,12 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             w->epoch_loss += ls[t].loss, w->epoch_examples += ls[t].examples;
             ls[t].loss = 0, ls[t].examples = 0;
         }
+        for (int t = 0; t < nt && st == EMB_OK; t++)
+            if (ls[t].read_failed)
+                st = emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
+                                ls[t].read_errno ? strerror(ls[t].read_errno)
+                                                 : "the temporary file is shorter");
+        if (st) break;
         for (int t = 0; t < nt; t++) w->diverged |= ls[t].nonfinite;
         if (w->diverged) {
             st = diverged_error(w);
@@ -680,6 +748,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         emb_free(ls[t].sen), emb_free(ls[t].ctx), emb_free(ls[t].tgt), emb_free(ls[t].negs);
         emb_free(ls[t].scratch), emb_free(ls[t].h);
         emb_free(ls[t].own), emb_free(ls[t].dirty);
+        emb__w2v_cursor_free(&ls[t].cur);
     }
     free(ls);
     free(done);
@@ -699,6 +768,10 @@ emb_status emb_w2v_vectors(const emb_w2v *w, emb_tensor *view) {
 emb_embedding *emb_w2v_input_embedding(const emb_w2v *w) { return w ? w->in : NULL; }
 emb_embedding *emb_w2v_output_embedding(const emb_w2v *w) { return w ? w->out : NULL; }
 int64_t emb_w2v_corpus_tokens(const emb_w2v *w) { return w ? w->tokens : 0; }
+void emb_w2v_skipped(const emb_w2v *w, int64_t *invalid, int64_t *too_long) {
+    if (invalid) *invalid = w ? w->skipped_invalid : 0;
+    if (too_long) *too_long = w ? w->skipped_long : 0;
+}
 int64_t emb_w2v_words_done(const emb_w2v *w) { return w ? w->words_done : 0; }
 emb_w2v_options emb_w2v_options_of(const emb_w2v *w) {
     return w ? w->o : emb_w2v_options_default(EMB_W2V_SKIPGRAM);

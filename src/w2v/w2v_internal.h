@@ -10,6 +10,49 @@
 #include "internal.h"
 #include "kernels/sgns.h"
 
+/* The corpus's token ids (-1 at sentence ends), n of them: in memory (mem, the array given
+ * to emb_w2v_create_from_ids), or in an unlinked temporary file in TMPDIR (default /tmp)
+ * that is read back through small buffers (src/w2v/idstore.c). */
+typedef struct emb__w2v_ids {
+    int32_t *mem;
+    int fd;
+    int64_t n;
+    int32_t *wbuf; /* while the file is written: ids not yet written */
+    int64_t wn;
+} emb__w2v_ids;
+
+/* An empty file store (n = 0), or an error naming the corpus and the folder. */
+emb_status emb__w2v_ids_open_file(emb__w2v_ids *s, const char *name);
+/* A store of the n ids in memory (taken over). */
+void emb__w2v_ids_use_memory(emb__w2v_ids *s, int32_t *ids, int64_t n);
+void emb__w2v_ids_close(emb__w2v_ids *s);
+/* Appends an id to a file store (buffered; flush before reading). */
+emb_status emb__w2v_ids_push(emb__w2v_ids *s, int32_t id);
+emb_status emb__w2v_ids_flush(emb__w2v_ids *s);
+/* Renumbers a file store in place: id -> map[id], ids that map to -1 (or less) removed, no
+ * -1 at the start and no two -1 in a row. */
+emb_status emb__w2v_ids_map(emb__w2v_ids *s, const int32_t *map);
+
+/* Reads a store through one bounded buffer: buf[0, len) holds ids [lo, lo + len). */
+typedef struct emb__w2v_cursor {
+    const emb__w2v_ids *s;
+    const int32_t *buf;
+    int32_t *own;
+    int64_t lo, len;
+} emb__w2v_cursor;
+
+emb_status emb__w2v_cursor_init(emb__w2v_cursor *c, const emb__w2v_ids *s);
+void emb__w2v_cursor_free(emb__w2v_cursor *c);
+/* Loads the ids from pos on into the buffer; false on a read error. */
+bool emb__w2v_cursor_fill(emb__w2v_cursor *c, int64_t pos);
+
+/* The id at pos (in [0, n)), or INT32_MIN when it cannot be read. */
+static inline int32_t emb__w2v_id_at(emb__w2v_cursor *c, int64_t pos) {
+    if ((uint64_t)(pos - c->lo) >= (uint64_t)c->len && !emb__w2v_cursor_fill(c, pos))
+        return INT32_MIN;
+    return c->buf[pos - c->lo];
+}
+
 /* One training thread's place in the corpus. Thread t owns the token range
  * [lo, hi) of the id array; it trains that range once per epoch. */
 typedef struct emb__w2v_lane {
@@ -19,12 +62,21 @@ typedef struct emb__w2v_lane {
     uint64_t rng;     /* its random state */
 } emb__w2v_lane;
 
+/* One entry of the alias table: a draw that picks entry i returns i when 32 random bits
+ * are below thr, else alias (thr = UINT32_MAX entries have alias = i). Side by side, so
+ * that a draw reads one cache line. */
+typedef struct emb__w2v_alias {
+    uint32_t thr;
+    int32_t alias;
+} emb__w2v_alias;
+
 struct emb_w2v {
     emb_w2v_options o;
     emb_vocab *vocab;
-    int32_t *ids; /* [n_ids]: token ids, -1 at sentence ends */
-    int64_t n_ids;
+    emb__w2v_ids ids; /* the token ids, -1 at sentence ends */
+    int64_t n_ids;    /* ids.n */
     int64_t tokens; /* ids that are not sentence ends */
+    int64_t skipped_invalid, skipped_long; /* tokens a lenient read skipped */
     uint64_t fingerprint;
     emb_embedding *in, *out; /* [V, dim] */
     float *syn0, *syn1;      /* their weights */
@@ -32,8 +84,7 @@ struct emb_w2v {
     /* sampling tables */
     uint32_t *keep;      /* [V]: keep a token when 32 random bits < keep[w] (UINT32_MAX+: always) */
     bool *keep_all;      /* [V] */
-    uint32_t *alias_thr; /* [V] */
-    int32_t *alias;      /* [V] */
+    emb__w2v_alias *alias; /* [V] Walker's alias table of the negatives */
     float sigmoid[EMB__SGNS_TABLE + 1];
     /* progress */
     int nt;
@@ -64,12 +115,14 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
 void emb__w2v_set_keep(emb_w2v *w, int64_t i, double count, double total);
 
 /* Builds everything from a vocabulary and final ids (both taken over; src/w2v/trainer.c). */
-emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, int32_t *ids, int64_t n,
+emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_ids *ids,
                           emb_w2v **out);
 
-/* Reads and tokenises a corpus, builds the sorted, pruned vocabulary and the final ids
- * (dropped words removed, -1 at line ends, no two -1 in a row). */
+/* Reads and tokenises a corpus (a UTF-8 byte-order mark at its start is dropped), builds
+ * the sorted, pruned vocabulary and the final ids (dropped words removed, -1 at line ends,
+ * no two -1 in a row) in a file store. skipped: the tokens a lenient read skipped, not
+ * UTF-8 and too long. */
 emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *name,
-                                emb_vocab **vocab, int32_t **ids, int64_t *n);
+                                emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2]);
 
 #endif /* EMB_W2V_INTERNAL_H */

@@ -1,6 +1,6 @@
 """Shared fixtures of the CLI suite: where the programs are, how to run them, and the
 "seed tour" twins — the steps of the five seed documents re-run in PyTorch, producing the
-text that `emb demo` and examples/seed00*.c must print.
+text that `emb demo` and the seed example programs (tools/tour/seed00*.c) must print.
 
 ctest passes EMB_BIN (the emb binary), EMB_BUILD_DIR (examples are in
 $EMB_BUILD_DIR/examples) and EMB_SOURCE_DIR. Without them the default build directory
@@ -25,7 +25,7 @@ BUILD_DIR = os.environ.get("EMB_BUILD_DIR") or os.path.join(SOURCE_DIR, "build")
 EMB_BIN = os.environ.get("EMB_BIN") or os.path.join(BUILD_DIR, "emb")
 EXAMPLES_DIR = os.path.join(BUILD_DIR, "examples")
 
-# The seed the tour programs use when given none (TOUR_DEFAULT_SEED in examples/seed_tour.h).
+# The seed the tour programs use when given none (TOUR_DEFAULT_SEED in tools/tour/seed_tour.h).
 TOUR_DEFAULT_SEED = 42
 
 

@@ -1,4 +1,4 @@
-"""The seed examples (examples/seed00*.c): each prints exactly what PyTorch prints when the
+"""The seed examples (tools/tour/seed00*.c with examples/seed_main.c): each prints exactly what PyTorch prints when the
 same document steps run in torch with the same seeds (generated live by the twins in
 conftest.py); 000 and 003, whose documents fixed the seed, also print the documents' own
 tables verbatim. Plus their argument handling and output errors."""

@@ -63,7 +63,10 @@ def temporaries(folder):
 
 
 def fnv1a(data):
-    h = 1469598103934665603
+    """A checkpoint's checksum over the bytes after the magic (docs/word2vec.md): FNV-1a 64
+    from FNV's offset basis; version 1 started from 1469598103934665603."""
+    version = struct.unpack_from("<Q", data, 0)[0]
+    h = 1469598103934665603 if version == 1 else 14695981039346656037
     for b in data:
         h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
     return h

@@ -312,3 +312,25 @@ def test_binary_row_starting_with_newline_byte(emb_bin, tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.split()[0] == "b"
     assert abs(float(p.stdout.split()[1]) - kv.similarity("a", "b")) < 1e-6
+
+
+def test_bom_and_lenient(emb_bin, tmp_path):
+    """A byte-order mark is dropped; a token that is not UTF-8 stops the run (naming the line)
+    unless --lenient, which skips it, says how many it skipped even with -q, and learns what
+    the text without that token gives."""
+    with open(synthetic(tmp_path / "clean.txt"), "rb") as f:
+        clean = f.read()
+    lines = clean.split(b"\n")
+    lines[3] = lines[3] + b" \xff\xfebad"
+    dirty = tmp_path / "dirty.txt"
+    dirty.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines))
+    base = ["--dim", 8, "--min-count", 1, "--threads", 1, "--epochs", 2, "-q"]
+    p = train(emb_bin, dirty, "-o", tmp_path / "d.vec", *base, check=False)
+    assert p.returncode == 1 and "dirty.txt:4: invalid UTF-8" in p.stderr, p.stderr
+    p = train(emb_bin, dirty, "-o", tmp_path / "d.vec", *base, "--lenient")
+    assert "skipped 1 tokens that are not UTF-8 and 0 longer than" in p.stderr, p.stderr
+    train(emb_bin, tmp_path / "clean.txt", "-o", tmp_path / "c.vec", *base)
+    d = KeyedVectors.load_word2vec_format(str(tmp_path / "d.vec"))
+    c = KeyedVectors.load_word2vec_format(str(tmp_path / "c.vec"))
+    assert d.index_to_key == c.index_to_key
+    assert np.array_equal(d.vectors, c.vectors)

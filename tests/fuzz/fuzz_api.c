@@ -1676,13 +1676,25 @@ static void op_gen(world *w, rd *r) {
                 if (at + 4 <= ss) memcpy(buf + at, &u, 4);
             }
         }
-        if (rd_bool(r) && ss >= 8) { /* recompute the checksum (FNV-1a of the first ss - 8) */
-            uint32_t h = 2166136261u;
-            for (size_t i = 0; i < ss - 8; i++) {
-                h ^= buf[i];
-                h *= 16777619u;
+        if (rd_bool(r) && ss >= 8) {
+            /* recompute the checksum over the first ss - 8 bytes: version 2 holds FNV-1a 64
+             * (little-endian) in the last 8, version 1 FNV-1a 32 in the 4 before the padding;
+             * sometimes the state is turned into version 1 first */
+            if (rd_chance(r, 4)) {
+                const uint32_t one = 1;
+                memcpy(buf + 4, &one, 4);
             }
-            memcpy(buf + ss - 8, &h, 4);
+            uint32_t version;
+            memcpy(&version, buf + 4, 4);
+            if (version == 1) {
+                uint32_t h = 2166136261u;
+                for (size_t i = 0; i < ss - 8; i++) h = (h ^ buf[i]) * 16777619u;
+                memcpy(buf + ss - 8, &h, 4);
+            } else {
+                uint64_t h = 14695981039346656037ull;
+                for (size_t i = 0; i < ss - 8; i++) h = (h ^ buf[i]) * 1099511628211ull;
+                for (int b = 0; b < 8; b++) buf[ss - 8 + b] = (unsigned char)(h >> (8 * b));
+            }
         }
         size_t n = rd_chance(r, 8) ? rd_u32(r) % (ss + 16) : ss;
         API(w, emb_generator_set_state(arg_g(w, r), rd_chance(r, 24) ? NULL : buf, n));

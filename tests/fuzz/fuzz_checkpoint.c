@@ -70,8 +70,12 @@ static int threads_of(const uint8_t *d, size_t n) {
     return t >= 1 && t <= 3 ? (int)t : 0;
 }
 
-static uint64_t fnv1a(const uint8_t *p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
+/* The checksum of the bytes between the magic and the checksum (docs/word2vec.md): FNV-1a
+ * 64 from FNV's offset basis, or, in a version 1 checkpoint, from the value version 1 used. */
+static uint64_t checksum(const uint8_t *p, size_t n) {
+    uint64_t version = 0;
+    if (n >= 8) memcpy(&version, p, 8);
+    uint64_t h = version == 1 ? 1469598103934665603ull : 14695981039346656037ull;
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
     return h;
 }
@@ -155,7 +159,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!buf) FINDING("out of memory");
     if (size) memcpy(buf, data, size);
     if (size >= 16) {
-        uint64_t h = fnv1a(buf + 8, size - 16);
+        uint64_t h = checksum(buf + 8, size - 16);
         memcpy(buf + size - 8, &h, 8);
     }
     const int threads = threads_of(buf, size);

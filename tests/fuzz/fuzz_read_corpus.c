@@ -1,6 +1,6 @@
 /* libFuzzer harness: the word2vec trainer's corpus reader (emb_w2v_create_from_file) and a
  * short training run on what it accepts. The first input byte picks min_count (1-4),
- * lowercasing, punctuation stripping, max_vocab and the model; the rest is the corpus.
+ * lowercasing, punctuation stripping, max_vocab, the model and lenient mode; the rest is the corpus.
  * Checks: an error leaves *out untouched and sets a message; an accepted corpus gives a
  * vocabulary sorted by count, of valid UTF-8 words without whitespace, whose counts add up
  * to the corpus tokens; a tiny training run finishes with finite vectors; a checkpoint of it
@@ -17,6 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     o.strip_punct = data[0] & 8;
     o.max_vocab = (data[0] & 16) ? 3 : 0;
     o.shared_negatives = data[0] & 32;
+    o.lenient = data[0] & 128;
     o.dim = 4;
     o.window = 2;
     o.negative = 2;

@@ -61,11 +61,14 @@ def readers():
 
 
 def corpora():
-    """fuzz_read_corpus: the option byte (min_count, case, punctuation, max_vocab, model),
+    """fuzz_read_corpus: the option byte (min_count, case, punctuation, max_vocab, model,
+    lenient),
     then text with the whitespace, punctuation and bytes a tokenizer must handle."""
     put("fuzz_read_corpus", "utf8_and_not", b"\x04" + "café cafe\u0301 naïve\nthe The THE\n".encode() + b"bad \xff\xfe\n")
     put("fuzz_read_corpus", "whitespace_kinds", b"\x08" + b"a\tb\x0bc\x0cd\r\ne  f\n\n\ng.h, (i)\n")
     put("fuzz_read_corpus", "nul_and_long", b"\x00" + b"a\x00b c " + b"x" * 3000 + b"\n")
+    # lenient (option bit 128): a byte-order mark, then tokens to skip and tokens to keep
+    put("fuzz_read_corpus", "bom_lenient", b"\x80" + b"\xef\xbb\xbfa b \xff c\nb \xc3( a\n")
 
 
 def options(model=0, dim=8, window=2, negative=2, epochs=2, min_count=1, max_vocab=0, alpha=0,

@@ -1,94 +1,42 @@
-"""ctypes bindings of emb's file API (include/emb/io.h, vocab.h) for the interop tests, and a
-~20-line safetensors reader/writer (json + struct + numpy: the `safetensors` package is not
-in Debian)."""
-import ctypes as C
+"""emb's file API (include/emb/io.h) for the interop tests, through the Python package `emb`
+(python/; conftest.py puts $EMB_BUILD_DIR/python on the path), and a ~20-line safetensors
+reader/writer (json + struct + numpy: the `safetensors` package is not in Debian)."""
 import json
+import os
 import struct
 
 import numpy as np
 
-from embpy import lib, Tensor, T, check, MAX_DIMS  # noqa: F401
+import emb
 
 FMT_AUTO, FMT_SAFETENSORS, FMT_NPY, FMT_W2V_TEXT, FMT_W2V_BINARY, FMT_GLOVE = range(6)
-
-
-class Vectors(C.Structure):
-    _fields_ = [("weight", Tensor), ("vocab", C.c_void_p), ("format", C.c_int),
-                ("file_dtype", C.c_int), ("file_rows", C.c_int64), ("duplicates", C.c_int64),
-                ("nonfinite", C.c_int64)]
-
-
-class ReadOptions(C.Structure):
-    _fields_ = [("format", C.c_int), ("limit", C.c_int64), ("tensor", C.c_char_p),
-                ("check_utf8", C.c_bool)]
-
-
-class WriteOptions(C.Structure):
-    _fields_ = [("format", C.c_int), ("dtype", C.c_int), ("tensor", C.c_char_p),
-                ("precision", C.c_int), ("trailing_space", C.c_bool), ("binary_newline", C.c_bool)]
-
-
-lib.emb_read_options_default.restype = ReadOptions
-lib.emb_write_options_default.restype = WriteOptions
-lib.emb_vocab_word.restype = C.c_void_p
-lib.emb_vocab_word.argtypes = [C.c_void_p, C.c_int64, C.POINTER(C.c_size_t)]
-lib.emb_vocab_size.restype = C.c_int64
-lib.emb_vocab_size.argtypes = [C.c_void_p]
-lib.emb_vocab_count.restype = C.c_int64
-lib.emb_vocab_count.argtypes = [C.c_void_p, C.c_int64]
-lib.emb_vocab_add.argtypes = [C.c_void_p, C.c_char_p, C.c_size_t, C.c_int64, C.c_void_p, C.c_void_p]
-lib.emb_vocab_free.argtypes = [C.c_void_p]
-lib.emb_vectors_read.argtypes = [C.c_char_p, C.POINTER(ReadOptions), C.POINTER(Vectors)]
-lib.emb_vectors_write.argtypes = [C.c_char_p, C.POINTER(Tensor), C.c_void_p, C.POINTER(WriteOptions)]
-lib.emb_vectors_free.argtypes = [C.POINTER(Vectors)]
+_FORMAT_NAMES = ["auto", "safetensors", "npy", "word2vec-text", "word2vec-binary", "glove"]
+# emb_dtype codes (include/emb/core.h) of the element types the files hold
+_DTYPE_CODES = {"float32": 0, "int64": 1, "int32": 2, "float64": 3, "float16": 4,
+                "bfloat16": 5, "int8": 6, "uint8": 7, "int16": 8, "bool": 9}
+_DTYPE_NAMES = {v: k for k, v in _DTYPE_CODES.items()}
 
 
 def read(path, limit=0, fmt=FMT_AUTO, tensor=None):
-    """(words or None, float32 array, Vectors metadata dict) of a file read by emb."""
-    o = lib.emb_read_options_default()
-    o.limit, o.format = limit, fmt
-    if tensor:
-        o.tensor = tensor.encode()
-    v = Vectors()
-    check(lib.emb_vectors_read(str(path).encode(), C.byref(o), C.byref(v)))
-    try:
-        rows, dim = v.weight.shape[0], v.weight.shape[1]
-        n = rows * dim
-        arr = (np.ctypeslib.as_array(C.cast(v.weight.data, C.POINTER(C.c_float)), (n,)).copy()
-               if n else np.zeros(0, np.float32)).reshape(rows, dim)
-        words = None
-        if v.vocab:
-            words = []
-            for i in range(lib.emb_vocab_size(v.vocab)):
-                ln = C.c_size_t()
-                p = lib.emb_vocab_word(v.vocab, i, C.byref(ln))
-                words.append(C.string_at(p, ln.value).decode("utf-8", "surrogateescape"))
-        meta = dict(format=v.format, file_dtype=v.file_dtype, file_rows=v.file_rows,
-                    duplicates=v.duplicates, nonfinite=v.nonfinite)
-        return words, arr, meta
-    finally:
-        lib.emb_vectors_free(C.byref(v))
+    """(words or None, float32 array, metadata dict) of a file read by emb (emb_vectors_read);
+    the metadata's format and file_dtype are the C enum values."""
+    words, _, arr, info = emb.read_vectors(os.fspath(path), limit=limit,
+                                           format=_FORMAT_NAMES[fmt], tensor=tensor)
+    meta = dict(info)
+    meta["format"] = _FORMAT_NAMES.index(info["format"])
+    meta["file_dtype"] = _DTYPE_CODES[info["file_dtype"]]
+    return words, arr, meta
 
 
 def write(path, arr, words=None, counts=None, **opts):
-    """Writes a float32 table (and words) with emb_vectors_write; opts set WriteOptions fields."""
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    vocab = C.c_void_p()
-    if words is not None:
-        check(lib.emb_vocab_create(C.byref(vocab)))
-    try:
-        for i, w in enumerate(words or []):
-            b = w.encode("utf-8", "surrogateescape")
-            check(lib.emb_vocab_add(vocab, b, len(b), counts[i] if counts else 0, None, None))
-        o = lib.emb_write_options_default()
-        for k, val in opts.items():
-            setattr(o, k, val.encode() if isinstance(val, str) else val)
-        t = T(arr)
-        check(lib.emb_vectors_write(str(path).encode(), C.byref(t), vocab if words is not None else None,
-                                    C.byref(o)))
-    finally:
-        if words is not None:
-            lib.emb_vocab_free(vocab)
+    """Writes a float32 table (and words) with emb_vectors_write; opts are emb_write_options
+    fields (format and dtype as the C enum values)."""
+    if "format" in opts:
+        opts["format"] = _FORMAT_NAMES[opts["format"]]
+    if "dtype" in opts:
+        opts["dtype"] = _DTYPE_NAMES[opts["dtype"]]
+    emb.write_vectors(os.fspath(path), np.ascontiguousarray(arr, dtype=np.float32), words=words,
+                      counts=counts, **opts)
 
 
 # ---- a minimal safetensors implementation for the tests ----

@@ -138,6 +138,33 @@ static inline void emb_test_check_fd(const double *fd, const float *g, int64_t n
         fail_msg("%s: the finite-difference check cannot tell a gradient off by 2", what);
 }
 
+/* The path of a committed test file, tests/data/<rel> (ctest sets EMB_TEST_DATA; two
+ * rotating buffers). */
+static inline const char *emb_test_data(const char *rel) {
+    static char buf[2][1024];
+    static int k;
+    k ^= 1;
+    const char *d = getenv("EMB_TEST_DATA");
+    snprintf(buf[k], sizeof buf[k], "%s/%s", d ? d : "tests/data", rel);
+    return buf[k];
+}
+
+/* The whole of a file that must exist (the test fails naming it otherwise); free it. */
+static inline unsigned char *emb_test_read(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open %s (run from ctest, which sets EMB_TEST_DATA)", path);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long sz = ftell(f);
+    assert_true(sz > 0);
+    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
+    unsigned char *b = malloc((size_t)sz);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
+    fclose(f);
+    *n = (size_t)sz;
+    return b;
+}
+
 #define EMB_ASSERT_EXACT(got, want, n, what) emb_assert_close_f32(got, want, n, 1, 0, 0, what)
 #define EMB_ASSERT_CLOSE(got, want, n, what)                                                       \
     emb_assert_close_f32(got, want, n, 0, 1.3e-6, 1e-5, what)

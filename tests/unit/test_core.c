@@ -311,6 +311,90 @@ static void test_malloc_hugepages(void **state) {
 #endif
 }
 
+/* The one overlap check (src/core/tensor.c) over ranges that end at the top of the address
+ * space: an end computed as start + size would wrap to 0 there. */
+static void test_overlap_at_the_top(void **state) {
+    (void)state;
+    void *top16 = (void *)(UINTPTR_MAX - 15), *top8 = (void *)(UINTPTR_MAX - 7);
+    assert_true(emb__overlap(top16, 16, top8, 8));
+    assert_true(emb__overlap(top8, 8, top16, 16));
+    assert_true(emb__overlap(top16, 16, top16, 16));
+    assert_false(emb__overlap(top16, 8, top8, 8)); /* [top-15, top-7) ends where top8 starts */
+    assert_false(emb__overlap(top8, 8, (void *)0x1000, 16));
+    assert_false(emb__overlap((void *)0x1000, 16, top8, 8));
+    assert_false(emb__overlap(top16, 0, top16, 16)); /* empty ranges never overlap */
+    assert_false(emb__overlap(NULL, 16, NULL, 16));
+    /* tensors: two float32 views ending at the top of the address space */
+    int64_t four = 4, two = 2;
+    emb_tensor a, b;
+    EMB_OK_OR_FAIL(emb_tensor_init(&a, EMB_FLOAT32, top16, 1, &four));
+    EMB_OK_OR_FAIL(emb_tensor_init(&b, EMB_FLOAT32, top8, 1, &two));
+    assert_true(emb__tensors_overlap(&a, &b));
+    assert_true(emb__tensors_overlap(&b, &a));
+    /* a huge tensor: from 0x1000, 2^60 float32 elements */
+    int64_t huge = INT64_C(1) << 60;
+    EMB_OK_OR_FAIL(emb_tensor_init(&a, EMB_FLOAT32, (void *)0x1000, 1, &huge));
+    EMB_OK_OR_FAIL(emb_tensor_init(&b, EMB_FLOAT32, (void *)0x2000, 1, &two));
+    assert_true(emb__tensors_overlap(&a, &b));
+    assert_false(emb__tensors_overlap(&b, NULL));
+}
+
+/* The byte codec of the binary formats (src/core/bytes.h): little-endian bytes whatever the
+ * host, cursors that stop at the end of their buffer, and 64-bit FNV-1a. */
+static void test_byte_codec(void **state) {
+    (void)state;
+    unsigned char b[16];
+    emb__put_u16le(b, 0x0102);
+    emb__put_u32le(b + 2, 0x03040506u);
+    emb__put_u64le(b + 6, UINT64_C(0x0708090a0b0c0d0e));
+    const unsigned char want[14] = {2, 1, 6, 5, 4, 3, 0x0e, 0x0d, 0x0c, 0x0b, 0x0a, 9, 8, 7};
+    assert_memory_equal(b, want, 14);
+    assert_int_equal(emb__get_u16le(b), 0x0102);
+    assert_int_equal(emb__get_u32le(b + 2), 0x03040506u);
+    assert_true(emb__get_u64le(b + 6) == UINT64_C(0x0708090a0b0c0d0e));
+    emb__put_f32le(b, 1.0f); /* 0x3f800000 */
+    assert_int_equal(b[0], 0);
+    assert_int_equal(b[3], 0x3f);
+    assert_true(emb__get_f32le(b) == 1.0f);
+    emb__put_f64le(b, -2.5);
+    assert_true(emb__get_f64le(b) == -2.5);
+    assert_int_equal(b[7], 0xc0);
+    const float xs[3] = {1.5f, -0.0f, 3e38f};
+    float ys[3];
+    unsigned char e[12];
+    emb__f32le_encode(e, xs, 3);
+    emb__f32le_decode(ys, e, 3);
+    assert_memory_equal(xs, ys, sizeof xs);
+    assert_true(emb__get_f32le(e + 4) == 0.0f && e[7] == 0x80);
+
+    /* the cursor writes what fits, then nothing */
+    memset(b, 0xaa, sizeof b);
+    emb__bytes_out o = emb__bytes_out_at(b, 10);
+    emb__out_u32(&o, 7);
+    emb__out_raw(&o, "xy", 2);
+    assert_false(o.bad);
+    emb__out_u64(&o, 1); /* 8 bytes, 4 left */
+    assert_true(o.bad);
+    emb__out_u32(&o, 9); /* fits, but the cursor stays bad */
+    assert_int_equal(o.pos, 6);
+    assert_int_equal(b[6], 0xaa);
+    emb__bytes_in in = emb__bytes_in_at(b, 10);
+    assert_int_equal(emb__in_u32(&in), 7);
+    char xy[2];
+    assert_true(emb__in_raw(&in, xy, 2));
+    assert_memory_equal(xy, "xy", 2);
+    assert_true(emb__in_u64(&in) == 0 && in.bad); /* past the end: zero */
+    assert_int_equal(emb__in_u32(&in), 0);
+    assert_true(emb__in_f64(&in) == 0.0);
+    assert_false(emb__in_raw(&in, xy, 1));
+
+    /* FNV-1a 64: the published values for "" and "a", and one run equals pieces */
+    assert_true(emb__fnv64("", 0) == UINT64_C(0xcbf29ce484222325));
+    assert_true(emb__fnv64("a", 1) == UINT64_C(0xaf63dc4c8601ec8c));
+    assert_true(emb__fnv64("foobar", 6) == UINT64_C(0x85944171f73967e8));
+    assert_true(emb__fnv64_update(emb__fnv64("foo", 3), "bar", 3) == emb__fnv64("foobar", 6));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_strings), cmocka_unit_test(test_malloc_hugepages),  cmocka_unit_test(test_version),
@@ -319,6 +403,7 @@ int main(void) {
         cmocka_unit_test(test_tensor_check),
         cmocka_unit_test(test_numel_invalid),    cmocka_unit_test(test_shape_str),
         cmocka_unit_test(test_errmsg_per_thread), cmocka_unit_test(test_threads_and_kernels),
+        cmocka_unit_test(test_overlap_at_the_top), cmocka_unit_test(test_byte_codec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

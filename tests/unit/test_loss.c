@@ -1,6 +1,7 @@
 /* Unit tests of the losses: values against double-precision references, finite-difference
  * gradient checks for every backward, edge cases, and every error path. */
 #include "emb_test.h"
+#include "nn/loss_internal.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL; /* test data seed */
 
@@ -910,6 +911,27 @@ static void test_thread_independence(void **state) {
     free(x), free(t), free(cls);
 }
 
+/* The losses' output-versus-input check at the top of the address space: an output ending
+ * at the last byte that shares its last 8 bytes with an input (start + size wraps to 0
+ * there, which the check must not compute). */
+static void test_overlap_check_at_the_top(void **state) {
+    (void)state;
+    int64_t four = 4, two = 2;
+    emb_tensor out, in, far;
+    EMB_OK_OR_FAIL(emb_tensor_init(&out, EMB_FLOAT32, (void *)(UINTPTR_MAX - 15), 1, &four));
+    EMB_OK_OR_FAIL(emb_tensor_init(&in, EMB_FLOAT32, (void *)(UINTPTR_MAX - 7), 1, &two));
+    EMB_OK_OR_FAIL(emb_tensor_init(&far, EMB_FLOAT32, (void *)0x1000, 1, &two));
+    EMB_EXPECT_ERR(emb__loss_check_no_overlap(&out, "grad_input", &far, "target", &in, "input",
+                                              NULL, "weight", NULL, "x"),
+                   EMB_ERR_INVALID, "grad_input must not overlap input");
+    EMB_EXPECT_ERR(emb__loss_check_no_overlap(&in, "grad_input", &out, "input", NULL, "target",
+                                              NULL, "weight", NULL, "x"),
+                   EMB_ERR_INVALID, "grad_input must not overlap input");
+    assert_int_equal(emb__loss_check_no_overlap(&far, "grad_input", &out, "input", &in, "target",
+                                                NULL, "weight", NULL, "x"),
+                     EMB_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
@@ -930,6 +952,7 @@ int main(void) {
         cmocka_unit_test(test_bce_stable),
         cmocka_unit_test(test_bce_errors),
         cmocka_unit_test(test_thread_independence),
+        cmocka_unit_test(test_overlap_check_at_the_top),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,21 +101,6 @@ static unsigned char *save(const emb_optimizer *opt, size_t *n) {
     return b;
 }
 
-static unsigned char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s (run from ctest, which sets EMB_TEST_DATA)", path);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long sz = ftell(f);
-    assert_true(sz > 0);
-    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
-    unsigned char *b = malloc((size_t)sz);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
-
 static const char *fixture_path(const char *name) {
     static char buf[1024];
     const char *d = getenv("EMB_TEST_DATA");
@@ -141,7 +126,7 @@ static void check_fixture(const fixture *f) {
         fail_msg("wrote %s (%zu bytes); unset EMB_WRITE_OPTIM_STATE_FIXTURES to test", path, n);
     }
     size_t fn;
-    unsigned char *file = read_file(path, &fn);
+    unsigned char *file = emb_test_read(path, &fn);
     /* what this build writes is what was committed */
     assert_int_equal(n, fn);
     assert_memory_equal(got, file, n);

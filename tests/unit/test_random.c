@@ -364,14 +364,69 @@ static void test_state_round_trip(void **state) {
     emb_generator_free(h);
 }
 
-/* FNV-1a over the first 2528 bytes, stored at 2528 (the documented layout). */
+/* FNV-1a 64 over the first 2528 bytes, stored little-endian at 2528 (the documented
+ * layout of version 2). */
 static void rehash(unsigned char *b) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < 2528; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    for (int i = 0; i < 8; i++) b[2528 + i] = (unsigned char)(h >> (8 * i));
+}
+
+/* A frozen copy of the version 1 writer, as emb wrote states before version 2: the same
+ * fields in the machine's byte order (this test runs on a little-endian machine, where
+ * version 2's fields are the same bytes), version 1, FNV-1a 32 at 2528, four zero bytes. */
+static void to_version1(unsigned char *b) {
+    const uint32_t one = 1;
+    memcpy(b + 4, &one, 4);
     uint32_t h = 2166136261u;
-    for (int i = 0; i < 2528; i++) {
-        h ^= b[i];
-        h *= 16777619u;
-    }
+    for (int i = 0; i < 2528; i++) h = (h ^ b[i]) * 16777619u;
     memcpy(b + 2528, &h, 4);
+    memset(b + 2532, 0, 4);
+}
+
+/* States written by the previous format (version 1) still load and give the same stream:
+ * the committed fixture tests/data/legacy/generator-v1.bin (written by emb before version
+ * 2: seed 5, ten 32-bit draws, one float64 normal, so a cached normal is held), and a
+ * version 1 state made at test time by the frozen writer above. */
+static void test_state_version1_loads(void **state) {
+    (void)state;
+    size_t sz = emb_generator_state_size(), n;
+    unsigned char *old = emb_test_read(emb_test_data("legacy/generator-v1.bin"), &n);
+    assert_int_equal(n, sz);
+    assert_int_equal(old[4], 1); /* it is a version 1 state */
+    emb_generator *want, *got;
+    EMB_OK_OR_FAIL(emb_generator_create(5, &want));
+    EMB_OK_OR_FAIL(emb_generator_create(99, &got));
+    for (int i = 0; i < 10; i++) emb_generator_random(want);
+    double d;
+    emb_tensor t = tensor1d(EMB_FLOAT64, &d, 1);
+    EMB_OK_OR_FAIL(emb_normal_(&t, 0.0, 1.0, want));
+    EMB_OK_OR_FAIL(emb_generator_set_state(got, old, sz));
+    assert_true(emb_generator_initial_seed(got) == 5);
+    double a, b;
+    emb_tensor ta = tensor1d(EMB_FLOAT64, &a, 1), tb = tensor1d(EMB_FLOAT64, &b, 1);
+    EMB_OK_OR_FAIL(emb_normal_(&ta, 0.0, 1.0, want)); /* the cached normal comes first */
+    EMB_OK_OR_FAIL(emb_normal_(&tb, 0.0, 1.0, got));
+    assert_true(a == b);
+    for (int k = 0; k < 1000; k++) assert_same_next(want, got);
+    /* saving writes version 2: the same fields, the new checksum */
+    unsigned char *now = malloc(sz);
+    EMB_OK_OR_FAIL(emb_generator_get_state(got, now, sz));
+    assert_int_equal(now[4], 2);
+    /* the frozen version 1 writer over a version 2 state loads to the same generator */
+    to_version1(now);
+    EMB_OK_OR_FAIL(emb_generator_set_state(got, now, sz));
+    for (int k = 0; k < 1000; k++) assert_same_next(want, got);
+    /* a version 1 state with a broken checksum or padding is refused */
+    now[100] ^= 1;
+    EMB_EXPECT_ERR(emb_generator_set_state(got, now, sz), EMB_ERR_FORMAT, "checksum mismatch");
+    now[100] ^= 1;
+    now[sz - 1] = 1;
+    EMB_EXPECT_ERR(emb_generator_set_state(got, now, sz), EMB_ERR_FORMAT, "nonzero padding");
+    free(now);
+    free(old);
+    emb_generator_free(want);
+    emb_generator_free(got);
 }
 
 static void test_set_state_rejects_garbage(void **state) {
@@ -393,7 +448,7 @@ static void test_set_state_rejects_garbage(void **state) {
     for (size_t i = 0; i < sz; i++) bad[i] = (unsigned char)rand();
     EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT, "bad magic or version");
     memcpy(bad, good, sz);
-    bad[4] = 2; /* version */
+    bad[4] = 3; /* version */
     EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT, "bad magic or version");
     memcpy(bad, good, sz);
     bad[100] ^= 1; /* an engine word */
@@ -428,10 +483,11 @@ static void test_set_state_rejects_garbage(void **state) {
     rehash(bad);
     EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT,
                    "no cached normal but a nonzero normal field (0.5)");
-    /* Padding after the checksum. */
+    /* The checksum's last byte (version 2 has no padding; version 1's: see
+     * test_state_version1_loads). */
     memcpy(bad, good, sz);
-    bad[sz - 1] = 1;
-    EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT, "nonzero padding");
+    bad[sz - 1] ^= 1;
+    EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT, "checksum mismatch");
     /* An all-zero MT19937 state (only the unused low bits of word 0 set). */
     memcpy(bad, good, sz);
     memset(bad + 32, 0, 4 * 624);
@@ -631,6 +687,7 @@ int main(void) {
         cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_state_round_trip),
         cmocka_unit_test(test_set_state_rejects_garbage),
+        cmocka_unit_test(test_state_version1_loads),
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_distribution_errors),
         cmocka_unit_test(test_null_means_default),

@@ -4,7 +4,9 @@
 #include "emb_test.h"
 
 #include "kernels/dispatch.h"
+#include "w2v/w2v_internal.h"
 
+#include <inttypes.h>
 #include <unistd.h>
 
 static char tmpdir[256];
@@ -320,6 +322,58 @@ static void test_checkpoint_resume(void **state) {
     }
 }
 
+/* A checkpoint of version 1 (tests/data/legacy/w2v-v1.ckpt, written by emb before version
+ * 2 over w2v-corpus.txt: skip-gram, dim 8, 1 thread, 10 epochs, seed 7, cancelled after 2
+ * rounds) still resumes; the run then finishes exactly like an uninterrupted one, and saving
+ * it again writes version 2: the same bytes but for the version and the checksum. */
+static void test_checkpoint_version1_resumes(void **state) {
+    (void)state;
+    const char *corpus = emb_test_data("legacy/w2v-corpus.txt"),
+               *ck = emb_test_data("legacy/w2v-v1.ckpt");
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM); /* min_count 1, 1 thread, seed 7 */
+    o.dim = 8;
+    o.epochs = 10;
+    size_t n1, n2;
+    unsigned char *v1 = emb_test_read(ck, &n1);
+    uint64_t version;
+    memcpy(&version, v1 + 8, 8);
+    assert_true(version == 1);
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, ck, &w));
+    const int64_t done = emb_w2v_words_done(w);
+    assert_true(done > 0 && done < emb_w2v_corpus_tokens(w) * o.epochs);
+    const char *again = path_in_tmp("again.ckpt");
+    EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, again));
+    unsigned char *v2 = emb_test_read(again, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(v1, v2, 8);                     /* magic */
+    assert_int_equal(v2[8], 2);                         /* version 2, little-endian */
+    assert_memory_equal(v1 + 9, v2 + 9, 7);
+    assert_memory_equal(v1 + 16, v2 + 16, n1 - 24);     /* every field and vector */
+    assert_memory_not_equal(v1 + n1 - 8, v2 + n1 - 8, 8); /* the checksum covers the version */
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+    float *want;
+    int64_t n;
+    train_file(corpus, o, &want, &n);
+    assert_int_equal(n, emb_tensor_numel(&t));
+    emb_assert_close_f32(t.data, want, n, 1, 0, 0, "resumed from version 1 vs uninterrupted");
+    emb_w2v_free(w);
+    /* and the version 2 file resumes too */
+    EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, again, &w));
+    assert_int_equal(emb_w2v_words_done(w), done);
+    emb_w2v_free(w);
+    /* a version from the future is refused by name */
+    v2[8] = 3;
+    write_text(again, (const char *)v2, n2);
+    EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, again, &w), EMB_ERR_FORMAT,
+                   "checkpoint version 3 (this emb reads 1 to 2)");
+    free(want);
+    free(v1);
+    free(v2);
+}
+
 static void test_create_from_ids(void **state) {
     (void)state;
     emb_vocab *v;
@@ -342,6 +396,253 @@ static void test_create_from_ids(void **state) {
     assert_int_equal(emb_embedding_num_embeddings(emb_w2v_output_embedding(w)), 2);
     emb_w2v_free(w);
     emb_vocab_free(v);
+}
+
+/* Threads share the corpus at the places where one thread starts a sentence: after a line
+ * end, and every max_sentence tokens inside a long line. A corpus that is one line (text8,
+ * or any text without newlines) must be shared too, not given whole to the first thread.
+ * starts(p) says whether one thread reading from 0 begins a sentence at p. */
+static void check_lanes(const int32_t *ids, int64_t n, int threads, bool (*starts)(int64_t)) {
+    emb_vocab *v;
+    EMB_OK_OR_FAIL(emb_vocab_create(&v));
+    for (int i = 0; i < 5; i++) EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, 100, NULL, NULL));
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    o.threads = threads;
+    o.epochs = 2;
+    o.dim = 8;
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, n, &w));
+    int64_t next = 0;
+    for (int t = 0; t < threads; t++) {
+        const emb__w2v_lane *l = &w->lanes[t];
+        if (l->lo != next) fail_msg("%d threads: lane %d starts at %" PRId64 ", not %" PRId64, threads, t, l->lo, next);
+        if (!(l->hi > l->lo)) fail_msg("%d threads: lane %d is empty [%" PRId64 ", %" PRId64 ")", threads, t, l->lo, l->hi);
+        if (!starts(l->lo)) fail_msg("%d threads: lane %d starts inside a sentence (%" PRId64 ")", threads, t, l->lo);
+        /* no sentence start between the even split and the boundary */
+        for (int64_t p = n * t / threads; p < l->lo; p++)
+            if (starts(p)) fail_msg("%d threads: lane %d could start at %" PRId64, threads, t, p);
+        next = l->hi;
+    }
+    assert_int_equal(next, n);
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    for (int t = 0; t < threads; t++) assert_int_equal(w->lanes[t].epoch, o.epochs);
+    assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o.epochs);
+    emb_w2v_free(w);
+    emb_vocab_free(v);
+}
+
+static bool starts_one_line(int64_t p) { return p % 1000 == 0; }
+/* lines of 2500 tokens, then a line end: 2501 ids a line */
+static bool starts_long_lines(int64_t p) {
+    int64_t q = p % 2501;
+    return q == 0 || q == 1000 || q == 2000;
+}
+
+static void test_split_long_lines(void **state) {
+    (void)state;
+    int64_t n = 12007;
+    int32_t *ids = malloc((size_t)n * sizeof(int32_t));
+    assert_non_null(ids);
+    uint64_t s = 99;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((s >> 33) % 5);
+    }
+    for (int threads = 2; threads <= 4; threads++) check_lanes(ids, n, threads, starts_one_line);
+    for (int64_t i = 2500; i < n; i += 2501) ids[i] = -1;
+    for (int threads = 2; threads <= 4; threads++) check_lanes(ids, n, threads, starts_long_lines);
+    free(ids);
+}
+
+/* A corpus read from a file keeps its token ids in a temporary file and reads them back in
+ * small pieces while training; the result must be that of the same ids given in memory
+ * (emb_w2v_create_from_ids), bit for bit at 1 thread, with the same threads' ranges at 3.
+ * The corpus is larger than the read buffers, has words below min_count, empty lines, lines
+ * of dropped words only, and lines longer than max_sentence. */
+static void test_ids_file_equals_memory(void **state) {
+    (void)state;
+    const char *path = path_in_tmp("stream.txt");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    int64_t cap = 1 << 17, n = 0;
+    int32_t *ids = malloc((size_t)cap * sizeof(int32_t));
+    assert_non_null(ids);
+    uint64_t s = 4242;
+    int64_t total = 0;
+    for (int line = 0; total < 70000; line++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int len = line % 37 == 5 ? 3000 : line % 11 == 3 ? 0 : (int)((s >> 40) % 40);
+        for (int i = 0; i < len; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t r = s >> 33;
+            /* mostly 200 frequent words; sometimes a word seen once (dropped at min_count 2) */
+            int wid = (r & 15) == 0 ? 1000 + (int)(total % 90000) : (int)((r >> 4) % 200);
+            if (line % 41 == 7) wid = 1000 + (int)(total % 90000); /* a line of rare words */
+            fprintf(f, "%sw%d", i ? " " : "", wid);
+            total++;
+        }
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    o.min_count = 2;
+    o.max_sentence = 100;
+    o.epochs = 2;
+    emb_w2v *wf;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path, &wf));
+    const emb_vocab *v = emb_w2v_vocab(wf);
+    /* the ids as documented: the kept words of each line, then -1 after a line with any */
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    char buf[65536];
+    bool any = false;
+    int c, k = 0;
+    while ((c = fgetc(f)) != EOF) {
+        if (c == ' ' || c == '\n') {
+            if (k > 0) {
+                int64_t id = emb_vocab_find(v, buf, (size_t)k);
+                if (id >= 0) {
+                    assert_true(n < cap);
+                    ids[n++] = (int32_t)id, any = true;
+                }
+            }
+            k = 0;
+            if (c == '\n' && any) ids[n++] = -1, any = false;
+        } else {
+            buf[k++] = (char)c;
+        }
+    }
+    fclose(f);
+    assert_true(n > 40000);
+    emb_w2v *wm;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, n, &wm));
+    assert_int_equal(wf->n_ids, wm->n_ids);
+    assert_int_equal(emb_w2v_corpus_tokens(wf), emb_w2v_corpus_tokens(wm));
+    assert_true(wf->fingerprint == wm->fingerprint);
+    assert_non_null(wm->ids.mem);
+    assert_null(wf->ids.mem); /* the file's ids are not in memory */
+    EMB_OK_OR_FAIL(emb_w2v_train(wf, NULL, NULL));
+    EMB_OK_OR_FAIL(emb_w2v_train(wm, NULL, NULL));
+    emb_tensor a, b;
+    EMB_OK_OR_FAIL(emb_w2v_vectors(wf, &a));
+    EMB_OK_OR_FAIL(emb_w2v_vectors(wm, &b));
+    assert_int_equal(emb_tensor_numel(&a), emb_tensor_numel(&b));
+    emb_assert_close_f32(a.data, b.data, emb_tensor_numel(&a), 1, 0, 0, "file vs memory ids");
+    emb_w2v_free(wf), emb_w2v_free(wm);
+    o.threads = 3;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path, &wf));
+    EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, emb_w2v_vocab(wf), ids, n, &wm));
+    for (int t = 0; t < 3; t++) {
+        assert_int_equal(wf->lanes[t].lo, wm->lanes[t].lo);
+        assert_int_equal(wf->lanes[t].hi, wm->lanes[t].hi);
+    }
+    emb_w2v_free(wf), emb_w2v_free(wm);
+    /* no folder for the temporary file: an error that says where, nothing created */
+    const char *old = getenv("TMPDIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("TMPDIR", path_in_tmp("no-such-folder"), 1);
+    wf = (emb_w2v *)0x1;
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path, &wf), EMB_ERR_IO, "(TMPDIR)");
+    assert_ptr_equal(wf, (emb_w2v *)0x1);
+    if (saved) setenv("TMPDIR", saved, 1), free(saved);
+    else unsetenv("TMPDIR");
+    free(ids);
+}
+
+/* The negatives' alias table: each word's probability (sum over the entries of what each
+ * gives it) is count^0.75 / sum of count^0.75, and an entry that always keeps its own word
+ * (thr = UINT32_MAX) names itself as its alias, which the draw relies on. Counts that make
+ * some probabilities exactly 1/V (equal counts) as well as skewed ones. */
+static void test_alias_table(void **state) {
+    (void)state;
+    const int64_t sets[3][6] = {{7, 7, 7, 7, 7, 7}, {1000, 300, 40, 9, 2, 1}, {5, 5, 5, 1, 1, 1}};
+    for (int c = 0; c < 3; c++) {
+        emb_vocab *v;
+        EMB_OK_OR_FAIL(emb_vocab_create(&v));
+        for (int i = 0; i < 6; i++)
+            EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, sets[c][i], NULL, NULL));
+        int32_t ids[6] = {0, 1, 2, 3, 4, 5};
+        emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+        emb_w2v *w;
+        EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, 6, &w));
+        double total = 0, got[6] = {0};
+        for (int i = 0; i < 6; i++) total += pow((double)sets[c][i], 0.75);
+        for (int i = 0; i < 6; i++) {
+            const emb__w2v_alias a = w->alias[i];
+            if (a.thr == UINT32_MAX) assert_int_equal(a.alias, i);
+            assert_true(a.alias >= 0 && a.alias < 6);
+            double keep = a.thr == UINT32_MAX ? 1.0 : (double)a.thr / 4294967296.0;
+            got[i] += keep / 6, got[a.alias] += (1 - keep) / 6;
+        }
+        for (int i = 0; i < 6; i++)
+            if (fabs(got[i] - pow((double)sets[c][i], 0.75) / total) > 1e-8)
+                fail_msg("set %d, word %d: probability %.10f, want %.10f", c, i, got[i],
+                         pow((double)sets[c][i], 0.75) / total);
+        emb_w2v_free(w);
+        emb_vocab_free(v);
+    }
+}
+
+/* Trains on text (written to a file) and returns the vectors; *vocab_size, the skipped
+ * counts. */
+static float *train_text(const char *text, size_t len, emb_w2v_options o, int64_t *nv,
+                         int64_t skipped[2]) {
+    const char *path = path_in_tmp("text.txt");
+    write_text(path, text, len);
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path, &w));
+    emb_w2v_skipped(w, &skipped[0], &skipped[1]);
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+    *nv = emb_vocab_size(emb_w2v_vocab(w));
+    assert_string_equal(emb_vocab_word(emb_w2v_vocab(w), 0, NULL), "hello");
+    float *x = malloc((size_t)emb_tensor_numel(&t) * sizeof(float));
+    memcpy(x, t.data, (size_t)emb_tensor_numel(&t) * sizeof(float));
+    emb_w2v_free(w);
+    return x;
+}
+
+/* A UTF-8 byte-order mark is not part of the first word; lenient mode skips (and counts)
+ * tokens that are not UTF-8 or are too long, and gives what the text without them gives. */
+static void test_bom_and_lenient(void **state) {
+    (void)state;
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    const char plain[] = "hello world hello\nworld hello there\n";
+    int64_t nv0, nv1, sk[2];
+    float *want = train_text(plain, sizeof plain - 1, o, &nv0, sk);
+    assert_int_equal(nv0, 3);
+    const char bom[] = "\xEF\xBB\xBFhello world hello\nworld hello there\n";
+    float *got = train_text(bom, sizeof bom - 1, o, &nv1, sk);
+    assert_int_equal(nv1, nv0);
+    emb_assert_close_f32(got, want, nv0 * o.dim, 1, 0, 0, "with a byte-order mark");
+    free(got);
+    /* an invalid token and one of EMB_VOCAB_MAX_WORD + 1 bytes */
+    size_t big = EMB_VOCAB_MAX_WORD + 1, n = 0;
+    char *text = malloc(big + 100);
+    assert_non_null(text);
+    const char *head = "hello world \xff\xfe hello\nworld ";
+    memcpy(text, head, strlen(head)), n += strlen(head);
+    memset(text + n, 'a', big), n += big;
+    const char *tail = " hello there\n";
+    memcpy(text + n, tail, strlen(tail)), n += strlen(tail);
+    write_text(path_in_tmp("text.txt"), text, n);
+    emb_w2v *w = (emb_w2v *)0x1;
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("text.txt"), &w), EMB_ERR_FORMAT,
+                   "invalid UTF-8");
+    text[12] = 'x', text[13] = 'y'; /* valid now: the long token is next */
+    write_text(path_in_tmp("text.txt"), text, n);
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("text.txt"), &w), EMB_ERR_FORMAT,
+                   "longer than");
+    assert_ptr_equal(w, (emb_w2v *)0x1);
+    text[12] = '\xff', text[13] = '\xfe';
+    o.lenient = true;
+    got = train_text(text, n, o, &nv1, sk);
+    assert_int_equal(sk[0], 1);
+    assert_int_equal(sk[1], 1);
+    assert_int_equal(nv1, nv0);
+    emb_assert_close_f32(got, want, nv0 * o.dim, 1, 0, 0, "lenient, tokens skipped");
+    free(got), free(want), free(text);
 }
 
 /* Every variant of the kernel equals the reference bit for bit. */
@@ -509,8 +810,11 @@ int main(void) {
         cmocka_unit_test(test_options),         cmocka_unit_test(test_corpus_errors),
         cmocka_unit_test(test_vocab_and_tokens), cmocka_unit_test(test_learns_topics),
         cmocka_unit_test(test_reproducible),    cmocka_unit_test(test_checkpoint_resume),
+        cmocka_unit_test(test_checkpoint_version1_resumes),
         cmocka_unit_test(test_create_from_ids), cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_pair_step_batched),
+        cmocka_unit_test(test_split_long_lines), cmocka_unit_test(test_ids_file_equals_memory),
+        cmocka_unit_test(test_alias_table), cmocka_unit_test(test_bom_and_lenient),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

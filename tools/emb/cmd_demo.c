@@ -1,7 +1,7 @@
 /* emb demo: a tour of nn.Embedding through the five seed documents.
  *
- * The steps are those of the example programs examples/seed00*.c, linked from the
- * emb_seed_tour library (examples/seed_tour.h); the demo runs them in order with headings
+ * The steps are those of the seed example programs, in the emb_seed_tour library
+ * (tools/tour/seed_tour.h) that both link; the demo runs them in order with headings
  * and short explanations, so the demo and the examples cannot drift apart.
  */
 #include "cli.h"
@@ -34,7 +34,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             "Five short documents explain what an embedding layer is. Each section below\n"
             "replays one of them with emb and prints its tensors exactly as PyTorch 1.13\n"
             "prints them; lines starting with '--' are commentary. The same steps, one\n"
-            "program per document, are in examples/seed00*.c.\n",
+            "program per document, are in tools/tour/seed00*.c.\n",
             emb_version());
     for (int i = 0; i < TOUR_N_SECTIONS; i++) {
         if (any && !wanted[i]) continue;
@@ -51,7 +51,7 @@ const emb_cli_command emb_cli_cmd_demo = {
     "A tour of nn.Embedding through five short documents that explain embedding layers.\n"
     "Each section replays one document's code with emb and prints its tensors exactly as\n"
     "PyTorch 1.13 prints them, with a heading and commentary lines starting with '-- '.\n"
-    "The same code, one program per document, is in examples/seed00*.c.\n"
+    "The same code, one program per document, is in tools/tour/seed00*.c.\n"
     "\n"
     "Sections (default: all five, in this order):\n"
     "  000  what an embedding layer does: a vocabulary, its ids, a 6 x 2 table\n"

@@ -108,6 +108,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
          keep_ckpt = false, loss = false;
     const char *input = NULL, *save_vocab = NULL, *read_vocab = NULL, *cont = NULL,
                *save_model = NULL;
+    bool lenient = false;
     const emb_cli_option opts[] = {
         {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
         {"train", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
@@ -129,6 +130,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"strip-punct", 0, NULL, EMB_CLI_FLAG, &strip, 0, 0, 0, 0},
         {"cbow-sum", 0, NULL, EMB_CLI_FLAG, &sum, 0, 0, 0, 0},
         {"shared-negatives", 0, NULL, EMB_CLI_FLAG, &shared, 0, 0, 0, 0},
+        {"lenient", 0, NULL, EMB_CLI_FLAG, &lenient, 0, 0, 0, 0},
         {"max-sentence", 0, NULL, EMB_CLI_INT, &max_sentence, 1, INT32_MAX, 0, 0},
         {"hs", 0, NULL, EMB_CLI_INT, &hs, 0, 1, 0, 0},
         {"binary", 0, NULL, EMB_CLI_INT, &binary, 0, 1, 0, 0},
@@ -194,6 +196,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     o.cbow_mean = !sum;
     o.shared_negatives = shared;
     o.compute_loss = loss;
+    o.lenient = lenient;
     if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
 
     train_output out;
@@ -304,6 +307,11 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                 t1 - t0, (double)ru.ru_maxrss / 1024.0,
                 out.to_stdout ? "standard output" : output, emb_format_name(out.format));
     }
+    int64_t bad_utf8, too_long;
+    emb_w2v_skipped(w, &bad_utf8, &too_long);
+    if (bad_utf8 || too_long) /* even with -q: the vectors lack these tokens */
+        fprintf(stderr, "emb train: skipped %lld tokens that are not UTF-8 and %lld longer than %d bytes\n",
+                (long long)bad_utf8, (long long)too_long, EMB_VOCAB_MAX_WORD);
     emb_w2v_free(w);
     return EMB_CLI_OK;
 }
@@ -350,6 +358,8 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --cbow-sum              CBOW sums the context vectors instead of averaging them\n"
     "  --shared-negatives      skip-gram draws one set of negatives per window, shared by\n"
     "                          its context words (faster; a little less accurate)\n"
+    "  --lenient               skip tokens that are not UTF-8 or longer than 1 MiB\n"
+    "                          (counted in the summary) instead of stopping\n"
     "  --max-sentence N        longest sentence in tokens, 1 to 2147483647 (default 1000)\n"
     "  -hs 0, -binary 0|1      word2vec compatibility: hierarchical softmax is not provided\n"
     "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary,\n"

@@ -1,10 +1,10 @@
 /* seed_tour.h: the "seed tour", the steps of the five seed documents written with emb's
- * public API, shared by the example programs examples/seed00*.c and by `emb demo`.
+ * public API, shared by `emb demo` and the example programs seed000_vocab ... seed004_words.
  *
  * They are built once into a small static library, emb_seed_tour (not installed, not part
- * of libemb): the steps (tour_seed000 ... tour_seed004, one per examples/seed00N_*.c file)
+ * of libemb): the steps (tour_seed000 ... tour_seed004, one per tools/tour/seed00N_*.c file)
  * and the helpers below (seed_tour.c). Each example program is that library plus a
- * three-line main (seed_main.c); `emb demo` (tools/emb/cmd_demo.c) links the same library
+ * three-line main (examples/seed_main.c); `emb demo` (tools/emb/cmd_demo.c) links the same library
  * and runs the steps with explanations, so the demo and the examples cannot drift apart.
  *
  * Conventions of the steps:

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""The training step of a small model with torch's nn.Embedding / nn.EmbeddingBag against the
+same model with emb.torch's drop-ins, in one run: forward, backward and a torch optimizer
+step, dense and sparse. Both models are built from the same seed; the script checks that
+their parameters are still equal after the timed steps (the drop-ins promise the same bits).
+
+Each configuration is timed in `rounds` alternating rounds (torch, then emb) of `steps`
+steps after warm-up steps; the best round's mean step time counts. Ratios are torch time /
+emb time: above 1 means the emb model steps faster.
+
+Usage (the package from a build folder):
+  PYTHONPATH=build/python /usr/bin/python3 bench/python_step.py [--threads 2] [--steps 20]
+      [--rounds 3] [--quick]
+"""
+import argparse
+import time
+
+import torch
+from torch import nn
+
+import emb
+import emb.torch as et
+
+CONFIGS = [
+    # name, rows, dim, batch, positions per sample, bag mode, sparse, optimizer
+    ("dense adam", 100000, 64, 256, 20, "sum", False, "adam"),
+    ("sparse sgd", 1000000, 64, 1024, 20, "mean", True, "sgd"),
+    ("sparse adagrad", 1000000, 64, 1024, 20, "sum", True, "adagrad"),
+    ("bag max", 100000, 64, 512, 50, "max", False, "sgd"),
+]
+QUICK = [(n, r // 10, d, b // 4, p, m, s, o) for n, r, d, b, p, m, s, o in CONFIGS]
+
+
+class Model(nn.Module):
+    def __init__(self, emb_cls, bag_cls, rows, dim, mode, sparse):
+        super().__init__()
+        self.e = emb_cls(rows, dim, sparse=sparse)
+        self.b = bag_cls(rows, dim, mode=mode, sparse=sparse and mode != "max")
+        self.l = nn.Linear(2 * dim, 10)
+
+    def forward(self, x, y):
+        return self.l(torch.cat([self.e(x).mean(1), self.b(y)], 1))
+
+
+def make(cls_pair, cfg):
+    _, rows, dim, _, _, mode, sparse, optname = cfg
+    torch.manual_seed(0)
+    m = Model(*cls_pair, rows, dim, mode, sparse)
+    if optname == "adam":
+        opts = [torch.optim.Adam(m.parameters(), lr=1e-3)]
+    elif optname == "sgd":
+        opts = [torch.optim.SGD(m.parameters(), lr=0.1)]
+    else:
+        opts = [torch.optim.Adagrad(m.parameters(), lr=0.1)]
+    return m, opts
+
+
+def batches(cfg, n):
+    _, rows, _, batch, pos, _, _, _ = cfg
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randint(0, rows, (batch, pos), generator=g),
+             torch.randint(0, rows, (batch, pos), generator=g),
+             torch.randint(0, 10, (batch,), generator=g)) for _ in range(n)]
+
+
+def step(model, opts, x, y, t):
+    for o in opts:
+        o.zero_grad()
+    nn.functional.cross_entropy(model(x, y), t).backward()
+    for o in opts:
+        o.step()
+
+
+def time_steps(model, opts, data):
+    t0 = time.perf_counter()
+    for x, y, t in data:
+        step(model, opts, x, y, t)
+    return (time.perf_counter() - t0) / len(data)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    emb.set_num_threads(a.threads)
+    print(f"threads {a.threads}, {a.steps} steps x {a.rounds} rounds, torch {torch.__version__}, "
+          f"emb {emb.__version__}")
+    print(f"{'model':16} {'torch ms/step':>14} {'emb ms/step':>12} {'torch/emb':>10}  same bits")
+    for cfg in QUICK if a.quick else CONFIGS:
+        ref = make((nn.Embedding, nn.EmbeddingBag), cfg)
+        mine = make((et.Embedding, et.EmbeddingBag), cfg)
+        warm = batches(cfg, 2)
+        data = batches(cfg, a.steps)
+        for m, o in (ref, mine):
+            for x, y, t in warm:
+                step(m, o, x, y, t)
+        best = {"torch": float("inf"), "emb": float("inf")}
+        for _ in range(a.rounds):
+            best["torch"] = min(best["torch"], time_steps(*ref, data))
+            best["emb"] = min(best["emb"], time_steps(*mine, data))
+        same = all(torch.equal(p, q) for p, q in zip(ref[0].parameters(), mine[0].parameters()))
+        print(f"{cfg[0]:16} {best['torch'] * 1e3:14.2f} {best['emb'] * 1e3:12.2f} "
+              f"{best['torch'] / best['emb']:10.2f}  {same}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""emb.torch: drop-in replacements for torch.nn.Embedding and torch.nn.EmbeddingBag whose
+forward and backward run emb's kernels.
+
+    from emb.torch import Embedding, EmbeddingBag
+    model.emb = Embedding(10000, 64, sparse=True)      # instead of nn.Embedding(...)
+
+They ARE torch's modules (subclasses: same constructor arguments, parameters, initialisation,
+state_dict, from_pretrained and repr); only forward differs: it calls a
+torch.autograd.Function whose forward and backward are emb's lookup, bag pooling and
+gradients, computed on the parameter's own memory (no copies) with the GIL released. The
+gradients are bit-identical to torch's, so training with torch's optimizers gives the same
+parameters bit for bit (docs/python.md). Inputs emb does not serve (a weight that is not a
+float32 CPU tensor) go to torch's own forward.
+"""
+import numpy as np
+import torch
+from torch import nn
+
+from . import _emb
+
+__all__ = ["Embedding", "EmbeddingBag", "embedding", "embedding_bag"]
+
+
+def _view(t):
+    """A numpy view of a CPU tensor's memory (a contiguous copy when it is not contiguous)."""
+    return t.detach().contiguous().numpy()
+
+
+def _sparse(rows, values, shape):
+    """torch's sparse gradient of an embedding from emb's (rows, values)."""
+    return torch._sparse_coo_tensor_unsafe(torch.from_numpy(rows).unsqueeze(0),
+                                           torch.from_numpy(values), shape)
+
+
+class _EmbeddingFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, weight, indices, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+                sparse):
+        idx = _view(indices)
+        out = _emb.embedding(weight.detach().numpy(), idx, max_norm, norm_type)
+        ctx.weight = weight.detach()
+        ctx.indices = idx
+        ctx.opts = (padding_idx, scale_grad_by_freq, sparse)
+        return torch.from_numpy(out)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        padding_idx, scale, sparse = ctx.opts
+        if sparse and padding_idx is None and not scale and ctx.indices.dtype == np.int64:
+            # emb_embedding_backward_sparse_view's case (and torch's): the gradient's entries
+            # are the forward's indices (validated by the forward) and grad_output, borrowed
+            dim = ctx.weight.shape[1]
+            return (torch._sparse_coo_tensor_unsafe(
+                torch.from_numpy(ctx.indices.reshape(1, -1)),
+                grad_output.contiguous().reshape(-1, dim), ctx.weight.shape),
+                None, None, None, None, None, None)
+        w = ctx.weight.numpy()
+        g = _emb.embedding_backward(w, ctx.indices, _view(grad_output), padding_idx=padding_idx,
+                                    scale_grad_by_freq=scale, sparse=sparse)
+        grad = _sparse(g[0], g[1], ctx.weight.shape) if sparse else torch.from_numpy(g)
+        return grad, None, None, None, None, None, None
+
+
+def _served(weight, *tensors):
+    """True when emb can run the call: a float32 CPU weight and CPU index tensors."""
+    if weight.dtype != torch.float32 or weight.device.type != "cpu" or weight.is_sparse:
+        return False
+    return all(t is None or t.device.type == "cpu" for t in tensors)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """F.embedding on emb's kernels (same arguments)."""
+    if not _served(weight, input):
+        return torch.nn.functional.embedding(input, weight, padding_idx, max_norm, norm_type,
+                                             scale_grad_by_freq, sparse)
+    if padding_idx is not None:  # F.embedding's normalisation and check
+        if padding_idx > 0:
+            assert padding_idx < weight.size(0), "Padding_idx must be within num_embeddings"
+        elif padding_idx < 0:
+            assert padding_idx >= -weight.size(0), "Padding_idx must be within num_embeddings"
+            padding_idx = weight.size(0) + padding_idx
+    return _EmbeddingFunction.apply(weight, input, padding_idx, max_norm, norm_type,
+                                    scale_grad_by_freq, sparse)
+
+
+class Embedding(nn.Embedding):
+    """torch.nn.Embedding with emb's forward and backward (same arguments and behaviour)."""
+
+    def forward(self, input):
+        return embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                         self.scale_grad_by_freq, self.sparse)
+
+
+class _BagFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, weight, psw, input, offsets, mode, padding_idx, max_norm, norm_type,
+                scale_grad_by_freq, sparse, include_last_offset):
+        inp = _view(input)
+        off = None if offsets is None else _view(offsets)
+        p = None if psw is None else _view(psw)
+        out, max_indices = _emb.embedding_bag(weight.detach().numpy(), inp, off, p, mode,
+                                              padding_idx, max_norm, norm_type,
+                                              include_last_offset)
+        ctx.weight = weight.detach()
+        ctx.args = (inp, off, p, max_indices)
+        ctx.opts = dict(mode=mode, padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq,
+                        include_last_offset=include_last_offset)
+        ctx.sparse = sparse
+        return torch.from_numpy(out)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        inp, off, p, mi = ctx.args
+        w = ctx.weight.numpy()
+        go = _view(grad_output)
+        gw = gp = None
+        if ctx.needs_input_grad[0]:
+            what = "sparse" if ctx.sparse else "dense"
+            g = _emb.embedding_bag_backward(w, inp, go, off, p, mi, what=what, **ctx.opts)
+            gw = _sparse(g[0], g[1], ctx.weight.shape) if ctx.sparse else torch.from_numpy(g)
+        if ctx.needs_input_grad[1]:
+            gp = torch.from_numpy(_emb.embedding_bag_backward(
+                w, inp, go, off, None, None, what="per_sample_weights", **ctx.opts))
+        return (gw, gp) + (None,) * 9
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
+                  scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
+                  include_last_offset=False, padding_idx=None):
+    """F.embedding_bag on emb's kernels (same arguments)."""
+    if not _served(weight, input, offsets, per_sample_weights) or (
+            per_sample_weights is not None and per_sample_weights.dtype != torch.float32):
+        return torch.nn.functional.embedding_bag(
+            input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
+            per_sample_weights, include_last_offset, padding_idx)
+    if input.dim() == 2 and offsets is not None:
+        raise ValueError("if input is 2D, then offsets has to be None, as input is treated is "
+                         "a mini-batch of fixed length sequences. However, found offsets of "
+                         f"type {type(offsets)}")
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx = weight.size(0) + padding_idx
+    return _BagFunction.apply(weight, per_sample_weights, input, offsets, mode, padding_idx,
+                              max_norm, float(norm_type), scale_grad_by_freq, sparse,
+                              include_last_offset)
+
+
+class EmbeddingBag(nn.EmbeddingBag):
+    """torch.nn.EmbeddingBag with emb's forward and backward (same arguments and behaviour)."""
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
+                             self.scale_grad_by_freq, self.mode, self.sparse,
+                             per_sample_weights, self.include_last_offset, self.padding_idx)

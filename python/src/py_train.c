@@ -1,0 +1,646 @@
+/* py_train.c: emb._emb.Optimizer, the losses, the default generator and word2vec training. */
+#include "pyemb.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------
+ * Optimizer
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct py_param {
+    Py_buffer view;  /* held for an array parameter */
+    int held;
+    PyObject *table; /* or the Embedding / EmbeddingBag whose weight it is */
+    int64_t dims;    /* 2 for tables */
+} py_param;
+
+typedef struct py_optimizer {
+    PyObject_HEAD
+    emb_optimizer *opt;
+    py_lock lock;
+    py_param *params;
+    int nparams, cap;
+} py_optimizer;
+
+static const char *optim_names[] = {"sgd", "adagrad", "adam", "adamw", "sparse_adam"};
+
+static void optimizer_dealloc(py_optimizer *self) {
+    emb_optimizer_free(self->opt);
+    self->opt = NULL;
+    for (int i = 0; i < self->nparams; i++) {
+        if (self->params[i].held) PyBuffer_Release(&self->params[i].view);
+        Py_CLEAR(self->params[i].table);
+    }
+    PyMem_Free(self->params);
+    py_lock_free(&self->lock);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int opt_double(PyObject *o, double *out) {
+    if (!o || o == Py_None) return 0;
+    double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) return -1;
+    *out = v;
+    return 0;
+}
+
+static int optimizer_init(py_optimizer *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"kind", "lr", "momentum", "dampening", "nesterov", "weight_decay",
+                            "lr_decay", "initial_accumulator_value", "eps", "betas",
+                            "amsgrad", "maximize", NULL};
+    const char *kind;
+    PyObject *lr = NULL, *mom = NULL, *damp = NULL, *wd = NULL, *lrd = NULL, *iav = NULL,
+             *eps = NULL, *betas = NULL;
+    int nesterov = 0, amsgrad = 0, maximize = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OOOpOOOOOpp:Optimizer", names, &kind, &lr,
+                                     &mom, &damp, &nesterov, &wd, &lrd, &iav, &eps, &betas,
+                                     &amsgrad, &maximize))
+        return -1;
+    if (self->opt) {
+        PyErr_SetString(PyExc_RuntimeError, "Optimizer is already initialised");
+        return -1;
+    }
+    int k = -1;
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(kind, optim_names[i])) k = i;
+    if (k < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "unknown optimizer '%s' (sgd, adagrad, adam, adamw, sparse_adam)", kind);
+        return -1;
+    }
+    emb_optim_options o = emb_optim_options_default((emb_optim_kind)k);
+    if (opt_double(lr, &o.lr) < 0 || opt_double(mom, &o.momentum) < 0 ||
+        opt_double(damp, &o.dampening) < 0 || opt_double(wd, &o.weight_decay) < 0 ||
+        opt_double(lrd, &o.lr_decay) < 0 || opt_double(iav, &o.initial_accumulator_value) < 0 ||
+        opt_double(eps, &o.eps) < 0)
+        return -1;
+    if (betas && betas != Py_None &&
+        !PyArg_ParseTuple(betas, "dd;betas must be a pair of floats", &o.beta1, &o.beta2))
+        return -1;
+    o.nesterov = nesterov;
+    o.amsgrad = amsgrad;
+    o.maximize = maximize;
+    emb_status st = emb_optimizer_create(&o, &self->opt);
+    if (st != EMB_OK) {
+        py_raise(st);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *optimizer_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    py_optimizer *self = (py_optimizer *)type->tp_alloc(type, 0);
+    if (self && py_lock_init(&self->lock) < 0) Py_CLEAR(self);
+    return (PyObject *)self;
+}
+
+static int check_opt(py_optimizer *self) {
+    if (!self->opt) {
+        PyErr_SetString(PyExc_RuntimeError, "the optimizer was not initialised");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *optimizer_add_param(py_optimizer *self, PyObject *obj) {
+    if (check_opt(self) < 0) return NULL;
+    if (self->nparams == self->cap) {
+        int cap = self->cap ? 2 * self->cap : 4;
+        py_param *p = PyMem_Realloc(self->params, sizeof *p * (size_t)cap);
+        if (!p) return PyErr_NoMemory();
+        self->params = p;
+        self->cap = cap;
+    }
+    py_param *p = &self->params[self->nparams];
+    memset(p, 0, sizeof *p);
+    emb_tensor t;
+    emb_status st;
+    if (PyObject_TypeCheck(obj, &py_embedding_type) || PyObject_TypeCheck(obj, &py_bag_type)) {
+        emb_embedding *e = py_embedding_handle(obj);
+        if (!e) return NULL;
+        st = emb_embedding_weight(e, &t); /* refuses a read-only table */
+        if (st != EMB_OK) return py_raise(st);
+    } else {
+        py_arg a;
+        if (py_arg_get(obj, "param", PY_DT_F32, PY_ARG_WRITE | PY_ARG_KEEP, &a) < 0) return NULL;
+        p->view = a.view;
+        p->held = 1;
+        t = a.t;
+    }
+    int id = -1;
+    PY_CALL(&self->lock, st, emb_optimizer_add_param(self->opt, &t, &id));
+    if (st != EMB_OK) {
+        if (p->held) PyBuffer_Release(&p->view);
+        p->held = 0;
+        return py_raise(st);
+    }
+    if (!p->held) {
+        Py_INCREF(obj);
+        p->table = obj; /* the table's memory lives as long as the optimizer */
+    }
+    self->nparams++;
+    return PyLong_FromLong(id);
+}
+
+static int param_id(py_optimizer *self, int id) {
+    if (id < 0 || id >= self->nparams) {
+        PyErr_Format(PyExc_IndexError, "param_id %d is not a parameter of this optimizer "
+                     "(it has %d)", id, self->nparams);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *optimizer_step(py_optimizer *self, PyObject *args) {
+    int id;
+    PyObject *grad;
+    if (!PyArg_ParseTuple(args, "iO:step", &id, &grad)) return NULL;
+    if (check_opt(self) < 0 || param_id(self, id) < 0) return NULL;
+    py_arg g;
+    if (py_arg_get(grad, "grad", PY_DT_F32, 0, &g) < 0) return NULL;
+    emb_status st;
+    PY_CALL(&self->lock, st, emb_optimizer_step(self->opt, id, &g.t));
+    py_arg_release(&g);
+    if (st != EMB_OK) return py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *optimizer_step_sparse(py_optimizer *self, PyObject *args) {
+    int id;
+    PyObject *rows, *values;
+    if (!PyArg_ParseTuple(args, "iOO:step_sparse", &id, &rows, &values)) return NULL;
+    if (check_opt(self) < 0 || param_id(self, id) < 0) return NULL;
+    py_arg r, v;
+    if (py_arg_get(rows, "rows", PY_DT_INDEX, 0, &r) < 0) return NULL;
+    if (py_arg_get(values, "values", PY_DT_F32, 0, &v) < 0) {
+        py_arg_release(&r);
+        return NULL;
+    }
+    emb_sparse_grad g;
+    emb_sparse_grad_init(&g, 0, 0);
+    /* the parameter's shape: rows and dim of the registered 2-D tensor */
+    int64_t nrows = -1, dim = -1;
+    py_param *p = &self->params[id];
+    if (p->table) {
+        emb_embedding *e = py_embedding_handle(p->table);
+        nrows = emb_embedding_num_embeddings(e);
+        dim = emb_embedding_dim(e);
+    } else if (p->view.ndim == 2) {
+        nrows = p->view.shape[0];
+        dim = p->view.shape[1];
+    }
+    emb_status st;
+    if (nrows < 0) {
+        PyErr_SetString(PyExc_ValueError, "step_sparse needs a 2-D parameter");
+        st = EMB_OK;
+    } else {
+        PY_CALL(&self->lock, st, emb_sparse_grad_from_rows(&g, nrows, dim, &r.t, &v.t));
+        if (st == EMB_OK) PY_CALL(&self->lock, st, emb_optimizer_step_sparse(self->opt, id, &g));
+        if (st != EMB_OK) py_raise(st);
+    }
+    emb_sparse_grad_free(&g);
+    py_arg_release(&v);
+    py_arg_release(&r);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *optimizer_step_fused(py_optimizer *self, PyObject *args) {
+    int id;
+    PyObject *table, *ind, *go;
+    if (!PyArg_ParseTuple(args, "iOOO:step_fused", &id, &table, &ind, &go)) return NULL;
+    if (check_opt(self) < 0 || param_id(self, id) < 0) return NULL;
+    emb_embedding *e = py_embedding_handle(table);
+    if (!e) return NULL;
+    py_arg ix, g;
+    if (py_arg_get(ind, "indices", PY_DT_INDEX, 0, &ix) < 0) return NULL;
+    if (py_arg_get(go, "grad_output", PY_DT_F32, 0, &g) < 0) {
+        py_arg_release(&ix);
+        return NULL;
+    }
+    emb_status st;
+    PY_CALL(&self->lock, st, emb_optimizer_step_fused(self->opt, id, e, &ix.t, &g.t));
+    py_arg_release(&g);
+    py_arg_release(&ix);
+    if (st != EMB_OK) return py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *optimizer_param_steps(py_optimizer *self, PyObject *arg) {
+    long id = PyLong_AsLong(arg);
+    if (id == -1 && PyErr_Occurred()) return NULL;
+    if (check_opt(self) < 0 || param_id(self, (int)id) < 0) return NULL;
+    return PyLong_FromLongLong(emb_optimizer_param_steps(self->opt, (int)id));
+}
+
+static PyObject *optimizer_state_dict(py_optimizer *self, PyObject *unused) {
+    if (check_opt(self) < 0) return NULL;
+    size_t n = emb_optimizer_state_size(self->opt);
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
+    if (!b) return NULL;
+    emb_status st;
+    PY_CALL(&self->lock, st, emb_optimizer_save_state(self->opt, PyBytes_AS_STRING(b), n));
+    if (st != EMB_OK) {
+        Py_DECREF(b);
+        return py_raise(st);
+    }
+    return b;
+}
+
+static PyObject *optimizer_load_state_dict(py_optimizer *self, PyObject *arg) {
+    if (check_opt(self) < 0) return NULL;
+    Py_buffer v;
+    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE) < 0) return NULL;
+    emb_status st;
+    PY_CALL(&self->lock, st, emb_optimizer_load_state(self->opt, v.buf, (size_t)v.len));
+    PyBuffer_Release(&v);
+    if (st != EMB_OK) return py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *optimizer_get_lr(py_optimizer *self, void *c) {
+    if (check_opt(self) < 0) return NULL;
+    return PyFloat_FromDouble(emb_optimizer_get_lr(self->opt));
+}
+
+static int optimizer_set_lr(py_optimizer *self, PyObject *v, void *c) {
+    if (check_opt(self) < 0) return -1;
+    if (!v) {
+        PyErr_SetString(PyExc_AttributeError, "lr cannot be deleted");
+        return -1;
+    }
+    double lr = PyFloat_AsDouble(v);
+    if (lr == -1.0 && PyErr_Occurred()) return -1;
+    emb_status st;
+    PY_CALL(&self->lock, st, emb_optimizer_set_lr(self->opt, lr));
+    if (st != EMB_OK) {
+        py_raise(st);
+        return -1;
+    }
+    return 0;
+}
+
+static PyMethodDef optimizer_methods[] = {
+    {"add_param", (PyCFunction)optimizer_add_param, METH_O,
+     "add_param(array | Embedding | EmbeddingBag) -> param_id. The optimizer updates the "
+     "memory in place and keeps its owner alive."},
+    {"step", (PyCFunction)optimizer_step, METH_VARARGS, "step(param_id, grad): a dense step"},
+    {"step_sparse", (PyCFunction)optimizer_step_sparse, METH_VARARGS,
+     "step_sparse(param_id, rows, values): a step with a sparse row gradient"},
+    {"step_fused", (PyCFunction)optimizer_step_fused, METH_VARARGS,
+     "step_fused(param_id, table, indices, grad_output): sparse backward and step in one"},
+    {"param_steps", (PyCFunction)optimizer_param_steps, METH_O, "param_steps(param_id) -> int"},
+    {"state_dict", (PyCFunction)optimizer_state_dict, METH_NOARGS,
+     "state_dict() -> bytes (docs/optimizer-state.md)"},
+    {"load_state_dict", (PyCFunction)optimizer_load_state_dict, METH_O,
+     "load_state_dict(bytes): restores a saved state (validated first; unchanged on error)"},
+    {NULL}};
+
+static PyGetSetDef optimizer_getset[] = {
+    {"lr", (getter)optimizer_get_lr, (setter)optimizer_set_lr, "the learning rate", NULL},
+    {NULL}};
+
+PyTypeObject py_optimizer_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "emb._emb.Optimizer",
+    .tp_basicsize = sizeof(py_optimizer),
+    .tp_dealloc = (destructor)optimizer_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Optimizer(kind, lr=None, momentum=None, dampening=None, nesterov=False, "
+              "weight_decay=None, lr_decay=None, initial_accumulator_value=None, eps=None, "
+              "betas=None, amsgrad=False, maximize=False); kind: 'sgd', 'adagrad', 'adam', "
+              "'adamw', 'sparse_adam'. None: PyTorch's default.",
+    .tp_methods = optimizer_methods,
+    .tp_getset = optimizer_getset,
+    .tp_init = (initproc)optimizer_init,
+    .tp_new = optimizer_new,
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Losses: one entry point per direction, the loss named by `kind`
+ * ------------------------------------------------------------------------------------- */
+
+enum { L_CE, L_NLL, L_MSE, L_BCE };
+
+static int loss_kind(const char *s) {
+    if (!strcmp(s, "cross_entropy")) return L_CE;
+    if (!strcmp(s, "nll_loss")) return L_NLL;
+    if (!strcmp(s, "mse_loss")) return L_MSE;
+    if (!strcmp(s, "binary_cross_entropy_with_logits")) return L_BCE;
+    PyErr_Format(PyExc_ValueError, "unknown loss '%s'", s);
+    return -1;
+}
+
+static int reduction(const char *s, emb_reduction *out) {
+    if (!strcmp(s, "mean")) *out = EMB_REDUCTION_MEAN;
+    else if (!strcmp(s, "sum")) *out = EMB_REDUCTION_SUM;
+    else if (!strcmp(s, "none")) *out = EMB_REDUCTION_NONE;
+    else {
+        PyErr_Format(PyExc_ValueError, "%s is not a valid value for reduction", s);
+        return -1;
+    }
+    return 0;
+}
+
+/* loss(kind, input, target, weight=None, pos_weight=None, ignore_index=-100,
+ *      reduction='mean', label_smoothing=0.0, grad_loss=None)
+ * Without grad_loss: the loss. With grad_loss: the gradient of the input. */
+static PyObject *m_loss(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *names[] = {"kind", "input", "target", "weight", "pos_weight", "ignore_index",
+                            "reduction", "label_smoothing", "grad_loss", NULL};
+    const char *kname, *red = "mean";
+    PyObject *input, *target, *weight = Py_None, *posw = Py_None, *gl = Py_None;
+    long long ignore = -100;
+    double ls = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOO|OOLsdO:loss", names, &kname, &input,
+                                     &target, &weight, &posw, &ignore, &red, &ls, &gl))
+        return NULL;
+    int k = loss_kind(kname);
+    if (k < 0) return NULL;
+    emb_loss_options o = emb_loss_options_default();
+    if (reduction(red, &o.reduction) < 0) return NULL;
+    o.ignore_index = ignore;
+    o.label_smoothing = ls;
+    int classes = (k == L_CE || k == L_NLL);
+    py_arg in = {0}, tg = {0}, wa = {0}, pw = {0}, ga = {0};
+    PyObject *res = NULL;
+    if (py_arg_get(input, "input", PY_DT_F32, 0, &in) < 0 ||
+        py_arg_get(target, "target", classes ? PY_DT(EMB_INT64) : PY_DT_F32, 0, &tg) < 0 ||
+        py_arg_get(weight, "weight", PY_DT_F32, PY_ARG_OPTIONAL, &wa) < 0 ||
+        py_arg_get(posw, "pos_weight", PY_DT_F32, PY_ARG_OPTIONAL, &pw) < 0 ||
+        py_arg_get(gl, "grad_loss", PY_DT_F32, PY_ARG_OPTIONAL, &ga) < 0)
+        goto done;
+    if (wa.present) o.weight = &wa.t;
+    if (pw.present && k != L_BCE) {
+        PyErr_SetString(PyExc_TypeError, "pos_weight is an argument of "
+                        "binary_cross_entropy_with_logits only");
+        goto done;
+    }
+    emb_tensor out;
+    emb_status st;
+    if (ga.present) {
+        res = py_new_array(EMB_FLOAT32, in.t.ndim, in.t.shape, &out);
+        if (!res) goto done;
+        Py_BEGIN_ALLOW_THREADS
+        switch (k) {
+        case L_CE: st = emb_cross_entropy_backward(&in.t, &tg.t, &o, &ga.t, &out); break;
+        case L_NLL: st = emb_nll_loss_backward(&in.t, &tg.t, &o, &ga.t, &out); break;
+        case L_MSE: st = emb_mse_loss_backward(&in.t, &tg.t, &o, &ga.t, &out); break;
+        default:
+            st = emb_bce_with_logits_backward(&in.t, &tg.t, pw.present ? &pw.t : NULL, &o,
+                                              &ga.t, &out);
+        }
+        Py_END_ALLOW_THREADS
+    } else {
+        const emb_tensor *like = classes ? &tg.t : &in.t; /* the unreduced loss's shape */
+        int nd = o.reduction == EMB_REDUCTION_NONE ? like->ndim : 0;
+        res = py_new_array(EMB_FLOAT32, nd, like->shape, &out);
+        if (!res) goto done;
+        Py_BEGIN_ALLOW_THREADS
+        switch (k) {
+        case L_CE: st = emb_cross_entropy_forward(&in.t, &tg.t, &o, &out); break;
+        case L_NLL: st = emb_nll_loss_forward(&in.t, &tg.t, &o, &out); break;
+        case L_MSE: st = emb_mse_loss_forward(&in.t, &tg.t, &o, &out); break;
+        default: st = emb_bce_with_logits_forward(&in.t, &tg.t, pw.present ? &pw.t : NULL, &o, &out);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    if (st != EMB_OK) {
+        Py_CLEAR(res);
+        py_raise(st);
+    }
+done:
+    py_arg_release(&ga);
+    py_arg_release(&pw);
+    py_arg_release(&wa);
+    py_arg_release(&tg);
+    py_arg_release(&in);
+    return res;
+}
+
+/* log_softmax(x) / log_softmax(y, grad_y=...) for the backward */
+static PyObject *m_log_softmax(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *names[] = {"x", "grad_y", NULL};
+    PyObject *x, *gy = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:log_softmax", names, &x, &gy)) return NULL;
+    py_arg xa = {0}, ga = {0};
+    PyObject *res = NULL;
+    if (py_arg_get(x, "x", PY_DT_F32, 0, &xa) < 0 ||
+        py_arg_get(gy, "grad_y", PY_DT_F32, PY_ARG_OPTIONAL, &ga) < 0)
+        goto done;
+    emb_tensor out;
+    res = py_new_array(EMB_FLOAT32, xa.t.ndim, xa.t.shape, &out);
+    if (!res) goto done;
+    emb_status st;
+    if (ga.present) PY_NOGIL(st, emb_log_softmax_backward(&xa.t, &ga.t, &out));
+    else PY_NOGIL(st, emb_log_softmax_forward(&xa.t, &out));
+    if (st != EMB_OK) {
+        Py_CLEAR(res);
+        py_raise(st);
+    }
+done:
+    py_arg_release(&ga);
+    py_arg_release(&xa);
+    return res;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The default generator
+ * ------------------------------------------------------------------------------------- */
+
+static PyObject *m_manual_seed(PyObject *m, PyObject *arg) {
+    /* torch.manual_seed: a negative seed s means (uint64)s */
+    PyObject *mask = PyLong_FromUnsignedLongLong(UINT64_MAX);
+    if (!mask) return NULL;
+    PyObject *v = PyNumber_And(arg, mask);
+    Py_DECREF(mask);
+    if (!v) return NULL;
+    unsigned long long s = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    if (s == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(py_generator_lock.lock, WAIT_LOCK);
+    emb_manual_seed(s);
+    PyThread_release_lock(py_generator_lock.lock);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_initial_seed(PyObject *m, PyObject *unused) {
+    uint64_t s;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(py_generator_lock.lock, WAIT_LOCK);
+    s = emb_generator_initial_seed(NULL);
+    PyThread_release_lock(py_generator_lock.lock);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromUnsignedLongLong(s);
+}
+
+static PyObject *m_random_fill(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *names[] = {"out", "kind", "a", "b", NULL};
+    PyObject *out;
+    const char *kind;
+    double a = 0, b = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Os|dd:random_fill", names, &out, &kind, &a, &b))
+        return NULL;
+    int normal = !strcmp(kind, "normal"), uniform = !strcmp(kind, "uniform");
+    if (!normal && !uniform) {
+        PyErr_SetString(PyExc_ValueError, "kind must be 'normal' or 'uniform'");
+        return NULL;
+    }
+    py_arg o;
+    if (py_arg_get(out, "out", PY_DT_F32 | PY_DT(EMB_FLOAT64), PY_ARG_WRITE, &o) < 0) return NULL;
+    emb_status st;
+    PY_CALL(&py_generator_lock, st,
+            normal ? emb_normal_(&o.t, a, b, NULL) : emb_uniform_(&o.t, a, b, NULL));
+    py_arg_release(&o);
+    if (st != EMB_OK) return py_raise(st);
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * word2vec training
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct w2v_cb {
+    PyObject *progress; /* callable or NULL */
+    int stopped_by_user;
+} w2v_cb;
+
+static int w2v_progress(const emb_w2v_progress *p, void *user) {
+    w2v_cb *cb = user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int stop = 0;
+    if (PyErr_CheckSignals() < 0) stop = 1; /* Ctrl-C: KeyboardInterrupt is pending */
+    else if (cb->progress) {
+        PyObject *r = PyObject_CallFunction(cb->progress, "{s:L,s:L,s:i,s:d,s:d}", "words_done",
+                                            (long long)p->words_done, "words_total",
+                                            (long long)p->words_total, "epoch", p->epoch,
+                                            "alpha", p->alpha, "seconds", p->seconds);
+        if (!r) stop = 1;
+        else {
+            int t = PyObject_IsTrue(r);
+            Py_DECREF(r);
+            if (t < 0) stop = 1;
+            else if (t) stop = cb->stopped_by_user = 1;
+        }
+    }
+    PyGILState_Release(g);
+    return stop;
+}
+
+/* train_word2vec(corpus_path, model='skipgram', progress=None, **options) ->
+ *   (words: list[str], counts: list[int], vectors: float32 [V, dim], finished: bool) */
+static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *names[] = {"corpus", "sg", "vector_size", "window", "negative", "sample",
+                            "min_count", "max_vocab", "epochs", "alpha", "min_alpha",
+                            "cbow_mean", "workers", "seed", "lowercase", "strip_punct",
+                            "max_sentence", "shared_negatives", "progress", NULL};
+    PyObject *corpus, *progress = Py_None, *alpha = Py_None, *min_alpha = Py_None;
+    int sg = 1;
+    emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+    long long dim = o.dim, min_count = o.min_count, max_vocab = o.max_vocab,
+              seed = (long long)o.seed, max_sentence = o.max_sentence;
+    int window = o.window, negative = o.negative, epochs = o.epochs, cbow_mean = o.cbow_mean,
+        threads = o.threads, lower = o.lowercase, strip = o.strip_punct,
+        shared = o.shared_negatives;
+    double sample = o.sample;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pLiidLLiOOpiLppLpO:train_word2vec", names,
+                                     &corpus, &sg, &dim, &window, &negative, &sample,
+                                     &min_count, &max_vocab, &epochs, &alpha, &min_alpha,
+                                     &cbow_mean, &threads, &seed, &lower, &strip,
+                                     &max_sentence, &shared, &progress))
+        return NULL;
+    if (progress != Py_None && !PyCallable_Check(progress)) {
+        PyErr_SetString(PyExc_TypeError, "progress must be callable or None");
+        return NULL;
+    }
+    o = emb_w2v_options_default(sg ? EMB_W2V_SKIPGRAM : EMB_W2V_CBOW);
+    o.dim = dim;
+    o.window = window;
+    o.negative = negative;
+    o.sample = sample;
+    o.min_count = min_count;
+    o.max_vocab = max_vocab;
+    o.epochs = epochs;
+    if (opt_double(alpha, &o.alpha) < 0) return NULL;
+    o.min_alpha = o.alpha * 1e-4;
+    if (opt_double(min_alpha, &o.min_alpha) < 0) return NULL;
+    o.cbow_mean = cbow_mean;
+    o.threads = threads;
+    o.seed = (uint64_t)seed;
+    o.lowercase = lower;
+    o.strip_punct = strip;
+    o.max_sentence = max_sentence;
+    o.shared_negatives = shared;
+    PyObject *path;
+    if (py_path(corpus, &path) < 0) return NULL;
+    emb_w2v *w = NULL;
+    emb_status st;
+    PY_NOGIL(st, emb_w2v_create_from_file(&o, PyBytes_AS_STRING(path), &w));
+    Py_DECREF(path);
+    if (st != EMB_OK) return py_raise(st);
+    w2v_cb cb = {progress == Py_None ? NULL : progress, 0};
+    PY_NOGIL(st, emb_w2v_train(w, w2v_progress, &cb));
+    PyObject *res = NULL, *words = NULL, *counts = NULL, *vec = NULL;
+    if (st != EMB_OK && !(st == EMB_ERR_CANCELLED && cb.stopped_by_user && !PyErr_Occurred())) {
+        py_raise(st);
+        goto done;
+    }
+    const emb_vocab *v = emb_w2v_vocab(w);
+    int64_t n = emb_vocab_size(v);
+    words = PyList_New((Py_ssize_t)n);
+    counts = PyList_New((Py_ssize_t)n);
+    if (!words || !counts) goto done;
+    for (int64_t i = 0; i < n; i++) {
+        size_t len;
+        const char *s = emb_vocab_word(v, i, &len);
+        PyObject *ws = PyUnicode_DecodeUTF8(s, (Py_ssize_t)len, "surrogateescape");
+        PyObject *c = ws ? PyLong_FromLongLong(emb_vocab_count(v, i)) : NULL;
+        if (!c) {
+            Py_XDECREF(ws);
+            goto done;
+        }
+        PyList_SET_ITEM(words, (Py_ssize_t)i, ws);
+        PyList_SET_ITEM(counts, (Py_ssize_t)i, c);
+    }
+    emb_tensor src, dst;
+    if ((st = emb_w2v_vectors(w, &src)) != EMB_OK) {
+        py_raise(st);
+        goto done;
+    }
+    vec = py_new_array(EMB_FLOAT32, 2, src.shape, &dst);
+    if (!vec) goto done;
+    memcpy(dst.data, src.data, emb_tensor_nbytes(&src));
+    res = Py_BuildValue("OOOO", words, counts, vec, st == EMB_OK && !cb.stopped_by_user ? Py_True : Py_False);
+done:
+    Py_XDECREF(words);
+    Py_XDECREF(counts);
+    Py_XDECREF(vec);
+    emb_w2v_free(w);
+    return res;
+}
+
+PyMethodDef py_train_functions[] = {
+    {"loss", (PyCFunction)(void (*)(void))m_loss, METH_VARARGS | METH_KEYWORDS,
+     "loss(kind, input, target, weight=None, pos_weight=None, ignore_index=-100, "
+     "reduction='mean', label_smoothing=0.0, grad_loss=None): kind is 'cross_entropy', "
+     "'nll_loss', 'mse_loss' or 'binary_cross_entropy_with_logits'; with grad_loss, the "
+     "gradient of the input"},
+    {"log_softmax", (PyCFunction)(void (*)(void))m_log_softmax, METH_VARARGS | METH_KEYWORDS,
+     "log_softmax(x) over the last dimension; log_softmax(y, grad_y=g): the backward"},
+    {"manual_seed", (PyCFunction)m_manual_seed, METH_O,
+     "manual_seed(seed): torch.manual_seed on emb's default generator"},
+    {"initial_seed", (PyCFunction)m_initial_seed, METH_NOARGS, "initial_seed() -> int"},
+    {"random_fill", (PyCFunction)(void (*)(void))m_random_fill, METH_VARARGS | METH_KEYWORDS,
+     "random_fill(out, 'normal'|'uniform', a, b): Tensor.normal_(a, b) / uniform_(a, b) from "
+     "the default generator, in place"},
+    {"train_word2vec", (PyCFunction)(void (*)(void))m_train_word2vec,
+     METH_VARARGS | METH_KEYWORDS,
+     "train_word2vec(corpus_path, ...) -> (words, counts, vectors, finished)"},
+    {NULL}};
+
+int py_train_init(PyObject *m) {
+    if (PyType_Ready(&py_optimizer_type) < 0) return -1;
+    return PyModule_AddObjectRef(m, "Optimizer", (PyObject *)&py_optimizer_type);
+}

@@ -1,0 +1,124 @@
+/* pyemb.h: what the files of the extension module emb._emb share: argument conversion
+ * (buffer protocol <-> emb_tensor), errors, output arrays, the per-object call lock. */
+#ifndef PYEMB_H
+#define PYEMB_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <emb/emb.h>
+
+/* ---- an array argument ----------------------------------------------------------------
+ * py_arg_get fills `t` with a view of an object exporting the buffer protocol (numpy
+ * arrays, memoryview, bytes, array.array, emb objects) or, failing that, of
+ * numpy.asarray(obj) (lists, torch CPU tensors). Read-only arguments that are not
+ * C-contiguous or not aligned for their type are copied; arguments emb writes into or keeps
+ * (PY_ARG_WRITE, PY_ARG_KEEP) must be C-contiguous and aligned: ValueError otherwise. */
+enum {
+    PY_ARG_WRITE = 1,    /* emb writes into it: a writable, C-contiguous, aligned buffer */
+    PY_ARG_KEEP = 2,     /* emb keeps a pointer to it: no copy allowed */
+    PY_ARG_OPTIONAL = 4, /* None is accepted (t.data stays NULL, present == 0) */
+};
+
+/* Bit masks of accepted dtypes. */
+#define PY_DT(d) (1u << (d))
+#define PY_DT_INDEX (PY_DT(EMB_INT64) | PY_DT(EMB_INT32))
+#define PY_DT_F32 PY_DT(EMB_FLOAT32)
+
+typedef struct py_arg {
+    emb_tensor t;
+    Py_buffer view;
+    int held;     /* view holds a buffer */
+    int present;  /* the argument was given (not None) */
+    void *copy;   /* a contiguous copy of a read-only argument, or NULL */
+} py_arg;
+
+/* 0 on success; -1 with a Python exception set. `what` names the argument in messages. */
+int py_arg_get(PyObject *obj, const char *what, unsigned dtypes, int flags, py_arg *a);
+/* Releases the buffer (and copy). Safe on a zeroed or already released py_arg. */
+void py_arg_release(py_arg *a);
+
+/* A new numpy array of the given shape and dtype (numpy.empty), its data described by *t
+ * (writable). NULL with an exception set on failure. */
+PyObject *py_new_array(emb_dtype dtype, int ndim, const int64_t *shape, emb_tensor *t);
+/* numpy.asarray(obj): a numpy view of an object exporting a buffer. */
+PyObject *py_asarray(PyObject *obj);
+
+/* ---- errors --------------------------------------------------------------------------- */
+
+/* Raises the exception of a failed emb call: its class follows the status (emb.Error and
+ * the matching builtin: IndexError, TypeError, ValueError, MemoryError, OSError, ...),
+ * its text is emb_errmsg(). Returns NULL. Call with the GIL held, on the thread that made
+ * the call (the message is per thread). */
+PyObject *py_raise(emb_status st);
+/* Creates the exception classes in the module. */
+int py_errors_init(PyObject *module);
+
+/* ---- per-object lock -------------------------------------------------------------------
+ * Every object that wraps an emb handle holds one: a call takes it with the GIL released,
+ * so that two Python threads never run emb on one handle at once (emb's handles are
+ * single-threaded) and a handle is never freed while a call uses it (the call holds a
+ * reference to the object). */
+typedef struct py_lock {
+    PyThread_type_lock lock;
+} py_lock;
+
+int py_lock_init(py_lock *l);
+void py_lock_free(py_lock *l);
+
+/* PY_CALL(lock, status_var, expr): runs expr with the GIL released under the lock. */
+#define PY_CALL(l, st, expr)                                \
+    do {                                                    \
+        Py_BEGIN_ALLOW_THREADS                              \
+        PyThread_acquire_lock((l)->lock, WAIT_LOCK);        \
+        (st) = (expr);                                      \
+        PyThread_release_lock((l)->lock);                   \
+        Py_END_ALLOW_THREADS                                \
+    } while (0)
+
+/* emb's default generator (emb_manual_seed, the draws of a new table) is not locked by the
+ * library: every use from the package takes this lock (with the GIL released). */
+extern py_lock py_generator_lock;
+
+/* PY_NOGIL(status_var, expr): runs expr with the GIL released (no object lock). */
+#define PY_NOGIL(st, expr)    \
+    do {                      \
+        Py_BEGIN_ALLOW_THREADS \
+        (st) = (expr);        \
+        Py_END_ALLOW_THREADS  \
+    } while (0)
+
+/* ---- small parsers -------------------------------------------------------------------- */
+
+/* padding_idx: None -> EMB_PADDING_NONE, else an int. */
+int py_padding_idx(PyObject *obj, int64_t *out);
+/* max_norm: None -> INFINITY, else a float. */
+int py_max_norm(PyObject *obj, double *out);
+/* A path: str, bytes or os.PathLike -> a new bytes object (PyUnicode_FSConverter). */
+int py_path(PyObject *obj, PyObject **bytes_out);
+/* A tuple of ints from a shape. */
+PyObject *py_shape_tuple(int ndim, const int64_t *shape);
+
+/* ---- the types and functions each file adds ------------------------------------------- */
+extern PyTypeObject py_embedding_type;
+extern PyTypeObject py_bag_type;
+extern PyTypeObject py_optimizer_type;
+extern PyTypeObject py_knn_type;
+extern PyTypeObject py_qtable_type;
+
+extern PyMethodDef py_table_functions[];   /* py_tables.c: functional forms */
+extern PyMethodDef py_train_functions[];   /* py_train.c: losses, seed, word2vec */
+extern PyMethodDef py_io_functions[];      /* py_io.c: files */
+
+int py_tables_init(PyObject *module);
+int py_train_init(PyObject *module);
+int py_io_init(PyObject *module);
+
+/* A table handle for other files: the emb_embedding behind an Embedding or EmbeddingBag
+ * object, or NULL (TypeError set). */
+emb_embedding *py_embedding_handle(PyObject *obj);
+/* Wraps a new emb_embedding (taking ownership) in an Embedding object; `keep` (may be
+ * NULL) is kept alive with it. */
+PyObject *py_embedding_from_handle(emb_embedding *e, PyObject *keep);
+
+#endif /* PYEMB_H */

@@ -1,0 +1,195 @@
+"""emb.KeyedVectors against gensim 4.2's KeyedVectors on the same vectors (the same file read
+by both), and emb.train: names, defaults and results."""
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors as GensimKV
+
+import emb
+
+SRC = os.environ.get("EMB_SOURCE_DIR",
+                     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+QUESTIONS = os.path.join(SRC, "data", "eval", "questions-words.txt")
+
+
+def question_subset(tmp_path, per_section=25):
+    """A small questions file: the first questions of each section of the repository's
+    questions-words.txt, plus the words they use (the vocabulary of the test vectors)."""
+    lines, words, n = [], [], 0
+    with open(QUESTIONS, encoding="utf8") as f:
+        for line in f:
+            if line.startswith(": "):
+                lines.append(line)
+                n = 0
+            elif n < per_section:
+                lines.append(line)
+                words += line.split()
+                n += 1
+    path = tmp_path / "questions.txt"
+    path.write_text("".join(lines), encoding="utf8")
+    vocab = list(dict.fromkeys(words))
+    return path, vocab
+
+
+@pytest.fixture(scope="module")
+def vectors(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("kv")
+    questions, vocab = question_subset(tmp)
+    rng = np.random.default_rng(5)
+    vocab += [f"extra{i}" for i in range(200)]
+    vec = rng.standard_normal((len(vocab), 24)).astype(np.float32)
+    # an analogy structure, so that some answers are right: pairs share an offset
+    vec[1::2] = vec[0::2][: len(vec[1::2])] + rng.standard_normal(24).astype(np.float32)
+    path = tmp / "vectors.txt"
+    emb.write_vectors(path, vec, vocab)
+    return emb.KeyedVectors.load_word2vec_format(path), GensimKV.load_word2vec_format(path), \
+        questions, tmp
+
+
+def close_lists(got, want):
+    assert [w for w, _ in got] == [w for w, _ in want]
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=1e-5, atol=1e-6)
+
+
+def test_loading_and_lookup(vectors):
+    kv, gk, _, _ = vectors
+    assert kv.index_to_key == gk.index_to_key and kv.key_to_index == gk.key_to_index
+    assert np.array_equal(kv.vectors, gk.vectors) and kv.vector_size == gk.vector_size
+    assert np.array_equal(kv["king"], gk["king"])
+    assert np.array_equal(kv[["king", "queen"]], gk[["king", "queen"]])
+    assert ("king" in kv) and ("no-such-word" not in kv) and len(kv) == len(gk)
+    with pytest.raises(KeyError):
+        kv["no-such-word"]
+
+
+def test_most_similar(vectors):
+    kv, gk, _, _ = vectors
+    for kw in [dict(positive=["king"]), dict(positive="king", topn=3),
+               dict(positive=["king", "woman"], negative=["man"]),
+               dict(positive=[("king", 2.0), "woman"], negative=["man"], topn=7),
+               dict(positive=["Paris"], restrict_vocab=100),
+               dict(positive=[kv["king"]], topn=4),
+               dict(positive=["king"], topn=len(kv))]:
+        close_lists(kv.most_similar(**kw), gk.most_similar(**kw))
+    np.testing.assert_allclose(kv.most_similar("king", topn=None),
+                               gk.most_similar("king", topn=None), rtol=1e-6, atol=1e-6)
+    assert kv.most_similar("king", topn=0) == gk.most_similar("king", topn=0) == []
+
+
+def test_similarity_and_doesnt_match(vectors):
+    kv, gk, _, _ = vectors
+    assert np.isclose(kv.similarity("king", "queen"), gk.similarity("king", "queen"),
+                      rtol=1e-6)
+    assert np.isclose(kv.distance("king", "man"), gk.distance("king", "man"), rtol=1e-6)
+    words = ["king", "queen", "man", "woman", "Paris"]
+    assert kv.doesnt_match(words) == gk.doesnt_match(words)
+    assert np.isclose(kv.n_similarity(["king", "man"], ["queen"]),
+                      gk.n_similarity(["king", "man"], ["queen"]), rtol=1e-6)
+
+
+def test_evaluate_word_analogies(vectors):
+    kv, gk, questions, _ = vectors
+    for kw in [{}, dict(restrict_vocab=150), dict(case_insensitive=False),
+               dict(dummy4unknown=True)]:
+        score, sections = kv.evaluate_word_analogies(questions, **kw)
+        gscore, gsections = gk.evaluate_word_analogies(questions, **kw)
+        assert score == gscore and score > 0
+        assert [s["section"] for s in sections] == [s["section"] for s in gsections]
+        for s, g in zip(sections, gsections):
+            assert s["correct"] == g["correct"] and s["incorrect"] == g["incorrect"], s["section"]
+
+
+def test_evaluate_word_pairs(vectors, tmp_path):
+    kv, gk, _, _ = vectors
+    rng = np.random.default_rng(1)
+    words = kv.index_to_key[:60] + ["unknownword"]
+    lines = ["# a comment"] + [f"{rng.choice(words)}\t{rng.choice(words)}\t{rng.random() * 10:.2f}"
+                               for _ in range(80)]
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("\n".join(lines) + "\n", encoding="utf8")
+    for kw in [{}, dict(dummy4unknown=True), dict(restrict_vocab=40)]:
+        (r, rp), (rho, rhop), oov = kv.evaluate_word_pairs(pairs, **kw)
+        (gr, grp), (grho, grhop), goov = gk.evaluate_word_pairs(pairs, **kw)
+        np.testing.assert_allclose([r, rp, rho, rhop], [gr, grp, grho, grhop], rtol=1e-5,
+                                   atol=1e-7)
+        assert oov == goov
+
+
+def test_every_format_reads_back(vectors):
+    kv, gk, _, tmp = vectors
+    for name in ["v.safetensors", "v.npy", "v.bin", "v.vec", "v.txt"]:
+        kv.save(tmp / name)
+        back = emb.KeyedVectors.load(tmp / name)
+        assert back.index_to_key == kv.index_to_key, name
+        assert np.array_equal(back.vectors, kv.vectors), name
+    kv.save_word2vec_format(tmp / "g.bin", binary=True)
+    g = GensimKV.load_word2vec_format(tmp / "g.bin", binary=True)
+    assert g.index_to_key == kv.index_to_key and np.array_equal(g.vectors, kv.vectors)
+    mapped = emb.KeyedVectors.load(tmp / "v.safetensors", mmap="r")
+    assert not mapped.vectors.flags.writeable and np.array_equal(mapped.vectors, kv.vectors)
+    close_lists(mapped.most_similar("king"), gk.most_similar("king"))
+    with pytest.raises(emb.FormatError):
+        emb.KeyedVectors.load(tmp / "questions.txt")
+
+
+def corpus(path, sentences=3000, seed=0):
+    """A synthetic corpus with structure: words of a topic occur together."""
+    rng = np.random.default_rng(seed)
+    topics = [[f"t{t}w{i}" for i in range(12)] for t in range(8)]
+    with open(path, "w", encoding="utf8") as f:
+        for _ in range(sentences):
+            t = topics[rng.integers(len(topics))]
+            f.write(" ".join(rng.choice(t, 10)) + "\n")
+    return path
+
+
+def test_train_from_a_file_and_from_sentences(tmp_path):
+    path = corpus(tmp_path / "c.txt")
+    kv = emb.train(str(path), vector_size=16, workers=1, epochs=3, sg=1)
+    assert kv.finished and kv.vector_size == 16 and len(kv) == 96
+    # a word's nearest neighbours are words of its topic
+    near = [w for w, _ in kv.most_similar("t3w0", topn=5)]
+    assert all(w.startswith("t3w") for w in near), near
+    with open(path, encoding="utf8") as f:
+        sentences = [line.split() for line in f]
+    kv2 = emb.train(sentences, vector_size=16, workers=1, epochs=3, sg=1)
+    assert kv2.index_to_key == kv.index_to_key and np.array_equal(kv2.vectors, kv.vectors)
+    assert kv.get_vecattr("t3w0", "count") > 0
+    with pytest.raises(emb.FormatError, match="no word occurs"):
+        emb.train([["a", "b"]], min_count=5)
+
+
+def test_train_progress_and_stop(tmp_path):
+    path = corpus(tmp_path / "c.txt", sentences=30000)
+    seen = []
+
+    def progress(p):
+        seen.append(p)
+        return len(seen) >= 2  # stop after the second report
+
+    kv = emb.train(path, vector_size=8, workers=1, epochs=5, progress=progress)
+    assert not kv.finished and len(seen) == 2
+    assert 0 < seen[-1]["words_done"] < seen[-1]["words_total"] == 5 * 300000
+    assert {"epoch", "alpha", "seconds"} <= set(seen[0])
+
+    def boom(p):
+        raise ZeroDivisionError("from the callback")
+
+    with pytest.raises(ZeroDivisionError, match="from the callback"):
+        emb.train(path, vector_size=8, workers=1, progress=boom)
+
+
+def test_ctrl_c_stops_training(tmp_path):
+    """SIGINT during training: emb stops at its next progress point and KeyboardInterrupt
+    propagates (no callback given)."""
+    path = corpus(tmp_path / "c.txt", sentences=60000)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            emb.train(path, vector_size=32, workers=1, epochs=50)
+    finally:
+        timer.cancel()
