@@ -27,6 +27,7 @@ test: deps-test
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -L unit -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -L mpi -R test_mpi_exact -j $(JOBS)
 	cmake -S . -B $(PLAIN_BUILD) -DCMAKE_BUILD_TYPE=Release -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
 	cmake --build $(PLAIN_BUILD) -j $(JOBS)
 	cd $(PLAIN_BUILD) && ctest --output-on-failure -L unit -j $(JOBS)

@@ -81,6 +81,14 @@ EMB_API const char *emb_errmsg(void);
 /* Clears the calling thread's last error message. */
 EMB_API void emb_clear_error(void);
 
+/* Sets the calling thread's message (printf format) and returns status: for libraries
+ * built on emb (libemb_mpi), whose failures emb_errmsg() reports like emb's own. */
+EMB_API emb_status emb_set_error(emb_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* ---------------------------------------------------------------------------------------
  * Data types
  * ------------------------------------------------------------------------------------- */

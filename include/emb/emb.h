@@ -13,6 +13,7 @@
 #include "core.h"
 #include "embedding.h"
 #include "bag.h"
+#include "fasttext.h"
 #include "io.h"
 #include "linear.h"
 #include "loss.h"

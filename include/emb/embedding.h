@@ -247,6 +247,14 @@ EMB_API void emb_sparse_grad_free(emb_sparse_grad *g);
  * Errors (g unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (g is not a valid sparse gradient),
  * EMB_ERR_NOMEM. */
 EMB_API emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g);
+/* The order in which coalesce() visits n entries whose rows are `rows` (int64 [n], any
+ * values): perm (int64 [n]) receives the entry positions in the order of torch.sort(rows,
+ * stable=False), the order emb_sparse_grad_coalesce sums a row's duplicates in (the first
+ * copied, each later one added). For code that sums a part of a gradient in that order
+ * (libemb_mpi's owners of sharded rows). Errors (perm unchanged): EMB_ERR_NULL,
+ * EMB_ERR_DTYPE (not int64), EMB_ERR_SHAPE (not 1-D, or perm not of rows' shape),
+ * EMB_ERR_INVALID (perm overlaps rows), EMB_ERR_NOMEM. */
+EMB_API emb_status emb_sparse_grad_coalesce_order(const emb_tensor *rows, emb_tensor *perm);
 /* dense.add_(g): dense[row] += value for each entry in entry order with plain float adds
  * (duplicates are applied one after the other, as PyTorch does). dense: float32
  * [num_rows, dim]. Independent of the thread count.

@@ -46,13 +46,16 @@ typedef enum emb_format {
     EMB_FORMAT_W2V_TEXT = 3,    /* word2vec text, fastText .vec */
     EMB_FORMAT_W2V_BINARY = 4,
     EMB_FORMAT_GLOVE = 5,       /* word2vec text without the header line */
+    EMB_FORMAT_FASTTEXT_BIN = 6, /* a fastText model (.bin, emb/fasttext.h); read only here: the
+                                  * vocabulary's words and their vectors, as fastText's .vec */
 } emb_format;
 
-/* "safetensors", "npy", "word2vec-text", "word2vec-binary", "glove"; "auto"; "unknown". */
+/* "safetensors", "npy", "word2vec-text", "word2vec-binary", "glove", "fasttext-bin"; "auto";
+ * "unknown". */
 EMB_API const char *emb_format_name(emb_format f);
 
 /* Parses a format name as the CLI's --from/--to take it: the names above and the aliases
- * "st", "w2v", "txt", "vec", "text", "bin", "binary". Errors: EMB_ERR_NULL,
+ * "st", "w2v", "txt", "vec", "text", "bin", "binary", "fasttext". Errors: EMB_ERR_NULL,
  * EMB_ERR_INVALID (unknown name; the message lists the names). */
 EMB_API emb_status emb_format_parse(const char *name, emb_format *out);
 
@@ -61,10 +64,10 @@ EMB_API emb_status emb_format_parse(const char *name, emb_format *out);
 EMB_API emb_format emb_format_from_path(const char *path);
 
 /* The format of an existing file, from its first bytes (npy magic, a safetensors header,
- * a "rows dim" header followed by text or binary rows, otherwise GloVe text). A pipe is
- * read to its end (emb_vectors_read detects the format of what it reads itself).
- * Errors: EMB_ERR_NULL, EMB_ERR_IO (cannot open or read), EMB_ERR_FORMAT (empty file),
- * EMB_ERR_UNSUPPORTED (a fastText .bin model: only its .vec is read). */
+ * fastText's magic number, a "rows dim" header followed by text or binary rows, otherwise
+ * GloVe text). A pipe is read to its end (emb_vectors_read detects the format of what it
+ * reads itself). Errors: EMB_ERR_NULL, EMB_ERR_IO (cannot open or read), EMB_ERR_FORMAT
+ * (empty file). */
 EMB_API emb_status emb_format_sniff(const char *path, emb_format *out);
 
 /* ---------------------------------------------------------------------------------------
@@ -96,8 +99,10 @@ typedef struct emb_vectors {
 
 /* Reads a table and its words. Text values are parsed exactly as strtof would (correctly
  * rounded); other element types are converted to float32 (F64 rounds to nearest).
+ * A fastText model gives its vocabulary words and their vectors (the mean of the word's row
+ * and its n-grams' rows, emb/fasttext.h); vectors of other words: emb_fasttext_word_vector.
  * Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_IO (open/read failed), EMB_ERR_UNSUPPORTED
- * (a fastText .bin model, with format AUTO), EMB_ERR_FORMAT
+ * (a quantized fastText model), EMB_ERR_FORMAT
  * (malformed or truncated file; the message names the file, the row or byte offset and
  * what is wrong), EMB_ERR_DTYPE (a tensor type emb cannot convert to float32),
  * EMB_ERR_SHAPE (the chosen tensor is not 2-D), EMB_ERR_INVALID (bad options, or the
@@ -132,7 +137,7 @@ EMB_API emb_write_options emb_write_options_default(void);
  * Errors (the destination is unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE / EMB_ERR_SHAPE
  * (weight), EMB_ERR_INVALID (no format for this name, a dtype the format cannot store,
  * vocab size != rows, a word the format cannot hold), EMB_ERR_IO (with the OS error),
- * EMB_ERR_NOMEM. */
+ * EMB_ERR_NOMEM, EMB_ERR_UNSUPPORTED (EMB_FORMAT_FASTTEXT_BIN: a model is more than a table). */
 EMB_API emb_status emb_vectors_write(const char *path, const emb_tensor *weight,
                                      const emb_vocab *vocab, const emb_write_options *opts);
 

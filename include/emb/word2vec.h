@@ -64,6 +64,13 @@ typedef struct emb_w2v_options {
     bool lenient;        /* a token that is not valid UTF-8 or longer than EMB_VOCAB_MAX_WORD
                             bytes is skipped and counted (emb_w2v_skipped) instead of being
                             an error */
+    /* Subwords (fastText): with maxn > 0, a word's input vector is the mean of its own row
+     * and the rows of its character n-grams of minn..maxn characters, hashed into `bucket`
+     * shared rows (emb/fasttext.h), and each update goes to all of them, as fastText
+     * trains; every word, seen or not, then has a vector (emb_w2v_word_vector). Defaults:
+     * maxn 0 (off), minn 3, bucket 2,000,000 (fastText's with maxn 6). */
+    int minn, maxn;      /* maxn in [0, 100]; with maxn > 0, minn in [1, maxn] */
+    int64_t bucket;      /* with maxn > 0: in [1, 2^31 - 1 - vocabulary size] */
 } emb_w2v_options;
 
 EMB_API emb_w2v_options emb_w2v_options_default(emb_w2v_model model);
@@ -145,11 +152,27 @@ EMB_API emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void 
 
 /* The vocabulary (row i of the vectors is word i). Owned by w. */
 EMB_API const emb_vocab *emb_w2v_vocab(const emb_w2v *w);
-/* A view of the input vectors, float32 [vocab size, dim], owned by w. */
+/* A view of the input vectors, float32 [vocab size, dim], owned by w (with subwords, the
+ * words' own rows, not yet averaged with their n-grams: emb_w2v_word_vectors). */
 EMB_API emb_status emb_w2v_vectors(const emb_w2v *w, emb_tensor *view);
 /* The tables as emb embeddings (owned by w): the input vectors and the output vectors. */
 EMB_API emb_embedding *emb_w2v_input_embedding(const emb_w2v *w);
 EMB_API emb_embedding *emb_w2v_output_embedding(const emb_w2v *w);
+/* The vector of any word (dim floats into out): with subwords, the mean of its row (when
+ * it is in the vocabulary) and its n-grams' rows, computed as fastText computes it; without,
+ * its row. Errors: EMB_ERR_NULL, EMB_ERR_INVALID (no subwords and not in the vocabulary),
+ * EMB_ERR_NOMEM. */
+EMB_API emb_status emb_w2v_word_vector(const emb_w2v *w, const char *word, size_t len, float *out);
+/* Every vocabulary word's vector (emb_w2v_word_vector) into a new float32 [vocab size, dim]
+ * tensor the caller frees with emb_tensor_free: what fastText writes to its .vec.
+ * Errors: EMB_ERR_NULL, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_w2v_word_vectors(const emb_w2v *w, emb_tensor *out);
+/* Writes the model as fastText 0.9.2 writes a .bin (docs/file-formats.md), atomically: the
+ * options as fastText's arguments, the vocabulary, the input rows (words, then the n-gram
+ * buckets) and the output rows; `fasttext` loads it and gives the same word vectors.
+ * Errors: EMB_ERR_NULL, EMB_ERR_INVALID (a value fastText cannot hold in its 32-bit
+ * fields), EMB_ERR_IO, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_w2v_save_fasttext(const emb_w2v *w, const char *path);
 /* Tokens in the corpus (sentence ends excluded), and tokens done so far over all epochs. */
 EMB_API int64_t emb_w2v_corpus_tokens(const emb_w2v *w);
 /* Tokens of the corpus that a lenient run (options.lenient) skipped: not valid UTF-8
@@ -164,7 +187,8 @@ EMB_API emb_w2v_options emb_w2v_options_of(const emb_w2v *w);
  * position and random state, the corpus fingerprint), written atomically (a temporary file
  * in the same folder, flushed to disk, then renamed), so that a crash at any moment leaves
  * either the previous checkpoint or the new one. Layout: docs/word2vec.md.
- * Errors: EMB_ERR_NULL, EMB_ERR_IO, EMB_ERR_STATE (the training diverged). */
+ * Errors: EMB_ERR_NULL, EMB_ERR_IO, EMB_ERR_STATE (the training diverged),
+ * EMB_ERR_UNSUPPORTED (a run with subwords: its checkpoints are not provided). */
 EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
 /* Continues a run: reads the corpus again (it must give the same token ids: checked by
  * fingerprint) and restores the state. opts must equal the checkpoint's options except

@@ -45,6 +45,14 @@ emb_status emb__error(emb_status status, const char *fmt, ...) {
     return status;
 }
 
+emb_status emb_set_error(emb_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(emb__errbuf, sizeof emb__errbuf, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 emb_status emb__null(const char *what) {
     return emb__error(EMB_ERR_NULL, "%s must not be NULL", what);
 }

@@ -48,7 +48,7 @@ emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_
     if (!out) return emb__null("out");
     emb_read_options o = opts ? *opts : emb_read_options_default();
     if (o.limit < 0) return emb__error(EMB_ERR_INVALID, "limit %lld is negative", (long long)o.limit);
-    if ((int)o.format < 0 || o.format > EMB_FORMAT_GLOVE)
+    if ((int)o.format < 0 || o.format > EMB_FORMAT_FASTTEXT_BIN)
         return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)o.format);
     emb_vectors v;
     memset(&v, 0, sizeof v);
@@ -72,6 +72,7 @@ emb_status emb_vectors_read(const char *path, const emb_read_options *opts, emb_
     switch (fmt) {
     case EMB_FORMAT_SAFETENSORS: rc = read_safetensors(path, &f, &o, &v); break;
     case EMB_FORMAT_NPY: rc = emb__read_npy_vectors(path, &f, &o, &v); break;
+    case EMB_FORMAT_FASTTEXT_BIN: rc = emb__read_fasttext_vectors(path, &f, &o, &v); break;
     default:
         emb__file_populate(&f); /* text and binary readers touch every byte */
         rc = emb__read_w2v(path, &f, fmt, &o, &v);
@@ -146,7 +147,11 @@ emb_status emb_vectors_write(const char *path, const emb_tensor *weight, const e
         return emb__error(EMB_ERR_INVALID,
                           "%s: cannot tell the format from the file name (use .safetensors, .npy, .bin, .vec or .txt, "
                           "or name the format)", path);
-    if ((int)fmt < 0 || fmt > EMB_FORMAT_GLOVE) return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)fmt);
+    if ((int)fmt < 0 || fmt > EMB_FORMAT_FASTTEXT_BIN) return emb__error(EMB_ERR_INVALID, "unknown format %d", (int)fmt);
+    if (fmt == EMB_FORMAT_FASTTEXT_BIN)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "%s: a fastText .bin model holds n-gram rows and the output table, not only word vectors; "
+                          "a table of words is written as .vec (word2vec text)", path);
     if (vocab && emb_vocab_size(vocab) != weight->shape[0])
         return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
                           (long long)emb_vocab_size(vocab), (long long)weight->shape[0]);

@@ -15,6 +15,7 @@ const char *emb_format_name(emb_format f) {
     case EMB_FORMAT_W2V_TEXT: return "word2vec-text";
     case EMB_FORMAT_W2V_BINARY: return "word2vec-binary";
     case EMB_FORMAT_GLOVE: return "glove";
+    case EMB_FORMAT_FASTTEXT_BIN: return "fasttext-bin";
     }
     return "unknown";
 }
@@ -31,6 +32,7 @@ emb_status emb_format_parse(const char *name, emb_format *out) {
                  {"text", EMB_FORMAT_W2V_TEXT},           {"vec", EMB_FORMAT_W2V_TEXT},
                  {"word2vec-binary", EMB_FORMAT_W2V_BINARY}, {"bin", EMB_FORMAT_W2V_BINARY},
                  {"binary", EMB_FORMAT_W2V_BINARY},       {"glove", EMB_FORMAT_GLOVE},
+                 {"fasttext-bin", EMB_FORMAT_FASTTEXT_BIN}, {"fasttext", EMB_FORMAT_FASTTEXT_BIN},
                  {"auto", EMB_FORMAT_AUTO}};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if (!strcmp(name, names[k].name)) {
@@ -39,7 +41,7 @@ emb_status emb_format_parse(const char *name, emb_format *out) {
         }
     return emb__error(EMB_ERR_INVALID,
                       "unknown format \"%s\" (known: safetensors, npy, word2vec-text (txt, vec), "
-                      "word2vec-binary (bin), glove, auto)", name);
+                      "word2vec-binary (bin), glove, fasttext-bin (fasttext), auto)", name);
 }
 
 static bool ends_with(const char *s, const char *suf) {
@@ -123,11 +125,8 @@ emb_format emb__sniff(const unsigned char *d, size_t n) {
 
 emb_status emb__sniff_file(const char *path, const emb__file *f, emb_format *out) {
     if (f->size == 0) return emb__error(EMB_ERR_FORMAT, "%s: empty file", path);
-    if (f->size >= 4 && !memcmp(f->data, "\xba\x16\x4f\x2f", 4))
-        return emb__error(EMB_ERR_UNSUPPORTED,
-                          "%s: a fastText .bin model (magic 793712314), which emb does not read; use the .vec "
-                          "file fastText writes next to it", path);
-    *out = emb__sniff(f->data, f->size);
+    *out = f->size >= 4 && !memcmp(f->data, "\xba\x16\x4f\x2f", 4) ? EMB_FORMAT_FASTTEXT_BIN
+                                                                   : emb__sniff(f->data, f->size);
     return EMB_OK;
 }
 

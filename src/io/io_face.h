@@ -8,6 +8,7 @@
 
 #include <emb/io.h>
 #include <emb/vocab.h>
+#include "ngrams.h" /* fastText's n-grams and the .bin writer, for subword training */
 
 /* A float32 [rows, dim] tensor with uninitialised 64-byte aligned storage (emb_tensor_free
  * releases it): readers fill every element they report. */
@@ -54,6 +55,8 @@ emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *
                                        emb_vectors *out);
 emb_status emb__read_npy_vectors(const char *path, const emb__file *f, const emb_read_options *o,
                                  emb_vectors *out);
+emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f, const emb_read_options *o,
+                                      emb_vectors *out);
 /* The format of a file from its first bytes (emb_format_sniff). */
 emb_format emb__sniff(const unsigned char *d, size_t n);
 /* The format of an open file (an empty file and a fastText .bin model are errors). */

@@ -134,6 +134,35 @@ emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g) {
     return EMB_OK;
 }
 
+emb_status emb_sparse_grad_coalesce_order(const emb_tensor *rows, emb_tensor *perm) {
+    if (!rows) return emb__null("rows");
+    if (!perm) return emb__null("perm");
+    emb_status st = emb_tensor_check(rows, "rows");
+    if (!st) st = emb_tensor_check(perm, "perm");
+    if (st) return st;
+    if (rows->dtype != EMB_INT64 || perm->dtype != EMB_INT64)
+        return emb__error(EMB_ERR_DTYPE, "coalesce order: rows and perm must be int64, got %s "
+                          "and %s", emb_dtype_name(rows->dtype), emb_dtype_name(perm->dtype));
+    if (rows->ndim != 1 || !emb_tensor_same_shape(rows, perm))
+        return emb__error(EMB_ERR_SHAPE, "coalesce order: rows must be 1-D and perm of its "
+                          "shape");
+    if (emb__tensors_overlap(rows, perm))
+        return emb__error(EMB_ERR_INVALID, "coalesce order: perm overlaps rows");
+    const int64_t n = rows->shape[0];
+    if (n == 0) return EMB_OK;
+    int64_t bytes;
+    if (!emb__mul_i64(n, 2 * (int64_t)sizeof(int64_t), &bytes) || (uint64_t)bytes > SIZE_MAX)
+        return emb__error(EMB_ERR_OVERFLOW, "coalesce order: %" PRId64 " entries overflow", n);
+    int64_t *scratch = emb_malloc((size_t)bytes);
+    if (!scratch)
+        return emb__error(EMB_ERR_NOMEM, "coalesce order: cannot allocate the sort buffers "
+                          "for %" PRId64 " entries", n);
+    emb__argsort_unstable_i64_mt(rows->data, n, perm->data, scratch,
+                                 emb__threads_for(n, EMB__ARGSORT_GRAIN));
+    emb_free(scratch);
+    return EMB_OK;
+}
+
 /* Columns [16 * b0, 16 * b1) (cut at dim) of dense.add_(sparse). */
 typedef struct add_dense_ctx {
     float *out;

@@ -99,6 +99,9 @@ static void write_ckpt(wr *w, const emb_w2v *m) {
 emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path) {
     if (!w) return emb__null("w2v");
     if (!path) return emb__null("path");
+    if (w->o.maxn > 0)
+        return emb__error(EMB_ERR_UNSUPPORTED, "%s: checkpoints of training with subwords (maxn > 0) are not provided",
+                          path);
     if (w->diverged)
         return emb__error(EMB_ERR_STATE, "%s: not written: the training diverged (its vectors hold NaN or "
                                          "infinite values)", path);
@@ -304,7 +307,7 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
 emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *path, int64_t *dim_out,
                                emb_vocab **vocab_out, float **syn0_out, float **syn1_out) {
     if (n < 16 || memcmp(data, EMB__W2V_MAGIC, 8) != 0)
-        return emb__error(EMB_ERR_FORMAT, "%s is not an emb word2vec model (a checkpoint or --save-model file)",
+        return emb__error(EMB_ERR_FORMAT, "%s is not an emb word2vec model (a checkpoint or --save-state file)",
                           path);
     rd r = {data + 8, data + n - 8, false};
     uint64_t ver = get_u64(&r);
@@ -398,6 +401,9 @@ emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
     if (!out) return emb__null("out");
     if (!opts) return emb__null("options");
     if (!checkpoint) return emb__null("checkpoint");
+    if (opts && opts->maxn > 0)
+        return emb__error(EMB_ERR_UNSUPPORTED, "%s: checkpoints of training with subwords (maxn > 0) are not provided",
+                          checkpoint);
     /* read into memory, not mapped: a checkpoint truncated meanwhile is an error, not SIGBUS */
     emb__file f;
     emb_status st = emb__file_open(checkpoint, &f, EMB__FILE_READ);

@@ -43,6 +43,9 @@ emb_w2v_options emb_w2v_options_default(emb_w2v_model model) {
     o.max_sentence = 1000;
     o.shared_negatives = false;
     o.compute_loss = false;
+    o.minn = 3;
+    o.maxn = 0;
+    o.bucket = 2000000;
     return o;
 }
 
@@ -85,7 +88,7 @@ emb_status emb_w2v_options_check(const emb_w2v_options *o) {
     if (o->max_sentence < 1 || o->max_sentence > INT32_MAX)
         return emb__error(EMB_ERR_INVALID, "max_sentence must be in [1, %d], got %" PRId64,
                           INT32_MAX, o->max_sentence);
-    return EMB_OK;
+    return emb__w2v_subword_check(o);
 }
 
 /* ---- random numbers: xorshift64* per lane, seeded by splitmix64 ---- */
@@ -114,6 +117,7 @@ static void w2v_free_parts(emb_w2v *w) {
     emb_embedding_free(w->in);
     emb_embedding_free(w->out);
     free(w->keep), free(w->keep_all), free(w->alias), free(w->lanes);
+    free(w->sub_off), free(w->sub_rows);
 }
 
 void emb_w2v_free(emb_w2v *w) {
@@ -147,10 +151,15 @@ static emb_status count_ids(emb_w2v *w) {
 }
 
 /* Walker's alias table for P(w) proportional to count^0.75. */
-static void build_alias(emb_w2v *w) {
+static emb_status build_alias(emb_w2v *w) {
     int64_t V = w->V;
     double *p = malloc((size_t)V * sizeof(double));
     int64_t *small = malloc((size_t)V * sizeof(int64_t)), *large = malloc((size_t)V * sizeof(int64_t));
+    if (!p || !small || !large) {
+        free(p), free(small), free(large);
+        return emb__error(EMB_ERR_NOMEM, "word2vec: cannot allocate the negative-sampling table "
+                          "of %" PRId64 " words", V);
+    }
     double total = 0;
     for (int64_t i = 0; i < V; i++) total += pow((double)emb_vocab_count(w->vocab, i), 0.75);
     int64_t ns = 0, nl = 0;
@@ -175,6 +184,7 @@ static void build_alias(emb_w2v *w) {
     while (nl > 0) w->alias[large[--nl]].thr = UINT32_MAX;
     while (ns > 0) w->alias[small[--ns]].thr = UINT32_MAX; /* rounding leftovers */
     free(p), free(small), free(large);
+    return EMB_OK;
 }
 
 static inline int32_t sample_negative(const emb_w2v *w, uint64_t *rng) {
@@ -284,7 +294,9 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
     emb_embedding_options eo = emb_embedding_options_default();
     eo.generator = gen;
     eo.sparse = true;
-    if (st == EMB_OK) st = emb_embedding_create(w->V, o->dim, &eo, &w->in);
+    /* with subwords the input table also holds the n-gram buckets, after the words */
+    if (st == EMB_OK && o->maxn > 0) st = emb__w2v_subword_setup(w);
+    if (st == EMB_OK) st = emb_embedding_create(w->V + (o->maxn > 0 ? o->bucket : 0), o->dim, &eo, &w->in);
     if (st == EMB_OK) st = emb_embedding_create(w->V, o->dim, &eo, &w->out);
     emb_tensor view;
     if (st == EMB_OK) st = emb_embedding_weight(w->in, &view);
@@ -305,9 +317,9 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
     double total = (double)w->tokens;
     for (size_t i = 0; i < V; i++)
         emb__w2v_set_keep(w, (int64_t)i, (double)emb_vocab_count(vocab, (int64_t)i), total);
-    build_alias(w);
+    st = build_alias(w);
     emb__sgns_sigmoid_table(w->sigmoid);
-    st = split_lanes(w);
+    if (!st) st = split_lanes(w);
     if (st) {
         emb_w2v_free(w);
         return st;
@@ -461,6 +473,7 @@ typedef struct {
     emb__w2v_cursor cur; /* the lane's window on the token ids */
     bool read_failed;    /* an id could not be read back: the round stopped */
     int read_errno;
+    int32_t *sub;   /* with subwords: the input rows of a window (2 * window * sub_max) */
 } lane_scratch;
 
 /* Several threads: with every thread updating the output table in place (Hogwild), the
@@ -513,6 +526,31 @@ static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int64_t r0, int
     }
 }
 
+/* One window with subwords (fastText's update): each input is the mean of a word's subword
+ * rows and the gradient goes to every one of them (the kernel's CBOW form). Skip-gram: one
+ * update per context word, its subword rows against the centre and fresh negatives (or the
+ * window's shared ones); CBOW: the subword rows of all context words together. */
+static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s, float *syn1, int m,
+                           float alpha, emb__sgns_step_fn step) {
+    const emb_w2v_options *o = &w->o;
+    const int K = o->negative;
+    const bool cbow = o->model == EMB_W2V_CBOW, draw_once = cbow || o->shared_negatives;
+    int n = 0;
+    for (int c = 0; c < m; c++) {
+        if (c == 0 || !draw_once) {
+            for (int k = 1; k <= K; k++) s->tgt[k] = sample_negative(w, &l->rng);
+            if (s->dirty)
+                for (int k = 1; k <= K; k++) s->dirty[s->tgt[k]] = 1;
+        }
+        if (!cbow) n = 0;
+        for (int64_t q = w->sub_off[s->ctx[c]]; q < w->sub_off[s->ctx[c] + 1]; q++) s->sub[n++] = w->sub_rows[q];
+        if (!cbow && !step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, true, w->sigmoid, s->scratch))
+            s->nonfinite = true;
+    }
+    if (cbow && !step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, o->cbow_mean, w->sigmoid, s->scratch))
+        s->nonfinite = true;
+}
+
 /* Trains lane t for one round: whole sentences from its position until at least
  * EMB__W2V_ROUND tokens were processed or its range ends. alpha0 is the learning rate at
  * words_done0 (the global count at the start of the round); the lane extrapolates the
@@ -560,6 +598,10 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
             if (m == 0) continue;
             s->tgt[0] = s->sen[i];
             if (d1) d1[s->tgt[0]] = 1;
+            if (w->sub_off) {
+                subword_window(w, l, s, syn1, m, alpha, step);
+                continue;
+            }
             if (cbow || o->shared_negatives) {
                 for (int k = 1; k <= o->negative; k++) s->tgt[k] = sample_negative(w, &l->rng);
                 if (d1)
@@ -669,6 +711,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         ls[t].h = emb_malloc((size_t)o->dim * sizeof(float));
         ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch && ls[t].h &&
              emb__w2v_cursor_init(&ls[t].cur, &w->ids) == EMB_OK;
+        if (w->sub_off) ok = ok && (ls[t].sub = emb_malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
     }
     bool own = ok && lanes_own_output(w);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
@@ -746,7 +789,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     }
     for (int t = 0; t < nt; t++) {
         emb_free(ls[t].sen), emb_free(ls[t].ctx), emb_free(ls[t].tgt), emb_free(ls[t].negs);
-        emb_free(ls[t].scratch), emb_free(ls[t].h);
+        emb_free(ls[t].scratch), emb_free(ls[t].h), emb_free(ls[t].sub);
         emb_free(ls[t].own), emb_free(ls[t].dirty);
         emb__w2v_cursor_free(&ls[t].cur);
     }
@@ -762,7 +805,9 @@ const emb_vocab *emb_w2v_vocab(const emb_w2v *w) { return w ? w->vocab : NULL; }
 emb_status emb_w2v_vectors(const emb_w2v *w, emb_tensor *view) {
     if (!w) return emb__null("w2v");
     if (!view) return emb__null("view");
-    return emb_embedding_weight(w->in, view);
+    emb_status st = emb_embedding_weight(w->in, view);
+    if (st == EMB_OK) view->shape[0] = w->V; /* the words' rows (then the n-gram buckets) */
+    return st;
 }
 
 emb_embedding *emb_w2v_input_embedding(const emb_w2v *w) { return w ? w->in : NULL; }

@@ -94,7 +94,16 @@ struct emb_w2v {
                              or since the run was resumed */
     int64_t epoch_examples;
     bool diverged;        /* a score or a vector became NaN or infinite: no more training */
+    /* subwords (o.maxn > 0): word i's input rows are sub_rows[sub_off[i] .. sub_off[i+1]):
+     * i itself, then its n-grams' rows V + hash % bucket; NULL without subwords */
+    int64_t *sub_off;     /* [V + 1] */
+    int32_t *sub_rows;
+    int64_t sub_max;      /* the most rows of one word */
 };
+
+/* Subwords (src/w2v/subword.c): the options' check, and the rows of every word. */
+emb_status emb__w2v_subword_check(const emb_w2v_options *o);
+emb_status emb__w2v_subword_setup(emb_w2v *w);
 
 /* The first row of the input (*table 0) or else the output (*table 1) vectors that holds
  * NaN or an infinity: true with *table and *row set; false when every value is finite. */
@@ -106,7 +115,7 @@ bool emb__w2v_find_nonfinite(const emb_w2v *w, int *table, int64_t *row);
 double emb__w2v_step_loss(const float *syn0, const float *syn1, int64_t dim, const int32_t *ctx,
                           int m, const int32_t *tgt, int n, bool cbow, bool cbow_mean, float *h);
 
-/* A checkpoint (or --save-model file) read as a model: its dim, words with counts, and both
+/* A checkpoint (or --save-state file) read as a model: its dim, words with counts, and both
  * tables (malloc'd [V, dim] each). Sizes checked before allocating (src/w2v/checkpoint.c). */
 emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *path, int64_t *dim,
                                emb_vocab **vocab, float **syn0, float **syn1);

@@ -88,11 +88,23 @@ def test_bad_files_fail_with_the_reason(emb_bin, name, err):
     assert r.stderr.count("\n") == 1
 
 
-def test_fasttext_bin_is_named(emb_bin):
+def test_fasttext_bin_is_read(emb_bin):
+    """gensim's fixture model (a fastText .bin): emb's vectors of its words and of unseen words
+    are gensim's load_facebook_vectors', within float32 rounding."""
+    import numpy as np
+    from gensim.models.fasttext import load_facebook_vectors
     path = shared_path("fixtures", "gensim", "crime-and-punishment.bin")
-    r = run([emb_bin, "info", path])
-    assert r.returncode == 1
-    assert "a fastText .bin model (magic 793712314), which emb does not read; use the .vec" in r.stderr
+    kv = load_facebook_vectors(path)
+    words = [w for w in kv.index_to_key if w != "</s>"] + ["раскольниковым", "unseen", "петербургe"]
+    r = run([emb_bin, "lookup", "--raw", "--", path] + words)  # the word "--" is in it
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(words)
+    for w, line in zip(words, lines):
+        parts = line.split(" ")
+        assert parts[0] == w
+        got, want = np.array([float(x) for x in parts[1:]], dtype=np.float32), kv.get_vector(w)
+        assert np.allclose(got, want, rtol=1e-5, atol=1e-7), (w, got, want)
 
 
 def test_missing_file(emb_bin, tmp_path):

@@ -5,7 +5,7 @@ modules' face headers and the rules; this test enforces exactly those rules, so 
 one changes both.
 
     core -> kernels -> nn -> optim -> (io, text, w2v) -> quant -> (search, formats)
-         -> tools, examples
+         -> (mpi, tools, examples)
 
 A source's layer is its directory under src/. A public header's layer is the lowest layer
 whose sources define the EMB_API functions it declares (from there on it can be included; so
@@ -33,6 +33,12 @@ one parallel-for (src/core/parallel.c is the only library file with an OpenMP pr
 one calling __builtin_cpu_supports or cpuid). The benchmark programs under bench/ keep their
 own OpenMP loops: they measure baselines (a plain gather, a copy) without emb's machinery.
 
+src/mpi is libemb_mpi, a library of its own linked against libemb's shared library, whose
+internal functions are hidden: its files include public headers, system headers (<mpi.h>),
+their own headers and the header-only helpers listed in HEADER_ONLY, nothing else of src/.
+Its public header include/emb/mpi.h declares its functions with EMB_MPI_API (libemb.so
+exports exactly the EMB_API ones).
+
 The checker is run on the real tree, and on small synthetic trees to show that it catches
 each kind of violation.
 """
@@ -46,10 +52,19 @@ SOURCE_DIR = os.environ.get("EMB_SOURCE_DIR") or os.path.normpath(os.path.join(H
 
 # src/<dir> -> rank. Directories of equal rank may include each other.
 LAYERS = {"core": 0, "kernels": 1, "nn": 2, "optim": 3, "io": 4, "text": 4, "w2v": 4,
-          "quant": 5, "search": 6, "formats": 6}
-TOP = 7  # tools/, examples/ (and <emb/emb.h>)
+          "quant": 5, "search": 6, "formats": 6, "mpi": 7}
+TOP = 7  # src/mpi, tools/, examples/ (and <emb/emb.h>)
 LAYER_NAMES = {0: "core", 1: "kernels", 2: "nn", 3: "optim", 4: "io/text/w2v", 5: "quant",
-               6: "search/formats", 7: "tools/examples"}
+               6: "search/formats", 7: "mpi/tools/examples"}
+
+# Modules built as libraries of their own over libemb's public API, and the headers of the
+# rest of src/ they may include: header-only ones (static inline functions, no symbol of
+# libemb), each with its reason.
+SEPARATE = {"mpi"}
+HEADER_ONLY = {
+    "src/kernels/nan_rules.h":
+        "an owner sums gradient rows with coalesce()'s NaN rule, which is written there",
+}
 
 # The headers a module shows the other modules, for the modules that have a face; their
 # other headers are private to them.
@@ -69,7 +84,7 @@ BASE_ONLY = [
     ("the CPU probe", re.compile(r"\b__builtin_cpu_(supports|is|init)\b|\b__get_cpuid\w*\b|"
                                  r"\b__cpuid\w*\b|<cpuid\.h>"), "src/core/cpu.c"),
 ]
-API_DECL_RE = re.compile(r"\bEMB_API\b[^;{]*?\b(emb_\w+)\s*\(")
+API_DECL_RE = re.compile(r"\bEMB_(?:MPI_)?API\b[^;{]*?\b(emb_\w+)\s*\(")
 # A function definition (its name), and a call or declaration of a function (its name).
 DEF_RE = re.compile(r"(?m)^[A-Za-z_][\w \t\*\n]*?\b(emb_\w+)\s*\(([^;{}]*)\)\s*\{")
 CALL_RE = re.compile(r"\b(emb_\w+)\s*\(")
@@ -236,6 +251,13 @@ def check_layers(root):
             if target_rel is None:
                 problems.append(f"{where}: cannot resolve (quoted includes under src/ must "
                                 f"name a file of the tree)")
+                continue
+            mod = _module(rel)
+            if (mod in SEPARATE and _module(target_rel) != mod and
+                    not target_rel.startswith("include/") and target_rel not in HEADER_ONLY):
+                problems.append(f"{where}: src/{mod} is a library of its own over libemb's "
+                                f"public API (<emb/...>, its own headers, and the header-only "
+                                f"ones in HEADER_ONLY)")
                 continue
             why = _private_header_problem(rel, target_rel)
             if why and (rel, name) not in ALLOWED:
@@ -499,6 +521,7 @@ def test_public_header_layers():
     assert pub["emb/embedding.h"] == LAYERS["nn"]
     assert pub["emb/optim.h"] == LAYERS["optim"]
     assert pub["emb/emb.h"] == TOP
+    assert pub["emb/mpi.h"] == LAYERS["mpi"]
 
 
 # ---- the checker catches each kind of violation ---------------------------------------
@@ -537,6 +560,11 @@ BASE = {
                          "int emb__qread(void) { return emb__read_table(); }\n",
     "src/formats/vectors.c": '#include "io/io_face.h"\n'
                              "int f(void) { return emb__qread() + emb__read_table(); }\n",
+    "include/emb/mpi.h": "#include <mpi.h>\n#include \"optim.h\"\nEMB_MPI_API int emb_mpi_x(void);\n",
+    "src/mpi/table.c": '#include <emb/mpi.h>\n#include "mpi_internal.h"\n'
+                       '#include "kernels/nan_rules.h"\nint emb_mpi_x(void) { return 4; }\n',
+    "src/mpi/mpi_internal.h": "#include <emb/mpi.h>\n",
+    "src/kernels/nan_rules.h": "\n",
     "tools/emb/main.c": "#include <emb/emb.h>\n#include <stdio.h>\n#include \"cli.h\"\n"
                         "#include \"tour.h\"\n",
     "tools/emb/cli.h": "#include <emb/core.h>\n",
@@ -551,7 +579,7 @@ def test_checker_accepts_clean_tree(tmp_path):
 
 
 @pytest.mark.parametrize("rel,text,needle", [
-    ("src/core/internal.h", "#include <emb/emb.h>\n", "upward include (core -> tools/examples)"),
+    ("src/core/internal.h", "#include <emb/emb.h>\n", "upward include (core -> mpi/tools/examples)"),
     ("src/core/internal.h", "#include <emb/embedding.h>\n", "upward include (core -> nn)"),
     ("src/kernels/backward.h", "#include <emb/embedding.h>\n", "upward include (kernels -> nn)"),
     ("src/kernels/backward_ref.c", '#include "nn/nn_face.h"\n', "upward include (kernels -> nn)"),
@@ -564,6 +592,11 @@ def test_checker_accepts_clean_tree(tmp_path):
     ("tools/emb/main.c", '#include "kernels/backward.h"\n', "through <emb/...>"),
     ("examples/demo.c", "#include <internal.h>\n", "a private header of src/"),
     ("src/misc/x.c", "int x;\n", "not in the layer map"),
+    # libemb_mpi sees libemb's public API only
+    ("src/mpi/table.c", '#include "internal.h"\n', "src/mpi is a library of its own"),
+    ("src/mpi/table.c", '#include "nn/nn_face.h"\n', "src/mpi is a library of its own"),
+    ("src/mpi/table.c", '#include "kernels/backward.h"\n', "src/mpi is a library of its own"),
+    ("src/optim/optimizer.c", "#include <emb/mpi.h>\n", "upward include (optim -> mpi"),
     # private headers
     ("src/optim/optimizer.c", '#include "nn/embedding_internal.h"\n',
      "a private header of src/nn"),

@@ -1,5 +1,5 @@
 """`emb train --save-vocab / --read-vocab` (the word2vec tool's vocabulary files) and
-continued training (`--save-model`, `--continue`), with gensim 4.2's build_vocab and
+continued training (`--save-state`, `--continue`), with gensim 4.2's build_vocab and
 build_vocab(update=True) as the oracle for the vocabulary."""
 from collections import Counter
 
@@ -81,7 +81,7 @@ def test_continue_grows_the_vocabulary_as_gensim(emb_bin, tmp_path):
             if i % 50 == 0:
                 words.append("newt")
             f.write(" ".join(words) + "\n")
-    train(emb_bin, old, "-o", tmp_path / "old.vec", "--min-count", 5, "--save-model",
+    train(emb_bin, old, "-o", tmp_path / "old.vec", "--min-count", 5, "--save-state",
           tmp_path / "old.model", "--save-vocab", tmp_path / "old.vocab", *BASE)
     train(emb_bin, new, "-o", tmp_path / "new.vec", "--min-count", 5, "--continue",
           tmp_path / "old.model", "--save-vocab", tmp_path / "new.vocab", "--threads", 1,
@@ -108,7 +108,7 @@ def test_continue_keeps_the_model_rows(emb_bin, tmp_path):
     """With a learning rate of 1e-9 nothing moves: the model's vectors come back as they were,
     and a new word's vector is a fresh one, in [-0.5/dim, 0.5/dim)."""
     old = synthetic(tmp_path / "old.txt", lines=300)
-    train(emb_bin, old, "-o", tmp_path / "old.bin", "--min-count", 5, "--save-model",
+    train(emb_bin, old, "-o", tmp_path / "old.bin", "--min-count", 5, "--save-state",
           tmp_path / "old.model", *BASE)
     (tmp_path / "new.txt").write_text("red green zebra blue zebra\n" * 3)
     train(emb_bin, tmp_path / "new.txt", "-o", tmp_path / "new.bin", "--min-count", 3,

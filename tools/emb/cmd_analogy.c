@@ -1,16 +1,44 @@
 /* emb analogy: "a is to b as c is to ?" by 3CosAdd (b - a + c). */
 #include "wordvecs.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* unit(b) - unit(a) + unit(c) of three vectors of words without rows of a fastText model
+ * (or with), then its nearest rows other than the words' own. */
+static emb_status analogy_by_vectors(const wordvecs *w, char **words, int64_t k, int64_t *ids, float *sc) {
+    int64_t d = w->v.weight.shape[1], rows[3];
+    float *q = calloc((size_t)d, sizeof(float)), *buf = malloc((size_t)d * sizeof(float));
+    emb_status st = q && buf ? EMB_OK : EMB_ERR_NOMEM;
+    for (int i = 0; i < 3 && st == EMB_OK; i++) {
+        const float *x = wordvecs_vector(w, words[i], buf, &rows[i]);
+        if (!x) {
+            st = EMB_ERR_NOMEM;
+            break;
+        }
+        double s = 0;
+        for (int64_t j = 0; j < d; j++) s += (double)x[j] * x[j];
+        float inv = s > 0 ? (float)((i == 0 ? -1.0 : 1.0) / sqrt(s)) : 0.0f;
+        for (int64_t j = 0; j < d; j++) q[j] += x[j] * inv;
+    }
+    if (st == EMB_OK) {
+        emb_tensor tq;
+        emb_tensor_init(&tq, EMB_FLOAT32, q, 2, (int64_t[]){1, d});
+        st = emb_knn_search(w->knn, &tq, k, rows, 3, ids, sc);
+    }
+    free(q), free(buf);
+    return st;
+}
+
 static bool answer(const emb_cli_command *cmd, const wordvecs *w, char **words, int64_t k) {
     int64_t abc[3];
-    bool ok = true;
+    bool ok = true, rows = true;
     for (int i = 0; i < 3; i++) {
         abc[i] = wordvecs_find(w, words[i]);
-        if (abc[i] < 0) {
+        rows = rows && abc[i] >= 0;
+        if (abc[i] < 0 && !w->ft) {
             fprintf(stderr, "emb %s: '%s' is not in the vocabulary\n", cmd->name, words[i]);
             ok = false;
         }
@@ -18,8 +46,9 @@ static bool answer(const emb_cli_command *cmd, const wordvecs *w, char **words, 
     if (!ok) return false;
     int64_t *ids = malloc((size_t)k * sizeof(int64_t));
     float *sc = malloc((size_t)k * sizeof(float));
-    if (!ids || !sc || emb_knn_analogy(w->knn, abc, 1, k, ids, sc) != EMB_OK) {
-        fprintf(stderr, "emb %s: %s\n", cmd->name, ids && sc ? emb_errmsg() : "out of memory");
+    if (!ids || !sc ||
+        (rows ? emb_knn_analogy(w->knn, abc, 1, k, ids, sc) : analogy_by_vectors(w, words, k, ids, sc)) != EMB_OK) {
+        fprintf(stderr, "emb %s: %s\n", cmd->name, ids && sc && emb_errmsg()[0] ? emb_errmsg() : "out of memory");
         free(ids), free(sc);
         return false;
     }
@@ -92,7 +121,8 @@ const emb_cli_command emb_cli_cmd_analogy = {
     "negative=[A]). Note that fastText's analogies takes its words in another order (A - B\n"
     "+ C). Prints 'word similarity' lines, best first. Without A B C, reads one query of\n"
     "three words per line from standard input (a prompt on standard error when it is a\n"
-    "terminal; answers separated by a blank line otherwise).\n"
+    "terminal; answers separated by a blank line otherwise). With a fastText .bin model,\n"
+    "words it has no row for are taken from their character n-grams.\n"
     "\n"
     "Options:\n"
     "  -k N            answers per query (default 10)\n"

@@ -17,6 +17,21 @@ static double cosine(const wordvecs *w, int64_t a, int64_t b) {
     return xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 0.0;
 }
 
+/* The cosine of two words' vectors, rows or fastText n-gram vectors; NAN when one has
+ * neither. */
+static double cosine_words(const wordvecs *w, const char *s1, const char *s2) {
+    int64_t d = w->v.weight.shape[1], r;
+    float *buf = malloc((size_t)(2 * d) * sizeof(float));
+    if (!buf) return NAN;
+    const float *x = wordvecs_vector(w, s1, buf, &r), *y = wordvecs_vector(w, s2, buf + d, &r);
+    double xy = 0, xx = 0, yy = 0;
+    for (int64_t i = 0; x && y && i < d; i++)
+        xy += (double)x[i] * y[i], xx += (double)x[i] * x[i], yy += (double)y[i] * y[i];
+    free(buf);
+    if (!x || !y) return NAN;
+    return xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 0.0;
+}
+
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
     int64_t restrict_rows = 300000, limit = 0;
     bool case_sensitive = false;
@@ -63,7 +78,9 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         total++;
         if (!case_sensitive) wordvecs_lower(tok[0]), wordvecs_lower(tok[1]);
         int64_t a = wordvecs_find(&w, tok[0]), b = wordvecs_find(&w, tok[1]);
-        if (a < 0 || b < 0 || a >= w.rows || b >= w.rows) {
+        /* a fastText model answers for every word, from its n-grams when it has no row */
+        double cos = w.ft ? cosine_words(&w, tok[0], tok[1]) : NAN;
+        if (w.ft ? isnan(cos) : a < 0 || b < 0 || a >= w.rows || b >= w.rows) {
             oov++;
             continue;
         }
@@ -76,7 +93,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             if (!h || !m) { rc = emb_cli_fail(cmd, "out of memory"); break; }
         }
         human[n] = score;
-        model[n] = cosine(&w, a, b);
+        model[n] = w.ft ? cos : cosine(&w, a, b);
         n++;
     }
     free(line);
@@ -116,7 +133,10 @@ const emb_cli_command emb_cli_cmd_eval_pairs = {
     "Compares the cosine similarity of word pairs with human scores: PAIRS has one pair a\n"
     "line, 'word1 word2 score', separated by tabs or spaces; lines starting with '#' and a\n"
     "first line that is not a pair (a header) are ignored. Pairs with a word outside the\n"
-    "first --restrict rows are skipped and counted. Prints Spearman's rank correlation\n"
+    "first --restrict rows are skipped and counted, except with a fastText .bin model,\n"
+    "which scores every pair (a word without a row gets the vector of its character\n"
+    "n-grams; gensim's evaluate_word_pairs skips such pairs even for FastText vectors).\n"
+    "Prints Spearman's rank correlation\n"
     "(ties get their average rank), Pearson's correlation and the share of pairs out of\n"
     "vocabulary, as gensim's evaluate_word_pairs reports them.\n"
     "\n"

@@ -29,17 +29,31 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     emb_vectors v;
     emb_cli_watch_input(cmd, args.v[0]);
     if (emb_vectors_read(args.v[0], &ro, &v)) return emb_cli_fail(cmd, "%s", emb_errmsg());
+    /* a fastText model answers for any word, from its character n-grams */
+    emb_fasttext *ft = NULL;
+    if (v.format == EMB_FORMAT_FASTTEXT_BIN && emb_fasttext_read(args.v[0], &ft)) {
+        emb_vectors_free(&v);
+        return emb_cli_fail(cmd, "%s", emb_errmsg());
+    }
     int64_t rows = v.weight.shape[0], dim = v.weight.shape[1], n = 0;
-    int64_t *ids = malloc(sizeof *ids * (size_t)args.n);
     const char **labels = malloc(sizeof *labels * (size_t)args.n);
-    if (!ids || !labels) {
-        free(ids), free(labels), emb_vectors_free(&v);
+    float *out = malloc(sizeof *out * (size_t)(args.n * dim + 1));
+    if (!out || !labels) {
+        free(out), free(labels), emb_vectors_free(&v), emb_fasttext_free(ft);
         return emb_cli_fail(cmd, "out of memory");
     }
     rc = EMB_CLI_OK;
     for (int i = 1; i < args.n; i++) {
         const char *q = args.v[i];
         int64_t id = v.vocab ? emb_vocab_find(v.vocab, q, strlen(q)) : -1;
+        if (id < 0 && ft) {
+            if (emb_fasttext_word_vector(ft, q, strlen(q), out + n * dim)) {
+                rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+                break;
+            }
+            labels[n++] = q;
+            continue;
+        }
         if (id < 0) {
             char err[128];
             int64_t x;
@@ -56,30 +70,27 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                 continue;
             }
         }
-        ids[n] = id;
-        labels[n] = v.vocab ? emb_vocab_word(v.vocab, id, NULL) : q;
-        n++;
+        memcpy(out + n * dim, (const float *)v.weight.data + id * dim, sizeof *out * (size_t)dim);
+        labels[n++] = v.vocab ? emb_vocab_word(v.vocab, id, NULL) : q;
     }
     if (n > 0) {
-        const float *w = v.weight.data;
         if (raw) {
             for (int64_t i = 0; i < n; i++) {
                 fputs(labels[i], stdout);
-                for (int64_t k = 0; k < dim; k++) printf(" %.9g", (double)w[ids[i] * dim + k]);
+                for (int64_t k = 0; k < dim; k++) printf(" %.9g", (double)out[i * dim + k]);
                 putchar('\n');
             }
         } else {
-            emb_tensor idx, out;
+            emb_tensor t;
             int64_t oshape[2] = {n, dim};
             emb_print_options po = emb_print_options_default();
             po.precision = (int)precision;
-            if (emb_tensor_init(&idx, EMB_INT64, ids, 1, &n) || emb_tensor_alloc(&out, EMB_FLOAT32, 2, oshape) ||
-                emb_embedding_lookup(&v.weight, &idx, &out) || emb_tensor_print(stdout, &out, &po))
+            if (emb_tensor_init(&t, EMB_FLOAT32, out, 2, oshape) || emb_tensor_print(stdout, &t, &po))
                 rc = emb_cli_fail(cmd, "%s", emb_errmsg());
-            emb_tensor_free(&out);
         }
     }
-    free(ids);
+    emb_fasttext_free(ft);
+    free(out);
     free(labels);
     emb_vectors_free(&v);
     return rc;
@@ -93,7 +104,8 @@ const emb_cli_command emb_cli_cmd_lookup = {
     "Reads the table in FILE (any format emb reads, recognised from the content) and prints\n"
     "the rows of the given words, in order. An argument that is not a word of the table but\n"
     "a number in [0, rows) is a row id; files without words (.npy, safetensors without a\n"
-    "vocabulary) are looked up by id only.\n"
+    "vocabulary) are looked up by id only. A fastText .bin model gives every other\n"
+    "argument the vector of its character n-grams, as fastText's print-word-vectors does.\n"
     "\n"
     "Output: by default the rows as one PyTorch-style tensor, exactly as print(emb.weight[ids])\n"
     "shows it, e.g.\n"
@@ -106,7 +118,7 @@ const emb_cli_command emb_cli_cmd_lookup = {
     "  -r, --raw          word2vec-style lines instead of the tensor\n"
     "  --precision P      digits after the decimal point in the tensor print (default 4)\n"
     "  --from FORMAT      read FILE as FORMAT: safetensors, npy, word2vec-text (txt, vec),\n"
-    "                     word2vec-binary (bin), glove\n"
+    "                     word2vec-binary (bin), glove, fasttext-bin (fasttext)\n"
     "  --tensor NAME      safetensors: the tensor to read\n"
     "  --no-utf8-check    accept words in FILE that are not valid UTF-8\n"
     "\n"

@@ -9,58 +9,58 @@
 /* One query: the words of `line` (separated by spaces); one word is looked up, several
  * are combined as the word2vec tool's distance does (the sum of their unit vectors).
  * Returns false when a word is unknown (reported on stderr). */
+/* One query: the words of `line` (separated by spaces); one word is looked up, several
+ * are combined as the word2vec tool's distance does (the sum of their unit vectors). A
+ * word without a row of a fastText model gets its n-gram vector (and is not left out of
+ * the answers: it has no row). Returns false when a word has no vector (reported on
+ * stderr). */
 static bool query(const emb_cli_command *cmd, const wordvecs *w, char *line, int64_t k,
                   bool header) {
+    int64_t d = w->v.weight.shape[1];
+    float *q = calloc((size_t)d, sizeof(float)), *buf = malloc((size_t)d * sizeof(float));
+    int64_t *ids = malloc((size_t)k * sizeof(int64_t));
+    float *sc = malloc((size_t)k * sizeof(float));
+    if (!q || !buf || !ids || !sc) {
+        free(q), free(buf), free(ids), free(sc);
+        fprintf(stderr, "emb %s: out of memory\n", cmd->name);
+        return false;
+    }
     int64_t words[64];
-    int n = 0;
+    const char *names[64];
+    int n = 0, nw = 0;
     bool ok = true;
     for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t;
          t = strtok_r(NULL, " \t\r\n", &save)) {
-        int64_t r = wordvecs_find(w, t);
-        if (r < 0) {
+        int64_t r;
+        const float *x = wordvecs_vector(w, t, buf, &r);
+        if (!x) {
             fprintf(stderr, "emb %s: '%s' is not in the vocabulary\n", cmd->name, t);
             ok = false;
         } else if (n < 64) {
-            words[n++] = r;
+            names[n++] = r >= 0 ? wordvecs_word(w, r) : t;
+            if (r >= 0) words[nw++] = r;
+            double s = 0;
+            for (int64_t j = 0; j < d; j++) s += (double)x[j] * x[j];
+            float inv = s > 0 ? (float)(1.0 / sqrt(s)) : 0.0f;
+            for (int64_t j = 0; j < d; j++) q[j] += x[j] * inv;
         }
     }
-    if (!ok || n == 0) return ok;
-    int64_t d = w->v.weight.shape[1];
-    float *q = calloc((size_t)d, sizeof(float));
-    int64_t *ids = malloc((size_t)k * sizeof(int64_t));
-    float *sc = malloc((size_t)k * sizeof(float));
-    if (!q || !ids || !sc) {
-        free(q), free(ids), free(sc);
-        fprintf(stderr, "emb %s: out of memory\n", cmd->name);
-        return false;
+    bool done = false;
+    if (ok && n > 0) {
+        emb_tensor tq;
+        emb_tensor_init(&tq, EMB_FLOAT32, q, 2, (int64_t[]){1, d});
+        done = emb_knn_search(w->knn, &tq, k, words, nw, ids, sc) == EMB_OK;
+        if (!done) fprintf(stderr, "emb %s: %s\n", cmd->name, emb_errmsg());
     }
-    float *buf = malloc((size_t)d * sizeof(float));
-    if (!buf) {
-        free(q), free(ids), free(sc);
-        fprintf(stderr, "emb %s: out of memory\n", cmd->name);
-        return false;
-    }
-    for (int i = 0; i < n; i++) {
-        const float *x = wordvecs_row(w, words[i], buf);
-        double s = 0;
-        for (int64_t j = 0; j < d; j++) s += (double)x[j] * x[j];
-        float inv = s > 0 ? (float)(1.0 / sqrt(s)) : 0.0f;
-        for (int64_t j = 0; j < d; j++) q[j] += x[j] * inv;
-    }
-    free(buf);
-    emb_tensor tq;
-    emb_tensor_init(&tq, EMB_FLOAT32, q, 2, (int64_t[]){1, d});
-    bool done = emb_knn_search(w->knn, &tq, k, words, n, ids, sc) == EMB_OK;
-    if (!done) fprintf(stderr, "emb %s: %s\n", cmd->name, emb_errmsg());
     if (done && header) {
         printf("%s:", "query");
-        for (int i = 0; i < n; i++) printf(" %s", wordvecs_word(w, words[i]));
+        for (int i = 0; i < n; i++) printf(" %s", names[i]);
         printf("\n");
     }
     for (int64_t i = 0; done && i < k && ids[i] >= 0; i++)
         printf("%s %.6g\n", wordvecs_word(w, ids[i]), sc[i]);
-    free(q), free(ids), free(sc);
-    return done;
+    free(q), free(buf), free(ids), free(sc);
+    return ok && (n == 0 || done);
 }
 
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
@@ -110,9 +110,11 @@ const emb_cli_command emb_cli_cmd_nn = {
     "usage: emb nn FILE [WORD...] [-k N] [--restrict N] [--limit N] [-i]\n"
     "\n"
     "Prints the k words of FILE (any vector format emb reads: word2vec text or binary,\n"
-    "fastText .vec, GloVe, safetensors with words) whose vectors have the highest cosine\n"
-    "similarity with each WORD, best first, one 'word similarity' line each; the query\n"
-    "word itself is left out, as gensim's most_similar and fastText's nn do. With several\n"
+    "fastText .vec and .bin, GloVe, safetensors with words) whose vectors have the highest\n"
+    "cosine similarity with each WORD, best first, one 'word similarity' line each; the\n"
+    "query word itself is left out, as gensim's most_similar and fastText's nn do. A word\n"
+    "of no row of a fastText .bin model is answered from its character n-grams, as\n"
+    "fastText does for words it did not see in training. With several\n"
     "WORDs each is a query, under a 'query: WORD' line. Without WORDs, queries are read\n"
     "from standard input, one per line, with a prompt on standard error when it is a\n"
     "terminal; a line of several words is one query, the sum of their unit vectors (as\n"

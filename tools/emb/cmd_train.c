@@ -99,7 +99,9 @@ static bool dir_writable(const char *path, char *why, size_t n) {
 
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
     const char *output = NULL, *train = NULL, *resume = NULL, *checkpoint = NULL,
-               *model = "skipgram";
+               *model = "skipgram", *save_model = NULL;
+    int64_t minn = -1, maxn = -1, bucket = -1;
+    bool subwords = false;
     int64_t dim = -1, window = -1, negative = -1, min_count = -1, max_vocab = -1, epochs = -1,
             threads = -1, cbow = -1, hs = 0, binary = -1, max_sentence = -1;
     double sample = -1, alpha = NAN, min_alpha = -1, every = 0;
@@ -107,7 +109,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     bool lowercase = false, strip = false, quiet = false, sum = false, shared = false,
          keep_ckpt = false, loss = false;
     const char *input = NULL, *save_vocab = NULL, *read_vocab = NULL, *cont = NULL,
-               *save_model = NULL;
+               *save_state = NULL;
     bool lenient = false;
     const emb_cli_option opts[] = {
         {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
@@ -144,6 +146,11 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"continue", 0, NULL, EMB_CLI_STRING, &cont, 0, 0, 0, 0},
         {"save-model", 0, NULL, EMB_CLI_STRING, &save_model, 0, 0, 0, 0},
         {"quiet", 'q', NULL, EMB_CLI_FLAG, &quiet, 0, 0, 0, 0},
+        {"subwords", 0, NULL, EMB_CLI_FLAG, &subwords, 0, 0, 0, 0},
+        {"minn", 0, NULL, EMB_CLI_INT, &minn, 0, 100, 0, 0},
+        {"maxn", 0, NULL, EMB_CLI_INT, &maxn, 0, 100, 0, 0},
+        {"bucket", 0, NULL, EMB_CLI_INT, &bucket, 1, INT32_MAX - 1, 0, 0},
+        {"save-state", 0, NULL, EMB_CLI_STRING, &save_state, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
     };
     emb_cli_args args;
@@ -197,6 +204,13 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     o.shared_negatives = shared;
     o.compute_loss = loss;
     o.lenient = lenient;
+    /* subwords: any of their options turns them on, with fastText's defaults for the rest
+     * (minn 3, maxn 6, bucket 2,000,000); --maxn 0 turns them off */
+    if (subwords || minn >= 0 || maxn >= 0 || bucket > 0) o.maxn = maxn >= 0 ? (int)maxn : 6;
+    if (minn >= 0) o.minn = (int)minn;
+    if (bucket > 0) o.bucket = bucket;
+    if (o.maxn > 0 && (checkpoint || every > 0 || resume))
+        return emb_cli_usage_error(cmd, "checkpoints of training with subwords are not provided");
     if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
 
     train_output out;
@@ -211,6 +225,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             fprintf(stderr, "emb train: --checkpoint without --checkpoint-every: writing %s every %g "
                             "seconds\n", checkpoint, every);
     }
+    if (save_model && !dir_writable(save_model, why, sizeof why))
+        return emb_cli_fail(cmd, "cannot write %s: %s", save_model, why);
     if (!checkpoint && every > 0) {
         static char def[4096];
         snprintf(def, sizeof def, "%s.ckpt", out.to_stdout ? "emb-train" : output);
@@ -256,10 +272,11 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (!quiet)
         fprintf(stderr,
                 "emb train: %s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
-                "window %d, negative %d, %d epochs, %d threads%s\n",
+                "window %d, negative %d, %d epochs, %d threads%s%s\n",
                 corpus, (long long)emb_vocab_size(vocab),
                 (long long)emb_w2v_corpus_tokens(w), m == EMB_W2V_CBOW ? "CBOW" : "skip-gram",
                 (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
+                o.maxn > 0 ? "; subwords" : "",
                 resume ? " (resumed)" : cont ? " (continued)" : "");
     double t1 = wall();
     int64_t done0 = ui.done0;
@@ -277,16 +294,21 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         return rc;
     }
     emb_tensor vec;
-    if (emb_w2v_vectors(w, &vec)) {
+    /* with subwords a word's vector is the mean of its rows (fastText's .vec) */
+    if (o.maxn > 0 ? emb_w2v_word_vectors(w, &vec) : emb_w2v_vectors(w, &vec)) {
         rc = emb_cli_fail(cmd, "%s", emb_errmsg());
         emb_w2v_free(w);
         return rc;
     }
-    if ((rc = train_output_write(cmd, &out, &vec, vocab)) != EMB_CLI_OK) {
+    rc = train_output_write(cmd, &out, &vec, vocab);
+    if (o.maxn > 0) emb_tensor_free(&vec);
+    if (rc == EMB_CLI_OK && save_model && emb_w2v_save_fasttext(w, save_model) != EMB_OK)
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+    if (rc != EMB_CLI_OK) {
         emb_w2v_free(w);
         return rc;
     }
-    if (save_model && emb_w2v_save_checkpoint(w, save_model) != EMB_OK) {
+    if (save_state && emb_w2v_save_checkpoint(w, save_state) != EMB_OK) {
         rc = emb_cli_fail(cmd, "%s", emb_errmsg());
         emb_w2v_free(w);
         return rc;
@@ -361,6 +383,7 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --lenient               skip tokens that are not UTF-8 or longer than 1 MiB\n"
     "                          (counted in the summary) instead of stopping\n"
     "  --max-sentence N        longest sentence in tokens, 1 to 2147483647 (default 1000)\n"
+    "  --subwords, --minn/--maxn/--bucket N, --save-model .bin: fastText n-grams\n"
     "  -hs 0, -binary 0|1      word2vec compatibility: hierarchical softmax is not provided\n"
     "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary,\n"
     "                          -binary 0 word2vec text\n"
@@ -375,8 +398,8 @@ const emb_cli_command emb_cli_cmd_train = {
     "                          -save-vocab)\n"
     "  --read-vocab FILE       take the vocabulary and its counts from FILE instead of\n"
     "                          counting the corpus (word2vec's -read-vocab)\n"
-    "  --save-model FILE       also write the whole model (both tables, the words and their\n"
-    "                          counts) for --continue\n"
+    "  --save-state FILE       also write the whole training state (both tables, the words\n"
+    "                          and their counts) for --continue\n"
     "  --continue MODEL        train the model further on CORPUS: its words keep their\n"
     "                          vectors, new words seen --min-count times are added (as\n"
     "                          gensim's build_vocab(update=True)); the model's dim is used\n"
@@ -401,6 +424,7 @@ const emb_cli_command emb_cli_cmd_train = {
     "Examples:\n"
     "  emb train corpus.txt -o vectors.bin\n"
     "  emb train corpus.txt -o vectors.safetensors --model cbow --dim 200 --epochs 10\n"
+    "  emb train corpus.txt -o vectors.vec --subwords --save-model model.bin\n"
     "  emb train -train corpus.txt -output vec.txt -size 100 -window 5 -negative 5 \\\n"
     "      -sample 1e-3 -min-count 5 -iter 5 -threads 2 -cbow 0 -hs 0 -binary 0\n",
     run,

@@ -77,6 +77,10 @@ static int open_table(const emb_cli_command *cmd, const char *path, int64_t limi
         if (emb_vectors_read(path, &ro, &out->v) != EMB_OK)
             return emb_cli_fail(cmd, "%s", emb_errmsg());
     }
+    if (out->v.format == EMB_FORMAT_FASTTEXT_BIN && emb_fasttext_read(path, &out->ft) != EMB_OK) {
+        emb_vectors_free(&out->v);
+        return emb_cli_fail(cmd, "%s", emb_errmsg());
+    }
     if (!out->v.vocab && need_words) {
         wordvecs_close(out);
         return emb_cli_fail(cmd, "%s holds no words (a table without a vocabulary)", path);
@@ -103,6 +107,7 @@ void wordvecs_close(wordvecs *w) {
     emb_qtable_free(w->q);
     if (w->q) w->v.weight.data = NULL;
     emb_vocab_free(w->fold);
+    emb_fasttext_free(w->ft);
     emb_vectors_free(&w->v);
     memset(w, 0, sizeof *w);
 }
@@ -152,6 +157,13 @@ int64_t wordvecs_fold_find(const emb_vocab *fold, const char *word, size_t n) {
 int64_t wordvecs_find(const wordvecs *w, const char *word) {
     if (!w->fold) return emb_vocab_find(w->v.vocab, word, strlen(word));
     return wordvecs_fold_find(w->fold, word, strlen(word));
+}
+
+const float *wordvecs_vector(const wordvecs *w, const char *word, float *buf, int64_t *row) {
+    *row = wordvecs_find(w, word);
+    if (*row >= 0) return wordvecs_row(w, *row, buf);
+    if (!w->ft || emb_fasttext_word_vector(w->ft, word, strlen(word), buf) != EMB_OK) return NULL;
+    return buf;
 }
 
 const char *wordvecs_word(const wordvecs *w, int64_t row) {

@@ -17,6 +17,7 @@ typedef struct {
     int64_t rows;    /* rows searched */
     emb_vocab *fold; /* lowercased words of the searched rows -> row (most frequent first);
                         NULL when lookups are exact */
+    emb_fasttext *ft; /* a fastText model (.bin): vectors for words without a row; or NULL */
 } wordvecs;
 
 /* Reads `path` (format sniffed; at most `limit` rows when limit > 0), requires words,
@@ -33,6 +34,11 @@ void wordvecs_close(wordvecs *w);
 /* The row of `word` among the searched rows (folded when the table was opened with
  * fold_case; exact otherwise: any row of the file), or -1. */
 int64_t wordvecs_find(const wordvecs *w, const char *word);
+
+/* The vector of `word`: its row's (*row set to the row) or, for a word without a row in a
+ * fastText model, the mean of its n-grams' rows computed into buf (*row = -1). NULL (and
+ * *row = -1) when the word has neither. */
+const float *wordvecs_vector(const wordvecs *w, const char *word, float *buf, int64_t *row);
 
 /* Row r as float32: a pointer into the table, or r dequantized into buf (dim floats). */
 const float *wordvecs_row(const wordvecs *w, int64_t r, float *buf);

@@ -1,0 +1,213 @@
+/* emb/mpi.h: embedding tables sharded over the ranks of an MPI communicator (libemb_mpi).
+ *
+ * A separate library (link libemb_mpi and libemb; pkg-config emb-mpi) over the MPI C API,
+ * so that libemb itself stays free of MPI. docs/DISTRIBUTED.md describes the design.
+ *
+ * The exact rule. Every call below is collective over the table's communicator: each rank
+ * passes its own batch. A run on R ranks whose batches are B0, ..., B(R-1) gives, bit for
+ * bit, what one process gives for the batch B0‖…‖B(R-1) (the batches joined in rank
+ * order): each rank receives its part of the lookup or pooled output, its part of the
+ * per_sample_weights gradient, and after a step each rank's shard holds exactly the rows
+ * the single process's table holds. A communicator of one rank is the single-process
+ * library.
+ *
+ * Refusals are collective too: when any rank's arguments are refused (an id out of range,
+ * a wrong shape, ...), every rank returns an error and nothing changes anywhere. The
+ * refusing rank's emb_errmsg() says why; the others' says which rank refused and why.
+ *
+ * Threads: the calls make MPI calls from the calling thread only (MPI_THREAD_SINGLE
+ * suffices when one thread uses emb_mpi; MPI_THREAD_SERIALIZED when several take turns).
+ * A table is used by one thread at a time.
+ */
+#ifndef EMB_MPI_H
+#define EMB_MPI_H
+
+#include <mpi.h>
+
+#include "bag.h"
+#include "core.h"
+#include "embedding.h"
+#include "optim.h"
+#include "quant.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define EMB_MPI_API __attribute__((visibility("default")))
+#else
+#define EMB_MPI_API
+#endif
+
+/* How the rows of a table are placed on the ranks. */
+typedef enum emb_mpi_sharding {
+    /* Contiguous row ranges: rank r holds rows [r*V/R, (r+1)*V/R) (integer division; the
+     * ranges differ by at most one row). Every rank holds at least one row: V >= R. */
+    EMB_MPI_ROW_WISE = 0,
+    /* The whole table on one rank (`owner`); the others hold no row. For models with many
+     * tables: give each table its own owner. */
+    EMB_MPI_TABLE_WISE = 1,
+} emb_mpi_sharding;
+
+typedef struct emb_mpi_shard_options {
+    emb_mpi_sharding sharding; /* default EMB_MPI_ROW_WISE */
+    int owner;                 /* EMB_MPI_TABLE_WISE: the rank holding the table (default 0) */
+    /* The storage type of the rows (default EMB_QTYPE_F32). Others (f16, bf16, int8, int4)
+     * hold each shard as an emb_qtable: the rows a single process gets from
+     * emb_qtable_quantize of the float32 table; lookups and bags are emb_qtable_forward's
+     * and emb_qtable_bag's; steps: SGD on f16/bf16 with round-to-nearest
+     * (emb_qtable_sgd_step_bag's), nothing else. */
+    emb_qtype qtype;
+} emb_mpi_shard_options;
+
+/* A table sharded over a communicator. Opaque. */
+typedef struct emb_mpi_table emb_mpi_table;
+
+/* Bytes and messages this rank sent through the table's calls (counted by the library:
+ * the payloads of its point-to-point parts, MPI_Alltoallv, MPI_Allgatherv and the
+ * collective agreements; MPI's own headers not included). */
+typedef struct emb_mpi_stats {
+    uint64_t bytes_sent;    /* bytes this rank handed to MPI for other ranks */
+    uint64_t id_bytes;      /* of which row ids (int64) */
+    uint64_t row_bytes;     /* of which rows of the table (forward) */
+    uint64_t grad_bytes;    /* of which gradient rows (backward, steps) */
+    uint64_t calls;         /* collective table calls made */
+} emb_mpi_stats;
+
+EMB_MPI_API emb_mpi_shard_options emb_mpi_shard_options_default(void);
+
+/* Creates a [num_embeddings, embedding_dim] float32 table sharded over comm (the table
+ * keeps its own duplicate of comm, MPI_Comm_dup). Collective. The rows a rank holds are
+ * initialised to exactly the values emb_bag_create(num_embeddings, embedding_dim, bag_opts)
+ * gives those rows in a single process that is in the same state (same seed, same
+ * generator history): every rank draws the table's whole N(0, 1) sequence from
+ * bag_opts->generator (NULL: the default generator), chunk by chunk, and keeps its rows, so
+ * its generator ends where the single process's does; the padding row is zeroed.
+ * bag_opts (NULL: emb_bag_options_default()) gives the mode, padding_idx and
+ * include_last_offset used by the bag calls; max_norm must be infinite and
+ * scale_grad_by_freq false (EMB_ERR_UNSUPPORTED otherwise: both need the whole batch's
+ * rows on one rank). shard NULL: row-wise.
+ * Errors, on every rank (nothing drawn, *out untouched): EMB_ERR_NULL (out),
+ * EMB_ERR_STATE (MPI not initialised, or finalised), EMB_ERR_INVALID (sizes < 1, a table
+ * of fewer rows than ranks row-wise, an owner outside [0, R), the option errors of
+ * emb_bag_create, and arguments that differ between ranks: "rank 1 passed
+ * num_embeddings 12, rank 0 passed 10"), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
+EMB_MPI_API emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings,
+                                            int64_t embedding_dim,
+                                            const emb_bag_options *bag_opts,
+                                            const emb_mpi_shard_options *shard,
+                                            emb_mpi_table **out);
+
+/* Frees the table, its shard, its optimizer and its communicator. Collective (it frees a
+ * communicator). NULL is fine. */
+EMB_MPI_API void emb_mpi_table_free(emb_mpi_table *t);
+
+EMB_MPI_API int64_t emb_mpi_table_num_embeddings(const emb_mpi_table *t);
+EMB_MPI_API int64_t emb_mpi_table_dim(const emb_mpi_table *t);
+/* The rows this rank holds: [*begin, *end) of the table (empty when *begin == *end). */
+EMB_MPI_API void emb_mpi_table_rows(const emb_mpi_table *t, int64_t *begin, int64_t *end);
+/* The rank holding a row; -1 for a row outside the table. */
+EMB_MPI_API int emb_mpi_table_owner(const emb_mpi_table *t, int64_t row);
+
+/* This rank's rows as a float32 view [end - begin, dim] (data NULL when it holds none).
+ * Writes through it change the shard (like writing emb_bag_weight's view).
+ * EMB_ERR_UNSUPPORTED for a table of another storage type (emb_mpi_table_qshard). */
+EMB_MPI_API emb_status emb_mpi_table_shard(emb_mpi_table *t, emb_tensor *view);
+/* A table of another storage type than f32: this rank's rows as a table of end - begin
+ * rows (owned by t, valid until emb_mpi_table_free); NULL for f32 tables and on ranks
+ * holding no rows. */
+EMB_MPI_API const emb_qtable *emb_mpi_table_qshard(const emb_mpi_table *t);
+
+/* The whole table on `root` (float32 [num_embeddings, dim], written on root only; the
+ * other ranks may pass NULL; for another storage type: uint8 [num_embeddings, row bytes],
+ * the rows as stored, emb_qtable_wrap's layout). Collective. Errors on every rank: EMB_ERR_INVALID (root
+ * outside the communicator), EMB_ERR_NULL / EMB_ERR_DTYPE / EMB_ERR_SHAPE (root's full). */
+EMB_MPI_API emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full);
+
+/* The sparse optimizer the step calls apply to this rank's shard: emb_optimizer_create(opts)
+ * over the shard, replacing any earlier one (its state is dropped). Collective; the options
+ * must be the same on every rank. Supported: SGD without momentum and weight_decay, Adagrad
+ * without weight_decay, SparseAdam (the optimizers whose sparse step changes only the rows
+ * of the gradient). Tables of f16 or bf16 rows: SGD only, emb_qtable_sgd_step's with
+ * round-to-nearest and (float)lr; int8/int4 tables are not trained (EMB_ERR_UNSUPPORTED).
+ * Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid options, or options that
+ * differ between ranks), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
+EMB_MPI_API emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t,
+                                                   const emb_optim_options *opts);
+/* The shard's optimizer (NULL before emb_mpi_table_set_optimizer, or on a rank holding no
+ * rows): for its state (emb_optimizer_save_state) and learning rate. */
+EMB_MPI_API emb_optimizer *emb_mpi_table_optimizer(emb_mpi_table *t);
+
+/* What this rank sent so far, and a reset. */
+EMB_MPI_API emb_mpi_stats emb_mpi_table_stats(const emb_mpi_table *t);
+EMB_MPI_API void emb_mpi_table_reset_stats(emb_mpi_table *t);
+
+/* ---------------------------------------------------------------------------------------
+ * Collective calls: the exact rule above holds for each. Each rank passes its own batch;
+ * batches may differ in size (also empty) between ranks.
+ * ------------------------------------------------------------------------------------- */
+
+/* Lookup (emb_embedding_forward without max_norm): out[..., :] = row indices[...] of the
+ * table. indices int64/int32 of rank 0..8; out float32 indices.shape + [dim]. Row ids are
+ * sent to their owners (MPI_Alltoallv), each distinct id of a rank's batch once, the owners
+ * send the rows back. Errors on every rank (out unchanged): those of emb_embedding_forward
+ * for this rank's arguments. */
+EMB_MPI_API emb_status emb_mpi_lookup(emb_mpi_table *t, const emb_tensor *indices,
+                                      emb_tensor *out);
+
+/* EmbeddingBag forward (emb_bag_forward) with the table's mode, padding_idx and
+ * include_last_offset: the rows are fetched as by emb_mpi_lookup and each rank pools its
+ * own bags. max_indices: mode max, NULL or int64 [B, dim] (table rows, as emb_bag_forward
+ * gives them). Errors on every rank (out, max_indices unchanged): those of emb_bag_forward
+ * for this rank's arguments. */
+EMB_MPI_API emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input,
+                                           const emb_tensor *offsets,
+                                           const emb_tensor *per_sample_weights,
+                                           emb_tensor *out, emb_tensor *max_indices);
+
+/* The gradient of the per_sample_weights (emb_bag_backward_per_sample_weights, mode sum):
+ * the rows are fetched, each rank computes its positions'. f32 tables only. Errors on every rank: those of
+ * emb_bag_backward_per_sample_weights for this rank's arguments. */
+EMB_MPI_API emb_status emb_mpi_bag_backward_per_sample_weights(
+    emb_mpi_table *t, const emb_tensor *input, const emb_tensor *offsets,
+    const emb_tensor *grad_output, emb_tensor *grad_per_sample_weights);
+
+/* The gradient of this rank's shard: *grad (which must not hold storage; release it with
+ * emb_sparse_grad_free) becomes a coalesced sparse gradient of [end - begin, dim] whose
+ * rows (shard-local: row - begin, ascending) and values are bit for bit the rows [begin,
+ * end) of emb_sparse_grad_coalesce applied to the single process's
+ * emb_bag_backward_sparse (mode sum or mean) of the joined batch. Every rank's gradient
+ * entries go to their rows' owners; the row ids of the whole joined batch go to every rank
+ * (MPI_Allgatherv: coalesce() sums a row's entries in an order that depends on all of
+ * them). Errors on every rank: those of emb_bag_backward_sparse. */
+EMB_MPI_API emb_status emb_mpi_bag_backward_sparse(emb_mpi_table *t, const emb_tensor *input,
+                                                   const emb_tensor *offsets,
+                                                   const emb_tensor *per_sample_weights,
+                                                   const emb_tensor *grad_output,
+                                                   emb_sparse_grad *grad);
+
+/* One step of the table's optimizer with the bag's gradient: equals the single process's
+ * emb_optimizer_step_fused_bag over the joined batch (its table and optimizer state),
+ * restricted to each rank's rows. SGD sends each rank's entries to the owners, which apply
+ * them in the joined batch's order; Adagrad and SparseAdam coalesce as
+ * emb_mpi_bag_backward_sparse. Every owner counts the step, with or without entries.
+ * Errors on every rank (no shard and no optimizer state changed): EMB_ERR_STATE (no
+ * optimizer set), those of emb_optimizer_step_fused_bag for this rank's arguments. */
+EMB_MPI_API emb_status emb_mpi_bag_step(emb_mpi_table *t, const emb_tensor *input,
+                                        const emb_tensor *offsets,
+                                        const emb_tensor *per_sample_weights,
+                                        const emb_tensor *grad_output);
+
+/* One step with the gradient of a lookup (emb_optimizer_step_fused over the joined batch:
+ * the table's padding_idx positions skipped). indices as emb_mpi_lookup, grad_output
+ * float32 indices.shape + [dim]. f32 tables only. Errors on every rank: as
+ * emb_mpi_bag_step. */
+EMB_MPI_API emb_status emb_mpi_lookup_step(emb_mpi_table *t, const emb_tensor *indices,
+                                           const emb_tensor *grad_output);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMB_MPI_H */

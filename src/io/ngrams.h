@@ -1,0 +1,32 @@
+/* src/io/ngrams.h: fastText's character n-grams of a word and their hashed rows, and the
+ * .bin writer (src/io/fasttext_bin.c), shared with subword training (src/w2v/subword.c). */
+#ifndef EMB_IO_NGRAMS_H
+#define EMB_IO_NGRAMS_H
+
+#include <emb/fasttext.h>
+#include <emb/vocab.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* fastText's hash: FNV-1a over the bytes, each byte sign-extended as an int8_t. */
+static inline uint32_t emb__fnv1a_byte(uint32_t h, unsigned char c) {
+    return (h ^ (uint32_t)(int32_t)(int8_t)c) * 16777619u;
+}
+#define EMB__FNV1A_INIT 2166136261u
+
+/* The rows of the n-grams of "<word>" (word[0..len)) of minn..maxn UTF-8 characters, in
+ * fastText's order (by start character, then length; "<" and ">" alone excluded): row
+ * nwords + hash % bucket for each. Writes at most cap rows and returns how many there are.
+ * No n-grams when maxn < 1, minn > maxn or bucket == 0. */
+int64_t emb__subword_ngrams(const char *word, size_t len, int minn, int maxn, uint32_t bucket,
+                            int64_t nwords, int64_t *rows, int64_t cap);
+
+/* Writes a fastText model file: the arguments, the vocabulary (all
+ * words, counts from it), in_rows x dim input floats and out_rows x dim output floats,
+ * atomically. Errors: EMB_ERR_INVALID (more than 2^31 - 1 words), EMB_ERR_IO, EMB_ERR_NOMEM. */
+emb_status emb__fasttext_write(const char *path, const emb_fasttext_args *a, const emb_vocab *vocab,
+                               int64_t ntokens, const float *in, int64_t in_rows, const float *out,
+                               int64_t out_rows);
+
+#endif /* EMB_IO_NGRAMS_H */

@@ -1,0 +1,70 @@
+/* src/mpi/mpi_internal.h: the sharded table's fields and the helpers shared by the files of
+ * libemb_mpi. The module is a library of its own over libemb's public API (it includes
+ * only public headers, <mpi.h>, its own headers and core/kernels headers that are
+ * header-only); docs/DISTRIBUTED.md describes it. */
+#ifndef EMB_MPI_INTERNAL_H
+#define EMB_MPI_INTERNAL_H
+
+#include <emb/mpi.h>
+
+struct emb_mpi_table {
+    MPI_Comm comm;         /* the table's own duplicate */
+    MPI_Datatype row_type;  /* one stored row: row_bytes bytes */
+    MPI_Datatype grad_type; /* one gradient row: dim floats */
+    int rank, size;
+    int64_t num_embeddings, dim;
+    emb_bag_options opts;  /* mode, padding_idx (normalised), include_last_offset */
+    int64_t *begin;        /* [size + 1]: rank r holds rows [begin[r], begin[r + 1]) */
+    int64_t row_begin, row_end;
+    emb_qtype qtype;
+    int64_t row_bytes;     /* of a stored row */
+    float *weight;         /* f32: [row_end - row_begin, dim], NULL when empty */
+    void *qdata;           /* other types: the shard's rows as stored, NULL when empty */
+    emb_qtable *qshard;    /* other types: a table over qdata */
+    float qlr;             /* f16/bf16: SGD's learning rate */
+    emb_bag *checker;      /* a 1-row bag with the table's mode: checks arguments */
+    emb_optimizer *opt;    /* NULL until set_optimizer (and on ranks without rows) */
+    bool have_opt;
+    emb_optim_kind opt_kind;
+    emb_mpi_stats stats;
+};
+
+/* One rank's batch, its distinct ids and their positions in the fetched rows. */
+typedef struct emb__mpi_route {
+    int64_t n;        /* positions */
+    int64_t *ids;     /* [n] the table rows named, as int64 */
+    int64_t *uniq;    /* [nu] distinct rows, ascending (the padding row included when set) */
+    int64_t nu;
+    int64_t *local;   /* [n] position of ids[p] in uniq */
+    int64_t local_pad; /* position of the padding row in uniq, or EMB_PADDING_NONE */
+    float *rows;      /* max(nu, 1) rows of max(dim floats, row_bytes): the fetched rows */
+    emb_qtable *q;    /* other types: a table over the fetched rows */
+    emb_bag *bag;     /* a bag over `rows` with the table's options */
+    emb_tensor local_idx; /* `local` in the shape of the batch */
+} emb__mpi_route;
+
+/* Everything is collective unless said otherwise. */
+
+/* The agreement before anything changes: returns EMB_OK on every rank when every rank's
+ * st is EMB_OK; otherwise the first refusing rank's status on every rank, with its message
+ * there and "rank r refused <what>: <message>" on the others. */
+emb_status emb__mpi_agree(emb_mpi_table *t, emb_status st, const char *what);
+/* The same over a bare communicator (before a table exists). */
+emb_status emb__mpi_agree_comm(MPI_Comm comm, emb_status st, const char *what);
+/* An MPI call's failure as an emb error (MPI's default handler aborts first; this serves a
+ * communicator whose handler returns). Local. */
+emb_status emb__mpi_fail(int rc, const char *call);
+
+/* Local: reads the batch, checks the ids against the table (message names the position),
+ * finds the distinct rows and creates the route's bag (over zeroed rows). */
+emb_status emb__mpi_route_build(const emb_mpi_table *t, const emb_tensor *indices,
+                                emb__mpi_route *r);
+void emb__mpi_route_free(emb__mpi_route *r);
+/* Collective: fills r->rows with the table's rows r->uniq from their owners. */
+emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r);
+
+/* Local checks. */
+emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,
+                              const int64_t *shape);
+
+#endif /* EMB_MPI_INTERNAL_H */
