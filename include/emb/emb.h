@@ -19,11 +19,13 @@
 #include "linear.h"
 #include "loss.h"
 #include "optim.h"
+#include "phrases.h"
 #include "print.h"
 #include "quant.h"
 #include "random.h"
 #include "search.h"
 #include "util.h"
+#include "similarity.h"
 #include "vocab.h"
 #include "word2vec.h"
 

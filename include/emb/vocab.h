@@ -83,6 +83,20 @@ EMB_API emb_status emb_vocab_sort_by_count(emb_vocab *v, int64_t keep_first, int
 EMB_API emb_status emb_vocab_prune(emb_vocab *v, int64_t keep_first, int64_t min_count,
                                    int64_t max_size);
 
+/* Writes the words and their counts in the word2vec tool's -save-vocab format, one
+ * "word count" line per word in id order, atomically (a temporary file renamed into place).
+ * Errors: EMB_ERR_NULL, EMB_ERR_INVALID (a word holding a space, tab or line break, which
+ * the format cannot hold), EMB_ERR_IO (the file's name and the system's reason). */
+EMB_API emb_status emb_vocab_save(const emb_vocab *v, const char *path);
+
+/* Reads a vocabulary in that format (the word2vec tool's -read-vocab): "word count" lines,
+ * the word up to the last blank of the line, CR LF accepted, blank lines skipped; words in
+ * file order, counts as given. Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_IO,
+ * EMB_ERR_FORMAT ("vocab.txt: line 3 (byte offset 20): expected \"word count\""; a word
+ * that repeats an earlier one, is not UTF-8 or is longer than EMB_VOCAB_MAX_WORD; a count
+ * that is not a number in [1, 2^63)), EMB_ERR_NOMEM. */
+EMB_API emb_status emb_vocab_load(const char *path, emb_vocab **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -58,6 +58,9 @@ typedef struct emb_w2v_options {
     bool shared_negatives; /* skip-gram: one draw of negatives per window, shared by its
                               context words (faster); false: a draw per (center, context)
                               pair, as the word2vec tool does */
+    bool compute_loss;   /* report the training loss to the progress callback (costs a second
+                            pass over each step's dot products; the vectors are the same
+                            bits with or without it); false by default, as in gensim */
     bool lenient;        /* a token that is not valid UTF-8 or longer than EMB_VOCAB_MAX_WORD
                             bytes is skipped and counted (emb_w2v_skipped) instead of being
                             an error */
@@ -116,6 +119,16 @@ typedef struct emb_w2v_progress {
     int epoch;      /* 0-based epoch of the next word */
     double alpha;   /* current learning rate */
     double seconds; /* wall time since this emb_w2v_train call began */
+    int64_t words_done_here; /* of words_done, those processed by this emb_w2v_train call (a
+                                resumed run's speed is words_done_here / seconds) */
+    /* With options.compute_loss: the loss of the current epoch so far (since it began, or
+     * since this run was resumed or continued within it), the sum over every trained
+     * (input, target) term of -log sigmoid(score) for the true word and -log
+     * sigmoid(-score) for each negative, scores from the rows as each step starts
+     * (docs/word2vec.md, "Loss"); loss_examples counts the true-word terms in it (skip-gram:
+     * (center, context) pairs; CBOW: windows). 0 and 0 without compute_loss. */
+    double loss;
+    int64_t loss_examples;
 } emb_w2v_progress;
 
 /* Called from the calling thread between rounds (about every 100,000 words); return
@@ -179,13 +192,45 @@ EMB_API emb_w2v_options emb_w2v_options_of(const emb_w2v *w);
 EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
 /* Continues a run: reads the corpus again (it must give the same token ids: checked by
  * fingerprint) and restores the state. opts must equal the checkpoint's options except
- * `threads` (a different thread count changes how the remaining work is split).
+ * `threads`, which is not part of a checkpoint's identity: the run continues with the
+ * checkpoint's thread count whatever opts asks (each thread's share of the corpus, position
+ * and random state are part of the state), so a checkpoint moves to a machine with another
+ * number of cores, and a 1-thread run resumed there still ends with the vectors of an
+ * uninterrupted run. emb_w2v_options_of tells the count in force.
  * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_IO (checkpoint
  * unreadable), EMB_ERR_FORMAT (not a checkpoint, corrupt or truncated, a different corpus
  * or options: the message says which field differs; a field out of range or inconsistent
  * with the others; tables holding NaN or infinities). */
 EMB_API emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
                                   const char *checkpoint, emb_w2v **out);
+
+/* A run over a corpus whose vocabulary comes from `vocab` (copied) instead of from counting
+ * the corpus: the word2vec tool's -read-vocab (emb_vocab_load reads its files). The words
+ * are ordered by their counts in vocab and pruned by min_count and max_vocab; corpus tokens
+ * that are not among them are dropped; subsampling uses vocab's counts (a word's frequency
+ * is its count over the sum of the counts), as the word2vec tool does. corpus "-": stdin.
+ * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_INVALID (a count < 1),
+ * EMB_ERR_FORMAT (no word reaches min_count, or no corpus token is in the vocabulary). */
+EMB_API emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_vocab *vocab,
+                                             const char *corpus, emb_w2v **out);
+
+/* Continued training: a model saved by emb_w2v_save_checkpoint (at the end of a run, or
+ * any checkpoint) trained further on a new corpus, as gensim's build_vocab(update=True)
+ * followed by train() (docs/word2vec.md, "Continued training"). The vocabulary grows: a
+ * word of the model keeps its row and its count grows by its count in the new corpus; a new
+ * word seen at least min_count times gets a new row after the model's (by count, ties by
+ * first appearance), its input vector drawn as a fresh run draws them (uniform in
+ * [-0.5/dim, 0.5/dim) from the seed) and its output vector zero; rarer new words are
+ * dropped. Both tables of the model are kept as they are. The model's dim is used (opts->dim
+ * is ignored); the other options are this run's. The learning rate decays from alpha to
+ * min_alpha over epochs x the new corpus's tokens, as a fresh run's (and gensim's train()).
+ * Subsampling uses the new corpus's counts; negative sampling the grown counts. The run
+ * cannot be resumed from a checkpoint (emb_w2v_resume rebuilds the vocabulary from the
+ * corpus alone). corpus "-": stdin.
+ * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_IO (the model cannot be
+ * read), EMB_ERR_FORMAT (not a model: the message names the file and the offset). */
+EMB_API emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model,
+                                    const char *corpus, emb_w2v **out);
 
 #ifdef __cplusplus
 }

@@ -64,15 +64,22 @@ emb_format emb__sniff(const unsigned char *d, size_t n) {
         /* A header length a safetensors file can have: also when the file is truncated
          * before the header's end (it is then reported as a damaged safetensors file). Eight
          * bytes of text never make so small a little-endian number. */
-        if (emb__get_u64le(d) <= 100000000u) return EMB_FORMAT_SAFETENSORS;
+        uint64_t hl = 0;
+        for (int k = 7; k >= 0; k--) hl = (hl << 8) | d[k];
+        if (hl <= 100000000u) return EMB_FORMAT_SAFETENSORS;
     }
-    /* "rows dim" header? */
+    /* "rows dim" header? (a sign is taken too, so that a negative count is reported as
+     * such by the reader rather than read as a GloVe word "-3") */
     size_t p = 0;
     int nums = 0;
+    uint64_t dim = 0;
     for (;;) {
         while (p < n && (d[p] == ' ' || d[p] == '\t')) p++;
-        if (p < n && d[p] >= '0' && d[p] <= '9') {
-            while (p < n && d[p] >= '0' && d[p] <= '9') p++;
+        size_t q = p + (p < n && d[p] == '-');
+        if (q < n && d[q] >= '0' && d[q] <= '9') {
+            dim = 0;
+            for (p = q; p < n && d[p] >= '0' && d[p] <= '9'; p++)
+                if (dim < (1u << 30)) dim = dim * 10 + (uint64_t)(d[p] - '0');
             nums++;
             continue;
         }
@@ -81,29 +88,37 @@ emb_format emb__sniff(const unsigned char *d, size_t n) {
     if (p < n && d[p] == '\r') p++;
     if (nums != 2 || (p < n && d[p] != '\n')) return EMB_FORMAT_GLOVE;
     p++;
-    /* The first row decides: in text, the rest of its line after the word is exactly dim
-     * printable numbers; a binary row's dim * 4 raw bytes follow the word's space (and
-     * may begin with a newline or any other byte). */
-    uint64_t dim = 0;
-    {
-        size_t q = 0;
-        while (q < n && (d[q] == ' ' || d[q] == '\t')) q++;
-        while (q < n && d[q] >= '0' && d[q] <= '9') q++;
-        while (q < n && (d[q] == ' ' || d[q] == '\t')) q++;
-        while (q < n && d[q] >= '0' && d[q] <= '9' && dim < (1u << 30)) dim = dim * 10 + (uint64_t)(d[q++] - '0');
-    }
+    /* The first row decides. In text it is a word, then blank-separated numbers, then a
+     * newline, all printable; a binary row is a word, a space and dim * 4 raw bytes. So: a
+     * byte that is not printable, or a newline right after the word, is binary; a printable
+     * line is text, unless its length is exactly that of a binary row and one of its fields
+     * is not a number. The number of fields is not compared with the header's dimension:
+     * a text row with the wrong count is a text file with an error, which the text reader
+     * reports as such. */
     while (p < n && (d[p] == '\n' || d[p] == '\r')) p++;
-    while (p < n && d[p] != ' ') p++;
+    while (p < n && d[p] != ' ' && d[p] != '\t' && d[p] != '\n') p++; /* the word */
+    const size_t word_end = p;
     size_t limit = p + 65536 < n ? p + 65536 : n;
-    uint64_t fields = 0;
-    bool in_field = false;
-    for (; p < limit; p++) {
+    int64_t fields = 0;
+    bool all_numbers = true;
+    while (p < limit) {
         unsigned char c = d[p];
-        if (c == '\n') return fields == dim ? EMB_FORMAT_W2V_TEXT : EMB_FORMAT_W2V_BINARY;
-        if (!(c == '\t' || c == '\r' || (c >= 0x20 && c < 0x7f))) return EMB_FORMAT_W2V_BINARY;
-        bool sp = c == ' ' || c == '\t' || c == '\r';
-        if (!sp && !in_field) fields++;
-        in_field = !sp;
+        if (c == '\n') {
+            if (fields == 0) return EMB_FORMAT_W2V_BINARY;
+            bool binary_length = p == word_end + 1 + 4 * dim;
+            return binary_length && !all_numbers ? EMB_FORMAT_W2V_BINARY : EMB_FORMAT_W2V_TEXT;
+        }
+        if (c == ' ' || c == '\t' || c == '\r') {
+            p++;
+            continue;
+        }
+        size_t t = p;
+        while (p < limit && d[p] > 0x20 && d[p] < 0x7f) p++;
+        if (p < limit && !(d[p] == ' ' || d[p] == '\t' || d[p] == '\r' || d[p] == '\n'))
+            return EMB_FORMAT_W2V_BINARY; /* a byte that is not printable ASCII */
+        float x;
+        if (!emb__parse_float((const char *)d + t, p - t, &x)) all_numbers = false;
+        fields++;
     }
     return EMB_FORMAT_W2V_TEXT;
 }

@@ -35,6 +35,8 @@ static emb_status parse_header(w2v_ctx *c, int64_t *rows, int64_t *dim) {
     int64_t v[2];
     for (int k = 0; k < 2; k++) {
         while (p < c->end && is_sep(*p)) p++;
+        if (p < c->end && *p == '-' && p + 1 < c->end && (unsigned)(p[1] - '0') < 10)
+            return w2v_err(c, p, "the header's %s is negative", k == 0 ? "row count" : "dimension");
         if (p == c->end || (unsigned)(*p - '0') >= 10)
             return w2v_err(c, p, "expected a header \"<rows> <dim>\"");
         int64_t x = 0;
@@ -105,8 +107,23 @@ static emb_status parse_numbers(w2v_ctx *c, const unsigned char *p, const unsign
     return EMB_OK;
 }
 
+/* The number of blank-separated fields of [p, e). */
+static int64_t count_fields(const unsigned char *p, const unsigned char *e) {
+    int64_t n = 0;
+    while (p < e) {
+        while (p < e && is_sep(*p)) p++;
+        if (p == e) break;
+        n++;
+        while (p < e && !is_sep(*p)) p++;
+    }
+    return n;
+}
+
 /* One text line [ls, le) (no newline, trailing blanks removed) into row. GloVe words may
- * contain spaces: the last dim fields are the numbers. */
+ * contain spaces (". . ."): the last dim fields are the numbers, and the fields before them
+ * are the word, unless one of those is a number too (then the line has more numbers than
+ * the table's dimension: "of 0.4 0.1 0.2" in a table of dimension 2 is an error, not the
+ * word "of 0.4"). */
 static emb_status parse_text_row(w2v_ctx *c, const unsigned char *ls, const unsigned char *le,
                                  int64_t dim, bool glove, float *row, const unsigned char **word_end,
                                  int64_t *nonfinite) {
@@ -114,14 +131,28 @@ static emb_status parse_text_row(w2v_ctx *c, const unsigned char *ls, const unsi
     while (p < le && !is_sep(*p)) p++;
     *word_end = p;
     if (!glove) return parse_numbers(c, p, le, dim, row, nonfinite);
+    int64_t fields = count_fields(ls, le);
+    if (fields != dim + 1) {
+        /* A word of several fields is fine as long as none of its later fields is a number. */
+        bool extra_number = false;
+        const unsigned char *q = p;
+        for (int64_t k = 1; k < fields - dim && !extra_number; k++) {
+            while (q < le && is_sep(*q)) q++;
+            const unsigned char *t = q;
+            while (q < le && !is_sep(*q)) q++;
+            float x;
+            extra_number = emb__parse_float((const char *)t, (size_t)(q - t), &x);
+        }
+        if (fields < dim + 1 || extra_number)
+            return w2v_err(c, ls, "expected a word and %lld numbers, found %lld field%s", (long long)dim,
+                           (long long)fields, fields == 1 ? "" : "s");
+    }
     /* Count fields from the right to find where the numbers start. */
     const unsigned char *q = le;
     for (int64_t k = 0; k < dim; k++) {
         while (q > ls && !is_sep(q[-1])) q--;
-        if (q == ls) return w2v_err(c, ls, "expected a word and %lld numbers, found %lld fields", (long long)dim, (long long)k + 0);
         while (q > ls && is_sep(q[-1])) q--;
     }
-    if (q == ls) return w2v_err(c, ls, "expected a word and %lld numbers, found %lld fields", (long long)dim, (long long)dim);
     *word_end = q;
     return parse_numbers(c, q, le, dim, row, nonfinite);
 }

@@ -13,6 +13,7 @@
 
 #include "internal.h"
 #include "kernels/dispatch.h"
+#include "knn_internal.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -384,4 +385,22 @@ emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc, int64_t n_q
     }
     emb__free(qn), emb__free(tmp), emb__free(tid), emb__free(tsc);
     return st;
+}
+
+/* ---- for the similarity queries of src/search/similarity.c (knn_internal.h) ---- */
+
+int64_t emb__knn_total_rows(const emb_knn *x) { return x->total_rows; }
+
+void emb__knn_unit_row(const emb_knn *x, int64_t r, float *dst) {
+    unit_copy(dst, rows_at(x, r, 1, dst), x->dim);
+}
+
+const float *emb__knn_row(const emb_knn *x, int64_t r, float *buf) { return rows_at(x, r, 1, buf); }
+
+emb_status emb__knn_search_unit(const emb_knn *x, const float *qn, int64_t k,
+                                const int64_t *exclude, int64_t n_ex, int64_t *ids,
+                                float *scores) {
+    int64_t total;
+    emb_status st = check_k(k, 1, &total);
+    return st ? st : search_unit(x, qn, 1, k, exclude, n_ex, ids, scores);
 }

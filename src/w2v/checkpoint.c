@@ -301,9 +301,105 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
     return EMB_OK;
 }
 
+/* A checkpoint read as a model to continue training from (emb_w2v_continue): its options'
+ * dim, its words with their counts and both tables, whatever corpus it was trained on. Every
+ * size is checked against the bytes the file holds before anything is allocated. */
+emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *path, int64_t *dim_out,
+                               emb_vocab **vocab_out, float **syn0_out, float **syn1_out) {
+    if (n < 16 || memcmp(data, EMB__W2V_MAGIC, 8) != 0)
+        return emb__error(EMB_ERR_FORMAT, "%s is not an emb word2vec model (a checkpoint or --save-state file)",
+                          path);
+    rd r = {data + 8, data + n - 8, false};
+    uint64_t ver = get_u64(&r);
+    if (ver < EMB__W2V_OLDEST || ver > EMB__W2V_VERSION)
+        return emb__error(EMB_ERR_FORMAT, "%s: checkpoint version %" PRIu64 " (this emb reads %u to %u)", path,
+                          ver, EMB__W2V_OLDEST, EMB__W2V_VERSION);
+    const uint64_t basis = ver == 1 ? EMB__W2V_V1_BASIS : EMB__FNV64_INIT;
+    if (emb__fnv64_update(basis, data + 8, n - 16) != emb__get_u64le(data + n - 8))
+        return emb__error(EMB_ERR_FORMAT, "%s is corrupt (checksum mismatch)", path);
+    uint64_t f[21]; /* model .. shared_negatives (17 fields), V, token ids, fingerprint, done */
+    for (int k = 0; k < 21; k++) f[k] = get_u64(&r);
+    const uint64_t dim = f[1], threads = f[11], V = f[17];
+    if (r.bad) return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path, (size_t)(r.p - data));
+    if (dim < 1 || dim > (1u << 20) || threads < 1 || threads > 1024 || V < 1 || V >= INT32_MAX)
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s is malformed: dim %" PRIu64 ", threads %" PRIu64 ", %" PRIu64 " words", path, dim,
+                          threads, V);
+    if ((size_t)(r.end - r.p) < threads * 40)
+        return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path, (size_t)(r.p - data));
+    r.p += threads * 40; /* each thread's range, position, epoch and random state */
+    /* the words need at least 16 bytes each, the tables 8 * dim: checked before allocating */
+    uint64_t left = (uint64_t)(r.end - r.p);
+    if (V > left / 16 || dim > (left / V) / 8)
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s is truncated: %" PRIu64 " words of dimension %" PRIu64 " do not fit in its %" PRIu64
+                          " bytes after offset %zu", path, V, dim, left, (size_t)(r.p - data));
+    emb_vocab *vocab = NULL;
+    emb_status st = emb_vocab_create(&vocab);
+    if (st == EMB_OK) st = emb_vocab_reserve(vocab, (int64_t)V);
+    for (uint64_t i = 0; i < V && st == EMB_OK; i++) {
+        size_t at = (size_t)(r.p - data);
+        uint64_t len = get_u64(&r);
+        if (r.bad || len < 1 || len > EMB_VOCAB_MAX_WORD || (uint64_t)(r.end - r.p) < len + 8) {
+            st = emb__error(EMB_ERR_FORMAT, "%s: word %" PRIu64 " at offset %zu: bad length %" PRIu64, path, i, at,
+                            len);
+            break;
+        }
+        const char *w = (const char *)r.p;
+        r.p += len;
+        uint64_t count = get_u64(&r);
+        bool added = false;
+        if (!emb__utf8_valid(w, (size_t)len))
+            st = emb__error(EMB_ERR_FORMAT, "%s: word %" PRIu64 " at offset %zu is not valid UTF-8", path, i, at);
+        else if (count < 1 || count > INT64_MAX)
+            st = emb__error(EMB_ERR_FORMAT, "%s: word %" PRIu64 " at offset %zu has count %" PRIu64, path, i, at,
+                            count);
+        else if ((st = emb_vocab_add(vocab, w, (size_t)len, (int64_t)count, NULL, &added)) == EMB_OK && !added)
+            st = emb__error(EMB_ERR_FORMAT, "%s: word %" PRIu64 " at offset %zu repeats an earlier one", path, i, at);
+    }
+    size_t tbytes = (size_t)V * (size_t)dim * sizeof(float);
+    if (st == EMB_OK && (size_t)(r.end - r.p) != 2 * tbytes)
+        st = emb__error(EMB_ERR_FORMAT, "%s: the tables at offset %zu hold %zu bytes, not %zu", path,
+                        (size_t)(r.p - data), (size_t)(r.end - r.p), 2 * tbytes);
+    float *t0 = NULL, *t1 = NULL;
+    if (st == EMB_OK) {
+        t0 = malloc(tbytes), t1 = malloc(tbytes);
+        if (!t0 || !t1) st = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate the tables (%zu bytes)", path, 2 * tbytes);
+    }
+    if (st == EMB_OK) {
+        memcpy(t0, r.p, tbytes), memcpy(t1, r.p + tbytes, tbytes);
+        for (size_t k = 0; k < 2 * (tbytes / sizeof(float)) && st == EMB_OK; k++)
+            if (!isfinite(k < tbytes / sizeof(float) ? t0[k] : t1[k - tbytes / sizeof(float)]))
+                st = emb__error(EMB_ERR_FORMAT, "%s holds NaN or infinite values: it was saved from a run that had "
+                                "diverged", path);
+    }
+    if (st) {
+        emb_vocab_free(vocab), free(t0), free(t1);
+        return st;
+    }
+    *dim_out = (int64_t)dim;
+    *vocab_out = vocab;
+    *syn0_out = t0;
+    *syn1_out = t1;
+    return EMB_OK;
+}
+
+/* The thread count a checkpoint was written with (its 13th field), or 0 when the file is
+ * too short or the value out of range (restore() then reports what is wrong). The resumed
+ * run takes it: each thread's range, position and random state are part of the state, so
+ * the run goes on exactly as it would have, whatever the thread count asked for now. */
+static int checkpoint_threads(const unsigned char *data, size_t n) {
+    const size_t at = 8 + 8 + 11 * 8;
+    if (n < at + 8 || memcmp(data, EMB__W2V_MAGIC, 8) != 0) return 0;
+    uint64_t v;
+    memcpy(&v, data + at, 8);
+    return v >= 1 && v <= 1024 ? (int)v : 0;
+}
+
 emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
                           const char *checkpoint, emb_w2v **out) {
     if (!out) return emb__null("out");
+    if (!opts) return emb__null("options");
     if (!checkpoint) return emb__null("checkpoint");
     if (opts && opts->maxn > 0)
         return emb__error(EMB_ERR_UNSUPPORTED, "%s: checkpoints of training with subwords (maxn > 0) are not provided",
@@ -313,7 +409,9 @@ emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
     emb_status st = emb__file_open(checkpoint, &f, EMB__FILE_READ);
     if (st) return st;
     emb_w2v *w;
-    st = emb_w2v_create_from_file(opts, corpus, &w);
+    emb_w2v_options o = *opts;
+    if (checkpoint_threads(f.data, f.size) > 0) o.threads = checkpoint_threads(f.data, f.size);
+    st = emb_w2v_create_from_file(&o, corpus, &w);
     if (st == EMB_OK) {
         st = restore(w, f.data, f.size, checkpoint);
         if (st) emb_w2v_free(w);

@@ -42,6 +42,7 @@ emb_w2v_options emb_w2v_options_default(emb_w2v_model model) {
     o.strip_punct = false;
     o.max_sentence = 1000;
     o.shared_negatives = false;
+    o.compute_loss = false;
     o.minn = 3;
     o.maxn = 0;
     o.bucket = 2000000;
@@ -149,43 +150,6 @@ static emb_status count_ids(emb_w2v *w) {
     return st;
 }
 
-/* Walker's alias table for P(w) proportional to count^0.75. */
-static emb_status build_alias(emb_w2v *w) {
-    int64_t V = w->V;
-    double *p = malloc((size_t)V * sizeof(double));
-    int64_t *small = malloc((size_t)V * sizeof(int64_t)), *large = malloc((size_t)V * sizeof(int64_t));
-    if (!p || !small || !large) {
-        free(p), free(small), free(large);
-        return emb__error(EMB_ERR_NOMEM, "word2vec: cannot allocate the negative-sampling table "
-                          "of %" PRId64 " words", V);
-    }
-    double total = 0;
-    for (int64_t i = 0; i < V; i++) total += pow((double)emb_vocab_count(w->vocab, i), 0.75);
-    int64_t ns = 0, nl = 0;
-    for (int64_t i = 0; i < V; i++) {
-        p[i] = pow((double)emb_vocab_count(w->vocab, i), 0.75) / total * (double)V;
-        if (p[i] < 1.0)
-            small[ns++] = i;
-        else
-            large[nl++] = i;
-        w->alias[i].alias = (int32_t)i;
-    }
-    while (ns > 0 && nl > 0) {
-        int64_t s = small[--ns], l = large[nl - 1];
-        w->alias[s].thr = (uint32_t)fmin(p[s] * 4294967296.0, 4294967295.0);
-        w->alias[s].alias = w->alias[s].thr == UINT32_MAX ? (int32_t)s : (int32_t)l;
-        p[l] = (p[l] + p[s]) - 1.0;
-        if (p[l] < 1.0) {
-            nl--;
-            small[ns++] = l;
-        }
-    }
-    while (nl > 0) w->alias[large[--nl]].thr = UINT32_MAX;
-    while (ns > 0) w->alias[small[--ns]].thr = UINT32_MAX; /* rounding leftovers */
-    free(p), free(small), free(large);
-    return EMB_OK;
-}
-
 static inline int32_t sample_negative(const emb_w2v *w, uint64_t *rng) {
     uint64_t r = next_rng(rng);
     int64_t i = (int64_t)(((r >> 32) * (uint64_t)w->V) >> 32);
@@ -235,6 +199,17 @@ static emb_status split_lanes(emb_w2v *w) {
         w->lanes[t].rng = splitmix64(&s) | 1;
     }
     return EMB_OK;
+}
+
+void emb__w2v_set_keep(emb_w2v *w, int64_t i, double count, double total) {
+    /* Subsampling: keep with probability (sqrt(f / sample) + 1) * sample / f. */
+    double keep = 1.0;
+    if (w->o.sample > 0 && count > 0) {
+        double t = w->o.sample * total;
+        keep = (sqrt(count / t) + 1) * t / count;
+    }
+    w->keep_all[i] = keep >= 1.0;
+    w->keep[i] = keep >= 1.0 ? UINT32_MAX : (uint32_t)(keep * 4294967296.0);
 }
 
 /* Builds everything from a vocabulary and final ids (both taken over by w). */
@@ -302,19 +277,10 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
         emb_w2v_free(w);
         return st;
     }
-    /* Subsampling: keep with probability (sqrt(f / sample) + 1) * sample / f. */
     double total = (double)w->tokens;
-    for (size_t i = 0; i < V; i++) {
-        double c = (double)emb_vocab_count(vocab, (int64_t)i);
-        double keep = 1.0;
-        if (o->sample > 0 && c > 0) {
-            double t = o->sample * total;
-            keep = (sqrt(c / t) + 1) * t / c;
-        }
-        w->keep_all[i] = keep >= 1.0;
-        w->keep[i] = keep >= 1.0 ? UINT32_MAX : (uint32_t)(keep * 4294967296.0);
-    }
-    st = build_alias(w);
+    for (size_t i = 0; i < V; i++)
+        emb__w2v_set_keep(w, (int64_t)i, (double)emb_vocab_count(vocab, (int64_t)i), total);
+    st = emb__w2v_build_alias(w);
     emb__sgns_sigmoid_table(w->sigmoid);
     if (!st) st = split_lanes(w);
     if (st) {
@@ -463,6 +429,9 @@ typedef struct {
     float *scratch; /* for the kernel */
     float *own;     /* [V * dim] the lane's copy of the output table, or NULL */
     uint8_t *dirty; /* [V] rows of the copy the lane changed this round */
+    float *h;       /* [dim] for the loss (CBOW), when it is computed */
+    double loss;    /* this round's loss terms and examples (o.compute_loss) */
+    int64_t examples;
     bool nonfinite; /* a score was NaN or infinite this round */
     emb__w2v_cursor cur; /* the lane's window on the token ids */
     bool read_failed;    /* an id could not be read back: the round stopped */
@@ -600,6 +569,11 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                 for (int k = 1; k <= o->negative; k++) s->tgt[k] = sample_negative(w, &l->rng);
                 if (d1)
                     for (int k = 1; k <= o->negative; k++) d1[s->tgt[k]] = 1;
+                if (o->compute_loss) {
+                    s->loss += emb__w2v_step_loss(syn0, syn1, o->dim, s->ctx, m, s->tgt,
+                                                  o->negative + 1, cbow, o->cbow_mean, s->h);
+                    s->examples += cbow ? 1 : m;
+                }
                 if (!step(syn0, syn1, o->dim, s->ctx, m, s->tgt, o->negative + 1, alpha, cbow,
                           o->cbow_mean, w->sigmoid, s->scratch))
                     s->nonfinite = true;
@@ -630,6 +604,11 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                     continue;
                 }
                 memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
+                if (o->compute_loss) {
+                    s->loss += emb__w2v_step_loss(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1,
+                                                  false, false, NULL);
+                    s->examples++;
+                }
                 if (!step(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1, alpha, false,
                           false, w->sigmoid, s->scratch))
                     s->nonfinite = true;
@@ -692,7 +671,8 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         ls[t].tgt = emb__malloc((size_t)n * sizeof(int32_t));
         ls[t].negs = emb__malloc((size_t)(m * o->negative) * sizeof(int32_t));
         ls[t].scratch = emb__malloc(scratch_floats * sizeof(float));
-        ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch &&
+        ls[t].h = emb__malloc((size_t)o->dim * sizeof(float));
+        ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch && ls[t].h &&
              emb__w2v_cursor_init(&ls[t].cur, &w->ids) == EMB_OK;
         if (w->sub_off) ok = ok && (ls[t].sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
     }
@@ -714,6 +694,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     emb__sgns_step_fn step = emb__sgns_step();
     double t0 = now_seconds();
+    const int64_t done_start = w->words_done;
     int64_t *done = calloc((size_t)nt, sizeof(int64_t));
     if (!done && !st) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     while (st == EMB_OK) {
@@ -726,12 +707,17 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
                 w->lanes[t].epoch++;
                 w->lanes[t].pos = w->lanes[t].lo;
             }
+            w->epoch_loss = 0, w->epoch_examples = 0;
             continue;
         }
         round_ctx rc = {w, w->words_done, step, ls, done};
         emb__parallel(nt, round_share, &rc);
         if (own) emb__parallel_for(nt, (w->V + 63) / 64, merge_share, &rc);
-        for (int t = 0; t < nt; t++) w->words_done += done[t];
+        for (int t = 0; t < nt; t++) { /* in lane order: the same sum at every run */
+            w->words_done += done[t];
+            w->epoch_loss += ls[t].loss, w->epoch_examples += ls[t].examples;
+            ls[t].loss = 0, ls[t].examples = 0;
+        }
         for (int t = 0; t < nt && st == EMB_OK; t++)
             if (ls[t].read_failed)
                 st = emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
@@ -751,6 +737,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             double frac = (double)w->words_done / (double)p.words_total;
             p.alpha = o->alpha - (o->alpha - o->min_alpha) * (frac > 1 ? 1 : frac);
             p.seconds = now_seconds() - t0;
+            p.words_done_here = w->words_done - done_start;
+            p.loss = w->epoch_loss;
+            p.loss_examples = w->epoch_examples;
             if (progress(&p, user)) st = emb__error(EMB_ERR_CANCELLED, "training was cancelled");
         }
     }
@@ -763,7 +752,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     }
     for (int t = 0; t < nt; t++) {
         emb__free(ls[t].sen), emb__free(ls[t].ctx), emb__free(ls[t].tgt), emb__free(ls[t].negs);
-        emb__free(ls[t].scratch), emb__free(ls[t].sub);
+        emb__free(ls[t].scratch), emb__free(ls[t].h), emb__free(ls[t].sub);
         emb__free(ls[t].own), emb__free(ls[t].dirty);
         emb__w2v_cursor_free(&ls[t].cur);
     }

@@ -70,6 +70,10 @@ typedef struct emb__w2v_alias {
     int32_t alias;
 } emb__w2v_alias;
 
+/* Fills w->alias (V entries, allocated by the caller) with Walker's alias table for
+ * P(w) proportional to count^0.75 (src/w2v/sampling.c). Errors: EMB_ERR_NOMEM. */
+emb_status emb__w2v_build_alias(emb_w2v *w);
+
 struct emb_w2v {
     emb_w2v_options o;
     emb_vocab *vocab;
@@ -90,6 +94,9 @@ struct emb_w2v {
     int nt;
     emb__w2v_lane *lanes; /* [nt] */
     int64_t words_done;   /* tokens processed over all epochs */
+    double epoch_loss;    /* loss terms of the current epoch (o.compute_loss), since it began
+                             or since the run was resumed */
+    int64_t epoch_examples;
     bool diverged;        /* a score or a vector became NaN or infinite: no more training */
     /* subwords (o.maxn > 0): word i's input rows are sub_rows[sub_off[i] .. sub_off[i+1]):
      * i itself, then its n-grams' rows V + hash % bucket; NULL without subwords */
@@ -105,6 +112,24 @@ emb_status emb__w2v_subword_setup(emb_w2v *w);
 /* The first row of the input (*table 0) or else the output (*table 1) vectors that holds
  * NaN or an infinity: true with *table and *row set; false when every value is finite. */
 bool emb__w2v_find_nonfinite(const emb_w2v *w, int *table, int64_t *row);
+
+/* The loss terms of one step (see emb__sgns_step_fn for its arguments) from the rows as they
+ * are before it: the sum over inputs and trained targets of -log sigmoid(+-score)
+ * (src/w2v/loss.c). h: dim floats of scratch (CBOW). */
+double emb__w2v_step_loss(const float *syn0, const float *syn1, int64_t dim, const int32_t *ctx,
+                          int m, const int32_t *tgt, int n, bool cbow, bool cbow_mean, float *h);
+
+/* A checkpoint (or --save-state file) read as a model: its dim, words with counts, and both
+ * tables (malloc'd [V, dim] each). Sizes checked before allocating (src/w2v/checkpoint.c). */
+emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *path, int64_t *dim,
+                               emb_vocab **vocab, float **syn0, float **syn1);
+
+/* Word i's subsampling threshold for a word seen `count` times in `total` tokens. */
+void emb__w2v_set_keep(emb_w2v *w, int64_t i, double count, double total);
+
+/* Builds everything from a vocabulary and final ids (both taken over; src/w2v/trainer.c). */
+emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_ids *ids,
+                          emb_w2v **out);
 
 /* Reads and tokenises a corpus (a UTF-8 byte-order mark at its start is dropped), builds
  * the sorted, pruned vocabulary and the final ids (dropped words removed, -1 at line ends,

@@ -38,8 +38,30 @@ def test_info(emb_bin, vec):
     assert float(m.group(1)) == 0
     assert abs(float(m.group(2)) - (norm_the + norm_cat) / 3) < 1e-5
     assert abs(float(m.group(3)) - norm_cat) < 1e-5
-    assert lines["shortest"] == "кот" and lines["longest"] == "cat"
+    assert lines["smallest norm"] == "кот" and lines["largest norm"] == "cat"
     assert lines["zero rows"] == "1"
+
+
+def test_info_lists_tensors_when_it_cannot_pick_one(emb_bin, tmp_path):
+    """A safetensors file with two 2-D tables and neither named weight: the error is followed
+    by the list of tensors (name, dtype, shape), and --tensor picks one."""
+    import json
+    import struct
+    header = {"a": {"dtype": "F32", "shape": [3, 2], "data_offsets": [0, 24]},
+              "b": {"dtype": "F32", "shape": [4, 2], "data_offsets": [24, 56]}}
+    h = json.dumps(header).encode()
+    h += b" " * (-(8 + len(h)) % 8)  # values aligned, as torch's writer does
+    p = tmp_path / "two.safetensors"
+    p.write_bytes(struct.pack("<Q", len(h)) + h + bytes(56))
+    r = run([emb_bin, "info", str(p)])
+    assert r.returncode == 1
+    assert "name one (--tensor)" in r.stderr
+    assert "holds these tensors (pick one with --tensor NAME):" in r.stderr
+    assert re.search(r"(?m)^  a +F32 +torch\.Size\(\[3, 2\]\)$", r.stderr), r.stderr
+    assert re.search(r"(?m)^  b +F32 +torch\.Size\(\[4, 2\]\)$", r.stderr), r.stderr
+    r = run([emb_bin, "info", "--tensor", "b", str(p)])
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"(?m)^rows: +4$", r.stdout)
 
 
 def test_info_limit_and_fixture(emb_bin):

@@ -139,7 +139,7 @@ def checkpoint(emb_bin, tmp_path):
     ck = tmp_path / "x.ckpt"
     r = run([emb_bin, "train", corpus, "-o", str(tmp_path / "v.bin"), "--min-count", "1",
              "--threads", "1", "--dim", "8", "--epochs", "40", "--checkpoint", str(ck),
-             "--checkpoint-every", "0.000001", "-q"])
+             "--checkpoint-every", "0.000001", "--keep-checkpoint", "-q"])
     assert r.returncode == 0, r.stderr
     assert ck.exists()
     return corpus, ck

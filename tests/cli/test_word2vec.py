@@ -189,9 +189,10 @@ def test_resume_with_other_settings(emb_bin, tmp_path):
     corpus = synthetic(tmp_path / "c.txt")
     ck = tmp_path / "x.ckpt"
     # a checkpoint from a finished run's middle: cancel is not reachable from the CLI, so
-    # write one with a tiny interval on a longer run
+    # write one with a tiny interval on a longer run, and keep it
     train(emb_bin, corpus, "-o", tmp_path / "v.bin", "--min-count", 1, "--threads", 1,
-          "--epochs", 50, "--checkpoint", ck, "--checkpoint-every", "0.000001", "-q")
+          "--epochs", 50, "--checkpoint", ck, "--checkpoint-every", "0.000001", "--keep-checkpoint",
+          "-q")
     assert ck.exists()
     p = train(emb_bin, corpus, "-o", tmp_path / "w.bin", "--min-count", 1, "--threads", 1,
               "--epochs", 50, "--window", 3, "--resume", ck, check=False)

@@ -7,7 +7,8 @@
  * *out alone with a message; an accepted one has its progress within the run
  * (words done <= corpus tokens x epochs) and finite vectors; training it to the end finishes
  * with exactly corpus tokens x epochs words done and finite vectors (or stops with
- * EMB_ERR_NUMERIC naming a diverged vector); a checkpoint of the finished run resumes.
+ * EMB_ERR_NUMERIC naming a diverged vector); a checkpoint of the finished run resumes. The
+ * same file is also read as a model to continue training from (emb_w2v_continue).
  *
  * Seeds (tests/fuzz/corpus/fuzz_checkpoint) are checkpoints this harness's setup writes at
  * several moments of runs at 1, 2 and 3 threads:
@@ -127,6 +128,31 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* The same file as a model to continue training from (emb_w2v_continue, which reads it
+ * without the corpus it was trained on): refused with a message and *out untouched, or a
+ * run over the tiny corpus that trains to its end with finite vectors. */
+static void fuzz_continue(const char *model) {
+    emb_w2v_options o = options(1);
+    emb_w2v *w = (emb_w2v *)0x1;
+    emb_clear_error();
+    emb_status rc = emb_w2v_continue(&o, model, corpus_path(), &w);
+    if (rc) {
+        fz_check_error(rc, "emb_w2v_continue");
+        if (w != (emb_w2v *)0x1) FINDING("emb_w2v_continue changed *out on failure");
+        return;
+    }
+    check_finite(w, "continued");
+    rc = emb_w2v_train(w, NULL, NULL);
+    if (rc == EMB_ERR_NUMERIC) {
+        emb_w2v_free(w);
+        return;
+    }
+    if (rc) FINDING("training a continued run failed: %s", emb_errmsg());
+    if (emb_w2v_words_done(w) != emb_w2v_corpus_tokens(w) * o.epochs) FINDING("a continued run stopped early");
+    check_finite(w, "continued and trained");
+    emb_w2v_free(w);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > (1 << 16)) return 0; /* the seeds are about 2 KB */
     uint8_t *buf = malloc(size ? size : 1);
@@ -140,6 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     emb_w2v_options o = options(threads ? threads : 1);
     const char *ck = fz_input_path(buf, size);
     free(buf);
+    fuzz_continue(ck);
     emb_w2v *w = (emb_w2v *)0x1;
     emb_clear_error();
     emb_status rc = emb_w2v_resume(&o, corpus_path(), ck, &w);

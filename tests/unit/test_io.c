@@ -249,6 +249,57 @@ static void test_w2v_variants(void **state) {
     assert_string_equal(emb_vocab_word(got.vocab, 0, NULL), ". . .");
     assert_true(((float *)got.weight.data)[5] == 6.0f);
     emb_vectors_release(&got);
+    /* GloVe: a line with more numbers than the table's dimension is an error, not a word
+     * "of 0.4"; too few fields are counted right in the message */
+    {
+        const char *more = "the 0.1 0.2\nof 0.4 0.1 0.2\n", *fewer = "the 0.1 0.2\nof 0.4\n";
+        put(tmp("g_more.txt"), more, strlen(more));
+        EMB_EXPECT_ERR(emb_vectors_read(tmp("g_more.txt"), NULL, &got), EMB_ERR_FORMAT,
+                       "line 2 (byte offset 12): expected a word and 2 numbers, found 4 fields");
+        put(tmp("g_fewer.txt"), fewer, strlen(fewer));
+        EMB_EXPECT_ERR(emb_vectors_read(tmp("g_fewer.txt"), NULL, &got), EMB_ERR_FORMAT,
+                       "line 2 (byte offset 12): expected a word and 2 numbers, found 2 fields");
+    }
+    /* negative counts in a header are errors, not a GloVe word "-3" */
+    {
+        const char *neg_rows = "-3 2\na 1 2\n", *neg_dim = "3 -2\na 1 2\n";
+        put(tmp("neg_rows.txt"), neg_rows, strlen(neg_rows));
+        EMB_EXPECT_ERR(emb_vectors_read(tmp("neg_rows.txt"), NULL, &got), EMB_ERR_FORMAT,
+                       "line 1 (byte offset 0): the header's row count is negative");
+        put(tmp("neg_dim.txt"), neg_dim, strlen(neg_dim));
+        EMB_EXPECT_ERR(emb_vectors_read(tmp("neg_dim.txt"), NULL, &got), EMB_ERR_FORMAT,
+                       "the header's dimension is negative");
+    }
+    /* small text files are text: a tab after the word, a leading blank, the wrong number
+     * of fields (reported by the text reader), a word with a non-number field */
+    {
+        const struct { const char *text; const char *needle; } cases[] = {
+            {"1 2\na\t1 2\n", NULL},
+            {"1 2\n a 1 2\n", NULL},
+            {"1 2\na 1 2", NULL},
+            {"1 3\na 1 2\n", "line 2 (byte offset 9): expected 3 numbers after the word, found 2"},
+            {"1 1\nab 1 2\n", "line 2 (byte offset 9): more than 1 numbers"},
+        };
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            put(tmp("small.txt"), cases[k].text, strlen(cases[k].text));
+            emb_format f;
+            EMB_OK_OR_FAIL(emb_format_sniff(tmp("small.txt"), &f));
+            if (f != EMB_FORMAT_W2V_TEXT) fail_msg("case %zu sniffed as %s", k, emb_format_name(f));
+            if (cases[k].needle)
+                EMB_EXPECT_ERR(emb_vectors_read(tmp("small.txt"), NULL, &got), EMB_ERR_FORMAT, cases[k].needle);
+        }
+        /* and binary stays binary: a first value whose first byte is a newline, a row of
+         * printable bytes that is not numbers */
+        const unsigned char bin1[] = {'1', ' ', '1', '\n', 'a', ' ', '\n', 0, 0, 0x3f, '\n'};
+        const char *bin2 = "1 1\nab xy z\n"; /* "xy z" is 4 raw bytes: 1 float */
+        put(tmp("b1.bin"), bin1, sizeof bin1);
+        put(tmp("b2.bin"), bin2, strlen(bin2));
+        emb_format f;
+        EMB_OK_OR_FAIL(emb_format_sniff(tmp("b1.bin"), &f));
+        assert_int_equal(f, EMB_FORMAT_W2V_BINARY);
+        EMB_OK_OR_FAIL(emb_format_sniff(tmp("b2.bin"), &f));
+        assert_int_equal(f, EMB_FORMAT_W2V_BINARY);
+    }
     /* hostile GloVe: a first line of 2000 numbers, then 500000 one-word lines. The table
      * must not be allocated for 500000 x 2000 floats (4 GB; ASan would abort). */
     {
@@ -260,7 +311,7 @@ static void test_w2v_variants(void **state) {
         for (int k = 0; k < 500000; k++) fputs("x\n", f);
         fclose(f);
         EMB_EXPECT_ERR(emb_vectors_read(tmp("wide.txt"), NULL, &got), EMB_ERR_FORMAT,
-                       "line 2 (byte offset 4002): expected a word and 2000 numbers, found 0 fields");
+                       "line 2 (byte offset 4002): expected a word and 2000 numbers, found 1 field");
     }
     /* non-UTF-8 words are accepted as bytes when asked */
     emb_vectors_read_options ro = emb_vectors_read_options_default();
@@ -429,7 +480,7 @@ static void test_bad_files(void **state) {
         {"w2v_not_number.txt", EMB_ERR_FORMAT, "\"x2\" is not a number (value 2 of the row)"},
         {"w2v_bad_utf8.txt", EMB_ERR_FORMAT, "line 2 (byte offset 4): word is not valid UTF-8"},
         {"w2v_bad_utf8.bin", EMB_ERR_FORMAT, "row 1 (byte offset 4): word is not valid UTF-8"},
-        {"glove_ragged.txt", EMB_ERR_FORMAT, "line 2 (byte offset 8): expected a word and 3 numbers, found 2 fields"},
+        {"glove_ragged.txt", EMB_ERR_FORMAT, "line 2 (byte offset 8): expected a word and 3 numbers, found 3 fields"},
         {"glove_one_field.txt", EMB_ERR_FORMAT, "expected a word and numbers, found 1 field"},
         {"empty.txt", EMB_ERR_FORMAT, "empty file"},
     };

@@ -162,8 +162,13 @@ static int store(const emb_cli_command *cmd, const emb_cli_option *o, const char
     return -1;
 }
 
+/* The error of the first failed write of a help text: stdio may flush (and fail) in the
+ * middle of a long text, and errno is no longer that error when the output is finished. */
+static int help_errno;
+
 static void print_help(const emb_cli_command *cmd, emb_cli_args *args) {
-    fputs(cmd->help, stdout);
+    errno = 0;
+    if (fputs(cmd->help, stdout) == EOF && !help_errno) help_errno = errno;
     args->help = true;
 }
 
@@ -274,7 +279,7 @@ int emb_cli_finish_output(FILE *f, const char *what, int rc) {
     /* A failed command has already said why; a write error on top of it changes nothing. */
     if (rc == EMB_CLI_OK)
         fprintf(stderr, "emb: error writing %s: %s\n", what,
-                strerror(flushed != 0 && errno ? errno : EIO));
+                strerror(flushed != 0 && errno ? errno : help_errno ? help_errno : EIO));
     return rc == EMB_CLI_OK ? EMB_CLI_FAILURE : rc;
 }
 

@@ -148,6 +148,14 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                "rows)\n",
                (long long)(tot[2][1] + tot[2][2]), (long long)tot[2][1], (long long)tot[2][2],
                (long long)w.rows);
+        if (tot[2][1] == 0 && tot[2][2] > 0)
+            fprintf(stderr,
+                    "emb %s: note: every question was skipped: none has its four words among "
+                    "the first %lld rows of %s%s (--restrict N searches more rows, 0 all of "
+                    "them%s)\n",
+                    cmd->name, (long long)w.rows, args.v[0],
+                    case_sensitive ? " matched with their case" : " (ignoring case)",
+                    case_sensitive ? "; without --case-sensitive case is ignored" : "");
     }
     for (int i = 0; i < nsec; i++) free(secs[i].name);
     free(secs), free(abc), free(expect), free(sec_of), free(ids), free(sc);
@@ -166,13 +174,16 @@ const emb_cli_command emb_cli_cmd_eval_analogies = {
     "(cosine) to unit(b) - unit(a) + unit(c) among the first --restrict rows, a, b and c\n"
     "excluded, as the word2vec tool's compute-accuracy and gensim's\n"
     "evaluate_word_analogies do. A question with a word outside those rows is skipped and\n"
-    "counted as such. Prints the accuracy of each section, of the semantic sections, of\n"
-    "the syntactic ones (names starting with 'gram') and in total.\n"
+    "counted as such; when every question is skipped, a note on standard error says why.\n"
+    "Prints the accuracy of each section, of the semantic sections, of the syntactic ones\n"
+    "(names starting with 'gram') and in total.\n"
     "\n"
     "Options:\n"
     "  --restrict N       search and accept only the first N rows, the most frequent words\n"
     "                     in files sorted by frequency (default 30000, the word2vec tool's\n"
-    "                     usual threshold; 0: all rows); alias -threshold\n"
+    "                     usual threshold; 0: all rows); alias -threshold. gensim's\n"
+    "                     evaluate_word_analogies restricts to the 300000 most frequent\n"
+    "                     (restrict_vocab=300000): --restrict 300000 gives its numbers\n"
     "  --case-sensitive   match words exactly (default: ignore ASCII case, as gensim)\n"
     "  --limit N          read only the first N rows of FILE\n"
     "  -h, --help         print this help and exit\n"

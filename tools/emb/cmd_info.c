@@ -7,6 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One line per tensor: name, dtype, shape. */
+static void list_tensors(FILE *out, const emb_safetensors *st) {
+    for (int64_t i = 0; i < emb_safetensors_num_tensors(st); i++) {
+        int nd;
+        const int64_t *sh = emb_safetensors_shape(st, i, &nd);
+        char shape[256];
+        emb_shape_repr(nd, sh, shape, sizeof shape);
+        fprintf(out, "  %-24s %-5s %s\n", emb_safetensors_name(st, i), emb_safetensors_dtype(st, i), shape);
+    }
+}
+
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
     const char *from = NULL, *tensor = NULL;
     int64_t limit = 0;
@@ -30,7 +41,17 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     const char *path = args.v[0];
     emb_vectors v;
     emb_cli_watch_input(cmd, path);
-    if (emb_vectors_read(path, &ro, &v)) return emb_cli_fail(cmd, "%s", emb_errmsg());
+    if (emb_vectors_read(path, &ro, &v)) {
+        /* A safetensors file whose table cannot be picked: say what it holds. */
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        emb_safetensors *st;
+        if (!tensor && ro.format != EMB_FORMAT_NPY && !emb_safetensors_open(path, &st)) {
+            fprintf(stderr, "%s holds these tensors (pick one with --tensor NAME):\n", path);
+            list_tensors(stderr, st);
+            emb_safetensors_free(st);
+        }
+        return rc;
+    }
     int64_t rows = v.weight.shape[0], dim = v.weight.shape[1];
     printf("file:       %s\n", path);
     printf("format:     %s\n", emb_format_name(v.format));
@@ -65,10 +86,10 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         printf("norms:      min %.6g, mean %.6g, max %.6g (L2, over %lld rows)\n", mn, sum / (double)rows, mx,
                (long long)rows);
         if (v.vocab) {
-            printf("shortest:   %s\n", emb_vocab_word(v.vocab, amin, NULL));
-            printf("longest:    %s\n", emb_vocab_word(v.vocab, amax, NULL));
+            printf("smallest norm: %s\n", emb_vocab_word(v.vocab, amin, NULL));
+            printf("largest norm:  %s\n", emb_vocab_word(v.vocab, amax, NULL));
         } else {
-            printf("shortest:   row %lld\nlongest:    row %lld\n", (long long)amin, (long long)amax);
+            printf("smallest norm: row %lld\nlargest norm:  row %lld\n", (long long)amin, (long long)amax);
         }
         if (zero) printf("zero rows:  %lld\n", (long long)zero);
     }
@@ -91,13 +112,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             if (e1 && e2 && e3)
                 printf("error:      against the float32 source: max abs %s, mean abs %s, mean cosine %s\n", e1, e2, e3);
             printf("tensors:\n");
-            for (int64_t i = 0; i < emb_safetensors_num_tensors(st); i++) {
-                int nd;
-                const int64_t *sh = emb_safetensors_shape(st, i, &nd);
-                char shape[256];
-                emb_shape_repr(nd, sh, shape, sizeof shape);
-                printf("  %-24s %-5s %s\n", emb_safetensors_name(st, i), emb_safetensors_dtype(st, i), shape);
-            }
+            list_tensors(stdout, st);
             emb_safetensors_free(st);
         }
     }
@@ -114,9 +129,10 @@ const emb_cli_command emb_cli_cmd_info = {
     "number of rows, the dimension, the element type stored in the file, whether it carries\n"
     "words (and counts), rows skipped because their word repeats an earlier one, NaN or\n"
     "infinite values, and a summary of the rows' L2 norms (min, mean, max, and the words or\n"
-    "rows with the smallest and largest norm). For safetensors it also lists every tensor,\n"
-    "and for reduced-precision and quantized tables (emb convert --dtype f16|bf16|int8|int4)\n"
-    "the storage type, its bytes per row and its error against the float32 source.\n"
+    "rows with the smallest and largest norm: \"smallest norm:\", \"largest norm:\"). For\n"
+    "safetensors it also lists every tensor, and for reduced-precision and quantized tables\n"
+    "(emb convert --dtype f16|bf16|int8|int4) the storage type, its bytes per row and its\n"
+    "error against the float32 source.\n"
     "\n"
     "The format is recognised from the content: safetensors, .npy, word2vec text (also\n"
     "fastText .vec), word2vec binary, GloVe text (no header line).\n"
@@ -125,7 +141,8 @@ const emb_cli_command emb_cli_cmd_info = {
     "  --from FORMAT     read FILE as FORMAT instead of recognising it: safetensors, npy,\n"
     "                    word2vec-text (txt, vec), word2vec-binary (bin), glove\n"
     "  --tensor NAME     safetensors: the table to read (default: \"weight\", else\n"
-    "                    \"embedding.weight\", else the only 2-D floating-point tensor)\n"
+    "                    \"embedding.weight\", else the only 2-D floating-point tensor;\n"
+    "                    when none can be picked, the error lists the tensors)\n"
     "  --limit N         read only the first N rows (default 0: all), like gensim's limit\n"
     "  --no-utf8-check   accept words that are not valid UTF-8 (as raw bytes)\n"
     "\n"

@@ -2,6 +2,7 @@
  * A thin layer over include/emb/word2vec.h: parse options, train with a progress display,
  * checkpoint on request, write the vectors in the format the output name asks for. */
 #include "cli.h"
+#include "train_output.h"
 
 #include <emb/emb.h>
 #include <emb/io.h>
@@ -22,6 +23,10 @@ typedef struct {
     double last_print, last_ckpt, every;
     const char *ckpt;
     int ckpt_failed;
+    bool ckpt_written;
+    int64_t done0;      /* words done before this run (a resumed run): not counted in its speed */
+    int epochs;
+    char ckpt_msg[1024]; /* why a checkpoint could not be written */
 } train_ui;
 
 static double wall(void) {
@@ -42,15 +47,20 @@ static int on_progress(const emb_w2v_progress *p, void *user) {
     if (ui->ckpt && ui->every > 0 && now - ui->last_ckpt >= ui->every &&
         p->words_done < p->words_total) {
         if (emb_w2v_save_checkpoint(ui->w, ui->ckpt) != EMB_OK) {
+            /* kept: the trainer's "cancelled" replaces the library's message */
+            snprintf(ui->ckpt_msg, sizeof ui->ckpt_msg, "%s", emb_errmsg());
             ui->ckpt_failed = 1;
             return 1;
         }
+        ui->ckpt_written = true;
         ui->last_ckpt = now;
     }
     if (ui->quiet) return 0;
     double frac = (double)p->words_done / (double)p->words_total;
-    double rate = p->seconds > 0 ? (double)p->words_done / p->seconds : 0;
-    char eta[32];
+    double rate = p->seconds > 0 ? (double)p->words_done_here / p->seconds : 0;
+    char eta[32], loss[48] = "";
+    if (p->loss_examples > 0)
+        snprintf(loss, sizeof loss, "  loss %.4f", p->loss / (double)p->loss_examples);
     fmt_eta(eta, sizeof eta, rate > 0 ? (double)(p->words_total - p->words_done) / rate : 0);
     if (ui->tty) {
         if (now - ui->last_print < 0.1 && p->words_done < p->words_total) return 0;
@@ -58,12 +68,12 @@ static int on_progress(const emb_w2v_progress *p, void *user) {
         int fill = (int)(frac * 30);
         for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
         bar[30] = 0;
-        fprintf(stderr, "\r[%s] %5.1f%%  %8.0f words/s  lr %.6f  ETA %s ", bar, 100 * frac,
-                rate, p->alpha, eta);
+        fprintf(stderr, "\r[%s] %5.1f%%  epoch %d/%d%s  %8.0f words/s  lr %.6f  ETA %s ", bar,
+                100 * frac, p->epoch + 1, ui->epochs, loss, rate, p->alpha, eta);
     } else {
         if (now - ui->last_print < 5.0) return 0;
-        fprintf(stderr, "progress: %5.1f%%  %.0f words/s  lr %.6f  ETA %s\n", 100 * frac, rate,
-                p->alpha, eta);
+        fprintf(stderr, "progress: %5.1f%%  epoch %d/%d%s  %.0f words/s  lr %.6f  ETA %s\n",
+                100 * frac, p->epoch + 1, ui->epochs, loss, rate, p->alpha, eta);
     }
     fflush(stderr);
     ui->last_print = now;
@@ -93,15 +103,18 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     int64_t minn = -1, maxn = -1, bucket = -1;
     bool subwords = false;
     int64_t dim = -1, window = -1, negative = -1, min_count = -1, max_vocab = -1, epochs = -1,
-            threads = -1, cbow = -1, hs = 0, binary = 0, max_sentence = -1;
+            threads = -1, cbow = -1, hs = 0, binary = -1, max_sentence = -1;
     double sample = -1, alpha = NAN, min_alpha = -1, every = 0;
     uint64_t seed = 1;
-    bool lowercase = false, strip = false, quiet = false, sum = false, shared = false;
+    bool lowercase = false, strip = false, quiet = false, sum = false, shared = false,
+         keep_ckpt = false, loss = false;
+    const char *input = NULL, *save_vocab = NULL, *read_vocab = NULL, *cont = NULL,
+               *save_state = NULL;
     bool lenient = false;
     const emb_cli_option opts[] = {
         {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
         {"train", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
-        {"input", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
+        {"input", 0, NULL, EMB_CLI_STRING, &input, 0, 0, 0, 0},
         {"model", 0, NULL, EMB_CLI_STRING, &model, 0, 0, 0, 0},
         {"cbow", 0, NULL, EMB_CLI_INT, &cbow, 0, 1, 0, 0},
         {"dim", 0, "size vector-size", EMB_CLI_INT, &dim, 1, 1 << 20, 0, 0},
@@ -126,17 +139,26 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"checkpoint", 0, NULL, EMB_CLI_STRING, &checkpoint, 0, 0, 0, 0},
         {"checkpoint-every", 0, NULL, EMB_CLI_DOUBLE, &every, 0, 0, 0, 1e9},
         {"resume", 0, NULL, EMB_CLI_STRING, &resume, 0, 0, 0, 0},
+        {"keep-checkpoint", 0, NULL, EMB_CLI_FLAG, &keep_ckpt, 0, 0, 0, 0},
+        {"loss", 0, "compute-loss", EMB_CLI_FLAG, &loss, 0, 0, 0, 0},
+        {"save-vocab", 0, NULL, EMB_CLI_STRING, &save_vocab, 0, 0, 0, 0},
+        {"read-vocab", 0, NULL, EMB_CLI_STRING, &read_vocab, 0, 0, 0, 0},
+        {"continue", 0, NULL, EMB_CLI_STRING, &cont, 0, 0, 0, 0},
+        {"save-model", 0, NULL, EMB_CLI_STRING, &save_model, 0, 0, 0, 0},
         {"quiet", 'q', NULL, EMB_CLI_FLAG, &quiet, 0, 0, 0, 0},
         {"subwords", 0, NULL, EMB_CLI_FLAG, &subwords, 0, 0, 0, 0},
         {"minn", 0, NULL, EMB_CLI_INT, &minn, 0, 100, 0, 0},
         {"maxn", 0, NULL, EMB_CLI_INT, &maxn, 0, 100, 0, 0},
         {"bucket", 0, NULL, EMB_CLI_INT, &bucket, 1, INT32_MAX - 1, 0, 0},
-        {"save-model", 0, NULL, EMB_CLI_STRING, &save_model, 0, 0, 0, 0},
+        {"save-state", 0, NULL, EMB_CLI_STRING, &save_state, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
     };
     emb_cli_args args;
     int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
     if (rc >= 0) return rc;
+    if (train && input)
+        return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train, input);
+    if (!train) train = input;
     if (train && args.n > 0)
         return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train,
                                    args.v[0]);
@@ -180,6 +202,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     o.strip_punct = strip;
     o.cbow_mean = !sum;
     o.shared_negatives = shared;
+    o.compute_loss = loss;
     o.lenient = lenient;
     /* subwords: any of their options turns them on, with fastText's defaults for the rest
      * (minn 3, maxn 6, bucket 2,000,000); --maxn 0 turns them off */
@@ -190,32 +213,62 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         return emb_cli_usage_error(cmd, "checkpoints of training with subwords are not provided");
     if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
 
-    emb_vectors_write_options wo = emb_vectors_write_options_default();
-    wo.format = binary ? EMB_FORMAT_W2V_BINARY : emb_format_from_path(output);
-    if (wo.format == EMB_FORMAT_AUTO) wo.format = EMB_FORMAT_W2V_TEXT; /* as the word2vec tool */
+    train_output out;
+    if ((rc = train_output_resolve(cmd, output, binary, input != NULL, &out)) >= 0) return rc;
+    output = out.path;
     char why[600];
-    if (!dir_writable(output, why, sizeof why))
+    if (!out.to_stdout && !dir_writable(output, why, sizeof why))
         return emb_cli_fail(cmd, "cannot write %s: %s", output, why);
+    if (checkpoint && every == 0) {
+        every = 300;
+        if (!quiet)
+            fprintf(stderr, "emb train: --checkpoint without --checkpoint-every: writing %s every %g "
+                            "seconds\n", checkpoint, every);
+    }
     if (save_model && !dir_writable(save_model, why, sizeof why))
         return emb_cli_fail(cmd, "cannot write %s: %s", save_model, why);
     if (!checkpoint && every > 0) {
         static char def[4096];
-        snprintf(def, sizeof def, "%s.ckpt", output);
+        snprintf(def, sizeof def, "%s.ckpt", out.to_stdout ? "emb-train" : output);
         checkpoint = def;
     }
     if (checkpoint && !dir_writable(checkpoint, why, sizeof why))
         return emb_cli_fail(cmd, "cannot write checkpoint %s: %s", checkpoint, why);
     if (resume && strcmp(corpus, "-") == 0)
         return emb_cli_usage_error(cmd, "--resume needs the corpus as a file, not stdin");
+    if ((cont || read_vocab) && (resume || checkpoint))
+        return emb_cli_usage_error(cmd, "%s cannot be combined with checkpoints (--checkpoint, "
+                                        "--checkpoint-every, --resume)",
+                                   cont ? "--continue" : "--read-vocab");
+    if (cont && read_vocab)
+        return emb_cli_usage_error(cmd, "--continue takes its vocabulary from the model; drop "
+                                        "--read-vocab");
+    emb_vocab *given_vocab = NULL;
+    if (read_vocab && emb_vocab_load(read_vocab, &given_vocab) != EMB_OK)
+        return emb_cli_fail(cmd, "%s", emb_errmsg());
 
     double t0 = wall();
     emb_w2v *w = NULL;
-    emb_status st = resume ? emb_w2v_resume(&o, corpus, resume, &w)
-                           : emb_w2v_create_from_file(&o, corpus, &w);
+    emb_status st = resume       ? emb_w2v_resume(&o, corpus, resume, &w)
+                    : cont       ? emb_w2v_continue(&o, cont, corpus, &w)
+                    : given_vocab ? emb_w2v_create_with_vocab(&o, given_vocab, corpus, &w)
+                                 : emb_w2v_create_from_file(&o, corpus, &w);
+    emb_vocab_free(given_vocab);
     if (st) return emb_cli_fail(cmd, "%s", emb_errmsg());
     const emb_vocab *vocab = emb_w2v_vocab(w);
+    if (save_vocab && emb_vocab_save(vocab, save_vocab) != EMB_OK) {
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        emb_w2v_free(w);
+        return rc;
+    }
+    int asked_threads = o.threads;
     o = emb_w2v_options_of(w);
-    train_ui ui = {w, isatty(fileno(stderr)) == 1, quiet, 0, wall(), every, checkpoint, 0};
+    if (resume && threads > 0 && asked_threads != o.threads && !quiet)
+        fprintf(stderr, "emb train: %s was written by a run of %d threads; it continues with %d "
+                        "(a thread's share of the corpus is part of the checkpoint)\n",
+                resume, o.threads, o.threads);
+    train_ui ui = {w, isatty(fileno(stderr)) == 1, quiet, 0, wall(), every, checkpoint, 0, false,
+                   emb_w2v_words_done(w), o.epochs, ""};
     if (!quiet)
         fprintf(stderr,
                 "emb train: %s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
@@ -223,14 +276,15 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                 corpus, (long long)emb_vocab_num_words(vocab),
                 (long long)emb_w2v_corpus_tokens(w), m == EMB_W2V_CBOW ? "CBOW" : "skip-gram",
                 (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
-                o.maxn > 0 ? "; subwords" : "", resume ? " (resumed)" : "");
+                o.maxn > 0 ? "; subwords" : "",
+                resume ? " (resumed)" : cont ? " (continued)" : "");
     double t1 = wall();
-    int64_t done0 = emb_w2v_words_done(w);
+    int64_t done0 = ui.done0;
     st = emb_w2v_train(w, on_progress, &ui);
     double t2 = wall();
     if (!quiet && ui.tty) fprintf(stderr, "\n");
     if (ui.ckpt_failed) {
-        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        rc = emb_cli_fail(cmd, "training stopped: cannot write the checkpoint: %s", ui.ckpt_msg);
         emb_w2v_free(w);
         return rc;
     }
@@ -241,14 +295,28 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     }
     emb_tensor vec;
     /* with subwords a word's vector is the mean of its rows (fastText's .vec) */
-    st = o.maxn > 0 ? emb_w2v_word_vectors(w, &vec) : emb_w2v_vectors(w, &vec);
-    if (st == EMB_OK) st = emb_vectors_write(output, &vec, vocab, &wo);
-    if (o.maxn > 0) emb_tensor_release(&vec);
-    if (st == EMB_OK && save_model) st = emb_w2v_save_fasttext(w, save_model);
-    if (st) {
+    if (o.maxn > 0 ? emb_w2v_word_vectors(w, &vec) : emb_w2v_vectors(w, &vec)) {
         rc = emb_cli_fail(cmd, "%s", emb_errmsg());
         emb_w2v_free(w);
         return rc;
+    }
+    rc = train_output_write(cmd, &out, &vec, vocab);
+    if (o.maxn > 0) emb_tensor_release(&vec);
+    if (rc == EMB_CLI_OK && save_model && emb_w2v_save_fasttext(w, save_model) != EMB_OK)
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+    if (rc != EMB_CLI_OK) {
+        emb_w2v_free(w);
+        return rc;
+    }
+    if (save_state && emb_w2v_save_checkpoint(w, save_state) != EMB_OK) {
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        emb_w2v_free(w);
+        return rc;
+    }
+    /* The vectors are safe: the run's checkpoints have served their purpose. */
+    if (!keep_ckpt) {
+        if (checkpoint && ui.ckpt_written) remove(checkpoint);
+        if (resume) remove(resume);
     }
     if (!quiet) {
         struct rusage ru;
@@ -258,7 +326,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                 "emb train: %lld words in %.2f s (%.0f words/s; reading %.2f s), peak memory "
                 "%.1f MB; wrote %s (%s)\n",
                 (long long)words, t2 - t1, (t2 - t1) > 0 ? (double)words / (t2 - t1) : 0,
-                t1 - t0, (double)ru.ru_maxrss / 1024.0, output, emb_format_name(wo.format));
+                t1 - t0, (double)ru.ru_maxrss / 1024.0,
+                out.to_stdout ? "standard output" : output, emb_format_name(out.format));
     }
     int64_t bad_utf8, too_long;
     emb_w2v_skipped(w, &bad_utf8, &too_long);
@@ -282,8 +351,13 @@ const emb_cli_command emb_cli_cmd_train = {
     "\n"
     "The format of OUT follows its extension: .safetensors (tensor 'weight' plus the words;\n"
     "loads with torch and Embedding.from_pretrained), .bin (word2vec binary), .vec or .txt\n"
-    "(word2vec text, as fastText's .vec); any other name gets word2vec text. The file is\n"
-    "written atomically: a failed run never replaces an existing OUT.\n"
+    "(word2vec text, as fastText's .vec); any other name gets word2vec text; -binary 0|1\n"
+    "picks word2vec text or binary whatever the name, as the word2vec tool does. OUT '-'\n"
+    "writes to standard output (word2vec text, or binary with -binary 1). With the corpus\n"
+    "given by fastText's -input, an OUT without one of those extensions is a prefix, as in\n"
+    "fastText: PREFIX.vec is written. Compressed names (.gz, .bz2, .xz, .zst) are refused\n"
+    "rather than written uncompressed: use -o - | gzip > OUT.gz. The file is written\n"
+    "atomically: a failed run never replaces an existing OUT.\n"
     "\n"
     "Options (word2vec's and fastText's single-dash names are accepted too):\n"
     "  -o, --output OUT        where to write the vectors (word2vec: -output)\n"
@@ -311,17 +385,37 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --max-sentence N        longest sentence in tokens, 1 to 2147483647 (default 1000)\n"
     "  --subwords, --minn/--maxn/--bucket N, --save-model .bin: fastText n-grams\n"
     "  -hs 0, -binary 0|1      word2vec compatibility: hierarchical softmax is not provided\n"
-    "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary\n"
-    "  --checkpoint FILE       where checkpoints go (default OUT.ckpt)\n"
+    "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary,\n"
+    "                          -binary 0 word2vec text\n"
+    "  --checkpoint FILE       where checkpoints go (default OUT.ckpt); alone, it checkpoints\n"
+    "                          every 300 seconds (and says so)\n"
     "  --checkpoint-every S    write the whole training state every S seconds, atomically\n"
     "  --resume FILE           continue from a checkpoint (same corpus and options)\n"
+    "  --keep-checkpoint       keep the checkpoint (and the one resumed from) after a\n"
+    "                          successful run; by default they are removed once the\n"
+    "                          vectors are written\n"
+    "  --save-vocab FILE       write the vocabulary, \"word count\" lines (word2vec's\n"
+    "                          -save-vocab)\n"
+    "  --read-vocab FILE       take the vocabulary and its counts from FILE instead of\n"
+    "                          counting the corpus (word2vec's -read-vocab)\n"
+    "  --save-state FILE       also write the whole training state (both tables, the words\n"
+    "                          and their counts) for --continue\n"
+    "  --continue MODEL        train the model further on CORPUS: its words keep their\n"
+    "                          vectors, new words seen --min-count times are added (as\n"
+    "                          gensim's build_vocab(update=True)); the model's dim is used\n"
+    "  --loss                  show the training loss in the progress display: the mean\n"
+    "                          over this epoch's examples of the sum of -log sigmoid terms\n"
+    "                          (docs/word2vec.md, \"Loss\"); costs time, same vectors\n"
+    "                          (gensim: compute_loss)\n"
     "  -q, --quiet             no progress display and no summary\n"
     "  -h, --help              print this help and exit\n"
     "\n"
-    "Progress goes to standard error: a bar (percent, words/s, learning rate, ETA) on a\n"
-    "terminal, a line every 5 seconds otherwise, and a summary at the end. With --threads 1\n"
-    "and a fixed --seed two runs give identical vectors; with more threads rows are updated\n"
-    "without locks, as the other tools do, and results vary slightly between runs.\n"
+    "Progress goes to standard error: a bar (percent, epoch, the loss with --loss,\n"
+    "words/s, learning rate, ETA) on a terminal, a line every 5 seconds otherwise, and a\n"
+    "summary at the end (after --resume, words/s and the ETA count only the work done since\n"
+    "the resume). With --threads 1 and a fixed --seed two runs give identical vectors; with\n"
+    "more threads rows are updated without locks, as the other tools do, and results vary\n"
+    "slightly between runs.\n"
     "\n"
     "Exit status: 0 on success, 1 on a failure (unreadable or non-UTF-8 corpus, no word\n"
     "frequent enough, an output folder that does not exist, training that diverged, a\n"

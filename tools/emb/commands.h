@@ -16,8 +16,12 @@
  * different definitions of EMB_CLI_COMMAND, so it has no include guard.
  */
 EMB_CLI_COMMAND(train)
+EMB_CLI_COMMAND(phrases)
 EMB_CLI_COMMAND(nn)
 EMB_CLI_COMMAND(analogy)
+EMB_CLI_COMMAND(most_similar)
+EMB_CLI_COMMAND(similarity)
+EMB_CLI_COMMAND(doesnt_match)
 EMB_CLI_COMMAND(eval_analogies)
 EMB_CLI_COMMAND(eval_pairs)
 EMB_CLI_COMMAND(plot)

@@ -52,8 +52,21 @@ void wordvecs_lower(char *s) {
         if (*s >= 'A' && *s <= 'Z') *s = (char)(*s - 'A' + 'a');
 }
 
+static int open_table(const emb_cli_command *cmd, const char *path, int64_t limit,
+                      int64_t restrict_rows, bool fold_case, bool need_words, wordvecs *out);
+
 int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
                   int64_t restrict_rows, bool fold_case, wordvecs *out) {
+    return open_table(cmd, path, limit, restrict_rows, fold_case, true, out);
+}
+
+int wordvecs_open_any(const emb_cli_command *cmd, const char *path, int64_t limit,
+                      int64_t restrict_rows, bool fold_case, wordvecs *out) {
+    return open_table(cmd, path, limit, restrict_rows, fold_case, false, out);
+}
+
+static int open_table(const emb_cli_command *cmd, const char *path, int64_t limit,
+                      int64_t restrict_rows, bool fold_case, bool need_words, wordvecs *out) {
     memset(out, 0, sizeof *out);
     emb_cli_watch_input(cmd, path);
     if (limit == 0 && open_quantized(path, out)) {
@@ -68,7 +81,7 @@ int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
         emb_vectors_release(&out->v);
         return emb_cli_fail(cmd, "%s", emb_errmsg());
     }
-    if (!out->v.vocab) {
+    if (!out->v.vocab && need_words) {
         wordvecs_close(out);
         return emb_cli_fail(cmd, "%s holds no words (a table without a vocabulary)", path);
     }
@@ -81,7 +94,7 @@ int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
         wordvecs_close(out);
         return rc;
     }
-    if (fold_case && wordvecs_fold(out->v.vocab, rows, &out->fold) != EMB_OK) {
+    if (fold_case && out->v.vocab && wordvecs_fold(out->v.vocab, rows, &out->fold) != EMB_OK) {
         int rc = emb_cli_fail(cmd, "%s", emb_errmsg());
         wordvecs_close(out);
         return rc;

@@ -25,6 +25,10 @@ typedef struct {
  * EMB_CLI_FAILURE on failure, -1 on success. */
 int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
                   int64_t restrict_rows, bool fold_case, wordvecs *out);
+/* The same for a table that may have no words (then v.vocab is NULL and rows are named by
+ * their ids). */
+int wordvecs_open_any(const emb_cli_command *cmd, const char *path, int64_t limit,
+                      int64_t restrict_rows, bool fold_case, wordvecs *out);
 void wordvecs_close(wordvecs *w);
 
 /* The row of `word` among the searched rows (folded when the table was opened with

@@ -1,0 +1,60 @@
+/* libFuzzer harness: phrase detection (include/emb/phrases.h) over arbitrary text. The
+ * first byte picks min_count (1-4) and a threshold from a table; the rest is the corpus.
+ * Oracles, besides the sanitizers: a refused corpus leaves *out alone with a message; an
+ * accepted one is rewritten with as many lines as it has, and the tokens written plus the
+ * phrases joined equal the tokens read.
+ * Seeds: tests/fuzz/corpus/fuzz_phrases (small texts with repeated pairs, CRLF, no newline
+ * at the end, blank lines, NUL and non-UTF-8 bytes). */
+#include "fuzz_read_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int64_t count_tokens(const char *s, size_t n, int64_t *lines) {
+    int64_t t = 0;
+    bool in = false;
+    *lines = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool blank = c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' || c == '\n';
+        if (!blank && !in) t++;
+        in = !blank;
+        if (c == '\n') (*lines)++;
+    }
+    if (n > 0 && s[n - 1] != '\n') (*lines)++;
+    return t;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1 || size > (1 << 14)) return 0;
+    static const double thresholds[] = {-1e300, -1, 0, 0.5, 10, 1e300};
+    emb_phrases_options o = emb_phrases_options_default();
+    o.min_count = 1 + (data[0] & 3);
+    o.threshold = thresholds[(data[0] >> 2) % 6];
+    const char *path = fz_input_path(data + 1, size - 1);
+    emb_phrases *p = (emb_phrases *)0x1;
+    emb_clear_error();
+    emb_status rc = emb_phrases_learn(path, &o, &p);
+    if (rc) {
+        fz_check_error(rc, "emb_phrases_learn");
+        if (p != (emb_phrases *)0x1) FINDING("emb_phrases_learn changed *out on failure");
+        return 0;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    if (!out) FINDING("open_memstream failed");
+    int64_t joined = -1;
+    rc = emb_phrases_apply(p, path, out, &joined);
+    fclose(out);
+    if (rc) FINDING("emb_phrases_apply failed on what learn read: %s", emb_errmsg());
+    int64_t in_lines, out_lines;
+    int64_t in_tokens = count_tokens((const char *)data + 1, size - 1, &in_lines);
+    int64_t out_tokens = count_tokens(buf, len, &out_lines);
+    if (out_lines != in_lines) FINDING("%lld lines in, %lld out", (long long)in_lines, (long long)out_lines);
+    if (joined < 0 || out_tokens + joined != in_tokens)
+        FINDING("%lld tokens in, %lld out with %lld phrases", (long long)in_tokens, (long long)out_tokens,
+                (long long)joined);
+    free(buf);
+    emb_phrases_free(p);
+    return 0;
+}
