@@ -25,10 +25,10 @@
 typedef struct serve_table serve_table;
 
 /* A vector for a word that is not in the vocabulary, written into out[dim]; false when the
- * table cannot make one. This is the hook for subword models (fastText's n-gram vectors):
- * a table whose reader provides one sets it, and every route that takes words uses it for
- * unseen words. No table emb reads provides it yet (emb reads fastText's .vec, which holds
- * no n-grams; its .bin models are refused), so it is NULL for every table today. */
+ * table cannot make one. This is the hook for subword models: a fastText .bin model sets it
+ * (the word's character n-gram rows averaged as fastText does, emb_fasttext_word_vector), and
+ * every route that takes words uses it for unseen words. Other tables hold no n-grams and
+ * leave it NULL. */
 typedef bool (*serve_unseen_fn)(const serve_table *t, const char *word, size_t len, float *out);
 
 struct serve_table {
@@ -43,6 +43,7 @@ struct serve_table {
     int64_t rows, dim, searched;
     bool mapped;          /* the rows are a read-only mapping of the file, shared by processes */
     serve_unseen_fn unseen; /* NULL: unseen words are left out (see above) */
+    emb_fasttext *ft;     /* a fastText .bin model's n-grams (the hook's data), or NULL */
 };
 
 typedef struct serve_table_options {
