@@ -52,8 +52,8 @@ static char *model_name(const char *path, const char *given) {
     return strdup(base);
 }
 
-bool serve_table_open(const char *path, const serve_table_options *o, serve_table *t,
-                      char *err, size_t errsize) {
+bool serve_table_open(const char *path, const serve_table_options *o, serve_table *t, char *err,
+                      size_t errsize) {
     memset(t, 0, sizeof *t);
     t->path = path;
     if (o->tensor || !try_map(path, t)) {
@@ -109,8 +109,10 @@ void serve_table_close(serve_table *t) {
     emb_fasttext_free(t->ft);
     emb_vocab_free(t->fold);
     emb_qtable_free(t->q);
-    if (t->v.weight.data || t->v.vocab) emb_vectors_release(&t->v); /* its vocab is t->vocab */
-    else emb_vocab_free(t->vocab);                               /* the mapped file's */
+    if (t->v.weight.data || t->v.vocab)
+        emb_vectors_release(&t->v); /* its vocab is t->vocab */
+    else
+        emb_vocab_free(t->vocab); /* the mapped file's */
     free(t->model);
     memset(t, 0, sizeof *t);
 }
