@@ -76,7 +76,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             }
         }
         if (dim > 0) /* a table of width 0 may have no data at all */
-            memcpy(out + n * dim, (const float *)v.weight.data + id * dim, sizeof *out * (size_t)dim);
+            memcpy(out + n * dim, (const float *)v.weight.data + id * dim,
+                   sizeof *out * (size_t)dim);
         labels[n++] = v.vocab ? emb_vocab_word(v.vocab, id, NULL) : q;
     }
     if (n > 0) {
