@@ -21,6 +21,7 @@ demo: deps-build build
 	./$(BUILD)/emb demo
 
 test: deps-test
+	scripts/check-format.sh
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DEMB_SANITIZE=ON -DEMB_WERROR=ON -DEMB_TESTS=ON $(CMAKE_FLAGS)

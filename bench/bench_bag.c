@@ -14,9 +14,9 @@
  * Every line carries the gather probe's time for the same positions' rows. */
 #include "bench_common.h"
 
-#define USAGE                                                                               \
-    "usage: bench_bag [--op LIST] [--rows V] [--dim D] [--indices N] [--bag B]\n"          \
-    "                 [--threads T] [--reps R] [--seed S]\n"                               \
+#define USAGE                                                                                      \
+    "usage: bench_bag [--op LIST] [--rows V] [--dim D] [--indices N] [--bag B]\n"                  \
+    "                 [--threads T] [--reps R] [--seed S]\n"                                       \
     "ops: bag_{sum,sum_psw,mean,max}_{fwd,fwd_bwd}, bag_{sum,sum_psw,mean}_sparse\n"
 
 typedef struct {

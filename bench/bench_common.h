@@ -27,12 +27,12 @@
 #include <omp.h>
 #endif
 
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        if ((call) != EMB_OK) {                                                       \
-            fprintf(stderr, "bench: %s failed: %s\n", #call, emb_errmsg());           \
-            exit(1);                                                                  \
-        }                                                                             \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        if ((call) != EMB_OK) {                                                                    \
+            fprintf(stderr, "bench: %s failed: %s\n", #call, emb_errmsg());                        \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 typedef struct bench_args {
@@ -184,8 +184,8 @@ static inline void bench_gather_probe(void *p) {
 
 /* The probe's best median over prefetch distances 0, 4, 8, 16 and 32 rows: the fastest
  * random-row fetch this code finds on this machine. *best_dist receives the distance. */
-static inline double bench_probe(const float *w, int64_t d, const int64_t *ix, int64_t n, int threads,
-                          int reps, int *best_dist) {
+static inline double bench_probe(const float *w, int64_t d, const int64_t *ix, int64_t n,
+                                 int threads, int reps, int *best_dist) {
     static const int dists[] = {0, 4, 8, 16, 32};
     float *out = malloc((size_t)n * (size_t)d * sizeof(float));
     if (!out) exit(1);
@@ -243,8 +243,8 @@ static inline void bench_probe_line(const bench_args *a, double probe, int dist)
     printf("{\"lib\":\"machine\",\"op\":\"gather_probe\",\"rows\":%lld,\"dim\":%lld,"
            "\"indices\":%lld,\"threads\":%d,\"reps\":%d,\"median_s\":%.9g,"
            "\"prefetch_rows\":%d,\"rows_per_s\":%.4g}\n",
-           (long long)a->rows, (long long)a->dim, (long long)a->indices, a->threads, a->reps,
-           probe, dist, (double)a->indices / probe);
+           (long long)a->rows, (long long)a->dim, (long long)a->indices, a->threads, a->reps, probe,
+           dist, (double)a->indices / probe);
     fflush(stdout);
 }
 

@@ -20,18 +20,28 @@
  * for the same N rows (measured once per run, before the operations). */
 #include "bench_common.h"
 
-#define USAGE                                                                                \
-    "usage: bench_embedding [--op LIST] [--rows V] [--dim D] [--indices N] [--threads T]\n" \
-    "                       [--reps R] [--seed S]\n"                                        \
-    "ops: copy gather_probe forward dense_backward sparse_backward sparse_backward_view\n" \
-    "     sgd_unfused sgd_unfused_view sgd_fused adagrad_unfused adagrad_unfused_view\n"    \
+#define USAGE                                                                                      \
+    "usage: bench_embedding [--op LIST] [--rows V] [--dim D] [--indices N] [--threads T]\n"        \
+    "                       [--reps R] [--seed S]\n"                                               \
+    "ops: copy gather_probe forward dense_backward sparse_backward sparse_backward_view\n"         \
+    "     sgd_unfused sgd_unfused_view sgd_fused adagrad_unfused adagrad_unfused_view\n"           \
     "     adagrad_fused sparseadam_unfused sparseadam_unfused_view sparseadam_fused\n"
 
-static const char *const ALL_OPS[] = {
-    "copy",           "gather_probe",          "forward",           "dense_backward",
-    "sparse_backward", "sparse_backward_view", "sgd_unfused",       "sgd_unfused_view",
-    "sgd_fused",      "adagrad_unfused",       "adagrad_unfused_view", "adagrad_fused",
-    "sparseadam_unfused", "sparseadam_unfused_view", "sparseadam_fused"};
+static const char *const ALL_OPS[] = {"copy",
+                                      "gather_probe",
+                                      "forward",
+                                      "dense_backward",
+                                      "sparse_backward",
+                                      "sparse_backward_view",
+                                      "sgd_unfused",
+                                      "sgd_unfused_view",
+                                      "sgd_fused",
+                                      "adagrad_unfused",
+                                      "adagrad_unfused_view",
+                                      "adagrad_fused",
+                                      "sparseadam_unfused",
+                                      "sparseadam_unfused_view",
+                                      "sparseadam_fused"};
 #define NUM_OPS (sizeof ALL_OPS / sizeof ALL_OPS[0])
 
 typedef struct {
@@ -132,7 +142,8 @@ int main(int argc, char **argv) {
     double probe = bench_probe(w.data, D, c.idx.data, N, a.threads, a.reps, &dist);
     if (bench_has_op(a.ops, "gather_probe")) bench_probe_line(&a, probe, dist);
 
-    if (bench_has_op(a.ops, "forward")) bench_line(&a, "forward", bench_time(run_forward, &c, a.reps), probe);
+    if (bench_has_op(a.ops, "forward"))
+        bench_line(&a, "forward", bench_time(run_forward, &c, a.reps), probe);
     if (bench_has_op(a.ops, "dense_backward")) {
         CHECK(emb_tensor_alloc(&c.gw, EMB_FLOAT32, 2, (int64_t[]){V, D}));
         bench_line(&a, "dense_backward", bench_time(run_dense_backward, &c, a.reps), probe);
@@ -147,20 +158,25 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         emb_optimizer_kind kind;
-    } optims[] = {{"sgd", EMB_OPTIMIZER_SGD}, {"adagrad", EMB_OPTIMIZER_ADAGRAD},
+    } optims[] = {{"sgd", EMB_OPTIMIZER_SGD},
+                  {"adagrad", EMB_OPTIMIZER_ADAGRAD},
                   {"sparseadam", EMB_OPTIMIZER_SPARSE_ADAM}};
     for (size_t k = 0; k < sizeof optims / sizeof optims[0]; k++)
         for (int fused = 0; fused < 3; fused++) { /* unfused, fused, unfused with the view */
             char name[64];
             snprintf(name, sizeof name, "%s_%s", optims[k].name,
-                     fused == 1 ? "fused" : fused == 2 ? "unfused_view" : "unfused");
+                     fused == 1   ? "fused"
+                     : fused == 2 ? "unfused_view"
+                                  : "unfused");
             if (!bench_has_op(a.ops, name)) continue;
             emb_optimizer_options oo = emb_optimizer_options_default(optims[k].kind);
             oo.lr = 1e-3;
             CHECK(emb_optimizer_create(&oo, &c.opt));
             CHECK(emb_optimizer_add_param(c.opt, &w, &c.param));
             bench_line(&a, name,
-                       bench_time(fused == 1 ? run_fused : fused == 2 ? run_unfused_view : run_unfused,
+                       bench_time(fused == 1   ? run_fused
+                                  : fused == 2 ? run_unfused_view
+                                               : run_unfused,
                                   &c, a.reps),
                        probe);
             emb_optimizer_free(c.opt);

@@ -39,7 +39,8 @@ int main(int argc, char **argv) {
         emb_tensor w;
         int64_t shape[2] = {rows, dim};
         emb_vocab *v;
-        if (emb_tensor_alloc(&w, EMB_FLOAT32, 2, shape) || emb_vocab_create(&v)) return fprintf(stderr, "%s\n", emb_errmsg()), 1;
+        if (emb_tensor_alloc(&w, EMB_FLOAT32, 2, shape) || emb_vocab_create(&v))
+            return fprintf(stderr, "%s\n", emb_errmsg()), 1;
         emb_manual_seed(0);
         float *d = w.data;
         uint64_t s = 0x9E3779B97F4A7C15ull;
@@ -50,15 +51,16 @@ int main(int argc, char **argv) {
         char word[32];
         for (int64_t i = 0; i < rows; i++) {
             int n = snprintf(word, sizeof word, "w%lld", (long long)i);
-            if (emb_vocab_add(v, word, (size_t)n, 0, NULL, NULL)) return fprintf(stderr, "%s\n", emb_errmsg()), 1;
+            if (emb_vocab_add(v, word, (size_t)n, 0, NULL, NULL))
+                return fprintf(stderr, "%s\n", emb_errmsg()), 1;
         }
         emb_vectors_write_options o = emb_vectors_write_options_default();
         o.format = EMB_FORMAT_W2V_TEXT;
         o.precision = 6;
         double t0 = now();
         if (emb_vectors_write(path, &w, v, &o)) return fprintf(stderr, "%s\n", emb_errmsg()), 1;
-        printf("seconds=%.3f bytes=%lld rows=%lld dim=%lld\n", now() - t0, file_size(path), (long long)rows,
-               (long long)dim);
+        printf("seconds=%.3f bytes=%lld rows=%lld dim=%lld\n", now() - t0, file_size(path),
+               (long long)rows, (long long)dim);
         emb_tensor_release(&w);
         emb_vocab_free(v);
         return 0;
@@ -90,6 +92,7 @@ int main(int argc, char **argv) {
         double t = now() - t0;
         if (t < best) best = t;
     }
-    printf("seconds=%.3f bytes=%lld rows=%lld dim=%lld\n", best, file_size(path), (long long)rows, (long long)dim);
+    printf("seconds=%.3f bytes=%lld rows=%lld dim=%lld\n", best, file_size(path), (long long)rows,
+           (long long)dim);
     return 0;
 }

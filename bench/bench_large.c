@@ -35,12 +35,12 @@
 #include <omp.h>
 #endif
 
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        if ((call) != EMB_OK) {                                                       \
-            fprintf(stderr, "bench_large: %s failed: %s\n", #call, emb_errmsg());     \
-            exit(1);                                                                  \
-        }                                                                             \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        if ((call) != EMB_OK) {                                                                    \
+            fprintf(stderr, "bench_large: %s failed: %s\n", #call, emb_errmsg());                  \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static const char USAGE[] =
@@ -90,17 +90,28 @@ static void parse(args *a, int argc, char **argv) {
             exit(2);
         }
         const char *v = argv[++i];
-        if (!strcmp(f, "--qtype")) a->qtype = v;
-        else if (!strcmp(f, "--out")) a->out = v;
-        else if (!strcmp(f, "--file")) a->file = v;
-        else if (!strcmp(f, "--api")) a->api = v;
-        else if (!strcmp(f, "--rows")) a->rows = num(f, v);
-        else if (!strcmp(f, "--dim")) a->dim = num(f, v);
-        else if (!strcmp(f, "--indices")) a->indices = num(f, v);
-        else if (!strcmp(f, "--bag")) a->bag = num(f, v);
-        else if (!strcmp(f, "--threads")) a->threads = (int)num(f, v);
-        else if (!strcmp(f, "--reps")) a->reps = (int)num(f, v);
-        else if (!strcmp(f, "--seed")) a->seed = (uint64_t)num(f, v);
+        if (!strcmp(f, "--qtype"))
+            a->qtype = v;
+        else if (!strcmp(f, "--out"))
+            a->out = v;
+        else if (!strcmp(f, "--file"))
+            a->file = v;
+        else if (!strcmp(f, "--api"))
+            a->api = v;
+        else if (!strcmp(f, "--rows"))
+            a->rows = num(f, v);
+        else if (!strcmp(f, "--dim"))
+            a->dim = num(f, v);
+        else if (!strcmp(f, "--indices"))
+            a->indices = num(f, v);
+        else if (!strcmp(f, "--bag"))
+            a->bag = num(f, v);
+        else if (!strcmp(f, "--threads"))
+            a->threads = (int)num(f, v);
+        else if (!strcmp(f, "--reps"))
+            a->reps = (int)num(f, v);
+        else if (!strcmp(f, "--seed"))
+            a->seed = (uint64_t)num(f, v);
         else {
             fprintf(stderr, "bench_large: unknown option %s\n%s", f, USAGE);
             exit(2);
@@ -141,9 +152,8 @@ static int create(const args *a) {
     printf("{\"lib\":\"emb\",\"op\":\"create\",\"qtype\":\"%s\",\"rows\":%lld,\"dim\":%lld,"
            "\"bytes\":%lld,\"seconds\":%.3f,\"draw_seconds\":%.3f,\"max_abs\":%.6g,"
            "\"mean_abs\":%.6g,\"mean_cosine\":%.9f,\"peak_rss_mb\":%.1f}\n",
-           emb_qtype_name(q), (long long)a->rows, (long long)a->dim,
-           (long long)(a->rows * rb), secs, gen_s, e.max_abs, e.mean_abs, e.mean_cosine,
-           peak_rss_mb());
+           emb_qtype_name(q), (long long)a->rows, (long long)a->dim, (long long)(a->rows * rb),
+           secs, gen_s, e.max_abs, e.mean_abs, e.mean_cosine, peak_rss_mb());
     free(buf);
     emb_generator_free(g);
     return 0;
@@ -153,9 +163,9 @@ static int create(const args *a) {
 
 typedef struct ctx {
     const char *op;
-    emb_qtable *q;      /* --api qtable */
-    emb_embedding *e;   /* --api embedding */
-    emb_bag *bagh;      /* --api embedding, bag_sum */
+    emb_qtable *q;             /* --api qtable */
+    emb_embedding *e;          /* --api embedding */
+    emb_bag *bagh;             /* --api embedding, bag_sum */
     const unsigned char *rows; /* the stored rows (probe) */
     int64_t rb, D, n, B;
     int threads;
@@ -177,13 +187,17 @@ static void run_once(ctx *c) {
         CHECK(emb_qtable_prefetch(c->q, &c->idx));
         CHECK(emb_qtable_forward(c->q, &c->idx, &c->out));
     } else if (!strcmp(c->op, "forward")) {
-        if (c->q) CHECK(emb_qtable_forward(c->q, &c->idx, &c->out));
-        else CHECK(emb_embedding_forward(c->e, &c->idx, &c->out));
+        if (c->q)
+            CHECK(emb_qtable_forward(c->q, &c->idx, &c->out));
+        else
+            CHECK(emb_embedding_forward(c->e, &c->idx, &c->out));
     } else {
         emb_bag_options o = emb_bag_options_default();
         o.mode = EMB_BAG_SUM;
-        if (c->q) CHECK(emb_qtable_bag_forward(c->q, &c->idx, &c->off, NULL, &o, &c->bag_out, NULL));
-        else CHECK(emb_bag_forward(c->bagh, &c->idx, &c->off, NULL, &c->bag_out, NULL));
+        if (c->q)
+            CHECK(emb_qtable_bag_forward(c->q, &c->idx, &c->off, NULL, &o, &c->bag_out, NULL));
+        else
+            CHECK(emb_bag_forward(c->bagh, &c->idx, &c->off, NULL, &c->bag_out, NULL));
     }
 }
 
@@ -298,9 +312,9 @@ static int run(const args *a) {
                "\"probe_fraction_cold\":%.3f,\"peak_rss_mb\":%.1f}\n",
                c.op, use_emb ? "embedding" : "qtable", emb_qtype_name(qt), (long long)V,
                (long long)c.D, (long long)c.rb, (double)V * (double)c.rb / 1e9, (long long)c.n,
-               (long long)a->bag, a->threads, a->reps, cold, dropped ? "true" : "false", warm,
-               t[0], (double)c.n / warm, (double)c.n / cold, probe_warm / warm,
-               probe_cold / cold, peak_rss_mb());
+               (long long)a->bag, a->threads, a->reps, cold, dropped ? "true" : "false", warm, t[0],
+               (double)c.n / warm, (double)c.n / cold, probe_warm / warm, probe_cold / cold,
+               peak_rss_mb());
         fflush(stdout);
     }
     free(t);

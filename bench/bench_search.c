@@ -34,7 +34,7 @@ typedef struct run {
     const float *table, *queries;
     int64_t v, d, q, k;
     int threads;
-    float *tiles; /* [threads][QB * RB] */
+    float *tiles;   /* [threads][QB * RB] */
     float *scratch; /* [threads][score scratch] */
     size_t scratch_floats;
     int64_t *ids;
@@ -98,8 +98,8 @@ static double time_op(const run *r, const char *op, int reps, emb_knn *index) {
 #endif
     printf("{\"op\":\"%s\",\"kernels\":\"%s\",\"rows\":%lld,\"dim\":%lld,\"queries\":%lld,"
            "\"threads\":%d,\"blas_threads\":%d,\"reps\":%d,\"median_s\":%.6g,\"gflops\":%.2f}\n",
-           op, strcmp(op, "score_blas") == 0 ? "openblas" : emb__kernels()->name,
-           (long long)r->v, (long long)r->d, (long long)r->q, r->threads,
+           op, strcmp(op, "score_blas") == 0 ? "openblas" : emb__kernels()->name, (long long)r->v,
+           (long long)r->d, (long long)r->q, r->threads,
            strcmp(op, "score_blas") == 0 ? blas_threads : 0, reps, med,
            2.0 * (double)r->q * (double)r->v * (double)r->d / med * 1e-9);
     fflush(stdout);
@@ -124,12 +124,18 @@ int main(int argc, char **argv) {
             return 2;
         }
         const char *f = argv[i], *val = argv[++i];
-        if (!strcmp(f, "--rows")) v = arg_int(f, val);
-        else if (!strcmp(f, "--dim")) d = arg_int(f, val);
-        else if (!strcmp(f, "--queries")) q = arg_int(f, val);
-        else if (!strcmp(f, "--k")) k = arg_int(f, val);
-        else if (!strcmp(f, "--threads")) threads = arg_int(f, val);
-        else if (!strcmp(f, "--reps")) reps = arg_int(f, val);
+        if (!strcmp(f, "--rows"))
+            v = arg_int(f, val);
+        else if (!strcmp(f, "--dim"))
+            d = arg_int(f, val);
+        else if (!strcmp(f, "--queries"))
+            q = arg_int(f, val);
+        else if (!strcmp(f, "--k"))
+            k = arg_int(f, val);
+        else if (!strcmp(f, "--threads"))
+            threads = arg_int(f, val);
+        else if (!strcmp(f, "--reps"))
+            reps = arg_int(f, val);
         else {
             fprintf(stderr, "usage: bench_search [--rows V] [--dim D] [--queries Q] [--k K] "
                             "[--threads T] [--reps R]\n");

@@ -15,11 +15,12 @@
  * > 1 when sorting the batch is faster; each cell lists the three tables
  * (V, D) = (1e4, 64), (1e5, 64), (1e6, 16):
  *
- *   V / n            256             64              16             4              1              1/4
- *   backward 1T  54   37   51    8.6  9.6 11.4   3.0  1.9  4.6   1.12 1.17 1.04  0.85 1.63 0.83  1.06 0.92 0.73
- *   backward 2T  28   38   78    7.8  9.4 16.5   2.2  2.2  2.8   1.12 1.09 1.37  0.89 0.85 0.71  1.00 0.83 0.90
- *   renorm   1T  0.78 1.10 1.49  0.98 1.33 1.00  0.75 0.99 0.71  0.72 1.24 0.84  0.83 0.58 0.51  0.44 0.29 0.19
- *   renorm   2T  0.86 0.98 1.61  1.27 1.02 1.65  0.88 0.33 1.05  0.73 1.44 0.93  0.51 0.98 0.51  0.42 0.46 0.23
+ *   V / n            256             64              16             4              1 1/4 backward
+ * 1T  54   37   51    8.6  9.6 11.4   3.0  1.9  4.6   1.12 1.17 1.04  0.85 1.63 0.83  1.06 0.92
+ * 0.73 backward 2T  28   38   78    7.8  9.4 16.5   2.2  2.2  2.8   1.12 1.09 1.37  0.89 0.85
+ * 0.71  1.00 0.83 0.90 renorm   1T  0.78 1.10 1.49  0.98 1.33 1.00  0.75 0.99 0.71  0.72 1.24 0.84
+ * 0.83 0.58 0.51  0.44 0.29 0.19 renorm   2T  0.86 0.98 1.61  1.27 1.02 1.65  0.88 0.33 1.05
+ * 0.73 1.44 0.93  0.51 0.98 0.51  0.42 0.46 0.23
  *
  * Chosen crossovers: the backward sorts the batch when V > 4n (from V/n = 4 up it is never
  * slower: the counting sort's O(V) passes over V + 2 offsets and over every row dominate;
@@ -41,12 +42,12 @@
 void emb__set_temp_mode(int mode); /* src/nn/embedding_internal.h */
 enum { TEMP_AUTO = 0, TEMP_TABLE = 1, TEMP_BATCH = 2 };
 
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        if ((call) != EMB_OK) {                                                       \
-            fprintf(stderr, "bench: %s failed: %s\n", #call, emb_errmsg());           \
-            exit(1);                                                                  \
-        }                                                                             \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        if ((call) != EMB_OK) {                                                                    \
+            fprintf(stderr, "bench: %s failed: %s\n", #call, emb_errmsg());                        \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static double now(void) {
@@ -60,8 +61,12 @@ typedef struct {
     emb_tensor idx, go, gw, w;
 } ctx_t;
 
-static void run_backward(ctx_t *c) { CHECK(emb_embedding_backward(c->e, &c->idx, &c->go, &c->gw)); }
-static void run_renorm(ctx_t *c) { CHECK(emb_embedding_renorm_(&c->w, &c->idx, 1e30, 2.0)); }
+static void run_backward(ctx_t *c) {
+    CHECK(emb_embedding_backward(c->e, &c->idx, &c->go, &c->gw));
+}
+static void run_renorm(ctx_t *c) {
+    CHECK(emb_embedding_renorm_(&c->w, &c->idx, 1e30, 2.0));
+}
 
 /* Best time per call over 5 rounds of at least 20 ms each. */
 static double time_it(void (*fn)(ctx_t *), ctx_t *c) {
@@ -94,7 +99,8 @@ static void run_case(int threads, int64_t V, int64_t D, int64_t n) {
     for (int64_t i = 0; i < V * D; i++) ((float *)c.w.data)[i] = (float)(i % 7) - 3.0f;
     CHECK(emb_embedding_wrap(&c.w, NULL, false, NULL, &c.e));
     CHECK(emb_tensor_alloc(&c.idx, EMB_INT64, 1, (int64_t[]){n}));
-    for (int64_t i = 0; i < n; i++) ((int64_t *)c.idx.data)[i] = (int64_t)(next_u64() % (uint64_t)V);
+    for (int64_t i = 0; i < n; i++)
+        ((int64_t *)c.idx.data)[i] = (int64_t)(next_u64() % (uint64_t)V);
     CHECK(emb_tensor_alloc(&c.go, EMB_FLOAT32, 2, (int64_t[]){n, D}));
     for (int64_t i = 0; i < n * D; i++) ((float *)c.go.data)[i] = 1e-3f * (float)(i % 11);
     CHECK(emb_tensor_alloc(&c.gw, EMB_FLOAT32, 2, (int64_t[]){V, D}));
@@ -110,8 +116,7 @@ static void run_case(int threads, int64_t V, int64_t D, int64_t n) {
         double batch = time_it(ops[k].fn, &c);
         emb__set_temp_mode(TEMP_AUTO);
         printf("%-8s %d %8lld %4lld %8lld %10.1f %10.1f %6.2f\n", ops[k].name, threads,
-               (long long)V, (long long)D, (long long)n, table * 1e6, batch * 1e6,
-               table / batch);
+               (long long)V, (long long)D, (long long)n, table * 1e6, batch * 1e6, table / batch);
         fflush(stdout);
     }
     emb_embedding_free(c.e);

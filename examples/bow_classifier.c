@@ -117,9 +117,27 @@ static int parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi, int
 }
 
 static int parse_args(int argc, char **argv, options *o, int *done) {
-    enum { O_CORPUS = 1, O_CLASSES, O_WORDS, O_MINC, O_DIM, O_BATCH, O_EPOCHS, O_STEPS,
-           O_MAXP, O_LR, O_OPT, O_SEED, O_THREADS, O_UNFUSED, O_DUMP, O_HELP, O_BAGLR,
-           O_DTYPE, O_ROUNDING };
+    enum {
+        O_CORPUS = 1,
+        O_CLASSES,
+        O_WORDS,
+        O_MINC,
+        O_DIM,
+        O_BATCH,
+        O_EPOCHS,
+        O_STEPS,
+        O_MAXP,
+        O_LR,
+        O_OPT,
+        O_SEED,
+        O_THREADS,
+        O_UNFUSED,
+        O_DUMP,
+        O_HELP,
+        O_BAGLR,
+        O_DTYPE,
+        O_ROUNDING
+    };
     static const struct option longopts[] = {
         {"corpus", required_argument, NULL, O_CORPUS},
         {"classes", required_argument, NULL, O_CLASSES},
@@ -149,15 +167,33 @@ static int parse_args(int argc, char **argv, options *o, int *done) {
     while ((c = getopt_long_only(argc, argv, ":h", longopts, NULL)) != -1) {
         const char *arg = optarg;
         switch (c) {
-        case O_CORPUS: o->corpus = arg; break;
-        case O_CLASSES: if (parse_i64("classes", arg, 2, 1000, &o->classes)) return 2; break;
-        case O_WORDS: if (parse_i64("words", arg, 1, 1 << 20, &o->words)) return 2; break;
-        case O_MINC: if (parse_i64("min-count", arg, 1, INT32_MAX, &o->min_count)) return 2; break;
-        case O_DIM: if (parse_i64("dim", arg, 1, 65536, &o->dim)) return 2; break;
-        case O_BATCH: if (parse_i64("batch", arg, 1, 1 << 20, &o->batch)) return 2; break;
-        case O_EPOCHS: if (parse_i64("epochs", arg, 1, 1000000, &o->epochs)) return 2; break;
-        case O_STEPS: if (parse_i64("max-steps", arg, 0, INT64_MAX, &o->max_steps)) return 2; break;
-        case O_MAXP: if (parse_i64("max-passages", arg, 0, INT64_MAX, &o->max_passages)) return 2; break;
+        case O_CORPUS:
+            o->corpus = arg;
+            break;
+        case O_CLASSES:
+            if (parse_i64("classes", arg, 2, 1000, &o->classes)) return 2;
+            break;
+        case O_WORDS:
+            if (parse_i64("words", arg, 1, 1 << 20, &o->words)) return 2;
+            break;
+        case O_MINC:
+            if (parse_i64("min-count", arg, 1, INT32_MAX, &o->min_count)) return 2;
+            break;
+        case O_DIM:
+            if (parse_i64("dim", arg, 1, 65536, &o->dim)) return 2;
+            break;
+        case O_BATCH:
+            if (parse_i64("batch", arg, 1, 1 << 20, &o->batch)) return 2;
+            break;
+        case O_EPOCHS:
+            if (parse_i64("epochs", arg, 1, 1000000, &o->epochs)) return 2;
+            break;
+        case O_STEPS:
+            if (parse_i64("max-steps", arg, 0, INT64_MAX, &o->max_steps)) return 2;
+            break;
+        case O_MAXP:
+            if (parse_i64("max-passages", arg, 0, INT64_MAX, &o->max_passages)) return 2;
+            break;
         case O_LR:
         case O_BAGLR: {
             char *end;
@@ -203,15 +239,21 @@ static int parse_args(int argc, char **argv, options *o, int *done) {
             if (parse_i64("threads", arg, 0, 4096, &v)) return 2;
             o->threads = (int)v;
             break;
-        case O_UNFUSED: o->unfused = 1; break;
-        case O_DUMP: o->dump = arg; break;
+        case O_UNFUSED:
+            o->unfused = 1;
+            break;
+        case O_DUMP:
+            o->dump = arg;
+            break;
         case 'h':
         case O_HELP:
             usage(stdout);
             *done = 1;
             return 0;
-        case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
-        default: return usage_error("unknown or ambiguous option '%s'", argv[optind - 1]);
+        case ':':
+            return usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            return usage_error("unknown or ambiguous option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
@@ -338,9 +380,11 @@ static int fetch_corpus(const char *name, char *path, size_t size) {
         if (!script[0] && access(rel, R_OK) == 0) snprintf(script, sizeof script, "%s", rel);
     }
     if (!script[0] || access(script, R_OK) != 0) {
-        fprintf(stderr, PROG ": no corpus given and %s was not found; set EMB_SOURCE_DIR to "
-                "the emb source tree, or run scripts/fetch-corpus.sh %s and pass the path it "
-                "prints with --corpus FILE\n", rel, name);
+        fprintf(stderr,
+                PROG ": no corpus given and %s was not found; set EMB_SOURCE_DIR to "
+                     "the emb source tree, or run scripts/fetch-corpus.sh %s and pass the path it "
+                     "prints with --corpus FILE\n",
+                rel, name);
         return -1;
     }
     int fd[2];
@@ -367,7 +411,8 @@ static int fetch_corpus(const char *name, char *path, size_t size) {
     char buf[8192];
     size_t len = 0;
     ssize_t got;
-    while ((got = read(fd[0], buf + len, sizeof buf - 1 - len)) > 0 || (got < 0 && errno == EINTR)) {
+    while ((got = read(fd[0], buf + len, sizeof buf - 1 - len)) > 0 ||
+           (got < 0 && errno == EINTR)) {
         if (got > 0) len += (size_t)got;
         if (len == sizeof buf - 1) {
             memmove(buf, buf + len / 2, len - len / 2);
@@ -377,7 +422,8 @@ static int fetch_corpus(const char *name, char *path, size_t size) {
     close(fd[0]);
     buf[len] = '\0';
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, PROG ": %s %s failed\n", script, name);
         return -1;
@@ -448,10 +494,10 @@ static int64_t words_slot(words *w, int64_t off, int64_t len) {
 }
 
 typedef struct dataset {
-    int64_t n;            /* passages */
-    vec slots;            /* word slots of every passage, concatenated */
-    vec start;            /* [n + 1] */
-    vec label;            /* [n] */
+    int64_t n; /* passages */
+    vec slots; /* word slots of every passage, concatenated */
+    vec start; /* [n + 1] */
+    vec label; /* [n] */
     int64_t documents;
 } dataset;
 
@@ -476,8 +522,10 @@ static int build_passages(char *text, int64_t size, const options *o, words *w, 
     }
     d->documents = docs;
     if (docs < o->classes) {
-        fprintf(stderr, PROG ": the corpus has %lld documents (non-empty lines), fewer than "
-                "the %lld classes\n", (long long)docs, (long long)o->classes);
+        fprintf(stderr,
+                PROG ": the corpus has %lld documents (non-empty lines), fewer than "
+                     "the %lld classes\n",
+                (long long)docs, (long long)o->classes);
         return -1;
     }
     if (vec_push(&d->start, 0)) return -1;
@@ -524,7 +572,9 @@ static int build_passages(char *text, int64_t size, const options *o, words *w, 
 static int cmp_vocab_slot(const void *a, const void *b, void *ctx);
 static words *g_words; /* for qsort's comparator */
 
-static int cmp_slot(const void *a, const void *b) { return cmp_vocab_slot(a, b, g_words); }
+static int cmp_slot(const void *a, const void *b) {
+    return cmp_vocab_slot(a, b, g_words);
+}
 
 /* By count descending, then the word's bytes ascending. */
 static int cmp_vocab_slot(const void *a, const void *b, void *ctx) {
@@ -592,8 +642,7 @@ static int model_init(model *m, const options *o, int64_t V, int64_t B) {
     bo.mode = EMB_BAG_MEAN;
     bo.sparse = true;
     if (failed(emb_bag_create(V, m->D, &bo, &m->bag), "emb_bag_create")) return -1;
-    if (failed(emb_linear_create(m->D, m->C, true, NULL, &m->lin), "emb_linear_create"))
-        return -1;
+    if (failed(emb_linear_create(m->D, m->C, true, NULL, &m->lin), "emb_linear_create")) return -1;
     emb_optimizer_options sa = emb_optimizer_options_default(
         strcmp(o->optimizer, "adagrad") == 0 ? EMB_OPTIMIZER_ADAGRAD
         : strcmp(o->optimizer, "sgd") == 0   ? EMB_OPTIMIZER_SGD
@@ -615,8 +664,8 @@ static int model_init(model *m, const options *o, int64_t V, int64_t B) {
         return -1;
     if (strcmp(o->dtype, "f32") != 0) {
         emb_qtype qt;
-        m->rounding = strcmp(o->rounding, "nearest") == 0 ? EMB_QROUND_NEAREST
-                                                          : EMB_QROUND_STOCHASTIC;
+        m->rounding =
+            strcmp(o->rounding, "nearest") == 0 ? EMB_QROUND_NEAREST : EMB_QROUND_STOCHASTIC;
         if (failed(emb_qtype_parse(o->dtype, &qt), "emb_qtype_parse") ||
             failed(emb_qtable_quantize(&w, qt, &m->qt), "emb_qtable_quantize") ||
             failed(emb_generator_create(o->seed, &m->gen), "emb_generator_create"))
@@ -628,8 +677,7 @@ static int model_init(model *m, const options *o, int64_t V, int64_t B) {
     m->grad_logits = xmalloc((size_t)(B * m->C) * sizeof(float));
     m->grad_w = xmalloc((size_t)(m->C * m->D) * sizeof(float));
     m->grad_b = xmalloc((size_t)m->C * sizeof(float));
-    if (!m->h || !m->grad_h || !m->logits || !m->grad_logits || !m->grad_w || !m->grad_b)
-        return -1;
+    if (!m->h || !m->grad_h || !m->logits || !m->grad_logits || !m->grad_w || !m->grad_b) return -1;
     return 0;
 }
 
@@ -640,7 +688,8 @@ static int forward(model *m, emb_tensor *in, emb_tensor *off, int64_t B) {
     if (m->qt) {
         emb_bag_options bo = emb_bag_options_default();
         bo.mode = EMB_BAG_MEAN;
-        if (failed(emb_qtable_bag_forward(m->qt, in, off, NULL, &bo, &h, NULL), "emb_qtable_bag_forward"))
+        if (failed(emb_qtable_bag_forward(m->qt, in, off, NULL, &bo, &h, NULL),
+                   "emb_qtable_bag_forward"))
             return -1;
     } else if (failed(emb_bag_forward(m->bag, in, off, NULL, &h, NULL), "emb_bag_forward")) {
         return -1;
@@ -649,8 +698,8 @@ static int forward(model *m, emb_tensor *in, emb_tensor *off, int64_t B) {
     return 0;
 }
 
-static int train_step(model *m, const options *o, emb_tensor *in, emb_tensor *off,
-                      int64_t *labels, int64_t B, emb_sparse_grad *sg, float *loss) {
+static int train_step(model *m, const options *o, emb_tensor *in, emb_tensor *off, int64_t *labels,
+                      int64_t B, emb_sparse_grad *sg, float *loss) {
     if (forward(m, in, off, B)) return -1;
     emb_tensor lg = view(EMB_FLOAT32, m->logits, 2, B, m->C);
     emb_tensor y = view(EMB_INT64, labels, 1, B, 0);
@@ -686,8 +735,7 @@ static int train_step(model *m, const options *o, emb_tensor *in, emb_tensor *of
             failed(emb_optimizer_step_sparse(m->opt_bag, m->id_bag, sg), "step_sparse"))
             return -1;
     } else {
-        if (failed(emb_optimizer_step_fused_bag(m->opt_bag, m->id_bag, m->bag, in, off, NULL,
-                                                &gh),
+        if (failed(emb_optimizer_step_fused_bag(m->opt_bag, m->id_bag, m->bag, in, off, NULL, &gh),
                    "emb_optimizer_step_fused_bag"))
             return -1;
     }
@@ -736,8 +784,9 @@ static int write_raw(const char *dir, const char *name, const void *p, size_t by
 }
 
 int main(int argc, char **argv) {
-    options o = {NULL, "sparse_adam", NULL, "f32", "stochastic", 3, 64, 5, 32, 32, 3, 0, 0,
-                 0.01, 0, 0, 1, 0};
+    options o = {
+        NULL, "sparse_adam", NULL, "f32", "stochastic", 3, 64, 5, 32, 32, 3, 0, 0, 0.01, 0, 0, 1,
+        0};
     int done = 0;
     int rc = parse_args(argc, argv, &o, &done);
     if (rc || done) return rc;
@@ -768,7 +817,8 @@ int main(int argc, char **argv) {
     if (build_passages(text, size, &o, &w, &d)) goto out;
     /* keep about max_passages, evenly spread; every fifth kept passage is held out */
     int64_t stride = 1;
-    if (o.max_passages > 0 && d.n > o.max_passages) stride = (d.n + o.max_passages - 1) / o.max_passages;
+    if (o.max_passages > 0 && d.n > o.max_passages)
+        stride = (d.n + o.max_passages - 1) / o.max_passages;
     for (int pass = 0; pass < 2; pass++) {
         int64_t kept = 0;
         for (int64_t p = 0; p < d.n; p += stride, kept++) {
@@ -840,7 +890,8 @@ int main(int argc, char **argv) {
     batch_lab = xmalloc((size_t)B * sizeof(int64_t));
     int64_t max_len = 0;
     for (int64_t i = 0; i < tr.n; i++)
-        if (tr.start.v[i + 1] - tr.start.v[i] > max_len) max_len = tr.start.v[i + 1] - tr.start.v[i];
+        if (tr.start.v[i + 1] - tr.start.v[i] > max_len)
+            max_len = tr.start.v[i + 1] - tr.start.v[i];
     batch_ids = xmalloc((size_t)(B * max_len) * sizeof(int64_t));
     if (!order || !batch_off || !batch_lab || !batch_ids) goto out;
     uint64_t rng = o.seed;
@@ -855,8 +906,7 @@ int main(int argc, char **argv) {
         }
         double sum = 0;
         int64_t nb = 0;
-        for (int64_t b0 = 0; b0 + B <= tr.n && (o.max_steps == 0 || steps < o.max_steps);
-             b0 += B) {
+        for (int64_t b0 = 0; b0 + B <= tr.n && (o.max_steps == 0 || steps < o.max_steps); b0 += B) {
             int64_t n = 0;
             for (int64_t i = 0; i < B; i++) {
                 int64_t p = order[b0 + i];
@@ -887,9 +937,8 @@ int main(int argc, char **argv) {
         int len = snprintf(meta, sizeof meta,
                            "vocab %lld\ndim %lld\nclasses %lld\nbatch %lld\nsteps %lld\n"
                            "lr %.17g\nbag_lr %.17g\noptimizer %s\nseed %llu\ntrain %lld\n",
-                           (long long)nv, (long long)o.dim, (long long)o.classes,
-                           (long long)B, (long long)steps, o.lr, o.bag_lr > 0 ? o.bag_lr : o.lr,
-                           o.optimizer,
+                           (long long)nv, (long long)o.dim, (long long)o.classes, (long long)B,
+                           (long long)steps, o.lr, o.bag_lr > 0 ? o.bag_lr : o.lr, o.optimizer,
                            (unsigned long long)o.seed, (long long)tr.n);
         emb_tensor bw, lw, lb;
         if (failed(emb_bag_weight(m.bag, &bw), "emb_bag_weight") ||

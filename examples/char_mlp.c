@@ -47,8 +47,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROG "char_mlp"
-#define EVAL_BATCH 1024
+#define PROG           "char_mlp"
+#define EVAL_BATCH     1024
 #define MAX_CODE_POINT 0x10FFFF
 
 /* ---------------------------------------------------------------------------------------
@@ -66,27 +66,27 @@ typedef struct options {
 } options;
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: " PROG " [options]\n"
-            "Trains a character-level MLP language model (Bengio et al. 2003) with emb.\n"
-            "  --corpus FILE        training text (default: Moby-Dick via scripts/fetch-corpus.sh)\n"
-            "  --context K          characters of context (default 8)\n"
-            "  --dim D              embedding dimension (default 24)\n"
-            "  --hidden H           hidden units (default 256)\n"
-            "  --epochs E           passes over the training text (default 5)\n"
-            "  --batch B            minibatch size (default 128)\n"
-            "  --lr LR              learning rate (default: adagrad 0.05, adam 0.003, sgd 0.1)\n"
-            "  --optimizer NAME     adagrad | adam | sgd (default adagrad; with adam the\n"
-            "                       embedding uses SparseAdam, which takes sparse gradients)\n"
-            "  --max-chars N        use only the first N characters (default 0: all)\n"
-            "  --seed S             seed of initialisation, shuffling and sampling (default 1)\n"
-            "  --sample N           characters to sample after training (default 300)\n"
-            "  --threads T          emb threads (default 1; 0: all CPUs). The matrices are\n"
-            "                       small, and more emb threads rarely help (see the top of\n"
-            "                       char_mlp.c)\n"
-            "  --unfused            embedding update by backward_sparse + step_sparse instead\n"
-            "                       of the fused step (results are identical)\n"
-            "  --help               this text\n");
+    fprintf(
+        f, "usage: " PROG " [options]\n"
+           "Trains a character-level MLP language model (Bengio et al. 2003) with emb.\n"
+           "  --corpus FILE        training text (default: Moby-Dick via scripts/fetch-corpus.sh)\n"
+           "  --context K          characters of context (default 8)\n"
+           "  --dim D              embedding dimension (default 24)\n"
+           "  --hidden H           hidden units (default 256)\n"
+           "  --epochs E           passes over the training text (default 5)\n"
+           "  --batch B            minibatch size (default 128)\n"
+           "  --lr LR              learning rate (default: adagrad 0.05, adam 0.003, sgd 0.1)\n"
+           "  --optimizer NAME     adagrad | adam | sgd (default adagrad; with adam the\n"
+           "                       embedding uses SparseAdam, which takes sparse gradients)\n"
+           "  --max-chars N        use only the first N characters (default 0: all)\n"
+           "  --seed S             seed of initialisation, shuffling and sampling (default 1)\n"
+           "  --sample N           characters to sample after training (default 300)\n"
+           "  --threads T          emb threads (default 1; 0: all CPUs). The matrices are\n"
+           "                       small, and more emb threads rarely help (see the top of\n"
+           "                       char_mlp.c)\n"
+           "  --unfused            embedding update by backward_sparse + step_sparse instead\n"
+           "                       of the fused step (results are identical)\n"
+           "  --help               this text\n");
 }
 
 static int usage_error(const char *fmt, const char *a, const char *b) {
@@ -116,8 +116,22 @@ static int parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi, int
 
 /* Returns 0 to go on, or an exit status (0 after --help, 2 on a usage error). */
 static int parse_args(int argc, char **argv, options *o, int *done) {
-    enum { O_CORPUS = 1, O_CONTEXT, O_DIM, O_HIDDEN, O_EPOCHS, O_BATCH, O_LR, O_OPT,
-           O_MAXC, O_SEED, O_SAMPLE, O_THREADS, O_UNFUSED, O_HELP };
+    enum {
+        O_CORPUS = 1,
+        O_CONTEXT,
+        O_DIM,
+        O_HIDDEN,
+        O_EPOCHS,
+        O_BATCH,
+        O_LR,
+        O_OPT,
+        O_MAXC,
+        O_SEED,
+        O_SAMPLE,
+        O_THREADS,
+        O_UNFUSED,
+        O_HELP
+    };
     static const struct option longopts[] = {
         {"corpus", required_argument, NULL, O_CORPUS},
         {"context", required_argument, NULL, O_CONTEXT},
@@ -142,7 +156,9 @@ static int parse_args(int argc, char **argv, options *o, int *done) {
     while ((c = getopt_long_only(argc, argv, ":h", longopts, NULL)) != -1) {
         const char *arg = optarg;
         switch (c) {
-        case O_CORPUS: o->corpus = arg; break;
+        case O_CORPUS:
+            o->corpus = arg;
+            break;
         case O_CONTEXT:
             if (parse_i64("context", arg, 1, 1024, &o->context)) return 2;
             break;
@@ -171,7 +187,8 @@ static int parse_args(int argc, char **argv, options *o, int *done) {
         }
         case O_OPT:
             if (strcmp(arg, "sgd") != 0 && strcmp(arg, "adam") != 0 && strcmp(arg, "adagrad") != 0)
-                return usage_error("--optimizer: expected sgd, adam or adagrad, got '%s'%s", arg, "");
+                return usage_error("--optimizer: expected sgd, adam or adagrad, got '%s'%s", arg,
+                                   "");
             o->optimizer = arg;
             break;
         case O_MAXC:
@@ -195,7 +212,9 @@ static int parse_args(int argc, char **argv, options *o, int *done) {
             if (parse_i64("threads", arg, 0, 4096, &v)) return 2;
             o->threads = (int)v;
             break;
-        case O_UNFUSED: o->unfused = 1; break;
+        case O_UNFUSED:
+            o->unfused = 1;
+            break;
         case 'h':
         case O_HELP:
             usage(stdout);
@@ -207,8 +226,7 @@ static int parse_args(int argc, char **argv, options *o, int *done) {
             return usage_error("unknown or ambiguous option '%s'%s", argv[optind - 1], "");
         }
     }
-    if (optind < argc)
-        return usage_error("unexpected argument '%s'%s", argv[optind], "");
+    if (optind < argc) return usage_error("unexpected argument '%s'%s", argv[optind], "");
     return 0;
 }
 
@@ -230,8 +248,7 @@ static int failed(emb_status st, const char *what) {
 }
 
 /* A view of contiguous memory (no validation: every caller passes a valid shape). */
-static emb_tensor view(emb_dtype dtype, void *data, int ndim, int64_t d0, int64_t d1,
-                       int64_t d2) {
+static emb_tensor view(emb_dtype dtype, void *data, int ndim, int64_t d0, int64_t d1, int64_t d2) {
     emb_tensor t;
     memset(&t, 0, sizeof t);
     t.dtype = dtype;
@@ -268,11 +285,11 @@ static double draw_unit(emb_generator *gen) {
  * ------------------------------------------------------------------------------------- */
 
 typedef struct text {
-    int32_t *tok;      /* [n] token ids in [0, vocab) */
+    int32_t *tok; /* [n] token ids in [0, vocab) */
     int64_t n;
-    int32_t *symbols;  /* [vocab] the code point (or byte) of each id, ascending */
+    int32_t *symbols; /* [vocab] the code point (or byte) of each id, ascending */
     int64_t vocab;
-    int bytes;         /* 1: tokens are bytes (the file is not valid UTF-8) */
+    int bytes; /* 1: tokens are bytes (the file is not valid UTF-8) */
     int64_t nbytes;
 } text;
 
@@ -328,10 +345,14 @@ static int utf8_decode(const unsigned char *s, int64_t len, int32_t *cp) {
     }
     int n;
     uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) n = 2, v = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) n = 3, v = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) n = 4, v = c & 0x07, min = 0x10000;
-    else return 0;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2, v = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        n = 3, v = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        n = 4, v = c & 0x07, min = 0x10000;
+    else
+        return 0;
     if (len < n) return 0;
     for (int i = 1; i < n; i++) {
         if ((s[i] & 0xC0) != 0x80) return 0;
@@ -371,8 +392,10 @@ static int utf8_encode(int32_t cp, char out[4]) {
 static void put_symbol(const text *t, int32_t id, FILE *f) {
     int32_t s = t->symbols[id];
     if (t->bytes) {
-        if (s == '\n' || s == '\t' || (s >= 0x20 && s != 0x7F)) fputc(s, f);
-        else fprintf(f, "\\x%02X", (unsigned)s);
+        if (s == '\n' || s == '\t' || (s >= 0x20 && s != 0x7F))
+            fputc(s, f);
+        else
+            fprintf(f, "\\x%02X", (unsigned)s);
         return;
     }
     if ((s < 0x20 && s != '\n' && s != '\t') || s == 0x7F) {
@@ -408,8 +431,8 @@ static int load_text(const char *path, int64_t max_chars, text *t) {
         i += len;
     }
     if (bad_at >= 0) {
-        fprintf(stdout, "note: '%s' is not valid UTF-8 (byte offset %lld); modelling bytes\n",
-                path, (long long)bad_at);
+        fprintf(stdout, "note: '%s' is not valid UTF-8 (byte offset %lld); modelling bytes\n", path,
+                (long long)bad_at);
         t->bytes = 1;
         for (int64_t i = 0; i < size; i++) cps[i] = raw[i];
         n = size;
@@ -471,7 +494,9 @@ static double unigram_entropy(const int32_t *tok, int64_t n, int64_t vocab) {
  * Finding and running scripts/fetch-corpus.sh
  * ------------------------------------------------------------------------------------- */
 
-static int is_file(const char *path) { return access(path, R_OK) == 0; }
+static int is_file(const char *path) {
+    return access(path, R_OK) == 0;
+}
 
 /* Fills `out` with the script's path; returns 0, or -1 after explaining what to do. */
 static int find_fetch_script(char *out, size_t size) {
@@ -480,11 +505,13 @@ static int find_fetch_script(char *out, size_t size) {
     if (src && *src) {
         int w = snprintf(out, size, "%s/%s", src, rel);
         if (w > 0 && (size_t)w < size && is_file(out)) return 0;
-        fprintf(stderr,
-                PROG ": no corpus given and EMB_SOURCE_DIR=%s has no %s\n"
-                "  set EMB_SOURCE_DIR to the emb source tree, or run\n"
-                "  scripts/fetch-corpus.sh moby-dick and pass the path it prints with --corpus FILE\n",
-                src, rel);
+        fprintf(
+            stderr,
+            PROG
+            ": no corpus given and EMB_SOURCE_DIR=%s has no %s\n"
+            "  set EMB_SOURCE_DIR to the emb source tree, or run\n"
+            "  scripts/fetch-corpus.sh moby-dick and pass the path it prints with --corpus FILE\n",
+            src, rel);
         return -1;
     }
     /* Relative to the executable (build/examples/char_mlp -> ../../scripts, ...), then to
@@ -506,8 +533,8 @@ static int find_fetch_script(char *out, size_t size) {
         int w = snprintf(out, size, "%s%s", cwd_rel[i], rel);
         if (w > 0 && (size_t)w < size && is_file(out)) return 0;
     }
-    fprintf(stderr,
-            PROG ": no corpus given and scripts/fetch-corpus.sh was not found\n"
+    fprintf(stderr, PROG
+            ": no corpus given and scripts/fetch-corpus.sh was not found\n"
             "  set EMB_SOURCE_DIR to the emb source tree, or run\n"
             "  scripts/fetch-corpus.sh moby-dick (in the emb source tree) and pass the path it\n"
             "  prints with --corpus FILE\n");
@@ -555,10 +582,12 @@ static int fetch_default_corpus(char *path, size_t size) {
     close(fd[0]);
     buf[len] = '\0';
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, PROG ": %s moby-dick failed (exit status %d); "
-                        "fix that, or pass a text file with --corpus FILE\n",
+        fprintf(stderr,
+                PROG ": %s moby-dick failed (exit status %d); "
+                     "fix that, or pass a text file with --corpus FILE\n",
                 script, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         return -1;
     }
@@ -589,14 +618,14 @@ typedef struct model {
     int unfused;
     /* Work buffers for up to `cap` rows. */
     int64_t cap;
-    int64_t *idx;  /* [cap, K] context ids */
-    int64_t *tgt;  /* [cap] next-character ids */
-    float *x;      /* [cap, K, D] lookups = [cap, K*D] concatenation */
-    float *h;      /* [cap, H] tanh(Linear1) */
-    float *z;      /* [cap, V] logits */
-    float *gz;     /* [cap, V] */
-    float *gh;     /* [cap, H] */
-    float *gx;     /* [cap, K*D] = [cap, K, D] */
+    int64_t *idx; /* [cap, K] context ids */
+    int64_t *tgt; /* [cap] next-character ids */
+    float *x;     /* [cap, K, D] lookups = [cap, K*D] concatenation */
+    float *h;     /* [cap, H] tanh(Linear1) */
+    float *z;     /* [cap, V] logits */
+    float *gz;    /* [cap, V] */
+    float *gh;    /* [cap, H] */
+    float *gx;    /* [cap, K*D] = [cap, K, D] */
 } model;
 
 static void model_free(model *m) {
@@ -694,8 +723,8 @@ static int model_init(model *m, const options *o, int64_t vocab, emb_generator *
     m->gz = xcalloc(cap * (size_t)m->V, sizeof(float));
     m->gh = xcalloc(cap * (size_t)m->H, sizeof(float));
     m->gx = xcalloc(cap * (size_t)m->KD, sizeof(float));
-    if (!m->gw1 || !m->gb1 || !m->gw2 || !m->gb2 || !m->idx || !m->tgt || !m->x || !m->h ||
-        !m->z || !m->gz || !m->gh || !m->gx)
+    if (!m->gw1 || !m->gb1 || !m->gw2 || !m->gb2 || !m->idx || !m->tgt || !m->x || !m->h || !m->z ||
+        !m->gz || !m->gh || !m->gx)
         return -1;
     return 0;
 }
@@ -865,9 +894,19 @@ static int sample(model *m, const text *t, int64_t start, int64_t n, emb_generat
 
 int main(int argc, char **argv) {
     options o = {
-        .corpus = NULL, .context = 8, .dim = 24, .hidden = 256, .epochs = 5, .batch = 128,
-        .max_chars = 0, .sample = 300, .lr = 0, .optimizer = "adagrad", .seed = 1,
-        .threads = 1, .unfused = 0,
+        .corpus = NULL,
+        .context = 8,
+        .dim = 24,
+        .hidden = 256,
+        .epochs = 5,
+        .batch = 128,
+        .max_chars = 0,
+        .sample = 300,
+        .lr = 0,
+        .optimizer = "adagrad",
+        .seed = 1,
+        .threads = 1,
+        .unfused = 0,
     };
     int done;
     int rc = parse_args(argc, argv, &o, &done);
@@ -890,7 +929,7 @@ int main(int argc, char **argv) {
         while (need - need / 10 - K < 1) need++;
         fprintf(stderr,
                 PROG ": corpus '%s' is too short: %lld %s leave no training or validation "
-                "example with --context %lld (need at least %lld)\n",
+                     "example with --context %lld (need at least %lld)\n",
                 o.corpus, (long long)t.n, t.bytes ? "bytes" : "characters", (long long)K,
                 (long long)need);
         free_text(&t);
@@ -911,20 +950,19 @@ int main(int argc, char **argv) {
 
     double entropy = unigram_entropy(t.tok, split, t.vocab);
     int64_t n_params = t.vocab * o.dim + (m.KD + 1) * o.hidden + (o.hidden + 1) * t.vocab;
-    printf("corpus %s: %lld bytes, %lld %s used\n", o.corpus, (long long)t.nbytes,
-           (long long)t.n, t.bytes ? "bytes" : "characters");
+    printf("corpus %s: %lld bytes, %lld %s used\n", o.corpus, (long long)t.nbytes, (long long)t.n,
+           t.bytes ? "bytes" : "characters");
     printf("vocabulary %lld %s\n", (long long)t.vocab, t.bytes ? "bytes" : "characters");
-    printf("split %lld training targets, %lld validation targets (last 10%%)\n",
-           (long long)n_train, (long long)n_valid);
+    printf("split %lld training targets, %lld validation targets (last 10%%)\n", (long long)n_train,
+           (long long)n_valid);
     printf("model context %lld, dim %lld, hidden %lld: %lld parameters\n", (long long)K,
            (long long)o.dim, (long long)o.hidden, (long long)n_params);
     printf("training %s (lr %g; embedding: %s, %s), batch %lld, epochs %lld, seed %llu, "
            "threads %d\n",
            o.optimizer, learning_rate(&o),
            strcmp(o.optimizer, "adam") == 0 ? "sparseadam" : o.optimizer,
-           o.unfused ? "backward_sparse + step_sparse" : "fused sparse step",
-           (long long)o.batch, (long long)o.epochs, (unsigned long long)o.seed,
-           emb_get_num_threads());
+           o.unfused ? "backward_sparse + step_sparse" : "fused sparse step", (long long)o.batch,
+           (long long)o.epochs, (unsigned long long)o.seed, emb_get_num_threads());
     printf("unigram entropy %.4f nats/char (training text)\n", entropy);
     fflush(stdout);
 
@@ -956,8 +994,9 @@ int main(int argc, char **argv) {
             if (tty && tn - last_progress > 0.25) {
                 last_progress = tn;
                 fprintf(stderr, "\repoch %lld/%lld  %5.1f%%  train %.4f  %.0f chars/s ",
-                        (long long)ep, (long long)o.epochs, 100.0 * (double)(s + B) / (double)n_train,
-                        sum / (double)(s + B), (double)(s + B) / (tn - t0));
+                        (long long)ep, (long long)o.epochs,
+                        100.0 * (double)(s + B) / (double)n_train, sum / (double)(s + B),
+                        (double)(s + B) / (tn - t0));
                 fflush(stderr);
             }
         }

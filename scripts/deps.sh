@@ -9,7 +9,8 @@
 #                           its sanitizer/libFuzzer runtimes (tests/fuzz), scikit-learn (the
 #                           reference of emb_pca and emb_tsne), chromium (emb serve's page is
 #                           tested in the headless browser), Open MPI (libopenmpi-dev,
-#                           openmpi-bin) for libemb_mpi and its tests under mpirun
+#                           openmpi-bin) for libemb_mpi and its tests under mpirun, clang-format
+#                           14 (scripts/check-format.sh)
 #   scripts/deps.sh bench   what the benchmarks need (the test set: torch is the comparison;
 #                           wrk and Flask for bench/serve.py)
 # As root it runs apt-get; otherwise it prints the apt-get command and exits 1.
@@ -21,7 +22,8 @@ case "$mode" in
   build) ;;
   run) command -v npm >/dev/null 2>&1 || pkgs+=(npm) ;;
   test) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim clang-14
-               libclang-rt-14-dev python3-sklearn chromium libopenmpi-dev openmpi-bin fasttext) ;;
+               libclang-rt-14-dev python3-sklearn chromium libopenmpi-dev openmpi-bin fasttext
+               clang-format-14) ;;
   bench) pkgs+=(libcmocka-dev python3-torch python3-numpy python3-pytest python3-gensim fasttext
                 wrk python3-flask) ;;
   *) echo "usage: $0 build|run|test|bench" >&2; exit 2 ;;

@@ -18,12 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(call)                                                                          \
-    do {                                                                                   \
-        if ((call) != EMB_OK) {                                                            \
-            fprintf(stderr, "%s: %s\n", #call, emb_errmsg());                              \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                  \
-        }                                                                                  \
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        if ((call) != EMB_OK) {                                                                    \
+            fprintf(stderr, "%s: %s\n", #call, emb_errmsg());                                      \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
+        }                                                                                          \
     } while (0)
 
 int main(int argc, char **argv) {
@@ -35,11 +35,16 @@ int main(int argc, char **argv) {
     int steps = 20;
     emb_mpi_sharding sharding = EMB_MPI_ROW_WISE;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--rows")) V = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--dim")) D = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--bags")) B = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--pool")) L = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--rows"))
+            V = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--dim"))
+            D = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--bags"))
+            B = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--pool"))
+            L = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--steps"))
+            steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--sharding"))
             sharding = strcmp(argv[i + 1], "table") ? EMB_MPI_ROW_WISE : EMB_MPI_TABLE_WISE;
     }

@@ -28,26 +28,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NT 3
-#define DIM 8
-#define NDENSE 4
-#define IN (NDENSE + NT * DIM)
-#define HID 16
+#define NT           3
+#define DIM          8
+#define NDENSE       4
+#define IN           (NDENSE + NT * DIM)
+#define HID          16
 #define GLOBAL_BATCH 48
-#define MAXLEN 3
+#define MAXLEN       3
 
 static const int64_t ROWS[NT] = {50, 20, 8};
 static const emb_bag_mode MODES[NT] = {EMB_BAG_SUM, EMB_BAG_MEAN, EMB_BAG_SUM};
 
 static int rank_ = 0, size_ = 1;
 
-#define TRY(call)                                                                          \
-    do {                                                                                   \
-        emb_status st_ = (call);                                                           \
-        if (st_) {                                                                         \
-            fprintf(stderr, "rank %d: %s: %s\n", rank_, #call, emb_errmsg());              \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        emb_status st_ = (call);                                                                   \
+        if (st_) {                                                                                 \
+            fprintf(stderr, "rank %d: %s: %s\n", rank_, #call, emb_errmsg());                      \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static emb_tensor view(emb_dtype dt, void *data, int ndim, const int64_t *shape) {
@@ -82,8 +82,8 @@ static void make_batch(batch *b, int step) {
         b->offs[t][GLOBAL_BATCH] = p;
     }
     for (int s = 0; s < GLOBAL_BATCH; s++) /* the click depends on a dense feature and an id */
-        b->label[s] = (b->dense[s][0] + (b->ids[0][b->offs[0][s]] % 3 == 0 ? 1.0f : -0.5f)) > 0
-                          ? 1.0f : 0.0f;
+        b->label[s] =
+            (b->dense[s][0] + (b->ids[0][b->offs[0][s]] % 3 == 0 ? 1.0f : -0.5f)) > 0 ? 1.0f : 0.0f;
     emb_generator_free(g);
 }
 
@@ -112,10 +112,14 @@ static void dense_create(dense_model *m) {
     o.lr = 0.1;
     TRY(emb_optimizer_create(&o, &m->opt));
     emb_tensor v;
-    TRY(emb_linear_weight(m->l1, &v)); TRY(emb_optimizer_add_param(m->opt, &v, NULL));
-    TRY(emb_linear_bias(m->l1, &v)); TRY(emb_optimizer_add_param(m->opt, &v, NULL));
-    TRY(emb_linear_weight(m->l2, &v)); TRY(emb_optimizer_add_param(m->opt, &v, NULL));
-    TRY(emb_linear_bias(m->l2, &v)); TRY(emb_optimizer_add_param(m->opt, &v, NULL));
+    TRY(emb_linear_weight(m->l1, &v));
+    TRY(emb_optimizer_add_param(m->opt, &v, NULL));
+    TRY(emb_linear_bias(m->l1, &v));
+    TRY(emb_optimizer_add_param(m->opt, &v, NULL));
+    TRY(emb_linear_weight(m->l2, &v));
+    TRY(emb_optimizer_add_param(m->opt, &v, NULL));
+    TRY(emb_linear_bias(m->l2, &v));
+    TRY(emb_optimizer_add_param(m->opt, &v, NULL));
 }
 
 static float dense_step(dense_model *m, float *x, const float *label, float *grad_x) {
@@ -176,8 +180,8 @@ static emb_optimizer_options table_opt(void) {
 }
 
 /* This part's bag input of table t for samples [s0, s1) of the joined batch. */
-static void bag_part(const batch *b, int t, int64_t s0, int64_t s1, emb_tensor *in,
-                     emb_tensor *off, int64_t *offs_buf, int64_t *npos, int64_t *nb) {
+static void bag_part(const batch *b, int t, int64_t s0, int64_t s1, emb_tensor *in, emb_tensor *off,
+                     int64_t *offs_buf, int64_t *npos, int64_t *nb) {
     int64_t p0 = b->offs[t][s0];
     *npos = b->offs[t][s1] - p0;
     *nb = s1 - s0;
@@ -305,8 +309,8 @@ static int run_mpi(int steps, const char *out) {
     uint64_t table_bytes = 0;
     for (int t = 0; t < NT; t++) table_bytes += emb_mpi_table_stats(tabs[t]).bytes_sent;
     printf("rank %d: %d samples per step of %d; sent %.1f bytes per step for the tables, "
-           "%.1f for the replicated layers' input\n", rank_, (int)nb, GLOBAL_BATCH,
-           (double)table_bytes / steps, (double)dense_bytes / steps);
+           "%.1f for the replicated layers' input\n",
+           rank_, (int)nb, GLOBAL_BATCH, (double)table_bytes / steps, (double)dense_bytes / steps);
     FILE *f = rank_ == 0 && out ? fopen(out, "wb") : NULL;
     for (int t = 0; t < NT; t++) {
         float *full = rank_ == 0 ? malloc((size_t)(ROWS[t] * DIM) * sizeof(float)) : NULL;
@@ -332,9 +336,12 @@ int main(int argc, char **argv) {
     int steps = 30, single = 0;
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--single")) single = 1;
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+        if (!strcmp(argv[i], "--single"))
+            single = 1;
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+            steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--single] [--steps N] [--out FILE]\n", argv[0]);
             return 2;

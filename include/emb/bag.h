@@ -78,8 +78,8 @@ EMB_API emb_status emb_bag_from_pretrained(const emb_tensor *weights, bool freez
  * emb_embedding_wrap holds it (storage NULL: borrowed and writable; see emb_storage for
  * read-only memory and handing the memory over). Errors: as emb_bag_create and
  * emb_embedding_wrap; on failure the storage's release is not called. */
-EMB_API emb_status emb_bag_wrap(const emb_tensor *weights, const emb_storage *storage,
-                                bool freeze, const emb_bag_options *opts, emb_bag **out);
+EMB_API emb_status emb_bag_wrap(const emb_tensor *weights, const emb_storage *storage, bool freeze,
+                                const emb_bag_options *opts, emb_bag **out);
 
 /* Frees the bag and its table (the table's weight as emb_embedding_free does). NULL is
  * fine. */
@@ -133,8 +133,7 @@ EMB_API emb_status emb_bag_num_bags(const emb_bag *bag, const emb_tensor *input,
  *                    of 6 rows (valid: [0, 6))"
  *   EMB_ERR_READ_ONLY max_norm set on a read-only table
  *   EMB_ERR_NOMEM */
-EMB_API emb_status emb_bag_forward(emb_bag *bag, const emb_tensor *input,
-                                   const emb_tensor *offsets,
+EMB_API emb_status emb_bag_forward(emb_bag *bag, const emb_tensor *input, const emb_tensor *offsets,
                                    const emb_tensor *per_sample_weights, emb_tensor *out,
                                    emb_tensor *max_indices);
 
@@ -146,10 +145,9 @@ EMB_API emb_status emb_bag_forward(emb_bag *bag, const emb_tensor *input,
  * Errors: as emb_bag_forward, plus the option errors of emb_bag_create and
  * EMB_ERR_SHAPE / EMB_ERR_DTYPE for the weight. */
 EMB_API emb_status emb_bag_lookup(emb_tensor *weight, const emb_tensor *input,
-                                     const emb_tensor *offsets,
-                                     const emb_tensor *per_sample_weights,
-                                     const emb_bag_options *opts, emb_tensor *out,
-                                     emb_tensor *max_indices);
+                                  const emb_tensor *offsets, const emb_tensor *per_sample_weights,
+                                  const emb_bag_options *opts, emb_tensor *out,
+                                  emb_tensor *max_indices);
 
 /* Dense backward: grad_weight (float32 [num_embeddings, dim], zeroed by the caller or
  * holding a previous gradient) += the gradient of forward(input, offsets,
@@ -171,10 +169,9 @@ EMB_API emb_status emb_bag_lookup(emb_tensor *weight, const emb_tensor *input,
  * table), EMB_ERR_STATE (the weight does not require grad), EMB_ERR_NOMEM.
  * Scratch: O(numel(input) + num_bags) integers; mode max O(num_embeddings) per thread. */
 EMB_API emb_status emb_bag_backward(const emb_bag *bag, const emb_tensor *input,
-                                    const emb_tensor *offsets,
-                                    const emb_tensor *per_sample_weights,
-                                    const emb_tensor *max_indices,
-                                    const emb_tensor *grad_output, emb_tensor *grad_weight);
+                                    const emb_tensor *offsets, const emb_tensor *per_sample_weights,
+                                    const emb_tensor *max_indices, const emb_tensor *grad_output,
+                                    emb_tensor *grad_weight);
 
 /* Dense backward into a fresh gradient: grad_weight = the gradient (every element written,
  * none read; rows that receive nothing and the padding row become +0.0). The bits of
@@ -200,8 +197,7 @@ EMB_API emb_status emb_bag_backward_overwrite(const emb_bag *bag, const emb_tens
 EMB_API emb_status emb_bag_backward_sparse(const emb_bag *bag, const emb_tensor *input,
                                            const emb_tensor *offsets,
                                            const emb_tensor *per_sample_weights,
-                                           const emb_tensor *grad_output,
-                                           emb_sparse_grad *grad);
+                                           const emb_tensor *grad_output, emb_sparse_grad *grad);
 
 /* The gradient of the per_sample_weights (mode sum): grad_per_sample_weights (float32,
  * the input's shape) is overwritten with dot(grad_output[bag], weight[input[p]]) per
@@ -212,8 +208,7 @@ EMB_API emb_status emb_bag_backward_sparse(const emb_bag *bag, const emb_tensor 
  * Errors (output unchanged): those of forward for input and offsets, EMB_ERR_UNSUPPORTED
  * when the mode is not sum, EMB_ERR_NULL / EMB_ERR_DTYPE / EMB_ERR_SHAPE (grad_output
  * [B, dim], grad_per_sample_weights), EMB_ERR_NOMEM. */
-EMB_API emb_status emb_bag_backward_per_sample_weights(const emb_bag *bag,
-                                                       const emb_tensor *input,
+EMB_API emb_status emb_bag_backward_per_sample_weights(const emb_bag *bag, const emb_tensor *input,
                                                        const emb_tensor *offsets,
                                                        const emb_tensor *grad_output,
                                                        emb_tensor *grad_per_sample_weights);

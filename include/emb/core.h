@@ -32,14 +32,13 @@ extern "C" {
 #define EMB_VERSION_MINOR 1
 #define EMB_VERSION_PATCH 0
 /* "MAJOR.MINOR.PATCH", from the three numbers above. */
-#define EMB_VERSION_STRING                                                                 \
-    EMB_VERSION_QUOTE_(EMB_VERSION_MAJOR) "." EMB_VERSION_QUOTE_(EMB_VERSION_MINOR) "."   \
-        EMB_VERSION_QUOTE_(EMB_VERSION_PATCH)
-#define EMB_VERSION_QUOTE_(n) EMB_VERSION_QUOTE2_(n)
+#define EMB_VERSION_STRING                                                                         \
+    EMB_VERSION_QUOTE_(EMB_VERSION_MAJOR)                                                          \
+    "." EMB_VERSION_QUOTE_(EMB_VERSION_MINOR) "." EMB_VERSION_QUOTE_(EMB_VERSION_PATCH)
+#define EMB_VERSION_QUOTE_(n)  EMB_VERSION_QUOTE2_(n)
 #define EMB_VERSION_QUOTE2_(n) #n
 /* One integer, comparable: major*10000 + minor*100 + patch. */
-#define EMB_VERSION_NUMBER \
-    (EMB_VERSION_MAJOR * 10000 + EMB_VERSION_MINOR * 100 + EMB_VERSION_PATCH)
+#define EMB_VERSION_NUMBER (EMB_VERSION_MAJOR * 10000 + EMB_VERSION_MINOR * 100 + EMB_VERSION_PATCH)
 
 /* The version of the library actually linked, as a string (EMB_VERSION_STRING of the
  * library's build, "MAJOR.MINOR.PATCH") and a number (EMB_VERSION_NUMBER). */
@@ -142,8 +141,7 @@ EMB_API emb_status emb_tensor_init(emb_tensor *t, emb_dtype dtype, void *data, i
 
 /* Like emb_tensor_init, but allocates zero-filled, 64-byte aligned storage that the caller
  * releases with emb_tensor_release. A zero-element tensor gets data == NULL. */
-EMB_API emb_status emb_tensor_alloc(emb_tensor *t, emb_dtype dtype, int ndim,
-                                    const int64_t *shape);
+EMB_API emb_status emb_tensor_alloc(emb_tensor *t, emb_dtype dtype, int ndim, const int64_t *shape);
 
 /* Frees storage obtained from emb_tensor_alloc (or another call that says so) and sets
  * t->data to NULL; the struct can be filled again by emb_tensor_init/alloc. NULL is fine.

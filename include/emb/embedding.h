@@ -58,8 +58,7 @@ EMB_API emb_embedding_options emb_embedding_options_default(void);
  *   EMB_ERR_OVERFLOW  num_embeddings * embedding_dim * 4 bytes does not fit
  *   EMB_ERR_NOMEM */
 EMB_API emb_status emb_embedding_create(int64_t num_embeddings, int64_t embedding_dim,
-                                        const emb_embedding_options *opts,
-                                        emb_embedding **out);
+                                        const emb_embedding_options *opts, emb_embedding **out);
 
 /* Embedding.from_pretrained(weights, freeze, ...), copying form: a new embedding whose
  * weight is a copy of the 2-D float32 tensor `weights` (contiguous, row-major); the handle
@@ -148,9 +147,8 @@ EMB_API void emb_embedding_set_requires_grad(emb_embedding *e, bool requires_gra
 /* Shape of the lookup output for `indices`: indices.shape + [embedding_dim]. Fills
  * *ndim and shape[0..*ndim) (shape must hold EMB_MAX_DIMS entries). Errors as forward's
  * checks of `indices` (NULL, dtype, rank); the index values are not read. */
-EMB_API emb_status emb_embedding_output_shape(const emb_embedding *e,
-                                              const emb_tensor *indices, int *ndim,
-                                              int64_t *shape);
+EMB_API emb_status emb_embedding_output_shape(const emb_embedding *e, const emb_tensor *indices,
+                                              int *ndim, int64_t *shape);
 
 /* forward(indices): out[..., :] = weight[indices[...], :], bitwise row copies, for int64 or
  * int32 indices of rank 0..8. `out` is a caller buffer, float32, shape
@@ -231,9 +229,8 @@ EMB_API emb_status emb_sparse_grad_init(emb_sparse_grad *g, int64_t num_rows, in
  * EMB_ERR_SHAPE (rows not 1-D, values not [n, dim]), EMB_ERR_INDEX ("index 7 at position 1
  * is out of range for a sparse gradient with 5 rows (valid: [0, 5))"), EMB_ERR_OVERFLOW,
  * EMB_ERR_NOMEM. */
-EMB_API emb_status emb_sparse_grad_from_rows(emb_sparse_grad *g, int64_t num_rows,
-                                             int64_t dim, const emb_tensor *rows,
-                                             const emb_tensor *values);
+EMB_API emb_status emb_sparse_grad_from_rows(emb_sparse_grad *g, int64_t num_rows, int64_t dim,
+                                             const emb_tensor *rows, const emb_tensor *values);
 /* Forgets all entries and keeps the storage for reuse (optimizer.zero_grad() leaves an
  * empty sparse tensor). NULL is fine. */
 EMB_API void emb_sparse_grad_clear(emb_sparse_grad *g);
@@ -277,8 +274,7 @@ EMB_API emb_status emb_sparse_grad_add_to_dense(const emb_sparse_grad *g, emb_te
  * Errors (grad_weight unchanged): EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE,
  * EMB_ERR_INDEX, EMB_ERR_STATE (the weight does not require grad), EMB_ERR_NOMEM. */
 EMB_API emb_status emb_embedding_backward(const emb_embedding *e, const emb_tensor *indices,
-                                          const emb_tensor *grad_output,
-                                          emb_tensor *grad_weight);
+                                          const emb_tensor *grad_output, emb_tensor *grad_weight);
 
 /* Dense backward into a fresh gradient: grad_weight (float32 [num_embeddings, dim]) = the
  * gradient of the lookup, every element written and none read: the rows the batch does not
@@ -307,8 +303,7 @@ EMB_API emb_status emb_embedding_backward_overwrite(const emb_embedding *e,
  * scale_grad_by_freq ("embedding_backward: scale_grad_by_freq not supported with sparse
  * gradients"), EMB_ERR_INVALID (grad is not a valid sparse gradient), EMB_ERR_SHAPE (grad
  * initialised for another shape), EMB_ERR_NOMEM. */
-EMB_API emb_status emb_embedding_backward_sparse(const emb_embedding *e,
-                                                 const emb_tensor *indices,
+EMB_API emb_status emb_embedding_backward_sparse(const emb_embedding *e, const emb_tensor *indices,
                                                  const emb_tensor *grad_output,
                                                  emb_sparse_grad *grad);
 

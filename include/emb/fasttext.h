@@ -32,10 +32,10 @@ extern "C" {
 /* fastText's training arguments as the file stores them (fastText's names). */
 typedef struct emb_fasttext_args {
     int32_t dim, ws, epoch, min_count, neg, word_ngrams;
-    int32_t loss;   /* 1 hs, 2 ns, 3 softmax, 4 ova */
-    int32_t model;  /* 1 cbow, 2 skipgram, 3 supervised */
+    int32_t loss;  /* 1 hs, 2 ns, 3 softmax, 4 ova */
+    int32_t model; /* 1 cbow, 2 skipgram, 3 supervised */
     int32_t bucket, minn, maxn, lr_update_rate;
-    double t;       /* subsampling threshold */
+    double t; /* subsampling threshold */
 } emb_fasttext_args;
 
 typedef struct emb_fasttext emb_fasttext;

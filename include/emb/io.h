@@ -40,12 +40,12 @@ extern "C" {
 #endif
 
 typedef enum emb_format {
-    EMB_FORMAT_AUTO = 0,        /* reading: from the content; writing: from the extension */
+    EMB_FORMAT_AUTO = 0, /* reading: from the content; writing: from the extension */
     EMB_FORMAT_SAFETENSORS = 1,
     EMB_FORMAT_NPY = 2,
-    EMB_FORMAT_W2V_TEXT = 3,    /* word2vec text, fastText .vec */
+    EMB_FORMAT_W2V_TEXT = 3, /* word2vec text, fastText .vec */
     EMB_FORMAT_W2V_BINARY = 4,
-    EMB_FORMAT_GLOVE = 5,       /* word2vec text without the header line */
+    EMB_FORMAT_GLOVE = 5,        /* word2vec text without the header line */
     EMB_FORMAT_FASTTEXT_BIN = 6, /* a fastText model (.bin, emb/fasttext.h); read only here: the
                                   * vocabulary's words and their vectors, as fastText's .vec */
 } emb_format;
@@ -115,13 +115,13 @@ EMB_API emb_status emb_vectors_read(const char *path, const emb_vectors_read_opt
 EMB_API void emb_vectors_release(emb_vectors *v);
 
 typedef struct emb_vectors_write_options {
-    emb_format format;  /* EMB_FORMAT_AUTO (default): emb_format_from_path */
-    emb_dtype dtype;    /* safetensors and npy element type: EMB_FLOAT32 (default),
-                         * EMB_FLOAT16, EMB_BFLOAT16 (safetensors only) or EMB_FLOAT64;
-                         * round to nearest even, as torch's .half()/.bfloat16() */
-    const char *tensor; /* safetensors tensor name; NULL: "weight" */
-    int precision;      /* text: 0 (default) the shortest text that reads back to the same
-                         * float; 1..17: printf "%.<precision>g" */
+    emb_format format;   /* EMB_FORMAT_AUTO (default): emb_format_from_path */
+    emb_dtype dtype;     /* safetensors and npy element type: EMB_FLOAT32 (default),
+                          * EMB_FLOAT16, EMB_BFLOAT16 (safetensors only) or EMB_FLOAT64;
+                          * round to nearest even, as torch's .half()/.bfloat16() */
+    const char *tensor;  /* safetensors tensor name; NULL: "weight" */
+    int precision;       /* text: 0 (default) the shortest text that reads back to the same
+                          * float; 1..17: printf "%.<precision>g" */
     bool trailing_space; /* text: a space after each value, as the word2vec C tool and
                           * fastText write (default false: gensim's style) */
     bool binary_newline; /* word2vec binary: '\n' after each row, as the C tool writes

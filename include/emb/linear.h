@@ -47,8 +47,7 @@ EMB_API emb_status emb_linear_bias(emb_linear *lin, emb_tensor *view);
  * dtype"), EMB_ERR_SHAPE (PyTorch's "mat1 and mat2 shapes cannot be multiplied (2x4 and
  * 3x2)", a 1-D x reported as 1xN; y of the wrong shape), EMB_ERR_INVALID (y overlaps x or
  * the layer's parameters). */
-EMB_API emb_status emb_linear_forward(const emb_linear *lin, const emb_tensor *x,
-                                      emb_tensor *y);
+EMB_API emb_status emb_linear_forward(const emb_linear *lin, const emb_tensor *x, emb_tensor *y);
 
 /* Backward of forward(x) given grad_y (shape of y). Each output may be NULL when not
  * wanted: grad_x (shape of x) is overwritten; grad_weight [out, in] and grad_bias [out]
@@ -78,8 +77,7 @@ EMB_API emb_status emb_one_hot_num_classes(const emb_tensor *indices, int64_t nu
  * empty tensor."; out overlapping indices), EMB_ERR_SHAPE (out has the wrong shape,
  * indices of more than 8 dims), EMB_ERR_OVERFLOW (max + 1 overflows). out unchanged on
  * error. */
-EMB_API emb_status emb_one_hot(const emb_tensor *indices, int64_t num_classes,
-                               emb_tensor *out);
+EMB_API emb_status emb_one_hot(const emb_tensor *indices, int64_t num_classes, emb_tensor *out);
 
 #ifdef __cplusplus
 }

@@ -59,11 +59,9 @@ EMB_API emb_loss_options emb_loss_options_default(void);
  * got [2]", "Expected input batch_size (2) to match target batch_size (3).", ...). */
 EMB_API emb_status emb_cross_entropy_forward(const emb_tensor *logits, const emb_tensor *target,
                                              const emb_loss_options *opts, emb_tensor *loss);
-EMB_API emb_status emb_cross_entropy_backward(const emb_tensor *logits,
-                                              const emb_tensor *target,
+EMB_API emb_status emb_cross_entropy_backward(const emb_tensor *logits, const emb_tensor *target,
                                               const emb_loss_options *opts,
-                                              const emb_tensor *grad_loss,
-                                              emb_tensor *grad_logits);
+                                              const emb_tensor *grad_loss, emb_tensor *grad_logits);
 
 /* F.nll_loss(input, target, weight=opts->weight, ignore_index): input float32
  * log-probabilities, shapes and rules as cross-entropy;
@@ -71,8 +69,8 @@ EMB_API emb_status emb_cross_entropy_backward(const emb_tensor *logits,
 EMB_API emb_status emb_nll_loss_forward(const emb_tensor *input, const emb_tensor *target,
                                         const emb_loss_options *opts, emb_tensor *loss);
 EMB_API emb_status emb_nll_loss_backward(const emb_tensor *input, const emb_tensor *target,
-                                         const emb_loss_options *opts,
-                                         const emb_tensor *grad_loss, emb_tensor *grad_input);
+                                         const emb_loss_options *opts, const emb_tensor *grad_loss,
+                                         emb_tensor *grad_input);
 
 /* F.log_softmax(x, dim=-1): x float32 of rank >= 1, y of the same shape. Backward takes
  * the forward's output y (as PyTorch does) and grad_y, and overwrites grad_x = grad_y -
@@ -94,8 +92,8 @@ EMB_API emb_status emb_log_softmax_backward(const emb_tensor *y, const emb_tenso
 EMB_API emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *target,
                                         const emb_loss_options *opts, emb_tensor *loss);
 EMB_API emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *target,
-                                         const emb_loss_options *opts,
-                                         const emb_tensor *grad_loss, emb_tensor *grad_input);
+                                         const emb_loss_options *opts, const emb_tensor *grad_loss,
+                                         emb_tensor *grad_input);
 
 /* F.binary_cross_entropy_with_logits(input, target, weight=opts->weight,
  * pos_weight=pos_weight): input and target float32 of the same shape; pos_weight NULL or
@@ -106,12 +104,10 @@ EMB_API emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tens
  * any size against torch on one intra-op thread (torch splits longer loops and sums
  * between its threads); with the reference kernels (EMB_KERNELS_REF, or no SLEEF/AVX2),
  * bit-identical to torch's DEFAULT capability instead, as cross_entropy. */
-EMB_API emb_status emb_bce_with_logits_forward(const emb_tensor *input,
-                                               const emb_tensor *target,
+EMB_API emb_status emb_bce_with_logits_forward(const emb_tensor *input, const emb_tensor *target,
                                                const emb_tensor *pos_weight,
                                                const emb_loss_options *opts, emb_tensor *loss);
-EMB_API emb_status emb_bce_with_logits_backward(const emb_tensor *input,
-                                                const emb_tensor *target,
+EMB_API emb_status emb_bce_with_logits_backward(const emb_tensor *input, const emb_tensor *target,
                                                 const emb_tensor *pos_weight,
                                                 const emb_loss_options *opts,
                                                 const emb_tensor *grad_loss,

@@ -68,11 +68,11 @@ typedef struct emb_mpi_table emb_mpi_table;
  * the payloads of its point-to-point parts, MPI_Alltoallv, MPI_Allgatherv and the
  * collective agreements; MPI's own headers not included). */
 typedef struct emb_mpi_stats {
-    uint64_t bytes_sent;    /* bytes this rank handed to MPI for other ranks */
-    uint64_t id_bytes;      /* of which row ids (int64) */
-    uint64_t row_bytes;     /* of which rows of the table (forward) */
-    uint64_t grad_bytes;    /* of which gradient rows (backward, steps) */
-    uint64_t calls;         /* collective table calls made */
+    uint64_t bytes_sent; /* bytes this rank handed to MPI for other ranks */
+    uint64_t id_bytes;   /* of which row ids (int64) */
+    uint64_t row_bytes;  /* of which rows of the table (forward) */
+    uint64_t grad_bytes; /* of which gradient rows (backward, steps) */
+    uint64_t calls;      /* collective table calls made */
 } emb_mpi_stats;
 
 EMB_MPI_API emb_mpi_shard_options emb_mpi_shard_options_default(void);
@@ -94,8 +94,7 @@ EMB_MPI_API emb_mpi_shard_options emb_mpi_shard_options_default(void);
  * emb_bag_create, and arguments that differ between ranks: "rank 1 passed
  * num_embeddings 12, rank 0 passed 10"), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
 EMB_MPI_API emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings,
-                                            int64_t embedding_dim,
-                                            const emb_bag_options *bag_opts,
+                                            int64_t embedding_dim, const emb_bag_options *bag_opts,
                                             const emb_mpi_shard_options *shard,
                                             emb_mpi_table **out);
 
@@ -121,8 +120,8 @@ EMB_MPI_API const emb_qtable *emb_mpi_table_qshard(const emb_mpi_table *t);
 
 /* The whole table on `root` (float32 [num_embeddings, dim], written on root only; the
  * other ranks may pass NULL; for another storage type: uint8 [num_embeddings, row bytes],
- * the rows as stored, emb_qtable_wrap's layout). Collective. Errors on every rank: EMB_ERR_INVALID (root
- * outside the communicator), EMB_ERR_NULL / EMB_ERR_DTYPE / EMB_ERR_SHAPE (root's full). */
+ * the rows as stored, emb_qtable_wrap's layout). Collective. Errors on every rank: EMB_ERR_INVALID
+ * (root outside the communicator), EMB_ERR_NULL / EMB_ERR_DTYPE / EMB_ERR_SHAPE (root's full). */
 EMB_MPI_API emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full);
 
 /* The sparse optimizer the step calls apply to this rank's shard: emb_optimizer_create(opts)
@@ -153,8 +152,7 @@ EMB_MPI_API void emb_mpi_table_reset_stats(emb_mpi_table *t);
  * sent to their owners (MPI_Alltoallv), each distinct id of a rank's batch once, the owners
  * send the rows back. Errors on every rank (out unchanged): those of emb_embedding_forward
  * for this rank's arguments. */
-EMB_MPI_API emb_status emb_mpi_lookup(emb_mpi_table *t, const emb_tensor *indices,
-                                      emb_tensor *out);
+EMB_MPI_API emb_status emb_mpi_lookup(emb_mpi_table *t, const emb_tensor *indices, emb_tensor *out);
 
 /* EmbeddingBag forward (emb_bag_forward) with the table's mode, padding_idx and
  * include_last_offset: the rows are fetched as by emb_mpi_lookup and each rank pools its
@@ -163,15 +161,17 @@ EMB_MPI_API emb_status emb_mpi_lookup(emb_mpi_table *t, const emb_tensor *indice
  * for this rank's arguments. */
 EMB_MPI_API emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input,
                                            const emb_tensor *offsets,
-                                           const emb_tensor *per_sample_weights,
-                                           emb_tensor *out, emb_tensor *max_indices);
+                                           const emb_tensor *per_sample_weights, emb_tensor *out,
+                                           emb_tensor *max_indices);
 
 /* The gradient of the per_sample_weights (emb_bag_backward_per_sample_weights, mode sum):
- * the rows are fetched, each rank computes its positions'. f32 tables only. Errors on every rank: those of
- * emb_bag_backward_per_sample_weights for this rank's arguments. */
-EMB_MPI_API emb_status emb_mpi_bag_backward_per_sample_weights(
-    emb_mpi_table *t, const emb_tensor *input, const emb_tensor *offsets,
-    const emb_tensor *grad_output, emb_tensor *grad_per_sample_weights);
+ * the rows are fetched, each rank computes its positions'. f32 tables only. Errors on every rank:
+ * those of emb_bag_backward_per_sample_weights for this rank's arguments. */
+EMB_MPI_API emb_status emb_mpi_bag_backward_per_sample_weights(emb_mpi_table *t,
+                                                               const emb_tensor *input,
+                                                               const emb_tensor *offsets,
+                                                               const emb_tensor *grad_output,
+                                                               emb_tensor *grad_per_sample_weights);
 
 /* The gradient of this rank's shard: *grad (which must not hold storage; release it with
  * emb_sparse_grad_release) becomes a coalesced sparse gradient of [end - begin, dim] whose

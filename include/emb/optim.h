@@ -48,8 +48,8 @@ EMB_API emb_optimizer_options emb_optimizer_options_default(emb_optimizer_kind k
  * "Invalid beta parameter at index 0: 1.0", "Nesterov momentum requires a momentum and zero
  * dampening", ...; stricter than PyTorch: every value an optimizer uses must be finite, so
  * NaN and infinities are rejected with the same message form, "Invalid learning rate: inf",
- * "Invalid dampening value: nan") and creates the optimizer. Errors: EMB_ERR_NULL, EMB_ERR_INVALID (also an unknown kind),
- * EMB_ERR_NOMEM; *out is untouched on error. */
+ * "Invalid dampening value: nan") and creates the optimizer. Errors: EMB_ERR_NULL, EMB_ERR_INVALID
+ * (also an unknown kind), EMB_ERR_NOMEM; *out is untouched on error. */
 EMB_API emb_status emb_optimizer_create(const emb_optimizer_options *opts, emb_optimizer **out);
 EMB_API void emb_optimizer_free(emb_optimizer *opt);
 
@@ -90,8 +90,7 @@ EMB_API emb_status emb_optimizer_init_state(emb_optimizer *opt, int param_id);
  * consider Adam instead"; SGD with momentum whose buffer is sparse from earlier sparse
  * steps, where PyTorch fails in add(sparse, dense)), EMB_ERR_NOMEM. Parameter and state
  * unchanged on error. */
-EMB_API emb_status emb_optimizer_step(emb_optimizer *opt, int param_id,
-                                      const emb_tensor *grad);
+EMB_API emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor *grad);
 
 /* One step with a sparse row gradient of a 2-D parameter (from
  * emb_embedding_backward_sparse, or built with emb_sparse_grad_from_rows) (SGD, Adagrad,

@@ -16,13 +16,13 @@ typedef enum emb_sci_mode {
 
 /* torch.set_printoptions, plus suffixes. Fill with emb_print_options_default(). */
 typedef struct emb_print_options {
-    int precision;       /* digits after the decimal point, 0 to 100; default 4 */
-    int threshold;       /* summarise when numel > threshold, >= 0; default 1000 */
-    int edgeitems;       /* items shown at each end when summarising, >= 0; default 3.
-                          * With 0, a summarised dimension shows only "..." (PyTorch 1.13
-                          * then prints a whole vector after the "..." and fails for
-                          * higher ranks). */
-    int linewidth;       /* characters per line, >= 1; default 80 */
+    int precision; /* digits after the decimal point, 0 to 100; default 4 */
+    int threshold; /* summarise when numel > threshold, >= 0; default 1000 */
+    int edgeitems; /* items shown at each end when summarising, >= 0; default 3.
+                    * With 0, a summarised dimension shows only "..." (PyTorch 1.13
+                    * then prints a whole vector after the "..." and fails for
+                    * higher ranks). */
+    int linewidth; /* characters per line, >= 1; default 80 */
     emb_sci_mode sci_mode;
     /* Extra items after the data, as PyTorch appends them: for example
      * "requires_grad=True" or "grad_fn=<EmbeddingBackward0>". emb adds "size=(...)" for
@@ -41,13 +41,12 @@ EMB_API emb_print_options emb_print_options_default(void);
  * EMB_ERR_DTYPE, EMB_ERR_SHAPE / EMB_ERR_OVERFLOW (a malformed tensor struct),
  * EMB_ERR_INVALID (bad options), EMB_ERR_NOMEM; buf and *needed are unchanged on error.
  * Thread-safe (no shared state). */
-EMB_API emb_status emb_tensor_repr(const emb_tensor *t, const emb_print_options *opts,
-                                   char *buf, size_t size, size_t *needed);
+EMB_API emb_status emb_tensor_repr(const emb_tensor *t, const emb_print_options *opts, char *buf,
+                                   size_t size, size_t *needed);
 
 /* print(t): repr followed by a newline, written to `f`. Errors as emb_tensor_repr, and
  * EMB_ERR_IO if writing fails. */
-EMB_API emb_status emb_tensor_print(FILE *f, const emb_tensor *t,
-                                    const emb_print_options *opts);
+EMB_API emb_status emb_tensor_print(FILE *f, const emb_tensor *t, const emb_print_options *opts);
 
 /* Formats a shape as PyTorch prints torch.Size: "torch.Size([1, 25, 10])", into buf of
  * `size` bytes (NUL-terminated when size > 0; buf may be NULL when size is 0). Returns the

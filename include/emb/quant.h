@@ -68,8 +68,8 @@ EMB_API emb_status emb_qtype_row_nbytes(emb_qtype qtype, int64_t dim, int64_t *o
  * qtype; a NaN or infinite value, a value overflowing float16/bfloat16, or an int8/int4 row
  * whose range overflows float32: the message names the row and column; dst_bytes too
  * small; src and dst overlap), EMB_ERR_SHAPE, EMB_ERR_OVERFLOW. */
-EMB_API emb_status emb_quantize_rows(emb_qtype qtype, const float *src, int64_t rows,
-                                     int64_t dim, void *dst, size_t dst_bytes);
+EMB_API emb_status emb_quantize_rows(emb_qtype qtype, const float *src, int64_t rows, int64_t dim,
+                                     void *dst, size_t dst_bytes);
 
 /* The inverse: rows of `qtype` in src (src_bytes at least rows * row_bytes) to float32
  * [rows, dim] in dst, by the dequantized value above. Errors: as emb_quantize_rows, except
@@ -88,8 +88,7 @@ typedef struct emb_qtable emb_qtable;
 /* A new table owning the conversion of the float32 2-D tensor `weight` [V, D].
  * Errors (*out untouched): as emb_quantize_rows, EMB_ERR_DTYPE / EMB_ERR_SHAPE for the
  * weight, EMB_ERR_NOMEM. */
-EMB_API emb_status emb_qtable_quantize(const emb_tensor *weight, emb_qtype qtype,
-                                       emb_qtable **out);
+EMB_API emb_status emb_qtable_quantize(const emb_tensor *weight, emb_qtype qtype, emb_qtable **out);
 
 /* A table over `nbytes` of caller memory already in the layout (a mapped file, say),
  * without a copy. nbytes must equal rows * row_bytes exactly. storage says who frees the
@@ -100,9 +99,8 @@ EMB_API emb_status emb_qtable_quantize(const emb_tensor *weight, emb_qtype qtype
  * 104 bytes (int8, dim 96) need 1040"), EMB_ERR_SHAPE (rows < 0, dim), EMB_ERR_OVERFLOW,
  * EMB_ERR_NOMEM. The rows are written only by the training step (emb_qtable_sgd_step), which
  * storage->read_only forbids. */
-EMB_API emb_status emb_qtable_wrap(emb_qtype qtype, int64_t rows, int64_t dim,
-                                   const void *data, size_t nbytes,
-                                   const emb_storage *storage, emb_qtable **out);
+EMB_API emb_status emb_qtable_wrap(emb_qtype qtype, int64_t rows, int64_t dim, const void *data,
+                                   size_t nbytes, const emb_storage *storage, emb_qtable **out);
 
 /* Frees the handle and, if owned or handed over, the rows. NULL is fine. */
 EMB_API void emb_qtable_free(emb_qtable *q);
@@ -138,10 +136,10 @@ EMB_API emb_status emb_qtable_forward(const emb_qtable *q, const emb_tensor *ind
  *         rules for ties, NaN and empty bags; max_indices as there.
  * The result does not depend on the thread count. */
 EMB_API emb_status emb_qtable_bag_forward(const emb_qtable *q, const emb_tensor *input,
-                                  const emb_tensor *offsets,
-                                  const emb_tensor *per_sample_weights,
-                                  const emb_bag_options *opts, emb_tensor *out,
-                                  emb_tensor *max_indices);
+                                          const emb_tensor *offsets,
+                                          const emb_tensor *per_sample_weights,
+                                          const emb_bag_options *opts, emb_tensor *out,
+                                          emb_tensor *max_indices);
 
 /* Starts reading the rows `indices` of a table over memory emb does not own (a mapped file:
  * emb_qtable_map, or a wrap) from disk without waiting for them: madvise(MADV_WILLNEED) on
@@ -157,8 +155,7 @@ EMB_API emb_status emb_qtable_prefetch(const emb_qtable *q, const emb_tensor *in
 
 /* Rows [first, first + n) dequantized into out [n, dim] (caller's float32 buffer of
  * n * dim floats). Errors: EMB_ERR_NULL, EMB_ERR_INDEX (range outside the table). */
-EMB_API emb_status emb_qtable_dequantize(const emb_qtable *q, int64_t first, int64_t n,
-                                         float *out);
+EMB_API emb_status emb_qtable_dequantize(const emb_qtable *q, int64_t first, int64_t n, float *out);
 
 /* ---------------------------------------------------------------------------------------
  * Quantization error against the float32 source
@@ -174,7 +171,7 @@ typedef struct emb_qerror {
     double mean_cosine;
     int64_t rows;
     int64_t elements;
-    double sum_abs;    /* running sums behind the means */
+    double sum_abs; /* running sums behind the means */
     double sum_cosine;
 } emb_qerror;
 
@@ -182,13 +179,12 @@ EMB_API void emb_qerror_init(emb_qerror *e);
 
 /* Adds rows: src float32 [rows, dim] and their dequantized values deq [rows, dim].
  * Errors: EMB_ERR_NULL, EMB_ERR_SHAPE (negative sizes). */
-EMB_API emb_status emb_qerror_add(emb_qerror *e, const float *src, const float *deq,
-                                  int64_t rows, int64_t dim);
+EMB_API emb_status emb_qerror_add(emb_qerror *e, const float *src, const float *deq, int64_t rows,
+                                  int64_t dim);
 
 /* The error of the whole table against `weight` (float32 [V, D] of the table's shape).
  * Errors: EMB_ERR_NULL, EMB_ERR_DTYPE, EMB_ERR_SHAPE, EMB_ERR_NOMEM. */
-EMB_API emb_status emb_qtable_error(const emb_qtable *q, const emb_tensor *weight,
-                                    emb_qerror *out);
+EMB_API emb_status emb_qtable_error(const emb_qtable *q, const emb_tensor *weight, emb_qerror *out);
 
 /* ---------------------------------------------------------------------------------------
  * Files: safetensors (docs/quantization.md, "Files")
@@ -218,8 +214,7 @@ EMB_API emb_status emb_qtable_writer_open(const char *path, emb_qtype qtype, int
 /* Appends the next n float32 rows [n, dim]. A refused row (emb_quantize_rows' rules), more
  * rows than announced or a write error fail the writer: every later call returns that
  * error and commit removes the temporary file. */
-EMB_API emb_status emb_qtable_writer_append(emb_qtable_writer *w, const float *rows,
-                                            int64_t n);
+EMB_API emb_status emb_qtable_writer_append(emb_qtable_writer *w, const float *rows, int64_t n);
 
 /* Finishes: all rows must have been appended (EMB_ERR_STATE otherwise); writes the error
  * metadata, syncs and renames the file into place; error (may be NULL) receives the
@@ -234,8 +229,7 @@ EMB_API void emb_qtable_writer_free(emb_qtable_writer *w);
 
 /* Writes a table as it is stored (no error metadata: there is no float32 source).
  * vocab NULL or of the table's size. Errors: as emb_qtable_writer_open, plus EMB_ERR_IO. */
-EMB_API emb_status emb_qtable_save(const char *path, const emb_qtable *q,
-                                   const emb_vocab *vocab);
+EMB_API emb_status emb_qtable_save(const char *path, const emb_qtable *q, const emb_vocab *vocab);
 
 /* Reads a table file into memory (emb_qtable_load) or maps it read-only without reading it
  * (emb_qtable_map: pages are read when rows are first touched; tables larger than memory

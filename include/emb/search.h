@@ -39,7 +39,7 @@ EMB_API emb_status emb_knn_create(const emb_tensor *table, int64_t num_rows, emb
  * Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_SHAPE (no rows or columns),
  * EMB_ERR_INVALID (num_rows), EMB_ERR_NOMEM. */
 EMB_API emb_status emb_knn_create_from_qtable(const emb_qtable *table, int64_t num_rows,
-                                         emb_knn **out);
+                                              emb_knn **out);
 EMB_API void emb_knn_free(emb_knn *index);
 
 /* Number of rows searched, and the dimension. 0 for NULL. */
@@ -68,9 +68,8 @@ EMB_API emb_status emb_knn_search(const emb_knn *index, const emb_tensor *querie
  * Errors (outputs unchanged): EMB_ERR_NULL, EMB_ERR_INVALID (k < 1, n_questions < 0),
  * EMB_ERR_INDEX (a row outside [0, V): "analogy 3: row 12 is out of range ..."),
  * EMB_ERR_OVERFLOW, EMB_ERR_NOMEM. */
-EMB_API emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc,
-                                   int64_t n_questions, int64_t k, int64_t *ids,
-                                   float *scores);
+EMB_API emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc, int64_t n_questions,
+                                   int64_t k, int64_t *ids, float *scores);
 
 /* ---------------------------------------------------------------------------------------
  * 2-D maps of rows (docs/search.md, "Maps"): principal component analysis and t-SNE, for
@@ -89,13 +88,13 @@ EMB_API emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc,
 EMB_API emb_status emb_pca(const emb_tensor *x, int64_t k, float *coords, double *variance);
 
 typedef struct emb_tsne_options {
-    double perplexity;        /* effective number of neighbours, in (0, n) (default 30) */
-    int64_t iterations;       /* gradient steps, [0, 1000000] (default 1000) */
-    double theta;             /* Barnes-Hut accuracy in [0, 1]: a cell counts as one point
-                               * when its width is below theta times its distance (default
-                               * 0.5); 0: the exact gradient, O(n^2) per step */
-    double learning_rate;     /* default 0: max(n / early_exaggeration / 4, 50) */
-    double early_exaggeration; /* >= 1 (default 12) */
+    double perplexity;               /* effective number of neighbours, in (0, n) (default 30) */
+    int64_t iterations;              /* gradient steps, [0, 1000000] (default 1000) */
+    double theta;                    /* Barnes-Hut accuracy in [0, 1]: a cell counts as one point
+                                      * when its width is below theta times its distance (default
+                                      * 0.5); 0: the exact gradient, O(n^2) per step */
+    double learning_rate;            /* default 0: max(n / early_exaggeration / 4, 50) */
+    double early_exaggeration;       /* >= 1 (default 12) */
     int64_t exaggeration_iterations; /* the first steps, with exaggerated P and momentum 0.5
                                       * (then 0.8), in [0, iterations] (default 250) */
 } emb_tsne_options;

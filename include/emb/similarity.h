@@ -34,8 +34,7 @@ extern "C" {
  * EMB_ERR_NOMEM. */
 EMB_API emb_status emb_knn_most_similar(const emb_knn *index, const int64_t *positive,
                                         int64_t n_positive, const int64_t *negative,
-                                        int64_t n_negative, int64_t k, int64_t *ids,
-                                        float *scores);
+                                        int64_t n_negative, int64_t k, int64_t *ids, float *scores);
 
 /* gensim's similarity(a, b): the cosine of rows a and b (computed in float64).
  * Errors: EMB_ERR_NULL, EMB_ERR_INDEX. */

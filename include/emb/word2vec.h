@@ -36,41 +36,41 @@ typedef enum emb_w2v_model {
  * skip-gram and 0.05 for CBOW, min_alpha = alpha * 1e-4, cbow_mean true, seed 1. */
 typedef struct emb_w2v_options {
     emb_w2v_model model;
-    int64_t dim;         /* vector size, >= 1 */
-    int window;          /* maximum distance to a context word, >= 1; each center word
-                            draws its effective window uniformly from [1, window] */
-    int negative;        /* negative samples per example, >= 1 (hierarchical softmax is
-                            not provided) */
-    double sample;       /* subsampling threshold (0: off): a word of frequency f is kept
-                            with probability (sqrt(f / sample) + 1) * sample / f */
-    int64_t min_count;   /* words seen fewer times are dropped, >= 1 */
-    int64_t max_vocab;   /* keep at most this many (most frequent) words; 0: no limit */
-    int epochs;          /* >= 1 */
-    double alpha;        /* initial learning rate, in (0, 1] */
-    double min_alpha;    /* final learning rate, in [0, alpha] */
-    bool cbow_mean;      /* CBOW: average the context vectors (true) or sum them */
-    int threads;         /* training threads; 0: emb_get_num_threads() */
-    uint64_t seed;       /* initialisation and sampling */
-    bool lowercase;      /* lowercase ASCII letters of tokens */
-    bool strip_punct;    /* strip leading and trailing ASCII punctuation from tokens */
-    int64_t max_sentence; /* a line longer than this many tokens is cut into pieces; 1000;
-                             in [1, 2^31 - 1] */
+    int64_t dim;           /* vector size, >= 1 */
+    int window;            /* maximum distance to a context word, >= 1; each center word
+                              draws its effective window uniformly from [1, window] */
+    int negative;          /* negative samples per example, >= 1 (hierarchical softmax is
+                              not provided) */
+    double sample;         /* subsampling threshold (0: off): a word of frequency f is kept
+                              with probability (sqrt(f / sample) + 1) * sample / f */
+    int64_t min_count;     /* words seen fewer times are dropped, >= 1 */
+    int64_t max_vocab;     /* keep at most this many (most frequent) words; 0: no limit */
+    int epochs;            /* >= 1 */
+    double alpha;          /* initial learning rate, in (0, 1] */
+    double min_alpha;      /* final learning rate, in [0, alpha] */
+    bool cbow_mean;        /* CBOW: average the context vectors (true) or sum them */
+    int threads;           /* training threads; 0: emb_get_num_threads() */
+    uint64_t seed;         /* initialisation and sampling */
+    bool lowercase;        /* lowercase ASCII letters of tokens */
+    bool strip_punct;      /* strip leading and trailing ASCII punctuation from tokens */
+    int64_t max_sentence;  /* a line longer than this many tokens is cut into pieces; 1000;
+                              in [1, 2^31 - 1] */
     bool shared_negatives; /* skip-gram: one draw of negatives per window, shared by its
                               context words (faster); false: a draw per (center, context)
                               pair, as the word2vec tool does */
-    bool compute_loss;   /* report the training loss to the progress callback (costs a second
-                            pass over each step's dot products; the vectors are the same
-                            bits with or without it); false by default, as in gensim */
-    bool lenient;        /* a token that is not valid UTF-8 or longer than EMB_VOCAB_MAX_WORD
-                            bytes is skipped and counted (emb_w2v_skipped) instead of being
-                            an error */
+    bool compute_loss;     /* report the training loss to the progress callback (costs a second
+                              pass over each step's dot products; the vectors are the same
+                              bits with or without it); false by default, as in gensim */
+    bool lenient;          /* a token that is not valid UTF-8 or longer than EMB_VOCAB_MAX_WORD
+                              bytes is skipped and counted (emb_w2v_skipped) instead of being
+                              an error */
     /* Subwords (fastText): with maxn > 0, a word's input vector is the mean of its own row
      * and the rows of its character n-grams of minn..maxn characters, hashed into `bucket`
      * shared rows (emb/fasttext.h), and each update goes to all of them, as fastText
      * trains; every word, seen or not, then has a vector (emb_w2v_word_vector). Defaults:
      * maxn 0 (off), minn 3, bucket 2,000,000 (fastText's with maxn 6). */
-    int minn, maxn;      /* maxn in [0, 100]; with maxn > 0, minn in [1, maxn] */
-    int64_t bucket;      /* with maxn > 0: in [1, 2^31 - 1 - vocabulary size] */
+    int minn, maxn; /* maxn in [0, 100]; with maxn > 0, minn in [1, maxn] */
+    int64_t bucket; /* with maxn > 0: in [1, 2^31 - 1 - vocabulary size] */
 } emb_w2v_options;
 
 EMB_API emb_w2v_options emb_w2v_options_default(emb_w2v_model model);
@@ -116,9 +116,9 @@ EMB_API void emb_w2v_free(emb_w2v *w);
 typedef struct emb_w2v_progress {
     int64_t words_done;
     int64_t words_total;
-    int epoch;      /* 0-based epoch of the next word */
-    double alpha;   /* current learning rate */
-    double seconds; /* wall time since this emb_w2v_train call began */
+    int epoch;               /* 0-based epoch of the next word */
+    double alpha;            /* current learning rate */
+    double seconds;          /* wall time since this emb_w2v_train call began */
     int64_t words_done_here; /* of words_done, those processed by this emb_w2v_train call (a
                                 resumed run's speed is words_done_here / seconds) */
     /* With options.compute_loss: the loss of the current epoch so far (since it began, or

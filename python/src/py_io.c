@@ -27,11 +27,12 @@ static int vocab_from_list(PyObject *words, PyObject *counts, emb_vocab **out) {
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *w = PySequence_Fast_GET_ITEM(seq, i);
-        PyObject *b = PyUnicode_Check(w) ? PyUnicode_AsEncodedString(w, "utf-8", "surrogateescape")
-                                         : NULL;
+        PyObject *b =
+            PyUnicode_Check(w) ? PyUnicode_AsEncodedString(w, "utf-8", "surrogateescape") : NULL;
         if (!b) {
             if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "word %zd is %.100s, not str", i, Py_TYPE(w)->tp_name);
+                PyErr_Format(PyExc_TypeError, "word %zd is %.100s, not str", i,
+                             Py_TYPE(w)->tp_name);
             goto fail;
         }
         long long c = 0;
@@ -43,7 +44,8 @@ static int vocab_from_list(PyObject *words, PyObject *counts, emb_vocab **out) {
             }
         }
         bool added = false;
-        st = emb_vocab_add(*out, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b), c, NULL, &added);
+        st =
+            emb_vocab_add(*out, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b), c, NULL, &added);
         Py_DECREF(b);
         if (st != EMB_OK) {
             py_raise(st);
@@ -159,20 +161,22 @@ static int parse_dtype(const char *s, emb_dtype *d) {
             *d = all[i];
             return 0;
         }
-    PyErr_Format(PyExc_ValueError, "dtype must be float32, float16, bfloat16 or float64, got '%s'", s);
+    PyErr_Format(PyExc_ValueError, "dtype must be float32, float16, bfloat16 or float64, got '%s'",
+                 s);
     return -1;
 }
 
 /* write_vectors(path, array, words=None, counts=None, format='auto', dtype='float32',
  *               tensor=None, precision=0, trailing_space=False, binary_newline=True) */
 static PyObject *m_write_vectors(PyObject *m, PyObject *args, PyObject *kw) {
-    static char *names[] = {"path", "array", "words", "counts", "format", "dtype", "tensor",
-                            "precision", "trailing_space", "binary_newline", NULL};
+    static char *names[] = {"path",           "array",          "words",  "counts",
+                            "format",         "dtype",          "tensor", "precision",
+                            "trailing_space", "binary_newline", NULL};
     PyObject *p, *arr, *words = Py_None, *counts = Py_None;
     const char *fmt = NULL, *dtype = "float32", *tensor = NULL;
     int precision = 0, ts = 0, bn = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzszipp:write_vectors", names, &p, &arr,
-                                     &words, &counts, &fmt, &dtype, &tensor, &precision, &ts, &bn))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzszipp:write_vectors", names, &p, &arr, &words,
+                                     &counts, &fmt, &dtype, &tensor, &precision, &ts, &bn))
         return NULL;
     emb_vectors_write_options o = emb_vectors_write_options_default();
     if (parse_format(fmt, &o.format) < 0 || parse_dtype(dtype, &o.dtype) < 0) return NULL;
@@ -192,8 +196,10 @@ static PyObject *m_write_vectors(PyObject *m, PyObject *args, PyObject *kw) {
     if (py_path(p, &path) == 0) {
         emb_status st;
         PY_NOGIL(st, emb_vectors_write(PyBytes_AS_STRING(path), &a.t, v, &o));
-        if (st != EMB_OK) py_raise(st);
-        else res = Py_NewRef(Py_None);
+        if (st != EMB_OK)
+            py_raise(st);
+        else
+            res = Py_NewRef(Py_None);
     }
     Py_XDECREF(path);
     py_arg_release(&a);
@@ -227,8 +233,10 @@ static PyObject *m_npy_write(PyObject *m, PyObject *args) {
         emb_status st;
         PY_NOGIL(st, emb_npy_write(PyBytes_AS_STRING(path), &a.t));
         Py_DECREF(path);
-        if (st != EMB_OK) py_raise(st);
-        else res = Py_NewRef(Py_None);
+        if (st != EMB_OK)
+            py_raise(st);
+        else
+            res = Py_NewRef(Py_None);
     }
     py_arg_release(&a);
     return res;
@@ -322,8 +330,10 @@ static PyObject *m_safetensors_write(PyObject *m, PyObject *args) {
     if (py_path(p, &path) < 0) goto done;
     emb_status st;
     PY_NOGIL(st, emb_safetensors_write(PyBytes_AS_STRING(path), n, names, ts, nm, mk, mv));
-    if (st != EMB_OK) py_raise(st);
-    else res = Py_NewRef(Py_None);
+    if (st != EMB_OK)
+        py_raise(st);
+    else
+        res = Py_NewRef(Py_None);
 done:
     Py_XDECREF(path);
     if (arrs)
@@ -358,8 +368,7 @@ static PyObject *m_map_safetensors(PyObject *m, PyObject *args, PyObject *kw) {
  * ------------------------------------------------------------------------------------- */
 
 typedef struct py_qtable {
-    PyObject_HEAD
-    emb_qtable *q;
+    PyObject_HEAD emb_qtable *q;
     PyObject *words, *counts; /* from a file, or None */
     Py_ssize_t shape[2], strides[2];
 } py_qtable;
@@ -423,8 +432,12 @@ static PyObject *qtable_open(PyObject *args, int map) {
     return qtable_wrap(t, v);
 }
 
-static PyObject *qtable_load(PyObject *cls, PyObject *args) { return qtable_open(args, 0); }
-static PyObject *qtable_map(PyObject *cls, PyObject *args) { return qtable_open(args, 1); }
+static PyObject *qtable_load(PyObject *cls, PyObject *args) {
+    return qtable_open(args, 0);
+}
+static PyObject *qtable_map(PyObject *cls, PyObject *args) {
+    return qtable_open(args, 1);
+}
 
 static PyObject *qtable_save(py_qtable *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"path", "words", "counts", NULL};
@@ -472,18 +485,27 @@ done:
 }
 
 static PyObject *qtable_bag(py_qtable *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"input", "offsets", "per_sample_weights", "mode", "padding_idx",
-                            "include_last_offset", "return_max_indices", NULL};
+    static char *names[] = {"input",
+                            "offsets",
+                            "per_sample_weights",
+                            "mode",
+                            "padding_idx",
+                            "include_last_offset",
+                            "return_max_indices",
+                            NULL};
     PyObject *input, *offsets = Py_None, *psw = Py_None, *pad = Py_None;
     const char *mode = "mean";
     int ilo = 0, want_mi = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOsOpp:bag", names, &input, &offsets, &psw,
-                                     &mode, &pad, &ilo, &want_mi))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOsOpp:bag", names, &input, &offsets, &psw, &mode,
+                                     &pad, &ilo, &want_mi))
         return NULL;
     emb_bag_options o = emb_bag_options_default();
-    if (!strcmp(mode, "sum")) o.mode = EMB_BAG_SUM;
-    else if (!strcmp(mode, "mean")) o.mode = EMB_BAG_MEAN;
-    else if (!strcmp(mode, "max")) o.mode = EMB_BAG_MAX;
+    if (!strcmp(mode, "sum"))
+        o.mode = EMB_BAG_SUM;
+    else if (!strcmp(mode, "mean"))
+        o.mode = EMB_BAG_MEAN;
+    else if (!strcmp(mode, "max"))
+        o.mode = EMB_BAG_MAX;
     else {
         PyErr_Format(PyExc_ValueError, "mode has to be one of sum, mean or max, got '%s'", mode);
         return NULL;
@@ -496,9 +518,9 @@ static PyObject *qtable_bag(py_qtable *self, PyObject *args, PyObject *kw) {
         py_arg_get(offsets, "offsets", PY_DT_INDEX, PY_ARG_OPTIONAL, &of) < 0 ||
         py_arg_get(psw, "per_sample_weights", PY_DT_F32, PY_ARG_OPTIONAL, &pw) < 0)
         goto done;
-    int64_t nb = in.t.ndim == 2 ? in.t.shape[0]
-               : (of.present && of.t.ndim == 1) ? of.t.shape[0] - (ilo && of.t.shape[0] ? 1 : 0)
-                                                : 0;
+    int64_t nb = in.t.ndim == 2                   ? in.t.shape[0]
+                 : (of.present && of.t.ndim == 1) ? of.t.shape[0] - (ilo && of.t.shape[0] ? 1 : 0)
+                                                  : 0;
     int64_t shape[2] = {nb, emb_qtable_dim(self->q)};
     emb_tensor ot, mt;
     PyObject *mi = NULL;
@@ -510,7 +532,7 @@ static PyObject *qtable_bag(py_qtable *self, PyObject *args, PyObject *kw) {
     }
     emb_status st;
     PY_NOGIL(st, emb_qtable_bag_forward(self->q, &in.t, of.present ? &of.t : NULL,
-                                pw.present ? &pw.t : NULL, &o, &ot, mi ? &mt : NULL));
+                                        pw.present ? &pw.t : NULL, &o, &ot, mi ? &mt : NULL));
     if (st != EMB_OK) {
         Py_CLEAR(out);
         py_raise(st);
@@ -575,8 +597,12 @@ static PyObject *qtable_get_num_rows(py_qtable *self, void *c) {
 static PyObject *qtable_get_dim(py_qtable *self, void *c) {
     return PyLong_FromLongLong(emb_qtable_dim(self->q));
 }
-static PyObject *qtable_get_words(py_qtable *self, void *c) { return Py_NewRef(self->words); }
-static PyObject *qtable_get_counts(py_qtable *self, void *c) { return Py_NewRef(self->counts); }
+static PyObject *qtable_get_words(py_qtable *self, void *c) {
+    return Py_NewRef(self->words);
+}
+static PyObject *qtable_get_counts(py_qtable *self, void *c) {
+    return Py_NewRef(self->counts);
+}
 
 static PyMethodDef qtable_methods[] = {
     {"quantize", (PyCFunction)qtable_quantize, METH_VARARGS | METH_CLASS,
@@ -619,8 +645,7 @@ PyTypeObject py_qtable_type = {
  * ------------------------------------------------------------------------------------- */
 
 typedef struct py_knn {
-    PyObject_HEAD
-    emb_knn *index;
+    PyObject_HEAD emb_knn *index;
     py_arg table;    /* a float32 table it reads (kept: the index borrows it) */
     PyObject *owner; /* or the QTable / Embedding it reads */
 } py_knn;
@@ -697,10 +722,12 @@ static PyObject *knn_search(py_knn *self, PyObject *args, PyObject *kw) {
     sc = ids ? py_new_array(EMB_FLOAT32, 2, shape, &st_) : NULL;
     if (!sc) goto done;
     emb_status st;
-    PY_NOGIL(st, emb_knn_search(self->index, &qa.t, k, ea.present ? ea.t.data : NULL, nex,
-                                it.data, st_.data));
-    if (st != EMB_OK) py_raise(st);
-    else res = PyTuple_Pack(2, ids, sc);
+    PY_NOGIL(st, emb_knn_search(self->index, &qa.t, k, ea.present ? ea.t.data : NULL, nex, it.data,
+                                st_.data));
+    if (st != EMB_OK)
+        py_raise(st);
+    else
+        res = PyTuple_Pack(2, ids, sc);
 done:
     Py_XDECREF(ids);
     Py_XDECREF(sc);
@@ -733,8 +760,10 @@ static PyObject *knn_analogy(py_knn *self, PyObject *args) {
     if (!sc) goto done;
     emb_status st;
     PY_NOGIL(st, emb_knn_analogy(self->index, a.t.data, a.t.shape[0], k, it.data, stt.data));
-    if (st != EMB_OK) py_raise(st);
-    else res = PyTuple_Pack(2, ids, sc);
+    if (st != EMB_OK)
+        py_raise(st);
+    else
+        res = PyTuple_Pack(2, ids, sc);
 done:
     Py_XDECREF(ids);
     Py_XDECREF(sc);
@@ -781,7 +810,8 @@ static PyObject *m_spearman(PyObject *m, PyObject *args) {
     }
     PyObject *res = NULL;
     int64_t n = emb_tensor_numel(&xa.t);
-    if (n != emb_tensor_numel(&ya.t)) PyErr_SetString(PyExc_ValueError, "x and y differ in length");
+    if (n != emb_tensor_numel(&ya.t))
+        PyErr_SetString(PyExc_ValueError, "x and y differ in length");
     else {
         double rho;
         emb_status st = emb_spearman(xa.t.data, ya.t.data, n, &rho);

@@ -4,15 +4,15 @@
 #include <math.h>
 #include <string.h>
 
-static PyObject *np_asarray;  /* numpy.asarray */
-static PyObject *np_empty;    /* numpy.empty */
+static PyObject *np_asarray; /* numpy.asarray */
+static PyObject *np_empty;   /* numpy.empty */
 
 /* ---------------------------------------------------------------------------------------
  * Errors
  * ------------------------------------------------------------------------------------- */
 
-static PyObject *err_base;                 /* emb.Error */
-static PyObject *err_by_status[16];        /* indexed by -status */
+static PyObject *err_base;          /* emb.Error */
+static PyObject *err_by_status[16]; /* indexed by -status */
 
 static const struct {
     emb_status st;
@@ -37,17 +37,28 @@ static const struct {
 
 static PyObject *builtin_for(emb_status st) {
     switch (st) {
-    case EMB_ERR_NOMEM: return PyExc_MemoryError;
-    case EMB_ERR_INDEX: return PyExc_IndexError;
-    case EMB_ERR_DTYPE: return PyExc_TypeError;
-    case EMB_ERR_NULL: return PyExc_TypeError;
-    case EMB_ERR_OVERFLOW: return PyExc_OverflowError;
-    case EMB_ERR_UNSUPPORTED: return PyExc_NotImplementedError;
-    case EMB_ERR_STATE: return PyExc_RuntimeError;
-    case EMB_ERR_IO: return PyExc_OSError;
-    case EMB_ERR_CANCELLED: return PyExc_RuntimeError;
-    case EMB_ERR_NUMERIC: return PyExc_ArithmeticError;
-    default: return PyExc_ValueError; /* invalid, shape, format, read-only */
+    case EMB_ERR_NOMEM:
+        return PyExc_MemoryError;
+    case EMB_ERR_INDEX:
+        return PyExc_IndexError;
+    case EMB_ERR_DTYPE:
+        return PyExc_TypeError;
+    case EMB_ERR_NULL:
+        return PyExc_TypeError;
+    case EMB_ERR_OVERFLOW:
+        return PyExc_OverflowError;
+    case EMB_ERR_UNSUPPORTED:
+        return PyExc_NotImplementedError;
+    case EMB_ERR_STATE:
+        return PyExc_RuntimeError;
+    case EMB_ERR_IO:
+        return PyExc_OSError;
+    case EMB_ERR_CANCELLED:
+        return PyExc_RuntimeError;
+    case EMB_ERR_NUMERIC:
+        return PyExc_ArithmeticError;
+    default:
+        return PyExc_ValueError; /* invalid, shape, format, read-only */
     }
 }
 
@@ -107,30 +118,46 @@ static const char *dtype_names(unsigned mask, char *buf, size_t n) {
 /* The emb dtype of a struct-module format with the given item size, or -1. */
 static int format_dtype(const char *fmt, Py_ssize_t itemsize) {
     if (!fmt) return EMB_UINT8; /* plain bytes */
-    if (*fmt == '@' || *fmt == '=' || *fmt == '<') fmt++;
-    else if (*fmt == '>' || *fmt == '!') return -2; /* big-endian */
+    if (*fmt == '@' || *fmt == '=' || *fmt == '<')
+        fmt++;
+    else if (*fmt == '>' || *fmt == '!')
+        return -2; /* big-endian */
     if (!fmt[0] || fmt[1]) return -1;
     switch (fmt[0]) {
-    case 'f': return itemsize == 4 ? EMB_FLOAT32 : -1;
-    case 'd': return itemsize == 8 ? EMB_FLOAT64 : -1;
-    case 'e': return itemsize == 2 ? EMB_FLOAT16 : -1;
-    case 'q': case 'l': return itemsize == 8 ? EMB_INT64 : itemsize == 4 ? EMB_INT32 : -1;
-    case 'i': return itemsize == 4 ? EMB_INT32 : -1;
-    case 'h': return itemsize == 2 ? EMB_INT16 : -1;
-    case 'b': return itemsize == 1 ? EMB_INT8 : -1;
-    case 'B': return itemsize == 1 ? EMB_UINT8 : -1;
-    case '?': return itemsize == 1 ? EMB_BOOL : -1;
-    default: return -1;
+    case 'f':
+        return itemsize == 4 ? EMB_FLOAT32 : -1;
+    case 'd':
+        return itemsize == 8 ? EMB_FLOAT64 : -1;
+    case 'e':
+        return itemsize == 2 ? EMB_FLOAT16 : -1;
+    case 'q':
+    case 'l':
+        return itemsize == 8 ? EMB_INT64 : itemsize == 4 ? EMB_INT32 : -1;
+    case 'i':
+        return itemsize == 4 ? EMB_INT32 : -1;
+    case 'h':
+        return itemsize == 2 ? EMB_INT16 : -1;
+    case 'b':
+        return itemsize == 1 ? EMB_INT8 : -1;
+    case 'B':
+        return itemsize == 1 ? EMB_UINT8 : -1;
+    case '?':
+        return itemsize == 1 ? EMB_BOOL : -1;
+    default:
+        return -1;
     }
 }
 
 static const char *format_name(const char *fmt, Py_ssize_t itemsize, char *buf, size_t n) {
     /* numpy's names for the formats emb does not take, for messages */
-    static const struct { char c; const char *name; } names[] = {
-        {'d', "float64"}, {'f', "float32"}, {'e', "float16"}, {'g', "float128"},
-        {'Q', "uint64"}, {'L', "uint64"}, {'I', "uint32"}, {'H', "uint16"},
-        {'Z', "complex"}, {'O', "object"}, {'q', "int64"}, {'l', "int64"}, {'i', "int32"},
-        {'h', "int16"}, {'b', "int8"}, {'B', "uint8"}, {'?', "bool"}};
+    static const struct {
+        char c;
+        const char *name;
+    } names[] = {{'d', "float64"}, {'f', "float32"}, {'e', "float16"}, {'g', "float128"},
+                 {'Q', "uint64"},  {'L', "uint64"},  {'I', "uint32"},  {'H', "uint16"},
+                 {'Z', "complex"}, {'O', "object"},  {'q', "int64"},   {'l', "int64"},
+                 {'i', "int32"},   {'h', "int16"},   {'b', "int8"},    {'B', "uint8"},
+                 {'?', "bool"}};
     const char *f = fmt ? fmt : "B";
     if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!') f++;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -166,8 +193,10 @@ int py_arg_get(PyObject *obj, const char *what, unsigned dtypes, int flags, py_a
         if (!PyErr_ExceptionMatches(PyExc_TypeError) || PyObject_CheckBuffer(obj)) {
             if (want_write && PyObject_CheckBuffer(obj)) { /* a read-only buffer */
                 PyErr_Clear();
-                PyErr_Format(PyExc_ValueError, "%s must be writable (emb writes into it), "
-                             "got a read-only %.100s", what, Py_TYPE(obj)->tp_name);
+                PyErr_Format(PyExc_ValueError,
+                             "%s must be writable (emb writes into it), "
+                             "got a read-only %.100s",
+                             what, Py_TYPE(obj)->tp_name);
             }
             return -1;
         }
@@ -265,7 +294,9 @@ PyObject *py_new_array(emb_dtype dtype, int ndim, const int64_t *shape, emb_tens
     return arr;
 }
 
-PyObject *py_asarray(PyObject *obj) { return PyObject_CallOneArg(np_asarray, obj); }
+PyObject *py_asarray(PyObject *obj) {
+    return PyObject_CallOneArg(np_asarray, obj);
+}
 
 /* ---------------------------------------------------------------------------------------
  * Locks and small parsers
@@ -341,9 +372,12 @@ static PyObject *m_set_kernel_mode(PyObject *self, PyObject *arg) {
     const char *s = PyUnicode_AsUTF8(arg);
     if (!s) return NULL;
     emb_kernel_mode m;
-    if (!strcmp(s, "auto")) m = EMB_KERNELS_AUTO;
-    else if (!strcmp(s, "ref")) m = EMB_KERNELS_REF;
-    else if (!strcmp(s, "avx2")) m = EMB_KERNELS_AVX2;
+    if (!strcmp(s, "auto"))
+        m = EMB_KERNELS_AUTO;
+    else if (!strcmp(s, "ref"))
+        m = EMB_KERNELS_REF;
+    else if (!strcmp(s, "avx2"))
+        m = EMB_KERNELS_AVX2;
     else {
         PyErr_Format(PyExc_ValueError, "kernel mode must be 'auto', 'ref' or 'avx2', got '%s'", s);
         return NULL;
@@ -354,9 +388,12 @@ static PyObject *m_set_kernel_mode(PyObject *self, PyObject *arg) {
 
 static PyObject *m_get_kernel_mode(PyObject *self, PyObject *unused) {
     switch (emb_get_kernel_mode()) {
-    case EMB_KERNELS_REF: return PyUnicode_FromString("ref");
-    case EMB_KERNELS_AVX2: return PyUnicode_FromString("avx2");
-    default: return PyUnicode_FromString("auto");
+    case EMB_KERNELS_REF:
+        return PyUnicode_FromString("ref");
+    case EMB_KERNELS_AVX2:
+        return PyUnicode_FromString("avx2");
+    default:
+        return PyUnicode_FromString("auto");
     }
 }
 
@@ -371,9 +408,15 @@ static PyMethodDef module_functions[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "emb._emb",
-    "The C extension behind the emb package (use `import emb`).", -1, module_functions,
-    NULL, NULL, NULL, NULL};
+    PyModuleDef_HEAD_INIT,
+    "emb._emb",
+    "The C extension behind the emb package (use `import emb`).",
+    -1,
+    module_functions,
+    NULL,
+    NULL,
+    NULL,
+    NULL};
 
 static int add_functions(PyObject *m, PyMethodDef *defs) {
     return PyModule_AddFunctions(m, defs);

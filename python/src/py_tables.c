@@ -8,13 +8,12 @@
 #include <string.h>
 
 typedef struct py_table {
-    PyObject_HEAD
-    emb_embedding *e; /* the table (owned by `bag` for an EmbeddingBag) */
-    emb_bag *bag;     /* EmbeddingBag only */
+    PyObject_HEAD emb_embedding *e; /* the table (owned by `bag` for an EmbeddingBag) */
+    emb_bag *bag;                   /* EmbeddingBag only */
     py_lock lock;
     Py_buffer shared; /* the caller's weight when the table shares it */
     int shared_held;
-    PyObject *keep;   /* anything else the table's memory depends on, or NULL */
+    PyObject *keep; /* anything else the table's memory depends on, or NULL */
     Py_ssize_t shape[2], strides[2];
 } py_table;
 
@@ -32,8 +31,10 @@ emb_embedding *py_embedding_handle(PyObject *obj) {
 }
 
 static void table_dealloc(py_table *self) {
-    if (self->bag) emb_bag_free(self->bag);
-    else emb_embedding_free(self->e);
+    if (self->bag)
+        emb_bag_free(self->bag);
+    else
+        emb_embedding_free(self->e);
     self->bag = NULL;
     self->e = NULL;
     if (self->shared_held) PyBuffer_Release(&self->shared);
@@ -135,15 +136,15 @@ static int parse_embedding_options(PyObject *padding_idx, PyObject *max_norm, do
 }
 
 static int embedding_init(py_table *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"num_embeddings", "embedding_dim", "padding_idx", "max_norm",
-                            "norm_type", "scale_grad_by_freq", "sparse", "_weight", "_freeze",
-                            NULL};
+    static char *names[] = {
+        "num_embeddings",     "embedding_dim", "padding_idx", "max_norm", "norm_type",
+        "scale_grad_by_freq", "sparse",        "_weight",     "_freeze",  NULL};
     long long num = 0, dim = 0;
     PyObject *pad = Py_None, *mn = Py_None, *weight = Py_None;
     double nt = 2.0;
     int scale = 0, sparse = 0, freeze = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|OOdppOp:Embedding", names, &num, &dim, &pad,
-                                     &mn, &nt, &scale, &sparse, &weight, &freeze))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|OOdppOp:Embedding", names, &num, &dim, &pad, &mn,
+                                     &nt, &scale, &sparse, &weight, &freeze))
         return -1;
     if (self->e) {
         PyErr_SetString(PyExc_RuntimeError, "Embedding is already initialised");
@@ -177,9 +178,12 @@ static int embedding_init(py_table *self, PyObject *args, PyObject *kw) {
 static int bag_mode(PyObject *obj, emb_bag_mode *out) {
     const char *s = PyUnicode_AsUTF8(obj);
     if (!s) return -1;
-    if (!strcmp(s, "sum")) *out = EMB_BAG_SUM;
-    else if (!strcmp(s, "mean")) *out = EMB_BAG_MEAN;
-    else if (!strcmp(s, "max")) *out = EMB_BAG_MAX;
+    if (!strcmp(s, "sum"))
+        *out = EMB_BAG_SUM;
+    else if (!strcmp(s, "mean"))
+        *out = EMB_BAG_MEAN;
+    else if (!strcmp(s, "max"))
+        *out = EMB_BAG_MAX;
     else {
         PyErr_Format(PyExc_ValueError, "mode has to be one of sum, mean or max, got '%s'", s);
         return -1;
@@ -188,16 +192,15 @@ static int bag_mode(PyObject *obj, emb_bag_mode *out) {
 }
 
 static int bag_init(py_table *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"num_embeddings", "embedding_dim", "max_norm", "norm_type",
-                            "scale_grad_by_freq", "mode", "sparse", "_weight",
-                            "include_last_offset", "padding_idx", "_freeze", NULL};
+    static char *names[] = {"num_embeddings",      "embedding_dim", "max_norm", "norm_type",
+                            "scale_grad_by_freq",  "mode",          "sparse",   "_weight",
+                            "include_last_offset", "padding_idx",   "_freeze",  NULL};
     long long num = 0, dim = 0;
     PyObject *pad = Py_None, *mn = Py_None, *weight = Py_None, *mode = NULL;
     double nt = 2.0;
     int scale = 0, sparse = 0, ilo = 0, freeze = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|OdpUpOpOp:EmbeddingBag", names, &num, &dim,
-                                     &mn, &nt, &scale, &mode, &sparse, &weight, &ilo, &pad,
-                                     &freeze))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|OdpUpOpOp:EmbeddingBag", names, &num, &dim, &mn,
+                                     &nt, &scale, &mode, &sparse, &weight, &ilo, &pad, &freeze))
         return -1;
     if (self->bag) {
         PyErr_SetString(PyExc_RuntimeError, "EmbeddingBag is already initialised");
@@ -348,9 +351,12 @@ static PyObject *embedding_backward_sparse(py_table *self, PyObject *args) {
     emb_status st = emb_sparse_grad_init(&g, emb_embedding_num_embeddings(self->e),
                                          emb_embedding_embedding_dim(self->e));
     PyObject *res = NULL;
-    if (st == EMB_OK) PY_CALL(&self->lock, st, emb_embedding_backward_sparse(self->e, &ix.t, &gout.t, &g));
-    if (st != EMB_OK) py_raise(st);
-    else res = sparse_to_tuple(&g);
+    if (st == EMB_OK)
+        PY_CALL(&self->lock, st, emb_embedding_backward_sparse(self->e, &ix.t, &gout.t, &g));
+    if (st != EMB_OK)
+        py_raise(st);
+    else
+        res = sparse_to_tuple(&g);
     emb_sparse_grad_release(&g);
     py_arg_release(&gout);
     py_arg_release(&ix);
@@ -412,7 +418,8 @@ static PyObject *bag_forward(py_table *self, PyObject *args, PyObject *kw) {
         py_raise(st);
         goto done;
     }
-    if (want_mi) res = PyTuple_Pack(2, out, mi ? mi : Py_None);
+    if (want_mi)
+        res = PyTuple_Pack(2, out, mi ? mi : Py_None);
     else {
         res = out;
         Py_INCREF(res);
@@ -425,8 +432,8 @@ done:
 }
 
 static PyObject *bag_backward(py_table *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"input", "grad_output", "offsets", "per_sample_weights",
-                            "max_indices", "grad", NULL};
+    static char *names[] = {"input",       "grad_output", "offsets", "per_sample_weights",
+                            "max_indices", "grad",        NULL};
     PyObject *input, *go, *offsets = Py_None, *psw = Py_None, *mi = Py_None, *grad = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOO:backward", names, &input, &go, &offsets,
                                      &psw, &mi, &grad))
@@ -447,8 +454,8 @@ static PyObject *bag_backward(py_table *self, PyObject *args, PyObject *kw) {
     PY_CALL(&self->lock, st,
             acc ? emb_bag_backward(self->bag, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw),
                                    OPT_T(mia), &gout.t, &t)
-                : emb_bag_backward_overwrite(self->bag, &b.input.t, OPT_T(b.offsets),
-                                             OPT_T(b.psw), OPT_T(mia), &gout.t, &t));
+                : emb_bag_backward_overwrite(self->bag, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw),
+                                             OPT_T(mia), &gout.t, &t));
     if (st != EMB_OK) {
         Py_CLEAR(res);
         py_raise(st);
@@ -480,8 +487,10 @@ static PyObject *bag_backward_sparse(py_table *self, PyObject *args, PyObject *k
         PY_CALL(&self->lock, st,
                 emb_bag_backward_sparse(self->bag, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw),
                                         &gout.t, &g));
-    if (st != EMB_OK) py_raise(st);
-    else res = sparse_to_tuple(&g);
+    if (st != EMB_OK)
+        py_raise(st);
+    else
+        res = sparse_to_tuple(&g);
     emb_sparse_grad_release(&g);
 done:
     py_arg_release(&gout);
@@ -505,9 +514,9 @@ static PyObject *bag_backward_psw(py_table *self, PyObject *args, PyObject *kw) 
     res = py_new_array(EMB_FLOAT32, b.input.t.ndim, b.input.t.shape, &t);
     if (!res) goto done;
     emb_status st;
-    PY_CALL(&self->lock, st,
-            emb_bag_backward_per_sample_weights(self->bag, &b.input.t, OPT_T(b.offsets),
-                                                &gout.t, &t));
+    PY_CALL(
+        &self->lock, st,
+        emb_bag_backward_per_sample_weights(self->bag, &b.input.t, OPT_T(b.offsets), &gout.t, &t));
     if (st != EMB_OK) {
         Py_CLEAR(res);
         py_raise(st);
@@ -550,10 +559,10 @@ static int set_weight(py_table *self, PyObject *value, void *c) {
     return r;
 }
 
-#define GETTER(name, expr)                                       \
-    static PyObject *get_##name(py_table *self, void *c) {       \
-        if (check_ready(self) < 0) return NULL;                  \
-        return expr;                                             \
+#define GETTER(name, expr)                                                                         \
+    static PyObject *get_##name(py_table *self, void *c) {                                         \
+        if (check_ready(self) < 0) return NULL;                                                    \
+        return expr;                                                                               \
     }
 GETTER(num_embeddings, PyLong_FromLongLong(emb_embedding_num_embeddings(self->e)))
 GETTER(embedding_dim, PyLong_FromLongLong(emb_embedding_embedding_dim(self->e)))
@@ -607,20 +616,21 @@ static PyObject *table_repr(py_table *self) {
                                 emb_embedding_is_read_only(self->e) ? ", read_only=True" : "");
 }
 
-#define COMMON_GETSET                                                                       \
-    {"weight", (getter)get_weight, (setter)set_weight,                                      \
-     "The weight, float32 [num_embeddings, embedding_dim]: a numpy view of the table's own " \
-     "memory (read-only for a read-only table). Assigning copies values into the table.",   \
-     NULL},                                                                                 \
-        {"num_embeddings", (getter)get_num_embeddings, NULL, NULL, NULL},                   \
-        {"embedding_dim", (getter)get_embedding_dim, NULL, NULL, NULL},                     \
-        {"padding_idx", (getter)get_padding_idx, NULL, "normalised padding row or None", NULL}, \
-        {"max_norm", (getter)get_max_norm, NULL, NULL, NULL},                               \
-        {"norm_type", (getter)get_norm_type, NULL, NULL, NULL},                             \
-        {"scale_grad_by_freq", (getter)get_scale_grad_by_freq, NULL, NULL, NULL},           \
-        {"sparse", (getter)get_sparse, NULL, NULL, NULL},                                   \
-        {"read_only", (getter)get_read_only, NULL, NULL, NULL},                             \
-        {"requires_grad", (getter)get_requires_grad, (setter)set_requires_grad, NULL, NULL}
+#define COMMON_GETSET                                                                              \
+    {"weight", (getter)get_weight, (setter)set_weight,                                             \
+     "The weight, float32 [num_embeddings, embedding_dim]: a numpy view of the table's own "       \
+     "memory (read-only for a read-only table). Assigning copies values into the table.",          \
+     NULL},                                                                                        \
+        {"num_embeddings", (getter)get_num_embeddings, NULL, NULL, NULL},                          \
+        {"embedding_dim", (getter)get_embedding_dim, NULL, NULL, NULL},                            \
+        {"padding_idx", (getter)get_padding_idx, NULL, "normalised padding row or None", NULL},    \
+        {"max_norm", (getter)get_max_norm, NULL, NULL, NULL},                                      \
+        {"norm_type", (getter)get_norm_type, NULL, NULL, NULL},                                    \
+        {"scale_grad_by_freq", (getter)get_scale_grad_by_freq, NULL, NULL, NULL},                  \
+        {"sparse", (getter)get_sparse, NULL, NULL, NULL},                                          \
+        {"read_only", (getter)get_read_only, NULL, NULL, NULL}, {                                  \
+        "requires_grad", (getter)get_requires_grad, (setter)set_requires_grad, NULL, NULL          \
+    }
 
 static PyGetSetDef embedding_getset[] = {COMMON_GETSET, {NULL}};
 static PyGetSetDef bag_getset[] = {
@@ -727,11 +737,9 @@ static PyObject *f_embedding(PyObject *m, PyObject *args, PyObject *kw) {
     out = py_new_array(EMB_FLOAT32, ix.t.ndim + 1, shape, &o);
     if (!out) goto done;
     emb_status st = EMB_OK;
-    Py_BEGIN_ALLOW_THREADS
-    if (renorm) st = emb_embedding_renorm_(&wa.t, &ix.t, max_norm, nt);
+    Py_BEGIN_ALLOW_THREADS if (renorm) st = emb_embedding_renorm_(&wa.t, &ix.t, max_norm, nt);
     if (st == EMB_OK) st = emb_embedding_lookup(&wa.t, &ix.t, &o);
-    Py_END_ALLOW_THREADS
-    if (st != EMB_OK) {
+    Py_END_ALLOW_THREADS if (st != EMB_OK) {
         Py_CLEAR(out);
         py_raise(st);
     }
@@ -746,12 +754,12 @@ done:
 static const emb_storage read_only_storage = {true, NULL, NULL};
 
 static PyObject *f_embedding_backward(PyObject *m, PyObject *args, PyObject *kw) {
-    static char *names[] = {"weight", "indices", "grad_output", "padding_idx",
-                            "scale_grad_by_freq", "sparse", NULL};
+    static char *names[] = {"weight", "indices", "grad_output", "padding_idx", "scale_grad_by_freq",
+                            "sparse", NULL};
     PyObject *w, *ind, *go, *pad = Py_None;
     int scale = 0, sparse = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|Opp:embedding_backward", names, &w, &ind,
-                                     &go, &pad, &scale, &sparse))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|Opp:embedding_backward", names, &w, &ind, &go,
+                                     &pad, &scale, &sparse))
         return NULL;
     emb_embedding_options o;
     if (parse_embedding_options(pad, Py_None, 2.0, scale, sparse, &o) < 0) return NULL;
@@ -771,8 +779,10 @@ static PyObject *f_embedding_backward(PyObject *m, PyObject *args, PyObject *kw)
         emb_sparse_grad g;
         st = emb_sparse_grad_init(&g, wa.t.shape[0], wa.t.shape[1]);
         if (st == EMB_OK) PY_NOGIL(st, emb_embedding_backward_sparse(e, &ix.t, &gout.t, &g));
-        if (st != EMB_OK) py_raise(st);
-        else res = sparse_to_tuple(&g);
+        if (st != EMB_OK)
+            py_raise(st);
+        else
+            res = sparse_to_tuple(&g);
         emb_sparse_grad_release(&g);
     } else {
         emb_tensor t;
@@ -807,9 +817,8 @@ static int parse_bag_options(PyObject *mode, PyObject *pad, PyObject *mn, double
 /* F.embedding_bag(weight, input, offsets, per_sample_weights, mode, padding_idx, max_norm,
  * norm_type, include_last_offset) -> (out, max_indices or None) */
 static PyObject *f_embedding_bag(PyObject *m, PyObject *args, PyObject *kw) {
-    static char *names[] = {"weight", "input", "offsets", "per_sample_weights", "mode",
-                            "padding_idx", "max_norm", "norm_type", "include_last_offset",
-                            NULL};
+    static char *names[] = {"weight",      "input",    "offsets",   "per_sample_weights",  "mode",
+                            "padding_idx", "max_norm", "norm_type", "include_last_offset", NULL};
     PyObject *w, *input, *offsets = Py_None, *psw = Py_None, *mode = NULL, *pad = Py_None,
                          *mn = Py_None;
     double nt = 2.0;
@@ -830,10 +839,12 @@ static PyObject *f_embedding_bag(PyObject *m, PyObject *args, PyObject *kw) {
         goto done;
     }
     int64_t nb;
-    if (b.input.t.ndim == 2) nb = b.input.t.shape[0];
+    if (b.input.t.ndim == 2)
+        nb = b.input.t.shape[0];
     else if (b.offsets.present && b.offsets.t.ndim == 1)
         nb = b.offsets.t.shape[0] - (ilo && b.offsets.t.shape[0] > 0 ? 1 : 0);
-    else nb = 0; /* emb reports what is wrong */
+    else
+        nb = 0; /* emb reports what is wrong */
     int64_t shape[2] = {nb, wa.t.shape[1]};
     emb_tensor ot, mt;
     out = py_new_array(EMB_FLOAT32, 2, shape, &ot);
@@ -841,7 +852,7 @@ static PyObject *f_embedding_bag(PyObject *m, PyObject *args, PyObject *kw) {
     if (o.mode == EMB_BAG_MAX && !(mi = py_new_array(EMB_INT64, 2, shape, &mt))) goto done;
     emb_status st;
     PY_NOGIL(st, emb_bag_lookup(&wa.t, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw), &o, &ot,
-                                   mi ? &mt : NULL));
+                                mi ? &mt : NULL));
     if (st != EMB_OK) {
         py_raise(st);
         goto done;
@@ -858,19 +869,30 @@ done:
 /* The backward passes of F.embedding_bag: what="dense" -> grad [V, D]; "sparse" -> (rows,
  * values); "per_sample_weights" -> the gradient of per_sample_weights. */
 static PyObject *f_embedding_bag_backward(PyObject *m, PyObject *args, PyObject *kw) {
-    static char *names[] = {"weight", "input", "grad_output", "offsets", "per_sample_weights",
-                            "max_indices", "mode", "padding_idx", "scale_grad_by_freq",
-                            "include_last_offset", "what", NULL};
+    static char *names[] = {"weight",
+                            "input",
+                            "grad_output",
+                            "offsets",
+                            "per_sample_weights",
+                            "max_indices",
+                            "mode",
+                            "padding_idx",
+                            "scale_grad_by_freq",
+                            "include_last_offset",
+                            "what",
+                            NULL};
     PyObject *w, *input, *go, *offsets = Py_None, *psw = Py_None, *mi = Py_None, *mode = NULL,
-                                 *pad = Py_None;
+                              *pad = Py_None;
     int scale = 0, ilo = 0;
     const char *what = "dense";
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OOOUOpps:embedding_bag_backward", names, &w,
                                      &input, &go, &offsets, &psw, &mi, &mode, &pad, &scale, &ilo,
                                      &what))
         return NULL;
-    int kind = !strcmp(what, "dense") ? 0 : !strcmp(what, "sparse") ? 1
-             : !strcmp(what, "per_sample_weights") ? 2 : -1;
+    int kind = !strcmp(what, "dense")                ? 0
+               : !strcmp(what, "sparse")             ? 1
+               : !strcmp(what, "per_sample_weights") ? 2
+                                                     : -1;
     if (kind < 0) {
         PyErr_Format(PyExc_ValueError,
                      "what must be 'dense', 'sparse' or 'per_sample_weights', got '%s'", what);
@@ -899,20 +921,24 @@ static PyObject *f_embedding_bag_backward(PyObject *m, PyObject *args, PyObject 
         if (st == EMB_OK)
             PY_NOGIL(st, emb_bag_backward_sparse(bag, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw),
                                                  &gout.t, &g));
-        if (st != EMB_OK) py_raise(st);
-        else res = sparse_to_tuple(&g);
+        if (st != EMB_OK)
+            py_raise(st);
+        else
+            res = sparse_to_tuple(&g);
         emb_sparse_grad_release(&g);
         goto done;
     }
-    if (kind == 0) res = py_new_array(EMB_FLOAT32, 2, wa.t.shape, &t);
-    else res = py_new_array(EMB_FLOAT32, b.input.t.ndim, b.input.t.shape, &t);
+    if (kind == 0)
+        res = py_new_array(EMB_FLOAT32, 2, wa.t.shape, &t);
+    else
+        res = py_new_array(EMB_FLOAT32, b.input.t.ndim, b.input.t.shape, &t);
     if (!res) goto done;
     if (kind == 0)
         PY_NOGIL(st, emb_bag_backward_overwrite(bag, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw),
                                                 OPT_T(mia), &gout.t, &t));
     else
-        PY_NOGIL(st, emb_bag_backward_per_sample_weights(bag, &b.input.t, OPT_T(b.offsets),
-                                                         &gout.t, &t));
+        PY_NOGIL(st, emb_bag_backward_per_sample_weights(bag, &b.input.t, OPT_T(b.offsets), &gout.t,
+                                                         &t));
     if (st != EMB_OK) {
         Py_CLEAR(res);
         py_raise(st);

@@ -9,15 +9,14 @@
  * ------------------------------------------------------------------------------------- */
 
 typedef struct py_param {
-    Py_buffer view;  /* held for an array parameter */
+    Py_buffer view; /* held for an array parameter */
     int held;
     PyObject *table; /* or the Embedding / EmbeddingBag whose weight it is */
     int64_t dims;    /* 2 for tables */
 } py_param;
 
 typedef struct py_optimizer {
-    PyObject_HEAD
-    emb_optimizer *opt;
+    PyObject_HEAD emb_optimizer *opt;
     py_lock lock;
     py_param *params;
     int nparams, cap;
@@ -46,16 +45,17 @@ static int opt_double(PyObject *o, double *out) {
 }
 
 static int optimizer_init(py_optimizer *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"kind", "lr", "momentum", "dampening", "nesterov", "weight_decay",
-                            "lr_decay", "initial_accumulator_value", "eps", "betas",
-                            "amsgrad", "maximize", NULL};
+    static char *names[] = {"kind",     "lr",           "momentum", "dampening",
+                            "nesterov", "weight_decay", "lr_decay", "initial_accumulator_value",
+                            "eps",      "betas",        "amsgrad",  "maximize",
+                            NULL};
     const char *kind;
     PyObject *lr = NULL, *mom = NULL, *damp = NULL, *wd = NULL, *lrd = NULL, *iav = NULL,
              *eps = NULL, *betas = NULL;
     int nesterov = 0, amsgrad = 0, maximize = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OOOpOOOOOpp:Optimizer", names, &kind, &lr,
-                                     &mom, &damp, &nesterov, &wd, &lrd, &iav, &eps, &betas,
-                                     &amsgrad, &maximize))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OOOpOOOOOpp:Optimizer", names, &kind, &lr, &mom,
+                                     &damp, &nesterov, &wd, &lrd, &iav, &eps, &betas, &amsgrad,
+                                     &maximize))
         return -1;
     if (self->opt) {
         PyErr_SetString(PyExc_RuntimeError, "Optimizer is already initialised");
@@ -145,8 +145,10 @@ static PyObject *optimizer_add_param(py_optimizer *self, PyObject *obj) {
 
 static int param_id(py_optimizer *self, int id) {
     if (id < 0 || id >= self->nparams) {
-        PyErr_Format(PyExc_IndexError, "param_id %d is not a parameter of this optimizer "
-                     "(it has %d)", id, self->nparams);
+        PyErr_Format(PyExc_IndexError,
+                     "param_id %d is not a parameter of this optimizer "
+                     "(it has %d)",
+                     id, self->nparams);
         return -1;
     }
     return 0;
@@ -298,8 +300,7 @@ static PyMethodDef optimizer_methods[] = {
     {NULL}};
 
 static PyGetSetDef optimizer_getset[] = {
-    {"lr", (getter)optimizer_get_lr, (setter)optimizer_set_lr, "the learning rate", NULL},
-    {NULL}};
+    {"lr", (getter)optimizer_get_lr, (setter)optimizer_set_lr, "the learning rate", NULL}, {NULL}};
 
 PyTypeObject py_optimizer_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "emb._emb.Optimizer",
@@ -332,9 +333,12 @@ static int loss_kind(const char *s) {
 }
 
 static int reduction(const char *s, emb_reduction *out) {
-    if (!strcmp(s, "mean")) *out = EMB_REDUCTION_MEAN;
-    else if (!strcmp(s, "sum")) *out = EMB_REDUCTION_SUM;
-    else if (!strcmp(s, "none")) *out = EMB_REDUCTION_NONE;
+    if (!strcmp(s, "mean"))
+        *out = EMB_REDUCTION_MEAN;
+    else if (!strcmp(s, "sum"))
+        *out = EMB_REDUCTION_SUM;
+    else if (!strcmp(s, "none"))
+        *out = EMB_REDUCTION_NONE;
     else {
         PyErr_Format(PyExc_ValueError, "%s is not a valid value for reduction", s);
         return -1;
@@ -346,14 +350,15 @@ static int reduction(const char *s, emb_reduction *out) {
  *      reduction='mean', label_smoothing=0.0, grad_loss=None)
  * Without grad_loss: the loss. With grad_loss: the gradient of the input. */
 static PyObject *m_loss(PyObject *m, PyObject *args, PyObject *kw) {
-    static char *names[] = {"kind", "input", "target", "weight", "pos_weight", "ignore_index",
-                            "reduction", "label_smoothing", "grad_loss", NULL};
+    static char *names[] = {
+        "kind",         "input",     "target",          "weight",    "pos_weight",
+        "ignore_index", "reduction", "label_smoothing", "grad_loss", NULL};
     const char *kname, *red = "mean";
     PyObject *input, *target, *weight = Py_None, *posw = Py_None, *gl = Py_None;
     long long ignore = -100;
     double ls = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOO|OOLsdO:loss", names, &kname, &input,
-                                     &target, &weight, &posw, &ignore, &red, &ls, &gl))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOO|OOLsdO:loss", names, &kname, &input, &target,
+                                     &weight, &posw, &ignore, &red, &ls, &gl))
         return NULL;
     int k = loss_kind(kname);
     if (k < 0) return NULL;
@@ -373,7 +378,7 @@ static PyObject *m_loss(PyObject *m, PyObject *args, PyObject *kw) {
     if (wa.present) o.weight = &wa.t;
     if (pw.present && k != L_BCE) {
         PyErr_SetString(PyExc_TypeError, "pos_weight is an argument of "
-                        "binary_cross_entropy_with_logits only");
+                                         "binary_cross_entropy_with_logits only");
         goto done;
     }
     emb_tensor out;
@@ -381,14 +386,19 @@ static PyObject *m_loss(PyObject *m, PyObject *args, PyObject *kw) {
     if (ga.present) {
         res = py_new_array(EMB_FLOAT32, in.t.ndim, in.t.shape, &out);
         if (!res) goto done;
-        Py_BEGIN_ALLOW_THREADS
-        switch (k) {
-        case L_CE: st = emb_cross_entropy_backward(&in.t, &tg.t, &o, &ga.t, &out); break;
-        case L_NLL: st = emb_nll_loss_backward(&in.t, &tg.t, &o, &ga.t, &out); break;
-        case L_MSE: st = emb_mse_loss_backward(&in.t, &tg.t, &o, &ga.t, &out); break;
+        Py_BEGIN_ALLOW_THREADS switch (k) {
+        case L_CE:
+            st = emb_cross_entropy_backward(&in.t, &tg.t, &o, &ga.t, &out);
+            break;
+        case L_NLL:
+            st = emb_nll_loss_backward(&in.t, &tg.t, &o, &ga.t, &out);
+            break;
+        case L_MSE:
+            st = emb_mse_loss_backward(&in.t, &tg.t, &o, &ga.t, &out);
+            break;
         default:
-            st = emb_bce_with_logits_backward(&in.t, &tg.t, pw.present ? &pw.t : NULL, &o,
-                                              &ga.t, &out);
+            st = emb_bce_with_logits_backward(&in.t, &tg.t, pw.present ? &pw.t : NULL, &o, &ga.t,
+                                              &out);
         }
         Py_END_ALLOW_THREADS
     } else {
@@ -396,12 +406,18 @@ static PyObject *m_loss(PyObject *m, PyObject *args, PyObject *kw) {
         int nd = o.reduction == EMB_REDUCTION_NONE ? like->ndim : 0;
         res = py_new_array(EMB_FLOAT32, nd, like->shape, &out);
         if (!res) goto done;
-        Py_BEGIN_ALLOW_THREADS
-        switch (k) {
-        case L_CE: st = emb_cross_entropy_forward(&in.t, &tg.t, &o, &out); break;
-        case L_NLL: st = emb_nll_loss_forward(&in.t, &tg.t, &o, &out); break;
-        case L_MSE: st = emb_mse_loss_forward(&in.t, &tg.t, &o, &out); break;
-        default: st = emb_bce_with_logits_forward(&in.t, &tg.t, pw.present ? &pw.t : NULL, &o, &out);
+        Py_BEGIN_ALLOW_THREADS switch (k) {
+        case L_CE:
+            st = emb_cross_entropy_forward(&in.t, &tg.t, &o, &out);
+            break;
+        case L_NLL:
+            st = emb_nll_loss_forward(&in.t, &tg.t, &o, &out);
+            break;
+        case L_MSE:
+            st = emb_mse_loss_forward(&in.t, &tg.t, &o, &out);
+            break;
+        default:
+            st = emb_bce_with_logits_forward(&in.t, &tg.t, pw.present ? &pw.t : NULL, &o, &out);
         }
         Py_END_ALLOW_THREADS
     }
@@ -432,8 +448,10 @@ static PyObject *m_log_softmax(PyObject *m, PyObject *args, PyObject *kw) {
     res = py_new_array(EMB_FLOAT32, xa.t.ndim, xa.t.shape, &out);
     if (!res) goto done;
     emb_status st;
-    if (ga.present) PY_NOGIL(st, emb_log_softmax_backward(&xa.t, &ga.t, &out));
-    else PY_NOGIL(st, emb_log_softmax_forward(&xa.t, &out));
+    if (ga.present)
+        PY_NOGIL(st, emb_log_softmax_backward(&xa.t, &ga.t, &out));
+    else
+        PY_NOGIL(st, emb_log_softmax_forward(&xa.t, &out));
     if (st != EMB_OK) {
         Py_CLEAR(res);
         py_raise(st);
@@ -458,22 +476,18 @@ static PyObject *m_manual_seed(PyObject *m, PyObject *arg) {
     unsigned long long s = PyLong_AsUnsignedLongLong(v);
     Py_DECREF(v);
     if (s == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(py_generator_lock.lock, WAIT_LOCK);
+    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(py_generator_lock.lock, WAIT_LOCK);
     emb_manual_seed(s);
     PyThread_release_lock(py_generator_lock.lock);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 static PyObject *m_initial_seed(PyObject *m, PyObject *unused) {
     uint64_t s;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(py_generator_lock.lock, WAIT_LOCK);
+    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(py_generator_lock.lock, WAIT_LOCK);
     s = emb_generator_initial_seed(NULL);
     PyThread_release_lock(py_generator_lock.lock);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromUnsignedLongLong(s);
+    Py_END_ALLOW_THREADS return PyLong_FromUnsignedLongLong(s);
 }
 
 static PyObject *m_random_fill(PyObject *m, PyObject *args, PyObject *kw) {
@@ -511,18 +525,22 @@ static int w2v_progress(const emb_w2v_progress *p, void *user) {
     w2v_cb *cb = user;
     PyGILState_STATE g = PyGILState_Ensure();
     int stop = 0;
-    if (PyErr_CheckSignals() < 0) stop = 1; /* Ctrl-C: KeyboardInterrupt is pending */
+    if (PyErr_CheckSignals() < 0)
+        stop = 1; /* Ctrl-C: KeyboardInterrupt is pending */
     else if (cb->progress) {
         PyObject *r = PyObject_CallFunction(cb->progress, "{s:L,s:L,s:i,s:d,s:d}", "words_done",
                                             (long long)p->words_done, "words_total",
-                                            (long long)p->words_total, "epoch", p->epoch,
-                                            "alpha", p->alpha, "seconds", p->seconds);
-        if (!r) stop = 1;
+                                            (long long)p->words_total, "epoch", p->epoch, "alpha",
+                                            p->alpha, "seconds", p->seconds);
+        if (!r)
+            stop = 1;
         else {
             int t = PyObject_IsTrue(r);
             Py_DECREF(r);
-            if (t < 0) stop = 1;
-            else if (t) stop = cb->stopped_by_user = 1;
+            if (t < 0)
+                stop = 1;
+            else if (t)
+                stop = cb->stopped_by_user = 1;
         }
     }
     PyGILState_Release(g);
@@ -532,10 +550,11 @@ static int w2v_progress(const emb_w2v_progress *p, void *user) {
 /* train_word2vec(corpus_path, model='skipgram', progress=None, **options) ->
  *   (words: list[str], counts: list[int], vectors: float32 [V, dim], finished: bool) */
 static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
-    static char *names[] = {"corpus", "sg", "vector_size", "window", "negative", "sample",
-                            "min_count", "max_vocab", "epochs", "alpha", "min_alpha",
-                            "cbow_mean", "workers", "seed", "lowercase", "strip_punct",
-                            "max_sentence", "shared_negatives", "progress", NULL};
+    static char *names[] = {
+        "corpus",      "sg",           "vector_size",      "window",   "negative",
+        "sample",      "min_count",    "max_vocab",        "epochs",   "alpha",
+        "min_alpha",   "cbow_mean",    "workers",          "seed",     "lowercase",
+        "strip_punct", "max_sentence", "shared_negatives", "progress", NULL};
     PyObject *corpus, *progress = Py_None, *alpha = Py_None, *min_alpha = Py_None;
     int sg = 1;
     emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
@@ -546,10 +565,9 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
         shared = o.shared_negatives;
     double sample = o.sample;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pLiidLLiOOpiLppLpO:train_word2vec", names,
-                                     &corpus, &sg, &dim, &window, &negative, &sample,
-                                     &min_count, &max_vocab, &epochs, &alpha, &min_alpha,
-                                     &cbow_mean, &threads, &seed, &lower, &strip,
-                                     &max_sentence, &shared, &progress))
+                                     &corpus, &sg, &dim, &window, &negative, &sample, &min_count,
+                                     &max_vocab, &epochs, &alpha, &min_alpha, &cbow_mean, &threads,
+                                     &seed, &lower, &strip, &max_sentence, &shared, &progress))
         return NULL;
     if (progress != Py_None && !PyCallable_Check(progress)) {
         PyErr_SetString(PyExc_TypeError, "progress must be callable or None");
@@ -612,7 +630,8 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     vec = py_new_array(EMB_FLOAT32, 2, src.shape, &dst);
     if (!vec) goto done;
     memcpy(dst.data, src.data, emb_tensor_nbytes(&src));
-    res = Py_BuildValue("OOOO", words, counts, vec, st == EMB_OK && !cb.stopped_by_user ? Py_True : Py_False);
+    res = Py_BuildValue("OOOO", words, counts, vec,
+                        st == EMB_OK && !cb.stopped_by_user ? Py_True : Py_False);
 done:
     Py_XDECREF(words);
     Py_XDECREF(counts);
@@ -635,8 +654,7 @@ PyMethodDef py_train_functions[] = {
     {"random_fill", (PyCFunction)(void (*)(void))m_random_fill, METH_VARARGS | METH_KEYWORDS,
      "random_fill(out, 'normal'|'uniform', a, b): Tensor.normal_(a, b) / uniform_(a, b) from "
      "the default generator, in place"},
-    {"train_word2vec", (PyCFunction)(void (*)(void))m_train_word2vec,
-     METH_VARARGS | METH_KEYWORDS,
+    {"train_word2vec", (PyCFunction)(void (*)(void))m_train_word2vec, METH_VARARGS | METH_KEYWORDS,
      "train_word2vec(corpus_path, ...) -> (words, counts, vectors, finished)"},
     {NULL}};
 

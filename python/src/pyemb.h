@@ -21,16 +21,16 @@ enum {
 };
 
 /* Bit masks of accepted dtypes. */
-#define PY_DT(d) (1u << (d))
+#define PY_DT(d)    (1u << (d))
 #define PY_DT_INDEX (PY_DT(EMB_INT64) | PY_DT(EMB_INT32))
-#define PY_DT_F32 PY_DT(EMB_FLOAT32)
+#define PY_DT_F32   PY_DT(EMB_FLOAT32)
 
 typedef struct py_arg {
     emb_tensor t;
     Py_buffer view;
-    int held;     /* view holds a buffer */
-    int present;  /* the argument was given (not None) */
-    void *copy;   /* a contiguous copy of a read-only argument, or NULL */
+    int held;    /* view holds a buffer */
+    int present; /* the argument was given (not None) */
+    void *copy;  /* a contiguous copy of a read-only argument, or NULL */
 } py_arg;
 
 /* 0 on success; -1 with a Python exception set. `what` names the argument in messages. */
@@ -67,13 +67,12 @@ int py_lock_init(py_lock *l);
 void py_lock_free(py_lock *l);
 
 /* PY_CALL(lock, status_var, expr): runs expr with the GIL released under the lock. */
-#define PY_CALL(l, st, expr)                                \
-    do {                                                    \
-        Py_BEGIN_ALLOW_THREADS                              \
-        PyThread_acquire_lock((l)->lock, WAIT_LOCK);        \
-        (st) = (expr);                                      \
-        PyThread_release_lock((l)->lock);                   \
-        Py_END_ALLOW_THREADS                                \
+#define PY_CALL(l, st, expr)                                                                       \
+    do {                                                                                           \
+        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock((l)->lock, WAIT_LOCK);                        \
+        (st) = (expr);                                                                             \
+        PyThread_release_lock((l)->lock);                                                          \
+        Py_END_ALLOW_THREADS                                                                       \
     } while (0)
 
 /* emb's default generator (emb_manual_seed, the draws of a new table) is not locked by the
@@ -81,11 +80,10 @@ void py_lock_free(py_lock *l);
 extern py_lock py_generator_lock;
 
 /* PY_NOGIL(status_var, expr): runs expr with the GIL released (no object lock). */
-#define PY_NOGIL(st, expr)    \
-    do {                      \
-        Py_BEGIN_ALLOW_THREADS \
-        (st) = (expr);        \
-        Py_END_ALLOW_THREADS  \
+#define PY_NOGIL(st, expr)                                                                         \
+    do {                                                                                           \
+        Py_BEGIN_ALLOW_THREADS(st) = (expr);                                                       \
+        Py_END_ALLOW_THREADS                                                                       \
     } while (0)
 
 /* ---- small parsers -------------------------------------------------------------------- */
@@ -106,9 +104,9 @@ extern PyTypeObject py_optimizer_type;
 extern PyTypeObject py_knn_type;
 extern PyTypeObject py_qtable_type;
 
-extern PyMethodDef py_table_functions[];   /* py_tables.c: functional forms */
-extern PyMethodDef py_train_functions[];   /* py_train.c: losses, seed, word2vec */
-extern PyMethodDef py_io_functions[];      /* py_io.c: files */
+extern PyMethodDef py_table_functions[]; /* py_tables.c: functional forms */
+extern PyMethodDef py_train_functions[]; /* py_train.c: losses, seed, word2vec */
+extern PyMethodDef py_io_functions[];    /* py_io.c: files */
 
 int py_tables_init(PyObject *module);
 int py_train_init(PyObject *module);

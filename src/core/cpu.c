@@ -24,8 +24,7 @@ static unsigned probe(void) {
      * __builtin_cpu_supports does not know the name. It uses the AVX registers, so it
      * counts only with AVX2 (whose check includes the OS's). */
     unsigned a = 0, b = 0, c = 0, d = 0;
-    if ((f & EMB__CPU_AVX2) && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u))
-        f |= EMB__CPU_F16C;
+    if ((f & EMB__CPU_AVX2) && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u)) f |= EMB__CPU_F16C;
 #endif
     return f;
 }
@@ -80,14 +79,19 @@ emb_kernel_mode emb_get_kernel_mode(void) {
     return (emb_kernel_mode)m;
 }
 
-bool emb__force_ref(void) { return emb_get_kernel_mode() == EMB_KERNELS_REF; }
+bool emb__force_ref(void) {
+    return emb_get_kernel_mode() == EMB_KERNELS_REF;
+}
 
 emb__tier emb__kernel_tier(void) {
     const emb__tier cpu = emb__cpu_tier();
     switch (emb_get_kernel_mode()) {
-    case EMB_KERNELS_REF: return EMB__TIER_REF;
-    case EMB_KERNELS_AVX2: return cpu < EMB__TIER_AVX2 ? cpu : EMB__TIER_AVX2;
-    default: return cpu;
+    case EMB_KERNELS_REF:
+        return EMB__TIER_REF;
+    case EMB_KERNELS_AVX2:
+        return cpu < EMB__TIER_AVX2 ? cpu : EMB__TIER_AVX2;
+    default:
+        return cpu;
     }
 }
 

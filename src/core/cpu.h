@@ -15,7 +15,7 @@
 /* EMB__X86: this build has the x86 SIMD twins (x86 with GCC or Clang); EMB__TARGET_*: the
  * attributes of their definitions. */
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define EMB__X86 1
+#define EMB__X86         1
 #define EMB__TARGET_AVX2 __attribute__((target("avx2,fma")))
 /* AVX-512 F and VL (on top of AVX2+FMA): 16-float vectors, 32 vector registers. */
 #define EMB__TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))

@@ -49,7 +49,8 @@ const char *emb__basename(const char *path) {
 static uint64_t stream_limit(void) {
     if (emb__stream_limit) return emb__stream_limit;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    uint64_t half = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : (uint64_t)1 << 32;
+    uint64_t half =
+        pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : (uint64_t)1 << 32;
     return half < ((uint64_t)64 << 20) ? (uint64_t)64 << 20 : half;
 }
 
@@ -104,7 +105,8 @@ static emb_status read_all(const char *path, int fd, size_t size, emb__file *f) 
             int e = errno;
             free(buf);
             return r < 0 ? emb__error(EMB_ERR_IO, "%s: read failed: %s", path, strerror(e))
-                         : emb__error(EMB_ERR_FORMAT, "%s: the file became shorter while it was read", path);
+                         : emb__error(EMB_ERR_FORMAT,
+                                      "%s: the file became shorter while it was read", path);
         }
         done += (size_t)r;
     }
@@ -128,9 +130,11 @@ emb_status emb__file_open(const char *path, emb__file *f, int flags) {
     if (S_ISDIR(sb.st_mode)) {
         rc = emb__error(EMB_ERR_IO, "%s: is a directory", path);
     } else if (S_ISCHR(sb.st_mode) && !isatty(fd)) {
-        rc = emb__error(EMB_ERR_IO,
-                        "%s: is a character device; emb reads regular files, pipes and terminals (a device "
-                        "such as /dev/zero has no end)", path);
+        rc = emb__error(
+            EMB_ERR_IO,
+            "%s: is a character device; emb reads regular files, pipes and terminals (a device "
+            "such as /dev/zero has no end)",
+            path);
     } else if (!S_ISREG(sb.st_mode)) {
         rc = read_stream(path, fd, f); /* a pipe, FIFO, socket, terminal or block device */
     } else if ((uint64_t)sb.st_size > SIZE_MAX) {
@@ -142,7 +146,8 @@ emb_status emb__file_open(const char *path, emb__file *f, int flags) {
         rc = read_all(path, fd, (size_t)sb.st_size, f);
     } else {
         size_t n = (size_t)sb.st_size;
-        void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE | ((flags & EMB__FILE_POPULATE) ? MAP_POPULATE : 0), fd, 0);
+        void *p = mmap(NULL, n, PROT_READ,
+                       MAP_PRIVATE | ((flags & EMB__FILE_POPULATE) ? MAP_POPULATE : 0), fd, 0);
         if (p == MAP_FAILED) {
             rc = emb__error(EMB_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
         } else {
@@ -168,10 +173,11 @@ void emb__file_populate(emb__file *f) {
         mmap((void *)f->data, f->size, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, f->fd, 0);
 }
 
-emb_status emb__file_pread(const emb__file *f, const char *path, uint64_t offset, void *dst, size_t n) {
+emb_status emb__file_pread(const emb__file *f, const char *path, uint64_t offset, void *dst,
+                           size_t n) {
     if (offset > f->size || n > f->size - offset)
-        return emb__error(EMB_ERR_FORMAT, "%s: bytes [%llu, %llu) are beyond the end of the file", path,
-                          (unsigned long long)offset, (unsigned long long)(offset + n));
+        return emb__error(EMB_ERR_FORMAT, "%s: bytes [%llu, %llu) are beyond the end of the file",
+                          path, (unsigned long long)offset, (unsigned long long)(offset + n));
     if (f->fd < 0) { /* read into memory: a copy */
         if (n) memcpy(dst, f->data + offset, n);
         return EMB_OK;
@@ -182,7 +188,8 @@ emb_status emb__file_pread(const emb__file *f, const char *path, uint64_t offset
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0)
             return r < 0 ? emb__error(EMB_ERR_IO, "%s: read failed: %s", path, strerror(errno))
-                         : emb__error(EMB_ERR_FORMAT, "%s: the file became shorter while it was read", path);
+                         : emb__error(EMB_ERR_FORMAT,
+                                      "%s: the file became shorter while it was read", path);
         done += (size_t)r;
     }
     return EMB_OK;
@@ -209,7 +216,7 @@ void emb__file_close(emb__file *f) {
  * ------------------------------------------------------------------------------------- */
 
 #define TMP_SLOTS 32
-#define TMP_PATH 4096
+#define TMP_PATH  4096
 
 /* state: 0 free, 1 being filled or emptied, 2 holds a temporary to remove on a signal */
 static struct {
@@ -262,15 +269,20 @@ static mode_t process_umask(void) {
 }
 
 /* The folder part of path ("" for a bare name) and its length. */
-static size_t dir_len(const char *path) { return (size_t)(emb__basename(path) - path); }
+static size_t dir_len(const char *path) {
+    return (size_t)(emb__basename(path) - path);
+}
 
 /* Is `name` ".<base>.tmp." followed by six letters or digits (as the writer chooses them)? */
 static bool is_temp_of(const char *name, const char *base) {
     size_t b = strlen(base), n = strlen(name);
-    if (n != b + 12 || name[0] != '.' || memcmp(name + 1, base, b) || memcmp(name + 1 + b, ".tmp.", 5)) return false;
+    if (n != b + 12 || name[0] != '.' || memcmp(name + 1, base, b) ||
+        memcmp(name + 1 + b, ".tmp.", 5))
+        return false;
     for (size_t k = b + 6; k < n; k++) {
         char c = name[k];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
+            return false;
     }
     return true;
 }
@@ -282,8 +294,10 @@ static void remove_stale_temporaries(const char *target) {
     const char *base = emb__basename(target);
     char dir[TMP_PATH];
     if (dl >= sizeof dir) return;
-    if (dl) memcpy(dir, target, dl), dir[dl] = '\0';
-    else strcpy(dir, ".");
+    if (dl)
+        memcpy(dir, target, dl), dir[dl] = '\0';
+    else
+        strcpy(dir, ".");
     DIR *d = opendir(dir);
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));) {
@@ -322,7 +336,8 @@ static int temp_create(char *path, int *slot) {
     for (int attempt = 0; attempt < 100; attempt++) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^
+        uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+                     ((uint64_t)getpid() << 40) ^
                      (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -345,21 +360,23 @@ static int temp_create(char *path, int *slot) {
 
 /* Creates the locked temporary of w->target. */
 static emb_status open_temporary(emb__writer *w) {
-    if (!(w->tmp = temp_template(w->target))) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", w->dest);
+    if (!(w->tmp = temp_template(w->target)))
+        return emb__error(EMB_ERR_NOMEM, "%s: out of memory", w->dest);
     for (int attempt = 0; attempt < 8; attempt++) {
         w->fd = temp_create(w->tmp, &w->slot);
         if (w->fd < 0) {
             int e = errno;
             free(w->tmp);
             w->tmp = NULL;
-            return emb__error(EMB_ERR_IO, "%s: cannot create a temporary file in its folder: %s", w->dest, strerror(e));
+            return emb__error(EMB_ERR_IO, "%s: cannot create a temporary file in its folder: %s",
+                              w->dest, strerror(e));
         }
         /* Lock it; if another writer's cleanup removed it before the lock was taken, the
          * name no longer leads to this file: take another. */
         struct stat a, b;
         int locked = flock(w->fd, LOCK_EX);
-        if (locked != 0 || (fstat(w->fd, &a) == 0 && lstat(w->tmp, &b) == 0 && a.st_dev == b.st_dev &&
-                            a.st_ino == b.st_ino))
+        if (locked != 0 || (fstat(w->fd, &a) == 0 && lstat(w->tmp, &b) == 0 &&
+                            a.st_dev == b.st_dev && a.st_ino == b.st_ino))
             return EMB_OK;
         tmp_unregister(w->slot);
         w->slot = -1;
@@ -368,7 +385,8 @@ static emb_status open_temporary(emb__writer *w) {
     }
     free(w->tmp);
     w->tmp = NULL;
-    return emb__error(EMB_ERR_IO, "%s: cannot keep a temporary file in its folder (removed as it was created)",
+    return emb__error(EMB_ERR_IO,
+                      "%s: cannot keep a temporary file in its folder (removed as it was created)",
                       w->dest);
 }
 
@@ -391,25 +409,32 @@ emb_status emb__writer_open(emb__writer *w, const char *path) {
         if (errno != ENOENT) rc = emb__error(EMB_ERR_IO, "%s: %s", path, strerror(errno));
     } else if (stat(path, &sb) != 0) {
         rc = S_ISLNK(lsb.st_mode) && errno == ENOENT
-                 ? emb__error(EMB_ERR_IO, "%s: a symbolic link to a file that does not exist (emb does not write "
-                                          "through a dangling link)", path)
+                 ? emb__error(
+                       EMB_ERR_IO,
+                       "%s: a symbolic link to a file that does not exist (emb does not write "
+                       "through a dangling link)",
+                       path)
                  : emb__error(EMB_ERR_IO, "%s: %s", path, strerror(errno));
     } else if (S_ISDIR(sb.st_mode)) {
         rc = emb__error(EMB_ERR_IO, "%s: is a directory", path);
     } else if (!S_ISREG(sb.st_mode)) {
         /* a device, a FIFO or a socket (or a link to one): written through, as cp does */
         w->fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-        if (w->fd < 0) rc = emb__error(EMB_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+        if (w->fd < 0)
+            rc = emb__error(EMB_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
         w->stream = true;
     } else {
         exists = true;
         if (S_ISLNK(lsb.st_mode)) { /* replace the link's final target, keep the link */
             w->target = realpath(path, NULL);
-            if (!w->target) rc = emb__error(EMB_ERR_IO, "%s: cannot resolve the symbolic link: %s", path, strerror(errno));
+            if (!w->target)
+                rc = emb__error(EMB_ERR_IO, "%s: cannot resolve the symbolic link: %s", path,
+                                strerror(errno));
         }
     }
     if (!rc && !w->stream) {
-        if (!w->target && !(w->target = strdup(path))) rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
+        if (!w->target && !(w->target = strdup(path)))
+            rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
         if (!rc) {
             remove_stale_temporaries(w->target);
             rc = open_temporary(w);
@@ -427,7 +452,9 @@ emb_status emb__writer_open(emb__writer *w, const char *path) {
     return rc;
 }
 
-bool emb__writer_seekable(const emb__writer *w) { return !w->stream; }
+bool emb__writer_seekable(const emb__writer *w) {
+    return !w->stream;
+}
 
 static emb_status writer_flush(emb__writer *w) {
     if (w->status) return w->status;
@@ -444,7 +471,8 @@ static emb_status writer_flush(emb__writer *w) {
         ssize_t r = write(w->fd, w->buf + off, n);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
-            w->status = emb__error(EMB_ERR_IO, "%s: write failed: %s", w->dest, r < 0 ? strerror(errno) : "no progress");
+            w->status = emb__error(EMB_ERR_IO, "%s: write failed: %s", w->dest,
+                                   r < 0 ? strerror(errno) : "no progress");
             return w->status;
         }
         off += (size_t)r;
@@ -477,8 +505,9 @@ unsigned char *emb__writer_reserve(emb__writer *w, size_t n) {
 emb_status emb__writer_pwrite(emb__writer *w, uint64_t offset, const void *data, size_t n) {
     if (writer_flush(w)) return w->status;
     if (w->stream)
-        return w->status = emb__error(EMB_ERR_UNSUPPORTED, "%s: not a regular file: cannot go back to rewrite bytes",
-                                      w->dest);
+        return w->status =
+                   emb__error(EMB_ERR_UNSUPPORTED,
+                              "%s: not a regular file: cannot go back to rewrite bytes", w->dest);
     const unsigned char *p = data;
     while (n) {
         ssize_t r = pwrite(w->fd, p, n, (off_t)offset);
@@ -498,8 +527,8 @@ emb_status emb__writer_preallocate(emb__writer *w, uint64_t size) {
     if (w->stream || size == 0 || size > (uint64_t)INT64_MAX) return EMB_OK;
     int e = posix_fallocate(w->fd, 0, (off_t)size);
     if (e == ENOSPC || e == EFBIG)
-        return w->status = emb__error(EMB_ERR_IO, "%s: cannot reserve %llu bytes for the file: %s", w->dest,
-                                      (unsigned long long)size, strerror(e));
+        return w->status = emb__error(EMB_ERR_IO, "%s: cannot reserve %llu bytes for the file: %s",
+                                      w->dest, (unsigned long long)size, strerror(e));
     return EMB_OK; /* EOPNOTSUPP, EINVAL: the file system cannot; write as usual */
 }
 
@@ -519,7 +548,8 @@ void emb__writer_abort(emb__writer *w) {
 
 emb_status emb__writer_finish(emb__writer *w) {
     emb_status st = writer_flush(w);
-    if (!st && fsync(w->fd) != 0 && !(w->stream && (errno == EINVAL || errno == EROFS || errno == ENOTSUP)))
+    if (!st && fsync(w->fd) != 0 &&
+        !(w->stream && (errno == EINVAL || errno == EROFS || errno == ENOTSUP)))
         st = w->status = emb__error(EMB_ERR_IO, "%s: fsync failed: %s", w->dest, strerror(errno));
     return st;
 }
@@ -539,13 +569,14 @@ static void sync_folder(const char *path) {
 emb_status emb__writer_rename(emb__writer *w) {
     emb_status st = w->status;
     if (!st && w->stream) {
-        if (close(w->fd) != 0) st = emb__error(EMB_ERR_IO, "%s: close failed: %s", w->dest, strerror(errno));
+        if (close(w->fd) != 0)
+            st = emb__error(EMB_ERR_IO, "%s: close failed: %s", w->dest, strerror(errno));
         w->fd = -1;
     } else if (!st) {
         /* renamed while the lock is held: no other writer's cleanup can take it meanwhile */
         if (rename(w->tmp, w->target) != 0) {
-            st = emb__error(EMB_ERR_IO, "%s: cannot rename the temporary file into place: %s", w->dest,
-                            strerror(errno));
+            st = emb__error(EMB_ERR_IO, "%s: cannot rename the temporary file into place: %s",
+                            w->dest, strerror(errno));
         } else {
             sync_folder(w->target); /* make the rename itself durable */
             tmp_unregister(w->slot);
@@ -603,8 +634,10 @@ emb_status emb__writer_commit_pair(emb__writer *a, emb__writer *b) {
     if (!st) {
         st = emb__writer_rename(b);
         if (st) { /* put the first file's previous version back (or remove the new one) */
-            if (keep) rename(keep, a->target);
-            else unlink(a->target);
+            if (keep)
+                rename(keep, a->target);
+            else
+                unlink(a->target);
         }
     } else {
         emb__writer_abort(b);

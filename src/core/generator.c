@@ -22,34 +22,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* ---------------------------------------------------------------------------------------
  * The engine
  * ------------------------------------------------------------------------------------- */
 
-#define MT_N 624
-#define MT_M 397
+#define MT_N        624
+#define MT_M        397
 #define MT_MATRIX_A 0x9908B0DFu
-#define MT_UPPER 0x80000000u
-#define MT_LOWER 0x7FFFFFFFu
+#define MT_UPPER    0x80000000u
+#define MT_LOWER    0x7FFFFFFFu
 /* pos value of a generator whose state has not been computed yet (the default generator
  * before first use): the engine is initialised from `seed` on the first draw. */
 #define MT_UNSEEDED (MT_N + 1)
 
 struct emb_generator {
     uint32_t mt[MT_N];
-    uint32_t pos;         /* next word of mt to temper; MT_N: twist first */
-    uint64_t seed;        /* the full 64-bit seed, for initial_seed() */
-    int has_normal;       /* a cached double normal is waiting */
-    double next_normal;   /* the cached value (r * sin(theta)) */
+    uint32_t pos;       /* next word of mt to temper; MT_N: twist first */
+    uint64_t seed;      /* the full 64-bit seed, for initial_seed() */
+    int has_normal;     /* a cached double normal is waiting */
+    double next_normal; /* the cached value (r * sin(theta)) */
 };
 
 static emb_generator emb__default_gen = {.pos = MT_UNSEEDED, .seed = EMB_DEFAULT_SEED};
 
 static void mt_init(uint32_t *mt, uint32_t seed) {
     mt[0] = seed;
-    for (uint32_t i = 1; i < MT_N; i++)
-        mt[i] = 1812433253u * (mt[i - 1] ^ (mt[i - 1] >> 30)) + i;
+    for (uint32_t i = 1; i < MT_N; i++) mt[i] = 1812433253u * (mt[i - 1] ^ (mt[i - 1] >> 30)) + i;
 }
 
 static void mt_twist(uint32_t *mt) {
@@ -117,7 +115,9 @@ static void gen_skip(emb_generator *g, int64_t n) {
 }
 
 /* float32 uniform in [0, 1): the low 24 bits of one draw. */
-static inline float unif_f32(uint32_t r) { return (float)(r & 0xFFFFFFu) * 0x1p-24f; }
+static inline float unif_f32(uint32_t r) {
+    return (float)(r & 0xFFFFFFu) * 0x1p-24f;
+}
 /* float64 uniform in [0, 1): the low 53 bits of a 64-bit draw. */
 static inline double unif_f64(uint64_t r) {
     return (double)(r & ((UINT64_C(1) << 53) - 1)) * 0x1p-53;
@@ -148,19 +148,29 @@ void emb_generator_free(emb_generator *gen) {
     if (gen && gen != &emb__default_gen) free(gen);
 }
 
-emb_generator *emb_default_generator(void) { return &emb__default_gen; }
+emb_generator *emb_default_generator(void) {
+    return &emb__default_gen;
+}
 
-void emb_manual_seed(uint64_t seed) { gen_seed(&emb__default_gen, seed); }
+void emb_manual_seed(uint64_t seed) {
+    gen_seed(&emb__default_gen, seed);
+}
 
-void emb_generator_seed(emb_generator *gen, uint64_t seed) { gen_seed(gen_or_default(gen), seed); }
+void emb_generator_seed(emb_generator *gen, uint64_t seed) {
+    gen_seed(gen_or_default(gen), seed);
+}
 
 uint64_t emb_generator_initial_seed(const emb_generator *gen) {
     return gen ? gen->seed : emb__default_gen.seed;
 }
 
-uint32_t emb_generator_random(emb_generator *gen) { return gen_u32(gen_or_default(gen)); }
+uint32_t emb_generator_random(emb_generator *gen) {
+    return gen_u32(gen_or_default(gen));
+}
 
-uint64_t emb_generator_random64(emb_generator *gen) { return gen_u64(gen_or_default(gen)); }
+uint64_t emb_generator_random64(emb_generator *gen) {
+    return gen_u64(gen_or_default(gen));
+}
 
 /* ---------------------------------------------------------------------------------------
  * Serialised state. Layout (version 2, little-endian through src/core/bytes.h,
@@ -178,14 +188,14 @@ uint64_t emb_generator_random64(emb_generator *gen) { return gen_u64(gen_or_defa
  * checksum at [2528, 2532) and four zero bytes.
  * ------------------------------------------------------------------------------------- */
 
-#define EMB__STATE_SIZE 2536
+#define EMB__STATE_SIZE    2536
 #define EMB__STATE_VERSION 2u
-#define OFF_SEED 8
-#define OFF_POS 16
-#define OFF_FLAGS 20
-#define OFF_NORMAL 24
-#define OFF_MT 32
-#define OFF_HASH (OFF_MT + 4 * MT_N)
+#define OFF_SEED           8
+#define OFF_POS            16
+#define OFF_FLAGS          20
+#define OFF_NORMAL         24
+#define OFF_MT             32
+#define OFF_HASH           (OFF_MT + 4 * MT_N)
 
 /* The checksum of version 1 states (reading only). */
 static uint32_t fnv1a32_v1(const unsigned char *p, size_t n) {
@@ -194,14 +204,17 @@ static uint32_t fnv1a32_v1(const unsigned char *p, size_t n) {
     return h;
 }
 
-size_t emb_generator_state_nbytes(void) { return EMB__STATE_SIZE; }
+size_t emb_generator_state_nbytes(void) {
+    return EMB__STATE_SIZE;
+}
 
 emb_status emb_generator_get_state(const emb_generator *gen, void *buf, size_t size) {
     if (!buf) return emb__null("buf");
     if (size < EMB__STATE_SIZE)
         return emb__error(EMB_ERR_INVALID,
                           "generator state buffer has %zu bytes; it needs %d "
-                          "(emb_generator_state_nbytes())", size, EMB__STATE_SIZE);
+                          "(emb_generator_state_nbytes())",
+                          size, EMB__STATE_SIZE);
     const emb_generator *g = gen ? gen : &emb__default_gen;
     uint32_t pos = g->pos, flags = g->has_normal ? 1u : 0u;
     const uint32_t *mt = g->mt;
@@ -227,8 +240,7 @@ emb_status emb_generator_get_state(const emb_generator *gen, void *buf, size_t s
 static emb_status check_state_bytes(const unsigned char *b, uint32_t *version) {
     uint32_t v = emb__get_u32le(b + 4);
     if (memcmp(b, "EMBG", 4) != 0 || (v != 1u && v != EMB__STATE_VERSION))
-        return emb__error(EMB_ERR_FORMAT,
-                          "not an emb generator state (bad magic or version)");
+        return emb__error(EMB_ERR_FORMAT, "not an emb generator state (bad magic or version)");
     bool ok = v == 1u ? emb__get_u32le(b + OFF_HASH) == fnv1a32_v1(b, OFF_HASH)
                       : emb__get_u64le(b + OFF_HASH) == emb__fnv64(b, OFF_HASH);
     if (!ok) return emb__error(EMB_ERR_FORMAT, "generator state is corrupt (checksum mismatch)");
@@ -241,9 +253,8 @@ static emb_status check_state_bytes(const unsigned char *b, uint32_t *version) {
 emb_status emb_generator_set_state(emb_generator *gen, const void *buf, size_t size) {
     if (!buf) return emb__null("buf");
     if (size < EMB__STATE_SIZE)
-        return emb__error(EMB_ERR_FORMAT,
-                          "generator state has %zu bytes; a saved state has %d", size,
-                          EMB__STATE_SIZE);
+        return emb__error(EMB_ERR_FORMAT, "generator state has %zu bytes; a saved state has %d",
+                          size, EMB__STATE_SIZE);
     const unsigned char *b = buf;
     uint32_t version;
     emb_status st = check_state_bytes(b, &version);
@@ -253,11 +264,10 @@ emb_status emb_generator_set_state(emb_generator *gen, const void *buf, size_t s
     const uint32_t pos = emb__in_u32(&in), flags = emb__in_u32(&in);
     const double normal = emb__in_f64(&in);
     if (pos > MT_N)
-        return emb__error(EMB_ERR_FORMAT, "generator state has position %" PRIu32
-                          " (valid: [0, %d])", pos, MT_N);
+        return emb__error(EMB_ERR_FORMAT,
+                          "generator state has position %" PRIu32 " (valid: [0, %d])", pos, MT_N);
     if (flags > 1u)
-        return emb__error(EMB_ERR_FORMAT, "generator state has unknown flags 0x%" PRIx32,
-                          flags);
+        return emb__error(EMB_ERR_FORMAT, "generator state has unknown flags 0x%" PRIx32, flags);
     if (flags & 1u) {
         /* A cached normal is r * sin(theta) with r = sqrt(-2 log(1 - u2)) and 1 - u2 >=
          * 2^-53, so |normal| <= sqrt(-2 log(2^-53)) (about 8.57), computed the same way;
@@ -266,11 +276,13 @@ emb_status emb_generator_set_state(emb_generator *gen, const void *buf, size_t s
         if (!(fabs(normal) <= bound))
             return emb__error(EMB_ERR_FORMAT,
                               "generator state has a cached normal %g that no generator "
-                              "produces (valid: finite, |normal| <= %.17g)", normal, bound);
+                              "produces (valid: finite, |normal| <= %.17g)",
+                              normal, bound);
     } else if (emb__get_u64le(b + OFF_NORMAL) != 0) {
         return emb__error(EMB_ERR_FORMAT,
                           "generator state has no cached normal but a nonzero normal "
-                          "field (%g)", normal);
+                          "field (%g)",
+                          normal);
     }
     /* MT19937's state is the top bit of mt[0] and the 19936 bits of mt[1..624); all zero,
      * the engine produces only zeros after its next twist (never the case when seeded). */
@@ -319,7 +331,6 @@ static inline double normal_scalar(emb_generator *g) {
  * candidates, d[8..16) u2; both are overwritten.
  * ------------------------------------------------------------------------------------- */
 
-
 /* Writes n float32 uniforms to d. */
 static void fill_unif_f32(emb_generator *g, float *d, int64_t n) {
     uint32_t r[512];
@@ -363,8 +374,7 @@ static void normal16_f64(double *d, double mean, double std) {
     }
 }
 
-static void normal_f64_vector(emb_generator *g, double *d, int64_t n, double mean,
-                              double std) {
+static void normal_f64_vector(emb_generator *g, double *d, int64_t n, double mean, double std) {
     int64_t o = 0;
     for (; o + 16 <= n; o += 16) {
         for (int k = 0; k < 16; k++) d[o + k] = unif_f64(gen_u64(g));
@@ -395,8 +405,8 @@ static emb_status check_float_tensor(const emb_tensor *t, const char *op, int64_
     emb_status st = emb_tensor_check(t, "tensor");
     if (st) return st;
     if (t->dtype != EMB_FLOAT32 && t->dtype != EMB_FLOAT64)
-        return emb__error(EMB_ERR_DTYPE, "%s expects a float32 or float64 tensor, got %s",
-                          op, emb_dtype_name(t->dtype));
+        return emb__error(EMB_ERR_DTYPE, "%s expects a float32 or float64 tensor, got %s", op,
+                          emb_dtype_name(t->dtype));
     *numel = emb_tensor_numel(t);
     return EMB_OK;
 }
@@ -409,12 +419,13 @@ emb_status emb_normal_(emb_tensor *t, double mean, double std, emb_generator *ge
         return emb__error(EMB_ERR_INVALID, "normal expects std >= 0.0, but found std %g", std);
     if (!isfinite(std) || !isfinite(mean))
         return emb__error(EMB_ERR_INVALID,
-                          "normal_ expects a finite mean and std, but found mean %g, std %g",
-                          mean, std);
+                          "normal_ expects a finite mean and std, but found mean %g, std %g", mean,
+                          std);
     if (t->dtype == EMB_FLOAT32 && (!isfinite((float)mean) || !isfinite((float)std)))
         return emb__error(EMB_ERR_INVALID,
                           "normal_ on a float32 tensor expects a mean and std finite in "
-                          "float32, but found mean %g, std %g", mean, std);
+                          "float32, but found mean %g, std %g",
+                          mean, std);
     emb_generator *g = gen_or_default(gen);
     if (t->dtype == EMB_FLOAT32) {
         float *d = t->data;
@@ -434,7 +445,9 @@ emb_status emb_normal_(emb_tensor *t, double mean, double std, emb_generator *ge
     return EMB_OK;
 }
 
-emb_status emb_randn_(emb_tensor *t, emb_generator *gen) { return emb_normal_(t, 0.0, 1.0, gen); }
+emb_status emb_randn_(emb_tensor *t, emb_generator *gen) {
+    return emb_normal_(t, 0.0, 1.0, gen);
+}
 
 emb_status emb_uniform_(emb_tensor *t, double from, double to, emb_generator *gen) {
     int64_t n = 0;
@@ -450,13 +463,15 @@ emb_status emb_uniform_(emb_tensor *t, double from, double to, emb_generator *ge
         if (!(lo <= hi))
             return emb__error(EMB_ERR_INVALID,
                               "uniform_ expects to return a [from, to) range, but found "
-                              "from=%g > to=%g", (double)lo, (double)hi);
+                              "from=%g > to=%g",
+                              (double)lo, (double)hi);
         float range = hi - lo;
         if (!(range <= FLT_MAX))
             return emb__error(EMB_ERR_INVALID,
                               "uniform_ expects to-from <= std::numeric_limits<Float>::max(), "
                               "but found to=%g and from=%g which result in to-from to exceed "
-                              "the limit", (double)hi, (double)lo);
+                              "the limit",
+                              (double)hi, (double)lo);
         float *d = t->data;
         for (int64_t i = 0; i < n; i++) d[i] = fmaf(unif_f32(gen_u32(g)), range, lo);
     } else {
@@ -467,13 +482,15 @@ emb_status emb_uniform_(emb_tensor *t, double from, double to, emb_generator *ge
         if (!(from <= to))
             return emb__error(EMB_ERR_INVALID,
                               "uniform_ expects to return a [from, to) range, but found "
-                              "from=%g > to=%g", from, to);
+                              "from=%g > to=%g",
+                              from, to);
         double range = to - from;
         if (!(range <= DBL_MAX))
             return emb__error(EMB_ERR_INVALID,
                               "uniform_ expects to-from <= std::numeric_limits<Double>::max(), "
                               "but found to=%g and from=%g which result in to-from to exceed "
-                              "the limit", to, from);
+                              "the limit",
+                              to, from);
         double *d = t->data;
         for (int64_t i = 0; i < n; i++) d[i] = fma(unif_f64(gen_u64(g)), range, from);
     }
@@ -531,7 +548,8 @@ emb_status emb_randint_(emb_tensor *t, int64_t low, int64_t high, emb_generator 
     if (!(low < high))
         return emb__error(EMB_ERR_INVALID,
                           "random_ expects 'from' to be less than 'to', but got from=%" PRId64
-                          " >= to=%" PRId64, low, high);
+                          " >= to=%" PRId64,
+                          low, high);
     if (t->dtype == EMB_FLOAT32 || t->dtype == EMB_FLOAT64) {
         int is_f32 = t->dtype == EMB_FLOAT32;
         low = update_from(low, is_f32);

@@ -24,7 +24,7 @@ static inline float emb__bits_f32(uint32_t u) {
 static inline uint16_t emb__f32_to_f16(float f) {
     uint32_t x = emb__f32_bits(f), ax = x & 0x7fffffffu;
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    if (ax > 0x7f800000u) return sign | 0x7e00u; /* NaN: the quiet NaN torch produces */
+    if (ax > 0x7f800000u) return sign | 0x7e00u;  /* NaN: the quiet NaN torch produces */
     if (ax >= 0x477ff000u) return sign | 0x7c00u; /* >= 65520 rounds to infinity */
     if (ax < 0x38800000u) {                       /* below 2^-14: subnormal or zero */
         if (ax <= 0x33000000u) return sign;       /* <= 2^-25 rounds to zero (ties to even) */
@@ -55,6 +55,8 @@ static inline uint16_t emb__f32_to_bf16(float f) {
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
 }
 
-static inline float emb__bf16_to_f32(uint16_t h) { return emb__bits_f32((uint32_t)h << 16); }
+static inline float emb__bf16_to_f32(uint16_t h) {
+    return emb__bits_f32((uint32_t)h << 16);
+}
 
 #endif /* EMB_HALF_H */

@@ -13,11 +13,11 @@
 
 #if defined(__GNUC__)
 #define EMB__PRINTF(a, b) __attribute__((format(printf, a, b)))
-#define EMB__LIKELY(x) __builtin_expect(!!(x), 1)
-#define EMB__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define EMB__LIKELY(x)    __builtin_expect(!!(x), 1)
+#define EMB__UNLIKELY(x)  __builtin_expect(!!(x), 0)
 #else
 #define EMB__PRINTF(a, b)
-#define EMB__LIKELY(x) (x)
+#define EMB__LIKELY(x)   (x)
 #define EMB__UNLIKELY(x) (x)
 #endif
 
@@ -123,7 +123,8 @@ void emb__file_populate(emb__file *f);
 /* Reads n bytes at `offset` of the open file into dst: pread on its descriptor (no page
  * faults on the mapping, no copy through it), or a copy when it was read into memory.
  * Errors: EMB_ERR_FORMAT (beyond the end, or the file became shorter), EMB_ERR_IO. */
-emb_status emb__file_pread(const emb__file *f, const char *path, uint64_t offset, void *dst, size_t n);
+emb_status emb__file_pread(const emb__file *f, const char *path, uint64_t offset, void *dst,
+                           size_t n);
 /* Closes the descriptor and keeps the mapping (a zero-copy table that outlives the read). */
 void emb__file_drop_fd(emb__file *f);
 void emb__file_close(emb__file *f);
@@ -145,15 +146,15 @@ extern void (*emb__io_test_hook)(const char *path);
  * every call returns that failure. */
 typedef struct emb__writer {
     int fd;
-    char *tmp;        /* temporary path (NULL when streaming or once renamed) */
-    char *dest;       /* destination path as given (messages) */
-    char *target;     /* the regular file that is replaced */
+    char *tmp;    /* temporary path (NULL when streaming or once renamed) */
+    char *dest;   /* destination path as given (messages) */
+    char *target; /* the regular file that is replaced */
     unsigned char *buf;
     size_t len, cap;
     uint64_t written; /* bytes handed to write(2) */
     emb_status status;
     bool stream;
-    int slot;         /* in the table emb_remove_temp_files walks, or -1 */
+    int slot; /* in the table emb_remove_temp_files walks, or -1 */
 } emb__writer;
 
 emb_status emb__writer_open(emb__writer *w, const char *path);
@@ -164,7 +165,9 @@ emb_status emb__writer_put(emb__writer *w, const void *data, size_t n);
  * pointer to write into, then emb__writer_advance(w, used). NULL after a failure. n must be
  * <= 64 KiB. */
 unsigned char *emb__writer_reserve(emb__writer *w, size_t n);
-static inline void emb__writer_advance(emb__writer *w, size_t n) { w->len += n; }
+static inline void emb__writer_advance(emb__writer *w, size_t n) {
+    w->len += n;
+}
 /* Writes n bytes at absolute file offset `offset` of the temporary file (after flushing the
  * buffer): for headers completed once the data is written. The offset range must already
  * have been written. EMB_ERR_UNSUPPORTED when streaming. */

@@ -9,7 +9,9 @@
 
 static int num_threads = 0; /* 0: the OpenMP default; read and written atomically */
 
-void emb_set_num_threads(int n) { __atomic_store_n(&num_threads, n > 0 ? n : 0, __ATOMIC_RELAXED); }
+void emb_set_num_threads(int n) {
+    __atomic_store_n(&num_threads, n > 0 ? n : 0, __ATOMIC_RELAXED);
+}
 
 int emb_get_num_threads(void) {
     const int n = __atomic_load_n(&num_threads, __ATOMIC_RELAXED);
@@ -71,8 +73,10 @@ static int64_t first_reaching(const int64_t *prefix, int64_t units, int64_t targ
     int64_t lo = 0, hi = units;
     while (lo < hi) {
         const int64_t mid = lo + (hi - lo) / 2;
-        if (prefix[mid] < target) lo = mid + 1;
-        else hi = mid;
+        if (prefix[mid] < target)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo;
 }

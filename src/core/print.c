@@ -80,7 +80,9 @@ static void sb_putn(sbuf *s, const char *str, size_t n) {
     s->p[s->len] = '\0';
 }
 
-static void sb_puts(sbuf *s, const char *str) { sb_putn(s, str, strlen(str)); }
+static void sb_puts(sbuf *s, const char *str) {
+    sb_putn(s, str, strlen(str));
+}
 
 static void sb_repeat(sbuf *s, char c, int64_t n) {
     if (n <= 0) return;
@@ -117,13 +119,20 @@ static double elem_f(const emb_tensor *t, int64_t i) {
 
 static int64_t elem_i(const emb_tensor *t, int64_t i) {
     switch (t->dtype) {
-    case EMB_INT64: return ((const int64_t *)t->data)[i];
-    case EMB_INT32: return ((const int32_t *)t->data)[i];
-    case EMB_INT16: return ((const int16_t *)t->data)[i];
-    case EMB_INT8: return ((const int8_t *)t->data)[i];
-    case EMB_UINT8: return ((const uint8_t *)t->data)[i];
-    case EMB_BOOL: return ((const uint8_t *)t->data)[i] != 0;
-    default: return 0;
+    case EMB_INT64:
+        return ((const int64_t *)t->data)[i];
+    case EMB_INT32:
+        return ((const int32_t *)t->data)[i];
+    case EMB_INT16:
+        return ((const int16_t *)t->data)[i];
+    case EMB_INT8:
+        return ((const int8_t *)t->data)[i];
+    case EMB_UINT8:
+        return ((const uint8_t *)t->data)[i];
+    case EMB_BOOL:
+        return ((const uint8_t *)t->data)[i] != 0;
+    default:
+        return 0;
     }
 }
 
@@ -209,9 +218,12 @@ static void scan_width(printer *p, int64_t flat) {
     } else {
         double v = elem_f(p->t, flat);
         if (!isfinite(v) || v == 0) return;
-        if (p->sci_mode) n = fmt_double(buf, v, 'e', p->o->precision);
-        else if (p->int_mode) n = fmt_double(buf, v, 'f', 0) + 1;
-        else n = fmt_double(buf, v, 'f', p->o->precision);
+        if (p->sci_mode)
+            n = fmt_double(buf, v, 'e', p->o->precision);
+        else if (p->int_mode)
+            n = fmt_double(buf, v, 'f', 0) + 1;
+        else
+            n = fmt_double(buf, v, 'f', p->o->precision);
     }
     if (n > p->width) p->width = n;
 }
@@ -232,8 +244,7 @@ static void make_formatter(printer *p) {
             p->sci_mode = ratio > 1000.0 || p->amax > 1.0e8 || p->amin < 1.0e-4;
     }
     visit(p, 0, 0, scan_width);
-    if (p->floating && p->o->sci_mode != EMB_SCI_AUTO)
-        p->sci_mode = p->o->sci_mode == EMB_SCI_ON;
+    if (p->floating && p->o->sci_mode != EMB_SCI_AUTO) p->sci_mode = p->o->sci_mode == EMB_SCI_ON;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -260,7 +271,8 @@ static void render_vector(printer *p, int d, int64_t base, int64_t indent) {
                 sb_putn(&p->out, ", ", 2);
             }
         }
-        if (c && k == e) sb_putn(&p->out, " ...", 4);
+        if (c && k == e)
+            sb_putn(&p->out, " ...", 4);
         else {
             int64_t i = !c || k < e ? k : n - e + (k - e - 1);
             put_elem(p, base + i * s);
@@ -291,7 +303,8 @@ static void render(printer *p, int d, int64_t base, int64_t indent) {
             sb_repeat(&p->out, '\n', rest - 1);
             sb_repeat(&p->out, ' ', indent + 1);
         }
-        if (c && k == e) sb_putn(&p->out, "...", 3);
+        if (c && k == e)
+            sb_putn(&p->out, "...", 3);
         else {
             int64_t i = !c || k < e ? k : n - e + (k - e - 1);
             render(p, d + 1, base + i * s, indent + 1);
@@ -333,8 +346,14 @@ static void add_suffixes(sbuf *s, const char *const *suffixes, int nsuf, int64_t
 
 static bool supported(emb_dtype d) {
     switch (d) {
-    case EMB_FLOAT32: case EMB_FLOAT64: case EMB_INT64: case EMB_INT32:
-    case EMB_INT16: case EMB_INT8: case EMB_UINT8: case EMB_BOOL:
+    case EMB_FLOAT32:
+    case EMB_FLOAT64:
+    case EMB_INT64:
+    case EMB_INT32:
+    case EMB_INT16:
+    case EMB_INT8:
+    case EMB_UINT8:
+    case EMB_BOOL:
         return true;
     default:
         return false;
@@ -343,9 +362,8 @@ static bool supported(emb_dtype d) {
 
 static emb_status check_options(const emb_print_options *o) {
     if (o->precision < 0 || o->precision > EMB__PRINT_MAX_PRECISION)
-        return emb__error(EMB_ERR_INVALID,
-                          "print option precision is %d; valid: 0 to %d", o->precision,
-                          EMB__PRINT_MAX_PRECISION);
+        return emb__error(EMB_ERR_INVALID, "print option precision is %d; valid: 0 to %d",
+                          o->precision, EMB__PRINT_MAX_PRECISION);
     if (o->threshold < 0)
         return emb__error(EMB_ERR_INVALID, "print option threshold is %d; valid: >= 0",
                           o->threshold);
@@ -358,7 +376,8 @@ static emb_status check_options(const emb_print_options *o) {
     if (o->sci_mode != EMB_SCI_AUTO && o->sci_mode != EMB_SCI_ON && o->sci_mode != EMB_SCI_OFF)
         return emb__error(EMB_ERR_INVALID,
                           "print option sci_mode is %d; valid: EMB_SCI_AUTO (0), EMB_SCI_ON "
-                          "(1), EMB_SCI_OFF (2)", (int)o->sci_mode);
+                          "(1), EMB_SCI_OFF (2)",
+                          (int)o->sci_mode);
     return EMB_OK;
 }
 
@@ -370,7 +389,8 @@ static emb_status build_repr(const emb_tensor *t, const emb_print_options *opts,
     if (!supported(t->dtype))
         return emb__error(EMB_ERR_DTYPE,
                           "cannot print a tensor of dtype %s (supported: float32, float64, "
-                          "int64, int32, int16, int8, uint8, bool)", emb_dtype_name(t->dtype));
+                          "int64, int32, int16, int8, uint8, bool)",
+                          emb_dtype_name(t->dtype));
     emb_print_options defaults = emb_print_options_default();
     const emb_print_options *o = opts ? opts : &defaults;
     st = check_options(o);

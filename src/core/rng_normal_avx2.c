@@ -44,8 +44,8 @@ EMB__TARGET_AVX2 static inline void sincos_cephes_avx2(__m256 x, __m256 *s_out, 
     __m256 sin_sign = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(j, four), 29));
     __m256 cos_sign = _mm256_castsi256_ps(_mm256_slli_epi32(
         _mm256_andnot_si256(_mm256_sub_epi32(j, _mm256_set1_epi32(2)), four), 29));
-    __m256 swap = _mm256_castsi256_ps(_mm256_cmpeq_epi32(
-        _mm256_and_si256(j, _mm256_set1_epi32(2)), _mm256_set1_epi32(2)));
+    __m256 swap = _mm256_castsi256_ps(
+        _mm256_cmpeq_epi32(_mm256_and_si256(j, _mm256_set1_epi32(2)), _mm256_set1_epi32(2)));
     x = _mm256_fmadd_ps(y, _mm256_set1_ps(SC_DP1), x);
     x = _mm256_fmadd_ps(y, _mm256_set1_ps(SC_DP2), x);
     x = _mm256_fmadd_ps(y, _mm256_set1_ps(SC_DP3), x);

@@ -13,48 +13,78 @@
 
 size_t emb_dtype_nbytes(emb_dtype dtype) {
     switch (dtype) {
-    case EMB_FLOAT32: return 4;
-    case EMB_INT64: return 8;
-    case EMB_INT32: return 4;
-    case EMB_FLOAT64: return 8;
-    case EMB_FLOAT16: return 2;
-    case EMB_BFLOAT16: return 2;
-    case EMB_INT8: return 1;
-    case EMB_UINT8: return 1;
-    case EMB_INT16: return 2;
-    case EMB_BOOL: return 1;
+    case EMB_FLOAT32:
+        return 4;
+    case EMB_INT64:
+        return 8;
+    case EMB_INT32:
+        return 4;
+    case EMB_FLOAT64:
+        return 8;
+    case EMB_FLOAT16:
+        return 2;
+    case EMB_BFLOAT16:
+        return 2;
+    case EMB_INT8:
+        return 1;
+    case EMB_UINT8:
+        return 1;
+    case EMB_INT16:
+        return 2;
+    case EMB_BOOL:
+        return 1;
     }
     return 0;
 }
 
 const char *emb_dtype_name(emb_dtype dtype) {
     switch (dtype) {
-    case EMB_FLOAT32: return "float32";
-    case EMB_INT64: return "int64";
-    case EMB_INT32: return "int32";
-    case EMB_FLOAT64: return "float64";
-    case EMB_FLOAT16: return "float16";
-    case EMB_BFLOAT16: return "bfloat16";
-    case EMB_INT8: return "int8";
-    case EMB_UINT8: return "uint8";
-    case EMB_INT16: return "int16";
-    case EMB_BOOL: return "bool";
+    case EMB_FLOAT32:
+        return "float32";
+    case EMB_INT64:
+        return "int64";
+    case EMB_INT32:
+        return "int32";
+    case EMB_FLOAT64:
+        return "float64";
+    case EMB_FLOAT16:
+        return "float16";
+    case EMB_BFLOAT16:
+        return "bfloat16";
+    case EMB_INT8:
+        return "int8";
+    case EMB_UINT8:
+        return "uint8";
+    case EMB_INT16:
+        return "int16";
+    case EMB_BOOL:
+        return "bool";
     }
     return "unknown";
 }
 
 const char *emb__dtype_torch_type(emb_dtype dtype) {
     switch (dtype) {
-    case EMB_FLOAT32: return "torch.FloatTensor";
-    case EMB_INT64: return "torch.LongTensor";
-    case EMB_INT32: return "torch.IntTensor";
-    case EMB_FLOAT64: return "torch.DoubleTensor";
-    case EMB_FLOAT16: return "torch.HalfTensor";
-    case EMB_BFLOAT16: return "CPUBFloat16Type";
-    case EMB_INT8: return "torch.CharTensor";
-    case EMB_UINT8: return "torch.ByteTensor";
-    case EMB_INT16: return "torch.ShortTensor";
-    case EMB_BOOL: return "CPUBoolType";
+    case EMB_FLOAT32:
+        return "torch.FloatTensor";
+    case EMB_INT64:
+        return "torch.LongTensor";
+    case EMB_INT32:
+        return "torch.IntTensor";
+    case EMB_FLOAT64:
+        return "torch.DoubleTensor";
+    case EMB_FLOAT16:
+        return "torch.HalfTensor";
+    case EMB_BFLOAT16:
+        return "CPUBFloat16Type";
+    case EMB_INT8:
+        return "torch.CharTensor";
+    case EMB_UINT8:
+        return "torch.ByteTensor";
+    case EMB_INT16:
+        return "torch.ShortTensor";
+    case EMB_BOOL:
+        return "CPUBoolType";
     }
     return "unknown";
 }
@@ -65,14 +95,14 @@ static emb_status check_shape(emb_dtype dtype, int ndim, const int64_t *shape, c
     if (emb_dtype_nbytes(dtype) == 0)
         return emb__error(EMB_ERR_DTYPE, "%s has an unknown dtype (%d)", what, (int)dtype);
     if (ndim < 0 || ndim > EMB_MAX_DIMS)
-        return emb__error(EMB_ERR_SHAPE, "%s has %d dimensions; emb tensors have 0 to %d",
-                          what, ndim, EMB_MAX_DIMS);
+        return emb__error(EMB_ERR_SHAPE, "%s has %d dimensions; emb tensors have 0 to %d", what,
+                          ndim, EMB_MAX_DIMS);
     if (ndim > 0 && !shape) return emb__null("shape");
     bool empty = false;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
-            return emb__error(EMB_ERR_SHAPE, "%s has a negative dimension %" PRId64
-                              " at dim %d", what, shape[i], i);
+            return emb__error(EMB_ERR_SHAPE, "%s has a negative dimension %" PRId64 " at dim %d",
+                              what, shape[i], i);
         empty |= shape[i] == 0;
     }
     /* A zero dimension anywhere makes the tensor empty, whatever the others (as PyTorch:
@@ -81,8 +111,7 @@ static emb_status check_shape(emb_dtype dtype, int ndim, const int64_t *shape, c
     int64_t numel = empty ? 0 : 1;
     for (int i = 0; !empty && i < ndim; i++)
         if (!emb__mul_i64(numel, shape[i], &numel))
-            return emb__error(EMB_ERR_OVERFLOW, "the number of elements of %s overflows",
-                              what);
+            return emb__error(EMB_ERR_OVERFLOW, "the number of elements of %s overflows", what);
     int64_t bytes;
     if (!emb__mul_i64(numel, (int64_t)emb_dtype_nbytes(dtype), &bytes))
         return emb__error(EMB_ERR_OVERFLOW, "the byte size of %s overflows", what);
@@ -157,8 +186,8 @@ emb_status emb_tensor_check(const emb_tensor *t, const char *what) {
     emb_status st = check_shape(t->dtype, t->ndim, t->shape, what, &numel);
     if (st) return st;
     if (numel > 0 && !t->data)
-        return emb__error(EMB_ERR_NULL, "%s has %" PRId64 " elements but its data is NULL",
-                          what, numel);
+        return emb__error(EMB_ERR_NULL, "%s has %" PRId64 " elements but its data is NULL", what,
+                          numel);
     return EMB_OK;
 }
 
@@ -180,11 +209,11 @@ const char *emb__shape_fmt(char *buf, size_t size, int ndim, const int64_t *shap
     size_t used = 0;
     if (size == 0) return buf;
     buf[0] = '\0';
-#define EMB__APPEND(...)                                                       \
-    do {                                                                       \
-        int k_ = snprintf(buf + used, size - used, __VA_ARGS__);              \
-        if (k_ < 0 || (size_t)k_ >= size - used) return buf;                   \
-        used += (size_t)k_;                                                    \
+#define EMB__APPEND(...)                                                                           \
+    do {                                                                                           \
+        int k_ = snprintf(buf + used, size - used, __VA_ARGS__);                                   \
+        if (k_ < 0 || (size_t)k_ >= size - used) return buf;                                       \
+        used += (size_t)k_;                                                                        \
     } while (0)
     EMB__APPEND("[");
     for (int i = 0; shape && i < ndim && i < EMB_MAX_DIMS; i++)
@@ -226,7 +255,9 @@ void *emb__malloc(size_t nbytes) {
     return p;
 }
 
-void emb__free(void *p) { free(p); }
+void emb__free(void *p) {
+    free(p);
+}
 
 emb_status emb__check_indices(const emb_tensor *t, const char *what, const char *op) {
     if (!t) return emb__null(what);
@@ -239,8 +270,8 @@ emb_status emb__check_indices(const emb_tensor *t, const char *what, const char 
                           what, tn, op);
     }
     if (t->ndim > EMB_MAX_INDEX_DIMS || t->ndim < 0)
-        return emb__error(EMB_ERR_SHAPE, "%s has %d dimensions; at most %d are supported",
-                          what, t->ndim, EMB_MAX_INDEX_DIMS);
+        return emb__error(EMB_ERR_SHAPE, "%s has %d dimensions; at most %d are supported", what,
+                          t->ndim, EMB_MAX_INDEX_DIMS);
     return emb_tensor_check(t, what);
 }
 
@@ -264,8 +295,8 @@ emb_status emb__index_error(const emb_tensor *indices, int64_t pos, int64_t num_
                             const char *table) {
     int64_t v = emb__index_at(indices, pos);
     return emb__error(EMB_ERR_INDEX,
-                      "index %" PRId64 " at position %" PRId64 " is out of range for %s with %"
-                      PRId64 " rows (valid: [0, %" PRId64 "))",
+                      "index %" PRId64 " at position %" PRId64
+                      " is out of range for %s with %" PRId64 " rows (valid: [0, %" PRId64 "))",
                       v, pos, table ? table : "an embedding", num_rows, num_rows);
 }
 

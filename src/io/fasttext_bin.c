@@ -10,17 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FT_MAGIC 793712314
+#define FT_MAGIC   793712314
 #define FT_VERSION 12
 
 struct emb_fasttext {
     emb_fasttext_args a;
     int32_t version;
-    emb_vocab *vocab;   /* the nwords words */
+    emb_vocab *vocab; /* the nwords words */
     int64_t nwords, nlabels, ntokens;
-    int64_t in_rows;    /* nwords + bucket */
+    int64_t in_rows; /* nwords + bucket */
     int64_t out_rows;
-    emb__file file;     /* the file, read into memory (or the caller's, not owned) */
+    emb__file file; /* the file, read into memory (or the caller's, not owned) */
     bool owns_file;
     const unsigned char *in, *out; /* the matrices' float32 data inside the file (unaligned) */
 };
@@ -32,7 +32,8 @@ int64_t emb__subword_ngrams(const char *word, size_t len, int minn, int maxn, ui
     if (maxn < 1 || minn > maxn || bucket == 0) return 0;
     /* The bracketed word "<word>" without building it: byte k of it. */
     const size_t L = len + 2;
-#define AT(k) ((k) == 0 ? (unsigned char)'<' : (k) == L - 1 ? (unsigned char)'>' : (unsigned char)word[(k) - 1])
+#define AT(k)                                                                                      \
+    ((k) == 0 ? (unsigned char)'<' : (k) == L - 1 ? (unsigned char)'>' : (unsigned char)word[(k)-1])
     int64_t count = 0;
     for (size_t i = 0; i < L; i++) {
         if ((AT(i) & 0xC0) == 0x80) continue; /* not the first byte of a character */
@@ -66,7 +67,8 @@ static emb_status bad(const cursor *c, size_t at, const char *what) {
 
 static emb_status need(const cursor *c, size_t k, const char *what) {
     if (c->n - c->p >= k) return EMB_OK;
-    return emb__error(EMB_ERR_FORMAT, "%s: offset %zu: the file ends inside %s (%zu bytes left, %zu needed)",
+    return emb__error(EMB_ERR_FORMAT,
+                      "%s: offset %zu: the file ends inside %s (%zu bytes left, %zu needed)",
                       c->path, c->p, what, c->n - c->p, k);
 }
 
@@ -96,13 +98,16 @@ static emb_status read_args(cursor *c, emb_fasttext *ft) {
     else if (a->loss < 1 || a->loss > 4)
         snprintf(msg, sizeof msg, "loss %" PRId32 " is not one of fastText's (1..4)", a->loss);
     else if (a->model < 1 || a->model > 3)
-        snprintf(msg, sizeof msg, "model %" PRId32 " is not one of fastText's (1 cbow, 2 skipgram, 3 supervised)",
+        snprintf(msg, sizeof msg,
+                 "model %" PRId32 " is not one of fastText's (1 cbow, 2 skipgram, 3 supervised)",
                  a->model);
     else if (a->bucket < 0 || a->minn < 0 || a->maxn < 0)
-        snprintf(msg, sizeof msg, "bucket %" PRId32 ", minn %" PRId32 ", maxn %" PRId32 ": negative", a->bucket,
+        snprintf(msg, sizeof msg,
+                 "bucket %" PRId32 ", minn %" PRId32 ", maxn %" PRId32 ": negative", a->bucket,
                  a->minn, a->maxn);
     else if (a->maxn > 0 && a->minn <= a->maxn && a->bucket == 0)
-        snprintf(msg, sizeof msg, "n-grams of %" PRId32 "..%" PRId32 " characters with 0 buckets", a->minn, a->maxn);
+        snprintf(msg, sizeof msg, "n-grams of %" PRId32 "..%" PRId32 " characters with 0 buckets",
+                 a->minn, a->maxn);
     else
         return EMB_OK;
     return bad(c, at, msg);
@@ -121,18 +126,21 @@ static emb_status read_dictionary(cursor *c, emb_fasttext *ft, bool *pruned) {
     char msg[200];
     /* each entry takes at least 10 bytes: one byte of word, its NUL, count, type */
     if (size < 0 || nwords < 0 || nlabels < 0 || (int64_t)nwords + nlabels != size) {
-        snprintf(msg, sizeof msg, "dictionary of %" PRId32 " entries with %" PRId32 " words and %" PRId32 " labels",
+        snprintf(msg, sizeof msg,
+                 "dictionary of %" PRId32 " entries with %" PRId32 " words and %" PRId32 " labels",
                  size, nwords, nlabels);
         return bad(c, at, msg);
     }
     if ((uint64_t)size > (c->n - c->p) / 10) {
-        snprintf(msg, sizeof msg, "the dictionary claims %" PRId32 " entries; the %zu bytes left hold at most %zu",
+        snprintf(msg, sizeof msg,
+                 "the dictionary claims %" PRId32 " entries; the %zu bytes left hold at most %zu",
                  size, c->n - c->p, (c->n - c->p) / 10);
         return bad(c, at, msg);
     }
     if (ntokens < 0) return bad(c, at + 12, "negative token count");
     ft->nwords = nwords, ft->nlabels = nlabels, ft->ntokens = ntokens;
-    if ((rc = emb_vocab_create(&ft->vocab)) || (rc = emb_vocab_reserve(ft->vocab, nwords))) return rc;
+    if ((rc = emb_vocab_create(&ft->vocab)) || (rc = emb_vocab_reserve(ft->vocab, nwords)))
+        return rc;
     for (int32_t i = 0; i < size; i++) {
         size_t w0 = c->p;
         const unsigned char *z = memchr(c->d + c->p, 0, c->n - c->p);
@@ -143,21 +151,27 @@ static emb_status read_dictionary(cursor *c, emb_fasttext *ft, bool *pruned) {
         c->p += len + 1;
         int64_t count;
         int8_t type;
-        if ((rc = get(c, &count, 8, "a dictionary entry")) || (rc = get(c, &type, 1, "a dictionary entry"))) return rc;
+        if ((rc = get(c, &count, 8, "a dictionary entry")) ||
+            (rc = get(c, &type, 1, "a dictionary entry")))
+            return rc;
         if (count < 0) return bad(c, c->p - 9, "a negative word count");
         if (type != (i < nwords ? 0 : 1))
-            return bad(c, c->p - 1,
-                       i < nwords ? "a label among the words (entries 0..nwords-1 must be words, type 0)"
-                                  : "a word among the labels (entries after the words must be labels, type 1)");
+            return bad(
+                c, c->p - 1,
+                i < nwords
+                    ? "a label among the words (entries 0..nwords-1 must be words, type 0)"
+                    : "a word among the labels (entries after the words must be labels, type 1)");
         if (i >= nwords) continue;
         bool added;
-        if ((rc = emb_vocab_add(ft->vocab, (const char *)c->d + w0, len, count, NULL, &added))) return rc;
+        if ((rc = emb_vocab_add(ft->vocab, (const char *)c->d + w0, len, count, NULL, &added)))
+            return rc;
         if (!added) return bad(c, w0, "a word that is already in the dictionary");
     }
     if (pruneidx_size > 0) {
         /* only quantized models are pruned: the pairs are skipped, the quantization flag
          * that follows refuses the model */
-        if ((uint64_t)pruneidx_size > (c->n - c->p) / 8) return bad(c, at + 20, "the pruned index is longer than the file");
+        if ((uint64_t)pruneidx_size > (c->n - c->p) / 8)
+            return bad(c, at + 20, "the pruned index is longer than the file");
         c->p += (size_t)pruneidx_size * 8;
     }
     *pruned = pruneidx_size >= 0; /* fastText writes -1 when nothing was pruned */
@@ -165,7 +179,8 @@ static emb_status read_dictionary(cursor *c, emb_fasttext *ft, bool *pruned) {
 }
 
 /* A matrix header and its rows x cols float32 values; *data points at them in the file. */
-static emb_status read_matrix(cursor *c, const char *which, int64_t rows, int64_t cols, const unsigned char **data) {
+static emb_status read_matrix(cursor *c, const char *which, int64_t rows, int64_t cols,
+                              const unsigned char **data) {
     int64_t m, n;
     size_t at = c->p;
     emb_status rc = get(c, &m, 8, which);
@@ -173,14 +188,18 @@ static emb_status read_matrix(cursor *c, const char *which, int64_t rows, int64_
     if (rc) return rc;
     char msg[200];
     if (m != rows || n != cols) {
-        snprintf(msg, sizeof msg, "the %s is %" PRId64 " x %" PRId64 "; the dictionary and arguments need %" PRId64
-                 " x %" PRId64, which, m, n, rows, cols);
+        snprintf(msg, sizeof msg,
+                 "the %s is %" PRId64 " x %" PRId64 "; the dictionary and arguments need %" PRId64
+                 " x %" PRId64,
+                 which, m, n, rows, cols);
         return bad(c, at, msg);
     }
     int64_t bytes;
-    if (!emb__mul_i64(m, n, &bytes) || !emb__mul_i64(bytes, 4, &bytes) || (uint64_t)bytes > c->n - c->p) {
-        snprintf(msg, sizeof msg, "the %s's %" PRId64 " x %" PRId64 " floats do not fit in the %zu bytes left", which,
-                 m, n, c->n - c->p);
+    if (!emb__mul_i64(m, n, &bytes) || !emb__mul_i64(bytes, 4, &bytes) ||
+        (uint64_t)bytes > c->n - c->p) {
+        snprintf(msg, sizeof msg,
+                 "the %s's %" PRId64 " x %" PRId64 " floats do not fit in the %zu bytes left",
+                 which, m, n, c->n - c->p);
         return bad(c, at, msg);
     }
     *data = c->d + c->p;
@@ -218,14 +237,17 @@ static emb_status parse(const char *path, emb_fasttext *ft, emb_fasttext **out) 
     emb_status rc;
     cursor c = {ft->file.data, ft->file.size, 0, path};
     int32_t magic = 0;
-    if ((rc = get(&c, &magic, 4, "the magic number")) || (rc = get(&c, &ft->version, 4, "the version"))) goto fail;
+    if ((rc = get(&c, &magic, 4, "the magic number")) ||
+        (rc = get(&c, &ft->version, 4, "the version")))
+        goto fail;
     if (magic != FT_MAGIC) {
         rc = bad(&c, 0, "not a fastText model (no magic number 793712314)");
         goto fail;
     }
     if (ft->version != 11 && ft->version != FT_VERSION) {
         char msg[96];
-        snprintf(msg, sizeof msg, "fastText model version %" PRId32 " (emb reads 11 and 12)", ft->version);
+        snprintf(msg, sizeof msg, "fastText model version %" PRId32 " (emb reads 11 and 12)",
+                 ft->version);
         rc = bad(&c, 4, msg);
         goto fail;
     }
@@ -241,11 +263,13 @@ static emb_status parse(const char *path, emb_fasttext *ft, emb_fasttext **out) 
         goto fail;
     }
     if (quant) {
-        rc = emb__error(EMB_ERR_UNSUPPORTED, "%s: a quantized fastText model (.ftz), which emb does not read", path);
+        rc = emb__error(EMB_ERR_UNSUPPORTED,
+                        "%s: a quantized fastText model (.ftz), which emb does not read", path);
         goto fail;
     }
     if (pruned) {
-        rc = bad(&c, c.p - 1, "a pruned dictionary without quantization (fastText refuses such files too)");
+        rc = bad(&c, c.p - 1,
+                 "a pruned dictionary without quantization (fastText refuses such files too)");
         goto fail;
     }
     ft->in_rows = ft->nwords + ft->a.bucket;
@@ -280,10 +304,15 @@ emb_fasttext_args emb_fasttext_args_of(const emb_fasttext *ft) {
     return a;
 }
 
-const emb_vocab *emb_fasttext_vocab(const emb_fasttext *ft) { return ft ? ft->vocab : NULL; }
-int64_t emb_fasttext_dim(const emb_fasttext *ft) { return ft ? ft->a.dim : 0; }
+const emb_vocab *emb_fasttext_vocab(const emb_fasttext *ft) {
+    return ft ? ft->vocab : NULL;
+}
+int64_t emb_fasttext_dim(const emb_fasttext *ft) {
+    return ft ? ft->a.dim : 0;
+}
 
-int64_t emb_fasttext_subword_rows(const emb_fasttext *ft, const char *word, size_t len, int64_t *rows, int64_t cap) {
+int64_t emb_fasttext_subword_rows(const emb_fasttext *ft, const char *word, size_t len,
+                                  int64_t *rows, int64_t cap) {
     if (!ft || (len && !word)) return -1;
     if (cap < 0 || !rows) cap = 0;
     int64_t id = len ? emb_vocab_find(ft->vocab, word, len) : -1, n = 0;
@@ -291,14 +320,16 @@ int64_t emb_fasttext_subword_rows(const emb_fasttext *ft, const char *word, size
         if (cap > 0) rows[0] = id;
         n = 1;
     }
-    if (len == 4 && !memcmp(word, "</s>", 4)) return n; /* fastText gives its end-of-sentence token no n-grams */
-    return n + emb__subword_ngrams(word, len, ft->a.minn, ft->a.maxn, (uint32_t)ft->a.bucket, ft->nwords,
-                                   rows ? rows + n : NULL, cap > n ? cap - n : 0);
+    if (len == 4 && !memcmp(word, "</s>", 4))
+        return n; /* fastText gives its end-of-sentence token no n-grams */
+    return n + emb__subword_ngrams(word, len, ft->a.minn, ft->a.maxn, (uint32_t)ft->a.bucket,
+                                   ft->nwords, rows ? rows + n : NULL, cap > n ? cap - n : 0);
 }
 
 /* The mean of rows[0..n) of an input matrix stored as unaligned little-endian float32, as
  * fastText computes it: summed in order, then scaled by float(1.0 / n). */
-static void mean_rows(const unsigned char *m, int64_t dim, const int64_t *rows, int64_t n, float *out) {
+static void mean_rows(const unsigned char *m, int64_t dim, const int64_t *rows, int64_t n,
+                      float *out) {
     for (int64_t j = 0; j < dim; j++) out[j] = 0.0f;
     for (int64_t k = 0; k < n; k++) {
         const unsigned char *r = m + (size_t)rows[k] * (size_t)dim * 4;
@@ -314,7 +345,8 @@ static void mean_rows(const unsigned char *m, int64_t dim, const int64_t *rows, 
     }
 }
 
-emb_status emb_fasttext_word_vector(const emb_fasttext *ft, const char *word, size_t len, float *out) {
+emb_status emb_fasttext_word_vector(const emb_fasttext *ft, const char *word, size_t len,
+                                    float *out) {
     if (!ft) return emb__null("model");
     if (!word && len) return emb__null("word");
     if (!out) return emb__null("out");
@@ -331,8 +363,8 @@ emb_status emb_fasttext_word_vector(const emb_fasttext *ft, const char *word, si
 }
 
 /* emb_vectors_read of a .bin: the first `limit` words (0: all) and their vectors. */
-emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f, const emb_vectors_read_options *o,
-                                      emb_vectors *out) {
+emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f,
+                                      const emb_vectors_read_options *o, emb_vectors *out) {
     emb_fasttext *ft = calloc(1, sizeof *ft);
     if (!ft) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
     ft->file = *f; /* the caller's open file, read within this call */
@@ -380,23 +412,29 @@ emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f, cons
 
 /* ---- writing (emb_w2v_save_fasttext) ---- */
 
-emb_status emb__fasttext_write(const char *path, const emb_fasttext_args *a, const emb_vocab *vocab, int64_t ntokens,
-                               const float *in, int64_t in_rows, const float *out, int64_t out_rows) {
+emb_status emb__fasttext_write(const char *path, const emb_fasttext_args *a, const emb_vocab *vocab,
+                               int64_t ntokens, const float *in, int64_t in_rows, const float *out,
+                               int64_t out_rows) {
     const int64_t V = emb_vocab_num_words(vocab);
-    if (V > INT32_MAX) return emb__error(EMB_ERR_INVALID, "%s: fastText holds at most 2^31 - 1 words, not %" PRId64, path, V);
+    if (V > INT32_MAX)
+        return emb__error(EMB_ERR_INVALID,
+                          "%s: fastText holds at most 2^31 - 1 words, not %" PRId64, path, V);
     for (int64_t i = 0; i < V; i++) {
         size_t n;
         const char *s = emb_vocab_word(vocab, i, &n);
         if (memchr(s, 0, n))
-            return emb__error(EMB_ERR_INVALID, "%s: word %" PRId64 " holds a NUL byte, which fastText's format cannot store",
+            return emb__error(EMB_ERR_INVALID,
+                              "%s: word %" PRId64
+                              " holds a NUL byte, which fastText's format cannot store",
                               path, i);
     }
     emb__writer w;
     emb_status rc = emb__writer_open(&w, path);
     if (rc) return rc;
     const int32_t head[2] = {FT_MAGIC, FT_VERSION};
-    const int32_t args[12] = {a->dim,   a->ws,    a->epoch,  a->min_count, a->neg,  a->word_ngrams,
-                              a->loss,  a->model, a->bucket, a->minn,      a->maxn, a->lr_update_rate};
+    const int32_t args[12] = {a->dim,    a->ws,          a->epoch, a->min_count,
+                              a->neg,    a->word_ngrams, a->loss,  a->model,
+                              a->bucket, a->minn,        a->maxn,  a->lr_update_rate};
     emb__writer_put(&w, head, sizeof head);
     emb__writer_put(&w, args, sizeof args);
     emb__writer_put(&w, &a->t, sizeof(double));

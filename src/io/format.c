@@ -9,13 +9,20 @@
 
 const char *emb_format_name(emb_format f) {
     switch (f) {
-    case EMB_FORMAT_AUTO: return "auto";
-    case EMB_FORMAT_SAFETENSORS: return "safetensors";
-    case EMB_FORMAT_NPY: return "npy";
-    case EMB_FORMAT_W2V_TEXT: return "word2vec-text";
-    case EMB_FORMAT_W2V_BINARY: return "word2vec-binary";
-    case EMB_FORMAT_GLOVE: return "glove";
-    case EMB_FORMAT_FASTTEXT_BIN: return "fasttext-bin";
+    case EMB_FORMAT_AUTO:
+        return "auto";
+    case EMB_FORMAT_SAFETENSORS:
+        return "safetensors";
+    case EMB_FORMAT_NPY:
+        return "npy";
+    case EMB_FORMAT_W2V_TEXT:
+        return "word2vec-text";
+    case EMB_FORMAT_W2V_BINARY:
+        return "word2vec-binary";
+    case EMB_FORMAT_GLOVE:
+        return "glove";
+    case EMB_FORMAT_FASTTEXT_BIN:
+        return "fasttext-bin";
     }
     return "unknown";
 }
@@ -26,13 +33,20 @@ emb_status emb_format_parse(const char *name, emb_format *out) {
     static const struct {
         const char *name;
         emb_format f;
-    } names[] = {{"safetensors", EMB_FORMAT_SAFETENSORS}, {"st", EMB_FORMAT_SAFETENSORS},
-                 {"npy", EMB_FORMAT_NPY},                 {"word2vec-text", EMB_FORMAT_W2V_TEXT},
-                 {"w2v", EMB_FORMAT_W2V_TEXT},            {"txt", EMB_FORMAT_W2V_TEXT},
-                 {"text", EMB_FORMAT_W2V_TEXT},           {"vec", EMB_FORMAT_W2V_TEXT},
-                 {"word2vec-binary", EMB_FORMAT_W2V_BINARY}, {"bin", EMB_FORMAT_W2V_BINARY},
-                 {"binary", EMB_FORMAT_W2V_BINARY},       {"glove", EMB_FORMAT_GLOVE},
-                 {"fasttext-bin", EMB_FORMAT_FASTTEXT_BIN}, {"fasttext", EMB_FORMAT_FASTTEXT_BIN},
+    } names[] = {{"safetensors", EMB_FORMAT_SAFETENSORS},
+                 {"st", EMB_FORMAT_SAFETENSORS},
+                 {"npy", EMB_FORMAT_NPY},
+                 {"word2vec-text", EMB_FORMAT_W2V_TEXT},
+                 {"w2v", EMB_FORMAT_W2V_TEXT},
+                 {"txt", EMB_FORMAT_W2V_TEXT},
+                 {"text", EMB_FORMAT_W2V_TEXT},
+                 {"vec", EMB_FORMAT_W2V_TEXT},
+                 {"word2vec-binary", EMB_FORMAT_W2V_BINARY},
+                 {"bin", EMB_FORMAT_W2V_BINARY},
+                 {"binary", EMB_FORMAT_W2V_BINARY},
+                 {"glove", EMB_FORMAT_GLOVE},
+                 {"fasttext-bin", EMB_FORMAT_FASTTEXT_BIN},
+                 {"fasttext", EMB_FORMAT_FASTTEXT_BIN},
                  {"auto", EMB_FORMAT_AUTO}};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if (!strcmp(name, names[k].name)) {
@@ -41,7 +55,8 @@ emb_status emb_format_parse(const char *name, emb_format *out) {
         }
     return emb__error(EMB_ERR_INVALID,
                       "unknown format \"%s\" (known: safetensors, npy, word2vec-text (txt, vec), "
-                      "word2vec-binary (bin), glove, fasttext-bin (fasttext), auto)", name);
+                      "word2vec-binary (bin), glove, fasttext-bin (fasttext), auto)",
+                      name);
 }
 
 static bool ends_with(const char *s, const char *suf) {

@@ -18,14 +18,15 @@ emb_status emb__alloc_table(emb_tensor *t, int64_t rows, int64_t dim);
  * by newlines; "emb.counts": space-separated counts, NULL without counts); both NULL for a
  * NULL vocabulary. Caller frees. Errors: EMB_ERR_INVALID (size mismatch, a word that cannot
  * be stored), EMB_ERR_NOMEM. */
-#define EMB__ST_VOCAB_KEY "emb.vocab"
+#define EMB__ST_VOCAB_KEY  "emb.vocab"
 #define EMB__ST_COUNTS_KEY "emb.counts"
 emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t rows, char **words,
                                   char **counts);
 
 /* The vocabulary in an open safetensors file's metadata for the first `rows` of the
  * table's `file_rows` rows (*out NULL when there is none). */
-emb_status emb__safetensors_vocab(const emb_safetensors *st, int64_t rows, int64_t file_rows, emb_vocab **out);
+emb_status emb__safetensors_vocab(const emb_safetensors *st, int64_t rows, int64_t file_rows,
+                                  emb_vocab **out);
 
 /* Moves the file mapping out of an open safetensors handle (the handle's views become
  * invalid; close it as usual; the descriptor is closed, the mapping stays).
@@ -51,19 +52,19 @@ emb_status emb__npy_write_open(const char *path, const emb_tensor *t, emb__write
  * open handle whose storage is not quantized (quant reads those). */
 emb_status emb__read_w2v(const char *path, const emb__file *f, emb_format fmt,
                          const emb_vectors_read_options *o, emb_vectors *out);
-emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *st, const emb_vectors_read_options *o,
-                                       emb_vectors *out);
-emb_status emb__read_npy_vectors(const char *path, const emb__file *f, const emb_vectors_read_options *o,
-                                 emb_vectors *out);
-emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f, const emb_vectors_read_options *o,
-                                      emb_vectors *out);
+emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *st,
+                                       const emb_vectors_read_options *o, emb_vectors *out);
+emb_status emb__read_npy_vectors(const char *path, const emb__file *f,
+                                 const emb_vectors_read_options *o, emb_vectors *out);
+emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f,
+                                      const emb_vectors_read_options *o, emb_vectors *out);
 /* The format of a file from its first bytes (emb_format_sniff). */
 emb_format emb__sniff(const unsigned char *d, size_t n);
 /* The format of an open file (an empty file and a fastText .bin model are errors). */
 emb_status emb__sniff_file(const char *path, const emb__file *f, emb_format *out);
-emb_status emb__write_w2v(const char *path, const emb_tensor *w, const emb_vocab *v,
-                          emb_format fmt, const emb_vectors_write_options *o);
-emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
-                                          const emb_vocab *v, const emb_vectors_write_options *o);
+emb_status emb__write_w2v(const char *path, const emb_tensor *w, const emb_vocab *v, emb_format fmt,
+                          const emb_vectors_write_options *o);
+emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w, const emb_vocab *v,
+                                          const emb_vectors_write_options *o);
 
 #endif /* EMB_IO_FACE_H */

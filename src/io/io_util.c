@@ -10,12 +10,12 @@
 emb_status emb__alloc_table(emb_tensor *t, int64_t rows, int64_t dim) {
     int64_t n, shape[2] = {rows, dim};
     if (!emb__mul_i64(rows, dim, &n) || n > INT64_MAX / 4)
-        return emb__error(EMB_ERR_OVERFLOW, "a table of %lld x %lld floats is too large", (long long)rows,
-                          (long long)dim);
+        return emb__error(EMB_ERR_OVERFLOW, "a table of %lld x %lld floats is too large",
+                          (long long)rows, (long long)dim);
     void *d = NULL;
     if (n > 0 && !(d = emb__malloc((size_t)n * 4)))
-        return emb__error(EMB_ERR_NOMEM, "out of memory for a table of %lld x %lld floats", (long long)rows,
-                          (long long)dim);
+        return emb__error(EMB_ERR_NOMEM, "out of memory for a table of %lld x %lld floats",
+                          (long long)rows, (long long)dim);
     emb_status rc = emb_tensor_init(t, EMB_FLOAT32, d, 2, shape);
     if (rc) emb__free(d);
     return rc;
@@ -133,7 +133,6 @@ int emb__format_float(char *buf, float f, int precision) {
     }
     return n;
 }
-
 
 bool emb__to_f32(float *dst, const void *src, emb_dtype dtype, int64_t n) {
     const unsigned char *s = src;

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define ST_MAX_HEADER 100000000ull
-#define ST_MAX_RANK 64
+#define ST_MAX_HEADER EMB__ST_MAX_HEADER
+#define ST_MAX_RANK   64
 
 typedef struct st_dtype {
     const char *name;
@@ -18,13 +18,27 @@ typedef struct st_dtype {
 } st_dtype;
 
 static const st_dtype st_dtypes[] = {
-    {"BOOL", 8, EMB_BOOL},      {"U8", 8, EMB_UINT8},      {"I8", 8, EMB_INT8},
-    {"F8_E5M2", 8, -1},         {"F8_E4M3", 8, -1},        {"I16", 16, EMB_INT16},
-    {"U16", 16, -1},            {"F16", 16, EMB_FLOAT16},  {"BF16", 16, EMB_BFLOAT16},
-    {"I32", 32, EMB_INT32},     {"U32", 32, -1},           {"F32", 32, EMB_FLOAT32},
-    {"F64", 64, EMB_FLOAT64},   {"I64", 64, EMB_INT64},    {"U64", 64, -1},
-    {"F8_E8M0", 8, -1},         {"F8_E4M3FNUZ", 8, -1},    {"F8_E5M2FNUZ", 8, -1},
-    {"C64", 64, -1},            {"F4", 4, -1},             {"F6_E2M3", 6, -1},
+    {"BOOL", 8, EMB_BOOL},
+    {"U8", 8, EMB_UINT8},
+    {"I8", 8, EMB_INT8},
+    {"F8_E5M2", 8, -1},
+    {"F8_E4M3", 8, -1},
+    {"I16", 16, EMB_INT16},
+    {"U16", 16, -1},
+    {"F16", 16, EMB_FLOAT16},
+    {"BF16", 16, EMB_BFLOAT16},
+    {"I32", 32, EMB_INT32},
+    {"U32", 32, -1},
+    {"F32", 32, EMB_FLOAT32},
+    {"F64", 64, EMB_FLOAT64},
+    {"I64", 64, EMB_INT64},
+    {"U64", 64, -1},
+    {"F8_E8M0", 8, -1},
+    {"F8_E4M3FNUZ", 8, -1},
+    {"F8_E5M2FNUZ", 8, -1},
+    {"C64", 64, -1},
+    {"F4", 4, -1},
+    {"F6_E2M3", 6, -1},
     {"F6_E3M2", 6, -1},
 };
 #define ST_NDTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
@@ -86,8 +100,7 @@ static bool json_u64(const json_t *j, uint64_t *out) {
 
 /* The "__metadata__" object: string values only. */
 static emb_status parse_metadata(emb_safetensors *st, const char *path, json_t *val) {
-    if (!json_is_object(val))
-        return st_fail(path, "__metadata__ is not an object");
+    if (!json_is_object(val)) return st_fail(path, "__metadata__ is not an object");
     size_t m = json_object_size(val);
     st->mkeys = calloc(m ? m : 1, sizeof *st->mkeys);
     st->mvals = calloc(m ? m : 1, sizeof *st->mvals);
@@ -114,20 +127,26 @@ static emb_status parse_entry(st_entry *e, const char *path, const char *key, js
     json_t *jd = json_object_get(val, "dtype"), *js = json_object_get(val, "shape"),
            *jo = json_object_get(val, "data_offsets");
     if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo))
-        return st_fail(path, "tensor \"%.100s\" needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", key);
+        return st_fail(
+            path,
+            "tensor \"%.100s\" needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)",
+            key);
     e->dt = -1;
     for (int k = 0; k < ST_NDTYPES; k++)
         if (!strcmp(json_string_value(jd), st_dtypes[k].name)) e->dt = k;
     if (e->dt < 0)
-        return st_fail(path, "tensor \"%.100s\" has the unknown dtype \"%.40s\"", key, json_string_value(jd));
+        return st_fail(path, "tensor \"%.100s\" has the unknown dtype \"%.40s\"", key,
+                       json_string_value(jd));
     if (json_array_size(js) > ST_MAX_RANK)
-        return st_fail(path, "tensor \"%.100s\" has %zu dimensions (more than %d)", key, json_array_size(js), ST_MAX_RANK);
+        return st_fail(path, "tensor \"%.100s\" has %zu dimensions (more than %d)", key,
+                       json_array_size(js), ST_MAX_RANK);
     e->ndim = (int)json_array_size(js);
     bool empty = false;
     for (int d = 0; d < e->ndim; d++) {
         uint64_t s;
         if (!json_u64(json_array_get(js, (size_t)d), &s))
-            return st_fail(path, "tensor \"%.100s\": shape entry %d is not a non-negative integer", key, d);
+            return st_fail(path, "tensor \"%.100s\": shape entry %d is not a non-negative integer",
+                           key, d);
         e->shape[d] = (int64_t)s;
         empty |= s == 0;
     }
@@ -140,20 +159,23 @@ static emb_status parse_entry(st_entry *e, const char *path, const char *key, js
     if (empty) bits = 0;
     if (json_array_size(jo) != 2 || !json_u64(json_array_get(jo, 0), &e->begin) ||
         !json_u64(json_array_get(jo, 1), &e->end))
-        return st_fail(path, "tensor \"%.100s\": data_offsets must be two non-negative integers", key);
+        return st_fail(path, "tensor \"%.100s\": data_offsets must be two non-negative integers",
+                       key);
     if (bits % 8)
-        return st_fail(path, "tensor \"%.100s\": %llu bits is not a whole number of bytes", key, (unsigned long long)bits);
+        return st_fail(path, "tensor \"%.100s\": %llu bits is not a whole number of bytes", key,
+                       (unsigned long long)bits);
     if (e->end < e->begin)
-        return st_fail(path, "tensor \"%.100s\": data_offsets [%llu, %llu] end before they begin", key,
-                       (unsigned long long)e->begin, (unsigned long long)e->end);
+        return st_fail(path, "tensor \"%.100s\": data_offsets [%llu, %llu] end before they begin",
+                       key, (unsigned long long)e->begin, (unsigned long long)e->end);
     if (e->end - e->begin != bits / 8)
-        return st_fail(path, "tensor \"%.100s\": data_offsets [%llu, %llu] hold %llu bytes but %s%s needs %llu",
-                       key, (unsigned long long)e->begin, (unsigned long long)e->end,
-                       (unsigned long long)(e->end - e->begin), st_dtypes[e->dt].name, " of its shape",
-                       (unsigned long long)(bits / 8));
+        return st_fail(
+            path,
+            "tensor \"%.100s\": data_offsets [%llu, %llu] hold %llu bytes but %s%s needs %llu", key,
+            (unsigned long long)e->begin, (unsigned long long)e->end,
+            (unsigned long long)(e->end - e->begin), st_dtypes[e->dt].name, " of its shape",
+            (unsigned long long)(bits / 8));
     e->name = strdup(key);
-    if (!e->name)
-        return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
+    if (!e->name) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
     return EMB_OK;
 }
 
@@ -163,29 +185,36 @@ static emb_status check_coverage(const emb_safetensors *st, const char *path, ui
     for (int64_t i = 0; i < st->n; i++) {
         if (st->e[i].begin != at)
             return st->e[i].begin < at
-                       ? st_fail(path, "tensor \"%.100s\" (bytes [%llu, %llu)) overlaps the previous tensor, which ends at %llu",
-                                 st->e[i].name, (unsigned long long)st->e[i].begin, (unsigned long long)st->e[i].end,
-                                 (unsigned long long)at)
-                       : st_fail(path, "a hole in the data buffer: bytes [%llu, %llu) belong to no tensor",
-                                 (unsigned long long)at, (unsigned long long)st->e[i].begin);
+                       ? st_fail(path,
+                                 "tensor \"%.100s\" (bytes [%llu, %llu)) overlaps the previous "
+                                 "tensor, which ends at %llu",
+                                 st->e[i].name, (unsigned long long)st->e[i].begin,
+                                 (unsigned long long)st->e[i].end, (unsigned long long)at)
+                       : st_fail(
+                             path,
+                             "a hole in the data buffer: bytes [%llu, %llu) belong to no tensor",
+                             (unsigned long long)at, (unsigned long long)st->e[i].begin);
         at = st->e[i].end;
     }
     if (at == buf_size) return EMB_OK;
     return at > buf_size
-               ? st_fail(path, "tensor data extends to byte %llu of the data buffer but the file holds only %llu "
-                               "(truncated file or out-of-range offsets)",
+               ? st_fail(path,
+                         "tensor data extends to byte %llu of the data buffer but the file holds "
+                         "only %llu "
+                         "(truncated file or out-of-range offsets)",
                          (unsigned long long)at, (unsigned long long)buf_size)
-               : st_fail(path, "%llu bytes after the last tensor's data (the buffer must be covered exactly)",
-                         (unsigned long long)(buf_size - at));
+               : st_fail(
+                     path,
+                     "%llu bytes after the last tensor's data (the buffer must be covered exactly)",
+                     (unsigned long long)(buf_size - at));
 }
 
-static emb_status parse_header(emb_safetensors *st, const char *path, const unsigned char *h, size_t hlen,
-                               uint64_t buf_size) {
+static emb_status parse_header(emb_safetensors *st, const char *path, const unsigned char *h,
+                               size_t hlen, uint64_t buf_size) {
     if (hlen == 0 || h[0] != '{') return st_fail(path, "the header does not start with '{'");
     json_error_t jerr;
     json_t *root = json_loadb((const char *)h, hlen, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
-        return st_fail(path, "header JSON: %s (header byte %d)", jerr.text, jerr.position);
+    if (!root) return st_fail(path, "header JSON: %s (header byte %d)", jerr.text, jerr.position);
     emb_status rc = EMB_OK;
     if (!json_is_object(root)) {
         rc = st_fail(path, "the header is not a JSON object");
@@ -241,10 +270,12 @@ emb_status emb__safetensors_open_file(const char *path, emb__file *f, emb_safete
     } else {
         const uint64_t hl = emb__get_u64le(d);
         if (hl > ST_MAX_HEADER)
-            rc = st_fail(path, "the header length %llu exceeds the limit of %llu bytes", (unsigned long long)hl,
-                         ST_MAX_HEADER);
+            rc = st_fail(path, "the header length %llu exceeds the limit of %llu bytes",
+                         (unsigned long long)hl, ST_MAX_HEADER);
         else if (hl > size - 8)
-            rc = st_fail(path, "the header length %llu exceeds the %zu bytes after the length field (truncated file?)",
+            rc = st_fail(path,
+                         "the header length %llu exceeds the %zu bytes after the length field "
+                         "(truncated file?)",
                          (unsigned long long)hl, size - 8);
         else {
             st->buffer = d + 8 + hl;
@@ -260,7 +291,9 @@ emb_status emb__safetensors_open_file(const char *path, emb__file *f, emb_safete
     return EMB_OK;
 }
 
-int64_t emb_safetensors_num_tensors(const emb_safetensors *st) { return st ? st->n : 0; }
+int64_t emb_safetensors_num_tensors(const emb_safetensors *st) {
+    return st ? st->n : 0;
+}
 
 const char *emb_safetensors_name(const emb_safetensors *st, int64_t i) {
     return st && i >= 0 && i < st->n ? st->e[i].name : NULL;
@@ -290,7 +323,9 @@ const char *emb_safetensors_metadata(const emb_safetensors *st, const char *key)
     return NULL;
 }
 
-int64_t emb_safetensors_num_metadata(const emb_safetensors *st) { return st ? st->nmeta : 0; }
+int64_t emb_safetensors_num_metadata(const emb_safetensors *st) {
+    return st ? st->nmeta : 0;
+}
 
 const char *emb_safetensors_metadata_key(const emb_safetensors *st, int64_t i) {
     return st && i >= 0 && i < st->nmeta ? st->mkeys[i] : NULL;
@@ -299,14 +334,17 @@ const char *emb_safetensors_metadata_key(const emb_safetensors *st, int64_t i) {
 static emb_status st_check_index(const emb_safetensors *st, int64_t i) {
     if (!st) return emb__null("safetensors handle");
     if (i < 0 || i >= st->n)
-        return emb__error(EMB_ERR_INDEX, "%s: tensor index %lld is out of range (the file has %lld tensors)", st->path,
-                          (long long)i, (long long)st->n);
+        return emb__error(EMB_ERR_INDEX,
+                          "%s: tensor index %lld is out of range (the file has %lld tensors)",
+                          st->path, (long long)i, (long long)st->n);
     const st_entry *e = &st->e[i];
     if (st_dtypes[e->dt].emb < 0)
-        return emb__error(EMB_ERR_DTYPE, "%s: tensor \"%s\" has dtype %s, which emb does not support", st->path,
+        return emb__error(EMB_ERR_DTYPE,
+                          "%s: tensor \"%s\" has dtype %s, which emb does not support", st->path,
                           e->name, st_dtypes[e->dt].name);
     if (e->ndim > EMB_MAX_DIMS)
-        return emb__error(EMB_ERR_SHAPE, "%s: tensor \"%s\" has %d dimensions (emb supports up to %d)", st->path,
+        return emb__error(EMB_ERR_SHAPE,
+                          "%s: tensor \"%s\" has %d dimensions (emb supports up to %d)", st->path,
                           e->name, e->ndim, EMB_MAX_DIMS);
     return EMB_OK;
 }
@@ -325,11 +363,14 @@ emb_status emb_safetensors_view(const emb_safetensors *st, int64_t i, emb_tensor
     const unsigned char *p = st->buffer + e->begin;
     size_t align = (size_t)st_dtypes[e->dt].bits / 8;
     if (e->end > e->begin && ((uintptr_t)p % align))
-        return emb__error(EMB_ERR_UNSUPPORTED,
-                          "%s: tensor \"%s\" is not aligned for %s in this file: it can be copied, not used in "
-                          "place", st->path, e->name, st_dtypes[e->dt].name);
+        return emb__error(
+            EMB_ERR_UNSUPPORTED,
+            "%s: tensor \"%s\" is not aligned for %s in this file: it can be copied, not used in "
+            "place",
+            st->path, e->name, st_dtypes[e->dt].name);
     emb_tensor t;
-    rc = emb_tensor_init(&t, (emb_dtype)st_dtypes[e->dt].emb, e->end > e->begin ? (void *)p : NULL, e->ndim, e->shape);
+    rc = emb_tensor_init(&t, (emb_dtype)st_dtypes[e->dt].emb, e->end > e->begin ? (void *)p : NULL,
+                         e->ndim, e->shape);
     if (rc) return rc;
     *view = t;
     return EMB_OK;
@@ -347,145 +388,11 @@ emb_status emb_safetensors_read(const emb_safetensors *st, int64_t i, emb_tensor
     return EMB_OK;
 }
 
-/* ---------------------------------------------------------------------------------------
- * Writing
- * ------------------------------------------------------------------------------------- */
-
-static int write_rank(emb_dtype d) {
-    /* the reference serializer's descending dtype order */
-    switch (d) {
-    case EMB_INT64: return 1;
-    case EMB_FLOAT64: return 2;
-    case EMB_FLOAT32: return 4;
-    case EMB_INT32: return 6;
-    case EMB_BFLOAT16: return 7;
-    case EMB_FLOAT16: return 8;
-    case EMB_INT16: return 10;
-    case EMB_INT8: return 16;
-    case EMB_UINT8: return 17;
-    case EMB_BOOL: return 21;
-    }
-    return 99;
-}
-
-static const char *st_name_of(emb_dtype d) {
+/* The safetensors name of an emb dtype, or NULL (io_internal.h). */
+const char *emb__st_dtype_name(emb_dtype d) {
     for (int k = 0; k < ST_NDTYPES; k++)
         if (st_dtypes[k].emb == (int)d) return st_dtypes[k].name;
     return NULL;
-}
-
-typedef struct w_item {
-    const char *name;
-    const emb_tensor *t;
-} w_item;
-
-static int cmp_item(const void *a, const void *b) {
-    const w_item *x = a, *y = b;
-    int rx = write_rank(x->t->dtype), ry = write_rank(y->t->dtype);
-    if (rx != ry) return rx - ry;
-    return strcmp(x->name, y->name);
-}
-
-emb_status emb_safetensors_write(const char *path, int64_t n, const char *const *names,
-                                 const emb_tensor *tensors, int64_t nmeta, const char *const *meta_keys,
-                                 const char *const *meta_values) {
-    if (!path) return emb__null("path");
-    if (n < 0 || nmeta < 0)
-        return emb__error(EMB_ERR_INVALID, "emb_safetensors_write: negative count (%lld tensors, %lld metadata)",
-                          (long long)n, (long long)nmeta);
-    if (n > 0 && (!names || !tensors)) return emb__null(!names ? "names" : "tensors");
-    if (nmeta > 0 && (!meta_keys || !meta_values)) return emb__null(!meta_keys ? "meta_keys" : "meta_values");
-    emb_status rc;
-    for (int64_t i = 0; i < n; i++) {
-        if (!names[i] || !names[i][0] || !emb__utf8_valid(names[i], strlen(names[i])) ||
-            !strcmp(names[i], "__metadata__"))
-            return emb__error(EMB_ERR_INVALID, "%s: tensor name %lld is %s", path, (long long)i,
-                              !names[i] ? "NULL" : !names[i][0] ? "empty"
-                              : !strcmp(names[i], "__metadata__") ? "the reserved \"__metadata__\""
-                                                                  : "not valid UTF-8");
-        for (int64_t j = 0; j < i; j++)
-            if (!strcmp(names[i], names[j]))
-                return emb__error(EMB_ERR_INVALID, "%s: tensor name \"%s\" is given twice", path, names[i]);
-        if ((rc = emb_tensor_check(&tensors[i], names[i]))) return rc;
-        if (!st_name_of(tensors[i].dtype))
-            return emb__error(EMB_ERR_DTYPE, "%s: tensor \"%s\": dtype %s has no safetensors name", path, names[i],
-                              emb_dtype_name(tensors[i].dtype));
-    }
-    for (int64_t i = 0; i < nmeta; i++)
-        if (!meta_keys[i] || !meta_values[i] || !emb__utf8_valid(meta_keys[i], strlen(meta_keys[i])) ||
-            !emb__utf8_valid(meta_values[i], strlen(meta_values[i])))
-            return emb__error(EMB_ERR_INVALID, "%s: metadata entry %lld is NULL or not valid UTF-8", path, (long long)i);
-    w_item *items = malloc((size_t)(n ? n : 1) * sizeof *items);
-    json_t *root = json_object(), *meta = json_object();
-    char *hdr = NULL;
-    if (!items || !root || !meta) {
-        rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
-        goto out;
-    }
-    for (int64_t i = 0; i < n; i++) items[i] = (w_item){names[i], &tensors[i]};
-    qsort(items, (size_t)n, sizeof *items, cmp_item);
-    bool has_format = false;
-    for (int64_t i = 0; i < nmeta; i++) has_format |= !strcmp(meta_keys[i], "format");
-    if (!has_format) json_object_set_new(meta, "format", json_string("pt"));
-    for (int64_t i = 0; i < nmeta; i++)
-        if (json_object_set_new(meta, meta_keys[i], json_string(meta_values[i]))) {
-            rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory building the header", path);
-            goto out;
-        }
-    json_object_set(root, "__metadata__", meta);
-    uint64_t off = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const emb_tensor *t = items[i].t;
-        json_t *e = json_object(), *shape = json_array(), *offs = json_array();
-        if (!e || !shape || !offs) {
-            json_decref(e), json_decref(shape), json_decref(offs);
-            rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory building the header", path);
-            goto out;
-        }
-        for (int d = 0; d < t->ndim; d++) json_array_append_new(shape, json_integer(t->shape[d]));
-        uint64_t nb = emb_tensor_nbytes(t);
-        json_array_append_new(offs, json_integer((json_int_t)off));
-        json_array_append_new(offs, json_integer((json_int_t)(off + nb)));
-        off += nb;
-        json_object_set_new(e, "dtype", json_string(st_name_of(t->dtype)));
-        json_object_set_new(e, "shape", shape);
-        json_object_set_new(e, "data_offsets", offs);
-        if (json_object_set_new(root, items[i].name, e)) {
-            rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory building the header", path);
-            goto out;
-        }
-    }
-    hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    if (!hdr) {
-        rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory writing the header", path);
-        goto out;
-    }
-    size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8;
-    if (padded > ST_MAX_HEADER) {
-        rc = emb__error(EMB_ERR_INVALID, "%s: the header would be %zu bytes, more than the format's limit of %llu",
-                        path, padded, ST_MAX_HEADER);
-        goto out;
-    }
-    emb__writer w;
-    if ((rc = emb__writer_open(&w, path))) goto out;
-    unsigned char len8[8];
-    emb__put_u64le(len8, (uint64_t)padded);
-    emb__writer_put(&w, len8, 8);
-    emb__writer_put(&w, hdr, hl);
-    emb__writer_put(&w, "        ", padded - hl);
-    for (int64_t i = 0; i < n; i++) emb__writer_put(&w, items[i].t->data, emb_tensor_nbytes(items[i].t));
-    if (w.status) {
-        rc = w.status;
-        emb__writer_abort(&w);
-    } else {
-        rc = emb__writer_commit(&w);
-    }
-out:
-    free(hdr);
-    json_decref(meta);
-    json_decref(root);
-    free(items);
-    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -517,32 +424,36 @@ static emb_status choose_table(const emb_safetensors *st, const char *name, int6
         size_t len = 0;
         for (int64_t k = 0; k < st->n && len < sizeof list - 80; k++)
             if (st->e[k].ndim == 2 || name)
-                len += (size_t)snprintf(list + len, sizeof list - len, "%s\"%s\" %s", len ? ", " : "",
-                                        st->e[k].name, st_dtypes[st->e[k].dt].name);
+                len +=
+                    (size_t)snprintf(list + len, sizeof list - len, "%s\"%s\" %s", len ? ", " : "",
+                                     st->e[k].name, st_dtypes[st->e[k].dt].name);
         if (name)
-            return emb__error(EMB_ERR_INVALID, "%s: no tensor named \"%s\"; the file has: %s", st->path, name,
-                              len ? list : "no tensors");
+            return emb__error(EMB_ERR_INVALID, "%s: no tensor named \"%s\"; the file has: %s",
+                              st->path, name, len ? list : "no tensors");
         return emb__error(EMB_ERR_INVALID,
-                          "%s: no tensor \"weight\" or \"embedding.weight\" and not exactly one 2-D floating-point "
+                          "%s: no tensor \"weight\" or \"embedding.weight\" and not exactly one "
+                          "2-D floating-point "
                           "tensor; name one (--tensor). 2-D tensors: %s",
                           st->path, len ? list : "none");
     }
 found:
     if (st->e[i].ndim != 2)
-        return emb__error(EMB_ERR_SHAPE, "%s: tensor \"%s\" has %d dimensions; a table has 2", st->path, st->e[i].name,
-                          st->e[i].ndim);
+        return emb__error(EMB_ERR_SHAPE, "%s: tensor \"%s\" has %d dimensions; a table has 2",
+                          st->path, st->e[i].name, st->e[i].ndim);
     if (!is_float_dt(&st->e[i]))
-        return emb__error(EMB_ERR_DTYPE, "%s: tensor \"%s\" is %s; a table must be F32, F16, BF16 or F64", st->path,
-                          st->e[i].name, st_dtypes[st->e[i].dt].name);
+        return emb__error(EMB_ERR_DTYPE,
+                          "%s: tensor \"%s\" is %s; a table must be F32, F16, BF16 or F64",
+                          st->path, st->e[i].name, st_dtypes[st->e[i].dt].name);
     *out = i;
     return EMB_OK;
 }
 
-#define ST_VOCAB_KEY EMB__ST_VOCAB_KEY
+#define ST_VOCAB_KEY  EMB__ST_VOCAB_KEY
 #define ST_COUNTS_KEY EMB__ST_COUNTS_KEY
 
 /* The words of __metadata__["emb.vocab"] ('\n'-separated) and counts of "emb.counts". */
-static emb_status st_vocab(const emb_safetensors *st, int64_t rows, int64_t file_rows, emb_vocab **out) {
+static emb_status st_vocab(const emb_safetensors *st, int64_t rows, int64_t file_rows,
+                           emb_vocab **out) {
     const char *words = emb_safetensors_metadata(st, ST_VOCAB_KEY);
     *out = NULL;
     if (!words) return EMB_OK;
@@ -562,20 +473,30 @@ static emb_status st_vocab(const emb_safetensors *st, int64_t rows, int64_t file
             size_t cn = strspn(counts, "0123456789");
             if (!emb__parse_count(counts, cn, &c) || (counts[cn] != ' ' && counts[cn] != '\0')) {
                 emb_vocab_free(v);
-                return st_fail(st->path, "__metadata__ \"" ST_COUNTS_KEY "\": entry %lld is not a count (an integer "
-                               "in [0, 2^63))", (long long)i);
+                return st_fail(st->path,
+                               "__metadata__ \"" ST_COUNTS_KEY
+                               "\": entry %lld is not a count (an integer "
+                               "in [0, 2^63))",
+                               (long long)i);
             }
             counts += cn;
         }
         if (i < rows) {
             bool added = false;
-            if (n == 0) rc = st_fail(st->path, "__metadata__ \"" ST_VOCAB_KEY "\": word %lld is empty", (long long)i);
+            if (n == 0)
+                rc = st_fail(st->path, "__metadata__ \"" ST_VOCAB_KEY "\": word %lld is empty",
+                             (long long)i);
             else if (n > EMB_VOCAB_MAX_WORD)
-                rc = st_fail(st->path, "__metadata__ \"" ST_VOCAB_KEY "\": word %lld has %zu bytes (the limit is %d)",
+                rc = st_fail(st->path,
+                             "__metadata__ \"" ST_VOCAB_KEY
+                             "\": word %lld has %zu bytes (the limit is %d)",
                              (long long)i, n, EMB_VOCAB_MAX_WORD);
-            else rc = emb_vocab_add(v, p, n, c, NULL, &added);
+            else
+                rc = emb_vocab_add(v, p, n, c, NULL, &added);
             if (!rc && !added)
-                rc = st_fail(st->path, "__metadata__ \"" ST_VOCAB_KEY "\": word %lld (\"%.*s\") repeats an earlier one",
+                rc = st_fail(st->path,
+                             "__metadata__ \"" ST_VOCAB_KEY
+                             "\": word %lld (\"%.*s\") repeats an earlier one",
                              (long long)i, (int)(n > 40 ? 40 : n), p);
             if (rc) {
                 emb_vocab_free(v);
@@ -592,20 +513,23 @@ static emb_status st_vocab(const emb_safetensors *st, int64_t rows, int64_t file
     }
     if (more || i != file_rows) {
         emb_vocab_free(v);
-        return st_fail(st->path, "__metadata__ \"" ST_VOCAB_KEY "\" holds %s words than the table's %lld rows",
-                       more ? "more" : "fewer", (long long)file_rows);
+        return st_fail(
+            st->path, "__metadata__ \"" ST_VOCAB_KEY "\" holds %s words than the table's %lld rows",
+            more ? "more" : "fewer", (long long)file_rows);
     }
     *out = v;
     return EMB_OK;
 }
 
-emb_status emb__safetensors_vocab(const emb_safetensors *st, int64_t rows, int64_t file_rows, emb_vocab **out) {
+emb_status emb__safetensors_vocab(const emb_safetensors *st, int64_t rows, int64_t file_rows,
+                                  emb_vocab **out) {
     return st_vocab(st, rows, file_rows, out);
 }
 
 emb_status emb__safetensors_take_file(emb_safetensors *st, emb__file *out) {
     if (!st->file.mapped)
-        return emb__error(EMB_ERR_UNSUPPORTED, "%s: not a regular file; it cannot be mapped", st->path);
+        return emb__error(EMB_ERR_UNSUPPORTED, "%s: not a regular file; it cannot be mapped",
+                          st->path);
     *out = st->file;
     emb__file_drop_fd(out);
     memset(&st->file, 0, sizeof st->file);
@@ -613,8 +537,8 @@ emb_status emb__safetensors_take_file(emb_safetensors *st, emb__file *out) {
     return EMB_OK;
 }
 
-emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *st, const emb_vectors_read_options *o,
-                                       emb_vectors *out) {
+emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *st,
+                                       const emb_vectors_read_options *o, emb_vectors *out) {
     int64_t i;
     emb_status rc = choose_table(st, o->tensor, &i);
     if (rc) return rc;
@@ -629,7 +553,8 @@ emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *
         /* straight from the same open file into the table: no page faults on a mapping, no
          * copy */
         uint64_t off = (uint64_t)(st->buffer - st->file.data) + e->begin;
-        if ((rc = emb__file_pread(&st->file, path, off, out->weight.data, (size_t)numel * 4))) return rc;
+        if ((rc = emb__file_pread(&st->file, path, off, out->weight.data, (size_t)numel * 4)))
+            return rc;
     } else if (numel > 0) {
         emb__to_f32(out->weight.data, st->buffer + e->begin, dt, numel);
     }
@@ -638,14 +563,15 @@ emb_status emb__read_safetensors_table(const char *path, const emb_safetensors *
     return st_vocab(st, rows, e->shape[0], &out->vocab);
 }
 
-emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t rows, char **words_out,
-                                  char **counts_out) {
+emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t rows,
+                                  char **words_out, char **counts_out) {
     char *words = NULL, *counts = NULL;
     emb_status rc = EMB_OK;
     *words_out = *counts_out = NULL;
     if (v) {
         if (emb_vocab_num_words(v) != rows)
-            return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
+            return emb__error(EMB_ERR_INVALID,
+                              "%s: the vocabulary has %lld words but the table has %lld rows", path,
                               (long long)emb_vocab_num_words(v), (long long)rows);
         size_t total = 1;
         for (int64_t k = 0; k < rows; k++) {
@@ -653,8 +579,10 @@ emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t 
             const char *s = emb_vocab_word(v, k, &n);
             if (memchr(s, '\n', n) || strlen(s) != n || !emb__utf8_valid(s, n))
                 return emb__error(EMB_ERR_INVALID,
-                                  "%s: word %lld cannot be stored in safetensors metadata (it must be UTF-8 without "
-                                  "line breaks or NUL bytes)", path, (long long)k);
+                                  "%s: word %lld cannot be stored in safetensors metadata (it must "
+                                  "be UTF-8 without "
+                                  "line breaks or NUL bytes)",
+                                  path, (long long)k);
             total += n + 1;
         }
         bool with_counts = emb_vocab_has_counts(v);
@@ -673,7 +601,9 @@ emb_status emb__st_vocab_metadata(const char *path, const emb_vocab *v, int64_t 
             memcpy(words + wl, s, n);
             wl += n;
             if (k + 1 < rows) words[wl++] = '\n';
-            if (counts) cl += (size_t)sprintf(counts + cl, k ? " %lld" : "%lld", (long long)emb_vocab_count(v, k));
+            if (counts)
+                cl += (size_t)sprintf(counts + cl, k ? " %lld" : "%lld",
+                                      (long long)emb_vocab_count(v, k));
         }
         words[wl] = '\0';
         if (counts) counts[cl] = '\0';
@@ -687,8 +617,10 @@ emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
                                           const emb_vectors_write_options *o) {
     emb_dtype dt = o->dtype;
     if (dt != EMB_FLOAT32 && dt != EMB_FLOAT16 && dt != EMB_BFLOAT16 && dt != EMB_FLOAT64)
-        return emb__error(EMB_ERR_INVALID, "%s: a safetensors table is written as float32, float16, bfloat16 or "
-                                           "float64, not %s", path, emb_dtype_name(dt));
+        return emb__error(EMB_ERR_INVALID,
+                          "%s: a safetensors table is written as float32, float16, bfloat16 or "
+                          "float64, not %s",
+                          path, emb_dtype_name(dt));
     int64_t rows = w->shape[0], dim = w->shape[1], numel = rows * dim;
     char *words = NULL, *counts = NULL;
     emb_status rc = emb__st_vocab_metadata(path, v, rows, &words, &counts);
@@ -698,13 +630,17 @@ emb_status emb__write_safetensors_vectors(const char *path, const emb_tensor *w,
     if (dt != EMB_FLOAT32) {
         conv = malloc((size_t)(numel ? numel : 1) * emb_dtype_nbytes(dt));
         if (!conv) {
-            rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory converting to %s", path, emb_dtype_name(dt));
+            rc = emb__error(EMB_ERR_NOMEM, "%s: out of memory converting to %s", path,
+                            emb_dtype_name(dt));
             goto out;
         }
         const float *src = w->data;
         for (int64_t k = 0; k < numel; k++) {
-            if (dt == EMB_FLOAT64) ((double *)conv)[k] = src[k];
-            else ((uint16_t *)conv)[k] = dt == EMB_FLOAT16 ? emb__f32_to_f16(src[k]) : emb__f32_to_bf16(src[k]);
+            if (dt == EMB_FLOAT64)
+                ((double *)conv)[k] = src[k];
+            else
+                ((uint16_t *)conv)[k] =
+                    dt == EMB_FLOAT16 ? emb__f32_to_f16(src[k]) : emb__f32_to_bf16(src[k]);
         }
         t.dtype = dt;
         t.data = numel ? conv : NULL;
@@ -735,8 +671,8 @@ static void st_map_release(void *data, void *ctx) {
     free(m);
 }
 
-emb_status emb_embedding_map_safetensors(const char *path, const char *tensor, const emb_embedding_options *opts,
-                                         emb_embedding **out) {
+emb_status emb_embedding_map_safetensors(const char *path, const char *tensor,
+                                         const emb_embedding_options *opts, emb_embedding **out) {
     if (!out) return emb__null("out");
     emb_safetensors *st;
     emb_status rc = emb_safetensors_open(path, &st);
@@ -746,8 +682,11 @@ emb_status emb_embedding_map_safetensors(const char *path, const char *tensor, c
     st_map *m = NULL;
     if ((rc = choose_table(st, tensor, &i))) goto out;
     if (st_dtypes[st->e[i].dt].emb != EMB_FLOAT32) {
-        rc = emb__error(EMB_ERR_DTYPE, "%s: tensor \"%s\" is %s; a mapped table must be F32 (convert it, or read it "
-                                       "with emb_vectors_read)", path, st->e[i].name, st_dtypes[st->e[i].dt].name);
+        rc = emb__error(
+            EMB_ERR_DTYPE,
+            "%s: tensor \"%s\" is %s; a mapped table must be F32 (convert it, or read it "
+            "with emb_vectors_read)",
+            path, st->e[i].name, st_dtypes[st->e[i].dt].name);
         goto out;
     }
     if ((rc = emb_safetensors_view(st, i, &view))) goto out;

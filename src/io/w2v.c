@@ -15,7 +15,9 @@ typedef struct w2v_ctx {
     int64_t line; /* 1-based line of p (text) */
 } w2v_ctx;
 
-static inline bool is_sep(unsigned char c) { return c == ' ' || c == '\t'; }
+static inline bool is_sep(unsigned char c) {
+    return c == ' ' || c == '\t';
+}
 
 static emb_status w2v_err(const w2v_ctx *c, const unsigned char *at, const char *fmt, ...)
     EMB__PRINTF(3, 4);
@@ -41,18 +43,20 @@ static emb_status parse_header(w2v_ctx *c, int64_t *rows, int64_t *dim) {
             return w2v_err(c, p, "expected a header \"<rows> <dim>\"");
         int64_t x = 0;
         while (p < c->end && (unsigned)(*p - '0') < 10) {
-            if (x > (INT64_MAX - 9) / 10)
-                return w2v_err(c, p, "header number is too large");
+            if (x > (INT64_MAX - 9) / 10) return w2v_err(c, p, "header number is too large");
             x = x * 10 + (*p++ - '0');
         }
         v[k] = x;
     }
     while (p < c->end && (is_sep(*p) || *p == '\r')) p++;
-    if (p < c->end && *p != '\n') return w2v_err(c, p, "expected a header \"<rows> <dim>\" alone on the first line");
+    if (p < c->end && *p != '\n')
+        return w2v_err(c, p, "expected a header \"<rows> <dim>\" alone on the first line");
     if (p < c->end) p++;
-    if (v[1] < 1) return w2v_err(c, c->p, "dimension %lld in the header must be at least 1", (long long)v[1]);
+    if (v[1] < 1)
+        return w2v_err(c, c->p, "dimension %lld in the header must be at least 1", (long long)v[1]);
     if (v[1] > (1 << 24))
-        return w2v_err(c, c->p, "dimension %lld in the header is absurd (more than %d)", (long long)v[1], 1 << 24);
+        return w2v_err(c, c->p, "dimension %lld in the header is absurd (more than %d)",
+                       (long long)v[1], 1 << 24);
     *rows = v[0];
     *dim = v[1];
     c->p = p;
@@ -70,7 +74,8 @@ static emb_status alloc_rows(w2v_ctx *c, int64_t rows, int64_t dim, int64_t min_
                           "%s: the header claims %lld rows of dimension %lld, which need at least "
                           "%lld bytes, but only %lld bytes follow the header",
                           c->path, (long long)rows, (long long)dim,
-                          emb__mul_i64(rows, min_row_bytes, &need) ? (long long)need : (long long)INT64_MAX,
+                          emb__mul_i64(rows, min_row_bytes, &need) ? (long long)need
+                                                                   : (long long)INT64_MAX,
                           (long long)avail);
     return emb__alloc_table(w, rows, dim);
 }
@@ -78,9 +83,11 @@ static emb_status alloc_rows(w2v_ctx *c, int64_t rows, int64_t dim, int64_t min_
 static emb_status add_word(w2v_ctx *c, emb_vocab *v, const unsigned char *w, size_t n, bool utf8,
                            bool *dup) {
     if (n == 0) return w2v_err(c, w, "empty word");
-    if (n > EMB_VOCAB_MAX_WORD) return w2v_err(c, w, "word of %zu bytes is too long (limit %d)", n, EMB_VOCAB_MAX_WORD);
+    if (n > EMB_VOCAB_MAX_WORD)
+        return w2v_err(c, w, "word of %zu bytes is too long (limit %d)", n, EMB_VOCAB_MAX_WORD);
     if (utf8 && !emb__utf8_valid((const char *)w, n))
-        return w2v_err(c, w, "word is not valid UTF-8 (read with check_utf8 off to accept raw bytes)");
+        return w2v_err(c, w,
+                       "word is not valid UTF-8 (read with check_utf8 off to accept raw bytes)");
     bool added;
     emb_status st = emb_vocab_add(v, (const char *)w, n, 0, NULL, &added);
     if (st) return st;
@@ -93,12 +100,15 @@ static emb_status parse_numbers(w2v_ctx *c, const unsigned char *p, const unsign
                                 int64_t dim, float *row, int64_t *nonfinite) {
     for (int64_t k = 0; k < dim; k++) {
         while (p < e && is_sep(*p)) p++;
-        if (p == e) return w2v_err(c, p, "expected %lld numbers after the word, found %lld", (long long)dim, (long long)k);
+        if (p == e)
+            return w2v_err(c, p, "expected %lld numbers after the word, found %lld", (long long)dim,
+                           (long long)k);
         const unsigned char *t = p;
         while (p < e && !is_sep(*p)) p++;
         if (!emb__parse_float((const char *)t, (size_t)(p - t), &row[k])) {
             int n = (int)(p - t) > 40 ? 40 : (int)(p - t);
-            return w2v_err(c, t, "\"%.*s\" is not a number (value %lld of the row)", n, (const char *)t, (long long)k + 1);
+            return w2v_err(c, t, "\"%.*s\" is not a number (value %lld of the row)", n,
+                           (const char *)t, (long long)k + 1);
         }
         if (!isfinite(row[k])) (*nonfinite)++;
     }
@@ -125,8 +135,8 @@ static int64_t count_fields(const unsigned char *p, const unsigned char *e) {
  * the table's dimension: "of 0.4 0.1 0.2" in a table of dimension 2 is an error, not the
  * word "of 0.4"). */
 static emb_status parse_text_row(w2v_ctx *c, const unsigned char *ls, const unsigned char *le,
-                                 int64_t dim, bool glove, float *row, const unsigned char **word_end,
-                                 int64_t *nonfinite) {
+                                 int64_t dim, bool glove, float *row,
+                                 const unsigned char **word_end, int64_t *nonfinite) {
     const unsigned char *p = ls;
     while (p < le && !is_sep(*p)) p++;
     *word_end = p;
@@ -144,8 +154,8 @@ static emb_status parse_text_row(w2v_ctx *c, const unsigned char *ls, const unsi
             extra_number = emb__parse_float((const char *)t, (size_t)(q - t), &x);
         }
         if (fields < dim + 1 || extra_number)
-            return w2v_err(c, ls, "expected a word and %lld numbers, found %lld field%s", (long long)dim,
-                           (long long)fields, fields == 1 ? "" : "s");
+            return w2v_err(c, ls, "expected a word and %lld numbers, found %lld field%s",
+                           (long long)dim, (long long)fields, fields == 1 ? "" : "s");
     }
     /* Count fields from the right to find where the numbers start. */
     const unsigned char *q = le;
@@ -157,7 +167,8 @@ static emb_status parse_text_row(w2v_ctx *c, const unsigned char *ls, const unsi
     return parse_numbers(c, q, le, dim, row, nonfinite);
 }
 
-static emb_status read_text(w2v_ctx *c, bool header, const emb_vectors_read_options *o, emb_vectors *out) {
+static emb_status read_text(w2v_ctx *c, bool header, const emb_vectors_read_options *o,
+                            emb_vectors *out) {
     int64_t rows = -1, dim = 0;
     emb_status st;
     if (header && (st = parse_header(c, &rows, &dim))) return st;
@@ -180,13 +191,15 @@ static emb_status read_text(w2v_ctx *c, bool header, const emb_vectors_read_opti
             numeric = emb__parse_float((const char *)t, (size_t)(q - t), &x) ? numeric + 1 : 0;
         }
         if (fields < 2)
-            return emb__error(EMB_ERR_FORMAT, "%s: line 1: expected a word and numbers, found %lld field(s)",
+            return emb__error(EMB_ERR_FORMAT,
+                              "%s: line 1: expected a word and numbers, found %lld field(s)",
                               c->path, (long long)fields);
         /* The word may contain spaces (". . ."): the numbers are the trailing numeric fields,
          * at most fields - 1 (a word that looks like a number is still the word). */
         dim = numeric >= 1 && numeric < fields ? numeric : fields - 1;
         int64_t lines = 1;
-        for (const unsigned char *q = c->p; (q = memchr(q, '\n', (size_t)(c->end - q))); q++) lines++;
+        for (const unsigned char *q = c->p; (q = memchr(q, '\n', (size_t)(c->end - q))); q++)
+            lines++;
         /* Every row holds at least 2*dim+1 bytes: a long first line followed by many short
          * ones must not make the table's allocation larger than the file can fill. */
         int64_t by_size = (int64_t)(c->end - p) / (2 * dim + 1) + 1;
@@ -199,7 +212,8 @@ static emb_status read_text(w2v_ctx *c, bool header, const emb_vectors_read_opti
     } else {
         if ((st = emb__alloc_table(&out->weight, want, dim))) return st;
     }
-    if ((st = emb_vocab_create(&out->vocab)) || (st = emb_vocab_reserve(out->vocab, want))) return st;
+    if ((st = emb_vocab_create(&out->vocab)) || (st = emb_vocab_reserve(out->vocab, want)))
+        return st;
     float *w = out->weight.data;
     int64_t r = 0, seen = 0;
     const unsigned char *p = c->p;
@@ -216,7 +230,8 @@ static emb_status read_text(w2v_ctx *c, bool header, const emb_vectors_read_opti
             continue;
         }
         const unsigned char *we;
-        if ((st = parse_text_row(c, ls, le, dim, !header, w + r * dim, &we, &out->nonfinite))) return st;
+        if ((st = parse_text_row(c, ls, le, dim, !header, w + r * dim, &we, &out->nonfinite)))
+            return st;
         bool dup;
         if ((st = add_word(c, out->vocab, ls, (size_t)(we - ls), o->check_utf8, &dup))) return st;
         if (dup)
@@ -229,15 +244,18 @@ static emb_status read_text(w2v_ctx *c, bool header, const emb_vectors_read_opti
     }
     if (header) {
         if (seen < want)
-            return emb__error(EMB_ERR_FORMAT, "%s: truncated: the header says %lld rows but the file ends after %lld",
-                              c->path, (long long)rows, (long long)seen);
+            return emb__error(
+                EMB_ERR_FORMAT,
+                "%s: truncated: the header says %lld rows but the file ends after %lld", c->path,
+                (long long)rows, (long long)seen);
         if (want == rows) {
             while (p < c->end && (is_sep(*p) || *p == '\n' || *p == '\r')) {
                 if (*p == '\n') c->line++;
                 p++;
             }
             if (p < c->end)
-                return w2v_err(c, p, "more rows than the %lld the header declares", (long long)rows);
+                return w2v_err(c, p, "more rows than the %lld the header declares",
+                               (long long)rows);
         }
         out->file_rows = rows;
     } else {
@@ -254,7 +272,8 @@ static emb_status read_binary(w2v_ctx *c, const emb_vectors_read_options *o, emb
     int64_t want = rows;
     if (o->limit > 0 && o->limit < want) want = o->limit;
     if ((st = alloc_rows(c, want, dim, 4 * dim + 2, &out->weight))) return st;
-    if ((st = emb_vocab_create(&out->vocab)) || (st = emb_vocab_reserve(out->vocab, want))) return st;
+    if ((st = emb_vocab_create(&out->vocab)) || (st = emb_vocab_reserve(out->vocab, want)))
+        return st;
     float *w = out->weight.data;
     size_t vec_bytes = (size_t)dim * 4;
     const unsigned char *p = c->p;
@@ -268,20 +287,26 @@ static emb_status read_binary(w2v_ctx *c, const emb_vectors_read_options *o, emb
         if (!sp) {
             if (scan == (size_t)(c->end - p))
                 return emb__error(EMB_ERR_FORMAT,
-                                  "%s: truncated: row %lld of %lld (byte offset %lld) has no word followed by a space",
-                                  c->path, (long long)seen + 1, (long long)rows, (long long)(p - c->base));
-            return emb__error(EMB_ERR_FORMAT, "%s: row %lld (byte offset %lld): word longer than %d bytes",
-                              c->path, (long long)seen + 1, (long long)(p - c->base), EMB_VOCAB_MAX_WORD);
+                                  "%s: truncated: row %lld of %lld (byte offset %lld) has no word "
+                                  "followed by a space",
+                                  c->path, (long long)seen + 1, (long long)rows,
+                                  (long long)(p - c->base));
+            return emb__error(EMB_ERR_FORMAT,
+                              "%s: row %lld (byte offset %lld): word longer than %d bytes", c->path,
+                              (long long)seen + 1, (long long)(p - c->base), EMB_VOCAB_MAX_WORD);
         }
         if (memchr(ws, '\n', (size_t)(sp - ws)))
-            return emb__error(EMB_ERR_FORMAT, "%s: row %lld (byte offset %lld): newline inside a word (a text file read as binary?)",
+            return emb__error(EMB_ERR_FORMAT,
+                              "%s: row %lld (byte offset %lld): newline inside a word (a text file "
+                              "read as binary?)",
                               c->path, (long long)seen + 1, (long long)(ws - c->base));
         p = sp + 1;
         if ((size_t)(c->end - p) < vec_bytes)
             return emb__error(EMB_ERR_FORMAT,
-                              "%s: truncated: row %lld of %lld needs %zu bytes of vector at byte offset %lld but the file ends at %zu",
-                              c->path, (long long)seen + 1, (long long)rows, vec_bytes, (long long)(p - c->base),
-                              (size_t)(c->end - c->base));
+                              "%s: truncated: row %lld of %lld needs %zu bytes of vector at byte "
+                              "offset %lld but the file ends at %zu",
+                              c->path, (long long)seen + 1, (long long)rows, vec_bytes,
+                              (long long)(p - c->base), (size_t)(c->end - c->base));
         c->line = seen + 2;
         bool dup;
         if ((st = add_word(c, out->vocab, ws, (size_t)(sp - ws), o->check_utf8, &dup))) {
@@ -290,8 +315,9 @@ static emb_status read_binary(w2v_ctx *c, const emb_vectors_read_options *o, emb
                 char msg[700];
                 snprintf(msg, sizeof msg, "%s", emb_errmsg());
                 const char *tail = strstr(msg, "): ");
-                return emb__error(st, "%s: row %lld (byte offset %lld): %s", c->path, (long long)seen + 1,
-                                  (long long)(ws - c->base), tail ? tail + 3 : msg);
+                return emb__error(st, "%s: row %lld (byte offset %lld): %s", c->path,
+                                  (long long)seen + 1, (long long)(ws - c->base),
+                                  tail ? tail + 3 : msg);
             }
             return st;
         }
@@ -308,8 +334,11 @@ static emb_status read_binary(w2v_ctx *c, const emb_vectors_read_options *o, emb
     if (want == rows) {
         while (p < c->end && (*p == '\n' || *p == '\r' || *p == ' ')) p++;
         if (p < c->end)
-            return emb__error(EMB_ERR_FORMAT, "%s: %zu bytes of trailing data at byte offset %lld after the %lld rows the header declares",
-                              c->path, (size_t)(c->end - p), (long long)(p - c->base), (long long)rows);
+            return emb__error(EMB_ERR_FORMAT,
+                              "%s: %zu bytes of trailing data at byte offset %lld after the %lld "
+                              "rows the header declares",
+                              c->path, (size_t)(c->end - p), (long long)(p - c->base),
+                              (long long)rows);
     }
     out->file_rows = rows;
     out->weight.shape[0] = r;
@@ -330,10 +359,13 @@ emb_status emb__read_w2v(const char *path, const emb__file *f, emb_format fmt,
  * ------------------------------------------------------------------------------------- */
 
 static emb_status check_words(const char *path, const emb_vocab *v, int64_t rows, emb_format fmt) {
-    if (!v) return emb__error(EMB_ERR_INVALID, "%s: the %s format needs the words of the rows (vocab is NULL)",
-                              path, emb_format_name(fmt));
+    if (!v)
+        return emb__error(EMB_ERR_INVALID,
+                          "%s: the %s format needs the words of the rows (vocab is NULL)", path,
+                          emb_format_name(fmt));
     if (emb_vocab_num_words(v) != rows)
-        return emb__error(EMB_ERR_INVALID, "%s: the vocabulary has %lld words but the table has %lld rows", path,
+        return emb__error(EMB_ERR_INVALID,
+                          "%s: the vocabulary has %lld words but the table has %lld rows", path,
                           (long long)emb_vocab_num_words(v), (long long)rows);
     for (int64_t i = 0; i < rows; i++) {
         size_t n;
@@ -342,21 +374,27 @@ static emb_status check_words(const char *path, const emb_vocab *v, int64_t rows
             unsigned char ch = (unsigned char)w[k];
             if (ch == '\n' || ch == '\r' || ch == '\t' || (ch == ' ' && fmt != EMB_FORMAT_GLOVE) ||
                 (ch == ' ' && (k == 0 || k + 1 == n)))
-                return emb__error(EMB_ERR_INVALID,
-                                  "%s: word %lld (\"%.40s\") contains a %s, which the %s format cannot hold", path,
-                                  (long long)i, w, ch == ' ' ? "space" : ch == '\t' ? "tab" : "line break",
-                                  emb_format_name(fmt));
+                return emb__error(
+                    EMB_ERR_INVALID,
+                    "%s: word %lld (\"%.40s\") contains a %s, which the %s format cannot hold",
+                    path, (long long)i, w,
+                    ch == ' '    ? "space"
+                    : ch == '\t' ? "tab"
+                                 : "line break",
+                    emb_format_name(fmt));
         }
     }
     return EMB_OK;
 }
 
-emb_status emb__write_w2v(const char *path, const emb_tensor *wt, const emb_vocab *v, emb_format fmt,
-                          const emb_vectors_write_options *o) {
+emb_status emb__write_w2v(const char *path, const emb_tensor *wt, const emb_vocab *v,
+                          emb_format fmt, const emb_vectors_write_options *o) {
     int64_t rows = wt->shape[0], dim = wt->shape[1];
     if (dim < 1) /* what emb writes it reads: the readers refuse dimension 0 */
-        return emb__error(EMB_ERR_SHAPE, "%s: a table of dimension 0 cannot be written as %s (its rows need at "
-                                         "least one value)", path, emb_format_name(fmt));
+        return emb__error(EMB_ERR_SHAPE,
+                          "%s: a table of dimension 0 cannot be written as %s (its rows need at "
+                          "least one value)",
+                          path, emb_format_name(fmt));
     emb_status st = check_words(path, v, rows, fmt);
     if (st) return st;
     if (o->precision < 0 || o->precision > 17)

@@ -49,7 +49,9 @@ static inline void swap_pairs(int64_t *s, int64_t i, int64_t j) {
 }
 
 /* comp(i, j): key at i < key at j */
-static inline int less_at(const int64_t *s, int64_t i, int64_t j) { return s[2 * i] < s[2 * j]; }
+static inline int less_at(const int64_t *s, int64_t i, int64_t j) {
+    return s[2 * i] < s[2 * j];
+}
 
 /* std::__move_median_to_first(result, a, b, c) */
 static void median_to_first(int64_t *s, int64_t result, int64_t a, int64_t b, int64_t c) {
@@ -71,8 +73,7 @@ static void median_to_first(int64_t *s, int64_t result, int64_t a, int64_t b, in
 
 /* std::__unguarded_partition(first, last, pivot), classic form: the sentinels guaranteed by
  * the median choice keep both scans inside [first-1, last). */
-static int64_t unguarded_partition_scalar(int64_t *s, int64_t first, int64_t last,
-                                          int64_t pivot) {
+static int64_t unguarded_partition_scalar(int64_t *s, int64_t first, int64_t last, int64_t pivot) {
     for (;;) {
         while (less_at(s, first, pivot)) first++;
         last--;
@@ -258,7 +259,9 @@ static void sort_task(const emb__task_arg *a) {
     sort_range(a->p, a->v[0], a->v[1], a->v[2], (int)a->v[3]);
 }
 
-static int64_t floor_log2(int64_t n) { return 63 - __builtin_clzll((unsigned long long)n); }
+static int64_t floor_log2(int64_t n) {
+    return 63 - __builtin_clzll((unsigned long long)n);
+}
 
 typedef struct fill_ctx {
     const int64_t *keys;
@@ -284,8 +287,8 @@ void emb__argsort_pairs_i64_mt(const int64_t *keys, int64_t n, int64_t *pairs, i
     emb__tasks(threads, sort_task, &root);
 }
 
-void emb__argsort_unstable_i64_mt(const int64_t *keys, int64_t n, int64_t *perm,
-                                  int64_t *scratch, int threads) {
+void emb__argsort_unstable_i64_mt(const int64_t *keys, int64_t n, int64_t *perm, int64_t *scratch,
+                                  int threads) {
     if (n <= 0) return;
     emb__argsort_pairs_i64_mt(keys, n, scratch, threads);
     for (int64_t i = 0; i < n; i++) perm[i] = scratch[2 * i + 1];

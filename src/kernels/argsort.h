@@ -19,8 +19,8 @@ void emb__argsort_unstable_i64(const int64_t *keys, int64_t n, int64_t *perm, in
 /* The same permutation, sorted on up to `threads` threads (independent ranges of the
  * introsort become tasks, core/parallel.h: emb__tasks; 1 thread, or a build without OpenMP,
  * sorts alone). The result does not depend on the thread count. */
-void emb__argsort_unstable_i64_mt(const int64_t *keys, int64_t n, int64_t *perm,
-                                  int64_t *scratch, int threads);
+void emb__argsort_unstable_i64_mt(const int64_t *keys, int64_t n, int64_t *perm, int64_t *scratch,
+                                  int threads);
 
 /* The sort itself: pairs[2*i] receives the i-th key in sorted order and pairs[2*i+1] its
  * position in keys (perm[i] above). pairs holds 2*n int64 values. */

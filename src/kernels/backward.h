@@ -43,16 +43,15 @@ typedef void (*emb__backward_rows_fn)(float *grad_weight, const float *grad_outp
  * (EMB_PADDING_NONE skips nothing), appends the index to out_idx and the grad_output row
  * [dim] to out_val (bitwise copy). idx is int32 when idx_is_i32, int64 otherwise. Returns
  * the number of entries written. */
-int64_t emb__sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx,
-                               bool idx_is_i32, const float *grad_output, int64_t n,
-                               int64_t dim, int64_t skip);
+int64_t emb__sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx, bool idx_is_i32,
+                               const float *grad_output, int64_t n, int64_t dim, int64_t skip);
 
 /* PyTorch's sparse `t + s` for two sparse gradients whose values are contiguous (CPU
  * add_out_sparse_contiguous): a single merge pass over both entry lists in their stored
  * order. At each step the two head rows are compared: the smaller one is emitted and its
  * list advances; equal rows are emitted once with both values summed and both advance.
- * Every emitted value starts from +0.0: r = 0 + t, r = r + s. Returns the number of entries written to
- * r_idx/r_val (at most t_n + s_n). */
+ * Every emitted value starts from +0.0: r = 0 + t, r = r + s. Returns the number of entries written
+ * to r_idx/r_val (at most t_n + s_n). */
 int64_t emb__sparse_merge_ref(int64_t *r_idx, float *r_val, const int64_t *t_idx,
                               const float *t_val, int64_t t_n, const int64_t *s_idx,
                               const float *s_val, int64_t s_n, int64_t dim);
@@ -61,12 +60,11 @@ int64_t emb__sparse_merge_ref(int64_t *r_idx, float *r_val, const int64_t *t_idx
  * the first entry of each row is copied bitwise, later ones are added with plain float adds.
  * Writes the unique rows ascending to out_idx/out_val and returns their number. */
 int64_t emb__sparse_coalesce_ref(int64_t *out_idx, float *out_val, const int64_t *idx,
-                                 const float *val, const int64_t *perm, int64_t n,
-                                 int64_t dim);
+                                 const float *val, const int64_t *perm, int64_t n, int64_t dim);
 
 /* dense[idx[k]][c] += val[k][c] for k in [0, n) in order, for columns c in
  * [col_begin, col_end) only (threads own disjoint column ranges). dense has `dim` columns. */
-void emb__sparse_add_to_dense_ref(float *dense, const int64_t *idx, const float *val,
-                                  int64_t n, int64_t dim, int64_t col_begin, int64_t col_end);
+void emb__sparse_add_to_dense_ref(float *dense, const int64_t *idx, const float *val, int64_t n,
+                                  int64_t dim, int64_t col_begin, int64_t col_end);
 
 #endif /* EMB_KERNELS_BACKWARD_H */

@@ -18,9 +18,10 @@
 /* Output-gradient rows are read in the order of their table rows, scattered over
  * grad_output: ask for the row EMB__BWD_PF entries ahead (no effect on the results). */
 #define EMB__BWD_PF 16
-static inline __attribute__((always_inline)) void
-backward_prefetch(const float *grad_output, int64_t dim, const int64_t *order, int64_t j,
-                  int64_t lim) {
+static inline __attribute__((always_inline)) void backward_prefetch(const float *grad_output,
+                                                                    int64_t dim,
+                                                                    const int64_t *order, int64_t j,
+                                                                    int64_t lim) {
     if (j + EMB__BWD_PF < lim) {
         const char *p = (const char *)(grad_output + order[j + EMB__BWD_PF] * dim);
         for (int64_t b = 0; b < dim * (int64_t)sizeof(float); b += 64) __builtin_prefetch(p + b);
@@ -34,8 +35,7 @@ backward_prefetch(const float *grad_output, int64_t dim, const int64_t *order, i
  * NaN columns of a[0..n), the columns [c0, c0 + n) of the row whose contributions are the
  * grad_output rows order[begin..end). */
 static inline void backward_fix_nan(float *a, int64_t n, const float *grad_output, int64_t dim,
-                                    const int64_t *order, int64_t begin, int64_t end,
-                                    int64_t c0) {
+                                    const int64_t *order, int64_t begin, int64_t end, int64_t c0) {
     for (int64_t d = 0; d < n; d++) {
         if (a[d] == a[d]) continue;
         a[d] = emb__u2f(EMB__DEFAULT_NAN);
@@ -54,9 +54,8 @@ static inline void backward_fix_nan(float *a, int64_t n, const float *grad_outpu
  * every position: the same adds in the same order as the loop in backward_rows_body, and
  * faster in and out of the cache (docs/PERFORMANCE.md, "Tuning constants"). */
 static inline __attribute__((always_inline)) void
-backward_row_cols(float *restrict w, const float *grad_output, int64_t dim,
-                  const int64_t *order, int64_t begin, int64_t end, int64_t lim, const int CB,
-                  int how) {
+backward_row_cols(float *restrict w, const float *grad_output, int64_t dim, const int64_t *order,
+                  int64_t begin, int64_t end, int64_t lim, const int CB, int how) {
     for (int64_t c0 = 0; c0 < dim; c0 += CB) {
         float a[64];
         const float *restrict g = grad_output + order[begin] * dim + c0;
@@ -77,8 +76,8 @@ backward_row_cols(float *restrict w, const float *grad_output, int64_t dim,
 
 static inline __attribute__((always_inline)) void
 backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
-                   const int64_t *offsets, const int64_t *order, int64_t row_begin,
-                   int64_t row_end, bool scale_by_freq, bool overwrite, float *acc) {
+                   const int64_t *offsets, const int64_t *order, int64_t row_begin, int64_t row_end,
+                   bool scale_by_freq, bool overwrite, float *acc) {
     const int64_t lim = offsets[row_end];
     const int how = row_store_mode(grad_weight, dim, row_end - row_begin, overwrite);
     int64_t empty_from = row_begin; /* overwrite: the rows [empty_from, r) are still to zero */
@@ -129,13 +128,13 @@ backward_rows_body(float *grad_weight, const float *grad_output, int64_t dim,
 }
 
 /* The twin for one target (backward_avx2.c, backward_avx512.c). */
-#define EMB__BACKWARD_INSTANTIATE(SUFFIX, ATTR)                                             \
-    ATTR void emb__embedding_backward_rows_##SUFFIX(                                        \
-        float *grad_weight, const float *grad_output, int64_t dim, const int64_t *offsets,  \
-        const int64_t *order, int64_t row_begin, int64_t row_end, bool scale_by_freq,       \
-        bool overwrite, float *acc) {                                                       \
-        backward_rows_body(grad_weight, grad_output, dim, offsets, order, row_begin,        \
-                           row_end, scale_by_freq, overwrite, acc);                         \
+#define EMB__BACKWARD_INSTANTIATE(SUFFIX, ATTR)                                                    \
+    ATTR void emb__embedding_backward_rows_##SUFFIX(                                               \
+        float *grad_weight, const float *grad_output, int64_t dim, const int64_t *offsets,         \
+        const int64_t *order, int64_t row_begin, int64_t row_end, bool scale_by_freq,              \
+        bool overwrite, float *acc) {                                                              \
+        backward_rows_body(grad_weight, grad_output, dim, offsets, order, row_begin, row_end,      \
+                           scale_by_freq, overwrite, acc);                                         \
     }
 
 #endif /* EMB_BACKWARD_BODY_H */

@@ -17,9 +17,8 @@ void emb__embedding_backward_rows_ref(float *grad_weight, const float *grad_outp
                        scale_by_freq, overwrite, acc);
 }
 
-int64_t emb__sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx,
-                               bool idx_is_i32, const float *grad_output, int64_t n,
-                               int64_t dim, int64_t skip) {
+int64_t emb__sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx, bool idx_is_i32,
+                               const float *grad_output, int64_t n, int64_t dim, int64_t skip) {
     int64_t m = 0;
     const size_t row_bytes = (size_t)dim * sizeof(float);
     for (int64_t i = 0; i < n; i++) {
@@ -66,8 +65,7 @@ int64_t emb__sparse_merge_ref(int64_t *r_idx, float *r_val, const int64_t *t_idx
 }
 
 int64_t emb__sparse_coalesce_ref(int64_t *out_idx, float *out_val, const int64_t *idx,
-                                 const float *val, const int64_t *perm, int64_t n,
-                                 int64_t dim) {
+                                 const float *val, const int64_t *perm, int64_t n, int64_t dim) {
     int64_t u = -1;
     const size_t row_bytes = (size_t)dim * sizeof(float);
     for (int64_t j = 0; j < n; j++) {
@@ -85,8 +83,8 @@ int64_t emb__sparse_coalesce_ref(int64_t *out_idx, float *out_val, const int64_t
     return u + 1;
 }
 
-void emb__sparse_add_to_dense_ref(float *dense, const int64_t *idx, const float *val,
-                                  int64_t n, int64_t dim, int64_t col_begin, int64_t col_end) {
+void emb__sparse_add_to_dense_ref(float *dense, const int64_t *idx, const float *val, int64_t n,
+                                  int64_t dim, int64_t col_begin, int64_t col_end) {
     for (int64_t k = 0; k < n; k++) {
         float *restrict w = dense + idx[k] * dim;
         const float *restrict v = val + k * dim;

@@ -22,13 +22,13 @@
  * independent work per row for the CPU to overlap the misses on its own. 16 positions
  * ahead: faster than 8, and 24 gained nothing more (docs/PERFORMANCE.md, "Tuning constants"). */
 #define EMB__BAG_PF_DIST 16
-#define BAG_PREFETCH(p, limit)                                                               \
-    do {                                                                                    \
-        if ((p) < (limit)) {                                                                \
-            const char *r_ = (const char *)(weight + IDX(p) * dim);                        \
-            const int64_t nb_ = dim * 4 < 512 ? dim * 4 : 512;                              \
-            for (int64_t o_ = 0; o_ < nb_; o_ += 64) __builtin_prefetch(r_ + o_, 0, 3);    \
-        }                                                                                   \
+#define BAG_PREFETCH(p, limit)                                                                     \
+    do {                                                                                           \
+        if ((p) < (limit)) {                                                                       \
+            const char *r_ = (const char *)(weight + IDX(p) * dim);                                \
+            const int64_t nb_ = dim * 4 < 512 ? dim * 4 : 512;                                     \
+            for (int64_t o_ = 0; o_ < nb_; o_ += 64) __builtin_prefetch(r_ + o_, 0, 3);            \
+        }                                                                                          \
     } while (0)
 
 /* The NaN columns of bag [p0, p1)'s output o [dim], recomputed with PyTorch's operand
@@ -40,8 +40,7 @@
  * NaN, which stays. The plain loops leave the choice between two NaNs to the compiler, which
  * makes it differently in the scalar and the vector code (nan_rules.h). */
 static void bag_pool_fix_nan(float *o, const float *weight, int64_t dim, const void *idx,
-                             bool idx_i32, int64_t p0, int64_t p1, const float *psw,
-                             int64_t pad) {
+                             bool idx_i32, int64_t p0, int64_t p1, const float *psw, int64_t pad) {
     for (int64_t d = 0; d < dim; d++) {
         if (o[d] == o[d]) continue;
         float acc = 0.0f;
@@ -71,9 +70,9 @@ static void bag_pool_fix_nan(float *o, const float *weight, int64_t dim, const v
  * a bag (c0 == 0) prefetches the rows further on; later blocks find the bag's rows in the
  * cache. */
 static inline __attribute__((always_inline)) void
-bag_pool_cols(float *restrict o, const float *weight, int64_t dim, const void *idx,
-              bool idx_i32, int64_t p0, int64_t p1, int64_t all_end, int64_t c0,
-              const int CB, const float *psw, int64_t pad, float mean_div) {
+bag_pool_cols(float *restrict o, const float *weight, int64_t dim, const void *idx, bool idx_i32,
+              int64_t p0, int64_t p1, int64_t all_end, int64_t c0, const int CB, const float *psw,
+              int64_t pad, float mean_div) {
     const bool fast = pad == INT64_MIN;
     float a[64];
     for (int d = 0; d < CB; d++) a[d] = 0.0f;
@@ -144,20 +143,24 @@ bag_pool_plain(float *out, const float *weight, int64_t dim, const void *idx, co
 }
 
 static inline __attribute__((always_inline)) void
-bag_pool_body(float *out, const float *weight, int64_t dim, const void *idx,
-                       bool idx_i32, const int64_t *starts, int64_t b0, int64_t b1,
-                       const float *psw, int64_t pad, bool mean) {
+bag_pool_body(float *out, const float *weight, int64_t dim, const void *idx, bool idx_i32,
+              const int64_t *starts, int64_t b0, int64_t b1, const float *psw, int64_t pad,
+              bool mean) {
     const bool fast = pad == INT64_MIN;
     const int64_t all_end = starts[b1];
     if (fast && dim % 64 == 0) {
 #define PLAIN(I32, CB, W) bag_pool_plain(out, weight, dim, idx, I32, CB, starts, b0, b1, W, mean)
         const bool wide = dim % 128 == 0;
         if (psw) { /* sum only */
-            if (wide) idx_i32 ? PLAIN(true, 128, psw) : PLAIN(false, 128, psw);
-            else idx_i32 ? PLAIN(true, 64, psw) : PLAIN(false, 64, psw);
+            if (wide)
+                idx_i32 ? PLAIN(true, 128, psw) : PLAIN(false, 128, psw);
+            else
+                idx_i32 ? PLAIN(true, 64, psw) : PLAIN(false, 64, psw);
         } else {
-            if (wide) idx_i32 ? PLAIN(true, 128, NULL) : PLAIN(false, 128, NULL);
-            else idx_i32 ? PLAIN(true, 64, NULL) : PLAIN(false, 64, NULL);
+            if (wide)
+                idx_i32 ? PLAIN(true, 128, NULL) : PLAIN(false, 128, NULL);
+            else
+                idx_i32 ? PLAIN(true, 64, NULL) : PLAIN(false, 64, NULL);
         }
 #undef PLAIN
         return;
@@ -274,10 +277,9 @@ bag_max_body(float *out, int64_t *max_idx, const float *weight, int64_t dim, con
 /* The NaN columns of a group's sum a [dim] (positions perm[i..j)), as PyTorch makes them:
  * an axpy per position, acc = scale * g + acc with OpenBLAS's priorities (the scale, then
  * the bag's gradient, then acc). */
-static void bag_groups_fix_nan(float *a, const float *grad_output, int64_t dim,
-                               const int64_t *perm, const int64_t *o2b,
-                               const int64_t *bag_count, const float *psw, int64_t i, int64_t j,
-                               bool scale_by_freq) {
+static void bag_groups_fix_nan(float *a, const float *grad_output, int64_t dim, const int64_t *perm,
+                               const int64_t *o2b, const int64_t *bag_count, const float *psw,
+                               int64_t i, int64_t j, bool scale_by_freq) {
     for (int64_t d = 0; d < dim; d++) {
         if (a[d] == a[d]) continue;
         float acc = 0.0f;
@@ -296,10 +298,10 @@ static void bag_groups_fix_nan(float *a, const float *grad_output, int64_t dim,
 
 static inline __attribute__((always_inline)) void
 bag_backward_groups_body(float *grad_weight, const float *grad_output, int64_t dim,
-                                  const int64_t *keys, const int64_t *perm, const int64_t *o2b,
-                                  const int64_t *bag_count, const float *psw, int64_t i0,
-                                  int64_t i1, int64_t pad, bool scale_by_freq,
-                                  bool overwrite, int64_t r0, int64_t r1, float *acc) {
+                         const int64_t *keys, const int64_t *perm, const int64_t *o2b,
+                         const int64_t *bag_count, const float *psw, int64_t i0, int64_t i1,
+                         int64_t pad, bool scale_by_freq, bool overwrite, int64_t r0, int64_t r1,
+                         float *acc) {
     int64_t i = i0;
     const int64_t pf_bytes = dim * 4 < 512 ? dim * 4 : 512;
     const int how = row_store_mode(grad_weight + r0 * dim, dim, r1 - r0, overwrite);
@@ -344,9 +346,9 @@ bag_backward_groups_body(float *grad_weight, const float *grad_output, int64_t d
 }
 
 static inline __attribute__((always_inline)) void
-bag_psw_grad_body(float *out, const float *grad_output, const float *weight,
-                           int64_t dim, const void *idx, bool idx_i32, const int64_t *o2b,
-                           int64_t p0, int64_t p1, int64_t pad) {
+bag_psw_grad_body(float *out, const float *grad_output, const float *weight, int64_t dim,
+                  const void *idx, bool idx_i32, const int64_t *o2b, int64_t p0, int64_t p1,
+                  int64_t pad) {
     for (int64_t p = p0; p < p1; p++) {
         const int64_t k = IDX(p), bag = o2b[p];
         if (bag < 0 || k == pad) {
@@ -361,36 +363,32 @@ bag_psw_grad_body(float *out, const float *grad_output, const float *weight,
 }
 
 /* The twin table for one target (bag_avx2.c, bag_avx512.c). */
-#define EMB__BAG_INSTANTIATE(SUFFIX, ATTR)                                                  \
-    ATTR static void pool_##SUFFIX(float *out, const float *weight, int64_t dim,            \
-                                   const void *idx, bool idx_i32, const int64_t *starts,    \
-                                   int64_t b0, int64_t b1, const float *psw, int64_t pad,   \
-                                   bool mean) {                                             \
-        bag_pool_body(out, weight, dim, idx, idx_i32, starts, b0, b1, psw, pad, mean);      \
-    }                                                                                       \
-    ATTR static void max_##SUFFIX(float *out, int64_t *max_idx, const float *weight,        \
-                                  int64_t dim, const void *idx, bool idx_i32,               \
-                                  const int64_t *starts, int64_t b0, int64_t b1,            \
-                                  int64_t pad) {                                            \
-        bag_max_body(out, max_idx, weight, dim, idx, idx_i32, starts, b0, b1, pad);         \
-    }                                                                                       \
-    ATTR static void groups_##SUFFIX(float *grad_weight, const float *grad_output,          \
-                                     int64_t dim, const int64_t *keys, const int64_t *perm, \
-                                     const int64_t *o2b, const int64_t *bag_count,          \
-                                     const float *psw, int64_t i0, int64_t i1, int64_t pad, \
-                                     bool scale_by_freq, bool overwrite, int64_t r0,        \
-                                     int64_t r1, float *acc) {                              \
-        bag_backward_groups_body(grad_weight, grad_output, dim, keys, perm, o2b, bag_count, \
-                                 psw, i0, i1, pad, scale_by_freq, overwrite, r0, r1, acc);  \
-    }                                                                                       \
-    ATTR static void psw_grad_##SUFFIX(float *out, const float *grad_output,                \
-                                       const float *weight, int64_t dim, const void *idx,   \
-                                       bool idx_i32, const int64_t *o2b, int64_t p0,        \
-                                       int64_t p1, int64_t pad) {                           \
-        bag_psw_grad_body(out, grad_output, weight, dim, idx, idx_i32, o2b, p0, p1, pad);   \
-    }                                                                                       \
-    const emb__bag_kernel_table emb__bag_kernels_##SUFFIX = {                               \
-        pool_##SUFFIX, max_##SUFFIX, groups_##SUFFIX, psw_grad_##SUFFIX};
+#define EMB__BAG_INSTANTIATE(SUFFIX, ATTR)                                                         \
+    ATTR static void pool_##SUFFIX(float *out, const float *weight, int64_t dim, const void *idx,  \
+                                   bool idx_i32, const int64_t *starts, int64_t b0, int64_t b1,    \
+                                   const float *psw, int64_t pad, bool mean) {                     \
+        bag_pool_body(out, weight, dim, idx, idx_i32, starts, b0, b1, psw, pad, mean);             \
+    }                                                                                              \
+    ATTR static void max_##SUFFIX(float *out, int64_t *max_idx, const float *weight, int64_t dim,  \
+                                  const void *idx, bool idx_i32, const int64_t *starts,            \
+                                  int64_t b0, int64_t b1, int64_t pad) {                           \
+        bag_max_body(out, max_idx, weight, dim, idx, idx_i32, starts, b0, b1, pad);                \
+    }                                                                                              \
+    ATTR static void groups_##SUFFIX(float *grad_weight, const float *grad_output, int64_t dim,    \
+                                     const int64_t *keys, const int64_t *perm, const int64_t *o2b, \
+                                     const int64_t *bag_count, const float *psw, int64_t i0,       \
+                                     int64_t i1, int64_t pad, bool scale_by_freq, bool overwrite,  \
+                                     int64_t r0, int64_t r1, float *acc) {                         \
+        bag_backward_groups_body(grad_weight, grad_output, dim, keys, perm, o2b, bag_count, psw,   \
+                                 i0, i1, pad, scale_by_freq, overwrite, r0, r1, acc);              \
+    }                                                                                              \
+    ATTR static void psw_grad_##SUFFIX(float *out, const float *grad_output, const float *weight,  \
+                                       int64_t dim, const void *idx, bool idx_i32,                 \
+                                       const int64_t *o2b, int64_t p0, int64_t p1, int64_t pad) {  \
+        bag_psw_grad_body(out, grad_output, weight, dim, idx, idx_i32, o2b, p0, p1, pad);          \
+    }                                                                                              \
+    const emb__bag_kernel_table emb__bag_kernels_##SUFFIX = {pool_##SUFFIX, max_##SUFFIX,          \
+                                                             groups_##SUFFIX, psw_grad_##SUFFIX};
 
 #undef IDX
 #undef BAG_PREFETCH

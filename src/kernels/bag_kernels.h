@@ -20,17 +20,17 @@
  *     psw, pad == NONE:        acc = fmaf(psw[p], w[idx[p]], acc)      (PyTorch fast path)
  *     psw, padding given:      acc = acc + (float)(w[idx[p]] * psw[p]) (PyTorch slow path)
  *   mean: out = acc / (float)max(count, 1), count = non-padding positions. */
-void emb__bag_pool_ref(float *out, const float *weight, int64_t dim, const void *idx,
-                       bool idx_i32, const int64_t *starts, int64_t b0, int64_t b1,
-                       const float *psw, int64_t pad, bool mean);
+void emb__bag_pool_ref(float *out, const float *weight, int64_t dim, const void *idx, bool idx_i32,
+                       const int64_t *starts, int64_t b0, int64_t b1, const float *psw, int64_t pad,
+                       bool mean);
 
 /* Max pooling of bags [b0, b1): per column, the first non-padding position's value and
  * index; a later position replaces them when its value is strictly greater, or is NaN
  * while the current value is not (NaN propagates, the first NaN wins). Empty and
  * all-padding bags give 0 and index 0. max_idx [*, dim] may be NULL. */
 void emb__bag_max_ref(float *out, int64_t *max_idx, const float *weight, int64_t dim,
-                      const void *idx, bool idx_i32, const int64_t *starts, int64_t b0,
-                      int64_t b1, int64_t pad);
+                      const void *idx, bool idx_i32, const int64_t *starts, int64_t b0, int64_t b1,
+                      int64_t pad);
 
 /* Dense backward of sum/mean for the groups in perm[i0, i1) (perm: positions sorted by
  * index in PyTorch's unstable-sort order; [i0, i1) starts and ends on group boundaries).
@@ -54,17 +54,16 @@ void emb__bag_backward_groups_ref(float *grad_weight, const float *grad_output, 
  * value starts at +0.0), then grad_weight[r][d] += fresh[r] for the touched rows.
  * Scratch: acc [num_rows] floats, mark [num_rows] bytes all zero on entry (left zero),
  * touched [num_bags]. */
-void emb__bag_max_backward_ref(float *grad_weight, const float *grad_output,
-                               const int64_t *max_idx, const int64_t *bag_count,
-                               int64_t num_bags, int64_t dim, int64_t c0, int64_t c1,
-                               float *acc, unsigned char *mark, int64_t *touched);
+void emb__bag_max_backward_ref(float *grad_weight, const float *grad_output, const int64_t *max_idx,
+                               const int64_t *bag_count, int64_t num_bags, int64_t dim, int64_t c0,
+                               int64_t c1, float *acc, unsigned char *mark, int64_t *touched);
 
 /* Gradient of the per-sample weights for positions [p0, p1): out[p] = sum over d, in
  * order from +0.0, of (grad_output[o2b[p]][d] * w[idx[p]][d]) (each product rounded), or
  * 0 when o2b[p] < 0 (no bag) or idx[p] == pad. */
-void emb__bag_psw_grad_ref(float *out, const float *grad_output, const float *weight,
-                           int64_t dim, const void *idx, bool idx_i32, const int64_t *o2b,
-                           int64_t p0, int64_t p1, int64_t pad);
+void emb__bag_psw_grad_ref(float *out, const float *grad_output, const float *weight, int64_t dim,
+                           const void *idx, bool idx_i32, const int64_t *o2b, int64_t p0,
+                           int64_t p1, int64_t pad);
 
 /* The entries of the sparse backward, bags [0, num_bags) in input order, padding skipped:
  * out_idx[m] = idx[p], out_val[m] = grad_output[bag] (sum), * psw[p] (weighted sum), or
@@ -72,8 +71,8 @@ void emb__bag_psw_grad_ref(float *out, const float *grad_output, const float *we
  * the gradient and the weight are both NaN, the NaN is the one PyTorch returns (which
  * depends on the column, dim, and, when dim is 1, on the position p among the n positions
  * of the input; bag_ref.c). */
-int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx,
-                                   bool idx_i32, const int64_t *starts, int64_t num_bags,
+int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx, bool idx_i32,
+                                   const int64_t *starts, int64_t num_bags,
                                    const float *grad_output, int64_t dim, const float *psw,
                                    bool mean, int64_t pad, int64_t n);
 
@@ -84,17 +83,16 @@ typedef struct emb__bag_kernel_table {
     void (*pool)(float *out, const float *weight, int64_t dim, const void *idx, bool idx_i32,
                  const int64_t *starts, int64_t b0, int64_t b1, const float *psw, int64_t pad,
                  bool mean);
-    void (*max)(float *out, int64_t *max_idx, const float *weight, int64_t dim,
-                const void *idx, bool idx_i32, const int64_t *starts, int64_t b0, int64_t b1,
-                int64_t pad);
+    void (*max)(float *out, int64_t *max_idx, const float *weight, int64_t dim, const void *idx,
+                bool idx_i32, const int64_t *starts, int64_t b0, int64_t b1, int64_t pad);
     void (*backward_groups)(float *grad_weight, const float *grad_output, int64_t dim,
                             const int64_t *keys, const int64_t *perm, const int64_t *o2b,
-                            const int64_t *bag_count, const float *psw, int64_t i0,
-                            int64_t i1, int64_t pad, bool scale_by_freq, bool overwrite,
-                            int64_t r0, int64_t r1, float *acc);
+                            const int64_t *bag_count, const float *psw, int64_t i0, int64_t i1,
+                            int64_t pad, bool scale_by_freq, bool overwrite, int64_t r0, int64_t r1,
+                            float *acc);
     void (*psw_grad)(float *out, const float *grad_output, const float *weight, int64_t dim,
-                     const void *idx, bool idx_i32, const int64_t *o2b, int64_t p0,
-                     int64_t p1, int64_t pad);
+                     const void *idx, bool idx_i32, const int64_t *o2b, int64_t p0, int64_t p1,
+                     int64_t pad);
 } emb__bag_kernel_table;
 
 /* The scalar reference table (always built). */

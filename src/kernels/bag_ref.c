@@ -7,15 +7,15 @@
 #include <math.h>
 #include <string.h>
 
-void emb__bag_pool_ref(float *out, const float *weight, int64_t dim, const void *idx,
-                       bool idx_i32, const int64_t *starts, int64_t b0, int64_t b1,
-                       const float *psw, int64_t pad, bool mean) {
+void emb__bag_pool_ref(float *out, const float *weight, int64_t dim, const void *idx, bool idx_i32,
+                       const int64_t *starts, int64_t b0, int64_t b1, const float *psw, int64_t pad,
+                       bool mean) {
     bag_pool_body(out, weight, dim, idx, idx_i32, starts, b0, b1, psw, pad, mean);
 }
 
 void emb__bag_max_ref(float *out, int64_t *max_idx, const float *weight, int64_t dim,
-                      const void *idx, bool idx_i32, const int64_t *starts, int64_t b0,
-                      int64_t b1, int64_t pad) {
+                      const void *idx, bool idx_i32, const int64_t *starts, int64_t b0, int64_t b1,
+                      int64_t pad) {
     bag_max_body(out, max_idx, weight, dim, idx, idx_i32, starts, b0, b1, pad);
 }
 
@@ -24,13 +24,13 @@ void emb__bag_backward_groups_ref(float *grad_weight, const float *grad_output, 
                                   const int64_t *bag_count, const float *psw, int64_t i0,
                                   int64_t i1, int64_t pad, bool scale_by_freq, bool overwrite,
                                   int64_t r0, int64_t r1, float *acc) {
-    bag_backward_groups_body(grad_weight, grad_output, dim, keys, perm, o2b, bag_count, psw,
-                             i0, i1, pad, scale_by_freq, overwrite, r0, r1, acc);
+    bag_backward_groups_body(grad_weight, grad_output, dim, keys, perm, o2b, bag_count, psw, i0, i1,
+                             pad, scale_by_freq, overwrite, r0, r1, acc);
 }
 
-void emb__bag_psw_grad_ref(float *out, const float *grad_output, const float *weight,
-                           int64_t dim, const void *idx, bool idx_i32, const int64_t *o2b,
-                           int64_t p0, int64_t p1, int64_t pad) {
+void emb__bag_psw_grad_ref(float *out, const float *grad_output, const float *weight, int64_t dim,
+                           const void *idx, bool idx_i32, const int64_t *o2b, int64_t p0,
+                           int64_t p1, int64_t pad) {
     bag_psw_grad_body(out, grad_output, weight, dim, idx, idx_i32, o2b, p0, p1, pad);
 }
 
@@ -43,10 +43,9 @@ const emb__bag_kernel_table emb__bag_kernels_ref = {
 
 #define IDX(p) (idx_i32 ? (int64_t)((const int32_t *)idx)[p] : ((const int64_t *)idx)[p])
 
-void emb__bag_max_backward_ref(float *grad_weight, const float *grad_output,
-                               const int64_t *max_idx, const int64_t *bag_count,
-                               int64_t num_bags, int64_t dim, int64_t c0, int64_t c1,
-                               float *acc, unsigned char *mark, int64_t *touched) {
+void emb__bag_max_backward_ref(float *grad_weight, const float *grad_output, const int64_t *max_idx,
+                               const int64_t *bag_count, int64_t num_bags, int64_t dim, int64_t c0,
+                               int64_t c1, float *acc, unsigned char *mark, int64_t *touched) {
     for (int64_t d = c0; d < c1; d++) {
         int64_t nt = 0;
         for (int64_t b = 0; b < num_bags; b++) {
@@ -97,8 +96,8 @@ static bool psw_nan_wins(int64_t p, int64_t d, int64_t dim, int64_t n) {
     return r >= 4 ? j < 2 : j < 1;
 }
 
-int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx,
-                                   bool idx_i32, const int64_t *starts, int64_t num_bags,
+int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void *idx, bool idx_i32,
+                                   const int64_t *starts, int64_t num_bags,
                                    const float *grad_output, int64_t dim, const float *psw,
                                    bool mean, int64_t pad, int64_t n) {
     int64_t m = 0;
@@ -124,7 +123,7 @@ int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void 
                     for (int64_t d = 0; d < dim; d++)
                         if (v[d] != v[d])
                             v[d] = psw_nan_wins(p, d, dim, n) ? emb__nan_of2(s, g[d])
-                                                             : emb__nan_of2(g[d], s);
+                                                              : emb__nan_of2(g[d], s);
             } else if (mean) {
                 for (int64_t d = 0; d < dim; d++) v[d] = g[d] * f;
             } else {

@@ -19,18 +19,18 @@ const emb__kernel_table emb__kernels_ref = {
 };
 
 #if EMB__X86
-#define EMB__TWIN_TABLE(SUFFIX)                                                             \
-    static const emb__kernel_table kernels_##SUFFIX = {                                     \
-        #SUFFIX,                                                                            \
-        emb__embedding_backward_rows_##SUFFIX,                                              \
-        emb__row_norm2_f32_##SUFFIX,                                                        \
-        emb__row_norm_f32_##SUFFIX,                                                         \
-        emb__renorm_rows_f32_##SUFFIX,                                                      \
-        emb__lookup_rows_i64_##SUFFIX,                                                      \
-        emb__lookup_rows_i32_##SUFFIX,                                                      \
-        &emb__optim_kernels_##SUFFIX,                                                       \
-        &emb__bag_kernels_##SUFFIX,                                                         \
-        emb__score_tile_##SUFFIX,                                                           \
+#define EMB__TWIN_TABLE(SUFFIX)                                                                    \
+    static const emb__kernel_table kernels_##SUFFIX = {                                            \
+        #SUFFIX,                                                                                   \
+        emb__embedding_backward_rows_##SUFFIX,                                                     \
+        emb__row_norm2_f32_##SUFFIX,                                                               \
+        emb__row_norm_f32_##SUFFIX,                                                                \
+        emb__renorm_rows_f32_##SUFFIX,                                                             \
+        emb__lookup_rows_i64_##SUFFIX,                                                             \
+        emb__lookup_rows_i32_##SUFFIX,                                                             \
+        &emb__optim_kernels_##SUFFIX,                                                              \
+        &emb__bag_kernels_##SUFFIX,                                                                \
+        emb__score_tile_##SUFFIX,                                                                  \
     };
 EMB__TWIN_TABLE(avx2)
 EMB__TWIN_TABLE(avx512)
@@ -84,8 +84,7 @@ emb__log_softmax_kernels emb__log_softmax_pick(void) {
          emb__log_softmax_dim_bwd_ref, emb__vexp_ref, emb__vlog_ref, emb__sigmoid_ref, false},
 #if defined(EMB_HAVE_SLEEF)
         {emb__log_softmax_fwd_avx2, emb__log_softmax_bwd_avx2, emb__log_softmax_dim_fwd_avx2,
-         emb__log_softmax_dim_bwd_avx2, emb__vexp_avx2, emb__vlog_avx2, emb__sigmoid_avx2,
-         true},
+         emb__log_softmax_dim_bwd_avx2, emb__vexp_avx2, emb__vlog_avx2, emb__sigmoid_avx2, true},
 #endif
     };
     return k[emb__variant(TIER((int)(sizeof k / sizeof k[0])) - 1u)];

@@ -80,25 +80,24 @@ int emb__kernel_variants(const emb__kernel_table *const **out);
 
 #if EMB__X86 /* the build has the x86 twins (core/cpu.h) */
 /* The AVX2+FMA and AVX-512 twins (only ever called through emb__kernels()). */
-#define EMB__DECLARE_TWINS(SUFFIX)                                                          \
-    void emb__embedding_backward_rows_##SUFFIX(                                             \
-        float *grad_weight, const float *grad_output, int64_t dim, const int64_t *offsets,  \
-        const int64_t *order, int64_t row_begin, int64_t row_end, bool scale_by_freq,       \
-        bool overwrite, float *acc);                                                        \
-    float emb__row_norm2_f32_##SUFFIX(const float *x, int64_t n);                           \
-    float emb__row_norm_f32_##SUFFIX(const float *x, int64_t n, double p);                  \
-    void emb__renorm_rows_f32_##SUFFIX(float *weight, int64_t dim, const int64_t *rows,     \
-                                       int64_t begin, int64_t end, double max_norm,         \
-                                       double p);                                           \
-    void emb__lookup_rows_i64_##SUFFIX(float *out, const float *weight, int64_t dim,        \
-                                       const int64_t *idx, int64_t begin, int64_t end,      \
-                                       int prefetch);                                       \
-    void emb__lookup_rows_i32_##SUFFIX(float *out, const float *weight, int64_t dim,        \
-                                       const int32_t *idx, int64_t begin, int64_t end,      \
-                                       int prefetch);                                       \
-    extern const emb__optim_kernel_table emb__optim_kernels_##SUFFIX;                       \
-    extern const emb__bag_kernel_table emb__bag_kernels_##SUFFIX;                          \
-    void emb__score_tile_##SUFFIX(float *c, int64_t ldc, const float *q, int64_t nq,        \
+#define EMB__DECLARE_TWINS(SUFFIX)                                                                 \
+    void emb__embedding_backward_rows_##SUFFIX(                                                    \
+        float *grad_weight, const float *grad_output, int64_t dim, const int64_t *offsets,         \
+        const int64_t *order, int64_t row_begin, int64_t row_end, bool scale_by_freq,              \
+        bool overwrite, float *acc);                                                               \
+    float emb__row_norm2_f32_##SUFFIX(const float *x, int64_t n);                                  \
+    float emb__row_norm_f32_##SUFFIX(const float *x, int64_t n, double p);                         \
+    void emb__renorm_rows_f32_##SUFFIX(float *weight, int64_t dim, const int64_t *rows,            \
+                                       int64_t begin, int64_t end, double max_norm, double p);     \
+    void emb__lookup_rows_i64_##SUFFIX(float *out, const float *weight, int64_t dim,               \
+                                       const int64_t *idx, int64_t begin, int64_t end,             \
+                                       int prefetch);                                              \
+    void emb__lookup_rows_i32_##SUFFIX(float *out, const float *weight, int64_t dim,               \
+                                       const int32_t *idx, int64_t begin, int64_t end,             \
+                                       int prefetch);                                              \
+    extern const emb__optim_kernel_table emb__optim_kernels_##SUFFIX;                              \
+    extern const emb__bag_kernel_table emb__bag_kernels_##SUFFIX;                                  \
+    void emb__score_tile_##SUFFIX(float *c, int64_t ldc, const float *q, int64_t nq,               \
                                   const float *r, int64_t nr, int64_t d, float *scratch);
 EMB__DECLARE_TWINS(avx2)
 EMB__DECLARE_TWINS(avx512)

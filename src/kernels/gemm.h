@@ -18,8 +18,8 @@
  * (beta == 1: C + acc, one add), so the summation order is always p ascending and the
  * result never depends on tiling or on how rows are split between threads. */
 void emb__sgemm_ref(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                    float *c, int64_t ldc);
+                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                    int64_t ldc);
 
 /* The same product on rows [r0, r1) of C only (op(A) rows r0..r1). */
 void emb__sgemm_rows(bool trans_a, bool trans_b, int64_t r0, int64_t r1, int64_t n, int64_t k,

@@ -20,15 +20,18 @@ static inline float load_a(bool trans_a, const float *a, int64_t lda, int64_t i,
 
 static inline void store_c(float *c, float v, float alpha, float beta) {
     if (alpha != 1.0f) v = alpha * v;
-    if (beta == 0.0f) *c = v;
-    else if (beta == 1.0f) *c = *c + v;
-    else *c = v + beta * *c;
+    if (beta == 0.0f)
+        *c = v;
+    else if (beta == 1.0f)
+        *c = *c + v;
+    else
+        *c = v + beta * *c;
 }
 
 /* op(B) = B: B is [k, n], row p holds op(B)[p][0..n). */
 static void rows_nn(bool trans_a, int64_t r0, int64_t r1, int64_t n, int64_t k, float alpha,
-                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                    float *c, int64_t ldc) {
+                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                    int64_t ldc) {
     float acc[MR][NB];
     for (int64_t i0 = r0; i0 < r1; i0 += MR) {
         int64_t mr = r1 - i0 < MR ? r1 - i0 : MR;
@@ -54,8 +57,8 @@ static void rows_nn(bool trans_a, int64_t r0, int64_t r1, int64_t n, int64_t k, 
 
 /* op(B) = B^T: B is stored [n, k], so op(B)[p][j] = b[j*ldb + p]. */
 static void rows_nt(bool trans_a, int64_t r0, int64_t r1, int64_t n, int64_t k, float alpha,
-                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                    float *c, int64_t ldc) {
+                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                    int64_t ldc) {
     for (int64_t i0 = r0; i0 < r1; i0 += MR) {
         int64_t mr = r1 - i0 < MR ? r1 - i0 : MR;
         for (int64_t j0 = 0; j0 < n; j0 += NR) {
@@ -67,14 +70,22 @@ static void rows_nt(bool trans_a, int64_t r0, int64_t r1, int64_t n, int64_t k, 
                 for (int64_t p = 0; p < k; p++) {
                     float x0 = a0[p], x1 = a1[p], x2 = a2[p], x3 = a3[p];
                     float y0 = b0[p], y1 = b1[p], y2 = b2[p], y3 = b3[p];
-                    acc[0][0] = acc[0][0] + x0 * y0; acc[0][1] = acc[0][1] + x0 * y1;
-                    acc[0][2] = acc[0][2] + x0 * y2; acc[0][3] = acc[0][3] + x0 * y3;
-                    acc[1][0] = acc[1][0] + x1 * y0; acc[1][1] = acc[1][1] + x1 * y1;
-                    acc[1][2] = acc[1][2] + x1 * y2; acc[1][3] = acc[1][3] + x1 * y3;
-                    acc[2][0] = acc[2][0] + x2 * y0; acc[2][1] = acc[2][1] + x2 * y1;
-                    acc[2][2] = acc[2][2] + x2 * y2; acc[2][3] = acc[2][3] + x2 * y3;
-                    acc[3][0] = acc[3][0] + x3 * y0; acc[3][1] = acc[3][1] + x3 * y1;
-                    acc[3][2] = acc[3][2] + x3 * y2; acc[3][3] = acc[3][3] + x3 * y3;
+                    acc[0][0] = acc[0][0] + x0 * y0;
+                    acc[0][1] = acc[0][1] + x0 * y1;
+                    acc[0][2] = acc[0][2] + x0 * y2;
+                    acc[0][3] = acc[0][3] + x0 * y3;
+                    acc[1][0] = acc[1][0] + x1 * y0;
+                    acc[1][1] = acc[1][1] + x1 * y1;
+                    acc[1][2] = acc[1][2] + x1 * y2;
+                    acc[1][3] = acc[1][3] + x1 * y3;
+                    acc[2][0] = acc[2][0] + x2 * y0;
+                    acc[2][1] = acc[2][1] + x2 * y1;
+                    acc[2][2] = acc[2][2] + x2 * y2;
+                    acc[2][3] = acc[2][3] + x2 * y3;
+                    acc[3][0] = acc[3][0] + x3 * y0;
+                    acc[3][1] = acc[3][1] + x3 * y1;
+                    acc[3][2] = acc[3][2] + x3 * y2;
+                    acc[3][3] = acc[3][3] + x3 * y3;
                 }
             } else {
                 for (int64_t p = 0; p < k; p++)
@@ -96,13 +107,15 @@ void emb__sgemm_rows(bool trans_a, bool trans_b, int64_t r0, int64_t r1, int64_t
                      float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                      float beta, float *c, int64_t ldc) {
     if (r1 <= r0 || n <= 0) return;
-    if (trans_b) rows_nt(trans_a, r0, r1, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    else rows_nn(trans_a, r0, r1, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (trans_b)
+        rows_nt(trans_a, r0, r1, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else
+        rows_nn(trans_a, r0, r1, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void emb__sgemm_ref(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                    float *c, int64_t ldc) {
+                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                    int64_t ldc) {
     emb__sgemm_rows(trans_a, trans_b, 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -128,12 +141,23 @@ bool emb__sgemm_cblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
         return true;
     }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
-                b, (int)ldb, beta, c, (int)ldc);
+                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+                (int)ldb, beta, c, (int)ldc);
     return true;
 #else
-    (void)trans_a; (void)trans_b; (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)lda;
-    (void)b; (void)ldb; (void)beta; (void)c; (void)ldc;
+    (void)trans_a;
+    (void)trans_b;
+    (void)m;
+    (void)n;
+    (void)k;
+    (void)alpha;
+    (void)a;
+    (void)lda;
+    (void)b;
+    (void)ldb;
+    (void)beta;
+    (void)c;
+    (void)ldc;
     return false;
 #endif
 }
@@ -144,7 +168,10 @@ bool emb__sdot_cblas(int64_t n, const float *x, const float *y, float *dot) {
     *dot = n > 0 ? cblas_sdot((int)n, x, 1, y, 1) : 0.0f;
     return true;
 #else
-    (void)n; (void)x; (void)y; (void)dot;
+    (void)n;
+    (void)x;
+    (void)y;
+    (void)dot;
     return false;
 #endif
 }
@@ -157,12 +184,23 @@ bool emb__sgemm_cblas_colmajor(bool trans_a, bool trans_b, int64_t m, int64_t n,
         ldc > INT_MAX)
         return false;
     cblas_sgemm(CblasColMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
-                b, (int)ldb, beta, c, (int)ldc);
+                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+                (int)ldb, beta, c, (int)ldc);
     return true;
 #else
-    (void)trans_a; (void)trans_b; (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)lda;
-    (void)b; (void)ldb; (void)beta; (void)c; (void)ldc;
+    (void)trans_a;
+    (void)trans_b;
+    (void)m;
+    (void)n;
+    (void)k;
+    (void)alpha;
+    (void)a;
+    (void)lda;
+    (void)b;
+    (void)ldb;
+    (void)beta;
+    (void)c;
+    (void)ldc;
     return false;
 #endif
 }

@@ -3,8 +3,8 @@
  * Plain functions over raw arrays. The _ref kernels are declared here; their AVX2+FMA and
  * AVX-512 twins, and the choice between them, are in dispatch.h. They never validate and
  * never allocate: the module in src/nn/embedding.c checks every index and shape once, then
- * calls these on position or row ranges (and owns the threading). Numerics are PyTorch 1.13's (docs/semantics.md
- * §4, §5).
+ * calls these on position or row ranges (and owns the threading). Numerics are PyTorch 1.13's
+ * (docs/semantics.md §4, §5).
  */
 #ifndef EMB_LOOKUP_H
 #define EMB_LOOKUP_H
@@ -46,7 +46,7 @@ typedef float (*emb__row_norm2_fn)(const float *x, int64_t n);
  * each distinct row once); distinct rows make disjoint ranges safe to run in parallel. */
 void emb__renorm_rows_f32_ref(float *weight, int64_t dim, const int64_t *rows, int64_t begin,
                               int64_t end, double max_norm, double p);
-typedef void (*emb__renorm_rows_fn)(float *weight, int64_t dim, const int64_t *rows,
-                                    int64_t begin, int64_t end, double max_norm, double p);
+typedef void (*emb__renorm_rows_fn)(float *weight, int64_t dim, const int64_t *rows, int64_t begin,
+                                    int64_t end, double max_norm, double p);
 
 #endif /* EMB_LOOKUP_H */

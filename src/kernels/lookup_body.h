@@ -26,7 +26,9 @@ EMB__LOOKUP_INLINE void prefetch_row(const float *weight, int64_t dim, int64_t r
     if (bytes > 2048) bytes = 2048;
     for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 3);
 #else
-    (void)weight; (void)dim; (void)row;
+    (void)weight;
+    (void)dim;
+    (void)row;
 #endif
 }
 
@@ -48,35 +50,33 @@ EMB__LOOKUP_INLINE void copy_row(float *dst, const float *src, size_t row_bytes,
 
 /* The gather out[i] = weight[idx[i]] for i in [begin, end), the same loop for both index
  * types; `small` is hoisted so each loop is specialised. */
-#define EMB__LOOKUP_LOOP(small)                                                            \
-    do {                                                                                   \
-        int64_t i = begin;                                                                 \
-        if (prefetch > 0) {                                                                \
-            for (int64_t pf_end = end - prefetch; i < pf_end; i++) {                       \
-                prefetch_row(weight, dim, (int64_t)idx[i + prefetch]);                     \
-                copy_row(out + i * dim, weight + (int64_t)idx[i] * dim, row_bytes, small); \
-            }                                                                              \
-        }                                                                                  \
-        for (; i < end; i++)                                                               \
-            copy_row(out + i * dim, weight + (int64_t)idx[i] * dim, row_bytes, small);     \
+#define EMB__LOOKUP_LOOP(small)                                                                    \
+    do {                                                                                           \
+        int64_t i = begin;                                                                         \
+        if (prefetch > 0) {                                                                        \
+            for (int64_t pf_end = end - prefetch; i < pf_end; i++) {                               \
+                prefetch_row(weight, dim, (int64_t)idx[i + prefetch]);                             \
+                copy_row(out + i * dim, weight + (int64_t)idx[i] * dim, row_bytes, small);         \
+            }                                                                                      \
+        }                                                                                          \
+        for (; i < end; i++)                                                                       \
+            copy_row(out + i * dim, weight + (int64_t)idx[i] * dim, row_bytes, small);             \
     } while (0)
 
-#define EMB__LOOKUP_BODY                                                                   \
-    const size_t row_bytes = (size_t)dim * sizeof(float);                                  \
-    if (row_bytes % 16 == 0 && row_bytes <= 256)                                           \
-        EMB__LOOKUP_LOOP(1);                                                               \
-    else                                                                                   \
+#define EMB__LOOKUP_BODY                                                                           \
+    const size_t row_bytes = (size_t)dim * sizeof(float);                                          \
+    if (row_bytes % 16 == 0 && row_bytes <= 256)                                                   \
+        EMB__LOOKUP_LOOP(1);                                                                       \
+    else                                                                                           \
         EMB__LOOKUP_LOOP(0);
 
 EMB__LOOKUP_INLINE void lookup_rows_i64_body(float *out, const float *weight, int64_t dim,
                                              const int64_t *idx, int64_t begin, int64_t end,
-                                             int prefetch) {
-    EMB__LOOKUP_BODY
-}
+                                             int prefetch){EMB__LOOKUP_BODY}
 
-EMB__LOOKUP_INLINE void lookup_rows_i32_body(float *out, const float *weight, int64_t dim,
-                                             const int32_t *idx, int64_t begin, int64_t end,
-                                             int prefetch) {
+EMB__LOOKUP_INLINE
+    void lookup_rows_i32_body(float *out, const float *weight, int64_t dim, const int32_t *idx,
+                              int64_t begin, int64_t end, int prefetch) {
     EMB__LOOKUP_BODY
 }
 
@@ -141,8 +141,7 @@ EMB__LOOKUP_INLINE float row_norm_body(const float *x, int64_t n, double p) {
 }
 
 EMB__LOOKUP_INLINE void renorm_rows_body(float *weight, int64_t dim, const int64_t *rows,
-                                         int64_t begin, int64_t end, double max_norm,
-                                         double p) {
+                                         int64_t begin, int64_t end, double max_norm, double p) {
     for (int64_t k = begin; k < end; k++) {
         float *row = weight + rows[k] * dim;
         double norm = (double)row_norm_body(row, dim, p);
@@ -154,27 +153,27 @@ EMB__LOOKUP_INLINE void renorm_rows_body(float *weight, int64_t dim, const int64
 }
 
 /* The twins for one target (lookup_avx2.c, lookup_avx512.c). */
-#define EMB__LOOKUP_INSTANTIATE(SUFFIX, ATTR)                                               \
-    ATTR void emb__lookup_rows_i64_##SUFFIX(float *out, const float *weight, int64_t dim,    \
-                                            const int64_t *idx, int64_t begin, int64_t end, \
-                                            int prefetch) {                                 \
-        lookup_rows_i64_body(out, weight, dim, idx, begin, end, prefetch);                  \
-    }                                                                                       \
-    ATTR void emb__lookup_rows_i32_##SUFFIX(float *out, const float *weight, int64_t dim,    \
-                                            const int32_t *idx, int64_t begin, int64_t end, \
-                                            int prefetch) {                                 \
-        lookup_rows_i32_body(out, weight, dim, idx, begin, end, prefetch);                  \
-    }                                                                                       \
-    ATTR float emb__row_norm2_f32_##SUFFIX(const float *x, int64_t n) {                     \
-        return row_norm2_body(x, n);                                                        \
-    }                                                                                       \
-    ATTR float emb__row_norm_f32_##SUFFIX(const float *x, int64_t n, double p) {            \
-        return row_norm_body(x, n, p);                                                      \
-    }                                                                                       \
-    ATTR void emb__renorm_rows_f32_##SUFFIX(float *weight, int64_t dim, const int64_t *rows, \
-                                            int64_t begin, int64_t end, double max_norm,    \
-                                            double p) {                                     \
-        renorm_rows_body(weight, dim, rows, begin, end, max_norm, p);                       \
+#define EMB__LOOKUP_INSTANTIATE(SUFFIX, ATTR)                                                      \
+    ATTR void emb__lookup_rows_i64_##SUFFIX(float *out, const float *weight, int64_t dim,          \
+                                            const int64_t *idx, int64_t begin, int64_t end,        \
+                                            int prefetch) {                                        \
+        lookup_rows_i64_body(out, weight, dim, idx, begin, end, prefetch);                         \
+    }                                                                                              \
+    ATTR void emb__lookup_rows_i32_##SUFFIX(float *out, const float *weight, int64_t dim,          \
+                                            const int32_t *idx, int64_t begin, int64_t end,        \
+                                            int prefetch) {                                        \
+        lookup_rows_i32_body(out, weight, dim, idx, begin, end, prefetch);                         \
+    }                                                                                              \
+    ATTR float emb__row_norm2_f32_##SUFFIX(const float *x, int64_t n) {                            \
+        return row_norm2_body(x, n);                                                               \
+    }                                                                                              \
+    ATTR float emb__row_norm_f32_##SUFFIX(const float *x, int64_t n, double p) {                   \
+        return row_norm_body(x, n, p);                                                             \
+    }                                                                                              \
+    ATTR void emb__renorm_rows_f32_##SUFFIX(float *weight, int64_t dim, const int64_t *rows,       \
+                                            int64_t begin, int64_t end, double max_norm,           \
+                                            double p) {                                            \
+        renorm_rows_body(weight, dim, rows, begin, end, max_norm, p);                              \
     }
 
 #endif /* EMB_LOOKUP_BODY_H */

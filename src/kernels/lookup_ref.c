@@ -16,7 +16,9 @@ void emb__lookup_rows_i32(float *out, const float *weight, int64_t dim, const in
     lookup_rows_i32_body(out, weight, dim, idx, begin, end, prefetch);
 }
 
-float emb__row_norm2_f32_ref(const float *x, int64_t n) { return row_norm2_body(x, n); }
+float emb__row_norm2_f32_ref(const float *x, int64_t n) {
+    return row_norm2_body(x, n);
+}
 
 float emb__row_norm_f32_ref(const float *x, int64_t n, double p) {
     return row_norm_body(x, n, p);

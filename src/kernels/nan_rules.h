@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define EMB__QUIET_BIT 0x00400000u
+#define EMB__QUIET_BIT   0x00400000u
 #define EMB__DEFAULT_NAN 0xffc00000u /* x86's "real indefinite" */
 
 static inline uint32_t emb__f2u(float x) {
@@ -38,7 +38,7 @@ static inline float emb__u2f(uint32_t u) {
  * if it is a NaN, else b quieted if it is one, else the default NaN (the operation itself
  * was invalid). */
 static inline float emb__nan_of2(float a, float b) {
-    const uint32_t u = a != a ? emb__f2u(a) | EMB__QUIET_BIT
+    const uint32_t u = a != a   ? emb__f2u(a) | EMB__QUIET_BIT
                        : b != b ? emb__f2u(b) | EMB__QUIET_BIT
                                 : EMB__DEFAULT_NAN;
     return emb__u2f(u);

@@ -95,8 +95,7 @@ typedef struct emb__sparse_adam_args {
 typedef struct emb__optim_kernel_table {
     /* Dense steps over n elements (vmax may be NULL without amsgrad; buf NULL without
      * momentum). */
-    void (*sgd_dense)(float *p, const float *g, float *buf, int64_t n,
-                      const emb__sgd_args *a);
+    void (*sgd_dense)(float *p, const float *g, float *buf, int64_t n, const emb__sgd_args *a);
     void (*adagrad_dense)(float *p, const float *g, float *sum, int64_t n,
                           const emb__adagrad_args *a);
     void (*adam_dense)(float *p, const float *g, float *m, float *v, float *vmax, int64_t n,
@@ -120,8 +119,8 @@ typedef struct emb__optim_kernel_table {
     /* One entry of the merge of two sparse tensors (PyTorch's add of uncoalesced COO
      * tensors): r = 0.0f + t_sign * t when t is non-NULL (else +0), then
      * r = fmaf(s, s_alpha, r) when s is non-NULL. */
-    void (*merge_entry)(float *r, const float *t, float t_sign, const float *s,
-                        float s_alpha, int64_t n);
+    void (*merge_entry)(float *r, const float *t, float t_sign, const float *s, float s_alpha,
+                        int64_t n);
 } emb__optim_kernel_table;
 
 /* The scalar reference table (always built). */

@@ -52,16 +52,16 @@ typedef struct emb__qkernel_table {
                    const void *idx, bool i32, int64_t p0, int64_t p1, bool touch);
     /* Sum / mean of bags [b0, b1) into out rows b (docs/quantization.md has the recipe);
      * tmp: dim floats of scratch. */
-    void (*pool)(int qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
-                 const void *idx, bool i32, const int64_t *starts, int64_t b0, int64_t b1,
-                 const float *psw, int64_t pad, bool mean, float *tmp, bool touch);
+    void (*pool)(int qt, float *out, const uint8_t *base, int64_t rb, int64_t dim, const void *idx,
+                 bool i32, const int64_t *starts, int64_t b0, int64_t b1, const float *psw,
+                 int64_t pad, bool mean, float *tmp, bool touch);
     /* Max of bags [b0, b1) (emb__bag_max_ref's rules on the dequantized rows). */
-    void (*max)(int qt, float *out, int64_t *max_idx, const uint8_t *base, int64_t rb,
-                int64_t dim, const void *idx, bool i32, const int64_t *starts, int64_t b0,
-                int64_t b1, int64_t pad, float *tmp, bool touch);
+    void (*max)(int qt, float *out, int64_t *max_idx, const uint8_t *base, int64_t rb, int64_t dim,
+                const void *idx, bool i32, const int64_t *starts, int64_t b0, int64_t b1,
+                int64_t pad, float *tmp, bool touch);
     /* Rows [r0, r1) dequantized to out [(r1 - r0), dim]. */
-    void (*rows)(int qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
-                 int64_t r0, int64_t r1);
+    void (*rows)(int qt, float *out, const uint8_t *base, int64_t rb, int64_t dim, int64_t r0,
+                 int64_t r1);
 } emb__qkernel_table;
 
 extern const emb__qkernel_table emb__qkernels_ref;

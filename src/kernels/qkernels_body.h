@@ -28,34 +28,34 @@ static inline QK_ATTR int64_t QK(index_at)(const void *idx, bool i32, int64_t p)
 /* A macro, not a function: GCC deems a function that only prefetches free of effects and
  * deletes its calls. The first 512 bytes of the row and its last byte (int8/int4 keep the
  * scale and bias there). */
-#define QK_PREFETCH(base, rb, idx, i32, p)                                                \
-    do {                                                                                 \
-        const uint8_t *row_ = (base) + QK(index_at)((idx), (i32), (p)) * (rb);           \
-        const int64_t span_ = (rb) < 512 ? (rb) : 512;                                   \
-        for (int64_t o_ = 0; o_ < span_; o_ += 64) __builtin_prefetch(row_ + o_);         \
-        __builtin_prefetch(row_ + (rb) - 1);                                             \
+#define QK_PREFETCH(base, rb, idx, i32, p)                                                         \
+    do {                                                                                           \
+        const uint8_t *row_ = (base) + QK(index_at)((idx), (i32), (p)) * (rb);                     \
+        const int64_t span_ = (rb) < 512 ? (rb) : 512;                                             \
+        for (int64_t o_ = 0; o_ < span_; o_ += 64) __builtin_prefetch(row_ + o_);                  \
+        __builtin_prefetch(row_ + (rb)-1);                                                         \
     } while (0)
 
 /* One load of the row's first and last byte, kept by the volatile access. */
-#define QK_TOUCH(base, rb, idx, i32, p)                                                   \
-    do {                                                                                 \
-        const volatile uint8_t *row_ =                                                   \
-            (const volatile uint8_t *)((base) + QK(index_at)((idx), (i32), (p)) * (rb)); \
-        (void)row_[0];                                                                   \
-        (void)row_[(rb) - 1];                                                            \
+#define QK_TOUCH(base, rb, idx, i32, p)                                                            \
+    do {                                                                                           \
+        const volatile uint8_t *row_ =                                                             \
+            (const volatile uint8_t *)((base) + QK(index_at)((idx), (i32), (p)) * (rb));           \
+        (void)row_[0];                                                                             \
+        (void)row_[(rb)-1];                                                                        \
     } while (0)
 
 /* What runs ahead of position p of a range ending at pend. With touch, every
  * QK_TOUCH_DIST positions the rows of the next block are loaded in one burst: the loads are
  * independent, so their misses are in flight together (one load per row ahead, spread
  * out, would hold up the decoding of each row behind it, one miss at a time). */
-#define QK_AHEAD(base, rb, idx, i32, p, pend, touch)                                      \
-    do {                                                                                 \
-        if ((p) + QK_PF_DIST < (pend)) QK_PREFETCH(base, rb, idx, i32, (p) + QK_PF_DIST); \
-        if ((touch) && (p) % QK_TOUCH_DIST == 0)                                         \
-            for (int64_t t_ = (p) + QK_TOUCH_DIST;                                       \
-                 t_ < (p) + 2 * QK_TOUCH_DIST && t_ < (pend); t_++)                      \
-                QK_TOUCH(base, rb, idx, i32, t_);                                        \
+#define QK_AHEAD(base, rb, idx, i32, p, pend, touch)                                               \
+    do {                                                                                           \
+        if ((p) + QK_PF_DIST < (pend)) QK_PREFETCH(base, rb, idx, i32, (p) + QK_PF_DIST);          \
+        if ((touch) && (p) % QK_TOUCH_DIST == 0)                                                   \
+            for (int64_t t_ = (p) + QK_TOUCH_DIST; t_ < (p) + 2 * QK_TOUCH_DIST && t_ < (pend);    \
+                 t_++)                                                                             \
+                QK_TOUCH(base, rb, idx, i32, t_);                                                  \
     } while (0)
 
 static inline QK_ATTR void QK(bf16)(float *dst, const uint8_t *src, int64_t n) {
@@ -69,13 +69,13 @@ static inline QK_ATTR void QK(bf16)(float *dst, const uint8_t *src, int64_t n) {
  * The product of a float and a code below 256 is exact in double, so this is also
  * fma((double)s, code, (double)(acc + b)) rounded to float, what PyTorch computes. */
 static inline QK_ATTR void QK(acc_int8)(float *acc, const uint8_t *row, int64_t dim, float s,
-                                float b) {
+                                        float b) {
     const double sd = (double)s;
     for (int64_t j = 0; j < dim; j++) acc[j] = (float)(sd * (double)row[j] + (double)(acc[j] + b));
 }
 
 static inline QK_ATTR void QK(acc_int4)(float *acc, const uint8_t *row, int64_t dim, float s,
-                                float b) {
+                                        float b) {
     const double sd = (double)s;
     const int64_t pairs = dim / 2;
     for (int64_t k = 0; k < pairs; k++) {
@@ -91,23 +91,31 @@ static inline QK_ATTR void QK(acc_int4)(float *acc, const uint8_t *row, int64_t 
  * for int8/int4. */
 static QK_ATTR void QK(decode)(int qt, float *out, const uint8_t *row, int64_t dim) {
     switch (qt) {
-    case EMB__QT_F32: memcpy(out, row, (size_t)dim * 4); return;
-    case EMB__QT_F16: QK_F16(out, row, dim); return;
-    case EMB__QT_BF16: QK(bf16)(out, row, dim); return;
+    case EMB__QT_F32:
+        memcpy(out, row, (size_t)dim * 4);
+        return;
+    case EMB__QT_F16:
+        QK_F16(out, row, dim);
+        return;
+    case EMB__QT_BF16:
+        QK(bf16)(out, row, dim);
+        return;
     case EMB__QT_INT8:
     case EMB__QT_INT4: {
         float s, b;
         emb__q_scale_bias(qt, row, dim, &s, &b);
         memset(out, 0, (size_t)dim * 4);
-        if (qt == EMB__QT_INT8) QK(acc_int8)(out, row, dim, s, b);
-        else QK(acc_int4)(out, row, dim, s, b);
+        if (qt == EMB__QT_INT8)
+            QK(acc_int8)(out, row, dim, s, b);
+        else
+            QK(acc_int4)(out, row, dim, s, b);
         return;
     }
     }
 }
 
 static QK_ATTR void QK(lookup)(int qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
-                       const void *idx, bool i32, int64_t p0, int64_t p1, bool touch) {
+                               const void *idx, bool i32, int64_t p0, int64_t p1, bool touch) {
     for (int64_t p = p0; p < p1; p++) {
         QK_AHEAD(base, rb, idx, i32, p, p1, touch);
         QK(decode)(qt, out + p * dim, base + QK(index_at)(idx, i32, p) * rb, dim);
@@ -115,7 +123,7 @@ static QK_ATTR void QK(lookup)(int qt, float *out, const uint8_t *base, int64_t 
 }
 
 static QK_ATTR void QK(rows)(int qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
-                     int64_t r0, int64_t r1) {
+                             int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) QK(decode)(qt, out + (r - r0) * dim, base + r * rb, dim);
 }
 
@@ -123,8 +131,9 @@ static QK_ATTR void QK(rows)(int qt, float *out, const uint8_t *base, int64_t rb
  *   no psw: acc + w; psw without padding: fmaf(p, w, acc); psw with padding: acc + w * p.
  * int8/int4: the quantized accumulation with s = p * scale, b = p * bias. */
 static QK_ATTR void QK(pool)(int qt, float *out, const uint8_t *base, int64_t rb, int64_t dim,
-                     const void *idx, bool i32, const int64_t *starts, int64_t b0, int64_t b1,
-                     const float *psw, int64_t pad, bool mean, float *tmp, bool touch) {
+                             const void *idx, bool i32, const int64_t *starts, int64_t b0,
+                             int64_t b1, const float *psw, int64_t pad, bool mean, float *tmp,
+                             bool touch) {
     const bool quant = qt == EMB__QT_INT8 || qt == EMB__QT_INT4;
     const int64_t pend = starts[b1];
     for (int64_t bag = b0; bag < b1; bag++) {
@@ -144,8 +153,10 @@ static QK_ATTR void QK(pool)(int qt, float *out, const uint8_t *base, int64_t rb
                     s = psw[p] * s;
                     b = psw[p] * b;
                 }
-                if (qt == EMB__QT_INT8) QK(acc_int8)(acc, row, dim, s, b);
-                else QK(acc_int4)(acc, row, dim, s, b);
+                if (qt == EMB__QT_INT8)
+                    QK(acc_int8)(acc, row, dim, s, b);
+                else
+                    QK(acc_int4)(acc, row, dim, s, b);
                 continue;
             }
             const float *w = (const float *)(const void *)row;
@@ -170,9 +181,9 @@ static QK_ATTR void QK(pool)(int qt, float *out, const uint8_t *base, int64_t rb
     }
 }
 
-static QK_ATTR void QK(max)(int qt, float *out, int64_t *max_idx, const uint8_t *base,
-                    int64_t rb, int64_t dim, const void *idx, bool i32, const int64_t *starts,
-                    int64_t b0, int64_t b1, int64_t pad, float *tmp, bool touch) {
+static QK_ATTR void QK(max)(int qt, float *out, int64_t *max_idx, const uint8_t *base, int64_t rb,
+                            int64_t dim, const void *idx, bool i32, const int64_t *starts,
+                            int64_t b0, int64_t b1, int64_t pad, float *tmp, bool touch) {
     const int64_t pend = starts[b1];
     for (int64_t bag = b0; bag < b1; bag++) {
         float *o = out + bag * dim;

@@ -4,7 +4,7 @@
 #include <math.h>
 
 #define QK(name) emb__qk_ref_##name
-#define QK_NAME "ref"
+#define QK_NAME  "ref"
 #define QK_ATTR
 #define emb__qk_ref_table emb__qkernels_ref
 

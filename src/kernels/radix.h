@@ -18,6 +18,8 @@
 uint64_t *emb__radix_sort_u64(uint64_t *keys, uint64_t *tmp, int64_t n, int lo_bit, int hi_bit);
 
 /* The number of bits needed to write x (0 for 0). */
-static inline int emb__bit_width_u64(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
+static inline int emb__bit_width_u64(uint64_t x) {
+    return x ? 64 - __builtin_clzll(x) : 0;
+}
 
 #endif /* EMB_RADIX_H */

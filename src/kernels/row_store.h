@@ -27,9 +27,8 @@ enum { ROW_ADD = 0, ROW_SET = 1, ROW_STREAM = 2 };
  * in cache for whoever reads it next (docs/PERFORMANCE.md, "Tuning constants"). */
 #define EMB__STREAM_MIN_FLOATS ((int64_t)1 << 20)
 
-static inline __attribute__((always_inline)) void store_row(float *restrict w,
-                                                            const float *restrict a,
-                                                            int64_t n, int how) {
+static inline __attribute__((always_inline)) void
+store_row(float *restrict w, const float *restrict a, int64_t n, int how) {
     if (how == ROW_ADD) {
         for (int64_t d = 0; d < n; d++) w[d] = w[d] + a[d];
         return;
@@ -50,8 +49,7 @@ static inline __attribute__((always_inline)) void store_row(float *restrict w,
  * sum's NaN where both are NaN; where only one is, any order of the add gives that one, and
  * where neither is, the default NaN of an invalid add. So after store_row, only the columns
  * where a is NaN need a's NaN (a is quiet: a computed NaN). */
-static inline void store_row_nan(float *restrict w, const float *restrict a, int64_t n,
-                                 int how) {
+static inline void store_row_nan(float *restrict w, const float *restrict a, int64_t n, int how) {
     store_row(w, a, n, how);
     for (int64_t d = 0; d < n; d++)
         if (a[d] != a[d]) w[d] = emb__nan_of2(a[d], a[d]);
@@ -76,9 +74,8 @@ static inline __attribute__((always_inline)) void zero_rows(float *grad_weight, 
 
 /* The store mode for `rows` rows of width dim starting at grad_weight: ROW_ADD unless
  * overwriting; then ROW_STREAM for whole cache lines of a large enough range, else ROW_SET. */
-static inline __attribute__((always_inline)) int row_store_mode(const float *grad_weight,
-                                                                int64_t dim, int64_t rows,
-                                                                bool overwrite) {
+static inline __attribute__((always_inline)) int
+row_store_mode(const float *grad_weight, int64_t dim, int64_t rows, bool overwrite) {
     if (!overwrite) return ROW_ADD;
 #if EMB__HAVE_STREAM
     if (dim % 16 == 0 && (uintptr_t)grad_weight % 64 == 0 && rows * dim >= EMB__STREAM_MIN_FLOATS)

@@ -29,7 +29,7 @@
  * panel: they size the scratch. */
 #define EMB__SCORE_MR_MAX 8
 #define EMB__SCORE_NR_MAX 48
-#define EMB__SCORE_KC 256
+#define EMB__SCORE_KC     256
 
 /* Floats of scratch the kernels need for nq queries of d elements: the queries packed in
  * groups of up to MR_MAX, one packed panel of up to NR_MAX rows and KC elements, and the

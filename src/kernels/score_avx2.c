@@ -6,16 +6,16 @@
 #if EMB__X86
 #include <immintrin.h>
 
-#define SCORE_NAME emb__score_tile_avx2
-#define SCORE_ATTR EMB__TARGET_AVX2
-#define SCORE_V __m256
-#define SCORE_W 8
-#define SCORE_ZERO() _mm256_setzero_ps()
-#define SCORE_LOAD(p) _mm256_loadu_ps(p)
-#define SCORE_BCAST(p) _mm256_broadcast_ss(p)
+#define SCORE_NAME         emb__score_tile_avx2
+#define SCORE_ATTR         EMB__TARGET_AVX2
+#define SCORE_V            __m256
+#define SCORE_W            8
+#define SCORE_ZERO()       _mm256_setzero_ps()
+#define SCORE_LOAD(p)      _mm256_loadu_ps(p)
+#define SCORE_BCAST(p)     _mm256_broadcast_ss(p)
 #define SCORE_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define SCORE_STORE(p, v) _mm256_storeu_ps(p, v)
-#define SCORE_MR 4
-#define SCORE_NV 3
+#define SCORE_STORE(p, v)  _mm256_storeu_ps(p, v)
+#define SCORE_MR           4
+#define SCORE_NV           3
 #include "score_body.h"
 #endif

@@ -26,9 +26,10 @@ _Static_assert(SCORE_MR <= EMB__SCORE_MR_MAX && SCORE_NR <= EMB__SCORE_NR_MAX,
                "register block larger than the scratch allows");
 
 /* cb [MR][NR] (+)= qp [kc][MR] x rp [kc][NR], lane by lane; first: start from +0.0. */
-static inline __attribute__((always_inline)) SCORE_ATTR void
-score_micro(float *restrict cb, const float *restrict qp, const float *restrict rp, int64_t kc,
-            int first) {
+static inline __attribute__((always_inline)) SCORE_ATTR void score_micro(float *restrict cb,
+                                                                         const float *restrict qp,
+                                                                         const float *restrict rp,
+                                                                         int64_t kc, int first) {
     SCORE_V acc[SCORE_MR][SCORE_NV];
 #pragma GCC unroll 8
     for (int i = 0; i < SCORE_MR; i++)
@@ -62,8 +63,8 @@ SCORE_ATTR void SCORE_NAME(float *c, int64_t ldc, const float *q, int64_t nq, co
         return;
     }
     const int64_t ng = (nq + SCORE_MR - 1) / SCORE_MR;
-    float *restrict qp = scratch;                           /* [ng][d][MR] */
-    float *restrict rp = qp + ng * SCORE_MR * d;            /* [KC][NR] */
+    float *restrict qp = scratch;                                /* [ng][d][MR] */
+    float *restrict rp = qp + ng * SCORE_MR * d;                 /* [KC][NR] */
     float *restrict cb = rp + (int64_t)EMB__SCORE_KC * SCORE_NR; /* [ng][MR][NR] */
     for (int64_t g = 0; g < ng; g++)
         for (int i = 0; i < SCORE_MR; i++) {
@@ -88,11 +89,12 @@ SCORE_ATTR void SCORE_NAME(float *c, int64_t ldc, const float *q, int64_t nq, co
                 }
             }
             for (int64_t g = 0; g < ng; g++)
-                score_micro(cb + g * SCORE_MR * SCORE_NR, qp + g * SCORE_MR * d + k0 * SCORE_MR,
-                            rp, kc, k0 == 0);
+                score_micro(cb + g * SCORE_MR * SCORE_NR, qp + g * SCORE_MR * d + k0 * SCORE_MR, rp,
+                            kc, k0 == 0);
         }
         for (int64_t i = 0; i < nq; i++) {
-            const float *src = cb + (i / SCORE_MR) * SCORE_MR * SCORE_NR + (i % SCORE_MR) * SCORE_NR;
+            const float *src =
+                cb + (i / SCORE_MR) * SCORE_MR * SCORE_NR + (i % SCORE_MR) * SCORE_NR;
             float *dst = c + i * ldc + j0;
             for (int64_t jj = 0; jj < nj; jj++) dst[jj] = src[jj];
         }

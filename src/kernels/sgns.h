@@ -21,7 +21,7 @@
  * others read a table of EMB__SGNS_TABLE + 1 entries (the largest float below MAX_EXP
  * indexes the last one, as in the word2vec tool, whose table has one entry more than it
  * fills). A NaN score reads nothing. */
-#define EMB__SGNS_TABLE 1000
+#define EMB__SGNS_TABLE   1000
 #define EMB__SGNS_MAX_EXP 6
 
 /* One training example with shared negatives (the mini-batched form of Ji et al. 2016):
@@ -43,9 +43,9 @@
  * interleave (Hogwild), which changes results only by the interleaving.
  * Returns false when a score x . y was NaN or infinite (the vectors have diverged; a NaN
  * score updates nothing): the caller stops training. */
-typedef bool (*emb__sgns_step_fn)(float *syn0, float *syn1, int64_t dim, const int32_t *ctx,
-                                  int m, const int32_t *tgt, int n, float alpha, bool cbow,
-                                  bool cbow_mean, const float *sigmoid, float *scratch);
+typedef bool (*emb__sgns_step_fn)(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
+                                  const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
+                                  const float *sigmoid, float *scratch);
 
 bool emb__sgns_step_ref(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
                         const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,

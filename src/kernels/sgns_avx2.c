@@ -77,7 +77,7 @@ EMB__TARGET_AVX2 static inline void sgns_dots(const float *x, const float *const
 }
 
 #define EMB__SGNS_PAIR_BATCHED 1
-#define EMB__SGNS_PAIR_MAX 16
+#define EMB__SGNS_PAIR_MAX     16
 static bool sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
                               const float *sigmoid, float *e_out);
 
@@ -92,9 +92,8 @@ static bool sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, 
  * e_out (CBOW, which adds it to every context row): per element, the operations of the
  * in-place loop in the same order, so the same bits, with the targets' rows fetched and
  * scored side by side (sgns_dot3) instead of one after another. */
-EMB__TARGET_AVX2 static bool sgns_pair_batched(float *x, float *const *rows, int t,
-                                                int64_t dim, float alpha,
-                                                const float *sigmoid, float *e_out) {
+EMB__TARGET_AVX2 static bool sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim,
+                                               float alpha, const float *sigmoid, float *e_out) {
     float g[EMB__SGNS_PAIR_MAX + 2];
     __m256 gv[EMB__SGNS_PAIR_MAX];
     bool finite = true;

@@ -10,7 +10,8 @@
  * is NaN (which fails both saturation tests, and whose conversion to an index is undefined)
  * or infinite clears *finite; NaN gives no update. Scores in (-MAX_EXP, MAX_EXP) index
  * [0, EMB__SGNS_TABLE]: the largest float below MAX_EXP rounds to the last entry. */
-static inline float sgns_grad(float f, float label, float alpha, const float *sigmoid, bool *finite) {
+static inline float sgns_grad(float f, float label, float alpha, const float *sigmoid,
+                              bool *finite) {
     float s;
     if (f >= (float)EMB__SGNS_MAX_EXP)
         s = 1.0f;
@@ -44,8 +45,8 @@ static inline int sgns_distinct_rows(float *syn1, int64_t dim, const int32_t *tg
 }
 #endif
 
-EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const int32_t *ctx,
-                                   int m, const int32_t *tgt, int n, float alpha, bool cbow,
+EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
+                                   const int32_t *tgt, int n, float alpha, bool cbow,
                                    bool cbow_mean, const float *sigmoid, float *scratch) {
     bool finite = true;
     if (m <= 0 || n <= 0) return finite;
@@ -68,14 +69,15 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
         else
 #endif
         {
-        memset(e, 0, (size_t)dim * sizeof(float));
-        for (int j = 0; j < n; j++) {
-            if (j > 0 && tgt[j] == tgt[0]) continue;
-            float *y = syn1 + (int64_t)tgt[j] * dim;
-            float g = sgns_grad(sgns_dot(h, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
-            for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
-            for (int64_t k = 0; k < dim; k++) y[k] = fmaf(g, h[k], y[k]);
-        }
+            memset(e, 0, (size_t)dim * sizeof(float));
+            for (int j = 0; j < n; j++) {
+                if (j > 0 && tgt[j] == tgt[0]) continue;
+                float *y = syn1 + (int64_t)tgt[j] * dim;
+                float g =
+                    sgns_grad(sgns_dot(h, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
+                for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
+                for (int64_t k = 0; k < dim; k++) y[k] = fmaf(g, h[k], y[k]);
+            }
         }
         for (int i = 0; i < m; i++) {
             float *x = syn0 + (int64_t)ctx[i] * dim;

@@ -29,12 +29,11 @@
 #include <stdint.h>
 
 typedef void (*emb__log_softmax_fwd_fn)(const float *x, float *y, int64_t rows, int64_t c);
-typedef void (*emb__log_softmax_bwd_fn)(const float *gy, const float *y, float *gx,
-                                        int64_t rows, int64_t c);
+typedef void (*emb__log_softmax_bwd_fn)(const float *gy, const float *y, float *gx, int64_t rows,
+                                        int64_t c);
 
 void emb__log_softmax_fwd_ref(const float *x, float *y, int64_t rows, int64_t c);
-void emb__log_softmax_bwd_ref(const float *gy, const float *y, float *gx, int64_t rows,
-                              int64_t c);
+void emb__log_softmax_bwd_ref(const float *gy, const float *y, float *gx, int64_t rows, int64_t c);
 
 /* log_softmax over the middle dimension of [outer, c, inner] data (torch's _vec_logsoftmax
  * and _vec_log_softmax_backward, used whenever the dimension is not the last one, inner 1
@@ -47,8 +46,8 @@ void emb__log_softmax_bwd_ref(const float *gy, const float *y, float *gx, int64_
  *   y = (x - max) - lse;   backward: s = 0 + gy[0] + ...; gx = gy - exp(y) * s.
  * scratch: emb__log_softmax_dim_scratch(c) floats owned by the caller (one per thread). */
 int64_t emb__log_softmax_dim_scratch(int64_t c);
-void emb__log_softmax_dim_fwd_ref(const float *x, float *y, int64_t outer, int64_t c,
-                                  int64_t inner, float *scratch);
+void emb__log_softmax_dim_fwd_ref(const float *x, float *y, int64_t outer, int64_t c, int64_t inner,
+                                  float *scratch);
 void emb__log_softmax_dim_bwd_ref(const float *gy, const float *y, float *gx, int64_t outer,
                                   int64_t c, int64_t inner, float *scratch);
 void emb__log_softmax_dim_fwd_avx2(const float *x, float *y, int64_t outer, int64_t c,
@@ -58,7 +57,8 @@ void emb__log_softmax_dim_bwd_avx2(const float *gy, const float *y, float *gx, i
 typedef void (*emb__log_softmax_dim_fwd_fn)(const float *x, float *y, int64_t outer, int64_t c,
                                             int64_t inner, float *scratch);
 typedef void (*emb__log_softmax_dim_bwd_fn)(const float *gy, const float *y, float *gx,
-                                            int64_t outer, int64_t c, int64_t inner, float *scratch);
+                                            int64_t outer, int64_t c, int64_t inner,
+                                            float *scratch);
 
 /* Elementwise exp / log of n floats as torch's vml does them (vec::map: every element
  * through Vectorized<float>, the last partial vector padded), and sigmoid as torch's
@@ -75,8 +75,7 @@ typedef void (*emb__vmap_fn)(const float *in, float *out, int64_t n);
 /* The AVX2 + SLEEF twins (softmax_avx2.c); only built when the build found SLEEF on
  * x86-64 (EMB_HAVE_SLEEF), only called when the CPU has AVX2 and FMA. */
 void emb__log_softmax_fwd_avx2(const float *x, float *y, int64_t rows, int64_t c);
-void emb__log_softmax_bwd_avx2(const float *gy, const float *y, float *gx, int64_t rows,
-                               int64_t c);
+void emb__log_softmax_bwd_avx2(const float *gy, const float *y, float *gx, int64_t rows, int64_t c);
 
 /* One tier of the family (dispatch.h: emb__log_softmax_pick gives the AVX2 + SLEEF one when
  * the build has SLEEF and the tier is AVX2 or above, else the reference). */

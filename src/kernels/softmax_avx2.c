@@ -155,15 +155,16 @@ void emb__log_softmax_dim_fwd_avx2(const float *x, float *y, int64_t outer, int6
                 const float *p = x + base + dd * inner;
                 for (int64_t d = 0; d < vend; d += 8) {
                     __m256 v = _mm256_loadu_ps(p + d), m = _mm256_loadu_ps(mxb + d);
-                    _mm256_storeu_ps(mxb + d, _mm256_blendv_ps(m, v, _mm256_cmp_ps(v, m, _CMP_GT_OQ)));
+                    _mm256_storeu_ps(mxb + d,
+                                     _mm256_blendv_ps(m, v, _mm256_cmp_ps(v, m, _CMP_GT_OQ)));
                 }
                 for (int64_t d = vend; d < size; d++) mxb[d] = p[d] > mxb[d] ? p[d] : mxb[d];
             }
             for (int64_t dd = 0; dd < c; dd++) {
                 const float *p = x + base + dd * inner;
                 for (int64_t d = 0; d < vend; d += 8) {
-                    __m256 e = Sleef_expf8_u10(_mm256_sub_ps(_mm256_loadu_ps(p + d),
-                                                             _mm256_loadu_ps(mxb + d)));
+                    __m256 e = Sleef_expf8_u10(
+                        _mm256_sub_ps(_mm256_loadu_ps(p + d), _mm256_loadu_ps(mxb + d)));
                     _mm256_storeu_ps(sb + d, _mm256_add_ps(_mm256_loadu_ps(sb + d), e));
                 }
                 for (int64_t d = vend; d < size; d++) sb[d] = sb[d] + expf(p[d] - mxb[d]);
@@ -197,17 +198,16 @@ void emb__log_softmax_dim_bwd_avx2(const float *gy, const float *y, float *gx, i
             for (int64_t dd = 0; dd < c; dd++) {
                 const float *p = gy + base + dd * inner;
                 for (int64_t d = 0; d < vend; d += 8)
-                    _mm256_storeu_ps(sb + d, _mm256_add_ps(_mm256_loadu_ps(sb + d),
-                                                           _mm256_loadu_ps(p + d)));
+                    _mm256_storeu_ps(
+                        sb + d, _mm256_add_ps(_mm256_loadu_ps(sb + d), _mm256_loadu_ps(p + d)));
                 for (int64_t d = vend; d < size; d++) sb[d] = sb[d] + p[d];
             }
             for (int64_t dd = 0; dd < c; dd++) {
                 const int64_t off = base + dd * inner;
                 for (int64_t d = 0; d < vend; d += 8) {
                     __m256 e = Sleef_expf8_u10(_mm256_loadu_ps(y + off + d));
-                    _mm256_storeu_ps(gx + off + d,
-                                     _mm256_fnmadd_ps(e, _mm256_loadu_ps(sb + d),
-                                                      _mm256_loadu_ps(gy + off + d)));
+                    _mm256_storeu_ps(gx + off + d, _mm256_fnmadd_ps(e, _mm256_loadu_ps(sb + d),
+                                                                    _mm256_loadu_ps(gy + off + d)));
                 }
                 for (int64_t d = vend; d < size; d++)
                     gx[off + d] = fmaf(-expf(y[off + d]), sb[d], gy[off + d]);
@@ -222,7 +222,8 @@ static inline __m256 exp_or_log(__m256 v, bool is_log) {
 
 static void vmap(const float *in, float *out, int64_t n, bool is_log) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, exp_or_log(_mm256_loadu_ps(in + i), is_log));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, exp_or_log(_mm256_loadu_ps(in + i), is_log));
     if (i < n) {
         float t[8];
         _mm256_storeu_ps(t, exp_or_log(load_part(in + i, n - i), is_log));
@@ -230,9 +231,13 @@ static void vmap(const float *in, float *out, int64_t n, bool is_log) {
     }
 }
 
-void emb__vexp_avx2(const float *in, float *out, int64_t n) { vmap(in, out, n, false); }
+void emb__vexp_avx2(const float *in, float *out, int64_t n) {
+    vmap(in, out, n, false);
+}
 
-void emb__vlog_avx2(const float *in, float *out, int64_t n) { vmap(in, out, n, true); }
+void emb__vlog_avx2(const float *in, float *out, int64_t n) {
+    vmap(in, out, n, true);
+}
 
 void emb__sigmoid_avx2(const float *in, float *out, int64_t n) {
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();

@@ -49,8 +49,7 @@ void emb__log_softmax_fwd_ref(const float *x, float *y, int64_t rows, int64_t c)
     }
 }
 
-void emb__log_softmax_bwd_ref(const float *gy, const float *y, float *gx, int64_t rows,
-                              int64_t c) {
+void emb__log_softmax_bwd_ref(const float *gy, const float *y, float *gx, int64_t rows, int64_t c) {
     if (c <= 0) return;
     for (int64_t i = 0; i < rows; i++) {
         const float *gr = gy + i * c, *yr = y + i * c;
@@ -78,8 +77,8 @@ static int64_t dim_chunk(int64_t c) {
     return ch / LANES * LANES;
 }
 
-void emb__log_softmax_dim_fwd_ref(const float *x, float *y, int64_t outer, int64_t c,
-                                  int64_t inner, float *scratch) {
+void emb__log_softmax_dim_fwd_ref(const float *x, float *y, int64_t outer, int64_t c, int64_t inner,
+                                  float *scratch) {
     (void)scratch;
     if (c <= 0 || inner <= 0) return;
     for (int64_t o = 0; o < outer; o++) {
@@ -115,7 +114,9 @@ void emb__log_softmax_dim_bwd_ref(const float *gy, const float *y, float *gx, in
     }
 }
 
-int64_t emb__log_softmax_dim_scratch(int64_t c) { return 2 * dim_chunk(c > 0 ? c : 1); }
+int64_t emb__log_softmax_dim_scratch(int64_t c) {
+    return 2 * dim_chunk(c > 0 ? c : 1);
+}
 
 /* ---------------------------------------------------------------------------------------
  * PyTorch 1.13's CPU float sum of a contiguous run (SumKernel.cpp, cascade_sum): in float,
@@ -182,7 +183,7 @@ void emb__torch_colsum_f32(const float *base, int64_t rows, int64_t cols, int64_
     const int64_t group = cols < 8 ? 4 : 32;
     const int64_t cascaded = cols / group * group;
     for (int64_t j = 0; j < cols; j++) {
-        float s = rows <= 0 ? 0.0f
+        float s = rows <= 0      ? 0.0f
                   : j < cascaded ? cascade(base + j, row_stride, rows)
                                  : ilp4(base + j, row_stride, rows);
         out[j] = 0.0f + s;

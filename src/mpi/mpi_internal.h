@@ -8,22 +8,22 @@
 #include <emb/mpi.h>
 
 struct emb_mpi_table {
-    MPI_Comm comm;         /* the table's own duplicate */
+    MPI_Comm comm;          /* the table's own duplicate */
     MPI_Datatype row_type;  /* one stored row: row_bytes bytes */
     MPI_Datatype grad_type; /* one gradient row: dim floats */
     int rank, size;
     int64_t num_embeddings, dim;
-    emb_bag_options opts;  /* mode, padding_idx (normalised), include_last_offset */
-    int64_t *begin;        /* [size + 1]: rank r holds rows [begin[r], begin[r + 1]) */
+    emb_bag_options opts; /* mode, padding_idx (normalised), include_last_offset */
+    int64_t *begin;       /* [size + 1]: rank r holds rows [begin[r], begin[r + 1]) */
     int64_t row_begin, row_end;
     emb_qtype qtype;
-    int64_t row_bytes;     /* of a stored row */
-    float *weight;         /* f32: [row_end - row_begin, dim], NULL when empty */
-    void *qdata;           /* other types: the shard's rows as stored, NULL when empty */
-    emb_qtable *qshard;    /* other types: a table over qdata */
-    float qlr;             /* f16/bf16: SGD's learning rate */
-    emb_bag *checker;      /* a 1-row bag with the table's mode: checks arguments */
-    emb_optimizer *opt;    /* NULL until set_optimizer (and on ranks without rows) */
+    int64_t row_bytes;  /* of a stored row */
+    float *weight;      /* f32: [row_end - row_begin, dim], NULL when empty */
+    void *qdata;        /* other types: the shard's rows as stored, NULL when empty */
+    emb_qtable *qshard; /* other types: a table over qdata */
+    float qlr;          /* f16/bf16: SGD's learning rate */
+    emb_bag *checker;   /* a 1-row bag with the table's mode: checks arguments */
+    emb_optimizer *opt; /* NULL until set_optimizer (and on ranks without rows) */
     bool have_opt;
     emb_optimizer_kind opt_kind;
     emb_mpi_stats stats;
@@ -31,15 +31,15 @@ struct emb_mpi_table {
 
 /* One rank's batch, its distinct ids and their positions in the fetched rows. */
 typedef struct emb__mpi_route {
-    int64_t n;        /* positions */
-    int64_t *ids;     /* [n] the table rows named, as int64 */
-    int64_t *uniq;    /* [nu] distinct rows, ascending (the padding row included when set) */
+    int64_t n;     /* positions */
+    int64_t *ids;  /* [n] the table rows named, as int64 */
+    int64_t *uniq; /* [nu] distinct rows, ascending (the padding row included when set) */
     int64_t nu;
-    int64_t *local;   /* [n] position of ids[p] in uniq */
-    int64_t local_pad; /* position of the padding row in uniq, or EMB_PADDING_NONE */
-    float *rows;      /* max(nu, 1) rows of max(dim floats, row_bytes): the fetched rows */
-    emb_qtable *q;    /* other types: a table over the fetched rows */
-    emb_bag *bag;     /* a bag over `rows` with the table's options */
+    int64_t *local;       /* [n] position of ids[p] in uniq */
+    int64_t local_pad;    /* position of the padding row in uniq, or EMB_PADDING_NONE */
+    float *rows;          /* max(nu, 1) rows of max(dim floats, row_bytes): the fetched rows */
+    emb_qtable *q;        /* other types: a table over the fetched rows */
+    emb_bag *bag;         /* a bag over `rows` with the table's options */
     emb_tensor local_idx; /* `local` in the shape of the batch */
 } emb__mpi_route;
 

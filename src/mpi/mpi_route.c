@@ -23,8 +23,10 @@ static int64_t find(const int64_t *a, int64_t n, int64_t key) {
     int64_t lo = 0, hi = n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < key) lo = mid + 1;
-        else hi = mid;
+        if (a[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -44,8 +46,10 @@ emb_status emb__mpi_route_build(const emb_mpi_table *t, const emb_tensor *indice
     memset(r, 0, sizeof *r);
     const int64_t n = emb_tensor_numel(indices);
     if (n > INT_MAX)
-        return emb_set_error(EMB_ERR_UNSUPPORTED, "a batch of %" PRId64 " positions is more than "
-                             "one MPI message holds (%d)", n, INT_MAX);
+        return emb_set_error(EMB_ERR_UNSUPPORTED,
+                             "a batch of %" PRId64 " positions is more than "
+                             "one MPI message holds (%d)",
+                             n, INT_MAX);
     const int64_t pad = t->opts.padding_idx;
     r->n = n;
     r->ids = malloc((size_t)(n ? n : 1) * sizeof *r->ids);
@@ -53,15 +57,16 @@ emb_status emb__mpi_route_build(const emb_mpi_table *t, const emb_tensor *indice
     r->local = malloc((size_t)(n ? n : 1) * sizeof *r->local);
     if (!r->ids || !r->uniq || !r->local) {
         emb__mpi_route_free(r);
-        return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the routing of %" PRId64
-                             " positions", n);
+        return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the routing of %" PRId64 " positions",
+                             n);
     }
     for (int64_t p = 0; p < n; p++) {
         int64_t id = indices->dtype == EMB_INT32 ? ((const int32_t *)indices->data)[p]
                                                  : ((const int64_t *)indices->data)[p];
         if (id < 0 || id >= t->num_embeddings) {
             emb__mpi_route_free(r);
-            return emb_set_error(EMB_ERR_INDEX, "index %" PRId64 " at position %" PRId64
+            return emb_set_error(EMB_ERR_INDEX,
+                                 "index %" PRId64 " at position %" PRId64
                                  " is out of range for a sharded table of %" PRId64
                                  " rows (valid: [0, %" PRId64 "))",
                                  id, p, t->num_embeddings, t->num_embeddings);
@@ -80,7 +85,8 @@ emb_status emb__mpi_route_build(const emb_mpi_table *t, const emb_tensor *indice
     r->local_pad = pad == EMB_PADDING_NONE ? EMB_PADDING_NONE : find(r->uniq, u, pad);
     const int64_t rows = u ? u : 1;
     const size_t row = (size_t)t->dim * sizeof(float) > (size_t)t->row_bytes
-                           ? (size_t)t->dim * sizeof(float) : (size_t)t->row_bytes;
+                           ? (size_t)t->dim * sizeof(float)
+                           : (size_t)t->row_bytes;
     r->rows = malloc((size_t)rows * row);
     if (!r->rows) {
         emb__mpi_route_free(r);
@@ -94,11 +100,11 @@ emb_status emb__mpi_route_build(const emb_mpi_table *t, const emb_tensor *indice
     o.sparse = false;
     emb_status st = emb_tensor_init(&w, EMB_FLOAT32, r->rows, 2, wshape);
     if (!st) st = emb_bag_wrap(&w, NULL, false, &o, &r->bag);
-    if (!st) st = emb_tensor_init(&r->local_idx, EMB_INT64, r->local, indices->ndim,
-                                  indices->shape);
+    if (!st)
+        st = emb_tensor_init(&r->local_idx, EMB_INT64, r->local, indices->ndim, indices->shape);
     if (!st && t->qtype != EMB_QTYPE_F32) /* the fetched rows as stored */
-        st = emb_qtable_wrap(t->qtype, u, t->dim, r->rows, (size_t)u * (size_t)t->row_bytes,
-                             NULL, &r->q);
+        st = emb_qtable_wrap(t->qtype, u, t->dim, r->rows, (size_t)u * (size_t)t->row_bytes, NULL,
+                             &r->q);
     if (st) emb__mpi_route_free(r);
     return st;
 }
@@ -137,8 +143,8 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
     int64_t *want = NULL;
     unsigned char *reply = NULL;
     const size_t row = (size_t)t->row_bytes;
-    const unsigned char *store = t->weight ? (const unsigned char *)t->weight
-                                           : (const unsigned char *)t->qdata;
+    const unsigned char *store =
+        t->weight ? (const unsigned char *)t->weight : (const unsigned char *)t->qdata;
     int rc = MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
     t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
     if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoall");
@@ -153,8 +159,8 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
     }
     /* Past this point a failure is MPI's: its default handler has aborted the job. */
     if (!st) {
-        rc = MPI_Alltoallv(r->uniq, scnt, sdis, MPI_INT64_T, want, rcnt, rdis, MPI_INT64_T,
-                           t->comm);
+        rc =
+            MPI_Alltoallv(r->uniq, scnt, sdis, MPI_INT64_T, want, rcnt, rdis, MPI_INT64_T, t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoallv");
         uint64_t b = sent_bytes(t, scnt, sizeof(int64_t));
         t->stats.id_bytes += b;
@@ -180,24 +186,25 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
 
 static emb_status check_indices(const emb_mpi_table *t, const emb_tensor *indices,
                                 const emb_tensor *out, int64_t *shape, int *ndim) {
-    emb_status st = emb_embedding_output_shape(emb_bag_embedding(t->checker), indices, ndim,
-                                               shape);
+    emb_status st = emb_embedding_output_shape(emb_bag_embedding(t->checker), indices, ndim, shape);
     if (st) return st;
     if (out) return emb__mpi_check_f32(out, "out", *ndim, shape);
     return EMB_OK;
 }
 
 static emb_status check_bag(const emb_mpi_table *t, const emb_tensor *input,
-                            const emb_tensor *offsets, const emb_tensor *psw,
-                            const emb_tensor *out, const char *out_name, int64_t *num_bags) {
+                            const emb_tensor *offsets, const emb_tensor *psw, const emb_tensor *out,
+                            const char *out_name, int64_t *num_bags) {
     emb_status st = emb_bag_num_bags(t->checker, input, offsets, num_bags);
     if (st) return st;
     if (psw) {
         if (t->opts.mode != EMB_BAG_SUM)
-            return emb_set_error(EMB_ERR_UNSUPPORTED, "embedding_bag: per_sample_weights was "
+            return emb_set_error(EMB_ERR_UNSUPPORTED,
+                                 "embedding_bag: per_sample_weights was "
                                  "not None. per_sample_weights is only supported for "
                                  "mode='sum' (got mode='%s'). Please open a feature request "
-                                 "on GitHub.", t->opts.mode == EMB_BAG_MEAN ? "mean" : "max");
+                                 "on GitHub.",
+                                 t->opts.mode == EMB_BAG_MEAN ? "mean" : "max");
         st = emb__mpi_check_f32(psw, "per_sample_weights", input->ndim, input->shape);
         if (st) return st;
     }
@@ -226,15 +233,16 @@ emb_status emb_mpi_lookup(emb_mpi_table *t, const emb_tensor *indices, emb_tenso
         return st;
     }
     st = emb__mpi_route_fetch(t, &r);
-    if (!st && r.q) st = emb_qtable_forward(r.q, &r.local_idx, out);
-    else if (!st) st = emb_embedding_forward(emb_bag_embedding(r.bag), &r.local_idx, out);
+    if (!st && r.q)
+        st = emb_qtable_forward(r.q, &r.local_idx, out);
+    else if (!st)
+        st = emb_embedding_forward(emb_bag_embedding(r.bag), &r.local_idx, out);
     emb__mpi_route_free(&r);
     return emb__mpi_agree(t, st, "the lookup");
 }
 
-emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input,
-                               const emb_tensor *offsets, const emb_tensor *psw,
-                               emb_tensor *out, emb_tensor *max_indices) {
+emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input, const emb_tensor *offsets,
+                               const emb_tensor *psw, emb_tensor *out, emb_tensor *max_indices) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     int64_t B = 0;
     emb__mpi_route r;
@@ -248,8 +256,8 @@ emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input,
         else if (max_indices->dtype != EMB_INT64 || max_indices->ndim != 2 ||
                  max_indices->shape[0] != shape[0] || max_indices->shape[1] != shape[1] ||
                  emb_tensor_check(max_indices, "max_indices"))
-            st = emb_set_error(EMB_ERR_SHAPE, "max_indices must be int64 [%" PRId64 ", %" PRId64
-                               "]", B, t->dim);
+            st = emb_set_error(EMB_ERR_SHAPE,
+                               "max_indices must be int64 [%" PRId64 ", %" PRId64 "]", B, t->dim);
     }
     if (!st) st = emb__mpi_route_build(t, input, &r);
     t->stats.calls++;
@@ -281,7 +289,8 @@ emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input,
             } else {
                 const bool i32 = offsets->dtype == EMB_INT32;
                 int64_t k = offsets->shape[0];
-                p0 = i32 ? ((const int32_t *)offsets->data)[b] : ((const int64_t *)offsets->data)[b];
+                p0 =
+                    i32 ? ((const int32_t *)offsets->data)[b] : ((const int64_t *)offsets->data)[b];
                 p1 = b + 1 < k ? (i32 ? ((const int32_t *)offsets->data)[b + 1]
                                       : ((const int64_t *)offsets->data)[b + 1])
                                : N;
@@ -309,12 +318,12 @@ emb_status emb_mpi_bag_backward_per_sample_weights(emb_mpi_table *t, const emb_t
     emb_status st = check_bag(t, input, offsets, NULL, grad_output, "grad_output", &B);
     if (!st && t->opts.mode != EMB_BAG_SUM)
         st = emb_set_error(EMB_ERR_UNSUPPORTED, "the gradient of per_sample_weights needs "
-                           "mode sum");
+                                                "mode sum");
     if (!st && t->qtype != EMB_QTYPE_F32)
         st = emb_set_error(EMB_ERR_UNSUPPORTED, "the gradient of per_sample_weights needs "
-                           "a float32 table");
-    if (!st) st = emb__mpi_check_f32(grad_psw, "grad_per_sample_weights", input->ndim,
-                                     input->shape);
+                                                "a float32 table");
+    if (!st)
+        st = emb__mpi_check_f32(grad_psw, "grad_per_sample_weights", input->ndim, input->shape);
     if (!st) st = emb__mpi_route_build(t, input, &r);
     t->stats.calls++;
     st = emb__mpi_agree(t, st, "the per_sample_weights gradient");
@@ -349,8 +358,8 @@ static void owned_free(owned *o) {
 /* coalesce() of the owner's entries: the joined batch's rows on every rank
  * (MPI_Allgatherv, rank order), their coalesce order, and this rank's rows summed in it.
  * rval: the entries this rank received, in the joined batch's order. */
-static emb_status coalesce_owned(emb_mpi_table *t, const int64_t *gid, int64_t n,
-                                 const float *rval, int64_t nrecv, owned *res) {
+static emb_status coalesce_owned(emb_mpi_table *t, const int64_t *gid, int64_t n, const float *rval,
+                                 int64_t nrecv, owned *res) {
     const int R = t->size;
     const int64_t D = t->dim;
     const size_t row = (size_t)D * sizeof(float);
@@ -395,8 +404,8 @@ static emb_status coalesce_owned(emb_mpi_table *t, const int64_t *gid, int64_t n
     for (int64_t e = 0; e < total; e++)
         slot[e] = all[e] >= t->row_begin && all[e] < t->row_end ? c++ : -1;
     if (c != nrecv) {
-        st = emb_set_error(EMB_ERR_STATE, "received %" PRId64 " entries, expected %" PRId64,
-                           nrecv, c);
+        st = emb_set_error(EMB_ERR_STATE, "received %" PRId64 " entries, expected %" PRId64, nrecv,
+                           c);
         goto done;
     }
     if (c > 0) {
@@ -492,8 +501,7 @@ static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *va
         st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " entries", nrecv);
         goto done;
     }
-    rc = MPI_Alltoallv(sval, scnt, sdis, t->grad_type, rval, rcnt, rdis, t->grad_type,
-                       t->comm);
+    rc = MPI_Alltoallv(sval, scnt, sdis, t->grad_type, rval, rcnt, rdis, t->grad_type, t->comm);
     if (rc != MPI_SUCCESS) {
         st = emb__mpi_fail(rc, "MPI_Alltoallv");
         goto done;
@@ -556,8 +564,8 @@ static emb_status local_entries(const emb_mpi_table *t, emb__mpi_route *r, bool 
     if (bag)
         st = emb_bag_backward_sparse(r->bag, &r->local_idx, offsets, psw, grad_output, g);
     else
-        st = emb_embedding_backward_sparse(emb_bag_embedding(r->bag), &r->local_idx,
-                                           grad_output, g);
+        st =
+            emb_embedding_backward_sparse(emb_bag_embedding(r->bag), &r->local_idx, grad_output, g);
     if (st) return st;
     for (int64_t k = 0; k < g->nnz; k++) g->indices[k] = r->uniq[g->indices[k]];
     return EMB_OK;
@@ -576,7 +584,7 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
     const char *op = what == DO_STEP ? "the step" : "the backward";
     if (what == DO_STEP && !t->have_opt)
         st = emb_set_error(EMB_ERR_STATE, "the table has no optimizer "
-                           "(emb_mpi_table_set_optimizer)");
+                                          "(emb_mpi_table_set_optimizer)");
     if (!st && bag) {
         st = check_bag(t, input, offsets, psw, grad_output, "grad_output", &B);
         if (!st && t->opts.mode == EMB_BAG_MAX)
@@ -629,9 +637,8 @@ emb_status emb_mpi_bag_backward_sparse(emb_mpi_table *t, const emb_tensor *input
     return backward(t, true, input, offsets, psw, grad_output, DO_GRAD, grad);
 }
 
-emb_status emb_mpi_bag_step(emb_mpi_table *t, const emb_tensor *input,
-                            const emb_tensor *offsets, const emb_tensor *psw,
-                            const emb_tensor *grad_output) {
+emb_status emb_mpi_bag_step(emb_mpi_table *t, const emb_tensor *input, const emb_tensor *offsets,
+                            const emb_tensor *psw, const emb_tensor *grad_output) {
     return backward(t, true, input, offsets, psw, grad_output, DO_STEP, NULL);
 }
 

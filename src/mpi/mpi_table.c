@@ -118,8 +118,10 @@ static emb_status make_shard(emb_mpi_table *t, emb_generator *gen) {
     }
     emb_status st = init_rows(t, w, gen);
     if (st || t->qtype == EMB_QTYPE_F32) {
-        if (st) free(w);
-        else t->weight = w;
+        if (st)
+            free(w);
+        else
+            t->weight = w;
         return st;
     }
     if (rows > 0) {
@@ -134,40 +136,57 @@ static emb_status make_shard(emb_mpi_table *t, emb_generator *gen) {
 }
 
 /* The settings every rank must pass alike, with their names for the message. */
-enum { CFG_V, CFG_D, CFG_MODE, CFG_PAD, CFG_LAST, CFG_NORM, CFG_FREQ, CFG_SHARD, CFG_OWNER,
-       CFG_QTYPE, CFG_N };
+enum {
+    CFG_V,
+    CFG_D,
+    CFG_MODE,
+    CFG_PAD,
+    CFG_LAST,
+    CFG_NORM,
+    CFG_FREQ,
+    CFG_SHARD,
+    CFG_OWNER,
+    CFG_QTYPE,
+    CFG_N
+};
 static const char *const cfg_names[CFG_N] = {
-    "num_embeddings", "embedding_dim", "mode", "padding_idx", "include_last_offset",
-    "max_norm (bits)", "scale_grad_by_freq", "sharding", "owner", "qtype"};
+    "num_embeddings",  "embedding_dim",      "mode",     "padding_idx", "include_last_offset",
+    "max_norm (bits)", "scale_grad_by_freq", "sharding", "owner",       "qtype"};
 
 static emb_status check_local(int size, int64_t V, int64_t D, const emb_bag_options *o,
                               const emb_mpi_shard_options *s, emb_mpi_table **out) {
     if (!out) return emb_set_error(EMB_ERR_NULL, "out must not be NULL");
     if (V < 1 || D < 1)
-        return emb_set_error(EMB_ERR_INVALID, "a sharded table needs num_embeddings >= 1 and "
-                             "embedding_dim >= 1, got %" PRId64 " and %" PRId64, V, D);
+        return emb_set_error(EMB_ERR_INVALID,
+                             "a sharded table needs num_embeddings >= 1 and "
+                             "embedding_dim >= 1, got %" PRId64 " and %" PRId64,
+                             V, D);
     if (s->sharding != EMB_MPI_ROW_WISE && s->sharding != EMB_MPI_TABLE_WISE)
         return emb_set_error(EMB_ERR_INVALID, "unknown sharding %d", (int)s->sharding);
     if (s->sharding == EMB_MPI_ROW_WISE && V < size)
-        return emb_set_error(EMB_ERR_INVALID, "a row-wise table of %" PRId64 " rows cannot be "
-                             "split over %d ranks (every rank holds at least one row)", V, size);
+        return emb_set_error(EMB_ERR_INVALID,
+                             "a row-wise table of %" PRId64 " rows cannot be "
+                             "split over %d ranks (every rank holds at least one row)",
+                             V, size);
     if (s->sharding == EMB_MPI_TABLE_WISE && (s->owner < 0 || s->owner >= size))
-        return emb_set_error(EMB_ERR_INVALID, "owner %d is not a rank of the communicator "
-                             "(valid: [0, %d))", s->owner, size);
+        return emb_set_error(EMB_ERR_INVALID,
+                             "owner %d is not a rank of the communicator "
+                             "(valid: [0, %d))",
+                             s->owner, size);
     if (!isinf(o->max_norm) || o->max_norm < 0)
         return emb_set_error(EMB_ERR_UNSUPPORTED, "a sharded table does not renormalise "
-                             "(max_norm must be infinite)");
+                                                  "(max_norm must be infinite)");
     if (o->scale_grad_by_freq)
         return emb_set_error(EMB_ERR_UNSUPPORTED, "a sharded table does not scale gradients "
-                             "by frequency");
+                                                  "by frequency");
     return EMB_OK;
 }
 
 /* The settings must agree: every rank compares its own with rank 0's (st: this rank's
  * verdict so far, kept when it is an error). */
 static emb_status same_settings(MPI_Comm comm, int rank, int64_t num_embeddings,
-                                int64_t embedding_dim, const emb_bag_options *op,
-                                int64_t pad, const emb_mpi_shard_options *sp, emb_status st) {
+                                int64_t embedding_dim, const emb_bag_options *op, int64_t pad,
+                                const emb_mpi_shard_options *sp, emb_status st) {
     const emb_bag_options o = *op;
     const emb_mpi_shard_options s = *sp;
     int64_t cfg[CFG_N];
@@ -190,15 +209,16 @@ static emb_status same_settings(MPI_Comm comm, int rank, int64_t num_embeddings,
     if (rc != MPI_SUCCESS) st = st ? st : emb__mpi_fail(rc, "MPI_Bcast");
     for (int i = 0; i < CFG_N && !st; i++)
         if (cfg[i] != root[i])
-            st = emb_set_error(EMB_ERR_INVALID, "settings differ between ranks: rank %d passed "
-                               "%s %" PRId64 ", rank 0 passed %" PRId64, rank, cfg_names[i],
-                               cfg[i], root[i]);
+            st = emb_set_error(EMB_ERR_INVALID,
+                               "settings differ between ranks: rank %d passed "
+                               "%s %" PRId64 ", rank 0 passed %" PRId64,
+                               rank, cfg_names[i], cfg[i], root[i]);
     return st;
 }
 
 emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
-                                const emb_bag_options *bag_opts,
-                                const emb_mpi_shard_options *shard, emb_mpi_table **out) {
+                                const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
+                                emb_mpi_table **out) {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
@@ -217,9 +237,10 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
     if (!st) {
         if (o.padding_idx != EMB_PADDING_NONE) {
             if (o.padding_idx < -num_embeddings || o.padding_idx >= num_embeddings)
-                st = emb_set_error(EMB_ERR_INVALID, "padding_idx must be within num_embeddings "
-                                   "(got %" PRId64 " for %" PRId64 " rows)", o.padding_idx,
-                                   num_embeddings);
+                st = emb_set_error(EMB_ERR_INVALID,
+                                   "padding_idx must be within num_embeddings "
+                                   "(got %" PRId64 " for %" PRId64 " rows)",
+                                   o.padding_idx, num_embeddings);
             else
                 pad = o.padding_idx < 0 ? o.padding_idx + num_embeddings : o.padding_idx;
         }
@@ -279,8 +300,8 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
         if (rc == MPI_SUCCESS) {
             rc = MPI_Type_contiguous((int)row_bytes, MPI_BYTE, &t->row_type);
             if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->row_type);
-            if (rc == MPI_SUCCESS) rc = MPI_Type_contiguous((int)embedding_dim, MPI_FLOAT,
-                                                            &t->grad_type);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Type_contiguous((int)embedding_dim, MPI_FLOAT, &t->grad_type);
             if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->grad_type);
             if (rc != MPI_SUCCESS) {
                 MPI_Comm_free(&t->comm);
@@ -319,8 +340,12 @@ void emb_mpi_table_free(emb_mpi_table *t) {
     free(t);
 }
 
-int64_t emb_mpi_table_num_embeddings(const emb_mpi_table *t) { return t ? t->num_embeddings : 0; }
-int64_t emb_mpi_table_dim(const emb_mpi_table *t) { return t ? t->dim : 0; }
+int64_t emb_mpi_table_num_embeddings(const emb_mpi_table *t) {
+    return t ? t->num_embeddings : 0;
+}
+int64_t emb_mpi_table_dim(const emb_mpi_table *t) {
+    return t ? t->dim : 0;
+}
 
 void emb_mpi_table_rows(const emb_mpi_table *t, int64_t *begin, int64_t *end) {
     if (begin) *begin = t ? t->row_begin : 0;
@@ -332,8 +357,10 @@ int emb_mpi_table_owner(const emb_mpi_table *t, int64_t row) {
     int lo = 0, hi = t->size - 1; /* the last r with begin[r] <= row < begin[r + 1] */
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (t->begin[mid] <= row) lo = mid;
-        else hi = mid - 1;
+        if (t->begin[mid] <= row)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     while (t->begin[lo + 1] <= row) lo++; /* skip empty ranks (table-wise) */
     return lo;
@@ -343,8 +370,10 @@ emb_status emb_mpi_table_shard(emb_mpi_table *t, emb_tensor *view) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     if (!view) return emb_set_error(EMB_ERR_NULL, "view must not be NULL");
     if (t->qtype != EMB_QTYPE_F32)
-        return emb_set_error(EMB_ERR_UNSUPPORTED, "the table's rows are %s, not float32 "
-                             "(emb_mpi_table_qshard)", emb_qtype_name(t->qtype));
+        return emb_set_error(EMB_ERR_UNSUPPORTED,
+                             "the table's rows are %s, not float32 "
+                             "(emb_mpi_table_qshard)",
+                             emb_qtype_name(t->qtype));
     int64_t shape[2] = {t->row_end - t->row_begin, t->dim};
     return emb_tensor_init(view, EMB_FLOAT32, t->weight, 2, shape);
 }
@@ -353,8 +382,10 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     emb_status st = EMB_OK;
     if (root < 0 || root >= t->size)
-        st = emb_set_error(EMB_ERR_INVALID, "root %d is not a rank of the communicator "
-                           "(valid: [0, %d))", root, t->size);
+        st = emb_set_error(EMB_ERR_INVALID,
+                           "root %d is not a rank of the communicator "
+                           "(valid: [0, %d))",
+                           root, t->size);
     int64_t shape[2] = {t->num_embeddings, t->qtype == EMB_QTYPE_F32 ? t->dim : t->row_bytes};
     if (!st && t->rank == root) {
         if (t->qtype == EMB_QTYPE_F32) {
@@ -364,9 +395,10 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
         } else if (!(st = emb_tensor_check(full, "full")) &&
                    (full->dtype != EMB_UINT8 || full->ndim != 2 || full->shape[0] != shape[0] ||
                     full->shape[1] != shape[1])) {
-            st = emb_set_error(EMB_ERR_SHAPE, "full must be uint8 [%" PRId64 ", %" PRId64 "] "
-                               "(the %s rows as stored)", shape[0], shape[1],
-                               emb_qtype_name(t->qtype));
+            st = emb_set_error(EMB_ERR_SHAPE,
+                               "full must be uint8 [%" PRId64 ", %" PRId64 "] "
+                               "(the %s rows as stored)",
+                               shape[0], shape[1], emb_qtype_name(t->qtype));
         }
     }
     st = emb__mpi_agree(t, st, "to gather the table");
@@ -385,8 +417,8 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
     if (!st) {
         int n = (int)(t->row_end - t->row_begin);
         const void *mine = t->weight ? (const void *)t->weight : t->qdata;
-        int rc = MPI_Gatherv(mine, n, t->row_type, full ? full->data : NULL, counts,
-                             displs, t->row_type, root, t->comm);
+        int rc = MPI_Gatherv(mine, n, t->row_type, full ? full->data : NULL, counts, displs,
+                             t->row_type, root, t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Gatherv");
         if (t->rank != root) t->stats.row_bytes += (uint64_t)n * (uint64_t)t->row_bytes;
         if (t->rank != root) t->stats.bytes_sent += (uint64_t)n * (uint64_t)t->row_bytes;
@@ -399,9 +431,10 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
 /* The options as one record of doubles, for comparing them between ranks. */
 #define OPT_N 13
 static void opt_record(const emb_optimizer_options *o, double *r) {
-    double v[OPT_N] = {o->kind,         o->lr,      o->momentum,  o->dampening, o->nesterov,
-                       o->weight_decay, o->lr_decay, o->initial_accumulator_value,
-                       o->eps,          o->beta1,   o->beta2,     o->amsgrad,   o->maximize};
+    double v[OPT_N] = {o->kind,     o->lr,           o->momentum, o->dampening,
+                       o->nesterov, o->weight_decay, o->lr_decay, o->initial_accumulator_value,
+                       o->eps,      o->beta1,        o->beta2,    o->amsgrad,
+                       o->maximize};
     memcpy(r, v, sizeof v);
 }
 
@@ -411,17 +444,21 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
     emb_optimizer *opt = NULL;
     if (!opts) {
         st = emb_set_error(EMB_ERR_NULL, "opts must not be NULL");
-    } else if (!(opts->kind == EMB_OPTIMIZER_SGD && opts->momentum == 0 && opts->weight_decay == 0) &&
+    } else if (!(opts->kind == EMB_OPTIMIZER_SGD && opts->momentum == 0 &&
+                 opts->weight_decay == 0) &&
                !(opts->kind == EMB_OPTIMIZER_ADAGRAD && opts->weight_decay == 0) &&
                opts->kind != EMB_OPTIMIZER_SPARSE_ADAM) {
-        st = emb_set_error(EMB_ERR_UNSUPPORTED, "a sharded table's optimizer must be SGD "
+        st = emb_set_error(EMB_ERR_UNSUPPORTED,
+                           "a sharded table's optimizer must be SGD "
                            "without momentum and weight_decay, Adagrad without weight_decay, "
                            "or SparseAdam");
     } else if (t->qtype != EMB_QTYPE_F32 &&
                (opts->kind != EMB_OPTIMIZER_SGD ||
                 (t->qtype != EMB_QTYPE_F16 && t->qtype != EMB_QTYPE_BF16))) {
-        st = emb_set_error(EMB_ERR_UNSUPPORTED, "a table of %s rows is trained with SGD on "
-                           "f16 or bf16 rows only", emb_qtype_name(t->qtype));
+        st = emb_set_error(EMB_ERR_UNSUPPORTED,
+                           "a table of %s rows is trained with SGD on "
+                           "f16 or bf16 rows only",
+                           emb_qtype_name(t->qtype));
     } else {
         st = emb_optimizer_create(opts, &opt); /* validates the options */
         if (!st && t->weight) {
@@ -438,8 +475,10 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
     if (rc != MPI_SUCCESS && !st) st = emb__mpi_fail(rc, "MPI_Bcast");
     t->stats.bytes_sent += t->rank == 0 && t->size > 1 ? sizeof root : 0;
     if (!st && memcmp(mine, root, sizeof mine))
-        st = emb_set_error(EMB_ERR_INVALID, "optimizer options differ between ranks (rank %d's "
-                           "are not rank 0's)", t->rank);
+        st = emb_set_error(EMB_ERR_INVALID,
+                           "optimizer options differ between ranks (rank %d's "
+                           "are not rank 0's)",
+                           t->rank);
     st = emb__mpi_agree(t, st, "the optimizer");
     if (st) {
         emb_optimizer_free(opt);
@@ -457,9 +496,13 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
     return EMB_OK;
 }
 
-emb_optimizer *emb_mpi_table_optimizer(emb_mpi_table *t) { return t ? t->opt : NULL; }
+emb_optimizer *emb_mpi_table_optimizer(emb_mpi_table *t) {
+    return t ? t->opt : NULL;
+}
 
-const emb_qtable *emb_mpi_table_qshard(const emb_mpi_table *t) { return t ? t->qshard : NULL; }
+const emb_qtable *emb_mpi_table_qshard(const emb_mpi_table *t) {
+    return t ? t->qshard : NULL;
+}
 
 emb_mpi_stats emb_mpi_table_stats(const emb_mpi_table *t) {
     emb_mpi_stats s;

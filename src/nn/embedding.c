@@ -20,8 +20,8 @@
  * table larger than the caches gained at every row length measured, and the prefetch keeps
  * the line in every cache level (locality 3), as the non-temporal hint was slower
  * (docs/PERFORMANCE.md, "Tuning constants"). */
-#define EMB__PF_DIST 8
-#define EMB__PF_BYTES ((int64_t)4 << 20)
+#define EMB__PF_DIST      8
+#define EMB__PF_BYTES     ((int64_t)4 << 20)
 #define EMB__PF_ROW_BYTES 4096
 /* Parallelise a renorm over distinct rows once it touches more than this many floats. */
 #define EMB__RENORM_GRAIN 32768
@@ -32,8 +32,12 @@
 #define EMB__RENORM_SORT_RATIO 64
 
 static int temp_mode = EMB__TEMP_AUTO;
-void emb__set_temp_mode(int mode) { temp_mode = mode; }
-int emb__temp_mode(void) { return temp_mode; }
+void emb__set_temp_mode(int mode) {
+    temp_mode = mode;
+}
+int emb__temp_mode(void) {
+    return temp_mode;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Options and construction
@@ -54,8 +58,8 @@ emb_embedding_options emb_embedding_options_default(void) {
 /* max_norm must be > 0 (INFINITY: none) and not NaN; norm_type any p but NaN. */
 static emb_status check_norm_args(double max_norm, double norm_type) {
     if (isnan(max_norm) || !(max_norm > 0))
-        return emb__error(EMB_ERR_INVALID,
-                          "max_norm must be > 0 (INFINITY for none), got %g", max_norm);
+        return emb__error(EMB_ERR_INVALID, "max_norm must be > 0 (INFINITY for none), got %g",
+                          max_norm);
     if (isnan(norm_type)) return emb__error(EMB_ERR_INVALID, "norm_type must not be NaN");
     return EMB_OK;
 }
@@ -77,8 +81,8 @@ static emb_status check_config(int64_t num_embeddings, int64_t embedding_dim,
     if (p != EMB_PADDING_NONE) {
         if (p >= num_embeddings || p < -num_embeddings)
             return emb__error(EMB_ERR_INVALID,
-                              "Padding_idx must be within num_embeddings: got padding_idx=%"
-                              PRId64 ", valid: [%" PRId64 ", %" PRId64 ")",
+                              "Padding_idx must be within num_embeddings: got padding_idx=%" PRId64
+                              ", valid: [%" PRId64 ", %" PRId64 ")",
                               p, -num_embeddings, num_embeddings);
         if (p < 0) p += num_embeddings;
     }
@@ -105,8 +109,8 @@ static emb_status alloc_embedding(int64_t num_embeddings, int64_t embedding_dim,
     if (!e->weight) {
         free(e);
         return emb__error(EMB_ERR_NOMEM,
-                          "cannot allocate %zu bytes for a %" PRId64 " x %" PRId64 " weight",
-                          bytes, num_embeddings, embedding_dim);
+                          "cannot allocate %zu bytes for a %" PRId64 " x %" PRId64 " weight", bytes,
+                          num_embeddings, embedding_dim);
     }
     e->owned = true;
     e->num_embeddings = num_embeddings;
@@ -171,8 +175,7 @@ static emb_status check_pretrained(const emb_tensor *weights, const emb_embeddin
 }
 
 emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool freeze,
-                                         const emb_embedding_options *opts,
-                                         emb_embedding **out) {
+                                         const emb_embedding_options *opts, emb_embedding **out) {
     if (!weights) return emb__null("weights");
     if (!out) return emb__null("out");
     emb_embedding_options defaults;
@@ -190,9 +193,8 @@ emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool freeze,
     return EMB_OK;
 }
 
-emb_status emb_embedding_wrap(const emb_tensor *weights, const emb_storage *storage,
-                              bool freeze, const emb_embedding_options *opts,
-                              emb_embedding **out) {
+emb_status emb_embedding_wrap(const emb_tensor *weights, const emb_storage *storage, bool freeze,
+                              const emb_embedding_options *opts, emb_embedding **out) {
     if (!weights) return emb__null("weights");
     if (!out) return emb__null("out");
     emb_embedding_options defaults;
@@ -206,7 +208,7 @@ emb_status emb_embedding_wrap(const emb_tensor *weights, const emb_storage *stor
         return emb__error(EMB_ERR_INVALID,
                           "weights data %p is not aligned to %zu bytes (a float); "
                           "emb_embedding_wrap needs float-aligned memory",
-                          weights->data, (size_t)_Alignof(float));
+                          weights->data, (size_t) _Alignof(float));
     emb_embedding *e = calloc(1, sizeof *e);
     if (!e) return emb__error(EMB_ERR_NOMEM, "cannot allocate an embedding handle");
     e->weight = weights->data;
@@ -235,7 +237,9 @@ void emb_embedding_free(emb_embedding *e) {
     free(e);
 }
 
-bool emb_embedding_is_read_only(const emb_embedding *e) { return e && e->read_only; }
+bool emb_embedding_is_read_only(const emb_embedding *e) {
+    return e && e->read_only;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Accessors
@@ -270,16 +274,24 @@ void emb__embedding_info(const emb_embedding *e, emb__table_info *out) {
 int64_t emb_embedding_num_embeddings(const emb_embedding *e) {
     return e ? e->num_embeddings : 0;
 }
-int64_t emb_embedding_embedding_dim(const emb_embedding *e) { return e ? e->embedding_dim : 0; }
+int64_t emb_embedding_embedding_dim(const emb_embedding *e) {
+    return e ? e->embedding_dim : 0;
+}
 int64_t emb_embedding_padding_idx(const emb_embedding *e) {
     return e ? e->padding_idx : EMB_PADDING_NONE;
 }
-double emb_embedding_max_norm(const emb_embedding *e) { return e ? e->max_norm : NAN; }
-double emb_embedding_norm_type(const emb_embedding *e) { return e ? e->norm_type : NAN; }
+double emb_embedding_max_norm(const emb_embedding *e) {
+    return e ? e->max_norm : NAN;
+}
+double emb_embedding_norm_type(const emb_embedding *e) {
+    return e ? e->norm_type : NAN;
+}
 bool emb_embedding_scale_grad_by_freq(const emb_embedding *e) {
     return e ? e->scale_grad_by_freq : false;
 }
-bool emb_embedding_is_sparse(const emb_embedding *e) { return e ? e->sparse : false; }
+bool emb_embedding_is_sparse(const emb_embedding *e) {
+    return e ? e->sparse : false;
+}
 bool emb_embedding_requires_grad(const emb_embedding *e) {
     return e ? e->requires_grad : false;
 }
@@ -301,7 +313,7 @@ static emb_status check_out(const emb_tensor *indices, int64_t dim, const emb_te
 
 /* Checks indices, out and the index values for a lookup into a [V, D] table. */
 emb_status emb__lookup_check(int64_t V, int64_t D, const emb_tensor *indices,
-                               const emb_tensor *out) {
+                             const emb_tensor *out) {
     emb_status st = emb__check_indices(indices, "indices", "embedding");
     if (st) return st;
     st = check_out(indices, D, out);
@@ -329,8 +341,10 @@ typedef struct gather_ctx {
 static void gather_range(void *p, int64_t b, int64_t e, int ith) {
     (void)ith;
     const gather_ctx *c = p;
-    if (c->i64) c->K->lookup_rows_i64(c->out, c->weight, c->D, c->idx, b, e, c->pf);
-    else c->K->lookup_rows_i32(c->out, c->weight, c->D, c->idx, b, e, c->pf);
+    if (c->i64)
+        c->K->lookup_rows_i64(c->out, c->weight, c->D, c->idx, b, e, c->pf);
+    else
+        c->K->lookup_rows_i32(c->out, c->weight, c->D, c->idx, b, e, c->pf);
 }
 
 /* The validated gather out = weight[indices], parallel over chunks of positions. */
@@ -354,8 +368,8 @@ static void gather(const float *weight, int64_t V, int64_t D, const emb_tensor *
 
 /* Lists the distinct rows of the (validated) indices in ascending order into rows[] and
  * returns their number, with a bitmap of the table's V rows: V/8 bytes, scanned whole. */
-static int64_t distinct_rows_bitmap(const emb_tensor *indices, int64_t n, int64_t V,
-                                    uint64_t *seen, int64_t *rows) {
+static int64_t distinct_rows_bitmap(const emb_tensor *indices, int64_t n, int64_t V, uint64_t *seen,
+                                    int64_t *rows) {
     int64_t words = (V + 63) / 64, nrows = 0;
     memset(seen, 0, (size_t)words * sizeof(uint64_t));
     for (int64_t i = 0; i < n; i++) {
@@ -369,15 +383,15 @@ static int64_t distinct_rows_bitmap(const emb_tensor *indices, int64_t n, int64_
 
 /* The same list by radix-sorting a copy of the indices (keys and tmp hold n each) and
  * dropping repeats; returns the list's address (inside keys or tmp) in *rows_out. */
-static int64_t distinct_rows_sorted(const emb_tensor *indices, int64_t n, int64_t V,
-                                    uint64_t *keys, uint64_t *tmp, int64_t **rows_out) {
+static int64_t distinct_rows_sorted(const emb_tensor *indices, int64_t n, int64_t V, uint64_t *keys,
+                                    uint64_t *tmp, int64_t **rows_out) {
     for (int64_t i = 0; i < n; i++) keys[i] = (uint64_t)emb__index_at(indices, i);
-    uint64_t *sorted =
-        emb__radix_sort_u64(keys, tmp, n, 0, emb__bit_width_u64((uint64_t)(V - 1)));
+    uint64_t *sorted = emb__radix_sort_u64(keys, tmp, n, 0, emb__bit_width_u64((uint64_t)(V - 1)));
     int64_t *rows = (int64_t *)sorted, nrows = 0; /* in place: rows[k] written after
                                                      sorted[i >= k] was read */
     for (int64_t i = 0; i < n; i++)
-        if (nrows == 0 || (uint64_t)rows[nrows - 1] != sorted[i]) rows[nrows++] = (int64_t)sorted[i];
+        if (nrows == 0 || (uint64_t)rows[nrows - 1] != sorted[i])
+            rows[nrows++] = (int64_t)sorted[i];
     *rows_out = rows;
     return nrows;
 }
@@ -407,8 +421,8 @@ static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *
     int64_t n = emb_tensor_numel(indices);
     if (n == 0 || max_norm == INFINITY) return EMB_OK;
     const int mode = emb__temp_mode();
-    const bool sorted = mode == EMB__TEMP_BATCH ||
-                        (mode == EMB__TEMP_AUTO && V / EMB__RENORM_SORT_RATIO > n);
+    const bool sorted =
+        mode == EMB__TEMP_BATCH || (mode == EMB__TEMP_AUTO && V / EMB__RENORM_SORT_RATIO > n);
     int64_t *rows = NULL, nrows = 0;
     void *buf1 = NULL, *buf2 = NULL;
     if (sorted) {
@@ -417,8 +431,8 @@ static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *
         if (!buf1 || !buf2) {
             emb__free(buf1);
             emb__free(buf2);
-            return emb__error(EMB_ERR_NOMEM, "cannot allocate 2 x %" PRId64
-                              " indices for max_norm", n);
+            return emb__error(EMB_ERR_NOMEM, "cannot allocate 2 x %" PRId64 " indices for max_norm",
+                              n);
         }
         nrows = distinct_rows_sorted(indices, n, V, buf1, buf2, &rows);
     } else {
@@ -428,8 +442,9 @@ static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *
         if (!buf1 || !buf2) {
             emb__free(buf1);
             emb__free(buf2);
-            return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64
-                              " row numbers and a %" PRId64 "-row bitmap for max_norm",
+            return emb__error(EMB_ERR_NOMEM,
+                              "cannot allocate %" PRId64 " row numbers and a %" PRId64
+                              "-row bitmap for max_norm",
                               cap, V);
         }
         rows = buf1;
@@ -448,8 +463,8 @@ static emb_status renorm(float *weight, int64_t V, int64_t D, const emb_tensor *
  * Public lookups
  * ------------------------------------------------------------------------------------- */
 
-emb_status emb_embedding_output_shape(const emb_embedding *e, const emb_tensor *indices,
-                                      int *ndim, int64_t *shape) {
+emb_status emb_embedding_output_shape(const emb_embedding *e, const emb_tensor *indices, int *ndim,
+                                      int64_t *shape) {
     if (!e) return emb__null("embedding");
     if (!indices) return emb__null("indices");
     if (!ndim) return emb__null("ndim");
@@ -462,8 +477,7 @@ emb_status emb_embedding_output_shape(const emb_embedding *e, const emb_tensor *
     return EMB_OK;
 }
 
-emb_status emb_embedding_forward(emb_embedding *e, const emb_tensor *indices,
-                                 emb_tensor *out) {
+emb_status emb_embedding_forward(emb_embedding *e, const emb_tensor *indices, emb_tensor *out) {
     if (!e) return emb__null("embedding");
     if (!indices) return emb__null("indices");
     if (!out) return emb__null("out");
@@ -497,8 +511,7 @@ static emb_status check_weight(const emb_tensor *weight, bool renorm_msg) {
                               "for argument #1 'self' (while checking arguments for "
                               "embedding_renorm_)",
                               weight->ndim);
-        return emb__error(EMB_ERR_SHAPE, "'weight' must be 2-D, got %d dimensions",
-                          weight->ndim);
+        return emb__error(EMB_ERR_SHAPE, "'weight' must be 2-D, got %d dimensions", weight->ndim);
     }
     if (weight->dtype != EMB_FLOAT32)
         return emb__error(EMB_ERR_DTYPE, "weight must be float32, got %s",
@@ -519,8 +532,8 @@ emb_status emb_embedding_lookup(const emb_tensor *weight, const emb_tensor *indi
     return EMB_OK;
 }
 
-emb_status emb_embedding_renorm_(emb_tensor *weight, const emb_tensor *indices,
-                                 double max_norm, double norm_type) {
+emb_status emb_embedding_renorm_(emb_tensor *weight, const emb_tensor *indices, double max_norm,
+                                 double norm_type) {
     emb_status st = check_weight(weight, true);
     if (st) return st;
     if (!indices) return emb__null("indices");

@@ -25,7 +25,7 @@
 #define EMB__BACKWARD_GRAIN (1 << 18)
 /* Positions per thread below which the bucketing stays on one thread, and the per-thread
  * counters the parallel bucketing may always use (beyond 2 per position). */
-#define EMB__CSR_GRAIN (1 << 16)
+#define EMB__CSR_GRAIN      (1 << 16)
 #define EMB__CSR_SMALL_HIST (1 << 16)
 /* The dense backward radix-sorts the batch (batch-sized buckets) when V / this > n =
  * numel(indices), else counts over the table's rows (then V + 2 <= 4n + 2 offsets).
@@ -152,10 +152,12 @@ static void csr_parallel(const emb_tensor *indices, int64_t n, int64_t V, int64_
 static bool use_accumulators(const emb_embedding *e, int64_t V, int64_t D, int64_t n) {
     if (e->scale_grad_by_freq) return false;
     switch (emb__temp_mode()) {
-    case EMB__TEMP_ACC: return true;
+    case EMB__TEMP_ACC:
+        return true;
     case EMB__TEMP_AUTO:
         return V <= n && V * D >= EMB__ACC_MIN_FLOATS && V * D <= EMB__ACC_MAX_FLOATS;
-    default: return false;
+    default:
+        return false;
     }
 }
 
@@ -298,9 +300,12 @@ static bool use_batch_buckets(int64_t V, int64_t n) {
     const int bits = emb__bit_width_u64((uint64_t)(V - 1)) + emb__bit_width_u64((uint64_t)(n - 1));
     if (bits > 64) return false; /* (row, position) does not fit one key */
     switch (emb__temp_mode()) {
-    case EMB__TEMP_TABLE: return false;
-    case EMB__TEMP_BATCH: return true;
-    default: return V / EMB__BATCH_BUCKETS_RATIO > n;
+    case EMB__TEMP_TABLE:
+        return false;
+    case EMB__TEMP_BATCH:
+        return true;
+    default:
+        return V / EMB__BATCH_BUCKETS_RATIO > n;
     }
 }
 
@@ -328,8 +333,7 @@ static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indi
         emb__free(b);
         emb__free(offs);
         return emb__error(EMB_ERR_NOMEM,
-                          "embedding_backward: cannot allocate %" PRId64
-                          " bytes of index buckets",
+                          "embedding_backward: cannot allocate %" PRId64 " bytes of index buckets",
                           3 * kbytes);
     }
     int64_t m = 0;
@@ -371,8 +375,7 @@ static emb_status backward_sorted(const emb_embedding *e, const emb_tensor *indi
     acc = emb__malloc((size_t)nt * (size_t)D * sizeof(float));
     if (!acc) {
         st = emb__error(EMB_ERR_NOMEM,
-                        "embedding_backward: cannot allocate %d accumulators of %" PRId64
-                        " floats",
+                        "embedding_backward: cannot allocate %d accumulators of %" PRId64 " floats",
                         nt, D);
         goto done;
     }
@@ -415,8 +418,7 @@ static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indic
         return EMB_OK;
     }
     if (use_accumulators(e, V, D, n))
-        return backward_accumulate(e, indices, grad_output->data, grad_weight->data, n,
-                                   overwrite);
+        return backward_accumulate(e, indices, grad_output->data, grad_weight->data, n, overwrite);
     if (use_batch_buckets(V, n))
         return backward_sorted(e, indices, grad_output->data, grad_weight->data, n, overwrite);
     const int64_t pad = e->padding_idx;
@@ -427,16 +429,15 @@ static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indic
      * about as much memory as the positions themselves. */
     int csr_threads = emb__threads_for(n, EMB__CSR_GRAIN);
     int64_t hist_words = 0;
-    if (csr_threads > 1 && (!emb__mul_i64(csr_threads, V, &hist_words) ||
-                            hist_words > 2 * n + EMB__CSR_SMALL_HIST))
+    if (csr_threads > 1 &&
+        (!emb__mul_i64(csr_threads, V, &hist_words) || hist_words > 2 * n + EMB__CSR_SMALL_HIST))
         csr_threads = 1;
     if (csr_threads <= 1) hist_words = 0;
     int64_t obytes, pbytes, hbytes;
     if (!emb__mul_i64(V + 2, (int64_t)sizeof(int64_t), &obytes) ||
         !emb__mul_i64(n, (int64_t)sizeof(int64_t), &pbytes) ||
         !emb__mul_i64(hist_words, (int64_t)sizeof(int64_t), &hbytes) ||
-        (uint64_t)obytes > SIZE_MAX || (uint64_t)pbytes > SIZE_MAX ||
-        (uint64_t)hbytes > SIZE_MAX)
+        (uint64_t)obytes > SIZE_MAX || (uint64_t)pbytes > SIZE_MAX || (uint64_t)hbytes > SIZE_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "embedding_backward: the bucket sizes overflow");
     int64_t *offsets = emb__malloc((size_t)obytes);
     int64_t *order = emb__malloc((size_t)pbytes);
@@ -446,8 +447,7 @@ static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indic
         emb__free(order);
         emb__free(hist);
         return emb__error(EMB_ERR_NOMEM,
-                          "embedding_backward: cannot allocate %" PRId64
-                          " bytes of index buckets",
+                          "embedding_backward: cannot allocate %" PRId64 " bytes of index buckets",
                           obytes + pbytes + hbytes);
     }
     if (hist)
@@ -471,10 +471,9 @@ static emb_status backward_dense(const emb_embedding *e, const emb_tensor *indic
     if (!acc) {
         emb__free(offsets);
         emb__free(order);
-        return emb__error(EMB_ERR_NOMEM,
-                          "embedding_backward: cannot allocate %d accumulators of %" PRId64
-                          " floats",
-                          nt, D);
+        return emb__error(
+            EMB_ERR_NOMEM,
+            "embedding_backward: cannot allocate %d accumulators of %" PRId64 " floats", nt, D);
     }
     float *gw = grad_weight->data;
     const float *go = grad_output->data;
@@ -501,8 +500,8 @@ emb_status emb_embedding_backward_overwrite(const emb_embedding *e, const emb_te
 }
 
 emb_status emb__embedding_sparse_check(const emb_embedding *e, const emb_tensor *indices,
-                                       const emb_tensor *grad_output,
-                                       const emb_sparse_grad *grad, bool with_grad) {
+                                       const emb_tensor *grad_output, const emb_sparse_grad *grad,
+                                       bool with_grad) {
     if (!e) return emb__null("embedding");
     if (!indices) return emb__null("indices");
     if (!grad_output) return emb__null("grad_output");
@@ -528,8 +527,7 @@ emb_status emb__embedding_sparse_check(const emb_embedding *e, const emb_tensor 
 }
 
 static emb_status backward_sparse(const emb_embedding *e, const emb_tensor *indices,
-                                  const emb_tensor *grad_output, emb_sparse_grad *grad,
-                                  bool view) {
+                                  const emb_tensor *grad_output, emb_sparse_grad *grad, bool view) {
     emb_status st = emb__embedding_sparse_check(e, indices, grad_output, grad, true);
     if (st) return st;
     const int64_t D = e->embedding_dim;
@@ -584,8 +582,8 @@ static emb_status backward_sparse(const emb_embedding *e, const emb_tensor *indi
             emb__copy_floats(grad->values, go, n * D);
             grad->nnz = n;
         } else {
-            grad->nnz = emb__sparse_gather_ref(grad->indices, grad->values, indices->data, i32,
-                                               go, n, D, pad);
+            grad->nnz = emb__sparse_gather_ref(grad->indices, grad->values, indices->data, i32, go,
+                                               n, D, pad);
         }
         /* PyTorch flags a fresh sparse gradient with fewer than 2 entries as coalesced */
         grad->coalesced = grad->nnz < 2;
@@ -607,8 +605,8 @@ static emb_status backward_sparse(const emb_embedding *e, const emb_tensor *indi
         return st;
     }
     int64_t got = emb__sparse_gather_ref(si, sv, indices->data, i32, go, n, D, pad);
-    int64_t r = emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv,
-                                      got, D);
+    int64_t r =
+        emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv, got, D);
     emb__free(si);
     emb__free(sv);
     emb__sparse_grad_release(grad); /* borrowed entries are only forgotten */

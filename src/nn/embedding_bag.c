@@ -148,16 +148,22 @@ void emb_bag_free(emb_bag *bag) {
     free(bag);
 }
 
-emb_embedding *emb_bag_embedding(emb_bag *bag) { return bag ? bag->emb : NULL; }
+emb_embedding *emb_bag_embedding(emb_bag *bag) {
+    return bag ? bag->emb : NULL;
+}
 
-void emb__bag_info(const emb_bag *bag, emb__table_info *out) { emb__embedding_info(bag->emb, out); }
+void emb__bag_info(const emb_bag *bag, emb__table_info *out) {
+    emb__embedding_info(bag->emb, out);
+}
 
 emb_status emb_bag_weight(emb_bag *bag, emb_tensor *view) {
     if (!bag) return emb__null("bag");
     return emb_embedding_weight(bag->emb, view);
 }
 
-emb_bag_mode emb_bag_mode_of(const emb_bag *bag) { return bag ? bag->mode : EMB_BAG_MEAN; }
+emb_bag_mode emb_bag_mode_of(const emb_bag *bag) {
+    return bag ? bag->mode : EMB_BAG_MEAN;
+}
 bool emb_bag_include_last_offset(const emb_bag *bag) {
     return bag ? bag->include_last_offset : false;
 }
@@ -181,8 +187,10 @@ emb_status emb__bag_batch_init(const emb__bag_cfg *c, const emb_tensor *input,
     emb_status st = emb__check_indices(input, "input", "embedding_bag");
     if (st) return st;
     if (input->ndim != 1 && input->ndim != 2)
-        return emb__error(EMB_ERR_SHAPE, "input has to be 1D or 2D Tensor, but got Tensor of "
-                          "dimension %d", input->ndim);
+        return emb__error(EMB_ERR_SHAPE,
+                          "input has to be 1D or 2D Tensor, but got Tensor of "
+                          "dimension %d",
+                          input->ndim);
     char a[300], b[300];
     if (psw) {
         st = emb_tensor_check(psw, "per_sample_weights");
@@ -208,8 +216,7 @@ emb_status emb__bag_batch_init(const emb__bag_cfg *c, const emb_tensor *input,
                               "as a mini-batch of fixed length sequences; but offsets were "
                               "given");
     } else {
-        if (!offsets)
-            return emb__error(EMB_ERR_NULL, "offsets has to be a 1D Tensor but got NULL");
+        if (!offsets) return emb__error(EMB_ERR_NULL, "offsets has to be a 1D Tensor but got NULL");
         st = emb__check_indices(offsets, "offsets", "embedding_bag");
         if (st) return st;
         if (offsets->ndim != 1)
@@ -300,8 +307,10 @@ int64_t emb__bag_of(const emb__bag_batch *bb, int64_t p) {
     int64_t lo = 0, hi = bb->B; /* answer in [0, B) */
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (bb->starts[mid] <= p) lo = mid;
-        else hi = mid;
+        if (bb->starts[mid] <= p)
+            lo = mid;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -327,7 +336,7 @@ emb_status emb__bag_check_index_values(const emb__bag_cfg *c, const emb__bag_bat
 
 /* [B, dim] float32 output, and max_indices (int64 [B, dim], only in mode max). */
 emb_status emb__bag_check_outputs(const emb__bag_cfg *c, const emb__bag_batch *bb,
-                                const emb_tensor *out, const emb_tensor *max_indices) {
+                                  const emb_tensor *out, const emb_tensor *max_indices) {
     const int64_t shape[2] = {bb->B, c->D};
     emb_status st = emb__check_f32_shape(out, "out", 2, shape);
     if (st) return st;
@@ -339,8 +348,7 @@ emb_status emb__bag_check_outputs(const emb__bag_cfg *c, const emb__bag_batch *b
     return emb__bag_check_i64_shape(max_indices, "max_indices", shape);
 }
 
-emb_status emb__bag_check_i64_shape(const emb_tensor *t, const char *what,
-                                    const int64_t shape[2]) {
+emb_status emb__bag_check_i64_shape(const emb_tensor *t, const char *what, const int64_t shape[2]) {
     emb_status st = emb_tensor_check(t, what);
     if (st) return st;
     if (t->dtype != EMB_INT64)
@@ -397,9 +405,9 @@ static void pool(const emb__bag_cfg *c, const emb__bag_batch *bb, const float *W
 }
 
 /* The whole forward on a validated configuration: checks, optional renorm, pooling. */
-static emb_status forward(const emb__bag_cfg *c, float *W, bool read_only,
-                          const emb_tensor *input, const emb_tensor *offsets,
-                          const emb_tensor *psw, emb_tensor *out, emb_tensor *max_indices) {
+static emb_status forward(const emb__bag_cfg *c, float *W, bool read_only, const emb_tensor *input,
+                          const emb_tensor *offsets, const emb_tensor *psw, emb_tensor *out,
+                          emb_tensor *max_indices) {
     if (!input) return emb__null("input");
     if (!out) return emb__null("out");
     emb__bag_batch bb;
@@ -439,8 +447,8 @@ void emb__bag_cfg_of(const emb_bag *bag, emb__bag_cfg *c) {
     c->norm_type = e->norm_type;
 }
 
-emb_status emb_bag_num_bags(const emb_bag *bag, const emb_tensor *input,
-                            const emb_tensor *offsets, int64_t *num_bags) {
+emb_status emb_bag_num_bags(const emb_bag *bag, const emb_tensor *input, const emb_tensor *offsets,
+                            int64_t *num_bags) {
     if (!bag) return emb__null("bag");
     if (!input) return emb__null("input");
     if (!num_bags) return emb__null("num_bags");
@@ -461,8 +469,8 @@ emb_status emb_bag_forward(emb_bag *bag, const emb_tensor *input, const emb_tens
     if (!bag) return emb__null("bag");
     emb__bag_cfg c;
     emb__bag_cfg_of(bag, &c);
-    return forward(&c, bag->emb->weight, bag->emb->read_only, input, offsets,
-                   per_sample_weights, out, max_indices);
+    return forward(&c, bag->emb->weight, bag->emb->read_only, input, offsets, per_sample_weights,
+                   out, max_indices);
 }
 
 emb_status emb__bag_cfg_from_options(int64_t V, int64_t D, const emb_bag_options *opts,
@@ -497,10 +505,9 @@ emb_status emb__bag_cfg_from_options(int64_t V, int64_t D, const emb_bag_options
     return EMB_OK;
 }
 
-emb_status emb_bag_lookup(emb_tensor *weight, const emb_tensor *input,
-                             const emb_tensor *offsets, const emb_tensor *per_sample_weights,
-                             const emb_bag_options *opts, emb_tensor *out,
-                             emb_tensor *max_indices) {
+emb_status emb_bag_lookup(emb_tensor *weight, const emb_tensor *input, const emb_tensor *offsets,
+                          const emb_tensor *per_sample_weights, const emb_bag_options *opts,
+                          emb_tensor *out, emb_tensor *max_indices) {
     if (!weight) return emb__null("weight");
     emb_status st = emb_tensor_check(weight, "weight");
     if (st) return st;
@@ -514,10 +521,9 @@ emb_status emb_bag_lookup(emb_tensor *weight, const emb_tensor *input,
                           "scalar types: Float; but got %s instead (while checking arguments for "
                           "embedding_bag)",
                           emb_dtype_nbytes(weight->dtype) ? emb__dtype_torch_type(weight->dtype)
-                                                        : "unknown");
+                                                          : "unknown");
     emb__bag_cfg c;
     st = emb__bag_cfg_from_options(weight->shape[0], weight->shape[1], opts, &c);
     if (st) return st;
-    return forward(&c, weight->data, false, input, offsets, per_sample_weights, out,
-                   max_indices);
+    return forward(&c, weight->data, false, input, offsets, per_sample_weights, out, max_indices);
 }

@@ -51,8 +51,9 @@ static emb_status alloc_bytes(void **p, int64_t count, int64_t size, const char 
                           count, what);
     *p = emb__malloc((size_t)bytes);
     if (!*p)
-        return emb__error(EMB_ERR_NOMEM, "embedding_bag backward: cannot allocate %" PRId64
-                          " bytes of %s", bytes, what);
+        return emb__error(EMB_ERR_NOMEM,
+                          "embedding_bag backward: cannot allocate %" PRId64 " bytes of %s", bytes,
+                          what);
     return EMB_OK;
 }
 
@@ -110,9 +111,9 @@ static void groups_share(void *p, int t, int nt) {
     const int64_t r0 = share_row(g->keys, g->perm, g->m, c->V, i0);
     const int64_t r1 = share_row(g->keys, g->perm, g->m, c->V, i1);
     if (i0 < i1) /* (an empty share of groups is an empty share of rows) */
-        g->K->backward_groups(g->gw, g->go, c->D, g->keys, g->perm, g->o2b, g->count,
-                              g->bb->psw, i0, i1, c->pad, c->scale_grad_by_freq, g->overwrite,
-                              r0, r1, g->acc + t * c->D);
+        g->K->backward_groups(g->gw, g->go, c->D, g->keys, g->perm, g->o2b, g->count, g->bb->psw,
+                              i0, i1, c->pad, c->scale_grad_by_freq, g->overwrite, r0, r1,
+                              g->acc + t * c->D);
 }
 
 static emb_status backward_sum_mean(const emb__bag_cfg *c, const emb__bag_batch *bb,
@@ -175,12 +176,12 @@ static void max_share(void *p, int t, int nt) {
     const max_ctx *x = p;
     int64_t c0, c1;
     emb__split(x->D, t, nt, &c0, &c1);
-    emb__bag_max_backward_ref(x->gw, x->go, x->mi, x->count, x->B, x->D, c0, c1,
-                              x->acc + x->V * t, x->mark + x->V * t, x->touched + x->B * t);
+    emb__bag_max_backward_ref(x->gw, x->go, x->mi, x->count, x->B, x->D, c0, c1, x->acc + x->V * t,
+                              x->mark + x->V * t, x->touched + x->B * t);
 }
 
-static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
-                               const int64_t *mi, const float *go, float *gw, bool overwrite) {
+static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb, const int64_t *mi,
+                               const float *go, float *gw, bool overwrite) {
     const int64_t B = bb->B, D = c->D, V = c->V;
     if (B == 0) {
         if (overwrite) emb__zero_floats(gw, V * D);
@@ -203,8 +204,9 @@ static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
     if (!st) {
         mark = calloc((size_t)vnt, 1);
         if (!mark)
-            st = emb__error(EMB_ERR_NOMEM, "embedding_bag backward: cannot allocate %" PRId64
-                            " bytes of row marks", vnt);
+            st = emb__error(
+                EMB_ERR_NOMEM,
+                "embedding_bag backward: cannot allocate %" PRId64 " bytes of row marks", vnt);
     }
     if (!st) {
         /* overwrite: the max backward adds column by column into touched rows; zero first */
@@ -223,9 +225,8 @@ static emb_status backward_max(const emb__bag_cfg *c, const emb__bag_batch *bb,
 static emb_status bag_backward_dense(const emb_bag *bag, const emb_tensor *input,
                                      const emb_tensor *offsets,
                                      const emb_tensor *per_sample_weights,
-                                     const emb_tensor *max_indices,
-                                     const emb_tensor *grad_output, emb_tensor *grad_weight,
-                                     bool overwrite) {
+                                     const emb_tensor *max_indices, const emb_tensor *grad_output,
+                                     emb_tensor *grad_weight, bool overwrite) {
     if (!bag) return emb__null("bag");
     if (!grad_weight) return emb__null("grad_weight");
     if (!bag->emb->requires_grad) return state_error();
@@ -239,8 +240,9 @@ static emb_status bag_backward_dense(const emb_bag *bag, const emb_tensor *input
     if (!st && c.mode == EMB_BAG_MAX) {
         if (!max_indices)
             st = emb__error(EMB_ERR_NULL, "max_indices must not be NULL in mode max (pass the "
-                            "max_indices the forward produced)");
-        else st = emb__bag_check_i64_shape(max_indices, "max_indices", ms);
+                                          "max_indices the forward produced)");
+        else
+            st = emb__bag_check_i64_shape(max_indices, "max_indices", ms);
         if (!st) {
             const int64_t *mi = max_indices->data;
             for (int64_t i = 0; i < bb.B * c.D; i++)
@@ -268,21 +270,20 @@ static emb_status bag_backward_dense(const emb_bag *bag, const emb_tensor *input
     return st;
 }
 
-emb_status emb_bag_backward(const emb_bag *bag, const emb_tensor *input,
-                            const emb_tensor *offsets, const emb_tensor *per_sample_weights,
-                            const emb_tensor *max_indices, const emb_tensor *grad_output,
-                            emb_tensor *grad_weight) {
-    return bag_backward_dense(bag, input, offsets, per_sample_weights, max_indices,
-                              grad_output, grad_weight, false);
+emb_status emb_bag_backward(const emb_bag *bag, const emb_tensor *input, const emb_tensor *offsets,
+                            const emb_tensor *per_sample_weights, const emb_tensor *max_indices,
+                            const emb_tensor *grad_output, emb_tensor *grad_weight) {
+    return bag_backward_dense(bag, input, offsets, per_sample_weights, max_indices, grad_output,
+                              grad_weight, false);
 }
 
 emb_status emb_bag_backward_overwrite(const emb_bag *bag, const emb_tensor *input,
                                       const emb_tensor *offsets,
                                       const emb_tensor *per_sample_weights,
-                                      const emb_tensor *max_indices,
-                                      const emb_tensor *grad_output, emb_tensor *grad_weight) {
-    return bag_backward_dense(bag, input, offsets, per_sample_weights, max_indices,
-                              grad_output, grad_weight, true);
+                                      const emb_tensor *max_indices, const emb_tensor *grad_output,
+                                      emb_tensor *grad_weight) {
+    return bag_backward_dense(bag, input, offsets, per_sample_weights, max_indices, grad_output,
+                              grad_weight, true);
 }
 
 /* Share t of the sparse gradient's gather: its range of bags, first counted (slot[t + 1]
@@ -311,23 +312,20 @@ static void gather_share(void *p, int t, int nt) {
         return;
     }
     if (b0 < b1)
-        emb__bag_sparse_gather_ref(g->grad->indices + g->slot[t],
-                                   g->grad->values + g->slot[t] * D, bb->idx, bb->i32,
-                                   bb->starts + b0, b1 - b0, g->go + b0 * D, D, bb->psw,
-                                   g->mean, pad, bb->n);
+        emb__bag_sparse_gather_ref(g->grad->indices + g->slot[t], g->grad->values + g->slot[t] * D,
+                                   bb->idx, bb->i32, bb->starts + b0, b1 - b0, g->go + b0 * D, D,
+                                   bb->psw, g->mean, pad, bb->n);
 }
 
 emb_status emb_bag_backward_sparse(const emb_bag *bag, const emb_tensor *input,
-                                   const emb_tensor *offsets,
-                                   const emb_tensor *per_sample_weights,
+                                   const emb_tensor *offsets, const emb_tensor *per_sample_weights,
                                    const emb_tensor *grad_output, emb_sparse_grad *grad) {
     if (!bag) return emb__null("bag");
     if (!grad) return emb__null("grad");
     if (!bag->emb->requires_grad) return state_error();
     emb__bag_cfg c;
     emb__bag_cfg_of(bag, &c);
-    return emb__bag_backward_sparse_cfg(&c, input, offsets, per_sample_weights, grad_output,
-                                        grad);
+    return emb__bag_backward_sparse_cfg(&c, input, offsets, per_sample_weights, grad_output, grad);
 }
 
 emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tensor *input,
@@ -340,7 +338,7 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
         return emb__error(EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
     if (c.scale_grad_by_freq)
         return emb__error(EMB_ERR_UNSUPPORTED, "embedding_backward: scale_grad_by_freq not "
-                          "supported with sparse gradients");
+                                               "supported with sparse gradients");
     emb_status st = emb__sparse_grad_check(grad, "grad");
     if (st) return st;
     if (grad->num_rows != c.V || grad->dim != c.D)
@@ -398,9 +396,9 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
             emb__parallel(nt, gather_share, &g);
             grad->nnz = m;
         } else {
-            grad->nnz = emb__bag_sparse_gather_ref(grad->indices, grad->values, bb.idx, bb.i32,
-                                                   bb.starts, bb.B, go, D, bb.psw, mean, c.pad,
-                                                   bb.n);
+            grad->nnz =
+                emb__bag_sparse_gather_ref(grad->indices, grad->values, bb.idx, bb.i32, bb.starts,
+                                           bb.B, go, D, bb.psw, mean, c.pad, bb.n);
         }
         emb__free(slot);
         grad->coalesced = grad->nnz < 2;
@@ -411,7 +409,7 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
     if (!emb__add_i64(grad->nnz, m, &total)) {
         emb__bag_batch_free(&bb);
         return emb__error(EMB_ERR_OVERFLOW, "embedding_bag backward: the number of entries "
-                          "overflows");
+                                            "overflows");
     }
     int64_t *si = NULL, *ri = NULL;
     float *sv = NULL, *rv = NULL;
@@ -427,10 +425,10 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
         emb__bag_batch_free(&bb);
         return st;
     }
-    int64_t got = emb__bag_sparse_gather_ref(si, sv, bb.idx, bb.i32, bb.starts, bb.B, go, D,
-                                             bb.psw, mean, c.pad, bb.n);
-    int64_t r = emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv,
-                                      got, D);
+    int64_t got = emb__bag_sparse_gather_ref(si, sv, bb.idx, bb.i32, bb.starts, bb.B, go, D, bb.psw,
+                                             mean, c.pad, bb.n);
+    int64_t r =
+        emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv, got, D);
     emb__free(si);
     emb__free(sv);
     emb__sparse_grad_release(grad); /* borrowed entries are only forgotten */
@@ -450,14 +448,14 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
  * OpenBLAS core type (docs/semantics.md §14). sdot never splits its work between threads,
  * so they do not depend on emb's thread count either. Returns false when the build has no
  * CBLAS or D does not fit its integer type (the kernel's sequential sum is used then). */
-static bool psw_grad_blas(float *out, const float *grad_output, const float *weight,
-                          int64_t D, const emb__bag_batch *bb, const int64_t *o2b, int64_t p0,
-                          int64_t p1, int64_t pad) {
+static bool psw_grad_blas(float *out, const float *grad_output, const float *weight, int64_t D,
+                          const emb__bag_batch *bb, const int64_t *o2b, int64_t p0, int64_t p1,
+                          int64_t pad) {
     float probe;
     if (!emb__sdot_cblas(0, weight, weight, &probe) || D > INT32_MAX) return false;
     for (int64_t p = p0; p < p1; p++) {
-        const int64_t k = bb->i32 ? (int64_t)((const int32_t *)bb->idx)[p]
-                                  : ((const int64_t *)bb->idx)[p];
+        const int64_t k =
+            bb->i32 ? (int64_t)((const int32_t *)bb->idx)[p] : ((const int64_t *)bb->idx)[p];
         if (o2b[p] < 0 || k == pad) {
             out[p] = 0.0f;
             continue;
@@ -514,8 +512,15 @@ emb_status emb_bag_backward_per_sample_weights(const emb_bag *bag, const emb_ten
         int64_t work;
         if (!emb__mul_i64(n, D > 0 ? D : 1, &work)) work = INT64_MAX;
         const int nt = emb__threads_for(work, EMB__BAG_BWD_GRAIN);
-        psw_ctx x = {emb__kernels()->bag, grad_per_sample_weights->data, grad_output->data,
-                     bag->emb->weight, D, &bb, o2b, c.pad, !emb__force_ref()};
+        psw_ctx x = {emb__kernels()->bag,
+                     grad_per_sample_weights->data,
+                     grad_output->data,
+                     bag->emb->weight,
+                     D,
+                     &bb,
+                     o2b,
+                     c.pad,
+                     !emb__force_ref()};
         emb__parallel_for(nt, n, psw_range, &x);
     }
     emb__free(o2b);
@@ -542,7 +547,7 @@ emb_status emb__bag_sparse_entries(const emb_bag *bag, const emb_tensor *input,
         return emb__error(EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
     if (c.scale_grad_by_freq)
         return emb__error(EMB_ERR_UNSUPPORTED, "embedding_backward: scale_grad_by_freq not "
-                          "supported with sparse gradients");
+                                               "supported with sparse gradients");
     emb__bag_batch bb;
     emb_status st = check_common(&c, input, offsets, psw, grad_output, &bb);
     if (st) return st;
@@ -579,9 +584,8 @@ emb_status emb__bag_sparse_entries(const emb_bag *bag, const emb_tensor *input,
     if (!bb.starts) { /* dim 0 and no positions: no entries */
         e.values = go;
     } else if (bb.psw) {
-        int64_t got = emb__bag_sparse_gather_ref(e.rows, e.owned_values, bb.idx, bb.i32,
-                                                 bb.starts, bb.B, go, D, bb.psw, false, c.pad,
-                                                 bb.n);
+        int64_t got = emb__bag_sparse_gather_ref(e.rows, e.owned_values, bb.idx, bb.i32, bb.starts,
+                                                 bb.B, go, D, bb.psw, false, c.pad, bb.n);
         (void)got;
         e.values = e.owned_values;
     } else {

@@ -26,7 +26,6 @@ void emb__bag_cfg_of(const emb_bag *bag, emb__bag_cfg *c);
 int64_t emb__bag_of(const emb__bag_batch *bb, int64_t p);
 
 /* t is int64 with the given 2-D shape. */
-emb_status emb__bag_check_i64_shape(const emb_tensor *t, const char *what,
-                                    const int64_t shape[2]);
+emb_status emb__bag_check_i64_shape(const emb_tensor *t, const char *what, const int64_t shape[2]);
 
 #endif /* EMB_EMBEDDING_BAG_INTERNAL_H */

@@ -14,8 +14,8 @@ struct emb_embedding {
     bool scale_grad_by_freq;
     bool sparse;
     bool requires_grad;
-    float *weight; /* [num_embeddings * embedding_dim]; 64-byte aligned when owned */
-    bool owned;    /* weight allocated by emb (emb__free on free) */
+    float *weight;  /* [num_embeddings * embedding_dim]; 64-byte aligned when owned */
+    bool owned;     /* weight allocated by emb (emb__free on free) */
     bool read_only; /* never written: lookups only (emb_storage.read_only) */
     void (*release)(void *data, void *release_ctx); /* handed-over memory, or NULL */
     void *release_ctx;

@@ -64,7 +64,6 @@ static void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
     emb__parallel_for(nt, (m + 3) / 4, gemm_blocks, &g);
 }
 
-
 /* ---------------------------------------------------------------------------------------
  * PyTorch's BLAS call. torch 1.13's CPU mm/addmm (addmm_impl_cpu_ in LinearAlgebra.cpp,
  * then cpublas::gemm) looks at the strides of the result and of both operands, decides
@@ -93,7 +92,9 @@ static tmat tmat_t(tmat t) {
     return r;
 }
 
-static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
+static int64_t max1(int64_t v) {
+    return v > 1 ? v : 1;
+}
 
 /* OpenBLAS (OpenMP build) sizes its team from the calling thread's OpenMP settings, as
  * torch.set_num_threads() sets them: emb's thread count is applied the same way for the
@@ -144,8 +145,9 @@ static emb_status torch_addmm(tmat m1, tmat m2, float *res, int64_t r0, int64_t 
             copy[i] = emb__malloc((size_t)(rows * cols) * sizeof(float));
             if (!copy[i]) {
                 emb__free(copy[0]);
-                return emb__error(EMB_ERR_NOMEM, "cannot allocate a %" PRId64 " x %" PRId64
-                                  " operand copy", rows, cols);
+                return emb__error(EMB_ERR_NOMEM,
+                                  "cannot allocate a %" PRId64 " x %" PRId64 " operand copy", rows,
+                                  cols);
             }
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t c = 0; c < cols; c++)
@@ -182,11 +184,10 @@ emb_status emb_linear_create(int64_t in_features, int64_t out_features, bool bia
     if (!out) return emb__null("out");
     if (in_features < 0 || out_features < 0)
         return emb__error(EMB_ERR_INVALID,
-                          "Trying to create tensor with negative dimension %" PRId64
-                          ": [%" PRId64 ", %" PRId64 "] (Linear weight [out_features, "
+                          "Trying to create tensor with negative dimension %" PRId64 ": [%" PRId64
+                          ", %" PRId64 "] (Linear weight [out_features, "
                           "in_features])",
-                          out_features < 0 ? out_features : in_features, out_features,
-                          in_features);
+                          out_features < 0 ? out_features : in_features, out_features, in_features);
     int64_t numel, bytes;
     if (!emb__mul_i64(in_features, out_features, &numel) ||
         !emb__mul_i64(numel, (int64_t)sizeof(float), &bytes) || (uint64_t)bytes > SIZE_MAX)
@@ -203,8 +204,9 @@ emb_status emb_linear_create(int64_t in_features, int64_t out_features, bool bia
     lin->bias = bias ? emb__malloc((size_t)out_features * sizeof(float)) : NULL;
     if (!lin->weight || (bias && !lin->bias)) {
         emb_linear_free(lin);
-        return emb__error(EMB_ERR_NOMEM, "cannot allocate the %" PRId64 " x %" PRId64
-                          " Linear parameters", out_features, in_features);
+        return emb__error(EMB_ERR_NOMEM,
+                          "cannot allocate the %" PRId64 " x %" PRId64 " Linear parameters",
+                          out_features, in_features);
     }
     memset(lin->weight, 0, (size_t)bytes);
     if (bias) memset(lin->bias, 0, (size_t)out_features * sizeof(float));
@@ -245,9 +247,15 @@ void emb_linear_free(emb_linear *lin) {
     emb__free(lin);
 }
 
-int64_t emb_linear_in_features(const emb_linear *lin) { return lin ? lin->in_features : 0; }
-int64_t emb_linear_out_features(const emb_linear *lin) { return lin ? lin->out_features : 0; }
-bool emb_linear_has_bias(const emb_linear *lin) { return lin && lin->has_bias; }
+int64_t emb_linear_in_features(const emb_linear *lin) {
+    return lin ? lin->in_features : 0;
+}
+int64_t emb_linear_out_features(const emb_linear *lin) {
+    return lin ? lin->out_features : 0;
+}
+bool emb_linear_has_bias(const emb_linear *lin) {
+    return lin && lin->has_bias;
+}
 
 emb_status emb_linear_weight(emb_linear *lin, emb_tensor *view) {
     if (!lin) return emb__null("lin");
@@ -335,11 +343,13 @@ emb_status emb_linear_forward(const emb_linear *lin, const emb_tensor *x, emb_te
     const bool fused = lin->has_bias && (x->ndim == 2 || x->ndim == 3);
     float beta = 0.0f;
     if (fused) {
-        for (int64_t i = 0; i < m; i++) memcpy(yd + i * out, lin->bias, (size_t)out * sizeof(float));
+        for (int64_t i = 0; i < m; i++)
+            memcpy(yd + i * out, lin->bias, (size_t)out * sizeof(float));
         beta = 1.0f;
     }
     if (in == 0) {
-        if (!lin->has_bias) memset(yd, 0, (size_t)(m * out) * sizeof(float));
+        if (!lin->has_bias)
+            memset(yd, 0, (size_t)(m * out) * sizeof(float));
         else if (!fused)
             for (int64_t i = 0; i < m; i++)
                 memcpy(yd + i * out, lin->bias, (size_t)out * sizeof(float));
@@ -377,8 +387,7 @@ static int ceil_log2(int64_t n) {
 }
 
 /* out[c] = cascade over i < n of base[i*row_stride + c], for c < ncols (<= COLS). */
-static void cascade_cols(const float *base, int64_t row_stride, int64_t n, int ncols,
-                         float *out) {
+static void cascade_cols(const float *base, int64_t row_stride, int64_t n, int ncols, float *out) {
     float acc[4][COLS];
     for (int l = 0; l < 4; l++)
         for (int c = 0; c < ncols; c++) acc[l][c] = 0.0f;
@@ -403,15 +412,15 @@ static void cascade_cols(const float *base, int64_t row_stride, int64_t n, int n
         const float *row = base + i * row_stride;
         for (int c = 0; c < ncols; c++) acc[0][c] = acc[0][c] + row[c];
     }
-    for (int c = 0; c < ncols; c++)
-        out[c] = ((acc[0][c] + acc[1][c]) + acc[2][c]) + acc[3][c];
+    for (int c = 0; c < ncols; c++) out[c] = ((acc[0][c] + acc[1][c]) + acc[2][c]) + acc[3][c];
 }
 
 /* out[c] = ilp4 over i < n of base[i*row_stride + c]. */
 static void ilp4_cols(const float *base, int64_t row_stride, int64_t n, int ncols, float *out) {
     float part[4][COLS];
     int64_t q = n / 4;
-    for (int k = 0; k < 4; k++) cascade_cols(base + k * row_stride, 4 * row_stride, q, ncols, part[k]);
+    for (int k = 0; k < 4; k++)
+        cascade_cols(base + k * row_stride, 4 * row_stride, q, ncols, part[k]);
     for (int64_t i = 4 * q; i < n; i++) {
         const float *row = base + i * row_stride;
         for (int c = 0; c < ncols; c++) part[0][c] = part[0][c] + row[c];
@@ -439,8 +448,10 @@ static void column_sums(const float *g, int64_t m, int64_t out, int64_t j0, int 
         int64_t j = j0, end = j0 + w;
         while (j < end) {
             int64_t stop = j < cascaded ? (cascaded < end ? cascaded : end) : end;
-            if (j < cascaded) cascade_cols(g + j, out, m, (int)(stop - j), s + (j - j0));
-            else ilp4_cols(g + j, out, m, (int)(stop - j), s + (j - j0));
+            if (j < cascaded)
+                cascade_cols(g + j, out, m, (int)(stop - j), s + (j - j0));
+            else
+                ilp4_cols(g + j, out, m, (int)(stop - j), s + (j - j0));
             j = stop;
         }
     }
@@ -465,9 +476,8 @@ static void bias_blocks(void *p, int64_t b0, int64_t b1, int ith) {
     }
 }
 
-emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
-                               const emb_tensor *grad_y, emb_tensor *grad_x,
-                               emb_tensor *grad_weight, emb_tensor *grad_bias) {
+emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x, const emb_tensor *grad_y,
+                               emb_tensor *grad_x, emb_tensor *grad_weight, emb_tensor *grad_bias) {
     if (!lin) return emb__null("lin");
     if (!x) return emb__null("x");
     if (!grad_y) return emb__null("grad_y");
@@ -493,7 +503,8 @@ emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
     const char *names[3] = {"grad_x", "grad_weight", "grad_bias"};
     for (int i = 0; i < 3; i++) {
         if (!outs[i]) continue;
-        if (emb__tensors_overlap(outs[i], x)) return emb__error(EMB_ERR_INVALID, "%s must not overlap x", names[i]);
+        if (emb__tensors_overlap(outs[i], x))
+            return emb__error(EMB_ERR_INVALID, "%s must not overlap x", names[i]);
         if (emb__tensors_overlap(outs[i], grad_y))
             return emb__error(EMB_ERR_INVALID, "%s must not overlap grad_y", names[i]);
         if ((st = weight_overlap_error(lin, outs[i], names[i]))) return st;
@@ -509,8 +520,9 @@ emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
     if (grad_weight && out > 0 && in > 0 && m > 0) {
         gw_new = emb__malloc((size_t)(out * in) * sizeof(float));
         if (!gw_new)
-            return emb__error(EMB_ERR_NOMEM, "cannot allocate a %" PRId64 " x %" PRId64
-                              " weight gradient", out, in);
+            return emb__error(EMB_ERR_NOMEM,
+                              "cannot allocate a %" PRId64 " x %" PRId64 " weight gradient", out,
+                              in);
     }
     /* grad_x [m, in] = grad_y [m, out] W [out, in] (overwritten). autograd's
      * mm_mat1_backward: grad_y.mm(W), or (W^T.mm(grad_y^T))^T when x is "column-major"
@@ -521,9 +533,10 @@ emb_status emb_linear_backward(const emb_linear *lin, const emb_tensor *x,
         } else {
             bool done;
             tmat wt = tmat_of(lin->weight, out, in), g = tmat_of(gy, m, out);
-            if (m == 1 && in == 1) st = torch_addmm(tmat_t(wt), tmat_t(g), grad_x->data, in, m,
-                                                    0.0f, &done);
-            else st = torch_addmm(g, wt, grad_x->data, m, in, 0.0f, &done);
+            if (m == 1 && in == 1)
+                st = torch_addmm(tmat_t(wt), tmat_t(g), grad_x->data, in, m, 0.0f, &done);
+            else
+                st = torch_addmm(g, wt, grad_x->data, m, in, 0.0f, &done);
             if (st) {
                 emb__free(gw_new);
                 return st;

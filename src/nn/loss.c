@@ -75,8 +75,8 @@ emb_status emb__loss_alloc_rows(int64_t n, int64_t c, float **out) {
     if (cnt == 0) return EMB_OK;
     *out = emb__malloc((size_t)cnt * sizeof(float));
     if (!*out)
-        return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " x %" PRId64
-                          " float32 values", n, c);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " x %" PRId64 " float32 values",
+                          n, c);
     return EMB_OK;
 }
 

@@ -27,8 +27,7 @@
 #include <math.h>
 
 static emb_status pair_check(const emb_tensor *input, const emb_tensor *target,
-                             const emb_loss_options *opts, emb_loss_options *o,
-                             const char *op) {
+                             const emb_loss_options *opts, emb_loss_options *o, const char *op) {
     emb_status st = emb__loss_check_f32(input, "input");
     if (st) return st;
     if ((st = emb__loss_check_f32(target, "target"))) return st;
@@ -61,14 +60,13 @@ static emb_status bce_check(const emb_tensor *input, const emb_tensor *target,
             return emb__error(EMB_ERR_SHAPE,
                               "pos_weight has shape %s, expected [%" PRId64
                               "] (the last dimension of input %s)",
-                              emb__shape_fmt(buf, sizeof buf, pos_weight->ndim,
-                                             pos_weight->shape),
+                              emb__shape_fmt(buf, sizeof buf, pos_weight->ndim, pos_weight->shape),
                               c, emb__shape_fmt(buf2, sizeof buf2, input->ndim, input->shape));
     }
     if (o->weight) {
         if ((st = emb__loss_check_f32(o->weight, "weight"))) return st;
         if ((st = emb__loss_check_broadcast_to(input, o->weight, "weight",
-                                     "binary_cross_entropy_with_logits")))
+                                               "binary_cross_entropy_with_logits")))
             return st;
         if ((st = emb__loss_expand_like(input, o->weight, wexp))) return st;
     }
@@ -76,8 +74,8 @@ static emb_status bce_check(const emb_tensor *input, const emb_tensor *target,
 }
 
 /* The unreduced loss into out[n] (scratch: 2n floats). */
-static void bce_loss(const float *x, const float *t, const float *pw, int64_t c,
-                     const float *w, int64_t n, float *out, float *scratch) {
+static void bce_loss(const float *x, const float *t, const float *pw, int64_t c, const float *w,
+                     int64_t n, float *out, float *scratch) {
     emb__log_softmax_kernels k = emb__log_softmax_pick();
     float *e1 = scratch, *e2 = scratch + n;
     for (int64_t i = 0; i < n; i++) {
@@ -106,8 +104,8 @@ static void bce_loss(const float *x, const float *t, const float *pw, int64_t c,
 }
 
 emb_status emb_bce_with_logits_forward(const emb_tensor *input, const emb_tensor *target,
-                                       const emb_tensor *pos_weight,
-                                       const emb_loss_options *opts, emb_tensor *loss) {
+                                       const emb_tensor *pos_weight, const emb_loss_options *opts,
+                                       emb_tensor *loss) {
     emb_loss_options o;
     float *w = NULL, *buf = NULL;
     emb_status st = bce_check(input, target, pos_weight, opts, &o, &w);
@@ -115,7 +113,7 @@ emb_status emb_bce_with_logits_forward(const emb_tensor *input, const emb_tensor
     if (!st) st = emb__loss_check_shape(loss, "loss", o.reduction, input->ndim, input->shape);
     if (!st)
         st = emb__loss_check_no_overlap(loss, "loss", input, "input", target, "target", pos_weight,
-                              "pos_weight", o.weight, "weight");
+                                        "pos_weight", o.weight, "weight");
     const int64_t n = st ? 0 : emb_tensor_numel(input);
     const bool none = o.reduction == EMB_REDUCTION_NONE;
     if (!st) st = emb__loss_alloc_rows(n, none ? 2 : 3, &buf);
@@ -137,8 +135,7 @@ emb_status emb_bce_with_logits_forward(const emb_tensor *input, const emb_tensor
 }
 
 emb_status emb_bce_with_logits_backward(const emb_tensor *input, const emb_tensor *target,
-                                        const emb_tensor *pos_weight,
-                                        const emb_loss_options *opts,
+                                        const emb_tensor *pos_weight, const emb_loss_options *opts,
                                         const emb_tensor *grad_loss, emb_tensor *grad_input) {
     emb_loss_options o;
     float *w = NULL;
@@ -150,7 +147,7 @@ emb_status emb_bce_with_logits_backward(const emb_tensor *input, const emb_tenso
     if (!st) st = emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape);
     if (!st)
         st = emb__loss_check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
-                              pos_weight, "pos_weight", grad_loss, "grad_loss");
+                                        pos_weight, "pos_weight", grad_loss, "grad_loss");
     if (!st && o.weight && emb__tensors_overlap(grad_input, o.weight))
         st = emb__error(EMB_ERR_INVALID, "grad_input must not overlap weight");
     if (st) {

@@ -47,12 +47,18 @@ typedef struct ce_shape {
 
 static const char *torch_scalar_name(emb_dtype d) {
     switch (d) {
-    case EMB_INT32: return "Int";
-    case EMB_INT16: return "Short";
-    case EMB_INT8: return "Char";
-    case EMB_UINT8: return "Byte";
-    case EMB_BOOL: return "Bool";
-    default: return emb_dtype_name(d);
+    case EMB_INT32:
+        return "Int";
+    case EMB_INT16:
+        return "Short";
+    case EMB_INT8:
+        return "Char";
+    case EMB_UINT8:
+        return "Byte";
+    case EMB_BOOL:
+        return "Bool";
+    default:
+        return emb_dtype_name(d);
     }
 }
 
@@ -72,9 +78,10 @@ static emb_status ce_check(const emb_tensor *logits, const emb_tensor *target,
                           o->label_smoothing);
     char buf[300], buf2[300];
     if (logits->ndim < 1)
-        return emb__error(EMB_ERR_SHAPE, "%s: %s must be [N, C, d1, ...], [N, C] or [C], got "
-                          "shape %s", op, xname,
-                          emb__shape_fmt(buf, sizeof buf, logits->ndim, logits->shape));
+        return emb__error(EMB_ERR_SHAPE,
+                          "%s: %s must be [N, C, d1, ...], [N, C] or [C], got "
+                          "shape %s",
+                          op, xname, emb__shape_fmt(buf, sizeof buf, logits->ndim, logits->shape));
     if (target->dtype != EMB_INT64) {
         if (target->dtype == EMB_FLOAT32 || target->dtype == EMB_FLOAT64 ||
             target->dtype == EMB_FLOAT16 || target->dtype == EMB_BFLOAT16)
@@ -101,23 +108,23 @@ static emb_status ce_check(const emb_tensor *logits, const emb_tensor *target,
         if (logits->ndim == 2 && target->ndim > 1)
             return emb__error(EMB_ERR_SHAPE,
                               "0D or 1D target tensor expected, multi-target not supported "
-                              "(%s: target of shape %s)", op,
-                              emb__shape_fmt(buf, sizeof buf, target->ndim, target->shape));
+                              "(%s: target of shape %s)",
+                              op, emb__shape_fmt(buf, sizeof buf, target->ndim, target->shape));
         s->none_ndim = logits->ndim - 1;
         s->none_shape[0] = s->n;
         bool same = target->ndim == logits->ndim - 1;
         for (int i = 2; i < logits->ndim; i++) {
             s->none_shape[i - 1] = logits->shape[i];
             if (!emb__mul_i64(s->inner, logits->shape[i], &s->inner))
-                return emb__error(EMB_ERR_OVERFLOW, "%s: the spatial size of %s overflows",
-                                  op, emb__shape_fmt(buf, sizeof buf, logits->ndim,
-                                                     logits->shape));
+                return emb__error(EMB_ERR_OVERFLOW, "%s: the spatial size of %s overflows", op,
+                                  emb__shape_fmt(buf, sizeof buf, logits->ndim, logits->shape));
             if (same && target->shape[i - 1] != logits->shape[i]) same = false;
         }
         if (!same && logits->ndim == 4 && target->ndim != 3)
             return emb__error(EMB_ERR_SHAPE,
                               "only batches of spatial targets supported (3D tensors) but got "
-                              "targets of dimension: %d", target->ndim);
+                              "targets of dimension: %d",
+                              target->ndim);
         if (!same && logits->ndim == 4) /* torch's nll_loss2d message, verbatim */
             return emb__error(EMB_ERR_SHAPE, "size mismatch (got input: %s , target: %s",
                               emb__shape_fmt(buf, sizeof buf, logits->ndim, logits->shape),
@@ -125,8 +132,8 @@ static emb_status ce_check(const emb_tensor *logits, const emb_tensor *target,
         if (!same)
             return emb__error(EMB_ERR_SHAPE, "Expected target size %s, got %s (%s: %s %s)",
                               emb__shape_fmt(buf, sizeof buf, s->none_ndim, s->none_shape),
-                              emb__shape_fmt(buf2, sizeof buf2, target->ndim, target->shape),
-                              op, xname,
+                              emb__shape_fmt(buf2, sizeof buf2, target->ndim, target->shape), op,
+                              xname,
                               emb__shape_fmt((char[300]){0}, 300, logits->ndim, logits->shape));
     } else {
         s->n = 1;
@@ -184,13 +191,17 @@ static void lsm_range(void *p, int64_t r0, int64_t r1, int ith) {
     const int64_t slab = l->c * l->inner, o = r0 * slab;
     if (r0 >= r1) return;
     if (!l->dim) {
-        if (l->gy) l->k.bwd(l->gy + o, l->y + o, l->out + o, r1 - r0, l->c);
-        else l->k.fwd(l->x + o, l->out + o, r1 - r0, l->c);
+        if (l->gy)
+            l->k.bwd(l->gy + o, l->y + o, l->out + o, r1 - r0, l->c);
+        else
+            l->k.fwd(l->x + o, l->out + o, r1 - r0, l->c);
         return;
     }
     float *sc = l->scratch + (int64_t)ith * l->per;
-    if (l->gy) l->k.dim_bwd(l->gy + o, l->y + o, l->out + o, r1 - r0, l->c, l->inner, sc);
-    else l->k.dim_fwd(l->x + o, l->out + o, r1 - r0, l->c, l->inner, sc);
+    if (l->gy)
+        l->k.dim_bwd(l->gy + o, l->y + o, l->out + o, r1 - r0, l->c, l->inner, sc);
+    else
+        l->k.dim_fwd(l->x + o, l->out + o, r1 - r0, l->c, l->inner, sc);
 }
 
 /* The number of shares for n slices of `work` floats in all. */
@@ -253,8 +264,8 @@ static inline int64_t lp_at(int64_t b, int64_t cls, int64_t p, int64_t c, int64_
 /* nll_loss forward of logp [n, c, inner] (see the section comment; torch's nll_loss and
  * nll_loss2d run the same loops). For none, out[n * inner]; else out[0] and
  * *total_weight. */
-static void nll_forward(const float *logp, const int64_t *t, const float *w, int64_t n,
-                        int64_t c, int64_t inner, int64_t ignore, emb_reduction red, float *out,
+static void nll_forward(const float *logp, const int64_t *t, const float *w, int64_t n, int64_t c,
+                        int64_t inner, int64_t ignore, emb_reduction red, float *out,
                         float *total_weight) {
     const int64_t numiter = n * inner;
     if (red == EMB_REDUCTION_NONE) {
@@ -360,8 +371,8 @@ static emb_status smooth_rows(const float *logp, const int64_t *t, const float *
 
 /* The denominator of the smoothing mean with weights: the torch sum of w[t_i] over the kept
  * targets, in order. */
-static emb_status smooth_weight_sum(const int64_t *t, const float *w, int64_t count,
-                                    int64_t ignore, float *den) {
+static emb_status smooth_weight_sum(const int64_t *t, const float *w, int64_t count, int64_t ignore,
+                                    float *den) {
     int64_t kept = 0;
     for (int64_t i = 0; i < count; i++) kept += t[i] != ignore;
     float *g = NULL;
@@ -386,9 +397,10 @@ static emb_status ce_forward_impl(const emb_tensor *x_t, const emb_tensor *targe
     emb_status st = ce_check(x_t, target, opts, op, xname, &o, &s);
     if (st) return st;
     if (!loss) return emb__null("loss");
-    if ((st = emb__loss_check_shape(loss, "loss", o.reduction, s.none_ndim, s.none_shape))) return st;
-    if ((st = emb__loss_check_no_overlap(loss, "loss", x_t, xname, target, "target", o.weight, "weight",
-                               NULL, NULL)))
+    if ((st = emb__loss_check_shape(loss, "loss", o.reduction, s.none_ndim, s.none_shape)))
+        return st;
+    if ((st = emb__loss_check_no_overlap(loss, "loss", x_t, xname, target, "target", o.weight,
+                                         "weight", NULL, NULL)))
         return st;
     const bool smoothing = with_softmax && o.label_smoothing > 0.0;
     const int64_t n = s.n, c = s.c, inner = s.inner, count = emb_tensor_numel(target);
@@ -402,13 +414,13 @@ static emb_status ce_forward_impl(const emb_tensor *x_t, const emb_tensor *targe
         logp = logp_buf;
     }
     /* nll into nll[count] (none) or nll[0] */
-    if ((st = emb__loss_alloc_rows(o.reduction == EMB_REDUCTION_NONE ? count : 1, 1, &nll))) goto done;
+    if ((st = emb__loss_alloc_rows(o.reduction == EMB_REDUCTION_NONE ? count : 1, 1, &nll)))
+        goto done;
     if (smoothing && (st = emb__loss_alloc_rows(count, 1, &smooth))) goto done;
     float tw = 0.0f;
     /* torch's nll_loss takes its unreduced path for batched input only: an unbatched none
      * is computed as a sum over its one row (0 - v, never -v: +0 where -v is -0) */
-    nll_forward(logp, t, w, n, c, inner, o.ignore_index, nll_red(o.reduction, s.batched), nll,
-                &tw);
+    nll_forward(logp, t, w, n, c, inner, o.ignore_index, nll_red(o.reduction, s.batched), nll, &tw);
     float *out = loss->data;
     if (!smoothing) {
         if (o.reduction == EMB_REDUCTION_NONE) {
@@ -467,12 +479,13 @@ static emb_status ce_backward_impl(const emb_tensor *x_t, const emb_tensor *targ
     emb_status st = ce_check(x_t, target, opts, op, xname, &o, &s);
     if (st) return st;
     if (!grad_loss) return emb__null("grad_loss");
-    if ((st = emb__loss_check_shape(grad_loss, "grad_loss", o.reduction, s.none_ndim, s.none_shape)))
+    if ((st =
+             emb__loss_check_shape(grad_loss, "grad_loss", o.reduction, s.none_ndim, s.none_shape)))
         return st;
     if (!grad_x) return emb__null(gname);
     if ((st = emb__check_f32_shape(grad_x, gname, x_t->ndim, x_t->shape))) return st;
     if ((st = emb__loss_check_no_overlap(grad_x, gname, x_t, xname, target, "target", grad_loss,
-                               "grad_loss", o.weight, "weight")))
+                                         "grad_loss", o.weight, "weight")))
         return st;
     const bool smoothing = with_softmax && o.label_smoothing > 0.0;
     const int64_t n = s.n, c = s.c, inner = s.inner, ignore = o.ignore_index;
@@ -552,8 +565,8 @@ emb_status emb_cross_entropy_forward(const emb_tensor *logits, const emb_tensor 
 }
 
 emb_status emb_cross_entropy_backward(const emb_tensor *logits, const emb_tensor *target,
-                                      const emb_loss_options *opts,
-                                      const emb_tensor *grad_loss, emb_tensor *grad_logits) {
+                                      const emb_loss_options *opts, const emb_tensor *grad_loss,
+                                      emb_tensor *grad_logits) {
     return ce_backward_impl(logits, target, opts, grad_loss, grad_logits, true);
 }
 
@@ -573,7 +586,8 @@ emb_status emb_log_softmax_forward(const emb_tensor *x, emb_tensor *y) {
     if (st) return st;
     char buf[300];
     if (x->ndim < 1)
-        return emb__error(EMB_ERR_SHAPE, "log_softmax: x must have at least one dimension "
+        return emb__error(EMB_ERR_SHAPE,
+                          "log_softmax: x must have at least one dimension "
                           "(the classes are its last), got shape %s",
                           emb__shape_fmt(buf, sizeof buf, x->ndim, x->shape));
     if (!y) return emb__null("y");
@@ -590,14 +604,16 @@ emb_status emb_log_softmax_backward(const emb_tensor *y, const emb_tensor *grad_
     if (st) return st;
     char buf[300];
     if (y->ndim < 1)
-        return emb__error(EMB_ERR_SHAPE, "log_softmax: y must have at least one dimension, "
-                          "got shape %s", emb__shape_fmt(buf, sizeof buf, y->ndim, y->shape));
+        return emb__error(EMB_ERR_SHAPE,
+                          "log_softmax: y must have at least one dimension, "
+                          "got shape %s",
+                          emb__shape_fmt(buf, sizeof buf, y->ndim, y->shape));
     if (!grad_y) return emb__null("grad_y");
     if ((st = emb__check_f32_shape(grad_y, "grad_y", y->ndim, y->shape))) return st;
     if (!grad_x) return emb__null("grad_x");
     if ((st = emb__check_f32_shape(grad_x, "grad_x", y->ndim, y->shape))) return st;
-    if ((st = emb__loss_check_no_overlap(grad_x, "grad_x", y, "y", grad_y, "grad_y", NULL, NULL, NULL,
-                               NULL)))
+    if ((st = emb__loss_check_no_overlap(grad_x, "grad_x", y, "y", grad_y, "grad_y", NULL, NULL,
+                                         NULL, NULL)))
         return st;
     int64_t c = y->shape[y->ndim - 1], n = c > 0 ? emb_tensor_numel(y) / c : 0;
     log_softmax_backward_rows(grad_y->data, y->data, grad_x->data, n, c);

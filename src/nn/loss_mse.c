@@ -15,8 +15,7 @@
 /* Checks input/target (float32, target broadcastable to input) and, when their shapes
  * differ, materialises the broadcast target into *expanded (caller frees). */
 static emb_status mse_check(const emb_tensor *input, const emb_tensor *target,
-                            const emb_loss_options *opts, emb_loss_options *o,
-                            float **expanded) {
+                            const emb_loss_options *opts, emb_loss_options *o, float **expanded) {
     *expanded = NULL;
     emb_status st = emb__loss_check_f32(input, "input");
     if (st) return st;
@@ -60,8 +59,8 @@ emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *targe
     if (!loss) st = emb__null("loss");
     if (!st) st = emb__loss_check_shape(loss, "loss", o.reduction, input->ndim, input->shape);
     if (!st)
-        st = emb__loss_check_no_overlap(loss, "loss", input, "input", target, "target", NULL, NULL, NULL,
-                              NULL);
+        st = emb__loss_check_no_overlap(loss, "loss", input, "input", target, "target", NULL, NULL,
+                                        NULL, NULL);
     const int64_t n = emb_tensor_numel(input);
     float *buf = NULL;
     if (!st && o.reduction != EMB_REDUCTION_NONE) st = emb__loss_alloc_rows(n, 1, &buf);
@@ -96,7 +95,7 @@ emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *targ
     if (!st) st = emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape);
     if (!st)
         st = emb__loss_check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
-                              grad_loss, "grad_loss", NULL, NULL);
+                                        grad_loss, "grad_loss", NULL, NULL);
     if (st) {
         emb__free(tb);
         return st;

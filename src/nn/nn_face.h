@@ -14,7 +14,7 @@
 
 /* A table as a module that updates its weights sees it. */
 typedef struct emb__table_info {
-    float *weight;       /* [rows * dim] (NULL possible when the table has no elements) */
+    float *weight; /* [rows * dim] (NULL possible when the table has no elements) */
     int64_t rows, dim;
     int64_t padding_idx; /* normalised (>= 0), or EMB_PADDING_NONE */
     bool read_only;      /* emb_storage.read_only: nothing may write the weights */
@@ -32,8 +32,8 @@ void emb__bag_info(const emb_bag *bag, emb__table_info *out);
  * with_grad false, grad is not looked at: the checks of a call that builds no gradient
  * (the fused optimizer step). */
 emb_status emb__embedding_sparse_check(const emb_embedding *e, const emb_tensor *indices,
-                                       const emb_tensor *grad_output,
-                                       const emb_sparse_grad *grad, bool with_grad);
+                                       const emb_tensor *grad_output, const emb_sparse_grad *grad,
+                                       bool with_grad);
 
 /* The checks of F.embedding on a [V, D] table: indices int64/int32, out float32 of shape
  * indices.shape + [D] not overlapping indices, every index in [0, V). */
@@ -63,7 +63,7 @@ typedef struct emb__bag_batch {
     const void *idx;
     bool i32;
     int64_t n, end, B;
-    int64_t fixed; /* N of a 2-D input, -1 for 1-D */
+    int64_t fixed;   /* N of a 2-D input, -1 for 1-D */
     int64_t *starts; /* [B + 1], emb__malloc'ed */
     const float *psw;
 } emb__bag_batch;

@@ -118,8 +118,7 @@ emb_status emb_one_hot(const emb_tensor *indices, int64_t num_classes, emb_tenso
                           emb__shape_fmt(got_s, sizeof got_s, out->ndim, out->shape),
                           emb__shape_fmt(want_s, sizeof want_s, nd, want));
     }
-    if (emb__overlap(out->data, emb_tensor_nbytes(out), indices->data,
-                       emb_tensor_nbytes(indices)))
+    if (emb__overlap(out->data, emb_tensor_nbytes(out), indices->data, emb_tensor_nbytes(indices)))
         return emb__error(EMB_ERR_INVALID, "one_hot: out must not overlap indices");
 
     int64_t n = emb_tensor_numel(indices);

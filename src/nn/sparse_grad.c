@@ -55,8 +55,8 @@ emb_status emb__sparse_grad_alloc(int64_t rows, int64_t dim, int64_t **indices, 
         emb__free(idx);
         emb__free(val);
         return emb__error(EMB_ERR_NOMEM,
-                          "cannot allocate a sparse gradient of %" PRId64 " entries of dimension %"
-                          PRId64 " (%" PRId64 " bytes)",
+                          "cannot allocate a sparse gradient of %" PRId64
+                          " entries of dimension %" PRId64 " (%" PRId64 " bytes)",
                           rows, dim, ibytes + vbytes);
     }
     *indices = idx;
@@ -108,8 +108,7 @@ emb_status emb_sparse_grad_coalesce(emb_sparse_grad *g) {
     int64_t *perm = emb__malloc((size_t)words);
     if (!perm)
         return emb__error(EMB_ERR_NOMEM,
-                          "coalesce: cannot allocate the sort buffers for %" PRId64 " entries",
-                          n);
+                          "coalesce: cannot allocate the sort buffers for %" PRId64 " entries", n);
     emb__argsort_unstable_i64_mt(g->indices, n, perm, perm + n,
                                  emb__threads_for(n, EMB__ARGSORT_GRAIN));
     int64_t unique = 1;
@@ -141,11 +140,13 @@ emb_status emb_sparse_grad_coalesce_order(const emb_tensor *rows, emb_tensor *pe
     if (!st) st = emb_tensor_check(perm, "perm");
     if (st) return st;
     if (rows->dtype != EMB_INT64 || perm->dtype != EMB_INT64)
-        return emb__error(EMB_ERR_DTYPE, "coalesce order: rows and perm must be int64, got %s "
-                          "and %s", emb_dtype_name(rows->dtype), emb_dtype_name(perm->dtype));
+        return emb__error(EMB_ERR_DTYPE,
+                          "coalesce order: rows and perm must be int64, got %s "
+                          "and %s",
+                          emb_dtype_name(rows->dtype), emb_dtype_name(perm->dtype));
     if (rows->ndim != 1 || !emb__tensor_same_shape(rows, perm))
         return emb__error(EMB_ERR_SHAPE, "coalesce order: rows must be 1-D and perm of its "
-                          "shape");
+                                         "shape");
     if (emb__tensors_overlap(rows, perm))
         return emb__error(EMB_ERR_INVALID, "coalesce order: perm overlaps rows");
     const int64_t n = rows->shape[0];
@@ -155,8 +156,10 @@ emb_status emb_sparse_grad_coalesce_order(const emb_tensor *rows, emb_tensor *pe
         return emb__error(EMB_ERR_OVERFLOW, "coalesce order: %" PRId64 " entries overflow", n);
     int64_t *scratch = emb__malloc((size_t)bytes);
     if (!scratch)
-        return emb__error(EMB_ERR_NOMEM, "coalesce order: cannot allocate the sort buffers "
-                          "for %" PRId64 " entries", n);
+        return emb__error(EMB_ERR_NOMEM,
+                          "coalesce order: cannot allocate the sort buffers "
+                          "for %" PRId64 " entries",
+                          n);
     emb__argsort_unstable_i64_mt(rows->data, n, perm->data, scratch,
                                  emb__threads_for(n, EMB__ARGSORT_GRAIN));
     emb__free(scratch);
@@ -213,8 +216,8 @@ emb_status emb_sparse_grad_from_rows(emb_sparse_grad *g, int64_t num_rows, int64
     if (!g) return emb__null("grad");
     if (num_rows < 0 || dim < 0)
         return emb__error(EMB_ERR_INVALID,
-                          "a sparse gradient needs non-negative sizes, got [%" PRId64
-                          ", %" PRId64 "]",
+                          "a sparse gradient needs non-negative sizes, got [%" PRId64 ", %" PRId64
+                          "]",
                           num_rows, dim);
     emb_status st = emb__check_indices(rows, "rows", "emb_sparse_grad_from_rows");
     if (st) return st;

@@ -30,8 +30,12 @@ static void dense_chunks(void *ctx, int64_t c0, int64_t c1, int ith) {
     for (int64_t c = c0; c < c1; c++) {
         const int64_t b = c * DENSE_CHUNK, e = b + DENSE_CHUNK < d->n ? b + DENSE_CHUNK : d->n;
         switch (d->kind) {
-        case DENSE_SCALE: K->scale(d->p + b, d->alpha, e - b); break;
-        case DENSE_AXPY: K->axpy(d->p + b, d->g + b, d->alpha, e - b); break;
+        case DENSE_SCALE:
+            K->scale(d->p + b, d->alpha, e - b);
+            break;
+        case DENSE_AXPY:
+            K->axpy(d->p + b, d->g + b, d->alpha, e - b);
+            break;
         case EMB_OPTIMIZER_SGD:
             K->sgd_dense(d->p + b, d->g + b, d->s1 ? d->s1 + b : NULL, e - b, d->args);
             break;
@@ -39,8 +43,8 @@ static void dense_chunks(void *ctx, int64_t c0, int64_t c1, int ith) {
             K->adagrad_dense(d->p + b, d->g + b, d->s1 + b, e - b, d->args);
             break;
         default: /* Adam, AdamW */
-            K->adam_dense(d->p + b, d->g + b, d->s1 + b, d->s2 + b, d->s3 ? d->s3 + b : NULL,
-                          e - b, d->args);
+            K->adam_dense(d->p + b, d->g + b, d->s1 + b, d->s2 + b, d->s3 ? d->s3 + b : NULL, e - b,
+                          d->args);
             break;
         }
     }
@@ -71,8 +75,9 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
     if (momentum && ps->buf_kind == EMB__BUF_NONE) {
         newbuf = emb__malloc((size_t)ps->numel * sizeof(float));
         if (!newbuf)
-            return emb__error(EMB_ERR_NOMEM, "cannot allocate the momentum buffer (%" PRId64
-                              " floats)", ps->numel);
+            return emb__error(EMB_ERR_NOMEM,
+                              "cannot allocate the momentum buffer (%" PRId64 " floats)",
+                              ps->numel);
     }
     st = emb__optim_ensure_state(opt, ps);
     if (st) {
@@ -119,7 +124,8 @@ emb_status emb_optimizer_step(emb_optimizer *opt, int param_id, const emb_tensor
         emb__parallel_for(nt, nchunks, dense_chunks, &d);
         break;
     }
-    case EMB_OPTIMIZER_SPARSE_ADAM: break; /* rejected above */
+    case EMB_OPTIMIZER_SPARSE_ADAM:
+        break; /* rejected above */
     }
     ps->steps = step;
     return EMB_OK;
@@ -131,8 +137,8 @@ void emb__optim_dense_scale(const emb__optim_kernel_table *K, float *x, float s,
                       dense_chunks, &d);
 }
 
-void emb__optim_dense_axpy(const emb__optim_kernel_table *K, float *y, const float *x,
-                           float alpha, int64_t n) {
+void emb__optim_dense_axpy(const emb__optim_kernel_table *K, float *y, const float *x, float alpha,
+                           int64_t n) {
     dense_ctx d = {K, DENSE_AXPY, n, y, x, NULL, NULL, NULL, NULL, alpha};
     emb__parallel_for(emb__threads_for(n, DENSE_CHUNK), (n + DENSE_CHUNK - 1) / DENSE_CHUNK,
                       dense_chunks, &d);

@@ -86,8 +86,8 @@ emb_status emb_optimizer_step_fused_bag(emb_optimizer *opt, int param_id, const 
      * emb_optimizer_step_sparse's, then the fused step's own: the order of the unfused
      * path. The entries are described without copying per-position values. */
     emb__bag_entries en;
-    emb_status st = emb__bag_sparse_entries(bag, input, offsets, per_sample_weights,
-                                            grad_output, &en);
+    emb_status st =
+        emb__bag_sparse_entries(bag, input, offsets, per_sample_weights, grad_output, &en);
     if (st) return st;
     emb__table_info t;
     emb__bag_info(bag, &t);

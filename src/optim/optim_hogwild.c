@@ -18,8 +18,8 @@ emb_status emb_optimizer_advance_step(emb_optimizer *opt, int param_id) {
     return EMB_OK;
 }
 
-emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
-                                     const emb_tensor *rows, const emb_tensor *values) {
+emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id, const emb_tensor *rows,
+                                     const emb_tensor *values) {
     emb_status st = emb__optim_check_param_id(opt, param_id);
     if (st) return st;
     const emb__param_state *ps = &opt->ps[param_id];
@@ -50,11 +50,13 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     if (ps->steps < 1)
         return emb__error(EMB_ERR_STATE,
                           "parameter %d has made no step: call emb_optimizer_advance_step "
-                          "before its row updates", param_id);
+                          "before its row updates",
+                          param_id);
     if (o->kind != EMB_OPTIMIZER_SGD && !ps->initialized)
         return emb__error(EMB_ERR_STATE,
                           "parameter %d has no state: call emb_optimizer_init_state before "
-                          "row updates (they never allocate state)", param_id);
+                          "row updates (they never allocate state)",
+                          param_id);
     if (n == 0 || dim == 0) return EMB_OK; /* nothing to update (values may be NULL) */
 
     /* The entries as a sparse gradient of this step, rows as int64. */
@@ -69,7 +71,8 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     float *p = emb__optim_param_data(ps);
     if (o->kind == EMB_OPTIMIZER_SGD) {
         const float neg_lr = (float)(-o->lr), alpha = o->maximize ? -neg_lr : neg_lr;
-        for (int64_t k = 0; k < n; k++) K->axpy(p + g.rows[k] * dim, emb__sv_row(&g, k), alpha, dim);
+        for (int64_t k = 0; k < n; k++)
+            K->axpy(p + g.rows[k] * dim, emb__sv_row(&g, k), alpha, dim);
         emb__free(keys);
         return EMB_OK;
     }
@@ -97,8 +100,10 @@ emb_status emb_optimizer_update_rows(const emb_optimizer *opt, int param_id,
     u.p = p;
     u.s1 = ps->s1;
     u.s2 = ps->s2;
-    if (o->kind == EMB_OPTIMIZER_ADAGRAD) u.ag = emb__optim_adagrad_args(o, ps->steps);
-    else u.sa = emb__optim_sparse_adam_args(o, ps->steps);
+    if (o->kind == EMB_OPTIMIZER_ADAGRAD)
+        u.ag = emb__optim_adagrad_args(o, ps->steps);
+    else
+        u.sa = emb__optim_sparse_adam_args(o, ps->steps);
     emb__optim_coalesced_update(K, &g, pairs, o->maximize ? -1.0f : 1.0f, &u, acc, 1);
     emb__free(keys);
     emb__free(pairs);

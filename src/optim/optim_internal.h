@@ -102,8 +102,8 @@ emb_status emb__optim_alloc_f32(int64_t n, int64_t m, float **out, const char *w
 
 /* x *= s and y += alpha * x over n elements, in parallel chunks. */
 void emb__optim_dense_scale(const emb__optim_kernel_table *K, float *x, float s, int64_t n);
-void emb__optim_dense_axpy(const emb__optim_kernel_table *K, float *y, const float *x,
-                           float alpha, int64_t n);
+void emb__optim_dense_axpy(const emb__optim_kernel_table *K, float *y, const float *x, float alpha,
+                           int64_t n);
 
 /* ---- sparse steps (optim_sparse.c) ----------------------------------------------------- */
 
@@ -130,12 +130,11 @@ emb_status emb__optim_check_sparse_kind(const emb_optimizer *opt, const emb__par
                                         int param_id);
 emb_status emb__optim_check_grad_shape(const emb__param_state *ps, int param_id, int64_t rows,
                                        int64_t dim);
-emb_status emb__optim_check_sparse_options(const emb_optimizer *opt,
-                                           const emb__param_state *ps, int param_id);
+emb_status emb__optim_check_sparse_options(const emb_optimizer *opt, const emb__param_state *ps,
+                                           int param_id);
 
 /* One sparse step of a validated gradient view (rows in range, dims matching). */
-emb_status emb__optim_sparse_step(emb_optimizer *opt, emb__param_state *ps,
-                                  const emb__spview *g);
+emb_status emb__optim_sparse_step(emb_optimizer *opt, emb__param_state *ps, const emb__spview *g);
 
 /* Adagrad's or SparseAdam's update of one row. */
 typedef struct emb__row_update {

@@ -16,11 +16,20 @@ emb_optimizer_options emb_optimizer_options_default(emb_optimizer_kind kind) {
     o.beta2 = 0.999;
     o.eps = 1e-8;
     switch (kind) {
-    case EMB_OPTIMIZER_SGD: o.eps = 0; break;
-    case EMB_OPTIMIZER_ADAGRAD: o.lr = 1e-2; o.eps = 1e-10; break;
-    case EMB_OPTIMIZER_ADAM: break;
-    case EMB_OPTIMIZER_ADAMW: o.weight_decay = 1e-2; break;
-    case EMB_OPTIMIZER_SPARSE_ADAM: break;
+    case EMB_OPTIMIZER_SGD:
+        o.eps = 0;
+        break;
+    case EMB_OPTIMIZER_ADAGRAD:
+        o.lr = 1e-2;
+        o.eps = 1e-10;
+        break;
+    case EMB_OPTIMIZER_ADAM:
+        break;
+    case EMB_OPTIMIZER_ADAMW:
+        o.weight_decay = 1e-2;
+        break;
+    case EMB_OPTIMIZER_SPARSE_ADAM:
+        break;
     }
     return o;
 }
@@ -29,8 +38,14 @@ emb_optimizer_options emb_optimizer_options_default(emb_optimizer_kind kind) {
  * messages print it: the shortest digits that round-trip, positional notation for decimal
  * exponents in [-4, 16), scientific otherwise. */
 static const char *pyfloat(double x, char *buf, size_t size) {
-    if (isnan(x)) { snprintf(buf, size, "nan"); return buf; }
-    if (isinf(x)) { snprintf(buf, size, x < 0 ? "-inf" : "inf"); return buf; }
+    if (isnan(x)) {
+        snprintf(buf, size, "nan");
+        return buf;
+    }
+    if (isinf(x)) {
+        snprintf(buf, size, x < 0 ? "-inf" : "inf");
+        return buf;
+    }
     char tmp[40];
     int prec = 1;
     for (; prec <= 17; prec++) {
@@ -86,7 +101,9 @@ static emb_status invalid_value(const char *what, double x) {
 
 /* PyTorch's check `0.0 <= x` (which lets +inf through and, for SGD's `x < 0.0`, NaN too),
  * plus emb's own: the value must be finite. */
-static bool nonneg_finite(double x) { return x >= 0.0 && isfinite(x); }
+static bool nonneg_finite(double x) {
+    return x >= 0.0 && isfinite(x);
+}
 
 /* The learning rate check of an optimizer kind (create and emb_optimizer_set_lr). */
 static emb_status check_lr(emb_optimizer_kind kind, double lr) {
@@ -115,8 +132,7 @@ emb_status emb__optim_check_options(const emb_optimizer_options *o) {
         if (!nonneg_finite(o->weight_decay))
             return invalid_value("weight_decay value", o->weight_decay);
         if (!nonneg_finite(o->initial_accumulator_value))
-            return invalid_value("initial_accumulator_value value",
-                                 o->initial_accumulator_value);
+            return invalid_value("initial_accumulator_value value", o->initial_accumulator_value);
         if (!nonneg_finite(o->eps)) return invalid_value("epsilon value", o->eps);
         return EMB_OK;
     case EMB_OPTIMIZER_ADAM:
@@ -153,7 +169,9 @@ emb_status emb_optimizer_set_lr(emb_optimizer *opt, double lr) {
     return EMB_OK;
 }
 
-double emb_optimizer_lr(const emb_optimizer *opt) { return opt ? opt->o.lr : NAN; }
+double emb_optimizer_lr(const emb_optimizer *opt) {
+    return opt ? opt->o.lr : NAN;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Hyper-parameters as the kernels see them (step = the new step count)

@@ -106,8 +106,10 @@ typedef struct merge_it {
 static inline bool merge_next(merge_it *it, int64_t *ti, int64_t *si) {
     if (it->ti >= it->tn && it->si >= it->sn) return false;
     int cmp;
-    if (it->ti >= it->tn) cmp = -1;
-    else if (it->si >= it->sn) cmp = 1;
+    if (it->ti >= it->tn)
+        cmp = -1;
+    else if (it->si >= it->sn)
+        cmp = 1;
     else {
         int64_t a = it->t[it->ti], b = it->s[it->si];
         cmp = a < b ? 1 : (a > b ? -1 : 0);
@@ -128,12 +130,15 @@ static int64_t merge_count(const int64_t *t, int64_t tn, const int64_t *s, int64
 
 /* The value of one merged entry (see above). t values are multiplied by t_sign (+-1: a
  * negated gradient), s values by s_alpha. */
-static inline void merge_value(const emb__optim_kernel_table *K, float *r, int64_t dim,
-                               int64_t tn, const float *t, float t_sign, int64_t sn,
-                               const float *s, float s_alpha) {
-    if (sn == 0) K->coalesce_first(r, t, t_sign, dim); /* copy of t */
-    else if (tn == 0) K->scale_to(r, s, s_alpha, dim); /* s * alpha */
-    else K->merge_entry(r, t, t_sign, s, s_alpha, dim);
+static inline void merge_value(const emb__optim_kernel_table *K, float *r, int64_t dim, int64_t tn,
+                               const float *t, float t_sign, int64_t sn, const float *s,
+                               float s_alpha) {
+    if (sn == 0)
+        K->coalesce_first(r, t, t_sign, dim); /* copy of t */
+    else if (tn == 0)
+        K->scale_to(r, s, s_alpha, dim); /* s * alpha */
+    else
+        K->merge_entry(r, t, t_sign, s, s_alpha, dim);
 }
 
 /* ---- coalesce() and a row update per unique row ------------------------------------- */
@@ -148,8 +153,10 @@ static inline void prefetch_row(const float *r, int64_t dim, int write) {
     int64_t n = dim * (int64_t)sizeof(float);
     if (n > COALESCE_PF_BYTES) n = COALESCE_PF_BYTES;
     for (int64_t o = 0; o < n; o += 64) {
-        if (write) __builtin_prefetch(b + o, 1);
-        else __builtin_prefetch(b + o, 0);
+        if (write)
+            __builtin_prefetch(b + o, 1);
+        else
+            __builtin_prefetch(b + o, 0);
     }
 }
 
@@ -223,10 +230,11 @@ emb_status emb__optim_check_sparse_kind(const emb_optimizer *opt, const emb__par
     switch (o->kind) {
     case EMB_OPTIMIZER_ADAM:
         return emb__error(EMB_ERR_UNSUPPORTED, "Adam does not support sparse gradients, please "
-                          "consider SparseAdam instead");
+                                               "consider SparseAdam instead");
     case EMB_OPTIMIZER_ADAMW:
         return emb__error(EMB_ERR_UNSUPPORTED, "AdamW does not support sparse gradients");
-    default: break;
+    default:
+        break;
     }
     if (ps->ndim != 2) {
         char b[300];
@@ -237,8 +245,8 @@ emb_status emb__optim_check_sparse_kind(const emb_optimizer *opt, const emb__par
     return EMB_OK;
 }
 
-emb_status emb__optim_check_sparse_options(const emb_optimizer *opt,
-                                           const emb__param_state *ps, int param_id) {
+emb_status emb__optim_check_sparse_options(const emb_optimizer *opt, const emb__param_state *ps,
+                                           int param_id) {
     const emb_optimizer_options *o = &opt->o;
     if (o->kind == EMB_OPTIMIZER_ADAGRAD && o->weight_decay != 0.0)
         return emb__error(EMB_ERR_UNSUPPORTED,
@@ -306,8 +314,8 @@ static void nesterov_share(void *ctx, int t, int nt) {
     while (merge_next(&it, &ti, &si)) {
         int64_t r = ti >= 0 ? g->rows[ti] : buf->rows[si];
         if (r < lo || r >= hi) continue;
-        merge_value(x->K, v, dim, g->nnz, ti >= 0 ? emb__sv_row(g, ti) : NULL, x->sign,
-                    buf->nnz, si >= 0 ? buf->values + si * dim : NULL, x->momentum);
+        merge_value(x->K, v, dim, g->nnz, ti >= 0 ? emb__sv_row(g, ti) : NULL, x->sign, buf->nnz,
+                    si >= 0 ? buf->values + si * dim : NULL, x->momentum);
         x->K->axpy(x->p + r * dim, v, x->neg_lr, dim);
     }
 }
@@ -341,8 +349,10 @@ static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const em
     int64_t nn;
     const int64_t bn = ps->buf_kind == EMB__BUF_SPARSE ? ps->sp_nnz : 0;
     const bool first = ps->buf_kind == EMB__BUF_NONE;
-    if (first) nn = g->nnz;
-    else nn = merge_count(ps->sp_rows, bn, g->rows, g->nnz);
+    if (first)
+        nn = g->nnz;
+    else
+        nn = merge_count(ps->sp_rows, bn, g->rows, g->nnz);
     const bool in_place = !first && g->nnz == 0; /* buf.add_(empty) keeps buf */
     const int64_t new_nnz = in_place ? bn : nn;
     const int nt = o->nesterov ? sparse_threads((g->nnz + new_nnz) * dim, rows) : 1;
@@ -400,8 +410,7 @@ static emb_status sgd_momentum_sparse(const emb__optim_kernel_table *K, const em
 }
 
 /* One sparse step of a validated gradient view (rows in range, dims matching). */
-emb_status emb__optim_sparse_step(emb_optimizer *opt, emb__param_state *ps,
-                                  const emb__spview *g) {
+emb_status emb__optim_sparse_step(emb_optimizer *opt, emb__param_state *ps, const emb__spview *g) {
     const emb_optimizer_options *o = &opt->o;
     const emb__optim_kernel_table *K = emb__kernels()->optim;
     const int64_t rows = ps->shape[0], dim = ps->shape[1];
@@ -438,16 +447,17 @@ emb_status emb__optim_sparse_step(emb_optimizer *opt, emb__param_state *ps,
     if (st) return st;
     int64_t *pairs = sort ? opt->scratch : NULL;
     float *acc = (float *)((char *)opt->scratch + pair_bytes);
-    if (sort)
-        emb__argsort_pairs_i64_mt(g->rows, n, pairs, emb__threads_for(n, EMB__ARGSORT_GRAIN));
+    if (sort) emb__argsort_pairs_i64_mt(g->rows, n, pairs, emb__threads_for(n, EMB__ARGSORT_GRAIN));
     emb__row_update u;
     memset(&u, 0, sizeof u);
     u.kind = o->kind;
     u.p = emb__optim_param_data(ps);
     u.s1 = ps->s1;
     u.s2 = ps->s2;
-    if (o->kind == EMB_OPTIMIZER_ADAGRAD) u.ag = emb__optim_adagrad_args(o, step);
-    else u.sa = emb__optim_sparse_adam_args(o, step);
+    if (o->kind == EMB_OPTIMIZER_ADAGRAD)
+        u.ag = emb__optim_adagrad_args(o, step);
+    else
+        u.sa = emb__optim_sparse_adam_args(o, step);
     emb__optim_coalesced_update(K, g, pairs, o->maximize ? -1.0f : 1.0f, &u, acc, nt);
     ps->steps = step;
     return EMB_OK;

@@ -20,18 +20,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STATE_MAGIC "EMBOPTST"
+#define STATE_MAGIC   "EMBOPTST"
 #define STATE_VERSION 1u
 
 /* ---------------------------------------------------------------------------------------
  * The layout
  * ------------------------------------------------------------------------------------- */
 
-/* Stored types, all little-endian (src/core/bytes.h): the 8 magic bytes, u32, u64 (also i64, as its two's
- * complement bits), f64 and f32 (IEEE-754 bits). */
+/* Stored types, all little-endian (src/core/bytes.h): the 8 magic bytes, u32, u64 (also i64, as its
+ * two's complement bits), f64 and f32 (IEEE-754 bits). */
 typedef enum { T_MAGIC, T_U32, T_U64, T_F64, T_F32 } state_type;
 
-static size_t type_size(state_type t) { return t == T_U32 || t == T_F32 ? 4 : 8; }
+static size_t type_size(state_type t) {
+    return t == T_U32 || t == T_F32 ? 4 : 8;
+}
 
 /* What loading checks of a field:
  *   V_MAGIC     the bytes STATE_MAGIC;
@@ -57,7 +59,7 @@ typedef struct state_field {
 typedef struct state_header {
     uint32_t version, kind;
     emb_optimizer_options o; /* the nine doubles; kind and the flags are stored apart */
-    uint32_t flags;      /* bit 0 nesterov, bit 1 amsgrad, bit 2 maximize */
+    uint32_t flags;          /* bit 0 nesterov, bit 1 amsgrad, bit 2 maximize */
     uint32_t nparams;
 } state_header;
 
@@ -153,11 +155,19 @@ static unsigned char *put_fields(unsigned char *p, const state_field *f, int n,
         uint32_t u32;
         uint64_t u64;
         switch (f[i].type) {
-        case T_MAGIC: memcpy(p, STATE_MAGIC, 8); break;
+        case T_MAGIC:
+            memcpy(p, STATE_MAGIC, 8);
+            break;
         case T_U32:
-        case T_F32: memcpy(&u32, v, 4); emb__put_u32le(p, u32); break;
+        case T_F32:
+            memcpy(&u32, v, 4);
+            emb__put_u32le(p, u32);
+            break;
         case T_U64:
-        case T_F64: memcpy(&u64, v, 8); emb__put_u64le(p, u64); break;
+        case T_F64:
+            memcpy(&u64, v, 8);
+            emb__put_u64le(p, u64);
+            break;
         }
         p += type_size(f[i].type);
     }
@@ -196,10 +206,14 @@ static uint64_t field_value(const state_field *f, const void *values) {
  * number of dense buffers). */
 static bool section_present(const state_section *s, const emb__param_state *ps, int nbuf) {
     switch (s->when) {
-    case W_ALWAYS: return true;
-    case W_STATE: return ps->initialized && s->buffer < nbuf;
-    case W_DENSE_BUF: return ps->buf_kind == EMB__BUF_DENSE;
-    case W_SPARSE_BUF: return ps->buf_kind == EMB__BUF_SPARSE;
+    case W_ALWAYS:
+        return true;
+    case W_STATE:
+        return ps->initialized && s->buffer < nbuf;
+    case W_DENSE_BUF:
+        return ps->buf_kind == EMB__BUF_DENSE;
+    case W_SPARSE_BUF:
+        return ps->buf_kind == EMB__BUF_SPARSE;
     }
     return false;
 }
@@ -214,10 +228,14 @@ static void section_count_of(const state_section *s, const emb__param_state *ps,
 /* Where a section's elements live in a parameter's state. */
 static float **f32_member(emb__param_state *ps, section_member m) {
     switch (m) {
-    case M_S1: return &ps->s1;
-    case M_S2: return &ps->s2;
-    case M_S3: return &ps->s3;
-    default: return &ps->sp_vals;
+    case M_S1:
+        return &ps->s1;
+    case M_S2:
+        return &ps->s2;
+    case M_S3:
+        return &ps->s3;
+    default:
+        return &ps->sp_vals;
     }
 }
 
@@ -346,8 +364,8 @@ static emb_status walk_record(const unsigned char *b, uint64_t end, uint64_t off
                               int nbuf, record_view *r, uint64_t *size) {
     const uint64_t fixed = fields_size(RECORD, R_COUNT);
     if (end < off || end - off < fixed)
-        return bad_state("truncated: %" PRIu64 " bytes end inside parameter %" PRIu32 "",
-                         end + 8, i);
+        return bad_state("truncated: %" PRIu64 " bytes end inside parameter %" PRIu32 "", end + 8,
+                         i);
     memset(r, 0, sizeof *r);
     get_fields(b + off, RECORD, R_COUNT, &r->f);
     for (int k = 0; k < R_COUNT; k++)
@@ -356,8 +374,8 @@ static emb_status walk_record(const unsigned char *b, uint64_t end, uint64_t off
     if (r->f.buf_kind != EMB__BUF_SPARSE && r->f.sp_nnz != 0)
         return bad_state("corrupt record of parameter %" PRIu32, i);
     if (end - off - fixed < 8u * r->f.ndim)
-        return bad_state("truncated: %" PRIu64 " bytes end inside parameter %" PRIu32 "",
-                         end + 8, i);
+        return bad_state("truncated: %" PRIu64 " bytes end inside parameter %" PRIu32 "", end + 8,
+                         i);
     const unsigned char *shape = b + off + fixed;
     uint64_t numel = 1;
     for (uint32_t d = 0; d < r->f.ndim; d++) {
@@ -376,8 +394,8 @@ static emb_status walk_record(const unsigned char *b, uint64_t end, uint64_t off
     r->ps.sp_nnz = (int64_t)r->f.sp_nnz;
     r->data = shape + 8u * r->f.ndim;
     if (!record_size(&r->ps, nbuf, size) || end - off < *size)
-        return bad_state("truncated: %" PRIu64 " bytes end inside parameter %" PRIu32 "",
-                         end + 8, i);
+        return bad_state("truncated: %" PRIu64 " bytes end inside parameter %" PRIu32 "", end + 8,
+                         i);
     return EMB_OK;
 }
 
@@ -411,7 +429,8 @@ static emb_status check_layout(const unsigned char *b, size_t n, state_header *h
     }
     if (off + 8 != n)
         return bad_state("%zu bytes, but the layout ends after %" PRIu64 " (trailing or missing "
-                         "bytes)", n, off + 8);
+                         "bytes)",
+                         n, off + 8);
     if (emb__get_u64le(b + off) != emb__fnv64(b, (size_t)off))
         return bad_state("checksum mismatch: the state is corrupt");
     return EMB_OK;
@@ -456,15 +475,16 @@ static emb_status check_record(const record_view *r, int i, const emb__param_sta
     const bool momentum = lo->kind == EMB_OPTIMIZER_SGD && lo->momentum != 0.0;
     if (r->ps.buf_kind != EMB__BUF_NONE && !momentum)
         return bad_state("parameter %d has a momentum buffer, but the options have no "
-                         "SGD momentum", i);
+                         "SGD momentum",
+                         i);
     if (r->ps.buf_kind == EMB__BUF_SPARSE) {
         /* the first section after the shape: SGD keeps no dense state (checked above) */
         const unsigned char *rows = r->data;
         for (int64_t k = 0; k < r->ps.sp_nnz; k++) {
             uint64_t row = emb__get_u64le(rows + 8 * k);
             if (row >= (uint64_t)ps->shape[0])
-                return bad_state("parameter %d: momentum buffer entry %" PRId64
-                                 " has row %" PRIu64 ", out of range [0, %" PRId64 ")",
+                return bad_state("parameter %d: momentum buffer entry %" PRId64 " has row %" PRIu64
+                                 ", out of range [0, %" PRId64 ")",
                                  i, k, row, ps->shape[0]);
         }
     }

@@ -36,8 +36,7 @@ void emb_optimizer_free(emb_optimizer *opt) {
     free(opt);
 }
 
-emb_status emb_optimizer_add_param(emb_optimizer *opt, const emb_tensor *param,
-                                   int *param_id) {
+emb_status emb_optimizer_add_param(emb_optimizer *opt, const emb_tensor *param, int *param_id) {
     if (!opt) return emb__null("opt");
     emb_status st = emb_tensor_check(param, "param");
     if (st) return st;
@@ -57,11 +56,11 @@ emb_status emb_optimizer_add_param(emb_optimizer *opt, const emb_tensor *param,
             if (b0 < e1 && b1 < e0)
                 return emb__error(EMB_ERR_INVALID,
                                   "param overlaps the memory of parameter %d, which is "
-                                  "already registered with this optimizer", i);
+                                  "already registered with this optimizer",
+                                  i);
         }
     }
-    if (opt->nparams == INT32_MAX)
-        return emb__error(EMB_ERR_OVERFLOW, "too many parameters");
+    if (opt->nparams == INT32_MAX) return emb__error(EMB_ERR_OVERFLOW, "too many parameters");
     if (opt->nparams == opt->cap) {
         int ncap = opt->cap ? (opt->cap > INT32_MAX / 2 ? INT32_MAX : opt->cap * 2) : 4;
         emb__param_state *nps = realloc(opt->ps, (size_t)ncap * sizeof *nps);
@@ -113,11 +112,15 @@ emb_status emb__optim_get_param(emb_optimizer *opt, int param_id, emb__param_sta
 
 int emb__optim_state_buffers(const emb_optimizer_options *o) {
     switch (o->kind) {
-    case EMB_OPTIMIZER_ADAGRAD: return 1;
+    case EMB_OPTIMIZER_ADAGRAD:
+        return 1;
     case EMB_OPTIMIZER_ADAM:
-    case EMB_OPTIMIZER_ADAMW: return o->amsgrad ? 3 : 2;
-    case EMB_OPTIMIZER_SPARSE_ADAM: return 2;
-    default: return 0;
+    case EMB_OPTIMIZER_ADAMW:
+        return o->amsgrad ? 3 : 2;
+    case EMB_OPTIMIZER_SPARSE_ADAM:
+        return 2;
+    default:
+        return 0;
     }
 }
 
@@ -169,11 +172,11 @@ emb_status emb__optim_alloc_i64(int64_t n, int64_t **out, const char *what) {
 
 emb_status emb__optim_alloc_f32(int64_t n, int64_t m, float **out, const char *what) {
     int64_t cnt, bytes;
-    if (!emb__mul_i64(n, m, &cnt) || !emb__mul_i64(cnt > 0 ? cnt : 1, (int64_t)sizeof(float),
-                                                    &bytes) ||
+    if (!emb__mul_i64(n, m, &cnt) ||
+        !emb__mul_i64(cnt > 0 ? cnt : 1, (int64_t)sizeof(float), &bytes) ||
         (uint64_t)bytes > SIZE_MAX)
-        return emb__error(EMB_ERR_OVERFLOW, "%s: %" PRId64 " x %" PRId64 " floats overflow",
-                          what, n, m);
+        return emb__error(EMB_ERR_OVERFLOW, "%s: %" PRId64 " x %" PRId64 " floats overflow", what,
+                          n, m);
     *out = emb__malloc((size_t)bytes);
     if (!*out)
         return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %" PRId64 " bytes", what, bytes);

@@ -36,14 +36,20 @@ struct emb_qtable_writer {
 
 static const char *st_dtype_of(emb_qtype q) {
     switch (q) {
-    case EMB_QTYPE_F32: return "F32";
-    case EMB_QTYPE_F16: return "F16";
-    case EMB_QTYPE_BF16: return "BF16";
-    default: return "U8";
+    case EMB_QTYPE_F32:
+        return "F32";
+    case EMB_QTYPE_F16:
+        return "F16";
+    case EMB_QTYPE_BF16:
+        return "BF16";
+    default:
+        return "U8";
     }
 }
 
-static bool is_float_qtype(emb_qtype q) { return q == EMB_QTYPE_F32 || q == EMB_QTYPE_F16 || q == EMB_QTYPE_BF16; }
+static bool is_float_qtype(emb_qtype q) {
+    return q == EMB_QTYPE_F32 || q == EMB_QTYPE_F16 || q == EMB_QTYPE_BF16;
+}
 
 /* The JSON header; err NULL: no error entries; placeholder: error entries of value "0". */
 static char *build_header(const emb_qtable_writer *q, const emb_qerror *err) {
@@ -104,7 +110,8 @@ static emb_status writer_open(const char *path, emb_qtype qtype, int64_t rows, i
     int64_t data;
     if (!emb__mul_i64(rows, rb, &data) || (uint64_t)data > (uint64_t)SIZE_MAX / 2)
         return emb__error(EMB_ERR_OVERFLOW,
-                          "%s: %" PRId64 " rows of %" PRId64 " bytes do not fit in the address space",
+                          "%s: %" PRId64 " rows of %" PRId64
+                          " bytes do not fit in the address space",
                           path, rows, rb);
     emb_qtable_writer *q = calloc(1, sizeof *q);
     if (!q) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
@@ -130,7 +137,8 @@ static emb_status writer_open(const char *path, emb_qtype qtype, int64_t rows, i
     if ((convert && !q->qbuf) || (q->track_error && !q->deq)) {
         const int64_t chunk = q->chunk;
         writer_free(q);
-        return emb__error(EMB_ERR_NOMEM, "%s: out of memory for a batch of %" PRId64 " rows of %" PRId64 " bytes",
+        return emb__error(EMB_ERR_NOMEM,
+                          "%s: out of memory for a batch of %" PRId64 " rows of %" PRId64 " bytes",
                           path, chunk, rb);
     }
     st = emb__writer_open(&q->w, path);
@@ -204,21 +212,23 @@ emb_status emb_qtable_writer_append(emb_qtable_writer *q, const float *rows, int
     for (int64_t r = 0; r < n; r += q->chunk) {
         const int64_t k = n - r < q->chunk ? n - r : q->chunk;
         const float *src = rows + r * q->dim;
-        emb_status st = emb__quantize_rows_from(q->qtype, src, k, q->dim, q->qbuf, (size_t)(k * q->rb),
-                                                q->done + r);
+        emb_status st = emb__quantize_rows_from(q->qtype, src, k, q->dim, q->qbuf,
+                                                (size_t)(k * q->rb), q->done + r);
         if (st) return writer_fail(q, st);
         if (q->track_error) {
             K->rows(q->qtype, q->deq, q->qbuf, q->rb, q->dim, 0, k);
             emb_qerror_add(&q->err, src, q->deq, k, q->dim);
         }
-        if (emb__writer_put(&q->w, q->qbuf, (size_t)(k * q->rb))) return writer_fail(q, q->w.status);
+        if (emb__writer_put(&q->w, q->qbuf, (size_t)(k * q->rb)))
+            return writer_fail(q, q->w.status);
     }
     q->done += n;
     return EMB_OK;
 }
 
 /* Appends already-stored rows (emb_qtable_save). */
-static emb_status writer_append_raw(emb_qtable_writer *q, const void *data, size_t nbytes, int64_t n) {
+static emb_status writer_append_raw(emb_qtable_writer *q, const void *data, size_t nbytes,
+                                    int64_t n) {
     if (emb__writer_put(&q->w, data, nbytes)) return writer_fail(q, q->w.status);
     q->done += n;
     return EMB_OK;
@@ -237,7 +247,8 @@ emb_status emb_qtable_writer_commit(emb_qtable_writer *q, emb_qerror *error) {
     emb_status st = q->status;
     if (!st && q->done != q->rows)
         st = emb__error(EMB_ERR_STATE,
-                        "%s: %" PRId64 " of the announced %" PRId64 " rows were appended; nothing is written",
+                        "%s: %" PRId64 " of the announced %" PRId64
+                        " rows were appended; nothing is written",
                         q->w.dest, q->done, q->rows);
     if (!st && q->error_in_header) {
         char *hdr = build_header(q, &q->err);
@@ -246,7 +257,8 @@ emb_status emb_qtable_writer_commit(emb_qtable_writer *q, emb_qerror *error) {
         } else {
             size_t hl = strlen(hdr);
             if (hl > q->header_len) {
-                st = emb__error(EMB_ERR_STATE, "%s: the final header (%zu bytes) outgrew its room (%llu)",
+                st = emb__error(EMB_ERR_STATE,
+                                "%s: the final header (%zu bytes) outgrew its room (%llu)",
                                 q->w.dest, hl, (unsigned long long)q->header_len);
             } else {
                 char *padded = malloc(q->header_len);
@@ -274,8 +286,8 @@ emb_status emb_qtable_writer_commit(emb_qtable_writer *q, emb_qerror *error) {
 emb_status emb_qtable_save(const char *path, const emb_qtable *t, const emb_vocab *vocab) {
     if (!t) return emb__null("table");
     emb_qtable_writer *q;
-    emb_status st = writer_open(path, emb_qtable_qtype(t), emb_qtable_num_rows(t), emb_qtable_dim(t), vocab,
-                                false, &q);
+    emb_status st = writer_open(path, emb_qtable_qtype(t), emb_qtable_num_rows(t),
+                                emb_qtable_dim(t), vocab, false, &q);
     if (st) return st;
     writer_append_raw(q, emb_qtable_data(t), emb_qtable_nbytes(t), emb_qtable_num_rows(t));
     st = emb_qtable_writer_commit(q, NULL);
@@ -317,10 +329,12 @@ static emb_status find_table(const char *path, const emb_safetensors *st, q_foun
     const char *meta_q = emb_safetensors_metadata(st, "emb.qtype");
     emb_qtype q;
     if (meta_q) {
-        if (emb_qtype_parse(meta_q, &q)) return q_fail(path, "__metadata__ \"emb.qtype\" is \"%s\"%s", meta_q,
-                                                       ", not f32, f16, bf16, int8 or int4");
+        if (emb_qtype_parse(meta_q, &q))
+            return q_fail(path, "__metadata__ \"emb.qtype\" is \"%s\"%s", meta_q,
+                          ", not f32, f16, bf16, int8 or int4");
         if (strcmp(dt, st_dtype_of(q)))
-            return emb__error(EMB_ERR_FORMAT, "%s: tensor \"%s\" is %s, but \"emb.qtype\" says %s, stored as %s",
+            return emb__error(EMB_ERR_FORMAT,
+                              "%s: tensor \"%s\" is %s, but \"emb.qtype\" says %s, stored as %s",
                               path, emb_safetensors_name(st, i), dt, meta_q, st_dtype_of(q));
     } else if (!strcmp(dt, "F32")) {
         q = EMB_QTYPE_F32;
@@ -331,20 +345,23 @@ static emb_status find_table(const char *path, const emb_safetensors *st, q_foun
     } else if (!strcmp(dt, "U8")) {
         q = EMB_QTYPE_INT8;
     } else {
-        return q_fail(path, "tensor dtype %s is not a table storage type (F32, F16, BF16, or U8 rows)%s", dt, "");
+        return q_fail(path,
+                      "tensor dtype %s is not a table storage type (F32, F16, BF16, or U8 rows)%s",
+                      dt, "");
     }
     int ndim;
     const int64_t *shape = emb_safetensors_shape(st, i, &ndim);
     if (ndim != 2)
-        return emb__error(EMB_ERR_FORMAT, "%s: tensor \"%s\" has %d dimensions; a table has 2", path,
-                          emb_safetensors_name(st, i), ndim);
+        return emb__error(EMB_ERR_FORMAT, "%s: tensor \"%s\" has %d dimensions; a table has 2",
+                          path, emb_safetensors_name(st, i), ndim);
     const int64_t V = shape[0], cols = shape[1];
     const size_t esz = q == EMB_QTYPE_F32 ? 4 : q == EMB_QTYPE_F16 || q == EMB_QTYPE_BF16 ? 2 : 1;
     const char *meta_d = emb_safetensors_metadata(st, "emb.dim");
     int64_t d;
     if (meta_d) {
         if (!emb__parse_count(meta_d, strlen(meta_d), &d))
-            return q_fail(path, "__metadata__ \"emb.dim\" is \"%s\"%s", meta_d, ", not a dimension");
+            return q_fail(path, "__metadata__ \"emb.dim\" is \"%s\"%s", meta_d,
+                          ", not a dimension");
     } else if (is_float_qtype(q)) {
         d = cols;
     } else if (q == EMB_QTYPE_INT8) {
@@ -357,14 +374,16 @@ static emb_status find_table(const char *path, const emb_safetensors *st, q_foun
     if (d < (is_float_qtype(q) ? 0 : 1) || emb_qtype_row_nbytes(q, d, &rb) || rb != have) {
         emb_clear_error();
         if (is_float_qtype(q))
-            return emb__error(EMB_ERR_FORMAT, "%s: rows of %" PRId64 " values, but \"emb.dim\" says %" PRId64, path,
+            return emb__error(EMB_ERR_FORMAT,
+                              "%s: rows of %" PRId64 " values, but \"emb.dim\" says %" PRId64, path,
                               cols, d);
-        return emb__error(EMB_ERR_FORMAT,
-                          "%s: row size %" PRId64 " bytes, but %s rows of dim %" PRId64 " take %" PRId64
-                          " (%s); the file's scale/bias region does not match its header",
-                          path, cols, emb_qtype_name(q), d, rb,
-                          q == EMB_QTYPE_INT8 ? "dim codes, 4-byte scale, 4-byte bias"
-                                              : "ceil(dim/2) bytes of codes, 2-byte scale, 2-byte bias");
+        return emb__error(
+            EMB_ERR_FORMAT,
+            "%s: row size %" PRId64 " bytes, but %s rows of dim %" PRId64 " take %" PRId64
+            " (%s); the file's scale/bias region does not match its header",
+            path, cols, emb_qtype_name(q), d, rb,
+            q == EMB_QTYPE_INT8 ? "dim codes, 4-byte scale, 4-byte bias"
+                                : "ceil(dim/2) bytes of codes, 2-byte scale, 2-byte bias");
     }
     out->q = q;
     out->rows = V;
@@ -375,7 +394,9 @@ static emb_status find_table(const char *path, const emb_safetensors *st, q_foun
     return EMB_OK;
 }
 
-static bool aligned(const q_found *t) { return (uintptr_t)t->data % t->align == 0; }
+static bool aligned(const q_found *t) {
+    return (uintptr_t)t->data % t->align == 0;
+}
 
 static void release_owned(void *data, void *ctx) {
     (void)ctx;
@@ -402,18 +423,23 @@ static emb_status open_common(const char *path, bool map, emb_qtable **out, emb_
     if (!rc && vocab) rc = emb__safetensors_vocab(st, t.rows, t.rows, &v);
     if (!rc && map && !aligned(&t))
         rc = emb__error(EMB_ERR_UNSUPPORTED,
-                        "%s: tensor \"%s\" is not aligned for its element type in this file: it can be loaded (a "
-                        "copy), not mapped", path, t.name);
+                        "%s: tensor \"%s\" is not aligned for its element type in this file: it "
+                        "can be loaded (a "
+                        "copy), not mapped",
+                        path, t.name);
     if (!rc && !map) {
         void *data = emb__malloc(t.nbytes ? t.nbytes : 1);
         if (!data) {
-            rc = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %zu bytes for the table", path, t.nbytes);
+            rc = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate %zu bytes for the table", path,
+                            t.nbytes);
         } else {
             if (t.nbytes) memcpy(data, t.data, t.nbytes);
             emb_storage s = {.read_only = false, .release = release_owned, .release_ctx = NULL};
             rc = emb_qtable_wrap(t.q, t.rows, t.dim, data, t.nbytes, &s, &qt);
-            if (rc) emb__free(data);
-            else emb__qtable_set_in_memory(qt);
+            if (rc)
+                emb__free(data);
+            else
+                emb__qtable_set_in_memory(qt);
         }
     } else if (!rc) {
         emb__file *f = malloc(sizeof *f);
@@ -445,7 +471,8 @@ emb_status emb_qtable_map(const char *path, emb_qtable **out, emb_vocab **vocab)
     return open_common(path, true, out, vocab);
 }
 
-emb_status emb__qtable_read_vectors(const emb_safetensors *st, const char *path, int64_t limit, emb_vectors *out) {
+emb_status emb__qtable_read_vectors(const emb_safetensors *st, const char *path, int64_t limit,
+                                    emb_vectors *out) {
     q_found t;
     emb_status rc = find_table(path, st, &t);
     if (rc) return rc;
@@ -455,7 +482,8 @@ emb_status emb__qtable_read_vectors(const emb_safetensors *st, const char *path,
     void *copy = NULL;
     const void *data = t.data;
     if (nbytes && !aligned(&t)) {
-        if (!(copy = emb__malloc(nbytes))) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
+        if (!(copy = emb__malloc(nbytes)))
+            return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
         memcpy(copy, t.data, nbytes);
         data = copy;
     }

@@ -47,15 +47,22 @@ struct emb_qtable {
  * Storage types
  * ------------------------------------------------------------------------------------- */
 
-static bool qtype_valid(emb_qtype q) { return (unsigned)q <= (unsigned)EMB_QTYPE_INT4; }
+static bool qtype_valid(emb_qtype q) {
+    return (unsigned)q <= (unsigned)EMB_QTYPE_INT4;
+}
 
 const char *emb_qtype_name(emb_qtype qtype) {
     switch (qtype) {
-    case EMB_QTYPE_F32: return "f32";
-    case EMB_QTYPE_F16: return "f16";
-    case EMB_QTYPE_BF16: return "bf16";
-    case EMB_QTYPE_INT8: return "int8";
-    case EMB_QTYPE_INT4: return "int4";
+    case EMB_QTYPE_F32:
+        return "f32";
+    case EMB_QTYPE_F16:
+        return "f16";
+    case EMB_QTYPE_BF16:
+        return "bf16";
+    case EMB_QTYPE_INT8:
+        return "int8";
+    case EMB_QTYPE_INT4:
+        return "int4";
     }
     return "unknown";
 }
@@ -67,10 +74,10 @@ emb_status emb_qtype_parse(const char *name, emb_qtype *out) {
         const char *name;
         emb_qtype q;
     } names[] = {
-        {"f32", EMB_QTYPE_F32},   {"float32", EMB_QTYPE_F32},   {"f16", EMB_QTYPE_F16},
-        {"float16", EMB_QTYPE_F16}, {"half", EMB_QTYPE_F16},    {"bf16", EMB_QTYPE_BF16},
-        {"bfloat16", EMB_QTYPE_BF16}, {"int8", EMB_QTYPE_INT8}, {"uint8", EMB_QTYPE_INT8},
-        {"byte", EMB_QTYPE_INT8}, {"8bit", EMB_QTYPE_INT8},     {"int4", EMB_QTYPE_INT4},
+        {"f32", EMB_QTYPE_F32},       {"float32", EMB_QTYPE_F32}, {"f16", EMB_QTYPE_F16},
+        {"float16", EMB_QTYPE_F16},   {"half", EMB_QTYPE_F16},    {"bf16", EMB_QTYPE_BF16},
+        {"bfloat16", EMB_QTYPE_BF16}, {"int8", EMB_QTYPE_INT8},   {"uint8", EMB_QTYPE_INT8},
+        {"byte", EMB_QTYPE_INT8},     {"8bit", EMB_QTYPE_INT8},   {"int4", EMB_QTYPE_INT4},
         {"4bit", EMB_QTYPE_INT4},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -93,12 +100,22 @@ static emb_status row_bytes(emb_qtype q, int64_t dim, int64_t *out) {
     if (dim > INT64_MAX / 8)
         return emb__error(EMB_ERR_OVERFLOW, "dim %" PRId64 " is too large", dim);
     switch (q) {
-    case EMB_QTYPE_F32: *out = dim * 4; break;
+    case EMB_QTYPE_F32:
+        *out = dim * 4;
+        break;
     case EMB_QTYPE_F16:
-    case EMB_QTYPE_BF16: *out = dim * 2; break;
-    case EMB_QTYPE_INT8: *out = dim + 8; break;
-    case EMB_QTYPE_INT4: *out = (dim + 1) / 2 + 4; break;
-    default: *out = 0; break;
+    case EMB_QTYPE_BF16:
+        *out = dim * 2;
+        break;
+    case EMB_QTYPE_INT8:
+        *out = dim + 8;
+        break;
+    case EMB_QTYPE_INT4:
+        *out = (dim + 1) / 2 + 4;
+        break;
+    default:
+        *out = 0;
+        break;
     }
     return EMB_OK;
 }
@@ -109,8 +126,7 @@ emb_status emb_qtype_row_nbytes(emb_qtype qtype, int64_t dim, int64_t *out) {
 }
 
 /* rows * row_bytes of (q, dim) into *total, with the checks of both. */
-static emb_status table_bytes(emb_qtype q, int64_t rows, int64_t dim, int64_t *rb,
-                              size_t *total) {
+static emb_status table_bytes(emb_qtype q, int64_t rows, int64_t dim, int64_t *rb, size_t *total) {
     emb_status st = row_bytes(q, dim, rb);
     if (st) return st;
     if (rows < 0) return emb__error(EMB_ERR_SHAPE, "rows must be >= 0, got %" PRId64, rows);
@@ -173,7 +189,9 @@ static emb_status check_row(emb_qtype q, const float *x, int64_t dim, int64_t r)
     return EMB_OK;
 }
 
-static void wr_f32(uint8_t *p, float f) { memcpy(p, &f, 4); }
+static void wr_f32(uint8_t *p, float f) {
+    memcpy(p, &f, 4);
+}
 static void wr_u16(uint8_t *p, uint16_t h) {
     p[0] = (uint8_t)(h & 0xff);
     p[1] = (uint8_t)(h >> 8);
@@ -182,7 +200,9 @@ static void wr_u16(uint8_t *p, uint16_t h) {
 /* One checked row to its storage type (PyTorch 1.13's recipes, include/emb/quant.h). */
 static void quantize_row(emb_qtype q, const float *x, int64_t dim, uint8_t *out) {
     switch (q) {
-    case EMB_QTYPE_F32: memcpy(out, x, (size_t)dim * 4); return;
+    case EMB_QTYPE_F32:
+        memcpy(out, x, (size_t)dim * 4);
+        return;
     case EMB_QTYPE_F16:
         for (int64_t j = 0; j < dim; j++) wr_u16(out + 2 * j, emb__f32_to_f16(x[j]));
         return;
@@ -190,7 +210,8 @@ static void quantize_row(emb_qtype q, const float *x, int64_t dim, uint8_t *out)
         for (int64_t j = 0; j < dim; j++) wr_u16(out + 2 * j, emb__f32_to_bf16(x[j]));
         return;
     case EMB_QTYPE_INT8:
-    case EMB_QTYPE_INT4: break;
+    case EMB_QTYPE_INT4:
+        break;
     }
     /* std::min_element / std::max_element: the first of equal values (-0.0 vs +0.0) */
     float mn = x[0], mx = x[0];
@@ -239,11 +260,9 @@ static emb_status check_buffers(emb_qtype q, const void *f32, const void *qbuf, 
                           emb_qtype_name(q), qbytes, rows, *rb, emb_qtype_name(q), dim, *need);
     int64_t nf;
     if (!emb__mul_i64(rows, dim, &nf) || nf > INT64_MAX / 4)
-        return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " x %" PRId64 " floats overflow", rows,
-                          dim);
+        return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " x %" PRId64 " floats overflow", rows, dim);
     if (emb__overlap(f32, (size_t)nf * 4, qbuf, *need))
-        return emb__error(EMB_ERR_INVALID, "the float32 and %s buffers overlap",
-                          emb_qtype_name(q));
+        return emb__error(EMB_ERR_INVALID, "the float32 and %s buffers overlap", emb_qtype_name(q));
     return EMB_OK;
 }
 
@@ -300,16 +319,16 @@ static void dequantize_range(void *p, int64_t a, int64_t b, int ith) {
     c->K->rows(c->q, c->out + a * c->dim, c->base, c->rb, c->dim, c->r0 + a, c->r0 + b);
 }
 
-static void dequantize(const emb__qkernel_table *K, emb_qtype q, float *out,
-                       const uint8_t *base, int64_t rb, int64_t dim, int64_t r0, int64_t n) {
+static void dequantize(const emb__qkernel_table *K, emb_qtype q, float *out, const uint8_t *base,
+                       int64_t rb, int64_t dim, int64_t r0, int64_t n) {
     if (n == 0 || dim == 0) return;
     int64_t work = n > INT64_MAX / dim ? INT64_MAX : n * dim;
     dequantize_ctx c = {K, q, out, base, rb, dim, r0};
     emb__parallel_for(emb__threads_for(work, EMB__Q_GRAIN), n, dequantize_range, &c);
 }
 
-emb_status emb_dequantize_rows(emb_qtype qtype, const void *src, size_t src_bytes,
-                               int64_t rows, int64_t dim, float *dst) {
+emb_status emb_dequantize_rows(emb_qtype qtype, const void *src, size_t src_bytes, int64_t rows,
+                               int64_t dim, float *dst) {
     int64_t rb = 0;
     size_t need = 0;
     emb_status st = check_buffers(qtype, dst, src, src_bytes, rows, dim, &rb, &need);
@@ -334,8 +353,7 @@ emb_status emb_qtable_quantize(const emb_tensor *weight, emb_qtype qtype, emb_qt
         return emb__error(EMB_ERR_DTYPE, "weight must be float32, got %s",
                           emb_dtype_name(weight->dtype));
     if (weight->ndim != 2)
-        return emb__error(EMB_ERR_SHAPE, "weight must be 2-D, got %d dimensions",
-                          weight->ndim);
+        return emb__error(EMB_ERR_SHAPE, "weight must be 2-D, got %d dimensions", weight->ndim);
     const int64_t V = weight->shape[0], D = weight->shape[1];
     int64_t rb = 0;
     size_t need = 0;
@@ -396,23 +414,43 @@ emb_status emb_qtable_wrap(emb_qtype qtype, int64_t rows, int64_t dim, const voi
 
 void emb_qtable_free(emb_qtable *q) {
     if (!q) return;
-    if (q->owned) emb__free((void *)q->data);
-    else if (q->release) q->release((void *)q->data, q->release_ctx);
+    if (q->owned)
+        emb__free((void *)q->data);
+    else if (q->release)
+        q->release((void *)q->data, q->release_ctx);
     free(q);
 }
 
-bool emb_qtable_is_read_only(const emb_qtable *q) { return !q || q->read_only; }
+bool emb_qtable_is_read_only(const emb_qtable *q) {
+    return !q || q->read_only;
+}
 
-uint8_t *emb__qtable_rows_mut(emb_qtable *q) { return q->read_only ? NULL : (uint8_t *)q->data; }
+uint8_t *emb__qtable_rows_mut(emb_qtable *q) {
+    return q->read_only ? NULL : (uint8_t *)q->data;
+}
 
-void emb__qtable_set_in_memory(emb_qtable *q) { q->in_memory = true; }
+void emb__qtable_set_in_memory(emb_qtable *q) {
+    q->in_memory = true;
+}
 
-emb_qtype emb_qtable_qtype(const emb_qtable *q) { return q ? q->qtype : EMB_QTYPE_F32; }
-int64_t emb_qtable_num_rows(const emb_qtable *q) { return q ? q->rows : 0; }
-int64_t emb_qtable_dim(const emb_qtable *q) { return q ? q->dim : 0; }
-int64_t emb_qtable_row_nbytes(const emb_qtable *q) { return q ? q->row_bytes : 0; }
-const void *emb_qtable_data(const emb_qtable *q) { return q ? q->data : NULL; }
-size_t emb_qtable_nbytes(const emb_qtable *q) { return q ? q->nbytes : 0; }
+emb_qtype emb_qtable_qtype(const emb_qtable *q) {
+    return q ? q->qtype : EMB_QTYPE_F32;
+}
+int64_t emb_qtable_num_rows(const emb_qtable *q) {
+    return q ? q->rows : 0;
+}
+int64_t emb_qtable_dim(const emb_qtable *q) {
+    return q ? q->dim : 0;
+}
+int64_t emb_qtable_row_nbytes(const emb_qtable *q) {
+    return q ? q->row_bytes : 0;
+}
+const void *emb_qtable_data(const emb_qtable *q) {
+    return q ? q->data : NULL;
+}
+size_t emb_qtable_nbytes(const emb_qtable *q) {
+    return q ? q->nbytes : 0;
+}
 
 static bool touch_lookup(const emb_qtable *q) {
     return q->nbytes >= EMB__Q_TOUCH_BYTES &&
@@ -435,8 +473,7 @@ static void lookup_range(void *p, int64_t p0, int64_t p1, int ith) {
     (void)ith;
     const lookup_ctx *c = p;
     const emb_qtable *q = c->q;
-    c->K->lookup(q->qtype, c->out, q->data, q->row_bytes, q->dim, c->idx, c->i32, p0, p1,
-                 c->touch);
+    c->K->lookup(q->qtype, c->out, q->data, q->row_bytes, q->dim, c->idx, c->i32, p0, p1, c->touch);
 }
 
 emb_status emb_qtable_forward(const emb_qtable *q, const emb_tensor *indices, emb_tensor *out) {
@@ -501,17 +538,17 @@ static void bag_share(void *p, int t, int nt) {
     if (b0 >= b1) return;
     float *scratch = x->tmp + (size_t)t * (size_t)D;
     if (x->c->mode == EMB_BAG_MAX)
-        x->K->max(q->qtype, x->out, x->mi, q->data, q->row_bytes, D, bb->idx, bb->i32,
-                  bb->starts, b0, b1, pad, scratch, x->touch);
+        x->K->max(q->qtype, x->out, x->mi, q->data, q->row_bytes, D, bb->idx, bb->i32, bb->starts,
+                  b0, b1, pad, scratch, x->touch);
     else
-        x->K->pool(q->qtype, x->out, q->data, q->row_bytes, D, bb->idx, bb->i32, bb->starts,
-                   b0, b1, bb->psw, pad, x->c->mode == EMB_BAG_MEAN, scratch, x->touch);
+        x->K->pool(q->qtype, x->out, q->data, q->row_bytes, D, bb->idx, bb->i32, bb->starts, b0, b1,
+                   bb->psw, pad, x->c->mode == EMB_BAG_MEAN, scratch, x->touch);
 }
 
 emb_status emb_qtable_bag_forward(const emb_qtable *q, const emb_tensor *input,
-                          const emb_tensor *offsets, const emb_tensor *per_sample_weights,
-                          const emb_bag_options *opts, emb_tensor *out,
-                          emb_tensor *max_indices) {
+                                  const emb_tensor *offsets, const emb_tensor *per_sample_weights,
+                                  const emb_bag_options *opts, emb_tensor *out,
+                                  emb_tensor *max_indices) {
     if (!q) return emb__null("table");
     if (!input) return emb__null("input");
     if (!out) return emb__null("out");
@@ -544,8 +581,9 @@ emb_status emb_qtable_bag_forward(const emb_qtable *q, const emb_tensor *input,
         emb__bag_batch_free(&bb);
         return st;
     }
-    bag_ctx x = {emb__qkernels(), q, &c, &bb, out->data, max_indices ? max_indices->data : NULL,
-                 tmp, touch_bag(q)};
+    bag_ctx x = {
+        emb__qkernels(), q, &c, &bb, out->data, max_indices ? max_indices->data : NULL, tmp,
+        touch_bag(q)};
     emb__parallel(nt, bag_share, &x);
     emb__free(tmp);
     emb__bag_batch_free(&bb);
@@ -593,8 +631,10 @@ emb_status emb_qerror_add(emb_qerror *e, const float *src, const float *deq, int
             nb += y * y;
         }
         double cosv;
-        if (na == 0 || nb == 0) cosv = na == nb ? 1.0 : 0.0;
-        else cosv = dot / (sqrt(na) * sqrt(nb));
+        if (na == 0 || nb == 0)
+            cosv = na == nb ? 1.0 : 0.0;
+        else
+            cosv = dot / (sqrt(na) * sqrt(nb));
         e->sum_cosine += cosv;
     }
     e->rows += rows;

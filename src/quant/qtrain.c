@@ -20,19 +20,18 @@ emb_status emb_qtable_bag_backward_sparse(const emb_qtable *q, const emb_tensor 
                                           const emb_tensor *offsets,
                                           const emb_tensor *per_sample_weights,
                                           const emb_bag_options *opts,
-                                          const emb_tensor *grad_output,
-                                          emb_sparse_grad *grad) {
+                                          const emb_tensor *grad_output, emb_sparse_grad *grad) {
     if (!q) return emb__null("table");
     emb__bag_cfg c;
     emb_status st = emb__bag_cfg_from_options(emb_qtable_num_rows(q), emb_qtable_dim(q), opts, &c);
     if (st) return st;
     if (c.max_norm != INFINITY)
-        return emb__error(EMB_ERR_READ_ONLY,
-                          "embedding_bag: max_norm would renormalise the rows of a %s table "
-                          "in place during the forward pass, which emb_qtable_bag_forward does not do",
-                          emb_qtype_name(emb_qtable_qtype(q)));
-    return emb__bag_backward_sparse_cfg(&c, input, offsets, per_sample_weights, grad_output,
-                                        grad);
+        return emb__error(
+            EMB_ERR_READ_ONLY,
+            "embedding_bag: max_norm would renormalise the rows of a %s table "
+            "in place during the forward pass, which emb_qtable_bag_forward does not do",
+            emb_qtype_name(emb_qtable_qtype(q)));
+    return emb__bag_backward_sparse_cfg(&c, input, offsets, per_sample_weights, grad_output, grad);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -47,13 +46,11 @@ typedef struct half_format {
 } half_format;
 
 static const half_format F16 = {"float16", emb__f32_to_f16, emb__f16_to_f32, 65504.0f};
-static const half_format BF16 = {"bfloat16", emb__f32_to_bf16, emb__bf16_to_f32,
-                                 3.38953139e38f};
+static const half_format BF16 = {"bfloat16", emb__f32_to_bf16, emb__bf16_to_f32, 3.38953139e38f};
 
 /* u rounded to the format: nearest, or stochastically with the draw r (uniform 32 bits).
  * Returns false when u cannot be stored (NaN, infinite, or out of range as documented). */
-static bool round_half(const half_format *f, float u, emb_qround mode, uint32_t r,
-                       uint16_t *out) {
+static bool round_half(const half_format *f, float u, emb_qround mode, uint32_t r, uint16_t *out) {
     if (!isfinite(u)) return false;
     const uint16_t h = f->narrow(u);
     if (mode == EMB_QROUND_NEAREST) {
@@ -93,14 +90,25 @@ static int entry_cmp(const void *a, const void *b) {
     return x->k < y->k ? -1 : x->k > y->k;
 }
 
+/* Every row of the gradient names a row of a table of V rows. */
+static emb_status check_grad_rows(const emb_sparse_grad *grad, int64_t V) {
+    for (int64_t k = 0; k < grad->nnz; k++)
+        if (grad->indices[k] < 0 || grad->indices[k] >= V)
+            return emb__error(EMB_ERR_INDEX,
+                              "index %" PRId64 " at position %" PRId64
+                              " is out of range for a table with %" PRId64
+                              " rows (valid: [0, %" PRId64 "))",
+                              grad->indices[k], k, V, V);
+    return EMB_OK;
+}
+
 emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float lr,
                                emb_qround rounding, emb_generator *gen) {
     if (!q) return emb__null("table");
     emb_status st = emb__sparse_grad_check(grad, "grad");
     if (st) return st;
     const emb_qtype qt = emb_qtable_qtype(q);
-    const int64_t V = emb_qtable_num_rows(q), D = emb_qtable_dim(q),
-                  rb = emb_qtable_row_nbytes(q);
+    const int64_t V = emb_qtable_num_rows(q), D = emb_qtable_dim(q), rb = emb_qtable_row_nbytes(q);
     if (!(lr >= 0.0f) || !isfinite(lr)) {
         char b[48];
         snprintf(b, sizeof b, "%.9g", (double)lr);
@@ -129,13 +137,7 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
                           "storage); load it with emb_qtable_load to train it",
                           emb_qtype_name(qt));
     const int64_t n = grad->nnz;
-    for (int64_t k = 0; k < n; k++)
-        if (grad->indices[k] < 0 || grad->indices[k] >= V)
-            return emb__error(EMB_ERR_INDEX,
-                              "index %" PRId64 " at position %" PRId64
-                              " is out of range for a table with %" PRId64
-                              " rows (valid: [0, %" PRId64 "))",
-                              grad->indices[k], k, V, V);
+    if ((st = check_grad_rows(grad, V))) return st;
     if (n == 0 || D == 0) return EMB_OK;
     if (!gen) gen = emb_default_generator();
 
@@ -144,7 +146,8 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
     float *w = emb__malloc((size_t)D * sizeof *w);
     int64_t nrows_bound;
     if (!emb__mul_i64(n, rb, &nrows_bound)) nrows_bound = INT64_MAX;
-    uint8_t *staged = nrows_bound <= (int64_t)(SIZE_MAX / 2) ? emb__malloc((size_t)nrows_bound) : NULL;
+    uint8_t *staged =
+        nrows_bound <= (int64_t)(SIZE_MAX / 2) ? emb__malloc((size_t)nrows_bound) : NULL;
     const size_t gsize = emb_generator_state_nbytes();
     void *saved = malloc(gsize);
     if (!keys || !w || !staged || !saved) {
@@ -152,8 +155,9 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
         emb__free(w);
         emb__free(staged);
         free(saved);
-        return emb__error(EMB_ERR_NOMEM, "cannot allocate the scratch of a step over %" PRId64
-                          " gradient entries", n);
+        return emb__error(EMB_ERR_NOMEM,
+                          "cannot allocate the scratch of a step over %" PRId64 " gradient entries",
+                          n);
     }
     for (int64_t k = 0; k < n; k++) keys[k] = (entry_key){grad->indices[k], k};
     qsort(keys, (size_t)n, sizeof *keys, entry_cmp);
@@ -181,16 +185,16 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
             if (!f) {
                 if (!isfinite(w[d]))
                     st = emb__error(EMB_ERR_OVERFLOW,
-                                    "row %" PRId64 ", column %" PRId64 ": the update gives %g",
-                                    r, d, (double)w[d]);
+                                    "row %" PRId64 ", column %" PRId64 ": the update gives %g", r,
+                                    d, (double)w[d]);
                 continue;
             }
             uint16_t h = 0;
             const uint32_t rnd = rounding == EMB_QROUND_STOCHASTIC ? emb_generator_random(gen) : 0;
             if (!round_half(f, w[d], rounding, rnd, &h))
                 st = emb__error(EMB_ERR_OVERFLOW,
-                                "row %" PRId64 ", column %" PRId64 ": %g is out of %s's range",
-                                r, d, (double)w[d], f->name);
+                                "row %" PRId64 ", column %" PRId64 ": %g is out of %s's range", r,
+                                d, (double)w[d], f->name);
             dst[2 * d] = (uint8_t)(h & 0xff);
             dst[2 * d + 1] = (uint8_t)(h >> 8);
         }
@@ -215,16 +219,15 @@ emb_status emb_qtable_sgd_step(emb_qtable *q, const emb_sparse_grad *grad, float
 }
 
 emb_status emb_qtable_sgd_step_bag(emb_qtable *q, const emb_tensor *input,
-                                   const emb_tensor *offsets,
-                                   const emb_tensor *per_sample_weights,
+                                   const emb_tensor *offsets, const emb_tensor *per_sample_weights,
                                    const emb_bag_options *opts, const emb_tensor *grad_output,
                                    float lr, emb_qround rounding, emb_generator *gen) {
     if (!q) return emb__null("table");
     emb_sparse_grad g;
     emb_status st = emb_sparse_grad_init(&g, emb_qtable_num_rows(q), emb_qtable_dim(q));
     if (st) return st;
-    st = emb_qtable_bag_backward_sparse(q, input, offsets, per_sample_weights, opts,
-                                        grad_output, &g);
+    st = emb_qtable_bag_backward_sparse(q, input, offsets, per_sample_weights, opts, grad_output,
+                                        &g);
     if (!st) st = emb_qtable_sgd_step(q, &g, lr, rounding, gen);
     emb_sparse_grad_release(&g);
     return st;

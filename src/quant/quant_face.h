@@ -9,6 +9,7 @@
 
 /* emb_vectors_read of an open safetensors file holding an int8/int4 table: the first
  * `limit` rows (0: all) dequantized, the words, file_dtype uint8. */
-emb_status emb__qtable_read_vectors(const emb_safetensors *st, const char *path, int64_t limit, emb_vectors *out);
+emb_status emb__qtable_read_vectors(const emb_safetensors *st, const char *path, int64_t limit,
+                                    emb_vectors *out);
 
 #endif /* EMB_QUANT_FACE_H */

@@ -25,7 +25,7 @@
 #define EMB__KNN_RB 2048
 
 struct emb_knn {
-    const float *table; /* [total_rows, dim], borrowed; NULL over a quantized table */
+    const float *table;       /* [total_rows, dim], borrowed; NULL over a quantized table */
     const emb_qtable *qtable; /* borrowed; NULL over a float32 table */
     int64_t total_rows;
     int64_t rows; /* searched rows: [0, rows) */
@@ -79,8 +79,7 @@ static emb_status knn_new(const float *table, const emb_qtable *qt, int64_t v, i
         emb__free(k->inv_norm);
         emb__free(buf);
         free(k);
-        return emb__error(EMB_ERR_NOMEM, "cannot allocate the norms of %" PRId64 " rows",
-                          num_rows);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate the norms of %" PRId64 " rows", num_rows);
     }
     k->table = table;
     k->qtable = qt;
@@ -107,7 +106,8 @@ emb_status emb_knn_create(const emb_tensor *table, int64_t num_rows, emb_knn **o
                           emb_dtype_name(table->dtype));
     if (table->ndim != 2 || table->shape[0] < 1 || table->shape[1] < 1) {
         char buf[96];
-        return emb__error(EMB_ERR_SHAPE, "table must be 2-D with at least one row and column, got %s",
+        return emb__error(EMB_ERR_SHAPE,
+                          "table must be 2-D with at least one row and column, got %s",
                           emb__shape_fmt(buf, sizeof buf, table->ndim, table->shape));
     }
     return knn_new(table->data, NULL, table->shape[0], table->shape[1], num_rows, out);
@@ -130,8 +130,12 @@ void emb_knn_free(emb_knn *index) {
     free(index);
 }
 
-int64_t emb_knn_num_rows(const emb_knn *index) { return index ? index->rows : 0; }
-int64_t emb_knn_dim(const emb_knn *index) { return index ? index->dim : 0; }
+int64_t emb_knn_num_rows(const emb_knn *index) {
+    return index ? index->rows : 0;
+}
+int64_t emb_knn_dim(const emb_knn *index) {
+    return index ? index->dim : 0;
+}
 
 /* ---- bounded min-heap of (score, id): the root is the worst kept candidate ---- */
 
@@ -172,8 +176,7 @@ static void heap_push(float *hs, int64_t *hi, int64_t *n, int64_t cap, float s, 
 }
 
 /* Writes the heap's entries best first into ids/scores[0..k), padding with -1/-INFINITY. */
-static void heap_drain(float *hs, int64_t *hi, int64_t n, int64_t k, int64_t *ids,
-                       float *scores) {
+static void heap_drain(float *hs, int64_t *hi, int64_t n, int64_t k, int64_t *ids, float *scores) {
     for (int64_t j = n; j < k; j++) ids[j] = -1, scores[j] = -INFINITY;
     /* Repeatedly move the worst (root) to the end of the kept range. */
     while (n > 0) {
@@ -186,9 +189,9 @@ static void heap_drain(float *hs, int64_t *hi, int64_t n, int64_t k, int64_t *id
 /* One block of qb unit queries qn [qb, d]: top k into ids/scores [qb, k]. Scratch: tile
  * [QB * RB], heaps hs/hi [QB * k], the score kernel's ks. */
 static void search_block(const emb_knn *x, const emb__score_tile_fn score, const float *qn,
-                         int64_t qb, int64_t k, const int64_t *exclude, int64_t n_ex,
-                         int64_t *ids, float *scores, float *tile, float *hs, int64_t *hi,
-                         float *rowbuf, float *ks) {
+                         int64_t qb, int64_t k, const int64_t *exclude, int64_t n_ex, int64_t *ids,
+                         float *scores, float *tile, float *hs, int64_t *hi, float *rowbuf,
+                         float *ks) {
     int64_t hn[EMB__KNN_QB];
     for (int64_t q = 0; q < qb; q++) hn[q] = 0;
     const int64_t d = x->dim;
@@ -255,8 +258,7 @@ static void search_share(void *p, int t, int nt) {
 
 /* Searches Q unit queries qn [Q, d] (already validated). */
 static emb_status search_unit(const emb_knn *x, const float *qn, int64_t nq, int64_t k,
-                              const int64_t *exclude, int64_t n_ex, int64_t *ids,
-                              float *scores) {
+                              const int64_t *exclude, int64_t n_ex, int64_t *ids, float *scores) {
     if (nq == 0) return EMB_OK;
     int64_t nblocks = (nq + EMB__KNN_QB - 1) / EMB__KNN_QB;
     int nt = emb__threads_for(nblocks, 1);
@@ -272,8 +274,8 @@ static emb_status search_unit(const emb_knn *x, const float *qn, int64_t nq, int
     if (!scratch)
         return emb__error(EMB_ERR_NOMEM, "cannot allocate %zu bytes of search scratch",
                           per * (size_t)nt);
-    search_ctx c = {x,   score, qn,  nq,     k,   exclude, n_ex, ids, scores, scratch,
-                    per, tile,  hsz, rowbuf, ksz, nblocks, {0}};
+    search_ctx c = {x,       score, qn,   nq,  k,      exclude, n_ex,    ids, scores,
+                    scratch, per,   tile, hsz, rowbuf, ksz,     nblocks, {0}};
     emb__parallel(nt, search_share, &c);
     emb__free(scratch);
     return EMB_OK;
@@ -289,14 +291,13 @@ static void unit_copy(float *dst, const float *src, int64_t d) {
 static emb_status check_k(int64_t k, int64_t nq, int64_t *total) {
     if (k < 1) return emb__error(EMB_ERR_INVALID, "k must be at least 1, got %" PRId64, k);
     if (!emb__mul_i64(nq, k, total) || (uint64_t)*total > SIZE_MAX / sizeof(int64_t))
-        return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " queries x k = %" PRId64
-                          " results do not fit", nq, k);
+        return emb__error(EMB_ERR_OVERFLOW,
+                          "%" PRId64 " queries x k = %" PRId64 " results do not fit", nq, k);
     return EMB_OK;
 }
 
 emb_status emb_knn_search(const emb_knn *index, const emb_tensor *queries, int64_t k,
-                          const int64_t *exclude, int64_t n_exclude, int64_t *ids,
-                          float *scores) {
+                          const int64_t *exclude, int64_t n_exclude, int64_t *ids, float *scores) {
     if (!index) return emb__null("index");
     emb_status st = emb_tensor_check(queries, "queries");
     if (st) return st;
@@ -305,8 +306,7 @@ emb_status emb_knn_search(const emb_knn *index, const emb_tensor *queries, int64
                           emb_dtype_name(queries->dtype));
     if (queries->ndim != 2 || queries->shape[1] != index->dim) {
         char buf[96];
-        return emb__error(EMB_ERR_SHAPE, "queries must be [Q, %" PRId64 "], got %s",
-                          index->dim,
+        return emb__error(EMB_ERR_SHAPE, "queries must be [Q, %" PRId64 "], got %s", index->dim,
                           emb__shape_fmt(buf, sizeof buf, queries->ndim, queries->shape));
     }
     if (n_exclude < 0)
@@ -338,12 +338,11 @@ emb_status emb_knn_search(const emb_knn *index, const emb_tensor *queries, int64
     return st;
 }
 
-emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc, int64_t n_questions,
-                           int64_t k, int64_t *ids, float *scores) {
+emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc, int64_t n_questions, int64_t k,
+                           int64_t *ids, float *scores) {
     if (!index) return emb__null("index");
     if (n_questions < 0)
-        return emb__error(EMB_ERR_INVALID, "n_questions must be >= 0, got %" PRId64,
-                          n_questions);
+        return emb__error(EMB_ERR_INVALID, "n_questions must be >= 0, got %" PRId64, n_questions);
     int64_t total = 0;
     emb_status st = check_k(k, n_questions, &total);
     if (st) return st;
@@ -389,17 +388,20 @@ emb_status emb_knn_analogy(const emb_knn *index, const int64_t *abc, int64_t n_q
 
 /* ---- for the similarity queries of src/search/similarity.c (knn_internal.h) ---- */
 
-int64_t emb__knn_total_rows(const emb_knn *x) { return x->total_rows; }
+int64_t emb__knn_total_rows(const emb_knn *x) {
+    return x->total_rows;
+}
 
 void emb__knn_unit_row(const emb_knn *x, int64_t r, float *dst) {
     unit_copy(dst, rows_at(x, r, 1, dst), x->dim);
 }
 
-const float *emb__knn_row(const emb_knn *x, int64_t r, float *buf) { return rows_at(x, r, 1, buf); }
+const float *emb__knn_row(const emb_knn *x, int64_t r, float *buf) {
+    return rows_at(x, r, 1, buf);
+}
 
 emb_status emb__knn_search_unit(const emb_knn *x, const float *qn, int64_t k,
-                                const int64_t *exclude, int64_t n_ex, int64_t *ids,
-                                float *scores) {
+                                const int64_t *exclude, int64_t n_ex, int64_t *ids, float *scores) {
     int64_t total;
     emb_status st = check_k(k, 1, &total);
     return st ? st : search_unit(x, qn, 1, k, exclude, n_ex, ids, scores);

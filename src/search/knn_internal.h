@@ -16,7 +16,6 @@ void emb__knn_unit_row(const emb_knn *x, int64_t r, float *dst);
 /* The k best searched rows for one unit query qn [dim], rows in exclude[0..n_ex) left out;
  * ids and scores as emb_knn_search. */
 emb_status emb__knn_search_unit(const emb_knn *x, const float *qn, int64_t k,
-                                const int64_t *exclude, int64_t n_ex, int64_t *ids,
-                                float *scores);
+                                const int64_t *exclude, int64_t n_ex, int64_t *ids, float *scores);
 
 #endif /* EMB_KNN_INTERNAL_H */

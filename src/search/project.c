@@ -38,8 +38,10 @@ static void point_claims(void *p, int ith, int nth) {
 /* chunk 0: even split; otherwise chunks claimed as shares become free. */
 void emb__for_points(int nth, int64_t n, int64_t chunk, point_fn body, void *ctx) {
     point_loop l = {body, ctx, n, chunk, {0}};
-    if (chunk > 0) emb__parallel(nth, point_claims, &l);
-    else emb__parallel_for(nth, n, point_range, &l);
+    if (chunk > 0)
+        emb__parallel(nth, point_claims, &l);
+    else
+        emb__parallel_for(nth, n, point_range, &l);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -55,13 +57,14 @@ emb_status emb__check_points(const emb_tensor *x, const char *op) {
                           emb_dtype_name(x->dtype));
     if (x->ndim != 2 || x->shape[0] < 1 || x->shape[1] < 1) {
         char buf[96];
-        return emb__error(EMB_ERR_SHAPE, "%s: x must be 2-D with at least one row and column, got %s",
-                          op, emb__shape_fmt(buf, sizeof buf, x->ndim, x->shape));
+        return emb__error(EMB_ERR_SHAPE,
+                          "%s: x must be 2-D with at least one row and column, got %s", op,
+                          emb__shape_fmt(buf, sizeof buf, x->ndim, x->shape));
     }
     const int64_t n = x->shape[0], d = x->shape[1];
     if ((uint64_t)n > SIZE_MAX / sizeof(double) / (uint64_t)d / 4)
-        return emb__error(EMB_ERR_OVERFLOW, "%s: %" PRId64 " x %" PRId64 " points are too many",
-                          op, n, d);
+        return emb__error(EMB_ERR_OVERFLOW, "%s: %" PRId64 " x %" PRId64 " points are too many", op,
+                          n, d);
     const float *p = x->data;
     for (int64_t i = 0; i < n * d; i++)
         if (!isfinite(p[i]))
@@ -83,8 +86,10 @@ static void jacobi_eig(double *a, int64_t m, double *w, double *v) {
         double off = 0, diag = 0;
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < m; j++)
-                if (i != j) off += a[i * m + j] * a[i * m + j];
-                else diag += a[i * m + j] * a[i * m + j];
+                if (i != j)
+                    off += a[i * m + j] * a[i * m + j];
+                else
+                    diag += a[i * m + j] * a[i * m + j];
         if (off <= 1e-30 * diag || off == 0) break;
         for (int64_t p = 0; p < m; p++)
             for (int64_t q = p + 1; q < m; q++) {
@@ -173,8 +178,10 @@ static void cq_row(void *p, int64_t i, int ith) {
 static bool leading_eigen(const double *c, int64_t d, int64_t k, double *axes, double *lam) {
     int64_t m = 2 * k + 10;
     if (m > d) m = d;
-    double *q = malloc(sizeof(double) * (size_t)(m * d)), *z = malloc(sizeof(double) * (size_t)(m * d));
-    double *t = malloc(sizeof(double) * (size_t)(m * m)), *v = malloc(sizeof(double) * (size_t)(m * m));
+    double *q = malloc(sizeof(double) * (size_t)(m * d)),
+           *z = malloc(sizeof(double) * (size_t)(m * d));
+    double *t = malloc(sizeof(double) * (size_t)(m * m)),
+           *v = malloc(sizeof(double) * (size_t)(m * m));
     double *w = malloc(sizeof(double) * (size_t)m);
     int64_t *order = malloc(sizeof(int64_t) * (size_t)m);
     if (!q || !z || !t || !v || !w || !order) {
@@ -201,7 +208,8 @@ static bool leading_eigen(const double *c, int64_t d, int64_t k, double *axes, d
                 t[a * m + b] = acc;
             }
         for (int64_t a = 0; a < m; a++) /* symmetrise the rounding */
-            for (int64_t b = a + 1; b < m; b++) t[a * m + b] = t[b * m + a] = 0.5 * (t[a * m + b] + t[b * m + a]);
+            for (int64_t b = a + 1; b < m; b++)
+                t[a * m + b] = t[b * m + a] = 0.5 * (t[a * m + b] + t[b * m + a]);
         jacobi_eig(t, m, w, v);
         for (int64_t a = 0; a < m; a++) order[a] = a;
         for (int64_t a = 1; a < m; a++) /* insertion sort, stable */
@@ -216,7 +224,8 @@ static bool leading_eigen(const double *c, int64_t d, int64_t k, double *axes, d
             double r2 = 0;
             for (int64_t l = 0; l < d; l++) {
                 double u = 0, cu = 0;
-                for (int64_t a = 0; a < m; a++) u += q[a * d + l] * v[a * m + o], cu += z[a * d + l] * v[a * m + o];
+                for (int64_t a = 0; a < m; a++)
+                    u += q[a * d + l] * v[a * m + o], cu += z[a * d + l] * v[a * m + o];
                 axes[j * d + l] = u;
                 double r = cu - w[o] * u;
                 r2 += r * r;
@@ -284,11 +293,13 @@ emb_status emb__pca_double(const float *x, int64_t n, int64_t d, int64_t k, doub
                            double *variance) {
     double *xc = malloc(sizeof(double) * (size_t)(n * d));
     double *c = malloc(sizeof(double) * (size_t)(d * d));
-    double *axes = malloc(sizeof(double) * (size_t)(k * d)), *lam = malloc(sizeof(double) * (size_t)k);
+    double *axes = malloc(sizeof(double) * (size_t)(k * d)),
+           *lam = malloc(sizeof(double) * (size_t)k);
     if (!xc || !c || !axes || !lam) {
         free(xc), free(c), free(axes), free(lam);
-        return emb__error(EMB_ERR_NOMEM, "pca: cannot allocate the covariance of %" PRId64
-                          " x %" PRId64 " points", n, d);
+        return emb__error(EMB_ERR_NOMEM,
+                          "pca: cannot allocate the covariance of %" PRId64 " x %" PRId64 " points",
+                          n, d);
     }
     emb__centre(x, n, d, xc);
     const double denom = n > 1 ? (double)(n - 1) : 1.0;
@@ -322,10 +333,11 @@ emb_status emb_pca(const emb_tensor *x, int64_t k, float *coords, double *varian
     if (st) return st;
     const int64_t n = x->shape[0], d = x->shape[1];
     if (k < 1 || k > d)
-        return emb__error(EMB_ERR_INVALID, "pca: k must be in [1, %" PRId64 "] (the dimension), got %" PRId64,
-                          d, k);
+        return emb__error(EMB_ERR_INVALID,
+                          "pca: k must be in [1, %" PRId64 "] (the dimension), got %" PRId64, d, k);
     double *out = malloc(sizeof(double) * (size_t)(n * k));
-    if (!out) return emb__error(EMB_ERR_NOMEM, "pca: cannot allocate %" PRId64 " coordinates", n * k);
+    if (!out)
+        return emb__error(EMB_ERR_NOMEM, "pca: cannot allocate %" PRId64 " coordinates", n * k);
     double var[1];
     double *vk = variance ? malloc(sizeof(double) * (size_t)k) : var;
     if (!vk) {
@@ -341,4 +353,3 @@ emb_status emb_pca(const emb_tensor *x, int64_t k, float *coords, double *varian
     free(out);
     return st;
 }
-

@@ -12,22 +12,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-static emb_status check_rows(const emb_knn *x, const char *what, const int64_t *rows,
-                             int64_t n) {
-    if (n < 0) return emb__error(EMB_ERR_INVALID, "the number of %s rows is negative (%" PRId64 ")", what, n);
+static emb_status check_rows(const emb_knn *x, const char *what, const int64_t *rows, int64_t n) {
+    if (n < 0)
+        return emb__error(EMB_ERR_INVALID, "the number of %s rows is negative (%" PRId64 ")", what,
+                          n);
     if (n > 0 && !rows) return emb__null(what);
     const int64_t v = emb__knn_total_rows(x);
     for (int64_t i = 0; i < n; i++)
         if (rows[i] < 0 || rows[i] >= v)
             return emb__error(EMB_ERR_INDEX,
-                              "%s %" PRId64 ": row %" PRId64 " is out of range for a table of %" PRId64
+                              "%s %" PRId64 ": row %" PRId64
+                              " is out of range for a table of %" PRId64
                               " rows (valid: [0, %" PRId64 "))",
                               what, i, rows[i], v, v);
     return EMB_OK;
 }
 
 /* acc[0..d) += weight * row (the row itself, or its unit vector). */
-static void add_row(const emb_knn *x, int64_t r, bool unit, double weight, double *acc, float *buf) {
+static void add_row(const emb_knn *x, int64_t r, bool unit, double weight, double *acc,
+                    float *buf) {
     const int64_t d = emb_knn_dim(x);
     const float *v = buf;
     if (unit)
@@ -45,16 +48,17 @@ static double inv_norm(const double *v, int64_t d) {
     return n > 0 && isfinite(n) ? 1.0 / n : 0.0;
 }
 
-emb_status emb_knn_most_similar(const emb_knn *index, const int64_t *positive,
-                                int64_t n_positive, const int64_t *negative,
-                                int64_t n_negative, int64_t k, int64_t *ids, float *scores) {
+emb_status emb_knn_most_similar(const emb_knn *index, const int64_t *positive, int64_t n_positive,
+                                const int64_t *negative, int64_t n_negative, int64_t k,
+                                int64_t *ids, float *scores) {
     if (!index) return emb__null("index");
     emb_status st;
     if ((st = check_rows(index, "positive", positive, n_positive)) ||
         (st = check_rows(index, "negative", negative, n_negative)))
         return st;
     if (n_positive + n_negative == 0)
-        return emb__error(EMB_ERR_INVALID, "most_similar needs at least one positive or negative row");
+        return emb__error(EMB_ERR_INVALID,
+                          "most_similar needs at least one positive or negative row");
     if (k < 1) return emb__error(EMB_ERR_INVALID, "k must be at least 1, got %" PRId64, k);
     if (!ids) return emb__null("ids");
     if (!scores) return emb__null("scores");
@@ -96,11 +100,14 @@ emb_status emb_knn_n_similarity(const emb_knn *index, const int64_t *a, int64_t 
     if (!index) return emb__null("index");
     if (!out) return emb__null("out");
     emb_status st;
-    if ((st = check_rows(index, "first set's", a, na)) || (st = check_rows(index, "second set's", b, nb)))
+    if ((st = check_rows(index, "first set's", a, na)) ||
+        (st = check_rows(index, "second set's", b, nb)))
         return st;
     if (na == 0 || nb == 0)
-        return emb__error(EMB_ERR_INVALID, "n_similarity needs two non-empty sets of rows (got %" PRId64
-                          " and %" PRId64 ")", na, nb);
+        return emb__error(EMB_ERR_INVALID,
+                          "n_similarity needs two non-empty sets of rows (got %" PRId64
+                          " and %" PRId64 ")",
+                          na, nb);
     const int64_t d = emb_knn_dim(index);
     double *ma = calloc((size_t)d * 2, sizeof(double));
     float *buf = malloc((size_t)d * sizeof(float));
@@ -121,7 +128,8 @@ emb_status emb_knn_similarity(const emb_knn *index, int64_t a, int64_t b, double
     if (!index) return emb__null("index");
     if (!out) return emb__null("out");
     emb_status st;
-    if ((st = check_rows(index, "first", &a, 1)) || (st = check_rows(index, "second", &b, 1))) return st;
+    if ((st = check_rows(index, "first", &a, 1)) || (st = check_rows(index, "second", &b, 1)))
+        return st;
     return emb_knn_n_similarity(index, &a, 1, &b, 1, out);
 }
 

@@ -102,7 +102,8 @@ static void nbr_row(void *ctx, int64_t i, int ith) {
                 int64_t l = 2 * c + 1, r = l + 1, big = c;
                 double bd = dist;
                 int64_t bj = j;
-                if (l < nn && (hd[l] > bd || (hd[l] == bd && hj[l] > bj))) big = l, bd = hd[l], bj = hj[l];
+                if (l < nn && (hd[l] > bd || (hd[l] == bd && hj[l] > bj)))
+                    big = l, bd = hd[l], bj = hj[l];
                 if (r < nn && (hd[r] > bd || (hd[r] == bd && hj[r] > bj))) big = r;
                 if (big == c) break;
                 hd[c] = hd[big], hj[c] = hj[big], c = big;
@@ -124,7 +125,8 @@ static emb_status joint_p(const double *y, int64_t n, int64_t d, double perplexi
     int64_t *deg = calloc((size_t)n + 1, sizeof(int64_t));
     if (!nbr || !pc || !scratch || !sq || !deg) {
         free(nbr), free(pc), free(scratch), free(sq), free(deg);
-        return emb__error(EMB_ERR_NOMEM, "tsne: cannot allocate the neighbours of %" PRId64 " points", n);
+        return emb__error(EMB_ERR_NOMEM,
+                          "tsne: cannot allocate the neighbours of %" PRId64 " points", n);
     }
     for (int64_t i = 0; i < n; i++) {
         double s = 0;
@@ -139,11 +141,13 @@ static emb_status joint_p(const double *y, int64_t n, int64_t d, double perplexi
         for (int64_t a = 0; a < nn; a++) deg[i + 1]++, deg[nbr[i * nn + a] + 1]++;
     for (int64_t i = 0; i < n; i++) deg[i + 1] += deg[i];
     const int64_t total = deg[n];
-    int64_t *col = malloc(sizeof(int64_t) * (size_t)total), *fill = malloc(sizeof(int64_t) * (size_t)n);
+    int64_t *col = malloc(sizeof(int64_t) * (size_t)total),
+            *fill = malloc(sizeof(int64_t) * (size_t)n);
     double *val = malloc(sizeof(double) * (size_t)total);
     if (!col || !fill || !val) {
         free(nbr), free(pc), free(scratch), free(sq), free(deg), free(col), free(fill), free(val);
-        return emb__error(EMB_ERR_NOMEM, "tsne: cannot allocate the similarities of %" PRId64 " points", n);
+        return emb__error(EMB_ERR_NOMEM,
+                          "tsne: cannot allocate the similarities of %" PRId64 " points", n);
     }
     for (int64_t i = 0; i < n; i++) fill[i] = deg[i];
     for (int64_t i = 0; i < n; i++)
@@ -167,8 +171,10 @@ static emb_status joint_p(const double *y, int64_t n, int64_t d, double perplexi
             }
         int64_t row_start = w;
         for (int64_t a = s; a < e; a++) {
-            if (w > row_start && col[w - 1] == col[a]) val[w - 1] += val[a];
-            else col[w] = col[a], val[w] = val[a], w++;
+            if (w > row_start && col[w - 1] == col[a])
+                val[w - 1] += val[a];
+            else
+                col[w] = col[a], val[w] = val[a], w++;
         }
         deg[i] = row_start;
         for (int64_t a = row_start; a < w; a++) sum += val[a];
@@ -186,10 +192,10 @@ static emb_status joint_p(const double *y, int64_t n, int64_t d, double perplexi
  * several that coincide or sit at the maximum depth). */
 typedef struct {
     double cx, cy, hw;
-    double mx, my;   /* sum of the positions, then the centre of mass */
+    double mx, my; /* sum of the positions, then the centre of mass */
     int64_t count;
-    int64_t child;   /* index of the first of 4 children, or -1 for a leaf */
-    int64_t first;   /* leaf: first point of the chain, -1 when empty */
+    int64_t child; /* index of the first of 4 children, or -1 for a leaf */
+    int64_t first; /* leaf: first point of the chain, -1 when empty */
     int depth;
 } qnode;
 
@@ -379,8 +385,8 @@ static void force_row(void *ctx, int64_t i, int ith) {
     const force_ctx *x = ctx;
     const double *y2 = x->y2;
     double f[2] = {0, 0};
-    x->zpart[i] = repulsion(x->t, y2, i, x->theta2, f,
-                            x->stacks + (size_t)ith * (4 * EMB__QT_MAX_DEPTH + 8));
+    x->zpart[i] =
+        repulsion(x->t, y2, i, x->theta2, f, x->stacks + (size_t)ith * (4 * EMB__QT_MAX_DEPTH + 8));
     double ax = 0, ay = 0;
     for (int64_t a = x->p->start[i]; a < x->p->start[i + 1]; a++) {
         int64_t j = x->p->col[a];
@@ -396,34 +402,36 @@ static emb_status check_tsne_options(const emb_tsne_options *o, int64_t n) {
     if (!(o->perplexity > 0) || !isfinite(o->perplexity) || o->perplexity >= (double)n)
         return emb__error(EMB_ERR_INVALID,
                           "tsne: perplexity must be positive and less than the number of points "
-                          "(%" PRId64 "), got %g", n, o->perplexity);
+                          "(%" PRId64 "), got %g",
+                          n, o->perplexity);
     if (o->iterations < 0 || o->iterations > 1000000)
         return emb__error(EMB_ERR_INVALID, "tsne: iterations must be in [0, 1000000], got %" PRId64,
                           o->iterations);
     if (!(o->theta >= 0 && o->theta <= 1))
         return emb__error(EMB_ERR_INVALID, "tsne: theta must be in [0, 1], got %g", o->theta);
     if (!(o->learning_rate >= 0) || !isfinite(o->learning_rate))
-        return emb__error(EMB_ERR_INVALID, "tsne: learning_rate must be finite and >= 0 (0: auto), got %g",
+        return emb__error(EMB_ERR_INVALID,
+                          "tsne: learning_rate must be finite and >= 0 (0: auto), got %g",
                           o->learning_rate);
     if (!(o->early_exaggeration >= 1) || !isfinite(o->early_exaggeration))
-        return emb__error(EMB_ERR_INVALID, "tsne: early_exaggeration must be finite and >= 1, got %g",
+        return emb__error(EMB_ERR_INVALID,
+                          "tsne: early_exaggeration must be finite and >= 1, got %g",
                           o->early_exaggeration);
     if (o->exaggeration_iterations < 0 || o->exaggeration_iterations > o->iterations)
         return emb__error(EMB_ERR_INVALID,
-                          "tsne: exaggeration_iterations must be in [0, iterations = %" PRId64 "], got %" PRId64,
+                          "tsne: exaggeration_iterations must be in [0, iterations = %" PRId64
+                          "], got %" PRId64,
                           o->iterations, o->exaggeration_iterations);
     return EMB_OK;
 }
 
-emb_status emb_tsne(const emb_tensor *x, const emb_tsne_options *opts, float *coords,
-                    double *kl) {
+emb_status emb_tsne(const emb_tensor *x, const emb_tsne_options *opts, float *coords, double *kl) {
     if (!coords) return emb__null("coords");
     emb_status st = emb__check_points(x, "tsne");
     if (st) return st;
     const emb_tsne_options o = opts ? *opts : emb_tsne_options_default();
     const int64_t n = x->shape[0], d = x->shape[1];
-    if (n < 2)
-        return emb__error(EMB_ERR_SHAPE, "tsne: needs at least 2 points, got %" PRId64, n);
+    if (n < 2) return emb__error(EMB_ERR_SHAPE, "tsne: needs at least 2 points, got %" PRId64, n);
     if ((st = check_tsne_options(&o, n))) return st;
     int64_t nn = (int64_t)(3 * o.perplexity + 1);
     if (nn > n - 1) nn = n - 1;
@@ -442,7 +450,8 @@ emb_status emb_tsne(const emb_tensor *x, const emb_tsne_options *opts, float *co
                malloc(sizeof(int64_t) * (size_t)n)};
     sparse_p p = {NULL, NULL, NULL};
     if (!xd || !y2 || !upd || !gain || !grad || !rep || !zpart || !stacks || !t.node || !t.next) {
-        st = emb__error(EMB_ERR_NOMEM, "tsne: cannot allocate the work space of %" PRId64 " points", n);
+        st = emb__error(EMB_ERR_NOMEM, "tsne: cannot allocate the work space of %" PRId64 " points",
+                        n);
         goto done;
     }
     const float *xf = x->data;
@@ -466,8 +475,8 @@ emb_status emb_tsne(const emb_tensor *x, const emb_tsne_options *opts, float *co
         for (int64_t i = 0; i < 2 * n; i++) y2[i] *= scale;
     }
     for (int64_t i = 0; i < 2 * n; i++) gain[i] = 1;
-    const double lr = o.learning_rate > 0 ? o.learning_rate
-                                          : fmax((double)n / o.early_exaggeration / 4, 50);
+    const double lr =
+        o.learning_rate > 0 ? o.learning_rate : fmax((double)n / o.early_exaggeration / 4, 50);
     const double theta2 = o.theta * o.theta;
     for (int64_t it = 0; it < o.iterations; it++) {
         const bool early = it < o.exaggeration_iterations;
@@ -483,8 +492,10 @@ emb_status emb_tsne(const emb_tensor *x, const emb_tsne_options *opts, float *co
         if (!(z > 0)) z = 1e-300;
         for (int64_t i = 0; i < 2 * n; i++) {
             double g = 4 * (grad[i] - rep[i] / z);
-            if (g * upd[i] < 0) gain[i] += 0.2;
-            else gain[i] *= 0.8;
+            if (g * upd[i] < 0)
+                gain[i] += 0.2;
+            else
+                gain[i] *= 0.8;
             if (gain[i] < 0.01) gain[i] = 0.01;
             upd[i] = momentum * upd[i] - lr * gain[i] * g;
             y2[i] += upd[i];

@@ -15,7 +15,7 @@ struct emb_phrases {
     emb_phrases_options o;
     char delim[17];
     size_t dlen;
-    char *key;        /* scratch for a pair's key */
+    char *key; /* scratch for a pair's key */
     size_t key_cap;
 };
 
@@ -29,7 +29,8 @@ static bool is_blank(unsigned char c) {
 }
 
 /* The pair's key a<delim>b in p->key; false when it would be longer than a word may be. */
-static bool pair_key(emb_phrases *p, const char *a, size_t na, const char *b, size_t nb, size_t *len) {
+static bool pair_key(emb_phrases *p, const char *a, size_t na, const char *b, size_t nb,
+                     size_t *len) {
     size_t n = na + p->dlen + nb;
     if (n > EMB_VOCAB_MAX_WORD) return false;
     if (n > p->key_cap) {
@@ -45,11 +46,13 @@ static bool pair_key(emb_phrases *p, const char *a, size_t na, const char *b, si
 }
 
 /* Calls fn(ctx, line_number, tokens' starts, their lengths, count) for every line. */
-typedef emb_status (*line_fn)(void *ctx, int64_t line, const char **tok, const size_t *len, int64_t n);
+typedef emb_status (*line_fn)(void *ctx, int64_t line, const char **tok, const size_t *len,
+                              int64_t n);
 
 static emb_status each_line(const char *path, line_fn fn, void *ctx) {
     emb__file f;
-    emb_status st = emb__file_open(strcmp(path, "-") == 0 ? "/dev/stdin" : path, &f, EMB__FILE_READ);
+    emb_status st =
+        emb__file_open(strcmp(path, "-") == 0 ? "/dev/stdin" : path, &f, EMB__FILE_READ);
     if (st) return st;
     const char *p = (const char *)f.data, *end = f.size ? p + f.size : p;
     const char **tok = NULL;
@@ -90,19 +93,22 @@ typedef struct {
     const char *path;
 } learn_ctx;
 
-static emb_status learn_line(void *c, int64_t line, const char **tok, const size_t *len, int64_t n) {
+static emb_status learn_line(void *c, int64_t line, const char **tok, const size_t *len,
+                             int64_t n) {
     learn_ctx *x = c;
     emb_phrases *p = x->p;
     for (int64_t i = 0; i < n; i++) {
         if (len[i] > EMB_VOCAB_MAX_WORD)
-            return emb__error(EMB_ERR_FORMAT, "%s:%" PRId64 ": a token of %zu bytes (the limit is %d)", x->path,
+            return emb__error(EMB_ERR_FORMAT,
+                              "%s:%" PRId64 ": a token of %zu bytes (the limit is %d)", x->path,
                               line, len[i], EMB_VOCAB_MAX_WORD);
         emb_status st = emb_vocab_add(p->vocab, tok[i], len[i], 1, NULL, NULL);
         if (st) return st;
         if (i == 0) continue;
         size_t kl;
         if (!pair_key(p, tok[i - 1], len[i - 1], tok[i], len[i], &kl))
-            return emb__error(EMB_ERR_FORMAT, "%s:%" PRId64 ": a pair of tokens longer than %d bytes", x->path,
+            return emb__error(EMB_ERR_FORMAT,
+                              "%s:%" PRId64 ": a pair of tokens longer than %d bytes", x->path,
                               line, EMB_VOCAB_MAX_WORD);
         if ((st = emb_vocab_add(p->vocab, p->key, kl, 1, NULL, NULL))) return st;
     }
@@ -121,12 +127,14 @@ emb_status emb_phrases_learn(const char *path, const emb_phrases_options *opts, 
     if (!opts) return emb__null("options");
     if (!out) return emb__null("out");
     if (opts->min_count < 1)
-        return emb__error(EMB_ERR_INVALID, "min_count must be at least 1, got %" PRId64, opts->min_count);
+        return emb__error(EMB_ERR_INVALID, "min_count must be at least 1, got %" PRId64,
+                          opts->min_count);
     if (!(opts->threshold == opts->threshold))
         return emb__error(EMB_ERR_INVALID, "threshold must be a number");
     const char *d = opts->delimiter ? opts->delimiter : "_";
     size_t dl = strlen(d);
-    if (dl < 1 || dl > 16) return emb__error(EMB_ERR_INVALID, "the delimiter must have 1 to 16 bytes, got %zu", dl);
+    if (dl < 1 || dl > 16)
+        return emb__error(EMB_ERR_INVALID, "the delimiter must have 1 to 16 bytes, got %zu", dl);
     for (size_t k = 0; k < dl; k++)
         if (is_blank((unsigned char)d[k]) || d[k] == '\n')
             return emb__error(EMB_ERR_INVALID, "the delimiter must not hold whitespace");
@@ -147,7 +155,8 @@ emb_status emb_phrases_learn(const char *path, const emb_phrases_options *opts, 
     return EMB_OK;
 }
 
-double emb_phrases_score(const emb_phrases *cp, const char *a, size_t na, const char *b, size_t nb) {
+double emb_phrases_score(const emb_phrases *cp, const char *a, size_t na, const char *b,
+                         size_t nb) {
     emb_phrases *p = (emb_phrases *)cp; /* the key scratch only */
     if (!p || !a || !b) return -INFINITY;
     int64_t ia = emb_vocab_find(p->vocab, a, na), ib = emb_vocab_find(p->vocab, b, nb);
@@ -170,7 +179,8 @@ typedef struct {
     bool err;
 } apply_ctx;
 
-static emb_status apply_line(void *c, int64_t line, const char **tok, const size_t *len, int64_t n) {
+static emb_status apply_line(void *c, int64_t line, const char **tok, const size_t *len,
+                             int64_t n) {
     (void)line;
     apply_ctx *x = c;
     const emb_phrases *p = x->p;
@@ -179,7 +189,8 @@ static emb_status apply_line(void *c, int64_t line, const char **tok, const size
         if (!first) fputc(' ', x->out);
         first = false;
         fwrite(tok[i], 1, len[i], x->out);
-        if (i + 1 < n && emb_phrases_score(p, tok[i], len[i], tok[i + 1], len[i + 1]) > p->o.threshold) {
+        if (i + 1 < n &&
+            emb_phrases_score(p, tok[i], len[i], tok[i + 1], len[i + 1]) > p->o.threshold) {
             fwrite(p->delim, 1, p->dlen, x->out);
             fwrite(tok[i + 1], 1, len[i + 1], x->out);
             x->phrases++;
@@ -187,10 +198,13 @@ static emb_status apply_line(void *c, int64_t line, const char **tok, const size
         }
     }
     fputc('\n', x->out);
-    return ferror(x->out) ? emb__error(EMB_ERR_IO, "cannot write the phrased text: %s", strerror(errno)) : EMB_OK;
+    return ferror(x->out)
+               ? emb__error(EMB_ERR_IO, "cannot write the phrased text: %s", strerror(errno))
+               : EMB_OK;
 }
 
-emb_status emb_phrases_apply(const emb_phrases *p, const char *path, FILE *out, int64_t *n_phrases) {
+emb_status emb_phrases_apply(const emb_phrases *p, const char *path, FILE *out,
+                             int64_t *n_phrases) {
     if (!p) return emb__null("phrases");
     if (!path) return emb__null("path");
     if (!out) return emb__null("out");

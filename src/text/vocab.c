@@ -7,16 +7,16 @@
 #include <string.h>
 
 struct emb_vocab {
-    int64_t size, cap;    /* words, allocated entries of the per-word arrays */
-    int64_t *off;         /* [cap] offset of the word in arena */
-    uint32_t *len;        /* [cap] bytes */
-    uint64_t *hash;       /* [cap] */
-    int64_t *count;       /* [cap] */
-    char *arena;          /* words, each followed by a NUL */
+    int64_t size, cap; /* words, allocated entries of the per-word arrays */
+    int64_t *off;      /* [cap] offset of the word in arena */
+    uint32_t *len;     /* [cap] bytes */
+    uint64_t *hash;    /* [cap] */
+    int64_t *count;    /* [cap] */
+    char *arena;       /* words, each followed by a NUL */
     size_t arena_len, arena_cap;
-    int64_t *slots;       /* [nslots] id, or -1 */
-    size_t nslots;        /* power of two, >= 2 * size */
-    int64_t nonzero;      /* words with a non-zero count */
+    int64_t *slots;  /* [nslots] id, or -1 */
+    size_t nslots;   /* power of two, >= 2 * size */
+    int64_t nonzero; /* words with a non-zero count */
 };
 
 static uint64_t vocab_hash(const char *s, size_t n) {
@@ -55,7 +55,9 @@ void emb_vocab_free(emb_vocab *v) {
     free(v);
 }
 
-int64_t emb_vocab_num_words(const emb_vocab *v) { return v ? v->size : 0; }
+int64_t emb_vocab_num_words(const emb_vocab *v) {
+    return v ? v->size : 0;
+}
 
 static int64_t vocab_lookup(const emb_vocab *v, const char *w, size_t n, uint64_t h, size_t *slot) {
     size_t mask = v->nslots - 1, i = (size_t)h & mask;
@@ -77,7 +79,8 @@ static int64_t vocab_lookup(const emb_vocab *v, const char *w, size_t n, uint64_
 static emb_status vocab_rehash(emb_vocab *v, int64_t want) {
     size_t n = 64;
     while (n < (size_t)want * 2) {
-        if (n > SIZE_MAX / 4 / sizeof(int64_t)) return emb__error(EMB_ERR_OVERFLOW, "vocabulary too large");
+        if (n > SIZE_MAX / 4 / sizeof(int64_t))
+            return emb__error(EMB_ERR_OVERFLOW, "vocabulary too large");
         n *= 2;
     }
     int64_t *s = malloc(n * sizeof *s);
@@ -112,15 +115,20 @@ static emb_status vocab_grow(emb_vocab *v, int64_t need) {
     int64_t *count = realloc(v->count, (size_t)cap * sizeof *count);
     if (count) v->count = count;
     if (!off || !len || !hash || !count)
-        return emb__error(EMB_ERR_NOMEM, "vocabulary: out of memory for %lld words", (long long)cap);
+        return emb__error(EMB_ERR_NOMEM, "vocabulary: out of memory for %lld words",
+                          (long long)cap);
     v->cap = cap;
     return EMB_OK;
 }
 
 emb_status emb_vocab_reserve(emb_vocab *v, int64_t n) {
     if (!v) return emb__null("vocab");
-    if (n < 0) return emb__error(EMB_ERR_INVALID, "emb_vocab_reserve: %lld words is negative", (long long)n);
-    if (n > (INT64_MAX / 64)) return emb__error(EMB_ERR_OVERFLOW, "emb_vocab_reserve: %lld words is too many", (long long)n);
+    if (n < 0)
+        return emb__error(EMB_ERR_INVALID, "emb_vocab_reserve: %lld words is negative",
+                          (long long)n);
+    if (n > (INT64_MAX / 64))
+        return emb__error(EMB_ERR_OVERFLOW, "emb_vocab_reserve: %lld words is too many",
+                          (long long)n);
     emb_status st = vocab_grow(v, n);
     if (!st && (size_t)n * 2 > v->nslots) st = vocab_rehash(v, n);
     return st;
@@ -135,7 +143,8 @@ emb_status emb_vocab_add(emb_vocab *v, const char *word, size_t len, int64_t cou
         return emb__error(EMB_ERR_INVALID, "emb_vocab_add: word of %zu bytes is longer than %d",
                           len, EMB_VOCAB_MAX_WORD);
     if (count < 0)
-        return emb__error(EMB_ERR_INVALID, "emb_vocab_add: count %lld is negative", (long long)count);
+        return emb__error(EMB_ERR_INVALID, "emb_vocab_add: count %lld is negative",
+                          (long long)count);
     uint64_t h = vocab_hash(word, len);
     size_t slot;
     int64_t found = vocab_lookup(v, word, len, h, &slot);
@@ -157,7 +166,9 @@ emb_status emb_vocab_add(emb_vocab *v, const char *word, size_t len, int64_t cou
             cap *= 2;
         }
         char *a = realloc(v->arena, cap);
-        if (!a) return emb__error(EMB_ERR_NOMEM, "vocabulary: out of memory for %zu bytes of words", cap);
+        if (!a)
+            return emb__error(EMB_ERR_NOMEM, "vocabulary: out of memory for %zu bytes of words",
+                              cap);
         v->arena = a;
         v->arena_cap = cap;
     }
@@ -196,16 +207,21 @@ int64_t emb_vocab_count(const emb_vocab *v, int64_t id) {
 emb_status emb_vocab_set_count(emb_vocab *v, int64_t id, int64_t count) {
     if (!v) return emb__null("vocab");
     if (id < 0 || id >= v->size)
-        return emb__error(EMB_ERR_INDEX, "emb_vocab_set_count: id %lld is out of range for a vocabulary of %lld words",
-                          (long long)id, (long long)v->size);
+        return emb__error(
+            EMB_ERR_INDEX,
+            "emb_vocab_set_count: id %lld is out of range for a vocabulary of %lld words",
+            (long long)id, (long long)v->size);
     if (count < 0)
-        return emb__error(EMB_ERR_INVALID, "emb_vocab_set_count: count %lld is negative", (long long)count);
+        return emb__error(EMB_ERR_INVALID, "emb_vocab_set_count: count %lld is negative",
+                          (long long)count);
     v->nonzero += (count != 0) - (v->count[id] != 0);
     v->count[id] = count;
     return EMB_OK;
 }
 
-bool emb_vocab_has_counts(const emb_vocab *v) { return v && v->nonzero > 0; }
+bool emb_vocab_has_counts(const emb_vocab *v) {
+    return v && v->nonzero > 0;
+}
 
 /* Applies a selection/permutation: new id i takes old id src[i], for i < n. Compacts the
  * arena. All allocation happens before anything changes. */
@@ -223,7 +239,8 @@ static emb_status vocab_apply(emb_vocab *v, const int64_t *src, int64_t n) {
     int64_t *slots = malloc(ns * sizeof *slots);
     if (!off || !len || !hash || !count || !arena || !slots) {
         free(off), free(len), free(hash), free(count), free(arena), free(slots);
-        return emb__error(EMB_ERR_NOMEM, "vocabulary: out of memory reordering %lld words", (long long)n);
+        return emb__error(EMB_ERR_NOMEM, "vocabulary: out of memory reordering %lld words",
+                          (long long)n);
     }
     size_t pos = 0;
     int64_t nonzero = 0;
@@ -278,7 +295,8 @@ emb_status emb_vocab_sort_by_count(emb_vocab *v, int64_t keep_first, int64_t *pe
     int64_t *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
     if (!src || !tmp) {
         free(src), free(tmp);
-        return emb__error(EMB_ERR_NOMEM, "vocabulary: out of memory sorting %lld words", (long long)n);
+        return emb__error(EMB_ERR_NOMEM, "vocabulary: out of memory sorting %lld words",
+                          (long long)n);
     }
     for (int64_t i = 0; i < n; i++) src[i] = i;
     int64_t k = keep_first < n ? keep_first : n;
@@ -293,12 +311,15 @@ emb_status emb_vocab_sort_by_count(emb_vocab *v, int64_t keep_first, int64_t *pe
 emb_status emb_vocab_prune(emb_vocab *v, int64_t keep_first, int64_t min_count, int64_t max_size) {
     if (!v) return emb__null("vocab");
     if (keep_first < 0 || min_count < 0 || max_size < 0)
-        return emb__error(EMB_ERR_INVALID,
-                          "emb_vocab_prune: negative argument (keep_first %lld, min_count %lld, max_size %lld)",
-                          (long long)keep_first, (long long)min_count, (long long)max_size);
+        return emb__error(
+            EMB_ERR_INVALID,
+            "emb_vocab_prune: negative argument (keep_first %lld, min_count %lld, max_size %lld)",
+            (long long)keep_first, (long long)min_count, (long long)max_size);
     int64_t n = v->size, m = 0;
     int64_t *src = malloc((size_t)(n ? n : 1) * sizeof *src);
-    if (!src) return emb__error(EMB_ERR_NOMEM, "vocabulary: out of memory pruning %lld words", (long long)n);
+    if (!src)
+        return emb__error(EMB_ERR_NOMEM, "vocabulary: out of memory pruning %lld words",
+                          (long long)n);
     for (int64_t i = 0; i < n; i++)
         if (i < keep_first || v->count[i] >= min_count) src[m++] = i;
     if (max_size > 0 && m > max_size) m = max_size;

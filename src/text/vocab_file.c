@@ -19,7 +19,8 @@ emb_status emb_vocab_save(const emb_vocab *v, const char *path) {
             if (w[k] == ' ' || w[k] == '\t' || w[k] == '\n' || w[k] == '\r')
                 return emb__error(EMB_ERR_INVALID,
                                   "%s: word %" PRId64 " holds a blank or a line break, which a "
-                                  "\"word count\" line cannot hold", path, i);
+                                  "\"word count\" line cannot hold",
+                                  path, i);
     }
     emb__writer wr;
     emb_status st = emb__writer_open(&wr, path);
@@ -68,24 +69,32 @@ emb_status emb_vocab_load(const char *path, emb_vocab **out) {
         while (we > ls && (we[-1] == ' ' || we[-1] == '\t')) we--;
         int64_t count;
         if (we == ls || sp == le) {
-            st = emb__error(EMB_ERR_FORMAT, "%s: line %" PRId64 " (byte offset %lld): expected \"word count\"",
+            st = emb__error(EMB_ERR_FORMAT,
+                            "%s: line %" PRId64 " (byte offset %lld): expected \"word count\"",
                             path, line, at);
         } else if (!emb__parse_count((const char *)sp, (size_t)(le - sp), &count) || count < 1) {
             st = emb__error(EMB_ERR_FORMAT,
-                            "%s: line %" PRId64 " (byte offset %lld): the count \"%.*s\" is not a number in [1, "
-                            "2^63)", path, line, at, (int)(le - sp > 30 ? 30 : le - sp), (const char *)sp);
+                            "%s: line %" PRId64
+                            " (byte offset %lld): the count \"%.*s\" is not a number in [1, "
+                            "2^63)",
+                            path, line, at, (int)(le - sp > 30 ? 30 : le - sp), (const char *)sp);
         } else if ((size_t)(we - ls) > EMB_VOCAB_MAX_WORD) {
-            st = emb__error(EMB_ERR_FORMAT, "%s: line %" PRId64 " (byte offset %lld): a word of %zu bytes (the "
-                            "limit is %d)", path, line, at, (size_t)(we - ls), EMB_VOCAB_MAX_WORD);
+            st = emb__error(EMB_ERR_FORMAT,
+                            "%s: line %" PRId64 " (byte offset %lld): a word of %zu bytes (the "
+                            "limit is %d)",
+                            path, line, at, (size_t)(we - ls), EMB_VOCAB_MAX_WORD);
         } else if (!emb__utf8_valid((const char *)ls, (size_t)(we - ls))) {
-            st = emb__error(EMB_ERR_FORMAT, "%s: line %" PRId64 " (byte offset %lld): the word is not valid UTF-8",
+            st = emb__error(EMB_ERR_FORMAT,
+                            "%s: line %" PRId64 " (byte offset %lld): the word is not valid UTF-8",
                             path, line, at);
         } else {
             bool added;
             st = emb_vocab_add(v, (const char *)ls, (size_t)(we - ls), count, NULL, &added);
             if (st == EMB_OK && !added)
-                st = emb__error(EMB_ERR_FORMAT, "%s: line %" PRId64 " (byte offset %lld): the word repeats an "
-                                "earlier one", path, line, at);
+                st = emb__error(EMB_ERR_FORMAT,
+                                "%s: line %" PRId64 " (byte offset %lld): the word repeats an "
+                                "earlier one",
+                                path, line, at);
         }
     }
     emb__file_close(&f);

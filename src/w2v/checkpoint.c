@@ -13,7 +13,7 @@
 
 static const char EMB__W2V_MAGIC[8] = {'E', 'M', 'B', 'W', '2', 'V', 'C', 'K'};
 #define EMB__W2V_VERSION 2u
-#define EMB__W2V_OLDEST 1u /* the oldest version read: the same layout */
+#define EMB__W2V_OLDEST  1u /* the oldest version read: the same layout */
 /* Version 1's checksum is FNV-1a 64 started from this value instead of FNV's offset basis
  * (EMB__FNV64_INIT, which has one more digit: 14695981039346656037). */
 #define EMB__W2V_V1_BASIS 1469598103934665603ull
@@ -100,11 +100,14 @@ emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path) {
     if (!w) return emb__null("w2v");
     if (!path) return emb__null("path");
     if (w->o.maxn > 0)
-        return emb__error(EMB_ERR_UNSUPPORTED, "%s: checkpoints of training with subwords (maxn > 0) are not provided",
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "%s: checkpoints of training with subwords (maxn > 0) are not provided",
                           path);
     if (w->diverged)
-        return emb__error(EMB_ERR_STATE, "%s: not written: the training diverged (its vectors hold NaN or "
-                                         "infinite values)", path);
+        return emb__error(EMB_ERR_STATE,
+                          "%s: not written: the training diverged (its vectors hold NaN or "
+                          "infinite values)",
+                          path);
     wr c;
     c.h = EMB__FNV64_INIT;
     emb_status st = emb__writer_open(&c.w, path);
@@ -142,10 +145,10 @@ static double get_f64(rd *r) {
     return get(r, b, 8) ? emb__get_f64le(b) : 0.0;
 }
 
-#define DIFF(field, fmt, a, b)                                                                \
-    return emb__error(EMB_ERR_FORMAT,                                                         \
-                      "%s was written with %s " fmt ", but this run has %s " fmt              \
-                      " (resume with the same settings)",                                     \
+#define DIFF(field, fmt, a, b)                                                                     \
+    return emb__error(EMB_ERR_FORMAT,                                                              \
+                      "%s was written with %s " fmt ", but this run has %s " fmt                   \
+                      " (resume with the same settings)",                                          \
                       checkpoint, field, a, field, b)
 
 /* The tokens done and the threads' lanes, each checked against this corpus and thread
@@ -168,10 +171,14 @@ static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint,
         uint64_t lo = get_u64(r), hi = get_u64(r), pos = get_u64(r), epoch = get_u64(r);
         lanes[t].rng = get_u64(r);
         if (r->bad) break;
-        if (lo != (uint64_t)w->lanes[t].lo || hi != (uint64_t)w->lanes[t].hi) bad = "a thread's range of tokens";
-        else if (pos < lo || pos > hi) bad = "a thread's position";
-        else if (epoch > (uint64_t)o->epochs || (t > 0 && epoch != (uint64_t)lanes[0].epoch)) bad = "a thread's epoch";
-        else if (lanes[t].rng == 0) bad = "a thread's random state (0)";
+        if (lo != (uint64_t)w->lanes[t].lo || hi != (uint64_t)w->lanes[t].hi)
+            bad = "a thread's range of tokens";
+        else if (pos < lo || pos > hi)
+            bad = "a thread's position";
+        else if (epoch > (uint64_t)o->epochs || (t > 0 && epoch != (uint64_t)lanes[0].epoch))
+            bad = "a thread's epoch";
+        else if (lanes[t].rng == 0)
+            bad = "a thread's random state (0)";
         if (bad) break;
         lanes[t].lo = (int64_t)lo;
         lanes[t].hi = (int64_t)hi;
@@ -191,16 +198,19 @@ static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint,
     emb__w2v_cursor_free(&cur);
     if (bad && !*bad) {
         free(lanes);
-        return emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s", strerror(errno));
+        return emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
+                          strerror(errno));
     }
     if (bad) {
         free(lanes);
         return emb__error(EMB_ERR_FORMAT, "%s is malformed: %s is out of range", checkpoint, bad);
     }
-    if (!r->bad && (done_u != (uint64_t)expect_done || done_u > (uint64_t)(w->tokens * o->epochs))) {
+    if (!r->bad &&
+        (done_u != (uint64_t)expect_done || done_u > (uint64_t)(w->tokens * o->epochs))) {
         free(lanes);
         return emb__error(EMB_ERR_FORMAT,
-                          "%s is malformed: the words done (%" PRIu64 ") do not match the threads' positions "
+                          "%s is malformed: the words done (%" PRIu64
+                          ") do not match the threads' positions "
                           "(%" PRId64 " of %" PRId64 " words)",
                           checkpoint, done_u, expect_done, w->tokens * o->epochs);
     }
@@ -209,14 +219,14 @@ static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint,
     return EMB_OK;
 }
 
-static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
-                          const char *checkpoint) {
+static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n, const char *checkpoint) {
     if (n < 16 || memcmp(data, EMB__W2V_MAGIC, 8) != 0)
         return emb__error(EMB_ERR_FORMAT, "%s is not an emb word2vec checkpoint", checkpoint);
     rd r = {data + 8, data + n - 8, false};
     uint64_t ver = get_u64(&r);
     if (ver < EMB__W2V_OLDEST || ver > EMB__W2V_VERSION)
-        return emb__error(EMB_ERR_FORMAT, "%s: checkpoint version %" PRIu64 " (this emb reads %u to %u)",
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s: checkpoint version %" PRIu64 " (this emb reads %u to %u)",
                           checkpoint, ver, EMB__W2V_OLDEST, EMB__W2V_VERSION);
     /* the checksum covers everything between the magic and itself */
     const uint64_t basis = ver == 1 ? EMB__W2V_V1_BASIS : EMB__FNV64_INIT;
@@ -226,7 +236,8 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
     uint64_t v;
     if ((v = get_u64(&r)) != (uint64_t)o->model) DIFF("model", "%" PRIu64, v, (uint64_t)o->model);
     if ((v = get_u64(&r)) != (uint64_t)o->dim) DIFF("dim", "%" PRIu64, v, (uint64_t)o->dim);
-    if ((v = get_u64(&r)) != (uint64_t)o->window) DIFF("window", "%" PRIu64, v, (uint64_t)o->window);
+    if ((v = get_u64(&r)) != (uint64_t)o->window)
+        DIFF("window", "%" PRIu64, v, (uint64_t)o->window);
     if ((v = get_u64(&r)) != (uint64_t)o->negative)
         DIFF("negative", "%" PRIu64, v, (uint64_t)o->negative);
     double d;
@@ -235,7 +246,8 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
         DIFF("min_count", "%" PRIu64, v, (uint64_t)o->min_count);
     if ((v = get_u64(&r)) != (uint64_t)o->max_vocab)
         DIFF("max_vocab", "%" PRIu64, v, (uint64_t)o->max_vocab);
-    if ((v = get_u64(&r)) != (uint64_t)o->epochs) DIFF("epochs", "%" PRIu64, v, (uint64_t)o->epochs);
+    if ((v = get_u64(&r)) != (uint64_t)o->epochs)
+        DIFF("epochs", "%" PRIu64, v, (uint64_t)o->epochs);
     if ((d = get_f64(&r)) != o->alpha) DIFF("alpha", "%g", d, o->alpha);
     if ((d = get_f64(&r)) != o->min_alpha) DIFF("min_alpha", "%g", d, o->min_alpha);
     if ((v = get_u64(&r)) != (uint64_t)o->cbow_mean)
@@ -253,14 +265,13 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
     uint64_t V = get_u64(&r), nids = get_u64(&r), fp = get_u64(&r);
     if (r.bad) return emb__error(EMB_ERR_FORMAT, "%s is truncated", checkpoint);
     if (V != (uint64_t)w->V || nids != (uint64_t)w->n_ids || fp != w->fingerprint)
-        return emb__error(EMB_ERR_FORMAT,
-                          "%s was written for another corpus (%" PRIu64 " words, %" PRIu64
-                          " token ids; this corpus gives %" PRId64 " words, %" PRId64
-                          " token ids%s)",
-                          checkpoint, V, nids, w->V, w->n_ids,
-                          V == (uint64_t)w->V && nids == (uint64_t)w->n_ids
-                              ? ", same sizes but different tokens"
-                              : "");
+        return emb__error(
+            EMB_ERR_FORMAT,
+            "%s was written for another corpus (%" PRIu64 " words, %" PRIu64
+            " token ids; this corpus gives %" PRId64 " words, %" PRId64 " token ids%s)",
+            checkpoint, V, nids, w->V, w->n_ids,
+            V == (uint64_t)w->V && nids == (uint64_t)w->n_ids ? ", same sizes but different tokens"
+                                                              : "");
     /* Progress: every field in range and consistent with the others (the checksum only
      * says the file is as it was written, not that it was written by emb). */
     uint64_t done_u = 0;
@@ -273,8 +284,9 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
         const char *s = emb_vocab_word(w->vocab, i, &wl);
         if (len != wl || (size_t)(r.end - r.p) < len || memcmp(r.p, s, wl) != 0) {
             free(lanes);
-            return emb__error(EMB_ERR_FORMAT, "%s was written for another corpus (word %" PRId64
-                              " differs)", checkpoint, i);
+            return emb__error(EMB_ERR_FORMAT,
+                              "%s was written for another corpus (word %" PRId64 " differs)",
+                              checkpoint, i);
         }
         r.p += len;
         (void)get_u64(&r); /* count: the corpus fingerprint already matched */
@@ -293,7 +305,8 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
         return emb__error(EMB_ERR_FORMAT,
                           "%s holds NaN or infinite values in the %s vector of \"%s\" (row %" PRId64
                           "): it was saved from a run that had diverged",
-                          checkpoint, table ? "output" : "input", emb_vocab_word(w->vocab, row, NULL), row);
+                          checkpoint, table ? "output" : "input",
+                          emb_vocab_word(w->vocab, row, NULL), row);
     }
     memcpy(w->lanes, lanes, (size_t)w->nt * sizeof *lanes);
     w->words_done = (int64_t)done_u;
@@ -304,36 +317,44 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n,
 /* A checkpoint read as a model to continue training from (emb_w2v_continue): its options'
  * dim, its words with their counts and both tables, whatever corpus it was trained on. Every
  * size is checked against the bytes the file holds before anything is allocated. */
-emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *path, int64_t *dim_out,
-                               emb_vocab **vocab_out, float **syn0_out, float **syn1_out) {
+emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *path,
+                               int64_t *dim_out, emb_vocab **vocab_out, float **syn0_out,
+                               float **syn1_out) {
     if (n < 16 || memcmp(data, EMB__W2V_MAGIC, 8) != 0)
-        return emb__error(EMB_ERR_FORMAT, "%s is not an emb word2vec model (a checkpoint or --save-state file)",
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s is not an emb word2vec model (a checkpoint or --save-state file)",
                           path);
     rd r = {data + 8, data + n - 8, false};
     uint64_t ver = get_u64(&r);
     if (ver < EMB__W2V_OLDEST || ver > EMB__W2V_VERSION)
-        return emb__error(EMB_ERR_FORMAT, "%s: checkpoint version %" PRIu64 " (this emb reads %u to %u)", path,
-                          ver, EMB__W2V_OLDEST, EMB__W2V_VERSION);
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s: checkpoint version %" PRIu64 " (this emb reads %u to %u)", path, ver,
+                          EMB__W2V_OLDEST, EMB__W2V_VERSION);
     const uint64_t basis = ver == 1 ? EMB__W2V_V1_BASIS : EMB__FNV64_INIT;
     if (emb__fnv64_update(basis, data + 8, n - 16) != emb__get_u64le(data + n - 8))
         return emb__error(EMB_ERR_FORMAT, "%s is corrupt (checksum mismatch)", path);
     uint64_t f[21]; /* model .. shared_negatives (17 fields), V, token ids, fingerprint, done */
     for (int k = 0; k < 21; k++) f[k] = get_u64(&r);
     const uint64_t dim = f[1], threads = f[11], V = f[17];
-    if (r.bad) return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path, (size_t)(r.p - data));
+    if (r.bad)
+        return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path,
+                          (size_t)(r.p - data));
     if (dim < 1 || dim > (1u << 20) || threads < 1 || threads > 1024 || V < 1 || V >= INT32_MAX)
         return emb__error(EMB_ERR_FORMAT,
-                          "%s is malformed: dim %" PRIu64 ", threads %" PRIu64 ", %" PRIu64 " words", path, dim,
-                          threads, V);
+                          "%s is malformed: dim %" PRIu64 ", threads %" PRIu64 ", %" PRIu64
+                          " words",
+                          path, dim, threads, V);
     if ((size_t)(r.end - r.p) < threads * 40)
-        return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path, (size_t)(r.p - data));
+        return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path,
+                          (size_t)(r.p - data));
     r.p += threads * 40; /* each thread's range, position, epoch and random state */
     /* the words need at least 16 bytes each, the tables 8 * dim: checked before allocating */
     uint64_t left = (uint64_t)(r.end - r.p);
     if (V > left / 16 || dim > (left / V) / 8)
         return emb__error(EMB_ERR_FORMAT,
-                          "%s is truncated: %" PRIu64 " words of dimension %" PRIu64 " do not fit in its %" PRIu64
-                          " bytes after offset %zu", path, V, dim, left, (size_t)(r.p - data));
+                          "%s is truncated: %" PRIu64 " words of dimension %" PRIu64
+                          " do not fit in its %" PRIu64 " bytes after offset %zu",
+                          path, V, dim, left, (size_t)(r.p - data));
     emb_vocab *vocab = NULL;
     emb_status st = emb_vocab_create(&vocab);
     if (st == EMB_OK) st = emb_vocab_reserve(vocab, (int64_t)V);
@@ -341,7 +362,8 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
         size_t at = (size_t)(r.p - data);
         uint64_t len = get_u64(&r);
         if (r.bad || len < 1 || len > EMB_VOCAB_MAX_WORD || (uint64_t)(r.end - r.p) < len + 8) {
-            st = emb__error(EMB_ERR_FORMAT, "%s: word %" PRIu64 " at offset %zu: bad length %" PRIu64, path, i, at,
+            st = emb__error(EMB_ERR_FORMAT,
+                            "%s: word %" PRIu64 " at offset %zu: bad length %" PRIu64, path, i, at,
                             len);
             break;
         }
@@ -350,28 +372,37 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
         uint64_t count = get_u64(&r);
         bool added = false;
         if (!emb__utf8_valid(w, (size_t)len))
-            st = emb__error(EMB_ERR_FORMAT, "%s: word %" PRIu64 " at offset %zu is not valid UTF-8", path, i, at);
+            st = emb__error(EMB_ERR_FORMAT, "%s: word %" PRIu64 " at offset %zu is not valid UTF-8",
+                            path, i, at);
         else if (count < 1 || count > INT64_MAX)
-            st = emb__error(EMB_ERR_FORMAT, "%s: word %" PRIu64 " at offset %zu has count %" PRIu64, path, i, at,
-                            count);
-        else if ((st = emb_vocab_add(vocab, w, (size_t)len, (int64_t)count, NULL, &added)) == EMB_OK && !added)
-            st = emb__error(EMB_ERR_FORMAT, "%s: word %" PRIu64 " at offset %zu repeats an earlier one", path, i, at);
+            st = emb__error(EMB_ERR_FORMAT, "%s: word %" PRIu64 " at offset %zu has count %" PRIu64,
+                            path, i, at, count);
+        else if ((st = emb_vocab_add(vocab, w, (size_t)len, (int64_t)count, NULL, &added)) ==
+                     EMB_OK &&
+                 !added)
+            st = emb__error(EMB_ERR_FORMAT,
+                            "%s: word %" PRIu64 " at offset %zu repeats an earlier one", path, i,
+                            at);
     }
     size_t tbytes = (size_t)V * (size_t)dim * sizeof(float);
     if (st == EMB_OK && (size_t)(r.end - r.p) != 2 * tbytes)
-        st = emb__error(EMB_ERR_FORMAT, "%s: the tables at offset %zu hold %zu bytes, not %zu", path,
-                        (size_t)(r.p - data), (size_t)(r.end - r.p), 2 * tbytes);
+        st = emb__error(EMB_ERR_FORMAT, "%s: the tables at offset %zu hold %zu bytes, not %zu",
+                        path, (size_t)(r.p - data), (size_t)(r.end - r.p), 2 * tbytes);
     float *t0 = NULL, *t1 = NULL;
     if (st == EMB_OK) {
         t0 = malloc(tbytes), t1 = malloc(tbytes);
-        if (!t0 || !t1) st = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate the tables (%zu bytes)", path, 2 * tbytes);
+        if (!t0 || !t1)
+            st = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate the tables (%zu bytes)", path,
+                            2 * tbytes);
     }
     if (st == EMB_OK) {
         memcpy(t0, r.p, tbytes), memcpy(t1, r.p + tbytes, tbytes);
         for (size_t k = 0; k < 2 * (tbytes / sizeof(float)) && st == EMB_OK; k++)
             if (!isfinite(k < tbytes / sizeof(float) ? t0[k] : t1[k - tbytes / sizeof(float)]))
-                st = emb__error(EMB_ERR_FORMAT, "%s holds NaN or infinite values: it was saved from a run that had "
-                                "diverged", path);
+                st = emb__error(EMB_ERR_FORMAT,
+                                "%s holds NaN or infinite values: it was saved from a run that had "
+                                "diverged",
+                                path);
     }
     if (st) {
         emb_vocab_free(vocab), free(t0), free(t1);
@@ -396,13 +427,14 @@ static int checkpoint_threads(const unsigned char *data, size_t n) {
     return v >= 1 && v <= 1024 ? (int)v : 0;
 }
 
-emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
-                          const char *checkpoint, emb_w2v **out) {
+emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus, const char *checkpoint,
+                          emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!opts) return emb__null("options");
     if (!checkpoint) return emb__null("checkpoint");
     if (opts && opts->maxn > 0)
-        return emb__error(EMB_ERR_UNSUPPORTED, "%s: checkpoints of training with subwords (maxn > 0) are not provided",
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "%s: checkpoints of training with subwords (maxn > 0) are not provided",
                           checkpoint);
     /* read into memory, not mapped: a checkpoint truncated meanwhile is an error, not SIGBUS */
     emb__file f;

@@ -16,7 +16,8 @@ static emb_status read_all_words(const emb_w2v_options *opts, const char *corpus
     emb_w2v_options o = *opts;
     o.min_count = 1, o.max_vocab = 0;
     int64_t skipped[2] = {0, 0};
-    if (strcmp(corpus, "-") == 0) return emb__w2v_read_corpus(&o, stdin, "<stdin>", v, ids, skipped);
+    if (strcmp(corpus, "-") == 0)
+        return emb__w2v_read_corpus(&o, stdin, "<stdin>", v, ids, skipped);
     FILE *f = fopen(corpus, "rb");
     if (!f) return emb__error(EMB_ERR_IO, "cannot open %s: %s", corpus, strerror(errno));
     emb_status st = emb__w2v_read_corpus(&o, f, corpus, v, ids, skipped);
@@ -44,8 +45,10 @@ emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_voca
     if (st) return st;
     for (int64_t i = 0; i < emb_vocab_num_words(vocab); i++)
         if (emb_vocab_count(vocab, i) < 1)
-            return emb__error(EMB_ERR_INVALID, "word %" PRId64 " of the vocabulary has count %" PRId64
-                              "; training needs counts >= 1", i, emb_vocab_count(vocab, i));
+            return emb__error(EMB_ERR_INVALID,
+                              "word %" PRId64 " of the vocabulary has count %" PRId64
+                              "; training needs counts >= 1",
+                              i, emb_vocab_count(vocab, i));
     emb_vocab *target = NULL, *all = NULL;
     int32_t *map = NULL;
     emb__w2v_ids ids;
@@ -56,8 +59,9 @@ emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_voca
         (st = emb_vocab_prune(target, 0, opts->min_count, opts->max_vocab)))
         goto fail;
     if (emb_vocab_num_words(target) == 0) {
-        st = emb__error(EMB_ERR_FORMAT, "no word of the vocabulary has a count of at least %" PRId64
-                        " (min_count)", opts->min_count);
+        st = emb__error(EMB_ERR_FORMAT,
+                        "no word of the vocabulary has a count of at least %" PRId64 " (min_count)",
+                        opts->min_count);
         goto fail;
     }
     if ((st = read_all_words(opts, corpus, &all, &ids))) goto fail;
@@ -74,15 +78,18 @@ emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_voca
     }
     if ((st = emb__w2v_ids_map(&ids, map))) goto fail;
     if (ids.n == 0) {
-        st = emb__error(EMB_ERR_FORMAT, "%s: no token of the corpus is a word of the vocabulary", corpus);
+        st = emb__error(EMB_ERR_FORMAT, "%s: no token of the corpus is a word of the vocabulary",
+                        corpus);
         goto fail;
     }
     free(map), emb_vocab_free(all);
     double total = 0; /* as the word2vec tool: frequencies from the file's counts */
-    for (int64_t i = 0; i < emb_vocab_num_words(target); i++) total += (double)emb_vocab_count(target, i);
+    for (int64_t i = 0; i < emb_vocab_num_words(target); i++)
+        total += (double)emb_vocab_count(target, i);
     emb_w2v *w;
     if ((st = emb__w2v_setup(opts, target, &ids, &w))) return st;
-    for (int64_t i = 0; i < w->V; i++) emb__w2v_set_keep(w, i, (double)emb_vocab_count(w->vocab, i), total);
+    for (int64_t i = 0; i < w->V; i++)
+        emb__w2v_set_keep(w, i, (double)emb_vocab_count(w->vocab, i), total);
     *out = w;
     return EMB_OK;
 fail:
@@ -144,8 +151,10 @@ emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model, cons
     if (st) goto done;
     if ((st = emb__w2v_ids_map(&ids, map))) goto done;
     if (ids.n == 0) {
-        st = emb__error(EMB_ERR_FORMAT, "%s: no token of the corpus is a word of the model or a new word seen "
-                        "%" PRId64 " times (min_count)", corpus, o.min_count);
+        st = emb__error(EMB_ERR_FORMAT,
+                        "%s: no token of the corpus is a word of the model or a new word seen "
+                        "%" PRId64 " times (min_count)",
+                        corpus, o.min_count);
         goto done;
     }
     emb_w2v *w;
@@ -157,7 +166,8 @@ emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model, cons
     memcpy(w->syn0, syn0, (size_t)old_v * (size_t)dim * sizeof(float));
     memcpy(w->syn1, syn1, (size_t)old_v * (size_t)dim * sizeof(float));
     /* subsampling from the new text's counts (gensim: the raw counts of this update) */
-    for (int64_t i = 0; i < w->V; i++) emb__w2v_set_keep(w, i, (double)new_count[i], (double)w->tokens);
+    for (int64_t i = 0; i < w->V; i++)
+        emb__w2v_set_keep(w, i, (double)new_count[i], (double)w->tokens);
     *out = w;
 done:
     emb_vocab_free(merged), emb_vocab_free(all);

@@ -77,9 +77,10 @@ static emb_status push_char(reader *r, char c) {
             r->too_long = true; /* skipped to its end, in constant memory */
             return EMB_OK;
         }
-        if (r->tok_cap >= EMB_VOCAB_MAX_WORD) /* at once: an endless token must not be read to its end */
-            return emb__error(EMB_ERR_FORMAT, "%s:%" PRId64 ": a token is longer than %d bytes", r->name,
-                              r->line, EMB_VOCAB_MAX_WORD);
+        if (r->tok_cap >=
+            EMB_VOCAB_MAX_WORD) /* at once: an endless token must not be read to its end */
+            return emb__error(EMB_ERR_FORMAT, "%s:%" PRId64 ": a token is longer than %d bytes",
+                              r->name, r->line, EMB_VOCAB_MAX_WORD);
         size_t cap = r->tok_cap ? r->tok_cap * 2 : 256;
         char *p = realloc(r->tok, cap);
         if (!p) return emb__error(EMB_ERR_NOMEM, "%s: out of memory reading a token", r->name);
@@ -127,8 +128,7 @@ static emb_status read_tokens(const emb_w2v_options *o, FILE *f, const char *nam
         }
         if (st) break;
         if (got < EMB__CORPUS_BLOCK) {
-            if (ferror(f))
-                st = emb__error(EMB_ERR_IO, "%s: read error: %s", name, strerror(errno));
+            if (ferror(f)) st = emb__error(EMB_ERR_IO, "%s: read error: %s", name, strerror(errno));
             break;
         }
     }
@@ -173,8 +173,8 @@ emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *n
     int64_t kept = st == EMB_OK ? emb_vocab_num_words(v) : 0;
     if (st == EMB_OK && kept == 0)
         st = emb__error(EMB_ERR_FORMAT,
-                        "%s: no word occurs at least %" PRId64
-                        " times (min_count); %" PRId64 " distinct words in %" PRId64 " tokens",
+                        "%s: no word occurs at least %" PRId64 " times (min_count); %" PRId64
+                        " distinct words in %" PRId64 " tokens",
                         name, o->min_count, nv, tokens);
     if (st == EMB_OK) {
         /* After the sort, the kept words are a prefix of the sorted order. */

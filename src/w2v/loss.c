@@ -31,8 +31,7 @@ static double terms(const float *x, const float *syn1, int64_t dim, const int32_
 }
 
 double emb__w2v_step_loss(const float *syn0, const float *syn1, int64_t dim, const int32_t *ctx,
-                          int m, const int32_t *tgt, int n, bool cbow, bool cbow_mean,
-                          float *h) {
+                          int m, const int32_t *tgt, int n, bool cbow, bool cbow_mean, float *h) {
     if (m <= 0 || n <= 0) return 0;
     if (cbow) { /* h as the step forms it: the sum of the inputs (divided by m for the mean) */
         for (int64_t k = 0; k < dim; k++) h[k] = syn0[(int64_t)ctx[0] * dim + k];

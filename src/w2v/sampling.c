@@ -9,11 +9,14 @@
 emb_status emb__w2v_build_alias(emb_w2v *w) {
     int64_t V = w->V;
     double *p = malloc((size_t)V * sizeof(double));
-    int64_t *small = malloc((size_t)V * sizeof(int64_t)), *large = malloc((size_t)V * sizeof(int64_t));
+    int64_t *small = malloc((size_t)V * sizeof(int64_t)),
+            *large = malloc((size_t)V * sizeof(int64_t));
     if (!p || !small || !large) {
         free(p), free(small), free(large);
-        return emb__error(EMB_ERR_NOMEM, "word2vec: cannot allocate the negative-sampling table "
-                          "of %" PRId64 " words", V);
+        return emb__error(EMB_ERR_NOMEM,
+                          "word2vec: cannot allocate the negative-sampling table "
+                          "of %" PRId64 " words",
+                          V);
     }
     double total = 0;
     for (int64_t i = 0; i < V; i++) total += pow((double)emb_vocab_count(w->vocab, i), 0.75);

@@ -22,75 +22,6 @@
  * 10% longer. */
 #define EMB__W2V_ROUND 16384
 
-emb_w2v_options emb_w2v_options_default(emb_w2v_model model) {
-    emb_w2v_options o;
-    memset(&o, 0, sizeof o);
-    o.model = model;
-    o.dim = 100;
-    o.window = 5;
-    o.negative = 5;
-    o.sample = 1e-3;
-    o.min_count = 5;
-    o.max_vocab = 0;
-    o.epochs = 5;
-    o.alpha = model == EMB_W2V_CBOW ? 0.05 : 0.025;
-    o.min_alpha = o.alpha * 1e-4;
-    o.cbow_mean = true;
-    o.threads = 0;
-    o.seed = 1;
-    o.lowercase = false;
-    o.strip_punct = false;
-    o.max_sentence = 1000;
-    o.shared_negatives = false;
-    o.compute_loss = false;
-    o.minn = 3;
-    o.maxn = 0;
-    o.bucket = 2000000;
-    return o;
-}
-
-emb_status emb_w2v_options_check(const emb_w2v_options *o) {
-    if (!o) return emb__null("options");
-    if (o->model != EMB_W2V_SKIPGRAM && o->model != EMB_W2V_CBOW)
-        return emb__error(EMB_ERR_INVALID, "model must be skip-gram (0) or CBOW (1), got %d",
-                          (int)o->model);
-    if (o->dim < 1 || o->dim > (1 << 20))
-        return emb__error(EMB_ERR_INVALID, "dim must be in [1, 1048576], got %" PRId64, o->dim);
-    if (o->window < 1 || o->window > 1000)
-        return emb__error(EMB_ERR_INVALID, "window must be in [1, 1000], got %d", o->window);
-    if (o->negative < 1 || o->negative > 1000)
-        return emb__error(EMB_ERR_INVALID,
-                          "negative must be in [1, 1000], got %d (hierarchical softmax is not "
-                          "provided: negative sampling needs at least 1 sample)",
-                          o->negative);
-    if (!(o->sample >= 0) || !isfinite(o->sample))
-        return emb__error(EMB_ERR_INVALID, "sample must be a finite number >= 0, got %g",
-                          o->sample);
-    if (o->min_count < 1)
-        return emb__error(EMB_ERR_INVALID, "min_count must be at least 1, got %" PRId64,
-                          o->min_count);
-    if (o->max_vocab < 0)
-        return emb__error(EMB_ERR_INVALID, "max_vocab must be >= 0 (0: no limit), got %" PRId64,
-                          o->max_vocab);
-    if (o->epochs < 1)
-        return emb__error(EMB_ERR_INVALID, "epochs must be at least 1, got %d", o->epochs);
-    if (!(o->alpha > 0) || !(o->alpha <= 1))
-        return emb__error(EMB_ERR_INVALID,
-                          "alpha must be in (0, 1], got %g (the tools' defaults are 0.025 for "
-                          "skip-gram and 0.05 for CBOW; larger rates make the vectors diverge)",
-                          o->alpha);
-    if (!(o->min_alpha >= 0) || !(o->min_alpha <= o->alpha))
-        return emb__error(EMB_ERR_INVALID, "min_alpha must be in [0, alpha = %g], got %g",
-                          o->alpha, o->min_alpha);
-    if (o->threads < 0 || o->threads > 1024)
-        return emb__error(EMB_ERR_INVALID, "threads must be in [0, 1024] (0: default), got %d",
-                          o->threads);
-    if (o->max_sentence < 1 || o->max_sentence > INT32_MAX)
-        return emb__error(EMB_ERR_INVALID, "max_sentence must be in [1, %d], got %" PRId64,
-                          INT32_MAX, o->max_sentence);
-    return emb__w2v_subword_check(o);
-}
-
 /* ---- random numbers: xorshift64* per lane, seeded by splitmix64 ---- */
 
 static uint64_t splitmix64(uint64_t *x) {
@@ -235,8 +166,8 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
     if (w->tokens > INT64_MAX / o->epochs) { /* words_total = tokens x epochs */
         int64_t tokens = w->tokens;
         emb_w2v_free(w);
-        return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " tokens x %d epochs do not fit in 64 bits", tokens,
-                          o->epochs);
+        return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " tokens x %d epochs do not fit in 64 bits",
+                          tokens, o->epochs);
     }
     w->nt = o->threads > 0 ? o->threads : emb_get_num_threads();
     if (w->nt < 1) w->nt = 1;
@@ -259,7 +190,8 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
     eo.sparse = true;
     /* with subwords the input table also holds the n-gram buckets, after the words */
     if (st == EMB_OK && o->maxn > 0) st = emb__w2v_subword_setup(w);
-    if (st == EMB_OK) st = emb_embedding_create(w->V + (o->maxn > 0 ? o->bucket : 0), o->dim, &eo, &w->in);
+    if (st == EMB_OK)
+        st = emb_embedding_create(w->V + (o->maxn > 0 ? o->bucket : 0), o->dim, &eo, &w->in);
     if (st == EMB_OK) st = emb_embedding_create(w->V, o->dim, &eo, &w->out);
     emb_tensor view;
     if (st == EMB_OK) st = emb_embedding_weight(w->in, &view);
@@ -307,8 +239,7 @@ emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f, cons
     return st;
 }
 
-emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path,
-                                    emb_w2v **out) {
+emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path, emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!path) return emb__null("path");
     emb_status st = emb_w2v_options_check(opts);
@@ -317,12 +248,14 @@ emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *pat
     FILE *f = fopen(path, "rbe");
     if (!f) return emb__error(EMB_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && (S_ISDIR(sb.st_mode) || (S_ISCHR(sb.st_mode) && !isatty(fileno(f))))) {
+    if (fstat(fileno(f), &sb) == 0 &&
+        (S_ISDIR(sb.st_mode) || (S_ISCHR(sb.st_mode) && !isatty(fileno(f))))) {
         fclose(f);
-        return emb__error(EMB_ERR_IO, S_ISDIR(sb.st_mode) ? "%s: is a directory"
-                                                          : "%s: is a character device; a corpus is a regular "
-                                                            "file, a pipe or a terminal (a device such as "
-                                                            "/dev/zero has no end)",
+        return emb__error(EMB_ERR_IO,
+                          S_ISDIR(sb.st_mode) ? "%s: is a directory"
+                                              : "%s: is a character device; a corpus is a regular "
+                                                "file, a pipe or a terminal (a device such as "
+                                                "/dev/zero has no end)",
                           path);
     }
     st = emb_w2v_create_from_stream(opts, f, path, out);
@@ -355,8 +288,7 @@ emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab 
     for (int64_t i = 0; i < V; i++)
         if (emb_vocab_count(vocab, i) < 1)
             return emb__error(EMB_ERR_INVALID,
-                              "word %" PRId64 " has count %" PRId64
-                              "; training needs counts >= 1",
+                              "word %" PRId64 " has count %" PRId64 "; training needs counts >= 1",
                               i, emb_vocab_count(vocab, i));
     emb_vocab *copy;
     if ((st = emb_vocab_create(&copy))) return st;
@@ -385,7 +317,8 @@ bool emb__w2v_find_nonfinite(const emb_w2v *w, int *table, int64_t *row) {
         for (int64_t r = 0; r < w->V; r++) {
             const float *v = x + r * dim;
             float acc = 0.0f;
-            for (int64_t k = 0; k < dim; k++) acc += v[k] - v[k]; /* NaN iff a value is not finite */
+            for (int64_t k = 0; k < dim; k++)
+                acc += v[k] - v[k]; /* NaN iff a value is not finite */
             if (acc != 0.0f) {
                 *table = t;
                 *row = r;
@@ -403,22 +336,26 @@ static emb_status diverged_error(const emb_w2v *w) {
     int table;
     int64_t row;
     if (emb__w2v_find_nonfinite(w, &table, &row)) {
-        snprintf(what, sizeof what, "the %s vector of \"%.200s\" (row %" PRId64 ") became NaN or infinite",
+        snprintf(what, sizeof what,
+                 "the %s vector of \"%.200s\" (row %" PRId64 ") became NaN or infinite",
                  table ? "output" : "input", emb_vocab_word(w->vocab, row, NULL), row);
     } else { /* finite values whose dot products overflow: name the largest */
         float big = -1.0f;
         int64_t at = 0;
         for (int64_t i = 0; i < w->V * o->dim; i++)
             if (fabsf(w->syn0[i]) > big) big = fabsf(w->syn0[i]), at = i / o->dim;
-        snprintf(what, sizeof what, "dot products of the vectors overflowed (the input vector of \"%.200s\" "
-                 "holds %g)", emb_vocab_word(w->vocab, at, NULL), (double)big);
+        snprintf(what, sizeof what,
+                 "dot products of the vectors overflowed (the input vector of \"%.200s\" "
+                 "holds %g)",
+                 emb_vocab_word(w->vocab, at, NULL), (double)big);
     }
     double total = (double)w->tokens * o->epochs;
-    return emb__error(EMB_ERR_NUMERIC,
-                      "training diverged at epoch %d of %d (%.1f%% of the words): %s; alpha %g is too "
-                      "large for this corpus and these settings, try a smaller one",
-                      w->lanes[0].epoch + 1 > o->epochs ? o->epochs : w->lanes[0].epoch + 1, o->epochs,
-                      100.0 * (double)w->words_done / (total > 0 ? total : 1), what, o->alpha);
+    return emb__error(
+        EMB_ERR_NUMERIC,
+        "training diverged at epoch %d of %d (%.1f%% of the words): %s; alpha %g is too "
+        "large for this corpus and these settings, try a smaller one",
+        w->lanes[0].epoch + 1 > o->epochs ? o->epochs : w->lanes[0].epoch + 1, o->epochs,
+        100.0 * (double)w->words_done / (total > 0 ? total : 1), what, o->alpha);
 }
 
 typedef struct {
@@ -432,11 +369,11 @@ typedef struct {
     float *h;       /* [dim] for the loss (CBOW), when it is computed */
     double loss;    /* this round's loss terms and examples (o.compute_loss) */
     int64_t examples;
-    bool nonfinite; /* a score was NaN or infinite this round */
+    bool nonfinite;      /* a score was NaN or infinite this round */
     emb__w2v_cursor cur; /* the lane's window on the token ids */
     bool read_failed;    /* an id could not be read back: the round stopped */
     int read_errno;
-    int32_t *sub;   /* with subwords: the input rows of a window (2 * window * sub_max) */
+    int32_t *sub; /* with subwords: the input rows of a window (2 * window * sub_max) */
 } lane_scratch;
 
 /* Several threads: with every thread updating the output table in place (Hogwild), the
@@ -483,7 +420,8 @@ static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int64_t r0, int
             }
         }
         for (int t = 0; t < nt; t++) {
-            if (t != last || changed > 1) memcpy(ls[t].own + r * dim, row, (size_t)dim * sizeof(float));
+            if (t != last || changed > 1)
+                memcpy(ls[t].own + r * dim, row, (size_t)dim * sizeof(float));
             ls[t].dirty[r] = 0;
         }
     }
@@ -506,11 +444,14 @@ static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s, 
                 for (int k = 1; k <= K; k++) s->dirty[s->tgt[k]] = 1;
         }
         if (!cbow) n = 0;
-        for (int64_t q = w->sub_off[s->ctx[c]]; q < w->sub_off[s->ctx[c] + 1]; q++) s->sub[n++] = w->sub_rows[q];
-        if (!cbow && !step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, true, w->sigmoid, s->scratch))
+        for (int64_t q = w->sub_off[s->ctx[c]]; q < w->sub_off[s->ctx[c] + 1]; q++)
+            s->sub[n++] = w->sub_rows[q];
+        if (!cbow && !step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, true,
+                           w->sigmoid, s->scratch))
             s->nonfinite = true;
     }
-    if (cbow && !step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, o->cbow_mean, w->sigmoid, s->scratch))
+    if (cbow && !step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, o->cbow_mean,
+                      w->sigmoid, s->scratch))
         s->nonfinite = true;
 }
 
@@ -547,8 +488,7 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
             l->pos++;
             if (id < 0) break;
             seen++;
-            if (!w->keep_all[id] && (uint32_t)(next_rng(&l->rng) >> 32) >= w->keep[id])
-                continue;
+            if (!w->keep_all[id] && (uint32_t)(next_rng(&l->rng) >> 32) >= w->keep[id]) continue;
             s->sen[n++] = id;
         }
         processed += seen;
@@ -591,16 +531,20 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
             for (int c = -1; c < m; c++) {
                 if (c + 1 < m) {
                     const char *x = (const char *)(syn0 + (int64_t)s->ctx[c + 1] * o->dim);
-                    for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(x + off, 1, 3);
+                    for (int64_t off = 0; off < row_bytes; off += 64)
+                        __builtin_prefetch(x + off, 1, 3);
                     for (int k = 0; k < K; k++) {
-                        const char *y = (const char *)(syn1 + (int64_t)negs[(c + 1) * K + k] * o->dim);
-                        for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(y + off, 1, 3);
+                        const char *y =
+                            (const char *)(syn1 + (int64_t)negs[(c + 1) * K + k] * o->dim);
+                        for (int64_t off = 0; off < row_bytes; off += 64)
+                            __builtin_prefetch(y + off, 1, 3);
                     }
                 }
                 if (c < 0) {
                     /* the centre's output row, the same for every pair of this window */
                     const char *y = (const char *)(syn1 + (int64_t)s->tgt[0] * o->dim);
-                    for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(y + off, 1, 3);
+                    for (int64_t off = 0; off < row_bytes; off += 64)
+                        __builtin_prefetch(y + off, 1, 3);
                     continue;
                 }
                 memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
@@ -609,8 +553,8 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                                                   false, false, NULL);
                     s->examples++;
                 }
-                if (!step(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1, alpha, false,
-                          false, w->sigmoid, s->scratch))
+                if (!step(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1, alpha, false, false,
+                          w->sigmoid, s->scratch))
                     s->nonfinite = true;
             }
         }
@@ -665,7 +609,8 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
          * lanes write them for every pair, and neighbouring malloc blocks would share lines
          * between threads. */
         /* a sentence is at most max_sentence tokens, and never longer than the corpus */
-        int64_t longest = o->max_sentence < w->n_ids ? o->max_sentence : (w->n_ids > 0 ? w->n_ids : 1);
+        int64_t longest =
+            o->max_sentence < w->n_ids ? o->max_sentence : (w->n_ids > 0 ? w->n_ids : 1);
         ls[t].sen = emb__malloc((size_t)longest * sizeof(int32_t));
         ls[t].ctx = emb__malloc((size_t)m * sizeof(int32_t));
         ls[t].tgt = emb__malloc((size_t)n * sizeof(int32_t));
@@ -674,7 +619,8 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         ls[t].h = emb__malloc((size_t)o->dim * sizeof(float));
         ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch && ls[t].h &&
              emb__w2v_cursor_init(&ls[t].cur, &w->ids) == EMB_OK;
-        if (w->sub_off) ok = ok && (ls[t].sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
+        if (w->sub_off)
+            ok = ok && (ls[t].sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
     }
     bool own = ok && lanes_own_output(w);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
@@ -763,7 +709,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
 
 /* ---- accessors ---- */
 
-const emb_vocab *emb_w2v_vocab(const emb_w2v *w) { return w ? w->vocab : NULL; }
+const emb_vocab *emb_w2v_vocab(const emb_w2v *w) {
+    return w ? w->vocab : NULL;
+}
 
 emb_status emb_w2v_vectors(const emb_w2v *w, emb_tensor *view) {
     if (!w) return emb__null("w2v");
@@ -773,14 +721,22 @@ emb_status emb_w2v_vectors(const emb_w2v *w, emb_tensor *view) {
     return st;
 }
 
-emb_embedding *emb_w2v_input_embedding(const emb_w2v *w) { return w ? w->in : NULL; }
-emb_embedding *emb_w2v_output_embedding(const emb_w2v *w) { return w ? w->out : NULL; }
-int64_t emb_w2v_corpus_tokens(const emb_w2v *w) { return w ? w->tokens : 0; }
+emb_embedding *emb_w2v_input_embedding(const emb_w2v *w) {
+    return w ? w->in : NULL;
+}
+emb_embedding *emb_w2v_output_embedding(const emb_w2v *w) {
+    return w ? w->out : NULL;
+}
+int64_t emb_w2v_corpus_tokens(const emb_w2v *w) {
+    return w ? w->tokens : 0;
+}
 void emb_w2v_skipped(const emb_w2v *w, int64_t *invalid, int64_t *too_long) {
     if (invalid) *invalid = w ? w->skipped_invalid : 0;
     if (too_long) *too_long = w ? w->skipped_long : 0;
 }
-int64_t emb_w2v_words_done(const emb_w2v *w) { return w ? w->words_done : 0; }
+int64_t emb_w2v_words_done(const emb_w2v *w) {
+    return w ? w->words_done : 0;
+}
 emb_w2v_options emb_w2v_options_of(const emb_w2v *w) {
     return w ? w->o : emb_w2v_options_default(EMB_W2V_SKIPGRAM);
 }

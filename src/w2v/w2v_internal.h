@@ -57,9 +57,9 @@ static inline int32_t emb__w2v_id_at(emb__w2v_cursor *c, int64_t pos) {
  * [lo, hi) of the id array; it trains that range once per epoch. */
 typedef struct emb__w2v_lane {
     int64_t lo, hi;
-    int64_t pos;      /* next token of the current epoch, in [lo, hi] */
-    int32_t epoch;    /* epochs this lane has finished */
-    uint64_t rng;     /* its random state */
+    int64_t pos;   /* next token of the current epoch, in [lo, hi] */
+    int32_t epoch; /* epochs this lane has finished */
+    uint64_t rng;  /* its random state */
 } emb__w2v_lane;
 
 /* One entry of the alias table: a draw that picks entry i returns i when 32 random bits
@@ -77,17 +77,17 @@ emb_status emb__w2v_build_alias(emb_w2v *w);
 struct emb_w2v {
     emb_w2v_options o;
     emb_vocab *vocab;
-    emb__w2v_ids ids; /* the token ids, -1 at sentence ends */
-    int64_t n_ids;    /* ids.n */
-    int64_t tokens; /* ids that are not sentence ends */
+    emb__w2v_ids ids;                      /* the token ids, -1 at sentence ends */
+    int64_t n_ids;                         /* ids.n */
+    int64_t tokens;                        /* ids that are not sentence ends */
     int64_t skipped_invalid, skipped_long; /* tokens a lenient read skipped */
     uint64_t fingerprint;
     emb_embedding *in, *out; /* [V, dim] */
     float *syn0, *syn1;      /* their weights */
     int64_t V;
     /* sampling tables */
-    uint32_t *keep;      /* [V]: keep a token when 32 random bits < keep[w] (UINT32_MAX+: always) */
-    bool *keep_all;      /* [V] */
+    uint32_t *keep; /* [V]: keep a token when 32 random bits < keep[w] (UINT32_MAX+: always) */
+    bool *keep_all; /* [V] */
     emb__w2v_alias *alias; /* [V] Walker's alias table of the negatives */
     float sigmoid[EMB__SGNS_TABLE + 1];
     /* progress */
@@ -97,12 +97,12 @@ struct emb_w2v {
     double epoch_loss;    /* loss terms of the current epoch (o.compute_loss), since it began
                              or since the run was resumed */
     int64_t epoch_examples;
-    bool diverged;        /* a score or a vector became NaN or infinite: no more training */
+    bool diverged; /* a score or a vector became NaN or infinite: no more training */
     /* subwords (o.maxn > 0): word i's input rows are sub_rows[sub_off[i] .. sub_off[i+1]):
      * i itself, then its n-grams' rows V + hash % bucket; NULL without subwords */
-    int64_t *sub_off;     /* [V + 1] */
+    int64_t *sub_off; /* [V + 1] */
     int32_t *sub_rows;
-    int64_t sub_max;      /* the most rows of one word */
+    int64_t sub_max; /* the most rows of one word */
 };
 
 /* Subwords (src/w2v/subword.c): the options' check, and the rows of every word. */

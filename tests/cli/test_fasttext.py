@@ -229,3 +229,25 @@ def test_subword_options(emb_bin, tmp_path):
     args = dict(line.split() for line in info.stdout.splitlines() if len(line.split()) == 2)
     assert (args["minn"], args["maxn"], args["bucket"], args["model"], args["loss"]) == \
         ("3", "5", "100", "sg", "ns")
+
+
+def test_serve_answers_unseen_words(emb_bin, model):
+    """emb serve on a .bin: unseen words get the vector fastText prints for them, in lookups,
+    texts and queries."""
+    import numpy as np
+    from serve_util import Server
+
+    unseen = ["alphas", "unseenword", "café-au-lait", "日本"]
+    want = emb_vectors(emb_bin, model, unseen)  # checked against print-word-vectors above
+    with Server(model) as s:
+        info = s.get("/v1/info")
+        assert info["unseen_words"] is True and info["format"] == "fasttext-bin", info
+        got = s.post("/v1/lookup", {"words": unseen})["data"]
+        assert [d["word"] for d in got] == unseen and all(d["id"] is None for d in got)
+        for d in got:
+            assert np.array_equal(np.array(d["embedding"], np.float32),
+                                  np.array(want[d["word"]], np.float32)), d["word"]
+        emb1 = s.post("/v1/embeddings", {"input": ["alphas"]})["data"][0]["embedding"]
+        assert np.array_equal(np.array(emb1, np.float32), np.array(want["alphas"], np.float32))
+        near = s.post("/v1/most_similar", {"positive": ["unseenword"], "topn": 3})["results"]
+        assert len(near) == 3 and all(r["word"] in WORDS + ["</s>"] for r in near), near

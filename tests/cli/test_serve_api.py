@@ -195,7 +195,7 @@ def test_models_info_health(srv, kv):
     assert info["rows"] == len(kv.index_to_key) and info["dim"] == kv.vector_size
     assert info["storage"] == "f32" and info["format"] == "word2vec-text"
     assert info["words"] is True and info["mapped"] is False
-    # no reader provides unseen-word vectors yet (fastText .bin models are refused)
+    # a .vec holds no n-grams: no vectors for unseen words (a .bin does: test_fasttext.py)
     assert info["unseen_words"] is False
 
 

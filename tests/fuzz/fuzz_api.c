@@ -47,9 +47,13 @@ typedef struct rd {
     size_t n, i;
 } rd;
 
-static bool rd_done(const rd *r) { return r->i >= r->n; }
+static bool rd_done(const rd *r) {
+    return r->i >= r->n;
+}
 
-static uint8_t rd_u8(rd *r) { return r->i < r->n ? r->p[r->i++] : 0; }
+static uint8_t rd_u8(rd *r) {
+    return r->i < r->n ? r->p[r->i++] : 0;
+}
 
 static uint32_t rd_u32(rd *r) {
     uint32_t v = 0;
@@ -57,18 +61,52 @@ static uint32_t rd_u32(rd *r) {
     return v;
 }
 
-static uint64_t rd_u64(rd *r) { return (uint64_t)rd_u32(r) | ((uint64_t)rd_u32(r) << 32); }
+static uint64_t rd_u64(rd *r) {
+    return (uint64_t)rd_u32(r) | ((uint64_t)rd_u32(r) << 32);
+}
 
-static bool rd_bool(rd *r) { return rd_u8(r) & 1; }
+static bool rd_bool(rd *r) {
+    return rd_u8(r) & 1;
+}
 
 /* true with probability about 1/n */
-static bool rd_chance(rd *r, int n) { return rd_u8(r) % n == 0; }
+static bool rd_chance(rd *r, int n) {
+    return rd_u8(r) % n == 0;
+}
 
 static const int64_t interesting_i64[] = {
-    0, 1, 2, 3, 4, 5, 7, 8, 16, 17, 31, 64, -1, -2, -3, -100,
-    INT64_MAX, INT64_MIN, INT64_MAX - 1, INT32_MAX, INT32_MIN, (int64_t)INT32_MAX + 1,
-    INT64_C(1) << 32, INT64_C(1) << 40, INT64_C(1) << 62, INT64_C(1) << 61, -(INT64_C(1) << 62),
-    INT64_C(1) << 31, 1000, 1001, UINT16_MAX, EMB_PADDING_NONE,
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    7,
+    8,
+    16,
+    17,
+    31,
+    64,
+    -1,
+    -2,
+    -3,
+    -100,
+    INT64_MAX,
+    INT64_MIN,
+    INT64_MAX - 1,
+    INT32_MAX,
+    INT32_MIN,
+    (int64_t)INT32_MAX + 1,
+    INT64_C(1) << 32,
+    INT64_C(1) << 40,
+    INT64_C(1) << 62,
+    INT64_C(1) << 61,
+    -(INT64_C(1) << 62),
+    INT64_C(1) << 31,
+    1000,
+    1001,
+    UINT16_MAX,
+    EMB_PADDING_NONE,
 };
 
 /* Mostly small values in [lo, lo + 16), sometimes an interesting or a raw 64-bit one. */
@@ -80,9 +118,10 @@ static int64_t rd_i64(rd *r, int64_t lo) {
 }
 
 static const double interesting_f64[] = {
-    0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, 1e-3, 0.9, 0.999, 1e-8, 1e-10, 0.1, 10.0,
-    1e30, -1e30, DBL_MAX, -DBL_MAX, INFINITY, -INFINITY, NAN, 1e-300, 5e-324, FLT_MAX,
-    1.5, -0.5, 100.0, 7.0, 0.25, 65504.0, 1e38, 3.4028235677973366e38,
+    0.0,     -0.0,     1.0,      -1.0,      0.5,  2.0,     3.0,    1e-3,
+    0.9,     0.999,    1e-8,     1e-10,     0.1,  10.0,    1e30,   -1e30,
+    DBL_MAX, -DBL_MAX, INFINITY, -INFINITY, NAN,  1e-300,  5e-324, FLT_MAX,
+    1.5,     -0.5,     100.0,    7.0,       0.25, 65504.0, 1e38,   3.4028235677973366e38,
 };
 
 static double rd_f64(rd *r) {
@@ -98,7 +137,8 @@ static double rd_f64(rd *r) {
 static float rd_f32(rd *r) {
     uint8_t b = rd_u8(r);
     if (b < 160) return (float)((int)(b % 32) - 16) * 0.25f;
-    if (b < 250) return (float)interesting_f64[b % (sizeof interesting_f64 / sizeof *interesting_f64)];
+    if (b < 250)
+        return (float)interesting_f64[b % (sizeof interesting_f64 / sizeof *interesting_f64)];
     uint32_t u = rd_u32(r);
     float f;
     memcpy(&f, &u, sizeof f);
@@ -109,19 +149,19 @@ static float rd_f32(rd *r) {
  * The world
  * ------------------------------------------------------------------------------------- */
 
-#define NT 8 /* tensor slots */
-#define NE 3 /* embeddings */
-#define NL 2 /* Linear layers */
-#define NO 2 /* optimizers */
-#define NP 6 /* parameters per optimizer */
-#define NS 2 /* sparse gradients */
-#define NG 2 /* generators (index NG means NULL: the default generator) */
-#define NK 2 /* k-NN indexes */
-#define NB 2 /* embedding bags */
-#define NQ 2 /* reduced-precision tables */
-#define NOUT 1024 /* entries of the ids/scores output arrays */
-#define MAX_ELEMS 2048   /* largest tensor the harness allocates */
-#define MAX_TABLE 65536  /* largest embedding / Linear weight (elements) the harness asks for */
+#define NT        8     /* tensor slots */
+#define NE        3     /* embeddings */
+#define NL        2     /* Linear layers */
+#define NO        2     /* optimizers */
+#define NP        6     /* parameters per optimizer */
+#define NS        2     /* sparse gradients */
+#define NG        2     /* generators (index NG means NULL: the default generator) */
+#define NK        2     /* k-NN indexes */
+#define NB        2     /* embedding bags */
+#define NQ        2     /* reduced-precision tables */
+#define NOUT      1024  /* entries of the ids/scores output arrays */
+#define MAX_ELEMS 2048  /* largest tensor the harness allocates */
+#define MAX_TABLE 65536 /* largest embedding / Linear weight (elements) the harness asks for */
 
 typedef struct tslot {
     emb_tensor t;
@@ -135,9 +175,9 @@ typedef struct eslot {
     const void *w; /* the weight's memory, for snapshots (also when read-only) */
     size_t wbytes;
     int pins;
-    int wrapped_slot;      /* tensor slot the table borrows, or -1 */
-    void *handed;          /* memory handed over with a release callback, or NULL */
-    int *release_count;    /* where the release callback counts (heap, survives the slot) */
+    int wrapped_slot;   /* tensor slot the table borrows, or -1 */
+    void *handed;       /* memory handed over with a release callback, or NULL */
+    int *release_count; /* where the release callback counts (heap, survives the slot) */
 } eslot;
 
 typedef struct lslot {
@@ -202,12 +242,12 @@ typedef struct world {
 
 static const char *cur_op = "?";
 
-#define FAIL(...)                                                                              \
-    do {                                                                                       \
-        fprintf(stderr, "\n*** emb fuzz finding in op %s: ", cur_op);                          \
-        fprintf(stderr, __VA_ARGS__);                                                          \
-        fprintf(stderr, "\n");                                                                 \
-        abort();                                                                               \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "\n*** emb fuzz finding in op %s: ", cur_op);                              \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fprintf(stderr, "\n");                                                                     \
+        abort();                                                                                   \
     } while (0)
 
 static void sn_put(unsigned char **b, size_t *len, size_t *cap, const void *p, size_t n) {
@@ -296,7 +336,9 @@ static void serialise(world *w, unsigned char **b, size_t *len, size_t *cap) {
 #undef PUT
 }
 
-static void snapshot(world *w) { serialise(w, &w->snap, &w->snap_len, &w->snap_cap); }
+static void snapshot(world *w) {
+    serialise(w, &w->snap, &w->snap_len, &w->snap_cap);
+}
 
 /* Per-call counts of successes and failures, printed at exit when EMB_FUZZ_STATS is set
  * (to see which calls the fuzzer gets past their checks). */
@@ -310,8 +352,10 @@ static void count_call(const char *call, bool ok) {
     for (int i = 0; i < NSTAT; i++) {
         if (!stats[i].call) stats[i].call = call;
         if (stats[i].call == call) {
-            if (ok) stats[i].ok++;
-            else stats[i].err++;
+            if (ok)
+                stats[i].ok++;
+            else
+                stats[i].err++;
             return;
         }
     }
@@ -339,8 +383,8 @@ static emb_status check_call(world *w, emb_status st, const char *call) {
         size_t i = 0;
         while (i < w->snap_len && i < w->snap2_len && w->snap[i] == w->snap2[i]) i++;
         FAIL("%s failed with %d (%s: %s) but changed the caller's state (first difference "
-             "at snapshot byte %zu of %zu/%zu)", call, st, name, msg, i, w->snap_len,
-             w->snap2_len);
+             "at snapshot byte %zu of %zu/%zu)",
+             call, st, name, msg, i, w->snap_len, w->snap2_len);
     }
     return st;
 }
@@ -375,18 +419,22 @@ static int64_t small_numel(int ndim, const int64_t *shape) {
 static void fill(rd *r, emb_dtype dt, void *buf, int64_t n, int64_t idx_hi) {
     for (int64_t i = 0; i < n; i++) {
         switch (dt) {
-        case EMB_FLOAT32: ((float *)buf)[i] = rd_f32(r); break;
-        case EMB_FLOAT64: ((double *)buf)[i] = rd_f32(r); break;
+        case EMB_FLOAT32:
+            ((float *)buf)[i] = rd_f32(r);
+            break;
+        case EMB_FLOAT64:
+            ((double *)buf)[i] = rd_f32(r);
+            break;
         case EMB_INT64: {
             uint8_t b = rd_u8(r);
-            ((int64_t *)buf)[i] = b < 224 && idx_hi > 0 ? (int64_t)(b % (uint64_t)idx_hi)
-                                                        : rd_i64(r, -2);
+            ((int64_t *)buf)[i] =
+                b < 224 && idx_hi > 0 ? (int64_t)(b % (uint64_t)idx_hi) : rd_i64(r, -2);
             break;
         }
         case EMB_INT32: {
             uint8_t b = rd_u8(r);
-            ((int32_t *)buf)[i] = b < 224 && idx_hi > 0 ? (int32_t)(b % (uint64_t)idx_hi)
-                                                        : (int32_t)rd_i64(r, -2);
+            ((int32_t *)buf)[i] =
+                b < 224 && idx_hi > 0 ? (int32_t)(b % (uint64_t)idx_hi) : (int32_t)rd_i64(r, -2);
             break;
         }
         default: {
@@ -452,7 +500,9 @@ static int64_t rd_dim(rd *r) {
     return rd_i64(r, 0);
 }
 
-static tslot *pick_t(world *w, rd *r) { return &w->t[rd_u8(r) % NT]; }
+static tslot *pick_t(world *w, rd *r) {
+    return &w->t[rd_u8(r) % NT];
+}
 
 /* A tensor argument: a slot, or now and then NULL. */
 static emb_tensor *arg_t(world *w, rd *r) {
@@ -460,7 +510,9 @@ static emb_tensor *arg_t(world *w, rd *r) {
     return &pick_t(w, r)->t;
 }
 
-static emb_generator *pick_g(world *w, rd *r) { return w->g[rd_u8(r) % (NG + 1) % NG]; }
+static emb_generator *pick_g(world *w, rd *r) {
+    return w->g[rd_u8(r) % (NG + 1) % NG];
+}
 static emb_generator *arg_g(world *w, rd *r) {
     uint8_t b = rd_u8(r) % (NG + 1);
     return b < NG ? w->g[b] : NULL;
@@ -485,7 +537,9 @@ static int out_slot(world *w, rd *r, emb_dtype dt, int ndim, const int64_t *shap
     return k;
 }
 
-static emb_tensor *slot_t(world *w, int k) { return k < 0 ? NULL : &w->t[k].t; }
+static emb_tensor *slot_t(world *w, int k) {
+    return k < 0 ? NULL : &w->t[k].t;
+}
 
 /* A fresh tensor in an unpinned slot; NULL when all slots are pinned. */
 static emb_tensor *fresh(world *w, rd *r, emb_dtype dt, int nd, const int64_t *sh, int64_t hi) {
@@ -580,8 +634,8 @@ static void op_tensor_core(world *w, rd *r) {
     emb_status st;
     switch (m) {
     case 0:
-        st = API(w, emb_tensor_init(rd_chance(r, 8) ? NULL : &t, dt,
-                                    rd_bool(r) ? dummy : NULL, nd, rd_chance(r, 8) ? NULL : sh));
+        st = API(w, emb_tensor_init(rd_chance(r, 8) ? NULL : &t, dt, rd_bool(r) ? dummy : NULL, nd,
+                                    rd_chance(r, 8) ? NULL : sh));
         if (st && memcmp(&t, &keep, sizeof t)) FAIL("emb_tensor_init changed *t on error");
         break;
     case 1: {
@@ -715,8 +769,8 @@ static void rel_cb_map(void *data, void *ctx) {
 
 static void *map_read_only_copy(const void *src, size_t bytes) {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE), len = map_len(bytes);
-    unsigned char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                               -1, 0);
+    unsigned char *base =
+        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) abort();
     memcpy(base, &len, sizeof len);
     if (bytes) memcpy(base + pg, src, bytes);
@@ -746,8 +800,8 @@ static void op_emb_create(world *w, rd *r) {
     emb_embedding_options o = rd_emb_opts(w, r);
     emb_embedding *sentinel = (emb_embedding *)&o, *e = sentinel;
     bool null_out = rd_chance(r, 24);
-    emb_status st = API(w, emb_embedding_create(v, d, rd_chance(r, 8) ? NULL : &o,
-                                                null_out ? NULL : &e));
+    emb_status st =
+        API(w, emb_embedding_create(v, d, rd_chance(r, 8) ? NULL : &o, null_out ? NULL : &e));
     if (st) {
         if (e != sentinel) FAIL("emb_embedding_create wrote *out on error");
         return;
@@ -807,16 +861,17 @@ static void op_emb_wrap(world *w, rd *r) {
     emb_embedding_options o = rd_emb_opts(w, r);
     emb_embedding *sentinel = (emb_embedding *)&o, *e = sentinel;
     int before = *w->e[k].release_count;
-    emb_status st = API(w, emb_embedding_wrap(rd_chance(r, 24) ? NULL : &t,
-                                              pass_stg ? &stg : NULL, freeze,
-                                              rd_chance(r, 8) ? NULL : &o,
-                                              rd_chance(r, 24) ? NULL : &e));
+    emb_status st =
+        API(w, emb_embedding_wrap(rd_chance(r, 24) ? NULL : &t, pass_stg ? &stg : NULL, freeze,
+                                  rd_chance(r, 8) ? NULL : &o, rd_chance(r, 24) ? NULL : &e));
     if (st) {
         if (e != sentinel) FAIL("emb_embedding_wrap wrote *out on error");
         if (*w->e[k].release_count != before)
             FAIL("emb_embedding_wrap called release on error (ownership stays with the caller)");
-        if (mapped) rel_cb_map(copy, &before);
-        else free(copy);
+        if (mapped)
+            rel_cb_map(copy, &before);
+        else
+            free(copy);
         return;
     }
     eslot_install(w, k, e);
@@ -893,8 +948,10 @@ static void op_emb_lookup(world *w, rd *r) {
     emb_tensor wt, *weight;
     emb_embedding *e = w->e[rd_u8(r) % NE].e;
     int64_t wsh[2] = {rd_dim(r), rd_dim(r)};
-    if (rd_bool(r) && e && emb_embedding_weight_const(e, &wt) == EMB_OK) weight = &wt;
-    else weight = arg_f32(w, r, 2, wsh);
+    if (rd_bool(r) && e && emb_embedding_weight_const(e, &wt) == EMB_OK)
+        weight = &wt;
+    else
+        weight = arg_f32(w, r, 2, wsh);
     emb_tensor *idx = arg_idx(w, r, weight && weight->ndim == 2 ? weight->shape[0] : 4, -1, NULL);
     int64_t sh[EMB_MAX_DIMS + 1];
     int nd = lookup_shape(idx, weight && weight->ndim == 2 ? weight->shape[1] : rd_dim(r), sh);
@@ -907,8 +964,10 @@ static void op_emb_renorm(world *w, rd *r) {
     emb_tensor wt, *weight;
     emb_embedding *e = w->e[rd_u8(r) % NE].e;
     int64_t wsh[2] = {rd_dim(r), rd_dim(r)};
-    if (rd_bool(r) && e && emb_embedding_weight(e, &wt) == EMB_OK) weight = &wt;
-    else weight = arg_f32(w, r, 2, wsh);
+    if (rd_bool(r) && e && emb_embedding_weight(e, &wt) == EMB_OK)
+        weight = &wt;
+    else
+        weight = arg_f32(w, r, 2, wsh);
     emb_tensor *idx = arg_idx(w, r, weight && weight->ndim == 2 ? weight->shape[0] : 4, -1, NULL);
     double max_norm = rd_f64(r), p = rd_f64(r);
     API(w, emb_embedding_renorm_(weight, idx, max_norm, p));
@@ -920,8 +979,7 @@ static void op_emb_output_shape(world *w, rd *r) {
     memset(sh, 0x5a, sizeof sh);
     emb_embedding *e = arg_e(w, r);
     emb_tensor *idx = arg_idx(w, r, 4, -1, NULL);
-    emb_status st = API(w, emb_embedding_output_shape(e, idx,
-                                                      rd_chance(r, 24) ? NULL : &nd,
+    emb_status st = API(w, emb_embedding_output_shape(e, idx, rd_chance(r, 24) ? NULL : &nd,
                                                       rd_chance(r, 24) ? NULL : sh));
     if (st && nd != -77) FAIL("emb_embedding_output_shape wrote *ndim on error");
 }
@@ -995,8 +1053,10 @@ static void op_emb_backward(world *w, rd *r) {
     int gw = out_slot(w, r, EMB_FLOAT32, 2, wsh);
     if (go >= 0 && go == gw && rd_bool(r)) go = (go + 1) % NT;
     if (!rd_chance(r, 4)) {
-        if (rd_bool(r)) API(w, emb_embedding_backward(e, idx, slot_t(w, go), slot_t(w, gw)));
-        else API(w, emb_embedding_backward_overwrite(e, idx, slot_t(w, go), slot_t(w, gw)));
+        if (rd_bool(r))
+            API(w, emb_embedding_backward(e, idx, slot_t(w, go), slot_t(w, gw)));
+        else
+            API(w, emb_embedding_backward_overwrite(e, idx, slot_t(w, go), slot_t(w, gw)));
         return;
     }
     /* The two forms side by side (see xcheck) */
@@ -1042,9 +1102,9 @@ static void op_emb_backward_sparse(world *w, rd *r) {
     emb_tensor *idx;
     int go;
     emb_embedding *e = backward_args(w, r, &idx, &go);
-    emb_sparse_grad *g = e && rd_chance(r, 3)
-                             ? fresh_s(w, r, emb_embedding_num_embeddings(e), emb_embedding_embedding_dim(e))
-                             : arg_s(w, r);
+    emb_sparse_grad *g = e && rd_chance(r, 3) ? fresh_s(w, r, emb_embedding_num_embeddings(e),
+                                                        emb_embedding_embedding_dim(e))
+                                              : arg_s(w, r);
     API(w, emb_embedding_backward_sparse(e, idx, slot_t(w, go), g));
 }
 
@@ -1053,7 +1113,8 @@ static void same_sparse(const emb_sparse_grad *a, const emb_sparse_grad *b, cons
     if (a->nnz != b->nnz || a->coalesced != b->coalesced || a->num_rows != b->num_rows ||
         a->dim != b->dim)
         FAIL("%s: the borrowing backward's gradient (nnz %lld) differs from the copying one's "
-             "(nnz %lld)", what, (long long)b->nnz, (long long)a->nnz);
+             "(nnz %lld)",
+             what, (long long)b->nnz, (long long)a->nnz);
     if (a->nnz && memcmp(a->indices, b->indices, (size_t)a->nnz * sizeof(int64_t)))
         FAIL("%s: indices differ", what);
     if (a->nnz * a->dim > 0 &&
@@ -1088,7 +1149,8 @@ static void op_emb_backward_sparse_view(world *w, rd *r) {
     emb_status s2 = API(w, emb_embedding_backward_sparse_view(e, idx, slot_t(w, go), &b));
     if (s1 != s2)
         FAIL("emb_embedding_backward_sparse_view returned %d where the copying backward "
-             "returned %d", (int)s2, (int)s1);
+             "returned %d",
+             (int)s2, (int)s1);
     if (s2 == EMB_OK) {
         serialise(w, &w->snap2, &w->snap2_len, &w->snap2_cap);
         if (w->snap2_len != w->snap_len || memcmp(w->snap, w->snap2, w->snap_len) != 0)
@@ -1136,9 +1198,10 @@ static void op_sparse(world *w, rd *r) {
         int64_t vs[2] = {ri && ri->ndim == 1 ? ri->shape[0] : nn, dim};
         emb_tensor *vals = arg_f32(w, r, 2, vs);
         emb_sparse_grad keep = *g;
-        emb_status st = API(w, emb_sparse_grad_from_rows(rd_chance(r, 24) ? NULL : g, rows, dim,
-                                                         ri, vals));
-        if (st && memcmp(g, &keep, sizeof keep)) FAIL("emb_sparse_grad_from_rows changed g on error");
+        emb_status st =
+            API(w, emb_sparse_grad_from_rows(rd_chance(r, 24) ? NULL : g, rows, dim, ri, vals));
+        if (st && memcmp(g, &keep, sizeof keep))
+            FAIL("emb_sparse_grad_from_rows changed g on error");
         w->s_init[k] = st == EMB_OK;
         break;
     }
@@ -1187,8 +1250,8 @@ static void op_linear_create(world *w, rd *r) {
     rd_table_size(r, &in, &out);
     bool bias = rd_bool(r);
     emb_linear *sentinel = (emb_linear *)w, *l = sentinel;
-    emb_status st = API(w, emb_linear_create(in, out, bias, arg_g(w, r),
-                                             rd_chance(r, 24) ? NULL : &l));
+    emb_status st =
+        API(w, emb_linear_create(in, out, bias, arg_g(w, r), rd_chance(r, 24) ? NULL : &l));
     if (st) {
         if (l != sentinel) FAIL("emb_linear_create wrote *out on error");
         return;
@@ -1251,8 +1314,7 @@ static void op_linear_backward(world *w, rd *r) {
     int64_t wsh[2] = {l ? emb_linear_out_features(l) : 1, l ? emb_linear_in_features(l) : 1};
     int gw = rd_bool(r) ? out_slot(w, r, EMB_FLOAT32, 2, wsh) : -1;
     int gb = rd_bool(r) ? out_slot(w, r, EMB_FLOAT32, 1, wsh) : -1;
-    API(w, emb_linear_backward(l, x, slot_t(w, gy), slot_t(w, gx), slot_t(w, gw),
-                               slot_t(w, gb)));
+    API(w, emb_linear_backward(l, x, slot_t(w, gy), slot_t(w, gx), slot_t(w, gw), slot_t(w, gb)));
 }
 
 static void op_one_hot(world *w, rd *r) {
@@ -1312,9 +1374,15 @@ static void op_loss(world *w, rd *r) {
     if (which % 2 == 0) {
         int l = out_slot(w, r, EMB_FLOAT32, nd, sh);
         switch (which) {
-        case 0: API(w, emb_cross_entropy_forward(in, tg, po, slot_t(w, l))); break;
-        case 2: API(w, emb_mse_loss_forward(in, tg, po, slot_t(w, l))); break;
-        default: API(w, emb_bce_with_logits_forward(in, tg, pw, po, slot_t(w, l))); break;
+        case 0:
+            API(w, emb_cross_entropy_forward(in, tg, po, slot_t(w, l)));
+            break;
+        case 2:
+            API(w, emb_mse_loss_forward(in, tg, po, slot_t(w, l)));
+            break;
+        default:
+            API(w, emb_bce_with_logits_forward(in, tg, pw, po, slot_t(w, l)));
+            break;
         }
     } else {
         int gl = out_slot(w, r, EMB_FLOAT32, nd, sh);
@@ -1326,7 +1394,9 @@ static void op_loss(world *w, rd *r) {
         case 1:
             API(w, emb_cross_entropy_backward(in, tg, po, slot_t(w, gl), slot_t(w, gi)));
             break;
-        case 3: API(w, emb_mse_loss_backward(in, tg, po, slot_t(w, gl), slot_t(w, gi))); break;
+        case 3:
+            API(w, emb_mse_loss_backward(in, tg, po, slot_t(w, gl), slot_t(w, gi)));
+            break;
         default:
             API(w, emb_bce_with_logits_backward(in, tg, pw, po, slot_t(w, gl), slot_t(w, gi)));
             break;
@@ -1340,10 +1410,18 @@ static void op_loss(world *w, rd *r) {
 
 static void unpin(world *w, const pref *p) {
     switch (p->kind) {
-    case 0: w->t[p->idx].pins--; break;
-    case 1: w->e[p->idx].pins--; break;
-    case 4: w->b[p->idx].pins--; break;
-    default: w->l[p->idx].pins--; break;
+    case 0:
+        w->t[p->idx].pins--;
+        break;
+    case 1:
+        w->e[p->idx].pins--;
+        break;
+    case 4:
+        w->b[p->idx].pins--;
+        break;
+    default:
+        w->l[p->idx].pins--;
+        break;
     }
 }
 
@@ -1371,8 +1449,8 @@ static void op_optim_create(world *w, rd *r) {
     if (f & 2048) o.amsgrad = rd_bool(r);
     if (f & 4096) o.maximize = rd_bool(r);
     emb_optimizer *sentinel = (emb_optimizer *)w, *opt = sentinel;
-    emb_status st = API(w, emb_optimizer_create(rd_chance(r, 24) ? NULL : &o,
-                                                rd_chance(r, 24) ? NULL : &opt));
+    emb_status st =
+        API(w, emb_optimizer_create(rd_chance(r, 24) ? NULL : &o, rd_chance(r, 24) ? NULL : &opt));
     if (st) {
         if (opt != sentinel) FAIL("emb_optimizer_create wrote *out on error");
         return;
@@ -1407,7 +1485,8 @@ static void op_optim_add_param(world *w, rd *r) {
         break;
     default:
         p.idx = rd_u8(r) % NL;
-        if (w->l[p.idx].l) t = p.kind == 2 ? &w->l[p.idx].w : w->l[p.idx].b.data ? &w->l[p.idx].b : NULL;
+        if (w->l[p.idx].l)
+            t = p.kind == 2 ? &w->l[p.idx].w : w->l[p.idx].b.data ? &w->l[p.idx].b : NULL;
         break;
     }
     if (s->np == NP) return;
@@ -1422,17 +1501,27 @@ static void op_optim_add_param(world *w, rd *r) {
     if (id != -77 && id != p.id) FAIL("emb_optimizer_add_param gave id %d, expected %d", id, p.id);
     s->p[s->np++] = p;
     switch (p.kind) {
-    case 0: w->t[p.idx].pins++; break;
-    case 1: w->e[p.idx].pins++; break;
-    case 4: w->b[p.idx].pins++; break;
-    default: w->l[p.idx].pins++; break;
+    case 0:
+        w->t[p.idx].pins++;
+        break;
+    case 1:
+        w->e[p.idx].pins++;
+        break;
+    case 4:
+        w->b[p.idx].pins++;
+        break;
+    default:
+        w->l[p.idx].pins++;
+        break;
     }
 }
 
 /* The view of a registered parameter, for shaping gradients. */
 static bool param_view(world *w, const pref *p, emb_tensor *v) {
     switch (p->kind) {
-    case 0: *v = w->t[p->idx].t; return true;
+    case 0:
+        *v = w->t[p->idx].t;
+        return true;
     case 1: {
         const eslot *s = &w->e[p->idx];
         int64_t sh[2] = {emb_embedding_num_embeddings(s->e), emb_embedding_embedding_dim(s->e)};
@@ -1443,9 +1532,14 @@ static bool param_view(world *w, const pref *p, emb_tensor *v) {
         v->shape[1] = sh[1];
         return true;
     }
-    case 2: *v = w->l[p->idx].w; return true;
-    case 4: return emb_embedding_weight_const(emb_bag_embedding(w->b[p->idx].b), v) == EMB_OK;
-    default: *v = w->l[p->idx].b; return true;
+    case 2:
+        *v = w->l[p->idx].w;
+        return true;
+    case 4:
+        return emb_embedding_weight_const(emb_bag_embedding(w->b[p->idx].b), v) == EMB_OK;
+    default:
+        *v = w->l[p->idx].b;
+        return true;
     }
 }
 
@@ -1504,8 +1598,12 @@ static void op_optim_trainer(world *w, rd *r) {
         (void)emb_optimizer_lr(s->o);
         break;
     }
-    case 1: API(w, emb_optimizer_init_state(s->o, id)); break;
-    case 2: API(w, emb_optimizer_advance_step(s->o, id)); break;
+    case 1:
+        API(w, emb_optimizer_init_state(s->o, id));
+        break;
+    case 2:
+        API(w, emb_optimizer_advance_step(s->o, id));
+        break;
     case 3: {
         emb_tensor *ri = arg_idx(w, r, rows, 1, (const int64_t[]){rd_u8(r) % 8});
         int64_t n = ri && ri->ndim == 1 ? ri->shape[0] : rd_u8(r) % 4;
@@ -1544,7 +1642,9 @@ static void op_optim_trainer(world *w, rd *r) {
     }
 }
 
-static void op_optim_free(world *w, rd *r) { oslot_free(w, &w->o[rd_u8(r) % NO]); }
+static void op_optim_free(world *w, rd *r) {
+    oslot_free(w, &w->o[rd_u8(r) % NO]);
+}
 
 /* set_lr / init_state / save_state / load_state (the saved state kept in the world). */
 static void op_optim_state(world *w, rd *r) {
@@ -1650,15 +1750,18 @@ static void op_gen(world *w, rd *r) {
         w->g[k] = g;
         break;
     }
-    case 1: emb_generator_seed(arg_g(w, r), rd_u64(r)); break;
-    case 2: (void)emb_generator_random(arg_g(w, r)), (void)emb_generator_random64(arg_g(w, r));
+    case 1:
+        emb_generator_seed(arg_g(w, r), rd_u64(r));
+        break;
+    case 2:
+        (void)emb_generator_random(arg_g(w, r)), (void)emb_generator_random64(arg_g(w, r));
         (void)emb_generator_initial_seed(arg_g(w, r));
         break;
     case 3: { /* get_state into the world's buffer, with a random size */
         size_t n = rd_chance(r, 4) ? (size_t)rd_u8(r) * 16 : ss;
         if (n > sizeof w->state) n = sizeof w->state;
-        emb_status st = API(w, emb_generator_get_state(arg_g(w, r),
-                                                       rd_chance(r, 24) ? NULL : w->state, n));
+        emb_status st =
+            API(w, emb_generator_get_state(arg_g(w, r), rd_chance(r, 24) ? NULL : w->state, n));
         if (!st) w->state_len = ss;
         break;
     }
@@ -1669,7 +1772,8 @@ static void op_gen(world *w, rd *r) {
         for (int m = 0; m < muts; m++) {
             size_t at = rd_u32(r) % ss;
             uint8_t kind = rd_u8(r) % 3;
-            if (kind == 0) buf[at] = rd_u8(r);
+            if (kind == 0)
+                buf[at] = rd_u8(r);
             else if (kind == 1 && at + 8 <= ss) {
                 double d = rd_f64(r);
                 memcpy(buf + at, &d, 8);
@@ -1706,10 +1810,18 @@ static void op_gen(world *w, rd *r) {
         emb_tensor *t = arg_t(w, r);
         double a = rd_f64(r), b = rd_f64(r);
         switch (rd_u8(r) % 4) {
-        case 0: API(w, emb_normal_(t, a, b, arg_g(w, r))); break;
-        case 1: API(w, emb_uniform_(t, a, b, arg_g(w, r))); break;
-        case 2: API(w, emb_randn_(t, arg_g(w, r))); break;
-        default: API(w, emb_randint_(t, rd_i64(r, -3), rd_i64(r, 0), arg_g(w, r))); break;
+        case 0:
+            API(w, emb_normal_(t, a, b, arg_g(w, r)));
+            break;
+        case 1:
+            API(w, emb_uniform_(t, a, b, arg_g(w, r)));
+            break;
+        case 2:
+            API(w, emb_randn_(t, arg_g(w, r)));
+            break;
+        default:
+            API(w, emb_randint_(t, rd_i64(r, -3), rd_i64(r, 0), arg_g(w, r)));
+            break;
         }
         break;
     }
@@ -1728,7 +1840,11 @@ static void op_gen(world *w, rd *r) {
  * ------------------------------------------------------------------------------------- */
 
 static const char *const suffix_pool[] = {
-    "requires_grad=True", "grad_fn=<EmbeddingBackward0>", "", "x", NULL,
+    "requires_grad=True",
+    "grad_fn=<EmbeddingBackward0>",
+    "",
+    "x",
+    NULL,
     "a very long suffix that will not fit on the line next to the data in any case ok",
 };
 
@@ -1751,8 +1867,8 @@ static void op_print(world *w, rd *r) {
         memset(buf, 0x5a, sizeof buf);
         size_t needed = 12345;
         bool want = !rd_chance(r, 4);
-        emb_status st = API(w, emb_tensor_repr(t, po, rd_chance(r, 16) ? NULL : buf, size,
-                                               want ? &needed : NULL));
+        emb_status st = API(
+            w, emb_tensor_repr(t, po, rd_chance(r, 16) ? NULL : buf, size, want ? &needed : NULL));
         if (st) {
             if (needed != 12345) FAIL("emb_tensor_repr wrote *needed on error");
             for (size_t i = 0; i < sizeof buf; i++)
@@ -1822,8 +1938,10 @@ static void op_bag_create(world *w, rd *r) {
         int64_t sh[2] = {rd_dim(r), rd_dim(r)};
         t = arg_f32(w, r, 2, sh);
         bool freeze = rd_bool(r);
-        if (how == 1) st = API(w, emb_bag_from_pretrained(t, freeze, po, out));
-        else st = API(w, emb_bag_wrap(t, rd_bool(r) ? &stg : NULL, freeze, po, out));
+        if (how == 1)
+            st = API(w, emb_bag_from_pretrained(t, freeze, po, out));
+        else
+            st = API(w, emb_bag_wrap(t, rd_bool(r) ? &stg : NULL, freeze, po, out));
     }
     if (st) {
         if (b != sentinel) FAIL("emb_bag_create/from_pretrained/wrap wrote *out on error");
@@ -1882,8 +2000,10 @@ static bag_args rd_bag_args(world *w, rd *r, int64_t rows, bool want_psw) {
                 for (int64_t i = 0; i < nb; i++) {
                     int64_t v = i == 0 ? 0 : prev + rd_u8(r) % (n - prev + 1);
                     if (rd_chance(r, 16)) v = rd_i64(r, -2);
-                    if (dt == EMB_INT64) ((int64_t *)o->data)[i] = v;
-                    else ((int32_t *)o->data)[i] = (int32_t)v;
+                    if (dt == EMB_INT64)
+                        ((int64_t *)o->data)[i] = v;
+                    else
+                        ((int32_t *)o->data)[i] = (int32_t)v;
                     prev = v >= 0 && v <= n ? v : prev;
                 }
             }
@@ -1915,7 +2035,8 @@ static void op_bag_forward(world *w, rd *r) {
     if (!want_max && rd_chance(r, 16)) mi = rd_u8(r) % NT;
     if (rd_chance(r, 8)) {
         int64_t nbags = -77;
-        emb_status st = API(w, emb_bag_num_bags(b, a.input, a.offsets, rd_chance(r, 16) ? NULL : &nbags));
+        emb_status st =
+            API(w, emb_bag_num_bags(b, a.input, a.offsets, rd_chance(r, 16) ? NULL : &nbags));
         if (st && nbags != -77) FAIL("emb_bag_num_bags wrote *num_bags on error");
         return;
     }
@@ -1924,7 +2045,7 @@ static void op_bag_forward(world *w, rd *r) {
         int64_t wsh[2] = {rd_dim(r), sh[1]};
         emb_tensor *wt = arg_f32(w, r, 2, wsh);
         API(w, emb_bag_lookup(wt, a.input, a.offsets, a.psw, rd_chance(r, 8) ? NULL : &opts,
-                                 slot_t(w, o), slot_t(w, mi)));
+                              slot_t(w, o), slot_t(w, mi)));
         return;
     }
     API(w, emb_bag_forward(b, a.input, a.offsets, a.psw, slot_t(w, o), slot_t(w, mi)));
@@ -1942,14 +2063,16 @@ static void op_bag_backward(world *w, rd *r) {
         if (mi >= 0 && w->t[mi].t.data && w->t[mi].t.dtype == EMB_INT64) {
             int64_t n = emb_tensor_numel(&w->t[mi].t), rows = emb_embedding_num_embeddings(e);
             for (int64_t i = 0; i < n; i++) /* mostly valid rows, as a forward leaves them */
-                if (!rd_chance(r, 16)) ((int64_t *)w->t[mi].t.data)[i] = rows > 0 ? (int64_t)(rd_u8(r) % (uint64_t)rows) : 0;
+                if (!rd_chance(r, 16))
+                    ((int64_t *)w->t[mi].t.data)[i] =
+                        rows > 0 ? (int64_t)(rd_u8(r) % (uint64_t)rows) : 0;
         }
         int64_t wsh[2] = {emb_embedding_num_embeddings(e), sh[1]};
         int gw = out_slot(w, r, EMB_FLOAT32, 2, wsh);
         if (!rd_chance(r, 4)) {
             if (rd_bool(r))
-                API(w, emb_bag_backward(b, a.input, a.offsets, a.psw, slot_t(w, mi),
-                                        slot_t(w, go), slot_t(w, gw)));
+                API(w, emb_bag_backward(b, a.input, a.offsets, a.psw, slot_t(w, mi), slot_t(w, go),
+                                        slot_t(w, gw)));
             else
                 API(w, emb_bag_backward_overwrite(b, a.input, a.offsets, a.psw, slot_t(w, mi),
                                                   slot_t(w, go), slot_t(w, gw)));
@@ -1957,18 +2080,18 @@ static void op_bag_backward(world *w, rd *r) {
             xcheck x;
             const emb_tensor *args[4] = {a.input, a.offsets, a.psw, slot_t(w, mi)};
             xcheck_begin(w, &x, gw, go, args, 4);
-            emb_status s1 = API(w, emb_bag_backward_overwrite(b, a.input, a.offsets, a.psw,
-                                                              slot_t(w, mi), slot_t(w, go),
-                                                              slot_t(w, gw)));
+            emb_status s1 =
+                API(w, emb_bag_backward_overwrite(b, a.input, a.offsets, a.psw, slot_t(w, mi),
+                                                  slot_t(w, go), slot_t(w, gw)));
             xcheck_mid(&x);
             emb_status s2 = emb_bag_backward(b, a.input, a.offsets, a.psw, slot_t(w, mi),
                                              slot_t(w, go), slot_t(w, gw));
             xcheck_end(&x, s1, s2, "bag_backward");
         }
     } else if (which == 1) {
-        emb_sparse_grad *g = e && rd_chance(r, 2)
-                                 ? fresh_s(w, r, emb_embedding_num_embeddings(e), emb_embedding_embedding_dim(e))
-                                 : arg_s(w, r);
+        emb_sparse_grad *g = e && rd_chance(r, 2) ? fresh_s(w, r, emb_embedding_num_embeddings(e),
+                                                            emb_embedding_embedding_dim(e))
+                                                  : arg_s(w, r);
         API(w, emb_bag_backward_sparse(b, a.input, a.offsets, a.psw, slot_t(w, go), g));
     } else if (which == 2) {
         int64_t ps[2] = {0, 0};
@@ -1980,8 +2103,7 @@ static void op_bag_backward(world *w, rd *r) {
     } else {
         oslot *s = pick_o(w, r);
         int id = s->np ? s->p[rd_u8(r) % s->np].id : (int)rd_i64(r, -1);
-        API(w, emb_optimizer_step_fused_bag(s->o, id, b, a.input, a.offsets, a.psw,
-                                            slot_t(w, go)));
+        API(w, emb_optimizer_step_fused_bag(s->o, id, b, a.input, a.offsets, a.psw, slot_t(w, go)));
     }
 }
 
@@ -2175,9 +2297,11 @@ static void check_qlookup(const emb_qtable *q, const emb_tensor *idx, const emb_
     float row[4096];
     for (int64_t i = 0; i < n; i++) {
         int64_t rr = index_at(idx, i);
-        if (emb_qtable_dequantize(q, rr, 1, row) != EMB_OK) FAIL("dequantize of row %" PRId64 " failed", rr);
+        if (emb_qtable_dequantize(q, rr, 1, row) != EMB_OK)
+            FAIL("dequantize of row %" PRId64 " failed", rr);
         if (memcmp((const float *)out->data + i * d, row, (size_t)d * 4) != 0)
-            FAIL("qtable lookup: output row %" PRId64 " is not the dequantized row %" PRId64, i, rr);
+            FAIL("qtable lookup: output row %" PRId64 " is not the dequantized row %" PRId64, i,
+                 rr);
     }
 }
 
@@ -2191,7 +2315,8 @@ static void op_q_forward(world *w, rd *r) {
         API(w, emb_qtable_prefetch(q, idx));
         return;
     }
-    if (API(w, emb_qtable_forward(q, idx, slot_t(w, o))) == EMB_OK) check_qlookup(q, idx, slot_t(w, o));
+    if (API(w, emb_qtable_forward(q, idx, slot_t(w, o))) == EMB_OK)
+        check_qlookup(q, idx, slot_t(w, o));
 }
 
 static void op_q_bag(world *w, rd *r) {
@@ -2200,7 +2325,8 @@ static void op_q_bag(world *w, rd *r) {
     emb_bag_options o = rd_bag_opts(w, r);
     const emb_bag_options *po = rd_chance(r, 8) ? NULL : &o;
     int64_t sh[2] = {rd_u8(r) % 6, q ? emb_qtable_dim(q) : rd_dim(r)};
-    if (a.input && a.input->ndim == 2) sh[0] = a.input->shape[0];
+    if (a.input && a.input->ndim == 2)
+        sh[0] = a.input->shape[0];
     else if (a.offsets && a.offsets->ndim == 1)
         sh[0] = po && po->include_last_offset && a.offsets->shape[0] > INT64_MIN
                     ? a.offsets->shape[0] - 1 /* a fuzzed shape may be INT64_MIN */
@@ -2209,10 +2335,12 @@ static void op_q_bag(world *w, rd *r) {
     uint8_t which = rd_u8(r) % 4;
     if (which == 0) {
         int mi = rd_bool(r) ? out_slot(w, r, EMB_INT64, 2, sh) : -1;
-        API(w, emb_qtable_bag_forward(q, a.input, a.offsets, a.psw, po, slot_t(w, out), slot_t(w, mi)));
+        API(w, emb_qtable_bag_forward(q, a.input, a.offsets, a.psw, po, slot_t(w, out),
+                                      slot_t(w, mi)));
     } else if (which == 1) {
-        emb_sparse_grad *g = q && rd_bool(r) ? fresh_s(w, r, emb_qtable_num_rows(q), emb_qtable_dim(q))
-                                             : arg_s(w, r);
+        emb_sparse_grad *g = q && rd_bool(r)
+                                 ? fresh_s(w, r, emb_qtable_num_rows(q), emb_qtable_dim(q))
+                                 : arg_s(w, r);
         API(w, emb_qtable_bag_backward_sparse(q, a.input, a.offsets, a.psw, po, slot_t(w, out), g));
     } else if (which == 2) {
         API(w, emb_qtable_sgd_step_bag(q, a.input, a.offsets, a.psw, po, slot_t(w, out), rd_f32(r),
@@ -2236,8 +2364,8 @@ static void op_q_misc(world *w, rd *r) {
         int o = out_slot(w, r, EMB_FLOAT32, 2, sh);
         /* the buffer must hold n rows: only slots of that size are passed */
         emb_tensor *t = slot_t(w, o);
-        if (t && t->dtype == EMB_FLOAT32 && t->ndim == 2 && t->shape[0] == n &&
-            q && t->shape[1] == emb_qtable_dim(q))
+        if (t && t->dtype == EMB_FLOAT32 && t->ndim == 2 && t->shape[0] == n && q &&
+            t->shape[1] == emb_qtable_dim(q))
             API(w, emb_qtable_dequantize(q, first, n, t->data));
         else if (!t || n <= 0)
             API(w, emb_qtable_dequantize(q, first, n, NULL));

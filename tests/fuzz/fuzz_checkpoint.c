@@ -20,28 +20,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* 14 lines of a tiny two-topic corpus: 130 tokens, 15 words. */
-static const char CORPUS[] =
-    "red green blue red green the blue red\n"
-    "cat dog horse cat the dog horse cat dog\n"
-    "green blue yellow red the green yellow\n"
-    "dog horse mouse dog cat the mouse horse\n"
-    "blue yellow red green the blue yellow red green\n"
-    "horse mouse cat dog the horse mouse cat\n"
-    "yellow red green blue the yellow red\n"
-    "mouse cat dog horse the mouse cat dog horse\n"
-    "red red green green the blue blue\n"
-    "cat cat dog dog the horse horse\n"
-    "the the red cat green dog blue horse\n"
-    "purple orange purple orange the purple\n"
-    "sheep goat sheep goat the sheep goat\n"
-    "purple sheep orange goat the\n";
+static const char CORPUS[] = "red green blue red green the blue red\n"
+                             "cat dog horse cat the dog horse cat dog\n"
+                             "green blue yellow red the green yellow\n"
+                             "dog horse mouse dog cat the mouse horse\n"
+                             "blue yellow red green the blue yellow red green\n"
+                             "horse mouse cat dog the horse mouse cat\n"
+                             "yellow red green blue the yellow red\n"
+                             "mouse cat dog horse the mouse cat dog horse\n"
+                             "red red green green the blue blue\n"
+                             "cat cat dog dog the horse horse\n"
+                             "the the red cat green dog blue horse\n"
+                             "purple orange purple orange the purple\n"
+                             "sheep goat sheep goat the sheep goat\n"
+                             "purple sheep orange goat the\n";
 
 static const char *corpus_path(void) {
     static char *path;
     if (!path) {
         path = strdup(fz_scratch("corpus.txt"));
         FILE *f = fopen(path, "wb");
-        if (!f || fwrite(CORPUS, 1, sizeof CORPUS - 1, f) != sizeof CORPUS - 1) FINDING("cannot write the corpus");
+        if (!f || fwrite(CORPUS, 1, sizeof CORPUS - 1, f) != sizeof CORPUS - 1)
+            FINDING("cannot write the corpus");
         fclose(f);
     }
     return path;
@@ -86,7 +86,8 @@ static void check_finite(const emb_w2v *w, const char *what) {
     const float *x = t.data;
     for (int64_t i = 0; i < emb_tensor_numel(&t); i++)
         if (!isfinite(x[i])) FINDING("%s: input value %lld is not finite", what, (long long)i);
-    if (emb_embedding_weight(emb_w2v_output_embedding(w), &t)) FINDING("%s: no output vectors", what);
+    if (emb_embedding_weight(emb_w2v_output_embedding(w), &t))
+        FINDING("%s: no output vectors", what);
     x = t.data;
     for (int64_t i = 0; i < emb_tensor_numel(&t); i++)
         if (!isfinite(x[i])) FINDING("%s: output value %lld is not finite", what, (long long)i);
@@ -106,7 +107,8 @@ static void write_seeds(const char *dir) {
         for (int rounds = 1; rounds <= 6; rounds++) {
             emb_w2v_options o = options(threads);
             emb_w2v *w;
-            if (emb_w2v_create_from_file(&o, corpus_path(), &w)) FINDING("seed run: %s", emb_errmsg());
+            if (emb_w2v_create_from_file(&o, corpus_path(), &w))
+                FINDING("seed run: %s", emb_errmsg());
             stop_after = rounds;
             emb_status st = emb_w2v_train(w, progress_stop, NULL);
             char path[1024];
@@ -148,7 +150,8 @@ static void fuzz_continue(const char *model) {
         return;
     }
     if (rc) FINDING("training a continued run failed: %s", emb_errmsg());
-    if (emb_w2v_words_done(w) != emb_w2v_corpus_tokens(w) * o.epochs) FINDING("a continued run stopped early");
+    if (emb_w2v_words_done(w) != emb_w2v_corpus_tokens(w) * o.epochs)
+        FINDING("a continued run stopped early");
     check_finite(w, "continued and trained");
     emb_w2v_free(w);
 }
@@ -183,18 +186,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     emb_clear_error();
     rc = emb_w2v_train(w, NULL, NULL);
     if (rc == EMB_ERR_NUMERIC) {
-        if (!strstr(emb_errmsg(), "training diverged")) FINDING("divergence without its message: %s", emb_errmsg());
+        if (!strstr(emb_errmsg(), "training diverged"))
+            FINDING("divergence without its message: %s", emb_errmsg());
         emb_w2v_free(w);
         return 0;
     }
     if (rc) FINDING("training a resumed run failed: %s", emb_errmsg());
     if (emb_w2v_words_done(w) != total)
-        FINDING("finished with %lld words done of %lld", (long long)emb_w2v_words_done(w), (long long)total);
+        FINDING("finished with %lld words done of %lld", (long long)emb_w2v_words_done(w),
+                (long long)total);
     check_finite(w, "trained");
     const char *out = fz_scratch("again.ckpt");
-    if (emb_w2v_save_checkpoint(w, out)) FINDING("cannot checkpoint the finished run: %s", emb_errmsg());
+    if (emb_w2v_save_checkpoint(w, out))
+        FINDING("cannot checkpoint the finished run: %s", emb_errmsg());
     emb_w2v *r = NULL;
-    if (emb_w2v_resume(&o, corpus_path(), out, &r)) FINDING("cannot resume what emb saved: %s", emb_errmsg());
+    if (emb_w2v_resume(&o, corpus_path(), out, &r))
+        FINDING("cannot resume what emb saved: %s", emb_errmsg());
     if (emb_w2v_words_done(r) != total) FINDING("the saved run resumes elsewhere");
     emb_w2v_free(r);
     emb_w2v_free(w);

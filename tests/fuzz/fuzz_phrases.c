@@ -50,10 +50,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int64_t in_lines, out_lines;
     int64_t in_tokens = count_tokens((const char *)data + 1, size - 1, &in_lines);
     int64_t out_tokens = count_tokens(buf, len, &out_lines);
-    if (out_lines != in_lines) FINDING("%lld lines in, %lld out", (long long)in_lines, (long long)out_lines);
+    if (out_lines != in_lines)
+        FINDING("%lld lines in, %lld out", (long long)in_lines, (long long)out_lines);
     if (joined < 0 || out_tokens + joined != in_tokens)
-        FINDING("%lld tokens in, %lld out with %lld phrases", (long long)in_tokens, (long long)out_tokens,
-                (long long)joined);
+        FINDING("%lld tokens in, %lld out with %lld phrases", (long long)in_tokens,
+                (long long)out_tokens, (long long)joined);
     free(buf);
     emb_phrases_free(p);
     return 0;

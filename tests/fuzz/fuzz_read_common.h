@@ -41,7 +41,8 @@ static inline const char *fz_scratch(const char *name) {
     static char dir[128];
     static char path[256];
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "%s/emb-fuzz.XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+        snprintf(dir, sizeof dir, "%s/emb-fuzz.XXXXXX",
+                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
         if (!mkdtemp(dir)) FINDING("mkdtemp failed");
     }
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -59,9 +60,11 @@ static inline void fz_check_vectors(const emb_vectors *v, const emb_vectors_read
     if (v->weight.ndim != 2 || v->weight.dtype != EMB_FLOAT32) FINDING("table is not 2-D float32");
     int64_t rows = v->weight.shape[0], dim = v->weight.shape[1];
     if (rows < 0 || dim < 0) FINDING("negative shape");
-    if (o->limit > 0 && rows > o->limit) FINDING("limit %lld not applied: %lld rows", (long long)o->limit, (long long)rows);
+    if (o->limit > 0 && rows > o->limit)
+        FINDING("limit %lld not applied: %lld rows", (long long)o->limit, (long long)rows);
     if (v->vocab && emb_vocab_num_words(v->vocab) != rows)
-        FINDING("%lld words for %lld rows", (long long)emb_vocab_num_words(v->vocab), (long long)rows);
+        FINDING("%lld words for %lld rows", (long long)emb_vocab_num_words(v->vocab),
+                (long long)rows);
     const float *w = v->weight.data;
     volatile float sink = 0;
     for (int64_t i = 0; i < rows * dim; i++) sink += w[i]; /* every value is readable */
@@ -69,14 +72,17 @@ static inline void fz_check_vectors(const emb_vectors *v, const emb_vectors_read
         size_t n;
         const char *s = emb_vocab_word(v->vocab, i, &n);
         if (!s || n == 0) FINDING("word %lld missing", (long long)i);
-        if (emb_vocab_find(v->vocab, s, n) != i) FINDING("word %lld does not find itself", (long long)i);
-        if (o->check_utf8 && !emb__utf8_valid(s, n)) FINDING("word %lld is not UTF-8 although checked", (long long)i);
+        if (emb_vocab_find(v->vocab, s, n) != i)
+            FINDING("word %lld does not find itself", (long long)i);
+        if (o->check_utf8 && !emb__utf8_valid(s, n))
+            FINDING("word %lld is not UTF-8 although checked", (long long)i);
     }
     (void)sink;
 }
 
 /* Bitwise equality of two tables and their words (NaN payloads included). */
-static inline void fz_check_same(const emb_vectors *a, const emb_vectors *b, bool words, const char *what) {
+static inline void fz_check_same(const emb_vectors *a, const emb_vectors *b, bool words,
+                                 const char *what) {
     if (a->weight.shape[0] != b->weight.shape[0] || a->weight.shape[1] != b->weight.shape[1])
         FINDING("%s: shape changed in the round trip", what);
     size_t nb = (size_t)(a->weight.shape[0] * a->weight.shape[1]) * 4;
@@ -84,14 +90,16 @@ static inline void fz_check_same(const emb_vectors *a, const emb_vectors *b, boo
         const float *x = a->weight.data, *y = b->weight.data;
         for (size_t i = 0; i < nb / 4; i++)
             if (memcmp(&x[i], &y[i], 4) && !(isnan(x[i]) && isnan(y[i])))
-                FINDING("%s: value %zu changed in the round trip: %.9g -> %.9g", what, i, (double)x[i], (double)y[i]);
+                FINDING("%s: value %zu changed in the round trip: %.9g -> %.9g", what, i,
+                        (double)x[i], (double)y[i]);
     }
     if (!words) return;
     if (!a->vocab != !b->vocab) FINDING("%s: words lost in the round trip", what);
     for (int64_t i = 0; a->vocab && i < emb_vocab_num_words(a->vocab); i++) {
         size_t n1, n2;
         const char *s1 = emb_vocab_word(a->vocab, i, &n1), *s2 = emb_vocab_word(b->vocab, i, &n2);
-        if (n1 != n2 || memcmp(s1, s2, n1)) FINDING("%s: word %lld changed in the round trip", what, (long long)i);
+        if (n1 != n2 || memcmp(s1, s2, n1))
+            FINDING("%s: word %lld changed in the round trip", what, (long long)i);
     }
 }
 

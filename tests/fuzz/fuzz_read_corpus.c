@@ -1,7 +1,7 @@
 /* libFuzzer harness: the word2vec trainer's corpus reader (emb_w2v_create_from_file) and a
  * short training run on what it accepts. The first input byte picks min_count (1-4),
- * lowercasing, punctuation stripping, max_vocab, the model and lenient mode; the rest is the corpus.
- * Checks: an error leaves *out untouched and sets a message; an accepted corpus gives a
+ * lowercasing, punctuation stripping, max_vocab, the model and lenient mode; the rest is the
+ * corpus. Checks: an error leaves *out untouched and sets a message; an accepted corpus gives a
  * vocabulary sorted by count, of valid UTF-8 words without whitespace, whose counts add up
  * to the corpus tokens; a tiny training run finishes with finite vectors; a checkpoint of it
  * resumes to the same state. */
@@ -41,16 +41,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t len;
         const char *s = emb_vocab_word(v, i, &len);
         int64_t c = emb_vocab_count(v, i);
-        if (!s || len == 0 || !emb__utf8_valid(s, len)) FINDING("word %lld is empty or not UTF-8", (long long)i);
+        if (!s || len == 0 || !emb__utf8_valid(s, len))
+            FINDING("word %lld is empty or not UTF-8", (long long)i);
         for (size_t k = 0; k < len; k++)
             if (s[k] == ' ' || s[k] == '\n' || s[k] == '\t' || s[k] == '\r')
                 FINDING("word %lld holds whitespace", (long long)i);
-        if (c < o.min_count) FINDING("word %lld seen %lld < min_count times", (long long)i, (long long)c);
+        if (c < o.min_count)
+            FINDING("word %lld seen %lld < min_count times", (long long)i, (long long)c);
         if (i > 0 && c > emb_vocab_count(v, i - 1)) FINDING("vocabulary not sorted by count");
         total += c;
     }
-    if (total != emb_w2v_corpus_tokens(w)) FINDING("counts add up to %lld, corpus has %lld tokens",
-                                                   (long long)total, (long long)emb_w2v_corpus_tokens(w));
+    if (total != emb_w2v_corpus_tokens(w))
+        FINDING("counts add up to %lld, corpus has %lld tokens", (long long)total,
+                (long long)emb_w2v_corpus_tokens(w));
     if (emb_w2v_train(w, NULL, NULL) != EMB_OK) FINDING("training failed: %s", emb_errmsg());
     emb_tensor t;
     if (emb_w2v_vectors(w, &t) != EMB_OK) FINDING("no vectors");

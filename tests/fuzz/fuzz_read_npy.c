@@ -14,7 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_check_error(rc, "emb_npy_read");
         if (memcmp(&t, &sentinel, sizeof t)) FINDING("emb_npy_read changed *out on failure");
     } else {
-        if (emb_tensor_check(&t, "t")) FINDING("emb_npy_read returned an invalid tensor: %s", emb_errmsg());
+        if (emb_tensor_check(&t, "t"))
+            FINDING("emb_npy_read returned an invalid tensor: %s", emb_errmsg());
         const char *out = fz_scratch("rt.npy");
         if (emb_npy_write(out, &t)) FINDING("cannot write back: %s", emb_errmsg());
         emb_tensor back;

@@ -19,7 +19,8 @@ static void check_table(const emb_qtable *q, const char *what) {
     if (rows < 0 || dim < 0) FINDING("%s: negative shape", what);
     if (emb_qtype_row_nbytes(emb_qtable_qtype(q), dim, &expect) || rb != expect)
         FINDING("%s: row bytes %lld", what, (long long)rb);
-    if (emb_qtable_nbytes(q) != (size_t)(rows * rb)) FINDING("%s: nbytes does not match the shape", what);
+    if (emb_qtable_nbytes(q) != (size_t)(rows * rb))
+        FINDING("%s: nbytes does not match the shape", what);
     if (rows > 0 && rb > 0 && !emb_qtable_data(q)) FINDING("%s: no data", what);
 }
 
@@ -29,7 +30,8 @@ static float *all_rows(const emb_qtable *q, const char *what) {
     if (rows == 0 || dim == 0 || rows > FZ_MAX_FLOATS / dim) return NULL;
     float *w = malloc((size_t)(rows * dim) * sizeof(float));
     if (!w) FINDING("out of memory");
-    if (emb_qtable_dequantize(q, 0, rows, w)) FINDING("%s: dequantize failed: %s", what, emb_errmsg());
+    if (emb_qtable_dequantize(q, 0, rows, w))
+        FINDING("%s: dequantize failed: %s", what, emb_errmsg());
     return w;
 }
 
@@ -53,7 +55,8 @@ static void check_lookups(const emb_qtable *q, const float *w) {
     emb_tensor_init(&toff, EMB_INT64, off, 1, (int64_t[]){rows});
     emb_bag_options o = emb_bag_options_default();
     o.mode = EMB_BAG_MAX;
-    if (emb_qtable_bag_forward(q, &ti, &toff, NULL, &o, &to, NULL)) FINDING("bag failed: %s", emb_errmsg());
+    if (emb_qtable_bag_forward(q, &ti, &toff, NULL, &o, &to, NULL))
+        FINDING("bag failed: %s", emb_errmsg());
     for (int64_t i = 0; i < rows; i++)
         if (memcmp(out + i * dim, w + idx[i] * dim, (size_t)dim * 4))
             FINDING("max bag of row %lld alone is not the row", (long long)idx[i]);
@@ -70,16 +73,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     emb_status rl = emb_qtable_load(path, &loaded, &lv);
     if (rl) {
         fz_check_error(rl, "emb_qtable_load");
-        if (loaded != sentinel || lv != vsent) FINDING("emb_qtable_load changed an out-pointer on failure");
+        if (loaded != sentinel || lv != vsent)
+            FINDING("emb_qtable_load changed an out-pointer on failure");
     }
     emb_clear_error();
     emb_status rm = emb_qtable_map(path, &mapped, &mv);
     if (rm) {
         fz_check_error(rm, "emb_qtable_map");
-        if (mapped != sentinel || mv != vsent) FINDING("emb_qtable_map changed an out-pointer on failure");
+        if (mapped != sentinel || mv != vsent)
+            FINDING("emb_qtable_map changed an out-pointer on failure");
     }
     /* a table whose data is not aligned for its type loads (a copy) but does not map */
-    const bool unaligned = rl == EMB_OK && rm == EMB_ERR_UNSUPPORTED && strstr(emb_errmsg(), "not aligned");
+    const bool unaligned =
+        rl == EMB_OK && rm == EMB_ERR_UNSUPPORTED && strstr(emb_errmsg(), "not aligned");
     if (rl != rm && !unaligned) FINDING("load says %d, map says %d", rl, rm);
     if (rl) return 0;
     if (unaligned) {
@@ -115,7 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (rs != EMB_ERR_INVALID) FINDING("save failed: %s", emb_errmsg());
     } else {
         emb_qtable *back = NULL;
-        if (emb_qtable_load(out, &back, NULL)) FINDING("cannot load what emb saved: %s", emb_errmsg());
+        if (emb_qtable_load(out, &back, NULL))
+            FINDING("cannot load what emb saved: %s", emb_errmsg());
         if (emb_qtable_qtype(back) != emb_qtable_qtype(loaded) ||
             emb_qtable_num_rows(back) != emb_qtable_num_rows(loaded) ||
             emb_qtable_dim(back) != emb_qtable_dim(loaded) ||

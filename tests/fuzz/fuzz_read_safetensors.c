@@ -16,8 +16,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
         for (int64_t i = 0; i < emb_safetensors_num_tensors(st); i++) {
             const char *name = emb_safetensors_name(st, i);
-            if (!name || !emb_safetensors_dtype(st, i)) FINDING("tensor %lld has no name or dtype", (long long)i);
-            if (emb_safetensors_find(st, name) != i) FINDING("tensor \"%s\" does not find itself", name);
+            if (!name || !emb_safetensors_dtype(st, i))
+                FINDING("tensor %lld has no name or dtype", (long long)i);
+            if (emb_safetensors_find(st, name) != i)
+                FINDING("tensor \"%s\" does not find itself", name);
             int nd = -1;
             const int64_t *sh = emb_safetensors_shape(st, i, &nd);
             if (!sh || nd < 0) FINDING("tensor %lld has no shape", (long long)i);
@@ -36,12 +38,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             emb_clear_error();
             rc = emb_safetensors_read(st, i, &t);
-            if (rc) fz_check_error(rc, "emb_safetensors_read");
-            else emb_tensor_release(&t);
+            if (rc)
+                fz_check_error(rc, "emb_safetensors_read");
+            else
+                emb_tensor_release(&t);
         }
         for (int64_t i = 0; i < emb_safetensors_num_metadata(st); i++) {
             const char *k = emb_safetensors_metadata_key(st, i);
-            if (!k || emb_safetensors_metadata(st, k) == NULL) FINDING("metadata %lld inconsistent", (long long)i);
+            if (!k || emb_safetensors_metadata(st, k) == NULL)
+                FINDING("metadata %lld inconsistent", (long long)i);
         }
         emb_safetensors_free(st);
     }
@@ -72,8 +77,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fz_check_error(rc, "emb_qtable_writer");
         } else {
             emb_qtable *q = NULL;
-            if (emb_qtable_load(qout, &q, NULL)) FINDING("cannot load the quantized table emb wrote: %s", emb_errmsg());
-            if (emb_qtable_num_rows(q) != rows || emb_qtable_dim(q) != dim) FINDING("quantized table changed shape");
+            if (emb_qtable_load(qout, &q, NULL))
+                FINDING("cannot load the quantized table emb wrote: %s", emb_errmsg());
+            if (emb_qtable_num_rows(q) != rows || emb_qtable_dim(q) != dim)
+                FINDING("quantized table changed shape");
             emb_qtable_free(q);
         }
         const char *out = fz_scratch("rt.safetensors");
@@ -85,7 +92,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         } else {
             emb_vectors back;
             emb_vectors_read_options o2 = emb_vectors_read_options_default();
-            if (emb_vectors_read(out, &o2, &back)) FINDING("cannot read back what emb wrote: %s", emb_errmsg());
+            if (emb_vectors_read(out, &o2, &back))
+                FINDING("cannot read back what emb wrote: %s", emb_errmsg());
             fz_check_same(&v, &back, true, "safetensors");
             emb_vectors_release(&back);
         }
@@ -104,7 +112,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             emb_tensor ti, to;
             emb_tensor_init(&ti, EMB_INT64, &idx, 1, &one);
             emb_tensor_init(&to, EMB_FLOAT32, buf, 2, oshape);
-            if (emb_embedding_forward(e, &ti, &to)) FINDING("lookup in a mapped table failed: %s", emb_errmsg());
+            if (emb_embedding_forward(e, &ti, &to))
+                FINDING("lookup in a mapped table failed: %s", emb_errmsg());
             free(buf);
         }
         emb_embedding_free(e);

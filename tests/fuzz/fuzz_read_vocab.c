@@ -18,7 +18,8 @@ static const char *corpus_path(void) {
     if (!path) {
         path = strdup(fz_scratch("corpus.txt"));
         FILE *f = fopen(path, "wb");
-        if (!f || fwrite(CORPUS, 1, sizeof CORPUS - 1, f) != sizeof CORPUS - 1) FINDING("cannot write the corpus");
+        if (!f || fwrite(CORPUS, 1, sizeof CORPUS - 1, f) != sizeof CORPUS - 1)
+            FINDING("cannot write the corpus");
         fclose(f);
     }
     return path;
@@ -40,15 +41,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int64_t i = 0; i < n; i++) {
         size_t len;
         const char *s = emb_vocab_word(v, i, &len);
-        if (!s || len == 0 || !emb__utf8_valid(s, len)) FINDING("word %lld is empty or not UTF-8", (long long)i);
+        if (!s || len == 0 || !emb__utf8_valid(s, len))
+            FINDING("word %lld is empty or not UTF-8", (long long)i);
         if (emb_vocab_find(v, s, len) != i) FINDING("word %lld does not find itself", (long long)i);
-        if (emb_vocab_count(v, i) < 1) FINDING("word %lld has count %lld", (long long)i, (long long)emb_vocab_count(v, i));
+        if (emb_vocab_count(v, i) < 1)
+            FINDING("word %lld has count %lld", (long long)i, (long long)emb_vocab_count(v, i));
     }
     /* write back and read again (words with inner blanks cannot be written) */
     const char *out = fz_scratch("again.vocab");
     if (emb_vocab_save(v, out) == EMB_OK) {
         emb_vocab *w;
-        if (emb_vocab_load(out, &w)) FINDING("cannot read back what emb_vocab_save wrote: %s", emb_errmsg());
+        if (emb_vocab_load(out, &w))
+            FINDING("cannot read back what emb_vocab_save wrote: %s", emb_errmsg());
         if (emb_vocab_num_words(w) != n) FINDING("the round trip changed the number of words");
         for (int64_t i = 0; i < n; i++) {
             size_t a, b;

@@ -48,8 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         emb_status rb = emb_vectors_read(out, &o2, &back);
         if (rb) {
             size_t n0 = 0;
-            const char *w0 = v.format == EMB_FORMAT_GLOVE && v.vocab ? emb_vocab_word(v.vocab, 0, &n0) : NULL;
-            if (!(w0 && memchr(w0, ' ', n0))) FINDING("cannot read back what emb wrote: %s", emb_errmsg());
+            const char *w0 =
+                v.format == EMB_FORMAT_GLOVE && v.vocab ? emb_vocab_word(v.vocab, 0, &n0) : NULL;
+            if (!(w0 && memchr(w0, ' ', n0)))
+                FINDING("cannot read back what emb wrote: %s", emb_errmsg());
             emb_vectors_release(&v);
             return 0;
         }

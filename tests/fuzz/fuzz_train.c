@@ -26,8 +26,8 @@ static int64_t rd_i64(const uint8_t *p) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 32 || size > 32 + 2048) return 0;
-    static const double alphas[16] = {0.025, 0.05, 0.5, 1.0, 1e-6, 0.0, -0.025, 1.0000001,
-                                      2.0, 10.0, 1e30, 1e300, NAN, INFINITY, 0.75, 0.1};
+    static const double alphas[16] = {0.025, 0.05, 0.5,  1.0,   1e-6, 0.0,      -0.025, 1.0000001,
+                                      2.0,   10.0, 1e30, 1e300, NAN,  INFINITY, 0.75,   0.1};
     static const double samples[8] = {0, 1e-3, 1e-5, 1, -1, NAN, INFINITY, 1e300};
     const uint8_t f = data[0];
     emb_w2v_options o = emb_w2v_options_default((f & 1) ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
@@ -65,7 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc == EMB_ERR_NUMERIC) {
         if (!strstr(emb_errmsg(), "training diverged") || !strstr(emb_errmsg(), "vector"))
             FINDING("divergence reported without naming the vector: %s", emb_errmsg());
-        if (emb_w2v_train(w, NULL, NULL) != EMB_ERR_NUMERIC) FINDING("a diverged run trained again");
+        if (emb_w2v_train(w, NULL, NULL) != EMB_ERR_NUMERIC)
+            FINDING("a diverged run trained again");
         if (emb_w2v_save_checkpoint(w, fz_scratch("train.ckpt")) == EMB_OK)
             FINDING("a diverged run was checkpointed");
         emb_w2v_free(w);
@@ -78,7 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (emb_w2v_vectors(w, &t)) FINDING("no vectors");
     const float *x = t.data;
     for (int64_t i = 0; i < emb_tensor_numel(&t); i++)
-        if (!isfinite(x[i])) FINDING("value %lld of the vectors is not finite after a successful run", (long long)i);
+        if (!isfinite(x[i]))
+            FINDING("value %lld of the vectors is not finite after a successful run", (long long)i);
     const char *ck = fz_scratch("train.ckpt");
     if (emb_w2v_save_checkpoint(w, ck)) FINDING("checkpoint failed: %s", emb_errmsg());
     emb_w2v *r = NULL;

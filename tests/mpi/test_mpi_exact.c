@@ -12,15 +12,15 @@
 
 static int rank_, size_, failures;
 
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank_, __FILE__,         \
-                    __LINE__, #cond);                                                      \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fprintf(stderr, " (%s)\n", emb_errmsg());                                      \
-            failures++;                                                                    \
-        }                                                                                  \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank_, __FILE__, __LINE__,       \
+                    #cond);                                                                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, " (%s)\n", emb_errmsg());                                              \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 #define OK(call) CHECK((call) == EMB_OK, "%s", #call)
@@ -34,8 +34,8 @@ static emb_tensor view(emb_dtype dt, void *data, int ndim, const int64_t *shape)
 /* A batch for all ranks at once (every rank makes the same one), and each rank's part. */
 typedef struct batch {
     int64_t nbags, npos;
-    int64_t *input, *offsets; /* joined: [npos], [nbags] */
-    float *psw, *gout;        /* [npos], [nbags, dim] */
+    int64_t *input, *offsets;   /* joined: [npos], [nbags] */
+    float *psw, *gout;          /* [npos], [nbags, dim] */
     int64_t bag0[64], pos0[64]; /* rank r's bags [bag0[r], bag0[r+1]), positions likewise */
 } batch;
 
@@ -58,14 +58,18 @@ static void make_batch(batch *b, emb_generator *g, int64_t V, int64_t D, int64_t
         for (int64_t k = 0; k < len[i]; k++, p++) {
             uint32_t u = emb_generator_random(g);
             /* few distinct rows, so that rows repeat within and across ranks */
-            b->input[p] = (pad >= 0 && u % 7 == 0) ? pad : (int64_t)(u / 7 % (uint32_t)(V < 9 ? V : 9)) * (V / 9 > 0 ? V / 9 : 1) % V;
+            b->input[p] = (pad >= 0 && u % 7 == 0) ? pad
+                                                   : (int64_t)(u / 7 % (uint32_t)(V < 9 ? V : 9)) *
+                                                         (V / 9 > 0 ? V / 9 : 1) % V;
             b->psw[p] = (float)(emb_generator_random(g) % 1000) / 250.0f - 2.0f;
         }
     }
     int64_t gs[2] = {b->nbags, D};
     emb_tensor gt = view(EMB_FLOAT32, b->gout, 2, gs);
     if (b->nbags) emb_randn_(&gt, g);
-    for (int r = 0; r <= size_; r++) b->pos0[r] = r < size_ ? (b->bag0[r] < b->nbags ? b->offsets[b->bag0[r]] : b->npos) : b->npos;
+    for (int r = 0; r <= size_; r++)
+        b->pos0[r] =
+            r < size_ ? (b->bag0[r] < b->nbags ? b->offsets[b->bag0[r]] : b->npos) : b->npos;
     /* a rank without bags starts where the next one does */
     for (int r = size_ - 1; r >= 0; r--)
         if (b->bag0[r] == b->bag0[r + 1]) b->pos0[r] = b->pos0[r + 1];
@@ -110,15 +114,17 @@ static void check_shard(emb_mpi_table *t, emb_bag *ref, const char *when) {
     OK(emb_mpi_table_shard(t, &s));
     OK(emb_bag_weight(ref, &w));
     const int64_t D = emb_mpi_table_dim(t);
-    CHECK(same_rows(s.data, (float *)w.data + b0 * D, (b1 - b0) * D), "shard rows [%" PRId64
-          ", %" PRId64 ") differ from the single process's %s", b0, b1, when);
+    CHECK(same_rows(s.data, (float *)w.data + b0 * D, (b1 - b0) * D),
+          "shard rows [%" PRId64 ", %" PRId64 ") differ from the single process's %s", b0, b1,
+          when);
 }
 
 static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool use_psw,
                      emb_mpi_sharding sharding, uint64_t seed) {
     char what[160];
-    snprintf(what, sizeof what, "V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64
-             " psw=%d sharding=%d", V, D, (int)mode, pad, use_psw, (int)sharding);
+    snprintf(what, sizeof what,
+             "V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " psw=%d sharding=%d", V, D,
+             (int)mode, pad, use_psw, (int)sharding);
     emb_bag_options bo = emb_bag_options_default();
     bo.mode = mode;
     bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
@@ -152,7 +158,8 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
 
     emb_generator *g = NULL;
     OK(emb_generator_create(seed * 31 + 7, &g));
-    const emb_optimizer_kind kinds[3] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_SPARSE_ADAM};
+    const emb_optimizer_kind kinds[3] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD,
+                                         EMB_OPTIMIZER_SPARSE_ADAM};
     for (int ki = 0; ki < (mode == EMB_BAG_MAX ? 1 : 3); ki++) {
         emb_optimizer_options oo = emb_optimizer_options_default(kinds[ki]);
         oo.lr = 0.1;
@@ -184,7 +191,8 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
             const bool mx = mode == EMB_BAG_MAX;
             OK(emb_bag_forward(ref, &gin, &goff, rp, &ro, mx ? &rm : NULL));
             OK(emb_mpi_bag_forward(t, &q.input, &q.offsets, lp, &lo, mx ? &lm : NULL));
-            CHECK(same_rows(lout, rout + b.bag0[rank_] * D, q.nb * D), "%s: bag forward differs", what);
+            CHECK(same_rows(lout, rout + b.bag0[rank_] * D, q.nb * D), "%s: bag forward differs",
+                  what);
             if (mx)
                 CHECK(q.nb == 0 || !memcmp(lmax, rmax + b.bag0[rank_] * D,
                                            (size_t)(q.nb * D) * sizeof(int64_t)),
@@ -204,7 +212,8 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
             if (use_psw) { /* the gradient of the per_sample_weights */
                 float *lg = malloc((size_t)(q.n + 1) * sizeof(float));
                 float *rg = malloc((size_t)(b.npos + 1) * sizeof(float));
-                emb_tensor lgt = view(EMB_FLOAT32, lg, 1, &q.n), rgt = view(EMB_FLOAT32, rg, 1, &b.npos);
+                emb_tensor lgt = view(EMB_FLOAT32, lg, 1, &q.n),
+                           rgt = view(EMB_FLOAT32, rg, 1, &b.npos);
                 OK(emb_bag_backward_per_sample_weights(ref, &gin, &goff, &ggo, &rgt));
                 OK(emb_mpi_bag_backward_per_sample_weights(t, &q.input, &q.offsets, &q.gout, &lgt));
                 CHECK(same_rows(lg, rg + b.pos0[rank_], q.n), "%s: psw gradient differs", what);
@@ -264,13 +273,14 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
 
 /* Tables of f16/bf16/int8/int4 rows: the shard's bytes are those of emb_qtable_quantize
  * of the single process's table; lookups and bags are emb_qtable_forward's and
- * emb_qtable_bag_forward's on the joined batch; f16/bf16 SGD steps are emb_qtable_sgd_step_bag's. */
+ * emb_qtable_bag_forward's on the joined batch; f16/bf16 SGD steps are emb_qtable_sgd_step_bag's.
+ */
 static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int64_t pad,
                       bool use_psw, emb_mpi_sharding sharding, uint64_t seed) {
     char what[160];
-    snprintf(what, sizeof what, "%s V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64
-             " psw=%d sharding=%d", emb_qtype_name(qt), V, D, (int)mode, pad, use_psw,
-             (int)sharding);
+    snprintf(what, sizeof what,
+             "%s V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " psw=%d sharding=%d",
+             emb_qtype_name(qt), V, D, (int)mode, pad, use_psw, (int)sharding);
     emb_bag_options bo = emb_bag_options_default();
     bo.mode = mode;
     bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
@@ -294,10 +304,10 @@ static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int
     emb_mpi_table_rows(t, &b0, &b1);
     emb_tensor fview;
     CHECK(emb_mpi_table_shard(t, &fview) == EMB_ERR_UNSUPPORTED, "%s: float view given", what);
-#define SAME_SHARD(when)                                                                   \
-    CHECK(b1 == b0 || !memcmp(emb_qtable_data(emb_mpi_table_qshard(t)),                     \
-                              (const char *)emb_qtable_data(rq) + b0 * rb,                  \
-                              (size_t)((b1 - b0) * rb)),                                    \
+#define SAME_SHARD(when)                                                                           \
+    CHECK(b1 == b0 ||                                                                              \
+              !memcmp(emb_qtable_data(emb_mpi_table_qshard(t)),                                    \
+                      (const char *)emb_qtable_data(rq) + b0 * rb, (size_t)((b1 - b0) * rb)),      \
           "%s: shard bytes differ %s", what, when)
     SAME_SHARD("after creation");
     {
@@ -341,8 +351,8 @@ static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int
         OK(emb_mpi_bag_forward(t, &q.input, &q.offsets, lp, &lo, mx ? &lm : NULL));
         CHECK(same_rows(lout, rout + b.bag0[rank_] * D, q.nb * D), "%s: bag forward differs", what);
         if (mx)
-            CHECK(q.nb == 0 || !memcmp(lmax, rmax + b.bag0[rank_] * D,
-                                       (size_t)(q.nb * D) * sizeof(int64_t)),
+            CHECK(q.nb == 0 ||
+                      !memcmp(lmax, rmax + b.bag0[rank_] * D, (size_t)(q.nb * D) * sizeof(int64_t)),
                   "%s: max_indices differ", what);
         float *lk = malloc((size_t)(q.n * D + 1) * sizeof(float));
         float *rk = malloc((size_t)(b.npos * D + 1) * sizeof(float));
@@ -422,21 +432,26 @@ static void run_forms(uint64_t seed) {
             gop = &goff;
             lop = &loff;
         }
-        float *rout = malloc((size_t)(B * D) * sizeof(float)), *lout = malloc((size_t)(mine * D + 1) * sizeof(float));
+        float *rout = malloc((size_t)(B * D) * sizeof(float)),
+              *lout = malloc((size_t)(mine * D + 1) * sizeof(float));
         emb_tensor ro = view(EMB_FLOAT32, rout, 2, gos), lo = view(EMB_FLOAT32, lout, 2, los);
-        emb_tensor ggo = view(EMB_FLOAT32, go, 2, gos), lgo = view(EMB_FLOAT32, go + first[rank_] * D, 2, los);
+        emb_tensor ggo = view(EMB_FLOAT32, go, 2, gos),
+                   lgo = view(EMB_FLOAT32, go + first[rank_] * D, 2, los);
         for (int step = 0; step < 2; step++) {
             OK(emb_bag_forward(ref, &gin, gop, NULL, &ro, NULL));
             OK(emb_mpi_bag_forward(t, &lin, lop, NULL, &lo, NULL));
-            CHECK(same_rows(lout, rout + first[rank_] * D, mine * D), "forms last=%d: forward differs", last);
+            CHECK(same_rows(lout, rout + first[rank_] * D, mine * D),
+                  "forms last=%d: forward differs", last);
             OK(emb_optimizer_step_fused_bag(ropt, 0, ref, &gin, gop, NULL, &ggo));
             OK(emb_mpi_bag_step(t, &lin, lop, NULL, &lgo));
             check_shard(t, ref, "after a step of 2-D or include_last_offset bags");
         }
         /* a 2-D int32 lookup */
-        float *rk = malloc((size_t)(B * W * D) * sizeof(float)), *lk = malloc((size_t)(mine * W * D + 1) * sizeof(float));
+        float *rk = malloc((size_t)(B * W * D) * sizeof(float)),
+              *lk = malloc((size_t)(mine * W * D + 1) * sizeof(float));
         int64_t rks[3] = {B, W, D}, lks[3] = {mine, W, D};
-        emb_tensor g2 = view(EMB_INT32, ids, 2, gs2), l2 = view(EMB_INT32, ids + first[rank_] * W, 2, ls2);
+        emb_tensor g2 = view(EMB_INT32, ids, 2, gs2),
+                   l2 = view(EMB_INT32, ids + first[rank_] * W, 2, ls2);
         emb_tensor rkt = view(EMB_FLOAT32, rk, 3, rks), lkt = view(EMB_FLOAT32, lk, 3, lks);
         OK(emb_embedding_forward(emb_bag_embedding(ref), &g2, &rkt));
         OK(emb_mpi_lookup(t, &l2, &lkt));
@@ -544,8 +559,8 @@ int main(int argc, char **argv) {
         for (int sh = 0; sh < 2; sh++)
             for (int mode = 0; mode < 3; mode++)
                 for (int w = 0; w < (mode == EMB_BAG_SUM ? 2 : 1); w++)
-                    run_qcase(37, qi == 3 ? 7 : 6, qts[qi], (emb_bag_mode)mode, (mode + qi) % 2 ? 12 : -1,
-                              w, (emb_mpi_sharding)sh, seed++);
+                    run_qcase(37, qi == 3 ? 7 : 6, qts[qi], (emb_bag_mode)mode,
+                              (mode + qi) % 2 ? 12 : -1, w, (emb_mpi_sharding)sh, seed++);
     run_forms(seed++);
     run_refusals();
     int all = 0;

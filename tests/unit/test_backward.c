@@ -312,19 +312,14 @@ static void check_dense_errors(dense_backward_fn bw) {
                tg = emb_test_view(EMB_FLOAT32, g, 2, gshape);
     emb_tensor tw = emb_test_view(EMB_FLOAT32, gw, 2, wshape);
 
-    EMB_EXPECT_ERR(bw(NULL, &ti, &tg, &tw), EMB_ERR_NULL,
-                   "embedding must not be NULL");
-    EMB_EXPECT_ERR(bw(e, NULL, &tg, &tw), EMB_ERR_NULL,
-                   "indices must not be NULL");
-    EMB_EXPECT_ERR(bw(e, &ti, NULL, &tw), EMB_ERR_NULL,
-                   "grad_output must not be NULL");
-    EMB_EXPECT_ERR(bw(e, &ti, &tg, NULL), EMB_ERR_NULL,
-                   "grad_weight must not be NULL");
+    EMB_EXPECT_ERR(bw(NULL, &ti, &tg, &tw), EMB_ERR_NULL, "embedding must not be NULL");
+    EMB_EXPECT_ERR(bw(e, NULL, &tg, &tw), EMB_ERR_NULL, "indices must not be NULL");
+    EMB_EXPECT_ERR(bw(e, &ti, NULL, &tw), EMB_ERR_NULL, "grad_output must not be NULL");
+    EMB_EXPECT_ERR(bw(e, &ti, &tg, NULL), EMB_ERR_NULL, "grad_weight must not be NULL");
     EMB_EXPECT_ERR(bw(frozen, &ti, &tg, &tw), EMB_ERR_STATE,
                    "the embedding's weight does not require grad (created with freeze=true)");
     emb_embedding_set_requires_grad(e, false);
-    EMB_EXPECT_ERR(bw(e, &ti, &tg, &tw), EMB_ERR_STATE,
-                   "does not require grad");
+    EMB_EXPECT_ERR(bw(e, &ti, &tg, &tw), EMB_ERR_STATE, "does not require grad");
     emb_embedding_set_requires_grad(e, true);
 
     /* indices */
@@ -371,8 +366,7 @@ static void check_dense_errors(dense_backward_fn bw) {
     /* grad_weight */
     bad = tw;
     bad.dtype = EMB_INT32;
-    EMB_EXPECT_ERR(bw(e, &ti, &tg, &bad), EMB_ERR_DTYPE,
-                   "grad_weight must be float32, got int32");
+    EMB_EXPECT_ERR(bw(e, &ti, &tg, &bad), EMB_ERR_DTYPE, "grad_weight must be float32, got int32");
     bad = tw;
     bad.shape[0] = 4;
     EMB_EXPECT_ERR(bw(e, &ti, &tg, &bad), EMB_ERR_SHAPE,
@@ -389,8 +383,7 @@ static void check_dense_errors(dense_backward_fn bw) {
                    "(valid: [0, 5))");
     idx[2] = 2;
     idx[1] = -1;
-    EMB_EXPECT_ERR(bw(e, &ti, &tg, &tw), EMB_ERR_INDEX,
-                   "index -1 at position 1 is out of range");
+    EMB_EXPECT_ERR(bw(e, &ti, &tg, &tw), EMB_ERR_INDEX, "index -1 at position 1 is out of range");
     int32_t i32[3] = {0, 1, 7};
     emb_tensor t32 = emb_test_view(EMB_INT32, i32, 1, ishape);
     EMB_EXPECT_ERR(bw(e, &t32, &tg, &tw), EMB_ERR_INDEX,
@@ -936,8 +929,10 @@ static void test_sparse_view(void **state) {
                 for (int64_t i = 0; i < n; i++) {
                     int64_t v = (int64_t)(emb_test_next_u64(&rng_state) % (uint64_t)V);
                     if (bad && i == n - 1) v = V; /* out of range */
-                    if (i32) ((int32_t *)idx)[i] = (int32_t)v;
-                    else ((int64_t *)idx)[i] = v;
+                    if (i32)
+                        ((int32_t *)idx)[i] = (int32_t)v;
+                    else
+                        ((int64_t *)idx)[i] = v;
                 }
                 for (int64_t i = 0; i < n * D; i++) g[i] = next_float();
                 keep[2 * step] = idx, keep[2 * step + 1] = g;
@@ -980,7 +975,8 @@ static void test_sparse_view(void **state) {
             if (a.nnz * D > 0) EMB_ASSERT_EXACT(b.values, a.values, a.nnz * D, "view values");
             float da[30 * 5] = {0}, db[30 * 5] = {0};
             int64_t ds[2] = {V, D};
-            emb_tensor ta = emb_test_view(EMB_FLOAT32, da, 2, ds), tb = emb_test_view(EMB_FLOAT32, db, 2, ds);
+            emb_tensor ta = emb_test_view(EMB_FLOAT32, da, 2, ds),
+                       tb = emb_test_view(EMB_FLOAT32, db, 2, ds);
             EMB_OK_OR_FAIL(emb_sparse_grad_add_to_dense(&a, &ta));
             EMB_OK_OR_FAIL(emb_sparse_grad_add_to_dense(&b, &tb));
             EMB_ASSERT_EXACT(db, da, V * D, "view add_to_dense");

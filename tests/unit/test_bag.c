@@ -174,8 +174,8 @@ static void test_forward_values(void **state) {
             fill_nan(out, 8);
             emb_tensor out_t = emb_test_view(EMB_FLOAT32, out, 2, SHP(4, D));
             emb_tensor mi_t = emb_test_view(EMB_INT64, mi, 2, SHP(4, D));
-            EMB_OK_OR_FAIL(emb_bag_forward(b, &it, &ot, NULL, &out_t,
-                                           mode == EMB_BAG_MAX ? &mi_t : NULL));
+            EMB_OK_OR_FAIL(
+                emb_bag_forward(b, &it, &ot, NULL, &out_t, mode == EMB_BAG_MAX ? &mi_t : NULL));
             EMB_ASSERT_EXACT(out, want[mode][p], 8, "bag output");
             if (mode == EMB_BAG_MAX) {
                 const int64_t wmi[2][8] = {{2, 2, 0, 0, 5, 5, 4, 4}, {2, 2, 0, 0, 5, 5, 3, 3}};
@@ -265,8 +265,7 @@ static void test_forward_errors(void **state) {
             EMB_OK_OR_FAIL(emb_bag_weight(b, &wt));
             emb_tensor eo = emb_test_view(EMB_INT64, off, 1, SHP(0));
             emb_tensor o0 = emb_test_view(EMB_FLOAT32, out, 2, SHP(0, D));
-            EMB_EXPECT_ERR(emb_bag_lookup(&wt, &it, &eo, NULL, &o, &o0, NULL),
-                           EMB_ERR_INVALID,
+            EMB_EXPECT_ERR(emb_bag_lookup(&wt, &it, &eo, NULL, &o, &o0, NULL), EMB_ERR_INVALID,
                            "include_last_offset: number of offset should be at least 1");
         }
         /* per_sample_weights: mode, shape, dtype */
@@ -313,7 +312,7 @@ static void test_forward_errors(void **state) {
         bi = emb_test_view(EMB_INT64, bidx, 2, SHP(3, 2));
         EMB_EXPECT_ERR(emb_bag_forward(b, &bi, NULL, NULL, &out_t, NULL), EMB_ERR_INDEX,
                        "index 6 at position 1 of bag 1 (input position 3)");
-        {   /* past the last bag (include_last_offset with a short last offset) */
+        { /* past the last bag (include_last_offset with a short last offset) */
             emb_bag_options o = emb_bag_options_default();
             o.include_last_offset = true;
             emb_tensor wt;
@@ -407,10 +406,9 @@ static void test_read_only_max_norm(void **state) {
 
 /* The accumulating and the overwriting dense backward refuse the same inputs with the same
  * errors, and write nothing. */
-typedef emb_status (*bag_dense_backward_fn)(const emb_bag *, const emb_tensor *,
+typedef emb_status (*bag_dense_backward_fn)(const emb_bag *, const emb_tensor *, const emb_tensor *,
                                             const emb_tensor *, const emb_tensor *,
-                                            const emb_tensor *, const emb_tensor *,
-                                            emb_tensor *);
+                                            const emb_tensor *, emb_tensor *);
 
 static void test_backward_errors(void **state) {
     (void)state;
@@ -466,7 +464,6 @@ static void test_backward_errors(void **state) {
                        "does not require grad");
         emb_embedding_set_requires_grad(emb_bag_embedding(b), true);
         assert_all_nan(gw, V * D, "grad_weight");
-
     }
     /* sparse */
     emb_sparse_grad sg;
@@ -486,8 +483,7 @@ static void test_backward_errors(void **state) {
         o.scale_grad_by_freq = true;
         emb_bag *bf = NULL;
         EMB_OK_OR_FAIL(emb_bag_create(V, D, &o, &bf));
-        EMB_EXPECT_ERR(emb_bag_backward_sparse(bf, &it, &ot, NULL, &gt, &sg),
-                       EMB_ERR_UNSUPPORTED,
+        EMB_EXPECT_ERR(emb_bag_backward_sparse(bf, &it, &ot, NULL, &gt, &sg), EMB_ERR_UNSUPPORTED,
                        "embedding_backward: scale_grad_by_freq not supported with sparse "
                        "gradients");
         emb_bag_free(bf);
@@ -512,14 +508,14 @@ static void test_backward_errors(void **state) {
     float gp[6];
     fill_nan(gp, 6);
     emb_tensor gpt = emb_test_view(EMB_FLOAT32, gp, 1, SHP(6));
-    EMB_EXPECT_ERR(emb_bag_backward_per_sample_weights(b, &it, &ot, &gt, &gpt),
-                   EMB_ERR_UNSUPPORTED, "per_sample_weights are only supported for mode='sum' "
+    EMB_EXPECT_ERR(emb_bag_backward_per_sample_weights(b, &it, &ot, &gt, &gpt), EMB_ERR_UNSUPPORTED,
+                   "per_sample_weights are only supported for mode='sum' "
                    "(got mode='mean')");
     emb_tensor gp2 = emb_test_view(EMB_FLOAT32, gp, 1, SHP(5));
-    EMB_EXPECT_ERR(emb_bag_backward_per_sample_weights(bsum, &it, &ot, &gt, &gp2),
-                   EMB_ERR_SHAPE, "grad_per_sample_weights has shape [5], expected [6]");
-    EMB_EXPECT_ERR(emb_bag_backward_per_sample_weights(bsum, &it, &ot, &gt, NULL),
-                   EMB_ERR_NULL, "grad_per_sample_weights must not be NULL");
+    EMB_EXPECT_ERR(emb_bag_backward_per_sample_weights(bsum, &it, &ot, &gt, &gp2), EMB_ERR_SHAPE,
+                   "grad_per_sample_weights has shape [5], expected [6]");
+    EMB_EXPECT_ERR(emb_bag_backward_per_sample_weights(bsum, &it, &ot, &gt, NULL), EMB_ERR_NULL,
+                   "grad_per_sample_weights must not be NULL");
     assert_all_nan(gp, 6, "grad_per_sample_weights");
     emb_bag_free(b);
     emb_bag_free(bmax);
@@ -686,7 +682,8 @@ static void test_fused_step_matches_unfused(void **state) {
     for (int64_t i = 0; i < n; i++) idx[i] = (int64_t)(emb_test_urand(&s) * 9); /* duplicates */
     for (int64_t b = 0; b < nb; b++) off[b] = b * 7;
     off[3] = off[2]; /* an empty bag */
-    const emb_optimizer_kind kinds[3] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_SPARSE_ADAM};
+    const emb_optimizer_kind kinds[3] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD,
+                                         EMB_OPTIMIZER_SPARSE_ADAM};
     for (int k = 0; k < 3; k++)
         for (int mode = 0; mode < 3; mode++) { /* 0 sum, 1 mean, 2 weighted sum */
             emb_bag *b[2];
@@ -772,15 +769,13 @@ static void test_fused_step_errors(void **state) {
 
     EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(adam, id2, b, &it, &ot, NULL, &gt),
                    EMB_ERR_UNSUPPORTED, "Adam does not support sparse gradients");
-    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, 9, b, &it, &ot, NULL, &gt), EMB_ERR_INDEX,
-                   "");
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, 9, b, &it, &ot, NULL, &gt), EMB_ERR_INDEX, "");
     EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, id, NULL, &it, &ot, NULL, &gt), EMB_ERR_NULL,
                    "bag must not be NULL");
-    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, small, b, &it, &ot, NULL, &gt),
-                   EMB_ERR_SHAPE,
+    EMB_EXPECT_ERR(emb_optimizer_step_fused_bag(opt, small, b, &it, &ot, NULL, &gt), EMB_ERR_SHAPE,
                    "grad is a sparse gradient of size [6, 2], expected [2, 2] (the shape of "
                    "parameter 1)");
-    {   /* a parameter of the bag's shape that is other memory */
+    { /* a parameter of the bag's shape that is other memory */
         float copy[V * D];
         memcpy(copy, w0, sizeof copy);
         emb_tensor ct = emb_test_view(EMB_FLOAT32, copy, 2, SHP(V, D));
@@ -795,7 +790,7 @@ static void test_fused_step_errors(void **state) {
         assert_int_equal(emb_optimizer_param_steps(copt, cid), 0);
         emb_optimizer_free(copt);
     }
-    {   /* a read-only table */
+    { /* a read-only table */
         float ro[V * D];
         memcpy(ro, w0, sizeof ro);
         emb_tensor rt = emb_test_view(EMB_FLOAT32, ro, 2, SHP(V, D));
@@ -895,10 +890,10 @@ static void check_bag_variants(const emb__kernel_table *const *v, int nv, int64_
                     memset(want, 0, sizeof(float) * VV * DD);
                     memset(got, 0, sizeof(float) * VV * DD);
                     emb__bag_backward_groups_ref(want, g, DD, idx, perm, o2b,
-                                                 mode == 1 ? cnt : NULL, p, 0, N, pd, pad,
-                                                 false, 0, 0, acc);
-                    K->backward_groups(got, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL, p, 0,
-                                       N, pd, pad, false, 0, 0, acc);
+                                                 mode == 1 ? cnt : NULL, p, 0, N, pd, pad, false, 0,
+                                                 0, acc);
+                    K->backward_groups(got, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL, p, 0, N,
+                                       pd, pad, false, 0, 0, acc);
                     EMB_ASSERT_EXACT(got, want, VV * DD, "backward variant");
                     /* overwriting, over NaNs, the rows in two shares: the same bits */
                     for (int64_t q = 0; q < VV * DD; q++) got[q] = NAN;
@@ -907,8 +902,8 @@ static void check_bag_variants(const emb__kernel_table *const *v, int nv, int64_
                     const int64_t rcut = cut >= N ? VV : idx[perm[cut]];
                     K->backward_groups(got, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL, p, 0,
                                        cut, pd, pad, true, 0, rcut, acc);
-                    K->backward_groups(got, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL, p,
-                                       cut, N, pd, pad, true, rcut, VV, acc);
+                    K->backward_groups(got, g, DD, idx, perm, o2b, mode == 1 ? cnt : NULL, p, cut,
+                                       N, pd, pad, true, rcut, VV, acc);
                     EMB_ASSERT_EXACT(got, want, VV * DD, "overwriting backward variant");
                     emb__bag_psw_grad_ref(want, g, w, DD, ix, i32, o2b, 0, N, pd);
                     K->psw_grad(got, g, w, DD, ix, i32, o2b, 0, N, pd);

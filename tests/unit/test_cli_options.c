@@ -18,26 +18,26 @@ static const emb_cli_command test_cmd = {"t", "a test command", "usage: emb t [o
 static char out_text[4096], err_text[4096];
 
 /* Evaluates expr with stdout and stderr captured into out_text and err_text. */
-#define CAPTURE(expr)                                                                        \
-    ({                                                                                       \
-        FILE *o_ = tmpfile(), *e_ = tmpfile();                                               \
-        assert_non_null(o_);                                                                 \
-        assert_non_null(e_);                                                                 \
-        fflush(stdout);                                                                      \
-        fflush(stderr);                                                                      \
-        int so_ = dup(1), se_ = dup(2);                                                      \
-        dup2(fileno(o_), 1);                                                                 \
-        dup2(fileno(e_), 2);                                                                 \
-        int r_ = (expr);                                                                     \
-        fflush(stdout);                                                                      \
-        fflush(stderr);                                                                      \
-        dup2(so_, 1);                                                                        \
-        dup2(se_, 2);                                                                        \
-        close(so_);                                                                          \
-        close(se_);                                                                          \
-        read_all(o_, out_text);                                                              \
-        read_all(e_, err_text);                                                              \
-        r_;                                                                                  \
+#define CAPTURE(expr)                                                                              \
+    ({                                                                                             \
+        FILE *o_ = tmpfile(), *e_ = tmpfile();                                                     \
+        assert_non_null(o_);                                                                       \
+        assert_non_null(e_);                                                                       \
+        fflush(stdout);                                                                            \
+        fflush(stderr);                                                                            \
+        int so_ = dup(1), se_ = dup(2);                                                            \
+        dup2(fileno(o_), 1);                                                                       \
+        dup2(fileno(e_), 2);                                                                       \
+        int r_ = (expr);                                                                           \
+        fflush(stdout);                                                                            \
+        fflush(stderr);                                                                            \
+        dup2(so_, 1);                                                                              \
+        dup2(se_, 2);                                                                              \
+        close(so_);                                                                                \
+        close(se_);                                                                                \
+        read_all(o_, out_text);                                                                    \
+        read_all(e_, err_text);                                                                    \
+        r_;                                                                                        \
     })
 
 static void read_all(FILE *f, char *buf) {
@@ -236,16 +236,25 @@ static void test_unknown_and_missing(void **state) {
     expect_usage_error("-o needs a value", "-o", NULL);
     assert_int_equal(dim, -77);
     /* an empty value is a value (and not an integer) */
-    expect_usage_error("invalid value '' for --dim: expected an integer in [1, 1000]", "--dim=",
-                       NULL);
+    expect_usage_error("invalid value '' for --dim: expected an integer in [1, 1000]",
+                       "--dim=", NULL);
     assert_int_equal(parse("--output=", NULL), -1);
     assert_string_equal(output, "");
 }
 
 static void test_integer_values(void **state) {
     (void)state;
-    static const char *const bad[] = {"abc", "0", "1001", "-1", " 5", "5 ", "5x", "0x10",
-                                      "1e3", "99999999999999999999", "-99999999999999999999"};
+    static const char *const bad[] = {"abc",
+                                      "0",
+                                      "1001",
+                                      "-1",
+                                      " 5",
+                                      "5 ",
+                                      "5x",
+                                      "0x10",
+                                      "1e3",
+                                      "99999999999999999999",
+                                      "-99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char msg[128];
         snprintf(msg, sizeof msg, "invalid value '%s' for --dim: expected an integer in [1, 1000]",
@@ -288,8 +297,8 @@ static void test_double_values(void **state) {
     assert_true(lr == 0.0);
     assert_int_equal(parse("--lr=10", NULL), -1);
     assert_true(lr == 10.0);
-    static const char *const bad[] = {"nan", "inf", "-inf", "1e400", "-0.5", "10.01", "x",
-                                      "0.5x", "", " 1"};
+    static const char *const bad[] = {"nan",   "inf", "-inf", "1e400", "-0.5",
+                                      "10.01", "x",   "0.5x", "",      " 1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char msg[128];
         snprintf(msg, sizeof msg, "invalid value '%s' for --lr: expected a number in [0, 10]",
@@ -333,8 +342,7 @@ static void test_finish_output(void **state) {
     if (!full)
         fail_msg("cannot open /dev/full (a device whose writes all fail): %s", strerror(errno));
     fputs("text", full);
-    assert_int_equal(CAPTURE(emb_cli_finish_output(full, "the file", EMB_CLI_OK)),
-                     EMB_CLI_FAILURE);
+    assert_int_equal(CAPTURE(emb_cli_finish_output(full, "the file", EMB_CLI_OK)), EMB_CLI_FAILURE);
     assert_string_equal(err_text, "emb: error writing the file: No space left on device\n");
     /* a command that failed already keeps its status and its own message */
     fputs("text", full);

@@ -82,11 +82,9 @@ static void test_tensor_init_errors(void **state) {
     EMB_EXPECT_ERR(emb_tensor_init(&t, (emb_dtype)42, buf, 1, shape), EMB_ERR_DTYPE,
                    "unknown dtype (42)");
     int64_t big[2] = {INT64_C(1) << 40, INT64_C(1) << 40};
-    EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, buf, 2, big), EMB_ERR_OVERFLOW,
-                   "overflows");
+    EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, buf, 2, big), EMB_ERR_OVERFLOW, "overflows");
     int64_t big2[1] = {INT64_C(1) << 62};
-    EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, buf, 1, big2), EMB_ERR_OVERFLOW,
-                   "byte size");
+    EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, buf, 1, big2), EMB_ERR_OVERFLOW, "byte size");
     EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, NULL, 1, shape), EMB_ERR_NULL,
                    "data of a non-empty tensor");
     EMB_EXPECT_ERR(emb_tensor_init(&t, EMB_FLOAT32, buf, 2, NULL), EMB_ERR_NULL, "shape");
@@ -238,7 +236,6 @@ static void test_threads_and_kernels(void **state) {
     assert_int_equal(emb_get_kernel_mode(), EMB_KERNELS_AUTO);
 }
 
-
 /* 1 when the mapping that holds p carries the huge-page advice ("hg" in its VmFlags in
  * /proc/self/smaps), 0 when it does not, -1 when no mapping holds p. */
 static int hugepage_advised(const void *p) {
@@ -301,8 +298,8 @@ static void test_malloc_hugepages(void **state) {
         memset(out.data, 0xff, emb_tensor_nbytes(&out));
         assert_int_equal(emb_embedding_forward(e, &idx, &out), EMB_OK);
         for (int64_t i = 0; i < N; i++)
-            assert_memory_equal((const float *)out.data + i * D,
-                                (const float *)w.data + ix[i] * D, (size_t)D * sizeof(float));
+            assert_memory_equal((const float *)out.data + i * D, (const float *)w.data + ix[i] * D,
+                                (size_t)D * sizeof(float));
     }
     emb_set_num_threads(saved);
     emb_tensor_release(&idx);
@@ -397,13 +394,20 @@ static void test_byte_codec(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_status_strings), cmocka_unit_test(test_malloc_hugepages),  cmocka_unit_test(test_version),
-        cmocka_unit_test(test_dtypes),          cmocka_unit_test(test_tensor_init),
-        cmocka_unit_test(test_tensor_init_errors), cmocka_unit_test(test_tensor_alloc),
+        cmocka_unit_test(test_status_strings),
+        cmocka_unit_test(test_malloc_hugepages),
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_dtypes),
+        cmocka_unit_test(test_tensor_init),
+        cmocka_unit_test(test_tensor_init_errors),
+        cmocka_unit_test(test_tensor_alloc),
         cmocka_unit_test(test_tensor_check),
-        cmocka_unit_test(test_numel_invalid),    cmocka_unit_test(test_shape_str),
-        cmocka_unit_test(test_errmsg_per_thread), cmocka_unit_test(test_threads_and_kernels),
-        cmocka_unit_test(test_overlap_at_the_top), cmocka_unit_test(test_byte_codec),
+        cmocka_unit_test(test_numel_invalid),
+        cmocka_unit_test(test_shape_str),
+        cmocka_unit_test(test_errmsg_per_thread),
+        cmocka_unit_test(test_threads_and_kernels),
+        cmocka_unit_test(test_overlap_at_the_top),
+        cmocka_unit_test(test_byte_codec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

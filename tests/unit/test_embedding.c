@@ -12,7 +12,9 @@
 #if defined(__SANITIZE_ADDRESS__)
 /* Let the NOMEM test see NULL from a huge allocation instead of an ASan report. */
 const char *__asan_default_options(void);
-const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__asan_default_options(void) {
+    return "allocator_may_return_null=1";
+}
 #endif
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -197,7 +199,7 @@ static void test_from_pretrained(void **state) {
     emb_manual_seed(5);
     emb_embedding *e = NULL;
     EMB_OK_OR_FAIL(emb_embedding_from_pretrained(&t, true, &o, &e));
-    assert_default_generator_at_seed(5); /* nothing drawn */
+    assert_default_generator_at_seed(5);          /* nothing drawn */
     assert_false(emb_embedding_requires_grad(e)); /* freeze */
     assert_int_equal(emb_embedding_padding_idx(e), 1);
     /* a bitwise copy, padding row not zeroed, storage owned */
@@ -248,8 +250,7 @@ static void test_create_errors(void **state) {
     o.norm_type = NAN;
     EMB_EXPECT_ERR(emb_embedding_create(3, 2, &o, &e), EMB_ERR_INVALID,
                    "norm_type must not be NaN");
-    EMB_EXPECT_ERR(emb_embedding_create(INT64_MAX, 2, NULL, &e), EMB_ERR_OVERFLOW,
-                   "does not fit");
+    EMB_EXPECT_ERR(emb_embedding_create(INT64_MAX, 2, NULL, &e), EMB_ERR_OVERFLOW, "does not fit");
     EMB_EXPECT_ERR(emb_embedding_create(INT64_C(1) << 31, INT64_C(1) << 31, NULL, &e),
                    EMB_ERR_OVERFLOW, "a weight of 2147483648 x 2147483648 float32 values");
     /* fits in int64 bytes, but no machine has 2^62 bytes */
@@ -479,8 +480,7 @@ static void test_forward_errors(void **state) {
                        "embedding must not be NULL");
         EMB_EXPECT_ERR(emb_embedding_forward(e, NULL, &ot), EMB_ERR_NULL,
                        "indices must not be NULL");
-        EMB_EXPECT_ERR(emb_embedding_forward(e, &it, NULL), EMB_ERR_NULL,
-                       "out must not be NULL");
+        EMB_EXPECT_ERR(emb_embedding_forward(e, &it, NULL), EMB_ERR_NULL, "out must not be NULL");
         /* index dtype: PyTorch's message */
         const emb_dtype bad_dt[] = {EMB_FLOAT32, EMB_INT16, EMB_UINT8, EMB_BOOL, EMB_FLOAT64};
         const char *names[] = {"torch.FloatTensor", "torch.ShortTensor", "torch.ByteTensor",
@@ -492,7 +492,8 @@ static void test_forward_errors(void **state) {
             snprintf(msg, sizeof msg,
                      "Expected tensor for argument #1 'indices' to have one of the following "
                      "scalar types: Long, Int; but got %s instead (while checking arguments "
-                     "for embedding)", names[k]);
+                     "for embedding)",
+                     names[k]);
             EMB_EXPECT_ERR(emb_embedding_forward(e, &b, &ot), EMB_ERR_DTYPE, msg);
             assert_string_equal(emb_errmsg(), msg);
         }
@@ -544,7 +545,8 @@ static void test_forward_errors(void **state) {
                 char msg[200];
                 snprintf(msg, sizeof msg,
                          "index %lld at position %d is out of range for an embedding with 10 "
-                         "rows (valid: [0, 10))", (long long)bad_vals[k], pos);
+                         "rows (valid: [0, 10))",
+                         (long long)bad_vals[k], pos);
                 EMB_EXPECT_ERR(emb_embedding_forward(e, &it, &ot), EMB_ERR_INDEX, msg);
                 assert_string_equal(emb_errmsg(), msg);
                 idx[pos] = saved;
@@ -581,8 +583,7 @@ static void test_forward_errors(void **state) {
                        "but got torch.FloatTensor instead");
         b = it;
         b.ndim = 9;
-        EMB_EXPECT_ERR(emb_embedding_output_shape(e, &b, &nd, shp), EMB_ERR_SHAPE,
-                       "at most 8");
+        EMB_EXPECT_ERR(emb_embedding_output_shape(e, &b, &nd, shp), EMB_ERR_SHAPE, "at most 8");
         assert_int_equal(nd, -5);
 
         free(snap);
@@ -753,8 +754,7 @@ static void test_renorm_errors(void **state) {
     emb_tensor wt, it;
     EMB_OK_OR_FAIL(emb_tensor_init(&wt, EMB_FLOAT32, w, 2, sw));
     EMB_OK_OR_FAIL(emb_tensor_init(&it, EMB_INT64, idx, 1, si));
-    EMB_EXPECT_ERR(emb_embedding_renorm_(NULL, &it, 1, 2), EMB_ERR_NULL,
-                   "weight must not be NULL");
+    EMB_EXPECT_ERR(emb_embedding_renorm_(NULL, &it, 1, 2), EMB_ERR_NULL, "weight must not be NULL");
     EMB_EXPECT_ERR(emb_embedding_renorm_(&wt, NULL, 1, 2), EMB_ERR_NULL,
                    "indices must not be NULL");
     emb_tensor b = wt;

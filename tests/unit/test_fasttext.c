@@ -35,8 +35,12 @@ static void put(buf *f, const void *p, size_t n) {
     memcpy(f->b + f->n, p, n);
     f->n += n;
 }
-static void put_i32(buf *f, int32_t v) { put(f, &v, 4); }
-static void put_i64(buf *f, int64_t v) { put(f, &v, 8); }
+static void put_i32(buf *f, int32_t v) {
+    put(f, &v, 4);
+}
+static void put_i64(buf *f, int64_t v) {
+    put(f, &v, 8);
+}
 
 typedef struct {
     int32_t dim, bucket, minn, maxn, model;
@@ -183,13 +187,18 @@ static void expect_bad(const buf *f, emb_status status, const char *needle) {
     emb_fasttext *ft = (emb_fasttext *)(uintptr_t)0x1234;
     EMB_EXPECT_ERR(emb_fasttext_read(path, &ft), status, needle);
     assert_true(ft == (emb_fasttext *)(uintptr_t)0x1234);
-    if (!strstr(emb_errmsg(), path)) fail_msg("message \"%s\" does not name %s", emb_errmsg(), path);
+    if (!strstr(emb_errmsg(), path))
+        fail_msg("message \"%s\" does not name %s", emb_errmsg(), path);
     if (status == EMB_ERR_FORMAT && !strstr(emb_errmsg(), ": offset "))
         fail_msg("message \"%s\" does not name the offset", emb_errmsg());
 }
 
-static void set_i32(buf *f, size_t at, int32_t v) { memcpy(f->b + at, &v, 4); }
-static void set_i64(buf *f, size_t at, int64_t v) { memcpy(f->b + at, &v, 8); }
+static void set_i32(buf *f, size_t at, int32_t v) {
+    memcpy(f->b + at, &v, 4);
+}
+static void set_i64(buf *f, size_t at, int64_t v) {
+    memcpy(f->b + at, &v, 8);
+}
 
 static void test_hostile(void **state) {
     (void)state;
@@ -236,7 +245,8 @@ static void test_hostile(void **state) {
     /* the input matrix: rows that do not match nwords + bucket, or more floats than the file */
     build(&f, &SPEC);
     set_i64(&f, L.input, 55);
-    expect_bad(&f, EMB_ERR_FORMAT, "the input matrix is 55 x 4; the dictionary and arguments need 54 x 4");
+    expect_bad(&f, EMB_ERR_FORMAT,
+               "the input matrix is 55 x 4; the dictionary and arguments need 54 x 4");
     build(&f, &SPEC);
     set_i32(&f, L.args + 8 * 4, 1000000000);
     set_i64(&f, L.input, 4 + 1000000000);
@@ -270,7 +280,8 @@ static void test_hostile(void **state) {
     expect_bad(&f, EMB_ERR_FORMAT, "a negative word count");
     /* emb_vectors_read gives the same errors */
     emb_vectors v;
-    EMB_EXPECT_ERR(emb_vectors_read(save(&f, "bad2.bin"), NULL, &v), EMB_ERR_FORMAT, "a negative word count");
+    EMB_EXPECT_ERR(emb_vectors_read(save(&f, "bad2.bin"), NULL, &v), EMB_ERR_FORMAT,
+                   "a negative word count");
     EMB_EXPECT_ERR(emb_fasttext_read(NULL, NULL), EMB_ERR_NULL, "must not be NULL");
 }
 
@@ -286,9 +297,11 @@ static emb_w2v *train_small(emb_w2v_model model, int maxn, int epochs, emb_tenso
         ids[i] = i % 20 == 19 ? -1 : (int32_t)(emb_test_next_u64(&r) % 4);
         if (ids[i] >= 0) counts[ids[i]]++;
     }
-    for (int k = 0; k < 4; k++) EMB_OK_OR_FAIL(emb_vocab_add(v, words[k], 3, counts[k], NULL, NULL));
+    for (int k = 0; k < 4; k++)
+        EMB_OK_OR_FAIL(emb_vocab_add(v, words[k], 3, counts[k], NULL, NULL));
     emb_w2v_options o = emb_w2v_options_default(model);
-    o.dim = 8, o.window = 2, o.negative = 2, o.sample = 0, o.min_count = 1, o.epochs = epochs, o.threads = 1;
+    o.dim = 8, o.window = 2, o.negative = 2, o.sample = 0, o.min_count = 1, o.epochs = epochs,
+    o.threads = 1;
     o.minn = 3, o.maxn = maxn, o.bucket = 1000003;
     emb_w2v *w;
     EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, 400, &w));
@@ -392,7 +405,8 @@ static void test_train_subwords(void **state) {
     emb_tensor view;
     EMB_OK_OR_FAIL(emb_w2v_vectors(w, &view));
     EMB_OK_OR_FAIL(emb_w2v_word_vector(w, "xyz", 3, x));
-    EMB_ASSERT_EXACT(x, (const float *)view.data + emb_vocab_find(emb_w2v_vocab(w), "xyz", 3) * 8, 8, "row");
+    EMB_ASSERT_EXACT(x, (const float *)view.data + emb_vocab_find(emb_w2v_vocab(w), "xyz", 3) * 8,
+                     8, "row");
     EMB_EXPECT_ERR(emb_w2v_word_vector(w, "zzz", 3, x), EMB_ERR_INVALID, "not in the vocabulary");
     emb_w2v_free(w);
     /* options */
@@ -401,7 +415,8 @@ static void test_train_subwords(void **state) {
     assert_int_equal(o.minn, 3);
     assert_int_equal(o.bucket, 2000000);
     o.maxn = 6, o.minn = 7;
-    EMB_EXPECT_ERR(emb_w2v_options_check(&o), EMB_ERR_INVALID, "minn must be in [1, maxn = 6], got 7");
+    EMB_EXPECT_ERR(emb_w2v_options_check(&o), EMB_ERR_INVALID,
+                   "minn must be in [1, maxn = 6], got 7");
     o.minn = 3, o.bucket = 0;
     EMB_EXPECT_ERR(emb_w2v_options_check(&o), EMB_ERR_INVALID, "bucket must be in [1, 2147483646]");
     o.bucket = 10, o.maxn = 101;

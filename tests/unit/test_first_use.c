@@ -27,9 +27,9 @@ typedef struct seen {
     emb__sgns_step_fn sgns;
     emb__log_softmax_fwd_fn log_softmax;
     emb__normal16_fn normal16;
-    float normal[N];   /* emb_normal_ of 48 floats (the block transform runs) */
-    float softmax[N];  /* log_softmax of [4, 12] */
-    float dequant[N];  /* f16 rows dequantized */
+    float normal[N];  /* emb_normal_ of 48 floats (the block transform runs) */
+    float softmax[N]; /* log_softmax of [4, 12] */
+    float dequant[N]; /* f16 rows dequantized */
 } seen;
 
 static pthread_barrier_t start;

@@ -297,9 +297,13 @@ static void test_hogwild_disjoint_rows(void **state) {
 #ifndef EMB_TEST_TSAN
 enum { HV_FREE = 8 };
 
-static float hgrad(int64_t j) { return 0.25f * (float)(j % 4 + 1); }
+static float hgrad(int64_t j) {
+    return 0.25f * (float)(j % 4 + 1);
+}
 
-static float hinit(int64_t i) { return (float)((i * 5) % 7 - 3); }
+static float hinit(int64_t i) {
+    return (float)((i * 5) % 7 - 3);
+}
 
 /* The largest move of one element in one update_rows call of step 1..HSTEPS, for gradient
  * entries between gmin and gmax (duplicates summed: gmin <= G <= gmax). Adagrad: clr*G over
@@ -354,12 +358,13 @@ static void hcheck_overlap(int c, const emb_optimizer_options *o, const float *p
                 const double k = moved / (o->lr * hgrad(j));
                 if (k != floor(k) || k < 1 || k > (double)entries[r])
                     fail_msg("config %d: p[%lld][%lld] moved from %g to %g: %g updates of "
-                             "lr * %g, not a whole number in [1, %lld]", c, (long long)r,
-                             (long long)j, p0, got, k, o->lr, hgrad(j), (long long)entries[r]);
+                             "lr * %g, not a whole number in [1, %lld]",
+                             c, (long long)r, (long long)j, p0, got, k, o->lr, hgrad(j),
+                             (long long)entries[r]);
             } else if (!(moved > 0 && moved <= (double)calls[r] * bound)) {
                 fail_msg("config %d: p[%lld][%lld] moved from %g to %g, outside (0, %lld "
-                         "calls * %g] in the gradient's direction", c, (long long)r,
-                         (long long)j, p0, got, (long long)calls[r], bound);
+                         "calls * %g] in the gradient's direction",
+                         c, (long long)r, (long long)j, p0, got, (long long)calls[r], bound);
             }
         }
 }

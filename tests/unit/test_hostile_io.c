@@ -62,9 +62,11 @@ static void test_empty_tables(void **state) {
         for (int s = 0; s < 3; s++) {
             char json[256];
             snprintf(json, sizeof json,
-                     "{\"__metadata__\":{\"emb.vocab\":\"%s\"},\"weight\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],"
+                     "{\"__metadata__\":{\"emb.vocab\":\"%s\"},\"weight\":{\"dtype\":\"%s\","
+                     "\"shape\":[%lld,%lld],"
                      "\"data_offsets\":[0,0]}}",
-                     shapes[s][0] ? "a\\nb\\nc" : "", dtypes[d], (long long)shapes[s][0], (long long)shapes[s][1]);
+                     shapes[s][0] ? "a\\nb\\nc" : "", dtypes[d], (long long)shapes[s][0],
+                     (long long)shapes[s][1]);
             put_st(tmp("e.safetensors"), json, NULL, 0);
             emb_vectors v;
             EMB_OK_OR_FAIL(emb_vectors_read(tmp("e.safetensors"), NULL, &v));
@@ -87,8 +89,8 @@ static void test_empty_tables(void **state) {
             }
             /* word formats cannot hold a row without values */
             if (shapes[s][1] == 0)
-                EMB_EXPECT_ERR(emb_vectors_write(tmp("o.vec"), &v.weight, v.vocab, NULL), EMB_ERR_SHAPE,
-                               "dimension 0");
+                EMB_EXPECT_ERR(emb_vectors_write(tmp("o.vec"), &v.weight, v.vocab, NULL),
+                               EMB_ERR_SHAPE, "dimension 0");
             if (shapes[s][0] > 0) {
                 int64_t idx[2] = {2, 0}, n = 2, oshape[2] = {2, shapes[s][1]};
                 emb_tensor ti, to;
@@ -118,8 +120,10 @@ static void test_empty_tables(void **state) {
 static void test_zero_width_tables(void **state) {
     (void)state;
     const int64_t huge = (int64_t)1 << 59;
-    put_st(tmp("z.safetensors"),
-           "{\"weight\":{\"dtype\":\"F16\",\"shape\":[576460752303423488,0],\"data_offsets\":[0,0]}}", NULL, 0);
+    put_st(
+        tmp("z.safetensors"),
+        "{\"weight\":{\"dtype\":\"F16\",\"shape\":[576460752303423488,0],\"data_offsets\":[0,0]}}",
+        NULL, 0);
     emb_vectors v;
     EMB_OK_OR_FAIL(emb_vectors_read(tmp("z.safetensors"), NULL, &v));
     assert_int_equal(v.weight.shape[0], huge);
@@ -154,7 +158,8 @@ static void test_zero_width_tables(void **state) {
     /* a shape whose entries overflow before a zero still holds nothing */
     put_st(tmp("z.safetensors"),
            "{\"weight\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904,4611686018427387904,0],"
-           "\"data_offsets\":[0,0]}}", NULL, 0);
+           "\"data_offsets\":[0,0]}}",
+           NULL, 0);
     emb_safetensors *st;
     EMB_OK_OR_FAIL(emb_safetensors_open(tmp("z.safetensors"), &st));
     int nd = 0;
@@ -172,7 +177,8 @@ static void test_quantized_writer_without_rows(void **state) {
     const emb_qtype qts[] = {EMB_QTYPE_INT8, EMB_QTYPE_INT4, EMB_QTYPE_F16};
     for (int k = 0; k < 3; k++) {
         emb_qtable_writer *w;
-        EMB_OK_OR_FAIL(emb_qtable_writer_open(tmp("q0.safetensors"), qts[k], 0, (int64_t)1 << 40, NULL, &w));
+        EMB_OK_OR_FAIL(
+            emb_qtable_writer_open(tmp("q0.safetensors"), qts[k], 0, (int64_t)1 << 40, NULL, &w));
         EMB_OK_OR_FAIL(emb_qtable_writer_commit(w, NULL));
         emb_qtable_writer_free(w);
         emb_qtable *q;
@@ -184,9 +190,11 @@ static void test_quantized_writer_without_rows(void **state) {
     /* emb.dim beyond int64 is not a dimension (it saturated to INT64_MAX) */
     put_st(tmp("qd.safetensors"),
            "{\"__metadata__\":{\"emb.qtype\":\"int8\",\"emb.dim\":\"99999999999999999999\"},"
-           "\"weight\":{\"dtype\":\"U8\",\"shape\":[0,9],\"data_offsets\":[0,0]}}", NULL, 0);
+           "\"weight\":{\"dtype\":\"U8\",\"shape\":[0,9],\"data_offsets\":[0,0]}}",
+           NULL, 0);
     emb_qtable *q;
-    EMB_EXPECT_ERR(emb_qtable_load(tmp("qd.safetensors"), &q, NULL), EMB_ERR_FORMAT, "not a dimension");
+    EMB_EXPECT_ERR(emb_qtable_load(tmp("qd.safetensors"), &q, NULL), EMB_ERR_FORMAT,
+                   "not a dimension");
 }
 
 /* ---- one open file ---- */
@@ -203,9 +211,11 @@ static void test_no_torn_reads(void **state) {
     (void)state;
     float a[8], b[8];
     for (int i = 0; i < 8; i++) a[i] = (float)i + 0.25f, b[i] = (float)i + 0.75f;
-    const char *ja = "{\"__metadata__\":{\"emb.vocab\":\"a0\\na1\"},\"weight\":{\"dtype\":\"F32\",\"shape\":[2,4],"
+    const char *ja = "{\"__metadata__\":{\"emb.vocab\":\"a0\\na1\"},\"weight\":{\"dtype\":\"F32\","
+                     "\"shape\":[2,4],"
                      "\"data_offsets\":[0,32]}}";
-    const char *jb = "{\"__metadata__\":{\"emb.vocab\":\"b0\\nb1\"},\"weight\":{\"dtype\":\"F32\",\"shape\":[2,4],"
+    const char *jb = "{\"__metadata__\":{\"emb.vocab\":\"b0\\nb1\"},\"weight\":{\"dtype\":\"F32\","
+                     "\"shape\":[2,4],"
                      "\"data_offsets\":[0,32]}}";
     for (int fmt = 0; fmt < 2; fmt++) {
         const char *x = fmt ? tmp("x.npy") : tmp("x.safetensors");
@@ -222,7 +232,8 @@ static void test_no_torn_reads(void **state) {
         emb_status st = emb_vectors_read(x, NULL, &v);
         emb__io_test_hook = NULL;
         EMB_OK_OR_FAIL(st);
-        emb_assert_close_f32(v.weight.data, a, 8, 1, 0, 0, fmt ? "npy values" : "safetensors values");
+        emb_assert_close_f32(v.weight.data, a, 8, 1, 0, 0,
+                             fmt ? "npy values" : "safetensors values");
         if (!fmt) assert_string_equal(emb_vocab_word(v.vocab, 0, NULL), "a0");
         emb_vectors_release(&v);
         /* the path now holds B, whole */
@@ -294,11 +305,13 @@ static void test_pipes_and_devices(void **state) {
     emb_vectors_release(&v);
     /* a pipe that brings more than the limit */
     emb__stream_limit = 16;
-    EMB_EXPECT_ERR(read_pipe(text, sizeof text - 1, &v), EMB_ERR_IO, "more than 16 bytes from a pipe");
+    EMB_EXPECT_ERR(read_pipe(text, sizeof text - 1, &v), EMB_ERR_IO,
+                   "more than 16 bytes from a pipe");
     emb__stream_limit = 0;
     /* an endless device is refused at once */
     EMB_EXPECT_ERR(emb_vectors_read("/dev/zero", NULL, &v), EMB_ERR_IO, "character device");
-    EMB_EXPECT_ERR(emb_format_sniff("/dev/urandom", &(emb_format){0}), EMB_ERR_IO, "character device");
+    EMB_EXPECT_ERR(emb_format_sniff("/dev/urandom", &(emb_format){0}), EMB_ERR_IO,
+                   "character device");
 }
 
 /* ---- destinations ---- */
@@ -321,7 +334,8 @@ static void test_symlinks_and_fifos(void **state) {
     emb_tensor_release(&r);
     /* a dangling link is not written through */
     assert_int_equal(symlink("nowhere/x.npy", tmp("dangling.npy")), 0);
-    EMB_EXPECT_ERR(emb_npy_write(tmp("dangling.npy"), &w), EMB_ERR_IO, "symbolic link to a file that does not exist");
+    EMB_EXPECT_ERR(emb_npy_write(tmp("dangling.npy"), &w), EMB_ERR_IO,
+                   "symbolic link to a file that does not exist");
     /* a folder is not replaced */
     EMB_EXPECT_ERR(emb_npy_write(tmp("d"), &w), EMB_ERR_IO, "is a directory");
     /* a FIFO is written through: a reader receives the bytes, the FIFO stays */
@@ -432,8 +446,8 @@ static void test_hostile_files(void **state) {
     static const struct {
         const char *file;
         emb_status st;
-        int64_t rows, dim;    /* when read */
-        const char *needle;   /* when refused */
+        int64_t rows, dim;  /* when read */
+        const char *needle; /* when refused */
     } cases[] = {
         {"st_zero_width_huge.safetensors", EMB_OK, (int64_t)1 << 58, 0, NULL},
         {"st_zero_width_f16.safetensors", EMB_OK, (int64_t)1 << 59, 0, NULL},
@@ -444,10 +458,14 @@ static void test_hostile_files(void **state) {
         {"npy_zero_dim.npy", EMB_OK, 3, 0, NULL},
         {"npy_repeated_key.npy", EMB_OK, 2, 3, NULL}, /* numpy keeps the last */
         {"q_no_rows_huge_dim.safetensors", EMB_OK, 0, (int64_t)1 << 40, NULL},
-        {"st_overflow_then_zero.safetensors", EMB_ERR_SHAPE, 0, 0, "has 3 dimensions; a table has 2"},
-        {"st_lying_offsets.safetensors", EMB_ERR_FORMAT, 0, 0, "tensor data extends to byte 1099511627784"},
-        {"st_huge_count.safetensors", EMB_ERR_FORMAT, 0, 0, "\"emb.counts\": entry 1 is not a count"},
-        {"st_truncated_named.bin", EMB_ERR_FORMAT, 0, 0, "invalid safetensors file: the header length"},
+        {"st_overflow_then_zero.safetensors", EMB_ERR_SHAPE, 0, 0,
+         "has 3 dimensions; a table has 2"},
+        {"st_lying_offsets.safetensors", EMB_ERR_FORMAT, 0, 0,
+         "tensor data extends to byte 1099511627784"},
+        {"st_huge_count.safetensors", EMB_ERR_FORMAT, 0, 0,
+         "\"emb.counts\": entry 1 is not a count"},
+        {"st_truncated_named.bin", EMB_ERR_FORMAT, 0, 0,
+         "invalid safetensors file: the header length"},
         {"q_dim_beyond_int64.safetensors", EMB_ERR_FORMAT, 0, 0, "not a dimension"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -457,15 +475,19 @@ static void test_hostile_files(void **state) {
         emb_vectors v;
         emb_clear_error();
         emb_status st = emb_vectors_read(path, NULL, &v);
-        if (st != cases[k].st) fail_msg("%s: status %d, expected %d: %s", cases[k].file, st, cases[k].st, emb_errmsg());
+        if (st != cases[k].st)
+            fail_msg("%s: status %d, expected %d: %s", cases[k].file, st, cases[k].st,
+                     emb_errmsg());
         if (st) {
             if (!strstr(emb_errmsg(), cases[k].needle))
-                fail_msg("%s: message \"%s\" lacks \"%s\"", cases[k].file, emb_errmsg(), cases[k].needle);
+                fail_msg("%s: message \"%s\" lacks \"%s\"", cases[k].file, emb_errmsg(),
+                         cases[k].needle);
             continue;
         }
         assert_int_equal(v.weight.shape[0], cases[k].rows);
         assert_int_equal(v.weight.shape[1], cases[k].dim);
-        if (!strcmp(cases[k].file, "npy_repeated_key.npy") || !strcmp(cases[k].file, "st_unaligned.safetensors"))
+        if (!strcmp(cases[k].file, "npy_repeated_key.npy") ||
+            !strcmp(cases[k].file, "st_unaligned.safetensors"))
             for (int i = 0; i < 6; i++) assert_true(((float *)v.weight.data)[i] == (float)i);
         emb_vectors_release(&v);
     }

@@ -62,8 +62,8 @@ static void test_roundtrip_all_formats(void **state) {
     emb_vocab *v;
     make_table(&w, &v, 40, 7);
     const char *names[] = {"t.safetensors", "t.npy", "t.bin", "t.vec", "t.txt", "t.glove"};
-    emb_format fmts[] = {EMB_FORMAT_SAFETENSORS, EMB_FORMAT_NPY, EMB_FORMAT_W2V_BINARY,
-                         EMB_FORMAT_W2V_TEXT, EMB_FORMAT_W2V_TEXT, EMB_FORMAT_GLOVE};
+    emb_format fmts[] = {EMB_FORMAT_SAFETENSORS, EMB_FORMAT_NPY,      EMB_FORMAT_W2V_BINARY,
+                         EMB_FORMAT_W2V_TEXT,    EMB_FORMAT_W2V_TEXT, EMB_FORMAT_GLOVE};
     for (int k = 0; k < 6; k++) {
         emb_vectors_write_options wo = emb_vectors_write_options_default();
         if (k == 5) wo.format = EMB_FORMAT_GLOVE;
@@ -109,7 +109,7 @@ static void test_dtypes(void **state) {
         assert_null(got.vocab);
         const float *g = got.weight.data;
         for (int i = 0; i < 40; i++) {
-            float want = dts[k] == EMB_FLOAT16 ? emb_f16_to_f32(emb_f32_to_f16(d[i]))
+            float want = dts[k] == EMB_FLOAT16    ? emb_f16_to_f32(emb_f32_to_f16(d[i]))
                          : dts[k] == EMB_BFLOAT16 ? emb_bf16_to_f32(emb_f32_to_bf16(d[i]))
                                                   : d[i];
             assert_memory_equal(&g[i], &want, 4);
@@ -118,7 +118,8 @@ static void test_dtypes(void **state) {
     }
     emb_vectors_write_options wo = emb_vectors_write_options_default();
     wo.dtype = EMB_BFLOAT16;
-    EMB_EXPECT_ERR(emb_vectors_write(tmp("d.npy"), &w, NULL, &wo), EMB_ERR_INVALID, "float32, float16 or float64");
+    EMB_EXPECT_ERR(emb_vectors_write(tmp("d.npy"), &w, NULL, &wo), EMB_ERR_INVALID,
+                   "float32, float16 or float64");
     EMB_EXPECT_ERR(emb_vectors_write(tmp("d.vec"), &w, v, &wo), EMB_ERR_INVALID, "stores float32");
     wo.dtype = EMB_FLOAT16;
     EMB_OK_OR_FAIL(emb_vectors_write(tmp("d.npy"), &w, NULL, &wo));
@@ -141,8 +142,9 @@ static void test_safetensors_known_answer(void **state) {
     EMB_OK_OR_FAIL(emb_safetensors_write(tmp("ka.safetensors"), 1, &name, &t, 0, NULL, NULL));
     size_t n;
     char *b = slurp(tmp("ka.safetensors"), &n);
-    const char *hdr = "{\"__metadata__\":{\"format\":\"pt\"},\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],"
-                      "\"data_offsets\":[0,24]}}";
+    const char *hdr =
+        "{\"__metadata__\":{\"format\":\"pt\"},\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],"
+        "\"data_offsets\":[0,24]}}";
     size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8;
     assert_int_equal(n, 8 + padded + 24);
     assert_int_equal((unsigned char)b[0], padded);
@@ -189,11 +191,11 @@ static void test_safetensors_known_answer(void **state) {
     emb_vectors_release(&got);
     /* writer argument errors: the destination is not created */
     const char *dup[2] = {"x", "x"};
-    EMB_EXPECT_ERR(emb_safetensors_write(tmp("no.safetensors"), 2, dup, ts, 0, NULL, NULL), EMB_ERR_INVALID,
-                   "given twice");
+    EMB_EXPECT_ERR(emb_safetensors_write(tmp("no.safetensors"), 2, dup, ts, 0, NULL, NULL),
+                   EMB_ERR_INVALID, "given twice");
     const char *meta[1] = {"__metadata__"};
-    EMB_EXPECT_ERR(emb_safetensors_write(tmp("no.safetensors"), 1, meta, ts, 0, NULL, NULL), EMB_ERR_INVALID,
-                   "reserved");
+    EMB_EXPECT_ERR(emb_safetensors_write(tmp("no.safetensors"), 1, meta, ts, 0, NULL, NULL),
+                   EMB_ERR_INVALID, "reserved");
     assert_int_not_equal(access(tmp("no.safetensors"), F_OK), 0);
 }
 
@@ -273,7 +275,10 @@ static void test_w2v_variants(void **state) {
     /* small text files are text: a tab after the word, a leading blank, the wrong number
      * of fields (reported by the text reader), a word with a non-number field */
     {
-        const struct { const char *text; const char *needle; } cases[] = {
+        const struct {
+            const char *text;
+            const char *needle;
+        } cases[] = {
             {"1 2\na\t1 2\n", NULL},
             {"1 2\n a 1 2\n", NULL},
             {"1 2\na 1 2", NULL},
@@ -286,7 +291,8 @@ static void test_w2v_variants(void **state) {
             EMB_OK_OR_FAIL(emb_format_sniff(tmp("small.txt"), &f));
             if (f != EMB_FORMAT_W2V_TEXT) fail_msg("case %zu sniffed as %s", k, emb_format_name(f));
             if (cases[k].needle)
-                EMB_EXPECT_ERR(emb_vectors_read(tmp("small.txt"), NULL, &got), EMB_ERR_FORMAT, cases[k].needle);
+                EMB_EXPECT_ERR(emb_vectors_read(tmp("small.txt"), NULL, &got), EMB_ERR_FORMAT,
+                               cases[k].needle);
         }
         /* and binary stays binary: a first value whose first byte is a newline, a row of
          * printable bytes that is not numbers */
@@ -310,8 +316,9 @@ static void test_w2v_variants(void **state) {
         fputs("\n", f);
         for (int k = 0; k < 500000; k++) fputs("x\n", f);
         fclose(f);
-        EMB_EXPECT_ERR(emb_vectors_read(tmp("wide.txt"), NULL, &got), EMB_ERR_FORMAT,
-                       "line 2 (byte offset 4002): expected a word and 2000 numbers, found 1 field");
+        EMB_EXPECT_ERR(
+            emb_vectors_read(tmp("wide.txt"), NULL, &got), EMB_ERR_FORMAT,
+            "line 2 (byte offset 4002): expected a word and 2000 numbers, found 1 field");
     }
     /* non-UTF-8 words are accepted as bytes when asked */
     emb_vectors_read_options ro = emb_vectors_read_options_default();
@@ -348,9 +355,12 @@ static void test_w2v_variants(void **state) {
     emb_vocab *bad;
     EMB_OK_OR_FAIL(emb_vocab_create(&bad));
     EMB_OK_OR_FAIL(emb_vocab_add(bad, "a b", 3, 0, NULL, NULL));
-    EMB_EXPECT_ERR(emb_vectors_write(tmp("p.vec"), &t, bad, NULL), EMB_ERR_INVALID, "contains a space");
-    EMB_EXPECT_ERR(emb_vectors_write(tmp("p.vec"), &t, NULL, NULL), EMB_ERR_INVALID, "needs the words");
-    EMB_EXPECT_ERR(emb_vectors_write(tmp("p.unknown"), &t, v, NULL), EMB_ERR_INVALID, "cannot tell the format");
+    EMB_EXPECT_ERR(emb_vectors_write(tmp("p.vec"), &t, bad, NULL), EMB_ERR_INVALID,
+                   "contains a space");
+    EMB_EXPECT_ERR(emb_vectors_write(tmp("p.vec"), &t, NULL, NULL), EMB_ERR_INVALID,
+                   "needs the words");
+    EMB_EXPECT_ERR(emb_vectors_write(tmp("p.unknown"), &t, v, NULL), EMB_ERR_INVALID,
+                   "cannot tell the format");
     s = slurp(tmp("p.vec"), &n); /* unchanged by the failed writes */
     assert_string_equal(s, "1 2\nw 0.5 0.33333334\n");
     free(s);
@@ -361,7 +371,7 @@ static void test_w2v_variants(void **state) {
 static void test_npy_variants(void **state) {
     (void)state;
     /* Fortran order, big-endian, v2 and v3 headers, other key order, double quotes */
-    float f[6] = {0, 1, 2, 3, 4, 5}; /* C-order 2x3 */
+    float f[6] = {0, 1, 2, 3, 4, 5};  /* C-order 2x3 */
     float fo[6] = {0, 3, 1, 4, 2, 5}; /* the same in Fortran order */
     const char *hdrs[] = {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
                           "{\"shape\": (2,3), \"fortran_order\": False, \"descr\": \">f4\"}",
@@ -374,8 +384,10 @@ static void test_npy_variants(void **state) {
         buf[6] = (unsigned char)versions[k];
         buf[7] = 0;
         n = 8;
-        if (versions[k] == 1) buf[n++] = (unsigned char)hl, buf[n++] = 0;
-        else buf[n++] = (unsigned char)hl, buf[n++] = 0, buf[n++] = 0, buf[n++] = 0;
+        if (versions[k] == 1)
+            buf[n++] = (unsigned char)hl, buf[n++] = 0;
+        else
+            buf[n++] = (unsigned char)hl, buf[n++] = 0, buf[n++] = 0, buf[n++] = 0;
         memcpy(buf + n, hdrs[k], hl - 1);
         n += hl - 1;
         buf[n++] = '\n';
@@ -439,14 +451,17 @@ static void test_bad_files(void **state) {
         {"st_duplicate.safetensors", EMB_ERR_FORMAT, "duplicate"},
         {"st_bad_dtype.safetensors", EMB_ERR_FORMAT, "unknown dtype \"F33\""},
         {"st_unsupported_dtype.safetensors", EMB_ERR_DTYPE, "F8_E4M3"},
-        {"st_size_mismatch.safetensors", EMB_ERR_FORMAT, "hold 20 bytes but F32 of its shape needs 24"},
+        {"st_size_mismatch.safetensors", EMB_ERR_FORMAT,
+         "hold 20 bytes but F32 of its shape needs 24"},
         {"st_truncated.safetensors", EMB_ERR_FORMAT, "truncated file or out-of-range offsets"},
         {"st_trailing.safetensors", EMB_ERR_FORMAT, "2 bytes after the last tensor"},
         {"st_overlap.safetensors", EMB_ERR_FORMAT, "overlaps the previous tensor"},
         {"st_hole.safetensors", EMB_ERR_FORMAT, "a hole in the data buffer"},
-        {"st_out_of_range.safetensors", EMB_ERR_FORMAT, "a hole in the data buffer: bytes [0, 4096)"},
+        {"st_out_of_range.safetensors", EMB_ERR_FORMAT,
+         "a hole in the data buffer: bytes [0, 4096)"},
         {"st_negative.safetensors", EMB_ERR_FORMAT, "shape entry 0 is not a non-negative integer"},
-        {"st_float_offset.safetensors", EMB_ERR_FORMAT, "data_offsets must be two non-negative integers"},
+        {"st_float_offset.safetensors", EMB_ERR_FORMAT,
+         "data_offsets must be two non-negative integers"},
         {"st_huge_shape.safetensors", EMB_ERR_FORMAT, "overflows"},
         {"st_big_number.safetensors", EMB_ERR_FORMAT, "header JSON"},
         {"st_meta_not_string.safetensors", EMB_ERR_FORMAT, "value of \"format\" is not a string"},
@@ -468,19 +483,23 @@ static void test_bad_files(void **state) {
         {"npy_too_many_dims.npy", EMB_ERR_SHAPE, "more than 9 dimensions"},
         {"npy_1d_table.npy", EMB_ERR_SHAPE, "a table has 2"},
         {"w2v_truncated.bin", EMB_ERR_FORMAT, "truncated: row 2 of 2 needs 8 bytes"},
-        {"w2v_fewer_rows.bin", EMB_ERR_FORMAT, "the header claims 3 rows of dimension 2, which need at least 30 bytes, but only 22"},
+        {"w2v_fewer_rows.bin", EMB_ERR_FORMAT,
+         "the header claims 3 rows of dimension 2, which need at least 30 bytes, but only 22"},
         {"w2v_huge_header.bin", EMB_ERR_FORMAT, "the header claims 100000000000 rows"},
         {"w2v_absurd_dim.txt", EMB_ERR_FORMAT, "absurd"},
         {"w2v_zero_dim.txt", EMB_ERR_FORMAT, "dimension 0"},
-        {"w2v_bad_header.txt", EMB_ERR_FORMAT, "line 1 (byte offset 4): \"three\" is not a number"}, /* read as GloVe */
+        {"w2v_bad_header.txt", EMB_ERR_FORMAT,
+         "line 1 (byte offset 4): \"three\" is not a number"}, /* read as GloVe */
         {"w2v_fewer_rows.txt", EMB_ERR_FORMAT, "header says 3 rows but the file ends after 2"},
         {"w2v_more_rows.txt", EMB_ERR_FORMAT, "more rows than the 1 the header declares"},
-        {"w2v_short_row.txt", EMB_ERR_FORMAT, "line 3 (byte offset 17): expected 3 numbers after the word, found 2"},
+        {"w2v_short_row.txt", EMB_ERR_FORMAT,
+         "line 3 (byte offset 17): expected 3 numbers after the word, found 2"},
         {"w2v_long_row.txt", EMB_ERR_FORMAT, "line 3 (byte offset 20): more than 3 numbers"},
         {"w2v_not_number.txt", EMB_ERR_FORMAT, "\"x2\" is not a number (value 2 of the row)"},
         {"w2v_bad_utf8.txt", EMB_ERR_FORMAT, "line 2 (byte offset 4): word is not valid UTF-8"},
         {"w2v_bad_utf8.bin", EMB_ERR_FORMAT, "row 1 (byte offset 4): word is not valid UTF-8"},
-        {"glove_ragged.txt", EMB_ERR_FORMAT, "line 2 (byte offset 8): expected a word and 3 numbers, found 3 fields"},
+        {"glove_ragged.txt", EMB_ERR_FORMAT,
+         "line 2 (byte offset 8): expected a word and 3 numbers, found 3 fields"},
         {"glove_one_field.txt", EMB_ERR_FORMAT, "expected a word and numbers, found 1 field"},
         {"empty.txt", EMB_ERR_FORMAT, "empty file"},
     };
@@ -490,27 +509,35 @@ static void test_bad_files(void **state) {
         emb_vectors before = out;
         emb_clear_error();
         emb_status st = emb_vectors_read(bad_path(cases[k].file), NULL, &out);
-        if (st != cases[k].st) fail_msg("%s: status %d, expected %d: %s", cases[k].file, st, cases[k].st, emb_errmsg());
+        if (st != cases[k].st)
+            fail_msg("%s: status %d, expected %d: %s", cases[k].file, st, cases[k].st,
+                     emb_errmsg());
         if (!strstr(emb_errmsg(), cases[k].needle))
-            fail_msg("%s: message \"%s\" lacks \"%s\"", cases[k].file, emb_errmsg(), cases[k].needle);
-        if (!strstr(emb_errmsg(), cases[k].file)) fail_msg("%s: message \"%s\" lacks the file name", cases[k].file, emb_errmsg());
+            fail_msg("%s: message \"%s\" lacks \"%s\"", cases[k].file, emb_errmsg(),
+                     cases[k].needle);
+        if (!strstr(emb_errmsg(), cases[k].file))
+            fail_msg("%s: message \"%s\" lacks the file name", cases[k].file, emb_errmsg());
         assert_memory_equal(&out, &before, sizeof out);
     }
     /* the low-level readers too */
     emb_tensor t;
     memset(&t, 0x5a, sizeof t);
-    EMB_EXPECT_ERR(emb_npy_read(data("bad/npy_bad_magic.npy"), &t), EMB_ERR_FORMAT, "no \\x93NUMPY magic");
+    EMB_EXPECT_ERR(emb_npy_read(data("bad/npy_bad_magic.npy"), &t), EMB_ERR_FORMAT,
+                   "no \\x93NUMPY magic");
     emb_safetensors *st = (emb_safetensors *)&t;
-    EMB_EXPECT_ERR(emb_safetensors_open(data("bad/st_overlap.safetensors"), &st), EMB_ERR_FORMAT, "overlaps");
+    EMB_EXPECT_ERR(emb_safetensors_open(data("bad/st_overlap.safetensors"), &st), EMB_ERR_FORMAT,
+                   "overlaps");
     assert_ptr_equal(st, (emb_safetensors *)&t);
-    EMB_EXPECT_ERR(emb_vectors_read(data("bad/does-not-exist.vec"), NULL, NULL), EMB_ERR_NULL, "out");
+    EMB_EXPECT_ERR(emb_vectors_read(data("bad/does-not-exist.vec"), NULL, NULL), EMB_ERR_NULL,
+                   "out");
     emb_vectors out;
-    EMB_EXPECT_ERR(emb_vectors_read(data("bad/does-not-exist.vec"), NULL, &out), EMB_ERR_IO, "cannot open");
+    EMB_EXPECT_ERR(emb_vectors_read(data("bad/does-not-exist.vec"), NULL, &out), EMB_ERR_IO,
+                   "cannot open");
     EMB_EXPECT_ERR(emb_vectors_read(data("bad"), NULL, &out), EMB_ERR_IO, "is a directory");
     emb_vectors_read_options ro = emb_vectors_read_options_default();
     ro.tensor = "nope";
-    EMB_EXPECT_ERR(emb_vectors_read(data("bad/st_no_table.safetensors"), &ro, &out), EMB_ERR_INVALID,
-                   "no tensor named \"nope\"; the file has: \"a\" F32, \"b\" F32");
+    EMB_EXPECT_ERR(emb_vectors_read(data("bad/st_no_table.safetensors"), &ro, &out),
+                   EMB_ERR_INVALID, "no tensor named \"nope\"; the file has: \"a\" F32, \"b\" F32");
     ro.tensor = "a";
     EMB_OK_OR_FAIL(emb_vectors_read(data("bad/st_no_table.safetensors"), &ro, &out));
     emb_vectors_release(&out);
@@ -523,14 +550,17 @@ static void test_bad_files(void **state) {
     EMB_EXPECT_ERR(emb_vectors_read(tmp("ft.bin"), NULL, &out), EMB_ERR_FORMAT,
                    "offset 8: the file ends inside the arguments block");
     /* fuzzer finding: an empty file read as binary did pointer arithmetic on NULL */
-    EMB_EXPECT_ERR(emb_vectors_read(data("bad/empty.txt"), &ro, &out), EMB_ERR_FORMAT, "empty file");
-    EMB_EXPECT_ERR(emb_vectors_read(data("bad/w2v_long_row.txt"), &ro, &out), EMB_ERR_FORMAT, "the header claims 2 rows");
+    EMB_EXPECT_ERR(emb_vectors_read(data("bad/empty.txt"), &ro, &out), EMB_ERR_FORMAT,
+                   "empty file");
+    EMB_EXPECT_ERR(emb_vectors_read(data("bad/w2v_long_row.txt"), &ro, &out), EMB_ERR_FORMAT,
+                   "the header claims 2 rows");
 }
 
 static size_t count_dir_entries(void) {
     DIR *d = opendir(tmpdir);
     size_t n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.' || strstr(e->d_name, ".tmp.");
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.' || strstr(e->d_name, ".tmp.");
     closedir(d);
     return n;
 }
@@ -550,7 +580,8 @@ static void test_atomic_write(void **state) {
         float *d = w.data;
         d[0] += 1;
         emb__io_fail_after = 1000;
-        EMB_EXPECT_ERR(emb_vectors_write(tmp(names[k]), &w, v, NULL), EMB_ERR_IO, "injected failure");
+        EMB_EXPECT_ERR(emb_vectors_write(tmp(names[k]), &w, v, NULL), EMB_ERR_IO,
+                       "injected failure");
         emb__io_fail_after = UINT64_MAX;
         d[0] -= 1;
         char *after = slurp(tmp(names[k]), &n1);
@@ -596,8 +627,9 @@ static void test_parse_float(void **state) {
             break;
         }
         case 2: { /* random mantissa digits and exponents near the fast path's edges */
-            n = snprintf(buf, sizeof buf, "%s%llu.%llue%d", (s & 1) ? "-" : "", (unsigned long long)(s >> 44),
-                         (unsigned long long)((s >> 20) & 0xffffff), (int)((s >> 8) % 60) - 30);
+            n = snprintf(buf, sizeof buf, "%s%llu.%llue%d", (s & 1) ? "-" : "",
+                         (unsigned long long)(s >> 44), (unsigned long long)((s >> 20) & 0xffffff),
+                         (int)((s >> 8) % 60) - 30);
             break;
         }
         default: { /* halfway cases between adjacent floats */
@@ -616,14 +648,26 @@ static void test_parse_float(void **state) {
         fast_checked++;
     }
     assert_true(fast_checked == 300000);
-    const char *good[] = {"0", "-0", "+1", "1.", ".5", "1e5", "1E-5", "nan", "-inf", "Infinity", "0x1p-3",
-                          "123456789012345678901234567890", "0.000000000000000000000000000000000000000000001"};
+    const char *good[] = {"0",
+                          "-0",
+                          "+1",
+                          "1.",
+                          ".5",
+                          "1e5",
+                          "1E-5",
+                          "nan",
+                          "-inf",
+                          "Infinity",
+                          "0x1p-3",
+                          "123456789012345678901234567890",
+                          "0.000000000000000000000000000000000000000000001"};
     for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
         float got, want = strtof(good[k], NULL);
         assert_true(emb__parse_float(good[k], strlen(good[k]), &got));
         assert_true(!memcmp(&got, &want, 4) || (isnan(got) && isnan(want)));
     }
-    const char *bad[] = {"", "-", ".", "e5", "1e", "1e+", "1.2.3", "1,5", " 1", "1 ", "0x", "abc", "--1"};
+    const char *bad[] = {"",    "-",  ".",  "e5", "1e",  "1e+", "1.2.3",
+                         "1,5", " 1", "1 ", "0x", "abc", "--1"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         float got = 42;
         if (emb__parse_float(bad[k], strlen(bad[k]), &got)) fail_msg("accepted \"%s\"", bad[k]);
@@ -655,10 +699,10 @@ static void test_half(void **state) {
     assert_int_equal(emb_f32_to_f16(65504.0f), 0x7bff);
     assert_int_equal(emb_f32_to_f16(65520.0f), 0x7c00);
     assert_int_equal(emb_f32_to_f16(65519.99f), 0x7bff);
-    assert_int_equal(emb_f32_to_f16(0x1p-25f), 0);              /* tie to even: 0 */
-    assert_int_equal(emb_f32_to_f16(0x1.000002p-25f), 1);       /* just above: smallest subnormal */
-    assert_int_equal(emb_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);  /* tie to even, down */
-    assert_int_equal(emb_f32_to_f16(1.0f + 0x3p-11f), 0x3c02);  /* tie to even, up */
+    assert_int_equal(emb_f32_to_f16(0x1p-25f), 0);             /* tie to even: 0 */
+    assert_int_equal(emb_f32_to_f16(0x1.000002p-25f), 1);      /* just above: smallest subnormal */
+    assert_int_equal(emb_f32_to_f16(1.0f + 0x1p-11f), 0x3c00); /* tie to even, down */
+    assert_int_equal(emb_f32_to_f16(1.0f + 0x3p-11f), 0x3c02); /* tie to even, up */
     assert_int_equal(emb_f32_to_f16(NAN), 0x7e00);
     assert_int_equal(emb_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
     assert_int_equal(emb_f32_to_bf16(1.0f + 0x3p-8f), 0x3f82);
@@ -690,8 +734,8 @@ static void test_mmap_embedding(void **state) {
     emb_vectors_write_options wo = emb_vectors_write_options_default();
     wo.dtype = EMB_FLOAT16;
     EMB_OK_OR_FAIL(emb_vectors_write(tmp("m16.safetensors"), &w, NULL, &wo));
-    EMB_EXPECT_ERR(emb_embedding_map_safetensors(tmp("m16.safetensors"), NULL, NULL, &e), EMB_ERR_DTYPE,
-                   "a mapped table must be F32");
+    EMB_EXPECT_ERR(emb_embedding_map_safetensors(tmp("m16.safetensors"), NULL, NULL, &e),
+                   EMB_ERR_DTYPE, "a mapped table must be F32");
     emb_tensor_release(&w);
     emb_vocab_free(v);
 }
@@ -708,7 +752,8 @@ static void test_gensim_fixtures(void **state) {
     snprintf(path, sizeof path, "%s/fixtures/gensim/lee_fasttext.vec", shared);
     if (access(path, R_OK) != 0)
         fail_msg("missing test data: %s cannot be read (%s). EMB_SHARED_DIR must name a copy "
-                 "of the folder of data kept outside the repository", path, strerror(errno));
+                 "of the folder of data kept outside the repository",
+                 path, strerror(errno));
     emb_vectors got;
     EMB_OK_OR_FAIL(emb_vectors_read(path, NULL, &got));
     assert_int_equal(got.format, EMB_FORMAT_W2V_TEXT);

@@ -16,10 +16,17 @@ static void randf(float *x, int64_t n) {
         uint64_t r = emb_test_next_u64(&rng);
         float v = (float)emb_test_urand(&rng) * 4.0f - 2.0f;
         switch (r % 23) {
-        case 0: v = 0.0f; break;
-        case 1: v = v * 1e-30f; break;
-        case 2: v = v * 1e20f; break;
-        default: break;
+        case 0:
+            v = 0.0f;
+            break;
+        case 1:
+            v = v * 1e-30f;
+            break;
+        case 2:
+            v = v * 1e20f;
+            break;
+        default:
+            break;
         }
         x[i] = v;
     }
@@ -51,8 +58,7 @@ static void test_mode_selects_table(void **state) {
     assert_ptr_equal(emb__kernels(), v[n - 1]);
 #if EMB__X86
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        const bool avx512 =
-            __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+        const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
         assert_int_equal(n, avx512 ? 3 : 2);
         assert_string_equal(v[1]->name, "avx2");
         if (avx512) assert_string_equal(v[2]->name, "avx512");
@@ -251,23 +257,23 @@ static void test_optim_variants(void **state) {
     randf(a0, N);
     randpos(b0, N);
     randpos(c0, N);
-#define RESET()                                                                            \
-    do {                                                                                   \
-        memcpy(p1, p0, sizeof p0);                                                         \
-        memcpy(a1, a0, sizeof a0);                                                         \
-        memcpy(b1, b0, sizeof b0);                                                         \
-        memcpy(c1, c0, sizeof c0);                                                         \
-        memcpy(p2, p0, sizeof p0);                                                         \
-        memcpy(a2, a0, sizeof a0);                                                         \
-        memcpy(b2, b0, sizeof b0);                                                         \
-        memcpy(c2, c0, sizeof c0);                                                         \
+#define RESET()                                                                                    \
+    do {                                                                                           \
+        memcpy(p1, p0, sizeof p0);                                                                 \
+        memcpy(a1, a0, sizeof a0);                                                                 \
+        memcpy(b1, b0, sizeof b0);                                                                 \
+        memcpy(c1, c0, sizeof c0);                                                                 \
+        memcpy(p2, p0, sizeof p0);                                                                 \
+        memcpy(a2, a0, sizeof a0);                                                                 \
+        memcpy(b2, b0, sizeof b0);                                                                 \
+        memcpy(c2, c0, sizeof c0);                                                                 \
     } while (0)
-#define SAME(what)                                                                         \
-    do {                                                                                   \
-        EMB_ASSERT_EXACT(p2, p1, N, what " p");                                            \
-        EMB_ASSERT_EXACT(a2, a1, N, what " a");                                            \
-        EMB_ASSERT_EXACT(b2, b1, N, what " b");                                            \
-        EMB_ASSERT_EXACT(c2, c1, N, what " c");                                            \
+#define SAME(what)                                                                                 \
+    do {                                                                                           \
+        EMB_ASSERT_EXACT(p2, p1, N, what " p");                                                    \
+        EMB_ASSERT_EXACT(a2, a1, N, what " a");                                                    \
+        EMB_ASSERT_EXACT(b2, b1, N, what " b");                                                    \
+        EMB_ASSERT_EXACT(c2, c1, N, what " c");                                                    \
     } while (0)
     for (int k = 1; k < nv; k++) {
         const emb__optim_kernel_table *F = v[k]->optim;
@@ -290,8 +296,9 @@ static void test_optim_variants(void **state) {
             R->adagrad_row(p1, b1, g, N, &ga);
             F->adagrad_row(p2, b2, g, N, &ga);
             SAME("adagrad row");
-            emb__adam_args aa = {0.9f, 0.1f, 0.999f, (float)(1 - 0.999), 0.01f, 0.9999f,
-                                 -0.01f, 0.0316f, 1e-8f, f0, f1, f2, f3};
+            emb__adam_args aa = {
+                0.9f, 0.1f, 0.999f, (float)(1 - 0.999), 0.01f, 0.9999f, -0.01f, 0.0316f, 1e-8f, f0,
+                f1,   f2,   f3};
             RESET();
             R->adam_dense(p1, g, a1, b1, c1, N, &aa);
             F->adam_dense(p2, g, a2, b2, c2, N, &aa);
@@ -389,13 +396,12 @@ static void test_normal16_variants(void **state) {
     (void)state;
     enum { NB = 256 };
     static float u[NB * 16], want[NB * 16], got[NB * 16];
-    for (int64_t i = 0; i < NB * 16; i++)
-        u[i] = (float)(emb_test_next_u64(&rng) >> 40) * 0x1p-24f;
-    const float edges[] = {0.0f, 0x1p-24f, 0.5f, 0.25f, 0.125f, 1.0f - 0x1p-24f, 0.75f,
-                           0.70710677f, 0.70710683f, 0.999f};
+    for (int64_t i = 0; i < NB * 16; i++) u[i] = (float)(emb_test_next_u64(&rng) >> 40) * 0x1p-24f;
+    const float edges[] = {0.0f,  0x1p-24f,    0.5f,        0.25f, 0.125f, 1.0f - 0x1p-24f,
+                           0.75f, 0.70710677f, 0.70710683f, 0.999f};
     for (size_t k = 0; k < sizeof edges / sizeof edges[0]; k++) {
-        u[k] = edges[k];                       /* as u1 candidates */
-        u[16 + 8 + k % 8] = edges[k];          /* as u2 */
+        u[k] = edges[k];              /* as u1 candidates */
+        u[16 + 8 + k % 8] = edges[k]; /* as u2 */
     }
     const float params[][2] = {{0.0f, 1.0f}, {0.5f, 2.0f}, {-3.0f, 0.01f}, {0.0f, 0.0f}};
     int checked = 0;
@@ -424,14 +430,10 @@ static void test_normal16_variants(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mode_selects_table),
-        cmocka_unit_test(test_backward_rows_variants),
-        cmocka_unit_test(test_lookup_rows_variants),
-        cmocka_unit_test(test_norm_variants),
-        cmocka_unit_test(test_renorm_variants),
-        cmocka_unit_test(test_optim_variants),
-        cmocka_unit_test(test_normal16_variants),
-        cmocka_unit_test(test_score_variants),
+        cmocka_unit_test(test_mode_selects_table),   cmocka_unit_test(test_backward_rows_variants),
+        cmocka_unit_test(test_lookup_rows_variants), cmocka_unit_test(test_norm_variants),
+        cmocka_unit_test(test_renorm_variants),      cmocka_unit_test(test_optim_variants),
+        cmocka_unit_test(test_normal16_variants),    cmocka_unit_test(test_score_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,14 +33,18 @@ static void test_prefetch_distances(void **state) {
                 const int64_t b = ranges[r][0], e = ranges[r][1];
                 for (int it = 0; it < 2; it++) {
                     memset(out, 0xab, sizeof(float) * (size_t)(N * D));
-                    if (it == 0) emb__lookup_rows_i64(out, w, D, i64, b, e, dists[d]);
-                    else emb__lookup_rows_i32(out, w, D, i32, b, e, dists[d]);
+                    if (it == 0)
+                        emb__lookup_rows_i64(out, w, D, i64, b, e, dists[d]);
+                    else
+                        emb__lookup_rows_i32(out, w, D, i32, b, e, dists[d]);
                     if (e > b)
                         assert_memory_equal(out + b * D, ref + b * D,
                                             sizeof(float) * (size_t)((e - b) * D));
                     /* nothing outside [b, e) is written */
-                    for (int64_t i = 0; i < b * D; i++) assert_int_equal(((uint32_t *)out)[i], 0xabababab);
-                    for (int64_t i = e * D; i < N * D; i++) assert_int_equal(((uint32_t *)out)[i], 0xabababab);
+                    for (int64_t i = 0; i < b * D; i++)
+                        assert_int_equal(((uint32_t *)out)[i], 0xabababab);
+                    for (int64_t i = e * D; i < N * D; i++)
+                        assert_int_equal(((uint32_t *)out)[i], 0xabababab);
                 }
             }
         }

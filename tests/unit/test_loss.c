@@ -640,8 +640,8 @@ static void test_bce_errors(void **state) {
                        "The size of tensor a (3) must match the size of tensor b (2) at "
                        "non-singleton dimension 1");
         wt = emb_test_view(EMB_FLOAT32, wv, 3, SHP(2, 2, 3));
-        EMB_EXPECT_ERR(emb_bce_with_logits_backward(&xt, &tt, NULL, &wo, &gt, &gxt),
-                       EMB_ERR_SHAPE, "emb broadcasts only the weight to the input's shape");
+        EMB_EXPECT_ERR(emb_bce_with_logits_backward(&xt, &tt, NULL, &wo, &gt, &gxt), EMB_ERR_SHAPE,
+                       "emb broadcasts only the weight to the input's shape");
         wt = emb_test_view(EMB_FLOAT64, wd, 1, SHP(3));
         EMB_EXPECT_ERR(emb_bce_with_logits_forward(&xt, &tt, NULL, &wo, &lt), EMB_ERR_DTYPE,
                        "weight must be float32, got float64");
@@ -721,10 +721,13 @@ static void test_ce_fuzz_empty_tensors(void **state) {
             emb_tensor gt = emb_test_view(EMB_FLOAT32, g, nd, SHP(2));
             EMB_OK_OR_FAIL(emb_cross_entropy_forward(&xt, &tt, &o, &lt));
             /* mean: 0 / 0; label smoothing: 0 * (0.1 / C) with C = 0 (torch: the same) */
-            if (REDS[r] == EMB_REDUCTION_MEAN || l) assert_true(isnan(loss[0]));
-            else assert_true(loss[0] == 0.0f && loss[1] == (nd ? 0.0f : 7.0f));
+            if (REDS[r] == EMB_REDUCTION_MEAN || l)
+                assert_true(isnan(loss[0]));
+            else
+                assert_true(loss[0] == 0.0f && loss[1] == (nd ? 0.0f : 7.0f));
             EMB_OK_OR_FAIL(emb_cross_entropy_backward(&xt, &tt, &o, &gt, &gxt));
-            EMB_OK_OR_FAIL(emb_nll_loss_backward(&xt, &tt, &(emb_loss_options){REDS[r], -100, 0.0, NULL}, &gt, &gxt));
+            EMB_OK_OR_FAIL(emb_nll_loss_backward(
+                &xt, &tt, &(emb_loss_options){REDS[r], -100, 0.0, NULL}, &gt, &gxt));
         }
     }
     /* [0, INT64_MAX]: an empty batch of a huge class count */
@@ -862,8 +865,7 @@ static void test_nll_and_log_softmax(void **state) {
                    "grad_x must not overlap grad_y");
     EMB_EXPECT_ERR(emb_log_softmax_backward(&lpt, NULL, &g2t), EMB_ERR_NULL,
                    "grad_y must not be NULL");
-    EMB_EXPECT_ERR(emb_log_softmax_backward(&lpt, &glt, &small), EMB_ERR_SHAPE,
-                   "grad_x has shape");
+    EMB_EXPECT_ERR(emb_log_softmax_backward(&lpt, &glt, &small), EMB_ERR_SHAPE, "grad_x has shape");
     emb_test_assert_all(g2, N * C, 3.0f, "outputs after errors");
 }
 

@@ -10,8 +10,7 @@
 static void test_set_error(void **state) {
     (void)state;
     emb_clear_error();
-    assert_int_equal(emb_set_error(EMB_ERR_INDEX, "rank %d refused: %s", 3, "why"),
-                     EMB_ERR_INDEX);
+    assert_int_equal(emb_set_error(EMB_ERR_INDEX, "rank %d refused: %s", 3, "why"), EMB_ERR_INDEX);
     assert_string_equal(emb_errmsg(), "rank 3 refused: why");
 }
 
@@ -52,7 +51,8 @@ static void test_coalesce_order(void **state) {
     for (int e = 0; e < N; e++) {
         const int64_t r = rows[e];
         for (int d = 0; d < D; d++)
-            in_order[r * D + d] = seen2[r] ? in_order[r * D + d] + vals[e * D + d] : vals[e * D + d];
+            in_order[r * D + d] =
+                seen2[r] ? in_order[r * D + d] + vals[e * D + d] : vals[e * D + d];
         seen2[r] = true;
     }
     assert_memory_equal(by_perm, sg.values, sizeof by_perm);

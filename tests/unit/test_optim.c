@@ -53,7 +53,7 @@ static void fill(float *x, int64_t n, unsigned seed) {
 
 #define P_ROWS 5
 #define P_COLS 3
-#define P_N (P_ROWS * P_COLS)
+#define P_N    (P_ROWS * P_COLS)
 
 /* ---- options ------------------------------------------------------------------------ */
 
@@ -83,16 +83,26 @@ typedef struct bad_case {
 } bad_case;
 
 static void set_field(emb_optimizer_options *o, const char *f, double v) {
-    if (!strcmp(f, "lr")) o->lr = v;
-    else if (!strcmp(f, "momentum")) o->momentum = v;
-    else if (!strcmp(f, "dampening")) o->dampening = v;
-    else if (!strcmp(f, "weight_decay")) o->weight_decay = v;
-    else if (!strcmp(f, "lr_decay")) o->lr_decay = v;
-    else if (!strcmp(f, "init")) o->initial_accumulator_value = v;
-    else if (!strcmp(f, "eps")) o->eps = v;
-    else if (!strcmp(f, "beta1")) o->beta1 = v;
-    else if (!strcmp(f, "beta2")) o->beta2 = v;
-    else fail_msg("unknown field %s", f);
+    if (!strcmp(f, "lr"))
+        o->lr = v;
+    else if (!strcmp(f, "momentum"))
+        o->momentum = v;
+    else if (!strcmp(f, "dampening"))
+        o->dampening = v;
+    else if (!strcmp(f, "weight_decay"))
+        o->weight_decay = v;
+    else if (!strcmp(f, "lr_decay"))
+        o->lr_decay = v;
+    else if (!strcmp(f, "init"))
+        o->initial_accumulator_value = v;
+    else if (!strcmp(f, "eps"))
+        o->eps = v;
+    else if (!strcmp(f, "beta1"))
+        o->beta1 = v;
+    else if (!strcmp(f, "beta2"))
+        o->beta2 = v;
+    else
+        fail_msg("unknown field %s", f);
 }
 
 static void test_create_errors(void **state) {
@@ -105,8 +115,7 @@ static void test_create_errors(void **state) {
         {EMB_OPTIMIZER_ADAGRAD, "lr", -0.01, "Invalid learning rate: -0.01"},
         {EMB_OPTIMIZER_ADAGRAD, "lr_decay", -1e16, "Invalid lr_decay value: -1e+16"},
         {EMB_OPTIMIZER_ADAGRAD, "weight_decay", -2.5, "Invalid weight_decay value: -2.5"},
-        {EMB_OPTIMIZER_ADAGRAD, "init", -0.1,
-         "Invalid initial_accumulator_value value: -0.1"},
+        {EMB_OPTIMIZER_ADAGRAD, "init", -0.1, "Invalid initial_accumulator_value value: -0.1"},
         {EMB_OPTIMIZER_ADAGRAD, "eps", -1e-10, "Invalid epsilon value: -1e-10"},
         {EMB_OPTIMIZER_ADAM, "lr", -123456.0, "Invalid learning rate: -123456.0"},
         {EMB_OPTIMIZER_ADAM, "eps", -INFINITY, "Invalid epsilon value: -inf"},
@@ -211,8 +220,8 @@ static void test_nonfinite_options(void **state) {
 
 static void test_set_lr(void **state) {
     (void)state;
-    emb_optimizer_kind kinds[] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_ADAM, EMB_OPTIMIZER_ADAMW,
-                              EMB_OPTIMIZER_SPARSE_ADAM};
+    emb_optimizer_kind kinds[] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_ADAM,
+                                  EMB_OPTIMIZER_ADAMW, EMB_OPTIMIZER_SPARSE_ADAM};
     for (size_t k = 0; k < 5; k++) {
         emb_optimizer *opt = make_opt(emb_optimizer_options_default(kinds[k]));
         const double lr0 = emb_optimizer_lr(opt);
@@ -557,7 +566,7 @@ static void test_state_errors(void **state) {
     EMB_EXPECT_ERR(emb_optimizer_load_state(dst, NULL, n), EMB_ERR_NULL, "buf");
     assert_int_equal(emb_optimizer_state_nbytes(NULL), 0);
 
-    expect_load_fails(dst, good, n - 1, "optimizer state: ");       /* truncated */
+    expect_load_fails(dst, good, n - 1, "optimizer state: "); /* truncated */
     expect_load_fails(dst, good, 50, "truncated");
     memcpy(bad, good, n);
     bad[n] = 0;
@@ -717,8 +726,7 @@ static void test_add_param(void **state) {
     /* Errors leave *param_id and the list alone. */
     id = 42;
     EMB_EXPECT_ERR(emb_optimizer_add_param(NULL, &ta, &id), EMB_ERR_NULL, "opt");
-    EMB_EXPECT_ERR(emb_optimizer_add_param(opt, NULL, &id), EMB_ERR_NULL,
-                   "param must not be NULL");
+    EMB_EXPECT_ERR(emb_optimizer_add_param(opt, NULL, &id), EMB_ERR_NULL, "param must not be NULL");
     int64_t ib[3];
     emb_tensor ti = view1(ib, EMB_INT64, 3);
     EMB_EXPECT_ERR(emb_optimizer_add_param(opt, &ti, &id), EMB_ERR_DTYPE,
@@ -736,8 +744,7 @@ static void test_add_param(void **state) {
     EMB_EXPECT_ERR(emb_optimizer_add_param(opt, &part, &id), EMB_ERR_INVALID,
                    "overlaps the memory of parameter 0");
     emb_tensor tail = view1(b + 6, EMB_FLOAT32, 1);
-    EMB_EXPECT_ERR(emb_optimizer_add_param(opt, &tail, &id), EMB_ERR_INVALID,
-                   "parameter 1");
+    EMB_EXPECT_ERR(emb_optimizer_add_param(opt, &tail, &id), EMB_ERR_INVALID, "parameter 1");
     assert_int_equal(id, 42);
     /* Adjacent, non-overlapping memory is fine; ids continue. */
     float big[10];
@@ -765,7 +772,7 @@ static void test_add_param(void **state) {
 static void test_step_errors(void **state) {
     (void)state;
     emb_optimizer_kind kinds[] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_ADAM,
-                              EMB_OPTIMIZER_ADAMW, EMB_OPTIMIZER_SPARSE_ADAM};
+                                  EMB_OPTIMIZER_ADAMW, EMB_OPTIMIZER_SPARSE_ADAM};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         emb_optimizer_options o = emb_optimizer_options_default(kinds[k]);
         o.momentum = 0.9;
@@ -783,8 +790,7 @@ static void test_step_errors(void **state) {
                        "param_id 1 is out of range for an optimizer with 1 parameters "
                        "(valid: [0, 1))");
         EMB_EXPECT_ERR(emb_optimizer_step(opt, -1, &tg), EMB_ERR_INDEX, "param_id -1");
-        EMB_EXPECT_ERR(emb_optimizer_step(opt, id, NULL), EMB_ERR_NULL,
-                       "grad must not be NULL");
+        EMB_EXPECT_ERR(emb_optimizer_step(opt, id, NULL), EMB_ERR_NULL, "grad must not be NULL");
         emb_tensor bad = view2(g, P_COLS, P_ROWS);
         EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &bad), EMB_ERR_SHAPE,
                        "grad has shape [3, 5], expected [5, 3]");
@@ -838,8 +844,7 @@ static void test_sgd_buffer_kind_errors(void **state) {
     emb_sparse_grad sg = sparse_view(P_ROWS, P_COLS, 2, idx, g);
     EMB_OK_OR_FAIL(emb_optimizer_step_sparse(opt, id, &sg));
     memcpy(p0, p, sizeof p);
-    EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &tg), EMB_ERR_UNSUPPORTED,
-                   "sparse momentum buffer");
+    EMB_EXPECT_ERR(emb_optimizer_step(opt, id, &tg), EMB_ERR_UNSUPPORTED, "sparse momentum buffer");
     EMB_ASSERT_EXACT(p, p0, P_N, "parameter");
     assert_int_equal(emb_optimizer_param_steps(opt, id), 1);
     emb_optimizer_free(opt);
@@ -896,7 +901,8 @@ static void test_step_sparse_errors(void **state) {
         emb_optimizer_free(opt);
     }
 
-    emb_optimizer_kind ok_kinds[] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_SPARSE_ADAM};
+    emb_optimizer_kind ok_kinds[] = {EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD,
+                                     EMB_OPTIMIZER_SPARSE_ADAM};
     for (size_t k = 0; k < 3; k++) {
         emb_optimizer_options o = emb_optimizer_options_default(ok_kinds[k]);
         o.momentum = 0.5;
@@ -924,8 +930,7 @@ static void test_step_sparse_errors(void **state) {
                        "grad is a sparse gradient of size [6, 3], expected [5, 3]");
         bad = sg;
         bad.dim = 2;
-        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &bad), EMB_ERR_SHAPE,
-                       "size [5, 2]");
+        EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &bad), EMB_ERR_SHAPE, "size [5, 2]");
         bad = sg;
         bad.nnz = 5;
         EMB_EXPECT_ERR(emb_optimizer_step_sparse(opt, id, &bad), EMB_ERR_INVALID,
@@ -955,9 +960,25 @@ static void test_step_sparse_errors(void **state) {
 enum { FV = 6, FD = 4, FN = 6 };
 
 typedef enum fmut {
-    FM_NONE, FM_E_NULL, FM_IDX_NULL, FM_GO_NULL, FM_FROZEN, FM_SGBF, FM_IDX_F32, FM_IDX_9D,
-    FM_GO_SHAPE, FM_GO_F64, FM_GO_DATA_NULL, FM_IDX_RANGE, FM_IDX_NEG_PAD32, FM_OPT_NULL,
-    FM_PID, FM_PARAM_1D, FM_PARAM_SHAPE, FM_PARAM_OTHER, FM_READ_ONLY,
+    FM_NONE,
+    FM_E_NULL,
+    FM_IDX_NULL,
+    FM_GO_NULL,
+    FM_FROZEN,
+    FM_SGBF,
+    FM_IDX_F32,
+    FM_IDX_9D,
+    FM_GO_SHAPE,
+    FM_GO_F64,
+    FM_GO_DATA_NULL,
+    FM_IDX_RANGE,
+    FM_IDX_NEG_PAD32,
+    FM_OPT_NULL,
+    FM_PID,
+    FM_PARAM_1D,
+    FM_PARAM_SHAPE,
+    FM_PARAM_OTHER,
+    FM_READ_ONLY,
 } fmut;
 
 typedef struct fcase {
@@ -1139,31 +1160,73 @@ static void test_fused_refusals(void **state) {
         bool e_null = false, opt_null = false;
         int pid_a = A.pid, pid_b = B.pid;
         switch (c->mut) {
-        case FM_NONE: case FM_SGBF: break;
-        case FM_E_NULL: e_null = true; break;
-        case FM_IDX_NULL: pi = NULL; break;
-        case FM_GO_NULL: pg = NULL; break;
+        case FM_NONE:
+        case FM_SGBF:
+            break;
+        case FM_E_NULL:
+            e_null = true;
+            break;
+        case FM_IDX_NULL:
+            pi = NULL;
+            break;
+        case FM_GO_NULL:
+            pg = NULL;
+            break;
         case FM_FROZEN:
             emb_embedding_set_requires_grad(A.e, false);
             emb_embedding_set_requires_grad(B.e, false);
             break;
-        case FM_IDX_F32: bi.dtype = EMB_FLOAT32; bi.data = go; pi = &bi; break;
+        case FM_IDX_F32:
+            bi.dtype = EMB_FLOAT32;
+            bi.data = go;
+            pi = &bi;
+            break;
         case FM_IDX_9D:
             bi.ndim = 9;
             for (int i = 2; i < 9; i++) bi.shape[i] = 1;
             pi = &bi;
             break;
-        case FM_GO_SHAPE: bg.shape[2] = FD + 1; pg = &bg; break;
-        case FM_GO_F64: bg.dtype = EMB_FLOAT64; bg.data = go64; pg = &bg; break;
-        case FM_GO_DATA_NULL: bg.data = NULL; pg = &bg; break;
-        case FM_IDX_RANGE: idx[4] = FV; break;
-        case FM_IDX_NEG_PAD32: bi = emb_test_view(EMB_INT32, idx32, 2, SHP(2, 3)); pi = &bi; break;
-        case FM_OPT_NULL: opt_null = true; break;
-        case FM_PID: pid_a = pid_b = 7; break;
-        case FM_PARAM_1D: pid_a = A.pid_1d; pid_b = B.pid_1d; break;
-        case FM_PARAM_SHAPE: pid_a = A.pid_shape; pid_b = B.pid_shape; break;
-        case FM_PARAM_OTHER: pid_a = A.pid_other; pid_b = B.pid_other; break;
-        case FM_READ_ONLY: B.e->read_only = true; break;
+        case FM_GO_SHAPE:
+            bg.shape[2] = FD + 1;
+            pg = &bg;
+            break;
+        case FM_GO_F64:
+            bg.dtype = EMB_FLOAT64;
+            bg.data = go64;
+            pg = &bg;
+            break;
+        case FM_GO_DATA_NULL:
+            bg.data = NULL;
+            pg = &bg;
+            break;
+        case FM_IDX_RANGE:
+            idx[4] = FV;
+            break;
+        case FM_IDX_NEG_PAD32:
+            bi = emb_test_view(EMB_INT32, idx32, 2, SHP(2, 3));
+            pi = &bi;
+            break;
+        case FM_OPT_NULL:
+            opt_null = true;
+            break;
+        case FM_PID:
+            pid_a = pid_b = 7;
+            break;
+        case FM_PARAM_1D:
+            pid_a = A.pid_1d;
+            pid_b = B.pid_1d;
+            break;
+        case FM_PARAM_SHAPE:
+            pid_a = A.pid_shape;
+            pid_b = B.pid_shape;
+            break;
+        case FM_PARAM_OTHER:
+            pid_a = A.pid_other;
+            pid_b = B.pid_other;
+            break;
+        case FM_READ_ONLY:
+            B.e->read_only = true;
+            break;
         }
         const int64_t steps_a = emb_optimizer_param_steps(A.opt, A.pid);
         const int64_t steps_b = emb_optimizer_param_steps(B.opt, B.pid);
@@ -1174,13 +1237,14 @@ static void test_fused_refusals(void **state) {
             EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, FV, FD));
             emb_clear_error();
             st_u = emb_embedding_backward_sparse(e_null ? NULL : A.e, pi, pg, &sg);
-            if (st_u == EMB_OK) st_u = emb_optimizer_step_sparse(opt_null ? NULL : A.opt, pid_a, &sg);
+            if (st_u == EMB_OK)
+                st_u = emb_optimizer_step_sparse(opt_null ? NULL : A.opt, pid_a, &sg);
             snprintf(msg_u, sizeof msg_u, "%s", emb_errmsg());
             emb_sparse_grad_release(&sg);
         }
         emb_clear_error();
-        emb_status st_f = emb_optimizer_step_fused(opt_null ? NULL : B.opt, pid_b,
-                                                   e_null ? NULL : B.e, pi, pg);
+        emb_status st_f =
+            emb_optimizer_step_fused(opt_null ? NULL : B.opt, pid_b, e_null ? NULL : B.e, pi, pg);
         const char *msg_f = emb_errmsg();
         if (st_f != c->want || !strstr(msg_f, c->needle))
             fail_msg("%s: fused gave %d \"%s\", want %d \"...%s...\"", c->name, (int)st_f, msg_f,
@@ -1252,8 +1316,8 @@ static void test_sgd_sparse_sequential(void **state) {
 static void test_coalescing_rules(void **state) {
     (void)state;
     for (int kind = 0; kind < 2; kind++) {
-        emb_optimizer_options o = emb_optimizer_options_default(kind ? EMB_OPTIMIZER_SPARSE_ADAM
-                                                             : EMB_OPTIMIZER_ADAGRAD);
+        emb_optimizer_options o =
+            emb_optimizer_options_default(kind ? EMB_OPTIMIZER_SPARSE_ADAM : EMB_OPTIMIZER_ADAGRAD);
         o.lr = 0.5;
         emb_optimizer *a = make_opt(o), *b = make_opt(o);
         float pa[3 * 2] = {1, 1, 1, 1, 1, 1}, pb[3 * 2] = {1, 1, 1, 1, 1, 1};
@@ -1300,7 +1364,8 @@ static void test_adam_first_step(void **state) {
     float g[4] = {2.0f, -0.5f, 1e-3f, -7.0f};
     for (int w = 0; w < 2; w++) {
         for (int maximize = 0; maximize < 2; maximize++) {
-            emb_optimizer_options o = emb_optimizer_options_default(w ? EMB_OPTIMIZER_ADAMW : EMB_OPTIMIZER_ADAM);
+            emb_optimizer_options o =
+                emb_optimizer_options_default(w ? EMB_OPTIMIZER_ADAMW : EMB_OPTIMIZER_ADAM);
             o.lr = 0.01;
             o.maximize = maximize;
             emb_optimizer *opt = make_opt(o);
@@ -1401,16 +1466,18 @@ static void test_fused_equals_unfused(void **state) {
                     for (int64_t i = 0; i < n; i++) {
                         uint64_t r = emb_test_next_u64(&rng);
                         int64_t v = (r % 3) ? (int64_t)((r >> 8) % 3) : (int64_t)((r >> 8) % V);
-                        if (s == 4 && pad != EMB_PADDING_NONE) v = pad;
-                        else if (pad != EMB_PADDING_NONE && (r >> 20) % 5 == 0) v = pad;
+                        if (s == 4 && pad != EMB_PADDING_NONE)
+                            v = pad;
+                        else if (pad != EMB_PADDING_NONE && (r >> 20) % 5 == 0)
+                            v = pad;
                         i64[i] = v;
                         i32v[i] = (int32_t)v;
                     }
                     emb_test_randf(&rng, go, n * D, -2, 2);
-                    emb_tensor ti = i32 ? emb_test_view(EMB_INT32, n ? i32v : NULL, 2, SHP(n / 5, 5))
-                                        : emb_test_view(EMB_INT64, n ? i64 : NULL, 2, SHP(n / 5, 5));
-                    emb_tensor tg =
-                        emb_test_view(EMB_FLOAT32, n ? go : NULL, 3, SHP(n / 5, 5, D));
+                    emb_tensor ti =
+                        i32 ? emb_test_view(EMB_INT32, n ? i32v : NULL, 2, SHP(n / 5, 5))
+                            : emb_test_view(EMB_INT64, n ? i64 : NULL, 2, SHP(n / 5, 5));
+                    emb_tensor tg = emb_test_view(EMB_FLOAT32, n ? go : NULL, 3, SHP(n / 5, 5, D));
                     emb_sparse_grad sg;
                     EMB_OK_OR_FAIL(emb_sparse_grad_init(&sg, V, D));
                     EMB_OK_OR_FAIL(emb_embedding_backward_sparse(eu, &ti, &tg, &sg));
@@ -1420,8 +1487,7 @@ static void test_fused_equals_unfused(void **state) {
                     char what[96];
                     snprintf(what, sizeof what, "config %d padding %lld int%d step %d", c,
                              (long long)pads[pi], i32 ? 32 : 64, s);
-                    EMB_ASSERT_EXACT((const float *)wf.data, (const float *)wu.data, V * D,
-                                     what);
+                    EMB_ASSERT_EXACT((const float *)wf.data, (const float *)wu.data, V * D, what);
                     assert_int_equal(emb_optimizer_param_steps(of, pf),
                                      emb_optimizer_param_steps(ou, pu));
                 }
@@ -1447,19 +1513,19 @@ static void test_kernel_variants(void **state) {
     fill(b1, N, 4);
     for (int i = 0; i < N; i++) b1[i] = fabsf(b1[i]);
     memcpy(c1, b1, sizeof c1);
-#define RESET()                                                                            \
-    do {                                                                                   \
-        memcpy(p2, p1, sizeof p1);                                                         \
-        memcpy(a2, a1, sizeof a1);                                                         \
-        memcpy(b2, b1, sizeof b1);                                                         \
-        memcpy(c2, c1, sizeof c1);                                                         \
+#define RESET()                                                                                    \
+    do {                                                                                           \
+        memcpy(p2, p1, sizeof p1);                                                                 \
+        memcpy(a2, a1, sizeof a1);                                                                 \
+        memcpy(b2, b1, sizeof b1);                                                                 \
+        memcpy(c2, c1, sizeof c1);                                                                 \
     } while (0)
-#define SAME(what)                                                                         \
-    do {                                                                                   \
-        EMB_ASSERT_EXACT(p2, p1, N, what " p");                                            \
-        EMB_ASSERT_EXACT(a2, a1, N, what " a");                                            \
-        EMB_ASSERT_EXACT(b2, b1, N, what " b");                                            \
-        EMB_ASSERT_EXACT(c2, c1, N, what " c");                                            \
+#define SAME(what)                                                                                 \
+    do {                                                                                           \
+        EMB_ASSERT_EXACT(p2, p1, N, what " p");                                                    \
+        EMB_ASSERT_EXACT(a2, a1, N, what " a");                                                    \
+        EMB_ASSERT_EXACT(b2, b1, N, what " b");                                                    \
+        EMB_ASSERT_EXACT(c2, c1, N, what " c");                                                    \
     } while (0)
     emb__sgd_args sa = {(float)-0.1, 0.01f, 0.9f, 0.8f, true, true, true, true, false};
     RESET();
@@ -1471,8 +1537,9 @@ static void test_kernel_variants(void **state) {
     R->adagrad_dense(p1, g, b1, N, &ga);
     F->adagrad_dense(p2, g, b2, N, &ga);
     SAME("adagrad");
-    emb__adam_args aa = {0.9f, 0.1f, 0.999f, (float)(1 - 0.999), 0.01f, 0.9999f, -0.01f,
-                         0.0316f, 1e-8f, false, true, true, true};
+    emb__adam_args aa = {
+        0.9f, 0.1f, 0.999f, (float)(1 - 0.999), 0.01f, 0.9999f, -0.01f, 0.0316f, 1e-8f, false,
+        true, true, true};
     RESET();
     R->adam_dense(p1, g, a1, b1, c1, N, &aa);
     F->adam_dense(p2, g, a2, b2, c2, N, &aa);

@@ -152,8 +152,7 @@ static void check_fixture(const fixture *f) {
         step_all(f, &a, &r1);
         step_all(f, &b, &r2);
     }
-    for (int i = 0; i < f->nparams; i++)
-        EMB_ASSERT_EXACT(b.p[i], a.p[i], a.numel[i], f->name);
+    for (int i = 0; i < f->nparams; i++) EMB_ASSERT_EXACT(b.p[i], a.p[i], a.numel[i], f->name);
     size_t na, nb;
     unsigned char *sa = save(a.opt, &na), *sb = save(b.opt, &nb);
     assert_int_equal(na, nb);
@@ -171,8 +170,13 @@ static void check_fixture(const fixture *f) {
 
 static void test_sgd(void **state) {
     (void)state;
-    fixture f = {"sgd", emb_optimizer_options_default(EMB_OPTIMIZER_SGD), 2, {2, 1}, {{5, 3}, {4}},
-                 {SPARSE, DENSE}, 3};
+    fixture f = {"sgd",
+                 emb_optimizer_options_default(EMB_OPTIMIZER_SGD),
+                 2,
+                 {2, 1},
+                 {{5, 3}, {4}},
+                 {SPARSE, DENSE},
+                 3};
     f.o.lr = 0.1;
     check_fixture(&f);
 }
@@ -180,8 +184,13 @@ static void test_sgd(void **state) {
 /* dense and sparse momentum buffers, a 0-d parameter, one never stepped */
 static void test_sgd_momentum(void **state) {
     (void)state;
-    fixture f = {"sgd_momentum", emb_optimizer_options_default(EMB_OPTIMIZER_SGD), 4, {2, 2, 0, 1},
-                 {{5, 3}, {6, 2}, {0}, {3}}, {DENSE, SPARSE, DENSE, NONE}, 3};
+    fixture f = {"sgd_momentum",
+                 emb_optimizer_options_default(EMB_OPTIMIZER_SGD),
+                 4,
+                 {2, 2, 0, 1},
+                 {{5, 3}, {6, 2}, {0}, {3}},
+                 {DENSE, SPARSE, DENSE, NONE},
+                 3};
     f.o.lr = 0.1;
     f.o.momentum = 0.9;
     f.o.dampening = 0.2;
@@ -191,8 +200,13 @@ static void test_sgd_momentum(void **state) {
 
 static void test_sgd_nesterov(void **state) {
     (void)state;
-    fixture f = {"sgd_nesterov", emb_optimizer_options_default(EMB_OPTIMIZER_SGD), 1, {2}, {{4, 3}},
-                 {SPARSE}, 4};
+    fixture f = {"sgd_nesterov",
+                 emb_optimizer_options_default(EMB_OPTIMIZER_SGD),
+                 1,
+                 {2},
+                 {{4, 3}},
+                 {SPARSE},
+                 4};
     f.o.lr = 0.05;
     f.o.momentum = 0.5;
     f.o.nesterov = true;
@@ -202,8 +216,13 @@ static void test_sgd_nesterov(void **state) {
 /* state from steps, from emb_optimizer_init_state, and none */
 static void test_adagrad(void **state) {
     (void)state;
-    fixture f = {"adagrad", emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD), 4, {2, 2, 2, 1},
-                 {{5, 3}, {4, 2}, {3, 2}, {5}}, {DENSE, SPARSE, INIT, NONE}, 3};
+    fixture f = {"adagrad",
+                 emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD),
+                 4,
+                 {2, 2, 2, 1},
+                 {{5, 3}, {4, 2}, {3, 2}, {5}},
+                 {DENSE, SPARSE, INIT, NONE},
+                 3};
     f.o.lr_decay = 0.05;
     f.o.initial_accumulator_value = 0.1;
     f.o.eps = 1e-9;
@@ -212,8 +231,13 @@ static void test_adagrad(void **state) {
 
 static void test_adam_amsgrad(void **state) {
     (void)state;
-    fixture f = {"adam_amsgrad", emb_optimizer_options_default(EMB_OPTIMIZER_ADAM), 2, {2, 1},
-                 {{5, 3}, {6}}, {DENSE, DENSE}, 3};
+    fixture f = {"adam_amsgrad",
+                 emb_optimizer_options_default(EMB_OPTIMIZER_ADAM),
+                 2,
+                 {2, 1},
+                 {{5, 3}, {6}},
+                 {DENSE, DENSE},
+                 3};
     f.o.amsgrad = true;
     f.o.weight_decay = 0.01;
     f.o.beta2 = 0.99;
@@ -222,8 +246,13 @@ static void test_adam_amsgrad(void **state) {
 
 static void test_adamw(void **state) {
     (void)state;
-    fixture f = {"adamw", emb_optimizer_options_default(EMB_OPTIMIZER_ADAMW), 2, {2, 1}, {{4, 4}, {2}},
-                 {DENSE, NONE}, 2};
+    fixture f = {"adamw",
+                 emb_optimizer_options_default(EMB_OPTIMIZER_ADAMW),
+                 2,
+                 {2, 1},
+                 {{4, 4}, {2}},
+                 {DENSE, NONE},
+                 2};
     f.o.beta1 = 0.8;
     f.o.lr = 0.01;
     check_fixture(&f);
@@ -231,8 +260,13 @@ static void test_adamw(void **state) {
 
 static void test_sparse_adam(void **state) {
     (void)state;
-    fixture f = {"sparse_adam", emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM), 2, {2, 2},
-                 {{6, 3}, {2, 2}}, {SPARSE, NONE}, 4};
+    fixture f = {"sparse_adam",
+                 emb_optimizer_options_default(EMB_OPTIMIZER_SPARSE_ADAM),
+                 2,
+                 {2, 2},
+                 {{6, 3}, {2, 2}},
+                 {SPARSE, NONE},
+                 4};
     f.o.maximize = true;
     f.o.eps = 1e-6;
     check_fixture(&f);

@@ -262,8 +262,8 @@ static void test_tier_rule(void **state) {
     assert_int_equal(!!(f & EMB__CPU_AVX512F), !!__builtin_cpu_supports("avx512f"));
     assert_int_equal(!!(f & EMB__CPU_AVX512VL), !!__builtin_cpu_supports("avx512vl"));
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
-                        __builtin_cpu_supports("avx512vl");
+    const bool avx512 =
+        avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
     assert_int_equal(cpu, avx512 ? EMB__TIER_AVX512 : avx2 ? EMB__TIER_AVX2 : EMB__TIER_REF);
 #else
     assert_int_equal(emb__cpu_features(), 0);

@@ -74,17 +74,16 @@ static void test_invalid_options(void **state) {
     int64_t shape[1] = {2};
     emb_tensor t = view(EMB_FLOAT32, v, 1, shape);
     int n = 0;
-#define CASE(body, text)                                                                \
-    do {                                                                                \
-        emb_print_options o = emb_print_options_default();                              \
-        body;                                                                           \
-        char buf[64];                                                                   \
-        size_t needed = 777;                                                            \
-        memset(buf, SENTINEL, sizeof buf);                                              \
-        EMB_EXPECT_ERR(emb_tensor_repr(&t, &o, buf, sizeof buf, &needed),               \
-                       EMB_ERR_INVALID, text);                                          \
-        expect_untouched(buf, sizeof buf, needed);                                      \
-        n++;                                                                            \
+#define CASE(body, text)                                                                           \
+    do {                                                                                           \
+        emb_print_options o = emb_print_options_default();                                         \
+        body;                                                                                      \
+        char buf[64];                                                                              \
+        size_t needed = 777;                                                                       \
+        memset(buf, SENTINEL, sizeof buf);                                                         \
+        EMB_EXPECT_ERR(emb_tensor_repr(&t, &o, buf, sizeof buf, &needed), EMB_ERR_INVALID, text);  \
+        expect_untouched(buf, sizeof buf, needed);                                                 \
+        n++;                                                                                       \
     } while (0)
     CASE(o.precision = -1, "print option precision is -1; valid: 0 to 100");
     CASE(o.precision = 101, "print option precision is 101; valid: 0 to 100");
@@ -299,7 +298,7 @@ static void test_seed_outputs(void **state) {
     (void)state;
     /* shared/seeds/002: a 1x1x10 lookup with its grad_fn wrapped at 80 columns */
     float a[10] = {-0.1633f, 0.2602f, -1.3810f, -0.9100f, -1.3273f,
-                   0.0258f, 1.2236f, 0.0988f, 1.5362f, -0.0035f};
+                   0.0258f,  1.2236f, 0.0988f,  1.5362f,  -0.0035f};
     int64_t sa[3] = {1, 1, 10};
     emb_tensor t = view(EMB_FLOAT32, a, 3, sa);
     emb_print_options o = emb_print_options_default();
@@ -309,12 +308,11 @@ static void test_seed_outputs(void **state) {
                 "           0.0988,  1.5362, -0.0035]]], grad_fn=<EmbeddingBackward0>)");
 
     /* shared/seeds/004: the 10x4 weight with requires_grad, and the 5x3 int64 sequence */
-    float w[40] = {1.4610f, -0.8082f, -0.7816f, -0.3135f, 0.1052f, -0.0626f, -0.7115f,
-                   -1.1456f, -0.3115f, 1.5333f, 0.6740f, -1.8035f, -0.1831f, -2.3549f,
-                   1.2970f, -0.4006f, 1.8532f, 0.2546f, 0.4889f, 0.4106f, 1.0876f,
-                   1.1219f, -0.5330f, 0.1026f, -0.4453f, -0.8550f, -0.0360f, 2.3146f,
-                   0.7443f, -0.3514f, 0.6963f, -0.9283f, -1.3944f, 0.0908f, 0.6961f,
-                   1.0211f, -0.2815f, 2.1397f, -2.8740f, -0.4085f};
+    float w[40] = {1.4610f,  -0.8082f, -0.7816f, -0.3135f, 0.1052f,  -0.0626f, -0.7115f, -1.1456f,
+                   -0.3115f, 1.5333f,  0.6740f,  -1.8035f, -0.1831f, -2.3549f, 1.2970f,  -0.4006f,
+                   1.8532f,  0.2546f,  0.4889f,  0.4106f,  1.0876f,  1.1219f,  -0.5330f, 0.1026f,
+                   -0.4453f, -0.8550f, -0.0360f, 2.3146f,  0.7443f,  -0.3514f, 0.6963f,  -0.9283f,
+                   -1.3944f, 0.0908f,  0.6961f,  1.0211f,  -0.2815f, 2.1397f,  -2.8740f, -0.4085f};
     int64_t sw[2] = {10, 4};
     t = view(EMB_FLOAT32, w, 2, sw);
     o = emb_print_options_default();
@@ -341,8 +339,8 @@ static void test_seed_outputs(void **state) {
                 "        [4, 6, 3]])");
 
     /* shared/seeds/001: a 10-vector wrapped at 80 columns */
-    float x[10] = {-0.5269f, 1.0298f, -0.6908f, 1.8272f, -0.9981f,
-                   0.0789f, -2.8797f, 1.0594f, 1.1529f, -1.0838f};
+    float x[10] = {-0.5269f, 1.0298f,  -0.6908f, 1.8272f, -0.9981f,
+                   0.0789f,  -2.8797f, 1.0594f,  1.1529f, -1.0838f};
     int64_t sx[1] = {10};
     t = view(EMB_FLOAT32, x, 1, sx);
     expect_repr(&t, NULL,
@@ -445,8 +443,8 @@ static void test_empty_huge_dims(void **state) {
     expect_repr(&t, NULL, "tensor([], size=(0, 9223372036854775807, 2))");
     EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_INT32, NULL, 2, SHP(INT64_MAX, 0)));
     expect_repr(&t, NULL, "tensor([], size=(9223372036854775807, 0), dtype=torch.int32)");
-    EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_FLOAT64, NULL, 4,
-                                   SHP(3, INT64_C(1) << 62, 0, INT64_C(1) << 62)));
+    EMB_OK_OR_FAIL(
+        emb_tensor_init(&t, EMB_FLOAT64, NULL, 4, SHP(3, INT64_C(1) << 62, 0, INT64_C(1) << 62)));
     expect_repr(&t, NULL,
                 "tensor([], size=(3, 4611686018427387904, 0, 4611686018427387904),\n"
                 "       dtype=torch.float64)");

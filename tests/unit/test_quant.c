@@ -66,17 +66,20 @@ static void test_roundtrip_bound(void **state) {
                 mn = fminf(mn, w[r * D + j]);
                 mx = fmaxf(mx, w[r * D + j]);
             }
-            double step = ALL[i] == EMB_QTYPE_INT8 ? (mx - mn) / 255.0
-                          : ALL[i] == EMB_QTYPE_INT4 ? (mx - mn) / 15.0 : 0.0;
+            double step = ALL[i] == EMB_QTYPE_INT8   ? (mx - mn) / 255.0
+                          : ALL[i] == EMB_QTYPE_INT4 ? (mx - mn) / 15.0
+                                                     : 0.0;
             for (int j = 0; j < D; j++) {
                 double x = w[r * D + j], y = back[r * D + j];
-                double rel = ALL[i] == EMB_QTYPE_F16 ? 1.0 / 2048 : ALL[i] == EMB_QTYPE_BF16 ? 1.0 / 256 : 0;
+                double rel = ALL[i] == EMB_QTYPE_F16    ? 1.0 / 2048
+                             : ALL[i] == EMB_QTYPE_BF16 ? 1.0 / 256
+                                                        : 0;
                 /* int4's float16 bias and scale add their own rounding */
                 double tol = step * (ALL[i] == EMB_QTYPE_INT4 ? 0.75 : 0.5) + rel * fabs(x) +
                              1e-6 * (fabs(mx) + fabs(mn));
                 if (fabs(x - y) > tol)
-                    fail_msg("%s row %d col %d: %g -> %g (tolerance %g)", emb_qtype_name(ALL[i]),
-                             r, j, x, y, tol);
+                    fail_msg("%s row %d col %d: %g -> %g (tolerance %g)", emb_qtype_name(ALL[i]), r,
+                             j, x, y, tol);
             }
         }
         emb_qerror e;
@@ -245,8 +248,8 @@ static void test_touch_ahead_on_large_tables(void **state) {
     int64_t rows[64], idx[N], off[B];
     for (int r = 0; r < 64; r++) {
         rows[r] = r == 63 ? V - 1 : (int64_t)r * (V / 63) + r * 977;
-        EMB_OK_OR_FAIL(emb_quantize_rows(EMB_QTYPE_INT8, w + r * D, 1, D, base + rows[r] * rb,
-                                         (size_t)rb));
+        EMB_OK_OR_FAIL(
+            emb_quantize_rows(EMB_QTYPE_INT8, w + r * D, 1, D, base + rows[r] * rb, (size_t)rb));
     }
     for (int i = 0; i < N; i++) idx[i] = rows[(i * 37 + i / 64) % 64];
     for (int b = 0; b < B; b++) off[b] = b * (N / B);
@@ -322,9 +325,11 @@ static void test_errors_change_nothing(void **state) {
     float psw[3] = {1, 2, 3};
     emb_tensor tp;
     EMB_OK_OR_FAIL(emb_tensor_init(&tp, EMB_FLOAT32, psw, 1, (int64_t[]){3}));
-    EMB_EXPECT_ERR(emb_qtable_bag_forward(q, &ti, &to, &tp, &o, &tout, NULL), EMB_ERR_UNSUPPORTED, "");
+    EMB_EXPECT_ERR(emb_qtable_bag_forward(q, &ti, &to, &tp, &o, &tout, NULL), EMB_ERR_UNSUPPORTED,
+                   "");
     o.mode = (emb_bag_mode)7;
-    EMB_EXPECT_ERR(emb_qtable_bag_forward(q, &ti, &to, NULL, &o, &tout, NULL), EMB_ERR_INVALID, "mode");
+    EMB_EXPECT_ERR(emb_qtable_bag_forward(q, &ti, &to, NULL, &o, &tout, NULL), EMB_ERR_INVALID,
+                   "mode");
     for (int i = 0; i < 9; i++) assert_true(out[i] == 42.0f);
     emb_qtable_free(q);
 }

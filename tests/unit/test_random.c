@@ -153,8 +153,7 @@ static void test_reference_embedding_seed123(void **state) {
 static void test_reference_linear_seed123(void **state) {
     (void)state;
     static const uint32_t w_bits[4] = {0xbe50c808, 0x3c87ada0, 0xbe7e4a08, 0x3e411508};
-    static const uint32_t b_bits[5] = {0x3eb5075c, 0x3dbec700, 0x3e0c01bc, 0x3ef71b32,
-                                       0xbe66eab4};
+    static const uint32_t b_bits[5] = {0x3eb5075c, 0x3dbec700, 0x3e0c01bc, 0x3ef71b32, 0xbe66eab4};
     float w_want[4], b_want[5], w[20], b[5];
     bits_to_f32(w_bits, w_want, 4);
     bits_to_f32(b_bits, b_want, 5);
@@ -184,33 +183,61 @@ static void test_draw_counts(void **state) {
         int op; /* 0 normal, 1 uniform, randint: 2 small, 3 [0, 2^33), 4 [0, 2^32), 5 int32 */
         int64_t draws;
     } cases[] = {
-        {EMB_FLOAT32, 1, 0, 4},   {EMB_FLOAT32, 2, 0, 4},    {EMB_FLOAT32, 3, 0, 8},
-        {EMB_FLOAT32, 15, 0, 32}, {EMB_FLOAT32, 16, 0, 16},  {EMB_FLOAT32, 17, 0, 33},
-        {EMB_FLOAT32, 32, 0, 32}, {EMB_FLOAT32, 100, 0, 116}, {EMB_FLOAT64, 15, 0, 32},
-        {EMB_FLOAT64, 16, 0, 32}, {EMB_FLOAT64, 20, 0, 72},  {EMB_FLOAT32, 0, 0, 0},
-        {EMB_FLOAT32, 7, 1, 7},   {EMB_FLOAT64, 7, 1, 14},   {EMB_INT64, 10, 2, 10},
-        {EMB_INT64, 10, 3, 20},   {EMB_INT32, 10, 2, 10},    {EMB_FLOAT32, 10, 3, 20},
-        {EMB_FLOAT64, 10, 3, 20}, {EMB_INT64, 0, 3, 0},
+        {EMB_FLOAT32, 1, 0, 4},
+        {EMB_FLOAT32, 2, 0, 4},
+        {EMB_FLOAT32, 3, 0, 8},
+        {EMB_FLOAT32, 15, 0, 32},
+        {EMB_FLOAT32, 16, 0, 16},
+        {EMB_FLOAT32, 17, 0, 33},
+        {EMB_FLOAT32, 32, 0, 32},
+        {EMB_FLOAT32, 100, 0, 116},
+        {EMB_FLOAT64, 15, 0, 32},
+        {EMB_FLOAT64, 16, 0, 32},
+        {EMB_FLOAT64, 20, 0, 72},
+        {EMB_FLOAT32, 0, 0, 0},
+        {EMB_FLOAT32, 7, 1, 7},
+        {EMB_FLOAT64, 7, 1, 14},
+        {EMB_INT64, 10, 2, 10},
+        {EMB_INT64, 10, 3, 20},
+        {EMB_INT32, 10, 2, 10},
+        {EMB_FLOAT32, 10, 3, 20},
+        {EMB_FLOAT64, 10, 3, 20},
+        {EMB_INT64, 0, 3, 0},
         /* range exactly 2^32: 64-bit draws, except float32 (update_to lowers `to` below
          * 2^32) and int32 (always 32-bit draws). */
-        {EMB_INT64, 10, 4, 20},   {EMB_FLOAT64, 10, 4, 20},  {EMB_FLOAT32, 10, 4, 10},
-        {EMB_INT32, 10, 5, 10},   {EMB_INT64, 10, 5, 20},
+        {EMB_INT64, 10, 4, 20},
+        {EMB_FLOAT64, 10, 4, 20},
+        {EMB_FLOAT32, 10, 4, 10},
+        {EMB_INT32, 10, 5, 10},
+        {EMB_INT64, 10, 5, 20},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        void *data = cases[c].dt == EMB_FLOAT32 ? (void *)f
+        void *data = cases[c].dt == EMB_FLOAT32   ? (void *)f
                      : cases[c].dt == EMB_FLOAT64 ? (void *)d
-                     : cases[c].dt == EMB_INT64  ? (void *)l
-                                                 : (void *)i32;
+                     : cases[c].dt == EMB_INT64   ? (void *)l
+                                                  : (void *)i32;
         emb_tensor t = tensor1d(cases[c].dt, data, cases[c].n);
         emb_generator *g;
         EMB_OK_OR_FAIL(emb_generator_create(1000 + c, &g));
         switch (cases[c].op) {
-        case 0: EMB_OK_OR_FAIL(emb_normal_(&t, 0.0, 1.0, g)); break;
-        case 1: EMB_OK_OR_FAIL(emb_uniform_(&t, 0.0, 1.0, g)); break;
-        case 2: EMB_OK_OR_FAIL(emb_randint_(&t, -3, 1000, g)); break;
-        case 3: EMB_OK_OR_FAIL(emb_randint_(&t, 0, INT64_C(1) << 33, g)); break;
-        case 4: EMB_OK_OR_FAIL(emb_randint_(&t, 0, INT64_C(1) << 32, g)); break;
-        default: EMB_OK_OR_FAIL(emb_randint_(&t, INT32_MIN, INT64_C(1) << 31, g)); break;
+        case 0:
+            EMB_OK_OR_FAIL(emb_normal_(&t, 0.0, 1.0, g));
+            break;
+        case 1:
+            EMB_OK_OR_FAIL(emb_uniform_(&t, 0.0, 1.0, g));
+            break;
+        case 2:
+            EMB_OK_OR_FAIL(emb_randint_(&t, -3, 1000, g));
+            break;
+        case 3:
+            EMB_OK_OR_FAIL(emb_randint_(&t, 0, INT64_C(1) << 33, g));
+            break;
+        case 4:
+            EMB_OK_OR_FAIL(emb_randint_(&t, 0, INT64_C(1) << 32, g));
+            break;
+        default:
+            EMB_OK_OR_FAIL(emb_randint_(&t, INT32_MIN, INT64_C(1) << 31, g));
+            break;
         }
         int64_t k = draws_between(g, 1000 + c, 200);
         if (k != cases[c].draws)
@@ -312,8 +339,7 @@ static void test_ranges(void **state) {
     assert_true(seen_lo && seen_hi);
     EMB_OK_OR_FAIL(emb_randint_(&tl, INT64_MIN, INT64_MAX, g));
     EMB_OK_OR_FAIL(emb_randint_(&tf, -16, 16, g));
-    for (int k = 0; k < N; k++)
-        assert_true(f[k] >= -16.0f && f[k] < 16.0f && f[k] == floorf(f[k]));
+    for (int k = 0; k < N; k++) assert_true(f[k] >= -16.0f && f[k] < 16.0f && f[k] == floorf(f[k]));
     EMB_OK_OR_FAIL(emb_normal_(&td, 0.0, 1.0, g));
     double s = 0, s2 = 0;
     for (int k = 0; k < N; k++) {
@@ -336,7 +362,7 @@ static void test_state_round_trip(void **state) {
     float one, seq_a[40], seq_b[40];
     emb_tensor t1 = tensor1d(EMB_FLOAT32, &one, 1);
     for (int k = 0; k < 700; k++) emb_generator_random(g); /* cross a twist */
-    EMB_OK_OR_FAIL(emb_normal_(&t1, 0.0, 1.0, g));        /* leaves a cached normal */
+    EMB_OK_OR_FAIL(emb_normal_(&t1, 0.0, 1.0, g));         /* leaves a cached normal */
     EMB_OK_OR_FAIL(emb_generator_get_state(g, buf, sz));
     for (int k = 0; k < 40; k++) {
         emb_tensor t = tensor1d(EMB_FLOAT32, &seq_a[k], 1);
@@ -472,8 +498,7 @@ static void test_set_state_rejects_garbage(void **state) {
         memcpy(bad + 20, &flags, 4);
         memcpy(bad + 24, &bad_normals[k], 8);
         rehash(bad);
-        EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT,
-                       "cached normal");
+        EMB_EXPECT_ERR(emb_generator_set_state(g, bad, sz), EMB_ERR_FORMAT, "cached normal");
         assert_non_null(strstr(emb_errmsg(), "that no generator produces"));
     }
     /* No cached normal, but a value in its field. */
@@ -596,14 +621,12 @@ static void test_distribution_errors(void **state) {
                    "but found from=2.5 > to=1.25");
     EMB_EXPECT_ERR(emb_uniform_(&tf, 0, INFINITY, g), EMB_ERR_INVALID,
                    "to is out of bounds for float");
-    EMB_EXPECT_ERR(emb_uniform_(&tf, 0, 1e39, g), EMB_ERR_INVALID,
-                   "to is out of bounds for float");
+    EMB_EXPECT_ERR(emb_uniform_(&tf, 0, 1e39, g), EMB_ERR_INVALID, "to is out of bounds for float");
     EMB_EXPECT_ERR(emb_uniform_(&tf, NAN, 1, g), EMB_ERR_INVALID,
                    "from is out of bounds for float");
     EMB_EXPECT_ERR(emb_uniform_(&td, -INFINITY, 1, g), EMB_ERR_INVALID,
                    "from is out of bounds for double");
-    EMB_EXPECT_ERR(emb_uniform_(&td, 0, NAN, g), EMB_ERR_INVALID,
-                   "to is out of bounds for double");
+    EMB_EXPECT_ERR(emb_uniform_(&td, 0, NAN, g), EMB_ERR_INVALID, "to is out of bounds for double");
     EMB_EXPECT_ERR(emb_uniform_(&tf, -3.4e38, 3.4e38, g), EMB_ERR_INVALID,
                    "uniform_ expects to-from <= std::numeric_limits<Float>::max(), but found "
                    "to=3.4e+38 and from=-3.4e+38 which result in to-from to exceed the limit");

@@ -81,14 +81,17 @@ static void test_errors(void **state) {
                    "negative 0: row -1 is out of range");
     EMB_EXPECT_ERR(emb_knn_most_similar(k, NULL, 0, NULL, 0, 2, ids, sc), EMB_ERR_INVALID,
                    "at least one positive or negative row");
-    EMB_EXPECT_ERR(emb_knn_most_similar(k, good, 1, NULL, 0, 0, ids, sc), EMB_ERR_INVALID, "k must be");
-    EMB_EXPECT_ERR(emb_knn_most_similar(k, good, -1, NULL, 0, 2, ids, sc), EMB_ERR_INVALID, "negative");
+    EMB_EXPECT_ERR(emb_knn_most_similar(k, good, 1, NULL, 0, 0, ids, sc), EMB_ERR_INVALID,
+                   "k must be");
+    EMB_EXPECT_ERR(emb_knn_most_similar(k, good, -1, NULL, 0, 2, ids, sc), EMB_ERR_INVALID,
+                   "negative");
     EMB_EXPECT_ERR(emb_knn_most_similar(k, good, 1, NULL, 0, 2, NULL, sc), EMB_ERR_NULL, "ids");
     assert_int_equal(ids[0], 77);
     assert_true(sc[0] == 7);
     EMB_EXPECT_ERR(emb_knn_similarity(k, 0, 6, &s), EMB_ERR_INDEX, "second 0: row 6");
     EMB_EXPECT_ERR(emb_knn_similarity(k, 0, 1, NULL), EMB_ERR_NULL, "out");
-    EMB_EXPECT_ERR(emb_knn_n_similarity(k, good, 1, NULL, 0, &s), EMB_ERR_INVALID, "two non-empty sets");
+    EMB_EXPECT_ERR(emb_knn_n_similarity(k, good, 1, NULL, 0, &s), EMB_ERR_INVALID,
+                   "two non-empty sets");
     EMB_EXPECT_ERR(emb_knn_doesnt_match(k, NULL, 0, &odd), EMB_ERR_INVALID, "at least one row");
     EMB_EXPECT_ERR(emb_knn_doesnt_match(k, bad, 1, &odd), EMB_ERR_INDEX, "row 6");
     assert_true(s == 42);

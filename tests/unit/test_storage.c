@@ -51,8 +51,7 @@ static emb_embedding *const SENTINEL = (emb_embedding *)(uintptr_t)0x5e47;
  * same message containing `needle`, leave *out alone, and not call release; the caller's
  * buffer (n floats at w, may be NULL) must be unchanged. */
 static void expect_wrap_error(const emb_tensor *t, const emb_embedding_options *o,
-                              emb_status status, const char *needle, const float *w,
-                              int64_t n) {
+                              emb_status status, const char *needle, const float *w, int64_t n) {
     float *before = NULL;
     if (w && n > 0) {
         before = malloc((size_t)n * sizeof(float));
@@ -110,21 +109,21 @@ static void test_wrap_bad_tensor(void **state) {
     fill_table(w, 24);
     emb_tensor t3 = emb_test_view(EMB_FLOAT32, w, 3, SHP(2, 3, 4));
     expect_wrap_error(&t3, NULL, EMB_ERR_SHAPE,
-                      "Embeddings parameter is expected to be 2-dimensional, got 3 dimensions",
-                      w, 24);
+                      "Embeddings parameter is expected to be 2-dimensional, got 3 dimensions", w,
+                      24);
     emb_tensor t1 = emb_test_view(EMB_FLOAT32, w, 1, SHP(24));
     expect_wrap_error(&t1, NULL, EMB_ERR_SHAPE,
-                      "Embeddings parameter is expected to be 2-dimensional, got 1 dimensions",
-                      w, 24);
+                      "Embeddings parameter is expected to be 2-dimensional, got 1 dimensions", w,
+                      24);
     int64_t iw[6] = {1, 2, 3, 4, 5, 6};
     emb_tensor ti = emb_test_view(EMB_INT64, iw, 2, SHP(2, 3));
     expect_wrap_error(&ti, NULL, EMB_ERR_DTYPE, "weights must be float32, got int64", NULL, 0);
     emb_tensor empty_rows = emb_test_view(EMB_FLOAT32, w, 2, SHP(0, 3));
-    expect_wrap_error(&empty_rows, NULL, EMB_ERR_INVALID, "num_embeddings must be at least 1",
-                      w, 24);
+    expect_wrap_error(&empty_rows, NULL, EMB_ERR_INVALID, "num_embeddings must be at least 1", w,
+                      24);
     emb_tensor empty_cols = emb_test_view(EMB_FLOAT32, w, 2, SHP(4, 0));
-    expect_wrap_error(&empty_cols, NULL, EMB_ERR_INVALID, "embedding_dim must be at least 1",
-                      w, 24);
+    expect_wrap_error(&empty_cols, NULL, EMB_ERR_INVALID, "embedding_dim must be at least 1", w,
+                      24);
     emb_tensor neg = view2(w, 4, 6);
     neg.shape[0] = -1;
     expect_wrap_error(&neg, NULL, EMB_ERR_SHAPE, "negative", w, 24);
@@ -159,8 +158,8 @@ static void test_wrap_overflow(void **state) {
     emb_tensor t = view2(w, 1, 1);
     t.shape[0] = INT64_MAX / 2;
     t.shape[1] = 4;
-    expect_wrap_error(&t, NULL, EMB_ERR_OVERFLOW, "the number of elements of weights overflows",
-                      w, 1);
+    expect_wrap_error(&t, NULL, EMB_ERR_OVERFLOW, "the number of elements of weights overflows", w,
+                      1);
     t.shape[0] = INT64_MAX / 8;
     t.shape[1] = 3;
     expect_wrap_error(&t, NULL, EMB_ERR_OVERFLOW, "the byte size of weights overflows", w, 1);
@@ -468,8 +467,7 @@ static void test_read_only_file_mapping(void **state) {
     EMB_OK_OR_FAIL(emb_embedding_weight_const(e, &v));
     assert_ptr_equal(v.data, map);
     EMB_OK_OR_FAIL(emb_embedding_lookup(&v, &idx, &ov));
-    for (int k = 0; k < 4; k++)
-        EMB_ASSERT_EXACT(out + k * D, src + ids[k] * D, D, "mapped row");
+    for (int k = 0; k < 4; k++) EMB_ASSERT_EXACT(out + k * D, src + ids[k] * D, D, "mapped row");
     EMB_ASSERT_EXACT(map, src, V * D, "mapping");
 
     emb_embedding_free(e);

@@ -15,7 +15,9 @@
 #if defined(__SANITIZE_ADDRESS__)
 /* Let the NOMEM tests see NULL from a huge allocation instead of an ASan report. */
 const char *__asan_default_options(void);
-const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__asan_default_options(void) {
+    return "allocator_may_return_null=1";
+}
 #endif
 
 static uint64_t rng_state = 777;
@@ -43,15 +45,15 @@ static int cmp_keyed(const void *a, const void *b) {
 static void test_radix_sort_stable(void **state) {
     (void)state;
     const int64_t sizes[] = {0, 1, 2, 7, 100, 5000};
-    const int ranges[][2] = {{0, 0}, {0, 1}, {0, 7}, {0, 14}, {0, 22}, {5, 17}, {20, 64},
-                             {0, 64}, {63, 64}, {3, 47}};
+    const int ranges[][2] = {{0, 0},  {0, 1},   {0, 7},  {0, 14},  {0, 22},
+                             {5, 17}, {20, 64}, {0, 64}, {63, 64}, {3, 47}};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
             const int64_t n = sizes[s];
             const int lo = ranges[r][0], hi = ranges[r][1];
-            const uint64_t mask =
-                hi - lo == 64 ? UINT64_MAX
-                              : (hi == lo ? 0 : ((UINT64_C(1) << (hi - lo)) - 1) << lo);
+            const uint64_t mask = hi - lo == 64
+                                      ? UINT64_MAX
+                                      : (hi == lo ? 0 : ((UINT64_C(1) << (hi - lo)) - 1) << lo);
             uint64_t *keys = malloc((size_t)(n + 1) * sizeof(uint64_t));
             uint64_t *tmp = malloc((size_t)(n + 1) * sizeof(uint64_t));
             keyed *ref = malloc((size_t)(n + 1) * sizeof(keyed));
@@ -67,8 +69,8 @@ static void test_radix_sort_stable(void **state) {
             assert_true(out == keys || out == tmp);
             for (int64_t i = 0; i < n; i++)
                 if (out[i] != ref[i].key)
-                    fail_msg("n=%lld bits [%d, %d): position %lld differs", (long long)n, lo,
-                             hi, (long long)i);
+                    fail_msg("n=%lld bits [%d, %d): position %lld differs", (long long)n, lo, hi,
+                             (long long)i);
             free(keys);
             free(tmp);
             free(ref);
@@ -149,8 +151,10 @@ static void check_backward_case(const bw_case *c) {
         int64_t v = (int64_t)(r % (uint64_t)V);
         if (c->hot && r % 4 != 0) v = (int64_t)((r >> 20) % (uint64_t)c->hot) * (V / c->hot);
         if (c->pad != EMB_PADDING_NONE && r % 7 == 0) v = c->pad;
-        if (c->i32) ((int32_t *)idx)[i] = (int32_t)v;
-        else ((int64_t *)idx)[i] = v;
+        if (c->i32)
+            ((int32_t *)idx)[i] = (int32_t)v;
+        else
+            ((int64_t *)idx)[i] = v;
     }
     for (int64_t i = 0; i < n * D; i++) g[i] = next_float();
     for (int64_t i = 0; i < V * D; i++) start[i] = c->accumulate ? next_float() : 0.0f;
@@ -164,8 +168,8 @@ static void check_backward_case(const bw_case *c) {
             snprintf(what, sizeof what,
                      "V=%lld D=%lld n=%lld pad=%lld scale=%d i32=%d acc=%d hot=%d mode=%d "
                      "threads=%d",
-                     (long long)V, (long long)D, (long long)n, (long long)c->pad, c->scale,
-                     c->i32, c->accumulate, c->hot, mode, threads);
+                     (long long)V, (long long)D, (long long)n, (long long)c->pad, c->scale, c->i32,
+                     c->accumulate, c->hot, mode, threads);
             EMB_ASSERT_EXACT(got, ref, V * D, what);
             free(got);
         }
@@ -183,8 +187,8 @@ static void check_backward_case(const bw_case *c) {
                 snprintf(what, sizeof what,
                          "overwrite V=%lld D=%lld n=%lld pad=%lld scale=%d i32=%d hot=%d "
                          "mode=%d threads=%d skew=%d",
-                         (long long)V, (long long)D, (long long)n, (long long)c->pad,
-                         c->scale, c->i32, c->hot, mode, threads, skew);
+                         (long long)V, (long long)D, (long long)n, (long long)c->pad, c->scale,
+                         c->i32, c->hot, mode, threads, skew);
                 EMB_ASSERT_EXACT(base + skew, fresh, V * D, what);
                 if (skew) assert_true(isnan(base[0]));
                 free(base);
@@ -237,13 +241,11 @@ static void test_renorm_row_lists_agree(void **state) {
         double max_norm, p;
         bool i32;
     } cases[] = {
-        {300000, 16, 500, 1.0, 2.0, false},   /* automatic: sorted batch */
-        {60000, 48, 2100, 0.5, 1.0, true},    /* 3 threads can share it */
-        {2000, 96, 9001, 0.7, 2.0, false},    /* automatic: bitmap, several threads */
-        {2000, 5, 40, 1.5, INFINITY, true},
-        {1, 3, 10, 0.1, 2.0, false},
-        {64, 7, 1, 0.1, 3.0, true},
-        {129, 2, 300, 0.2, 2.0, false},
+        {300000, 16, 500, 1.0, 2.0, false}, /* automatic: sorted batch */
+        {60000, 48, 2100, 0.5, 1.0, true},  /* 3 threads can share it */
+        {2000, 96, 9001, 0.7, 2.0, false},  /* automatic: bitmap, several threads */
+        {2000, 5, 40, 1.5, INFINITY, true}, {1, 3, 10, 0.1, 2.0, false},
+        {64, 7, 1, 0.1, 3.0, true},         {129, 2, 300, 0.2, 2.0, false},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const int64_t V = cases[k].V, D = cases[k].D, n = cases[k].n;
@@ -256,8 +258,10 @@ static void test_renorm_row_lists_agree(void **state) {
         for (int64_t i = 0; i < n; i++) {
             int64_t v = (int64_t)(emb_test_next_u64(&rng_state) % (uint64_t)V);
             if (i % 5 == 4) v = cases[k].i32 ? ((int32_t *)idx)[i - 2] : ((int64_t *)idx)[i - 2];
-            if (cases[k].i32) ((int32_t *)idx)[i] = (int32_t)v;
-            else ((int64_t *)idx)[i] = v;
+            if (cases[k].i32)
+                ((int32_t *)idx)[i] = (int32_t)v;
+            else
+                ((int64_t *)idx)[i] = v;
         }
         emb_tensor ti = emb_test_view(cases[k].i32 ? EMB_INT32 : EMB_INT64, idx, 1, SHP(n));
         memcpy(ref, w0, (size_t)(V * D) * sizeof(float));
@@ -274,8 +278,7 @@ static void test_renorm_row_lists_agree(void **state) {
                 emb_set_num_threads(threads);
                 EMB_OK_OR_FAIL(emb_embedding_renorm_(&tg, &ti, cases[k].max_norm, cases[k].p));
                 char what[96];
-                snprintf(what, sizeof what, "renorm case %zu mode %d threads %d", k, mode,
-                         threads);
+                snprintf(what, sizeof what, "renorm case %zu mode %d threads %d", k, mode, threads);
                 EMB_ASSERT_EXACT(got, ref, V * D, what);
             }
         emb__set_temp_mode(EMB__TEMP_AUTO);
@@ -327,7 +330,7 @@ static void test_huge_table_batch_sized(void **state) {
     EMB_OK_OR_FAIL(emb_embedding_forward(e, &ti, &to));
     const float s = (float)(1.0 / (5.0 + 1e-7));
     assert_true(w[0] == 3.0f * s && w[1] == 4.0f * s); /* renormalised in the caller's buffer */
-    assert_true(w[2] == 0.3f && w[3] == 0.4f);          /* norm 0.5: kept */
+    assert_true(w[2] == 0.3f && w[3] == 0.4f);         /* norm 0.5: kept */
     EMB_ASSERT_EXACT(out, w + 2, 2, "row 1");
     EMB_ASSERT_EXACT(out + 2, w, 2, "row 0");
     EMB_ASSERT_EXACT(out + 4, w + 2, 2, "row 1 again");

@@ -63,7 +63,8 @@ static void test_sort_prune(void **state) {
     EMB_OK_OR_FAIL(emb_vocab_create(&v));
     const char *words[] = {"</s>", "a", "b", "c", "d", "e"};
     int64_t counts[] = {1, 3, 9, 3, 1, 9};
-    for (int i = 0; i < 6; i++) EMB_OK_OR_FAIL(emb_vocab_add(v, words[i], strlen(words[i]), counts[i], NULL, NULL));
+    for (int i = 0; i < 6; i++)
+        EMB_OK_OR_FAIL(emb_vocab_add(v, words[i], strlen(words[i]), counts[i], NULL, NULL));
     assert_true(emb_vocab_has_counts(v));
     int64_t perm[6];
     EMB_OK_OR_FAIL(emb_vocab_sort_by_count(v, 1, perm));
@@ -101,7 +102,8 @@ static void test_errors(void **state) {
     EMB_EXPECT_ERR(emb_vocab_add(v, NULL, 1, 1, NULL, NULL), EMB_ERR_NULL, "word");
     EMB_EXPECT_ERR(emb_vocab_add(v, "", 0, 1, NULL, NULL), EMB_ERR_INVALID, "empty word");
     EMB_EXPECT_ERR(emb_vocab_add(v, "y", 1, -1, NULL, NULL), EMB_ERR_INVALID, "negative");
-    EMB_EXPECT_ERR(emb_vocab_add(v, "y", (size_t)EMB_VOCAB_MAX_WORD + 1, 1, NULL, NULL), EMB_ERR_INVALID, "longer");
+    EMB_EXPECT_ERR(emb_vocab_add(v, "y", (size_t)EMB_VOCAB_MAX_WORD + 1, 1, NULL, NULL),
+                   EMB_ERR_INVALID, "longer");
     EMB_EXPECT_ERR(emb_vocab_set_count(v, 5, 1), EMB_ERR_INDEX, "out of range");
     EMB_EXPECT_ERR(emb_vocab_reserve(v, -1), EMB_ERR_INVALID, "negative");
     EMB_EXPECT_ERR(emb_vocab_reserve(NULL, 1), EMB_ERR_NULL, "vocab");
@@ -132,8 +134,9 @@ static void test_utf8(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_add_find), cmocka_unit_test(test_many_words), cmocka_unit_test(test_sort_prune),
-        cmocka_unit_test(test_errors),   cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_add_find),   cmocka_unit_test(test_many_words),
+        cmocka_unit_test(test_sort_prune), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,11 +54,11 @@ static const char *topics_corpus(int lines) {
 
 typedef struct {
     int calls;
-    int stop_at;             /* cancel at this call (0: never) */
-    emb_w2v_progress last;   /* the last report */
+    int stop_at;               /* cancel at this call (0: never) */
+    emb_w2v_progress last;     /* the last report */
     double epoch_end_loss[64]; /* mean loss per example at the last report of each epoch */
     int64_t epoch_end_examples[64];
-    int64_t first_here;      /* words_done_here and words_done at the first report */
+    int64_t first_here; /* words_done_here and words_done at the first report */
     int64_t first_done;
 } recorder;
 
@@ -138,7 +138,9 @@ static void test_loss_leaves_vectors_alone(void **state) {
          * loss falls from there */
         double first = rb.epoch_end_loss[0], last = rb.epoch_end_loss[7];
         assert_true(first < 6 * log(2.0));
-        if (!(last < first)) fail_msg("variant %d: loss %g in the first epoch, %g in the last", variant, first, last);
+        if (!(last < first))
+            fail_msg("variant %d: loss %g in the first epoch, %g in the last", variant, first,
+                     last);
         free(a), free(b);
     }
 }

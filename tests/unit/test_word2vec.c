@@ -81,11 +81,11 @@ static void test_options(void **state) {
     assert_true(emb_w2v_options_default(EMB_W2V_CBOW).alpha == 0.05);
     EMB_OK_OR_FAIL(emb_w2v_options_check(&d));
     emb_w2v_options o;
-#define BAD(stmt, needle)                                                                  \
-    do {                                                                                   \
-        o = d;                                                                             \
-        stmt;                                                                              \
-        EMB_EXPECT_ERR(emb_w2v_options_check(&o), EMB_ERR_INVALID, needle);                \
+#define BAD(stmt, needle)                                                                          \
+    do {                                                                                           \
+        o = d;                                                                                     \
+        stmt;                                                                                      \
+        EMB_EXPECT_ERR(emb_w2v_options_check(&o), EMB_ERR_INVALID, needle);                        \
     } while (0)
     BAD(o.model = 7, "model must be");
     BAD(o.dim = 0, "dim must be in [1, 1048576], got 0");
@@ -223,7 +223,8 @@ static void test_learns_topics(void **state) {
         o.sample = 0;
         double margin = topic_margin(corpus, o);
         /* words of one topic end up closer to each other than to the other topic's */
-        if (!(margin > 0.3)) fail_msg("model %d: same-topic minus cross-topic cosine %.3f", m, margin);
+        if (!(margin > 0.3))
+            fail_msg("model %d: same-topic minus cross-topic cosine %.3f", m, margin);
         /* With 2 threads each lane trains its own copy of the output table, merged every
          * round, and the input rows are updated in place without locks, so the result still
          * depends on thread timing. When both tables were updated in place the rows of this
@@ -346,10 +347,10 @@ static void test_checkpoint_version1_resumes(void **state) {
     EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, again));
     unsigned char *v2 = emb_test_read(again, &n2);
     assert_int_equal(n1, n2);
-    assert_memory_equal(v1, v2, 8);                     /* magic */
-    assert_int_equal(v2[8], 2);                         /* version 2, little-endian */
+    assert_memory_equal(v1, v2, 8); /* magic */
+    assert_int_equal(v2[8], 2);     /* version 2, little-endian */
     assert_memory_equal(v1 + 9, v2 + 9, 7);
-    assert_memory_equal(v1 + 16, v2 + 16, n1 - 24);     /* every field and vector */
+    assert_memory_equal(v1 + 16, v2 + 16, n1 - 24);       /* every field and vector */
     assert_memory_not_equal(v1 + n1 - 8, v2 + n1 - 8, 8); /* the checksum covers the version */
     EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
     emb_tensor t;
@@ -405,7 +406,8 @@ static void test_create_from_ids(void **state) {
 static void check_lanes(const int32_t *ids, int64_t n, int threads, bool (*starts)(int64_t)) {
     emb_vocab *v;
     EMB_OK_OR_FAIL(emb_vocab_create(&v));
-    for (int i = 0; i < 5; i++) EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, 100, NULL, NULL));
+    for (int i = 0; i < 5; i++)
+        EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, 100, NULL, NULL));
     emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
     o.threads = threads;
     o.epochs = 2;
@@ -415,9 +417,15 @@ static void check_lanes(const int32_t *ids, int64_t n, int threads, bool (*start
     int64_t next = 0;
     for (int t = 0; t < threads; t++) {
         const emb__w2v_lane *l = &w->lanes[t];
-        if (l->lo != next) fail_msg("%d threads: lane %d starts at %" PRId64 ", not %" PRId64, threads, t, l->lo, next);
-        if (!(l->hi > l->lo)) fail_msg("%d threads: lane %d is empty [%" PRId64 ", %" PRId64 ")", threads, t, l->lo, l->hi);
-        if (!starts(l->lo)) fail_msg("%d threads: lane %d starts inside a sentence (%" PRId64 ")", threads, t, l->lo);
+        if (l->lo != next)
+            fail_msg("%d threads: lane %d starts at %" PRId64 ", not %" PRId64, threads, t, l->lo,
+                     next);
+        if (!(l->hi > l->lo))
+            fail_msg("%d threads: lane %d is empty [%" PRId64 ", %" PRId64 ")", threads, t, l->lo,
+                     l->hi);
+        if (!starts(l->lo))
+            fail_msg("%d threads: lane %d starts inside a sentence (%" PRId64 ")", threads, t,
+                     l->lo);
         /* no sentence start between the even split and the boundary */
         for (int64_t p = n * t / threads; p < l->lo; p++)
             if (starts(p)) fail_msg("%d threads: lane %d could start at %" PRId64, threads, t, p);
@@ -431,7 +439,9 @@ static void check_lanes(const int32_t *ids, int64_t n, int threads, bool (*start
     emb_vocab_free(v);
 }
 
-static bool starts_one_line(int64_t p) { return p % 1000 == 0; }
+static bool starts_one_line(int64_t p) {
+    return p % 1000 == 0;
+}
 /* lines of 2500 tokens, then a line end: 2501 ids a line */
 static bool starts_long_lines(int64_t p) {
     int64_t q = p % 2501;
@@ -544,8 +554,10 @@ static void test_ids_file_equals_memory(void **state) {
     wf = (emb_w2v *)0x1;
     EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path, &wf), EMB_ERR_IO, "(TMPDIR)");
     assert_ptr_equal(wf, (emb_w2v *)0x1);
-    if (saved) setenv("TMPDIR", saved, 1), free(saved);
-    else unsetenv("TMPDIR");
+    if (saved)
+        setenv("TMPDIR", saved, 1), free(saved);
+    else
+        unsetenv("TMPDIR");
     free(ids);
 }
 
@@ -560,7 +572,8 @@ static void test_alias_table(void **state) {
         emb_vocab *v;
         EMB_OK_OR_FAIL(emb_vocab_create(&v));
         for (int i = 0; i < 6; i++)
-            EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, sets[c][i], NULL, NULL));
+            EMB_OK_OR_FAIL(
+                emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, sets[c][i], NULL, NULL));
         int32_t ids[6] = {0, 1, 2, 3, 4, 5};
         emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
         emb_w2v *w;
@@ -655,7 +668,8 @@ static void test_kernel_variants(void **state) {
         int64_t dim = 1 + trial % 37 + (trial % 5 == 0 ? 100 : 0);
         int V = 20, m = 1 + trial % 10, n = 1 + trial % 7;
         size_t sz = (size_t)V * (size_t)dim;
-        float *a0 = malloc(sz * 4), *a1 = malloc(sz * 4), *b0 = malloc(sz * 4), *b1 = malloc(sz * 4);
+        float *a0 = malloc(sz * 4), *a1 = malloc(sz * 4), *b0 = malloc(sz * 4),
+              *b1 = malloc(sz * 4);
         float *scratch = malloc(((size_t)(m + n + 2) * dim + (size_t)(m * n)) * 4);
         uint64_t s = (uint64_t)trial * 7919 + 1;
         for (size_t i = 0; i < sz; i++) {
@@ -691,7 +705,8 @@ static void test_pair_step_batched(void **state) {
         int64_t dim = 1 + trial % 41 + (trial % 7 == 0 ? 96 : 0);
         int V = 40, n = 1 + trial % 20;
         size_t sz = (size_t)V * (size_t)dim;
-        float *a0 = malloc(sz * 4), *a1 = malloc(sz * 4), *b0 = malloc(sz * 4), *b1 = malloc(sz * 4);
+        float *a0 = malloc(sz * 4), *a1 = malloc(sz * 4), *b0 = malloc(sz * 4),
+              *b1 = malloc(sz * 4);
         bool cbow = trial % 2;
         int m = cbow ? 1 + trial % 6 : 1;
         float *scratch = malloc(((size_t)(m + n + 2) * dim + (size_t)(m * n)) * 4);
@@ -699,7 +714,8 @@ static void test_pair_step_batched(void **state) {
         for (size_t i = 0; i < sz; i++) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             /* large enough that scores reach the saturated ends of the sigmoid too */
-            a0[i] = a1[i] = ((float)(s >> 40) / (float)(1 << 24) - 0.5f) * (trial % 3 ? 1.0f : 8.0f);
+            a0[i] = a1[i] =
+                ((float)(s >> 40) / (float)(1 << 24) - 0.5f) * (trial % 3 ? 1.0f : 8.0f);
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             b0[i] = b1[i] = ((float)(s >> 40) / (float)(1 << 24) - 0.5f);
         }
@@ -707,8 +723,9 @@ static void test_pair_step_batched(void **state) {
         for (int i = 0; i < m; i++) ctx[i] = (int32_t)((s >> (i * 5)) % (uint64_t)V);
         bool distinct = trial % 4 != 3;
         for (int j = 0; j < n; j++)
-            tgt[j] = distinct ? (int32_t)((s + (uint64_t)j * 7) % (uint64_t)V)  /* 7 and 40 coprime */
-                              : (int32_t)((s >> (j * 3)) % 5);
+            tgt[j] = distinct
+                         ? (int32_t)((s + (uint64_t)j * 7) % (uint64_t)V) /* 7 and 40 coprime */
+                         : (int32_t)((s >> (j * 3)) % 5);
         if (trial % 8 == 5 && n > 2) tgt[2] = tgt[0]; /* a negative equal to the true word */
         batched += distinct && n <= 16;
         emb__sgns_step_ref(a0, b0, dim, ctx, m, tgt, n, 0.05f, cbow, trial % 4 == 1, sig, scratch);
@@ -737,11 +754,13 @@ static void test_divergence_stops_training(void **state) {
         int64_t cat = emb_vocab_find(emb_w2v_vocab(w), "cat", 3);
         assert_true(cat >= 0);
         ((float *)t.data)[cat * o.dim + 3] = NAN;
-        EMB_EXPECT_ERR(emb_w2v_train(w, NULL, NULL), EMB_ERR_NUMERIC, "training diverged at epoch 1 of 3");
+        EMB_EXPECT_ERR(emb_w2v_train(w, NULL, NULL), EMB_ERR_NUMERIC,
+                       "training diverged at epoch 1 of 3");
         assert_non_null(strstr(emb_errmsg(), "vector of \""));
         assert_non_null(strstr(emb_errmsg(), "became NaN or infinite"));
         EMB_EXPECT_ERR(emb_w2v_train(w, NULL, NULL), EMB_ERR_NUMERIC, "training diverged");
-        EMB_EXPECT_ERR(emb_w2v_save_checkpoint(w, path_in_tmp("d.ckpt")), EMB_ERR_STATE, "diverged");
+        EMB_EXPECT_ERR(emb_w2v_save_checkpoint(w, path_in_tmp("d.ckpt")), EMB_ERR_STATE,
+                       "diverged");
         assert_int_equal(access(path_in_tmp("d.ckpt"), F_OK), -1);
         emb_w2v_free(w);
     }
@@ -776,10 +795,15 @@ static void test_kernel_nonfinite_scores(void **state) {
         for (int kind = 0; kind < 4; kind++)
             for (int cbow = 0; cbow < 2; cbow++) {
                 const float below = nextafterf((float)EMB__SGNS_MAX_EXP, 0.0f);
-                float syn0[2] = {kind == 0 ? NAN : kind == 1 ? INFINITY : kind == 2 ? -INFINITY : below, 0.5f};
+                float syn0[2] = {kind == 0   ? NAN
+                                 : kind == 1 ? INFINITY
+                                 : kind == 2 ? -INFINITY
+                                             : below,
+                                 0.5f};
                 float syn1[2] = {1.0f, 0.25f}, scratch[64];
                 int32_t ctx[1] = {0}, tgt[2] = {0, 1};
-                bool finite = fns[f](syn0, syn1, 1, ctx, 1, tgt, 2, 0.5f, cbow, false, sig, scratch);
+                bool finite =
+                    fns[f](syn0, syn1, 1, ctx, 1, tgt, 2, 0.5f, cbow, false, sig, scratch);
                 assert_int_equal(finite, kind == 3);
                 if (kind == 3) {
                     /* the true word's update used sigmoid(6) from the table's last entry */
@@ -807,14 +831,20 @@ int main(void) {
         cmocka_unit_test(test_divergence_stops_training),
         cmocka_unit_test(test_kernel_nonfinite_scores),
         cmocka_unit_test(test_longest_sentences),
-        cmocka_unit_test(test_options),         cmocka_unit_test(test_corpus_errors),
-        cmocka_unit_test(test_vocab_and_tokens), cmocka_unit_test(test_learns_topics),
-        cmocka_unit_test(test_reproducible),    cmocka_unit_test(test_checkpoint_resume),
+        cmocka_unit_test(test_options),
+        cmocka_unit_test(test_corpus_errors),
+        cmocka_unit_test(test_vocab_and_tokens),
+        cmocka_unit_test(test_learns_topics),
+        cmocka_unit_test(test_reproducible),
+        cmocka_unit_test(test_checkpoint_resume),
         cmocka_unit_test(test_checkpoint_version1_resumes),
-        cmocka_unit_test(test_create_from_ids), cmocka_unit_test(test_kernel_variants),
+        cmocka_unit_test(test_create_from_ids),
+        cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_pair_step_batched),
-        cmocka_unit_test(test_split_long_lines), cmocka_unit_test(test_ids_file_equals_memory),
-        cmocka_unit_test(test_alias_table), cmocka_unit_test(test_bom_and_lenient),
+        cmocka_unit_test(test_split_long_lines),
+        cmocka_unit_test(test_ids_file_equals_memory),
+        cmocka_unit_test(test_alias_table),
+        cmocka_unit_test(test_bom_and_lenient),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

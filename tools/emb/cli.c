@@ -212,7 +212,8 @@ int emb_cli_parse(const emb_cli_command *cmd, int argc, char **argv, const emb_c
                 const char *value = body[1] ? body + 1 : NULL;
                 if (value && value[0] == '=') value++;
                 if (!value) {
-                    if (i + 1 >= argc) return emb_cli_usage_error(cmd, "%s needs a value", spelling);
+                    if (i + 1 >= argc)
+                        return emb_cli_usage_error(cmd, "%s needs a value", spelling);
                     value = argv[++i];
                 }
                 int rc = store(cmd, o, spelling, value);
@@ -247,8 +248,7 @@ int emb_cli_parse(const emb_cli_command *cmd, int argc, char **argv, const emb_c
 
 int emb_cli_operands(const emb_cli_command *cmd, const emb_cli_args *args, int min, int max,
                      const char *what) {
-    if (args->n < min)
-        return emb_cli_usage_error(cmd, "missing %s", what);
+    if (args->n < min) return emb_cli_usage_error(cmd, "missing %s", what);
     if (max >= 0 && args->n > max)
         return emb_cli_usage_error(cmd, "unexpected argument '%s'", args->v[max]);
     return -1;
@@ -279,21 +279,26 @@ int emb_cli_finish_output(FILE *f, const char *what, int rc) {
     /* A failed command has already said why; a write error on top of it changes nothing. */
     if (rc == EMB_CLI_OK)
         fprintf(stderr, "emb: error writing %s: %s\n", what,
-                strerror(flushed != 0 && errno ? errno : help_errno ? help_errno : EIO));
+                strerror(flushed != 0 && errno ? errno
+                         : help_errno          ? help_errno
+                                               : EIO));
     return rc == EMB_CLI_OK ? EMB_CLI_FAILURE : rc;
 }
 
 /* ---- signals ---- */
 
 /* The message of a SIGBUS, formatted in advance: the handler may only write(2) it. */
-#define BUS_DEFAULT "emb: an input file shrank while emb was reading it (another program truncated it)\n"
+#define BUS_DEFAULT                                                                                \
+    "emb: an input file shrank while emb was reading it (another program truncated it)\n"
 static char bus_msg[1024] = BUS_DEFAULT;
 static volatile size_t bus_len = sizeof BUS_DEFAULT - 1;
 
 void emb_cli_watch_input(const emb_cli_command *cmd, const char *path) {
-    int n = snprintf(bus_msg, sizeof bus_msg,
-                     "emb %s: %s: the file shrank while emb was reading it (another program truncated "
-                     "it)\n", cmd ? cmd->name : "", path);
+    int n =
+        snprintf(bus_msg, sizeof bus_msg,
+                 "emb %s: %s: the file shrank while emb was reading it (another program truncated "
+                 "it)\n",
+                 cmd ? cmd->name : "", path);
     if (n < 0 || (size_t)n >= sizeof bus_msg) {
         bus_msg[sizeof bus_msg - 2] = '\n';
         n = (int)sizeof bus_msg - 1;

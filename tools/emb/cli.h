@@ -68,16 +68,16 @@ typedef struct emb_cli_option {
     char short_name;     /* one-letter alias ('k'), or 0 */
     const char *aliases; /* other accepted long names, space-separated ("size"), or NULL */
     emb_cli_kind kind;
-    void *dest;          /* see emb_cli_kind; written only when the option is given */
-    int64_t min, max;    /* EMB_CLI_INT: accepted range (min == max == 0: any int64) */
-    double dmin, dmax;   /* EMB_CLI_DOUBLE: accepted range (dmin == dmax == 0: any finite) */
+    void *dest;        /* see emb_cli_kind; written only when the option is given */
+    int64_t min, max;  /* EMB_CLI_INT: accepted range (min == max == 0: any int64) */
+    double dmin, dmax; /* EMB_CLI_DOUBLE: accepted range (dmin == dmax == 0: any finite) */
 } emb_cli_option;
 
 /* The arguments left once the options are taken out. */
 typedef struct emb_cli_args {
-    int n;        /* number of operands */
-    char **v;     /* the operands, in order (points into the argv given to emb_cli_parse) */
-    bool help;    /* --help / -h was given: the help text has been printed */
+    int n;     /* number of operands */
+    char **v;  /* the operands, in order (points into the argv given to emb_cli_parse) */
+    bool help; /* --help / -h was given: the help text has been printed */
 } emb_cli_args;
 
 /* Parses argv[1..argc) against `opts` (an array terminated by an entry whose name is NULL;

@@ -8,7 +8,8 @@
 
 /* unit(b) - unit(a) + unit(c) of three vectors of words without rows of a fastText model
  * (or with), then its nearest rows other than the words' own. */
-static emb_status analogy_by_vectors(const wordvecs *w, char **words, int64_t k, int64_t *ids, float *sc) {
+static emb_status analogy_by_vectors(const wordvecs *w, char **words, int64_t k, int64_t *ids,
+                                     float *sc) {
     int64_t d = w->v.weight.shape[1], rows[3];
     float *q = calloc((size_t)d, sizeof(float)), *buf = malloc((size_t)d * sizeof(float));
     emb_status st = q && buf ? EMB_OK : EMB_ERR_NOMEM;
@@ -47,8 +48,10 @@ static bool answer(const emb_cli_command *cmd, const wordvecs *w, char **words, 
     int64_t *ids = malloc((size_t)k * sizeof(int64_t));
     float *sc = malloc((size_t)k * sizeof(float));
     if (!ids || !sc ||
-        (rows ? emb_knn_analogy(w->knn, abc, 1, k, ids, sc) : analogy_by_vectors(w, words, k, ids, sc)) != EMB_OK) {
-        fprintf(stderr, "emb %s: %s\n", cmd->name, ids && sc && emb_errmsg()[0] ? emb_errmsg() : "out of memory");
+        (rows ? emb_knn_analogy(w->knn, abc, 1, k, ids, sc)
+              : analogy_by_vectors(w, words, k, ids, sc)) != EMB_OK) {
+        fprintf(stderr, "emb %s: %s\n", cmd->name,
+                ids && sc && emb_errmsg()[0] ? emb_errmsg() : "out of memory");
         free(ids), free(sc);
         return false;
     }
@@ -86,7 +89,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         char *line = NULL;
         size_t cap = 0;
         size_t len;
-        while (emb_cli_read_query(stdin, "Enter three words A B C (A is to B as C is to ?): ", &line, &cap, &len)) {
+        while (emb_cli_read_query(
+            stdin, "Enter three words A B C (A is to B as C is to ?): ", &line, &cap, &len)) {
             char *words[4];
             int n = 0;
             for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < 4;
@@ -104,7 +108,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         }
         free(line);
         if (tty) fprintf(stderr, "\n");
-        if (ferror(stdin)) ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
+        if (ferror(stdin))
+            ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
     }
     wordvecs_close(&w);
     return ok ? EMB_CLI_OK : EMB_CLI_FAILURE;

@@ -28,32 +28,45 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if ((rc = emb_cli_operands(cmd, &args, 2, 2, "IN OUT")) >= 0) return rc;
     emb_vectors_read_options ro = emb_vectors_read_options_default();
     emb_vectors_write_options wo = emb_vectors_write_options_default();
-    if (from && emb_format_parse(from, &ro.format)) return emb_cli_usage_error(cmd, "--from: %s", emb_errmsg());
-    if (to && emb_format_parse(to, &wo.format)) return emb_cli_usage_error(cmd, "--to: %s", emb_errmsg());
+    if (from && emb_format_parse(from, &ro.format))
+        return emb_cli_usage_error(cmd, "--from: %s", emb_errmsg());
+    if (to && emb_format_parse(to, &wo.format))
+        return emb_cli_usage_error(cmd, "--to: %s", emb_errmsg());
     emb_qtype qt = EMB_QTYPE_F32;
     if (dtype) {
-        if (!strcmp(dtype, "f32") || !strcmp(dtype, "float32")) wo.dtype = EMB_FLOAT32;
-        else if (!strcmp(dtype, "f16") || !strcmp(dtype, "float16")) wo.dtype = EMB_FLOAT16, qt = EMB_QTYPE_F16;
-        else if (!strcmp(dtype, "bf16") || !strcmp(dtype, "bfloat16")) wo.dtype = EMB_BFLOAT16, qt = EMB_QTYPE_BF16;
-        else if (!strcmp(dtype, "f64") || !strcmp(dtype, "float64")) wo.dtype = EMB_FLOAT64;
-        else if (!strcmp(dtype, "int8")) qt = EMB_QTYPE_INT8;
-        else if (!strcmp(dtype, "int4")) qt = EMB_QTYPE_INT4;
+        if (!strcmp(dtype, "f32") || !strcmp(dtype, "float32"))
+            wo.dtype = EMB_FLOAT32;
+        else if (!strcmp(dtype, "f16") || !strcmp(dtype, "float16"))
+            wo.dtype = EMB_FLOAT16, qt = EMB_QTYPE_F16;
+        else if (!strcmp(dtype, "bf16") || !strcmp(dtype, "bfloat16"))
+            wo.dtype = EMB_BFLOAT16, qt = EMB_QTYPE_BF16;
+        else if (!strcmp(dtype, "f64") || !strcmp(dtype, "float64"))
+            wo.dtype = EMB_FLOAT64;
+        else if (!strcmp(dtype, "int8"))
+            qt = EMB_QTYPE_INT8;
+        else if (!strcmp(dtype, "int4"))
+            qt = EMB_QTYPE_INT4;
         else
-            return emb_cli_usage_error(cmd, "invalid value '%s' for --dtype: expected f32, f16, bf16, f64, int8 or int4",
-                                       dtype);
+            return emb_cli_usage_error(
+                cmd, "invalid value '%s' for --dtype: expected f32, f16, bf16, f64, int8 or int4",
+                dtype);
     }
     if (wo.format == EMB_FORMAT_AUTO && emb_format_from_path(args.v[1]) == EMB_FORMAT_AUTO)
-        return emb_cli_usage_error(cmd, "cannot tell the output format from '%s': use a .safetensors, .npy, .bin, "
-                                        ".vec or .txt name, or --to", args.v[1]);
+        return emb_cli_usage_error(
+            cmd,
+            "cannot tell the output format from '%s': use a .safetensors, .npy, .bin, "
+            ".vec or .txt name, or --to",
+            args.v[1]);
     const emb_format out_fmt = wo.format ? wo.format : emb_format_from_path(args.v[1]);
     /* reduced-precision and quantized safetensors go through the table writer, which refuses
      * values the type cannot hold and records the error against the float32 rows */
     const bool qwrite = qt != EMB_QTYPE_F32 && out_fmt == EMB_FORMAT_SAFETENSORS;
     if ((qt == EMB_QTYPE_INT8 || qt == EMB_QTYPE_INT4) && out_fmt != EMB_FORMAT_SAFETENSORS)
-        return emb_cli_usage_error(cmd, "--dtype %s tables are written as safetensors only (a .safetensors OUT)",
-                                   dtype);
+        return emb_cli_usage_error(
+            cmd, "--dtype %s tables are written as safetensors only (a .safetensors OUT)", dtype);
     if (qwrite && out_tensor)
-        return emb_cli_usage_error(cmd, "--output-tensor: a %s table is always the tensor \"weight\"", dtype);
+        return emb_cli_usage_error(
+            cmd, "--output-tensor: a %s table is always the tensor \"weight\"", dtype);
     ro.limit = limit;
     ro.tensor = tensor;
     ro.check_utf8 = !no_utf8;
@@ -68,7 +81,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     emb_status st;
     if (qwrite) {
         emb_qtable_writer *w;
-        st = emb_qtable_writer_open(args.v[1], qt, v.weight.shape[0], v.weight.shape[1], v.vocab, &w);
+        st = emb_qtable_writer_open(args.v[1], qt, v.weight.shape[0], v.weight.shape[1], v.vocab,
+                                    &w);
         if (!st) {
             st = emb_qtable_writer_append(w, v.weight.data, v.weight.shape[0]);
             if (!st) st = emb_qtable_writer_commit(w, &err);
@@ -82,11 +96,14 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         emb_vectors_release(&v);
         return rc;
     }
-    fprintf(stderr, "emb convert: %s (%s, %lld x %lld) -> %s (%s%s%s)\n", args.v[0], emb_format_name(v.format),
-            (long long)v.weight.shape[0], (long long)v.weight.shape[1], args.v[1], emb_format_name(out_fmt),
-            qwrite ? ", " : "", qwrite ? emb_qtype_name(qt) : "");
+    fprintf(stderr, "emb convert: %s (%s, %lld x %lld) -> %s (%s%s%s)\n", args.v[0],
+            emb_format_name(v.format), (long long)v.weight.shape[0], (long long)v.weight.shape[1],
+            args.v[1], emb_format_name(out_fmt), qwrite ? ", " : "",
+            qwrite ? emb_qtype_name(qt) : "");
     if (qwrite)
-        fprintf(stderr, "emb convert: error against the float32 rows: max abs %.6g, mean abs %.6g, mean cosine %.9f\n",
+        fprintf(stderr,
+                "emb convert: error against the float32 rows: max abs %.6g, mean abs %.6g, mean "
+                "cosine %.9f\n",
                 err.max_abs, err.mean_abs, err.mean_cosine);
     emb_vectors_release(&v);
     return EMB_CLI_OK;

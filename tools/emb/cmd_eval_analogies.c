@@ -20,7 +20,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     int64_t restrict_rows = 30000, limit = 0;
     bool case_sensitive = false;
     const emb_cli_option opts[] = {
-        {"restrict", 0, "restrict-vocab threshold", EMB_CLI_INT, &restrict_rows, 0, INT64_MAX, 0, 0},
+        {"restrict", 0, "restrict-vocab threshold", EMB_CLI_INT, &restrict_rows, 0, INT64_MAX, 0,
+         0},
         {"limit", 0, NULL, EMB_CLI_INT, &limit, 1, INT64_MAX, 0, 0},
         {"case-sensitive", 0, NULL, EMB_CLI_FLAG, &case_sensitive, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
@@ -54,7 +55,10 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         if (n == 0) continue;
         if (tok[0][0] == ':') {
             section *s = realloc(secs, (size_t)(nsec + 1) * sizeof *secs);
-            if (!s) { rc = emb_cli_fail(cmd, "out of memory"); break; }
+            if (!s) {
+                rc = emb_cli_fail(cmd, "out of memory");
+                break;
+            }
             secs = s;
             const char *name = tok[0][1] ? tok[0] + 1 : (n > 1 ? tok[1] : "");
             secs[nsec].name = strdup(name);
@@ -63,13 +67,13 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             continue;
         }
         if (n != 4) {
-            rc = emb_cli_fail(cmd, "%s:%lld: expected a ': section' line or four words",
-                              qpath, (long long)lineno);
+            rc = emb_cli_fail(cmd, "%s:%lld: expected a ': section' line or four words", qpath,
+                              (long long)lineno);
             break;
         }
         if (nsec == 0) {
-            rc = emb_cli_fail(cmd, "%s:%lld: a question before the first ': section' line",
-                              qpath, (long long)lineno);
+            rc = emb_cli_fail(cmd, "%s:%lld: a question before the first ': section' line", qpath,
+                              (long long)lineno);
             break;
         }
         int64_t r[4];
@@ -91,7 +95,10 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             if (e) expect = e;
             int64_t *s = realloc(sec_of, (size_t)capq * sizeof(int64_t));
             if (s) sec_of = s;
-            if (!a || !e || !s) { rc = emb_cli_fail(cmd, "out of memory"); break; }
+            if (!a || !e || !s) {
+                rc = emb_cli_fail(cmd, "out of memory");
+                break;
+            }
         }
         abc[3 * nq] = r[0], abc[3 * nq + 1] = r[1], abc[3 * nq + 2] = r[2];
         expect[nq] = r[3];

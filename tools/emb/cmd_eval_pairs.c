@@ -12,7 +12,8 @@ static double cosine(const wordvecs *w, int64_t a, int64_t b) {
     if (!buf) return 0.0;
     const float *x = wordvecs_row(w, a, buf), *y = wordvecs_row(w, b, buf + d);
     double xy = 0, xx = 0, yy = 0;
-    for (int64_t i = 0; i < d; i++) xy += (double)x[i] * y[i], xx += (double)x[i] * x[i], yy += (double)y[i] * y[i];
+    for (int64_t i = 0; i < d; i++)
+        xy += (double)x[i] * y[i], xx += (double)x[i] * x[i], yy += (double)y[i] * y[i];
     free(buf);
     return xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 0.0;
 }
@@ -90,7 +91,10 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             if (h) human = h;
             double *m = realloc(model, (size_t)capn * sizeof(double));
             if (m) model = m;
-            if (!h || !m) { rc = emb_cli_fail(cmd, "out of memory"); break; }
+            if (!h || !m) {
+                rc = emb_cli_fail(cmd, "out of memory");
+                break;
+            }
         }
         human[n] = score;
         model[n] = w.ft ? cos : cosine(&w, a, b);
@@ -99,8 +103,9 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     free(line);
     if (pf != stdin) fclose(pf);
     if (rc == EMB_CLI_OK && n < 2)
-        rc = emb_cli_fail(cmd, "%s: fewer than 2 pairs with both words in the vocabulary "
-                               "(%lld pairs, %lld out of vocabulary)",
+        rc = emb_cli_fail(cmd,
+                          "%s: fewer than 2 pairs with both words in the vocabulary "
+                          "(%lld pairs, %lld out of vocabulary)",
                           ppath, (long long)total, (long long)oov);
     if (rc == EMB_CLI_OK) {
         double rho = NAN;

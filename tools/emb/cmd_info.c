@@ -14,7 +14,8 @@ static void list_tensors(FILE *out, const emb_safetensors *st) {
         const int64_t *sh = emb_safetensors_shape(st, i, &nd);
         char shape[256];
         emb_shape_repr(nd, sh, shape, sizeof shape);
-        fprintf(out, "  %-24s %-5s %s\n", emb_safetensors_name(st, i), emb_safetensors_dtype(st, i), shape);
+        fprintf(out, "  %-24s %-5s %s\n", emb_safetensors_name(st, i), emb_safetensors_dtype(st, i),
+                shape);
     }
 }
 
@@ -34,7 +35,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (rc >= 0) return rc;
     if ((rc = emb_cli_operands(cmd, &args, 1, 1, "FILE")) >= 0) return rc;
     emb_vectors_read_options ro = emb_vectors_read_options_default();
-    if (from && emb_format_parse(from, &ro.format)) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
+    if (from && emb_format_parse(from, &ro.format))
+        return emb_cli_usage_error(cmd, "%s", emb_errmsg());
     ro.limit = limit;
     ro.tensor = tensor;
     ro.check_utf8 = !no_utf8;
@@ -66,7 +68,9 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                emb_vocab_has_counts(v.vocab) ? " (with counts)" : "");
     else
         printf("words:      none (rows are looked up by id)\n");
-    if (v.duplicates) printf("duplicates: %lld rows skipped (repeated words; the first is kept)\n", (long long)v.duplicates);
+    if (v.duplicates)
+        printf("duplicates: %lld rows skipped (repeated words; the first is kept)\n",
+               (long long)v.duplicates);
     if (v.nonfinite) printf("non-finite: %lld values (NaN or infinite)\n", (long long)v.nonfinite);
     if (rows > 0) {
         const float *w = v.weight.data;
@@ -83,13 +87,14 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             if (n > mx) mx = n, amax = i;
             sum += n;
         }
-        printf("norms:      min %.6g, mean %.6g, max %.6g (L2, over %lld rows)\n", mn, sum / (double)rows, mx,
-               (long long)rows);
+        printf("norms:      min %.6g, mean %.6g, max %.6g (L2, over %lld rows)\n", mn,
+               sum / (double)rows, mx, (long long)rows);
         if (v.vocab) {
             printf("smallest norm: %s\n", emb_vocab_word(v.vocab, amin, NULL));
             printf("largest norm:  %s\n", emb_vocab_word(v.vocab, amax, NULL));
         } else {
-            printf("smallest norm: row %lld\nlargest norm:  row %lld\n", (long long)amin, (long long)amax);
+            printf("smallest norm: row %lld\nlargest norm:  row %lld\n", (long long)amin,
+                   (long long)amax);
         }
         if (zero) printf("zero rows:  %lld\n", (long long)zero);
     }
@@ -100,17 +105,19 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             emb_qtype q;
             int64_t rb;
             if (qt && !emb_qtype_parse(qt, &q) && !emb_qtype_row_nbytes(q, dim, &rb)) {
-                static const char *layout[] = {"float32 values", "float16 values", "bfloat16 values",
-                                               "uint8 codes, float32 scale and bias",
-                                               "4-bit codes, float16 scale and bias"};
-                printf("storage:    %s, %lld bytes per row (%s; %.2f GB)\n", qt, (long long)rb, layout[q],
-                       (double)rb * (double)v.file_rows / 1e9);
+                static const char *layout[] = {
+                    "float32 values", "float16 values", "bfloat16 values",
+                    "uint8 codes, float32 scale and bias", "4-bit codes, float16 scale and bias"};
+                printf("storage:    %s, %lld bytes per row (%s; %.2f GB)\n", qt, (long long)rb,
+                       layout[q], (double)rb * (double)v.file_rows / 1e9);
             }
             const char *e1 = emb_safetensors_metadata(st, "emb.error.max_abs");
             const char *e2 = emb_safetensors_metadata(st, "emb.error.mean_abs");
             const char *e3 = emb_safetensors_metadata(st, "emb.error.mean_cosine");
             if (e1 && e2 && e3)
-                printf("error:      against the float32 source: max abs %s, mean abs %s, mean cosine %s\n", e1, e2, e3);
+                printf("error:      against the float32 source: max abs %s, mean abs %s, mean "
+                       "cosine %s\n",
+                       e1, e2, e3);
             printf("tensors:\n");
             list_tensors(stdout, st);
             emb_safetensors_free(st);

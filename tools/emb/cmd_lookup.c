@@ -23,7 +23,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (rc >= 0) return rc;
     if ((rc = emb_cli_operands(cmd, &args, 2, -1, "FILE and WORD|ID")) >= 0) return rc;
     emb_vectors_read_options ro = emb_vectors_read_options_default();
-    if (from && emb_format_parse(from, &ro.format)) return emb_cli_usage_error(cmd, "--from: %s", emb_errmsg());
+    if (from && emb_format_parse(from, &ro.format))
+        return emb_cli_usage_error(cmd, "--from: %s", emb_errmsg());
     ro.tensor = tensor;
     ro.check_utf8 = !no_utf8;
     emb_vectors v;
@@ -61,17 +62,22 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                 id = x;
             } else {
                 if (v.vocab)
-                    fprintf(stderr, "emb lookup: '%s' is not in the vocabulary of %s (%lld words) nor a row id\n", q,
-                            args.v[0], (long long)rows);
+                    fprintf(stderr,
+                            "emb lookup: '%s' is not in the vocabulary of %s (%lld words) nor a "
+                            "row id\n",
+                            q, args.v[0], (long long)rows);
                 else
-                    fprintf(stderr, "emb lookup: '%s' is not a row id of %s (it has no words; ids are 0..%lld)\n", q,
-                            args.v[0], (long long)rows - 1);
+                    fprintf(stderr,
+                            "emb lookup: '%s' is not a row id of %s (it has no words; ids are "
+                            "0..%lld)\n",
+                            q, args.v[0], (long long)rows - 1);
                 rc = EMB_CLI_FAILURE;
                 continue;
             }
         }
         if (dim > 0) /* a table of width 0 may have no data at all */
-            memcpy(out + n * dim, (const float *)v.weight.data + id * dim, sizeof *out * (size_t)dim);
+            memcpy(out + n * dim, (const float *)v.weight.data + id * dim,
+                   sizeof *out * (size_t)dim);
         labels[n++] = v.vocab ? emb_vocab_word(v.vocab, id, NULL) : q;
     }
     if (n > 0) {
@@ -86,7 +92,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             int64_t oshape[2] = {n, dim};
             emb_print_options po = emb_print_options_default();
             po.precision = (int)precision;
-            if (emb_tensor_init(&t, EMB_FLOAT32, out, 2, oshape) || emb_tensor_print(stdout, &t, &po))
+            if (emb_tensor_init(&t, EMB_FLOAT32, out, 2, oshape) ||
+                emb_tensor_print(stdout, &t, &po))
                 rc = emb_cli_fail(cmd, "%s", emb_errmsg());
         }
     }

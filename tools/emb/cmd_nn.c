@@ -98,7 +98,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         }
         free(line);
         if (tty) fprintf(stderr, "\n");
-        if (ferror(stdin)) ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
+        if (ferror(stdin))
+            ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
     }
     wordvecs_close(&w);
     return ok ? EMB_CLI_OK : EMB_CLI_FAILURE;

@@ -28,7 +28,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if ((rc = emb_cli_operands(cmd, &args, 1, 1, "CORPUS")) >= 0) return rc;
     const char *corpus = args.v[0];
     if (strcmp(corpus, "-") == 0)
-        return emb_cli_usage_error(cmd, "the corpus is read twice (counting, then rewriting): give a file");
+        return emb_cli_usage_error(
+            cmd, "the corpus is read twice (counting, then rewriting): give a file");
     emb_phrases_options o = emb_phrases_options_default();
     o.min_count = min_count, o.threshold = threshold, o.delimiter = delimiter;
     emb_cli_watch_input(cmd, corpus);
@@ -48,7 +49,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         rc = emb_cli_fail(cmd, "cannot write %s: %s", output, strerror(errno));
     if (rc != EMB_CLI_OK && !to_stdout) unlink(output); /* no half-written output */
     if (rc == EMB_CLI_OK && !quiet)
-        fprintf(stderr, "emb phrases: %lld phrases joined in %s\n", (long long)n, to_stdout ? "standard output" : output);
+        fprintf(stderr, "emb phrases: %lld phrases joined in %s\n", (long long)n,
+                to_stdout ? "standard output" : output);
     emb_phrases_free(p);
     return rc;
 }

@@ -10,11 +10,21 @@
 static void xml_text(FILE *f, const char *s) {
     for (; *s; s++) {
         switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&apos;", f);
+            break;
         default:
             if ((unsigned char)*s >= 0x20 || *s == '\t') fputc(*s, f);
         }
@@ -41,7 +51,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if ((rc = wordvecs_open(cmd, args.v[0], top, 0, false, &w)) >= 0) return rc;
     int64_t n = w.v.weight.shape[0], d = w.v.weight.shape[1];
     const float *x = w.v.weight.data;
-    float *u = malloc((size_t)(n * d) * sizeof(float)), *xy = calloc((size_t)(2 * n), sizeof(float));
+    float *u = malloc((size_t)(n * d) * sizeof(float)),
+          *xy = calloc((size_t)(2 * n), sizeof(float));
     if (!u || !xy) {
         free(u), free(xy);
         wordvecs_close(&w);
@@ -94,11 +105,12 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         for (int64_t i = 0; i < n; i++) {
             double px = margin + (xy[2 * i] - lo[0]) / (hi[0] - lo[0] + 1e-300) *
                                      ((double)width - 2 * margin);
-            double py = top_band + margin + (hi[1] - xy[2 * i + 1]) / (hi[1] - lo[1] + 1e-300) *
-                                                ((double)height - 2 * margin - top_band);
+            double py = top_band + margin +
+                        (hi[1] - xy[2 * i + 1]) / (hi[1] - lo[1] + 1e-300) *
+                            ((double)height - 2 * margin - top_band);
             int shade = (int)(40 + 160 * (double)i / (double)n);
-            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"rgb(%d,%d,220)\"/>", px,
-                    py, shade / 3, shade / 2);
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"rgb(%d,%d,220)\"/>", px, py,
+                    shade / 3, shade / 2);
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%d\" fill=\"#222\">", px + 5,
                     py + 4, i < n / 4 ? 14 : 11);
             xml_text(f, wordvecs_word(&w, i));

@@ -18,7 +18,8 @@ static bool add_rows(const emb_cli_command *cmd, const wordvecs *w, const char *
     char *dup = strdup(list);
     if (!dup) return emb_cli_fail(cmd, "out of memory"), false;
     bool ok = true;
-    for (char *save = NULL, *t = strtok_r(dup, ", \t", &save); t && ok; t = strtok_r(NULL, ", \t", &save)) {
+    for (char *save = NULL, *t = strtok_r(dup, ", \t", &save); t && ok;
+         t = strtok_r(NULL, ", \t", &save)) {
         int64_t r;
         if (by_row) {
             char why[128];
@@ -30,7 +31,8 @@ static bool add_rows(const emb_cli_command *cmd, const wordvecs *w, const char *
             }
         } else if ((r = wordvecs_find(w, t)) < 0) {
             if (skip_unknown) {
-                fprintf(stderr, "emb %s: '%s' is not in the vocabulary; left out (as gensim does)\n",
+                fprintf(stderr,
+                        "emb %s: '%s' is not in the vocabulary; left out (as gensim does)\n",
                         cmd->name, t);
                 continue;
             }
@@ -92,7 +94,8 @@ static int run_most_similar(const emb_cli_command *cmd, int argc, char **argv) {
     if ((rc = open_for(cmd, &args, limit, restrict_rows, fold, by_row, &w)) >= 0) return rc;
     int64_t *pos = NULL, *neg = NULL, np = 0, nn = 0;
     bool ok = true;
-    for (int i = 1; i < args.n && ok; i++) ok = add_rows(cmd, &w, args.v[i], by_row, false, &pos, &np);
+    for (int i = 1; i < args.n && ok; i++)
+        ok = add_rows(cmd, &w, args.v[i], by_row, false, &pos, &np);
     if (ok && negative) ok = add_rows(cmd, &w, negative, by_row, false, &neg, &nn);
     int64_t *ids = ok ? malloc((size_t)k * sizeof(int64_t)) : NULL;
     float *sc = ok ? malloc((size_t)k * sizeof(float)) : NULL;
@@ -217,7 +220,8 @@ static int run_doesnt_match(const emb_cli_command *cmd, int argc, char **argv) {
     if ((rc = open_for(cmd, &args, limit, 0, fold, by_row, &w)) >= 0) return rc;
     int64_t *rows = NULL, n = 0, odd = -1;
     bool ok = true;
-    for (int i = 1; i < args.n && ok; i++) ok = add_rows(cmd, &w, args.v[i], by_row, true, &rows, &n);
+    for (int i = 1; i < args.n && ok; i++)
+        ok = add_rows(cmd, &w, args.v[i], by_row, true, &rows, &n);
     if (ok && n == 0) ok = false, emb_cli_fail(cmd, "no word of the list is in the vocabulary");
     if (ok && emb_knn_doesnt_match(w.knn, rows, n, &odd) != EMB_OK)
         ok = false, emb_cli_fail(cmd, "%s", emb_errmsg());

@@ -24,7 +24,7 @@ typedef struct {
     const char *ckpt;
     int ckpt_failed;
     bool ckpt_written;
-    int64_t done0;      /* words done before this run (a resumed run): not counted in its speed */
+    int64_t done0; /* words done before this run (a resumed run): not counted in its speed */
     int epochs;
     char ckpt_msg[1024]; /* why a checkpoint could not be written */
 } train_ui;
@@ -160,11 +160,9 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train, input);
     if (!train) train = input;
     if (train && args.n > 0)
-        return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train,
-                                   args.v[0]);
+        return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train, args.v[0]);
     if (!train && (rc = emb_cli_operands(cmd, &args, 1, 1, "CORPUS")) >= 0) return rc;
-    if (train && args.n > 0)
-        return emb_cli_usage_error(cmd, "unexpected argument '%s'", args.v[0]);
+    if (train && args.n > 0) return emb_cli_usage_error(cmd, "unexpected argument '%s'", args.v[0]);
     const char *corpus = train ? train : args.v[0];
     if (!output) return emb_cli_usage_error(cmd, "missing --output (-o) OUT");
     if (hs)
@@ -180,8 +178,11 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                                    model);
     if (cbow >= 0) m = cbow ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM;
     if (!isnan(alpha) && !(alpha > 0 && alpha <= 1))
-        return emb_cli_usage_error(cmd, "invalid value '%g' for --alpha: expected a number in (0, 1] (larger "
-                                        "learning rates make the vectors diverge)", alpha);
+        return emb_cli_usage_error(
+            cmd,
+            "invalid value '%g' for --alpha: expected a number in (0, 1] (larger "
+            "learning rates make the vectors diverge)",
+            alpha);
     emb_w2v_options o = emb_w2v_options_default(m);
     if (dim > 0) o.dim = dim;
     if (window > 0) o.window = (int)window;
@@ -222,8 +223,10 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (checkpoint && every == 0) {
         every = 300;
         if (!quiet)
-            fprintf(stderr, "emb train: --checkpoint without --checkpoint-every: writing %s every %g "
-                            "seconds\n", checkpoint, every);
+            fprintf(stderr,
+                    "emb train: --checkpoint without --checkpoint-every: writing %s every %g "
+                    "seconds\n",
+                    checkpoint, every);
     }
     if (save_model && !dir_writable(save_model, why, sizeof why))
         return emb_cli_fail(cmd, "cannot write %s: %s", save_model, why);
@@ -237,8 +240,9 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (resume && strcmp(corpus, "-") == 0)
         return emb_cli_usage_error(cmd, "--resume needs the corpus as a file, not stdin");
     if ((cont || read_vocab) && (resume || checkpoint))
-        return emb_cli_usage_error(cmd, "%s cannot be combined with checkpoints (--checkpoint, "
-                                        "--checkpoint-every, --resume)",
+        return emb_cli_usage_error(cmd,
+                                   "%s cannot be combined with checkpoints (--checkpoint, "
+                                   "--checkpoint-every, --resume)",
                                    cont ? "--continue" : "--read-vocab");
     if (cont && read_vocab)
         return emb_cli_usage_error(cmd, "--continue takes its vocabulary from the model; drop "
@@ -249,10 +253,10 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
 
     double t0 = wall();
     emb_w2v *w = NULL;
-    emb_status st = resume       ? emb_w2v_resume(&o, corpus, resume, &w)
-                    : cont       ? emb_w2v_continue(&o, cont, corpus, &w)
+    emb_status st = resume        ? emb_w2v_resume(&o, corpus, resume, &w)
+                    : cont        ? emb_w2v_continue(&o, cont, corpus, &w)
                     : given_vocab ? emb_w2v_create_with_vocab(&o, given_vocab, corpus, &w)
-                                 : emb_w2v_create_from_file(&o, corpus, &w);
+                                  : emb_w2v_create_from_file(&o, corpus, &w);
     emb_vocab_free(given_vocab);
     if (st) return emb_cli_fail(cmd, "%s", emb_errmsg());
     const emb_vocab *vocab = emb_w2v_vocab(w);
@@ -264,20 +268,22 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     int asked_threads = o.threads;
     o = emb_w2v_options_of(w);
     if (resume && threads > 0 && asked_threads != o.threads && !quiet)
-        fprintf(stderr, "emb train: %s was written by a run of %d threads; it continues with %d "
-                        "(a thread's share of the corpus is part of the checkpoint)\n",
+        fprintf(stderr,
+                "emb train: %s was written by a run of %d threads; it continues with %d "
+                "(a thread's share of the corpus is part of the checkpoint)\n",
                 resume, o.threads, o.threads);
-    train_ui ui = {w, isatty(fileno(stderr)) == 1, quiet, 0, wall(), every, checkpoint, 0, false,
-                   emb_w2v_words_done(w), o.epochs, ""};
+    train_ui ui = {w,     isatty(fileno(stderr)) == 1, quiet,    0, wall(), every, checkpoint, 0,
+                   false, emb_w2v_words_done(w),       o.epochs, ""};
     if (!quiet)
         fprintf(stderr,
                 "emb train: %s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
                 "window %d, negative %d, %d epochs, %d threads%s%s\n",
-                corpus, (long long)emb_vocab_num_words(vocab),
-                (long long)emb_w2v_corpus_tokens(w), m == EMB_W2V_CBOW ? "CBOW" : "skip-gram",
-                (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
-                o.maxn > 0 ? "; subwords" : "",
-                resume ? " (resumed)" : cont ? " (continued)" : "");
+                corpus, (long long)emb_vocab_num_words(vocab), (long long)emb_w2v_corpus_tokens(w),
+                m == EMB_W2V_CBOW ? "CBOW" : "skip-gram", (long long)o.dim, o.window, o.negative,
+                o.epochs, o.threads, o.maxn > 0 ? "; subwords" : "",
+                resume ? " (resumed)"
+                : cont ? " (continued)"
+                       : "");
     double t1 = wall();
     int64_t done0 = ui.done0;
     st = emb_w2v_train(w, on_progress, &ui);
@@ -325,14 +331,15 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         fprintf(stderr,
                 "emb train: %lld words in %.2f s (%.0f words/s; reading %.2f s), peak memory "
                 "%.1f MB; wrote %s (%s)\n",
-                (long long)words, t2 - t1, (t2 - t1) > 0 ? (double)words / (t2 - t1) : 0,
-                t1 - t0, (double)ru.ru_maxrss / 1024.0,
-                out.to_stdout ? "standard output" : output, emb_format_name(out.format));
+                (long long)words, t2 - t1, (t2 - t1) > 0 ? (double)words / (t2 - t1) : 0, t1 - t0,
+                (double)ru.ru_maxrss / 1024.0, out.to_stdout ? "standard output" : output,
+                emb_format_name(out.format));
     }
     int64_t bad_utf8, too_long;
     emb_w2v_skipped(w, &bad_utf8, &too_long);
     if (bad_utf8 || too_long) /* even with -q: the vectors lack these tokens */
-        fprintf(stderr, "emb train: skipped %lld tokens that are not UTF-8 and %lld longer than %d bytes\n",
+        fprintf(stderr,
+                "emb train: skipped %lld tokens that are not UTF-8 and %lld longer than %d bytes\n",
                 (long long)bad_utf8, (long long)too_long, EMB_VOCAB_MAX_WORD);
     emb_w2v_free(w);
     return EMB_CLI_OK;

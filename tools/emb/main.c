@@ -29,13 +29,14 @@ void emb_cli_print_usage(FILE *f) {
         int n = (int)strlen(commands[i]->name);
         if (n > width) width = n;
     }
-    fprintf(f, "usage: emb <command> [options] [arguments]\n"
-               "       emb help <command>\n"
-               "       emb --version\n"
-               "\n"
-               "emb %s: PyTorch's nn.Embedding and what surrounds it, in C.\n"
-               "\n"
-               "commands:\n",
+    fprintf(f,
+            "usage: emb <command> [options] [arguments]\n"
+            "       emb help <command>\n"
+            "       emb --version\n"
+            "\n"
+            "emb %s: PyTorch's nn.Embedding and what surrounds it, in C.\n"
+            "\n"
+            "commands:\n",
             emb_version());
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-*s  %s\n", width, commands[i]->name, commands[i]->summary);
@@ -53,9 +54,12 @@ static int dispatch(int argc, char **argv) {
     const char *a = argv[1];
     /* Global options: --help and --version, alone or as `--help CMD`, behave like the
      * help and version commands. */
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) a = "help";
-    else if (!strcmp(a, "--version")) a = "version";
-    else if (a[0] == '-') return emb_cli_usage_error(NULL, "unknown option '%s'", a);
+    if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+        a = "help";
+    else if (!strcmp(a, "--version"))
+        a = "version";
+    else if (a[0] == '-')
+        return emb_cli_usage_error(NULL, "unknown option '%s'", a);
     const emb_cli_command *cmd = emb_cli_find(a);
     if (!cmd) return emb_cli_usage_error(NULL, "unknown command '%s'", a);
     argv[1] = (char *)cmd->name;

@@ -18,11 +18,12 @@ int train_output_resolve(const emb_cli_command *cmd, const char *output, int64_t
     static const char *const compressed[] = {".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4"};
     for (size_t k = 0; k < sizeof compressed / sizeof compressed[0]; k++)
         if (ends_with(output, compressed[k]))
-            return emb_cli_usage_error(cmd,
-                                       "cannot write %s: emb does not compress its output (it would "
-                                       "be written uncompressed under a compressed name); write to "
-                                       "standard output and compress it, e.g. -o - | gzip > %s",
-                                       output, output);
+            return emb_cli_usage_error(
+                cmd,
+                "cannot write %s: emb does not compress its output (it would "
+                "be written uncompressed under a compressed name); write to "
+                "standard output and compress it, e.g. -o - | gzip > %s",
+                output, output);
     if (strcmp(output, "-") == 0) {
         out->path = output;
         out->to_stdout = true;
@@ -66,7 +67,8 @@ static int copy_to_stdout(const emb_cli_command *cmd, const char *tmp) {
     int rc = EMB_CLI_OK;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0)
         if (fwrite(buf, 1, n, stdout) != n) {
-            rc = emb_cli_fail(cmd, "cannot write the vectors to standard output: %s", strerror(errno));
+            rc = emb_cli_fail(cmd, "cannot write the vectors to standard output: %s",
+                              strerror(errno));
             break;
         }
     if (rc == EMB_CLI_OK && ferror(f)) rc = emb_cli_fail(cmd, "cannot read back %s", tmp);
@@ -79,7 +81,8 @@ int train_output_write(const emb_cli_command *cmd, const train_output *out,
     emb_vectors_write_options wo = emb_vectors_write_options_default();
     wo.format = out->format;
     if (!out->to_stdout) {
-        if (emb_vectors_write(out->path, vectors, vocab, &wo)) return emb_cli_fail(cmd, "%s", emb_errmsg());
+        if (emb_vectors_write(out->path, vectors, vocab, &wo))
+            return emb_cli_fail(cmd, "%s", emb_errmsg());
         return EMB_CLI_OK;
     }
     const char *dir = getenv("TMPDIR");
@@ -90,8 +93,8 @@ int train_output_write(const emb_cli_command *cmd, const train_output *out,
     snprintf(tmp, n, "%s/emb-train-XXXXXX", dir);
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        int rc = emb_cli_fail(cmd, "cannot create a temporary file in %s for standard output: %s", dir,
-                              strerror(errno));
+        int rc = emb_cli_fail(cmd, "cannot create a temporary file in %s for standard output: %s",
+                              dir, strerror(errno));
         free(tmp);
         return rc;
     }

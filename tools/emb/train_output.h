@@ -8,7 +8,7 @@
 #include "cli.h"
 
 typedef struct train_output {
-    const char *path;  /* the file written ("-": standard output) */
+    const char *path; /* the file written ("-": standard output) */
     emb_format format;
     bool to_stdout;
 } train_output;

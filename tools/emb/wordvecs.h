@@ -10,13 +10,13 @@
 #include <emb/io.h>
 
 typedef struct {
-    emb_vectors v;   /* the table and its words; over a quantized table (q != NULL) only the
-                        words and v.weight's shape: read rows with wordvecs_row */
-    emb_qtable *q;   /* a mapped f16/bf16/int8/int4 table searched directly, or NULL */
-    emb_knn *knn;    /* cosine index over the first `restrict` rows */
-    int64_t rows;    /* rows searched */
-    emb_vocab *fold; /* lowercased words of the searched rows -> row (most frequent first);
-                        NULL when lookups are exact */
+    emb_vectors v;    /* the table and its words; over a quantized table (q != NULL) only the
+                         words and v.weight's shape: read rows with wordvecs_row */
+    emb_qtable *q;    /* a mapped f16/bf16/int8/int4 table searched directly, or NULL */
+    emb_knn *knn;     /* cosine index over the first `restrict` rows */
+    int64_t rows;     /* rows searched */
+    emb_vocab *fold;  /* lowercased words of the searched rows -> row (most frequent first);
+                         NULL when lookups are exact */
     emb_fasttext *ft; /* a fastText model (.bin): vectors for words without a row; or NULL */
 } wordvecs;
 

@@ -121,14 +121,14 @@ int tour_seed001(const tour_ctx *t) {
     tour_say(t, "The first noise vector, row 0 of the table, and the first concatenated row:");
     emb_tensor row = tour_row(&noise, 0);
     TOUR_TRY(tour_print(t, &row, NULL, NULL), "print");
-    const char *select_fn =
-        emb_embedding_requires_grad(emb) ? "grad_fn=<SelectBackward0>" : NULL;
+    const char *select_fn = emb_embedding_requires_grad(emb) ? "grad_fn=<SelectBackward0>" : NULL;
     row = tour_row(&w, 0);
     TOUR_TRY(tour_print(t, &row, select_fn, NULL), "print");
     row = tour_row(&cat, 0);
     TOUR_TRY(tour_print(t, &row, select_fn, NULL), "print");
-    tour_say(t, "Its last 3 values are the embedding of its own label, labels[0] = %" PRId64
-                ", so they equal row 0 of the table only when that label is 0.",
+    tour_say(t,
+             "Its last 3 values are the embedding of its own label, labels[0] = %" PRId64
+             ", so they equal row 0 of the table only when that label is 0.",
              ((const int64_t *)labels.data)[0]);
 
     tour_say(t, "For a time series model, unsqueeze(-1) adds a feature dimension of 1:");

@@ -44,8 +44,9 @@ int tour_seed002(const tour_ctx *t) {
     fprintf(t->out, "manual_seed(%" PRIu64 ")\n", t->seed);
     emb_manual_seed(t->seed);
 
-    tour_say(t, "A character tokenizer: each of the %d characters of Python's "
-                "string.printable gets its position as id.",
+    tour_say(t,
+             "A character tokenizer: each of the %d characters of Python's "
+             "string.printable gets its position as id.",
              (int)N_CHARS);
     tour_say(t, "\"%s\" becomes a batch of one sequence of %d ids:", input_string, (int)SEQ);
     int64_t ids[SEQ];
@@ -62,8 +63,8 @@ int tour_seed002(const tour_ctx *t) {
     tour_print_shape(t, "Output Tensor Shape: ", &out);
     emb_tensor_release(&out);
 
-    tour_say(t, "The embedding of the single character 'a' (id %" PRId64 "):",
-             tour_char_token('a'));
+    tour_say(t,
+             "The embedding of the single character 'a' (id %" PRId64 "):", tour_char_token('a'));
     int64_t a_id = tour_char_token('a');
     int64_t a_shape[2] = {1, 1};
     emb_tensor a_tokenized;
@@ -126,8 +127,7 @@ int tour_seed002(const tour_ctx *t) {
     TOUR_TRY(emb_tensor_init(&sum_tensor, EMB_FLOAT32, sum, 1, &out_features), "sum tensor");
     /* A frozen table: no autograd history, so no grad_fn. */
     TOUR_TRY(tour_print(t, &sum_tensor,
-                        emb_embedding_requires_grad(w_embedding) ? "grad_fn=<SumBackward1>"
-                                                                 : NULL,
+                        emb_embedding_requires_grad(w_embedding) ? "grad_fn=<SumBackward1>" : NULL,
                         NULL),
              "print");
 

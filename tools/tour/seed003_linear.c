@@ -26,8 +26,9 @@ int tour_seed003(const tour_ctx *t) {
     TOUR_TRY(emb_tensor_init(&idx, EMB_INT64, ids, 1, &n), "index tensor");
     int64_t num_idx = 0;
     TOUR_TRY(emb_one_hot_num_classes(&idx, -1, &num_idx), "max(idx) + 1");
-    tour_say(t, "Three training samples with tag ids [2, 3, 1]; the table needs max(idx) + 1 "
-                "= %" PRId64 " rows of %d.",
+    tour_say(t,
+             "Three training samples with tag ids [2, 3, 1]; the table needs max(idx) + 1 "
+             "= %" PRId64 " rows of %d.",
              num_idx, (int)OUT_DIM);
     tour_say(t, "manual_seed(123), then nn.Embedding(%" PRId64 ", %d):", num_idx, (int)OUT_DIM);
     emb_manual_seed(123);
@@ -57,8 +58,9 @@ int tour_seed003(const tour_ctx *t) {
     TOUR_TRY(emb_one_hot(&idx, -1, &onehot), "one_hot");
     TOUR_TRY(tour_print(t, &onehot, NULL, NULL), "print");
 
-    tour_say(t, "manual_seed(123), then nn.Linear(%" PRId64 ", %d, bias=False), with its own "
-                "small random weight:",
+    tour_say(t,
+             "manual_seed(123), then nn.Linear(%" PRId64 ", %d, bias=False), with its own "
+             "small random weight:",
              num_idx, (int)OUT_DIM);
     emb_manual_seed(123);
     TOUR_TRY(emb_linear_create(num_idx, OUT_DIM, false, NULL, &linear), "nn.Linear(4, 5)");

@@ -7,10 +7,8 @@
 #include <stdlib.h>
 
 const tour_section tour_sections[TOUR_N_SECTIONS] = {
-    {"000", "seed000_vocab", tour_seed000, false},
-    {"001", "seed001_lookup", tour_seed001, true},
-    {"002", "seed002_chars", tour_seed002, true},
-    {"003", "seed003_linear", tour_seed003, false},
+    {"000", "seed000_vocab", tour_seed000, false}, {"001", "seed001_lookup", tour_seed001, true},
+    {"002", "seed002_chars", tour_seed002, true},  {"003", "seed003_linear", tour_seed003, false},
     {"004", "seed004_words", tour_seed004, true},
 };
 

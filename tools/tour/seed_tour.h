@@ -47,7 +47,7 @@ typedef struct tour_section {
     const char *id;      /* "000" */
     const char *program; /* the example program: "seed000_vocab" */
     int (*run)(const tour_ctx *t);
-    bool seeded;         /* the document fixed no seed: the program takes one */
+    bool seeded; /* the document fixed no seed: the program takes one */
 } tour_section;
 
 /* The five sections in order. */
@@ -64,12 +64,12 @@ int tour_fail(const char *what);
 
 /* Runs `call`; on failure reports it as `what` and jumps to the function's `done:` label
  * with rc still 1. */
-#define TOUR_TRY(call, what)                                                                \
-    do {                                                                                    \
-        if ((call) != EMB_OK) {                                                             \
-            tour_fail(what);                                                                \
-            goto done;                                                                      \
-        }                                                                                   \
+#define TOUR_TRY(call, what)                                                                       \
+    do {                                                                                           \
+        if ((call) != EMB_OK) {                                                                    \
+            tour_fail(what);                                                                       \
+            goto done;                                                                             \
+        }                                                                                          \
     } while (0)
 
 /* Explanations: printed only in explain mode. */

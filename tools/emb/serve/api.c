@@ -20,19 +20,26 @@ void serve_json(serve_reply *out, unsigned status, json_t *j) {
     json_decref(j);
     if (!out->body) { /* out of memory: a fixed text */
         out->status = 500;
-        out->body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}");
+        out->body = strdup(
+            "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}");
     }
     out->len = out->body ? strlen(out->body) : 0;
 }
 
 static const char *error_type(unsigned status) {
     switch (status) {
-    case 400: return "invalid_request_error";
-    case 404: return "not_found_error";
-    case 405: return "method_not_allowed";
-    case 413: return "request_too_large";
-    case 503: return "unavailable";
-    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    case 400:
+        return "invalid_request_error";
+    case 404:
+        return "not_found_error";
+    case 405:
+        return "method_not_allowed";
+    case 413:
+        return "request_too_large";
+    case 503:
+        return "unavailable";
+    default:
+        return status >= 500 ? "server_error" : "invalid_request_error";
     }
 }
 
@@ -52,8 +59,8 @@ void serve_error(serve_reply *out, unsigned status, const char *fmt, ...) {
  * ------------------------------------------------------------------------------------- */
 
 /* An optional integer field in [lo, hi] (def when absent). False after an error reply. */
-bool serve_get_int(json_t *req, const char *key, int64_t lo, int64_t hi, int64_t def,
-                    int64_t *out, serve_reply *r) {
+bool serve_get_int(json_t *req, const char *key, int64_t lo, int64_t hi, int64_t def, int64_t *out,
+                   serve_reply *r) {
     json_t *v = json_object_get(req, key);
     if (!v || json_is_null(v)) {
         *out = def;
@@ -131,8 +138,7 @@ typedef struct {
 
 /* Resolves one term, naming it `what` in errors (e.g. "positive[2]"). False after an error
  * reply. */
-static bool resolve(const serve_table *t, json_t *k, const char *what, term *out,
-                    serve_reply *r) {
+static bool resolve(const serve_table *t, json_t *k, const char *what, term *out, serve_reply *r) {
     out->row = -1;
     out->vec = NULL;
     out->text = NULL;
@@ -156,7 +162,8 @@ static bool resolve(const serve_table *t, json_t *k, const char *what, term *out
     if (!t->vocab) {
         serve_error(r, 404,
                     "%s: '%.200s' is not a row id, and this table has no words (look rows up "
-                    "by id, 0..%lld)", what, s, (long long)t->rows - 1);
+                    "by id, 0..%lld)",
+                    what, s, (long long)t->rows - 1);
         return false;
     }
     if ((out->row = serve_table_find(t, s, len)) >= 0) return true;
@@ -171,13 +178,15 @@ static bool resolve(const serve_table *t, json_t *k, const char *what, term *out
 }
 
 static void vector_of(const serve_table *t, const term *k, float *out) {
-    if (k->vec) memcpy(out, k->vec, sizeof(float) * (size_t)t->dim);
-    else serve_table_row(t, k->row, out);
+    if (k->vec)
+        memcpy(out, k->vec, sizeof(float) * (size_t)t->dim);
+    else
+        serve_table_row(t, k->row, out);
 }
 
 /* A list of terms from a string, an integer or an array of them. */
-static bool resolve_list(const serve_table *t, json_t *v, const char *name, term **out,
-                         size_t *n, size_t max, serve_reply *r) {
+static bool resolve_list(const serve_table *t, json_t *v, const char *name, term **out, size_t *n,
+                         size_t max, serve_reply *r) {
     *out = NULL;
     *n = 0;
     if (!v || json_is_null(v)) return true;
@@ -215,8 +224,8 @@ static json_t *results_json(const serve_table *t, const int64_t *ids, const floa
                             int64_t k) {
     json_t *a = json_array();
     for (int64_t i = 0; a && i < k && ids[i] >= 0; i++) {
-        json_t *o = json_pack("{s:I, s:f}", "id", (json_int_t)ids[i], "similarity",
-                              (double)scores[i]);
+        json_t *o =
+            json_pack("{s:I, s:f}", "id", (json_int_t)ids[i], "similarity", (double)scores[i]);
         const char *w = serve_table_word(t, ids[i]);
         if (o && w) json_object_set_new(o, "word", json_string(w));
         if (!o || json_array_append_new(a, o)) {
@@ -265,8 +274,9 @@ static void embeddings_common(serve_ctx *ctx, json_t *req, serve_reply *r, bool 
     json_t *in = json_object_get(req, "input");
     if (!in && ollama) in = json_object_get(req, "prompt"); /* ollama's older field */
     if (!in || !(json_is_string(in) || json_is_array(in))) {
-        serve_error(r, 400, "'input' must be a string, an array of strings, an array of row "
-                            "ids or an array of arrays of row ids");
+        serve_error(r, 400,
+                    "'input' must be a string, an array of strings, an array of row "
+                    "ids or an array of arrays of row ids");
         return;
     }
     bool base64 = false;
@@ -284,8 +294,8 @@ static void embeddings_common(serve_ctx *ctx, json_t *req, serve_reply *r, bool 
         if (json_is_integer(first)) single_ids = true, n_in = 1;
     }
     if ((int64_t)n_in > ctx->limits.max_batch) {
-        serve_error(r, 400, "'input' has %zu entries; at most %lld are allowed per request",
-                    n_in, (long long)ctx->limits.max_batch);
+        serve_error(r, 400, "'input' has %zu entries; at most %lld are allowed per request", n_in,
+                    (long long)ctx->limits.max_batch);
         return;
     }
     idlist ids = {NULL, 0, 0};
@@ -338,9 +348,11 @@ static void embeddings_common(serve_ctx *ctx, json_t *req, serve_reply *r, bool 
                 if (!json_is_integer(e) || json_integer_value(e) < 0 ||
                     json_integer_value(e) >= t->rows) {
                     if (json_is_integer(e))
-                        serve_error(r, 404, "input%s[%zu]: row %lld is out of range (the table has rows 0..%lld)",
-                                    single_ids ? "" : "[]", k, (long long)json_integer_value(e),
-                                    (long long)t->rows - 1);
+                        serve_error(
+                            r, 404,
+                            "input%s[%zu]: row %lld is out of range (the table has rows 0..%lld)",
+                            single_ids ? "" : "[]", k, (long long)json_integer_value(e),
+                            (long long)t->rows - 1);
                     else
                         serve_error(r, 400, "input: an array of ids must hold integers only");
                     ok = false;
@@ -385,16 +397,17 @@ static void embeddings_common(serve_ctx *ctx, json_t *req, serve_reply *r, bool 
                                            (json_int_t)b, "embedding", v);
             if (!v || !o || json_array_append_new(data, o)) json_decref(data), data = NULL;
         }
-        json_t *res =
-            !data ? NULL
-            : ollama
-                ? json_pack("{s:s, s:o, s:I}", "model", t->model, "embeddings", data,
-                            "prompt_eval_count", (json_int_t)total_tokens)
-                : json_pack("{s:s, s:o, s:s, s:{s:I, s:I}}", "object", "list", "data", data,
-                            "model", t->model, "usage", "prompt_tokens", (json_int_t)total_tokens,
-                            "total_tokens", (json_int_t)total_tokens);
-        if (res) serve_json(r, 200, res);
-        else serve_error(r, 500, "out of memory");
+        json_t *res = !data    ? NULL
+                      : ollama ? json_pack("{s:s, s:o, s:I}", "model", t->model, "embeddings", data,
+                                           "prompt_eval_count", (json_int_t)total_tokens)
+                               : json_pack("{s:s, s:o, s:s, s:{s:I, s:I}}", "object", "list",
+                                           "data", data, "model", t->model, "usage",
+                                           "prompt_tokens", (json_int_t)total_tokens,
+                                           "total_tokens", (json_int_t)total_tokens);
+        if (res)
+            serve_json(r, 200, res);
+        else
+            serve_error(r, 500, "out of memory");
     }
     for (size_t b = 0; ex && b < n_in; b++) free(ex[b].sum);
     free(ex), free(ids.ids), free(offsets), free(tokens), free(tmp), free(out);
@@ -423,8 +436,8 @@ static void add_unit(double *acc, const float *x, int64_t d, double w) {
 
 /* The nearest rows to the mean of unit(positive) - unit(negative), without the query's own
  * rows: gensim's most_similar. */
-static void search_terms(serve_ctx *ctx, const term *pos, size_t np, const term *neg,
-                         size_t nn, int64_t topn, serve_reply *r) {
+static void search_terms(serve_ctx *ctx, const term *pos, size_t np, const term *neg, size_t nn,
+                         int64_t topn, serve_reply *r) {
     const serve_table *t = ctx->table;
     const int64_t d = t->dim;
     double *acc = calloc((size_t)d, sizeof(double));
@@ -452,8 +465,10 @@ static void search_terms(serve_ctx *ctx, const term *pos, size_t np, const term 
         goto done;
     }
     json_t *res = results_json(t, ids, sc, topn);
-    if (res) serve_json(r, 200, json_pack("{s:o}", "results", res));
-    else serve_error(r, 500, "out of memory");
+    if (res)
+        serve_json(r, 200, json_pack("{s:o}", "results", res));
+    else
+        serve_error(r, 500, "out of memory");
 done:
     free(acc), free(v), free(q), free(exclude), free(ids), free(sc);
 }
@@ -466,12 +481,15 @@ static void most_similar(serve_ctx *ctx, json_t *req, serve_reply *r) {
     const size_t max = (size_t)ctx->limits.max_batch;
     if (!resolve_list(ctx->table, json_object_get(req, "positive"), "positive", &pos, &np, max, r))
         return;
-    if (!resolve_list(ctx->table, json_object_get(req, "negative"), "negative", &neg, &nn, max, r)) {
+    if (!resolve_list(ctx->table, json_object_get(req, "negative"), "negative", &neg, &nn, max,
+                      r)) {
         free_terms(pos, np);
         return;
     }
-    if (np + nn == 0) serve_error(r, 400, "give at least one word or id in 'positive' or 'negative'");
-    else search_terms(ctx, pos, np, neg, nn, topn, r);
+    if (np + nn == 0)
+        serve_error(r, 400, "give at least one word or id in 'positive' or 'negative'");
+    else
+        search_terms(ctx, pos, np, neg, nn, topn, r);
     free_terms(pos, np);
     free_terms(neg, nn);
 }
@@ -487,7 +505,8 @@ static void analogy(serve_ctx *ctx, json_t *req, serve_reply *r) {
         json_t *v = json_object_get(req, names[i]);
         if (!v) {
             for (int j = 0; j < i; j++) free(abc[j].vec);
-            serve_error(r, 400, "'%s' is missing: give a, b and c (a is to b as c is to ?)", names[i]);
+            serve_error(r, 400, "'%s' is missing: give a, b and c (a is to b as c is to ?)",
+                        names[i]);
             return;
         }
         if (!resolve(ctx->table, v, names[i], &abc[i], r)) {
@@ -520,7 +539,8 @@ static void similarity(serve_ctx *ctx, json_t *req, serve_reply *r) {
         free(ka.vec);
         return;
     }
-    float *va = malloc(sizeof(float) * (size_t)t->dim), *vb = malloc(sizeof(float) * (size_t)t->dim);
+    float *va = malloc(sizeof(float) * (size_t)t->dim),
+          *vb = malloc(sizeof(float) * (size_t)t->dim);
     if (va && vb) {
         vector_of(t, &ka, va);
         vector_of(t, &kb, vb);
@@ -590,9 +610,11 @@ static void doesnt_match(serve_ctx *ctx, json_t *req, serve_reply *r) {
     const char *worst_text = NULL;
     for (size_t i = 0; i < used; i++) {
         double s = 0;
-        for (int64_t k = 0; k < d; k++) s += (double)u[i * (size_t)d + k] * (mean[k] / (double)used * mn);
+        for (int64_t k = 0; k < d; k++)
+            s += (double)u[i * (size_t)d + k] * (mean[k] / (double)used * mn);
         const char *txt = ks[i].row >= 0 && t->vocab ? serve_table_word(t, ks[i].row) : ks[i].text;
-        if (s < worst_score || (s == worst_score && txt && worst_text && strcmp(txt, worst_text) < 0))
+        if (s < worst_score ||
+            (s == worst_score && txt && worst_text && strcmp(txt, worst_text) < 0))
             worst = i, worst_score = s, worst_text = txt;
     }
     json_t *res = json_pack("{s:o, s:f, s:O}", "id",
@@ -634,8 +656,10 @@ static void lookup(serve_ctx *ctx, json_t *req, serve_reply *r) {
         }
         if (!o || json_array_append_new(data, o)) json_decref(data), data = NULL;
     }
-    if (buf && data) serve_json(r, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
-    else json_decref(data), serve_error(r, 500, "out of memory");
+    if (buf && data)
+        serve_json(r, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
+    else
+        json_decref(data), serve_error(r, 500, "out of memory");
     free(buf);
     free_terms(ks, n);
 }
@@ -646,9 +670,10 @@ static void lookup(serve_ctx *ctx, json_t *req, serve_reply *r) {
 
 static void models(serve_ctx *ctx, json_t *req, serve_reply *r) {
     (void)req;
-    serve_json(r, 200, json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data",
-                                 "id", ctx->table->model, "object", "model", "created",
-                                 (json_int_t)0, "owned_by", "emb"));
+    serve_json(r, 200,
+               json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id",
+                         ctx->table->model, "object", "model", "created", (json_int_t)0, "owned_by",
+                         "emb"));
 }
 
 static void info(serve_ctx *ctx, json_t *req, serve_reply *r) {
@@ -658,13 +683,12 @@ static void info(serve_ctx *ctx, json_t *req, serve_reply *r) {
     serve_json(r, 200,
                json_pack("{s:s, s:I, s:I, s:I, s:s, s:s, s:b, s:b, s:b, s:s, "
                          "s:{s:I, s:I, s:I, s:I, s:I}}",
-                         "model", t->model, "rows", (json_int_t)t->rows, "dim",
-                         (json_int_t)t->dim, "searched_rows", (json_int_t)t->searched,
-                         "storage", emb_qtype_name(emb_qtable_qtype(t->q)), "format", t->format,
-                         "mapped", t->mapped, "words", t->vocab != NULL, "unseen_words",
-                         t->unseen != NULL, "version", emb_version(),
-                         "limits", "max_body", (json_int_t)l->max_body, "max_batch",
-                         (json_int_t)l->max_batch, "max_topn", (json_int_t)l->max_topn,
+                         "model", t->model, "rows", (json_int_t)t->rows, "dim", (json_int_t)t->dim,
+                         "searched_rows", (json_int_t)t->searched, "storage",
+                         emb_qtype_name(emb_qtable_qtype(t->q)), "format", t->format, "mapped",
+                         t->mapped, "words", t->vocab != NULL, "unseen_words", t->unseen != NULL,
+                         "version", emb_version(), "limits", "max_body", (json_int_t)l->max_body,
+                         "max_batch", (json_int_t)l->max_batch, "max_topn", (json_int_t)l->max_topn,
                          "max_map", (json_int_t)l->max_map, "max_tokens",
                          (json_int_t)l->max_tokens));
 }
@@ -702,8 +726,8 @@ static const struct {
     {"/health", "GET", health},
 };
 
-bool serve_api(serve_ctx *ctx, const char *method, const char *path, const char *body,
-               size_t len, serve_reply *out) {
+bool serve_api(serve_ctx *ctx, const char *method, const char *path, const char *body, size_t len,
+               serve_reply *out) {
     const bool api = strncmp(path, "/v1/", 4) == 0 || strncmp(path, "/api/", 5) == 0 ||
                      strcmp(path, "/health") == 0;
     if (!api) return false;

@@ -7,8 +7,8 @@
 #include <stddef.h>
 
 typedef struct serve_asset {
-    const char *path;          /* "/index.html", "/app.js", ... */
-    const char *type;          /* its Content-Type */
+    const char *path; /* "/index.html", "/app.js", ... */
+    const char *type; /* its Content-Type */
     const unsigned char *data;
     size_t size;
 } serve_asset;

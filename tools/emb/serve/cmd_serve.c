@@ -45,11 +45,13 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if ((rc = emb_cli_operands(cmd, &args, 1, 1, "TABLE")) >= 0) return rc;
     if (so.api_key && !*so.api_key) return emb_cli_usage_error(cmd, "--api-key must not be empty");
     if (so.cors && (!*so.cors || strpbrk(so.cors, "\r\n")))
-        return emb_cli_usage_error(cmd, "--cors must be an origin such as http://localhost:3000 or *");
+        return emb_cli_usage_error(cmd,
+                                   "--cors must be an origin such as http://localhost:3000 or *");
     to.check_utf8 = !no_utf8;
     if (!is_loopback(so.host) && !so.quiet)
-        fprintf(stderr, "emb serve: warning: listening on %s, not loopback: anyone who can reach "
-                        "it can query the table%s\n",
+        fprintf(stderr,
+                "emb serve: warning: listening on %s, not loopback: anyone who can reach "
+                "it can query the table%s\n",
                 so.host, so.api_key ? "" : " (no --api-key)");
     /* Requests run on the server's worker threads, each request on one: emb's own loops stay
      * on the calling thread, so that the workers do not compete with a thread team each. */

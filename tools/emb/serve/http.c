@@ -48,7 +48,8 @@ static enum MHD_Result send_reply(server *s, struct MHD_Connection *c, unsigned 
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     if (s->o->cors) MHD_add_response_header(resp, "Access-Control-Allow-Origin", s->o->cors);
-    if (atomic_load(&s->draining)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (atomic_load(&s->draining))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -79,7 +80,7 @@ static enum MHD_Result too_large(server *s, struct MHD_Connection *c, request *r
 }
 
 static enum MHD_Result send_asset(server *s, struct MHD_Connection *c, const char *method,
-                                   const char *url) {
+                                  const char *url) {
     const serve_asset *a = serve_asset_find(strcmp(url, "/") == 0 ? "/index.html" : url);
     if (!a) return send_error(s, c, 404, "not found");
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
@@ -95,16 +96,16 @@ static enum MHD_Result send_asset(server *s, struct MHD_Connection *c, const cha
     MHD_add_response_header(resp, "Content-Security-Policy",
                             "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    if (atomic_load(&s->draining)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (atomic_load(&s->draining))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
     return ret;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
-                               const char *method, const char *version,
-                               const char *upload_data, size_t *upload_data_size,
-                               void **con_cls) {
+                               const char *method, const char *version, const char *upload_data,
+                               size_t *upload_data_size, void **con_cls) {
     (void)version;
     server *s = cls;
     request *rq = *con_cls;
@@ -112,8 +113,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
         atomic_fetch_add(&s->inflight, 1);
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
             char *end;
             errno = 0;
@@ -151,19 +152,21 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (rq->replied) return MHD_YES;
     if (rq->discarded) return too_large(s, c, rq);
     if (s->o->cors && strcmp(method, "OPTIONS") == 0) { /* a CORS preflight */
-        struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         if (!resp) return MHD_NO;
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", s->o->cors);
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Content-Type, Authorization");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                "Content-Type, Authorization");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, resp);
         MHD_destroy_response(resp);
         return ret;
     }
     if (s->o->api_key && (strncmp(url, "/v1/", 4) == 0 || strncmp(url, "/api/", 5) == 0)) {
-        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                       MHD_HTTP_HEADER_AUTHORIZATION);
+        const char *auth =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         const size_t kl = strlen(s->o->api_key);
         if (!auth || strncmp(auth, "Bearer ", 7) != 0 || strlen(auth + 7) != kl ||
             memcmp(auth + 7, s->o->api_key, kl) != 0)
@@ -199,8 +202,10 @@ static void connection_event(void *cls, struct MHD_Connection *c, void **socket_
                              enum MHD_ConnectionNotificationCode toe) {
     (void)c, (void)socket_context;
     server *s = cls;
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->open, 1);
-    else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&s->open, 1);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        atomic_fetch_add(&s->open, 1);
+    else if (toe == MHD_CONNECTION_NOTIFY_CLOSED)
+        atomic_fetch_sub(&s->open, 1);
 }
 
 /* MHD's own errors (a client that sent garbage, a socket error) go to stderr unless quiet. */
@@ -247,15 +252,14 @@ int serve_http_run(serve_ctx *ctx, const serve_options *o) {
     /* MHD's own connection limit is a backstop: accept_policy keeps --connections */
     const unsigned hard_limit = (unsigned)(2 * o->connections + 16);
     struct MHD_Daemon *d = MHD_start_daemon(
-        flags, 0, accept_policy, &s, handler, &s,
-        MHD_OPTION_EXTERNAL_LOGGER, log_mhd, (void *)o, /* must come first */
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads,
-        MHD_OPTION_CONNECTION_LIMIT, hard_limit,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, /* a request's headers */
-        MHD_OPTION_NOTIFY_COMPLETED, completed, &s,
-        MHD_OPTION_NOTIFY_CONNECTION, connection_event, &s, MHD_OPTION_END);
+        flags, 0, accept_policy, &s, handler, &s, MHD_OPTION_EXTERNAL_LOGGER, log_mhd,
+        (void *)o, /* must come first */
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads,
+        MHD_OPTION_CONNECTION_LIMIT, hard_limit, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)o->timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)64 * 1024, /* a request's headers */
+        MHD_OPTION_NOTIFY_COMPLETED, completed, &s, MHD_OPTION_NOTIFY_CONNECTION, connection_event,
+        &s, MHD_OPTION_END);
     if (!d) {
         int e = errno;
         fprintf(stderr, "emb serve: cannot listen on %s port %lld: %s\n", o->host,
@@ -295,10 +299,13 @@ int serve_http_run(serve_ctx *ctx, const serve_options *o) {
     int rc = 0;
     while ((left = atomic_load(&s.inflight)) > 0) {
         clock_gettime(CLOCK_MONOTONIC, &now);
-        double waited = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+        double waited =
+            (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
         if (waited >= (double)o->drain_timeout) {
-            fprintf(stderr, "emb serve: %ld request%s still in flight after %lld s (--drain-timeout): "
-                            "closing them\n", left, left == 1 ? "" : "s", (long long)o->drain_timeout);
+            fprintf(stderr,
+                    "emb serve: %ld request%s still in flight after %lld s (--drain-timeout): "
+                    "closing them\n",
+                    left, left == 1 ? "" : "s", (long long)o->drain_timeout);
             rc = 1;
             break;
         }

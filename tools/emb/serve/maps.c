@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAPS_CACHED 16
+#define MAPS_CACHED         16
 #define MAPS_MAX_ITERATIONS 5000
 
 typedef struct {
@@ -134,7 +134,7 @@ void serve_map_route(serve_ctx *ctx, json_t *req, serve_reply *r) {
     }
     int64_t n, iterations;
     if (!serve_get_int(req, "n", 2, ctx->limits.max_map, qrow >= 0 ? 100 : 500, &n, r)) return;
-    if (qrow < 0 && n > t->searched) n = t->searched; /* the first rows */
+    if (qrow < 0 && n > t->searched) n = t->searched;          /* the first rows */
     if (qrow >= 0 && n > t->searched + 1) n = t->searched + 1; /* the query and its neighbours */
     if (!serve_get_int(req, "iterations", 0, MAPS_MAX_ITERATIONS, 1000, &iterations, r)) return;
     double perplexity = 30;
@@ -211,8 +211,9 @@ void serve_map_route(serve_ctx *ctx, json_t *req, serve_reply *r) {
         if (p && qrow >= 0 && d >= 2) json_object_set_new(p, "similarity", json_real(sim[i]));
         if (!p || json_array_append_new(pts, p)) json_decref(pts), pts = NULL;
     }
-    json_t *res = pts ? json_pack("{s:s, s:I, s:o}", "method", method, "n", (json_int_t)n, "points", pts)
-                      : NULL;
+    json_t *res =
+        pts ? json_pack("{s:s, s:I, s:o}", "method", method, "n", (json_int_t)n, "points", pts)
+            : NULL;
     if (res && qrow >= 0) json_object_set_new(res, "query", json_integer(qrow));
     if (res && tsne) {
         json_object_set_new(res, "perplexity", json_real(perplexity));

@@ -25,36 +25,37 @@
 typedef struct serve_table serve_table;
 
 /* A vector for a word that is not in the vocabulary, written into out[dim]; false when the
- * table cannot make one. This is the hook for subword models (fastText's n-gram vectors):
- * a table whose reader provides one sets it, and every route that takes words uses it for
- * unseen words. No table emb reads provides it yet (emb reads fastText's .vec, which holds
- * no n-grams; its .bin models are refused), so it is NULL for every table today. */
+ * table cannot make one. This is the hook for subword models: a fastText .bin model sets it
+ * (the word's character n-gram rows averaged as fastText does, emb_fasttext_word_vector), and
+ * every route that takes words uses it for unseen words. Other tables hold no n-grams and
+ * leave it NULL. */
 typedef bool (*serve_unseen_fn)(const serve_table *t, const char *word, size_t len, float *out);
 
 struct serve_table {
-    char *model;          /* the name clients see ("model"): --model, or the file's name */
+    char *model; /* the name clients see ("model"): --model, or the file's name */
     const char *path;
-    const char *format;   /* format name, as emb info prints it */
-    emb_qtable *q;        /* the rows, in their storage type (f32 tables too) */
-    emb_vectors v;        /* a file read into memory: owns the float32 rows q wraps */
-    emb_vocab *vocab;     /* the rows' words, or NULL (tables looked up by id) */
-    emb_vocab *fold;      /* lowercased word -> its first row (count = row); NULL without words */
-    emb_knn *knn;         /* cosine index over the first `searched` rows */
+    const char *format; /* format name, as emb info prints it */
+    emb_qtable *q;      /* the rows, in their storage type (f32 tables too) */
+    emb_vectors v;      /* a file read into memory: owns the float32 rows q wraps */
+    emb_vocab *vocab;   /* the rows' words, or NULL (tables looked up by id) */
+    emb_vocab *fold;    /* lowercased word -> its first row (count = row); NULL without words */
+    emb_knn *knn;       /* cosine index over the first `searched` rows */
     int64_t rows, dim, searched;
-    bool mapped;          /* the rows are a read-only mapping of the file, shared by processes */
+    bool mapped;            /* the rows are a read-only mapping of the file, shared by processes */
     serve_unseen_fn unseen; /* NULL: unseen words are left out (see above) */
+    emb_fasttext *ft;       /* a fastText .bin model's n-grams (the hook's data), or NULL */
 };
 
 typedef struct serve_table_options {
-    const char *tensor;   /* safetensors: the tensor to read (NULL: emb's default choice) */
-    const char *model;    /* NULL: the file's name */
+    const char *tensor;    /* safetensors: the tensor to read (NULL: emb's default choice) */
+    const char *model;     /* NULL: the file's name */
     int64_t restrict_rows; /* search only the first N rows (0: all) */
     bool check_utf8;
 } serve_table_options;
 
 /* Opens `path`. On failure returns false with the reason in err. */
-bool serve_table_open(const char *path, const serve_table_options *o, serve_table *t,
-                      char *err, size_t errsize);
+bool serve_table_open(const char *path, const serve_table_options *o, serve_table *t, char *err,
+                      size_t errsize);
 void serve_table_close(serve_table *t);
 
 /* The row of a word: exact, else case-folded (ASCII), else without leading and trailing
@@ -95,8 +96,8 @@ typedef struct serve_reply {
 
 /* Answers a request to an API path (`path` starts with "/v1/", "/api/" or is "/health").
  * Returns false when the path is not an API route (the caller serves a file or a 404). */
-bool serve_api(serve_ctx *ctx, const char *method, const char *path, const char *body,
-               size_t len, serve_reply *out);
+bool serve_api(serve_ctx *ctx, const char *method, const char *path, const char *body, size_t len,
+               serve_reply *out);
 
 /* An error reply {"error": {"message", "type", "code"}} with the status. */
 void serve_error(serve_reply *out, unsigned status, const char *fmt, ...)
@@ -107,8 +108,8 @@ void serve_error(serve_reply *out, unsigned status, const char *fmt, ...)
 
 /* An optional integer field of a request in [lo, hi] (def when absent or null). False after
  * an error reply naming the field and the range. */
-bool serve_get_int(json_t *req, const char *key, int64_t lo, int64_t hi, int64_t def,
-                   int64_t *out, serve_reply *r);
+bool serve_get_int(json_t *req, const char *key, int64_t lo, int64_t hi, int64_t def, int64_t *out,
+                   serve_reply *r);
 
 /* Serialises j (and drops the reference) into out with the status; floats with the 9
  * significant digits that read back as the same float32. */

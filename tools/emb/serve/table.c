@@ -35,6 +35,16 @@ static bool try_map(const char *path, serve_table *t) {
     return true;
 }
 
+/* The unseen-word hook of a fastText model: false for a word without n-grams. */
+static bool fasttext_unseen(const serve_table *t, const char *word, size_t len, float *out) {
+    if (emb_fasttext_subword_rows(t->ft, word, len, NULL, 0) <= 0) return false;
+    if (emb_fasttext_word_vector(t->ft, word, len, out) != EMB_OK) {
+        emb_clear_error();
+        return false;
+    }
+    return true;
+}
+
 static char *model_name(const char *path, const char *given) {
     if (given) return strdup(given);
     const char *base = strrchr(path, '/');
@@ -42,8 +52,8 @@ static char *model_name(const char *path, const char *given) {
     return strdup(base);
 }
 
-bool serve_table_open(const char *path, const serve_table_options *o, serve_table *t,
-                      char *err, size_t errsize) {
+bool serve_table_open(const char *path, const serve_table_options *o, serve_table *t, char *err,
+                      size_t errsize) {
     memset(t, 0, sizeof *t);
     t->path = path;
     if (o->tensor || !try_map(path, t)) {
@@ -61,6 +71,15 @@ bool serve_table_open(const char *path, const serve_table_options *o, serve_tabl
         }
         t->vocab = t->v.vocab;
         t->format = emb_format_name(t->v.format);
+        if (t->v.format == EMB_FORMAT_FASTTEXT_BIN) {
+            /* the rows are the words' vectors; the model itself answers unseen words */
+            if (emb_fasttext_read(path, &t->ft) != EMB_OK) {
+                fail(err, errsize, "%s", emb_errmsg());
+                serve_table_close(t);
+                return false;
+            }
+            t->unseen = fasttext_unseen;
+        }
     }
     t->rows = emb_qtable_num_rows(t->q);
     t->dim = emb_qtable_dim(t->q);
@@ -87,10 +106,13 @@ bool serve_table_open(const char *path, const serve_table_options *o, serve_tabl
 
 void serve_table_close(serve_table *t) {
     emb_knn_free(t->knn);
+    emb_fasttext_free(t->ft);
     emb_vocab_free(t->fold);
     emb_qtable_free(t->q);
-    if (t->v.weight.data || t->v.vocab) emb_vectors_release(&t->v); /* its vocab is t->vocab */
-    else emb_vocab_free(t->vocab);                               /* the mapped file's */
+    if (t->v.weight.data || t->v.vocab)
+        emb_vectors_release(&t->v); /* its vocab is t->vocab */
+    else
+        emb_vocab_free(t->vocab); /* the mapped file's */
     free(t->model);
     memset(t, 0, sizeof *t);
 }
