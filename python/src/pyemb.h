@@ -96,6 +96,15 @@ int py_max_norm(PyObject *obj, double *out);
 int py_path(PyObject *obj, PyObject **bytes_out);
 /* A tuple of ints from a shape. */
 PyObject *py_shape_tuple(int ndim, const int64_t *shape);
+/* (words, counts) lists of a vocabulary (words decoded as UTF-8 with surrogateescape);
+ * (None, None) for NULL. */
+PyObject *py_vocab_lists(const emb_vocab *v);
+/* Fills a Py_buffer exporting a C-contiguous 2-D array at `buf` of rows x cols items of
+ * `itemsize` bytes in `format`; shape and strides (two each) live in the exporting object
+ * `obj`, which the view holds a reference to. Returns 0. */
+int py_fill_buffer_2d(Py_buffer *view, PyObject *obj, void *buf, Py_ssize_t rows, Py_ssize_t cols,
+                      Py_ssize_t itemsize, const char *format, int readonly, Py_ssize_t *shape,
+                      Py_ssize_t *strides, int flags);
 
 /* ---- the types and functions each file adds ------------------------------------------- */
 extern PyTypeObject py_embedding_type;
