@@ -106,9 +106,11 @@ static bool same_rows(const float *a, const float *b, int64_t n) {
     return n == 0 || memcmp(a, b, (size_t)n * sizeof(float)) == 0;
 }
 
-/* The joined batch's views (the single process's arguments), and the outputs of a bag
- * forward: the single process's (r) and this rank's (l). */
+/* A step's batch, this rank's part, the joined batch's views (the single process's
+ * arguments), and the outputs of a bag forward: the single process's (r) and this rank's (l). */
 typedef struct joined {
+    batch b;
+    part q;
     int64_t os[2], ls[2];
     emb_tensor gin, goff, gpsw, ggo;
     const emb_tensor *rp, *lp; /* per_sample_weights or NULL */
@@ -117,7 +119,12 @@ typedef struct joined {
     emb_tensor ro, lo, rm, lm;
 } joined;
 
-static void make_joined(joined *j, batch *b, part *q, int64_t D, bool use_psw) {
+static void make_joined(joined *j, emb_generator *g, int64_t V, int64_t D, int64_t pad,
+                        bool use_psw) {
+    batch *b = &j->b;
+    part *q = &j->q;
+    make_batch(b, g, V, D, pad);
+    make_part(q, b, D);
     j->os[0] = b->nbags;
     j->ls[0] = q->nb;
     j->os[1] = j->ls[1] = D;
@@ -147,6 +154,8 @@ static void check_forward(const joined *j, const batch *b, bool mx, const char *
 }
 
 static void free_joined(joined *j) {
+    free(j->q.offs);
+    free_batch(&j->b);
     free(j->rout);
     free(j->lout);
     free(j->rmax);
@@ -217,12 +226,10 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
         OK(emb_optimizer_add_param(ropt, &rw, NULL));
         if (mode != EMB_BAG_MAX) OK(emb_mpi_table_set_optimizer(t, &oo));
         for (int step = 0; step < 3; step++) {
-            batch b;
-            make_batch(&b, g, V, D, pad);
-            part q;
-            make_part(&q, &b, D);
             joined j;
-            make_joined(&j, &b, &q, D, use_psw);
+            make_joined(&j, g, V, D, pad, use_psw);
+            const batch b = j.b;
+            const part q = j.q;
             emb_tensor gin = j.gin, goff = j.goff, ggo = j.ggo;
             const emb_tensor *rp = j.rp, *lp = j.lp;
             /* forward */
@@ -265,10 +272,10 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
                 int64_t b0, b1, k = 0;
                 emb_mpi_table_rows(t, &b0, &b1);
                 CHECK(lg.coalesced, "%s: shard gradient not coalesced", what);
-                for (int64_t j = 0; j < rg.nnz; j++) {
-                    if (rg.indices[j] < b0 || rg.indices[j] >= b1) continue;
-                    CHECK(k < lg.nnz && lg.indices[k] + b0 == rg.indices[j] &&
-                              same_rows(lg.values + k * D, rg.values + j * D, D),
+                for (int64_t e = 0; e < rg.nnz; e++) {
+                    if (rg.indices[e] < b0 || rg.indices[e] >= b1) continue;
+                    CHECK(k < lg.nnz && lg.indices[k] + b0 == rg.indices[e] &&
+                              same_rows(lg.values + k * D, rg.values + e * D, D),
                           "%s: shard gradient entry %" PRId64 " differs", what, k);
                     k++;
                 }
@@ -292,8 +299,6 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
                 free(pg);
             }
             free_joined(&j);
-            free(q.offs);
-            free_batch(&b);
         }
         emb_optimizer_free(ropt);
     }
@@ -361,12 +366,10 @@ static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int
     emb_generator *g = NULL;
     OK(emb_generator_create(seed * 17 + 3, &g));
     for (int step = 0; step < 3; step++) {
-        batch b;
-        make_batch(&b, g, V, D, pad);
-        part q;
-        make_part(&q, &b, D);
         joined j;
-        make_joined(&j, &b, &q, D, use_psw);
+        make_joined(&j, g, V, D, pad, use_psw);
+        const batch b = j.b;
+        const part q = j.q;
         emb_tensor gin = j.gin, goff = j.goff, ggo = j.ggo;
         const emb_tensor *rp = j.rp, *lp = j.lp;
         const bool mx = mode == EMB_BAG_MAX;
@@ -389,8 +392,6 @@ static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int
         free(lk);
         free(rk);
         free_joined(&j);
-        free(q.offs);
-        free_batch(&b);
     }
 #undef SAME_SHARD
     emb_generator_free(g);
