@@ -112,14 +112,17 @@ extern PyTypeObject py_bag_type;
 extern PyTypeObject py_optimizer_type;
 extern PyTypeObject py_knn_type;
 extern PyTypeObject py_qtable_type;
+extern PyTypeObject py_generator_type;
 
-extern PyMethodDef py_table_functions[]; /* py_tables.c: functional forms */
-extern PyMethodDef py_train_functions[]; /* py_train.c: losses, seed, word2vec */
-extern PyMethodDef py_io_functions[];    /* py_io.c: files */
+extern PyMethodDef py_table_functions[];  /* py_tables.c: functional forms */
+extern PyMethodDef py_train_functions[];  /* py_train.c: losses, seed, word2vec */
+extern PyMethodDef py_io_functions[];     /* py_io.c: files */
+extern PyMethodDef py_random_functions[]; /* py_random.c: generators */
 
 int py_tables_init(PyObject *module);
 int py_train_init(PyObject *module);
 int py_io_init(PyObject *module);
+int py_random_init(PyObject *module);
 
 /* A table handle for other files: the emb_embedding behind an Embedding or EmbeddingBag
  * object, or NULL (TypeError set). */
