@@ -114,10 +114,11 @@ extern PyTypeObject py_knn_type;
 extern PyTypeObject py_qtable_type;
 extern PyTypeObject py_generator_type;
 
-extern PyMethodDef py_table_functions[];  /* py_tables.c: functional forms */
-extern PyMethodDef py_train_functions[];  /* py_train.c: losses, seed, word2vec */
-extern PyMethodDef py_io_functions[];     /* py_io.c: files */
-extern PyMethodDef py_random_functions[]; /* py_random.c: generators */
+extern PyMethodDef py_table_functions[];   /* py_tables.c: functional forms */
+extern PyMethodDef py_train_functions[];   /* py_train.c: losses, seed, word2vec */
+extern PyMethodDef py_io_functions[];      /* py_io.c: files */
+extern PyMethodDef py_random_functions[];  /* py_random.c: generators */
+extern PyMethodDef py_project_functions[]; /* py_project.c: pca, tsne */
 
 int py_tables_init(PyObject *module);
 int py_train_init(PyObject *module);
