@@ -58,8 +58,7 @@ static PyObject *m_tsne(PyObject *m, PyObject *args, PyObject *kw) {
     if (outputs(&xa.t, 2, 1, &coords, &ct, &kl, &kt) == 0) {
         emb_status st;
         PY_NOGIL(st, emb_tsne(&xa.t, &o, ct.data, kt.data));
-        res = st != EMB_OK ? py_raise(st)
-                           : Py_BuildValue("(Od)", coords, *(const double *)kt.data);
+        res = st != EMB_OK ? py_raise(st) : Py_BuildValue("(Od)", coords, *(const double *)kt.data);
     }
     Py_XDECREF(coords);
     Py_XDECREF(kl);
