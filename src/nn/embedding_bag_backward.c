@@ -405,38 +405,15 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
         emb__bag_batch_free(&bb);
         return EMB_OK;
     }
-    int64_t total;
-    if (!emb__add_i64(grad->nnz, m, &total)) {
-        emb__bag_batch_free(&bb);
-        return emb__error(EMB_ERR_OVERFLOW, "embedding_bag backward: the number of entries "
-                                            "overflows");
-    }
-    int64_t *si = NULL, *ri = NULL;
-    float *sv = NULL, *rv = NULL;
-    st = emb__sparse_grad_alloc(m, D, &si, &sv);
-    if (!st) {
-        st = emb__sparse_grad_alloc(total, D, &ri, &rv);
-        if (st) {
-            emb__free(si);
-            emb__free(sv);
-        }
-    }
+    emb__sparse_add add;
+    st = emb__sparse_add_begin(grad, m, D, "embedding_bag backward", &add);
     if (st) {
         emb__bag_batch_free(&bb);
         return st;
     }
-    int64_t got = emb__bag_sparse_gather_ref(si, sv, bb.idx, bb.i32, bb.starts, bb.B, go, D, bb.psw,
-                                             mean, c.pad, bb.n);
-    int64_t r =
-        emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv, got, D);
-    emb__free(si);
-    emb__free(sv);
-    emb__sparse_grad_release(grad); /* borrowed entries are only forgotten */
-    grad->coalesced = grad->coalesced && got < 2;
-    grad->indices = ri;
-    grad->values = rv;
-    grad->capacity = total;
-    grad->nnz = r;
+    int64_t got = emb__bag_sparse_gather_ref(add.si, add.sv, bb.idx, bb.i32, bb.starts, bb.B, go, D,
+                                             bb.psw, mean, c.pad, bb.n);
+    emb__sparse_add_finish(grad, &add, got, D);
     emb__bag_batch_free(&bb);
     return EMB_OK;
 }
