@@ -88,9 +88,9 @@ static emb_status bag_finish(emb_bag *b, const emb_bag_options *o, emb_bag **out
  * the options (opts NULL: the defaults, copied into *o) valid for weights' rows. */
 static emb_status weights_config(const emb_tensor *weights, const emb_bag_options *opts,
                                  emb_bag **out, emb_bag_options *o, emb_embedding_options *eo) {
+    *o = opts ? *opts : emb_bag_options_default();
     if (!weights) return emb__null("weights");
     if (!out) return emb__null("out");
-    *o = opts ? *opts : emb_bag_options_default();
     return bag_config(weights->ndim == 2 ? weights->shape[0] : 0, o, eo);
 }
 

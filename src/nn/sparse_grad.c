@@ -95,13 +95,20 @@ void emb__sparse_add_finish(emb_sparse_grad *grad, emb__sparse_add *a, int64_t g
     memset(a, 0, sizeof *a);
 }
 
-emb_status emb_sparse_grad_init(emb_sparse_grad *g, int64_t num_rows, int64_t dim) {
+/* The checks of the constructors: g given, sizes not negative. */
+static emb_status check_sizes(const emb_sparse_grad *g, int64_t num_rows, int64_t dim) {
     if (!g) return emb__null("grad");
     if (num_rows < 0 || dim < 0)
         return emb__error(EMB_ERR_INVALID,
                           "a sparse gradient needs non-negative sizes, got [%" PRId64 ", %" PRId64
                           "]",
                           num_rows, dim);
+    return EMB_OK;
+}
+
+emb_status emb_sparse_grad_init(emb_sparse_grad *g, int64_t num_rows, int64_t dim) {
+    emb_status st = check_sizes(g, num_rows, dim);
+    if (st) return st;
     memset(g, 0, sizeof *g);
     g->num_rows = num_rows;
     g->dim = dim;
@@ -244,13 +251,9 @@ emb_status emb_sparse_grad_add_to_dense(const emb_sparse_grad *g, emb_tensor *de
 
 emb_status emb_sparse_grad_from_rows(emb_sparse_grad *g, int64_t num_rows, int64_t dim,
                                      const emb_tensor *rows, const emb_tensor *values) {
-    if (!g) return emb__null("grad");
-    if (num_rows < 0 || dim < 0)
-        return emb__error(EMB_ERR_INVALID,
-                          "a sparse gradient needs non-negative sizes, got [%" PRId64 ", %" PRId64
-                          "]",
-                          num_rows, dim);
-    emb_status st = emb__check_indices(rows, "rows", "emb_sparse_grad_from_rows");
+    emb_status st = check_sizes(g, num_rows, dim);
+    if (st) return st;
+    st = emb__check_indices(rows, "rows", "emb_sparse_grad_from_rows");
     if (st) return st;
     if (rows->ndim != 1) {
         char b[300];
