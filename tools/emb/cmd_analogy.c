@@ -4,7 +4,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* unit(b) - unit(a) + unit(c) of three vectors of words without rows of a fastText model
  * (or with), then its nearest rows other than the words' own. */
@@ -61,6 +60,25 @@ static bool answer(const emb_cli_command *cmd, const wordvecs *w, char **words, 
     return true;
 }
 
+typedef struct {
+    const emb_cli_command *cmd;
+    const wordvecs *w;
+    int64_t k;
+} analogy_stdin;
+
+/* One line of standard input: three words, or nothing (skipped). */
+static int answer_line(void *ctx, char *line) {
+    const analogy_stdin *c = ctx;
+    char *words[4];
+    int n = wordvecs_split(line, words, 4);
+    if (n == 0) return -1;
+    if (n != 3) {
+        fprintf(stderr, "emb %s: a query is three words A B C\n", c->cmd->name);
+        return 0;
+    }
+    return answer(c->cmd, c->w, words, c->k);
+}
+
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
     int64_t k = 10, restrict_rows = 0, limit = 0;
     bool fold = false;
@@ -85,31 +103,9 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (args.n == 4) {
         ok = answer(cmd, &w, args.v + 1, k);
     } else {
-        bool tty = isatty(STDIN_FILENO) == 1;
-        char *line = NULL;
-        size_t cap = 0;
-        size_t len;
-        while (emb_cli_read_query(
-            stdin, "Enter three words A B C (A is to B as C is to ?): ", &line, &cap, &len)) {
-            char *words[4];
-            int n = 0;
-            for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < 4;
-                 t = strtok_r(NULL, " \t\r\n", &save))
-                words[n++] = t;
-            if (n == 0) continue;
-            if (n != 3) {
-                fprintf(stderr, "emb %s: a query is three words A B C\n", cmd->name);
-                ok = false;
-            } else {
-                ok = answer(cmd, &w, words, k) && ok;
-            }
-            if (!tty) printf("\n");
-            fflush(stdout);
-        }
-        free(line);
-        if (tty) fprintf(stderr, "\n");
-        if (ferror(stdin))
-            ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
+        analogy_stdin ctx = {cmd, &w, k};
+        ok = wordvecs_answer_stdin(
+            cmd, "Enter three words A B C (A is to B as C is to ?): ", answer_line, &ctx);
     }
     wordvecs_close(&w);
     return ok ? EMB_CLI_OK : EMB_CLI_FAILURE;

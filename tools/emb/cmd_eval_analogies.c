@@ -1,7 +1,6 @@
 /* emb eval-analogies: accuracy on a word-analogy test set (questions-words.txt). */
 #include "wordvecs.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,13 +30,10 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (rc >= 0) return rc;
     if ((rc = emb_cli_operands(cmd, &args, 2, 2, "FILE QUESTIONS")) >= 0) return rc;
     const char *qpath = args.v[1];
-    FILE *qf = strcmp(qpath, "-") == 0 ? stdin : fopen(qpath, "r");
-    if (!qf) return emb_cli_fail(cmd, "cannot open %s: %s", qpath, strerror(errno));
+    FILE *qf;
     wordvecs w;
-    if ((rc = wordvecs_open(cmd, args.v[0], limit, restrict_rows, !case_sensitive, &w)) >= 0) {
-        if (qf != stdin) fclose(qf);
+    if ((rc = wordvecs_open_eval(cmd, &args, limit, restrict_rows, !case_sensitive, &qf, &w)) >= 0)
         return rc;
-    }
     /* Read every question; keep those whose four words are among the searched rows. */
     section *secs = NULL;
     int nsec = 0;
@@ -48,10 +44,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     while (getline(&line, &cap, qf) >= 0) {
         lineno++;
         char *tok[5];
-        int n = 0;
-        for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < 5;
-             t = strtok_r(NULL, " \t\r\n", &save))
-            tok[n++] = t;
+        int n = wordvecs_split(line, tok, 5);
         if (n == 0) continue;
         if (tok[0][0] == ':') {
             section *s = realloc(secs, (size_t)(nsec + 1) * sizeof *secs);

@@ -1,7 +1,6 @@
 /* emb eval-pairs: Spearman (and Pearson) correlation with human word-similarity scores. */
 #include "wordvecs.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,13 +46,10 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (rc >= 0) return rc;
     if ((rc = emb_cli_operands(cmd, &args, 2, 2, "FILE PAIRS")) >= 0) return rc;
     const char *ppath = args.v[1];
-    FILE *pf = strcmp(ppath, "-") == 0 ? stdin : fopen(ppath, "r");
-    if (!pf) return emb_cli_fail(cmd, "cannot open %s: %s", ppath, strerror(errno));
+    FILE *pf;
     wordvecs w;
-    if ((rc = wordvecs_open(cmd, args.v[0], limit, restrict_rows, !case_sensitive, &w)) >= 0) {
-        if (pf != stdin) fclose(pf);
+    if ((rc = wordvecs_open_eval(cmd, &args, limit, restrict_rows, !case_sensitive, &pf, &w)) >= 0)
         return rc;
-    }
     double *human = NULL, *model = NULL;
     int64_t n = 0, capn = 0, oov = 0, lineno = 0, total = 0;
     char *line = NULL;
@@ -63,10 +59,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         lineno++;
         if (line[0] == '#') continue;
         char *tok[4];
-        int k = 0;
-        for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && k < 4;
-             t = strtok_r(NULL, " \t\r\n", &save))
-            tok[k++] = t;
+        int k = wordvecs_split(line, tok, 4);
         if (k == 0) continue;
         char *end = NULL;
         double score = k == 3 ? strtod(tok[2], &end) : NAN;

@@ -4,11 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* One query: the words of `line` (separated by spaces); one word is looked up, several
- * are combined as the word2vec tool's distance does (the sum of their unit vectors).
- * Returns false when a word is unknown (reported on stderr). */
 /* One query: the words of `line` (separated by spaces); one word is looked up, several
  * are combined as the word2vec tool's distance does (the sum of their unit vectors). A
  * word without a row of a fastText model gets its n-gram vector (and is not left out of
@@ -63,6 +59,17 @@ static bool query(const emb_cli_command *cmd, const wordvecs *w, char *line, int
     return ok && (n == 0 || done);
 }
 
+typedef struct {
+    const emb_cli_command *cmd;
+    const wordvecs *w;
+    int64_t k;
+} nn_stdin;
+
+static int answer_line(void *ctx, char *line) {
+    const nn_stdin *c = ctx;
+    return query(c->cmd, c->w, line, c->k, false);
+}
+
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
     int64_t k = 10, restrict_rows = 0, limit = 0;
     bool fold = false;
@@ -87,19 +94,8 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
             free(dup);
         }
     } else {
-        bool tty = isatty(STDIN_FILENO) == 1;
-        char *line = NULL;
-        size_t cap = 0;
-        size_t len;
-        while (emb_cli_read_query(stdin, "Query word? ", &line, &cap, &len)) {
-            ok = query(cmd, &w, line, k, false) && ok;
-            if (!tty) printf("\n");
-            fflush(stdout);
-        }
-        free(line);
-        if (tty) fprintf(stderr, "\n");
-        if (ferror(stdin))
-            ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
+        nn_stdin ctx = {cmd, &w, k};
+        ok = wordvecs_answer_stdin(cmd, "Query word? ", answer_line, &ctx);
     }
     wordvecs_close(&w);
     return ok ? EMB_CLI_OK : EMB_CLI_FAILURE;

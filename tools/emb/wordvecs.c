@@ -1,9 +1,11 @@
 /* Shared by the word-vector commands: see wordvecs.h. */
 #include "wordvecs.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* A safetensors file holding a reduced-precision or quantized table (emb.qtype other than
  * f32) is mapped and searched as it is stored: true, with out->q set, or NULL and the error
@@ -168,4 +170,46 @@ const float *wordvecs_vector(const wordvecs *w, const char *word, float *buf, in
 
 const char *wordvecs_word(const wordvecs *w, int64_t row) {
     return emb_vocab_word(w->v.vocab, row, NULL);
+}
+
+int wordvecs_split(char *line, char **words, int max) {
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < max;
+         t = strtok_r(NULL, " \t\r\n", &save))
+        words[n++] = t;
+    return n;
+}
+
+bool wordvecs_answer_stdin(const emb_cli_command *cmd, const char *prompt,
+                           int (*answer)(void *ctx, char *line), void *ctx) {
+    const bool tty = isatty(STDIN_FILENO) == 1;
+    bool ok = true;
+    char *line = NULL;
+    size_t cap = 0, len;
+    while (emb_cli_read_query(stdin, prompt, &line, &cap, &len)) {
+        int answered = answer(ctx, line);
+        if (answered < 0) continue;
+        ok = answered && ok;
+        if (!tty) printf("\n");
+        fflush(stdout);
+    }
+    free(line);
+    if (tty) fprintf(stderr, "\n");
+    if (ferror(stdin))
+        ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
+    return ok;
+}
+
+int wordvecs_open_eval(const emb_cli_command *cmd, const emb_cli_args *args, int64_t limit,
+                       int64_t restrict_rows, bool fold_case, FILE **list, wordvecs *w) {
+    const char *path = args->v[1];
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!f) return emb_cli_fail(cmd, "cannot open %s: %s", path, strerror(errno));
+    int rc = wordvecs_open(cmd, args->v[0], limit, restrict_rows, fold_case, w);
+    if (rc >= 0) {
+        if (f != stdin) fclose(f);
+        return rc;
+    }
+    *list = f;
+    return -1;
 }

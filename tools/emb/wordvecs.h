@@ -56,4 +56,23 @@ const char *wordvecs_word(const wordvecs *w, int64_t row);
 /* Lowercases ASCII letters of s in place. */
 void wordvecs_lower(char *s);
 
+/* Splits `line` in place into at most max words separated by blanks (space, tab, CR, LF),
+ * stored in words; returns how many. */
+int wordvecs_split(char *line, char **words, int max);
+
+/* The queries of a command without query operands, read from standard input one per line
+ * (emb_cli_read_query with `prompt`): answer(ctx, line) returns 1 when answered, 0 when the
+ * query failed (said on stderr), -1 for a line that is no query (then no separator). Each
+ * answer is followed by a blank line unless standard input is a terminal. Returns false
+ * when a query failed or standard input could not be read (reported). */
+bool wordvecs_answer_stdin(const emb_cli_command *cmd, const char *prompt,
+                           int (*answer)(void *ctx, char *line), void *ctx);
+
+/* The start of the evaluations (eval-analogies, eval-pairs), whose operands are FILE and a
+ * list (args->v[1]; "-" is standard input): opens the list into *list, then the table as
+ * wordvecs_open does. Returns -1 when both are open; otherwise the exit status, with the
+ * error printed and nothing left open. */
+int wordvecs_open_eval(const emb_cli_command *cmd, const emb_cli_args *args, int64_t limit,
+                       int64_t restrict_rows, bool fold_case, FILE **list, wordvecs *w);
+
 #endif /* EMB_TOOLS_WORDVECS_H */
