@@ -38,8 +38,9 @@ static inline void put(const char *path, const void *d, size_t n) {
     fclose(f);
 }
 
-/* The whole file, NUL-terminated (free it), or NULL when it cannot be opened. */
+/* The whole file, NUL-terminated (free it), or NULL (and *n = 0) when it cannot be opened. */
 static inline char *slurp(const char *path, size_t *n) {
+    *n = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
