@@ -112,15 +112,17 @@ emb_status emb_bag_create(int64_t num_embeddings, int64_t embedding_dim,
     return bag_finish(b, o, out);
 }
 
-emb_status emb_bag_from_pretrained(const emb_tensor *weights, bool freeze,
-                                   const emb_bag_options *opts, emb_bag **out) {
+/* from_pretrained (a copy of weights) or, with wrap, a bag over the caller's weights. */
+static emb_status bag_from_weights(const emb_tensor *weights, bool wrap, const emb_storage *storage,
+                                   bool freeze, const emb_bag_options *opts, emb_bag **out) {
     emb_bag_options o;
     emb_embedding_options eo;
     emb_status st = weights_config(weights, opts, out, &o, &eo);
     if (st) return st;
     emb_bag *b;
     if ((st = bag_alloc(&b))) return st;
-    st = emb_embedding_from_pretrained(weights, freeze, &eo, &b->emb);
+    st = wrap ? emb_embedding_wrap(weights, storage, freeze, &eo, &b->emb)
+              : emb_embedding_from_pretrained(weights, freeze, &eo, &b->emb);
     if (st) {
         free(b);
         return st;
@@ -128,20 +130,14 @@ emb_status emb_bag_from_pretrained(const emb_tensor *weights, bool freeze,
     return bag_finish(b, &o, out);
 }
 
+emb_status emb_bag_from_pretrained(const emb_tensor *weights, bool freeze,
+                                   const emb_bag_options *opts, emb_bag **out) {
+    return bag_from_weights(weights, false, NULL, freeze, opts, out);
+}
+
 emb_status emb_bag_wrap(const emb_tensor *weights, const emb_storage *storage, bool freeze,
                         const emb_bag_options *opts, emb_bag **out) {
-    emb_bag_options o;
-    emb_embedding_options eo;
-    emb_status st = weights_config(weights, opts, out, &o, &eo);
-    if (st) return st;
-    emb_bag *b;
-    if ((st = bag_alloc(&b))) return st;
-    st = emb_embedding_wrap(weights, storage, freeze, &eo, &b->emb);
-    if (st) {
-        free(b);
-        return st;
-    }
-    return bag_finish(b, &o, out);
+    return bag_from_weights(weights, true, storage, freeze, opts, out);
 }
 
 void emb_bag_free(emb_bag *bag) {

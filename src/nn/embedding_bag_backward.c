@@ -65,6 +65,23 @@ static emb_status check_common(const emb__bag_cfg *c, const emb_tensor *input,
     return EMB_OK;
 }
 
+/* The batch of a sparse backward, its index values checked (on failure nothing is held),
+ * and *m, its entries: the non-padding positions inside bags. */
+static emb_status sparse_batch(const emb__bag_cfg *c, const emb_tensor *input,
+                               const emb_tensor *offsets, const emb_tensor *psw,
+                               const emb_tensor *grad_output, emb__bag_batch *bb, int64_t *m) {
+    emb_status st = check_common(c, input, offsets, psw, grad_output, bb);
+    if (st) return st;
+    st = emb__bag_check_index_values(c, bb);
+    if (st) {
+        emb__bag_batch_free(bb);
+        return st;
+    }
+    *m = 0;
+    for (int64_t p = 0; p < bb->end; p++) *m += emb__index_at(input, p) != c->pad;
+    return EMB_OK;
+}
+
 static emb_status alloc_bytes(void **p, int64_t count, int64_t size, const char *what) {
     int64_t bytes;
     if (!emb__mul_i64(count > 0 ? count : 1, size, &bytes) || (uint64_t)bytes > SIZE_MAX)
@@ -360,16 +377,10 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
                           "], expected [%" PRId64 ", %" PRId64 "] (the table's shape)",
                           grad->num_rows, grad->dim, c.V, c.D);
     emb__bag_batch bb;
-    st = check_common(&c, input, offsets, per_sample_weights, grad_output, &bb);
+    int64_t m; /* entries: non-padding positions inside bags */
+    st = sparse_batch(&c, input, offsets, per_sample_weights, grad_output, &bb, &m);
     if (st) return st;
-    st = emb__bag_check_index_values(&c, &bb);
-    if (st) {
-        emb__bag_batch_free(&bb);
-        return st;
-    }
     const int64_t D = c.D;
-    int64_t m = 0; /* entries: non-padding positions inside bags */
-    for (int64_t p = 0; p < bb.end; p++) m += emb__index_at(input, p) != c.pad;
     if (m == 0) {
         emb__bag_batch_free(&bb);
         return EMB_OK;
@@ -533,16 +544,10 @@ emb_status emb__bag_sparse_entries(const emb_bag *bag, const emb_tensor *input,
     if (!st) st = sparse_mode_check(&c);
     if (st) return st;
     emb__bag_batch bb;
-    st = check_common(&c, input, offsets, psw, grad_output, &bb);
+    int64_t m;
+    st = sparse_batch(&c, input, offsets, psw, grad_output, &bb, &m);
     if (st) return st;
-    st = emb__bag_check_index_values(&c, &bb);
-    if (st) {
-        emb__bag_batch_free(&bb);
-        return st;
-    }
     const int64_t D = c.D;
-    int64_t m = 0;
-    for (int64_t p = 0; p < bb.end; p++) m += emb__index_at(input, p) != c.pad;
     emb__bag_entries e;
     memset(&e, 0, sizeof e);
     e.nnz = m;

@@ -125,10 +125,7 @@ emb_status emb_bce_with_logits_forward(const emb_tensor *input, const emb_tensor
     if (n > 0)
         bce_loss(input->data, target->data, pos_weight ? pos_weight->data : NULL,
                  pos_weight ? pos_weight->shape[0] : 1, w, n, out, buf);
-    if (!none) {
-        float total = emb__torch_sum_f32(out, n);
-        *(float *)loss->data = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
-    }
+    if (!none) emb__loss_reduce(out, n, o.reduction, loss);
     emb__free(buf);
     emb__free(w);
     return EMB_OK;

@@ -72,10 +72,7 @@ emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *targe
     float *out = o.reduction == EMB_REDUCTION_NONE ? loss->data : buf;
     mse_ctx c = {x, t, NULL, out, 0.0f, false};
     emb__parallel_for(emb__threads_for(n, 1 << 16), n, mse_range, &c);
-    if (o.reduction != EMB_REDUCTION_NONE) {
-        float total = emb__torch_sum_f32(buf, n);
-        *(float *)loss->data = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
-    }
+    if (o.reduction != EMB_REDUCTION_NONE) emb__loss_reduce(buf, n, o.reduction, loss);
     emb__free(buf);
     emb__free(tb);
     return EMB_OK;

@@ -253,13 +253,8 @@ emb_status emb_sparse_grad_from_rows(emb_sparse_grad *g, int64_t num_rows, int64
                                      const emb_tensor *rows, const emb_tensor *values) {
     emb_status st = check_sizes(g, num_rows, dim);
     if (st) return st;
-    st = emb__check_indices(rows, "rows", "emb_sparse_grad_from_rows");
+    st = emb__check_index_list(rows, "rows", "emb_sparse_grad_from_rows");
     if (st) return st;
-    if (rows->ndim != 1) {
-        char b[300];
-        return emb__error(EMB_ERR_SHAPE, "rows must be 1-D, got shape %s",
-                          emb__shape_fmt(b, sizeof b, rows->ndim, rows->shape));
-    }
     if (!values) return emb__null("values");
     const int64_t n = rows->shape[0];
     const int64_t vshape[2] = {n, dim};
