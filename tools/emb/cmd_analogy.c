@@ -60,54 +60,37 @@ static bool answer(const emb_cli_command *cmd, const wordvecs *w, char **words, 
     return true;
 }
 
-typedef struct {
-    const emb_cli_command *cmd;
-    const wordvecs *w;
-    int64_t k;
-} analogy_stdin;
-
 /* One line of standard input: three words, or nothing (skipped). */
 static int answer_line(void *ctx, char *line) {
-    const analogy_stdin *c = ctx;
+    const wordvecs_query *q = ctx;
     char *words[4];
     int n = wordvecs_split(line, words, 4);
     if (n == 0) return -1;
     if (n != 3) {
-        fprintf(stderr, "emb %s: a query is three words A B C\n", c->cmd->name);
+        fprintf(stderr, "emb %s: a query is three words A B C\n", q->cmd->name);
         return 0;
     }
-    return answer(c->cmd, c->w, words, c->k);
+    return answer(q->cmd, &q->w, words, q->k);
 }
 
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
-    int64_t k = 10, restrict_rows = 0, limit = 0;
-    bool fold = false;
-    const emb_cli_option opts[] = {
-        {"k", 'k', NULL, EMB_CLI_INT, &k, 1, 1000000, 0, 0},
-        {"restrict", 0, "restrict-vocab", EMB_CLI_INT, &restrict_rows, 1, INT64_MAX, 0, 0},
-        {"limit", 0, NULL, EMB_CLI_INT, &limit, 1, INT64_MAX, 0, 0},
-        {"ignore-case", 'i', NULL, EMB_CLI_FLAG, &fold, 0, 0, 0, 0},
-        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
-    };
+    wordvecs_query q;
     emb_cli_args args;
-    int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
+    int rc = wordvecs_parse_query(cmd, argc, argv, &q, &args);
     if (rc >= 0) return rc;
     if (args.n != 1 && args.n != 4) {
         if (args.n == 0) return emb_cli_usage_error(cmd, "missing FILE");
         return emb_cli_usage_error(cmd, "expected FILE and three words A B C, got %d word%s",
                                    args.n - 1, args.n == 2 ? "" : "s");
     }
-    wordvecs w;
-    if ((rc = wordvecs_open(cmd, args.v[0], limit, restrict_rows, fold, &w)) >= 0) return rc;
+    if ((rc = wordvecs_open_query(&q, args.v[0])) >= 0) return rc;
     bool ok = true;
-    if (args.n == 4) {
-        ok = answer(cmd, &w, args.v + 1, k);
-    } else {
-        analogy_stdin ctx = {cmd, &w, k};
+    if (args.n == 4)
+        ok = answer(cmd, &q.w, args.v + 1, q.k);
+    else
         ok = wordvecs_answer_stdin(
-            cmd, "Enter three words A B C (A is to B as C is to ?): ", answer_line, &ctx);
-    }
-    wordvecs_close(&w);
+            cmd, "Enter three words A B C (A is to B as C is to ?): ", answer_line, &q);
+    wordvecs_close(&q.w);
     return ok ? EMB_CLI_OK : EMB_CLI_FAILURE;
 }
 
