@@ -68,6 +68,15 @@ emb_status emb__loss_check_shape(const emb_tensor *loss, const char *what, emb_r
     return emb__check_f32_shape(loss, what, 0, NULL);
 }
 
+emb_status emb__loss_check_grads(const emb_tensor *input, emb_reduction red,
+                                 const emb_tensor *grad_loss, const emb_tensor *grad_input) {
+    if (!grad_loss) return emb__null("grad_loss");
+    emb_status st = emb__loss_check_shape(grad_loss, "grad_loss", red, input->ndim, input->shape);
+    if (st) return st;
+    if (!grad_input) return emb__null("grad_input");
+    return emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape);
+}
+
 void emb__loss_reduce(const float *values, int64_t n, emb_reduction red, emb_tensor *loss) {
     float total = emb__torch_sum_f32(values, n);
     *(float *)loss->data = red == EMB_REDUCTION_MEAN ? total / (float)n : total;

@@ -137,11 +137,7 @@ emb_status emb_bce_with_logits_backward(const emb_tensor *input, const emb_tenso
     emb_loss_options o;
     float *w = NULL;
     emb_status st = bce_check(input, target, pos_weight, opts, &o, &w);
-    if (!st && !grad_loss) st = emb__null("grad_loss");
-    if (!st)
-        st = emb__loss_check_shape(grad_loss, "grad_loss", o.reduction, input->ndim, input->shape);
-    if (!st && !grad_input) st = emb__null("grad_input");
-    if (!st) st = emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape);
+    if (!st) st = emb__loss_check_grads(input, o.reduction, grad_loss, grad_input);
     if (!st)
         st = emb__loss_check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
                                         pos_weight, "pos_weight", grad_loss, "grad_loss");
