@@ -101,7 +101,22 @@ typedef struct emb_w2v emb_w2v;
  * terminal (/dev/zero has no end). */
 EMB_API emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path,
                                             emb_w2v **out);
-/* The same from an open stream (read to its end; not closed). name is used in messages. */
+/* The same over several paths read one after the other, as if concatenated with a line end
+ * between two files (the end of a file ends a sentence): regular files, directories (their
+ * regular files, recursively, in byte order of the path names; hidden names, starting with
+ * '.', and what is not a regular file are skipped; a symbolic link to a regular file is read)
+ * and "-" for stdin (at most once). Every file, whatever its name, is read as gzip, bzip2, xz
+ * or zstd data when it starts with that format's magic bytes (concatenated members, streams
+ * and frames are read whole, as zcat does), else as plain text. Errors: as
+ * emb_w2v_create_from_file, EMB_ERR_INVALID (n == 0, "-" twice), EMB_ERR_IO (a directory
+ * without files), EMB_ERR_FORMAT (corrupt or truncated compressed data: the message names
+ * the file and the byte offset in the compressed file), EMB_ERR_UNSUPPORTED (a compression
+ * this build of emb has no library for). emb_w2v_create_from_file(o, p, out) is
+ * emb_w2v_create_from_files(o, &p, 1, out). */
+EMB_API emb_status emb_w2v_create_from_files(const emb_w2v_options *opts, const char *const *paths,
+                                             size_t n, emb_w2v **out);
+/* The same from an open stream (read to its end; not closed; compressed data recognised as
+ * by emb_w2v_create_from_files). name is used in messages. */
 EMB_API emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f,
                                               const char *name, emb_w2v **out);
 /* The same from a vocabulary (copied; counts used for subsampling and negative sampling)
@@ -203,6 +218,9 @@ EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
  * with the others; tables holding NaN or infinities). */
 EMB_API emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
                                   const char *checkpoint, emb_w2v **out);
+/* The same over the corpus paths[0..n) (emb_w2v_create_from_files). */
+EMB_API emb_status emb_w2v_resume_files(const emb_w2v_options *opts, const char *const *paths,
+                                        size_t n, const char *checkpoint, emb_w2v **out);
 
 /* A run over a corpus whose vocabulary comes from `vocab` (copied) instead of from counting
  * the corpus: the word2vec tool's -read-vocab (emb_vocab_load reads its files). The words
@@ -213,6 +231,10 @@ EMB_API emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpu
  * EMB_ERR_FORMAT (no word reaches min_count, or no corpus token is in the vocabulary). */
 EMB_API emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_vocab *vocab,
                                              const char *corpus, emb_w2v **out);
+/* The same over the corpus paths[0..n) (emb_w2v_create_from_files). */
+EMB_API emb_status emb_w2v_create_with_vocab_files(const emb_w2v_options *opts,
+                                                   const emb_vocab *vocab, const char *const *paths,
+                                                   size_t n, emb_w2v **out);
 
 /* Continued training: a model saved by emb_w2v_save_checkpoint (at the end of a run, or
  * any checkpoint) trained further on a new corpus, as gensim's build_vocab(update=True)
@@ -231,6 +253,9 @@ EMB_API emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const 
  * read), EMB_ERR_FORMAT (not a model: the message names the file and the offset). */
 EMB_API emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model,
                                     const char *corpus, emb_w2v **out);
+/* The same over the corpus paths[0..n) (emb_w2v_create_from_files). */
+EMB_API emb_status emb_w2v_continue_files(const emb_w2v_options *opts, const char *model,
+                                          const char *const *paths, size_t n, emb_w2v **out);
 
 #ifdef __cplusplus
 }
