@@ -2,6 +2,8 @@
  * the token ids (see include/emb/word2vec.h, emb_w2v_create_from_stream). */
 #include "w2v_internal.h"
 
+#include "text/casefold.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -29,7 +31,28 @@ typedef struct {
     size_t tok_len, tok_cap;
     bool too_long;      /* lenient: the current token is too long and is being skipped */
     int64_t skipped[2]; /* lenient: tokens skipped, not UTF-8 and too long */
+    char *low;          /* a lowercased token that is not ASCII */
+    size_t low_cap;
 } reader;
+
+/* Lowercases s[0, *n) as Python's str.lower(): ASCII in place; a token with other
+ * characters into r->low (*s then points there). */
+static emb_status lowercase(reader *r, char **s, size_t *n) {
+    char *t = *s;
+    size_t i = 0;
+    for (; i < *n && (unsigned char)t[i] < 0x80; i++)
+        if (t[i] >= 'A' && t[i] <= 'Z') t[i] = (char)(t[i] - 'A' + 'a');
+    if (i == *n) return EMB_OK;
+    size_t need = EMB__LOWER_MAX(*n);
+    if (need > r->low_cap) {
+        char *p = realloc(r->low, need);
+        if (!p) return emb__error(EMB_ERR_NOMEM, "%s: out of memory lowercasing a token", r->name);
+        r->low = p, r->low_cap = need;
+    }
+    *n = emb__utf8_lower(t, *n, r->low);
+    *s = r->low;
+    return EMB_OK;
+}
 
 /* Ends the current token: normalise it, add it to the vocabulary, record its id. */
 static emb_status end_token(reader *r) {
@@ -57,11 +80,10 @@ static emb_status end_token(reader *r) {
         while (n > 0 && is_punct((unsigned char)s[n - 1])) n--;
         if (n == 0) return EMB_OK;
     }
-    if (r->o->lowercase)
-        for (size_t i = 0; i < n; i++)
-            if (s[i] >= 'A' && s[i] <= 'Z') s[i] = (char)(s[i] - 'A' + 'a');
+    emb_status st;
+    if (r->o->lowercase && (st = lowercase(r, &s, &n))) return st;
     int64_t id;
-    emb_status st = emb_vocab_add(r->vocab, s, n, 1, &id, NULL);
+    st = emb_vocab_add(r->vocab, s, n, 1, &id, NULL);
     if (st) return st;
     if (id >= INT32_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "%s: more than %d distinct words", r->name,
@@ -149,6 +171,7 @@ static emb_status read_tokens(const emb_w2v_options *o, emb__corpus_src *src, em
     if (st == EMB_OK) st = emb__w2v_ids_flush(ids);
     free(buf);
     free(r.tok);
+    free(r.low);
     if (st) {
         emb_vocab_free(r.vocab);
         return st;

@@ -109,8 +109,8 @@ static emb_status walk(emb__corpus_src *s, const char *dir, int depth) {
             st = emb__error(EMB_ERR_IO, "cannot read %s: %s", p, strerror(errno));
         else if (S_ISDIR(sb.st_mode))
             st = walk(s, p, depth + 1);
-        else if (S_ISREG(sb.st_mode) || (S_ISLNK(sb.st_mode) && stat(p, &sb) == 0 &&
-                                         S_ISREG(sb.st_mode)))
+        else if (S_ISREG(sb.st_mode) ||
+                 (S_ISLNK(sb.st_mode) && stat(p, &sb) == 0 && S_ISREG(sb.st_mode)))
             st = push_path(s, p);
         free(p);
     }
@@ -210,14 +210,17 @@ void emb__corpus_close(emb__corpus_src *s) {
     free(s);
 }
 
-const char *emb__corpus_name(const emb__corpus_src *s) { return s->name ? s->name : "corpus"; }
+const char *emb__corpus_name(const emb__corpus_src *s) {
+    return s->name ? s->name : "corpus";
+}
 
 static emb_status fill_raw(emb__corpus_src *s) {
     s->raw_off += s->raw_len;
     s->raw_pos = 0;
     s->raw_len = fread(s->raw, 1, EMB__RAW_BUF, s->f);
     if (s->raw_len < EMB__RAW_BUF) {
-        if (ferror(s->f)) return emb__error(EMB_ERR_IO, "%s: read error: %s", s->name, strerror(errno));
+        if (ferror(s->f))
+            return emb__error(EMB_ERR_IO, "%s: read error: %s", s->name, strerror(errno));
         s->raw_eof = true;
     }
     return EMB_OK;
@@ -259,7 +262,9 @@ static emb_status start_decoder(emb__corpus_src *s) {
                           "first, or build emb with %s)",
                           s->name, kind_name[s->kind], kind_lib[s->kind], kind_lib[s->kind]);
     }
-    if (!ok) return emb__error(EMB_ERR_NOMEM, "%s: cannot start the %s decoder", s->name, kind_name[s->kind]);
+    if (!ok)
+        return emb__error(EMB_ERR_NOMEM, "%s: cannot start the %s decoder", s->name,
+                          kind_name[s->kind]);
     s->live = true;
     return EMB_OK;
 }
@@ -267,7 +272,11 @@ static emb_status start_decoder(emb__corpus_src *s) {
 static int sniff(const unsigned char *b, size_t n) {
     if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b) return K_GZIP;
     if (n >= 4 && memcmp(b, "BZh", 3) == 0 && b[3] >= '1' && b[3] <= '9') return K_BZIP2;
-    if (n >= 6 && memcmp(b, "\xFD" "7zXZ\0", 6) == 0) return K_XZ;
+    if (n >= 6 && memcmp(b,
+                         "\xFD"
+                         "7zXZ\0",
+                         6) == 0)
+        return K_XZ;
     if (n >= 4 && memcmp(b, "\x28\xB5\x2F\xFD", 4) == 0) return K_ZSTD;
     return K_PLAIN;
 }
@@ -440,7 +449,8 @@ emb_status emb__corpus_read(emb__corpus_src *s, char *buf, size_t cap, size_t *g
     *got = fread(buf, 1, cap, s->f);
     if (*got < cap) {
         s->raw_eof = true;
-        if (ferror(s->f)) return emb__error(EMB_ERR_IO, "%s: read error: %s", s->name, strerror(errno));
+        if (ferror(s->f))
+            return emb__error(EMB_ERR_IO, "%s: read error: %s", s->name, strerror(errno));
     }
     return EMB_OK;
 }
