@@ -51,7 +51,7 @@ typedef struct emb_w2v_options {
     bool cbow_mean;        /* CBOW: average the context vectors (true) or sum them */
     int threads;           /* training threads; 0: emb_get_num_threads() */
     uint64_t seed;         /* initialisation and sampling */
-    bool lowercase;        /* lowercase ASCII letters of tokens */
+    bool lowercase;        /* lowercase tokens as Python's str.lower() (docs/word2vec.md) */
     bool strip_punct;      /* strip leading and trailing ASCII punctuation from tokens */
     int64_t max_sentence;  /* a line longer than this many tokens is cut into pieces; 1000;
                               in [1, 2^31 - 1] */
@@ -97,8 +97,9 @@ typedef struct emb_w2v emb_w2v;
  * UTF-8: "corpus.txt:12: invalid UTF-8 in token ..."; no token at all: "corpus is empty";
  * no word seen min_count times: "no word occurs at least 5 times (min_count) ..."),
  * EMB_ERR_NOMEM, EMB_ERR_OVERFLOW (more than 2^31 - 1 distinct words, or tokens x epochs
- * beyond 2^63 - 1). EMB_ERR_IO also for a directory or a character device that is not a
- * terminal (/dev/zero has no end). */
+ * beyond 2^63 - 1). EMB_ERR_IO also for a character device that is not a terminal
+ * (/dev/zero has no end). A directory is read as its files and compressed data is
+ * decompressed, as emb_w2v_create_from_files says. */
 EMB_API emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path,
                                             emb_w2v **out);
 /* The same over several paths read one after the other, as if concatenated with a line end

@@ -31,7 +31,8 @@ static void check_vocab(const emb_w2v *w, bool lower) {
         size_t len;
         const char *s = emb_vocab_word(v, i, &len);
         int64_t c = emb_vocab_count(v, i);
-        if (!s || len == 0 || !emb__utf8_valid(s, len)) FINDING("word %lld is empty or not UTF-8", (long long)i);
+        if (!s || len == 0 || !emb__utf8_valid(s, len))
+            FINDING("word %lld is empty or not UTF-8", (long long)i);
         for (size_t k = 0; k < len; k++)
             if (s[k] == ' ' || s[k] == '\n' || s[k] == '\t' || s[k] == '\r')
                 FINDING("word %lld holds whitespace", (long long)i);
@@ -98,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     check_vocab(w, o.lowercase);
-    if (in_dir) { /* the directory is its files in byte order of their paths */
+    if (in_dir) {            /* the directory is its files in byte order of their paths */
         if (sub && nf > 2) { /* "s/f1" sorts after "f2", "f3" */
             const char *t = list[1];
             for (int i = 1; i < nf - 1; i++) list[i] = list[i + 1];

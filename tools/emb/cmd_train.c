@@ -388,7 +388,7 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --min-alpha X           final learning rate (default alpha * 1e-4)\n"
     "  --threads N             training threads (default: all CPUs; -thread)\n"
     "  --seed N                seed of the initialisation and sampling (default 1)\n"
-    "  --lowercase             lowercase ASCII letters\n"
+    "  --lowercase             lowercase tokens as Python's str.lower() (Unicode)\n"
     "  --strip-punct           strip ASCII punctuation at both ends of tokens\n"
     "  --cbow-sum              CBOW sums the context vectors instead of averaging them\n"
     "  --shared-negatives      skip-gram draws one set of negatives per window, shared by\n"
