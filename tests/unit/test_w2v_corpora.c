@@ -38,6 +38,21 @@ static void put_file(const char *path, const void *p, size_t n) {
     assert_int_equal(fclose(f), 0);
 }
 
+static char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    assert_true(len > 0);
+    rewind(f);
+    char *p = malloc((size_t)len);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return p;
+}
+
 /* the gzip data (python3: gzip.compress(TEXT, mtime=0)) of TEXT */
 #define TEXT                                                                                       \
     "the cat sat\nthe dog sat\nthe cat ran\nthe cat sat\nthe dog sat\nthe cat ran\n"               \
@@ -132,6 +147,24 @@ static void test_gzip_by_content(void **state) {
     assert_int_equal(V1, V2);
     assert_memory_equal(got, want, (size_t)V1 * 6 * sizeof(float));
     free(got);
+    /* at 2 threads the work is split on the token ids, so identically: the untrained runs'
+     * checkpoints (options, each thread's range and random state, vocabulary, tables) are the
+     * same bytes */
+    o.threads = 2;
+    const char *ck[2] = {tmp("plain.ckpt"), tmp("gz.ckpt")};
+    const char *src[2] = {plain, gz};
+    for (int i = 0; i < 2; i++) {
+        emb_w2v *r;
+        EMB_OK_OR_FAIL(emb_w2v_create_from_files(&o, &src[i], 1, &r));
+        assert_int_equal(emb_w2v_options_of(r).threads, 2);
+        EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(r, ck[i]));
+        emb_w2v_free(r);
+    }
+    size_t n0, n1;
+    char *c0 = read_all(ck[0], &n0), *c1 = read_all(ck[1], &n1);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(c0, c1, n0);
+    free(c0), free(c1);
     put_file(tmp("cut.gz"), text_gz, sizeof text_gz - 5);
     const char *cut = tmp("cut.gz");
     EMB_EXPECT_ERR(emb_w2v_create_from_files(&o, &cut, 1, &w), EMB_ERR_FORMAT,
