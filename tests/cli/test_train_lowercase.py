@@ -2,8 +2,11 @@
 running this test): every code point 0..0x10FFFF but the surrogates, each in a token of its
 own, and tokens that put a capital sigma among cased, case-ignorable and other characters
 (str.lower()'s final-sigma rule). The words emb keeps are read back with --save-vocab."""
+import os
 import random
 import subprocess
+
+from conftest import SOURCE_DIR
 
 SIGMA = "\u03a3"
 ASCII_SPACE = set(map(ord, " \t\n\v\f\r"))
@@ -51,3 +54,13 @@ def test_final_sigma_in_context_as_python(emb_bin, tmp_path):
     wrong = sorted(want - got)[:10]
     assert not wrong, "emb's lowercase differs from str.lower() for %r" % wrong
     assert got == want
+
+
+def test_committed_table_is_what_the_generator_writes():
+    """src/text/casefold_table.c is scripts/gen-casefold.py's output with this Python."""
+    gen = os.path.join(SOURCE_DIR, "scripts", "gen-casefold.py")
+    out = subprocess.run(["/usr/bin/python3", gen], capture_output=True, check=True,
+                         timeout=600).stdout
+    with open(os.path.join(SOURCE_DIR, "src", "text", "casefold_table.c"), "rb") as f:
+        assert f.read() == out, "regenerate: /usr/bin/python3 scripts/gen-casefold.py > " \
+                                "src/text/casefold_table.c"
