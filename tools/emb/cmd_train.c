@@ -278,11 +278,12 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                    false, emb_w2v_words_done(w),       o.epochs, ""};
     if (!quiet)
         fprintf(stderr,
-                "emb train: %s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
+                "emb train: %s%s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
                 "window %d, negative %d, %d epochs, %d threads%s%s\n",
-                corpus, (long long)emb_vocab_num_words(vocab), (long long)emb_w2v_corpus_tokens(w),
-                m == EMB_W2V_CBOW ? "CBOW" : "skip-gram", (long long)o.dim, o.window, o.negative,
-                o.epochs, o.threads, o.maxn > 0 ? "; subwords" : "",
+                corpus, npaths > 1 ? " and more paths" : "", (long long)emb_vocab_num_words(vocab),
+                (long long)emb_w2v_corpus_tokens(w), m == EMB_W2V_CBOW ? "CBOW" : "skip-gram",
+                (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
+                o.maxn > 0 ? "; subwords" : "",
                 resume ? " (resumed)"
                 : cont ? " (continued)"
                        : "");
