@@ -84,10 +84,13 @@ EMB_MPI_API emb_mpi_shard_options emb_mpi_shard_options_default(void);
  * generator history): every rank draws the table's whole N(0, 1) sequence from
  * bag_opts->generator (NULL: the default generator), chunk by chunk, and keeps its rows, so
  * its generator ends where the single process's does; the padding row is zeroed.
- * bag_opts (NULL: emb_bag_options_default()) gives the mode, padding_idx and
- * include_last_offset used by the bag calls; max_norm must be infinite and
- * scale_grad_by_freq false (EMB_ERR_UNSUPPORTED otherwise: both need the whole batch's
- * rows on one rank). shard NULL: row-wise.
+ * bag_opts (NULL: emb_bag_options_default()) gives the mode, padding_idx,
+ * include_last_offset, max_norm, norm_type and scale_grad_by_freq used by the calls. With a
+ * finite max_norm (float32 tables only, EMB_ERR_UNSUPPORTED otherwise) the lookups and bag
+ * forwards renormalise, as the single process's do over the joined batch: each row the
+ * joined batch names is renormalised once, by its owner, before it is sent.
+ * scale_grad_by_freq, like mode max, leaves the forward unchanged and makes the sparse
+ * backward and the steps refuse as libemb's do. shard NULL: row-wise.
  * Errors, on every rank (nothing drawn, *out untouched): EMB_ERR_NULL (out),
  * EMB_ERR_STATE (MPI not initialised, or finalised), EMB_ERR_INVALID (sizes < 1, a table
  * of fewer rows than ranks row-wise, an owner outside [0, R), the option errors of
@@ -126,12 +129,13 @@ EMB_MPI_API emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tens
 
 /* The sparse optimizer the step calls apply to this rank's shard: emb_optimizer_create(opts)
  * over the shard, replacing any earlier one (its state is dropped). Collective; the options
- * must be the same on every rank. Supported: SGD without momentum and weight_decay, Adagrad
- * without weight_decay, SparseAdam (the optimizers whose sparse step changes only the rows
- * of the gradient). Tables of f16 or bf16 rows: SGD only, emb_qtable_sgd_step's with
- * round-to-nearest and (float)lr; int8/int4 tables are not trained (EMB_ERR_UNSUPPORTED).
- * Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid options, or options that
- * differ between ranks), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
+ * must be the same on every rank. Supported: SGD without momentum, Adagrad, SparseAdam;
+ * what libemb's sparse step refuses (Adam, AdamW, weight_decay with SGD or Adagrad) is
+ * refused here with libemb's status and message; SGD with momentum is EMB_ERR_UNSUPPORTED
+ * (its sparse momentum buffer is one list over all rows, not sharded). Tables of f16 or bf16 rows:
+ * SGD only, emb_qtable_sgd_step's with round-to-nearest and (float)lr; int8/int4 tables are not
+ * trained (EMB_ERR_UNSUPPORTED). Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid
+ * options, or options that differ between ranks), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
 EMB_MPI_API emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t,
                                                    const emb_optimizer_options *opts);
 /* The shard's optimizer (NULL before emb_mpi_table_set_optimizer, or on a rank holding no
@@ -147,7 +151,7 @@ EMB_MPI_API void emb_mpi_table_reset_stats(emb_mpi_table *t);
  * batches may differ in size (also empty) between ranks.
  * ------------------------------------------------------------------------------------- */
 
-/* Lookup (emb_embedding_forward without max_norm): out[..., :] = row indices[...] of the
+/* Lookup (emb_embedding_forward, max_norm included): out[..., :] = row indices[...] of the
  * table. indices int64/int32 of rank 0..8; out float32 indices.shape + [dim]. Row ids are
  * sent to their owners (MPI_Alltoallv), each distinct id of a rank's batch once, the owners
  * send the rows back. Errors on every rank (out unchanged): those of emb_embedding_forward

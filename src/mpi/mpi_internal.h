@@ -63,6 +63,11 @@ void emb__mpi_route_free(emb__mpi_route *r);
 /* Collective: fills r->rows with the table's rows r->uniq from their owners. */
 emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r);
 
+/* Collective: with a finite max_norm, the owners renormalise the distinct rows of positions
+ * [0, end) of every rank's batch, each once, as emb_embedding_renorm_ over the joined
+ * batch does (rows are independent: the order does not matter). */
+emb_status emb__mpi_renorm(emb_mpi_table *t, const emb__mpi_route *r, int64_t end);
+
 /* Local checks. */
 emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,
                               const int64_t *shape);

@@ -11,6 +11,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,7 @@ emb_status emb__mpi_route_build(const emb_mpi_table *t, const emb_tensor *indice
     emb_bag_options o = t->opts;
     o.padding_idx = r->local_pad;
     o.sparse = false;
+    o.max_norm = INFINITY; /* the owners renormalise (emb__mpi_renorm) */
     emb_status st = emb_tensor_init(&w, EMB_FLOAT32, r->rows, 2, wshape);
     if (!st) st = emb_bag_wrap(&w, NULL, false, &o, &r->bag);
     if (!st)
@@ -132,45 +134,63 @@ static uint64_t sent_bytes(const emb_mpi_table *t, const int *cnt, size_t item) 
     return b;
 }
 
-emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
+/* Sends the distinct rows ids[0..n) (ascending, so grouped by owner) to their owners:
+ * buf (4 R ints) ends with the send counts and displacements, then the receive counts and
+ * displacements; *want (freed by the caller) with the rows others asked of this rank, in
+ * rank order. */
+static emb_status ask_owners(emb_mpi_table *t, const int64_t *ids, int64_t n, int *buf,
+                             int64_t **want, int64_t *nrecv) {
     const int R = t->size;
-    int *buf = calloc((size_t)R * 4, sizeof *buf);
-    if (!buf) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the counts");
     int *scnt = buf, *sdis = buf + R, *rcnt = buf + 2 * R, *rdis = buf + 3 * R;
-    for (int64_t i = 0; i < r->nu; i++) scnt[emb_mpi_table_owner(t, r->uniq[i])]++;
+    memset(buf, 0, (size_t)R * 4 * sizeof *buf);
+    *want = NULL;
+    *nrecv = 0;
+    for (int64_t i = 0; i < n; i++) scnt[emb_mpi_table_owner(t, ids[i])]++;
     displs_of(scnt, R, sdis);
     emb_status st = EMB_OK;
-    int64_t *want = NULL;
-    unsigned char *reply = NULL;
-    const size_t row = (size_t)t->row_bytes;
-    const unsigned char *store =
-        t->weight ? (const unsigned char *)t->weight : (const unsigned char *)t->qdata;
     int rc = MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
     t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
     if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoall");
-    int64_t nrecv = st ? 0 : total_of(rcnt, R);
-    if (!st && nrecv > INT_MAX)
-        st = emb_set_error(EMB_ERR_UNSUPPORTED, "%" PRId64 " rows asked of one rank", nrecv);
+    int64_t m = st ? 0 : total_of(rcnt, R);
+    if (!st && m > INT_MAX)
+        st = emb_set_error(EMB_ERR_UNSUPPORTED, "%" PRId64 " rows asked of one rank", m);
     if (!st) {
         displs_of(rcnt, R, rdis);
-        want = malloc((size_t)(nrecv ? nrecv : 1) * sizeof *want);
-        reply = malloc((size_t)(nrecv ? nrecv : 1) * row);
-        if (!want || !reply) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the requests");
+        *want = malloc((size_t)(m ? m : 1) * sizeof **want);
+        if (!*want) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the requests");
     }
     /* Past this point a failure is MPI's: its default handler has aborted the job. */
     if (!st) {
-        rc =
-            MPI_Alltoallv(r->uniq, scnt, sdis, MPI_INT64_T, want, rcnt, rdis, MPI_INT64_T, t->comm);
+        rc = MPI_Alltoallv(ids, scnt, sdis, MPI_INT64_T, *want, rcnt, rdis, MPI_INT64_T, t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoallv");
         uint64_t b = sent_bytes(t, scnt, sizeof(int64_t));
         t->stats.id_bytes += b;
         t->stats.bytes_sent += b;
     }
+    *nrecv = m;
+    return st;
+}
+
+emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
+    const int R = t->size;
+    int *buf = calloc((size_t)R * 4, sizeof *buf);
+    if (!buf) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the counts");
+    int *scnt = buf, *sdis = buf + R, *rcnt = buf + 2 * R, *rdis = buf + 3 * R;
+    int64_t *want = NULL, nrecv = 0;
+    unsigned char *reply = NULL;
+    const size_t row = (size_t)t->row_bytes;
+    const unsigned char *store =
+        t->weight ? (const unsigned char *)t->weight : (const unsigned char *)t->qdata;
+    emb_status st = ask_owners(t, r->uniq, r->nu, buf, &want, &nrecv);
+    if (!st) {
+        reply = malloc((size_t)(nrecv ? nrecv : 1) * row);
+        if (!reply) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the replies");
+    }
     if (!st) {
         for (int64_t i = 0; i < nrecv; i++)
             memcpy(reply + (size_t)i * row, store + (size_t)(want[i] - t->row_begin) * row, row);
-        rc = MPI_Alltoallv(reply, rcnt, rdis, t->row_type, r->rows, scnt, sdis, t->row_type,
-                           t->comm);
+        int rc = MPI_Alltoallv(reply, rcnt, rdis, t->row_type, r->rows, scnt, sdis, t->row_type,
+                               t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoallv");
         uint64_t b = sent_bytes(t, rcnt, row);
         t->stats.row_bytes += b;
@@ -178,6 +198,36 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
     }
     free(want);
     free(reply);
+    free(buf);
+    return st;
+}
+
+emb_status emb__mpi_renorm(emb_mpi_table *t, const emb__mpi_route *r, int64_t end) {
+    if (t->opts.max_norm == INFINITY) return EMB_OK;
+    /* the distinct rows of positions [0, end), ascending */
+    int64_t *ids = malloc((size_t)(end > 0 ? end : 1) * sizeof *ids), *want = NULL, nrecv = 0;
+    int *buf = calloc((size_t)t->size * 4, sizeof *buf);
+    emb_status st = ids && buf
+                        ? EMB_OK
+                        : emb_set_error(EMB_ERR_NOMEM, "cannot allocate the rows to renormalise");
+    int64_t u = 0;
+    if (!st) {
+        memcpy(ids, r->ids, (size_t)end * sizeof *ids);
+        qsort(ids, (size_t)end, sizeof *ids, cmp_i64);
+        for (int64_t i = 0; i < end; i++)
+            if (u == 0 || ids[i] != ids[u - 1]) ids[u++] = ids[i];
+    }
+    st = emb__mpi_agree(t, st, "the renormalisation");
+    if (!st) st = ask_owners(t, ids, u, buf, &want, &nrecv);
+    if (!st && nrecv > 0) { /* emb_embedding_renorm_ renormalises each distinct row once */
+        for (int64_t i = 0; i < nrecv; i++) want[i] -= t->row_begin;
+        emb_tensor w, ix;
+        st = emb_mpi_table_shard(t, &w);
+        if (!st) st = emb_tensor_init(&ix, EMB_INT64, want, 1, &nrecv);
+        if (!st) st = emb_embedding_renorm_(&w, &ix, t->opts.max_norm, t->opts.norm_type);
+    }
+    free(ids);
+    free(want);
     free(buf);
     return st;
 }
@@ -232,13 +282,30 @@ emb_status emb_mpi_table_lookup(emb_mpi_table *t, const emb_tensor *indices, emb
         emb__mpi_route_free(&r);
         return st;
     }
-    st = emb__mpi_route_fetch(t, &r);
+    st = emb__mpi_renorm(t, &r, r.n);
+    if (!st) st = emb__mpi_route_fetch(t, &r);
     if (!st && r.q)
         st = emb_qtable_forward(r.q, &r.local_idx, out);
     else if (!st)
         st = emb_embedding_forward(emb_bag_embedding(r.bag), &r.local_idx, out);
     emb__mpi_route_free(&r);
     return emb__mpi_agree(t, st, "the lookup");
+}
+
+static int64_t index_at(const emb_tensor *x, int64_t i) {
+    return x->dtype == EMB_INT32 ? ((const int32_t *)x->data)[i] : ((const int64_t *)x->data)[i];
+}
+
+/* The end of the positions inside bags (emb_bag_forward renormalises the rows of positions
+ * [0, end), padding included): all of a 2-D batch, else the last offset with
+ * include_last_offset, else all positions when there is a bag. */
+static int64_t bag_end(const emb_mpi_table *t, const emb_tensor *input, const emb_tensor *offsets,
+                       int64_t B) {
+    const int64_t n = emb_tensor_numel(input);
+    if (input->ndim == 2 || !offsets) return n;
+    if (t->opts.include_last_offset)
+        return offsets->shape[0] ? index_at(offsets, offsets->shape[0] - 1) : 0;
+    return B > 0 ? n : 0;
 }
 
 emb_status emb_mpi_table_bag_forward(emb_mpi_table *t, const emb_tensor *input,
@@ -267,7 +334,8 @@ emb_status emb_mpi_table_bag_forward(emb_mpi_table *t, const emb_tensor *input,
         emb__mpi_route_free(&r);
         return st;
     }
-    st = emb__mpi_route_fetch(t, &r);
+    st = emb__mpi_renorm(t, &r, bag_end(t, input, offsets, B));
+    if (!st) st = emb__mpi_route_fetch(t, &r);
     if (!st && r.q) {
         emb_bag_options o = t->opts;
         o.padding_idx = r.local_pad;

@@ -143,15 +143,24 @@ enum {
     CFG_PAD,
     CFG_LAST,
     CFG_NORM,
+    CFG_NTYPE,
     CFG_FREQ,
     CFG_SHARD,
     CFG_OWNER,
     CFG_QTYPE,
     CFG_N
 };
-static const char *const cfg_names[CFG_N] = {
-    "num_embeddings",  "embedding_dim",      "mode",     "padding_idx", "include_last_offset",
-    "max_norm (bits)", "scale_grad_by_freq", "sharding", "owner",       "qtype"};
+static const char *const cfg_names[CFG_N] = {"num_embeddings",
+                                             "embedding_dim",
+                                             "mode",
+                                             "padding_idx",
+                                             "include_last_offset",
+                                             "max_norm (bits)",
+                                             "norm_type (bits)",
+                                             "scale_grad_by_freq",
+                                             "sharding",
+                                             "owner",
+                                             "qtype"};
 
 static emb_status check_local(int size, int64_t V, int64_t D, const emb_bag_options *o,
                               const emb_mpi_shard_options *s, emb_mpi_table **out) {
@@ -173,12 +182,11 @@ static emb_status check_local(int size, int64_t V, int64_t D, const emb_bag_opti
                              "owner %d is not a rank of the communicator "
                              "(valid: [0, %d))",
                              s->owner, size);
-    if (!isinf(o->max_norm) || o->max_norm < 0)
-        return emb_set_error(EMB_ERR_UNSUPPORTED, "a sharded table does not renormalise "
-                                                  "(max_norm must be infinite)");
-    if (o->scale_grad_by_freq)
-        return emb_set_error(EMB_ERR_UNSUPPORTED, "a sharded table does not scale gradients "
-                                                  "by frequency");
+    if (s->qtype != EMB_QTYPE_F32 && o->max_norm != INFINITY)
+        return emb_set_error(EMB_ERR_UNSUPPORTED,
+                             "embedding_bag: a table of %s rows is not renormalised "
+                             "(max_norm needs float32 rows)",
+                             emb_qtype_name(s->qtype));
     return EMB_OK;
 }
 
@@ -190,15 +198,17 @@ static emb_status same_settings(MPI_Comm comm, int rank, int64_t num_embeddings,
     const emb_bag_options o = *op;
     const emb_mpi_shard_options s = *sp;
     int64_t cfg[CFG_N];
-    double mn = o.max_norm;
-    int64_t mn_bits;
+    double mn = o.max_norm, nt = o.norm_type;
+    int64_t mn_bits, nt_bits;
     memcpy(&mn_bits, &mn, sizeof mn_bits);
+    memcpy(&nt_bits, &nt, sizeof nt_bits);
     cfg[CFG_V] = num_embeddings;
     cfg[CFG_D] = embedding_dim;
     cfg[CFG_MODE] = o.mode;
     cfg[CFG_PAD] = pad;
     cfg[CFG_LAST] = o.include_last_offset;
     cfg[CFG_NORM] = mn_bits;
+    cfg[CFG_NTYPE] = o.max_norm == INFINITY ? 0 : nt_bits;
     cfg[CFG_FREQ] = o.scale_grad_by_freq;
     cfg[CFG_SHARD] = s.sharding;
     cfg[CFG_OWNER] = s.sharding == EMB_MPI_TABLE_WISE ? s.owner : 0;
@@ -438,20 +448,37 @@ static void opt_record(const emb_optimizer_options *o, double *r) {
     memcpy(r, v, sizeof v);
 }
 
+/* What libemb's sparse step says of these options: one step of an empty sparse gradient
+ * on a 1 x 1 parameter (weight_decay with SGD or Adagrad is refused there, as in PyTorch). */
+static emb_status sparse_probe(const emb_optimizer_options *opts) {
+    float w0 = 0.0f;
+    const int64_t shape[2] = {1, 1};
+    emb_tensor w;
+    emb_optimizer *opt = NULL;
+    emb_sparse_grad g;
+    memset(&g, 0, sizeof g);
+    emb_status st = emb_tensor_init(&w, EMB_FLOAT32, &w0, 2, shape);
+    if (!st) st = emb_optimizer_create(opts, &opt);
+    if (!st) st = emb_optimizer_add_param(opt, &w, NULL);
+    if (!st) st = emb_sparse_grad_init(&g, 1, 1);
+    if (!st) st = emb_optimizer_step_sparse(opt, 0, &g);
+    emb_sparse_grad_release(&g);
+    emb_optimizer_free(opt);
+    return st;
+}
+
 emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_options *opts) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     emb_status st = EMB_OK;
     emb_optimizer *opt = NULL;
     if (!opts) {
         st = emb_set_error(EMB_ERR_NULL, "opts must not be NULL");
-    } else if (!(opts->kind == EMB_OPTIMIZER_SGD && opts->momentum == 0 &&
-                 opts->weight_decay == 0) &&
-               !(opts->kind == EMB_OPTIMIZER_ADAGRAD && opts->weight_decay == 0) &&
-               opts->kind != EMB_OPTIMIZER_SPARSE_ADAM) {
+    } else if ((st = sparse_probe(opts)) != EMB_OK) {
+        /* libemb's own refusal of these options for sparse gradients */
+    } else if (opts->kind == EMB_OPTIMIZER_SGD && opts->momentum != 0) {
         st = emb_set_error(EMB_ERR_UNSUPPORTED,
-                           "a sharded table's optimizer must be SGD "
-                           "without momentum and weight_decay, Adagrad without weight_decay, "
-                           "or SparseAdam");
+                           "a sharded table's SGD has no momentum (the sparse momentum "
+                           "buffer is not sharded)");
     } else if (t->qtype != EMB_QTYPE_F32 &&
                (opts->kind != EMB_OPTIMIZER_SGD ||
                 (t->qtype != EMB_QTYPE_F16 && t->qtype != EMB_QTYPE_BF16))) {
