@@ -59,7 +59,17 @@ typedef struct emb_mpi_shard_options {
      * and emb_qtable_bag_forward's; steps: SGD on f16/bf16 with round-to-nearest
      * (emb_qtable_sgd_step_bag's), nothing else. */
     emb_qtype qtype;
+    /* The longest a rank waits in one collective step of the table's calls, in ms (default
+     * EMB_MPI_TIMEOUT_MS_DEFAULT, 5 minutes; 0: no limit; the same on every rank). A rank
+     * that stops answering (stopped, hung, or never making the call) would keep the others
+     * waiting for ever: past the deadline a waiting rank prints to stderr which call it
+     * waited for ("emb_mpi: rank 0 of 4: MPI_Alltoallv did not complete within 2000 ms
+     * ...") and ends the whole job with MPI_Abort (error code 124). The one place the
+     * library ends the process: nothing a rank can return would let the others go on. */
+    int64_t timeout_ms;
 } emb_mpi_shard_options;
+
+#define EMB_MPI_TIMEOUT_MS_DEFAULT 300000
 
 /* A table sharded over a communicator. Opaque. */
 typedef struct emb_mpi_table emb_mpi_table;

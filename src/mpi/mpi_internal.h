@@ -27,6 +27,7 @@ struct emb_mpi_table {
     bool have_opt;
     emb_optimizer_kind opt_kind;
     emb_mpi_stats stats;
+    int64_t timeout_ms; /* of each collective (mpi_wait.c); 0: none */
 };
 
 /* One rank's batch, its distinct ids and their positions in the fetched rows. */
@@ -49,8 +50,8 @@ typedef struct emb__mpi_route {
  * st is EMB_OK; otherwise the first refusing rank's status on every rank, with its message
  * there and "rank r refused <what>: <message>" on the others. */
 emb_status emb__mpi_agree(emb_mpi_table *t, emb_status st, const char *what);
-/* The same over a bare communicator (before a table exists). */
-emb_status emb__mpi_agree_comm(MPI_Comm comm, emb_status st, const char *what);
+/* The same over a bare communicator (before a table exists), with a deadline of ms. */
+emb_status emb__mpi_agree_comm(MPI_Comm comm, int64_t ms, emb_status st, const char *what);
 /* An MPI call's failure as an emb error (MPI's default handler aborts first; this serves a
  * communicator whose handler returns). Local. */
 emb_status emb__mpi_fail(int rc, const char *call);
@@ -67,6 +68,25 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r);
  * [0, end) of every rank's batch, each once, as emb_embedding_renorm_ over the joined
  * batch does (rows are independent: the order does not matter). */
 emb_status emb__mpi_renorm(emb_mpi_table *t, const emb__mpi_route *r, int64_t end);
+
+/* MPI's collectives with a deadline (mpi_wait.c): ms > 0: past it, the rank prints which
+ * call it waited for and ends the job (MPI_Abort with EMB_MPI_TIMEOUT_EXIT); ms 0: no
+ * deadline. Return MPI's code. */
+#define EMB_MPI_TIMEOUT_EXIT 124
+int emb__mpi_allreduce(int64_t ms, const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op,
+                       MPI_Comm comm);
+int emb__mpi_bcast(int64_t ms, void *buf, int n, MPI_Datatype dt, int root, MPI_Comm comm);
+int emb__mpi_alltoall(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, int rn,
+                      MPI_Datatype rt, MPI_Comm comm);
+int emb__mpi_alltoallv(int64_t ms, const void *sb, const int *sc, const int *sd, MPI_Datatype st,
+                       void *rb, const int *rc_, const int *rd, MPI_Datatype rt, MPI_Comm comm);
+int emb__mpi_allgather(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, int rn,
+                       MPI_Datatype rt, MPI_Comm comm);
+int emb__mpi_allgatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb,
+                        const int *rc_, const int *rd, MPI_Datatype rt, MPI_Comm comm);
+int emb__mpi_gatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, const int *rc_,
+                     const int *rd, MPI_Datatype rt, int root, MPI_Comm comm);
+int emb__mpi_comm_dup(int64_t ms, MPI_Comm comm, MPI_Comm *out);
 
 /* Local checks. */
 emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,

@@ -148,7 +148,7 @@ static emb_status ask_owners(emb_mpi_table *t, const int64_t *ids, int64_t n, in
     for (int64_t i = 0; i < n; i++) scnt[emb_mpi_table_owner(t, ids[i])]++;
     displs_of(scnt, R, sdis);
     emb_status st = EMB_OK;
-    int rc = MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
+    int rc = emb__mpi_alltoall(t->timeout_ms, scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
     t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
     if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoall");
     int64_t m = st ? 0 : total_of(rcnt, R);
@@ -161,7 +161,8 @@ static emb_status ask_owners(emb_mpi_table *t, const int64_t *ids, int64_t n, in
     }
     /* Past this point a failure is MPI's: its default handler has aborted the job. */
     if (!st) {
-        rc = MPI_Alltoallv(ids, scnt, sdis, MPI_INT64_T, *want, rcnt, rdis, MPI_INT64_T, t->comm);
+        rc = emb__mpi_alltoallv(t->timeout_ms, ids, scnt, sdis, MPI_INT64_T, *want, rcnt, rdis,
+                                MPI_INT64_T, t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoallv");
         uint64_t b = sent_bytes(t, scnt, sizeof(int64_t));
         t->stats.id_bytes += b;
@@ -189,8 +190,8 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
     if (!st) {
         for (int64_t i = 0; i < nrecv; i++)
             memcpy(reply + (size_t)i * row, store + (size_t)(want[i] - t->row_begin) * row, row);
-        int rc = MPI_Alltoallv(reply, rcnt, rdis, t->row_type, r->rows, scnt, sdis, t->row_type,
-                               t->comm);
+        int rc = emb__mpi_alltoallv(t->timeout_ms, reply, rcnt, rdis, t->row_type, r->rows, scnt,
+                                    sdis, t->row_type, t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoallv");
         uint64_t b = sent_bytes(t, rcnt, row);
         t->stats.row_bytes += b;
@@ -439,7 +440,7 @@ static emb_status coalesce_owned(emb_mpi_table *t, const int64_t *gid, int64_t n
     emb_status st = EMB_OK;
     int rc;
     int nmine = (int)n;
-    rc = MPI_Allgather(&nmine, 1, MPI_INT, acnt, 1, MPI_INT, t->comm);
+    rc = emb__mpi_allgather(t->timeout_ms, &nmine, 1, MPI_INT, acnt, 1, MPI_INT, t->comm);
     t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
     if (rc != MPI_SUCCESS) {
         st = emb__mpi_fail(rc, "MPI_Allgather");
@@ -458,7 +459,8 @@ static emb_status coalesce_owned(emb_mpi_table *t, const int64_t *gid, int64_t n
         st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the joined batch's rows");
         goto done;
     }
-    rc = MPI_Allgatherv(gid, nmine, MPI_INT64_T, all, acnt, adis, MPI_INT64_T, t->comm);
+    rc = emb__mpi_allgatherv(t->timeout_ms, gid, nmine, MPI_INT64_T, all, acnt, adis, MPI_INT64_T,
+                             t->comm);
     if (rc != MPI_SUCCESS) {
         st = emb__mpi_fail(rc, "MPI_Allgatherv");
         goto done;
@@ -553,7 +555,7 @@ static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *va
         sid[j] = gid[order[j]];
         memcpy(sval + j * D, val + order[j] * D, row);
     }
-    rc = MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
+    rc = emb__mpi_alltoall(t->timeout_ms, scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
     t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
     if (rc != MPI_SUCCESS) {
         st = emb__mpi_fail(rc, "MPI_Alltoall");
@@ -570,7 +572,8 @@ static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *va
         st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " entries", nrecv);
         goto done;
     }
-    rc = MPI_Alltoallv(sval, scnt, sdis, t->grad_type, rval, rcnt, rdis, t->grad_type, t->comm);
+    rc = emb__mpi_alltoallv(t->timeout_ms, sval, scnt, sdis, t->grad_type, rval, rcnt, rdis,
+                            t->grad_type, t->comm);
     if (rc != MPI_SUCCESS) {
         st = emb__mpi_fail(rc, "MPI_Alltoallv");
         goto done;
@@ -586,7 +589,8 @@ static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *va
             st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " entries", nrecv);
             goto done;
         }
-        rc = MPI_Alltoallv(sid, scnt, sdis, MPI_INT64_T, rid, rcnt, rdis, MPI_INT64_T, t->comm);
+        rc = emb__mpi_alltoallv(t->timeout_ms, sid, scnt, sdis, MPI_INT64_T, rid, rcnt, rdis,
+                                MPI_INT64_T, t->comm);
         if (rc != MPI_SUCCESS) {
             st = emb__mpi_fail(rc, "MPI_Alltoallv");
             goto done;

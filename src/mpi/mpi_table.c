@@ -19,12 +19,13 @@ emb_status emb__mpi_fail(int rc, const char *call) {
     return emb_set_error(EMB_ERR_IO, "%s failed: %s", call, s);
 }
 
-static emb_status agree(MPI_Comm comm, emb_status st, const char *what, uint64_t *sent) {
+static emb_status agree(MPI_Comm comm, int64_t ms, emb_status st, const char *what,
+                        uint64_t *sent) {
     int rank, size;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     int mine = st ? rank : size, first = size;
-    int rc = MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    int rc = emb__mpi_allreduce(ms, &mine, &first, 1, MPI_INT, MPI_MIN, comm);
     if (rc != MPI_SUCCESS) return emb__mpi_fail(rc, "MPI_Allreduce");
     if (sent && size > 1) *sent += sizeof mine;
     if (first == size) return EMB_OK;
@@ -38,18 +39,18 @@ static emb_status agree(MPI_Comm comm, emb_status st, const char *what, uint64_t
         snprintf(m.msg, sizeof m.msg, "%s", emb_errmsg());
         if (sent && size > 1) *sent += sizeof m;
     }
-    rc = MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, first, comm);
+    rc = emb__mpi_bcast(ms, &m, (int)sizeof m, MPI_BYTE, first, comm);
     if (rc != MPI_SUCCESS) return emb__mpi_fail(rc, "MPI_Bcast");
     if (rank == first) return st;
     return emb_set_error((emb_status)m.status, "rank %d refused %s: %s", first, what, m.msg);
 }
 
 emb_status emb__mpi_agree(emb_mpi_table *t, emb_status st, const char *what) {
-    return agree(t->comm, st, what, &t->stats.bytes_sent);
+    return agree(t->comm, t->timeout_ms, st, what, &t->stats.bytes_sent);
 }
 
-emb_status emb__mpi_agree_comm(MPI_Comm comm, emb_status st, const char *what) {
-    return agree(comm, st, what, NULL);
+emb_status emb__mpi_agree_comm(MPI_Comm comm, int64_t ms, emb_status st, const char *what) {
+    return agree(comm, ms, st, what, NULL);
 }
 
 emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,
@@ -72,7 +73,7 @@ emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,
 }
 
 emb_mpi_shard_options emb_mpi_shard_options_default(void) {
-    emb_mpi_shard_options o = {EMB_MPI_ROW_WISE, 0, EMB_QTYPE_F32};
+    emb_mpi_shard_options o = {EMB_MPI_ROW_WISE, 0, EMB_QTYPE_F32, EMB_MPI_TIMEOUT_MS_DEFAULT};
     return o;
 }
 
@@ -148,6 +149,7 @@ enum {
     CFG_SHARD,
     CFG_OWNER,
     CFG_QTYPE,
+    CFG_TIMEOUT,
     CFG_N
 };
 static const char *const cfg_names[CFG_N] = {"num_embeddings",
@@ -160,7 +162,8 @@ static const char *const cfg_names[CFG_N] = {"num_embeddings",
                                              "scale_grad_by_freq",
                                              "sharding",
                                              "owner",
-                                             "qtype"};
+                                             "qtype",
+                                             "timeout_ms"};
 
 static emb_status check_local(int size, int64_t V, int64_t D, const emb_bag_options *o,
                               const emb_mpi_shard_options *s, emb_mpi_table **out) {
@@ -170,6 +173,10 @@ static emb_status check_local(int size, int64_t V, int64_t D, const emb_bag_opti
                              "a sharded table needs num_embeddings >= 1 and "
                              "embedding_dim >= 1, got %" PRId64 " and %" PRId64,
                              V, D);
+    if (s->timeout_ms < 0)
+        return emb_set_error(EMB_ERR_INVALID,
+                             "timeout_ms must be >= 0 (0: no deadline), got %" PRId64,
+                             s->timeout_ms);
     if (s->sharding != EMB_MPI_ROW_WISE && s->sharding != EMB_MPI_TABLE_WISE)
         return emb_set_error(EMB_ERR_INVALID, "unknown sharding %d", (int)s->sharding);
     if (s->sharding == EMB_MPI_ROW_WISE && V < size)
@@ -213,9 +220,11 @@ static emb_status same_settings(MPI_Comm comm, int rank, int64_t num_embeddings,
     cfg[CFG_SHARD] = s.sharding;
     cfg[CFG_OWNER] = s.sharding == EMB_MPI_TABLE_WISE ? s.owner : 0;
     cfg[CFG_QTYPE] = s.qtype;
+    cfg[CFG_TIMEOUT] = s.timeout_ms;
     int64_t root[CFG_N];
     memcpy(root, cfg, sizeof root);
-    int rc = MPI_Bcast(root, CFG_N, MPI_INT64_T, 0, comm);
+    const int64_t ms = s.timeout_ms >= 0 ? s.timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT;
+    int rc = emb__mpi_bcast(ms, root, CFG_N, MPI_INT64_T, 0, comm);
     if (rc != MPI_SUCCESS) st = st ? st : emb__mpi_fail(rc, "MPI_Bcast");
     for (int i = 0; i < CFG_N && !st; i++)
         if (cfg[i] != root[i])
@@ -240,6 +249,8 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &rank);
     emb_status st = check_local(size, num_embeddings, embedding_dim, &o, &s, out);
+    /* the deadline of creation's own collectives (the agreed one from then on) */
+    const int64_t ms = s.timeout_ms >= 0 ? s.timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT;
     /* emb_bag_create's option checks (padding_idx range, mode, max with sparse), on a
      * 1-row stand-in when the sizes are valid; the padding row is checked separately. */
     int64_t pad = EMB_PADDING_NONE;
@@ -273,7 +284,7 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
     }
     free(zero);
     st = same_settings(comm, rank, num_embeddings, embedding_dim, &o, pad, &s, st);
-    st = emb__mpi_agree_comm(comm, st, "to create the table");
+    st = emb__mpi_agree_comm(comm, ms, st, "to create the table");
     if (st) {
         emb_bag_free(checker);
         return st;
@@ -294,6 +305,7 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
         t->opts.generator = NULL;
         t->qtype = s.qtype;
         t->row_bytes = row_bytes;
+        t->timeout_ms = s.timeout_ms;
         for (int r = 0; r <= size; r++) {
             if (s.sharding == EMB_MPI_ROW_WISE)
                 begin[r] = (int64_t)((__int128)num_embeddings * r / size);
@@ -304,9 +316,9 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
         t->row_end = begin[rank + 1];
     }
     if (!st) st = make_shard(t, o.generator);
-    st = emb__mpi_agree_comm(comm, st, "to create the table");
+    st = emb__mpi_agree_comm(comm, ms, st, "to create the table");
     if (!st) {
-        int rc = MPI_Comm_dup(comm, &t->comm);
+        int rc = emb__mpi_comm_dup(ms, comm, &t->comm);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Type_contiguous((int)row_bytes, MPI_BYTE, &t->row_type);
             if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->row_type);
@@ -427,8 +439,8 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
     if (!st) {
         int n = (int)(t->row_end - t->row_begin);
         const void *mine = t->weight ? (const void *)t->weight : t->qdata;
-        int rc = MPI_Gatherv(mine, n, t->row_type, full ? full->data : NULL, counts, displs,
-                             t->row_type, root, t->comm);
+        int rc = emb__mpi_gatherv(t->timeout_ms, mine, n, t->row_type, full ? full->data : NULL,
+                                  counts, displs, t->row_type, root, t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Gatherv");
         if (t->rank != root) t->stats.row_bytes += (uint64_t)n * (uint64_t)t->row_bytes;
         if (t->rank != root) t->stats.bytes_sent += (uint64_t)n * (uint64_t)t->row_bytes;
@@ -498,7 +510,7 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
     memset(mine, 0, sizeof mine);
     if (opts) opt_record(opts, mine);
     memcpy(root, mine, sizeof root);
-    int rc = MPI_Bcast(root, OPT_N, MPI_DOUBLE, 0, t->comm);
+    int rc = emb__mpi_bcast(t->timeout_ms, root, OPT_N, MPI_DOUBLE, 0, t->comm);
     if (rc != MPI_SUCCESS && !st) st = emb__mpi_fail(rc, "MPI_Bcast");
     t->stats.bytes_sent += t->rank == 0 && t->size > 1 ? sizeof root : 0;
     if (!st && memcmp(mine, root, sizeof mine))

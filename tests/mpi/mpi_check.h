@@ -122,7 +122,7 @@ typedef struct joined {
 } joined;
 
 static inline void make_joined(joined *j, emb_generator *g, int64_t V, int64_t D, int64_t pad,
-                        bool use_psw) {
+                               bool use_psw) {
     batch *b = &j->b;
     part *q = &j->q;
     make_batch(b, g, V, D, pad);

@@ -3,7 +3,7 @@
  * owners renormalise the rows of the joined batch, each once, before the rows are sent),
  * and the combinations libemb's sparse step refuses (SGD or Adagrad with weight_decay,
  * scale_grad_by_freq, mode max), which a sharded table refuses with libemb's own status and
- * message. */
+ * message; timeout_ms's checks. */
 #include "mpi_check.h"
 
 #include <math.h>
@@ -13,8 +13,8 @@ static void run_renorm(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, dou
                        emb_mpi_sharding sharding, uint64_t seed) {
     char what[160];
     snprintf(what, sizeof what,
-             "max_norm V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " p=%g sharding=%d",
-             V, D, (int)mode, pad, norm_type, (int)sharding);
+             "max_norm V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " p=%g sharding=%d", V, D,
+             (int)mode, pad, norm_type, (int)sharding);
     emb_bag_options bo = emb_bag_options_default();
     bo.mode = mode;
     bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
@@ -104,8 +104,8 @@ static void make_small(small *s, int64_t D) {
 
 /* What libemb's fused sparse step says of these options on one process: its status, and
  * its message copied to msg. */
-static emb_status single_step(const emb_bag_options *bo, const emb_optimizer_options *oo,
-                              char *msg, size_t cap) {
+static emb_status single_step(const emb_bag_options *bo, const emb_optimizer_options *oo, char *msg,
+                              size_t cap) {
     emb_bag *ref = NULL;
     emb_optimizer *opt = NULL;
     emb_tensor w;
@@ -189,8 +189,7 @@ static void run_libemb_refusals(void) {
         memset(&gr, 0, sizeof gr);
         st = emb_mpi_table_bag_backward_sparse(t, &s.in, &s.of, NULL, &s.gt, &gr);
         CHECK(st == ref && strstr(emb_errmsg(), want) != NULL,
-              "case %d: backward gave %d \"%s\", libemb %d \"%s\"", c, st, emb_errmsg(), ref,
-              want);
+              "case %d: backward gave %d \"%s\", libemb %d \"%s\"", c, st, emb_errmsg(), ref, want);
         check_unchanged(t, before, bytes, "a refused step");
         free(before);
         emb_bag_free(single);
@@ -212,6 +211,19 @@ static void run_libemb_refusals(void) {
     u = NULL;
     st = emb_mpi_table_create(MPI_COMM_WORLD, 10, 4, &bo, &so, &u);
     CHECK(st == EMB_ERR_UNSUPPORTED && u == NULL, "max_norm on f16 rows gave %d", st);
+    /* a negative timeout_ms, and one that differs between ranks */
+    so = emb_mpi_shard_options_default();
+    CHECK(so.timeout_ms == EMB_MPI_TIMEOUT_MS_DEFAULT, "default timeout_ms %" PRId64,
+          so.timeout_ms);
+    so.timeout_ms = -1;
+    st = emb_mpi_table_create(MPI_COMM_WORLD, 10, 4, NULL, &so, &u);
+    CHECK(st == EMB_ERR_INVALID && u == NULL && strstr(emb_errmsg(), "timeout_ms"),
+          "timeout_ms -1 gave %d", st);
+    so.timeout_ms = rank_ == 0 ? 1000 : 2000;
+    st = emb_mpi_table_create(MPI_COMM_WORLD, 10, 4, NULL, &so, &u);
+    CHECK(size_ == 1 ? st == EMB_OK : st == EMB_ERR_INVALID && strstr(emb_errmsg(), "timeout_ms"),
+          "a differing timeout_ms gave %d", st);
+    emb_mpi_table_free(u);
 }
 
 int main(int argc, char **argv) {
