@@ -139,12 +139,15 @@ EMB_MPI_API emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tens
 
 /* The sparse optimizer the step calls apply to this rank's shard: emb_optimizer_create(opts)
  * over the shard, replacing any earlier one (its state is dropped). Collective; the options
- * must be the same on every rank. Supported: SGD without momentum, Adagrad, SparseAdam;
- * what libemb's sparse step refuses (Adam, AdamW, weight_decay with SGD or Adagrad) is
- * refused here with libemb's status and message; SGD with momentum is EMB_ERR_UNSUPPORTED
- * (its sparse momentum buffer is one list over all rows, not sharded). Tables of f16 or bf16 rows:
- * SGD only, emb_qtable_sgd_step's with round-to-nearest and (float)lr; int8/int4 tables are not
- * trained (EMB_ERR_UNSUPPORTED). Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid
+ * must be the same on every rank. Supported: SGD (with momentum, dampening, Nesterov,
+ * maximize), Adagrad, SparseAdam; what libemb's sparse step refuses (Adam, AdamW,
+ * weight_decay with SGD or Adagrad) is refused here with libemb's status and message. SGD's
+ * momentum buffer is PyTorch's sparse one, an uncoalesced list of entries over the whole
+ * table that each step merges with the joined batch's entries: every rank keeps the whole
+ * list's row ids (8 bytes per entry) and the values of its own rows' entries; it is not
+ * part of emb_mpi_table_optimizer's state. Tables of f16 or bf16 rows: SGD without
+ * momentum only, emb_qtable_sgd_step's with round-to-nearest and (float)lr; int8/int4 tables are
+ * not trained (EMB_ERR_UNSUPPORTED). Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid
  * options, or options that differ between ranks), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
 EMB_MPI_API emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t,
                                                    const emb_optimizer_options *opts);

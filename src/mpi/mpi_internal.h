@@ -7,6 +7,15 @@
 
 #include <emb/mpi.h>
 
+/* SGD's momentum buffer (mpi_momentum.c): the whole list's rows, this rank's values. */
+typedef struct emb__mpi_momentum {
+    bool has;      /* created (by the first step) */
+    int64_t n;     /* entries of the whole list */
+    int64_t *rows; /* [n] table rows */
+    int64_t nown;  /* entries of this rank's rows */
+    float *vals;   /* [nown, dim], in list order */
+} emb__mpi_momentum;
+
 struct emb_mpi_table {
     MPI_Comm comm;          /* the table's own duplicate */
     MPI_Datatype row_type;  /* one stored row: row_bytes bytes */
@@ -26,6 +35,8 @@ struct emb_mpi_table {
     emb_optimizer *opt; /* NULL until set_optimizer (and on ranks without rows) */
     bool have_opt;
     emb_optimizer_kind opt_kind;
+    emb_optimizer_options opt_opts;
+    emb__mpi_momentum mom; /* SGD with momentum */
     emb_mpi_stats stats;
     int64_t timeout_ms; /* of each collective (mpi_wait.c); 0: none */
 };
@@ -87,6 +98,16 @@ int emb__mpi_allgatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, voi
 int emb__mpi_gatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, const int *rc_,
                      const int *rd, MPI_Datatype rt, int root, MPI_Comm comm);
 int emb__mpi_comm_dup(int64_t ms, MPI_Comm comm, MPI_Comm *out);
+
+/* Collective: the rows of every rank's entries gid[0..n), joined in rank order, on every
+ * rank (*all, freed by the caller; MPI_Allgatherv). */
+emb_status emb__mpi_joined_rows(emb_mpi_table *t, const int64_t *gid, int64_t n, int64_t **all,
+                                int64_t *total);
+/* Local: one step of SGD with momentum o over the joined batch's entries, rows all[0..total)
+ * and gval the values of the entries of this rank's rows, in order. */
+emb_status emb__mpi_momentum_step(emb_mpi_table *t, const emb_optimizer_options *o,
+                                  const int64_t *all, int64_t total, const float *gval);
+void emb__mpi_momentum_free(emb__mpi_momentum *m);
 
 /* Local checks. */
 emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,

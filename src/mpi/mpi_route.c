@@ -425,50 +425,59 @@ static void owned_free(owned *o) {
     memset(o, 0, sizeof *o);
 }
 
+emb_status emb__mpi_joined_rows(emb_mpi_table *t, const int64_t *gid, int64_t n, int64_t **all,
+                                int64_t *total) {
+    const int R = t->size;
+    *all = NULL;
+    *total = 0;
+    int *buf = calloc((size_t)R * 2, sizeof *buf);
+    if (!buf) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the counts");
+    int *acnt = buf, *adis = buf + R;
+    emb_status st = EMB_OK;
+    int nmine = (int)n;
+    int rc = emb__mpi_allgather(t->timeout_ms, &nmine, 1, MPI_INT, acnt, 1, MPI_INT, t->comm);
+    t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
+    if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Allgather");
+    const int64_t m = st ? 0 : total_of(acnt, R);
+    if (!st && m > INT_MAX)
+        st = emb_set_error(EMB_ERR_UNSUPPORTED, "a joined batch of %" PRId64 " entries", m);
+    if (!st) {
+        displs_of(acnt, R, adis);
+        *all = malloc((size_t)(m ? m : 1) * sizeof **all);
+        if (!*all) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the joined batch's rows");
+    }
+    if (!st) {
+        rc = emb__mpi_allgatherv(t->timeout_ms, gid, nmine, MPI_INT64_T, *all, acnt, adis,
+                                 MPI_INT64_T, t->comm);
+        if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Allgatherv");
+        uint64_t b = (uint64_t)(R - 1) * (uint64_t)n * sizeof(int64_t);
+        t->stats.id_bytes += b;
+        t->stats.bytes_sent += b;
+    }
+    if (st) {
+        free(*all);
+        *all = NULL;
+    }
+    *total = m;
+    free(buf);
+    return st;
+}
+
 /* coalesce() of the owner's entries: the joined batch's rows on every rank
  * (MPI_Allgatherv, rank order), their coalesce order, and this rank's rows summed in it.
  * rval: the entries this rank received, in the joined batch's order. */
 static emb_status coalesce_owned(emb_mpi_table *t, const int64_t *gid, int64_t n, const float *rval,
                                  int64_t nrecv, owned *res) {
-    const int R = t->size;
     const int64_t D = t->dim;
     const size_t row = (size_t)D * sizeof(float);
-    int *buf = calloc((size_t)R * 2, sizeof *buf);
-    int64_t *rid = NULL, *all = NULL, *slot = NULL, *perm = NULL;
-    if (!buf) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the counts");
-    int *acnt = buf, *adis = buf + R;
-    emb_status st = EMB_OK;
-    int rc;
-    int nmine = (int)n;
-    rc = emb__mpi_allgather(t->timeout_ms, &nmine, 1, MPI_INT, acnt, 1, MPI_INT, t->comm);
-    t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
-    if (rc != MPI_SUCCESS) {
-        st = emb__mpi_fail(rc, "MPI_Allgather");
-        goto done;
-    }
-    int64_t total = total_of(acnt, R);
-    if (total > INT_MAX) {
-        st = emb_set_error(EMB_ERR_UNSUPPORTED, "a joined batch of %" PRId64 " entries", total);
-        goto done;
-    }
-    displs_of(acnt, R, adis);
-    all = malloc((size_t)(total ? total : 1) * sizeof *all);
+    int64_t *rid = NULL, *all = NULL, *slot = NULL, *perm = NULL, total = 0;
+    emb_status st = emb__mpi_joined_rows(t, gid, n, &all, &total);
+    if (st) return st;
     perm = malloc((size_t)(total ? total : 1) * sizeof *perm);
     slot = malloc((size_t)(total ? total : 1) * sizeof *slot);
-    if (!all || !perm || !slot) {
+    if (!perm || !slot) {
         st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the joined batch's rows");
         goto done;
-    }
-    rc = emb__mpi_allgatherv(t->timeout_ms, gid, nmine, MPI_INT64_T, all, acnt, adis, MPI_INT64_T,
-                             t->comm);
-    if (rc != MPI_SUCCESS) {
-        st = emb__mpi_fail(rc, "MPI_Allgatherv");
-        goto done;
-    }
-    {
-        uint64_t b = (uint64_t)(R - 1) * (uint64_t)n * sizeof(int64_t);
-        t->stats.id_bytes += b;
-        t->stats.bytes_sent += b;
     }
     /* Entry e of the joined batch that this rank owns is its slot[e]-th received entry. */
     int64_t c = 0;
@@ -512,7 +521,6 @@ static emb_status coalesce_owned(emb_mpi_table *t, const int64_t *gid, int64_t n
     res->vals = sums;
     rid = NULL;
 done:
-    free(buf);
     free(rid);
     free(all);
     free(slot);
@@ -684,12 +692,21 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
         return st;
     }
     const bool coalesce = what == DO_GRAD || t->opt_kind != EMB_OPTIMIZER_SGD;
+    const bool momentum = !coalesce && t->opt_opts.momentum != 0;
     owned o;
+    int64_t *all = NULL, total = 0;
     st = exchange(t, g.indices, g.values, g.nnz, coalesce, &o);
+    if (!st && momentum) st = emb__mpi_joined_rows(t, g.indices, g.nnz, &all, &total);
     emb_sparse_grad_release(&g);
     emb__mpi_route_free(&r);
     emb_sparse_grad sg;
     memset(&sg, 0, sizeof sg);
+    if (!st && momentum) {
+        st = emb__mpi_momentum_step(t, &t->opt_opts, all, total, o.vals);
+        free(all);
+        owned_free(&o);
+        return st;
+    }
     if (!st && (what == DO_GRAD || t->opt || t->qshard)) st = owned_grad(t, &o, &sg);
     if (!st && what == DO_STEP && t->opt) st = emb_optimizer_step_sparse(t->opt, 0, &sg);
     if (!st && what == DO_STEP && t->qshard)

@@ -351,6 +351,7 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
 void emb_mpi_table_free(emb_mpi_table *t) {
     if (!t) return;
     emb_optimizer_free(t->opt);
+    emb__mpi_momentum_free(&t->mom);
     emb_bag_free(t->checker);
     emb_qtable_free(t->qshard);
     free(t->qdata);
@@ -487,10 +488,10 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
         st = emb_set_error(EMB_ERR_NULL, "opts must not be NULL");
     } else if ((st = sparse_probe(opts)) != EMB_OK) {
         /* libemb's own refusal of these options for sparse gradients */
-    } else if (opts->kind == EMB_OPTIMIZER_SGD && opts->momentum != 0) {
-        st = emb_set_error(EMB_ERR_UNSUPPORTED,
-                           "a sharded table's SGD has no momentum (the sparse momentum "
-                           "buffer is not sharded)");
+    } else if (t->qtype != EMB_QTYPE_F32 && opts->kind == EMB_OPTIMIZER_SGD &&
+               opts->momentum != 0) {
+        st = emb_set_error(EMB_ERR_UNSUPPORTED, "a table of %s rows is trained without momentum",
+                           emb_qtype_name(t->qtype));
     } else if (t->qtype != EMB_QTYPE_F32 &&
                (opts->kind != EMB_OPTIMIZER_SGD ||
                 (t->qtype != EMB_QTYPE_F16 && t->qtype != EMB_QTYPE_BF16))) {
@@ -531,6 +532,8 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
     t->opt = opt;
     t->have_opt = true;
     t->opt_kind = opts->kind;
+    t->opt_opts = *opts;
+    emb__mpi_momentum_free(&t->mom);
     t->qlr = (float)opts->lr;
     return EMB_OK;
 }

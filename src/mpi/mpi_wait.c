@@ -88,8 +88,8 @@ int emb__mpi_allgatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, voi
     return rc == MPI_SUCCESS ? finish(ms, comm, &req, "MPI_Allgatherv") : rc;
 }
 
-int emb__mpi_gatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb,
-                     const int *rc_, const int *rd, MPI_Datatype rt, int root, MPI_Comm comm) {
+int emb__mpi_gatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, const int *rc_,
+                     const int *rd, MPI_Datatype rt, int root, MPI_Comm comm) {
     MPI_Request req;
     int rc = MPI_Igatherv(sb, sn, st, rb, rc_, rd, rt, root, comm, &req);
     return rc == MPI_SUCCESS ? finish(ms, comm, &req, "MPI_Gatherv") : rc;

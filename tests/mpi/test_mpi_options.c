@@ -211,6 +211,15 @@ static void run_libemb_refusals(void) {
     u = NULL;
     st = emb_mpi_table_create(MPI_COMM_WORLD, 10, 4, &bo, &so, &u);
     CHECK(st == EMB_ERR_UNSUPPORTED && u == NULL, "max_norm on f16 rows gave %d", st);
+    /* f16 rows train with SGD without momentum */
+    bo.max_norm = INFINITY;
+    OK(emb_mpi_table_create(MPI_COMM_WORLD, 10, 4, &bo, &so, &u));
+    emb_optimizer_options mo = emb_optimizer_options_default(EMB_OPTIMIZER_SGD);
+    mo.momentum = 0.5;
+    st = emb_mpi_table_set_optimizer(u, &mo);
+    CHECK(st == EMB_ERR_UNSUPPORTED, "SGD with momentum on f16 rows gave %d", st);
+    emb_mpi_table_free(u);
+    u = NULL;
     /* a negative timeout_ms, and one that differs between ranks */
     so = emb_mpi_shard_options_default();
     CHECK(so.timeout_ms == EMB_MPI_TIMEOUT_MS_DEFAULT, "default timeout_ms %" PRId64,
