@@ -67,6 +67,14 @@ typedef struct emb_mpi_shard_options {
      * ...") and ends the whole job with MPI_Abort (error code 124). The one place the
      * library ends the process: nothing a rank can return would let the others go on. */
     int64_t timeout_ms;
+    /* The inexact bag forward (default false: exact). When true, emb_mpi_table_bag_forward
+     * of a float32 table in mode sum or mean sends each position (row id, bag, weight) to
+     * the row's owner, the owners pool partial sums per bag for every rank's bags, and
+     * MPI_Reduce_scatter adds them up (TorchRec's row-wise pooling): rows never travel, but
+     * the sum of a bag is taken in another order than the single process's, so the result
+     * is within rounding of it, not equal (docs/semantics.md gives the measured
+     * tolerance). Mode max, other storage types and the other calls stay exact. */
+    bool partial_sums;
 } emb_mpi_shard_options;
 
 #define EMB_MPI_TIMEOUT_MS_DEFAULT 300000

@@ -39,6 +39,7 @@ struct emb_mpi_table {
     emb__mpi_momentum mom; /* SGD with momentum */
     emb_mpi_stats stats;
     int64_t timeout_ms; /* of each collective (mpi_wait.c); 0: none */
+    bool partial_sums;  /* row-wise bags pooled by the owners (mpi_partial.c) */
 };
 
 /* One rank's batch, its distinct ids and their positions in the fetched rows. */
@@ -98,6 +99,13 @@ int emb__mpi_allgatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, voi
 int emb__mpi_gatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, const int *rc_,
                      const int *rd, MPI_Datatype rt, int root, MPI_Comm comm);
 int emb__mpi_comm_dup(int64_t ms, MPI_Comm comm, MPI_Comm *out);
+/* Waits for a request of a collective started on comm (call: its name for the message). */
+int emb__mpi_wait(int64_t ms, MPI_Comm comm, MPI_Request *req, const char *call);
+/* Collective: the inexact bag forward (shard option partial_sums, mpi_partial.c) of the
+ * route's batch, sum or mean, float32 rows. */
+emb_status emb__mpi_bag_partial(emb_mpi_table *t, const emb__mpi_route *r, const emb_tensor *input,
+                                const emb_tensor *offsets, const emb_tensor *psw, emb_tensor *out,
+                                int64_t B);
 
 /* Collective: the rows of every rank's entries gid[0..n), joined in rank order, on every
  * rank (*all, freed by the caller; MPI_Allgatherv). */

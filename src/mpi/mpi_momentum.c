@@ -89,7 +89,8 @@ emb_status emb__mpi_momentum_step(emb_mpi_table *t, const emb_optimizer_options 
         } else {
             walk w = {b->rows, all, bn, total, 0, 0};
             int64_t ti, si;
-            for (int64_t k = 0; walk_next(&w, &ti, &si); k++) nrows[k] = ti >= 0 ? b->rows[ti] : all[si];
+            for (int64_t k = 0; walk_next(&w, &ti, &si); k++)
+                nrows[k] = ti >= 0 ? b->rows[ti] : all[si];
         }
         for (int64_t k = 0; k < nn; k++) nown += nrows[k] >= t->row_begin && nrows[k] < t->row_end;
         nvals = malloc((size_t)(nown * D + 1) * sizeof *nvals);

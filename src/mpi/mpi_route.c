@@ -336,6 +336,11 @@ emb_status emb_mpi_table_bag_forward(emb_mpi_table *t, const emb_tensor *input,
         return st;
     }
     st = emb__mpi_renorm(t, &r, bag_end(t, input, offsets, B));
+    if (!st && t->partial_sums && t->opts.mode != EMB_BAG_MAX && t->qtype == EMB_QTYPE_F32) {
+        st = emb__mpi_bag_partial(t, &r, input, offsets, psw, out, B);
+        emb__mpi_route_free(&r);
+        return emb__mpi_agree(t, st, "the bag forward");
+    }
     if (!st) st = emb__mpi_route_fetch(t, &r);
     if (!st && r.q) {
         emb_bag_options o = t->opts;

@@ -73,7 +73,8 @@ emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,
 }
 
 emb_mpi_shard_options emb_mpi_shard_options_default(void) {
-    emb_mpi_shard_options o = {EMB_MPI_ROW_WISE, 0, EMB_QTYPE_F32, EMB_MPI_TIMEOUT_MS_DEFAULT};
+    emb_mpi_shard_options o = {EMB_MPI_ROW_WISE, 0, EMB_QTYPE_F32, EMB_MPI_TIMEOUT_MS_DEFAULT,
+                               false};
     return o;
 }
 
@@ -150,6 +151,7 @@ enum {
     CFG_OWNER,
     CFG_QTYPE,
     CFG_TIMEOUT,
+    CFG_PARTIAL,
     CFG_N
 };
 static const char *const cfg_names[CFG_N] = {"num_embeddings",
@@ -163,7 +165,8 @@ static const char *const cfg_names[CFG_N] = {"num_embeddings",
                                              "sharding",
                                              "owner",
                                              "qtype",
-                                             "timeout_ms"};
+                                             "timeout_ms",
+                                             "partial_sums"};
 
 static emb_status check_local(int size, int64_t V, int64_t D, const emb_bag_options *o,
                               const emb_mpi_shard_options *s, emb_mpi_table **out) {
@@ -221,6 +224,7 @@ static emb_status same_settings(MPI_Comm comm, int rank, int64_t num_embeddings,
     cfg[CFG_OWNER] = s.sharding == EMB_MPI_TABLE_WISE ? s.owner : 0;
     cfg[CFG_QTYPE] = s.qtype;
     cfg[CFG_TIMEOUT] = s.timeout_ms;
+    cfg[CFG_PARTIAL] = s.partial_sums;
     int64_t root[CFG_N];
     memcpy(root, cfg, sizeof root);
     const int64_t ms = s.timeout_ms >= 0 ? s.timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT;
@@ -306,6 +310,7 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
         t->qtype = s.qtype;
         t->row_bytes = row_bytes;
         t->timeout_ms = s.timeout_ms;
+        t->partial_sums = s.partial_sums;
         for (int r = 0; r <= size; r++) {
             if (s.sharding == EMB_MPI_ROW_WISE)
                 begin[r] = (int64_t)((__int128)num_embeddings * r / size);

@@ -19,7 +19,7 @@ static int64_t now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int finish(int64_t ms, MPI_Comm comm, MPI_Request *req, const char *call) {
+int emb__mpi_wait(int64_t ms, MPI_Comm comm, MPI_Request *req, const char *call) {
     if (ms <= 0) return MPI_Wait(req, MPI_STATUS_IGNORE);
     const int64_t t0 = now_ms();
     for (;;) {
@@ -51,52 +51,52 @@ int emb__mpi_allreduce(int64_t ms, const void *sb, void *rb, int n, MPI_Datatype
                        MPI_Comm comm) {
     MPI_Request req;
     int rc = MPI_Iallreduce(sb, rb, n, dt, op, comm, &req);
-    return rc == MPI_SUCCESS ? finish(ms, comm, &req, "MPI_Allreduce") : rc;
+    return rc == MPI_SUCCESS ? emb__mpi_wait(ms, comm, &req, "MPI_Allreduce") : rc;
 }
 
 int emb__mpi_bcast(int64_t ms, void *buf, int n, MPI_Datatype dt, int root, MPI_Comm comm) {
     MPI_Request req;
     int rc = MPI_Ibcast(buf, n, dt, root, comm, &req);
-    return rc == MPI_SUCCESS ? finish(ms, comm, &req, "MPI_Bcast") : rc;
+    return rc == MPI_SUCCESS ? emb__mpi_wait(ms, comm, &req, "MPI_Bcast") : rc;
 }
 
 int emb__mpi_alltoall(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, int rn,
                       MPI_Datatype rt, MPI_Comm comm) {
     MPI_Request req;
     int rc = MPI_Ialltoall(sb, sn, st, rb, rn, rt, comm, &req);
-    return rc == MPI_SUCCESS ? finish(ms, comm, &req, "MPI_Alltoall") : rc;
+    return rc == MPI_SUCCESS ? emb__mpi_wait(ms, comm, &req, "MPI_Alltoall") : rc;
 }
 
 int emb__mpi_alltoallv(int64_t ms, const void *sb, const int *sc, const int *sd, MPI_Datatype st,
                        void *rb, const int *rc_, const int *rd, MPI_Datatype rt, MPI_Comm comm) {
     MPI_Request req;
     int rc = MPI_Ialltoallv(sb, sc, sd, st, rb, rc_, rd, rt, comm, &req);
-    return rc == MPI_SUCCESS ? finish(ms, comm, &req, "MPI_Alltoallv") : rc;
+    return rc == MPI_SUCCESS ? emb__mpi_wait(ms, comm, &req, "MPI_Alltoallv") : rc;
 }
 
 int emb__mpi_allgather(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, int rn,
                        MPI_Datatype rt, MPI_Comm comm) {
     MPI_Request req;
     int rc = MPI_Iallgather(sb, sn, st, rb, rn, rt, comm, &req);
-    return rc == MPI_SUCCESS ? finish(ms, comm, &req, "MPI_Allgather") : rc;
+    return rc == MPI_SUCCESS ? emb__mpi_wait(ms, comm, &req, "MPI_Allgather") : rc;
 }
 
 int emb__mpi_allgatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb,
                         const int *rc_, const int *rd, MPI_Datatype rt, MPI_Comm comm) {
     MPI_Request req;
     int rc = MPI_Iallgatherv(sb, sn, st, rb, rc_, rd, rt, comm, &req);
-    return rc == MPI_SUCCESS ? finish(ms, comm, &req, "MPI_Allgatherv") : rc;
+    return rc == MPI_SUCCESS ? emb__mpi_wait(ms, comm, &req, "MPI_Allgatherv") : rc;
 }
 
 int emb__mpi_gatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, const int *rc_,
                      const int *rd, MPI_Datatype rt, int root, MPI_Comm comm) {
     MPI_Request req;
     int rc = MPI_Igatherv(sb, sn, st, rb, rc_, rd, rt, root, comm, &req);
-    return rc == MPI_SUCCESS ? finish(ms, comm, &req, "MPI_Gatherv") : rc;
+    return rc == MPI_SUCCESS ? emb__mpi_wait(ms, comm, &req, "MPI_Gatherv") : rc;
 }
 
 int emb__mpi_comm_dup(int64_t ms, MPI_Comm comm, MPI_Comm *out) {
     MPI_Request req;
     int rc = MPI_Comm_idup(comm, out, &req);
-    return rc == MPI_SUCCESS ? finish(ms, comm, &req, "MPI_Comm_dup") : rc;
+    return rc == MPI_SUCCESS ? emb__mpi_wait(ms, comm, &req, "MPI_Comm_dup") : rc;
 }
