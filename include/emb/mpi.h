@@ -119,6 +119,30 @@ EMB_MPI_API emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embedding
                                             const emb_mpi_shard_options *shard,
                                             emb_mpi_table **out);
 
+/* A table over rows the caller keeps (borrowed): each rank passes its own rows as a float32
+ * view [end - begin, embedding_dim] of the rows [begin, end) it holds under `shard` (row-wise:
+ * [r*V/R, (r+1)*V/R); table-wise: all on the owner, [0, 0) elsewhere). Nothing is drawn;
+ * steps and max_norm write the caller's memory, which must outlive the table; free leaves
+ * it alone. Collective. Errors on every rank: those of emb_mpi_table_create,
+ * EMB_ERR_NULL / EMB_ERR_SHAPE (rows, or a row count that is not this rank's: the message
+ * names the expected range), EMB_ERR_UNSUPPORTED (qtype other than f32). */
+EMB_MPI_API emb_status emb_mpi_table_wrap(MPI_Comm comm, int64_t num_embeddings, emb_tensor *rows,
+                                          const emb_bag_options *bag_opts,
+                                          const emb_mpi_shard_options *shard, emb_mpi_table **out);
+
+/* A table over a safetensors file every rank maps read-only: the 2-D F32 tensor `tensor`
+ * (NULL: the file's only tensor) is the [V, D] table, and each rank reads only the pages of
+ * its own rows, when they are looked up. Lookups, bags and gradients work; steps are
+ * EMB_ERR_READ_ONLY and max_norm is refused (EMB_ERR_READ_ONLY) as for libemb's mapped
+ * tables; free unmaps. Collective. Errors on every rank: those of emb_safetensors_open,
+ * EMB_ERR_INVALID (no such tensor), EMB_ERR_SHAPE (not a 2-D F32 tensor), those of
+ * emb_mpi_table_create. */
+EMB_MPI_API emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *path,
+                                                     const char *tensor,
+                                                     const emb_bag_options *bag_opts,
+                                                     const emb_mpi_shard_options *shard,
+                                                     emb_mpi_table **out);
+
 /* Frees the table, its shard, its optimizer and its communicator. Collective (it frees a
  * communicator). NULL is fine. */
 EMB_MPI_API void emb_mpi_table_free(emb_mpi_table *t);

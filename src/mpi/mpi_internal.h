@@ -5,6 +5,7 @@
 #ifndef EMB_MPI_INTERNAL_H
 #define EMB_MPI_INTERNAL_H
 
+#include <emb/io.h>
 #include <emb/mpi.h>
 
 /* SGD's momentum buffer (mpi_momentum.c): the whole list's rows, this rank's values. */
@@ -38,8 +39,11 @@ struct emb_mpi_table {
     emb_optimizer_options opt_opts;
     emb__mpi_momentum mom; /* SGD with momentum */
     emb_mpi_stats stats;
-    int64_t timeout_ms; /* of each collective (mpi_wait.c); 0: none */
-    bool partial_sums;  /* row-wise bags pooled by the owners (mpi_partial.c) */
+    int64_t timeout_ms;   /* of each collective (mpi_wait.c); 0: none */
+    bool partial_sums;    /* row-wise bags pooled by the owners (mpi_partial.c) */
+    bool borrowed;        /* weight is the caller's or the mapping's: not freed */
+    bool read_only;       /* mapped rows: no step writes them */
+    emb_safetensors *map; /* emb_mpi_table_map_safetensors's file, unmapped by free */
 };
 
 /* One rank's batch, its distinct ids and their positions in the fetched rows. */

@@ -89,7 +89,8 @@ emb_status emb__mpi_bag_partial(emb_mpi_table *t, const emb__mpi_route *r, const
         for (int64_t p = 0; p < n; p++) {
             if (bag[p] < 0 || r->ids[p] == pad) continue;
             cnt[bag[p]]++;
-            entry e = {r->ids[p], first[t->rank] + bag[p], psw ? ((const float *)psw->data)[p] : 1.0f, 0};
+            entry e = {r->ids[p], first[t->rank] + bag[p],
+                       psw ? ((const float *)psw->data)[p] : 1.0f, 0};
             send[fill[emb_mpi_table_owner(t, r->ids[p])]++] = e;
         }
         rc = emb__mpi_alltoall(t->timeout_ms, scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
@@ -103,7 +104,8 @@ emb_status emb__mpi_bag_partial(emb_mpi_table *t, const emb__mpi_route *r, const
         }
         recv = malloc((size_t)(m + 1) * sizeof *recv);
         partial = calloc((size_t)(total * D + 1), sizeof *partial);
-        if (!recv || !partial) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the partial sums");
+        if (!recv || !partial)
+            st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the partial sums");
     }
     st = emb__mpi_agree(t, st, "the bag forward");
     if (!st) {
@@ -127,7 +129,8 @@ emb_status emb__mpi_bag_partial(emb_mpi_table *t, const emb__mpi_route *r, const
         for (int q = 0; q < R; q++) outcnt[q] = (int)(bags[q] * D);
         MPI_Request req;
         rc = MPI_Ireduce_scatter(partial, out->data, outcnt, MPI_FLOAT, MPI_SUM, t->comm, &req);
-        if (rc == MPI_SUCCESS) rc = emb__mpi_wait(t->timeout_ms, t->comm, &req, "MPI_Reduce_scatter");
+        if (rc == MPI_SUCCESS)
+            rc = emb__mpi_wait(t->timeout_ms, t->comm, &req, "MPI_Reduce_scatter");
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Reduce_scatter");
         const uint64_t b = (uint64_t)(total - B) * (uint64_t)D * sizeof(float);
         t->stats.row_bytes += b; /* the partial sums of the others' bags, once each */

@@ -671,6 +671,9 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
     if (what == DO_STEP && !t->have_opt)
         st = emb_set_error(EMB_ERR_STATE, "the table has no optimizer "
                                           "(emb_mpi_table_set_optimizer)");
+    if (!st && what == DO_STEP && t->read_only)
+        st = emb_set_error(EMB_ERR_READ_ONLY,
+                           "the table's rows are mapped read-only: a step would write them");
     if (!st && bag) {
         st = check_bag(t, input, offsets, psw, grad_output, "grad_output", &B);
         if (!st && t->opts.mode == EMB_BAG_MAX)

@@ -239,9 +239,64 @@ static emb_status same_settings(MPI_Comm comm, int rank, int64_t num_embeddings,
     return st;
 }
 
-emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
-                                const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
-                                emb_mpi_table **out) {
+/* The table's own communicator and its two row types. Collective. */
+static emb_status comm_and_types(emb_mpi_table *t, MPI_Comm comm, int64_t ms) {
+    int rc = emb__mpi_comm_dup(ms, comm, &t->comm);
+    if (rc != MPI_SUCCESS) return emb__mpi_fail(rc, "MPI_Comm_dup");
+    rc = MPI_Type_contiguous((int)t->row_bytes, MPI_BYTE, &t->row_type);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->row_type);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_contiguous((int)t->dim, MPI_FLOAT, &t->grad_type);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->grad_type);
+    if (rc == MPI_SUCCESS) return EMB_OK;
+    MPI_Comm_free(&t->comm);
+    return emb__mpi_fail(rc, "MPI_Type_contiguous");
+}
+
+/* Where a table's rows come from when it does not draw them: the caller's memory
+ * (emb_mpi_table_wrap) or a mapped file (emb_mpi_table_map_safetensors). */
+typedef struct shard_source {
+    float *rows; /* this rank's rows, [nrows, dim] */
+    int64_t nrows;
+    bool read_only;
+    emb_safetensors *map; /* owned by the table once created */
+} shard_source;
+
+/* The rows [begin, end) a rank holds (the settings already checked). */
+static void rows_of(int rank, int size, int64_t V, const emb_mpi_shard_options *s, int64_t *b,
+                    int64_t *e) {
+    if (s->sharding == EMB_MPI_ROW_WISE) {
+        *b = (int64_t)((__int128)V * rank / size);
+        *e = (int64_t)((__int128)V * (rank + 1) / size);
+    } else {
+        *b = rank <= s->owner ? 0 : V;
+        *e = rank < s->owner ? 0 : V;
+    }
+}
+
+/* A source's own checks: float32 rows, the rank's row count, no renormalisation of
+ * read-only rows. */
+static emb_status check_source(const shard_source *src, int rank, int size, int64_t V,
+                               const emb_bag_options *o, const emb_mpi_shard_options *s) {
+    if (s->qtype != EMB_QTYPE_F32)
+        return emb_set_error(EMB_ERR_UNSUPPORTED, "a wrapped or mapped table has float32 rows");
+    if (src->read_only && o->max_norm != INFINITY)
+        return emb_set_error(EMB_ERR_READ_ONLY,
+                             "max_norm=%g would renormalise rows of a read-only (mapped) "
+                             "table",
+                             o->max_norm);
+    int64_t b, e;
+    rows_of(rank, size, V, s, &b, &e);
+    if (src->nrows != e - b)
+        return emb_set_error(EMB_ERR_SHAPE,
+                             "rank %d holds rows [%" PRId64 ", %" PRId64 ") of the table: %" PRId64
+                             " rows, got %" PRId64,
+                             rank, b, e, e - b, src->nrows);
+    return EMB_OK;
+}
+
+static emb_status create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
+                         const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
+                         const shard_source *src, emb_mpi_table **out) {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
@@ -253,6 +308,7 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &rank);
     emb_status st = check_local(size, num_embeddings, embedding_dim, &o, &s, out);
+    if (!st && src) st = check_source(src, rank, size, num_embeddings, &o, &s);
     /* the deadline of creation's own collectives (the agreed one from then on) */
     const int64_t ms = s.timeout_ms >= 0 ? s.timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT;
     /* emb_bag_create's option checks (padding_idx range, mode, max with sparse), on a
@@ -312,45 +368,106 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
         t->timeout_ms = s.timeout_ms;
         t->partial_sums = s.partial_sums;
         for (int r = 0; r <= size; r++) {
-            if (s.sharding == EMB_MPI_ROW_WISE)
-                begin[r] = (int64_t)((__int128)num_embeddings * r / size);
-            else
-                begin[r] = r <= s.owner ? 0 : num_embeddings;
+            int64_t e;
+            rows_of(r < size ? r : size - 1, size, num_embeddings, &s, &begin[r], &e);
+            if (r == size) begin[r] = num_embeddings;
         }
         t->row_begin = begin[rank];
         t->row_end = begin[rank + 1];
     }
-    if (!st) st = make_shard(t, o.generator);
-    st = emb__mpi_agree_comm(comm, ms, st, "to create the table");
-    if (!st) {
-        int rc = emb__mpi_comm_dup(ms, comm, &t->comm);
-        if (rc == MPI_SUCCESS) {
-            rc = MPI_Type_contiguous((int)row_bytes, MPI_BYTE, &t->row_type);
-            if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->row_type);
-            if (rc == MPI_SUCCESS)
-                rc = MPI_Type_contiguous((int)embedding_dim, MPI_FLOAT, &t->grad_type);
-            if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->grad_type);
-            if (rc != MPI_SUCCESS) {
-                MPI_Comm_free(&t->comm);
-                st = emb__mpi_fail(rc, "MPI_Type_contiguous");
-            }
-        } else {
-            st = emb__mpi_fail(rc, "MPI_Comm_dup");
-        }
+    if (!st && src) {
+        t->weight = src->nrows > 0 ? src->rows : NULL;
+        t->borrowed = true;
+        t->read_only = src->read_only;
+    } else if (!st) {
+        st = make_shard(t, o.generator);
     }
+    st = emb__mpi_agree_comm(comm, ms, st, "to create the table");
+    if (!st) st = comm_and_types(t, comm, ms);
     if (st) {
         if (t) {
             emb_qtable_free(t->qshard);
             free(t->qdata);
-            free(t->weight);
+            if (!src) free(t->weight);
         }
         free(t);
         free(begin);
         emb_bag_free(checker);
         return st;
     }
+    if (src) t->map = src->map;
     *out = t;
     return EMB_OK;
+}
+
+emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
+                                const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
+                                emb_mpi_table **out) {
+    return create(comm, num_embeddings, embedding_dim, bag_opts, shard, NULL, out);
+}
+
+emb_status emb_mpi_table_wrap(MPI_Comm comm, int64_t num_embeddings, emb_tensor *rows,
+                              const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
+                              emb_mpi_table **out) {
+    shard_source src = {NULL, 0, false, NULL};
+    emb_status st = EMB_OK;
+    int64_t D = 0;
+    if (!rows)
+        st = emb_set_error(EMB_ERR_NULL, "rows must not be NULL");
+    else if (!(st = emb_tensor_check(rows, "rows")) &&
+             (rows->dtype != EMB_FLOAT32 || rows->ndim != 2))
+        st = emb_set_error(EMB_ERR_SHAPE, "rows must be a float32 [rows, embedding_dim] tensor");
+    if (!st) {
+        src.rows = rows->data;
+        src.nrows = rows->shape[0];
+        D = rows->shape[1];
+    }
+    /* a refusal here is agreed too: the others must not wait in create's collectives */
+    st = emb__mpi_agree_comm(comm, shard ? shard->timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT, st,
+                             "to create the table");
+    if (st) return st;
+    return create(comm, num_embeddings, D, bag_opts, shard, &src, out);
+}
+
+emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *path, const char *tensor,
+                                         const emb_bag_options *bag_opts,
+                                         const emb_mpi_shard_options *shard, emb_mpi_table **out) {
+    shard_source src = {NULL, 0, true, NULL};
+    emb_tensor v;
+    int64_t V = 0, D = 0;
+    emb_status st = path ? emb_safetensors_open(path, &src.map)
+                         : emb_set_error(EMB_ERR_NULL, "path must not be NULL");
+    int64_t i = -1;
+    if (!st) {
+        i = tensor ? emb_safetensors_find(src.map, tensor)
+                   : (emb_safetensors_num_tensors(src.map) == 1 ? 0 : -1);
+        if (i < 0)
+            st = emb_set_error(EMB_ERR_INVALID, "%s: no tensor %s%s", path, tensor ? tensor : "",
+                               tensor ? "" : "(name one: the file holds several)");
+    }
+    if (!st) st = emb_safetensors_view(src.map, i, &v);
+    if (!st && (v.dtype != EMB_FLOAT32 || v.ndim != 2))
+        st = emb_set_error(EMB_ERR_SHAPE, "%s: the table must be a 2-D F32 tensor", path);
+    int size = 1, rank = 0;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    emb_mpi_shard_options s = shard ? *shard : emb_mpi_shard_options_default();
+    if (!st) {
+        V = v.shape[0];
+        D = v.shape[1];
+        int64_t b = 0, e = 0; /* invalid settings: create refuses them before the rows */
+        if (s.sharding == EMB_MPI_ROW_WISE
+                ? V >= size
+                : s.sharding == EMB_MPI_TABLE_WISE && s.owner >= 0 && s.owner < size)
+            rows_of(rank, size, V, &s, &b, &e);
+        src.rows = (float *)v.data + b * D;
+        src.nrows = e - b;
+    }
+    st = emb__mpi_agree_comm(comm, s.timeout_ms >= 0 ? s.timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT,
+                             st, "to map the table");
+    if (!st) st = create(comm, V, D, bag_opts, &s, &src, out);
+    if (st) emb_safetensors_free(src.map);
+    return st;
 }
 
 void emb_mpi_table_free(emb_mpi_table *t) {
@@ -360,7 +477,8 @@ void emb_mpi_table_free(emb_mpi_table *t) {
     emb_bag_free(t->checker);
     emb_qtable_free(t->qshard);
     free(t->qdata);
-    free(t->weight);
+    if (!t->borrowed) free(t->weight);
+    emb_safetensors_free(t->map);
     free(t->begin);
     MPI_Type_free(&t->row_type);
     MPI_Type_free(&t->grad_type);
