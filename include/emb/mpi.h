@@ -134,7 +134,8 @@ EMB_MPI_API emb_status emb_mpi_table_wrap(MPI_Comm comm, int64_t num_embeddings,
  * (NULL: the file's only tensor) is the [V, D] table, and each rank reads only the pages of
  * its own rows, when they are looked up. Lookups, bags and gradients work; steps are
  * EMB_ERR_READ_ONLY and max_norm is refused (EMB_ERR_READ_ONLY) as for libemb's mapped
- * tables; free unmaps. Collective. Errors on every rank: those of emb_safetensors_open,
+ * tables; emb_mpi_table_shard's view is of the read-only mapping (never write through it);
+ * free unmaps. Collective. Errors on every rank: those of emb_safetensors_open,
  * EMB_ERR_INVALID (no such tensor), EMB_ERR_SHAPE (not a 2-D F32 tensor), those of
  * emb_mpi_table_create. */
 EMB_MPI_API emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *path,
