@@ -181,10 +181,25 @@ EMB__TARGET_AVX2 static bool sgns_pair_batched(float *x, float *const *rows, int
 }
 
 /* row[0..dim) = fmaf(g[q], src[q][k], row[k]) for q in [0, c) in order, element by element,
- * eight elements a register. */
+ * eight elements a register, four registers at once (four independent chains of fmadd: one
+ * chain would wait on each fmadd's latency). */
 EMB__TARGET_AVX2 static inline void sgns_fma_rows(float *row, const float *g,
                                                   const float *const *src, int c, int64_t dim) {
     int64_t k = 0;
+    for (; k + 32 <= dim; k += 32) {
+        __m256 v0 = _mm256_loadu_ps(row + k), v1 = _mm256_loadu_ps(row + k + 8);
+        __m256 v2 = _mm256_loadu_ps(row + k + 16), v3 = _mm256_loadu_ps(row + k + 24);
+        for (int q = 0; q < c; q++) {
+            const __m256 gq = _mm256_set1_ps(g[q]);
+            const float *sq = src[q] + k;
+            v0 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq), v0);
+            v1 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq + 8), v1);
+            v2 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq + 16), v2);
+            v3 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq + 24), v3);
+        }
+        _mm256_storeu_ps(row + k, v0), _mm256_storeu_ps(row + k + 8, v1);
+        _mm256_storeu_ps(row + k + 16, v2), _mm256_storeu_ps(row + k + 24, v3);
+    }
     for (; k + 8 <= dim; k += 8) {
         __m256 v = _mm256_loadu_ps(row + k);
         for (int q = 0; q < c; q++)
