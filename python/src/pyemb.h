@@ -128,6 +128,8 @@ int py_random_init(PyObject *module);
 /* A table handle for other files: the emb_embedding behind an Embedding or EmbeddingBag
  * object, or NULL (TypeError set). */
 emb_embedding *py_embedding_handle(PyObject *obj);
+/* The QTable an object wraps, or NULL if it is not a QTable. */
+emb_qtable *py_qtable_handle(PyObject *obj);
 /* Wraps a new emb_embedding (taking ownership) in an Embedding object; `keep` (may be
  * NULL) is kept alive with it. */
 PyObject *py_embedding_from_handle(emb_embedding *e, PyObject *keep);
