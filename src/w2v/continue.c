@@ -42,7 +42,7 @@ emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_voca
     if (!vocab) return emb__null("vocab");
     if (!corpus) return emb__null("corpus");
     emb_status st = emb_w2v_options_check(opts);
-    if (st) return st;
+    if (st || (st = emb__w2v_no_phrases(opts, "a vocabulary given"))) return st;
     for (int64_t i = 0; i < emb_vocab_num_words(vocab); i++)
         if (emb_vocab_count(vocab, i) < 1)
             return emb__error(EMB_ERR_INVALID,
@@ -104,7 +104,7 @@ emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model, cons
     if (!model) return emb__null("model");
     if (!corpus) return emb__null("corpus");
     emb_status st = emb_w2v_options_check(opts);
-    if (st) return st;
+    if (st || (st = emb__w2v_no_phrases(opts, "continued training"))) return st;
     emb__file f;
     if ((st = emb__file_open(model, &f, EMB__FILE_READ))) return st;
     int64_t dim = 0;

@@ -225,6 +225,14 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
 
 emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f, const char *name,
                                       emb_w2v **out) {
+    if (opts && opts->phrases > 0)
+        return emb__error(EMB_ERR_INVALID, "phrases read the corpus more than once: give it as a "
+                                           "file (emb_w2v_create_from_file)");
+    return emb__w2v_create_stream(opts, f, name, out);
+}
+
+emb_status emb__w2v_create_stream(const emb_w2v_options *opts, FILE *f, const char *name,
+                                  emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!f) return emb__null("stream");
     emb_status st = emb_w2v_options_check(opts);
@@ -258,6 +266,10 @@ emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *pat
                                                 "/dev/zero has no end)",
                           path);
     }
+    if (opts->phrases > 0) { /* the file is read once per pass, then through the phrases */
+        fclose(f);
+        return emb__w2v_create_phrased(opts, path, out);
+    }
     st = emb_w2v_create_from_stream(opts, f, path, out);
     fclose(f);
     return st;
@@ -270,7 +282,7 @@ emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab 
     if (n < 0) return emb__error(EMB_ERR_INVALID, "n must be >= 0, got %" PRId64, n);
     if (n > 0 && !ids) return emb__null("ids");
     emb_status st = emb_w2v_options_check(opts);
-    if (st) return st;
+    if (st || (st = emb__w2v_no_phrases(opts, "a run from token ids"))) return st;
     int64_t V = emb_vocab_num_words(vocab), tokens = 0;
     if (V < 1) return emb__error(EMB_ERR_INVALID, "the vocabulary is empty");
     if (V >= INT32_MAX)
