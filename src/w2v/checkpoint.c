@@ -275,8 +275,7 @@ static emb_status check_options(rd *r, const emb_w2v *w, uint64_t ver, const cha
     uint64_t v;
     if ((v = get_u64(r)) != (uint64_t)o->model) DIFF("model", "%" PRIu64, v, (uint64_t)o->model);
     if ((v = get_u64(r)) != (uint64_t)o->dim) DIFF("dim", "%" PRIu64, v, (uint64_t)o->dim);
-    if ((v = get_u64(r)) != (uint64_t)o->window)
-        DIFF("window", "%" PRIu64, v, (uint64_t)o->window);
+    if ((v = get_u64(r)) != (uint64_t)o->window) DIFF("window", "%" PRIu64, v, (uint64_t)o->window);
     if ((v = get_u64(r)) != (uint64_t)o->negative)
         DIFF("negative", "%" PRIu64, v, (uint64_t)o->negative);
     double d;
@@ -285,8 +284,7 @@ static emb_status check_options(rd *r, const emb_w2v *w, uint64_t ver, const cha
         DIFF("min_count", "%" PRIu64, v, (uint64_t)o->min_count);
     if ((v = get_u64(r)) != (uint64_t)o->max_vocab)
         DIFF("max_vocab", "%" PRIu64, v, (uint64_t)o->max_vocab);
-    if ((v = get_u64(r)) != (uint64_t)o->epochs)
-        DIFF("epochs", "%" PRIu64, v, (uint64_t)o->epochs);
+    if ((v = get_u64(r)) != (uint64_t)o->epochs) DIFF("epochs", "%" PRIu64, v, (uint64_t)o->epochs);
     if ((d = get_f64(r)) != o->alpha) DIFF("alpha", "%g", d, o->alpha);
     if ((d = get_f64(r)) != o->min_alpha) DIFF("min_alpha", "%g", d, o->min_alpha);
     if ((v = get_u64(r)) != (uint64_t)o->cbow_mean)

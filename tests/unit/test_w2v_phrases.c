@@ -177,8 +177,7 @@ static void test_phrases_refused(void **state) {
     emb_vocab_free(v);
     EMB_EXPECT_ERR(emb_w2v_continue(&o, tmp("model.ckpt"), corpus, &w), EMB_ERR_INVALID,
                    "not provided with continued training");
-    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("missing.txt"), &w), EMB_ERR_IO,
-                   "missing.txt");
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("missing.txt"), &w), EMB_ERR_IO, "missing.txt");
     EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmpdir, &w), EMB_ERR_IO, "is a directory");
     put(tmp("empty.txt"), " \n\n", 3);
     EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("empty.txt"), &w), EMB_ERR_FORMAT,
