@@ -135,3 +135,10 @@ def test_train_phrases_errors(emb_bin, tmp_path):
     assert r.returncode == 2
     r = run([emb_bin, "train", c, "--phrases", "--read-vocab", c, *out])
     assert r.returncode == 2 and "--phrases cannot be combined with --read-vocab" in r.stderr
+    import gzip
+    with open(c, "rb") as f, gzip.open(tmp_path / "c.txt.gz", "wb") as g:
+        g.write(f.read())
+    r = run([emb_bin, "train", str(tmp_path / "c.txt.gz"), "--phrases", *out])
+    assert r.returncode == 1 and "is compressed: phrases read plain text" in r.stderr
+    r = run([emb_bin, "train", str(tmp_path), "--phrases", *out])
+    assert r.returncode == 1 and "is a directory" in r.stderr
