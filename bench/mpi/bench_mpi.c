@@ -9,7 +9,9 @@
  * Prints one JSON line (from rank 0): the ranks, the slowest rank's seconds per step, the
  * bags per second per rank and in all, and the bytes per step each rank sent (counted by
  * libemb_mpi: ids, rows, gradient rows, agreements), averaged over the ranks, with the
- * maximum. Timings on a shared machine are noisy; the bytes are exact.
+ * maximum. Then two lines for the bag forward alone, exact and with the owners' partial
+ * sums (shard option partial_sums): seconds and bytes per forward per rank. Timings on a
+ * shared machine are noisy; the bytes are exact.
  */
 #include <emb/emb.h>
 #include <emb/mpi.h>
@@ -25,6 +27,63 @@
             MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
         }                                                                                          \
     } while (0)
+
+/* Steps of random batches (B bags of L ids, from a per-rank seed): a bag forward, and with
+ * train an Adagrad step of a stand-in gradient. The stats are reset after two warm-up
+ * steps; returns the slowest rank's seconds summed over the timed steps. */
+static double run_steps(emb_mpi_table *t, int rank, int64_t V, int64_t D, int64_t B, int64_t L,
+                        int steps, uint64_t seed, bool train) {
+    int64_t n = B * L, os[2] = {B, D};
+    int64_t *ids = malloc((size_t)n * sizeof *ids), *offs = malloc((size_t)B * sizeof *offs);
+    float *out = malloc((size_t)(B * D) * sizeof *out);
+    emb_generator *g;
+    TRY(emb_generator_create(seed + (uint64_t)rank, &g));
+    for (int64_t b = 0; b < B; b++) offs[b] = b * L;
+    emb_tensor in, off, to;
+    TRY(emb_tensor_init(&in, EMB_INT64, ids, 1, &n));
+    TRY(emb_tensor_init(&off, EMB_INT64, offs, 1, &B));
+    TRY(emb_tensor_init(&to, EMB_FLOAT32, out, 2, os));
+    double busy = 0;
+    for (int s = -2; s < steps; s++) { /* two warm-up steps */
+        for (int64_t i = 0; i < n; i++) ids[i] = (int64_t)(emb_generator_random64(g) % (uint64_t)V);
+        if (s == 0) emb_mpi_table_reset_stats(t);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        TRY(emb_mpi_table_bag_forward(t, &in, &off, NULL, &to, NULL));
+        if (train) {
+            for (int64_t i = 0; i < B * D; i++) out[i] *= 1e-3f; /* a stand-in gradient */
+            TRY(emb_mpi_table_bag_step(t, &in, &off, NULL, &to));
+        }
+        double dt = MPI_Wtime() - t0, worst = 0;
+        MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (s >= 0) busy += worst;
+    }
+    emb_generator_free(g);
+    free(ids);
+    free(offs);
+    free(out);
+    return busy;
+}
+
+/* The bag forward alone, exact or with the owners' partial sums (shard option
+ * partial_sums): one JSON line from rank 0, seconds (slowest rank) and bytes per forward. */
+static void forward_only(int rank, int size, int64_t V, int64_t D, int64_t B, int64_t L, int steps,
+                         emb_mpi_sharding sharding, bool partial) {
+    emb_mpi_shard_options so = emb_mpi_shard_options_default();
+    so.sharding = sharding;
+    so.partial_sums = partial;
+    emb_mpi_table *t;
+    emb_manual_seed(0);
+    TRY(emb_mpi_table_create(MPI_COMM_WORLD, V, D, NULL, &so, &t));
+    const double busy = run_steps(t, rank, V, D, B, L, steps, 200, false);
+    double mine = (double)emb_mpi_table_stats(t).bytes_sent, sum = 0;
+    MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("{\"ranks\": %d, \"forward\": \"%s\", \"seconds_per_forward\": %.6f, "
+               "\"bytes_per_forward_per_rank\": %.0f}\n",
+               size, partial ? "partial_sums" : "exact", busy / steps, sum / size / steps);
+    emb_mpi_table_free(t);
+}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -58,29 +117,7 @@ int main(int argc, char **argv) {
     TRY(emb_mpi_table_create(MPI_COMM_WORLD, V, D, &bo, &so, &t));
     emb_optimizer_options oo = emb_optimizer_options_default(EMB_OPTIMIZER_ADAGRAD);
     TRY(emb_mpi_table_set_optimizer(t, &oo));
-    int64_t n = B * L, os[2] = {B, D};
-    int64_t *ids = malloc((size_t)n * sizeof *ids), *offs = malloc((size_t)B * sizeof *offs);
-    float *out = malloc((size_t)(B * D) * sizeof *out);
-    emb_generator *g;
-    TRY(emb_generator_create(100 + (uint64_t)rank, &g));
-    for (int64_t b = 0; b < B; b++) offs[b] = b * L;
-    emb_tensor in, off, to;
-    TRY(emb_tensor_init(&in, EMB_INT64, ids, 1, &n));
-    TRY(emb_tensor_init(&off, EMB_INT64, offs, 1, &B));
-    TRY(emb_tensor_init(&to, EMB_FLOAT32, out, 2, os));
-    double busy = 0;
-    for (int s = -2; s < steps; s++) { /* two warm-up steps */
-        for (int64_t i = 0; i < n; i++) ids[i] = (int64_t)(emb_generator_random64(g) % (uint64_t)V);
-        if (s == 0) emb_mpi_table_reset_stats(t);
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        TRY(emb_mpi_table_bag_forward(t, &in, &off, NULL, &to, NULL));
-        for (int64_t i = 0; i < B * D; i++) out[i] *= 1e-3f; /* a stand-in gradient */
-        TRY(emb_mpi_table_bag_step(t, &in, &off, NULL, &to));
-        double dt = MPI_Wtime() - t0, worst = 0;
-        MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        if (s >= 0) busy += worst;
-    }
+    const double busy = run_steps(t, rank, V, D, B, L, steps, 100, true);
     emb_mpi_stats st = emb_mpi_table_stats(t);
     double mine[5] = {(double)st.bytes_sent, (double)st.id_bytes, (double)st.row_bytes,
                       (double)st.grad_bytes, (double)st.bytes_sent};
@@ -99,11 +136,9 @@ int main(int argc, char **argv) {
                sum[0] / size / steps, sum[1] / size / steps, sum[2] / size / steps,
                sum[3] / size / steps, mx[4] / steps);
     }
-    emb_generator_free(g);
-    free(ids);
-    free(offs);
-    free(out);
     emb_mpi_table_free(t);
+    forward_only(rank, size, V, D, B, L, steps, sharding, false);
+    forward_only(rank, size, V, D, B, L, steps, sharding, true);
     MPI_Finalize();
     return 0;
 }

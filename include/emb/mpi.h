@@ -59,7 +59,25 @@ typedef struct emb_mpi_shard_options {
      * and emb_qtable_bag_forward's; steps: SGD on f16/bf16 with round-to-nearest
      * (emb_qtable_sgd_step_bag's), nothing else. */
     emb_qtype qtype;
+    /* The longest a rank waits in one collective step of the table's calls, in ms (default
+     * EMB_MPI_TIMEOUT_MS_DEFAULT, 5 minutes; 0: no limit; the same on every rank). A rank
+     * that stops answering (stopped, hung, or never making the call) would keep the others
+     * waiting for ever: past the deadline a waiting rank prints to stderr which call it
+     * waited for ("emb_mpi: rank 0 of 4: MPI_Alltoallv did not complete within 2000 ms
+     * ...") and ends the whole job with MPI_Abort (error code 124). The one place the
+     * library ends the process: nothing a rank can return would let the others go on. */
+    int64_t timeout_ms;
+    /* The inexact bag forward (default false: exact). When true, emb_mpi_table_bag_forward
+     * of a float32 table in mode sum or mean sends each position (row id, bag, weight) to
+     * the row's owner, the owners pool partial sums per bag for every rank's bags, and
+     * MPI_Reduce_scatter adds them up (TorchRec's row-wise pooling): rows never travel, but
+     * the sum of a bag is taken in another order than the single process's, so the result
+     * is within rounding of it, not equal (docs/semantics.md gives the measured
+     * tolerance). Mode max, other storage types and the other calls stay exact. */
+    bool partial_sums;
 } emb_mpi_shard_options;
+
+#define EMB_MPI_TIMEOUT_MS_DEFAULT 300000
 
 /* A table sharded over a communicator. Opaque. */
 typedef struct emb_mpi_table emb_mpi_table;
@@ -84,10 +102,13 @@ EMB_MPI_API emb_mpi_shard_options emb_mpi_shard_options_default(void);
  * generator history): every rank draws the table's whole N(0, 1) sequence from
  * bag_opts->generator (NULL: the default generator), chunk by chunk, and keeps its rows, so
  * its generator ends where the single process's does; the padding row is zeroed.
- * bag_opts (NULL: emb_bag_options_default()) gives the mode, padding_idx and
- * include_last_offset used by the bag calls; max_norm must be infinite and
- * scale_grad_by_freq false (EMB_ERR_UNSUPPORTED otherwise: both need the whole batch's
- * rows on one rank). shard NULL: row-wise.
+ * bag_opts (NULL: emb_bag_options_default()) gives the mode, padding_idx,
+ * include_last_offset, max_norm, norm_type and scale_grad_by_freq used by the calls. With a
+ * finite max_norm (float32 tables only, EMB_ERR_UNSUPPORTED otherwise) the lookups and bag
+ * forwards renormalise, as the single process's do over the joined batch: each row the
+ * joined batch names is renormalised once, by its owner, before it is sent.
+ * scale_grad_by_freq, like mode max, leaves the forward unchanged and makes the sparse
+ * backward and the steps refuse as libemb's do. shard NULL: row-wise.
  * Errors, on every rank (nothing drawn, *out untouched): EMB_ERR_NULL (out),
  * EMB_ERR_STATE (MPI not initialised, or finalised), EMB_ERR_INVALID (sizes < 1, a table
  * of fewer rows than ranks row-wise, an owner outside [0, R), the option errors of
@@ -97,6 +118,31 @@ EMB_MPI_API emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embedding
                                             int64_t embedding_dim, const emb_bag_options *bag_opts,
                                             const emb_mpi_shard_options *shard,
                                             emb_mpi_table **out);
+
+/* A table over rows the caller keeps (borrowed): each rank passes its own rows as a float32
+ * view [end - begin, embedding_dim] of the rows [begin, end) it holds under `shard` (row-wise:
+ * [r*V/R, (r+1)*V/R); table-wise: all on the owner, [0, 0) elsewhere). Nothing is drawn;
+ * steps and max_norm write the caller's memory, which must outlive the table; free leaves
+ * it alone. Collective. Errors on every rank: those of emb_mpi_table_create,
+ * EMB_ERR_NULL / EMB_ERR_SHAPE (rows, or a row count that is not this rank's: the message
+ * names the expected range), EMB_ERR_UNSUPPORTED (qtype other than f32). */
+EMB_MPI_API emb_status emb_mpi_table_wrap(MPI_Comm comm, int64_t num_embeddings, emb_tensor *rows,
+                                          const emb_bag_options *bag_opts,
+                                          const emb_mpi_shard_options *shard, emb_mpi_table **out);
+
+/* A table over a safetensors file every rank maps read-only: the 2-D F32 tensor `tensor`
+ * (NULL: the file's only tensor) is the [V, D] table, and each rank reads only the pages of
+ * its own rows, when they are looked up. Lookups, bags and gradients work; steps are
+ * EMB_ERR_READ_ONLY and max_norm is refused (EMB_ERR_READ_ONLY) as for libemb's mapped
+ * tables; emb_mpi_table_shard's view is of the read-only mapping (never write through it);
+ * free unmaps. Collective. Errors on every rank: those of emb_safetensors_open,
+ * EMB_ERR_INVALID (no such tensor), EMB_ERR_SHAPE (not a 2-D F32 tensor), those of
+ * emb_mpi_table_create. */
+EMB_MPI_API emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *path,
+                                                     const char *tensor,
+                                                     const emb_bag_options *bag_opts,
+                                                     const emb_mpi_shard_options *shard,
+                                                     emb_mpi_table **out);
 
 /* Frees the table, its shard, its optimizer and its communicator. Collective (it frees a
  * communicator). NULL is fine. */
@@ -126,12 +172,16 @@ EMB_MPI_API emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tens
 
 /* The sparse optimizer the step calls apply to this rank's shard: emb_optimizer_create(opts)
  * over the shard, replacing any earlier one (its state is dropped). Collective; the options
- * must be the same on every rank. Supported: SGD without momentum and weight_decay, Adagrad
- * without weight_decay, SparseAdam (the optimizers whose sparse step changes only the rows
- * of the gradient). Tables of f16 or bf16 rows: SGD only, emb_qtable_sgd_step's with
- * round-to-nearest and (float)lr; int8/int4 tables are not trained (EMB_ERR_UNSUPPORTED).
- * Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid options, or options that
- * differ between ranks), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
+ * must be the same on every rank. Supported: SGD (with momentum, dampening, Nesterov,
+ * maximize), Adagrad, SparseAdam; what libemb's sparse step refuses (Adam, AdamW,
+ * weight_decay with SGD or Adagrad) is refused here with libemb's status and message. SGD's
+ * momentum buffer is PyTorch's sparse one, an uncoalesced list of entries over the whole
+ * table that each step merges with the joined batch's entries: every rank keeps the whole
+ * list's row ids (8 bytes per entry) and the values of its own rows' entries; it is not
+ * part of emb_mpi_table_optimizer's state. Tables of f16 or bf16 rows: SGD without
+ * momentum only, emb_qtable_sgd_step's with round-to-nearest and (float)lr; int8/int4 tables are
+ * not trained (EMB_ERR_UNSUPPORTED). Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid
+ * options, or options that differ between ranks), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
 EMB_MPI_API emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t,
                                                    const emb_optimizer_options *opts);
 /* The shard's optimizer (NULL before emb_mpi_table_set_optimizer, or on a rank holding no
@@ -147,7 +197,7 @@ EMB_MPI_API void emb_mpi_table_reset_stats(emb_mpi_table *t);
  * batches may differ in size (also empty) between ranks.
  * ------------------------------------------------------------------------------------- */
 
-/* Lookup (emb_embedding_forward without max_norm): out[..., :] = row indices[...] of the
+/* Lookup (emb_embedding_forward, max_norm included): out[..., :] = row indices[...] of the
  * table. indices int64/int32 of rank 0..8; out float32 indices.shape + [dim]. Row ids are
  * sent to their owners (MPI_Alltoallv), each distinct id of a rank's batch once, the owners
  * send the rows back. Errors on every rank (out unchanged): those of emb_embedding_forward

@@ -76,10 +76,60 @@ EMB__TARGET_AVX2 static inline void sgns_dots(const float *x, const float *const
     }
 }
 
+/* x0 . y_j and x1 . y_j for the three rows y_j side by side, each in sgns_dot's order (the
+ * same bits): a block of 2 x 3 scores in registers (12 accumulators: each 16-element block
+ * runs its first set, then its second), every row loaded once per block. out0[0..3) and
+ * out1[0..3). */
+EMB__TARGET_AVX2 static inline void sgns_dot2x3(const float *x0, const float *x1,
+                                                const float *const *y, int64_t n, float *out0,
+                                                float *out1) {
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
+    __m256 b00 = a00, b01 = a00, b02 = a00, b10 = a00, b11 = a00, b12 = a00;
+    const float *y0 = y[0], *y1 = y[1], *y2 = y[2];
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m256 p = _mm256_loadu_ps(x0 + k), q = _mm256_loadu_ps(x1 + k), v;
+        v = _mm256_loadu_ps(y0 + k), a00 = _mm256_fmadd_ps(p, v, a00),
+        a10 = _mm256_fmadd_ps(q, v, a10);
+        v = _mm256_loadu_ps(y1 + k), a01 = _mm256_fmadd_ps(p, v, a01),
+        a11 = _mm256_fmadd_ps(q, v, a11);
+        v = _mm256_loadu_ps(y2 + k), a02 = _mm256_fmadd_ps(p, v, a02),
+        a12 = _mm256_fmadd_ps(q, v, a12);
+        p = _mm256_loadu_ps(x0 + k + 8), q = _mm256_loadu_ps(x1 + k + 8);
+        v = _mm256_loadu_ps(y0 + k + 8), b00 = _mm256_fmadd_ps(p, v, b00),
+        b10 = _mm256_fmadd_ps(q, v, b10);
+        v = _mm256_loadu_ps(y1 + k + 8), b01 = _mm256_fmadd_ps(p, v, b01),
+        b11 = _mm256_fmadd_ps(q, v, b11);
+        v = _mm256_loadu_ps(y2 + k + 8), b02 = _mm256_fmadd_ps(p, v, b02),
+        b12 = _mm256_fmadd_ps(q, v, b12);
+    }
+    if (k + 8 <= n) {
+        __m256 p = _mm256_loadu_ps(x0 + k), q = _mm256_loadu_ps(x1 + k), v;
+        v = _mm256_loadu_ps(y0 + k), a00 = _mm256_fmadd_ps(p, v, a00),
+        a10 = _mm256_fmadd_ps(q, v, a10);
+        v = _mm256_loadu_ps(y1 + k), a01 = _mm256_fmadd_ps(p, v, a01),
+        a11 = _mm256_fmadd_ps(q, v, a11);
+        v = _mm256_loadu_ps(y2 + k), a02 = _mm256_fmadd_ps(p, v, a02),
+        a12 = _mm256_fmadd_ps(q, v, a12);
+        k += 8;
+    }
+    sgns_hsum3(_mm256_add_ps(a00, b00), _mm256_add_ps(a01, b01), _mm256_add_ps(a02, b02), out0);
+    sgns_hsum3(_mm256_add_ps(a10, b10), _mm256_add_ps(a11, b11), _mm256_add_ps(a12, b12), out1);
+    for (; k < n; k++)
+        for (int j = 0; j < 3; j++) {
+            out0[j] = fmaf(x0[k], y[j][k], out0[j]);
+            out1[j] = fmaf(x1[k], y[j][k], out1[j]);
+        }
+}
+
 #define EMB__SGNS_PAIR_BATCHED 1
 #define EMB__SGNS_PAIR_MAX     16
+#define EMB__SGNS_WINDOW_MAX   32
 static bool sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
                               const float *sigmoid, float *e_out);
+static bool sgns_window_blocked(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
+                                const int32_t *tgt, int n, float alpha, const float *sigmoid,
+                                float *scratch);
 
 #define EMB__SGNS_NAME emb__sgns_step_avx2
 #define EMB__SGNS_ATTR EMB__TARGET_AVX2
@@ -126,6 +176,99 @@ EMB__TARGET_AVX2 static bool sgns_pair_batched(float *x, float *const *rows, int
             e_out[k] = e;
         else
             x[k] = xk + e;
+    }
+    return finite;
+}
+
+/* row[0..dim) = fmaf(g[q], src[q][k], row[k]) for q in [0, c) in order, element by element,
+ * eight elements a register, four registers at once (four independent chains of fmadd: one
+ * chain would wait on each fmadd's latency). */
+EMB__TARGET_AVX2 static inline void sgns_fma_rows(float *row, const float *g,
+                                                  const float *const *src, int c, int64_t dim) {
+    int64_t k = 0;
+    for (; k + 32 <= dim; k += 32) {
+        __m256 v0 = _mm256_loadu_ps(row + k), v1 = _mm256_loadu_ps(row + k + 8);
+        __m256 v2 = _mm256_loadu_ps(row + k + 16), v3 = _mm256_loadu_ps(row + k + 24);
+        for (int q = 0; q < c; q++) {
+            const __m256 gq = _mm256_set1_ps(g[q]);
+            const float *sq = src[q] + k;
+            v0 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq), v0);
+            v1 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq + 8), v1);
+            v2 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq + 16), v2);
+            v3 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq + 24), v3);
+        }
+        _mm256_storeu_ps(row + k, v0), _mm256_storeu_ps(row + k + 8, v1);
+        _mm256_storeu_ps(row + k + 16, v2), _mm256_storeu_ps(row + k + 24, v3);
+    }
+    for (; k + 8 <= dim; k += 8) {
+        __m256 v = _mm256_loadu_ps(row + k);
+        for (int q = 0; q < c; q++)
+            v = _mm256_fmadd_ps(_mm256_set1_ps(g[q]), _mm256_loadu_ps(src[q] + k), v);
+        _mm256_storeu_ps(row + k, v);
+    }
+    for (; k < dim; k++) {
+        float v = row[k];
+        for (int q = 0; q < c; q++) v = fmaf(g[q], src[q][k], v);
+        row[k] = v;
+    }
+}
+
+/* The skip-gram step with shared negatives (m > 1 context rows against n targets, sgns.h)
+ * without copying the rows: the m x n scores in blocks of 2 x 3 in registers (sgns_dot2x3,
+ * the dot product's order), then the output rows, each read once and updated with every
+ * nonzero G[i][j] in i order while the input rows are still as on entry (each target row's
+ * value on entry saved in scratch as it is first read; a repeated negative uses its first
+ * occurrence's), then the input rows, each read once and updated in j order from the saved
+ * targets. Per element, the operations of the reference in the same order: the same bits. */
+EMB__TARGET_AVX2 static bool sgns_window_blocked(float *syn0, float *syn1, int64_t dim,
+                                                 const int32_t *ctx, int m, const int32_t *tgt,
+                                                 int n, float alpha, const float *sigmoid,
+                                                 float *scratch) {
+    float *G = scratch, *Ysave = scratch + (int64_t)m * n;
+    const float *x[EMB__SGNS_WINDOW_MAX], *y[EMB__SGNS_PAIR_MAX + 2], *src[EMB__SGNS_WINDOW_MAX];
+    int first[EMB__SGNS_PAIR_MAX];
+    float g[EMB__SGNS_WINDOW_MAX], d0[EMB__SGNS_PAIR_MAX + 2], d1[EMB__SGNS_PAIR_MAX + 2];
+    bool finite = true;
+    for (int i = 0; i < m; i++) x[i] = syn0 + (int64_t)ctx[i] * dim;
+    for (int j = 0; j < n; j++) {
+        y[j] = syn1 + (int64_t)tgt[j] * dim;
+        first[j] = j;
+        for (int q = 0; q < j; q++)
+            if (tgt[q] == tgt[j]) {
+                first[j] = q;
+                break;
+            }
+    }
+    y[n] = y[n + 1] = y[n - 1]; /* a last group of one or two repeats the last row */
+    for (int i = 0; i < m; i += 2) {
+        for (int j = 0; j < n; j += 3) {
+            if (i + 1 < m)
+                sgns_dot2x3(x[i], x[i + 1], y + j, dim, d0 + j, d1 + j);
+            else
+                sgns_dot3(x[i], y[j], y[j + 1], y[j + 2], dim, d0 + j);
+        }
+        for (int r = i; r < m && r < i + 2; r++)
+            for (int j = 0; j < n; j++)
+                G[r * n + j] = j > 0 && tgt[j] == tgt[0]
+                                   ? 0.0f
+                                   : sgns_grad(r == i ? d0[j] : d1[j], j == 0 ? 1.0f : 0.0f, alpha,
+                                               sigmoid, &finite);
+    }
+    for (int j = 0; j < n; j++) {
+        if (j > 0 && tgt[j] == tgt[0]) continue;
+        float *row = syn1 + (int64_t)tgt[j] * dim;
+        if (first[j] == j) memcpy(Ysave + (int64_t)j * dim, row, (size_t)dim * sizeof(float));
+        int c = 0;
+        for (int i = 0; i < m; i++)
+            if (G[i * n + j] != 0.0f) g[c] = G[i * n + j], src[c++] = x[i];
+        sgns_fma_rows(row, g, src, c, dim);
+    }
+    for (int i = 0; i < m; i++) {
+        int c = 0;
+        for (int j = 0; j < n; j++)
+            if (G[i * n + j] != 0.0f)
+                g[c] = G[i * n + j], src[c++] = Ysave + (int64_t)first[j] * dim;
+        sgns_fma_rows(syn0 + (int64_t)ctx[i] * dim, g, src, c, dim);
     }
     return finite;
 }

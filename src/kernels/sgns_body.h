@@ -107,6 +107,10 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
         for (int64_t k = 0; k < dim; k++) x[k] = x[k] + e[k];
         return finite;
     }
+#ifdef EMB__SGNS_PAIR_BATCHED
+    if (n <= EMB__SGNS_PAIR_MAX && m <= EMB__SGNS_WINDOW_MAX)
+        return sgns_window_blocked(syn0, syn1, dim, ctx, m, tgt, n, alpha, sigmoid, scratch);
+#endif
     float *X = scratch, *Y = X + (int64_t)m * dim, *G = Y + (int64_t)n * dim;
     for (int i = 0; i < m; i++)
         memcpy(X + (int64_t)i * dim, syn0 + (int64_t)ctx[i] * dim, (size_t)dim * sizeof(float));

@@ -5,7 +5,17 @@
 #ifndef EMB_MPI_INTERNAL_H
 #define EMB_MPI_INTERNAL_H
 
+#include <emb/io.h>
 #include <emb/mpi.h>
+
+/* SGD's momentum buffer (mpi_momentum.c): the whole list's rows, this rank's values. */
+typedef struct emb__mpi_momentum {
+    bool has;      /* created (by the first step) */
+    int64_t n;     /* entries of the whole list */
+    int64_t *rows; /* [n] table rows */
+    int64_t nown;  /* entries of this rank's rows */
+    float *vals;   /* [nown, dim], in list order */
+} emb__mpi_momentum;
 
 struct emb_mpi_table {
     MPI_Comm comm;          /* the table's own duplicate */
@@ -26,7 +36,14 @@ struct emb_mpi_table {
     emb_optimizer *opt; /* NULL until set_optimizer (and on ranks without rows) */
     bool have_opt;
     emb_optimizer_kind opt_kind;
+    emb_optimizer_options opt_opts;
+    emb__mpi_momentum mom; /* SGD with momentum */
     emb_mpi_stats stats;
+    int64_t timeout_ms;   /* of each collective (mpi_wait.c); 0: none */
+    bool partial_sums;    /* row-wise bags pooled by the owners (mpi_partial.c) */
+    bool borrowed;        /* weight is the caller's or the mapping's: not freed */
+    bool read_only;       /* mapped rows: no step writes them */
+    emb_safetensors *map; /* emb_mpi_table_map_safetensors's file, unmapped by free */
 };
 
 /* One rank's batch, its distinct ids and their positions in the fetched rows. */
@@ -49,8 +66,8 @@ typedef struct emb__mpi_route {
  * st is EMB_OK; otherwise the first refusing rank's status on every rank, with its message
  * there and "rank r refused <what>: <message>" on the others. */
 emb_status emb__mpi_agree(emb_mpi_table *t, emb_status st, const char *what);
-/* The same over a bare communicator (before a table exists). */
-emb_status emb__mpi_agree_comm(MPI_Comm comm, emb_status st, const char *what);
+/* The same over a bare communicator (before a table exists), with a deadline of ms. */
+emb_status emb__mpi_agree_comm(MPI_Comm comm, int64_t ms, emb_status st, const char *what);
 /* An MPI call's failure as an emb error (MPI's default handler aborts first; this serves a
  * communicator whose handler returns). Local. */
 emb_status emb__mpi_fail(int rc, const char *call);
@@ -62,6 +79,47 @@ emb_status emb__mpi_route_build(const emb_mpi_table *t, const emb_tensor *indice
 void emb__mpi_route_free(emb__mpi_route *r);
 /* Collective: fills r->rows with the table's rows r->uniq from their owners. */
 emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r);
+
+/* Collective: with a finite max_norm, the owners renormalise the distinct rows of positions
+ * [0, end) of every rank's batch, each once, as emb_embedding_renorm_ over the joined
+ * batch does (rows are independent: the order does not matter). */
+emb_status emb__mpi_renorm(emb_mpi_table *t, const emb__mpi_route *r, int64_t end);
+
+/* MPI's collectives with a deadline (mpi_wait.c): ms > 0: past it, the rank prints which
+ * call it waited for and ends the job (MPI_Abort with EMB_MPI_TIMEOUT_EXIT); ms 0: no
+ * deadline. Return MPI's code. */
+#define EMB_MPI_TIMEOUT_EXIT 124
+int emb__mpi_allreduce(int64_t ms, const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op,
+                       MPI_Comm comm);
+int emb__mpi_bcast(int64_t ms, void *buf, int n, MPI_Datatype dt, int root, MPI_Comm comm);
+int emb__mpi_alltoall(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, int rn,
+                      MPI_Datatype rt, MPI_Comm comm);
+int emb__mpi_alltoallv(int64_t ms, const void *sb, const int *sc, const int *sd, MPI_Datatype st,
+                       void *rb, const int *rc_, const int *rd, MPI_Datatype rt, MPI_Comm comm);
+int emb__mpi_allgather(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, int rn,
+                       MPI_Datatype rt, MPI_Comm comm);
+int emb__mpi_allgatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb,
+                        const int *rc_, const int *rd, MPI_Datatype rt, MPI_Comm comm);
+int emb__mpi_gatherv(int64_t ms, const void *sb, int sn, MPI_Datatype st, void *rb, const int *rc_,
+                     const int *rd, MPI_Datatype rt, int root, MPI_Comm comm);
+int emb__mpi_comm_dup(int64_t ms, MPI_Comm comm, MPI_Comm *out);
+/* Waits for a request of a collective started on comm (call: its name for the message). */
+int emb__mpi_wait(int64_t ms, MPI_Comm comm, MPI_Request *req, const char *call);
+/* Collective: the inexact bag forward (shard option partial_sums, mpi_partial.c) of the
+ * route's batch, sum or mean, float32 rows. */
+emb_status emb__mpi_bag_partial(emb_mpi_table *t, const emb__mpi_route *r, const emb_tensor *input,
+                                const emb_tensor *offsets, const emb_tensor *psw, emb_tensor *out,
+                                int64_t B);
+
+/* Collective: the rows of every rank's entries gid[0..n), joined in rank order, on every
+ * rank (*all, freed by the caller; MPI_Allgatherv). */
+emb_status emb__mpi_joined_rows(emb_mpi_table *t, const int64_t *gid, int64_t n, int64_t **all,
+                                int64_t *total);
+/* Local: one step of SGD with momentum o over the joined batch's entries, rows all[0..total)
+ * and gval the values of the entries of this rank's rows, in order. */
+emb_status emb__mpi_momentum_step(emb_mpi_table *t, const emb_optimizer_options *o,
+                                  const int64_t *all, int64_t total, const float *gval);
+void emb__mpi_momentum_free(emb__mpi_momentum *m);
 
 /* Local checks. */
 emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,

@@ -11,6 +11,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,7 @@ emb_status emb__mpi_route_build(const emb_mpi_table *t, const emb_tensor *indice
     emb_bag_options o = t->opts;
     o.padding_idx = r->local_pad;
     o.sparse = false;
+    o.max_norm = INFINITY; /* the owners renormalise (emb__mpi_renorm) */
     emb_status st = emb_tensor_init(&w, EMB_FLOAT32, r->rows, 2, wshape);
     if (!st) st = emb_bag_wrap(&w, NULL, false, &o, &r->bag);
     if (!st)
@@ -132,45 +134,64 @@ static uint64_t sent_bytes(const emb_mpi_table *t, const int *cnt, size_t item) 
     return b;
 }
 
-emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
+/* Sends the distinct rows ids[0..n) (ascending, so grouped by owner) to their owners:
+ * buf (4 R ints) ends with the send counts and displacements, then the receive counts and
+ * displacements; *want (freed by the caller) with the rows others asked of this rank, in
+ * rank order. */
+static emb_status ask_owners(emb_mpi_table *t, const int64_t *ids, int64_t n, int *buf,
+                             int64_t **want, int64_t *nrecv) {
     const int R = t->size;
-    int *buf = calloc((size_t)R * 4, sizeof *buf);
-    if (!buf) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the counts");
     int *scnt = buf, *sdis = buf + R, *rcnt = buf + 2 * R, *rdis = buf + 3 * R;
-    for (int64_t i = 0; i < r->nu; i++) scnt[emb_mpi_table_owner(t, r->uniq[i])]++;
+    memset(buf, 0, (size_t)R * 4 * sizeof *buf);
+    *want = NULL;
+    *nrecv = 0;
+    for (int64_t i = 0; i < n; i++) scnt[emb_mpi_table_owner(t, ids[i])]++;
     displs_of(scnt, R, sdis);
     emb_status st = EMB_OK;
-    int64_t *want = NULL;
-    unsigned char *reply = NULL;
-    const size_t row = (size_t)t->row_bytes;
-    const unsigned char *store =
-        t->weight ? (const unsigned char *)t->weight : (const unsigned char *)t->qdata;
-    int rc = MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
+    int rc = emb__mpi_alltoall(t->timeout_ms, scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
     t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
     if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoall");
-    int64_t nrecv = st ? 0 : total_of(rcnt, R);
-    if (!st && nrecv > INT_MAX)
-        st = emb_set_error(EMB_ERR_UNSUPPORTED, "%" PRId64 " rows asked of one rank", nrecv);
+    int64_t m = st ? 0 : total_of(rcnt, R);
+    if (!st && m > INT_MAX)
+        st = emb_set_error(EMB_ERR_UNSUPPORTED, "%" PRId64 " rows asked of one rank", m);
     if (!st) {
         displs_of(rcnt, R, rdis);
-        want = malloc((size_t)(nrecv ? nrecv : 1) * sizeof *want);
-        reply = malloc((size_t)(nrecv ? nrecv : 1) * row);
-        if (!want || !reply) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the requests");
+        *want = malloc((size_t)(m ? m : 1) * sizeof **want);
+        if (!*want) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the requests");
     }
     /* Past this point a failure is MPI's: its default handler has aborted the job. */
     if (!st) {
-        rc =
-            MPI_Alltoallv(r->uniq, scnt, sdis, MPI_INT64_T, want, rcnt, rdis, MPI_INT64_T, t->comm);
+        rc = emb__mpi_alltoallv(t->timeout_ms, ids, scnt, sdis, MPI_INT64_T, *want, rcnt, rdis,
+                                MPI_INT64_T, t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoallv");
         uint64_t b = sent_bytes(t, scnt, sizeof(int64_t));
         t->stats.id_bytes += b;
         t->stats.bytes_sent += b;
     }
+    *nrecv = m;
+    return st;
+}
+
+emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
+    const int R = t->size;
+    int *buf = calloc((size_t)R * 4, sizeof *buf);
+    if (!buf) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the counts");
+    int *scnt = buf, *sdis = buf + R, *rcnt = buf + 2 * R, *rdis = buf + 3 * R;
+    int64_t *want = NULL, nrecv = 0;
+    unsigned char *reply = NULL;
+    const size_t row = (size_t)t->row_bytes;
+    const unsigned char *store =
+        t->weight ? (const unsigned char *)t->weight : (const unsigned char *)t->qdata;
+    emb_status st = ask_owners(t, r->uniq, r->nu, buf, &want, &nrecv);
+    if (!st) {
+        reply = malloc((size_t)(nrecv ? nrecv : 1) * row);
+        if (!reply) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the replies");
+    }
     if (!st) {
         for (int64_t i = 0; i < nrecv; i++)
             memcpy(reply + (size_t)i * row, store + (size_t)(want[i] - t->row_begin) * row, row);
-        rc = MPI_Alltoallv(reply, rcnt, rdis, t->row_type, r->rows, scnt, sdis, t->row_type,
-                           t->comm);
+        int rc = emb__mpi_alltoallv(t->timeout_ms, reply, rcnt, rdis, t->row_type, r->rows, scnt,
+                                    sdis, t->row_type, t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Alltoallv");
         uint64_t b = sent_bytes(t, rcnt, row);
         t->stats.row_bytes += b;
@@ -178,6 +199,36 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
     }
     free(want);
     free(reply);
+    free(buf);
+    return st;
+}
+
+emb_status emb__mpi_renorm(emb_mpi_table *t, const emb__mpi_route *r, int64_t end) {
+    if (t->opts.max_norm == INFINITY) return EMB_OK;
+    /* the distinct rows of positions [0, end), ascending */
+    int64_t *ids = malloc((size_t)(end > 0 ? end : 1) * sizeof *ids), *want = NULL, nrecv = 0;
+    int *buf = calloc((size_t)t->size * 4, sizeof *buf);
+    emb_status st = ids && buf
+                        ? EMB_OK
+                        : emb_set_error(EMB_ERR_NOMEM, "cannot allocate the rows to renormalise");
+    int64_t u = 0;
+    if (!st) {
+        memcpy(ids, r->ids, (size_t)end * sizeof *ids);
+        qsort(ids, (size_t)end, sizeof *ids, cmp_i64);
+        for (int64_t i = 0; i < end; i++)
+            if (u == 0 || ids[i] != ids[u - 1]) ids[u++] = ids[i];
+    }
+    st = emb__mpi_agree(t, st, "the renormalisation");
+    if (!st) st = ask_owners(t, ids, u, buf, &want, &nrecv);
+    if (!st && nrecv > 0) { /* emb_embedding_renorm_ renormalises each distinct row once */
+        for (int64_t i = 0; i < nrecv; i++) want[i] -= t->row_begin;
+        emb_tensor w, ix;
+        st = emb_mpi_table_shard(t, &w);
+        if (!st) st = emb_tensor_init(&ix, EMB_INT64, want, 1, &nrecv);
+        if (!st) st = emb_embedding_renorm_(&w, &ix, t->opts.max_norm, t->opts.norm_type);
+    }
+    free(ids);
+    free(want);
     free(buf);
     return st;
 }
@@ -232,13 +283,30 @@ emb_status emb_mpi_table_lookup(emb_mpi_table *t, const emb_tensor *indices, emb
         emb__mpi_route_free(&r);
         return st;
     }
-    st = emb__mpi_route_fetch(t, &r);
+    st = emb__mpi_renorm(t, &r, r.n);
+    if (!st) st = emb__mpi_route_fetch(t, &r);
     if (!st && r.q)
         st = emb_qtable_forward(r.q, &r.local_idx, out);
     else if (!st)
         st = emb_embedding_forward(emb_bag_embedding(r.bag), &r.local_idx, out);
     emb__mpi_route_free(&r);
     return emb__mpi_agree(t, st, "the lookup");
+}
+
+static int64_t index_at(const emb_tensor *x, int64_t i) {
+    return x->dtype == EMB_INT32 ? ((const int32_t *)x->data)[i] : ((const int64_t *)x->data)[i];
+}
+
+/* The end of the positions inside bags (emb_bag_forward renormalises the rows of positions
+ * [0, end), padding included): all of a 2-D batch, else the last offset with
+ * include_last_offset, else all positions when there is a bag. */
+static int64_t bag_end(const emb_mpi_table *t, const emb_tensor *input, const emb_tensor *offsets,
+                       int64_t B) {
+    const int64_t n = emb_tensor_numel(input);
+    if (input->ndim == 2 || !offsets) return n;
+    if (t->opts.include_last_offset)
+        return offsets->shape[0] ? index_at(offsets, offsets->shape[0] - 1) : 0;
+    return B > 0 ? n : 0;
 }
 
 emb_status emb_mpi_table_bag_forward(emb_mpi_table *t, const emb_tensor *input,
@@ -267,7 +335,13 @@ emb_status emb_mpi_table_bag_forward(emb_mpi_table *t, const emb_tensor *input,
         emb__mpi_route_free(&r);
         return st;
     }
-    st = emb__mpi_route_fetch(t, &r);
+    st = emb__mpi_renorm(t, &r, bag_end(t, input, offsets, B));
+    if (!st && t->partial_sums && t->opts.mode != EMB_BAG_MAX && t->qtype == EMB_QTYPE_F32) {
+        st = emb__mpi_bag_partial(t, &r, input, offsets, psw, out, B);
+        emb__mpi_route_free(&r);
+        return emb__mpi_agree(t, st, "the bag forward");
+    }
+    if (!st) st = emb__mpi_route_fetch(t, &r);
     if (!st && r.q) {
         emb_bag_options o = t->opts;
         o.padding_idx = r.local_pad;
@@ -356,49 +430,59 @@ static void owned_free(owned *o) {
     memset(o, 0, sizeof *o);
 }
 
+emb_status emb__mpi_joined_rows(emb_mpi_table *t, const int64_t *gid, int64_t n, int64_t **all,
+                                int64_t *total) {
+    const int R = t->size;
+    *all = NULL;
+    *total = 0;
+    int *buf = calloc((size_t)R * 2, sizeof *buf);
+    if (!buf) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the counts");
+    int *acnt = buf, *adis = buf + R;
+    emb_status st = EMB_OK;
+    int nmine = (int)n;
+    int rc = emb__mpi_allgather(t->timeout_ms, &nmine, 1, MPI_INT, acnt, 1, MPI_INT, t->comm);
+    t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
+    if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Allgather");
+    const int64_t m = st ? 0 : total_of(acnt, R);
+    if (!st && m > INT_MAX)
+        st = emb_set_error(EMB_ERR_UNSUPPORTED, "a joined batch of %" PRId64 " entries", m);
+    if (!st) {
+        displs_of(acnt, R, adis);
+        *all = malloc((size_t)(m ? m : 1) * sizeof **all);
+        if (!*all) st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the joined batch's rows");
+    }
+    if (!st) {
+        rc = emb__mpi_allgatherv(t->timeout_ms, gid, nmine, MPI_INT64_T, *all, acnt, adis,
+                                 MPI_INT64_T, t->comm);
+        if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Allgatherv");
+        uint64_t b = (uint64_t)(R - 1) * (uint64_t)n * sizeof(int64_t);
+        t->stats.id_bytes += b;
+        t->stats.bytes_sent += b;
+    }
+    if (st) {
+        free(*all);
+        *all = NULL;
+    }
+    *total = m;
+    free(buf);
+    return st;
+}
+
 /* coalesce() of the owner's entries: the joined batch's rows on every rank
  * (MPI_Allgatherv, rank order), their coalesce order, and this rank's rows summed in it.
  * rval: the entries this rank received, in the joined batch's order. */
 static emb_status coalesce_owned(emb_mpi_table *t, const int64_t *gid, int64_t n, const float *rval,
                                  int64_t nrecv, owned *res) {
-    const int R = t->size;
     const int64_t D = t->dim;
     const size_t row = (size_t)D * sizeof(float);
-    int *buf = calloc((size_t)R * 2, sizeof *buf);
-    int64_t *rid = NULL, *all = NULL, *slot = NULL, *perm = NULL;
-    if (!buf) return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the counts");
-    int *acnt = buf, *adis = buf + R;
-    emb_status st = EMB_OK;
-    int rc;
-    int nmine = (int)n;
-    rc = MPI_Allgather(&nmine, 1, MPI_INT, acnt, 1, MPI_INT, t->comm);
-    t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
-    if (rc != MPI_SUCCESS) {
-        st = emb__mpi_fail(rc, "MPI_Allgather");
-        goto done;
-    }
-    int64_t total = total_of(acnt, R);
-    if (total > INT_MAX) {
-        st = emb_set_error(EMB_ERR_UNSUPPORTED, "a joined batch of %" PRId64 " entries", total);
-        goto done;
-    }
-    displs_of(acnt, R, adis);
-    all = malloc((size_t)(total ? total : 1) * sizeof *all);
+    int64_t *rid = NULL, *all = NULL, *slot = NULL, *perm = NULL, total = 0;
+    emb_status st = emb__mpi_joined_rows(t, gid, n, &all, &total);
+    if (st) return st;
     perm = malloc((size_t)(total ? total : 1) * sizeof *perm);
     slot = malloc((size_t)(total ? total : 1) * sizeof *slot);
-    if (!all || !perm || !slot) {
+    if (!perm || !slot) {
         st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate the joined batch's rows");
         goto done;
-    }
-    rc = MPI_Allgatherv(gid, nmine, MPI_INT64_T, all, acnt, adis, MPI_INT64_T, t->comm);
-    if (rc != MPI_SUCCESS) {
-        st = emb__mpi_fail(rc, "MPI_Allgatherv");
-        goto done;
-    }
-    {
-        uint64_t b = (uint64_t)(R - 1) * (uint64_t)n * sizeof(int64_t);
-        t->stats.id_bytes += b;
-        t->stats.bytes_sent += b;
     }
     /* Entry e of the joined batch that this rank owns is its slot[e]-th received entry. */
     int64_t c = 0;
@@ -442,7 +526,6 @@ static emb_status coalesce_owned(emb_mpi_table *t, const int64_t *gid, int64_t n
     res->vals = sums;
     rid = NULL;
 done:
-    free(buf);
     free(rid);
     free(all);
     free(slot);
@@ -485,7 +568,7 @@ static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *va
         sid[j] = gid[order[j]];
         memcpy(sval + j * D, val + order[j] * D, row);
     }
-    rc = MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
+    rc = emb__mpi_alltoall(t->timeout_ms, scnt, 1, MPI_INT, rcnt, 1, MPI_INT, t->comm);
     t->stats.bytes_sent += (uint64_t)(R - 1) * sizeof(int);
     if (rc != MPI_SUCCESS) {
         st = emb__mpi_fail(rc, "MPI_Alltoall");
@@ -502,7 +585,8 @@ static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *va
         st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " entries", nrecv);
         goto done;
     }
-    rc = MPI_Alltoallv(sval, scnt, sdis, t->grad_type, rval, rcnt, rdis, t->grad_type, t->comm);
+    rc = emb__mpi_alltoallv(t->timeout_ms, sval, scnt, sdis, t->grad_type, rval, rcnt, rdis,
+                            t->grad_type, t->comm);
     if (rc != MPI_SUCCESS) {
         st = emb__mpi_fail(rc, "MPI_Alltoallv");
         goto done;
@@ -518,7 +602,8 @@ static emb_status exchange(emb_mpi_table *t, const int64_t *gid, const float *va
             st = emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " entries", nrecv);
             goto done;
         }
-        rc = MPI_Alltoallv(sid, scnt, sdis, MPI_INT64_T, rid, rcnt, rdis, MPI_INT64_T, t->comm);
+        rc = emb__mpi_alltoallv(t->timeout_ms, sid, scnt, sdis, MPI_INT64_T, rid, rcnt, rdis,
+                                MPI_INT64_T, t->comm);
         if (rc != MPI_SUCCESS) {
             st = emb__mpi_fail(rc, "MPI_Alltoallv");
             goto done;
@@ -586,6 +671,9 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
     if (what == DO_STEP && !t->have_opt)
         st = emb_set_error(EMB_ERR_STATE, "the table has no optimizer "
                                           "(emb_mpi_table_set_optimizer)");
+    if (!st && what == DO_STEP && t->read_only)
+        st = emb_set_error(EMB_ERR_READ_ONLY,
+                           "the table's rows are mapped read-only: a step would write them");
     if (!st && bag) {
         st = check_bag(t, input, offsets, psw, grad_output, "grad_output", &B);
         if (!st && t->opts.mode == EMB_BAG_MAX)
@@ -612,12 +700,21 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
         return st;
     }
     const bool coalesce = what == DO_GRAD || t->opt_kind != EMB_OPTIMIZER_SGD;
+    const bool momentum = !coalesce && t->opt_opts.momentum != 0;
     owned o;
+    int64_t *all = NULL, total = 0;
     st = exchange(t, g.indices, g.values, g.nnz, coalesce, &o);
+    if (!st && momentum) st = emb__mpi_joined_rows(t, g.indices, g.nnz, &all, &total);
     emb_sparse_grad_release(&g);
     emb__mpi_route_free(&r);
     emb_sparse_grad sg;
     memset(&sg, 0, sizeof sg);
+    if (!st && momentum) {
+        st = emb__mpi_momentum_step(t, &t->opt_opts, all, total, o.vals);
+        free(all);
+        owned_free(&o);
+        return st;
+    }
     if (!st && (what == DO_GRAD || t->opt || t->qshard)) st = owned_grad(t, &o, &sg);
     if (!st && what == DO_STEP && t->opt) st = emb_optimizer_step_sparse(t->opt, 0, &sg);
     if (!st && what == DO_STEP && t->qshard)

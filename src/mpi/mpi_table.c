@@ -19,12 +19,13 @@ emb_status emb__mpi_fail(int rc, const char *call) {
     return emb_set_error(EMB_ERR_IO, "%s failed: %s", call, s);
 }
 
-static emb_status agree(MPI_Comm comm, emb_status st, const char *what, uint64_t *sent) {
+static emb_status agree(MPI_Comm comm, int64_t ms, emb_status st, const char *what,
+                        uint64_t *sent) {
     int rank, size;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     int mine = st ? rank : size, first = size;
-    int rc = MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    int rc = emb__mpi_allreduce(ms, &mine, &first, 1, MPI_INT, MPI_MIN, comm);
     if (rc != MPI_SUCCESS) return emb__mpi_fail(rc, "MPI_Allreduce");
     if (sent && size > 1) *sent += sizeof mine;
     if (first == size) return EMB_OK;
@@ -38,18 +39,18 @@ static emb_status agree(MPI_Comm comm, emb_status st, const char *what, uint64_t
         snprintf(m.msg, sizeof m.msg, "%s", emb_errmsg());
         if (sent && size > 1) *sent += sizeof m;
     }
-    rc = MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, first, comm);
+    rc = emb__mpi_bcast(ms, &m, (int)sizeof m, MPI_BYTE, first, comm);
     if (rc != MPI_SUCCESS) return emb__mpi_fail(rc, "MPI_Bcast");
     if (rank == first) return st;
     return emb_set_error((emb_status)m.status, "rank %d refused %s: %s", first, what, m.msg);
 }
 
 emb_status emb__mpi_agree(emb_mpi_table *t, emb_status st, const char *what) {
-    return agree(t->comm, st, what, &t->stats.bytes_sent);
+    return agree(t->comm, t->timeout_ms, st, what, &t->stats.bytes_sent);
 }
 
-emb_status emb__mpi_agree_comm(MPI_Comm comm, emb_status st, const char *what) {
-    return agree(comm, st, what, NULL);
+emb_status emb__mpi_agree_comm(MPI_Comm comm, int64_t ms, emb_status st, const char *what) {
+    return agree(comm, ms, st, what, NULL);
 }
 
 emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,
@@ -72,7 +73,8 @@ emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,
 }
 
 emb_mpi_shard_options emb_mpi_shard_options_default(void) {
-    emb_mpi_shard_options o = {EMB_MPI_ROW_WISE, 0, EMB_QTYPE_F32};
+    emb_mpi_shard_options o = {EMB_MPI_ROW_WISE, 0, EMB_QTYPE_F32, EMB_MPI_TIMEOUT_MS_DEFAULT,
+                               false};
     return o;
 }
 
@@ -143,15 +145,28 @@ enum {
     CFG_PAD,
     CFG_LAST,
     CFG_NORM,
+    CFG_NTYPE,
     CFG_FREQ,
     CFG_SHARD,
     CFG_OWNER,
     CFG_QTYPE,
+    CFG_TIMEOUT,
+    CFG_PARTIAL,
     CFG_N
 };
-static const char *const cfg_names[CFG_N] = {
-    "num_embeddings",  "embedding_dim",      "mode",     "padding_idx", "include_last_offset",
-    "max_norm (bits)", "scale_grad_by_freq", "sharding", "owner",       "qtype"};
+static const char *const cfg_names[CFG_N] = {"num_embeddings",
+                                             "embedding_dim",
+                                             "mode",
+                                             "padding_idx",
+                                             "include_last_offset",
+                                             "max_norm (bits)",
+                                             "norm_type (bits)",
+                                             "scale_grad_by_freq",
+                                             "sharding",
+                                             "owner",
+                                             "qtype",
+                                             "timeout_ms",
+                                             "partial_sums"};
 
 static emb_status check_local(int size, int64_t V, int64_t D, const emb_bag_options *o,
                               const emb_mpi_shard_options *s, emb_mpi_table **out) {
@@ -161,6 +176,10 @@ static emb_status check_local(int size, int64_t V, int64_t D, const emb_bag_opti
                              "a sharded table needs num_embeddings >= 1 and "
                              "embedding_dim >= 1, got %" PRId64 " and %" PRId64,
                              V, D);
+    if (s->timeout_ms < 0)
+        return emb_set_error(EMB_ERR_INVALID,
+                             "timeout_ms must be >= 0 (0: no deadline), got %" PRId64,
+                             s->timeout_ms);
     if (s->sharding != EMB_MPI_ROW_WISE && s->sharding != EMB_MPI_TABLE_WISE)
         return emb_set_error(EMB_ERR_INVALID, "unknown sharding %d", (int)s->sharding);
     if (s->sharding == EMB_MPI_ROW_WISE && V < size)
@@ -173,12 +192,11 @@ static emb_status check_local(int size, int64_t V, int64_t D, const emb_bag_opti
                              "owner %d is not a rank of the communicator "
                              "(valid: [0, %d))",
                              s->owner, size);
-    if (!isinf(o->max_norm) || o->max_norm < 0)
-        return emb_set_error(EMB_ERR_UNSUPPORTED, "a sharded table does not renormalise "
-                                                  "(max_norm must be infinite)");
-    if (o->scale_grad_by_freq)
-        return emb_set_error(EMB_ERR_UNSUPPORTED, "a sharded table does not scale gradients "
-                                                  "by frequency");
+    if (s->qtype != EMB_QTYPE_F32 && o->max_norm != INFINITY)
+        return emb_set_error(EMB_ERR_UNSUPPORTED,
+                             "embedding_bag: a table of %s rows is not renormalised "
+                             "(max_norm needs float32 rows)",
+                             emb_qtype_name(s->qtype));
     return EMB_OK;
 }
 
@@ -190,22 +208,27 @@ static emb_status same_settings(MPI_Comm comm, int rank, int64_t num_embeddings,
     const emb_bag_options o = *op;
     const emb_mpi_shard_options s = *sp;
     int64_t cfg[CFG_N];
-    double mn = o.max_norm;
-    int64_t mn_bits;
+    double mn = o.max_norm, nt = o.norm_type;
+    int64_t mn_bits, nt_bits;
     memcpy(&mn_bits, &mn, sizeof mn_bits);
+    memcpy(&nt_bits, &nt, sizeof nt_bits);
     cfg[CFG_V] = num_embeddings;
     cfg[CFG_D] = embedding_dim;
     cfg[CFG_MODE] = o.mode;
     cfg[CFG_PAD] = pad;
     cfg[CFG_LAST] = o.include_last_offset;
     cfg[CFG_NORM] = mn_bits;
+    cfg[CFG_NTYPE] = o.max_norm == INFINITY ? 0 : nt_bits;
     cfg[CFG_FREQ] = o.scale_grad_by_freq;
     cfg[CFG_SHARD] = s.sharding;
     cfg[CFG_OWNER] = s.sharding == EMB_MPI_TABLE_WISE ? s.owner : 0;
     cfg[CFG_QTYPE] = s.qtype;
+    cfg[CFG_TIMEOUT] = s.timeout_ms;
+    cfg[CFG_PARTIAL] = s.partial_sums;
     int64_t root[CFG_N];
     memcpy(root, cfg, sizeof root);
-    int rc = MPI_Bcast(root, CFG_N, MPI_INT64_T, 0, comm);
+    const int64_t ms = s.timeout_ms >= 0 ? s.timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT;
+    int rc = emb__mpi_bcast(ms, root, CFG_N, MPI_INT64_T, 0, comm);
     if (rc != MPI_SUCCESS) st = st ? st : emb__mpi_fail(rc, "MPI_Bcast");
     for (int i = 0; i < CFG_N && !st; i++)
         if (cfg[i] != root[i])
@@ -216,9 +239,64 @@ static emb_status same_settings(MPI_Comm comm, int rank, int64_t num_embeddings,
     return st;
 }
 
-emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
-                                const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
-                                emb_mpi_table **out) {
+/* The table's own communicator and its two row types. Collective. */
+static emb_status comm_and_types(emb_mpi_table *t, MPI_Comm comm, int64_t ms) {
+    int rc = emb__mpi_comm_dup(ms, comm, &t->comm);
+    if (rc != MPI_SUCCESS) return emb__mpi_fail(rc, "MPI_Comm_dup");
+    rc = MPI_Type_contiguous((int)t->row_bytes, MPI_BYTE, &t->row_type);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->row_type);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_contiguous((int)t->dim, MPI_FLOAT, &t->grad_type);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->grad_type);
+    if (rc == MPI_SUCCESS) return EMB_OK;
+    MPI_Comm_free(&t->comm);
+    return emb__mpi_fail(rc, "MPI_Type_contiguous");
+}
+
+/* Where a table's rows come from when it does not draw them: the caller's memory
+ * (emb_mpi_table_wrap) or a mapped file (emb_mpi_table_map_safetensors). */
+typedef struct shard_source {
+    float *rows; /* this rank's rows, [nrows, dim] */
+    int64_t nrows;
+    bool read_only;
+    emb_safetensors *map; /* owned by the table once created */
+} shard_source;
+
+/* The rows [begin, end) a rank holds (the settings already checked). */
+static void rows_of(int rank, int size, int64_t V, const emb_mpi_shard_options *s, int64_t *b,
+                    int64_t *e) {
+    if (s->sharding == EMB_MPI_ROW_WISE) {
+        *b = (int64_t)((__int128)V * rank / size);
+        *e = (int64_t)((__int128)V * (rank + 1) / size);
+    } else {
+        *b = rank <= s->owner ? 0 : V;
+        *e = rank < s->owner ? 0 : V;
+    }
+}
+
+/* A source's own checks: float32 rows, the rank's row count, no renormalisation of
+ * read-only rows. */
+static emb_status check_source(const shard_source *src, int rank, int size, int64_t V,
+                               const emb_bag_options *o, const emb_mpi_shard_options *s) {
+    if (s->qtype != EMB_QTYPE_F32)
+        return emb_set_error(EMB_ERR_UNSUPPORTED, "a wrapped or mapped table has float32 rows");
+    if (src->read_only && o->max_norm != INFINITY)
+        return emb_set_error(EMB_ERR_READ_ONLY,
+                             "max_norm=%g would renormalise rows of a read-only (mapped) "
+                             "table",
+                             o->max_norm);
+    int64_t b, e;
+    rows_of(rank, size, V, s, &b, &e);
+    if (src->nrows != e - b)
+        return emb_set_error(EMB_ERR_SHAPE,
+                             "rank %d holds rows [%" PRId64 ", %" PRId64 ") of the table: %" PRId64
+                             " rows, got %" PRId64,
+                             rank, b, e, e - b, src->nrows);
+    return EMB_OK;
+}
+
+static emb_status create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
+                         const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
+                         const shard_source *src, emb_mpi_table **out) {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
@@ -230,6 +308,9 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &rank);
     emb_status st = check_local(size, num_embeddings, embedding_dim, &o, &s, out);
+    if (!st && src) st = check_source(src, rank, size, num_embeddings, &o, &s);
+    /* the deadline of creation's own collectives (the agreed one from then on) */
+    const int64_t ms = s.timeout_ms >= 0 ? s.timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT;
     /* emb_bag_create's option checks (padding_idx range, mode, max with sparse), on a
      * 1-row stand-in when the sizes are valid; the padding row is checked separately. */
     int64_t pad = EMB_PADDING_NONE;
@@ -263,7 +344,7 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
     }
     free(zero);
     st = same_settings(comm, rank, num_embeddings, embedding_dim, &o, pad, &s, st);
-    st = emb__mpi_agree_comm(comm, st, "to create the table");
+    st = emb__mpi_agree_comm(comm, ms, st, "to create the table");
     if (st) {
         emb_bag_free(checker);
         return st;
@@ -284,55 +365,120 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
         t->opts.generator = NULL;
         t->qtype = s.qtype;
         t->row_bytes = row_bytes;
+        t->timeout_ms = s.timeout_ms;
+        t->partial_sums = s.partial_sums;
         for (int r = 0; r <= size; r++) {
-            if (s.sharding == EMB_MPI_ROW_WISE)
-                begin[r] = (int64_t)((__int128)num_embeddings * r / size);
-            else
-                begin[r] = r <= s.owner ? 0 : num_embeddings;
+            int64_t e;
+            rows_of(r < size ? r : size - 1, size, num_embeddings, &s, &begin[r], &e);
+            if (r == size) begin[r] = num_embeddings;
         }
         t->row_begin = begin[rank];
         t->row_end = begin[rank + 1];
     }
-    if (!st) st = make_shard(t, o.generator);
-    st = emb__mpi_agree_comm(comm, st, "to create the table");
-    if (!st) {
-        int rc = MPI_Comm_dup(comm, &t->comm);
-        if (rc == MPI_SUCCESS) {
-            rc = MPI_Type_contiguous((int)row_bytes, MPI_BYTE, &t->row_type);
-            if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->row_type);
-            if (rc == MPI_SUCCESS)
-                rc = MPI_Type_contiguous((int)embedding_dim, MPI_FLOAT, &t->grad_type);
-            if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t->grad_type);
-            if (rc != MPI_SUCCESS) {
-                MPI_Comm_free(&t->comm);
-                st = emb__mpi_fail(rc, "MPI_Type_contiguous");
-            }
-        } else {
-            st = emb__mpi_fail(rc, "MPI_Comm_dup");
-        }
+    if (!st && src) {
+        t->weight = src->nrows > 0 ? src->rows : NULL;
+        t->borrowed = true;
+        t->read_only = src->read_only;
+    } else if (!st) {
+        st = make_shard(t, o.generator);
     }
+    st = emb__mpi_agree_comm(comm, ms, st, "to create the table");
+    if (!st) st = comm_and_types(t, comm, ms);
     if (st) {
         if (t) {
             emb_qtable_free(t->qshard);
             free(t->qdata);
-            free(t->weight);
+            if (!src) free(t->weight);
         }
         free(t);
         free(begin);
         emb_bag_free(checker);
         return st;
     }
+    if (src) t->map = src->map;
     *out = t;
     return EMB_OK;
+}
+
+emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
+                                const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
+                                emb_mpi_table **out) {
+    return create(comm, num_embeddings, embedding_dim, bag_opts, shard, NULL, out);
+}
+
+emb_status emb_mpi_table_wrap(MPI_Comm comm, int64_t num_embeddings, emb_tensor *rows,
+                              const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
+                              emb_mpi_table **out) {
+    shard_source src = {NULL, 0, false, NULL};
+    emb_status st = EMB_OK;
+    int64_t D = 0;
+    if (!rows)
+        st = emb_set_error(EMB_ERR_NULL, "rows must not be NULL");
+    else if (!(st = emb_tensor_check(rows, "rows")) &&
+             (rows->dtype != EMB_FLOAT32 || rows->ndim != 2))
+        st = emb_set_error(EMB_ERR_SHAPE, "rows must be a float32 [rows, embedding_dim] tensor");
+    if (!st) {
+        src.rows = rows->data;
+        src.nrows = rows->shape[0];
+        D = rows->shape[1];
+    }
+    /* a refusal here is agreed too: the others must not wait in create's collectives */
+    st = emb__mpi_agree_comm(comm, shard ? shard->timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT, st,
+                             "to create the table");
+    if (st) return st;
+    return create(comm, num_embeddings, D, bag_opts, shard, &src, out);
+}
+
+emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *path, const char *tensor,
+                                         const emb_bag_options *bag_opts,
+                                         const emb_mpi_shard_options *shard, emb_mpi_table **out) {
+    shard_source src = {NULL, 0, true, NULL};
+    emb_tensor v;
+    int64_t V = 0, D = 0;
+    emb_status st = path ? emb_safetensors_open(path, &src.map)
+                         : emb_set_error(EMB_ERR_NULL, "path must not be NULL");
+    int64_t i = -1;
+    if (!st) {
+        i = tensor ? emb_safetensors_find(src.map, tensor)
+                   : (emb_safetensors_num_tensors(src.map) == 1 ? 0 : -1);
+        if (i < 0)
+            st = emb_set_error(EMB_ERR_INVALID, "%s: no tensor %s%s", path, tensor ? tensor : "",
+                               tensor ? "" : "(name one: the file holds several)");
+    }
+    if (!st) st = emb_safetensors_view(src.map, i, &v);
+    if (!st && (v.dtype != EMB_FLOAT32 || v.ndim != 2))
+        st = emb_set_error(EMB_ERR_SHAPE, "%s: the table must be a 2-D F32 tensor", path);
+    int size = 1, rank = 0;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    emb_mpi_shard_options s = shard ? *shard : emb_mpi_shard_options_default();
+    if (!st) {
+        V = v.shape[0];
+        D = v.shape[1];
+        int64_t b = 0, e = 0; /* invalid settings: create refuses them before the rows */
+        if (s.sharding == EMB_MPI_ROW_WISE
+                ? V >= size
+                : s.sharding == EMB_MPI_TABLE_WISE && s.owner >= 0 && s.owner < size)
+            rows_of(rank, size, V, &s, &b, &e);
+        src.rows = (float *)v.data + b * D;
+        src.nrows = e - b;
+    }
+    st = emb__mpi_agree_comm(comm, s.timeout_ms >= 0 ? s.timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT,
+                             st, "to map the table");
+    if (!st) st = create(comm, V, D, bag_opts, &s, &src, out);
+    if (st) emb_safetensors_free(src.map);
+    return st;
 }
 
 void emb_mpi_table_free(emb_mpi_table *t) {
     if (!t) return;
     emb_optimizer_free(t->opt);
+    emb__mpi_momentum_free(&t->mom);
     emb_bag_free(t->checker);
     emb_qtable_free(t->qshard);
     free(t->qdata);
-    free(t->weight);
+    if (!t->borrowed) free(t->weight);
+    emb_safetensors_free(t->map);
     free(t->begin);
     MPI_Type_free(&t->row_type);
     MPI_Type_free(&t->grad_type);
@@ -417,8 +563,8 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
     if (!st) {
         int n = (int)(t->row_end - t->row_begin);
         const void *mine = t->weight ? (const void *)t->weight : t->qdata;
-        int rc = MPI_Gatherv(mine, n, t->row_type, full ? full->data : NULL, counts, displs,
-                             t->row_type, root, t->comm);
+        int rc = emb__mpi_gatherv(t->timeout_ms, mine, n, t->row_type, full ? full->data : NULL,
+                                  counts, displs, t->row_type, root, t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Gatherv");
         if (t->rank != root) t->stats.row_bytes += (uint64_t)n * (uint64_t)t->row_bytes;
         if (t->rank != root) t->stats.bytes_sent += (uint64_t)n * (uint64_t)t->row_bytes;
@@ -438,20 +584,37 @@ static void opt_record(const emb_optimizer_options *o, double *r) {
     memcpy(r, v, sizeof v);
 }
 
+/* What libemb's sparse step says of these options: one step of an empty sparse gradient
+ * on a 1 x 1 parameter (weight_decay with SGD or Adagrad is refused there, as in PyTorch). */
+static emb_status sparse_probe(const emb_optimizer_options *opts) {
+    float w0 = 0.0f;
+    const int64_t shape[2] = {1, 1};
+    emb_tensor w;
+    emb_optimizer *opt = NULL;
+    emb_sparse_grad g;
+    memset(&g, 0, sizeof g);
+    emb_status st = emb_tensor_init(&w, EMB_FLOAT32, &w0, 2, shape);
+    if (!st) st = emb_optimizer_create(opts, &opt);
+    if (!st) st = emb_optimizer_add_param(opt, &w, NULL);
+    if (!st) st = emb_sparse_grad_init(&g, 1, 1);
+    if (!st) st = emb_optimizer_step_sparse(opt, 0, &g);
+    emb_sparse_grad_release(&g);
+    emb_optimizer_free(opt);
+    return st;
+}
+
 emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_options *opts) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     emb_status st = EMB_OK;
     emb_optimizer *opt = NULL;
     if (!opts) {
         st = emb_set_error(EMB_ERR_NULL, "opts must not be NULL");
-    } else if (!(opts->kind == EMB_OPTIMIZER_SGD && opts->momentum == 0 &&
-                 opts->weight_decay == 0) &&
-               !(opts->kind == EMB_OPTIMIZER_ADAGRAD && opts->weight_decay == 0) &&
-               opts->kind != EMB_OPTIMIZER_SPARSE_ADAM) {
-        st = emb_set_error(EMB_ERR_UNSUPPORTED,
-                           "a sharded table's optimizer must be SGD "
-                           "without momentum and weight_decay, Adagrad without weight_decay, "
-                           "or SparseAdam");
+    } else if ((st = sparse_probe(opts)) != EMB_OK) {
+        /* libemb's own refusal of these options for sparse gradients */
+    } else if (t->qtype != EMB_QTYPE_F32 && opts->kind == EMB_OPTIMIZER_SGD &&
+               opts->momentum != 0) {
+        st = emb_set_error(EMB_ERR_UNSUPPORTED, "a table of %s rows is trained without momentum",
+                           emb_qtype_name(t->qtype));
     } else if (t->qtype != EMB_QTYPE_F32 &&
                (opts->kind != EMB_OPTIMIZER_SGD ||
                 (t->qtype != EMB_QTYPE_F16 && t->qtype != EMB_QTYPE_BF16))) {
@@ -471,7 +634,7 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
     memset(mine, 0, sizeof mine);
     if (opts) opt_record(opts, mine);
     memcpy(root, mine, sizeof root);
-    int rc = MPI_Bcast(root, OPT_N, MPI_DOUBLE, 0, t->comm);
+    int rc = emb__mpi_bcast(t->timeout_ms, root, OPT_N, MPI_DOUBLE, 0, t->comm);
     if (rc != MPI_SUCCESS && !st) st = emb__mpi_fail(rc, "MPI_Bcast");
     t->stats.bytes_sent += t->rank == 0 && t->size > 1 ? sizeof root : 0;
     if (!st && memcmp(mine, root, sizeof mine))
@@ -492,6 +655,8 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
     t->opt = opt;
     t->have_opt = true;
     t->opt_kind = opts->kind;
+    t->opt_opts = *opts;
+    emb__mpi_momentum_free(&t->mom);
     t->qlr = (float)opts->lr;
     return EMB_OK;
 }

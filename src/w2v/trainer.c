@@ -375,9 +375,9 @@ static emb_status diverged_error(const emb_w2v *w) {
 
 typedef struct {
     int32_t *sen;   /* [max_sentence] kept tokens of the current sentence */
-    int32_t *ctx;   /* [2 * window] */
+    int32_t *ctx;   /* [2][2 * window]: this window's and the next one's */
     int32_t *tgt;   /* [negative + 1] */
-    int32_t *negs;  /* [2 * window * negative] */
+    int32_t *negs;  /* [2][2 * window * negative] */
     float *scratch; /* for the kernel */
     float *own;     /* [V * dim] the lane's copy of the output table, or NULL */
     uint8_t *dirty; /* [V] rows of the copy the lane changed this round */
@@ -470,6 +470,99 @@ static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s, 
         s->nonfinite = true;
 }
 
+/* The random draws of window i of the sentence sen[0..n), in the order the trainer has
+ * always made them: the reduced window, then (when the window has a context, and negs is
+ * not NULL) the negatives: one set for the window (CBOW, shared negatives) or one per
+ * context word, each set in context order. The contexts go to ctx; returns their count. */
+static int draw_window(const emb_w2v *w, uint64_t *rng, const int32_t *sen, int n, int i,
+                       int32_t *ctx, int32_t *negs, uint8_t *d1) {
+    const emb_w2v_options *o = &w->o;
+    int win = o->window - (int)(next_rng(rng) % (uint64_t)o->window), m = 0;
+    int lo = i - win < 0 ? 0 : i - win, hi = i + win >= n ? n - 1 : i + win;
+    for (int j = lo; j <= hi; j++)
+        if (j != i) ctx[m++] = sen[j];
+    if (m == 0) return 0;
+    if (d1) d1[sen[i]] = 1;
+    if (!negs) return m;
+    int draws = o->negative * (o->model == EMB_W2V_CBOW || o->shared_negatives ? 1 : m);
+    for (int c = 0; c < draws; c++) negs[c] = sample_negative(w, rng);
+    if (d1)
+        for (int c = 0; c < draws; c++) d1[negs[c]] = 1;
+    return m;
+}
+
+static inline void prefetch_rows(const float *table, const int32_t *ids, int c, int64_t dim) {
+    const int64_t bytes = dim * (int64_t)sizeof(float);
+    for (int q = 0; q < c; q++) {
+        const char *r = (const char *)(table + (int64_t)ids[q] * dim);
+        for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(r + off, 1, 3);
+    }
+}
+
+/* One sentence's windows. Each window's draws are made one window ahead (the same random
+ * numbers in the same order), so that the rows of the next example are fetched from memory
+ * while this one is computed: with negatives per pair, the next pair's (and the first pair
+ * of the next window with its centre); with one set per window, the next window's. */
+static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s, float *syn1, int n,
+                           float alpha, emb__sgns_step_fn step) {
+    const emb_w2v_options *o = &w->o;
+    const int K = o->negative, W2 = 2 * o->window;
+    const int64_t dim = o->dim;
+    const bool cbow = o->model == EMB_W2V_CBOW, once = cbow || o->shared_negatives;
+    float *syn0 = w->syn0;
+    int32_t *cx[2] = {s->ctx, s->ctx + W2}, *ng[2] = {s->negs, s->negs + W2 * K};
+    int mm[2] = {0, 0};
+    if (n > 0) mm[0] = draw_window(w, rng, s->sen, n, 0, cx[0], ng[0], s->dirty);
+    if (mm[0] > 0) { /* the first window's first example, fetched just before it */
+        prefetch_rows(syn0, cx[0], once ? mm[0] : 1, dim);
+        prefetch_rows(syn1, ng[0], K, dim);
+        prefetch_rows(syn1, s->sen, 1, dim);
+    }
+    for (int i = 0; i < n; i++) {
+        const int cur = i & 1, nx = cur ^ 1, m = mm[cur];
+        int32_t *ctx = cx[cur], *negs = ng[cur];
+        mm[nx] = i + 1 < n ? draw_window(w, rng, s->sen, n, i + 1, cx[nx], ng[nx], s->dirty) : 0;
+        if (m == 0) continue;
+        s->tgt[0] = s->sen[i];
+        if (once) {
+            if (mm[nx] > 0) {
+                prefetch_rows(syn0, cx[nx], mm[nx], dim);
+                prefetch_rows(syn1, ng[nx], K, dim);
+                prefetch_rows(syn1, s->sen + i + 1, 1, dim);
+            }
+            memcpy(s->tgt + 1, negs, (size_t)K * sizeof(int32_t));
+            if (o->compute_loss) {
+                s->loss += emb__w2v_step_loss(syn0, syn1, dim, ctx, m, s->tgt, K + 1, cbow,
+                                              o->cbow_mean, s->h);
+                s->examples += cbow ? 1 : m;
+            }
+            if (!step(syn0, syn1, dim, ctx, m, s->tgt, K + 1, alpha, cbow, o->cbow_mean, w->sigmoid,
+                      s->scratch))
+                s->nonfinite = true;
+            continue;
+        }
+        for (int c = 0; c < m; c++) {
+            if (c + 1 < m) {
+                prefetch_rows(syn0, ctx + c + 1, 1, dim);
+                prefetch_rows(syn1, negs + (c + 1) * K, K, dim);
+            } else if (mm[nx] > 0) {
+                prefetch_rows(syn0, cx[nx], 1, dim);
+                prefetch_rows(syn1, ng[nx], K, dim);
+                prefetch_rows(syn1, s->sen + i + 1, 1, dim);
+            }
+            memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
+            if (o->compute_loss) {
+                s->loss += emb__w2v_step_loss(syn0, syn1, dim, ctx + c, 1, s->tgt, K + 1, false,
+                                              false, NULL);
+                s->examples++;
+            }
+            if (!step(syn0, syn1, dim, ctx + c, 1, s->tgt, K + 1, alpha, false, false, w->sigmoid,
+                      s->scratch))
+                s->nonfinite = true;
+        }
+    }
+}
+
 /* Trains lane t for one round: whole sentences from its position until at least
  * EMB__W2V_ROUND tokens were processed or its range ends. alpha0 is the learning rate at
  * words_done0 (the global count at the start of the round); the lane extrapolates the
@@ -481,10 +574,9 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
     emb__w2v_lane lane = w->lanes[t], *l = &lane;
     s->nonfinite = false;
     const emb_w2v_options *o = &w->o;
-    float *syn0 = w->syn0, *syn1 = s->own ? s->own : w->syn1;
+    float *syn1 = s->own ? s->own : w->syn1;
     uint8_t *d1 = s->dirty;
     const double total = (double)w->tokens * o->epochs;
-    const bool cbow = o->model == EMB_W2V_CBOW;
     int64_t processed = 0;
     while (l->pos < l->hi && processed < EMB__W2V_ROUND) {
         /* one sentence: up to max_sentence tokens, or to the next -1 */
@@ -507,72 +599,15 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
             s->sen[n++] = id;
         }
         processed += seen;
-        for (int i = 0; i < n; i++) {
-            int b = (int)(next_rng(&l->rng) % (uint64_t)o->window);
-            int win = o->window - b, m = 0;
-            int lo = i - win < 0 ? 0 : i - win, hi = i + win >= n ? n - 1 : i + win;
-            for (int j = lo; j <= hi; j++)
-                if (j != i) s->ctx[m++] = s->sen[j];
-            if (m == 0) continue;
-            s->tgt[0] = s->sen[i];
-            if (d1) d1[s->tgt[0]] = 1;
-            if (w->sub_off) {
+        if (w->sub_off)
+            for (int i = 0; i < n; i++) {
+                int m = draw_window(w, &l->rng, s->sen, n, i, s->ctx, NULL, d1);
+                if (m == 0) continue;
+                s->tgt[0] = s->sen[i];
                 subword_window(w, l, s, syn1, m, alpha, step);
-                continue;
             }
-            if (cbow || o->shared_negatives) {
-                for (int k = 1; k <= o->negative; k++) s->tgt[k] = sample_negative(w, &l->rng);
-                if (d1)
-                    for (int k = 1; k <= o->negative; k++) d1[s->tgt[k]] = 1;
-                if (o->compute_loss) {
-                    s->loss += emb__w2v_step_loss(syn0, syn1, o->dim, s->ctx, m, s->tgt,
-                                                  o->negative + 1, cbow, o->cbow_mean, s->h);
-                    s->examples += cbow ? 1 : m;
-                }
-                if (!step(syn0, syn1, o->dim, s->ctx, m, s->tgt, o->negative + 1, alpha, cbow,
-                          o->cbow_mean, w->sigmoid, s->scratch))
-                    s->nonfinite = true;
-                continue;
-            }
-            /* A fresh draw of negatives for every pair, all drawn first (the same random
-             * numbers in the same order) so that the next pair's rows can be fetched from
-             * memory while this pair is computed. */
-            const int K = o->negative;
-            int32_t *negs = s->negs;
-            for (int c = 0; c < m * K; c++) negs[c] = sample_negative(w, &l->rng);
-            if (d1)
-                for (int c = 0; c < m * K; c++) d1[negs[c]] = 1;
-            const int64_t row_bytes = o->dim * (int64_t)sizeof(float);
-            for (int c = -1; c < m; c++) {
-                if (c + 1 < m) {
-                    const char *x = (const char *)(syn0 + (int64_t)s->ctx[c + 1] * o->dim);
-                    for (int64_t off = 0; off < row_bytes; off += 64)
-                        __builtin_prefetch(x + off, 1, 3);
-                    for (int k = 0; k < K; k++) {
-                        const char *y =
-                            (const char *)(syn1 + (int64_t)negs[(c + 1) * K + k] * o->dim);
-                        for (int64_t off = 0; off < row_bytes; off += 64)
-                            __builtin_prefetch(y + off, 1, 3);
-                    }
-                }
-                if (c < 0) {
-                    /* the centre's output row, the same for every pair of this window */
-                    const char *y = (const char *)(syn1 + (int64_t)s->tgt[0] * o->dim);
-                    for (int64_t off = 0; off < row_bytes; off += 64)
-                        __builtin_prefetch(y + off, 1, 3);
-                    continue;
-                }
-                memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
-                if (o->compute_loss) {
-                    s->loss += emb__w2v_step_loss(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1,
-                                                  false, false, NULL);
-                    s->examples++;
-                }
-                if (!step(syn0, syn1, o->dim, s->ctx + c, 1, s->tgt, K + 1, alpha, false, false,
-                          w->sigmoid, s->scratch))
-                    s->nonfinite = true;
-            }
-        }
+        else
+            train_sentence(w, &l->rng, s, syn1, n, alpha, step);
     }
     w->lanes[t] = lane;
     return processed;
@@ -627,9 +662,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         int64_t longest =
             o->max_sentence < w->n_ids ? o->max_sentence : (w->n_ids > 0 ? w->n_ids : 1);
         ls[t].sen = emb__malloc((size_t)longest * sizeof(int32_t));
-        ls[t].ctx = emb__malloc((size_t)m * sizeof(int32_t));
+        ls[t].ctx = emb__malloc((size_t)(2 * m) * sizeof(int32_t)); /* two windows */
         ls[t].tgt = emb__malloc((size_t)n * sizeof(int32_t));
-        ls[t].negs = emb__malloc((size_t)(m * o->negative) * sizeof(int32_t));
+        ls[t].negs = emb__malloc((size_t)(2 * m * o->negative) * sizeof(int32_t));
         ls[t].scratch = emb__malloc(scratch_floats * sizeof(float));
         ls[t].h = emb__malloc((size_t)o->dim * sizeof(float));
         ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch && ls[t].h &&

@@ -64,6 +64,11 @@ SEPARATE = {"mpi"}
 HEADER_ONLY = {
     "src/kernels/nan_rules.h":
         "an owner sums gradient rows with coalesce()'s NaN rule, which is written there",
+    "src/kernels/optim_body.h":
+        "SGD's sparse momentum buffer on a sharded table is merged and applied with the "
+        "optimizer kernels' own bodies (always-inline, no state), so its bits are libemb's",
+    "src/kernels/optim_kernels.h":
+        "the argument structs of optim_body.h (declarations only)",
 }
 
 # The headers a module shows the other modules, for the modules that have a face; their

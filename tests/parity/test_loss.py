@@ -12,7 +12,7 @@ The losses have two kernel tiers, each compared with the matching torch kernel: 
 (SLEEF, AVX2) in this process against torch's AVX2 kernels, whatever EMB_KERNELS says (an
 autouse fixture selects it), and the reference one against torch forced to its DEFAULT
 capability, in a subprocess (test_reference_kernels_match_torch_default_capability)."""
-import ctypes as C
+import os
 import random
 import sys
 
@@ -21,36 +21,23 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (ERR_DTYPE, ERR_INDEX, ERR_INVALID, ERR_SHAPE, FAST_KERNEL_MODE,
-                   RUN_KERNEL_MODE, LossOptions, T, assert_close, call, check, lib, ptr,
-                   tensor_out)
+import emb
 
 torch.set_num_threads(1)
+
+# The tier this run is under (EMB_KERNELS); "the fast kernels" are that tier unless it is ref.
+RUN_KERNEL_MODE = emb.get_kernel_mode()
+FAST_KERNEL_MODE = RUN_KERNEL_MODE if RUN_KERNEL_MODE != "ref" else "auto"
 
 
 @pytest.fixture(autouse=True)
 def _fast_kernels():
     """In process, torch runs its AVX2 kernels: emb's fast tier is the one to compare."""
-    lib.emb_set_kernel_mode(FAST_KERNEL_MODE)
+    emb.set_kernel_mode(FAST_KERNEL_MODE)
     yield
-    lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
+    emb.set_kernel_mode(RUN_KERNEL_MODE)
 
-REDUCTIONS = {"mean": 0, "sum": 1, "none": 2}
-
-
-def opts(reduction="mean", ignore_index=-100, label_smoothing=0.0, weight=None):
-    o = lib.emb_loss_options_default()
-    o.reduction = REDUCTIONS[reduction]
-    o.ignore_index = ignore_index
-    o.label_smoothing = label_smoothing
-    if weight is not None:
-        o._w = T(weight)  # kept alive with the options
-        o.weight = C.pointer(o._w)
-    return o
-
-
-def loss_buffer(reduction, none_shape):
-    return tensor_out(none_shape if reduction == "none" else ())
+REDUCTIONS = ["mean", "sum", "none"]
 
 
 def grad_of_loss(rng, reduction, none_shape):
@@ -81,12 +68,12 @@ def assert_bits(got, want, what):
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
 def threads(request):
     """torch and emb both at 1, then both at 2 threads."""
-    old_t, old_e = torch.get_num_threads(), lib.emb_get_num_threads()
+    old_t, old_e = torch.get_num_threads(), emb.get_num_threads()
     torch.set_num_threads(request.param)
-    lib.emb_set_num_threads(request.param)
+    emb.set_num_threads(request.param)
     yield request.param
     torch.set_num_threads(old_t)
-    lib.emb_set_num_threads(old_e)
+    emb.set_num_threads(old_e)
 
 
 def test_torch_dispatches_avx2():
@@ -95,15 +82,25 @@ def test_torch_dispatches_avx2():
 
 
 def test_defaults():
-    o = lib.emb_loss_options_default()
-    assert (o.reduction, o.ignore_index, o.label_smoothing) == (0, -100, 0.0)
-    assert not o.weight
+    """The package's defaults are torch's: reduction 'mean', ignore_index -100, no label
+    smoothing, no weight, no pos_weight (each loss called with no options, as torch is)."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((7, 5)) * 2).astype(np.float32)
+    t = rng.integers(0, 5, size=7).astype(np.int64)
+    t[[1, 4]] = -100
+    y = rng.random((7, 5)).astype(np.float32)
+    tx, tt, ty = torch.from_numpy(x), torch.from_numpy(t), torch.from_numpy(y)
+    assert_bits(emb.cross_entropy(x, t), F.cross_entropy(tx, tt), "cross_entropy")
+    assert_bits(emb.nll_loss(x, t), F.nll_loss(tx, tt), "nll_loss")
+    assert_bits(emb.mse_loss(x, y), F.mse_loss(tx, ty), "mse_loss")
+    assert_bits(emb.binary_cross_entropy_with_logits(x, y),
+                F.binary_cross_entropy_with_logits(tx, ty), "bce with logits")
 
 
 # ---- cross-entropy ----------------------------------------------------------------------
 
 def ce_case(rng, x, t, reduction, ignore_index, ls, what, weight=None):
-    o = opts(reduction, ignore_index, ls, weight)
+    kw = dict(weight=weight, ignore_index=ignore_index, reduction=reduction, label_smoothing=ls)
     none_shape = t.shape
     xt = torch.from_numpy(x.copy()).requires_grad_()
     want = F.cross_entropy(xt, torch.from_numpy(t), ignore_index=ignore_index,
@@ -111,12 +108,8 @@ def ce_case(rng, x, t, reduction, ignore_index, ls, what, weight=None):
                            reduction=reduction, label_smoothing=ls)
     g = grad_of_loss(rng, reduction, none_shape)
     want.backward(torch.from_numpy(g))
-    loss = loss_buffer(reduction, none_shape)
-    check(lib.emb_cross_entropy_forward(T(x), T(t), ptr(o), T(loss)))
-    assert_bits(loss, want, f"{what} loss")
-    gx = tensor_out(x.shape)
-    check(lib.emb_cross_entropy_backward(T(x), T(t), ptr(o), T(g), T(gx)))
-    assert_bits(gx, xt.grad, f"{what} grad")
+    assert_bits(emb.cross_entropy(x, t, **kw), want, f"{what} loss")
+    assert_bits(emb.cross_entropy_backward(x, t, g, **kw), xt.grad, f"{what} grad")
 
 
 def random_ce(rnd, rng, n_max=300):
@@ -140,7 +133,7 @@ def test_cross_entropy_random_bit_exact(threads):
     rng = np.random.default_rng(2023 + threads)
     for case in range(1500):
         x, t, ignore_index, weight = random_ce(rnd, rng)
-        reduction = rnd.choice(list(REDUCTIONS))
+        reduction = rnd.choice(REDUCTIONS)
         ls = rnd.choice([0.0, 0.0, 0.1, 0.37, 1.0])
         ce_case(rng, x, t, reduction, ignore_index, ls,
                 f"case {case}: {list(x.shape)} {reduction} ignore {ignore_index} ls {ls} "
@@ -181,7 +174,7 @@ def test_cross_entropy_spatial_bit_exact(threads):
         t = rng.integers(0, c, size=[n] + sp).astype(np.int64)
         t[rng.random(t.shape) < 0.2] = ignore_index
         w = rng.uniform(0.1, 2, size=c).astype(np.float32) if rnd.random() < 0.4 else None
-        reduction = rnd.choice(list(REDUCTIONS))
+        reduction = rnd.choice(REDUCTIONS)
         ls = rnd.choice([0.0, 0.0, 0.2])
         ce_case(rng, x, t, reduction, ignore_index, ls,
                 f"case {case}: {list(x.shape)} {reduction} ls {ls} weight {w is not None}", w)
@@ -210,9 +203,7 @@ def test_cross_entropy_all_ignored_and_empty():
             ce_case(rng, x, t, reduction, -100, ls, f"all ignored {reduction} {ls}")
             ce_case(rng, x, t, reduction, -100, ls, f"all ignored {reduction} {ls} w", w)
     # mean over nothing is nan, as in torch
-    loss = tensor_out(())
-    check(lib.emb_cross_entropy_forward(T(x), T(t), None, T(loss)))
-    assert np.isnan(loss)
+    assert np.isnan(emb.cross_entropy(x, t))
     for reduction in REDUCTIONS:
         ce_case(rng, np.zeros((0, 3), np.float32), np.zeros(0, np.int64), reduction, -100, 0.0,
                 f"empty batch {reduction}")
@@ -248,8 +239,8 @@ def test_nll_loss_random_bit_exact(threads):
     rng = np.random.default_rng(7 + threads)
     for case in range(1000):
         x, t, ignore_index, weight = random_ce(rnd, rng)
-        reduction = rnd.choice(list(REDUCTIONS))
-        o = opts(reduction, ignore_index, 0.0, weight)
+        reduction = rnd.choice(REDUCTIONS)
+        kw = dict(weight=weight, ignore_index=ignore_index, reduction=reduction)
         xt = torch.from_numpy(x.copy()).requires_grad_()
         want = F.nll_loss(xt, torch.from_numpy(t), ignore_index=ignore_index,
                           weight=None if weight is None else torch.from_numpy(weight),
@@ -257,22 +248,17 @@ def test_nll_loss_random_bit_exact(threads):
         g = grad_of_loss(rng, reduction, t.shape)
         want.backward(torch.from_numpy(g))
         what = f"case {case}: {list(x.shape)} {reduction} weight {weight is not None}"
-        loss = loss_buffer(reduction, t.shape)
-        check(lib.emb_nll_loss_forward(T(x), T(t), ptr(o), T(loss)))
-        assert_bits(loss, want, f"{what} loss")
-        gx = tensor_out(x.shape)
-        check(lib.emb_nll_loss_backward(T(x), T(t), ptr(o), T(g), T(gx)))
-        assert_bits(gx, xt.grad, f"{what} grad")
+        assert_bits(emb.nll_loss(x, t, **kw), want, f"{what} loss")
+        assert_bits(emb.nll_loss_backward(x, t, g, **kw), xt.grad, f"{what} grad")
 
 
 def test_nll_loss_rejects_label_smoothing():
+    """emb.nll_loss has no label_smoothing argument; the package's loss entry point passes
+    one to emb, which refuses it."""
     x = np.zeros((2, 3), np.float32)
     t = np.array([0, 1], np.int64)
-    loss = tensor_out((), fill=3.0)
-    st, msg = call(lib.emb_nll_loss_forward, T(x), T(t), ptr(opts(label_smoothing=0.1)),
-                   T(loss))
-    assert st == ERR_INVALID and "nll_loss has no label_smoothing" in msg, msg
-    assert loss == 3.0
+    with pytest.raises(emb.InvalidArgumentError, match="nll_loss has no label_smoothing"):
+        emb._emb.loss("nll_loss", x, t, label_smoothing=0.1)
 
 
 def test_log_softmax_random_bit_exact(threads):
@@ -293,26 +279,20 @@ def test_log_softmax_random_bit_exact(threads):
         gy = rng.standard_normal(shape).astype(np.float32)
         yt.backward(torch.from_numpy(gy))
         what = f"case {case}: {shape}"
-        y = tensor_out(tuple(shape))
-        check(lib.emb_log_softmax_forward(T(x), T(y)))
-        assert_bits(y, yt, f"{what} y")
-        gx = tensor_out(tuple(shape))
-        check(lib.emb_log_softmax_backward(T(yt.detach().numpy()), T(gy), T(gx)))
-        assert_bits(gx, xt.grad, f"{what} grad")
+        assert_bits(emb.log_softmax(x), yt, f"{what} y")
+        assert_bits(emb.log_softmax(yt.detach().numpy(), grad_y=gy), xt.grad, f"{what} grad")
 
 
 def test_log_softmax_errors():
+    """The package allocates the output: emb's checks of a caller's output (its shape, an
+    overlap with x) are C-only and not reached from here."""
     x = np.zeros((2, 3), np.float32)
-    y = tensor_out((2, 4), fill=3.0)
-    st, msg = call(lib.emb_log_softmax_forward, T(x), T(y))
-    assert st == ERR_SHAPE and "y has shape [2, 4], expected [2, 3]" in msg, msg
-    st, msg = call(lib.emb_log_softmax_forward, T(np.zeros((), np.float32)), T(y))
-    assert st == ERR_SHAPE and "at least one dimension" in msg, msg
-    st, msg = call(lib.emb_log_softmax_forward, T(x), T(x))
-    assert st == ERR_INVALID and "y must not overlap x" in msg, msg
-    st, msg = call(lib.emb_log_softmax_backward, T(x), T(x.astype(np.float64)), T(y))
-    assert st == ERR_DTYPE, msg
-    assert (y == 3.0).all()
+    with pytest.raises(emb.ShapeError, match="at least one dimension"):
+        emb.log_softmax(np.zeros((), np.float32))
+    with pytest.raises(emb.ShapeError):
+        emb.log_softmax(x, grad_y=np.zeros((2, 4), np.float32))
+    with pytest.raises(TypeError, match="grad_y must be float32, got float64"):
+        emb.log_softmax(x, grad_y=x.astype(np.float64))
 
 
 def test_cross_entropy_large_logits():
@@ -323,58 +303,60 @@ def test_cross_entropy_large_logits():
         ce_case(rng, x, t, reduction, -100, 0.0, f"large logits {reduction}")
 
 
-@pytest.mark.parametrize("x,t,kw,status", [
-    (np.zeros((3, 4), np.float32), np.array([1, 5, 0]), {}, ERR_INDEX),
-    (np.zeros((3, 4), np.float32), np.array([1, -1, 0]), {}, ERR_INDEX),
-    (np.zeros((3, 4), np.float32), np.array([1, -100, 0]), {"ignore_index": 2}, ERR_INDEX),
-    (np.zeros((3, 4), np.float32), np.array([1, 2]), {}, ERR_SHAPE),
-    (np.zeros(4, np.float32), np.array([1]), {}, ERR_SHAPE),
-    (np.zeros((3, 4), np.float32), np.array([1, 2, 0], np.int32), {}, ERR_DTYPE),
-    (np.zeros((3, 4), np.float32), np.array([1, 2, 0]), {"label_smoothing": 1.5}, ERR_INVALID),
-    (np.zeros((3, 0), np.float32), np.array([0, 0, 0]), {}, ERR_INDEX),
-    (np.zeros((2, 3, 2), np.float32), np.array([1, 2]), {}, ERR_SHAPE),
-    (np.zeros((2, 3), np.float32), np.zeros((2, 2), np.int64), {}, ERR_SHAPE),
-    (np.zeros((2, 3), np.float32), np.zeros((1, 2), np.int64), {}, ERR_SHAPE),
-    (np.zeros((2, 3, 4), np.float32), np.zeros((3, 4), np.int64), {}, ERR_SHAPE),
-    (np.zeros((2, 3, 4, 5), np.float32), np.zeros((2, 4), np.int64), {}, ERR_SHAPE),
-    (np.zeros((2, 3, 4, 5), np.float32), np.zeros((2, 4, 6), np.int64), {}, ERR_SHAPE),
-    (np.zeros((2, 3, 4, 5, 6), np.float32), np.zeros((2, 4, 5, 7), np.int64), {}, ERR_SHAPE),
-    (np.zeros((2, 3, 4), np.float32), np.full((2, 4), 3), {}, ERR_INDEX),
+@pytest.mark.parametrize("x,t,kw,error", [
+    (np.zeros((3, 4), np.float32), np.array([1, 5, 0]), {}, emb.IndexOutOfRangeError),
+    (np.zeros((3, 4), np.float32), np.array([1, -1, 0]), {}, emb.IndexOutOfRangeError),
+    (np.zeros((3, 4), np.float32), np.array([1, -100, 0]), {"ignore_index": 2},
+     emb.IndexOutOfRangeError),
+    (np.zeros((3, 4), np.float32), np.array([1, 2]), {}, emb.ShapeError),
+    (np.zeros(4, np.float32), np.array([1]), {}, emb.ShapeError),
+    (np.zeros((3, 4), np.float32), np.array([1, 2, 0], np.int32), {}, TypeError),
+    (np.zeros((3, 4), np.float32), np.array([1, 2, 0]), {"label_smoothing": 1.5},
+     emb.InvalidArgumentError),
+    (np.zeros((3, 0), np.float32), np.array([0, 0, 0]), {}, emb.IndexOutOfRangeError),
+    (np.zeros((2, 3, 2), np.float32), np.array([1, 2]), {}, emb.ShapeError),
+    (np.zeros((2, 3), np.float32), np.zeros((2, 2), np.int64), {}, emb.ShapeError),
+    (np.zeros((2, 3), np.float32), np.zeros((1, 2), np.int64), {}, emb.ShapeError),
+    (np.zeros((2, 3, 4), np.float32), np.zeros((3, 4), np.int64), {}, emb.ShapeError),
+    (np.zeros((2, 3, 4, 5), np.float32), np.zeros((2, 4), np.int64), {}, emb.ShapeError),
+    (np.zeros((2, 3, 4, 5), np.float32), np.zeros((2, 4, 6), np.int64), {}, emb.ShapeError),
+    (np.zeros((2, 3, 4, 5, 6), np.float32), np.zeros((2, 4, 5, 7), np.int64), {},
+     emb.ShapeError),
+    (np.zeros((2, 3, 4), np.float32), np.full((2, 4), 3), {}, emb.IndexOutOfRangeError),
 ])
-def test_cross_entropy_errors_match_torch(x, t, kw, status):
+def test_cross_entropy_errors_match_torch(x, t, kw, error):
+    """emb's errors carry torch's message; an int32 target is refused by the package before
+    emb runs (indices of a loss are int64), with the package's own message."""
     t = np.ascontiguousarray(t)
     want = torch_error(lambda: F.cross_entropy(torch.from_numpy(x), torch.from_numpy(t), **kw))
-    o = opts(ignore_index=kw.get("ignore_index", -100),
-             label_smoothing=kw.get("label_smoothing", 0.0))
-    loss = tensor_out((), fill=3.0)
-    st, msg = call(lib.emb_cross_entropy_forward, T(x), T(t), ptr(o), T(loss))
-    assert st == status and want in msg, (want, st, msg)
-    assert loss == 3.0
-    g = np.ones((), np.float32)
-    gx = tensor_out(x.shape, fill=3.0)
-    st, msg = call(lib.emb_cross_entropy_backward, T(x), T(t), ptr(o), T(g), T(gx))
-    assert st == status and want in msg, (want, st, msg)
-    assert (gx == 3.0).all()
+    if error is TypeError:
+        want = "target must be int64, got int32"
+    with pytest.raises(error) as e:
+        emb.cross_entropy(x, t, **kw)
+    assert want in str(e.value), (want, str(e.value))
+    with pytest.raises(error) as e:
+        emb.cross_entropy_backward(x, t, np.ones((), np.float32), **kw)
+    assert want in str(e.value), (want, str(e.value))
 
 
 def test_cross_entropy_other_errors():
+    """Float targets (class probabilities) and float64 logits are refused by the package's
+    dtype check before emb runs; the loss buffer is the package's, so emb's check of a
+    caller's loss shape is C-only."""
     x = np.zeros((2, 3), np.float32)
     t = np.array([0, 1], np.int64)
-    loss = tensor_out((), fill=3.0)
     cases = [
-        (x, np.array([0.0, 1.0], np.float32), opts(), loss, ERR_DTYPE,
-         "class-probability targets are not supported"),
-        (x.astype(np.float64), t, opts(), loss, ERR_DTYPE, "logits must be float32"),
-        (np.zeros((), np.float32), t, opts(), loss, ERR_SHAPE,
+        (x, np.array([0.0, 1.0], np.float32), {}, TypeError, "target must be int64, got float32"),
+        (x.astype(np.float64), t, {}, TypeError, "input must be float32, got float64"),
+        (np.zeros((), np.float32), t, {}, emb.ShapeError,
          "logits must be [N, C, d1, ...], [N, C] or [C], got shape []"),
-        (x, t, opts(label_smoothing=-0.5), loss, ERR_INVALID,
+        (x, t, {"label_smoothing": -0.5}, emb.InvalidArgumentError,
          "label_smoothing must be between 0.0 and 1.0. Got: -0.5"),
-        (x, t, opts("none"), loss, ERR_SHAPE, "loss has shape [], expected [2]"),
     ]
-    for xx, tt, o, out, status, frag in cases:
-        st, msg = call(lib.emb_cross_entropy_forward, T(xx), T(tt), ptr(o), T(out))
-        assert st == status and frag in msg, (frag, st, msg)
-        assert loss == 3.0
+    for xx, tt, kw, error, frag in cases:
+        with pytest.raises(error) as e:
+            emb.cross_entropy(xx, tt, **kw)
+        assert frag in str(e.value), (frag, str(e.value))
 
 
 # ---- mse --------------------------------------------------------------------------------
@@ -397,7 +379,7 @@ def test_mse_random_bit_exact(threads):
         tshape = shape
         if rnd.random() < 0.4 and shape:
             tshape = tuple(d if rnd.random() < 0.6 else 1 for d in shape)[rnd.randint(0, len(shape)):]
-        reduction = rnd.choice(list(REDUCTIONS))
+        reduction = rnd.choice(REDUCTIONS)
         x = np.array(rng.standard_normal(shape) * 2, np.float32)
         y = np.array(rng.standard_normal(tshape) * 2, np.float32)
         xt = torch.from_numpy(x.copy()).requires_grad_()
@@ -406,29 +388,24 @@ def test_mse_random_bit_exact(threads):
             want = F.mse_loss(xt, torch.from_numpy(y), reduction=reduction)
         g = grad_of_loss(rng, reduction, shape)
         want.backward(torch.from_numpy(g))
-        o = opts(reduction)
         what = f"case {case}: {shape} target {tshape} {reduction}"
-        loss = loss_buffer(reduction, shape)
-        check(lib.emb_mse_loss_forward(T(x), T(y), ptr(o), T(loss)))
-        assert_bits(loss, want, f"{what} loss")
-        gx = tensor_out(shape)
-        check(lib.emb_mse_loss_backward(T(x), T(y), ptr(o), T(g), T(gx)))
-        assert_bits(gx, xt.grad, f"{what} grad")
+        assert_bits(emb.mse_loss(x, y, reduction=reduction), want, f"{what} loss")
+        assert_bits(emb.mse_loss_backward(x, y, g, reduction=reduction), xt.grad,
+                    f"{what} grad")
 
 
 def test_mse_errors():
     x = np.zeros((3, 4), np.float32)
-    loss = tensor_out((), fill=3.0)
     y = np.zeros((3, 3), np.float32)
     want = torch_error(lambda: F.mse_loss(torch.from_numpy(x), torch.from_numpy(y)))
-    st, msg = call(lib.emb_mse_loss_forward, T(x), T(y), None, T(loss))
-    assert st == ERR_SHAPE and want in msg, (want, msg)
-    st, msg = call(lib.emb_mse_loss_forward, T(x), T(np.zeros((2, 3, 4), np.float32)), None,
-                   T(loss))
-    assert st == ERR_SHAPE and "emb broadcasts only the target to the input's shape" in msg, msg
-    st, msg = call(lib.emb_mse_loss_forward, T(x), T(np.zeros((3, 4))), None, T(loss))
-    assert st == ERR_DTYPE and "target must be float32, got float64" in msg, msg
-    assert loss == 3.0
+    with pytest.raises(emb.ShapeError) as e:
+        emb.mse_loss(x, y)
+    assert want in str(e.value), (want, str(e.value))
+    with pytest.raises(emb.ShapeError, match="emb broadcasts only the target to the input's "
+                                             "shape"):
+        emb.mse_loss(x, np.zeros((2, 3, 4), np.float32))
+    with pytest.raises(TypeError, match="target must be float32, got float64"):
+        emb.mse_loss(x, np.zeros((3, 4)))
 
 
 # ---- binary cross-entropy with logits ---------------------------------------------------
@@ -445,7 +422,7 @@ def test_bce_with_logits_random_bit_exact(threads):
         shape = random_shape(rnd, min_rank=1 if use_pw else 0)
         if rnd.random() < 0.03:
             shape = (rnd.choice([5000, 30000] + ([70000] if threads == 1 else [])),)
-        reduction = rnd.choice(list(REDUCTIONS))
+        reduction = rnd.choice(REDUCTIONS)
         x = np.array(rng.standard_normal(shape) * rnd.choice([1.0, 3.0, 30.0]), np.float32)
         if rnd.random() < 0.5:
             y = np.array(rng.integers(0, 2, size=shape), np.float32)
@@ -462,16 +439,11 @@ def test_bce_with_logits_random_bit_exact(threads):
             pos_weight=torch.from_numpy(pw) if use_pw else None, reduction=reduction)
         g = grad_of_loss(rng, reduction, shape)
         want.backward(torch.from_numpy(g))
-        o = opts(reduction, weight=w)
+        kw = dict(weight=w, pos_weight=pw, reduction=reduction)
         what = f"case {case}: {shape} {reduction} pos_weight {use_pw} weight {use_w}"
-        loss = loss_buffer(reduction, shape)
-        check(lib.emb_bce_with_logits_forward(T(x), T(y), T(pw) if use_pw else None, ptr(o),
-                                              T(loss)))
-        assert_bits(loss, want, f"{what} loss")
-        gx = tensor_out(shape)
-        check(lib.emb_bce_with_logits_backward(T(x), T(y), T(pw) if use_pw else None, ptr(o),
-                                               T(g), T(gx)))
-        assert_bits(gx, xt.grad, f"{what} grad")
+        assert_bits(emb.binary_cross_entropy_with_logits(x, y, **kw), want, f"{what} loss")
+        assert_bits(emb.binary_cross_entropy_with_logits_backward(x, y, g, **kw), xt.grad,
+                    f"{what} grad")
 
 
 def test_bce_with_logits_extreme_logits():
@@ -485,17 +457,13 @@ def test_bce_with_logits_extreme_logits():
                 xt, torch.from_numpy(y), pos_weight=torch.from_numpy(pw) if use_pw else None,
                 reduction=reduction)
             want.backward(torch.ones_like(want))
-            o = opts(reduction)
-            loss = loss_buffer(reduction, x.shape)
-            check(lib.emb_bce_with_logits_forward(T(x), T(y), T(pw) if use_pw else None,
-                                                  ptr(o), T(loss)))
+            kw = dict(pos_weight=pw if use_pw else None, reduction=reduction)
+            loss = emb.binary_cross_entropy_with_logits(x, y, **kw)
             assert np.isfinite(loss).all()
             assert_bits(loss, want, f"{reduction} {use_pw} loss")
-            gx = tensor_out(x.shape)
             g = np.ones(loss.shape, np.float32)
-            check(lib.emb_bce_with_logits_backward(T(x), T(y), T(pw) if use_pw else None,
-                                                   ptr(o), T(g), T(gx)))
-            assert_bits(gx, xt.grad, f"{reduction} {use_pw} grad")
+            assert_bits(emb.binary_cross_entropy_with_logits_backward(x, y, g, **kw), xt.grad,
+                        f"{reduction} {use_pw} grad")
 
 
 def test_bce_with_logits_errors_match_torch():
@@ -503,31 +471,28 @@ def test_bce_with_logits_errors_match_torch():
     y = np.zeros((3, 3), np.float32)
     want = torch_error(lambda: F.binary_cross_entropy_with_logits(torch.from_numpy(x),
                                                                   torch.from_numpy(y)))
-    loss = tensor_out((), fill=3.0)
-    st, msg = call(lib.emb_bce_with_logits_forward, T(x), T(y), None, None, T(loss))
-    assert st == ERR_SHAPE and want in msg, (want, msg)
-    pw = np.ones(3, np.float32)
-    st, msg = call(lib.emb_bce_with_logits_forward, T(x), T(np.zeros((3, 4), np.float32)),
-                   T(pw), None, T(loss))
-    assert st == ERR_SHAPE and "pos_weight has shape [3], expected [4]" in msg, msg
-    w = np.ones((2, 3, 4), np.float32)
-    st, msg = call(lib.emb_bce_with_logits_forward, T(x), T(np.zeros((3, 4), np.float32)), None,
-                   ptr(opts(weight=w)), T(loss))
-    assert st == ERR_SHAPE and "emb broadcasts only the weight to the input's shape" in msg, msg
+    bce = emb.binary_cross_entropy_with_logits
+    y4 = np.zeros((3, 4), np.float32)
+    with pytest.raises(emb.ShapeError) as e:
+        bce(x, y)
+    assert want in str(e.value), (want, str(e.value))
+    with pytest.raises(emb.ShapeError, match=r"pos_weight has shape \[3\], expected \[4\]"):
+        bce(x, y4, pos_weight=np.ones(3, np.float32))
+    with pytest.raises(emb.ShapeError, match="emb broadcasts only the weight to the input's "
+                                             "shape"):
+        bce(x, y4, weight=np.ones((2, 3, 4), np.float32))
     w = np.ones(3, np.float32)
     want = torch_error(lambda: F.binary_cross_entropy_with_logits(
-        torch.from_numpy(x), torch.from_numpy(np.zeros((3, 4), np.float32)),
-        weight=torch.from_numpy(w)))
-    st, msg = call(lib.emb_bce_with_logits_forward, T(x), T(np.zeros((3, 4), np.float32)), None,
-                   ptr(opts(weight=w)), T(loss))
-    assert st == ERR_SHAPE and want in msg, (want, msg)
-    assert loss == 3.0
+        torch.from_numpy(x), torch.from_numpy(y4), weight=torch.from_numpy(w)))
+    with pytest.raises(emb.ShapeError) as e:
+        bce(x, y4, weight=w)
+    assert want in str(e.value), (want, str(e.value))
 
 
 _DEFAULT_CAPABILITY_CHECK = r"""
-import ctypes, random, sys
+import random, sys
 import numpy as np, torch, torch.nn.functional as F
-from embpy import T, check, lib, ptr, tensor_out
+import emb
 assert "CPU capability usage: NO AVX" in torch.__config__.show()
 torch.set_num_threads(1)
 rnd, rng = random.Random(5), np.random.default_rng(5)
@@ -539,28 +504,19 @@ for case in range(300):
     x = (rng.standard_normal(shape) * 3).astype(np.float32)
     t = rng.integers(0, shape[1], size=[shape[0]] + shape[2:]).astype(np.int64)
     ls = rnd.choice([0.0, 0.2])
-    o = lib.emb_loss_options_default()
-    o.label_smoothing = ls
     xt = torch.from_numpy(x.copy()).requires_grad_()
     want = F.cross_entropy(xt, torch.from_numpy(t), label_smoothing=ls)
     want.backward()
-    loss, gx, one = tensor_out(()), tensor_out(x.shape), np.ones((), np.float32)
-    check(lib.emb_cross_entropy_forward(T(x), T(t), ptr(o), T(loss)))
-    check(lib.emb_cross_entropy_backward(T(x), T(t), ptr(o), T(one), T(gx)))
-    y, yt = tensor_out(x.shape), F.log_softmax(torch.from_numpy(x), dim=-1).numpy()
-    check(lib.emb_log_softmax_forward(T(x), T(y)))
+    loss = emb.cross_entropy(x, t, label_smoothing=ls)
+    gx = emb.cross_entropy_backward(x, t, np.ones((), np.float32), label_smoothing=ls)
+    y, yt = emb.log_softmax(x), F.log_softmax(torch.from_numpy(x), dim=-1).numpy()
     for got, exp in ((loss, want.detach().numpy()), (gx, xt.grad.numpy()), (y, yt)):
         bad += not np.array_equal(np.asarray(got).view(np.int32), np.asarray(exp).view(np.int32))
     # BCE with logits (pos_weight, a weight) and MSE, every reduction
     red = rnd.choice(["mean", "sum", "none"])
-    o = lib.emb_loss_options_default()
-    o.reduction = {"mean": 0, "sum": 1, "none": 2}[red]
     yb = rng.random(shape).astype(np.float32)
     pw = rng.uniform(0.1, 4, shape[-1:]).astype(np.float32) if rnd.random() < 0.5 else None
     wb = rng.uniform(0.1, 2, shape[-1:]).astype(np.float32) if rnd.random() < 0.3 else None
-    if wb is not None:
-        o._w = T(wb)
-        o.weight = ctypes.pointer(o._w)
     for name in ("bce", "mse"):
         xt = torch.from_numpy(x.copy()).requires_grad_()
         if name == "bce":
@@ -572,16 +528,13 @@ for case in range(300):
             want = F.mse_loss(xt, torch.from_numpy(yb), reduction=red)
         g = rng.uniform(0.5, 1.5, tuple(want.shape)).astype(np.float32)
         want.backward(torch.from_numpy(g))
-        loss, gx = tensor_out(tuple(want.shape)), tensor_out(x.shape)
         if name == "bce":
-            check(lib.emb_bce_with_logits_forward(T(x), T(yb), None if pw is None else T(pw),
-                                                  ptr(o), T(loss)))
-            check(lib.emb_bce_with_logits_backward(T(x), T(yb), None if pw is None else T(pw),
-                                                   ptr(o), T(g), T(gx)))
+            kw = dict(weight=wb, pos_weight=pw, reduction=red)
+            loss = emb.binary_cross_entropy_with_logits(x, yb, **kw)
+            gx = emb.binary_cross_entropy_with_logits_backward(x, yb, g, **kw)
         else:
-            o.weight = None
-            check(lib.emb_mse_loss_forward(T(x), T(yb), ptr(o), T(loss)))
-            check(lib.emb_mse_loss_backward(T(x), T(yb), ptr(o), T(g), T(gx)))
+            loss = emb.mse_loss(x, yb, reduction=red)
+            gx = emb.mse_loss_backward(x, yb, g, reduction=red)
         for got, exp in ((loss, want.detach().numpy()), (gx, xt.grad.numpy())):
             bad += not np.array_equal(np.asarray(got).view(np.int32),
                                       np.asarray(exp).view(np.int32))
@@ -595,9 +548,11 @@ def test_reference_kernels_match_torch_default_capability():
     DEFAULT capability (ATEN_CPU_CAPABILITY=default): cross-entropy, log_softmax, BCE with
     logits and MSE, forward and backward, bit-exact too (a separate process, as both are
     read at start-up)."""
-    import os
     import subprocess
-    env = dict(os.environ, ATEN_CPU_CAPABILITY="default", EMB_KERNELS="ref")
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(emb.__file__)))
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="default", EMB_KERNELS="ref",
+               PYTHONPATH=os.pathsep.join([package_dir] + [p for p in [os.environ.get(
+                   "PYTHONPATH")] if p]))
     r = subprocess.run([sys.executable, "-c", _DEFAULT_CAPABILITY_CHECK], env=env,
                        cwd=os.path.dirname(os.path.abspath(__file__)), capture_output=True,
                        text=True, timeout=600)
