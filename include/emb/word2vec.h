@@ -71,6 +71,18 @@ typedef struct emb_w2v_options {
      * maxn 0 (off), minn 3, bucket 2,000,000 (fastText's with maxn 6). */
     int minn, maxn; /* maxn in [0, 100]; with maxn > 0, minn in [1, maxn] */
     int64_t bucket; /* with maxn > 0: in [1, 2^31 - 1 - vocabulary size] */
+    /* Phrases (gensim's Phrases, emb/phrases.h): with phrases > 0, emb_w2v_create_from_file
+     * learns bigram phrases from the corpus and trains on its text with each detected pair
+     * joined by the delimiter ("new york" -> "new_york", one token), the text
+     * emb_phrases_apply writes, without writing it: each pass reads the file once to count,
+     * then the vocabulary pass applies every pass line by line. A second pass learns from the
+     * first one's text (phrases of up to 4 words), as gensim's Phrases applied twice.
+     * Defaults: phrases 0 (off), min_count 5, threshold 10, delimiter "_" (gensim's).
+     * Not with emb_w2v_create_from_stream, _from_ids, _with_vocab or emb_w2v_continue. */
+    int phrases;                /* passes, in [0, 8] */
+    int64_t phrases_min_count;  /* with phrases > 0: >= 1 */
+    double phrases_threshold;   /* with phrases > 0: a number */
+    char phrases_delimiter[17]; /* with phrases > 0: 1 to 16 bytes, no whitespace */
 } emb_w2v_options;
 
 EMB_API emb_w2v_options emb_w2v_options_default(emb_w2v_model model);
@@ -203,8 +215,9 @@ EMB_API emb_w2v_options emb_w2v_options_of(const emb_w2v *w);
  * position and random state, the corpus fingerprint), written atomically (a temporary file
  * in the same folder, flushed to disk, then renamed), so that a crash at any moment leaves
  * either the previous checkpoint or the new one. Layout: docs/word2vec.md.
- * Errors: EMB_ERR_NULL, EMB_ERR_IO, EMB_ERR_STATE (the training diverged),
- * EMB_ERR_UNSUPPORTED (a run with subwords: its checkpoints are not provided). */
+ * With subwords (maxn > 0) the checkpoint also holds minn, maxn, bucket and the n-gram
+ * bucket rows of the input table.
+ * Errors: EMB_ERR_NULL, EMB_ERR_IO, EMB_ERR_STATE (the training diverged). */
 EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
 /* Continues a run: reads the corpus again (it must give the same token ids: checked by
  * fingerprint) and restores the state. opts must equal the checkpoint's options except
@@ -251,7 +264,8 @@ EMB_API emb_status emb_w2v_create_with_vocab_files(const emb_w2v_options *opts,
  * cannot be resumed from a checkpoint (emb_w2v_resume rebuilds the vocabulary from the
  * corpus alone). corpus "-": stdin.
  * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_IO (the model cannot be
- * read), EMB_ERR_FORMAT (not a model: the message names the file and the offset). */
+ * read), EMB_ERR_FORMAT (not a model: the message names the file and the offset),
+ * EMB_ERR_UNSUPPORTED (a model trained with subwords). */
 EMB_API emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model,
                                     const char *corpus, emb_w2v **out);
 /* The same over the corpus paths[0..n) (emb_w2v_create_from_files). */

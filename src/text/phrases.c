@@ -1,8 +1,11 @@
-/* Bigram phrases as gensim's Phrases finds them (include/emb/phrases.h). */
+/* Bigram phrases as gensim's Phrases finds them (include/emb/phrases.h), and the phrased
+ * text as a stream that training reads (src/text/phrases_stream.h). */
+#define _GNU_SOURCE /* fopencookie */
 #include <emb/phrases.h>
 #include <emb/vocab.h>
 
 #include "internal.h"
+#include "phrases_stream.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -49,42 +52,74 @@ static bool pair_key(emb_phrases *p, const char *a, size_t na, const char *b, si
 typedef emb_status (*line_fn)(void *ctx, int64_t line, const char **tok, const size_t *len,
                               int64_t n);
 
+/* The tokens of one line [p, le): their starts and lengths, in arrays that grow. */
+typedef struct {
+    const char **tok;
+    size_t *len;
+    int64_t n, cap;
+} tokens;
+
+static emb_status split_line(tokens *t, const char *p, const char *le, const char *name,
+                             int64_t line) {
+    t->n = 0;
+    for (const char *q = p; q < le;) {
+        while (q < le && is_blank((unsigned char)*q)) q++;
+        if (q == le) break;
+        const char *a = q;
+        while (q < le && !is_blank((unsigned char)*q)) q++;
+        if (t->n == t->cap) {
+            int64_t c = t->cap ? 2 * t->cap : 256;
+            const char **nt = realloc(t->tok, (size_t)c * sizeof *t->tok);
+            if (nt) t->tok = nt;
+            size_t *nlen = nt ? realloc(t->len, (size_t)c * sizeof *t->len) : NULL;
+            if (!nt || !nlen)
+                return emb__error(EMB_ERR_NOMEM, "%s:%" PRId64 ": out of memory", name, line);
+            t->len = nlen, t->cap = c;
+        }
+        t->tok[t->n] = a, t->len[t->n] = (size_t)(q - a), t->n++;
+    }
+    return EMB_OK;
+}
+
 static emb_status each_line(const char *path, line_fn fn, void *ctx) {
     emb__file f;
     emb_status st =
         emb__file_open(strcmp(path, "-") == 0 ? "/dev/stdin" : path, &f, EMB__FILE_READ);
     if (st) return st;
     const char *p = (const char *)f.data, *end = f.size ? p + f.size : p;
-    const char **tok = NULL;
-    size_t *len = NULL;
-    int64_t cap = 0, line = 0;
+    tokens t = {NULL, NULL, 0, 0};
+    int64_t line = 0;
     while (p < end && st == EMB_OK) {
         const char *nl = memchr(p, '\n', (size_t)(end - p)), *le = nl ? nl : end;
         line++;
-        int64_t n = 0;
-        for (const char *q = p; q < le;) {
-            while (q < le && is_blank((unsigned char)*q)) q++;
-            if (q == le) break;
-            const char *t = q;
-            while (q < le && !is_blank((unsigned char)*q)) q++;
-            if (n == cap) {
-                int64_t c = cap ? 2 * cap : 256;
-                const char **nt = realloc(tok, (size_t)c * sizeof *tok);
-                if (nt) tok = nt;
-                size_t *nlen = nt ? realloc(len, (size_t)c * sizeof *len) : NULL;
-                if (!nt || !nlen) {
-                    st = emb__error(EMB_ERR_NOMEM, "%s:%" PRId64 ": out of memory", path, line);
-                    break;
-                }
-                len = nlen, cap = c;
-            }
-            tok[n] = t, len[n] = (size_t)(q - t), n++;
-        }
-        if (st == EMB_OK) st = fn(ctx, line, tok, len, n);
+        st = split_line(&t, p, le, path, line);
+        if (st == EMB_OK) st = fn(ctx, line, t.tok, t.len, t.n);
         p = nl ? nl + 1 : end;
     }
-    free(tok), free(len);
+    free(t.tok), free(t.len);
     emb__file_close(&f);
+    return st;
+}
+
+/* The same over a stream read to its end. */
+static emb_status each_line_of(FILE *f, const char *name, line_fn fn, void *ctx) {
+    tokens t = {NULL, NULL, 0, 0};
+    char *buf = NULL;
+    size_t cap = 0;
+    int64_t line = 0;
+    emb_status st = EMB_OK;
+    ssize_t got;
+    errno = 0;
+    while (st == EMB_OK && (got = getline(&buf, &cap, f)) >= 0) {
+        line++;
+        const char *le = buf + got - (got > 0 && buf[got - 1] == '\n');
+        st = split_line(&t, buf, le, name, line);
+        if (st == EMB_OK) st = fn(ctx, line, t.tok, t.len, t.n);
+    }
+    if (st == EMB_OK && ferror(f))
+        st = emb__error(errno == ENOMEM ? EMB_ERR_NOMEM : EMB_ERR_IO, "cannot read %s: %s", name,
+                        strerror(errno ? errno : EIO));
+    free(t.tok), free(t.len), free(buf);
     return st;
 }
 
@@ -122,10 +157,7 @@ void emb_phrases_free(emb_phrases *p) {
     free(p);
 }
 
-emb_status emb_phrases_learn(const char *path, const emb_phrases_options *opts, emb_phrases **out) {
-    if (!path) return emb__null("path");
-    if (!opts) return emb__null("options");
-    if (!out) return emb__null("out");
+emb_status emb__phrases_check(const emb_phrases_options *opts) {
     if (opts->min_count < 1)
         return emb__error(EMB_ERR_INVALID, "min_count must be at least 1, got %" PRId64,
                           opts->min_count);
@@ -138,16 +170,52 @@ emb_status emb_phrases_learn(const char *path, const emb_phrases_options *opts, 
     for (size_t k = 0; k < dl; k++)
         if (is_blank((unsigned char)d[k]) || d[k] == '\n')
             return emb__error(EMB_ERR_INVALID, "the delimiter must not hold whitespace");
+    return EMB_OK;
+}
+
+/* Checks the options and makes an empty model; the caller counts into it. */
+static emb_status learn_begin(const emb_phrases_options *opts, emb_phrases **out) {
+    emb_status st = emb__phrases_check(opts);
+    if (st) return st;
+    const char *d = opts->delimiter ? opts->delimiter : "_";
+    const size_t dl = strlen(d);
     emb_phrases *p = calloc(1, sizeof *p);
     if (!p) return emb__error(EMB_ERR_NOMEM, "out of memory");
     p->o = *opts;
     memcpy(p->delim, d, dl + 1);
     p->dlen = dl;
     p->o.delimiter = p->delim;
-    emb_status st = emb_vocab_create(&p->vocab);
+    if ((st = emb_vocab_create(&p->vocab))) {
+        emb_phrases_free(p);
+        return st;
+    }
+    *out = p;
+    return EMB_OK;
+}
+
+emb_status emb_phrases_learn(const char *path, const emb_phrases_options *opts, emb_phrases **out) {
+    if (!path) return emb__null("path");
+    if (!opts) return emb__null("options");
+    if (!out) return emb__null("out");
+    emb_phrases *p = NULL;
+    emb_status st = learn_begin(opts, &p);
+    if (st) return st;
     learn_ctx c = {p, path};
-    if (st == EMB_OK) st = each_line(path, learn_line, &c);
-    if (st) {
+    if ((st = each_line(path, learn_line, &c))) {
+        emb_phrases_free(p);
+        return st;
+    }
+    *out = p;
+    return EMB_OK;
+}
+
+emb_status emb__phrases_learn_stream(FILE *f, const char *name, const emb_phrases_options *opts,
+                                     emb_phrases **out) {
+    emb_phrases *p = NULL;
+    emb_status st = learn_begin(opts, &p);
+    if (st) return st;
+    learn_ctx c = {p, name};
+    if ((st = each_line_of(f, name, learn_line, &c))) {
         emb_phrases_free(p);
         return st;
     }
@@ -172,32 +240,64 @@ double emb_phrases_score(const emb_phrases *cp, const char *a, size_t na, const 
     return ((double)cab - (double)p->o.min_count) / denom * (double)emb_vocab_num_words(p->vocab);
 }
 
+/* A line's phrased text, built in memory. */
+typedef struct {
+    char *b;
+    size_t n, cap;
+    bool nomem;
+} text;
+
+static void text_put(text *t, const char *s, size_t n) {
+    if (t->nomem) return;
+    if (t->n + n > t->cap) {
+        size_t c = t->cap ? t->cap : 4096;
+        while (c < t->n + n) c *= 2;
+        char *b = realloc(t->b, c);
+        if (!b) {
+            t->nomem = true;
+            return;
+        }
+        t->b = b, t->cap = c;
+    }
+    memcpy(t->b + t->n, s, n);
+    t->n += n;
+}
+
+/* Appends the line's tokens, each detected pair joined, separated by one space and ended by
+ * a newline (gensim's phrases[sentence]); returns the pairs joined. */
+static int64_t phrase_line(const emb_phrases *p, const char **tok, const size_t *len, int64_t n,
+                           text *t) {
+    int64_t joined = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i > 0) text_put(t, " ", 1);
+        text_put(t, tok[i], len[i]);
+        if (i + 1 < n &&
+            emb_phrases_score(p, tok[i], len[i], tok[i + 1], len[i + 1]) > p->o.threshold) {
+            text_put(t, p->delim, p->dlen);
+            text_put(t, tok[i + 1], len[i + 1]);
+            joined++;
+            i++;
+        }
+    }
+    text_put(t, "\n", 1);
+    return joined;
+}
+
 typedef struct {
     const emb_phrases *p;
     FILE *out;
     int64_t phrases;
-    bool err;
+    text t;
 } apply_ctx;
 
 static emb_status apply_line(void *c, int64_t line, const char **tok, const size_t *len,
                              int64_t n) {
     (void)line;
     apply_ctx *x = c;
-    const emb_phrases *p = x->p;
-    bool first = true;
-    for (int64_t i = 0; i < n; i++) {
-        if (!first) fputc(' ', x->out);
-        first = false;
-        fwrite(tok[i], 1, len[i], x->out);
-        if (i + 1 < n &&
-            emb_phrases_score(p, tok[i], len[i], tok[i + 1], len[i + 1]) > p->o.threshold) {
-            fwrite(p->delim, 1, p->dlen, x->out);
-            fwrite(tok[i + 1], 1, len[i + 1], x->out);
-            x->phrases++;
-            i++;
-        }
-    }
-    fputc('\n', x->out);
+    x->t.n = 0;
+    x->phrases += phrase_line(x->p, tok, len, n, &x->t);
+    if (x->t.nomem) return emb__error(EMB_ERR_NOMEM, "out of memory");
+    fwrite(x->t.b, 1, x->t.n, x->out);
     return ferror(x->out)
                ? emb__error(EMB_ERR_IO, "cannot write the phrased text: %s", strerror(errno))
                : EMB_OK;
@@ -208,8 +308,124 @@ emb_status emb_phrases_apply(const emb_phrases *p, const char *path, FILE *out,
     if (!p) return emb__null("phrases");
     if (!path) return emb__null("path");
     if (!out) return emb__null("out");
-    apply_ctx c = {p, out, 0, false};
+    apply_ctx c = {p, out, 0, {NULL, 0, 0, false}};
     emb_status st = each_line(path, apply_line, &c);
+    free(c.t.b);
     if (st == EMB_OK && n_phrases) *n_phrases = c.phrases;
     return st;
+}
+
+/* ---- the phrased text as a stream (fopencookie) ---- */
+
+typedef struct {
+    FILE *src;
+    const emb_phrases *p;
+    tokens tk;
+    char *line;
+    size_t line_cap;
+    text t;    /* the current line's phrased text */
+    size_t at; /* bytes of it already read */
+    int err;   /* errno of a failure, reported as a read error */
+} reader;
+
+static ssize_t reader_read(void *cookie, char *buf, size_t size) {
+    reader *r = cookie;
+    while (r->at == r->t.n) {
+        if (r->err) {
+            errno = r->err;
+            return -1;
+        }
+        ssize_t got = getline(&r->line, &r->line_cap, r->src);
+        if (got < 0) {
+            if (!ferror(r->src)) return 0;
+            errno = r->err = errno ? errno : EIO;
+            return -1;
+        }
+        const char *le = r->line + got - (got > 0 && r->line[got - 1] == '\n');
+        r->t.n = r->at = 0;
+        if (split_line(&r->tk, r->line, le, "", 0) != EMB_OK) {
+            errno = r->err = ENOMEM;
+            return -1;
+        }
+        (void)phrase_line(r->p, r->tk.tok, r->tk.len, r->tk.n, &r->t);
+        if (r->t.nomem) {
+            errno = r->err = ENOMEM;
+            return -1;
+        }
+    }
+    size_t k = r->t.n - r->at < size ? r->t.n - r->at : size;
+    memcpy(buf, r->t.b + r->at, k);
+    r->at += k;
+    return (ssize_t)k;
+}
+
+static int reader_close(void *cookie) {
+    reader *r = cookie;
+    free(r->tk.tok), free(r->tk.len), free(r->line), free(r->t.b);
+    free(r);
+    return 0;
+}
+
+FILE *emb__phrases_reader(FILE *src, const emb_phrases *p) {
+    reader *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->src = src, r->p = p;
+    cookie_io_functions_t io = {reader_read, NULL, NULL, reader_close};
+    FILE *f = fopencookie(r, "r", io);
+    if (!f) free(r);
+    return f;
+}
+
+/* ---- a corpus through several passes ---- */
+
+/* Opens path and stacks the readers of the first k models on it. */
+static emb_status open_layers(const char *path, emb__phrased *ph, int k, FILE **out) {
+    ph->base = fopen(path, "rbe");
+    if (!ph->base) return emb__error(EMB_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    FILE *f = ph->base;
+    for (int j = 0; j < k; j++) {
+        if (!(ph->layer[j] = emb__phrases_reader(f, ph->p[j])))
+            return emb__error(EMB_ERR_NOMEM, "out of memory");
+        f = ph->layer[j];
+        ph->layers = j + 1;
+    }
+    *out = f;
+    return EMB_OK;
+}
+
+static void close_layers(emb__phrased *ph) {
+    for (int j = ph->layers - 1; j >= 0; j--) fclose(ph->layer[j]);
+    if (ph->base) fclose(ph->base);
+    ph->base = NULL;
+    ph->layers = 0;
+}
+
+void emb__phrased_close(emb__phrased *ph) {
+    if (!ph) return;
+    close_layers(ph);
+    for (int j = 0; j < ph->learned; j++) emb_phrases_free(ph->p[j]);
+    ph->learned = 0;
+}
+
+emb_status emb__phrased_open(const char *path, const emb_phrases_options *opts, int passes,
+                             emb__phrased *ph, FILE **out) {
+    memset(ph, 0, sizeof *ph);
+    if (passes < 1 || passes > EMB__PHRASES_MAX_PASSES)
+        return emb__error(EMB_ERR_INVALID, "phrase passes must be in [1, %d], got %d",
+                          EMB__PHRASES_MAX_PASSES, passes);
+    emb_status st = EMB_OK;
+    FILE *f = NULL;
+    for (int k = 0; k < passes && st == EMB_OK; k++) {
+        if ((st = open_layers(path, ph, k, &f)) == EMB_OK &&
+            (st = emb__phrases_learn_stream(f, path, opts, &ph->p[k])) == EMB_OK)
+            ph->learned = k + 1;
+        close_layers(ph);
+    }
+    if (st == EMB_OK) st = open_layers(path, ph, passes, &f);
+    if (st) {
+        emb__phrased_close(ph);
+        return st;
+    }
+    *out = f;
+    return EMB_OK;
 }

@@ -1,8 +1,12 @@
 /* word2vec checkpoints: save the whole training state atomically, and resume from it
- * (include/emb/word2vec.h; the layout is in docs/word2vec.md). Version 2 stores every
- * number little-endian through core's codec (src/core/bytes.h) with its FNV-1a 64 checksum.
- * Version 1, written before, has the same layout in the writing machine's byte order
- * (little-endian on every machine emb ran on) and is read the same way. */
+ * (include/emb/word2vec.h; the layout is in docs/word2vec.md). Version 3 stores every
+ * number little-endian through core's codec (src/core/bytes.h) with its FNV-1a 64 checksum,
+ * and after the other options the subword options (minn, maxn, bucket) and the phrase
+ * options (passes, min_count, threshold, delimiter), and with subwords the n-gram bucket rows
+ * after the words' rows of the input table. Version 2 is version 3 without those fields (no
+ * subwords, no phrases); version 1, written before, has version 2's
+ * layout in the writing machine's byte order (little-endian on every machine emb ran on) and
+ * is read the same way. */
 #include "w2v_internal.h"
 
 #include <errno.h>
@@ -12,11 +16,20 @@
 #include <string.h>
 
 static const char EMB__W2V_MAGIC[8] = {'E', 'M', 'B', 'W', '2', 'V', 'C', 'K'};
-#define EMB__W2V_VERSION 2u
+#define EMB__W2V_VERSION 3u
 #define EMB__W2V_OLDEST  1u /* the oldest version read: the same layout */
 /* Version 1's checksum is FNV-1a 64 started from this value instead of FNV's offset basis
  * (EMB__FNV64_INIT, which has one more digit: 14695981039346656037). */
 #define EMB__W2V_V1_BASIS 1469598103934665603ull
+/* The 8-byte fields before the threads' lanes: 17 options, vocabulary size, token ids,
+ * fingerprint, words done; version 3 adds 8 after the options: minn, maxn, bucket, phrase
+ * passes, phrase min_count, phrase threshold and the delimiter (16 bytes, 0-padded). */
+#define EMB__W2V_HEAD_FIELDS(ver) ((ver) >= 3 ? 29 : 21)
+
+/* The input table's rows: the words', then with subwords the n-gram buckets. */
+static int64_t input_rows(const emb_w2v *m) {
+    return m->V + (m->o.maxn > 0 ? m->o.bucket : 0);
+}
 
 /* ---- writing: through core's atomic writer ---- */
 
@@ -70,6 +83,16 @@ static void write_ckpt(wr *w, const emb_w2v *m) {
     put_u64(w, (uint64_t)o->strip_punct);
     put_u64(w, (uint64_t)o->max_sentence);
     put_u64(w, (uint64_t)o->shared_negatives);
+    put_u64(w, (uint64_t)(o->maxn > 0 ? o->minn : 0));
+    put_u64(w, (uint64_t)o->maxn);
+    put_u64(w, (uint64_t)(o->maxn > 0 ? o->bucket : 0));
+    const bool ph = o->phrases > 0;
+    char delim[16] = {0};
+    if (ph) memcpy(delim, o->phrases_delimiter, strlen(o->phrases_delimiter));
+    put_u64(w, (uint64_t)o->phrases);
+    put_u64(w, ph ? (uint64_t)o->phrases_min_count : 0);
+    put_f64(w, ph ? o->phrases_threshold : 0.0);
+    put(w, delim, 16);
     put_u64(w, (uint64_t)m->V);
     put_u64(w, (uint64_t)m->n_ids);
     put_u64(w, m->fingerprint);
@@ -89,7 +112,7 @@ static void write_ckpt(wr *w, const emb_w2v *m) {
         put_u64(w, (uint64_t)emb_vocab_count(m->vocab, i));
     }
     const size_t tn = (size_t)m->V * (size_t)o->dim;
-    put_f32s(w, m->syn0, tn);
+    put_f32s(w, m->syn0, (size_t)input_rows(m) * (size_t)o->dim);
     put_f32s(w, m->syn1, tn);
     unsigned char h[8];
     emb__put_u64le(h, w->h);
@@ -99,10 +122,6 @@ static void write_ckpt(wr *w, const emb_w2v *m) {
 emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path) {
     if (!w) return emb__null("w2v");
     if (!path) return emb__null("path");
-    if (w->o.maxn > 0)
-        return emb__error(EMB_ERR_UNSUPPORTED,
-                          "%s: checkpoints of training with subwords (maxn > 0) are not provided",
-                          path);
     if (w->diverged)
         return emb__error(EMB_ERR_STATE,
                           "%s: not written: the training diverged (its vectors hold NaN or "
@@ -219,6 +238,91 @@ static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint,
     return EMB_OK;
 }
 
+/* The first n-gram bucket row of the input table (subwords) holding NaN or an infinity, or
+ * -1 (the words' rows are checked by emb__w2v_find_nonfinite). */
+static int64_t nonfinite_bucket(const emb_w2v *w) {
+    const int64_t dim = w->o.dim, end = input_rows(w);
+    for (int64_t r = w->V; r < end; r++) {
+        const float *v = w->syn0 + r * dim;
+        float acc = 0.0f;
+        for (int64_t k = 0; k < dim; k++) acc += v[k] - v[k]; /* NaN iff not finite */
+        if (acc != 0.0f) return r;
+    }
+    return -1;
+}
+
+/* Version 3's phrase options against this run's. */
+static emb_status check_phrases(rd *r, const emb_w2v_options *o, const char *checkpoint) {
+    const bool ph = o->phrases > 0;
+    const uint64_t passes = get_u64(r), mc = get_u64(r);
+    const double thr = get_f64(r);
+    char delim[17] = {0}, want[16] = {0};
+    (void)get(r, delim, 16);
+    if (ph) memcpy(want, o->phrases_delimiter, strlen(o->phrases_delimiter));
+    if (passes != (uint64_t)o->phrases) DIFF("phrases", "%" PRIu64, passes, (uint64_t)o->phrases);
+    if (mc != (ph ? (uint64_t)o->phrases_min_count : 0))
+        DIFF("phrases_min_count", "%" PRIu64, mc, (uint64_t)o->phrases_min_count);
+    if (memcmp(&thr, &(double){ph ? o->phrases_threshold : 0.0}, sizeof thr) != 0)
+        DIFF("phrases_threshold", "%g", thr, o->phrases_threshold);
+    if (memcmp(delim, want, 16) != 0)
+        DIFF("phrases_delimiter", "\"%s\"", delim, o->phrases_delimiter);
+    return EMB_OK;
+}
+
+/* The options stored in a checkpoint of version `ver` against this run's. */
+static emb_status check_options(rd *r, const emb_w2v *w, uint64_t ver, const char *checkpoint) {
+    const emb_w2v_options *o = &w->o;
+    uint64_t v;
+    if ((v = get_u64(r)) != (uint64_t)o->model) DIFF("model", "%" PRIu64, v, (uint64_t)o->model);
+    if ((v = get_u64(r)) != (uint64_t)o->dim) DIFF("dim", "%" PRIu64, v, (uint64_t)o->dim);
+    if ((v = get_u64(r)) != (uint64_t)o->window) DIFF("window", "%" PRIu64, v, (uint64_t)o->window);
+    if ((v = get_u64(r)) != (uint64_t)o->negative)
+        DIFF("negative", "%" PRIu64, v, (uint64_t)o->negative);
+    double d;
+    if ((d = get_f64(r)) != o->sample) DIFF("sample", "%g", d, o->sample);
+    if ((v = get_u64(r)) != (uint64_t)o->min_count)
+        DIFF("min_count", "%" PRIu64, v, (uint64_t)o->min_count);
+    if ((v = get_u64(r)) != (uint64_t)o->max_vocab)
+        DIFF("max_vocab", "%" PRIu64, v, (uint64_t)o->max_vocab);
+    if ((v = get_u64(r)) != (uint64_t)o->epochs) DIFF("epochs", "%" PRIu64, v, (uint64_t)o->epochs);
+    if ((d = get_f64(r)) != o->alpha) DIFF("alpha", "%g", d, o->alpha);
+    if ((d = get_f64(r)) != o->min_alpha) DIFF("min_alpha", "%g", d, o->min_alpha);
+    if ((v = get_u64(r)) != (uint64_t)o->cbow_mean)
+        DIFF("cbow_mean", "%" PRIu64, v, (uint64_t)o->cbow_mean);
+    if ((v = get_u64(r)) != (uint64_t)w->nt) DIFF("threads", "%" PRIu64, v, (uint64_t)w->nt);
+    if ((v = get_u64(r)) != o->seed) DIFF("seed", "%" PRIu64, v, o->seed);
+    if ((v = get_u64(r)) != (uint64_t)o->lowercase)
+        DIFF("lowercase", "%" PRIu64, v, (uint64_t)o->lowercase);
+    if ((v = get_u64(r)) != (uint64_t)o->strip_punct)
+        DIFF("strip_punct", "%" PRIu64, v, (uint64_t)o->strip_punct);
+    if ((v = get_u64(r)) != (uint64_t)o->max_sentence)
+        DIFF("max_sentence", "%" PRIu64, v, (uint64_t)o->max_sentence);
+    if ((v = get_u64(r)) != (uint64_t)o->shared_negatives)
+        DIFF("shared_negatives", "%" PRIu64, v, (uint64_t)o->shared_negatives);
+    /* subwords: version 3 stores them; older versions were written without */
+    const uint64_t maxn = o->maxn, minn = o->maxn > 0 ? (uint64_t)o->minn : 0,
+                   bucket = o->maxn > 0 ? (uint64_t)o->bucket : 0;
+    if (ver < 3 && maxn > 0)
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s was written without subwords (version %" PRIu64
+                          "), but this run has maxn %d (resume with the same settings)",
+                          checkpoint, ver, o->maxn);
+    if (ver >= 3) {
+        const uint64_t cminn = get_u64(r), cmaxn = get_u64(r), cbucket = get_u64(r);
+        if (cmaxn != maxn) DIFF("maxn", "%" PRIu64, cmaxn, maxn);
+        if (cminn != minn) DIFF("minn", "%" PRIu64, cminn, minn);
+        if (cbucket != bucket) DIFF("bucket", "%" PRIu64, cbucket, bucket);
+        emb_status st = check_phrases(r, o, checkpoint);
+        if (st) return st;
+    } else if (o->phrases > 0) {
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s was written without phrases (version %" PRIu64
+                          "), but this run has phrases %d (resume with the same settings)",
+                          checkpoint, ver, o->phrases);
+    }
+    return EMB_OK;
+}
+
 static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n, const char *checkpoint) {
     if (n < 16 || memcmp(data, EMB__W2V_MAGIC, 8) != 0)
         return emb__error(EMB_ERR_FORMAT, "%s is not an emb word2vec checkpoint", checkpoint);
@@ -232,36 +336,9 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n, const
     const uint64_t basis = ver == 1 ? EMB__W2V_V1_BASIS : EMB__FNV64_INIT;
     if (emb__fnv64_update(basis, data + 8, n - 16) != emb__get_u64le(data + n - 8))
         return emb__error(EMB_ERR_FORMAT, "%s is corrupt (checksum mismatch)", checkpoint);
+    emb_status st = check_options(&r, w, ver, checkpoint);
+    if (st) return st;
     const emb_w2v_options *o = &w->o;
-    uint64_t v;
-    if ((v = get_u64(&r)) != (uint64_t)o->model) DIFF("model", "%" PRIu64, v, (uint64_t)o->model);
-    if ((v = get_u64(&r)) != (uint64_t)o->dim) DIFF("dim", "%" PRIu64, v, (uint64_t)o->dim);
-    if ((v = get_u64(&r)) != (uint64_t)o->window)
-        DIFF("window", "%" PRIu64, v, (uint64_t)o->window);
-    if ((v = get_u64(&r)) != (uint64_t)o->negative)
-        DIFF("negative", "%" PRIu64, v, (uint64_t)o->negative);
-    double d;
-    if ((d = get_f64(&r)) != o->sample) DIFF("sample", "%g", d, o->sample);
-    if ((v = get_u64(&r)) != (uint64_t)o->min_count)
-        DIFF("min_count", "%" PRIu64, v, (uint64_t)o->min_count);
-    if ((v = get_u64(&r)) != (uint64_t)o->max_vocab)
-        DIFF("max_vocab", "%" PRIu64, v, (uint64_t)o->max_vocab);
-    if ((v = get_u64(&r)) != (uint64_t)o->epochs)
-        DIFF("epochs", "%" PRIu64, v, (uint64_t)o->epochs);
-    if ((d = get_f64(&r)) != o->alpha) DIFF("alpha", "%g", d, o->alpha);
-    if ((d = get_f64(&r)) != o->min_alpha) DIFF("min_alpha", "%g", d, o->min_alpha);
-    if ((v = get_u64(&r)) != (uint64_t)o->cbow_mean)
-        DIFF("cbow_mean", "%" PRIu64, v, (uint64_t)o->cbow_mean);
-    if ((v = get_u64(&r)) != (uint64_t)w->nt) DIFF("threads", "%" PRIu64, v, (uint64_t)w->nt);
-    if ((v = get_u64(&r)) != o->seed) DIFF("seed", "%" PRIu64, v, o->seed);
-    if ((v = get_u64(&r)) != (uint64_t)o->lowercase)
-        DIFF("lowercase", "%" PRIu64, v, (uint64_t)o->lowercase);
-    if ((v = get_u64(&r)) != (uint64_t)o->strip_punct)
-        DIFF("strip_punct", "%" PRIu64, v, (uint64_t)o->strip_punct);
-    if ((v = get_u64(&r)) != (uint64_t)o->max_sentence)
-        DIFF("max_sentence", "%" PRIu64, v, (uint64_t)o->max_sentence);
-    if ((v = get_u64(&r)) != (uint64_t)o->shared_negatives)
-        DIFF("shared_negatives", "%" PRIu64, v, (uint64_t)o->shared_negatives);
     uint64_t V = get_u64(&r), nids = get_u64(&r), fp = get_u64(&r);
     if (r.bad) return emb__error(EMB_ERR_FORMAT, "%s is truncated", checkpoint);
     if (V != (uint64_t)w->V || nids != (uint64_t)w->n_ids || fp != w->fingerprint)
@@ -276,7 +353,7 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n, const
      * says the file is as it was written, not that it was written by emb). */
     uint64_t done_u = 0;
     emb__w2v_lane *lanes = NULL;
-    emb_status st = read_progress(w, &r, checkpoint, &done_u, &lanes);
+    st = read_progress(w, &r, checkpoint, &done_u, &lanes);
     if (st) return st;
     for (int64_t i = 0; i < w->V && !r.bad; i++) {
         uint64_t len = get_u64(&r);
@@ -291,15 +368,24 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n, const
         r.p += len;
         (void)get_u64(&r); /* count: the corpus fingerprint already matched */
     }
-    size_t tbytes = (size_t)w->V * (size_t)o->dim * sizeof(float);
-    if (r.bad || (size_t)(r.end - r.p) != 2 * tbytes) {
+    const size_t tbytes = (size_t)w->V * (size_t)o->dim * sizeof(float),
+                 ibytes = (size_t)input_rows(w) * (size_t)o->dim * sizeof(float);
+    if (r.bad || (size_t)(r.end - r.p) != ibytes + tbytes) {
         free(lanes);
         return emb__error(EMB_ERR_FORMAT, "%s is truncated or malformed", checkpoint);
     }
-    emb__f32le_decode(w->syn0, r.p, tbytes / 4);
-    emb__f32le_decode(w->syn1, r.p + tbytes, tbytes / 4);
+    emb__f32le_decode(w->syn0, r.p, ibytes / 4);
+    emb__f32le_decode(w->syn1, r.p + ibytes, tbytes / 4);
     int table;
     int64_t row;
+    const int64_t bad_bucket = nonfinite_bucket(w);
+    if (bad_bucket >= 0) {
+        free(lanes);
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s holds NaN or infinite values in n-gram bucket %" PRId64
+                          " (input row %" PRId64 "): it was saved from a run that had diverged",
+                          checkpoint, bad_bucket - w->V, bad_bucket);
+    }
     if (emb__w2v_find_nonfinite(w, &table, &row)) {
         free(lanes);
         return emb__error(EMB_ERR_FORMAT,
@@ -333,9 +419,12 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
     const uint64_t basis = ver == 1 ? EMB__W2V_V1_BASIS : EMB__FNV64_INIT;
     if (emb__fnv64_update(basis, data + 8, n - 16) != emb__get_u64le(data + n - 8))
         return emb__error(EMB_ERR_FORMAT, "%s is corrupt (checksum mismatch)", path);
-    uint64_t f[21]; /* model .. shared_negatives (17 fields), V, token ids, fingerprint, done */
-    for (int k = 0; k < 21; k++) f[k] = get_u64(&r);
-    const uint64_t dim = f[1], threads = f[11], V = f[17];
+    /* model .. shared_negatives (17 fields), [version 3: minn, maxn, bucket, the phrase
+     * fields], V, token ids, fingerprint, done */
+    uint64_t f[29];
+    const int nf = EMB__W2V_HEAD_FIELDS(ver);
+    for (int k = 0; k < nf; k++) f[k] = get_u64(&r);
+    const uint64_t dim = f[1], threads = f[11], V = f[nf - 4], maxn = nf > 21 ? f[18] : 0;
     if (r.bad)
         return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path,
                           (size_t)(r.p - data));
@@ -344,6 +433,11 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
                           "%s is malformed: dim %" PRIu64 ", threads %" PRIu64 ", %" PRIu64
                           " words",
                           path, dim, threads, V);
+    if (maxn > 0)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "%s was trained with subwords (maxn %" PRIu64
+                          "): continued training of subword models is not provided",
+                          path, maxn);
     if ((size_t)(r.end - r.p) < threads * 40)
         return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path,
                           (size_t)(r.p - data));
@@ -438,10 +532,6 @@ emb_status emb_w2v_resume_files(const emb_w2v_options *opts, const char *const *
     if (!out) return emb__null("out");
     if (!opts) return emb__null("options");
     if (!checkpoint) return emb__null("checkpoint");
-    if (opts && opts->maxn > 0)
-        return emb__error(EMB_ERR_UNSUPPORTED,
-                          "%s: checkpoints of training with subwords (maxn > 0) are not provided",
-                          checkpoint);
     /* read into memory, not mapped: a checkpoint truncated meanwhile is an error, not SIGBUS */
     emb__file f;
     emb_status st = emb__file_open(checkpoint, &f, EMB__FILE_READ);

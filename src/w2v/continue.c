@@ -43,7 +43,7 @@ emb_status emb_w2v_create_with_vocab_files(const emb_w2v_options *opts, const em
     if (!paths) return emb__null("paths");
     const char *corpus = n > 0 && paths[0] ? paths[0] : "corpus";
     emb_status st = emb_w2v_options_check(opts);
-    if (st) return st;
+    if (st || (st = emb__w2v_no_phrases(opts, "a vocabulary given"))) return st;
     for (int64_t i = 0; i < emb_vocab_num_words(vocab); i++)
         if (emb_vocab_count(vocab, i) < 1)
             return emb__error(EMB_ERR_INVALID,
@@ -112,7 +112,7 @@ emb_status emb_w2v_continue_files(const emb_w2v_options *opts, const char *model
     if (!paths) return emb__null("paths");
     const char *corpus = n > 0 && paths[0] ? paths[0] : "corpus";
     emb_status st = emb_w2v_options_check(opts);
-    if (st) return st;
+    if (st || (st = emb__w2v_no_phrases(opts, "continued training"))) return st;
     emb__file f;
     if ((st = emb__file_open(model, &f, EMB__FILE_READ))) return st;
     int64_t dim = 0;

@@ -30,6 +30,10 @@ emb_w2v_options emb_w2v_options_default(emb_w2v_model model) {
     o.minn = 3;
     o.maxn = 0;
     o.bucket = 2000000;
+    o.phrases = 0;
+    o.phrases_min_count = 5;
+    o.phrases_threshold = 10.0;
+    memcpy(o.phrases_delimiter, "_", 2);
     return o;
 }
 
@@ -72,5 +76,6 @@ emb_status emb_w2v_options_check(const emb_w2v_options *o) {
     if (o->max_sentence < 1 || o->max_sentence > INT32_MAX)
         return emb__error(EMB_ERR_INVALID, "max_sentence must be in [1, %d], got %" PRId64,
                           INT32_MAX, o->max_sentence);
-    return emb__w2v_subword_check(o);
+    emb_status st = emb__w2v_subword_check(o);
+    return st ? st : emb__w2v_phrases_check(o);
 }

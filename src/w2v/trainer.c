@@ -241,6 +241,14 @@ static emb_status create_read(const emb_w2v_options *opts, emb__corpus_src *src,
 
 emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f, const char *name,
                                       emb_w2v **out) {
+    if (opts && opts->phrases > 0)
+        return emb__error(EMB_ERR_INVALID, "phrases read the corpus more than once: give it as a "
+                                           "file (emb_w2v_create_from_file)");
+    return emb__w2v_create_stream(opts, f, name, out);
+}
+
+emb_status emb__w2v_create_stream(const emb_w2v_options *opts, FILE *f, const char *name,
+                                  emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!f) return emb__null("stream");
     emb__corpus_src *src;
@@ -255,6 +263,12 @@ emb_status emb_w2v_create_from_files(const emb_w2v_options *opts, const char *co
                                      size_t n, emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!paths) return emb__null("paths");
+    if (opts && opts->phrases > 0) { /* one file, read once per pass, then through them */
+        if (n != 1) return emb__w2v_no_phrases(opts, "several corpus files");
+        if (!paths[0]) return emb__null("path");
+        emb_status st = emb_w2v_options_check(opts);
+        return st ? st : emb__w2v_create_phrased(opts, paths[0], out);
+    }
     return create_read(opts, NULL, NULL, paths, n, out);
 }
 
@@ -271,7 +285,7 @@ emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab 
     if (n < 0) return emb__error(EMB_ERR_INVALID, "n must be >= 0, got %" PRId64, n);
     if (n > 0 && !ids) return emb__null("ids");
     emb_status st = emb_w2v_options_check(opts);
-    if (st) return st;
+    if (st || (st = emb__w2v_no_phrases(opts, "a run from token ids"))) return st;
     int64_t V = emb_vocab_num_words(vocab), tokens = 0;
     if (V < 1) return emb__error(EMB_ERR_INVALID, "the vocabulary is empty");
     if (V >= INT32_MAX)

@@ -105,6 +105,17 @@ struct emb_w2v {
     int64_t sub_max; /* the most rows of one word */
 };
 
+/* Phrases (src/w2v/phrased.c): the options' check, and a run over the phrased text of a
+ * file (opts->phrases > 0). */
+emb_status emb__w2v_phrases_check(const emb_w2v_options *o);
+emb_status emb__w2v_create_phrased(const emb_w2v_options *opts, const char *path, emb_w2v **out);
+/* EMB_ERR_INVALID naming `what` when o->phrases > 0 (the entry points that do not read the
+ * corpus through the phrases). */
+emb_status emb__w2v_no_phrases(const emb_w2v_options *o, const char *what);
+/* emb_w2v_create_from_stream without the refusal of phrases (src/w2v/trainer.c). */
+emb_status emb__w2v_create_stream(const emb_w2v_options *opts, FILE *f, const char *name,
+                                  emb_w2v **out);
+
 /* Subwords (src/w2v/subword.c): the options' check, and the rows of every word. */
 emb_status emb__w2v_subword_check(const emb_w2v_options *o);
 emb_status emb__w2v_subword_setup(emb_w2v *w);

@@ -216,8 +216,18 @@ def test_subword_options(emb_bin, tmp_path):
     corpus(tmp_path / "c.txt")
     base = [emb_bin, "train", str(tmp_path / "c.txt"), "-o", str(tmp_path / "o.vec"), "--min-count", "1",
             "--dim", "4", "--epochs", "1", "--threads", "1", "-q"]
-    r = run(base + ["--subwords", "--checkpoint-every", "10"])
-    assert r.returncode == 2 and "checkpoints of training with subwords are not provided" in r.stderr
+    # checkpoints of subword runs: the final state resumes to the same vectors, and the subword
+    # options are part of its identity
+    sub = base + ["--subwords", "--bucket", "1000", "--binary", "0"]
+    r = run(sub + ["--save-state", str(tmp_path / "s.ckpt")])
+    assert r.returncode == 0, r.stderr
+    want = (tmp_path / "o.vec").read_bytes()
+    (tmp_path / "o.vec").unlink()
+    r = run(sub + ["--resume", str(tmp_path / "s.ckpt"), "--keep-checkpoint"])
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "o.vec").read_bytes() == want
+    r = run(base + ["--subwords", "--bucket", "1001", "--resume", str(tmp_path / "s.ckpt")])
+    assert r.returncode == 1 and "bucket 1000, but this run has bucket 1001" in r.stderr
     r = run(base + ["--minn", "7"])  # maxn takes fastText's 6
     assert r.returncode == 2 and "minn must be in [1, maxn = 6], got 7" in r.stderr
     # fastText's spellings and defaults: -minn/-maxn/-bucket, bucket 2,000,000

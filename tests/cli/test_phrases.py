@@ -72,3 +72,73 @@ def test_errors(emb_bin, tmp_path):
     assert r.returncode == 1 and "whitespace" in r.stderr
     r = run([emb_bin, "phrases", "-"])
     assert r.returncode == 2
+
+
+@pytest.mark.parametrize("passes,min_count,threshold,delimiter", [(1, 5, 10.0, "_"),
+                                                                  (2, 5, 10.0, "_"),
+                                                                  (1, 3, 2.0, "--")])
+def test_train_with_phrases_as_gensim(emb_bin, tmp_path, passes, min_count, threshold, delimiter):
+    """emb train --phrases: the vocabulary (every word and its count, at --min-count 1) is the
+    tokens of the text gensim's Phrases gives (applied `passes` times, each learning from the
+    text before it), and the vectors are those of training on the text `emb phrases` writes."""
+    c = corpus(tmp_path / "c.txt")
+    with open(c, "a") as f:  # a three-word phrase for the second pass
+        for i in range(40):
+            f.write(f"we saw new york city again {WORDS[i % 9]} and it was new york city\n")
+    knobs = ["--phrases-min-count", str(min_count), "--phrases-threshold", str(threshold),
+             "--phrases-delimiter", delimiter]
+    train = ["--dim", "8", "--epochs", "2", "--threads", "1", "--min-count", "1", "-q", "--binary",
+             "0"]
+    r = run([emb_bin, "train", c, "-o", str(tmp_path / "v.txt"), "--phrases-passes", str(passes),
+             *knobs, *train, "--save-vocab", str(tmp_path / "v.vocab")])
+    assert r.returncode == 0, r.stderr
+    got = {}
+    for line in open(tmp_path / "v.vocab", encoding="utf-8"):
+        w, n = line.split(" ")
+        got[w] = int(n)
+    sentences = [list(s) for s in LineSentence(c)]
+    for _ in range(passes):
+        ph = Phrases(sentences, min_count=min_count, threshold=threshold, delimiter=delimiter)
+        sentences = [ph[s] for s in sentences]
+    want = {}
+    for s in sentences:
+        for t in s:
+            want[t] = want.get(t, 0) + 1
+    assert got == want
+    joined = [w for w in got if delimiter in w]
+    assert joined  # the comparison means something
+    if passes == 2:
+        assert any(w.count(delimiter) >= 2 for w in got)  # a phrase of phrases
+    # the same vectors as training on the text emb phrases writes (bit for bit: same text)
+    text = c
+    for k in range(passes):
+        out = tmp_path / f"p{k}.txt"
+        r = run([emb_bin, "phrases", text, "-o", str(out), "-q", "--min-count", str(min_count),
+                 "--threshold", str(threshold), "--delimiter", delimiter])
+        assert r.returncode == 0, r.stderr
+        text = str(out)
+    r = run([emb_bin, "train", text, "-o", str(tmp_path / "w.txt"), *train])
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "v.txt").read_bytes() == (tmp_path / "w.txt").read_bytes()
+
+
+def test_train_phrases_errors(emb_bin, tmp_path):
+    c = corpus(tmp_path / "c.txt", lines=50)
+    out = ["-o", str(tmp_path / "v.vec"), "-q"]
+    r = run([emb_bin, "train", "-", "--phrases", *out])
+    assert r.returncode == 2 and "give a file, not stdin" in r.stderr
+    r = run([emb_bin, "train", c, "--phrases-delimiter", "a b", *out])
+    assert r.returncode == 2 and "whitespace" in r.stderr
+    r = run([emb_bin, "train", c, "--phrases-delimiter", "x" * 17, *out])
+    assert r.returncode == 2 and "1 to 16 bytes" in r.stderr
+    r = run([emb_bin, "train", c, "--phrases-passes", "9", *out])
+    assert r.returncode == 2
+    r = run([emb_bin, "train", c, "--phrases", "--read-vocab", c, *out])
+    assert r.returncode == 2 and "--phrases cannot be combined with --read-vocab" in r.stderr
+    import gzip
+    with open(c, "rb") as f, gzip.open(tmp_path / "c.txt.gz", "wb") as g:
+        g.write(f.read())
+    r = run([emb_bin, "train", str(tmp_path / "c.txt.gz"), "--phrases", *out])
+    assert r.returncode == 1 and "is compressed: phrases read plain text" in r.stderr
+    r = run([emb_bin, "train", str(tmp_path), "--phrases", *out])
+    assert r.returncode == 1 and "is a directory" in r.stderr

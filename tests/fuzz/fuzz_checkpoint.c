@@ -3,7 +3,10 @@
  * of everything between the magic and the last 8 bytes) so that mutations reach the checks
  * behind it, and resumes it against a fixed tiny corpus with fixed options, except the
  * thread count, which is taken from the checkpoint's own field (1 to 3) so that files of
- * several lanes are reachable. Oracles, besides the sanitizers: a refused checkpoint leaves
+ * several lanes are reachable, and, in a version 3 file, subwords (minn 2, maxn 3, 61
+ * buckets) when its maxn field is not 0 and phrases (one pass, min_count 1, threshold 1)
+ * when its phrase passes field is not 0, so that the n-gram bucket rows and the phrase
+ * fields are reached. Oracles, besides the sanitizers: a refused checkpoint leaves
  * *out alone with a message; an accepted one has its progress within the run
  * (words done <= corpus tokens x epochs) and finite vectors; training it to the end finishes
  * with exactly corpus tokens x epochs words done and finite vectors (or stops with
@@ -11,7 +14,7 @@
  * same file is also read as a model to continue training from (emb_w2v_continue).
  *
  * Seeds (tests/fuzz/corpus/fuzz_checkpoint) are checkpoints this harness's setup writes at
- * several moments of runs at 1, 2 and 3 threads:
+ * several moments of runs at 1, 2 and 3 threads, plain, with subwords and with phrases:
  *     EMB_FUZZ_WRITE_SEEDS=DIR build-fuzz/fuzz/fuzz_checkpoint -runs=0
  */
 #include "fuzz_read_common.h"
@@ -39,7 +42,16 @@ static const char *corpus_path(void) {
     return fz_corpus(CORPUS, sizeof CORPUS - 1);
 }
 
+/* The kinds of run a checkpoint asks for (version 3's subword and phrase fields). */
+enum { KIND_SUBWORDS = 1, KIND_PHRASES = 2 };
+
+static emb_w2v_options options_of(int threads, int kind);
+
 static emb_w2v_options options(int threads) {
+    return options_of(threads, 0);
+}
+
+static emb_w2v_options options_of(int threads, int kind) {
     emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
     o.dim = 4;
     o.window = 2;
@@ -50,7 +62,21 @@ static emb_w2v_options options(int threads) {
     o.seed = 3;
     o.threads = threads;
     o.max_sentence = 5; /* several sentences per line: more positions to resume at */
+    if (kind & KIND_SUBWORDS) o.minn = 2, o.maxn = 3, o.bucket = 61;
+    if (kind & KIND_PHRASES) o.phrases = 1, o.phrases_min_count = 1, o.phrases_threshold = 1.0;
     return o;
+}
+
+/* The kind of run a version 3 checkpoint declares: its maxn field (the 19th option field)
+ * and its phrase passes field (the 21st). */
+static int kind_of(const uint8_t *d, size_t n) {
+    uint64_t version, maxn, passes;
+    if (n < 8 + 8 + 21 * 8) return 0;
+    memcpy(&version, d + 8, 8);
+    memcpy(&maxn, d + 8 + 8 + 18 * 8, 8);
+    memcpy(&passes, d + 8 + 8 + 20 * 8, 8);
+    if (version < 3) return 0;
+    return (maxn ? KIND_SUBWORDS : 0) | (passes ? KIND_PHRASES : 0);
 }
 
 /* The thread count a checkpoint declares (the 12th option field), or 0. */
@@ -73,8 +99,8 @@ static uint64_t checksum(const uint8_t *p, size_t n) {
 }
 
 static void check_finite(const emb_w2v *w, const char *what) {
-    emb_tensor t;
-    if (emb_w2v_vectors(w, &t)) FINDING("%s: no vectors", what);
+    emb_tensor t; /* every input row, the n-gram buckets included */
+    if (emb_embedding_weight(emb_w2v_input_embedding(w), &t)) FINDING("%s: no vectors", what);
     const float *x = t.data;
     for (int64_t i = 0; i < emb_tensor_numel(&t); i++)
         if (!isfinite(x[i])) FINDING("%s: input value %lld is not finite", what, (long long)i);
@@ -92,24 +118,28 @@ static int progress_stop(const emb_w2v_progress *p, void *user) {
     return --stop_after <= 0;
 }
 
-/* Seeds: the checkpoints of runs cancelled after 1, 2, ... rounds, at 1-3 threads. */
+/* Seeds: the checkpoints of runs cancelled after 1, 2, ... rounds, at 1-3 threads, plain
+ * ("t2-r1.ckpt"), with subwords ("sub-t1-r1.ckpt") and with phrases ("phr-t1-r1.ckpt"). */
 static void write_seeds(const char *dir) {
+    static const char *const prefix[] = {"", "sub-", "phr-"};
     int n = 0;
-    for (int threads = 1; threads <= 3; threads++)
-        for (int rounds = 1; rounds <= 6; rounds++) {
-            emb_w2v_options o = options(threads);
-            emb_w2v *w;
-            if (emb_w2v_create_from_file(&o, corpus_path(), &w))
-                FINDING("seed run: %s", emb_errmsg());
-            stop_after = rounds;
-            emb_status st = emb_w2v_train(w, progress_stop, NULL);
-            char path[1024];
-            snprintf(path, sizeof path, "%s/t%d-r%d.ckpt", dir, threads, rounds);
-            if (emb_w2v_save_checkpoint(w, path)) FINDING("seed checkpoint: %s", emb_errmsg());
-            emb_w2v_free(w);
-            n++;
-            if (st == EMB_OK) break; /* the run finished: later rounds give the same file */
-        }
+    for (int kind = 0; kind <= KIND_PHRASES; kind++)
+        for (int threads = 1; threads <= (kind ? 2 : 3); threads++)
+            for (int rounds = 1; rounds <= 6; rounds++) {
+                emb_w2v_options o = options_of(threads, kind);
+                emb_w2v *w;
+                if (emb_w2v_create_from_file(&o, corpus_path(), &w))
+                    FINDING("seed run: %s", emb_errmsg());
+                stop_after = rounds;
+                emb_status st = emb_w2v_train(w, progress_stop, NULL);
+                char path[1024];
+                snprintf(path, sizeof path, "%s/%st%d-r%d.ckpt", dir, prefix[kind], threads,
+                         rounds);
+                if (emb_w2v_save_checkpoint(w, path)) FINDING("seed checkpoint: %s", emb_errmsg());
+                emb_w2v_free(w);
+                n++;
+                if (st == EMB_OK) break; /* the run finished: later rounds give the same file */
+            }
     fprintf(stderr, "fuzz_checkpoint: wrote %d seed checkpoints to %s\n", n, dir);
     exit(0);
 }
@@ -158,7 +188,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(buf + size - 8, &h, 8);
     }
     const int threads = threads_of(buf, size);
-    emb_w2v_options o = options(threads ? threads : 1);
+    emb_w2v_options o = options_of(threads ? threads : 1, kind_of(buf, size));
     const char *ck = fz_input_path(buf, size);
     free(buf);
     fuzz_continue(ck);

@@ -146,9 +146,17 @@ def checkpoints(build):
                 put("fuzz_checkpoint", n, f.read())
         with open(os.path.join(tmp, "t1-r2.ckpt"), "rb") as f:
             base = f.read()
-    words_done = 8 + 8 + 17 * 8 + 3 * 8
+    # version 3: 64 bytes of subword and phrase options after the 17 options
+    opts_end = 8 + 8 + 17 * 8
+    (version,) = struct.unpack_from("<Q", base, 8)
+    extra = 64 if version >= 3 else 0
+    if version >= 3:  # the same run as a version 2 file (the harness re-seals the checksum)
+        v2 = bytearray(base[:opts_end] + base[opts_end + extra:])
+        struct.pack_into("<Q", v2, 8, 2)
+        put("fuzz_checkpoint", "v2-t1-r2.ckpt", bytes(v2))
+    words_done = opts_end + extra + 3 * 8
     lane0 = words_done + 8
-    (V,) = struct.unpack_from("<Q", base, 8 + 8 + 17 * 8)
+    (V,) = struct.unpack_from("<Q", base, opts_end + extra)
     dim = 4
     table = len(base) - 8 - 2 * V * dim * 4
 

@@ -391,8 +391,6 @@ static void test_train_subwords(void **state) {
         emb_tensor in2;
         EMB_OK_OR_FAIL(emb_embedding_weight(emb_w2v_input_embedding(w2), &in2));
         assert_memory_equal(in.data, in2.data, (size_t)emb_tensor_numel(&in) * sizeof(float));
-        /* subword runs have no checkpoints */
-        EMB_EXPECT_ERR(emb_w2v_save_checkpoint(w, path), EMB_ERR_UNSUPPORTED, "subwords");
         emb_w2v_free(w2);
         emb_tensor_release(&all);
         emb_tensor_release(&before);
@@ -423,11 +421,111 @@ static void test_train_subwords(void **state) {
     EMB_EXPECT_ERR(emb_w2v_options_check(&o), EMB_ERR_INVALID, "maxn must be in [0, 100]");
 }
 
+/* A corpus file for the checkpoint test: words sharing n-grams ("cat", "cats", "catalog"),
+ * 600 lines. */
+static const char *subword_corpus(void) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/subword-corpus.txt", tmpdir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    static const char *const words[] = {"cat", "cats", "catalog", "dog",  "dogs",   "doghouse",
+                                        "the", "red",  "reddish", "blue", "bluish", "house"};
+    uint64_t r = 11;
+    for (int line = 0; line < 600; line++)
+        for (int i = 0; i < 14; i++)
+            fprintf(f, "%s%c", words[emb_test_next_u64(&r) % 12], i == 13 ? '\n' : ' ');
+    fclose(f);
+    return path;
+}
+
+/* Copies of both tables, the input one with its n-gram buckets. */
+static void tables_of(const emb_w2v *w, emb_tensor *in, emb_tensor *out) {
+    emb_tensor a, b;
+    EMB_OK_OR_FAIL(emb_embedding_weight(emb_w2v_input_embedding(w), &a));
+    EMB_OK_OR_FAIL(emb_embedding_weight(emb_w2v_output_embedding(w), &b));
+    EMB_OK_OR_FAIL(emb_tensor_alloc(in, EMB_FLOAT32, 2, a.shape));
+    EMB_OK_OR_FAIL(emb_tensor_alloc(out, EMB_FLOAT32, 2, b.shape));
+    memcpy(in->data, a.data, (size_t)emb_tensor_numel(&a) * sizeof(float));
+    memcpy(out->data, b.data, (size_t)emb_tensor_numel(&b) * sizeof(float));
+}
+
+static int cancel_at(const emb_w2v_progress *p, void *user) {
+    (void)p;
+    return --*(int *)user == 0;
+}
+
+/* Checkpoints of subword runs: a 1-thread run cancelled through the progress callback,
+ * checkpointed and resumed in a new emb_w2v ends with the uninterrupted run's tables bit for
+ * bit, the n-gram buckets included (skip-gram and CBOW); the subword options are part of
+ * the checkpoint's identity; a checkpoint without subwords does not resume a subword run;
+ * a subword model cannot be continued. */
+static void test_checkpoint_subwords(void **state) {
+    (void)state;
+    const char *corpus = subword_corpus();
+    char ck[600], plain[600];
+    snprintf(ck, sizeof ck, "%s/sub.ckpt", tmpdir);
+    snprintf(plain, sizeof plain, "%s/plain.ckpt", tmpdir);
+    for (int model = 0; model < 2; model++) {
+        emb_w2v_options o = emb_w2v_options_default((emb_w2v_model)model);
+        o.dim = 8, o.min_count = 1, o.epochs = 30, o.threads = 1, o.seed = 5;
+        o.minn = 2, o.maxn = 4, o.bucket = 5003;
+        emb_w2v *w;
+        EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+        EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+        emb_tensor want_in, want_out;
+        tables_of(w, &want_in, &want_out);
+        assert_int_equal(want_in.shape[0], emb_vocab_num_words(emb_w2v_vocab(w)) + 5003);
+        emb_w2v_free(w);
+        /* cancelled after 3 rounds, checkpointed, resumed in a new run */
+        EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+        int calls = 3;
+        EMB_EXPECT_ERR(emb_w2v_train(w, cancel_at, &calls), EMB_ERR_CANCELLED, "cancelled");
+        const int64_t done = emb_w2v_words_done(w);
+        assert_true(done > 0 && done < emb_w2v_corpus_tokens(w) * o.epochs);
+        EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, ck));
+        emb_w2v_free(w);
+        EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, ck, &w));
+        assert_int_equal(emb_w2v_words_done(w), done);
+        EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+        emb_tensor got_in, got_out;
+        tables_of(w, &got_in, &got_out);
+        assert_int_equal(emb_tensor_numel(&got_in), emb_tensor_numel(&want_in));
+        assert_memory_equal(got_in.data, want_in.data,
+                            (size_t)emb_tensor_numel(&want_in) * sizeof(float));
+        assert_memory_equal(got_out.data, want_out.data,
+                            (size_t)emb_tensor_numel(&want_out) * sizeof(float));
+        emb_w2v_free(w);
+        emb_tensor_release(&got_in), emb_tensor_release(&got_out);
+        emb_tensor_release(&want_in), emb_tensor_release(&want_out);
+        /* the subword options are part of the identity */
+        emb_w2v_options o2 = o;
+        o2.bucket = 5009;
+        EMB_EXPECT_ERR(emb_w2v_resume(&o2, corpus, ck, &w), EMB_ERR_FORMAT,
+                       "was written with bucket 5003, but this run has bucket 5009");
+        o2 = o, o2.minn = 3;
+        EMB_EXPECT_ERR(emb_w2v_resume(&o2, corpus, ck, &w), EMB_ERR_FORMAT,
+                       "was written with minn 2, but this run has minn 3");
+        o2 = o, o2.maxn = 0;
+        EMB_EXPECT_ERR(emb_w2v_resume(&o2, corpus, ck, &w), EMB_ERR_FORMAT,
+                       "was written with maxn 4, but this run has maxn 0");
+        /* a checkpoint of a run without subwords, asked to resume with them */
+        EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o2, corpus, &w));
+        EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, plain));
+        emb_w2v_free(w);
+        EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, plain, &w), EMB_ERR_FORMAT,
+                       "was written with maxn 0, but this run has maxn 4");
+        /* continued training of a subword model is refused by name */
+        EMB_EXPECT_ERR(emb_w2v_continue(&o2, ck, corpus, &w), EMB_ERR_UNSUPPORTED,
+                       "continued training of subword models is not provided");
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_and_vectors),
         cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_train_subwords),
+        cmocka_unit_test(test_checkpoint_subwords),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -291,10 +291,20 @@ static void test_checkpoint_resume(void **state) {
     }
 }
 
+/* FNV-1a 64 (docs/file-formats.md: offset basis 0xcbf29ce484222325, prime 0x100000001b3),
+ * stored little-endian: a checkpoint's checksum, recomputed for a file edited by hand. */
+static void put_fnv64(unsigned char *at, const unsigned char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    for (int k = 0; k < 8; k++) at[k] = (unsigned char)(h >> (8 * k));
+}
+
 /* A checkpoint of version 1 (tests/data/legacy/w2v-v1.ckpt, written by emb before version
  * 2 over w2v-corpus.txt: skip-gram, dim 8, 1 thread, 10 epochs, seed 7, cancelled after 2
  * rounds) still resumes; the run then finishes exactly like an uninterrupted one, and saving
- * it again writes version 2: the same bytes but for the version and the checksum. */
+ * it again writes version 3: the same bytes but for the version, the 64 bytes of subword and
+ * phrase fields after the 17 options (all 0 without subwords and phrases), and the checksum.
+ * A version 2 file (version 3 without those fields) resumes too. */
 static void test_checkpoint_version1_resumes(void **state) {
     (void)state;
     const char *corpus = emb_test_data("legacy/w2v-corpus.txt"),
@@ -314,12 +324,22 @@ static void test_checkpoint_version1_resumes(void **state) {
     const char *again = tmp("again.ckpt");
     EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, again));
     unsigned char *v2 = emb_test_read(again, &n2);
-    assert_int_equal(n1, n2);
+    const size_t opts_end = 16 + 17 * 8; /* magic, version, the 17 options */
+    assert_int_equal(n1 + 64, n2);
     assert_memory_equal(v1, v2, 8); /* magic */
-    assert_int_equal(v2[8], 2);     /* version 2, little-endian */
+    assert_int_equal(v2[8], 3);     /* version 3, little-endian */
     assert_memory_equal(v1 + 9, v2 + 9, 7);
-    assert_memory_equal(v1 + 16, v2 + 16, n1 - 24);       /* every field and vector */
-    assert_memory_not_equal(v1 + n1 - 8, v2 + n1 - 8, 8); /* the checksum covers the version */
+    assert_memory_equal(v1 + 16, v2 + 16, opts_end - 16);
+    for (size_t k = 0; k < 64; k++) assert_int_equal(v2[opts_end + k], 0);     /* none */
+    assert_memory_equal(v1 + opts_end, v2 + opts_end + 64, n1 - 8 - opts_end); /* the rest */
+    /* version 2: version 3's bytes without the subword fields, with its own checksum */
+    unsigned char *v2file = malloc(n1);
+    assert_non_null(v2file);
+    memcpy(v2file, v1, n1);
+    v2file[8] = 2;
+    put_fnv64(v2file + n1 - 8, v2file + 8, n1 - 16);
+    put(tmp("v2.ckpt"), (const char *)v2file, n1);
+    free(v2file);
     EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
     emb_tensor t;
     EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
@@ -329,15 +349,18 @@ static void test_checkpoint_version1_resumes(void **state) {
     assert_int_equal(n, emb_tensor_numel(&t));
     emb_assert_close_f32(t.data, want, n, 1, 0, 0, "resumed from version 1 vs uninterrupted");
     emb_w2v_free(w);
-    /* and the version 2 file resumes too */
+    /* and the version 3 and version 2 files resume too */
     EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, again, &w));
     assert_int_equal(emb_w2v_words_done(w), done);
     emb_w2v_free(w);
+    EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, tmp("v2.ckpt"), &w));
+    assert_int_equal(emb_w2v_words_done(w), done);
+    emb_w2v_free(w);
     /* a version from the future is refused by name */
-    v2[8] = 3;
+    v2[8] = 4;
     put(again, (const char *)v2, n2);
     EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, again, &w), EMB_ERR_FORMAT,
-                   "checkpoint version 3 (this emb reads 1 to 2)");
+                   "checkpoint version 4 (this emb reads 1 to 3)");
     free(want);
     free(v1);
     free(v2);

@@ -110,7 +110,10 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
          keep_ckpt = false, loss = false;
     const char *input = NULL, *save_vocab = NULL, *read_vocab = NULL, *cont = NULL,
                *save_state = NULL;
-    bool lenient = false;
+    bool lenient = false, phrases = false;
+    int64_t ph_passes = 0, ph_min_count = 0;
+    double ph_threshold = NAN;
+    const char *ph_delimiter = NULL;
     const emb_cli_option opts[] = {
         {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
         {"train", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
@@ -151,6 +154,11 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"maxn", 0, NULL, EMB_CLI_INT, &maxn, 0, 100, 0, 0},
         {"bucket", 0, NULL, EMB_CLI_INT, &bucket, 1, INT32_MAX - 1, 0, 0},
         {"save-state", 0, NULL, EMB_CLI_STRING, &save_state, 0, 0, 0, 0},
+        {"phrases", 0, NULL, EMB_CLI_FLAG, &phrases, 0, 0, 0, 0},
+        {"phrases-passes", 0, NULL, EMB_CLI_INT, &ph_passes, 1, 8, 0, 0},
+        {"phrases-min-count", 0, NULL, EMB_CLI_INT, &ph_min_count, 1, INT64_MAX, 0, 0},
+        {"phrases-threshold", 0, NULL, EMB_CLI_DOUBLE, &ph_threshold, 0, 0, 0, 0},
+        {"phrases-delimiter", 0, NULL, EMB_CLI_STRING, &ph_delimiter, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
     };
     emb_cli_args args;
@@ -213,8 +221,22 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (subwords || minn >= 0 || maxn >= 0 || bucket > 0) o.maxn = maxn >= 0 ? (int)maxn : 6;
     if (minn >= 0) o.minn = (int)minn;
     if (bucket > 0) o.bucket = bucket;
-    if (o.maxn > 0 && (checkpoint || every > 0 || resume))
-        return emb_cli_usage_error(cmd, "checkpoints of training with subwords are not provided");
+    /* phrases: any of their options turns them on (one pass unless --phrases-passes) */
+    if (phrases || ph_passes > 0 || ph_min_count > 0 || !isnan(ph_threshold) || ph_delimiter) {
+        o.phrases = ph_passes > 0 ? (int)ph_passes : 1;
+        if (ph_min_count > 0) o.phrases_min_count = ph_min_count;
+        if (!isnan(ph_threshold)) o.phrases_threshold = ph_threshold;
+        if (ph_delimiter && strlen(ph_delimiter) >= sizeof o.phrases_delimiter)
+            return emb_cli_usage_error(cmd, "--phrases-delimiter must have 1 to 16 bytes");
+        if (ph_delimiter) strcpy(o.phrases_delimiter, ph_delimiter);
+        if (strcmp(corpus, "-") == 0)
+            return emb_cli_usage_error(
+                cmd, "--phrases reads the corpus more than once (counting, then training): "
+                     "give a file, not stdin");
+        if (cont || read_vocab)
+            return emb_cli_usage_error(cmd, "--phrases cannot be combined with %s",
+                                       cont ? "--continue" : "--read-vocab");
+    }
     if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
 
     train_output out;
@@ -398,6 +420,11 @@ const emb_cli_command emb_cli_cmd_train = {
     "                          (counted in the summary) instead of stopping\n"
     "  --max-sentence N        longest sentence in tokens, 1 to 2147483647 (default 1000)\n"
     "  --subwords, --minn/--maxn/--bucket N, --save-model .bin: fastText n-grams\n"
+    "  --phrases               train on the corpus with gensim's Phrases applied (as emb\n"
+    "                          phrases writes it: new york -> new_york), without writing\n"
+    "                          it; --phrases-min-count N (5), --phrases-threshold X (10),\n"
+    "                          --phrases-delimiter S (_), --phrases-passes N (1; 2 joins\n"
+    "                          phrases again, as gensim's Phrases applied twice)\n"
     "  -hs 0, -binary 0|1      word2vec compatibility: hierarchical softmax is not provided\n"
     "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary,\n"
     "                          -binary 0 word2vec text\n"
