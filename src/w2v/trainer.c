@@ -392,17 +392,16 @@ typedef struct {
  * EMB__W2V_COPIES_MAX bytes updates the shared table in place. */
 #define EMB__W2V_COPIES_MAX ((int64_t)1 << 30)
 
-static bool lanes_own_output(const emb_w2v *w) {
-    if (w->nt < 2) return false;
-    double bytes = (double)w->nt * (double)w->V * (double)w->o.dim * sizeof(float);
+static bool lanes_own_output(const emb_w2v *w, int nl) {
+    if (nl < 2) return false;
+    double bytes = (double)nl * (double)w->V * (double)w->o.dim * sizeof(float);
     return bytes <= (double)EMB__W2V_COPIES_MAX;
 }
 
-/* Merges output rows [r0, r1) from the lanes' copies into the shared table and back into
+/* Merges output rows [r0, r1) from the nt lanes' copies into the shared table and back into
  * every copy. */
-static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int64_t r0, int64_t r1) {
+static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int nt, int64_t r0, int64_t r1) {
     const int64_t dim = w->o.dim;
-    const int nt = w->nt;
     for (int64_t r = r0; r < r1; r++) {
         int changed = 0, last = 0;
         for (int t = 0; t < nt; t++)
@@ -563,10 +562,11 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
     return processed;
 }
 
-/* One round of every lane (lane t is share t), then the merge of the lanes' output rows
- * in blocks of 64 rows split between the shares. */
+/* One round of every lane of this process (lane lane0 + t is share t), then the merge of the
+ * lanes' output rows in blocks of 64 rows split between the shares. */
 typedef struct round_ctx {
     emb_w2v *w;
+    int lane0, nl;
     int64_t done0;
     emb__sgns_step_fn step;
     lane_scratch *ls;
@@ -576,7 +576,7 @@ typedef struct round_ctx {
 static void round_share(void *p, int t, int nt) {
     (void)nt;
     const round_ctx *r = p;
-    r->done[t] = train_round(r->w, t, r->done0, r->step, &r->ls[t]);
+    r->done[t] = train_round(r->w, r->lane0 + t, r->done0, r->step, &r->ls[t]);
 }
 
 static void merge_share(void *p, int64_t b0, int64_t b1, int ith) {
@@ -584,7 +584,7 @@ static void merge_share(void *p, int64_t b0, int64_t b1, int ith) {
     const round_ctx *r = p;
     for (int64_t b = b0; b < b1; b++) {
         int64_t r0 = b * 64, r1 = r0 + 64 < r->w->V ? r0 + 64 : r->w->V;
-        merge_rows(r->w, r->ls, r0, r1);
+        merge_rows(r->w, r->ls, r->nl, r0, r1);
     }
 }
 
@@ -598,13 +598,15 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     if (!w) return emb__null("w2v");
     if (w->diverged) return diverged_error(w);
     const emb_w2v_options *o = &w->o;
-    int nt = w->nt;
+    emb__w2v_dist *dist = w->dist;
+    /* the lanes this process trains (all of them, unless a distributed run shares them) */
+    const int nt = w->nt, lane0 = dist ? dist->lane0 : 0, nl = dist ? dist->nlocal : nt;
     int64_t m = 2 * (int64_t)o->window, n = o->negative + 1;
     size_t scratch_floats = (size_t)((m + n + 2) * o->dim + m * n);
-    lane_scratch *ls = calloc((size_t)nt, sizeof *ls);
+    lane_scratch *ls = calloc((size_t)nl, sizeof *ls);
     if (!ls) return emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     bool ok = true;
-    for (int t = 0; t < nt; t++) {
+    for (int t = 0; t < nl; t++) {
         /* Each lane's small arrays in their own cache lines (emb__malloc: 64-byte blocks): the
          * lanes write them for every pair, and neighbouring malloc blocks would share lines
          * between threads. */
@@ -622,9 +624,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         if (w->sub_off)
             ok = ok && (ls[t].sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
     }
-    bool own = ok && lanes_own_output(w);
+    bool own = ok && lanes_own_output(w, nl);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
-    for (int t = 0; own && t < nt; t++) {
+    for (int t = 0; own && t < nl; t++) {
         ls[t].own = emb__malloc(table_floats * sizeof(float));
         ls[t].dirty = emb__malloc((size_t)w->V);
         own = ls[t].own && ls[t].dirty;
@@ -632,7 +634,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
     }
     if (!own) /* no memory for the copies (or not wanted): update the shared table in place */
-        for (int t = 0; t < nt; t++) {
+        for (int t = 0; t < nl; t++) {
             emb__free(ls[t].own), emb__free(ls[t].dirty);
             ls[t].own = NULL, ls[t].dirty = NULL;
         }
@@ -641,7 +643,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     emb__sgns_step_fn step = emb__sgns_step();
     double t0 = now_seconds();
     const int64_t done_start = w->words_done;
-    int64_t *done = calloc((size_t)nt, sizeof(int64_t));
+    int64_t *done = calloc((size_t)nl, sizeof(int64_t));
     if (!done && !st) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     while (st == EMB_OK) {
         if (w->lanes[0].epoch >= o->epochs) break; /* lanes share the epoch */
@@ -656,21 +658,31 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             w->epoch_loss = 0, w->epoch_examples = 0;
             continue;
         }
-        round_ctx rc = {w, w->words_done, step, ls, done};
-        emb__parallel(nt, round_share, &rc);
-        if (own) emb__parallel_for(nt, (w->V + 63) / 64, merge_share, &rc);
-        for (int t = 0; t < nt; t++) { /* in lane order: the same sum at every run */
-            w->words_done += done[t];
-            w->epoch_loss += ls[t].loss, w->epoch_examples += ls[t].examples;
+        round_ctx rc = {w, lane0, nl, w->words_done, step, ls, done};
+        emb__parallel(nl, round_share, &rc);
+        if (own) emb__parallel_for(nl, (w->V + 63) / 64, merge_share, &rc);
+        emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
+        for (int t = 0; t < nl; t++) { /* in lane order: the same sum at every run */
+            sum.done += done[t];
+            sum.loss += ls[t].loss, sum.examples += ls[t].examples;
             ls[t].loss = 0, ls[t].examples = 0;
+            if (ls[t].read_failed && !sum.read_failed)
+                sum.read_failed = 1, sum.read_errno = ls[t].read_errno;
+            sum.nonfinite |= ls[t].nonfinite;
         }
-        for (int t = 0; t < nt && st == EMB_OK; t++)
-            if (ls[t].read_failed)
-                st = emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
-                                ls[t].read_errno ? strerror(ls[t].read_errno)
-                                                 : "the temporary file is shorter");
-        if (st) break;
-        for (int t = 0; t < nt; t++) w->diverged |= ls[t].nonfinite;
+        if (dist && (st = dist->round(dist->ctx, w, &sum)) != EMB_OK) {
+            st = emb__error(st, "%s", dist->msg);
+            break;
+        }
+        w->words_done += sum.done;
+        w->epoch_loss += sum.loss, w->epoch_examples += sum.examples;
+        if (sum.read_failed) {
+            st = emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
+                            sum.read_errno ? strerror(sum.read_errno)
+                                           : "the temporary file is shorter");
+            break;
+        }
+        w->diverged |= sum.nonfinite != 0;
         if (w->diverged) {
             st = diverged_error(w);
             break;
@@ -686,7 +698,11 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             p.words_done_here = w->words_done - done_start;
             p.loss = w->epoch_loss;
             p.loss_examples = w->epoch_examples;
-            if (progress(&p, user)) st = emb__error(EMB_ERR_CANCELLED, "training was cancelled");
+            int stop = progress(&p, user);
+            if (dist) stop = dist->agree(dist->ctx, stop); /* every process stops, or none */
+            if (stop) st = emb__error(EMB_ERR_CANCELLED, "training was cancelled");
+        } else if (dist) {
+            dist->agree(dist->ctx, 0); /* the same calls on every process */
         }
     }
     /* A value may have become infinite in a last update that no score has seen yet. */
@@ -696,7 +712,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         w->diverged = true;
         st = diverged_error(w);
     }
-    for (int t = 0; t < nt; t++) {
+    for (int t = 0; t < nl; t++) {
         emb__free(ls[t].sen), emb__free(ls[t].ctx), emb__free(ls[t].tgt), emb__free(ls[t].negs);
         emb__free(ls[t].scratch), emb__free(ls[t].h), emb__free(ls[t].sub);
         emb__free(ls[t].own), emb__free(ls[t].dirty);

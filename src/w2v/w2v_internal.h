@@ -74,6 +74,31 @@ typedef struct emb__w2v_alias {
  * P(w) proportional to count^0.75 (src/w2v/sampling.c). Errors: EMB_ERR_NOMEM. */
 emb_status emb__w2v_build_alias(emb_w2v *w);
 
+/* What one process's lanes did in a round (summed in lane order): tokens processed, loss terms
+ * and examples, and whether an id could not be read back or a score was not finite. */
+typedef struct emb__w2v_round {
+    int64_t done;
+    double loss;
+    int64_t examples;
+    int32_t read_failed, read_errno, nonfinite;
+} emb__w2v_round;
+
+/* A run whose lanes are spread over several processes (src/mpi/mpi_w2v.c, libemb_mpi): this
+ * process trains lanes [lane0, lane0 + nlocal) of the nt; every process holds all of the run's
+ * state (tables, lanes, progress) and keeps it equal to the others'. After each round,
+ * round() makes the tables and lanes of every process the same (the merged ones) and replaces
+ * *r with the sums over all processes; after each progress report, agree() returns non-zero on
+ * every process when stop was non-zero on any. A non-zero status from round() stops the run
+ * with that status and msg. Set and cleared by libemb_mpi through this struct's layout (it is
+ * built from the same sources), never by libemb itself. */
+typedef struct emb__w2v_dist {
+    int lane0, nlocal;
+    void *ctx;
+    emb_status (*round)(void *ctx, emb_w2v *w, emb__w2v_round *r);
+    int (*agree)(void *ctx, int stop);
+    char msg[512];
+} emb__w2v_dist;
+
 struct emb_w2v {
     emb_w2v_options o;
     emb_vocab *vocab;
@@ -103,6 +128,7 @@ struct emb_w2v {
     int64_t *sub_off; /* [V + 1] */
     int32_t *sub_rows;
     int64_t sub_max; /* the most rows of one word */
+    emb__w2v_dist *dist; /* NULL unless a distributed run (libemb_mpi) is training w */
 };
 
 /* Subwords (src/w2v/subword.c): the options' check, and the rows of every word. */
