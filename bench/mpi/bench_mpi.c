@@ -74,9 +74,9 @@ int main(int argc, char **argv) {
         if (s == 0) emb_mpi_table_reset_stats(t);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        TRY(emb_mpi_bag_forward(t, &in, &off, NULL, &to, NULL));
+        TRY(emb_mpi_table_bag_forward(t, &in, &off, NULL, &to, NULL));
         for (int64_t i = 0; i < B * D; i++) out[i] *= 1e-3f; /* a stand-in gradient */
-        TRY(emb_mpi_bag_step(t, &in, &off, NULL, &to));
+        TRY(emb_mpi_table_bag_step(t, &in, &off, NULL, &to));
         double dt = MPI_Wtime() - t0, worst = 0;
         MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         if (s >= 0) busy += worst;

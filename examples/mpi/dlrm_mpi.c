@@ -156,15 +156,21 @@ static float dense_step(dense_model *m, float *x, const float *label, float *gra
     return loss;
 }
 
-static void write_dense(FILE *f, dense_model *m) {
+/* Writes the replicated layers after the tables (f NULL: nothing written), closes f and
+ * frees the layers. */
+static void dense_finish(FILE *f, dense_model *m) {
     emb_tensor v;
     emb_linear *ls[2] = {m->l1, m->l2};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; f && i < 2; i++) {
         TRY(emb_linear_weight(ls[i], &v));
         fwrite(v.data, 1, emb_tensor_nbytes(&v), f);
         TRY(emb_linear_bias(ls[i], &v));
         fwrite(v.data, 1, emb_tensor_nbytes(&v), f);
     }
+    if (f) fclose(f);
+    emb_optimizer_free(m->opt);
+    emb_linear_free(m->l1);
+    emb_linear_free(m->l2);
 }
 
 static emb_bag_options bag_opts(int t) {
@@ -239,13 +245,7 @@ static int run_single(int steps, const char *out) {
         emb_optimizer_free(topt[t]);
         emb_bag_free(bags[t]);
     }
-    if (f) {
-        write_dense(f, &m);
-        fclose(f);
-    }
-    emb_optimizer_free(m.opt);
-    emb_linear_free(m.l1);
-    emb_linear_free(m.l2);
+    dense_finish(f, &m);
     return 0;
 }
 
@@ -286,7 +286,7 @@ static int run_mpi(int steps, const char *out) {
             emb_tensor in, off, tp = view(EMB_FLOAT32, pooled, 2, ps);
             int64_t npos, k;
             bag_part(&b, t, s0, s1, &in, &off, offs, &npos, &k);
-            TRY(emb_mpi_bag_forward(tabs[t], &in, &off, NULL, &tp, NULL));
+            TRY(emb_mpi_table_bag_forward(tabs[t], &in, &off, NULL, &tp, NULL));
             for (int64_t s = 0; s < nb; s++)
                 memcpy(mine + s * IN + NDENSE + t * DIM, pooled + s * DIM, DIM * sizeof(float));
         }
@@ -301,7 +301,7 @@ static int run_mpi(int steps, const char *out) {
             bag_part(&b, t, s0, s1, &in, &off, offs, &npos, &k);
             for (int64_t s = 0; s < nb; s++)
                 memcpy(gp + s * DIM, gx + (s0 + s) * IN + NDENSE + t * DIM, DIM * sizeof(float));
-            TRY(emb_mpi_bag_step(tabs[t], &in, &off, NULL, &tg));
+            TRY(emb_mpi_table_bag_step(tabs[t], &in, &off, NULL, &tg));
         }
         if (rank_ == 0 && (step % 10 == 0 || step == steps - 1))
             printf("step %d loss %.6f\n", step, loss);
@@ -322,13 +322,7 @@ static int run_mpi(int steps, const char *out) {
         free(full);
         emb_mpi_table_free(tabs[t]);
     }
-    if (f) {
-        write_dense(f, &m);
-        fclose(f);
-    }
-    emb_optimizer_free(m.opt);
-    emb_linear_free(m.l1);
-    emb_linear_free(m.l2);
+    dense_finish(f, &m);
     return 0;
 }
 

@@ -153,26 +153,25 @@ EMB_MPI_API void emb_mpi_table_reset_stats(emb_mpi_table *t);
  * sent to their owners (MPI_Alltoallv), each distinct id of a rank's batch once, the owners
  * send the rows back. Errors on every rank (out unchanged): those of emb_embedding_forward
  * for this rank's arguments. */
-EMB_MPI_API emb_status emb_mpi_lookup(emb_mpi_table *t, const emb_tensor *indices, emb_tensor *out);
+EMB_MPI_API emb_status emb_mpi_table_lookup(emb_mpi_table *t, const emb_tensor *indices,
+                                            emb_tensor *out);
 
 /* EmbeddingBag forward (emb_bag_forward) with the table's mode, padding_idx and
- * include_last_offset: the rows are fetched as by emb_mpi_lookup and each rank pools its
+ * include_last_offset: the rows are fetched as by emb_mpi_table_lookup and each rank pools its
  * own bags. max_indices: mode max, NULL or int64 [B, dim] (table rows, as emb_bag_forward
  * gives them). Errors on every rank (out, max_indices unchanged): those of emb_bag_forward
  * for this rank's arguments. */
-EMB_MPI_API emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input,
-                                           const emb_tensor *offsets,
-                                           const emb_tensor *per_sample_weights, emb_tensor *out,
-                                           emb_tensor *max_indices);
+EMB_MPI_API emb_status emb_mpi_table_bag_forward(emb_mpi_table *t, const emb_tensor *input,
+                                                 const emb_tensor *offsets,
+                                                 const emb_tensor *per_sample_weights,
+                                                 emb_tensor *out, emb_tensor *max_indices);
 
 /* The gradient of the per_sample_weights (emb_bag_backward_per_sample_weights, mode sum):
  * the rows are fetched, each rank computes its positions'. f32 tables only. Errors on every rank:
  * those of emb_bag_backward_per_sample_weights for this rank's arguments. */
-EMB_MPI_API emb_status emb_mpi_bag_backward_per_sample_weights(emb_mpi_table *t,
-                                                               const emb_tensor *input,
-                                                               const emb_tensor *offsets,
-                                                               const emb_tensor *grad_output,
-                                                               emb_tensor *grad_per_sample_weights);
+EMB_MPI_API emb_status emb_mpi_table_bag_backward_per_sample_weights(
+    emb_mpi_table *t, const emb_tensor *input, const emb_tensor *offsets,
+    const emb_tensor *grad_output, emb_tensor *grad_per_sample_weights);
 
 /* The gradient of this rank's shard: *grad (which must not hold storage; release it with
  * emb_sparse_grad_release) becomes a coalesced sparse gradient of [end - begin, dim] whose
@@ -182,30 +181,30 @@ EMB_MPI_API emb_status emb_mpi_bag_backward_per_sample_weights(emb_mpi_table *t,
  * entries go to their rows' owners; the row ids of the whole joined batch go to every rank
  * (MPI_Allgatherv: coalesce() sums a row's entries in an order that depends on all of
  * them). Errors on every rank: those of emb_bag_backward_sparse. */
-EMB_MPI_API emb_status emb_mpi_bag_backward_sparse(emb_mpi_table *t, const emb_tensor *input,
-                                                   const emb_tensor *offsets,
-                                                   const emb_tensor *per_sample_weights,
-                                                   const emb_tensor *grad_output,
-                                                   emb_sparse_grad *grad);
+EMB_MPI_API emb_status emb_mpi_table_bag_backward_sparse(emb_mpi_table *t, const emb_tensor *input,
+                                                         const emb_tensor *offsets,
+                                                         const emb_tensor *per_sample_weights,
+                                                         const emb_tensor *grad_output,
+                                                         emb_sparse_grad *grad);
 
 /* One step of the table's optimizer with the bag's gradient: equals the single process's
  * emb_optimizer_step_fused_bag over the joined batch (its table and optimizer state),
  * restricted to each rank's rows. SGD sends each rank's entries to the owners, which apply
  * them in the joined batch's order; Adagrad and SparseAdam coalesce as
- * emb_mpi_bag_backward_sparse. Every owner counts the step, with or without entries.
+ * emb_mpi_table_bag_backward_sparse. Every owner counts the step, with or without entries.
  * Errors on every rank (no shard and no optimizer state changed): EMB_ERR_STATE (no
  * optimizer set), those of emb_optimizer_step_fused_bag for this rank's arguments. */
-EMB_MPI_API emb_status emb_mpi_bag_step(emb_mpi_table *t, const emb_tensor *input,
-                                        const emb_tensor *offsets,
-                                        const emb_tensor *per_sample_weights,
-                                        const emb_tensor *grad_output);
+EMB_MPI_API emb_status emb_mpi_table_bag_step(emb_mpi_table *t, const emb_tensor *input,
+                                              const emb_tensor *offsets,
+                                              const emb_tensor *per_sample_weights,
+                                              const emb_tensor *grad_output);
 
 /* One step with the gradient of a lookup (emb_optimizer_step_fused over the joined batch:
- * the table's padding_idx positions skipped). indices as emb_mpi_lookup, grad_output
+ * the table's padding_idx positions skipped). indices as emb_mpi_table_lookup, grad_output
  * float32 indices.shape + [dim]. f32 tables only. Errors on every rank: as
- * emb_mpi_bag_step. */
-EMB_MPI_API emb_status emb_mpi_lookup_step(emb_mpi_table *t, const emb_tensor *indices,
-                                           const emb_tensor *grad_output);
+ * emb_mpi_table_bag_step. */
+EMB_MPI_API emb_status emb_mpi_table_lookup_step(emb_mpi_table *t, const emb_tensor *indices,
+                                                 const emb_tensor *grad_output);
 
 /* ---- Word vectors over ranks (docs/DISTRIBUTED.md, "Word vectors") ----
  *

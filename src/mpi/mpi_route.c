@@ -217,7 +217,7 @@ static emb_status check_bag(const emb_mpi_table *t, const emb_tensor *input,
 
 /* ---- forward ------------------------------------------------------------------------- */
 
-emb_status emb_mpi_lookup(emb_mpi_table *t, const emb_tensor *indices, emb_tensor *out) {
+emb_status emb_mpi_table_lookup(emb_mpi_table *t, const emb_tensor *indices, emb_tensor *out) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     int64_t shape[EMB_MAX_DIMS];
     int ndim = 0;
@@ -241,8 +241,9 @@ emb_status emb_mpi_lookup(emb_mpi_table *t, const emb_tensor *indices, emb_tenso
     return emb__mpi_agree(t, st, "the lookup");
 }
 
-emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input, const emb_tensor *offsets,
-                               const emb_tensor *psw, emb_tensor *out, emb_tensor *max_indices) {
+emb_status emb_mpi_table_bag_forward(emb_mpi_table *t, const emb_tensor *input,
+                                     const emb_tensor *offsets, const emb_tensor *psw,
+                                     emb_tensor *out, emb_tensor *max_indices) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     int64_t B = 0;
     emb__mpi_route r;
@@ -307,10 +308,10 @@ emb_status emb_mpi_bag_forward(emb_mpi_table *t, const emb_tensor *input, const 
     return emb__mpi_agree(t, st, "the bag forward");
 }
 
-emb_status emb_mpi_bag_backward_per_sample_weights(emb_mpi_table *t, const emb_tensor *input,
-                                                   const emb_tensor *offsets,
-                                                   const emb_tensor *grad_output,
-                                                   emb_tensor *grad_psw) {
+emb_status emb_mpi_table_bag_backward_per_sample_weights(emb_mpi_table *t, const emb_tensor *input,
+                                                         const emb_tensor *offsets,
+                                                         const emb_tensor *grad_output,
+                                                         emb_tensor *grad_psw) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     int64_t B = 0;
     emb__mpi_route r;
@@ -631,18 +632,19 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
     return st;
 }
 
-emb_status emb_mpi_bag_backward_sparse(emb_mpi_table *t, const emb_tensor *input,
-                                       const emb_tensor *offsets, const emb_tensor *psw,
-                                       const emb_tensor *grad_output, emb_sparse_grad *grad) {
+emb_status emb_mpi_table_bag_backward_sparse(emb_mpi_table *t, const emb_tensor *input,
+                                             const emb_tensor *offsets, const emb_tensor *psw,
+                                             const emb_tensor *grad_output, emb_sparse_grad *grad) {
     return backward(t, true, input, offsets, psw, grad_output, DO_GRAD, grad);
 }
 
-emb_status emb_mpi_bag_step(emb_mpi_table *t, const emb_tensor *input, const emb_tensor *offsets,
-                            const emb_tensor *psw, const emb_tensor *grad_output) {
+emb_status emb_mpi_table_bag_step(emb_mpi_table *t, const emb_tensor *input,
+                                  const emb_tensor *offsets, const emb_tensor *psw,
+                                  const emb_tensor *grad_output) {
     return backward(t, true, input, offsets, psw, grad_output, DO_STEP, NULL);
 }
 
-emb_status emb_mpi_lookup_step(emb_mpi_table *t, const emb_tensor *indices,
-                               const emb_tensor *grad_output) {
+emb_status emb_mpi_table_lookup_step(emb_mpi_table *t, const emb_tensor *indices,
+                                     const emb_tensor *grad_output) {
     return backward(t, false, indices, NULL, NULL, grad_output, DO_STEP, NULL);
 }

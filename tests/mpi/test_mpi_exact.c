@@ -106,6 +106,62 @@ static bool same_rows(const float *a, const float *b, int64_t n) {
     return n == 0 || memcmp(a, b, (size_t)n * sizeof(float)) == 0;
 }
 
+/* A step's batch, this rank's part, the joined batch's views (the single process's
+ * arguments), and the outputs of a bag forward: the single process's (r) and this rank's (l). */
+typedef struct joined {
+    batch b;
+    part q;
+    int64_t os[2], ls[2];
+    emb_tensor gin, goff, gpsw, ggo;
+    const emb_tensor *rp, *lp; /* per_sample_weights or NULL */
+    float *rout, *lout;
+    int64_t *rmax, *lmax;
+    emb_tensor ro, lo, rm, lm;
+} joined;
+
+static void make_joined(joined *j, emb_generator *g, int64_t V, int64_t D, int64_t pad,
+                        bool use_psw) {
+    batch *b = &j->b;
+    part *q = &j->q;
+    make_batch(b, g, V, D, pad);
+    make_part(q, b, D);
+    j->os[0] = b->nbags;
+    j->ls[0] = q->nb;
+    j->os[1] = j->ls[1] = D;
+    j->gin = view(EMB_INT64, b->input, 1, &b->npos);
+    j->goff = view(EMB_INT64, b->offsets, 1, &b->nbags);
+    j->gpsw = view(EMB_FLOAT32, b->psw, 1, &b->npos);
+    j->ggo = view(EMB_FLOAT32, b->gout, 2, j->os);
+    j->rp = use_psw ? &j->gpsw : NULL;
+    j->lp = use_psw ? &q->psw : NULL;
+    j->rout = malloc((size_t)(b->nbags * D + 1) * sizeof(float));
+    j->lout = malloc((size_t)(q->nb * D + 1) * sizeof(float));
+    j->rmax = malloc((size_t)(b->nbags * D + 1) * sizeof(int64_t));
+    j->lmax = malloc((size_t)(q->nb * D + 1) * sizeof(int64_t));
+    j->ro = view(EMB_FLOAT32, j->rout, 2, j->os);
+    j->lo = view(EMB_FLOAT32, j->lout, 2, j->ls);
+    j->rm = view(EMB_INT64, j->rmax, 2, j->os);
+    j->lm = view(EMB_INT64, j->lmax, 2, j->ls);
+}
+
+/* This rank's pooled rows (and max_indices) against its part of the single process's. */
+static void check_forward(const joined *j, const batch *b, bool mx, const char *what) {
+    const int64_t D = j->os[1], nb = j->ls[0], b0 = b->bag0[rank_];
+    CHECK(same_rows(j->lout, j->rout + b0 * D, nb * D), "%s: bag forward differs", what);
+    if (mx)
+        CHECK(nb == 0 || !memcmp(j->lmax, j->rmax + b0 * D, (size_t)(nb * D) * sizeof(int64_t)),
+              "%s: max_indices differ", what);
+}
+
+static void free_joined(joined *j) {
+    free(j->q.offs);
+    free_batch(&j->b);
+    free(j->rout);
+    free(j->lout);
+    free(j->rmax);
+    free(j->lmax);
+}
+
 /* The shard's rows against the single-process table's. */
 static void check_shard(emb_mpi_table *t, emb_bag *ref, const char *when) {
     emb_tensor s, w;
@@ -170,33 +226,17 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
         OK(emb_optimizer_add_param(ropt, &rw, NULL));
         if (mode != EMB_BAG_MAX) OK(emb_mpi_table_set_optimizer(t, &oo));
         for (int step = 0; step < 3; step++) {
-            batch b;
-            make_batch(&b, g, V, D, pad);
-            part q;
-            make_part(&q, &b, D);
-            int64_t os[2] = {b.nbags, D};
-            emb_tensor gin = view(EMB_INT64, b.input, 1, &b.npos);
-            emb_tensor goff = view(EMB_INT64, b.offsets, 1, &b.nbags);
-            emb_tensor gpsw = view(EMB_FLOAT32, b.psw, 1, &b.npos);
-            emb_tensor ggo = view(EMB_FLOAT32, b.gout, 2, os);
-            const emb_tensor *rp = use_psw ? &gpsw : NULL, *lp = use_psw ? &q.psw : NULL;
+            joined j;
+            make_joined(&j, g, V, D, pad, use_psw);
+            const batch b = j.b;
+            const part q = j.q;
+            emb_tensor gin = j.gin, goff = j.goff, ggo = j.ggo;
+            const emb_tensor *rp = j.rp, *lp = j.lp;
             /* forward */
-            float *rout = malloc((size_t)(b.nbags * D + 1) * sizeof(float));
-            float *lout = malloc((size_t)(q.nb * D + 1) * sizeof(float));
-            int64_t *rmax = malloc((size_t)(b.nbags * D + 1) * sizeof(int64_t));
-            int64_t *lmax = malloc((size_t)(q.nb * D + 1) * sizeof(int64_t));
-            int64_t ls[2] = {q.nb, D};
-            emb_tensor ro = view(EMB_FLOAT32, rout, 2, os), lo = view(EMB_FLOAT32, lout, 2, ls);
-            emb_tensor rm = view(EMB_INT64, rmax, 2, os), lm = view(EMB_INT64, lmax, 2, ls);
             const bool mx = mode == EMB_BAG_MAX;
-            OK(emb_bag_forward(ref, &gin, &goff, rp, &ro, mx ? &rm : NULL));
-            OK(emb_mpi_bag_forward(t, &q.input, &q.offsets, lp, &lo, mx ? &lm : NULL));
-            CHECK(same_rows(lout, rout + b.bag0[rank_] * D, q.nb * D), "%s: bag forward differs",
-                  what);
-            if (mx)
-                CHECK(q.nb == 0 || !memcmp(lmax, rmax + b.bag0[rank_] * D,
-                                           (size_t)(q.nb * D) * sizeof(int64_t)),
-                      "%s: max_indices differ", what);
+            OK(emb_bag_forward(ref, &gin, &goff, rp, &j.ro, mx ? &j.rm : NULL));
+            OK(emb_mpi_table_bag_forward(t, &q.input, &q.offsets, lp, &j.lo, mx ? &j.lm : NULL));
+            check_forward(&j, &b, mx, what);
             /* lookup of the same ids */
             {
                 float *lk = malloc((size_t)(q.n * D + 1) * sizeof(float));
@@ -204,7 +244,7 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
                 int64_t lks[2] = {q.n, D}, rks[2] = {b.npos, D};
                 emb_tensor lkt = view(EMB_FLOAT32, lk, 2, lks), rkt = view(EMB_FLOAT32, rk, 2, rks);
                 OK(emb_embedding_forward(emb_bag_embedding(ref), &gin, &rkt));
-                OK(emb_mpi_lookup(t, &q.input, &lkt));
+                OK(emb_mpi_table_lookup(t, &q.input, &lkt));
                 CHECK(same_rows(lk, rk + b.pos0[rank_] * D, q.n * D), "%s: lookup differs", what);
                 free(lk);
                 free(rk);
@@ -215,7 +255,8 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
                 emb_tensor lgt = view(EMB_FLOAT32, lg, 1, &q.n),
                            rgt = view(EMB_FLOAT32, rg, 1, &b.npos);
                 OK(emb_bag_backward_per_sample_weights(ref, &gin, &goff, &ggo, &rgt));
-                OK(emb_mpi_bag_backward_per_sample_weights(t, &q.input, &q.offsets, &q.gout, &lgt));
+                OK(emb_mpi_table_bag_backward_per_sample_weights(t, &q.input, &q.offsets, &q.gout,
+                                                                 &lgt));
                 CHECK(same_rows(lg, rg + b.pos0[rank_], q.n), "%s: psw gradient differs", what);
                 free(lg);
                 free(rg);
@@ -227,14 +268,14 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
                 OK(emb_sparse_grad_init(&rg, V, D));
                 OK(emb_bag_backward_sparse(ref, &gin, &goff, rp, &ggo, &rg));
                 OK(emb_sparse_grad_coalesce(&rg));
-                OK(emb_mpi_bag_backward_sparse(t, &q.input, &q.offsets, lp, &q.gout, &lg));
+                OK(emb_mpi_table_bag_backward_sparse(t, &q.input, &q.offsets, lp, &q.gout, &lg));
                 int64_t b0, b1, k = 0;
                 emb_mpi_table_rows(t, &b0, &b1);
                 CHECK(lg.coalesced, "%s: shard gradient not coalesced", what);
-                for (int64_t j = 0; j < rg.nnz; j++) {
-                    if (rg.indices[j] < b0 || rg.indices[j] >= b1) continue;
-                    CHECK(k < lg.nnz && lg.indices[k] + b0 == rg.indices[j] &&
-                              same_rows(lg.values + k * D, rg.values + j * D, D),
+                for (int64_t e = 0; e < rg.nnz; e++) {
+                    if (rg.indices[e] < b0 || rg.indices[e] >= b1) continue;
+                    CHECK(k < lg.nnz && lg.indices[k] + b0 == rg.indices[e] &&
+                              same_rows(lg.values + k * D, rg.values + e * D, D),
                           "%s: shard gradient entry %" PRId64 " differs", what, k);
                     k++;
                 }
@@ -244,7 +285,7 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
                 emb_sparse_grad_release(&lg);
                 /* the optimizer step */
                 OK(emb_optimizer_step_fused_bag(ropt, 0, ref, &gin, &goff, rp, &ggo));
-                OK(emb_mpi_bag_step(t, &q.input, &q.offsets, lp, &q.gout));
+                OK(emb_mpi_table_bag_step(t, &q.input, &q.offsets, lp, &q.gout));
                 check_shard(t, ref, "after a bag step");
                 /* and a lookup step with per-position gradients */
                 float *pg = malloc((size_t)(b.npos * D + 1) * sizeof(float));
@@ -253,16 +294,11 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
                 if (b.npos) emb_randn_(&pgt, g);
                 emb_tensor lpg = view(EMB_FLOAT32, pg + b.pos0[rank_] * D, 2, lps);
                 OK(emb_optimizer_step_fused(ropt, 0, emb_bag_embedding(ref), &gin, &pgt));
-                OK(emb_mpi_lookup_step(t, &q.input, &lpg));
+                OK(emb_mpi_table_lookup_step(t, &q.input, &lpg));
                 check_shard(t, ref, "after a lookup step");
                 free(pg);
             }
-            free(rout);
-            free(lout);
-            free(rmax);
-            free(lmax);
-            free(q.offs);
-            free_batch(&b);
+            free_joined(&j);
         }
         emb_optimizer_free(ropt);
     }
@@ -330,51 +366,32 @@ static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int
     emb_generator *g = NULL;
     OK(emb_generator_create(seed * 17 + 3, &g));
     for (int step = 0; step < 3; step++) {
-        batch b;
-        make_batch(&b, g, V, D, pad);
-        part q;
-        make_part(&q, &b, D);
-        int64_t os[2] = {b.nbags, D}, ls[2] = {q.nb, D};
-        emb_tensor gin = view(EMB_INT64, b.input, 1, &b.npos);
-        emb_tensor goff = view(EMB_INT64, b.offsets, 1, &b.nbags);
-        emb_tensor gpsw = view(EMB_FLOAT32, b.psw, 1, &b.npos);
-        emb_tensor ggo = view(EMB_FLOAT32, b.gout, 2, os);
-        const emb_tensor *rp = use_psw ? &gpsw : NULL, *lp = use_psw ? &q.psw : NULL;
-        float *rout = malloc((size_t)(b.nbags * D + 1) * sizeof(float));
-        float *lout = malloc((size_t)(q.nb * D + 1) * sizeof(float));
-        int64_t *rmax = malloc((size_t)(b.nbags * D + 1) * sizeof(int64_t));
-        int64_t *lmax = malloc((size_t)(q.nb * D + 1) * sizeof(int64_t));
-        emb_tensor ro = view(EMB_FLOAT32, rout, 2, os), lo = view(EMB_FLOAT32, lout, 2, ls);
-        emb_tensor rm = view(EMB_INT64, rmax, 2, os), lm = view(EMB_INT64, lmax, 2, ls);
+        joined j;
+        make_joined(&j, g, V, D, pad, use_psw);
+        const batch b = j.b;
+        const part q = j.q;
+        emb_tensor gin = j.gin, goff = j.goff, ggo = j.ggo;
+        const emb_tensor *rp = j.rp, *lp = j.lp;
         const bool mx = mode == EMB_BAG_MAX;
-        OK(emb_qtable_bag_forward(rq, &gin, &goff, rp, &bo, &ro, mx ? &rm : NULL));
-        OK(emb_mpi_bag_forward(t, &q.input, &q.offsets, lp, &lo, mx ? &lm : NULL));
-        CHECK(same_rows(lout, rout + b.bag0[rank_] * D, q.nb * D), "%s: bag forward differs", what);
-        if (mx)
-            CHECK(q.nb == 0 ||
-                      !memcmp(lmax, rmax + b.bag0[rank_] * D, (size_t)(q.nb * D) * sizeof(int64_t)),
-                  "%s: max_indices differ", what);
+        OK(emb_qtable_bag_forward(rq, &gin, &goff, rp, &bo, &j.ro, mx ? &j.rm : NULL));
+        OK(emb_mpi_table_bag_forward(t, &q.input, &q.offsets, lp, &j.lo, mx ? &j.lm : NULL));
+        check_forward(&j, &b, mx, what);
         float *lk = malloc((size_t)(q.n * D + 1) * sizeof(float));
         float *rk = malloc((size_t)(b.npos * D + 1) * sizeof(float));
         int64_t lks[2] = {q.n, D}, rks[2] = {b.npos, D};
         emb_tensor lkt = view(EMB_FLOAT32, lk, 2, lks), rkt = view(EMB_FLOAT32, rk, 2, rks);
         OK(emb_qtable_forward(rq, &gin, &rkt));
-        OK(emb_mpi_lookup(t, &q.input, &lkt));
+        OK(emb_mpi_table_lookup(t, &q.input, &lkt));
         CHECK(same_rows(lk, rk + b.pos0[rank_] * D, q.n * D), "%s: lookup differs", what);
         if (train) {
             OK(emb_qtable_sgd_step_bag(rq, &gin, &goff, rp, &bo, &ggo, (float)oo.lr,
                                        EMB_QROUND_NEAREST, NULL));
-            OK(emb_mpi_bag_step(t, &q.input, &q.offsets, lp, &q.gout));
+            OK(emb_mpi_table_bag_step(t, &q.input, &q.offsets, lp, &q.gout));
             SAME_SHARD("after a step");
         }
         free(lk);
         free(rk);
-        free(rout);
-        free(lout);
-        free(rmax);
-        free(lmax);
-        free(q.offs);
-        free_batch(&b);
+        free_joined(&j);
     }
 #undef SAME_SHARD
     emb_generator_free(g);
@@ -439,11 +456,11 @@ static void run_forms(uint64_t seed) {
                    lgo = view(EMB_FLOAT32, go + first[rank_] * D, 2, los);
         for (int step = 0; step < 2; step++) {
             OK(emb_bag_forward(ref, &gin, gop, NULL, &ro, NULL));
-            OK(emb_mpi_bag_forward(t, &lin, lop, NULL, &lo, NULL));
+            OK(emb_mpi_table_bag_forward(t, &lin, lop, NULL, &lo, NULL));
             CHECK(same_rows(lout, rout + first[rank_] * D, mine * D),
                   "forms last=%d: forward differs", last);
             OK(emb_optimizer_step_fused_bag(ropt, 0, ref, &gin, gop, NULL, &ggo));
-            OK(emb_mpi_bag_step(t, &lin, lop, NULL, &lgo));
+            OK(emb_mpi_table_bag_step(t, &lin, lop, NULL, &lgo));
             check_shard(t, ref, "after a step of 2-D or include_last_offset bags");
         }
         /* a 2-D int32 lookup */
@@ -454,7 +471,7 @@ static void run_forms(uint64_t seed) {
                    l2 = view(EMB_INT32, ids + first[rank_] * W, 2, ls2);
         emb_tensor rkt = view(EMB_FLOAT32, rk, 3, rks), lkt = view(EMB_FLOAT32, lk, 3, lks);
         OK(emb_embedding_forward(emb_bag_embedding(ref), &g2, &rkt));
-        OK(emb_mpi_lookup(t, &l2, &lkt));
+        OK(emb_mpi_table_lookup(t, &l2, &lkt));
         CHECK(same_rows(lk, rk + first[rank_] * W * D, mine * W * D), "2-D int32 lookup differs");
         free(rk);
         free(lk);
@@ -487,7 +504,7 @@ static void run_refusals(void) {
     int64_t gs[2] = {1, 4};
     emb_tensor in = view(EMB_INT64, ids, 1, &n), of = view(EMB_INT64, offs, 1, &nb),
                gt = view(EMB_FLOAT32, go, 2, gs);
-    emb_status st = emb_mpi_bag_step(t, &in, &of, NULL, &gt);
+    emb_status st = emb_mpi_table_bag_step(t, &in, &of, NULL, &gt);
     CHECK(st == EMB_ERR_INDEX, "a step with an id out of range on rank %d gave %d", size_ - 1, st);
     if (rank_ == size_ - 1)
         CHECK(strstr(emb_errmsg(), "index 10 at position 2") != NULL, "message: %s", emb_errmsg());
@@ -499,14 +516,14 @@ static void run_refusals(void) {
           "a refused step counted a step");
     float out[4];
     emb_tensor ot = view(EMB_FLOAT32, out, 2, gs);
-    st = emb_mpi_bag_forward(t, &in, &of, NULL, &ot, NULL);
+    st = emb_mpi_table_bag_forward(t, &in, &of, NULL, &ot, NULL);
     CHECK(st == EMB_ERR_INDEX, "a forward with an id out of range gave %d", st);
     /* a wrong grad_output shape on rank 0 only */
     int64_t bad[2] = {rank_ == 0 ? 2 : 1, 4};
     float go2[8] = {0};
     emb_tensor gt2 = view(EMB_FLOAT32, go2, 2, bad);
     ids[2] = 2;
-    st = emb_mpi_bag_step(t, &in, &of, NULL, &gt2);
+    st = emb_mpi_table_bag_step(t, &in, &of, NULL, &gt2);
     CHECK(st == EMB_ERR_SHAPE, "a step with a wrong grad_output shape on rank 0 gave %d", st);
     CHECK(bytes == 0 || !memcmp(before, s.data, bytes), "a refused step changed the shard");
     free(before);

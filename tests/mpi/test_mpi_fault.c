@@ -29,7 +29,7 @@ int main(int argc, char **argv) {
             fflush(stderr);
             raise(SIGKILL);
         }
-        if (emb_mpi_lookup(t, &in, &ot)) {
+        if (emb_mpi_table_lookup(t, &in, &ot)) {
             fprintf(stderr, "rank %d: %s\n", rank, emb_errmsg());
             return 3;
         }

@@ -2,7 +2,8 @@
 
     api_rules.py INCLUDE_DIR
 
-Reads every EMB_API declaration of INCLUDE_DIR/*.h and fails, naming the function, when:
+Reads every EMB_API declaration of INCLUDE_DIR/*.h (and those of the add-on libraries' own
+export macros, EMB_<X>_API, as <emb/mpi.h>'s EMB_MPI_API) and fails, naming the function, when:
   1. a handle is destroyed by anything but `void emb_T_free(emb_T *)` (opaque T), or a
      `_free` takes something that is not a handle, or a `_release` takes something that is
      not a struct the caller owns (defined in the headers); other destroy verbs
@@ -37,7 +38,8 @@ def strip(text):
     return re.sub(r"(?m)^[ \t]*#.*(?:\\\n.*)*", "", text)
 
 
-ADDON_DEFAULTS = {}  # name -> (return, params) of *_options_default declared by EMB_<X>_API
+# The export macros: libemb's EMB_API and an add-on library's EMB_<X>_API (EMB_MPI_API).
+API_MACRO = r"\bEMB_(?:[A-Z0-9]+_)?API\b"
 
 
 def parse(header_texts):
@@ -48,9 +50,7 @@ def parse(header_texts):
         opaque.update(re.findall(r"typedef\s+struct\s+(emb_\w+)\s+\1\s*;", text))
         structs.update(re.findall(r"typedef\s+struct\s+(emb_\w+)\s*\{[^}]*\}\s*\1\s*;", text, flags=re.S))
         structs.update(re.findall(r"typedef\s+struct\s+emb_\w+\s*\{.*?\}\s*(emb_\w+)\s*;", text, flags=re.S))
-        for m in re.finditer(r"\bEMB_[A-Z]+_API\b\s*(\w+)\s+(emb_\w+_options_default)\s*\(", text):
-            ADDON_DEFAULTS[m.group(2)] = (m.group(1), [])
-        for m in re.finditer(r"\bEMB_API\b([^;{}]*?)\b(emb_\w+)\s*\(([^;{}]*?)\)\s*;", text, flags=re.S):
+        for m in re.finditer(API_MACRO + r"([^;{}]*?)\b(emb_\w+)\s*\(([^;{}]*?)\)\s*;", text, flags=re.S):
             params = [" ".join(p.split()) for p in m.group(3).split(",")]
             if params == ["void"]:
                 params = []
@@ -113,11 +113,10 @@ def problems(funcs, opaque, structs):
             elif seen_out and stars != 2:
                 out.append(f"{name}: handle out-parameters come last")
                 break
-    # 5. options structs (their defaults may be declared by an add-on library's own API
-    # macro, as <emb/mpi.h>'s EMB_MPI_API, whose names are libemb_mpi's to check)
+    # 5. options structs
     for s in sorted(structs):
         if s.endswith("_options"):
-            d = funcs.get(s + "_default") or ADDON_DEFAULTS.get(s + "_default")
+            d = funcs.get(s + "_default")
             if not d or d[0] != s:
                 out.append(f"{s}: needs {s}_default() returning it")
     return out
@@ -149,6 +148,7 @@ typedef struct emb_other emb_other;
         "size": "EMB_API int64_t emb_thing_size(const emb_thing *t);",
         "out not last": "EMB_API emb_status emb_thing_create2(emb_thing **out, int n);",
         "no default": "typedef struct emb_view_options { int a; } emb_view_options;",
+        "add-on macro": "EMB_MPI_API int64_t emb_rows_of_thing(const emb_thing *t);",
     }
     for what, decl in bad.items():
         p = problems(*parse({"g.h": good["g.h"], "b.h": decl}))
@@ -161,7 +161,7 @@ def main():
     texts = {os.path.basename(p): open(p, encoding="utf-8").read()
              for p in sorted(glob.glob(os.path.join(inc, "*.h")))}
     funcs, opaque, structs = parse(texts)
-    n_api = sum(len(re.findall(r"\bEMB_API\b", strip(t))) for t in texts.values())
+    n_api = sum(len(re.findall(API_MACRO, strip(t))) for t in texts.values())
     if n_api != len(funcs) or not funcs:
         sys.exit(f"{n_api} EMB_API declarations but {len(funcs)} parsed; the checker needs updating")
     out = problems(funcs, opaque, structs)
