@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "w2v/w2v_internal.h"
+#include "w2v/w2v_state.h"
 
 struct emb_mpi_w2v {
     MPI_Comm comm; /* the run's own duplicate */
@@ -106,8 +106,7 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
         d->displs[q] = (int)total;
         total += heads[q].changed;
         sum.done += h->done, sum.loss += h->loss, sum.examples += h->examples;
-        if (h->read_failed && !sum.read_failed)
-            sum.read_failed = 1, sum.read_errno = h->read_errno;
+        if (h->read_failed && !sum.read_failed) sum.read_failed = 1, sum.read_errno = h->read_errno;
         sum.nonfinite |= h->nonfinite;
     }
     free(heads);
@@ -138,7 +137,8 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
 static int on_agree(void *ctx, int stop) {
     emb_mpi_w2v *d = ctx;
     int any = stop != 0;
-    if (d->size > 1 && MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, d->comm) != MPI_SUCCESS)
+    if (d->size > 1 &&
+        MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, d->comm) != MPI_SUCCESS)
         return 1;
     return any;
 }
@@ -167,10 +167,24 @@ static void identity(const emb_w2v *w, uint64_t id[ID_FIELDS]) {
     }
     id[1] = h;
     h = 1469598103934665603ull;
-    int64_t iv[] = {o->model,     o->dim,           o->window,       o->negative,     o->min_count,
-                    o->max_vocab, o->epochs,        o->cbow_mean,    (int64_t)o->seed,
-                    o->lowercase, o->strip_punct,   o->max_sentence, o->shared_negatives,
-                    o->lenient,   o->compute_loss,  o->maxn,         o->minn,         o->bucket};
+    int64_t iv[] = {o->model,
+                    o->dim,
+                    o->window,
+                    o->negative,
+                    o->min_count,
+                    o->max_vocab,
+                    o->epochs,
+                    o->cbow_mean,
+                    (int64_t)o->seed,
+                    o->lowercase,
+                    o->strip_punct,
+                    o->max_sentence,
+                    o->shared_negatives,
+                    o->lenient,
+                    o->compute_loss,
+                    o->maxn,
+                    o->minn,
+                    o->bucket};
     double dv[] = {o->sample, o->alpha, o->min_alpha};
     id[2] = fnv(fnv(h, iv, sizeof iv), dv, sizeof dv);
     id[3] = (uint64_t)w->nt;
@@ -209,8 +223,8 @@ static emb_status check_equal(emb_mpi_w2v *d) {
         return st;
     }
     identity(d->w, mine);
-    int rc = MPI_Allgather(mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
-                           d->comm);
+    int rc =
+        MPI_Allgather(mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, d->comm);
     if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Allgather");
     for (int q = 1; q < d->size && !st; q++)
         for (int f = 0; f < ID_FIELDS && !st; f++)
@@ -265,7 +279,8 @@ emb_status emb_mpi_w2v_create(MPI_Comm comm, emb_w2v *w, emb_mpi_w2v **out) {
     int size, rank;
     if (MPI_Comm_size(comm, &size) != MPI_SUCCESS || MPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
         return emb_set_error(EMB_ERR_INVALID, "not a valid communicator");
-    emb_status st = out ? check_local(w, size) : emb_set_error(EMB_ERR_NULL, "out must not be NULL");
+    emb_status st =
+        out ? check_local(w, size) : emb_set_error(EMB_ERR_NULL, "out must not be NULL");
     emb_mpi_w2v *d = NULL;
     if (!st && !(d = calloc(1, sizeof *d))) st = emb_set_error(EMB_ERR_NOMEM, "out of memory");
     if ((st = emb__mpi_agree_comm(comm, st, "the distributed run"))) {

@@ -594,6 +594,29 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Allocates a lane's scratch (its own output copy aside); false when out of memory (what was
+ * allocated is freed with the rest). */
+static bool lane_scratch_init(const emb_w2v *w, lane_scratch *s) {
+    const emb_w2v_options *o = &w->o;
+    int64_t m = 2 * (int64_t)o->window, n = o->negative + 1;
+    size_t scratch_floats = (size_t)((m + n + 2) * o->dim + m * n);
+    /* Each lane's small arrays in their own cache lines (emb__malloc: 64-byte blocks): the
+     * lanes write them for every pair, and neighbouring malloc blocks would share lines
+     * between threads. */
+    /* a sentence is at most max_sentence tokens, and never longer than the corpus */
+    int64_t longest = o->max_sentence < w->n_ids ? o->max_sentence : (w->n_ids > 0 ? w->n_ids : 1);
+    s->sen = emb__malloc((size_t)longest * sizeof(int32_t));
+    s->ctx = emb__malloc((size_t)m * sizeof(int32_t));
+    s->tgt = emb__malloc((size_t)n * sizeof(int32_t));
+    s->negs = emb__malloc((size_t)(m * o->negative) * sizeof(int32_t));
+    s->scratch = emb__malloc(scratch_floats * sizeof(float));
+    s->h = emb__malloc((size_t)o->dim * sizeof(float));
+    bool ok = s->sen && s->ctx && s->tgt && s->negs && s->scratch && s->h &&
+              emb__w2v_cursor_init(&s->cur, &w->ids) == EMB_OK;
+    if (w->sub_off) ok = ok && (s->sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
+    return ok;
+}
+
 emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     if (!w) return emb__null("w2v");
     if (w->diverged) return diverged_error(w);
@@ -601,29 +624,10 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     emb__w2v_dist *dist = w->dist;
     /* the lanes this process trains (all of them, unless a distributed run shares them) */
     const int nt = w->nt, lane0 = dist ? dist->lane0 : 0, nl = dist ? dist->nlocal : nt;
-    int64_t m = 2 * (int64_t)o->window, n = o->negative + 1;
-    size_t scratch_floats = (size_t)((m + n + 2) * o->dim + m * n);
     lane_scratch *ls = calloc((size_t)nl, sizeof *ls);
     if (!ls) return emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     bool ok = true;
-    for (int t = 0; t < nl; t++) {
-        /* Each lane's small arrays in their own cache lines (emb__malloc: 64-byte blocks): the
-         * lanes write them for every pair, and neighbouring malloc blocks would share lines
-         * between threads. */
-        /* a sentence is at most max_sentence tokens, and never longer than the corpus */
-        int64_t longest =
-            o->max_sentence < w->n_ids ? o->max_sentence : (w->n_ids > 0 ? w->n_ids : 1);
-        ls[t].sen = emb__malloc((size_t)longest * sizeof(int32_t));
-        ls[t].ctx = emb__malloc((size_t)m * sizeof(int32_t));
-        ls[t].tgt = emb__malloc((size_t)n * sizeof(int32_t));
-        ls[t].negs = emb__malloc((size_t)(m * o->negative) * sizeof(int32_t));
-        ls[t].scratch = emb__malloc(scratch_floats * sizeof(float));
-        ls[t].h = emb__malloc((size_t)o->dim * sizeof(float));
-        ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch && ls[t].h &&
-             emb__w2v_cursor_init(&ls[t].cur, &w->ids) == EMB_OK;
-        if (w->sub_off)
-            ok = ok && (ls[t].sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
-    }
+    for (int t = 0; t < nl; t++) ok = lane_scratch_init(w, &ls[t]) && ok;
     bool own = ok && lanes_own_output(w, nl);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
     for (int t = 0; own && t < nl; t++) {

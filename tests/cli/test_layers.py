@@ -64,6 +64,9 @@ SEPARATE = {"mpi"}
 HEADER_ONLY = {
     "src/kernels/nan_rules.h":
         "an owner sums gradient rows with coalesce()'s NaN rule, which is written there",
+    "src/w2v/w2v_state.h":
+        "the layout of a word2vec run (types only): the distributed trainer reads its tables, "
+        "lanes and progress and installs its round hook",
 }
 
 # The headers a module shows the other modules, for the modules that have a face; their

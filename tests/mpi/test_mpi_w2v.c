@@ -190,8 +190,7 @@ static void run_refusals(void) {
     OK(emb_w2v_create_from_file(&o, corpus, &w));
     emb_status st = emb_mpi_w2v_create(MPI_COMM_WORLD, w, &d);
     if (size_ > 1) {
-        CHECK(st == EMB_ERR_INVALID && strstr(emb_errmsg(), "options") &&
-                  d == (emb_mpi_w2v *)&o,
+        CHECK(st == EMB_ERR_INVALID && strstr(emb_errmsg(), "options") && d == (emb_mpi_w2v *)&o,
               "different seeds: status %d", (int)st);
     } else {
         OK(st);
