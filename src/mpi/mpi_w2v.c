@@ -12,6 +12,10 @@
 
 #include "w2v/w2v_state.h"
 
+/* Tokens per lane and round: the single process's (shorter rounds did not keep 4 ranks from
+ * diverging with a summing merge, nor made the mean train faster). */
+#define EMB__MPI_W2V_ROUND 16384
+
 struct emb_mpi_w2v {
     MPI_Comm comm; /* the run's own duplicate */
     MPI_Datatype row_type;
@@ -57,17 +61,19 @@ static emb_status round_fail(emb_mpi_w2v *d, emb_status st) {
 }
 
 /* The merge (every rank computes it alike from the same data): a row that one rank changed is
- * taken from that rank; a row that several changed becomes the round's starting value plus
- * their changes, added in rank order (the rule by which one process merges its threads'
- * output tables). */
+ * taken from that rank; a row two ranks changed becomes the round's starting value plus the sum
+ * of their changes (the rule by which one process merges its threads' output tables); a row
+ * that k > 2 ranks changed gets 2/k of the sum. Sums run in rank order. The sum alone made
+ * skip-gram on 4 ranks diverge: the frequent words' rows, moved by every rank most of the way
+ * to where its data pulls them, overshoot by k - 1 times; the mean alone trains them too
+ * slowly (docs/DISTRIBUTED.md, "Word vectors"). */
 static void merge(emb_mpi_w2v *d, int64_t total) {
     emb_w2v *w = d->w;
     const int64_t dim = w->o.dim;
     const size_t row_bytes = (size_t)dim * sizeof(float);
     for (int64_t k = 0; k < total; k++) d->count[d->ids[k]]++;
-    for (int64_t k = 0; k < total; k++) /* rows several ranks changed start from the base */
-        if (d->count[d->ids[k]] > 1)
-            memcpy(table_row(w, d->ids[k]), d->base + d->ids[k] * dim, row_bytes);
+    for (int64_t k = 0; k < total; k++) /* rows several ranks changed: their sum starts at 0 */
+        if (d->count[d->ids[k]] > 1) memset(table_row(w, d->ids[k]), 0, row_bytes);
     for (int64_t k = 0; k < total; k++) { /* in rank order: the ranks' lists are in it */
         int64_t id = d->ids[k];
         float *x = table_row(w, id);
@@ -76,6 +82,17 @@ static void merge(emb_mpi_w2v *d, int64_t total) {
             memcpy(x, v, row_bytes);
         else
             for (int64_t q = 0; q < dim; q++) x[q] = x[q] + (v[q] - b[q]);
+    }
+    for (int64_t k = 0; k < total; k++) {
+        int64_t id = d->ids[k];
+        float *x = table_row(w, id), *b = d->base + id * dim;
+        if (d->count[id] > 2) { /* at most twice the mean change: 2/k of the sum */
+            const float f = 2.0f / (float)d->count[id];
+            for (int64_t q = 0; q < dim; q++) x[q] = b[q] + x[q] * f;
+        } else if (d->count[id] == 2) {
+            for (int64_t q = 0; q < dim; q++) x[q] = b[q] + x[q];
+        }
+        d->count[id] = -1; /* done: a row appears once per rank that changed it */
     }
     for (int64_t k = 0; k < total; k++) {
         memcpy(d->base + d->ids[k] * dim, table_row(w, d->ids[k]), row_bytes);
@@ -303,6 +320,7 @@ emb_status emb_mpi_w2v_create(MPI_Comm comm, emb_w2v *w, emb_mpi_w2v **out) {
         return st;
     }
     d->dist.nlocal = w->nt / size;
+    d->dist.round_tokens = EMB__MPI_W2V_ROUND;
     d->dist.lane0 = rank * d->dist.nlocal;
     d->dist.ctx = d;
     d->dist.round = on_round;

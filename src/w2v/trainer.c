@@ -455,9 +455,10 @@ static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s, 
 }
 
 /* Trains lane t for one round: whole sentences from its position until at least
- * EMB__W2V_ROUND tokens were processed or its range ends. alpha0 is the learning rate at
- * words_done0 (the global count at the start of the round); the lane extrapolates the
- * global progress as its own count times the number of lanes. Returns tokens processed. */
+ * EMB__W2V_ROUND tokens (a distributed run's round_tokens) were processed or its range ends. alpha0
+ * is the learning rate at words_done0 (the global count at the start of the round); the lane
+ * extrapolates the global progress as its own count times the number of lanes. Returns tokens
+ * processed. */
 static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn step,
                            lane_scratch *s) {
     /* The lane's state lives in this thread's own copy while it works: the lanes' structs
@@ -470,7 +471,9 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
     const double total = (double)w->tokens * o->epochs;
     const bool cbow = o->model == EMB_W2V_CBOW;
     int64_t processed = 0;
-    while (l->pos < l->hi && processed < EMB__W2V_ROUND) {
+    const int64_t round =
+        w->dist && w->dist->round_tokens > 0 ? w->dist->round_tokens : EMB__W2V_ROUND;
+    while (l->pos < l->hi && processed < round) {
         /* one sentence: up to max_sentence tokens, or to the next -1 */
         double frac = ((double)done0 + (double)processed * w->nt) / total;
         if (frac > 1) frac = 1;

@@ -58,6 +58,7 @@ typedef struct emb__w2v_round {
  * built from the same sources), never by libemb itself. */
 typedef struct emb__w2v_dist {
     int lane0, nlocal;
+    int64_t round_tokens; /* tokens per lane and round (0: the single process's 16,384) */
     void *ctx;
     emb_status (*round)(void *ctx, emb_w2v *w, emb__w2v_round *r);
     int (*agree)(void *ctx, int stop);
