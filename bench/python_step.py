@@ -8,9 +8,12 @@ Each configuration is timed in `rounds` alternating rounds (torch, then emb) of 
 steps after warm-up steps; the best round's mean step time counts. Ratios are torch time /
 emb time: above 1 means the emb model steps faster.
 
+--cpu times the process's CPU time (time.process_time) instead of the wall clock: on a
+loaded machine, with --threads 1, it leaves out the time the process waits for a core.
+
 Usage (the package from a build folder):
   PYTHONPATH=build/python /usr/bin/python3 bench/python_step.py [--threads 2] [--steps 20]
-      [--rounds 3] [--quick]
+      [--rounds 3] [--quick] [--cpu]
 """
 import argparse
 import time
@@ -71,11 +74,11 @@ def step(model, opts, x, y, t):
         o.step()
 
 
-def time_steps(model, opts, data):
-    t0 = time.perf_counter()
+def time_steps(model, opts, data, clock):
+    t0 = clock()
     for x, y, t in data:
         step(model, opts, x, y, t)
-    return (time.perf_counter() - t0) / len(data)
+    return (clock() - t0) / len(data)
 
 
 def main():
@@ -84,11 +87,13 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--cpu", action="store_true", help="time CPU time, not wall time")
     a = ap.parse_args()
+    clock = time.process_time if a.cpu else time.perf_counter
     torch.set_num_threads(a.threads)
     emb.set_num_threads(a.threads)
     print(f"threads {a.threads}, {a.steps} steps x {a.rounds} rounds, torch {torch.__version__}, "
-          f"emb {emb.__version__}")
+          f"emb {emb.__version__}, {'CPU' if a.cpu else 'wall'} time")
     print(f"{'model':16} {'torch ms/step':>14} {'emb ms/step':>12} {'torch/emb':>10}  same bits")
     for cfg in QUICK if a.quick else CONFIGS:
         ref = make((nn.Embedding, nn.EmbeddingBag), cfg)
@@ -100,8 +105,8 @@ def main():
                 step(m, o, x, y, t)
         best = {"torch": float("inf"), "emb": float("inf")}
         for _ in range(a.rounds):
-            best["torch"] = min(best["torch"], time_steps(*ref, data))
-            best["emb"] = min(best["emb"], time_steps(*mine, data))
+            best["torch"] = min(best["torch"], time_steps(*ref, data, clock))
+            best["emb"] = min(best["emb"], time_steps(*mine, data, clock))
         same = all(torch.equal(p, q) for p, q in zip(ref[0].parameters(), mine[0].parameters()))
         print(f"{cfg[0]:16} {best['torch'] * 1e3:14.2f} {best['emb'] * 1e3:12.2f} "
               f"{best['torch'] / best['emb']:10.2f}  {same}")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what emb needs from Debian's packages, or says exactly what to install.
 #   scripts/deps.sh build   compiler, cmake, OpenBLAS (its OpenMP build, see CMakeLists.txt),
+#                           zlib, libbz2, liblzma and libzstd (compressed corpora),
 #                           SLEEF (the exp/log PyTorch's log_softmax uses), libmicrohttpd
 #                           (emb serve's HTTP server), python3-dev and python3-numpy (the
 #                           Python package, python/)
@@ -17,7 +18,7 @@
 set -euo pipefail
 mode=${1:-build}
 pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libjansson-dev libsleef-dev
-      libmicrohttpd-dev python3-dev python3-numpy)
+      libmicrohttpd-dev python3-dev python3-numpy zlib1g-dev libbz2-dev liblzma-dev libzstd-dev)
 case "$mode" in
   build) ;;
   run) command -v npm >/dev/null 2>&1 || pkgs+=(npm) ;;

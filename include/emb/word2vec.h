@@ -51,7 +51,7 @@ typedef struct emb_w2v_options {
     bool cbow_mean;        /* CBOW: average the context vectors (true) or sum them */
     int threads;           /* training threads; 0: emb_get_num_threads() */
     uint64_t seed;         /* initialisation and sampling */
-    bool lowercase;        /* lowercase ASCII letters of tokens */
+    bool lowercase;        /* lowercase tokens as Python's str.lower() (docs/word2vec.md) */
     bool strip_punct;      /* strip leading and trailing ASCII punctuation from tokens */
     int64_t max_sentence;  /* a line longer than this many tokens is cut into pieces; 1000;
                               in [1, 2^31 - 1] */
@@ -97,11 +97,27 @@ typedef struct emb_w2v emb_w2v;
  * UTF-8: "corpus.txt:12: invalid UTF-8 in token ..."; no token at all: "corpus is empty";
  * no word seen min_count times: "no word occurs at least 5 times (min_count) ..."),
  * EMB_ERR_NOMEM, EMB_ERR_OVERFLOW (more than 2^31 - 1 distinct words, or tokens x epochs
- * beyond 2^63 - 1). EMB_ERR_IO also for a directory or a character device that is not a
- * terminal (/dev/zero has no end). */
+ * beyond 2^63 - 1). EMB_ERR_IO also for a character device that is not a terminal
+ * (/dev/zero has no end). A directory is read as its files and compressed data is
+ * decompressed, as emb_w2v_create_from_files says. */
 EMB_API emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path,
                                             emb_w2v **out);
-/* The same from an open stream (read to its end; not closed). name is used in messages. */
+/* The same over several paths read one after the other, as if concatenated with a line end
+ * between two files (the end of a file ends a sentence): regular files, directories (their
+ * regular files, recursively, in byte order of the path names; hidden names, starting with
+ * '.', and what is not a regular file are skipped; a symbolic link to a regular file is read)
+ * and "-" for stdin (at most once). Every file, whatever its name, is read as gzip, bzip2, xz
+ * or zstd data when it starts with that format's magic bytes (concatenated members, streams
+ * and frames are read whole, as zcat does), else as plain text. Errors: as
+ * emb_w2v_create_from_file, EMB_ERR_INVALID (n == 0, "-" twice), EMB_ERR_IO (a directory
+ * without files), EMB_ERR_FORMAT (corrupt or truncated compressed data: the message names
+ * the file and the byte offset in the compressed file), EMB_ERR_UNSUPPORTED (a compression
+ * this build of emb has no library for). emb_w2v_create_from_file(o, p, out) is
+ * emb_w2v_create_from_files(o, &p, 1, out). */
+EMB_API emb_status emb_w2v_create_from_files(const emb_w2v_options *opts, const char *const *paths,
+                                             size_t n, emb_w2v **out);
+/* The same from an open stream (read to its end; not closed; compressed data recognised as
+ * by emb_w2v_create_from_files). name is used in messages. */
 EMB_API emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f,
                                               const char *name, emb_w2v **out);
 /* The same from a vocabulary (copied; counts used for subsampling and negative sampling)
@@ -203,6 +219,9 @@ EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
  * with the others; tables holding NaN or infinities). */
 EMB_API emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
                                   const char *checkpoint, emb_w2v **out);
+/* The same over the corpus paths[0..n) (emb_w2v_create_from_files). */
+EMB_API emb_status emb_w2v_resume_files(const emb_w2v_options *opts, const char *const *paths,
+                                        size_t n, const char *checkpoint, emb_w2v **out);
 
 /* A run over a corpus whose vocabulary comes from `vocab` (copied) instead of from counting
  * the corpus: the word2vec tool's -read-vocab (emb_vocab_load reads its files). The words
@@ -213,6 +232,10 @@ EMB_API emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpu
  * EMB_ERR_FORMAT (no word reaches min_count, or no corpus token is in the vocabulary). */
 EMB_API emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_vocab *vocab,
                                              const char *corpus, emb_w2v **out);
+/* The same over the corpus paths[0..n) (emb_w2v_create_from_files). */
+EMB_API emb_status emb_w2v_create_with_vocab_files(const emb_w2v_options *opts,
+                                                   const emb_vocab *vocab, const char *const *paths,
+                                                   size_t n, emb_w2v **out);
 
 /* Continued training: a model saved by emb_w2v_save_checkpoint (at the end of a run, or
  * any checkpoint) trained further on a new corpus, as gensim's build_vocab(update=True)
@@ -231,6 +254,9 @@ EMB_API emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const 
  * read), EMB_ERR_FORMAT (not a model: the message names the file and the offset). */
 EMB_API emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model,
                                     const char *corpus, emb_w2v **out);
+/* The same over the corpus paths[0..n) (emb_w2v_create_from_files). */
+EMB_API emb_status emb_w2v_continue_files(const emb_w2v_options *opts, const char *model,
+                                          const char *const *paths, size_t n, emb_w2v **out);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,7 @@ from numbers import Integral
 
 import numpy as np
 
-from . import _emb
+from . import _emb, gensimfile
 
 _FORMATS = {".safetensors", ".npy", ".bin", ".vec", ".txt"}
 
@@ -16,6 +16,16 @@ def _unitvec(v):
     v = np.asarray(v)
     norm = np.linalg.norm(v)
     return v / norm if norm else v
+
+
+def _argsort_desc(x, topn):
+    """The indices of the topn largest values, largest first, found the way gensim's
+    matutils.argsort(x, topn, reverse=True) finds them (so that ties come out in its order)."""
+    x = -x
+    if topn >= x.size:
+        return np.argsort(x)[:topn]
+    most_extreme = np.argpartition(x, topn)[:topn]
+    return most_extreme.take(np.argsort(x.take(most_extreme)))
 
 
 def _ensure_list(value):
@@ -81,7 +91,17 @@ class KeyedVectors:
         the words emb stores in its metadata), npy (with a "<stem>.vocab" file beside it),
         word2vec text or binary, GloVe, fastText .vec. mmap='r' maps a float32 safetensors
         file read-only instead of reading it (vectors is then a read-only view of the
-        mapping)."""
+        mapping). A file written by gensim's KeyedVectors.save() (a pickle, the large arrays
+        in "<fname>.vectors.npy" beside it) is read without gensim by an unpickler that
+        rebuilds nothing but the words, vectors and counts (emb.gensimfile: no code from the
+        file runs); mmap='r' then maps the separate .npy files as gensim does."""
+        fname = os.fspath(fname)
+        if gensimfile.is_gensim_pickle(fname):
+            words, vectors, counts = gensimfile.read(fname, mmap=mmap)
+            if limit:
+                words, vectors = words[:limit], vectors[:limit]
+                counts = counts[:limit] if counts is not None else None
+            return cls(vectors=vectors, index_to_key=words, counts=counts)
         if mmap is not None:
             if mmap != "r":
                 raise ValueError("mmap must be None or 'r' (emb maps files read-only)")
@@ -255,6 +275,36 @@ class KeyedVectors:
         exclude = np.array([all_keys or [-1]], dtype=np.int64)
         ids, scores = self._knn(clip_end).search(mean[np.newaxis, :], k, exclude)
         return [(self.index_to_key[i], float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+
+    def most_similar_cosmul(self, positive=None, negative=None, topn=10, restrict_vocab=None):
+        """The topn keys best by Levy and Goldberg's multiplicative objective (3CosMul):
+        the product of the positive keys' cosines over the product of the negative keys'
+        cosines (+1e-6), each cosine shifted to [0, 1] as (1 + cos) / 2; the query keys are
+        left out. gensim's formula and order, computed the same way with numpy; topn=None:
+        the scores of every key. restrict_vocab=n searches the first n keys only (gensim 4.2
+        accepts the argument and ignores it)."""
+        if isinstance(topn, Integral) and topn < 1:
+            return []
+        positive = _ensure_list(positive)
+        negative = _ensure_list(negative)
+        self.fill_norms()
+        all_words = {self.get_index(w) for w in positive + negative
+                     if not isinstance(w, np.ndarray) and w in self.key_to_index}
+        positive = [self.get_vector(w, norm=True) if isinstance(w, str) else w for w in positive]
+        negative = [self.get_vector(w, norm=True) if isinstance(w, str) else w for w in negative]
+        if not positive:
+            raise ValueError("cannot compute similarity with no input")
+        vectors, norms = self.vectors, self.norms
+        if restrict_vocab:
+            vectors, norms = vectors[:restrict_vocab], norms[:restrict_vocab]
+        pos_dists = [((1 + np.dot(vectors, term) / norms) / 2) for term in positive]
+        neg_dists = [((1 + np.dot(vectors, term) / norms) / 2) for term in negative]
+        dists = np.prod(pos_dists, axis=0) / (np.prod(neg_dists, axis=0) + 0.000001)
+        if not topn:
+            return dists
+        best = _argsort_desc(dists, topn + len(all_words))
+        result = [(self.index_to_key[i], float(dists[i])) for i in best if i not in all_words]
+        return result[:topn]
 
     def similar_by_word(self, word, topn=10, restrict_vocab=None):
         return self.most_similar(positive=[word], topn=topn, restrict_vocab=restrict_vocab)

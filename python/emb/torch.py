@@ -22,8 +22,11 @@ __all__ = ["Embedding", "EmbeddingBag", "embedding", "embedding_bag"]
 
 
 def _view(t):
-    """A numpy view of a CPU tensor's memory (a contiguous copy when it is not contiguous)."""
-    return t.detach().contiguous().numpy()
+    """A numpy view of a CPU tensor's memory (a contiguous copy when it is not contiguous).
+    The common case (a contiguous tensor outside autograd) costs one call."""
+    if t.requires_grad or not t.is_contiguous():
+        t = t.detach().contiguous()
+    return t.numpy()
 
 
 def _sparse(rows, values, shape):
@@ -37,8 +40,9 @@ class _EmbeddingFunction(torch.autograd.Function):
     def forward(ctx, weight, indices, padding_idx, max_norm, norm_type, scale_grad_by_freq,
                 sparse):
         idx = _view(indices)
-        out = _emb.embedding(weight.detach().numpy(), idx, max_norm, norm_type)
-        ctx.weight = weight.detach()
+        w = weight.detach().numpy()
+        out = _emb.embedding(w, idx, max_norm, norm_type)
+        ctx.weight = w
         ctx.indices = idx
         ctx.opts = (padding_idx, scale_grad_by_freq, sparse)
         return torch.from_numpy(out)
@@ -49,23 +53,24 @@ class _EmbeddingFunction(torch.autograd.Function):
         if sparse and padding_idx is None and not scale and ctx.indices.dtype == np.int64:
             # emb_embedding_backward_sparse_view's case (and torch's): the gradient's entries
             # are the forward's indices (validated by the forward) and grad_output, borrowed
-            dim = ctx.weight.shape[1]
+            shape = ctx.weight.shape
             return (torch._sparse_coo_tensor_unsafe(
                 torch.from_numpy(ctx.indices.reshape(1, -1)),
-                grad_output.contiguous().reshape(-1, dim), ctx.weight.shape),
+                grad_output.contiguous().reshape(-1, shape[1]), shape),
                 None, None, None, None, None, None)
-        w = ctx.weight.numpy()
-        g = _emb.embedding_backward(w, ctx.indices, _view(grad_output), padding_idx=padding_idx,
-                                    scale_grad_by_freq=scale, sparse=sparse)
+        g = _emb.embedding_backward(ctx.weight, ctx.indices, _view(grad_output), padding_idx,
+                                    scale, sparse)
         grad = _sparse(g[0], g[1], ctx.weight.shape) if sparse else torch.from_numpy(g)
         return grad, None, None, None, None, None, None
 
 
 def _served(weight, *tensors):
-    """True when emb can run the call: a float32 CPU weight and CPU index tensors."""
-    if weight.dtype != torch.float32 or weight.device.type != "cpu" or weight.is_sparse:
+    """True when emb can run the call: a float32 strided CPU weight and CPU index tensors
+    (is_cpu and layout are attribute reads; weight.device builds an object per call)."""
+    if weight.dtype is not torch.float32 or not weight.is_cpu or \
+            weight.layout is not torch.strided:
         return False
-    return all(t is None or t.device.type == "cpu" for t in tensors)
+    return all(t is None or t.is_cpu for t in tensors)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
@@ -99,10 +104,10 @@ class _BagFunction(torch.autograd.Function):
         inp = _view(input)
         off = None if offsets is None else _view(offsets)
         p = None if psw is None else _view(psw)
-        out, max_indices = _emb.embedding_bag(weight.detach().numpy(), inp, off, p, mode,
-                                              padding_idx, max_norm, norm_type,
-                                              include_last_offset)
-        ctx.weight = weight.detach()
+        w = weight.detach().numpy()
+        out, max_indices = _emb.embedding_bag(w, inp, off, p, mode, padding_idx, max_norm,
+                                              norm_type, include_last_offset)
+        ctx.weight = w
         ctx.args = (inp, off, p, max_indices)
         ctx.opts = dict(mode=mode, padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq,
                         include_last_offset=include_last_offset)
@@ -112,7 +117,7 @@ class _BagFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         inp, off, p, mi = ctx.args
-        w = ctx.weight.numpy()
+        w = ctx.weight
         go = _view(grad_output)
         gw = gp = None
         if ctx.needs_input_grad[0]:

@@ -67,8 +67,7 @@ fail:
     return -1;
 }
 
-/* (words, counts) lists of a vocabulary; (None, None) for NULL. */
-static PyObject *vocab_to_lists(const emb_vocab *v) {
+PyObject *py_vocab_lists(const emb_vocab *v) {
     if (!v) return Py_BuildValue("(OO)", Py_None, Py_None);
     int64_t n = emb_vocab_num_words(v);
     PyObject *words = PyList_New((Py_ssize_t)n), *counts = PyList_New((Py_ssize_t)n);
@@ -139,7 +138,7 @@ static PyObject *m_read_vectors(PyObject *m, PyObject *args, PyObject *kw) {
     PY_NOGIL(st, emb_vectors_read(PyBytes_AS_STRING(path), &o, &v));
     Py_DECREF(path);
     if (st != EMB_OK) return py_raise(st);
-    PyObject *wc = vocab_to_lists(v.vocab);
+    PyObject *wc = py_vocab_lists(v.vocab);
     PyObject *arr = wc ? copy_tensor(&v.weight) : NULL;
     PyObject *res = NULL;
     if (arr)
@@ -389,7 +388,7 @@ static PyObject *qtable_wrap(emb_qtable *q, emb_vocab *v) {
     }
     self->q = q;
     self->words = self->counts = NULL;
-    PyObject *wc = vocab_to_lists(v);
+    PyObject *wc = py_vocab_lists(v);
     emb_vocab_free(v);
     if (!wc) {
         Py_DECREF(self);
@@ -568,22 +567,10 @@ static int qtable_getbuffer(py_qtable *self, Py_buffer *view, int flags) {
         PyErr_SetString(PyExc_BufferError, "a QTable is read-only");
         return -1;
     }
-    self->shape[0] = (Py_ssize_t)emb_qtable_num_rows(self->q);
-    self->shape[1] = (Py_ssize_t)emb_qtable_row_nbytes(self->q);
-    self->strides[0] = self->shape[1];
-    self->strides[1] = 1;
-    view->obj = Py_NewRef(self);
-    view->buf = (void *)emb_qtable_data(self->q);
-    view->len = (Py_ssize_t)emb_qtable_nbytes(self->q);
-    view->readonly = 1;
-    view->itemsize = 1;
-    view->format = (flags & PyBUF_FORMAT) ? "B" : NULL;
-    view->ndim = 2;
-    view->shape = (flags & PyBUF_ND) ? self->shape : NULL;
-    view->strides = (flags & PyBUF_STRIDES) ? self->strides : NULL;
-    view->suboffsets = NULL;
-    view->internal = NULL;
-    return 0;
+    return py_fill_buffer_2d(view, (PyObject *)self, (void *)emb_qtable_data(self->q),
+                             (Py_ssize_t)emb_qtable_num_rows(self->q),
+                             (Py_ssize_t)emb_qtable_row_nbytes(self->q), 1, "B", 1, self->shape,
+                             self->strides, flags);
 }
 
 static PyBufferProcs qtable_buffer = {(getbufferproc)qtable_getbuffer, NULL};
@@ -691,6 +678,20 @@ static int knn_ready(py_knn *self) {
     return 0;
 }
 
+/* The result arrays of a search, ids int64 [nq, k] and scores float32 [nq, k]; -1 with an
+ * exception set (ValueError for k < 1). */
+static int knn_results(int64_t nq, long long k, PyObject **ids, PyObject **sc, emb_tensor *it,
+                       emb_tensor *st) {
+    if (k < 1) {
+        PyErr_SetString(PyExc_ValueError, "k must be at least 1");
+        return -1;
+    }
+    int64_t shape[2] = {nq, k};
+    *ids = py_new_array(EMB_INT64, 2, shape, it);
+    *sc = *ids ? py_new_array(EMB_FLOAT32, 2, shape, st) : NULL;
+    return *sc ? 0 : -1;
+}
+
 /* search(queries [Q, D], k, exclude=None [Q, n]) -> (ids int64 [Q, k], scores float32 [Q, k]) */
 static PyObject *knn_search(py_knn *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"queries", "k", "exclude", NULL};
@@ -712,22 +713,12 @@ static PyObject *knn_search(py_knn *self, PyObject *args, PyObject *kw) {
         }
         nex = ea.t.shape[1];
     }
-    if (k < 1) {
-        PyErr_SetString(PyExc_ValueError, "k must be at least 1");
-        goto done;
-    }
-    int64_t shape[2] = {nq, k};
     emb_tensor it, st_;
-    ids = py_new_array(EMB_INT64, 2, shape, &it);
-    sc = ids ? py_new_array(EMB_FLOAT32, 2, shape, &st_) : NULL;
-    if (!sc) goto done;
+    if (knn_results(nq, k, &ids, &sc, &it, &st_) < 0) goto done;
     emb_status st;
     PY_NOGIL(st, emb_knn_search(self->index, &qa.t, k, ea.present ? ea.t.data : NULL, nex, it.data,
                                 st_.data));
-    if (st != EMB_OK)
-        py_raise(st);
-    else
-        res = PyTuple_Pack(2, ids, sc);
+    res = st != EMB_OK ? py_raise(st) : PyTuple_Pack(2, ids, sc);
 done:
     Py_XDECREF(ids);
     Py_XDECREF(sc);
@@ -749,21 +740,11 @@ static PyObject *knn_analogy(py_knn *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "abc must be int64 [Q, 3]");
         goto done;
     }
-    if (k < 1) {
-        PyErr_SetString(PyExc_ValueError, "k must be at least 1");
-        goto done;
-    }
-    int64_t shape[2] = {a.t.shape[0], k};
     emb_tensor it, stt;
-    ids = py_new_array(EMB_INT64, 2, shape, &it);
-    sc = ids ? py_new_array(EMB_FLOAT32, 2, shape, &stt) : NULL;
-    if (!sc) goto done;
+    if (knn_results(a.t.shape[0], k, &ids, &sc, &it, &stt) < 0) goto done;
     emb_status st;
     PY_NOGIL(st, emb_knn_analogy(self->index, a.t.data, a.t.shape[0], k, it.data, stt.data));
-    if (st != EMB_OK)
-        py_raise(st);
-    else
-        res = PyTuple_Pack(2, ids, sc);
+    res = st != EMB_OK ? py_raise(st) : PyTuple_Pack(2, ids, sc);
 done:
     Py_XDECREF(ids);
     Py_XDECREF(sc);

@@ -259,6 +259,27 @@ fail:
     return -1;
 }
 
+int py_fill_buffer_2d(Py_buffer *view, PyObject *obj, void *buf, Py_ssize_t rows, Py_ssize_t cols,
+                      Py_ssize_t itemsize, const char *format, int readonly, Py_ssize_t *shape,
+                      Py_ssize_t *strides, int flags) {
+    shape[0] = rows;
+    shape[1] = cols;
+    strides[0] = cols * itemsize;
+    strides[1] = itemsize;
+    view->obj = Py_NewRef(obj);
+    view->buf = buf;
+    view->len = rows * cols * itemsize;
+    view->readonly = readonly;
+    view->itemsize = itemsize;
+    view->format = (flags & PyBUF_FORMAT) ? (char *)format : NULL;
+    view->ndim = 2;
+    view->shape = (flags & PyBUF_ND) ? shape : NULL;
+    view->strides = (flags & PyBUF_STRIDES) ? strides : NULL;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    return 0;
+}
+
 PyObject *py_shape_tuple(int ndim, const int64_t *shape) {
     PyObject *t = PyTuple_New(ndim);
     if (!t) return NULL;
@@ -435,8 +456,9 @@ PyMODINIT_FUNC PyInit__emb(void) {
     if (!m) return NULL;
     if (py_errors_init(m) < 0 || add_functions(m, py_table_functions) < 0 ||
         add_functions(m, py_train_functions) < 0 || add_functions(m, py_io_functions) < 0 ||
-        py_tables_init(m) < 0 || py_train_init(m) < 0 || py_io_init(m) < 0 ||
-        PyModule_AddStringConstant(m, "__version__", emb_version()) < 0) {
+        add_functions(m, py_random_functions) < 0 || add_functions(m, py_project_functions) < 0 ||
+        py_random_init(m) < 0 || py_tables_init(m) < 0 || py_train_init(m) < 0 ||
+        py_io_init(m) < 0 || PyModule_AddStringConstant(m, "__version__", emb_version()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -83,23 +83,8 @@ static int table_getbuffer(py_table *self, Py_buffer *view, int flags) {
                         "the table is read-only (a memory-mapped file or a read-only array)");
         return -1;
     }
-    self->shape[0] = (Py_ssize_t)w.shape[0];
-    self->shape[1] = (Py_ssize_t)w.shape[1];
-    self->strides[0] = (Py_ssize_t)(w.shape[1] * 4);
-    self->strides[1] = 4;
-    view->obj = (PyObject *)self;
-    Py_INCREF(self);
-    view->buf = w.data;
-    view->len = self->shape[0] * self->shape[1] * 4;
-    view->readonly = ro;
-    view->itemsize = 4;
-    view->format = (flags & PyBUF_FORMAT) ? "f" : NULL;
-    view->ndim = 2;
-    view->shape = (flags & PyBUF_ND) ? self->shape : NULL;
-    view->strides = (flags & PyBUF_STRIDES) ? self->strides : NULL;
-    view->suboffsets = NULL;
-    view->internal = NULL;
-    return 0;
+    return py_fill_buffer_2d(view, (PyObject *)self, w.data, (Py_ssize_t)w.shape[0],
+                             (Py_ssize_t)w.shape[1], 4, "f", ro, self->shape, self->strides, flags);
 }
 
 static PyBufferProcs table_buffer = {(getbufferproc)table_getbuffer, NULL};
@@ -108,9 +93,18 @@ static PyBufferProcs table_buffer = {(getbufferproc)table_getbuffer, NULL};
 
 /* The caller's weight to share: a 2-D float32 C-contiguous array, kept; a read-only buffer
  * makes a read-only table. */
-static int get_shared_weight(PyObject *obj, py_table *self, emb_tensor *w, emb_storage *storage) {
+/* The _weight of a table: held by the object (release_shared), a 2-D one of the table's
+ * shape. */
+static int get_shared_weight(PyObject *obj, py_table *self, int64_t num, int64_t dim, emb_tensor *w,
+                             emb_storage *storage) {
     py_arg a;
     if (py_arg_get(obj, "weight", PY_DT_F32, PY_ARG_KEEP, &a) < 0) return -1;
+    if (a.t.ndim == 2 && (a.t.shape[0] != num || a.t.shape[1] != dim)) {
+        py_arg_release(&a);
+        PyErr_SetString(PyExc_ValueError,
+                        "Shape of weight does not match num_embeddings and embedding_dim");
+        return -1;
+    }
     self->shared = a.view; /* keeps the owner alive and its memory in place */
     self->shared_held = 1;
     *w = a.t;
@@ -156,13 +150,7 @@ static int embedding_init(py_table *self, PyObject *args, PyObject *kw) {
     if (weight != Py_None) {
         emb_tensor w;
         emb_storage s;
-        if (get_shared_weight(weight, self, &w, &s) < 0) return -1;
-        if (w.ndim == 2 && (w.shape[0] != num || w.shape[1] != dim)) {
-            release_shared(self);
-            PyErr_SetString(PyExc_ValueError,
-                            "Shape of weight does not match num_embeddings and embedding_dim");
-            return -1;
-        }
+        if (get_shared_weight(weight, self, num, dim, &w, &s) < 0) return -1;
         st = emb_embedding_wrap(&w, &s, freeze, &o, &self->e);
         if (st != EMB_OK) release_shared(self);
     } else {
@@ -217,13 +205,7 @@ static int bag_init(py_table *self, PyObject *args, PyObject *kw) {
     if (weight != Py_None) {
         emb_tensor w;
         emb_storage s;
-        if (get_shared_weight(weight, self, &w, &s) < 0) return -1;
-        if (w.ndim == 2 && (w.shape[0] != num || w.shape[1] != dim)) {
-            release_shared(self);
-            PyErr_SetString(PyExc_ValueError,
-                            "Shape of weight does not match num_embeddings and embedding_dim");
-            return -1;
-        }
+        if (get_shared_weight(weight, self, num, dim, &w, &s) < 0) return -1;
         st = emb_bag_wrap(&w, &s, freeze, &o, &self->bag);
         if (st != EMB_OK) release_shared(self);
     } else {

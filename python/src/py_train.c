@@ -605,23 +605,11 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
         py_raise(st);
         goto done;
     }
-    const emb_vocab *v = emb_w2v_vocab(w);
-    int64_t n = emb_vocab_num_words(v);
-    words = PyList_New((Py_ssize_t)n);
-    counts = PyList_New((Py_ssize_t)n);
-    if (!words || !counts) goto done;
-    for (int64_t i = 0; i < n; i++) {
-        size_t len;
-        const char *s = emb_vocab_word(v, i, &len);
-        PyObject *ws = PyUnicode_DecodeUTF8(s, (Py_ssize_t)len, "surrogateescape");
-        PyObject *c = ws ? PyLong_FromLongLong(emb_vocab_count(v, i)) : NULL;
-        if (!c) {
-            Py_XDECREF(ws);
-            goto done;
-        }
-        PyList_SET_ITEM(words, (Py_ssize_t)i, ws);
-        PyList_SET_ITEM(counts, (Py_ssize_t)i, c);
-    }
+    PyObject *wc = py_vocab_lists(emb_w2v_vocab(w));
+    if (!wc) goto done;
+    words = Py_NewRef(PyTuple_GET_ITEM(wc, 0));
+    counts = Py_NewRef(PyTuple_GET_ITEM(wc, 1));
+    Py_DECREF(wc);
     emb_tensor src, dst;
     if ((st = emb_w2v_vectors(w, &src)) != EMB_OK) {
         py_raise(st);

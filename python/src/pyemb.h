@@ -96,6 +96,15 @@ int py_max_norm(PyObject *obj, double *out);
 int py_path(PyObject *obj, PyObject **bytes_out);
 /* A tuple of ints from a shape. */
 PyObject *py_shape_tuple(int ndim, const int64_t *shape);
+/* (words, counts) lists of a vocabulary (words decoded as UTF-8 with surrogateescape);
+ * (None, None) for NULL. */
+PyObject *py_vocab_lists(const emb_vocab *v);
+/* Fills a Py_buffer exporting a C-contiguous 2-D array at `buf` of rows x cols items of
+ * `itemsize` bytes in `format`; shape and strides (two each) live in the exporting object
+ * `obj`, which the view holds a reference to. Returns 0. */
+int py_fill_buffer_2d(Py_buffer *view, PyObject *obj, void *buf, Py_ssize_t rows, Py_ssize_t cols,
+                      Py_ssize_t itemsize, const char *format, int readonly, Py_ssize_t *shape,
+                      Py_ssize_t *strides, int flags);
 
 /* ---- the types and functions each file adds ------------------------------------------- */
 extern PyTypeObject py_embedding_type;
@@ -103,14 +112,18 @@ extern PyTypeObject py_bag_type;
 extern PyTypeObject py_optimizer_type;
 extern PyTypeObject py_knn_type;
 extern PyTypeObject py_qtable_type;
+extern PyTypeObject py_generator_type;
 
-extern PyMethodDef py_table_functions[]; /* py_tables.c: functional forms */
-extern PyMethodDef py_train_functions[]; /* py_train.c: losses, seed, word2vec */
-extern PyMethodDef py_io_functions[];    /* py_io.c: files */
+extern PyMethodDef py_table_functions[];   /* py_tables.c: functional forms */
+extern PyMethodDef py_train_functions[];   /* py_train.c: losses, seed, word2vec */
+extern PyMethodDef py_io_functions[];      /* py_io.c: files */
+extern PyMethodDef py_random_functions[];  /* py_random.c: generators */
+extern PyMethodDef py_project_functions[]; /* py_project.c: pca, tsne */
 
 int py_tables_init(PyObject *module);
 int py_train_init(PyObject *module);
 int py_io_init(PyObject *module);
+int py_random_init(PyObject *module);
 
 /* A table handle for other files: the emb_embedding behind an Embedding or EmbeddingBag
  * object, or NULL (TypeError set). */

@@ -42,6 +42,10 @@ static inline bool emb__add_i64(int64_t a, int64_t b, int64_t *r) {
  * Long, Int; but got torch.FloatTensor instead (while checking arguments for embedding)"). */
 emb_status emb__check_indices(const emb_tensor *t, const char *what, const char *op);
 
+/* emb__check_indices, then a 1-D shape ("<what> must be 1-D, got shape [2, 3]"): a list of
+ * rows, as emb_sparse_grad_from_rows and the optimizers' row updates take. */
+emb_status emb__check_index_list(const emb_tensor *t, const char *what, const char *op);
+
 /* Reads element i of an int64 or int32 tensor (no checks). */
 static inline int64_t emb__index_at(const emb_tensor *t, int64_t i) {
     return t->dtype == EMB_INT64 ? ((const int64_t *)t->data)[i]

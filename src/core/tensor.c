@@ -275,6 +275,14 @@ emb_status emb__check_indices(const emb_tensor *t, const char *what, const char 
     return emb_tensor_check(t, what);
 }
 
+emb_status emb__check_index_list(const emb_tensor *t, const char *what, const char *op) {
+    emb_status st = emb__check_indices(t, what, op);
+    if (st || t->ndim == 1) return st;
+    char b[300];
+    return emb__error(EMB_ERR_SHAPE, "%s must be 1-D, got shape %s", what,
+                      emb__shape_fmt(b, sizeof b, t->ndim, t->shape));
+}
+
 int64_t emb__find_bad_index(const emb_tensor *indices, int64_t num_rows) {
     int64_t n = emb_tensor_numel(indices);
     if (indices->dtype == EMB_INT64) {

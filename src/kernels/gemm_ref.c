@@ -127,24 +127,30 @@ bool emb__gemm_have_cblas(void) {
 #endif
 }
 
-bool emb__sgemm_cblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                      float *c, int64_t ldc) {
+/* cblas_sgemm in either storage order, once every size is known to fit BLAS's int; false
+ * without BLAS or when a size does not fit. Row-major, the empty cases BLAS would reject are
+ * answered here (C empty: nothing to do; k == 0: the reference kernel scales C by beta). */
+static bool blas_sgemm(bool col_major, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                       float beta, float *c, int64_t ldc) {
 #ifdef EMB_HAVE_CBLAS
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
         ldc > INT_MAX)
         return false;
-    if (m <= 0 || n <= 0) return true; /* C is empty */
-    if (k <= 0) {
-        /* BLAS would reject the leading dimension of an empty A; the product is zero. */
-        emb__sgemm_ref(trans_a, trans_b, m, n, 0, alpha, a, lda, b, ldb, beta, c, ldc);
-        return true;
+    if (!col_major) {
+        if (m <= 0 || n <= 0) return true; /* C is empty */
+        if (k <= 0) {
+            /* BLAS would reject the leading dimension of an empty A; the product is zero. */
+            emb__sgemm_ref(trans_a, trans_b, m, n, 0, alpha, a, lda, b, ldb, beta, c, ldc);
+            return true;
+        }
     }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+    cblas_sgemm(col_major ? CblasColMajor : CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
                 (int)ldb, beta, c, (int)ldc);
     return true;
 #else
+    (void)col_major;
     (void)trans_a;
     (void)trans_b;
     (void)m;
@@ -160,6 +166,12 @@ bool emb__sgemm_cblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
     (void)ldc;
     return false;
 #endif
+}
+
+bool emb__sgemm_cblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                      float *c, int64_t ldc) {
+    return blas_sgemm(false, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 bool emb__sdot_cblas(int64_t n, const float *x, const float *y, float *dot) {
@@ -179,28 +191,5 @@ bool emb__sdot_cblas(int64_t n, const float *x, const float *y, float *dot) {
 bool emb__sgemm_cblas_colmajor(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                float alpha, const float *a, int64_t lda, const float *b,
                                int64_t ldb, float beta, float *c, int64_t ldc) {
-#ifdef EMB_HAVE_CBLAS
-    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
-        ldc > INT_MAX)
-        return false;
-    cblas_sgemm(CblasColMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
-                (int)ldb, beta, c, (int)ldc);
-    return true;
-#else
-    (void)trans_a;
-    (void)trans_b;
-    (void)m;
-    (void)n;
-    (void)k;
-    (void)alpha;
-    (void)a;
-    (void)lda;
-    (void)b;
-    (void)ldb;
-    (void)beta;
-    (void)c;
-    (void)ldc;
-    return false;
-#endif
+    return blas_sgemm(true, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

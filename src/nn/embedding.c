@@ -150,12 +150,20 @@ emb_status emb_embedding_create(int64_t num_embeddings, int64_t embedding_dim,
     return EMB_OK;
 }
 
-/* The checks shared by from_pretrained and wrap: a 2-D float32 tensor with data, then the
- * table configuration. On success *o_out points at the options to use (opts or *defaults)
- * and *pad receives the normalised padding row. */
+/* What from_pretrained and wrap build from: the options to use (opts, or the defaults
+ * kept here) and the normalised padding row. */
+typedef struct {
+    emb_embedding_options defaults;
+    const emb_embedding_options *o;
+    int64_t pad;
+} pretrained_config;
+
+/* The checks shared by from_pretrained and wrap: weights and out given, weights a 2-D
+ * float32 tensor with data, then the table configuration, which fills *c. */
 static emb_status check_pretrained(const emb_tensor *weights, const emb_embedding_options *opts,
-                                   emb_embedding_options *defaults,
-                                   const emb_embedding_options **o_out, int64_t *pad) {
+                                   emb_embedding **out, pretrained_config *c) {
+    if (!weights) return emb__null("weights");
+    if (!out) return emb__null("out");
     emb_status st = emb_tensor_check(weights, "weights");
     if (st) return st;
     if (weights->ndim != 2)
@@ -166,25 +174,19 @@ static emb_status check_pretrained(const emb_tensor *weights, const emb_embeddin
     if (weights->dtype != EMB_FLOAT32)
         return emb__error(EMB_ERR_DTYPE, "weights must be float32, got %s",
                           emb_dtype_name(weights->dtype));
-    *defaults = emb_embedding_options_default();
-    const emb_embedding_options *o = opts ? opts : defaults;
-    st = check_config(weights->shape[0], weights->shape[1], o, pad);
-    if (st) return st;
-    *o_out = o;
-    return EMB_OK;
+    c->defaults = emb_embedding_options_default();
+    c->o = opts ? opts : &c->defaults;
+    c->pad = EMB_PADDING_NONE;
+    return check_config(weights->shape[0], weights->shape[1], c->o, &c->pad);
 }
 
 emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool freeze,
                                          const emb_embedding_options *opts, emb_embedding **out) {
-    if (!weights) return emb__null("weights");
-    if (!out) return emb__null("out");
-    emb_embedding_options defaults;
-    const emb_embedding_options *o = NULL;
-    int64_t pad = EMB_PADDING_NONE;
-    emb_status st = check_pretrained(weights, opts, &defaults, &o, &pad);
+    pretrained_config c;
+    emb_status st = check_pretrained(weights, opts, out, &c);
     if (st) return st;
     emb_embedding *e = NULL;
-    st = alloc_embedding(weights->shape[0], weights->shape[1], pad, o, &e);
+    st = alloc_embedding(weights->shape[0], weights->shape[1], c.pad, c.o, &e);
     if (st) return st;
     memcpy(e->weight, weights->data,
            (size_t)weights->shape[0] * (size_t)weights->shape[1] * sizeof(float));
@@ -195,13 +197,11 @@ emb_status emb_embedding_from_pretrained(const emb_tensor *weights, bool freeze,
 
 emb_status emb_embedding_wrap(const emb_tensor *weights, const emb_storage *storage, bool freeze,
                               const emb_embedding_options *opts, emb_embedding **out) {
-    if (!weights) return emb__null("weights");
-    if (!out) return emb__null("out");
-    emb_embedding_options defaults;
-    const emb_embedding_options *o = NULL;
-    int64_t pad = EMB_PADDING_NONE;
-    emb_status st = check_pretrained(weights, opts, &defaults, &o, &pad);
+    pretrained_config c;
+    emb_status st = check_pretrained(weights, opts, out, &c);
     if (st) return st;
+    const emb_embedding_options *o = c.o;
+    const int64_t pad = c.pad;
     /* The kernels read and write whole floats (never wider aligned vectors), so float
      * alignment is all a borrowed weight needs; emb's own allocations are 64-byte aligned. */
     if ((uintptr_t)weights->data % _Alignof(float) != 0)

@@ -591,30 +591,11 @@ static emb_status backward_sparse(const emb_embedding *e, const emb_tensor *indi
     }
 
     /* grad += new: PyTorch's in-place sparse add merges the two entry lists. */
-    int64_t total;
-    if (!emb__add_i64(grad->nnz, m, &total))
-        return emb__error(EMB_ERR_OVERFLOW, "embedding_backward: the number of entries overflows");
-    int64_t *si = NULL, *ri = NULL;
-    float *sv = NULL, *rv = NULL;
-    st = emb__sparse_grad_alloc(m, D, &si, &sv);
+    emb__sparse_add add;
+    st = emb__sparse_add_begin(grad, m, D, "embedding_backward", &add);
     if (st) return st;
-    st = emb__sparse_grad_alloc(total, D, &ri, &rv);
-    if (st) {
-        emb__free(si);
-        emb__free(sv);
-        return st;
-    }
-    int64_t got = emb__sparse_gather_ref(si, sv, indices->data, i32, go, n, D, pad);
-    int64_t r =
-        emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv, got, D);
-    emb__free(si);
-    emb__free(sv);
-    emb__sparse_grad_release(grad); /* borrowed entries are only forgotten */
-    grad->coalesced = grad->coalesced && got < 2;
-    grad->indices = ri;
-    grad->values = rv;
-    grad->capacity = total;
-    grad->nnz = r;
+    int64_t got = emb__sparse_gather_ref(add.si, add.sv, indices->data, i32, go, n, D, pad);
+    emb__sparse_add_finish(grad, &add, got, D);
     return EMB_OK;
 }
 

@@ -69,14 +69,29 @@ static emb_status bag_config(int64_t num_embeddings, const emb_bag_options *o,
     return EMB_OK;
 }
 
-static emb_status wrap_table(emb_embedding *e, const emb_bag_options *o, emb_bag **out) {
-    emb_bag *b = calloc(1, sizeof *b);
-    if (!b) return emb__error(EMB_ERR_NOMEM, "cannot allocate an embedding bag handle");
-    b->emb = e;
+/* A zeroed bag handle in *b: allocated before the table, so that nothing can fail once the
+ * table exists (or its memory was handed over). */
+static emb_status bag_alloc(emb_bag **b) {
+    *b = calloc(1, sizeof **b);
+    return *b ? EMB_OK : emb__error(EMB_ERR_NOMEM, "cannot allocate an embedding bag handle");
+}
+
+/* Fills in the bag's own fields and hands it out. */
+static emb_status bag_finish(emb_bag *b, const emb_bag_options *o, emb_bag **out) {
     b->mode = o->mode;
     b->include_last_offset = o->include_last_offset;
     *out = b;
     return EMB_OK;
+}
+
+/* The checks shared by the constructors from a weight tensor: weights and out given, and
+ * the options (opts NULL: the defaults, copied into *o) valid for weights' rows. */
+static emb_status weights_config(const emb_tensor *weights, const emb_bag_options *opts,
+                                 emb_bag **out, emb_bag_options *o, emb_embedding_options *eo) {
+    *o = opts ? *opts : emb_bag_options_default();
+    if (!weights) return emb__null("weights");
+    if (!out) return emb__null("out");
+    return bag_config(weights->ndim == 2 ? weights->shape[0] : 0, o, eo);
 }
 
 emb_status emb_bag_create(int64_t num_embeddings, int64_t embedding_dim,
@@ -87,59 +102,42 @@ emb_status emb_bag_create(int64_t num_embeddings, int64_t embedding_dim,
     emb_embedding_options eo;
     emb_status st = bag_config(num_embeddings, o, &eo);
     if (st) return st;
-    /* Allocate the handle first, so that a failure after the draw cannot happen. */
-    emb_bag *b = calloc(1, sizeof *b);
-    if (!b) return emb__error(EMB_ERR_NOMEM, "cannot allocate an embedding bag handle");
+    emb_bag *b;
+    if ((st = bag_alloc(&b))) return st;
     st = emb_embedding_create(num_embeddings, embedding_dim, &eo, &b->emb);
     if (st) {
         free(b);
         return st;
     }
-    b->mode = o->mode;
-    b->include_last_offset = o->include_last_offset;
-    *out = b;
-    return EMB_OK;
+    return bag_finish(b, o, out);
 }
 
-emb_status emb_bag_from_pretrained(const emb_tensor *weights, bool freeze,
-                                   const emb_bag_options *opts, emb_bag **out) {
-    if (!weights) return emb__null("weights");
-    if (!out) return emb__null("out");
-    emb_bag_options defaults = emb_bag_options_default();
-    const emb_bag_options *o = opts ? opts : &defaults;
+/* from_pretrained (a copy of weights) or, with wrap, a bag over the caller's weights. */
+static emb_status bag_from_weights(const emb_tensor *weights, bool wrap, const emb_storage *storage,
+                                   bool freeze, const emb_bag_options *opts, emb_bag **out) {
+    emb_bag_options o;
     emb_embedding_options eo;
-    emb_status st = bag_config(weights->ndim == 2 ? weights->shape[0] : 0, o, &eo);
+    emb_status st = weights_config(weights, opts, out, &o, &eo);
     if (st) return st;
-    emb_embedding *e = NULL;
-    st = emb_embedding_from_pretrained(weights, freeze, &eo, &e);
-    if (st) return st;
-    st = wrap_table(e, o, out);
-    if (st) emb_embedding_free(e);
-    return st;
-}
-
-emb_status emb_bag_wrap(const emb_tensor *weights, const emb_storage *storage, bool freeze,
-                        const emb_bag_options *opts, emb_bag **out) {
-    if (!weights) return emb__null("weights");
-    if (!out) return emb__null("out");
-    emb_bag_options defaults = emb_bag_options_default();
-    const emb_bag_options *o = opts ? opts : &defaults;
-    emb_embedding_options eo;
-    emb_status st = bag_config(weights->ndim == 2 ? weights->shape[0] : 0, o, &eo);
-    if (st) return st;
-    /* The handle first: once emb_embedding_wrap succeeded, the memory may be handed over,
-     * and nothing may fail after that. */
-    emb_bag *b = calloc(1, sizeof *b);
-    if (!b) return emb__error(EMB_ERR_NOMEM, "cannot allocate an embedding bag handle");
-    st = emb_embedding_wrap(weights, storage, freeze, &eo, &b->emb);
+    emb_bag *b;
+    if ((st = bag_alloc(&b))) return st;
+    st = wrap ? emb_embedding_wrap(weights, storage, freeze, &eo, &b->emb)
+              : emb_embedding_from_pretrained(weights, freeze, &eo, &b->emb);
     if (st) {
         free(b);
         return st;
     }
-    b->mode = o->mode;
-    b->include_last_offset = o->include_last_offset;
-    *out = b;
-    return EMB_OK;
+    return bag_finish(b, &o, out);
+}
+
+emb_status emb_bag_from_pretrained(const emb_tensor *weights, bool freeze,
+                                   const emb_bag_options *opts, emb_bag **out) {
+    return bag_from_weights(weights, false, NULL, freeze, opts, out);
+}
+
+emb_status emb_bag_wrap(const emb_tensor *weights, const emb_storage *storage, bool freeze,
+                        const emb_bag_options *opts, emb_bag **out) {
+    return bag_from_weights(weights, true, storage, freeze, opts, out);
 }
 
 void emb_bag_free(emb_bag *bag) {

@@ -26,6 +26,27 @@ static emb_status state_error(void) {
                       "freeze=true)");
 }
 
+/* The checks a backward starts with: the bag and its result `out` (named `what`) given, the
+ * weight trainable; then the bag's configuration in *c. */
+static emb_status backward_cfg(const emb_bag *bag, const void *out, const char *what,
+                               emb__bag_cfg *c) {
+    if (!bag) return emb__null("bag");
+    if (!out) return emb__null(what);
+    if (!bag->emb->requires_grad) return state_error();
+    emb__bag_cfg_of(bag, c);
+    return EMB_OK;
+}
+
+/* Sparse gradients exist neither in max mode nor with scale_grad_by_freq. */
+static emb_status sparse_mode_check(const emb__bag_cfg *c) {
+    if (c->mode == EMB_BAG_MAX)
+        return emb__error(EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
+    if (c->scale_grad_by_freq)
+        return emb__error(EMB_ERR_UNSUPPORTED, "embedding_backward: scale_grad_by_freq not "
+                                               "supported with sparse gradients");
+    return EMB_OK;
+}
+
 /* Shared checks: batch, grad_output [B, D], index values. On success bb holds storage. */
 static emb_status check_common(const emb__bag_cfg *c, const emb_tensor *input,
                                const emb_tensor *offsets, const emb_tensor *psw,
@@ -41,6 +62,23 @@ static emb_status check_common(const emb__bag_cfg *c, const emb_tensor *input,
         emb__bag_batch_free(bb);
         return st;
     }
+    return EMB_OK;
+}
+
+/* The batch of a sparse backward, its index values checked (on failure nothing is held),
+ * and *m, its entries: the non-padding positions inside bags. */
+static emb_status sparse_batch(const emb__bag_cfg *c, const emb_tensor *input,
+                               const emb_tensor *offsets, const emb_tensor *psw,
+                               const emb_tensor *grad_output, emb__bag_batch *bb, int64_t *m) {
+    emb_status st = check_common(c, input, offsets, psw, grad_output, bb);
+    if (st) return st;
+    st = emb__bag_check_index_values(c, bb);
+    if (st) {
+        emb__bag_batch_free(bb);
+        return st;
+    }
+    *m = 0;
+    for (int64_t p = 0; p < bb->end; p++) *m += emb__index_at(input, p) != c->pad;
     return EMB_OK;
 }
 
@@ -227,13 +265,11 @@ static emb_status bag_backward_dense(const emb_bag *bag, const emb_tensor *input
                                      const emb_tensor *per_sample_weights,
                                      const emb_tensor *max_indices, const emb_tensor *grad_output,
                                      emb_tensor *grad_weight, bool overwrite) {
-    if (!bag) return emb__null("bag");
-    if (!grad_weight) return emb__null("grad_weight");
-    if (!bag->emb->requires_grad) return state_error();
     emb__bag_cfg c;
-    emb__bag_cfg_of(bag, &c);
+    emb_status st = backward_cfg(bag, grad_weight, "grad_weight", &c);
+    if (st) return st;
     emb__bag_batch bb;
-    emb_status st = check_common(&c, input, offsets, per_sample_weights, grad_output, &bb);
+    st = check_common(&c, input, offsets, per_sample_weights, grad_output, &bb);
     if (st) return st;
     const int64_t ws[2] = {c.V, c.D}, ms[2] = {bb.B, c.D};
     st = emb__check_f32_shape(grad_weight, "grad_weight", 2, ws);
@@ -320,11 +356,9 @@ static void gather_share(void *p, int t, int nt) {
 emb_status emb_bag_backward_sparse(const emb_bag *bag, const emb_tensor *input,
                                    const emb_tensor *offsets, const emb_tensor *per_sample_weights,
                                    const emb_tensor *grad_output, emb_sparse_grad *grad) {
-    if (!bag) return emb__null("bag");
-    if (!grad) return emb__null("grad");
-    if (!bag->emb->requires_grad) return state_error();
     emb__bag_cfg c;
-    emb__bag_cfg_of(bag, &c);
+    emb_status st = backward_cfg(bag, grad, "grad", &c);
+    if (st) return st;
     return emb__bag_backward_sparse_cfg(&c, input, offsets, per_sample_weights, grad_output, grad);
 }
 
@@ -334,12 +368,8 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
                                         const emb_tensor *grad_output, emb_sparse_grad *grad) {
     if (!grad) return emb__null("grad");
     const emb__bag_cfg c = *cfg;
-    if (c.mode == EMB_BAG_MAX)
-        return emb__error(EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
-    if (c.scale_grad_by_freq)
-        return emb__error(EMB_ERR_UNSUPPORTED, "embedding_backward: scale_grad_by_freq not "
-                                               "supported with sparse gradients");
-    emb_status st = emb__sparse_grad_check(grad, "grad");
+    emb_status st = sparse_mode_check(&c);
+    if (!st) st = emb__sparse_grad_check(grad, "grad");
     if (st) return st;
     if (grad->num_rows != c.V || grad->dim != c.D)
         return emb__error(EMB_ERR_SHAPE,
@@ -347,16 +377,10 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
                           "], expected [%" PRId64 ", %" PRId64 "] (the table's shape)",
                           grad->num_rows, grad->dim, c.V, c.D);
     emb__bag_batch bb;
-    st = check_common(&c, input, offsets, per_sample_weights, grad_output, &bb);
+    int64_t m; /* entries: non-padding positions inside bags */
+    st = sparse_batch(&c, input, offsets, per_sample_weights, grad_output, &bb, &m);
     if (st) return st;
-    st = emb__bag_check_index_values(&c, &bb);
-    if (st) {
-        emb__bag_batch_free(&bb);
-        return st;
-    }
     const int64_t D = c.D;
-    int64_t m = 0; /* entries: non-padding positions inside bags */
-    for (int64_t p = 0; p < bb.end; p++) m += emb__index_at(input, p) != c.pad;
     if (m == 0) {
         emb__bag_batch_free(&bb);
         return EMB_OK;
@@ -405,38 +429,15 @@ emb_status emb__bag_backward_sparse_cfg(const emb__bag_cfg *cfg, const emb_tenso
         emb__bag_batch_free(&bb);
         return EMB_OK;
     }
-    int64_t total;
-    if (!emb__add_i64(grad->nnz, m, &total)) {
-        emb__bag_batch_free(&bb);
-        return emb__error(EMB_ERR_OVERFLOW, "embedding_bag backward: the number of entries "
-                                            "overflows");
-    }
-    int64_t *si = NULL, *ri = NULL;
-    float *sv = NULL, *rv = NULL;
-    st = emb__sparse_grad_alloc(m, D, &si, &sv);
-    if (!st) {
-        st = emb__sparse_grad_alloc(total, D, &ri, &rv);
-        if (st) {
-            emb__free(si);
-            emb__free(sv);
-        }
-    }
+    emb__sparse_add add;
+    st = emb__sparse_add_begin(grad, m, D, "embedding_bag backward", &add);
     if (st) {
         emb__bag_batch_free(&bb);
         return st;
     }
-    int64_t got = emb__bag_sparse_gather_ref(si, sv, bb.idx, bb.i32, bb.starts, bb.B, go, D, bb.psw,
-                                             mean, c.pad, bb.n);
-    int64_t r =
-        emb__sparse_merge_ref(ri, rv, grad->indices, grad->values, grad->nnz, si, sv, got, D);
-    emb__free(si);
-    emb__free(sv);
-    emb__sparse_grad_release(grad); /* borrowed entries are only forgotten */
-    grad->coalesced = grad->coalesced && got < 2;
-    grad->indices = ri;
-    grad->values = rv;
-    grad->capacity = total;
-    grad->nnz = r;
+    int64_t got = emb__bag_sparse_gather_ref(add.si, add.sv, bb.idx, bb.i32, bb.starts, bb.B, go, D,
+                                             bb.psw, mean, c.pad, bb.n);
+    emb__sparse_add_finish(grad, &add, got, D);
     emb__bag_batch_free(&bb);
     return EMB_OK;
 }
@@ -538,27 +539,15 @@ void emb__bag_entries_free(emb__bag_entries *e) {
 emb_status emb__bag_sparse_entries(const emb_bag *bag, const emb_tensor *input,
                                    const emb_tensor *offsets, const emb_tensor *psw,
                                    const emb_tensor *grad_output, emb__bag_entries *out) {
-    if (!bag) return emb__null("bag");
-    if (!out) return emb__null("out");
-    if (!bag->emb->requires_grad) return state_error();
     emb__bag_cfg c;
-    emb__bag_cfg_of(bag, &c);
-    if (c.mode == EMB_BAG_MAX)
-        return emb__error(EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
-    if (c.scale_grad_by_freq)
-        return emb__error(EMB_ERR_UNSUPPORTED, "embedding_backward: scale_grad_by_freq not "
-                                               "supported with sparse gradients");
-    emb__bag_batch bb;
-    emb_status st = check_common(&c, input, offsets, psw, grad_output, &bb);
+    emb_status st = backward_cfg(bag, out, "out", &c);
+    if (!st) st = sparse_mode_check(&c);
     if (st) return st;
-    st = emb__bag_check_index_values(&c, &bb);
-    if (st) {
-        emb__bag_batch_free(&bb);
-        return st;
-    }
+    emb__bag_batch bb;
+    int64_t m;
+    st = sparse_batch(&c, input, offsets, psw, grad_output, &bb, &m);
+    if (st) return st;
     const int64_t D = c.D;
-    int64_t m = 0;
-    for (int64_t p = 0; p < bb.end; p++) m += emb__index_at(input, p) != c.pad;
     emb__bag_entries e;
     memset(&e, 0, sizeof e);
     e.nnz = m;

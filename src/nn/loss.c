@@ -6,6 +6,7 @@
  * Each family's file states its arithmetic and how far it matches torch bit for bit; no
  * result depends on the number of threads. */
 #include "loss_internal.h"
+#include "kernels/softmax.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -65,6 +66,20 @@ emb_status emb__loss_check_shape(const emb_tensor *loss, const char *what, emb_r
                                  int none_ndim, const int64_t *none_shape) {
     if (red == EMB_REDUCTION_NONE) return emb__check_f32_shape(loss, what, none_ndim, none_shape);
     return emb__check_f32_shape(loss, what, 0, NULL);
+}
+
+emb_status emb__loss_check_grads(const emb_tensor *input, emb_reduction red,
+                                 const emb_tensor *grad_loss, const emb_tensor *grad_input) {
+    if (!grad_loss) return emb__null("grad_loss");
+    emb_status st = emb__loss_check_shape(grad_loss, "grad_loss", red, input->ndim, input->shape);
+    if (st) return st;
+    if (!grad_input) return emb__null("grad_input");
+    return emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape);
+}
+
+void emb__loss_reduce(const float *values, int64_t n, emb_reduction red, emb_tensor *loss) {
+    float total = emb__torch_sum_f32(values, n);
+    *(float *)loss->data = red == EMB_REDUCTION_MEAN ? total / (float)n : total;
 }
 
 emb_status emb__loss_alloc_rows(int64_t n, int64_t c, float **out) {

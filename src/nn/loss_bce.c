@@ -125,10 +125,7 @@ emb_status emb_bce_with_logits_forward(const emb_tensor *input, const emb_tensor
     if (n > 0)
         bce_loss(input->data, target->data, pos_weight ? pos_weight->data : NULL,
                  pos_weight ? pos_weight->shape[0] : 1, w, n, out, buf);
-    if (!none) {
-        float total = emb__torch_sum_f32(out, n);
-        *(float *)loss->data = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
-    }
+    if (!none) emb__loss_reduce(out, n, o.reduction, loss);
     emb__free(buf);
     emb__free(w);
     return EMB_OK;
@@ -140,11 +137,7 @@ emb_status emb_bce_with_logits_backward(const emb_tensor *input, const emb_tenso
     emb_loss_options o;
     float *w = NULL;
     emb_status st = bce_check(input, target, pos_weight, opts, &o, &w);
-    if (!st && !grad_loss) st = emb__null("grad_loss");
-    if (!st)
-        st = emb__loss_check_shape(grad_loss, "grad_loss", o.reduction, input->ndim, input->shape);
-    if (!st && !grad_input) st = emb__null("grad_input");
-    if (!st) st = emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape);
+    if (!st) st = emb__loss_check_grads(input, o.reduction, grad_loss, grad_input);
     if (!st)
         st = emb__loss_check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
                                         pos_weight, "pos_weight", grad_loss, "grad_loss");

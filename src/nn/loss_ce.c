@@ -581,15 +581,20 @@ emb_status emb_nll_loss_backward(const emb_tensor *input, const emb_tensor *targ
     return ce_backward_impl(input, target, opts, grad_loss, grad_input, false);
 }
 
-emb_status emb_log_softmax_forward(const emb_tensor *x, emb_tensor *y) {
-    emb_status st = emb__loss_check_f32(x, "x");
-    if (st) return st;
+/* log_softmax's input or output `t` (called `name`): float32 with at least one dimension;
+ * `why` ends the message of a tensor without one. */
+static emb_status check_log_softmax_arg(const emb_tensor *t, const char *name, const char *why) {
+    emb_status st = emb__loss_check_f32(t, name);
+    if (st || t->ndim >= 1) return st;
     char buf[300];
-    if (x->ndim < 1)
-        return emb__error(EMB_ERR_SHAPE,
-                          "log_softmax: x must have at least one dimension "
-                          "(the classes are its last), got shape %s",
-                          emb__shape_fmt(buf, sizeof buf, x->ndim, x->shape));
+    return emb__error(EMB_ERR_SHAPE,
+                      "log_softmax: %s must have at least one dimension%s, got shape %s", name, why,
+                      emb__shape_fmt(buf, sizeof buf, t->ndim, t->shape));
+}
+
+emb_status emb_log_softmax_forward(const emb_tensor *x, emb_tensor *y) {
+    emb_status st = check_log_softmax_arg(x, "x", " (the classes are its last)");
+    if (st) return st;
     if (!y) return emb__null("y");
     if ((st = emb__check_f32_shape(y, "y", x->ndim, x->shape))) return st;
     if (emb__tensors_overlap(y, x)) return emb__error(EMB_ERR_INVALID, "y must not overlap x");
@@ -600,14 +605,8 @@ emb_status emb_log_softmax_forward(const emb_tensor *x, emb_tensor *y) {
 
 emb_status emb_log_softmax_backward(const emb_tensor *y, const emb_tensor *grad_y,
                                     emb_tensor *grad_x) {
-    emb_status st = emb__loss_check_f32(y, "y");
+    emb_status st = check_log_softmax_arg(y, "y", "");
     if (st) return st;
-    char buf[300];
-    if (y->ndim < 1)
-        return emb__error(EMB_ERR_SHAPE,
-                          "log_softmax: y must have at least one dimension, "
-                          "got shape %s",
-                          emb__shape_fmt(buf, sizeof buf, y->ndim, y->shape));
     if (!grad_y) return emb__null("grad_y");
     if ((st = emb__check_f32_shape(grad_y, "grad_y", y->ndim, y->shape))) return st;
     if (!grad_x) return emb__null("grad_x");

@@ -27,6 +27,15 @@ emb_status emb__loss_check_no_overlap(const emb_tensor *out, const char *out_nam
 emb_status emb__loss_check_shape(const emb_tensor *loss, const char *what, emb_reduction red,
                                  int none_ndim, const int64_t *none_shape);
 
+/* The gradients of an elementwise loss's backward: grad_loss given, of the loss's shape
+ * (0-d, or input's for reduction none), and grad_input given, float32 of input's shape. */
+emb_status emb__loss_check_grads(const emb_tensor *input, emb_reduction red,
+                                 const emb_tensor *grad_loss, const emb_tensor *grad_input);
+
+/* The 0-d loss of a mean or sum reduction: the n per-element losses `values` summed in
+ * torch's order (emb__torch_sum_f32), divided by (float)n for the mean. */
+void emb__loss_reduce(const float *values, int64_t n, emb_reduction red, emb_tensor *loss);
+
 /* Allocates a float buffer of n * c values (NULL with EMB_OK when empty). */
 emb_status emb__loss_alloc_rows(int64_t n, int64_t c, float **out);
 

@@ -72,10 +72,7 @@ emb_status emb_mse_loss_forward(const emb_tensor *input, const emb_tensor *targe
     float *out = o.reduction == EMB_REDUCTION_NONE ? loss->data : buf;
     mse_ctx c = {x, t, NULL, out, 0.0f, false};
     emb__parallel_for(emb__threads_for(n, 1 << 16), n, mse_range, &c);
-    if (o.reduction != EMB_REDUCTION_NONE) {
-        float total = emb__torch_sum_f32(buf, n);
-        *(float *)loss->data = o.reduction == EMB_REDUCTION_MEAN ? total / (float)n : total;
-    }
+    if (o.reduction != EMB_REDUCTION_NONE) emb__loss_reduce(buf, n, o.reduction, loss);
     emb__free(buf);
     emb__free(tb);
     return EMB_OK;
@@ -88,11 +85,7 @@ emb_status emb_mse_loss_backward(const emb_tensor *input, const emb_tensor *targ
     float *tb = NULL;
     emb_status st = mse_check(input, target, opts, &o, &tb);
     if (st) return st;
-    if (!grad_loss) st = emb__null("grad_loss");
-    if (!st)
-        st = emb__loss_check_shape(grad_loss, "grad_loss", o.reduction, input->ndim, input->shape);
-    if (!st && !grad_input) st = emb__null("grad_input");
-    if (!st) st = emb__check_f32_shape(grad_input, "grad_input", input->ndim, input->shape);
+    st = emb__loss_check_grads(input, o.reduction, grad_loss, grad_input);
     if (!st)
         st = emb__loss_check_no_overlap(grad_input, "grad_input", input, "input", target, "target",
                                         grad_loss, "grad_loss", NULL, NULL);

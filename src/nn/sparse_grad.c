@@ -64,13 +64,51 @@ emb_status emb__sparse_grad_alloc(int64_t rows, int64_t dim, int64_t **indices, 
     return EMB_OK;
 }
 
-emb_status emb_sparse_grad_init(emb_sparse_grad *g, int64_t num_rows, int64_t dim) {
+emb_status emb__sparse_add_begin(const emb_sparse_grad *grad, int64_t m, int64_t dim,
+                                 const char *who, emb__sparse_add *a) {
+    memset(a, 0, sizeof *a);
+    if (!emb__add_i64(grad->nnz, m, &a->total))
+        return emb__error(EMB_ERR_OVERFLOW, "%s: the number of entries overflows", who);
+    emb_status st = emb__sparse_grad_alloc(m, dim, &a->si, &a->sv);
+    if (st) return st;
+    st = emb__sparse_grad_alloc(a->total, dim, &a->ri, &a->rv);
+    if (st) {
+        emb__free(a->si);
+        emb__free(a->sv);
+        a->si = NULL;
+        a->sv = NULL;
+    }
+    return st;
+}
+
+void emb__sparse_add_finish(emb_sparse_grad *grad, emb__sparse_add *a, int64_t got, int64_t dim) {
+    int64_t r = emb__sparse_merge_ref(a->ri, a->rv, grad->indices, grad->values, grad->nnz, a->si,
+                                      a->sv, got, dim);
+    emb__free(a->si);
+    emb__free(a->sv);
+    emb__sparse_grad_release(grad); /* borrowed entries are only forgotten */
+    grad->coalesced = grad->coalesced && got < 2;
+    grad->indices = a->ri;
+    grad->values = a->rv;
+    grad->capacity = a->total;
+    grad->nnz = r;
+    memset(a, 0, sizeof *a);
+}
+
+/* The checks of the constructors: g given, sizes not negative. */
+static emb_status check_sizes(const emb_sparse_grad *g, int64_t num_rows, int64_t dim) {
     if (!g) return emb__null("grad");
     if (num_rows < 0 || dim < 0)
         return emb__error(EMB_ERR_INVALID,
                           "a sparse gradient needs non-negative sizes, got [%" PRId64 ", %" PRId64
                           "]",
                           num_rows, dim);
+    return EMB_OK;
+}
+
+emb_status emb_sparse_grad_init(emb_sparse_grad *g, int64_t num_rows, int64_t dim) {
+    emb_status st = check_sizes(g, num_rows, dim);
+    if (st) return st;
     memset(g, 0, sizeof *g);
     g->num_rows = num_rows;
     g->dim = dim;
@@ -213,19 +251,10 @@ emb_status emb_sparse_grad_add_to_dense(const emb_sparse_grad *g, emb_tensor *de
 
 emb_status emb_sparse_grad_from_rows(emb_sparse_grad *g, int64_t num_rows, int64_t dim,
                                      const emb_tensor *rows, const emb_tensor *values) {
-    if (!g) return emb__null("grad");
-    if (num_rows < 0 || dim < 0)
-        return emb__error(EMB_ERR_INVALID,
-                          "a sparse gradient needs non-negative sizes, got [%" PRId64 ", %" PRId64
-                          "]",
-                          num_rows, dim);
-    emb_status st = emb__check_indices(rows, "rows", "emb_sparse_grad_from_rows");
+    emb_status st = check_sizes(g, num_rows, dim);
     if (st) return st;
-    if (rows->ndim != 1) {
-        char b[300];
-        return emb__error(EMB_ERR_SHAPE, "rows must be 1-D, got shape %s",
-                          emb__shape_fmt(b, sizeof b, rows->ndim, rows->shape));
-    }
+    st = emb__check_index_list(rows, "rows", "emb_sparse_grad_from_rows");
+    if (st) return st;
     if (!values) return emb__null("values");
     const int64_t n = rows->shape[0];
     const int64_t vshape[2] = {n, dim};

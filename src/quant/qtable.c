@@ -344,6 +344,17 @@ emb_status emb_dequantize_rows(emb_qtype qtype, const void *src, size_t src_byte
  * Tables
  * ------------------------------------------------------------------------------------- */
 
+/* The table's layout: rows of dim values of qtype, rb bytes each, nbytes at data. */
+static void set_layout(emb_qtable *q, emb_qtype qtype, int64_t rows, int64_t dim, int64_t rb,
+                       const void *data, size_t nbytes) {
+    q->qtype = qtype;
+    q->rows = rows;
+    q->dim = dim;
+    q->row_bytes = rb;
+    q->data = data;
+    q->nbytes = nbytes;
+}
+
 emb_status emb_qtable_quantize(const emb_tensor *weight, emb_qtype qtype, emb_qtable **out) {
     if (!weight) return emb__null("weight");
     if (!out) return emb__null("out");
@@ -373,12 +384,7 @@ emb_status emb_qtable_quantize(const emb_tensor *weight, emb_qtype qtype, emb_qt
         emb__free(data);
         return st;
     }
-    q->qtype = qtype;
-    q->rows = V;
-    q->dim = D;
-    q->row_bytes = rb;
-    q->data = data;
-    q->nbytes = need;
+    set_layout(q, qtype, V, D, rb, data, need);
     q->owned = true;
     *out = q;
     return EMB_OK;
@@ -399,12 +405,7 @@ emb_status emb_qtable_wrap(emb_qtype qtype, int64_t rows, int64_t dim, const voi
     if (!data && nbytes > 0) return emb__null("data");
     emb_qtable *q = calloc(1, sizeof *q);
     if (!q) return emb__error(EMB_ERR_NOMEM, "cannot allocate a table handle");
-    q->qtype = qtype;
-    q->rows = rows;
-    q->dim = dim;
-    q->row_bytes = rb;
-    q->data = data;
-    q->nbytes = nbytes;
+    set_layout(q, qtype, rows, dim, rb, data, nbytes);
     q->read_only = storage && storage->read_only;
     q->release = storage ? storage->release : NULL;
     q->release_ctx = storage ? storage->release_ctx : NULL;

@@ -429,6 +429,12 @@ static int checkpoint_threads(const unsigned char *data, size_t n) {
 
 emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus, const char *checkpoint,
                           emb_w2v **out) {
+    if (!corpus) return emb__null("corpus");
+    return emb_w2v_resume_files(opts, &corpus, 1, checkpoint, out);
+}
+
+emb_status emb_w2v_resume_files(const emb_w2v_options *opts, const char *const *corpus, size_t n,
+                                const char *checkpoint, emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!opts) return emb__null("options");
     if (!checkpoint) return emb__null("checkpoint");
@@ -443,7 +449,7 @@ emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus, const
     emb_w2v *w;
     emb_w2v_options o = *opts;
     if (checkpoint_threads(f.data, f.size) > 0) o.threads = checkpoint_threads(f.data, f.size);
-    st = emb_w2v_create_from_file(&o, corpus, &w);
+    st = emb_w2v_create_from_files(&o, corpus, n, &w);
     if (st == EMB_OK) {
         st = restore(w, f.data, f.size, checkpoint);
         if (st) emb_w2v_free(w);

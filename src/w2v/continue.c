@@ -11,18 +11,12 @@
 
 /* Every word of the corpus (min_count 1, no size limit), sorted by count, and the token
  * ids over that vocabulary. */
-static emb_status read_all_words(const emb_w2v_options *opts, const char *corpus, emb_vocab **v,
-                                 emb__w2v_ids *ids) {
+static emb_status read_all_words(const emb_w2v_options *opts, const char *const *corpus, size_t n,
+                                 emb_vocab **v, emb__w2v_ids *ids) {
     emb_w2v_options o = *opts;
     o.min_count = 1, o.max_vocab = 0;
     int64_t skipped[2] = {0, 0};
-    if (strcmp(corpus, "-") == 0)
-        return emb__w2v_read_corpus(&o, stdin, "<stdin>", v, ids, skipped);
-    FILE *f = fopen(corpus, "rb");
-    if (!f) return emb__error(EMB_ERR_IO, "cannot open %s: %s", corpus, strerror(errno));
-    emb_status st = emb__w2v_read_corpus(&o, f, corpus, v, ids, skipped);
-    fclose(f);
-    return st;
+    return emb__w2v_read_paths(&o, corpus, n, v, ids, skipped);
 }
 
 static emb_status copy_vocab(const emb_vocab *src, emb_vocab **out) {
@@ -38,9 +32,16 @@ static emb_status copy_vocab(const emb_vocab *src, emb_vocab **out) {
 
 emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_vocab *vocab,
                                      const char *corpus, emb_w2v **out) {
+    if (!corpus) return emb__null("corpus");
+    return emb_w2v_create_with_vocab_files(opts, vocab, &corpus, 1, out);
+}
+
+emb_status emb_w2v_create_with_vocab_files(const emb_w2v_options *opts, const emb_vocab *vocab,
+                                           const char *const *paths, size_t n, emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!vocab) return emb__null("vocab");
-    if (!corpus) return emb__null("corpus");
+    if (!paths) return emb__null("paths");
+    const char *corpus = n > 0 && paths[0] ? paths[0] : "corpus";
     emb_status st = emb_w2v_options_check(opts);
     if (st) return st;
     for (int64_t i = 0; i < emb_vocab_num_words(vocab); i++)
@@ -64,7 +65,7 @@ emb_status emb_w2v_create_with_vocab(const emb_w2v_options *opts, const emb_voca
                         opts->min_count);
         goto fail;
     }
-    if ((st = read_all_words(opts, corpus, &all, &ids))) goto fail;
+    if ((st = read_all_words(opts, paths, n, &all, &ids))) goto fail;
     have_ids = true;
     map = malloc((size_t)emb_vocab_num_words(all) * sizeof(int32_t));
     if (!map) {
@@ -100,9 +101,16 @@ fail:
 
 emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model, const char *corpus,
                             emb_w2v **out) {
+    if (!corpus) return emb__null("corpus");
+    return emb_w2v_continue_files(opts, model, &corpus, 1, out);
+}
+
+emb_status emb_w2v_continue_files(const emb_w2v_options *opts, const char *model,
+                                  const char *const *paths, size_t n, emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!model) return emb__null("model");
-    if (!corpus) return emb__null("corpus");
+    if (!paths) return emb__null("paths");
+    const char *corpus = n > 0 && paths[0] ? paths[0] : "corpus";
     emb_status st = emb_w2v_options_check(opts);
     if (st) return st;
     emb__file f;
@@ -120,7 +128,7 @@ emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model, cons
     const int64_t old_v = emb_vocab_num_words(merged);
     emb_w2v_options o = *opts;
     o.dim = dim; /* the model's */
-    if ((st = read_all_words(&o, corpus, &all, &ids))) goto done;
+    if ((st = read_all_words(&o, paths, n, &all, &ids))) goto done;
     have_ids = true;
     const int64_t nall = emb_vocab_num_words(all);
     map = malloc((size_t)nall * sizeof(int32_t));

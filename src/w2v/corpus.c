@@ -2,6 +2,8 @@
  * the token ids (see include/emb/word2vec.h, emb_w2v_create_from_stream). */
 #include "w2v_internal.h"
 
+#include "text/casefold.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -29,7 +31,28 @@ typedef struct {
     size_t tok_len, tok_cap;
     bool too_long;      /* lenient: the current token is too long and is being skipped */
     int64_t skipped[2]; /* lenient: tokens skipped, not UTF-8 and too long */
+    char *low;          /* a lowercased token that is not ASCII */
+    size_t low_cap;
 } reader;
+
+/* Lowercases s[0, *n) as Python's str.lower(): ASCII in place; a token with other
+ * characters into r->low (*s then points there). */
+static emb_status lowercase(reader *r, char **s, size_t *n) {
+    char *t = *s;
+    size_t i = 0;
+    for (; i < *n && (unsigned char)t[i] < 0x80; i++)
+        if (t[i] >= 'A' && t[i] <= 'Z') t[i] = (char)(t[i] - 'A' + 'a');
+    if (i == *n) return EMB_OK;
+    size_t need = EMB__LOWER_MAX(*n);
+    if (need > r->low_cap) {
+        char *p = realloc(r->low, need);
+        if (!p) return emb__error(EMB_ERR_NOMEM, "%s: out of memory lowercasing a token", r->name);
+        r->low = p, r->low_cap = need;
+    }
+    *n = emb__utf8_lower(t, *n, r->low);
+    *s = r->low;
+    return EMB_OK;
+}
 
 /* Ends the current token: normalise it, add it to the vocabulary, record its id. */
 static emb_status end_token(reader *r) {
@@ -57,11 +80,10 @@ static emb_status end_token(reader *r) {
         while (n > 0 && is_punct((unsigned char)s[n - 1])) n--;
         if (n == 0) return EMB_OK;
     }
-    if (r->o->lowercase)
-        for (size_t i = 0; i < n; i++)
-            if (s[i] >= 'A' && s[i] <= 'Z') s[i] = (char)(s[i] - 'A' + 'a');
+    emb_status st;
+    if (r->o->lowercase && (st = lowercase(r, &s, &n))) return st;
     int64_t id;
-    emb_status st = emb_vocab_add(r->vocab, s, n, 1, &id, NULL);
+    st = emb_vocab_add(r->vocab, s, n, 1, &id, NULL);
     if (st) return st;
     if (id >= INT32_MAX)
         return emb__error(EMB_ERR_OVERFLOW, "%s: more than %d distinct words", r->name,
@@ -90,52 +112,66 @@ static emb_status push_char(reader *r, char c) {
     return EMB_OK;
 }
 
-/* One pass over f: vocabulary with counts (first-appearance order) into *vocab_out, and
- * provisional ids (-1 for a line end) into the store ids. */
-static emb_status read_tokens(const emb_w2v_options *o, FILE *f, const char *name,
-                              emb_vocab **vocab_out, emb__w2v_ids *ids, int64_t *tokens_out,
-                              int64_t skipped[2]) {
-    reader r;
-    memset(&r, 0, sizeof r);
-    r.o = o, r.name = name, r.line = 1, r.ids = ids;
-    emb_status st = emb_vocab_create(&r.vocab);
-    if (st) return st;
-    char *buf = malloc(EMB__CORPUS_BLOCK);
-    if (!buf) {
-        emb_vocab_free(r.vocab);
-        return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate a read buffer", name);
-    }
-    bool line_has_tokens = false;
-    for (bool first = true;; first = false) {
-        size_t got = fread(buf, 1, EMB__CORPUS_BLOCK, f);
+/* The tokens of the current file of src; a file ends a sentence (*line_has_tokens tells
+ * whether the open sentence has tokens). */
+static emb_status read_file(reader *r, emb__corpus_src *src, char *buf, bool *line_has_tokens) {
+    emb_status st = EMB_OK;
+    for (bool first = true; st == EMB_OK; first = false) {
+        size_t got;
+        if ((st = emb__corpus_read(src, buf, EMB__CORPUS_BLOCK, &got)) || got == 0) break;
         size_t i0 = 0;
         /* a UTF-8 byte-order mark at the start is not part of the first word */
         if (first && got >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) i0 = 3;
         for (size_t i = i0; i < got && st == EMB_OK; i++) {
             unsigned char c = (unsigned char)buf[i];
             if (is_space(c)) {
-                int64_t before = r.tokens;
-                st = end_token(&r);
-                if (r.tokens > before) line_has_tokens = true;
+                int64_t before = r->tokens;
+                st = end_token(r);
+                if (r->tokens > before) *line_has_tokens = true;
                 if (c == '\n') {
-                    if (st == EMB_OK && line_has_tokens) st = emb__w2v_ids_push(ids, -1);
-                    line_has_tokens = false;
-                    r.line++;
+                    if (st == EMB_OK && *line_has_tokens) st = emb__w2v_ids_push(r->ids, -1);
+                    *line_has_tokens = false;
+                    r->line++;
                 }
             } else {
-                st = push_char(&r, (char)c);
+                st = push_char(r, (char)c);
             }
         }
-        if (st) break;
-        if (got < EMB__CORPUS_BLOCK) {
-            if (ferror(f)) st = emb__error(EMB_ERR_IO, "%s: read error: %s", name, strerror(errno));
-            break;
-        }
     }
-    if (st == EMB_OK) st = end_token(&r);
+    if (st == EMB_OK) {
+        int64_t before = r->tokens;
+        st = end_token(r);
+        if (r->tokens > before) *line_has_tokens = true;
+    }
+    return st;
+}
+
+/* One pass over src: vocabulary with counts (first-appearance order) into *vocab_out, and
+ * provisional ids (-1 for a line end) into the store ids. */
+static emb_status read_tokens(const emb_w2v_options *o, emb__corpus_src *src, emb_vocab **vocab_out,
+                              emb__w2v_ids *ids, int64_t *tokens_out, int64_t skipped[2]) {
+    reader r;
+    memset(&r, 0, sizeof r);
+    r.o = o, r.line = 1, r.ids = ids;
+    emb_status st = emb_vocab_create(&r.vocab);
+    if (st) return st;
+    char *buf = malloc(EMB__CORPUS_BLOCK);
+    if (!buf) {
+        emb_vocab_free(r.vocab);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate a read buffer");
+    }
+    bool line_has_tokens = false, have;
+    while (st == EMB_OK && (st = emb__corpus_next_file(src, &have)) == EMB_OK && have) {
+        /* a new file starts a new sentence */
+        if (line_has_tokens) st = emb__w2v_ids_push(ids, -1);
+        line_has_tokens = false;
+        r.name = emb__corpus_name(src), r.line = 1;
+        if (st == EMB_OK) st = read_file(&r, src, buf, &line_has_tokens);
+    }
     if (st == EMB_OK) st = emb__w2v_ids_flush(ids);
     free(buf);
     free(r.tok);
+    free(r.low);
     if (st) {
         emb_vocab_free(r.vocab);
         return st;
@@ -146,13 +182,13 @@ static emb_status read_tokens(const emb_w2v_options *o, FILE *f, const char *nam
     return EMB_OK;
 }
 
-emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *name,
+emb_status emb__w2v_read_corpus(const emb_w2v_options *o, emb__corpus_src *src, const char *name,
                                 emb_vocab **vocab_out, emb__w2v_ids *ids, int64_t skipped[2]) {
     emb_status st = emb__w2v_ids_open_file(ids, name);
     if (st) return st;
     emb_vocab *v = NULL;
     int64_t tokens = 0;
-    st = read_tokens(o, f, name, &v, ids, &tokens, skipped);
+    st = read_tokens(o, src, &v, ids, &tokens, skipped);
     if (st) {
         emb__w2v_ids_close(ids);
         return st;
@@ -189,4 +225,20 @@ emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *n
     }
     *vocab_out = v;
     return EMB_OK;
+}
+
+emb_status emb__w2v_read_paths(const emb_w2v_options *o, const char *const *paths, size_t n,
+                               emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2]) {
+    emb__corpus_src *src;
+    emb_status st = emb__corpus_open_paths(&src, paths, n);
+    if (st) return st;
+    char name[256];
+    const char *first = strcmp(paths[0], "-") == 0 ? "<stdin>" : paths[0];
+    if (n == 1)
+        snprintf(name, sizeof name, "%s", first);
+    else
+        snprintf(name, sizeof name, "%.200s and %zu more", first, n - 1);
+    st = emb__w2v_read_corpus(o, src, name, vocab, ids, skipped);
+    emb__corpus_close(src);
+    return st;
 }

@@ -223,44 +223,45 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
     return EMB_OK;
 }
 
-emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f, const char *name,
-                                      emb_w2v **out) {
-    if (!out) return emb__null("out");
-    if (!f) return emb__null("stream");
+/* A run over what read gives: src (when not NULL) or the paths. */
+static emb_status create_read(const emb_w2v_options *opts, emb__corpus_src *src, const char *name,
+                              const char *const *paths, size_t n, emb_w2v **out) {
     emb_status st = emb_w2v_options_check(opts);
     if (st) return st;
     emb_vocab *v;
     emb__w2v_ids ids;
     int64_t skipped[2] = {0, 0};
-    st = emb__w2v_read_corpus(opts, f, name ? name : "corpus", &v, &ids, skipped);
+    st = src ? emb__w2v_read_corpus(opts, src, name, &v, &ids, skipped)
+             : emb__w2v_read_paths(opts, paths, n, &v, &ids, skipped);
     if (st) return st;
     st = emb__w2v_setup(opts, v, &ids, out);
     if (st == EMB_OK) (*out)->skipped_invalid = skipped[0], (*out)->skipped_long = skipped[1];
     return st;
 }
 
+emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f, const char *name,
+                                      emb_w2v **out) {
+    if (!out) return emb__null("out");
+    if (!f) return emb__null("stream");
+    emb__corpus_src *src;
+    emb_status st = emb__corpus_open_stream(&src, f, name ? name : "corpus");
+    if (st) return st;
+    st = create_read(opts, src, name ? name : "corpus", NULL, 0, out);
+    emb__corpus_close(src);
+    return st;
+}
+
+emb_status emb_w2v_create_from_files(const emb_w2v_options *opts, const char *const *paths,
+                                     size_t n, emb_w2v **out) {
+    if (!out) return emb__null("out");
+    if (!paths) return emb__null("paths");
+    return create_read(opts, NULL, NULL, paths, n, out);
+}
+
 emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path, emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!path) return emb__null("path");
-    emb_status st = emb_w2v_options_check(opts);
-    if (st) return st;
-    if (strcmp(path, "-") == 0) return emb_w2v_create_from_stream(opts, stdin, "<stdin>", out);
-    FILE *f = fopen(path, "rbe");
-    if (!f) return emb__error(EMB_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 &&
-        (S_ISDIR(sb.st_mode) || (S_ISCHR(sb.st_mode) && !isatty(fileno(f))))) {
-        fclose(f);
-        return emb__error(EMB_ERR_IO,
-                          S_ISDIR(sb.st_mode) ? "%s: is a directory"
-                                              : "%s: is a character device; a corpus is a regular "
-                                                "file, a pipe or a terminal (a device such as "
-                                                "/dev/zero has no end)",
-                          path);
-    }
-    st = emb_w2v_create_from_stream(opts, f, path, out);
-    fclose(f);
-    return st;
+    return emb_w2v_create_from_files(opts, &path, 1, out);
 }
 
 emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab *vocab,

@@ -74,11 +74,33 @@ void emb__w2v_set_keep(emb_w2v *w, int64_t i, double count, double total);
 emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_ids *ids,
                           emb_w2v **out);
 
-/* Reads and tokenises a corpus (a UTF-8 byte-order mark at its start is dropped), builds
- * the sorted, pruned vocabulary and the final ids (dropped words removed, -1 at line ends,
- * no two -1 in a row) in a file store. skipped: the tokens a lenient read skipped, not
+/* The text of a corpus, file after file (src/w2v/corpus_stream.c): paths are files,
+ * directories (their regular files, recursively, hidden names skipped, in byte order of the
+ * path names) and "-" (stdin, at most once); each file is plain or gzip, bzip2, xz or zstd
+ * data, recognised by its first bytes. */
+typedef struct emb__corpus_src emb__corpus_src;
+/* Lists the files (errors: a path that does not exist, a directory without files, "-" twice). */
+emb_status emb__corpus_open_paths(emb__corpus_src **out, const char *const *paths, size_t n);
+/* One open stream (not closed), named name in messages. */
+emb_status emb__corpus_open_stream(emb__corpus_src **out, FILE *f, const char *name);
+void emb__corpus_close(emb__corpus_src *s);
+/* Opens the next file: *have false when there is none. */
+emb_status emb__corpus_next_file(emb__corpus_src *s, bool *have);
+/* Up to cap bytes of the current file's text; *got 0 at its end. A corrupt or truncated
+ * compressed file is EMB_ERR_FORMAT naming the file and the byte offset in it. */
+emb_status emb__corpus_read(emb__corpus_src *s, char *buf, size_t cap, size_t *got);
+/* The current file's name ("<stdin>" for "-"). */
+const char *emb__corpus_name(const emb__corpus_src *s);
+
+/* Reads and tokenises a corpus (a UTF-8 byte-order mark at the start of each file is
+ * dropped; the end of a file ends a sentence), builds the sorted, pruned vocabulary and the
+ * final ids (dropped words removed, -1 at line ends, no two -1 in a row) in a file store.
+ * name names the whole corpus in messages. skipped: the tokens a lenient read skipped, not
  * UTF-8 and too long. */
-emb_status emb__w2v_read_corpus(const emb_w2v_options *o, FILE *f, const char *name,
+emb_status emb__w2v_read_corpus(const emb_w2v_options *o, emb__corpus_src *src, const char *name,
                                 emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2]);
+/* The same over paths (emb__corpus_open_paths). */
+emb_status emb__w2v_read_paths(const emb_w2v_options *o, const char *const *paths, size_t n,
+                               emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2]);
 
 #endif /* EMB_W2V_INTERNAL_H */

@@ -147,9 +147,11 @@ def test_write_error_on_stdout(emb_bin, args):
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
-def test_write_error_on_stdout_of_every_help(emb_bin, cmd):
+@pytest.mark.parametrize("form", ["option", "command"])
+def test_write_error_on_stdout_of_every_help(emb_bin, cmd, form):
+    args = [cmd, "--help"] if form == "option" else ["help", cmd]
     with open("/dev/full", "w") as full:
-        r = run([emb_bin, cmd, "--help"], stdout=full)
+        r = run([emb_bin, *args], stdout=full)
     assert r.returncode == 1
     assert r.stderr == "emb: error writing standard output: No space left on device\n"
 
@@ -159,3 +161,28 @@ def test_closed_stdout_is_a_write_error(emb_bin):
     r = run(["/bin/sh", "-c", f"'{emb_bin}' --version >&-"])
     assert r.returncode == 1
     assert r.stderr.startswith("emb: error writing standard output: ")
+
+
+# A table whose words look like options: after `--` every argument is an operand, a second
+# `--` included, so that any word can be asked for.
+DASH_WORDS = "4 2\n-- 1 0\nking 0.75 0.25\n-k 0 1\nx 0.5 0.5\n"
+
+
+@pytest.mark.parametrize("args, out", [
+    (["lookup", "--raw", "{f}", "--", "--", "-k"], "-- 1 0\n-k 0 1\n"),
+    (["lookup", "--raw", "--", "{f}", "--"], "-- 1 0\n"),
+    (["lookup", "--raw", "{f}", "king", "--", "--"], "king 0.75 0.25\n-- 1 0\n"),
+    (["nn", "-k", "1", "{f}", "--", "--"], "king "),
+    (["nn", "{f}", "-k", "1", "--", "-k"], "x "),
+    (["most-similar", "-k", "1", "{f}", "--", "--"], "king "),
+    (["similarity", "{f}", "--", "--", "-k"], "0\n"),
+    (["doesnt-match", "{f}", "--", "--", "king", "-k"], "-k\n"),
+    (["analogy", "-k", "1", "{f}", "--", "king", "--", "x"], "-k "),
+])
+def test_words_after_double_dash(emb_bin, tmp_path, args, out):
+    f = tmp_path / "dash.txt"
+    f.write_text(DASH_WORDS)
+    r = run([emb_bin] + [a.replace("{f}", str(f)) for a in args])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(out), r.stdout
+    assert r.stderr == ""

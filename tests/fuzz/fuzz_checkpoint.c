@@ -36,15 +36,7 @@ static const char CORPUS[] = "red green blue red green the blue red\n"
                              "purple sheep orange goat the\n";
 
 static const char *corpus_path(void) {
-    static char *path;
-    if (!path) {
-        path = strdup(fz_scratch("corpus.txt"));
-        FILE *f = fopen(path, "wb");
-        if (!f || fwrite(CORPUS, 1, sizeof CORPUS - 1, f) != sizeof CORPUS - 1)
-            FINDING("cannot write the corpus");
-        fclose(f);
-    }
-    return path;
+    return fz_corpus(CORPUS, sizeof CORPUS - 1);
 }
 
 static emb_w2v_options options(int threads) {

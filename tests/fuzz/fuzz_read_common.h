@@ -49,10 +49,43 @@ static inline const char *fz_scratch(const char *name) {
     return path;
 }
 
+/* The harness's text corpus (n bytes), written to the scratch folder the first time it is
+ * asked for; one corpus per harness. */
+static inline const char *fz_corpus(const char *text, size_t n) {
+    static char *path;
+    if (!path) {
+        path = strdup(fz_scratch("corpus.txt"));
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(text, 1, n, f) != n) FINDING("cannot write the corpus");
+        fclose(f);
+    }
+    return path;
+}
+
 /* A failed call must leave a known status and a message. */
 static inline void fz_check_error(emb_status st, const char *what) {
     if (st >= 0 || st < EMB_ERR_READ_ONLY - 20) FINDING("%s: bad status %d", what, st);
     if (!emb_errmsg()[0]) FINDING("%s: status %d without a message", what, st);
+}
+
+static inline void fz_check_vectors(const emb_vectors *v, const emb_vectors_read_options *o);
+
+/* emb_vectors_read of path as `format`, at most `limit` rows, with the oracles of both
+ * outcomes: a proper error, or a consistent table (fz_check_vectors). Returns true when the
+ * table was read into *v (release it). */
+static inline bool fz_read_vectors(const char *path, emb_format format, int64_t limit,
+                                   emb_vectors *v) {
+    emb_vectors_read_options o = emb_vectors_read_options_default();
+    o.format = format;
+    o.limit = limit;
+    emb_clear_error();
+    emb_status rc = emb_vectors_read(path, &o, v);
+    if (rc) {
+        fz_check_error(rc, "emb_vectors_read");
+        return false;
+    }
+    fz_check_vectors(v, &o);
+    return true;
 }
 
 /* A table read successfully must be consistent. */

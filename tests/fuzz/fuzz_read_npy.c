@@ -26,17 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         emb_tensor_release(&back);
         emb_tensor_release(&t);
     }
-    emb_vectors_read_options o = emb_vectors_read_options_default();
-    o.format = EMB_FORMAT_NPY;
-    o.limit = size % 3 == 0 ? 2 : 0;
     emb_vectors v;
-    emb_clear_error();
-    rc = emb_vectors_read(path, &o, &v);
-    if (rc) {
-        fz_check_error(rc, "emb_vectors_read");
-    } else {
-        fz_check_vectors(&v, &o);
-        emb_vectors_release(&v);
-    }
+    if (fz_read_vectors(path, EMB_FORMAT_NPY, size % 3 == 0 ? 2 : 0, &v)) emb_vectors_release(&v);
     return 0;
 }

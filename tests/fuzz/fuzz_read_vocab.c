@@ -14,15 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static const char CORPUS[] = "red green blue red cat dog\ncat dog horse the red\nthe the blue\n";
 
 static const char *corpus_path(void) {
-    static char *path;
-    if (!path) {
-        path = strdup(fz_scratch("corpus.txt"));
-        FILE *f = fopen(path, "wb");
-        if (!f || fwrite(CORPUS, 1, sizeof CORPUS - 1, f) != sizeof CORPUS - 1)
-            FINDING("cannot write the corpus");
-        fclose(f);
-    }
-    return path;
+    return fz_corpus(CORPUS, sizeof CORPUS - 1);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

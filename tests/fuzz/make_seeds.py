@@ -7,6 +7,8 @@ committed; run again after changing tests/data/make_bad_files.py or this script)
     the harness's leading option byte;
   - fuzz_read_corpus: text with non-UTF-8 bytes, every kind of whitespace, NUL, a long
     token;
+  - fuzz_read_corpora: gzip, bzip2, xz and zstd corpora (whole, concatenated, truncated,
+    with trailing bytes), lists and directories of plain and compressed files;
   - fuzz_optim_state: an Adam state with a parameter count, a step count, a shape entry or
     a rank at their limits, and a NaN learning rate;
   - fuzz_train: option blocks (valid ones, and rates, samples and sentence lengths that are
@@ -69,6 +71,32 @@ def corpora():
     put("fuzz_read_corpus", "nul_and_long", b"\x00" + b"a\x00b c " + b"x" * 3000 + b"\n")
     # lenient (option bit 128): a byte-order mark, then tokens to skip and tokens to keep
     put("fuzz_read_corpus", "bom_lenient", b"\x80" + b"\xef\xbb\xbfa b \xff c\nb \xc3( a\n")
+
+
+def compressed_corpora():
+    """fuzz_read_corpora: the option byte (files - 1, directory, lowercase, lenient,
+    subfolder), the length of each file but the last (2 bytes), then the files: each compression, two
+    gzip members and two zstd frames, a truncated stream, trailing bytes, mixed lists."""
+    import bz2
+    import gzip
+    import lzma
+    text = "The cat ΣΟΦΟΣ İstanbul\nthe dog Straße\n".encode() * 20
+    zstd = lambda d: subprocess.run(["zstd", "-q", "-c"], input=d, capture_output=True,
+                                    check=True).stdout
+    le = lambda n: bytes([n & 255, n >> 8])
+    kinds = {"gz": lambda d: gzip.compress(d, mtime=0), "bz2": bz2.compress, "xz": lzma.compress, "zst": zstd}
+    for name, f in kinds.items():
+        data = f(text)
+        put("fuzz_read_corpora", "one_" + name, b"\x08" + data)
+        put("fuzz_read_corpora", "two_" + name, b"\x00" + f(text[:50]) + f(text[50:]))
+        put("fuzz_read_corpora", "cut_" + name, b"\x00" + data[: len(data) // 2])
+        put("fuzz_read_corpora", "tail_" + name, b"\x10" + data + b"\0\0\0\0")
+        # a plain file and a compressed one in a subfolder of a directory
+        put("fuzz_read_corpora", "dir_" + name, b"\x25" + le(100) + text[:100] + data)
+    # four files of a directory: plain, gzip, xz (in the subfolder), zstd
+    a, b, c = gzip.compress(text[:60], mtime=0), lzma.compress(text[60:200]), zstd(text[200:])
+    put("fuzz_read_corpora", "four_mixed",
+        b"\x2F" + le(30) + le(len(a)) + le(len(b)) + text[:30] + a + b + c)
 
 
 def options(model=0, dim=8, window=2, negative=2, epochs=2, min_count=1, max_vocab=0, alpha=0,
@@ -171,6 +199,7 @@ def optim_state():
 if __name__ == "__main__":
     readers()
     corpora()
+    compressed_corpora()
     optim_state()
     train()
     if len(sys.argv) > 1:

@@ -264,6 +264,11 @@ RUN_KERNEL_MODE = lib.emb_get_kernel_mode()
 FAST_KERNEL_MODE = RUN_KERNEL_MODE if RUN_KERNEL_MODE != KERNELS_REF else KERNELS_AUTO
 
 
+def kernel_mode_name(mode):
+    """The package's name of a kernel mode (emb.set_kernel_mode)."""
+    return {KERNELS_AUTO: "auto", KERNELS_REF: "ref", KERNELS_AVX2: "avx2"}[mode]
+
+
 def kernel_modes():
     """The kernel modes that select distinct variants on this CPU, the reference first:
     ref, avx2 (AVX2 and FMA), auto when it means AVX-512 (F and VL)."""

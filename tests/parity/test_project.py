@@ -1,5 +1,5 @@
-"""emb_pca and emb_tsne (include/emb/search.h, docs/search.md) against scikit-learn 1.2, at
-test time:
+"""emb_pca and emb_tsne (include/emb/search.h, docs/search.md), through the package (emb.pca,
+emb.tsne), against scikit-learn 1.2, at test time:
 
 - PCA: the coordinates and variances of sklearn.decomposition.PCA (full SVD), with its sign
   convention, on random and clustered data, wide and narrow, and on data of low rank;
@@ -7,10 +7,10 @@ test time:
   one computed here from scikit-learn's own joint probabilities and emb's layout), and the
   layout is as good as scikit-learn's Barnes-Hut t-SNE run with the same recipe (KL
   divergence, trustworthiness); the exact gradient (theta 0) too;
-- both give the same bits at 1, 2 and 3 threads; bad input is refused with a message and the
-  outputs are left alone.
+- both give the same bits at 1, 2 and 3 threads; bad input is refused with emb's status and
+  message.
 """
-import ctypes as C
+import re
 
 import numpy as np
 import pytest
@@ -20,47 +20,28 @@ from sklearn.manifold._t_sne import _joint_probabilities_nn
 from sklearn.neighbors import NearestNeighbors
 from threadpoolctl import threadpool_limits
 
-from embpy import ERR_DTYPE, ERR_INVALID, ERR_NULL, ERR_SHAPE, T, check, errmsg, lib
-
-
-class TsneOptions(C.Structure):
-    _fields_ = [("perplexity", C.c_double), ("iterations", C.c_int64), ("theta", C.c_double),
-                ("learning_rate", C.c_double), ("early_exaggeration", C.c_double),
-                ("exaggeration_iterations", C.c_int64)]
-
-
-lib.emb_tsne_options_default.restype = TsneOptions
-lib.emb_pca.argtypes = [C.c_void_p, C.c_int64, C.c_void_p, C.c_void_p]
-lib.emb_tsne.argtypes = [C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p]
+import emb
+from embpy import ERR_DTYPE, ERR_INVALID, ERR_SHAPE
 
 
 def pca(x, k, threads=None):
     x = np.ascontiguousarray(x, dtype=np.float32)
-    out = np.full((x.shape[0], k), np.nan, np.float32)
-    var = np.full(k, np.nan)
     if threads:
-        lib.emb_set_num_threads(threads)
+        emb.set_num_threads(threads)
     try:
-        check(lib.emb_pca(C.byref(T(x)), k, out.ctypes.data, var.ctypes.data))
+        return emb.pca(x, k)
     finally:
-        lib.emb_set_num_threads(0)
-    return out, var
+        emb.set_num_threads(0)
 
 
 def tsne(x, threads=None, **kw):
     x = np.ascontiguousarray(x, dtype=np.float32)
-    o = lib.emb_tsne_options_default()
-    for k, v in kw.items():
-        setattr(o, k, v)
-    out = np.full((x.shape[0], 2), np.nan, np.float32)
-    kl = C.c_double(np.nan)
     if threads:
-        lib.emb_set_num_threads(threads)
+        emb.set_num_threads(threads)
     try:
-        check(lib.emb_tsne(C.byref(T(x)), C.byref(o), out.ctypes.data, C.byref(kl)))
+        return emb.tsne(x, **kw)
     finally:
-        lib.emb_set_num_threads(0)
-    return out, kl.value
+        emb.set_num_threads(0)
 
 
 def blobs(n, d, k=5, spread=3.0, seed=0):
@@ -178,43 +159,32 @@ def test_tsne_of_duplicates_and_tiny_inputs():
 
 # ---- refusals ----------------------------------------------------------------------------
 
-def refused(fn, *args, status, pattern):
-    import re
-    assert fn(*args) == status
-    assert re.search(pattern, errmsg()), errmsg()
+def refused(fn, *args, status, pattern, **kw):
+    with pytest.raises(emb.Error) as e:
+        fn(*args, **kw)
+    assert e.value.status == status, (e.value.status, str(e.value))
+    assert re.search(pattern, str(e.value)), str(e.value)
 
 
-def test_bad_input_is_refused_and_outputs_untouched():
+def test_bad_input_is_refused():
     x = np.ones((10, 4), np.float32)
-    out = np.full((10, 4), 7, np.float32)
-    refused(lib.emb_pca, C.byref(T(x)), 0, out.ctypes.data, None, status=ERR_INVALID,
-            pattern=r"pca: k must be in \[1, 4\]")
-    refused(lib.emb_pca, C.byref(T(x)), 5, out.ctypes.data, None, status=ERR_INVALID,
-            pattern=r"k must be in")
-    refused(lib.emb_pca, C.byref(T(x)), 2, None, None, status=ERR_NULL, pattern=r"coords")
+    refused(emb.pca, x, 0, status=ERR_INVALID, pattern=r"pca: k must be in \[1, 4\]")
+    refused(emb.pca, x, 5, status=ERR_INVALID, pattern=r"k must be in")
     bad = x.copy()
     bad[3, 2] = np.nan
-    refused(lib.emb_pca, C.byref(T(bad)), 2, out.ctypes.data, None, status=ERR_INVALID,
-            pattern=r"row 3, column 2 is NaN")
+    refused(emb.pca, bad, 2, status=ERR_INVALID, pattern=r"row 3, column 2 is NaN")
     bad[3, 2] = np.inf
-    refused(lib.emb_tsne, C.byref(T(bad)), None, out.ctypes.data, None, status=ERR_INVALID,
+    refused(emb.tsne, bad, perplexity=3.0, status=ERR_INVALID,
             pattern=r"row 3, column 2 is infinite")
-    refused(lib.emb_pca, C.byref(T(x.astype(np.float64))), 2, out.ctypes.data, None,
-            status=ERR_DTYPE, pattern=r"float32")
-    refused(lib.emb_pca, C.byref(T(np.ones(4, np.float32))), 1, out.ctypes.data, None,
-            status=ERR_SHAPE, pattern=r"2-D")
-    refused(lib.emb_tsne, C.byref(T(np.ones((1, 3), np.float32))), None, out.ctypes.data, None,
-            status=ERR_SHAPE, pattern=r"at least 2 points")
-    o = lib.emb_tsne_options_default()  # perplexity 30 >= 10 points
-    refused(lib.emb_tsne, C.byref(T(x)), C.byref(o), out.ctypes.data, None,
-            status=ERR_INVALID, pattern=r"perplexity must be positive and less than the number of points \(10\)")
+    refused(emb.pca, x.astype(np.float64), 2, status=ERR_DTYPE, pattern=r"float32")
+    refused(emb.pca, np.ones(4, np.float32), 1, status=ERR_SHAPE, pattern=r"2-D")
+    refused(emb.tsne, np.ones((1, 3), np.float32), status=ERR_SHAPE,
+            pattern=r"at least 2 points")
+    refused(emb.tsne, x, status=ERR_INVALID,  # the default perplexity 30 >= 10 points
+            pattern=r"perplexity must be positive and less than the number of points \(10\)")
     for field, value, pattern in [("perplexity", -1.0, "perplexity"), ("iterations", -1, "iterations"),
                                   ("theta", 1.5, "theta"), ("learning_rate", float("nan"), "learning_rate"),
                                   ("early_exaggeration", 0.5, "early_exaggeration"),
                                   ("exaggeration_iterations", 2000, "exaggeration_iterations")]:
-        o = lib.emb_tsne_options_default()
-        o.perplexity = 3.0
-        setattr(o, field, value)
-        refused(lib.emb_tsne, C.byref(T(x)), C.byref(o), out.ctypes.data, None,
-                status=ERR_INVALID, pattern=pattern)
-    assert (out == 7).all()
+        kw = {"perplexity": 3.0, field: value}
+        refused(emb.tsne, x, status=ERR_INVALID, pattern=pattern, **kw)

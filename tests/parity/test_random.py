@@ -1,4 +1,5 @@
-"""Parity of emb's generator (include/emb/random.h) with PyTorch's CPU generator, bit for bit.
+"""Parity of emb's generator (include/emb/random.h, through the package: emb.Generator and
+emb.default_generator()) with PyTorch's CPU generator, bit for bit.
 
 Every expected value is produced by torch during the test: torch.manual_seed /
 torch.Generator, Tensor.normal_, torch.randn, Tensor.uniform_, torch.randint, and
@@ -6,7 +7,6 @@ Generator.get_state/set_state. Raw engine outputs are read through torch as
 randint(-2^31, 2^31, dtype=int32) + 2^31 (one 32-bit draw, recovered exactly) and
 random_(-2^63, None) on int64 (one 64-bit draw, reinterpreted).
 """
-import ctypes as C
 import random
 import warnings
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from embpy import (ERR_DTYPE, ERR_INVALID, FLOAT32, FLOAT64, INT32, INT64, T, assert_close,
-                   call, check, lib)
+import emb
+from embpy import ERR_DTYPE, ERR_INVALID, FLOAT32, FLOAT64, INT32, INT64, assert_close
 
 M64 = 2 ** 64 - 1
 NP = {FLOAT32: np.float32, FLOAT64: np.float64, INT64: np.int64, INT32: np.int32}
@@ -35,25 +35,22 @@ class Pair:
             self.tg = None
             self.eg = None
             torch.manual_seed(seed)
-            lib.emb_manual_seed(seed & M64)
+            emb.manual_seed(seed & M64)
+            self.eg = emb.default_generator()
         else:
             self.tg = torch.Generator()
             self.tg.manual_seed(seed)
-            h = C.c_void_p()
-            check(lib.emb_generator_create(seed & M64, C.byref(h)))
-            self.eg = h
+            self.eg = emb.Generator(seed & M64)
 
     def free(self):
-        if not self.default:
-            lib.emb_generator_free(self.eg)
-            self.eg = None
+        self.eg = None
 
     def seed(self, s):
         if self.default:
             torch.manual_seed(s)
         else:
             self.tg.manual_seed(s)
-        lib.emb_generator_seed(self.eg, s & M64)
+        self.eg.seed(s & M64)
 
     def kw(self):
         return {} if self.default else {"generator": self.tg}
@@ -73,16 +70,16 @@ class Pair:
                 want = torch.randn(shape, dtype=TD[dtype], generator=self.tg)
             else:
                 want = t.normal_(**self.kw())
-            check(lib.emb_randn_(C.byref(T(a)), self.eg))
+            self.eg.randn_(a)
         else:
             want = t.normal_(mean, std, **self.kw())
-            check(lib.emb_normal_(C.byref(T(a)), mean, std, self.eg))
+            self.eg.normal_(a, mean, std)
         return a, want.numpy()
 
     def uniform(self, n, lo, hi, dtype=FLOAT32):
         want = torch.empty(n, dtype=TD[dtype]).uniform_(lo, hi, **self.kw())
         a = np.full(n, np.nan, NP[dtype])
-        check(lib.emb_uniform_(C.byref(T(a)), lo, hi, self.eg))
+        self.eg.uniform_(a, lo, hi)
         return a, want.numpy()
 
     def randint(self, n, lo, hi, dtype=INT64):
@@ -90,19 +87,28 @@ class Pair:
             warnings.simplefilter("ignore")  # torch warns about floats beyond 2^24 / 2^53
             want = torch.randint(lo, hi, (n,), dtype=TD[dtype], **self.kw())
         a = np.zeros(n, NP[dtype])
-        check(lib.emb_randint_(C.byref(T(a)), lo, hi, self.eg))
+        self.eg.randint_(a, lo, hi)
         return a, want.numpy()
 
     def raw32(self, n):
         want = torch.randint(-2 ** 31, 2 ** 31, (n,), dtype=torch.int32, **self.kw())
         want = want.numpy().astype(np.int64) + 2 ** 31
-        got = np.array([lib.emb_generator_random(self.eg) for _ in range(n)], np.int64)
+        got = np.array([self.eg.random() for _ in range(n)], np.int64)
         return got, want
 
     def raw64(self, n):
         want = torch.empty(n, dtype=torch.int64).random_(-2 ** 63, None, **self.kw())
-        got = np.array([lib.emb_generator_random64(self.eg) for _ in range(n)], np.uint64)
+        got = np.array([self.eg.random64() for _ in range(n)], np.uint64)
         return got, want.numpy().view(np.uint64)
+
+
+def call(fn, *args):
+    """(status, message) of a package call: (0, "") or the emb.Error it raised."""
+    try:
+        fn(*args)
+    except emb.Error as e:
+        return e.status, str(e)
+    return 0, ""
 
 
 def same(got, want, what):
@@ -131,7 +137,7 @@ def test_seeds_initial_seed_and_raw_streams(default):
         p = Pair(s, default)
         want_seed = torch.initial_seed() if default else p.tg.initial_seed()
         assert want_seed == s & M64
-        assert lib.emb_generator_initial_seed(p.eg) == want_seed, f"seed {s}"
+        assert p.eg.initial_seed() == want_seed, f"seed {s}"
         COUNT["cases"] += 1
         n = rng.choice([1, 5, 623, 624, 625, 700, 1300])
         g, w = p.raw32(n)
@@ -294,7 +300,7 @@ def test_randint(default):
             errors += 1
             msg = str(e).split("\n")[0]
             a = np.full(n, 7, NP[dt])
-            st, got = call(lib.emb_randint_, C.byref(T(a)), lo, hi, p.eg)
+            st, got = call(p.eg.randint_, a, lo, hi)
             assert (st, got) == (ERR_INVALID, msg), f"randint({lo}, {hi}) dtype {dt}"
             assert (a == 7).all()
             COUNT["cases"] += 1
@@ -348,7 +354,6 @@ def test_state_round_trip():
     """emb_generator_get_state/set_state replays the stream exactly as torch's
     Generator.get_state/set_state does, including a cached normal."""
     rng = random.Random(88)
-    size = lib.emb_generator_state_nbytes()
     for k in range(40):
         p = Pair(rng.getrandbits(64), default=bool(k % 2))
         for _ in range(rng.randint(0, 10)):
@@ -356,12 +361,11 @@ def test_state_round_trip():
         if k % 4 < 2:
             p.normal(1)  # save while a normal is cached
         tstate = p.tgen().get_state()
-        buf = (C.c_ubyte * size)()
-        check(lib.emb_generator_get_state(p.eg, buf, size))
+        buf = p.eg.get_state()
         ops_rng_state = rng.getstate()
         first = [_mixed_op(p, rng) for _ in range(8)]
         p.tgen().set_state(tstate)
-        check(lib.emb_generator_set_state(p.eg, buf, size))
+        p.eg.set_state(buf)
         rng.setstate(ops_rng_state)
         second = [_mixed_op(p, rng) for _ in range(8)]
         for j, ((g1, w1), (g2, w2)) in enumerate(zip(first, second)):
@@ -378,33 +382,33 @@ def test_errors_match_torch_and_draw_nothing():
     d = np.full(20, 3.0, np.float64)
     cases = [
         (lambda: torch.empty(20).normal_(0, -1),
-         lambda: lib.emb_normal_(C.byref(T(f)), 0, -1, p.eg)),
+         lambda: call(p.eg.normal_, f, 0, -1)),
         (lambda: torch.empty(3).normal_(2, -0.5),
-         lambda: lib.emb_normal_(C.byref(T(f[:3])), 2, -0.5, p.eg)),
+         lambda: call(p.eg.normal_, f[:3], 2, -0.5)),
         (lambda: torch.empty(20, dtype=torch.float64).normal_(0, float("nan")),
-         lambda: lib.emb_normal_(C.byref(T(d)), 0, float("nan"), p.eg)),
+         lambda: call(p.eg.normal_, d, 0, float("nan"))),
         (lambda: torch.empty(20).uniform_(2, 1),
-         lambda: lib.emb_uniform_(C.byref(T(f)), 2, 1, p.eg)),
+         lambda: call(p.eg.uniform_, f, 2, 1)),
         (lambda: torch.empty(20, dtype=torch.float64).uniform_(2.5, 1.25),
-         lambda: lib.emb_uniform_(C.byref(T(d)), 2.5, 1.25, p.eg)),
+         lambda: call(p.eg.uniform_, d, 2.5, 1.25)),
         (lambda: torch.empty(20).uniform_(0, float("inf")),
-         lambda: lib.emb_uniform_(C.byref(T(f)), 0, float("inf"), p.eg)),
+         lambda: call(p.eg.uniform_, f, 0, float("inf"))),
         (lambda: torch.empty(20).uniform_(1e39, 1e40),
-         lambda: lib.emb_uniform_(C.byref(T(f)), 1e39, 1e40, p.eg)),
+         lambda: call(p.eg.uniform_, f, 1e39, 1e40)),
         (lambda: torch.empty(20).uniform_(float("nan"), 1),
-         lambda: lib.emb_uniform_(C.byref(T(f)), float("nan"), 1, p.eg)),
+         lambda: call(p.eg.uniform_, f, float("nan"), 1)),
         (lambda: torch.empty(20, dtype=torch.float64).uniform_(0, float("inf")),
-         lambda: lib.emb_uniform_(C.byref(T(d)), 0, float("inf"), p.eg)),
+         lambda: call(p.eg.uniform_, d, 0, float("inf"))),
         (lambda: torch.empty(20).uniform_(-3.4e38, 3.4e38),
-         lambda: lib.emb_uniform_(C.byref(T(f)), -3.4e38, 3.4e38, p.eg)),
+         lambda: call(p.eg.uniform_, f, -3.4e38, 3.4e38)),
         (lambda: torch.empty(20, dtype=torch.float64).uniform_(-1.7e308, 1.7e308),
-         lambda: lib.emb_uniform_(C.byref(T(d)), -1.7e308, 1.7e308, p.eg)),
+         lambda: call(p.eg.uniform_, d, -1.7e308, 1.7e308)),
         (lambda: torch.randint(5, 5, (20,)),
-         lambda: lib.emb_randint_(C.byref(T(d.view(np.int64))), 5, 5, p.eg)),
+         lambda: call(p.eg.randint_, d.view(np.int64), 5, 5)),
         (lambda: torch.randint(5, 3, (20,), dtype=torch.float32),
-         lambda: lib.emb_randint_(C.byref(T(f)), 5, 3, p.eg)),
+         lambda: call(p.eg.randint_, f, 5, 3)),
         (lambda: torch.randint(2 ** 30 + 1, 2 ** 30 + 2, (20,), dtype=torch.float32),
-         lambda: lib.emb_randint_(C.byref(T(f)), 2 ** 30 + 1, 2 ** 30 + 2, p.eg)),
+         lambda: call(p.eg.randint_, f, 2 ** 30 + 1, 2 ** 30 + 2)),
     ]
     for k, (tf, ef) in enumerate(cases):
         with pytest.raises(RuntimeError) as ei:
@@ -412,20 +416,19 @@ def test_errors_match_torch_and_draw_nothing():
                 warnings.simplefilter("ignore")
                 tf()
         msg = str(ei.value).split("\n")[0]
-        lib.emb_clear_error()
-        st = ef()
+        st, got = ef()
         assert st == ERR_INVALID, (k, st)
-        assert lib.emb_errmsg().decode() == msg, k
+        assert got == msg, k
         COUNT["cases"] += 1
     assert (f == 3.0).all() and (d == 3.0).all()
     lockstep(p, "after errors")
     # Deliberate differences (documented in random.h): emb rejects non-finite mean/std, which
     # torch accepts; a dtype other than float32/float64 is a dtype error.
     for mean, std in [(float("nan"), 1.0), (float("inf"), 1.0), (0.0, float("inf"))]:
-        st, msg = call(lib.emb_normal_, C.byref(T(f)), mean, std, p.eg)
+        st, msg = call(p.eg.normal_, f, mean, std)
         assert st == ERR_INVALID and "finite mean and std" in msg
     i = np.zeros(4, np.int64)
-    st, msg = call(lib.emb_normal_, C.byref(T(i)), 0.0, 1.0, p.eg)
+    st, msg = call(p.eg.normal_, i, 0.0, 1.0)
     assert st == ERR_DTYPE and "got int64" in msg
     assert (f == 3.0).all() and (i == 0).all()
     g, _ = p.raw32(1)

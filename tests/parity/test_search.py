@@ -1,57 +1,24 @@
-"""emb_knn_search / emb_knn_analogy / emb_spearman against independent references: a float64
-NumPy computation of cosine similarities, gensim 4.2's most_similar on the same vectors, and
+"""emb.Knn's search and analogy and emb.spearman (emb_knn_search, emb_knn_analogy,
+emb_spearman, through the package) against independent references: a float64 NumPy
+computation of cosine similarities, gensim 4.2's most_similar on the same vectors, and
 scipy-style average-rank Spearman computed here. Scores are within float32 tolerance of the
 exact cosines, with rankings that agree except where two scores are within rounding; against
 itself, emb's search gives the same bits at any thread count and in every kernel tier
 (docs/search.md)."""
-import ctypes as C
-
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
 from scipy.stats import spearmanr
 
-from embpy import RUN_KERNEL_MODE, T, check, kernel_modes, lib
-
-lib.emb_knn_create.argtypes = [C.c_void_p, C.c_int64, C.POINTER(C.c_void_p)]
-lib.emb_knn_free.argtypes = [C.c_void_p]
-lib.emb_knn_search.argtypes = [C.c_void_p, C.c_void_p, C.c_int64, C.c_void_p, C.c_int64,
-                               C.c_void_p, C.c_void_p]
-lib.emb_knn_analogy.argtypes = [C.c_void_p, C.c_void_p, C.c_int64, C.c_int64, C.c_void_p,
-                                C.c_void_p]
-lib.emb_spearman.argtypes = [C.c_void_p, C.c_void_p, C.c_int64, C.POINTER(C.c_double)]
+import emb
+from embpy import RUN_KERNEL_MODE, kernel_mode_name, kernel_modes
 
 TOL = 2e-6  # cosine scores: float32 products of unit vectors
 
 
-class Index:
-    def __init__(self, table, rows=0):
-        self.table = np.ascontiguousarray(table, dtype=np.float32)
-        self.t = T(self.table)
-        self.h = C.c_void_p()
-        check(lib.emb_knn_create(C.byref(self.t), rows, C.byref(self.h)))
-
-    def __del__(self):
-        lib.emb_knn_free(self.h)
-
-    def search(self, q, k, exclude=None):
-        q = np.ascontiguousarray(q, dtype=np.float32)
-        ids = np.full((q.shape[0], k), -7, np.int64)
-        sc = np.full((q.shape[0], k), np.nan, np.float32)
-        ex = None if exclude is None else np.ascontiguousarray(exclude, dtype=np.int64)
-        check(lib.emb_knn_search(self.h, C.byref(T(q)), k,
-                                 None if ex is None else ex.ctypes.data,
-                                 0 if ex is None else ex.shape[1],
-                                 ids.ctypes.data, sc.ctypes.data))
-        return ids, sc
-
-    def analogy(self, abc, k):
-        abc = np.ascontiguousarray(abc, dtype=np.int64)
-        ids = np.full((abc.shape[0], k), -7, np.int64)
-        sc = np.full((abc.shape[0], k), np.nan, np.float32)
-        check(lib.emb_knn_analogy(self.h, abc.ctypes.data, abc.shape[0], k, ids.ctypes.data,
-                                  sc.ctypes.data))
-        return ids, sc
+def Index(table, rows=0):
+    """emb's cosine index over a float32 copy of the table (the index keeps the copy)."""
+    return emb.Knn(np.ascontiguousarray(table, dtype=np.float32), rows)
 
 
 def ref_cos(table, q):
@@ -139,10 +106,10 @@ def test_search_threads_identical(shape):
     try:
         runs = []
         for threads in (1, 2, 3):
-            lib.emb_set_num_threads(threads)
+            emb.set_num_threads(threads)
             runs.append(_search_and_analogies(idx, q, abc))
     finally:
-        lib.emb_set_num_threads(0)
+        emb.set_num_threads(0)
     assert _same_bits(runs[0], runs[1]), "1 vs 2 threads"
     assert _same_bits(runs[0], runs[2]), "1 vs 3 threads"
 
@@ -160,12 +127,12 @@ def test_search_kernel_tiers_identical():
     try:
         for mode in kernel_modes():
             for threads in (1, 2):
-                lib.emb_set_kernel_mode(mode)
-                lib.emb_set_num_threads(threads)
+                emb.set_kernel_mode(kernel_mode_name(mode))
+                emb.set_num_threads(threads)
                 runs[(mode, threads)] = _search_and_analogies(idx, q, abc)
     finally:
-        lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
-        lib.emb_set_num_threads(0)
+        emb.set_kernel_mode(kernel_mode_name(RUN_KERNEL_MODE))
+        emb.set_num_threads(0)
     first = next(iter(runs))
     for key, r in runs.items():
         assert _same_bits(runs[first], r), f"mode/threads {key} differs from {first}"
@@ -233,13 +200,12 @@ def test_spearman(seed):
     n = int(rng.integers(2, 400))
     x = np.round(rng.standard_normal(n), int(rng.integers(0, 3)))  # ties
     y = x * rng.standard_normal() + rng.standard_normal(n)
-    rho = C.c_double()
-    check(lib.emb_spearman(x.ctypes.data, y.ctypes.data, n, C.byref(rho)))
+    rho = emb.spearman(x, y)
     want = ref_spearman(x, y)
     if np.isnan(want):
-        assert np.isnan(rho.value)
+        assert np.isnan(rho)
     else:
-        assert abs(rho.value - want) < 1e-12
+        assert abs(rho - want) < 1e-12
     s = spearmanr(x, y).correlation  # SciPy's, too (python3-scipy comes with python3-gensim)
     if not np.isnan(s):
-        assert abs(rho.value - s) < 1e-12
+        assert abs(rho - s) < 1e-12

@@ -1,78 +1,55 @@
 """Parity of emb_embedding_wrap (a table over the caller's memory) with PyTorch 1.13's
-Embedding.from_pretrained, which shares the given tensor's storage in the same way.
+Embedding.from_pretrained, which shares the given tensor's storage in the same way, through
+the package (emb.Embedding.from_pretrained over a numpy array).
 
 For random tables and options: forward, max_norm renormalisation and the dense and sparse
 backward through a wrapped table equal torch bit for bit, the renorm writes into the
 caller's buffer exactly as torch writes into the tensor given to from_pretrained, and writes
 by the caller are seen by both. A read-only table looks up like torch and refuses max_norm
 without touching the buffer. Every expected value is produced by torch during the test."""
-import ctypes as C
+import gc
 import math
 
 import numpy as np
+import pytest
 import torch
 
-from embpy import (ERR_READ_ONLY, PADDING_NONE, RELEASE_FN, SparseGrad, Storage, T, Tensor,
-                   assert_close, call, check, lib, ptr)
+import emb
+from embpy import assert_close
 
 torch.set_num_threads(1)
 
 
-def opts(padding_idx=None, max_norm=None, norm_type=2.0, scale=False):
-    o = lib.emb_embedding_options_default()
-    o.padding_idx = PADDING_NONE if padding_idx is None else padding_idx
-    o.max_norm = math.inf if max_norm is None else max_norm
-    o.norm_type = norm_type
-    o.scale_grad_by_freq = scale
-    return o
-
-
 class Wrapped:
-    """An emb_embedding over the numpy array w (kept alive here, as the caller must)."""
+    """emb.Embedding.from_pretrained over the numpy array w (emb_embedding_wrap through the
+    package: the table holds w's buffer); read_only wraps a read-only view of w."""
 
-    def __init__(self, w, o, read_only=False, freeze=False, release=None, ctx=None):
+    def __init__(self, w, padding_idx=None, max_norm=None, norm_type=2.0, scale=False,
+                 read_only=False, freeze=False):
         assert w.dtype == np.float32 and w.flags.c_contiguous
-        self.w = w
-        self.h = C.c_void_p()
-        s = Storage()
-        s.read_only = read_only
-        if release is not None:
-            s.release = release
-            s.release_ctx = ctx
-        check(lib.emb_embedding_wrap(T(w), ptr(s), freeze, ptr(o), ptr(self.h)))
+        if read_only:
+            w = w.view()
+            w.flags.writeable = False
+        self.t = emb.Embedding.from_pretrained(w, freeze=freeze, padding_idx=padding_idx,
+                                               max_norm=max_norm, norm_type=norm_type,
+                                               scale_grad_by_freq=scale)
         self.V, self.D = w.shape
 
     def free(self):
-        if self.h:
-            lib.emb_embedding_free(self.h)
-            self.h = C.c_void_p()
-
-    def __del__(self):
-        self.free()
+        self.t = None
 
     def forward(self, idx):
-        out = np.full(idx.shape + (self.D,), np.nan, np.float32)
-        check(lib.emb_embedding_forward(self.h, T(idx), T(out)))
-        return out
+        return self.t(idx)
 
     def backward(self, idx, g):
         gw = np.zeros((self.V, self.D), np.float32)
-        check(lib.emb_embedding_backward(self.h, T(idx), T(g), T(gw)))
-        return gw
+        return self.t.backward(idx, g, grad=gw)
 
     def backward_sparse(self, idx, g):
-        sg = SparseGrad()
-        check(lib.emb_sparse_grad_init(ptr(sg), self.V, self.D))
-        try:
-            check(lib.emb_embedding_backward_sparse(self.h, T(idx), T(g), ptr(sg)))
-            return sg.arrays()
-        finally:
-            lib.emb_sparse_grad_release(ptr(sg))
+        return self.t.backward_sparse(idx, g)
 
     def weight_ptr(self):
-        v = Tensor()
-        check(lib.emb_embedding_weight_const(self.h, ptr(v)))
-        return v.data
+        return np.asarray(self.t).__array_interface__["data"][0]
 
 
 def rand_table(rng, V, D):
@@ -103,8 +80,8 @@ def test_forward_renorm_backward_share_storage_like_torch():
                                                 scale_grad_by_freq=scale)
         assert te.weight.data_ptr() == tw.data_ptr()
         buf = w0.copy()  # emb's caller buffer
-        e = Wrapped(buf, opts(pad, max_norm, norm_type, scale))
-        assert e.weight_ptr() == buf.ctypes.data
+        e = Wrapped(buf, pad, max_norm, norm_type, scale)
+        assert e.weight_ptr() == buf.__array_interface__["data"][0]
 
         out_t = te(torch.from_numpy(idx).long())
         out_e = e.forward(idx)
@@ -144,7 +121,7 @@ def test_sparse_backward_through_wrapped_table():
         te = torch.nn.Embedding.from_pretrained(torch.from_numpy(w0.copy()), freeze=False,
                                                 padding_idx=pad, sparse=True)
         te(torch.from_numpy(idx)).backward(torch.from_numpy(g))
-        e = Wrapped(w0.copy(), opts(pad))
+        e = Wrapped(w0.copy(), pad)
         gi, gv = e.backward_sparse(idx, g)
         tg = te.weight.grad
         assert np.array_equal(gi, tg._indices().numpy()[0])
@@ -163,13 +140,13 @@ def test_thread_counts_share_storage():
     want = te(torch.from_numpy(idx)).detach()
     for nt in (1, 2, 3):
         buf = w0.copy()
-        lib.emb_set_num_threads(nt)
+        emb.set_num_threads(nt)
         try:
-            e = Wrapped(buf, opts(max_norm=1.0))
+            e = Wrapped(buf, max_norm=1.0)
             assert_close(e.forward(idx), want, exact=True, what=f"forward, {nt} threads")
             e.free()
         finally:
-            lib.emb_set_num_threads(0)
+            emb.set_num_threads(0)
         assert_close(buf, tw, exact=True, what=f"caller's buffer, {nt} threads")
 
 
@@ -179,33 +156,32 @@ def test_read_only_lookup_matches_torch_and_refuses_renorm():
     w0 = rand_table(rng, V, D)
     idx = rng.integers(0, V, (4, 5))
     buf = w0.copy()
-    plain = Wrapped(buf, opts(), read_only=True, freeze=True)
-    assert lib.emb_embedding_is_read_only(plain.h)
+    plain = Wrapped(buf, read_only=True, freeze=True)
+    assert plain.t.read_only and not np.asarray(plain.t).flags.writeable
     want = torch.nn.functional.embedding(torch.from_numpy(idx), torch.from_numpy(w0))
     assert_close(plain.forward(idx), want, exact=True, what="read-only lookup")
-    renorm = Wrapped(buf, opts(max_norm=1.0), read_only=True)
-    out = np.full((4, 5, D), 7.0, np.float32)
-    st, msg = call(lib.emb_embedding_forward, renorm.h, T(idx), T(out))
-    assert st == ERR_READ_ONLY, msg
-    assert "read-only" in msg and "max_norm=1" in msg
-    assert (out == 7.0).all()
+    renorm = Wrapped(buf, max_norm=1.0, read_only=True)
+    with pytest.raises(emb.ReadOnlyError) as e:
+        renorm.forward(idx)
+    assert e.value.status == -12  # EMB_ERR_READ_ONLY
+    assert "read-only" in str(e.value) and "max_norm=1" in str(e.value)
     assert buf.tobytes() == w0.tobytes()
-    v = Tensor()
-    st, msg = call(lib.emb_embedding_weight, renorm.h, ptr(v))
-    assert st == ERR_READ_ONLY and "emb_embedding_weight_const" in msg
+    with pytest.raises(TypeError, match="read-only"):  # its weight's views are read-only
+        memoryview(renorm.t).cast("B")[0] = 0
+    assert buf.tobytes() == w0.tobytes()
     plain.free()
     renorm.free()
 
 
-def test_release_called_once():
-    calls = []
-
-    @RELEASE_FN
-    def release(data, ctx):
-        calls.append((data, ctx))
-
-    buf = np.ones((3, 2), np.float32)
-    e = Wrapped(buf, opts(), release=release, ctx=1234)
-    assert calls == []
+def test_buffer_released_once_with_the_table():
+    """The table holds its array's buffer while it lives (the memory cannot move: a
+    bytearray under it cannot be resized) and lets it go when freed."""
+    raw = bytearray(np.ones((3, 2), np.float32).tobytes())
+    e = Wrapped(np.frombuffer(raw, np.float32).reshape(3, 2))
+    with pytest.raises(BufferError):
+        raw.extend(b"1234")
+    assert e.forward(np.array([1])).tolist() == [[1.0, 1.0]]
     e.free()
-    assert calls == [(buf.ctypes.data, 1234)]
+    gc.collect()
+    raw.extend(b"1234")  # no export left
+    assert len(raw) == 28

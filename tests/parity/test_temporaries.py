@@ -4,30 +4,23 @@ the paths with each other):
   - a large table and a small batch: the batch is radix-sorted (temporaries O(n));
   - a small table and a large batch: counting over the table's rows / a V-bit bitmap;
 at 1, 2 and 3 threads, with padding, scale_grad_by_freq, int32 and int64 indices. The
-automatic choice is V / 4 > n for the backward and V / 64 > n for the renorm. Every
-expected value is produced by torch during the test."""
-import ctypes as C
-import math
-
+automatic choice is V / 4 > n for the backward and V / 64 > n for the renorm. emb runs
+through the package (emb.Embedding over the test's array). Every expected value is produced
+by torch during the test."""
 import numpy as np
 import pytest
 import torch
 
-from embpy import PADDING_NONE, T, assert_close, check, lib, ptr
+import emb
+from embpy import assert_close
 
 torch.set_num_threads(1)
 
 
 def make(w, pad=None, scale=False, max_norm=None, norm_type=2.0):
     """An embedding over the caller's array w (shared, as torch's from_pretrained)."""
-    o = lib.emb_embedding_options_default()
-    o.padding_idx = PADDING_NONE if pad is None else pad
-    o.scale_grad_by_freq = scale
-    o.max_norm = math.inf if max_norm is None else max_norm
-    o.norm_type = norm_type
-    h = C.c_void_p()
-    check(lib.emb_embedding_wrap(T(w), None, False, ptr(o), ptr(h)))
-    return h
+    return emb.Embedding.from_pretrained(w, freeze=False, padding_idx=pad, max_norm=max_norm,
+                                         norm_type=norm_type, scale_grad_by_freq=scale)
 
 
 def same(got, want, what):
@@ -78,17 +71,14 @@ def test_dense_backward_both_paths(V, D, n, hot):
         te(torch.from_numpy(idx.astype(np.int64))).backward(torch.from_numpy(g))
         want = te.weight.grad
         h = make(w, pad, scale)
-        try:
-            for nt in (1, 2, 3):
-                gw = np.zeros((V, D), np.float32)
-                lib.emb_set_num_threads(nt)
-                try:
-                    check(lib.emb_embedding_backward(h, T(idx), T(g), T(gw)))
-                finally:
-                    lib.emb_set_num_threads(0)
-                same(gw, want, f"V={V} D={D} n={n} pad={pad} scale={scale} threads={nt}")
-        finally:
-            lib.emb_embedding_free(h)
+        for nt in (1, 2, 3):
+            gw = np.zeros((V, D), np.float32)
+            emb.set_num_threads(nt)
+            try:
+                h.backward(idx, g, grad=gw)  # added into gw, as torch adds into .grad
+            finally:
+                emb.set_num_threads(0)
+            same(gw, want, f"V={V} D={D} n={n} pad={pad} scale={scale} threads={nt}")
 
 
 # (V, D, n): large V small n (sorted batch), then small V large n (bitmap)
@@ -115,13 +105,11 @@ def test_renorm_both_paths(V, D, n):
         for nt in (1, 2, 3):
             buf = w0.copy()
             h = make(buf, max_norm=1.0, norm_type=norm_type)
-            out = np.empty((n, D), np.float32)
-            lib.emb_set_num_threads(nt)
+            emb.set_num_threads(nt)
             try:
-                check(lib.emb_embedding_forward(h, T(idx), T(out)))
+                out = h(idx)
             finally:
-                lib.emb_set_num_threads(0)
-                lib.emb_embedding_free(h)
+                emb.set_num_threads(0)
             what = f"V={V} D={D} n={n} p={norm_type} threads={nt}"
             same(out, want, "forward " + what)
             same(buf, tw, "weight " + what)

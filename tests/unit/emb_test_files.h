@@ -1,5 +1,6 @@
 /* tests/unit/emb_test_files.h: a private scratch folder per test program and small file
- * helpers, for the tests that read and write files (include after emb_test.h). */
+ * helpers, for the tests that read and write files (include after emb_test.h). The helpers
+ * are static inline: a test program that does not call one of them is not warned about it. */
 #ifndef EMB_TEST_FILES_H
 #define EMB_TEST_FILES_H
 
@@ -8,13 +9,13 @@
 static char tmpdir[256];
 
 /* cmocka group setup and teardown: create and remove the folder. */
-static int tmp_setup(void **state) {
+static inline int tmp_setup(void **state) {
     (void)state;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/emb_test.XXXXXX");
     return mkdtemp(tmpdir) ? 0 : -1;
 }
 
-static int tmp_teardown(void **state) {
+static inline int tmp_teardown(void **state) {
     (void)state;
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
@@ -22,7 +23,7 @@ static int tmp_teardown(void **state) {
 }
 
 /* A path in the folder (four rotating buffers). */
-static const char *tmp(const char *name) {
+static inline const char *tmp(const char *name) {
     static char buf[4][512];
     static int k;
     k = (k + 1) % 4;
@@ -30,15 +31,16 @@ static const char *tmp(const char *name) {
     return buf[k];
 }
 
-static void put(const char *path, const void *d, size_t n) {
+static inline void put(const char *path, const void *d, size_t n) {
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     if (n) assert_int_equal(fwrite(d, 1, n, f), n);
     fclose(f);
 }
 
-/* The whole file, NUL-terminated (free it), or NULL when it cannot be opened. */
-static char *slurp(const char *path, size_t *n) {
+/* The whole file, NUL-terminated (free it), or NULL (and *n = 0) when it cannot be opened. */
+static inline char *slurp(const char *path, size_t *n) {
+    *n = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);

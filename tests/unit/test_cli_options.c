@@ -40,6 +40,22 @@ static char out_text[4096], err_text[4096];
         r_;                                                                                        \
     })
 
+/* Evaluates expr with stderr captured into err_text (stdout left where it is). */
+#define CAPTURE_ERR(expr)                                                                          \
+    ({                                                                                             \
+        FILE *e_ = tmpfile();                                                                      \
+        assert_non_null(e_);                                                                       \
+        fflush(stderr);                                                                            \
+        int se_ = dup(2);                                                                          \
+        dup2(fileno(e_), 2);                                                                       \
+        int r_ = (expr);                                                                           \
+        fflush(stderr);                                                                            \
+        dup2(se_, 2);                                                                              \
+        close(se_);                                                                                \
+        read_all(e_, err_text);                                                                    \
+        r_;                                                                                        \
+    })
+
 static void read_all(FILE *f, char *buf) {
     rewind(f);
     size_t n = fread(buf, 1, 4095, f);
@@ -361,6 +377,65 @@ static void test_finish_output(void **state) {
     fclose(ok);
 }
 
+/* A help text longer than stdio's buffer of a full disk (4096 bytes): stdio writes it
+ * while the text is printed, and the disk's error must still be what is reported. */
+static char big_help[10000];
+static const emb_cli_command big_cmd = {"big", "a command with a long help", big_help, NULL};
+
+/* `emb help NAME` (cmd_help.c) finds its topic here; the real table is in main.c. */
+const emb_cli_command *emb_cli_find(const char *name) {
+    return strcmp(name, "big") == 0 ? &big_cmd : NULL;
+}
+
+void emb_cli_print_usage(FILE *f) {
+    fputs("usage\n", f);
+}
+
+extern const emb_cli_command emb_cli_cmd_help;
+
+/* Runs the command line argv (NULL-terminated) with standard output on /dev/full, as main()
+ * does (the command, then emb_cli_finish_output); its stderr goes to err_text. */
+static int run_on_full_disk(const emb_cli_command *cmd, char **argv) {
+    int argc = 0;
+    while (argv[argc]) argc++;
+    fflush(stdout);
+    int so = dup(1), full = open("/dev/full", O_WRONLY);
+    if (full < 0) fail_msg("cannot open /dev/full: %s", strerror(errno));
+    dup2(full, 1);
+    close(full);
+    int rc = CAPTURE_ERR(emb_cli_finish_output(stdout, "standard output",
+                                               cmd->run ? cmd->run(cmd, argc, argv) : -1));
+    clearerr(stdout);
+    dup2(so, 1);
+    close(so);
+    return rc;
+}
+
+static void test_long_help_on_full_disk(void **state) {
+    (void)state;
+    memset(big_help, 'h', sizeof big_help - 2);
+    big_help[sizeof big_help - 2] = '\n';
+    /* emb help big: the help command prints another command's help */
+    char *help_argv[] = {"help", "big", NULL};
+    assert_int_equal(run_on_full_disk(&emb_cli_cmd_help, help_argv), EMB_CLI_FAILURE);
+    assert_string_equal(err_text, "emb: error writing standard output: No space left on device\n");
+    /* emb big --help: the framework prints it */
+    char *opt_argv[] = {"big", "--help", NULL};
+    fflush(stdout);
+    int so = dup(1), full = open("/dev/full", O_WRONLY);
+    assert_true(full >= 0);
+    dup2(full, 1);
+    close(full);
+    emb_cli_args a;
+    int rc = emb_cli_parse(&big_cmd, 2, opt_argv, NULL, &a);
+    rc = CAPTURE_ERR(emb_cli_finish_output(stdout, "standard output", rc));
+    clearerr(stdout);
+    dup2(so, 1);
+    close(so);
+    assert_int_equal(rc, EMB_CLI_FAILURE);
+    assert_string_equal(err_text, "emb: error writing standard output: No space left on device\n");
+}
+
 static void test_read_query(void **state) {
     (void)state;
     FILE *in = tmpfile();
@@ -425,6 +500,7 @@ int main(void) {
         cmocka_unit_test(test_number_helpers),
         cmocka_unit_test(test_usage_error_and_fail_messages),
         cmocka_unit_test(test_finish_output),
+        cmocka_unit_test(test_long_help_on_full_disk),
         cmocka_unit_test(test_read_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,37 +3,15 @@
  * by hand, and that computing it leaves the vectors bit for bit as they are), and the words
  * done by this call after a resume. */
 #include "emb_test.h"
+#include "emb_test_files.h"
 
 #include <math.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
-static int setup_dir(void **state) {
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/emb_w2v_progress_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state) {
-    (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *path_in_tmp(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-
 /* Two topics that never share a line, plus a frequent word. */
 static const char *topics_corpus(int lines) {
     static char path[512];
-    snprintf(path, sizeof path, "%s", path_in_tmp("topics.txt"));
+    snprintf(path, sizeof path, "%s", tmp("topics.txt"));
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     uint64_t s = 99;
@@ -79,7 +57,7 @@ static int record(const emb_w2v_progress *p, void *user) {
  * subsampling has 2 (n - 1) examples in a sentence of n tokens; CBOW one per token. */
 static void test_loss_by_hand(void **state) {
     (void)state;
-    const char *path = path_in_tmp("one.txt");
+    const char *path = tmp("one.txt");
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     for (int line = 0; line < 50; line++) fputs("a a a a a a a a a a\n", f); /* 10 tokens */
@@ -158,7 +136,7 @@ static void test_progress_after_resume(void **state) {
     EMB_EXPECT_ERR(emb_w2v_train(w, record, &r), EMB_ERR_CANCELLED, "cancelled");
     assert_int_equal(r.first_here, r.first_done); /* a fresh run: all of it is this call's */
     int64_t done = emb_w2v_words_done(w);
-    const char *ck = path_in_tmp("ck");
+    const char *ck = tmp("ck");
     EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, ck));
     emb_w2v_free(w);
     EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, ck, &w));
@@ -178,7 +156,7 @@ static void test_progress_after_resume(void **state) {
 static void test_resume_with_other_threads(void **state) {
     (void)state;
     const char *corpus = topics_corpus(400);
-    const char *ck = path_in_tmp("ck_threads");
+    const char *ck = tmp("ck_threads");
     for (int saved = 1; saved <= 2; saved++) {
         emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
         o.dim = 8, o.min_count = 1, o.threads = saved, o.epochs = 10, o.seed = 4;
@@ -221,5 +199,5 @@ int main(void) {
         cmocka_unit_test(test_progress_after_resume),
         cmocka_unit_test(test_resume_with_other_threads),
     };
-    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+    return cmocka_run_group_tests(tests, tmp_setup, tmp_teardown);
 }

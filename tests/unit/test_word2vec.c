@@ -2,6 +2,7 @@
  * (status, message, nothing created), reproducibility, checkpoints and cancellation, and
  * the kernel's variants against the reference. */
 #include "emb_test.h"
+#include "emb_test_files.h"
 
 #include "kernels/dispatch.h"
 #include "w2v/w2v_internal.h"
@@ -9,40 +10,10 @@
 #include <inttypes.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
-static int setup_dir(void **state) {
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/emb_w2v_test_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state) {
-    (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *path_in_tmp(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-
-static void write_text(const char *path, const char *text, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(text, 1, n, f), n);
-    fclose(f);
-}
-
 /* A small synthetic corpus with structure: words of two "topics" co-occur. */
 static const char *synthetic_corpus(void) {
     static char path[512];
-    snprintf(path, sizeof path, "%s", path_in_tmp("corpus.txt"));
+    snprintf(path, sizeof path, "%s", tmp("corpus.txt"));
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     uint64_t s = 12345;
@@ -116,21 +87,19 @@ static void test_corpus_errors(void **state) {
     (void)state;
     emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
     emb_w2v *w = (emb_w2v *)0x1;
-    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("missing.txt"), &w), EMB_ERR_IO,
-                   "cannot open");
-    write_text(path_in_tmp("empty.txt"), " \n\n \t\n", 6);
-    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("empty.txt"), &w), EMB_ERR_FORMAT,
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("missing.txt"), &w), EMB_ERR_IO, "cannot open");
+    put(tmp("empty.txt"), " \n\n \t\n", 6);
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("empty.txt"), &w), EMB_ERR_FORMAT,
                    "the corpus is empty");
-    write_text(path_in_tmp("bad.txt"), "good words\nhere \xff\xfe bad\n", 24);
-    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("bad.txt"), &w), EMB_ERR_FORMAT,
+    put(tmp("bad.txt"), "good words\nhere \xff\xfe bad\n", 24);
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("bad.txt"), &w), EMB_ERR_FORMAT,
                    "bad.txt:2: invalid UTF-8");
-    write_text(path_in_tmp("rare.txt"), "a b c d a\n", 10);
+    put(tmp("rare.txt"), "a b c d a\n", 10);
     o.min_count = 3;
-    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("rare.txt"), &w), EMB_ERR_FORMAT,
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("rare.txt"), &w), EMB_ERR_FORMAT,
                    "no word occurs at least 3 times (min_count); 4 distinct words in 5 tokens");
     o.min_count = 0;
-    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("rare.txt"), &w), EMB_ERR_INVALID,
-                   "min_count");
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("rare.txt"), &w), EMB_ERR_INVALID, "min_count");
     assert_ptr_equal(w, (emb_w2v *)0x1);
     EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, NULL, &w), EMB_ERR_NULL, "path");
     EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, "x", NULL), EMB_ERR_NULL, "out");
@@ -143,9 +112,9 @@ static void test_vocab_and_tokens(void **state) {
     o.min_count = 2;
     o.lowercase = true;
     o.strip_punct = true;
-    write_text(path_in_tmp("v.txt"), "The cat, the DOG.\n\"dog\" (cat) the a\nz\n", 38);
+    put(tmp("v.txt"), "The cat, the DOG.\n\"dog\" (cat) the a\nz\n", 38);
     emb_w2v *w;
-    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path_in_tmp("v.txt"), &w));
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, tmp("v.txt"), &w));
     const emb_vocab *v = emb_w2v_vocab(w);
     /* counts: the 3, cat 2, dog 2 (ties in order of first appearance); a, z dropped */
     assert_int_equal(emb_vocab_num_words(v), 3);
@@ -285,7 +254,7 @@ static void test_checkpoint_resume(void **state) {
         EMB_EXPECT_ERR(emb_w2v_train(w, cancel_cb, &c), EMB_ERR_CANCELLED, "cancelled");
         int64_t done = emb_w2v_words_done(w);
         assert_true(done > 0 && done < emb_w2v_corpus_tokens(w) * o.epochs);
-        const char *ck = path_in_tmp("ck.bin");
+        const char *ck = tmp("ck.bin");
         EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, ck));
         emb_w2v_free(w);
         EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, ck, &w));
@@ -304,8 +273,8 @@ static void test_checkpoint_resume(void **state) {
         o2.window = 4;
         EMB_EXPECT_ERR(emb_w2v_resume(&o2, corpus, ck, &w), EMB_ERR_FORMAT,
                        "was written with window 5, but this run has window 4");
-        write_text(path_in_tmp("other.txt"), "red green blue\n", 15);
-        EMB_EXPECT_ERR(emb_w2v_resume(&o, path_in_tmp("other.txt"), ck, &w), EMB_ERR_FORMAT,
+        put(tmp("other.txt"), "red green blue\n", 15);
+        EMB_EXPECT_ERR(emb_w2v_resume(&o, tmp("other.txt"), ck, &w), EMB_ERR_FORMAT,
                        "another corpus");
         FILE *f = fopen(ck, "r+b");
         assert_non_null(f);
@@ -313,13 +282,12 @@ static void test_checkpoint_resume(void **state) {
         fputc(0x5a, f);
         fclose(f);
         EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, ck, &w), EMB_ERR_FORMAT, "corrupt");
-        write_text(ck, "EMBW2VCK", 8);
+        put(ck, "EMBW2VCK", 8);
         EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, ck, &w), EMB_ERR_FORMAT, "");
-        write_text(ck, "hello world", 11);
+        put(ck, "hello world", 11);
         EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, ck, &w), EMB_ERR_FORMAT,
                        "not an emb word2vec checkpoint");
-        EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, path_in_tmp("nope"), &w), EMB_ERR_IO,
-                       "cannot open");
+        EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, tmp("nope"), &w), EMB_ERR_IO, "cannot open");
     }
 }
 
@@ -343,7 +311,7 @@ static void test_checkpoint_version1_resumes(void **state) {
     EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, ck, &w));
     const int64_t done = emb_w2v_words_done(w);
     assert_true(done > 0 && done < emb_w2v_corpus_tokens(w) * o.epochs);
-    const char *again = path_in_tmp("again.ckpt");
+    const char *again = tmp("again.ckpt");
     EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, again));
     unsigned char *v2 = emb_test_read(again, &n2);
     assert_int_equal(n1, n2);
@@ -367,7 +335,7 @@ static void test_checkpoint_version1_resumes(void **state) {
     emb_w2v_free(w);
     /* a version from the future is refused by name */
     v2[8] = 3;
-    write_text(again, (const char *)v2, n2);
+    put(again, (const char *)v2, n2);
     EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, again, &w), EMB_ERR_FORMAT,
                    "checkpoint version 3 (this emb reads 1 to 2)");
     free(want);
@@ -471,7 +439,7 @@ static void test_split_long_lines(void **state) {
  * of dropped words only, and lines longer than max_sentence. */
 static void test_ids_file_equals_memory(void **state) {
     (void)state;
-    const char *path = path_in_tmp("stream.txt");
+    const char *path = tmp("stream.txt");
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     int64_t cap = 1 << 17, n = 0;
@@ -550,7 +518,7 @@ static void test_ids_file_equals_memory(void **state) {
     /* no folder for the temporary file: an error that says where, nothing created */
     const char *old = getenv("TMPDIR");
     char *saved = old ? strdup(old) : NULL;
-    setenv("TMPDIR", path_in_tmp("no-such-folder"), 1);
+    setenv("TMPDIR", tmp("no-such-folder"), 1);
     wf = (emb_w2v *)0x1;
     EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path, &wf), EMB_ERR_IO, "(TMPDIR)");
     assert_ptr_equal(wf, (emb_w2v *)0x1);
@@ -600,8 +568,8 @@ static void test_alias_table(void **state) {
  * counts. */
 static float *train_text(const char *text, size_t len, emb_w2v_options o, int64_t *nv,
                          int64_t skipped[2]) {
-    const char *path = path_in_tmp("text.txt");
-    write_text(path, text, len);
+    const char *path = tmp("text.txt");
+    put(path, text, len);
     emb_w2v *w;
     EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path, &w));
     emb_w2v_skipped(w, &skipped[0], &skipped[1]);
@@ -639,13 +607,13 @@ static void test_bom_and_lenient(void **state) {
     memset(text + n, 'a', big), n += big;
     const char *tail = " hello there\n";
     memcpy(text + n, tail, strlen(tail)), n += strlen(tail);
-    write_text(path_in_tmp("text.txt"), text, n);
+    put(tmp("text.txt"), text, n);
     emb_w2v *w = (emb_w2v *)0x1;
-    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("text.txt"), &w), EMB_ERR_FORMAT,
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("text.txt"), &w), EMB_ERR_FORMAT,
                    "invalid UTF-8");
     text[12] = 'x', text[13] = 'y'; /* valid now: the long token is next */
-    write_text(path_in_tmp("text.txt"), text, n);
-    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path_in_tmp("text.txt"), &w), EMB_ERR_FORMAT,
+    put(tmp("text.txt"), text, n);
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("text.txt"), &w), EMB_ERR_FORMAT,
                    "longer than");
     assert_ptr_equal(w, (emb_w2v *)0x1);
     text[12] = '\xff', text[13] = '\xfe';
@@ -759,9 +727,8 @@ static void test_divergence_stops_training(void **state) {
         assert_non_null(strstr(emb_errmsg(), "vector of \""));
         assert_non_null(strstr(emb_errmsg(), "became NaN or infinite"));
         EMB_EXPECT_ERR(emb_w2v_train(w, NULL, NULL), EMB_ERR_NUMERIC, "training diverged");
-        EMB_EXPECT_ERR(emb_w2v_save_checkpoint(w, path_in_tmp("d.ckpt")), EMB_ERR_STATE,
-                       "diverged");
-        assert_int_equal(access(path_in_tmp("d.ckpt"), F_OK), -1);
+        EMB_EXPECT_ERR(emb_w2v_save_checkpoint(w, tmp("d.ckpt")), EMB_ERR_STATE, "diverged");
+        assert_int_equal(access(tmp("d.ckpt"), F_OK), -1);
         emb_w2v_free(w);
     }
     /* an infinity that no score has seen yet is found at the end */
@@ -846,5 +813,5 @@ int main(void) {
         cmocka_unit_test(test_alias_table),
         cmocka_unit_test(test_bom_and_lenient),
     };
-    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+    return cmocka_run_group_tests(tests, tmp_setup, tmp_teardown);
 }

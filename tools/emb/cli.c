@@ -162,13 +162,18 @@ static int store(const emb_cli_command *cmd, const emb_cli_option *o, const char
     return -1;
 }
 
-/* The error of the first failed write of a help text: stdio may flush (and fail) in the
- * middle of a long text, and errno is no longer that error when the output is finished. */
+/* The error of the first failed write of a help text to stdout: stdio writes (and fails)
+ * in the middle of a text longer than its buffer, and once the text is finished neither
+ * errno nor the final flush tells that error any more. */
 static int help_errno;
 
-static void print_help(const emb_cli_command *cmd, emb_cli_args *args) {
+void emb_cli_print_help(const emb_cli_command *cmd) {
     errno = 0;
     if (fputs(cmd->help, stdout) == EOF && !help_errno) help_errno = errno;
+}
+
+static void print_help(const emb_cli_command *cmd, emb_cli_args *args) {
+    emb_cli_print_help(cmd);
     args->help = true;
 }
 
@@ -276,12 +281,10 @@ int emb_cli_finish_output(FILE *f, const char *what, int rc) {
     errno = 0;
     int flushed = fflush(f);
     if (flushed == 0 && !ferror(f)) return rc;
+    int err = flushed != 0 && errno ? errno : f == stdout && help_errno ? help_errno : EIO;
+    help_errno = 0;
     /* A failed command has already said why; a write error on top of it changes nothing. */
-    if (rc == EMB_CLI_OK)
-        fprintf(stderr, "emb: error writing %s: %s\n", what,
-                strerror(flushed != 0 && errno ? errno
-                         : help_errno          ? help_errno
-                                               : EIO));
+    if (rc == EMB_CLI_OK) fprintf(stderr, "emb: error writing %s: %s\n", what, strerror(err));
     return rc == EMB_CLI_OK ? EMB_CLI_FAILURE : rc;
 }
 

@@ -134,6 +134,11 @@ bool emb_cli_read_query(FILE *in, const char *prompt, char **line, size_t *cap, 
 
 /* ---- output ---- */
 
+/* Prints cmd's help text on stdout (`emb NAME --help`, `emb help NAME`), keeping the error
+ * of a failed write for emb_cli_finish_output to report: a text longer than stdio's buffer
+ * is written, and fails, before the output is finished. */
+void emb_cli_print_help(const emb_cli_command *cmd);
+
 /* Flushes `f` and checks it for a write error. Returns `rc` when all is well. Otherwise
  * returns EMB_CLI_FAILURE if `rc` was EMB_CLI_OK, after printing "emb: error writing
  * <what>: <reason>" (a command that already failed has said why; its status is kept). */

@@ -4,7 +4,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* unit(b) - unit(a) + unit(c) of three vectors of words without rows of a fastText model
  * (or with), then its nearest rows other than the words' own. */
@@ -61,57 +60,37 @@ static bool answer(const emb_cli_command *cmd, const wordvecs *w, char **words, 
     return true;
 }
 
+/* One line of standard input: three words, or nothing (skipped). */
+static int answer_line(void *ctx, char *line) {
+    const wordvecs_query *q = ctx;
+    char *words[4];
+    int n = wordvecs_split(line, words, 4);
+    if (n == 0) return -1;
+    if (n != 3) {
+        fprintf(stderr, "emb %s: a query is three words A B C\n", q->cmd->name);
+        return 0;
+    }
+    return answer(q->cmd, &q->w, words, q->k);
+}
+
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
-    int64_t k = 10, restrict_rows = 0, limit = 0;
-    bool fold = false;
-    const emb_cli_option opts[] = {
-        {"k", 'k', NULL, EMB_CLI_INT, &k, 1, 1000000, 0, 0},
-        {"restrict", 0, "restrict-vocab", EMB_CLI_INT, &restrict_rows, 1, INT64_MAX, 0, 0},
-        {"limit", 0, NULL, EMB_CLI_INT, &limit, 1, INT64_MAX, 0, 0},
-        {"ignore-case", 'i', NULL, EMB_CLI_FLAG, &fold, 0, 0, 0, 0},
-        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
-    };
+    wordvecs_query q;
     emb_cli_args args;
-    int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
+    int rc = wordvecs_parse_query(cmd, argc, argv, &q, &args);
     if (rc >= 0) return rc;
     if (args.n != 1 && args.n != 4) {
         if (args.n == 0) return emb_cli_usage_error(cmd, "missing FILE");
         return emb_cli_usage_error(cmd, "expected FILE and three words A B C, got %d word%s",
                                    args.n - 1, args.n == 2 ? "" : "s");
     }
-    wordvecs w;
-    if ((rc = wordvecs_open(cmd, args.v[0], limit, restrict_rows, fold, &w)) >= 0) return rc;
+    if ((rc = wordvecs_open_query(&q, args.v[0])) >= 0) return rc;
     bool ok = true;
-    if (args.n == 4) {
-        ok = answer(cmd, &w, args.v + 1, k);
-    } else {
-        bool tty = isatty(STDIN_FILENO) == 1;
-        char *line = NULL;
-        size_t cap = 0;
-        size_t len;
-        while (emb_cli_read_query(
-            stdin, "Enter three words A B C (A is to B as C is to ?): ", &line, &cap, &len)) {
-            char *words[4];
-            int n = 0;
-            for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < 4;
-                 t = strtok_r(NULL, " \t\r\n", &save))
-                words[n++] = t;
-            if (n == 0) continue;
-            if (n != 3) {
-                fprintf(stderr, "emb %s: a query is three words A B C\n", cmd->name);
-                ok = false;
-            } else {
-                ok = answer(cmd, &w, words, k) && ok;
-            }
-            if (!tty) printf("\n");
-            fflush(stdout);
-        }
-        free(line);
-        if (tty) fprintf(stderr, "\n");
-        if (ferror(stdin))
-            ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
-    }
-    wordvecs_close(&w);
+    if (args.n == 4)
+        ok = answer(cmd, &q.w, args.v + 1, q.k);
+    else
+        ok = wordvecs_answer_stdin(
+            cmd, "Enter three words A B C (A is to B as C is to ?): ", answer_line, &q);
+    wordvecs_close(&q.w);
     return ok ? EMB_CLI_OK : EMB_CLI_FAILURE;
 }
 

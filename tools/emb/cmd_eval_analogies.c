@@ -1,7 +1,6 @@
 /* emb eval-analogies: accuracy on a word-analogy test set (questions-words.txt). */
 #include "wordvecs.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,27 +16,14 @@ static void fold(char *s, bool do_fold) {
 }
 
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
-    int64_t restrict_rows = 30000, limit = 0;
-    bool case_sensitive = false;
-    const emb_cli_option opts[] = {
-        {"restrict", 0, "restrict-vocab threshold", EMB_CLI_INT, &restrict_rows, 0, INT64_MAX, 0,
-         0},
-        {"limit", 0, NULL, EMB_CLI_INT, &limit, 1, INT64_MAX, 0, 0},
-        {"case-sensitive", 0, NULL, EMB_CLI_FLAG, &case_sensitive, 0, 0, 0, 0},
-        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
-    };
     emb_cli_args args;
-    int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
-    if (rc >= 0) return rc;
-    if ((rc = emb_cli_operands(cmd, &args, 2, 2, "FILE QUESTIONS")) >= 0) return rc;
-    const char *qpath = args.v[1];
-    FILE *qf = strcmp(qpath, "-") == 0 ? stdin : fopen(qpath, "r");
-    if (!qf) return emb_cli_fail(cmd, "cannot open %s: %s", qpath, strerror(errno));
+    bool case_sensitive;
+    FILE *qf;
     wordvecs w;
-    if ((rc = wordvecs_open(cmd, args.v[0], limit, restrict_rows, !case_sensitive, &w)) >= 0) {
-        if (qf != stdin) fclose(qf);
-        return rc;
-    }
+    int rc = wordvecs_open_eval(cmd, argc, argv, 30000, "restrict-vocab threshold",
+                                "FILE QUESTIONS", &args, &case_sensitive, &qf, &w);
+    if (rc >= 0) return rc;
+    const char *qpath = args.v[1];
     /* Read every question; keep those whose four words are among the searched rows. */
     section *secs = NULL;
     int nsec = 0;
@@ -48,10 +34,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     while (getline(&line, &cap, qf) >= 0) {
         lineno++;
         char *tok[5];
-        int n = 0;
-        for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < 5;
-             t = strtok_r(NULL, " \t\r\n", &save))
-            tok[n++] = t;
+        int n = wordvecs_split(line, tok, 5);
         if (n == 0) continue;
         if (tok[0][0] == ':') {
             section *s = realloc(secs, (size_t)(nsec + 1) * sizeof *secs);

@@ -1,7 +1,6 @@
 /* emb eval-pairs: Spearman (and Pearson) correlation with human word-similarity scores. */
 #include "wordvecs.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +9,9 @@ static double cosine(const wordvecs *w, int64_t a, int64_t b) {
     int64_t d = w->v.weight.shape[1];
     float *buf = malloc((size_t)(2 * d) * sizeof(float));
     if (!buf) return 0.0;
-    const float *x = wordvecs_row(w, a, buf), *y = wordvecs_row(w, b, buf + d);
-    double xy = 0, xx = 0, yy = 0;
-    for (int64_t i = 0; i < d; i++)
-        xy += (double)x[i] * y[i], xx += (double)x[i] * x[i], yy += (double)y[i] * y[i];
+    double c = wordvecs_cosine(wordvecs_row(w, a, buf), wordvecs_row(w, b, buf + d), d);
     free(buf);
-    return xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 0.0;
+    return c;
 }
 
 /* The cosine of two words' vectors, rows or fastText n-gram vectors; NAN when one has
@@ -25,35 +21,20 @@ static double cosine_words(const wordvecs *w, const char *s1, const char *s2) {
     float *buf = malloc((size_t)(2 * d) * sizeof(float));
     if (!buf) return NAN;
     const float *x = wordvecs_vector(w, s1, buf, &r), *y = wordvecs_vector(w, s2, buf + d, &r);
-    double xy = 0, xx = 0, yy = 0;
-    for (int64_t i = 0; x && y && i < d; i++)
-        xy += (double)x[i] * y[i], xx += (double)x[i] * x[i], yy += (double)y[i] * y[i];
+    double c = x && y ? wordvecs_cosine(x, y, d) : NAN;
     free(buf);
-    if (!x || !y) return NAN;
-    return xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 0.0;
+    return c;
 }
 
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
-    int64_t restrict_rows = 300000, limit = 0;
-    bool case_sensitive = false;
-    const emb_cli_option opts[] = {
-        {"restrict", 0, "restrict-vocab", EMB_CLI_INT, &restrict_rows, 0, INT64_MAX, 0, 0},
-        {"limit", 0, NULL, EMB_CLI_INT, &limit, 1, INT64_MAX, 0, 0},
-        {"case-sensitive", 0, NULL, EMB_CLI_FLAG, &case_sensitive, 0, 0, 0, 0},
-        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
-    };
     emb_cli_args args;
-    int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
-    if (rc >= 0) return rc;
-    if ((rc = emb_cli_operands(cmd, &args, 2, 2, "FILE PAIRS")) >= 0) return rc;
-    const char *ppath = args.v[1];
-    FILE *pf = strcmp(ppath, "-") == 0 ? stdin : fopen(ppath, "r");
-    if (!pf) return emb_cli_fail(cmd, "cannot open %s: %s", ppath, strerror(errno));
+    bool case_sensitive;
+    FILE *pf;
     wordvecs w;
-    if ((rc = wordvecs_open(cmd, args.v[0], limit, restrict_rows, !case_sensitive, &w)) >= 0) {
-        if (pf != stdin) fclose(pf);
-        return rc;
-    }
+    int rc = wordvecs_open_eval(cmd, argc, argv, 300000, "restrict-vocab", "FILE PAIRS", &args,
+                                &case_sensitive, &pf, &w);
+    if (rc >= 0) return rc;
+    const char *ppath = args.v[1];
     double *human = NULL, *model = NULL;
     int64_t n = 0, capn = 0, oov = 0, lineno = 0, total = 0;
     char *line = NULL;
@@ -63,10 +44,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         lineno++;
         if (line[0] == '#') continue;
         char *tok[4];
-        int k = 0;
-        for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && k < 4;
-             t = strtok_r(NULL, " \t\r\n", &save))
-            tok[k++] = t;
+        int k = wordvecs_split(line, tok, 4);
         if (k == 0) continue;
         char *end = NULL;
         double score = k == 3 ? strtod(tok[2], &end) : NAN;

@@ -12,7 +12,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     }
     const emb_cli_command *topic = emb_cli_find(args.v[0]);
     if (!topic) return emb_cli_usage_error(NULL, "unknown command '%s'", args.v[0]);
-    fputs(topic->help, stdout);
+    emb_cli_print_help(topic);
     return EMB_CLI_OK;
 }
 

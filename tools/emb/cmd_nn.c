@@ -4,11 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* One query: the words of `line` (separated by spaces); one word is looked up, several
- * are combined as the word2vec tool's distance does (the sum of their unit vectors).
- * Returns false when a word is unknown (reported on stderr). */
 /* One query: the words of `line` (separated by spaces); one word is looked up, several
  * are combined as the word2vec tool's distance does (the sum of their unit vectors). A
  * word without a row of a fastText model gets its n-gram vector (and is not left out of
@@ -63,45 +59,29 @@ static bool query(const emb_cli_command *cmd, const wordvecs *w, char *line, int
     return ok && (n == 0 || done);
 }
 
+static int answer_line(void *ctx, char *line) {
+    const wordvecs_query *q = ctx;
+    return query(q->cmd, &q->w, line, q->k, false);
+}
+
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
-    int64_t k = 10, restrict_rows = 0, limit = 0;
-    bool fold = false;
-    const emb_cli_option opts[] = {
-        {"k", 'k', NULL, EMB_CLI_INT, &k, 1, 1000000, 0, 0},
-        {"restrict", 0, "restrict-vocab", EMB_CLI_INT, &restrict_rows, 1, INT64_MAX, 0, 0},
-        {"limit", 0, NULL, EMB_CLI_INT, &limit, 1, INT64_MAX, 0, 0},
-        {"ignore-case", 'i', NULL, EMB_CLI_FLAG, &fold, 0, 0, 0, 0},
-        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
-    };
+    wordvecs_query q;
     emb_cli_args args;
-    int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
+    int rc = wordvecs_parse_query(cmd, argc, argv, &q, &args);
     if (rc >= 0) return rc;
     if ((rc = emb_cli_operands(cmd, &args, 1, -1, "FILE")) >= 0) return rc;
-    wordvecs w;
-    if ((rc = wordvecs_open(cmd, args.v[0], limit, restrict_rows, fold, &w)) >= 0) return rc;
+    if ((rc = wordvecs_open_query(&q, args.v[0])) >= 0) return rc;
     bool ok = true;
     if (args.n > 1) {
         for (int i = 1; i < args.n; i++) {
             char *dup = strdup(args.v[i]);
-            ok = (dup && query(cmd, &w, dup, k, args.n > 2)) && ok;
+            ok = (dup && query(cmd, &q.w, dup, q.k, args.n > 2)) && ok;
             free(dup);
         }
     } else {
-        bool tty = isatty(STDIN_FILENO) == 1;
-        char *line = NULL;
-        size_t cap = 0;
-        size_t len;
-        while (emb_cli_read_query(stdin, "Query word? ", &line, &cap, &len)) {
-            ok = query(cmd, &w, line, k, false) && ok;
-            if (!tty) printf("\n");
-            fflush(stdout);
-        }
-        free(line);
-        if (tty) fprintf(stderr, "\n");
-        if (ferror(stdin))
-            ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
+        ok = wordvecs_answer_stdin(cmd, "Query word? ", answer_line, &q);
     }
-    wordvecs_close(&w);
+    wordvecs_close(&q.w);
     return ok ? EMB_CLI_OK : EMB_CLI_FAILURE;
 }
 

@@ -68,6 +68,26 @@ static int open_for(const emb_cli_command *cmd, const emb_cli_args *args, int64_
     return wordvecs_open(cmd, args->v[0], limit, restrict_rows, fold, w);
 }
 
+/* The start of similarity and doesnt-match, which take the same options (--limit, --rows,
+ * -i): parses them, checks for min..max operands (named `what`) and opens FILE. Returns -1
+ * with *w open and *by_row set; otherwise the exit status. */
+static int open_simple(const emb_cli_command *cmd, int argc, char **argv, int min, int max,
+                       const char *what, emb_cli_args *args, bool *by_row, wordvecs *w) {
+    int64_t limit = 0;
+    bool fold = false;
+    *by_row = false;
+    const emb_cli_option opts[] = {
+        {"limit", 0, NULL, EMB_CLI_INT, &limit, 1, INT64_MAX, 0, 0},
+        {"rows", 0, NULL, EMB_CLI_FLAG, by_row, 0, 0, 0, 0},
+        {"ignore-case", 'i', NULL, EMB_CLI_FLAG, &fold, 0, 0, 0, 0},
+        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
+    };
+    int rc = emb_cli_parse(cmd, argc, argv, opts, args);
+    if (rc >= 0) return rc;
+    if ((rc = emb_cli_operands(cmd, args, min, max, what)) >= 0) return rc;
+    return open_for(cmd, args, limit, 0, fold, *by_row, w);
+}
+
 /* ---- most-similar ---- */
 
 static int run_most_similar(const emb_cli_command *cmd, int argc, char **argv) {
@@ -149,20 +169,11 @@ const emb_cli_command emb_cli_cmd_most_similar = {
 /* ---- similarity ---- */
 
 static int run_similarity(const emb_cli_command *cmd, int argc, char **argv) {
-    int64_t limit = 0;
-    bool fold = false, by_row = false;
-    const emb_cli_option opts[] = {
-        {"limit", 0, NULL, EMB_CLI_INT, &limit, 1, INT64_MAX, 0, 0},
-        {"rows", 0, NULL, EMB_CLI_FLAG, &by_row, 0, 0, 0, 0},
-        {"ignore-case", 'i', NULL, EMB_CLI_FLAG, &fold, 0, 0, 0, 0},
-        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
-    };
     emb_cli_args args;
-    int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
-    if (rc >= 0) return rc;
-    if ((rc = emb_cli_operands(cmd, &args, 3, 3, "FILE A B")) >= 0) return rc;
+    bool by_row;
     wordvecs w;
-    if ((rc = open_for(cmd, &args, limit, 0, fold, by_row, &w)) >= 0) return rc;
+    int rc = open_simple(cmd, argc, argv, 3, 3, "FILE A B", &args, &by_row, &w);
+    if (rc >= 0) return rc;
     int64_t *a = NULL, *b = NULL, na = 0, nb = 0;
     bool ok = add_rows(cmd, &w, args.v[1], by_row, false, &a, &na) &&
               add_rows(cmd, &w, args.v[2], by_row, false, &b, &nb);
@@ -204,20 +215,11 @@ const emb_cli_command emb_cli_cmd_similarity = {
 /* ---- doesnt-match ---- */
 
 static int run_doesnt_match(const emb_cli_command *cmd, int argc, char **argv) {
-    int64_t limit = 0;
-    bool fold = false, by_row = false;
-    const emb_cli_option opts[] = {
-        {"limit", 0, NULL, EMB_CLI_INT, &limit, 1, INT64_MAX, 0, 0},
-        {"rows", 0, NULL, EMB_CLI_FLAG, &by_row, 0, 0, 0, 0},
-        {"ignore-case", 'i', NULL, EMB_CLI_FLAG, &fold, 0, 0, 0, 0},
-        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
-    };
     emb_cli_args args;
-    int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
-    if (rc >= 0) return rc;
-    if ((rc = emb_cli_operands(cmd, &args, 2, -1, "FILE WORD")) >= 0) return rc;
+    bool by_row;
     wordvecs w;
-    if ((rc = open_for(cmd, &args, limit, 0, fold, by_row, &w)) >= 0) return rc;
+    int rc = open_simple(cmd, argc, argv, 2, -1, "FILE WORD", &args, &by_row, &w);
+    if (rc >= 0) return rc;
     int64_t *rows = NULL, n = 0, odd = -1;
     bool ok = true;
     for (int i = 1; i < args.n && ok; i++)

@@ -163,9 +163,12 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     if (!train) train = input;
     if (train && args.n > 0)
         return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train, args.v[0]);
-    if (!train && (rc = emb_cli_operands(cmd, &args, 1, 1, "CORPUS")) >= 0) return rc;
+    if (!train && (rc = emb_cli_operands(cmd, &args, 1, INT32_MAX, "CORPUS")) >= 0) return rc;
     if (train && args.n > 0) return emb_cli_usage_error(cmd, "unexpected argument '%s'", args.v[0]);
     const char *corpus = train ? train : args.v[0];
+    /* CORPUS...: files, directories and "-" read one after the other */
+    const char *const *paths = train ? &train : (const char *const *)args.v;
+    size_t npaths = train ? 1 : (size_t)args.n;
     if (!output) return emb_cli_usage_error(cmd, "missing --output (-o) OUT");
     if (hs)
         return emb_cli_usage_error(cmd, "hierarchical softmax (-hs 1) is not provided: emb "
@@ -239,8 +242,6 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     }
     if (checkpoint && !dir_writable(checkpoint, why, sizeof why))
         return emb_cli_fail(cmd, "cannot write checkpoint %s: %s", checkpoint, why);
-    if (resume && strcmp(corpus, "-") == 0)
-        return emb_cli_usage_error(cmd, "--resume needs the corpus as a file, not stdin");
     if ((cont || read_vocab) && (resume || checkpoint))
         return emb_cli_usage_error(cmd,
                                    "%s cannot be combined with checkpoints (--checkpoint, "
@@ -260,10 +261,11 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     if (mp.rank > 0) checkpoint = NULL, every = 0, save_vocab = save_model = save_state = NULL;
     double t0 = wall();
     emb_w2v *w = NULL;
-    emb_status st = resume        ? emb_w2v_resume(&o, corpus, resume, &w)
-                    : cont        ? emb_w2v_continue(&o, cont, corpus, &w)
-                    : given_vocab ? emb_w2v_create_with_vocab(&o, given_vocab, corpus, &w)
-                                  : emb_w2v_create_from_file(&o, corpus, &w);
+    emb_status st = resume ? emb_w2v_resume_files(&o, paths, npaths, resume, &w)
+                    : cont ? emb_w2v_continue_files(&o, cont, paths, npaths, &w)
+                    : given_vocab
+                        ? emb_w2v_create_with_vocab_files(&o, given_vocab, paths, npaths, &w)
+                        : emb_w2v_create_from_files(&o, paths, npaths, &w);
     emb_vocab_free(given_vocab);
     if (st) return emb_cli_fail(cmd, "%s", emb_errmsg());
     const emb_vocab *vocab = emb_w2v_vocab(w);
@@ -283,11 +285,12 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
                    false, emb_w2v_words_done(w),       o.epochs, ""};
     if (!quiet)
         fprintf(stderr,
-                "emb train: %s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
+                "emb train: %s%s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
                 "window %d, negative %d, %d epochs, %d threads%s%s\n",
-                corpus, (long long)emb_vocab_num_words(vocab), (long long)emb_w2v_corpus_tokens(w),
-                m == EMB_W2V_CBOW ? "CBOW" : "skip-gram", (long long)o.dim, o.window, o.negative,
-                o.epochs, o.threads, o.maxn > 0 ? "; subwords" : "",
+                corpus, npaths > 1 ? " and more paths" : "", (long long)emb_vocab_num_words(vocab),
+                (long long)emb_w2v_corpus_tokens(w), m == EMB_W2V_CBOW ? "CBOW" : "skip-gram",
+                (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
+                o.maxn > 0 ? "; subwords" : "",
                 resume ? " (resumed)"
                 : cont ? " (continued)"
                        : "");
@@ -359,13 +362,17 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
 const emb_cli_command emb_cli_cmd_train = {
     "train",
     "learn word vectors from raw text (skip-gram or CBOW, negative sampling)",
-    "usage: emb train CORPUS -o OUT [options]\n"
+    "usage: emb train CORPUS... -o OUT [options]\n"
     "\n"
     "Learns word vectors from plain UTF-8 text, as the word2vec tool, gensim's Word2Vec and\n"
     "fastText's skipgram/cbow do: skip-gram (default) or CBOW with negative sampling,\n"
     "frequent-word subsampling, a dynamic window and a learning rate that decays linearly.\n"
     "Tokens are separated by whitespace; a line ends a sentence (a longer line is cut every\n"
-    "--max-sentence tokens). CORPUS '-' reads standard input.\n"
+    "--max-sentence tokens). Several CORPUS are read one after the other, the end of a file\n"
+    "ending a sentence; a directory stands for its files (recursively, in byte order of the\n"
+    "paths; hidden names and what is not a regular file skipped); CORPUS '-' reads standard\n"
+    "input (read once; --resume works when the same text comes again). gzip, bzip2, xz and\n"
+    "zstd files are decompressed, recognised by their content whatever their name.\n"
     "\n"
     "The format of OUT follows its extension: .safetensors (tensor 'weight' plus the words;\n"
     "loads with torch and Embedding.from_pretrained), .bin (word2vec binary), .vec or .txt\n"
@@ -393,7 +400,7 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --min-alpha X           final learning rate (default alpha * 1e-4)\n"
     "  --threads N             training threads (default: all CPUs; -thread)\n"
     "  --seed N                seed of the initialisation and sampling (default 1)\n"
-    "  --lowercase             lowercase ASCII letters\n"
+    "  --lowercase             lowercase tokens as Python's str.lower() (Unicode)\n"
     "  --strip-punct           strip ASCII punctuation at both ends of tokens\n"
     "  --cbow-sum              CBOW sums the context vectors instead of averaging them\n"
     "  --shared-negatives      skip-gram draws one set of negatives per window, shared by\n"

@@ -1,9 +1,12 @@
 /* Shared by the word-vector commands: see wordvecs.h. */
 #include "wordvecs.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* A safetensors file holding a reduced-precision or quantized table (emb.qtype other than
  * f32) is mapped and searched as it is stored: true, with out->q set, or NULL and the error
@@ -168,4 +171,84 @@ const float *wordvecs_vector(const wordvecs *w, const char *word, float *buf, in
 
 const char *wordvecs_word(const wordvecs *w, int64_t row) {
     return emb_vocab_word(w->v.vocab, row, NULL);
+}
+
+int wordvecs_split(char *line, char **words, int max) {
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < max;
+         t = strtok_r(NULL, " \t\r\n", &save))
+        words[n++] = t;
+    return n;
+}
+
+bool wordvecs_answer_stdin(const emb_cli_command *cmd, const char *prompt,
+                           int (*answer)(void *ctx, char *line), void *ctx) {
+    const bool tty = isatty(STDIN_FILENO) == 1;
+    bool ok = true;
+    char *line = NULL;
+    size_t cap = 0, len;
+    while (emb_cli_read_query(stdin, prompt, &line, &cap, &len)) {
+        int answered = answer(ctx, line);
+        if (answered < 0) continue;
+        ok = answered && ok;
+        if (!tty) printf("\n");
+        fflush(stdout);
+    }
+    free(line);
+    if (tty) fprintf(stderr, "\n");
+    if (ferror(stdin))
+        ok = false, fprintf(stderr, "emb %s: error reading standard input\n", cmd->name);
+    return ok;
+}
+
+int wordvecs_open_eval(const emb_cli_command *cmd, int argc, char **argv, int64_t restrict_default,
+                       const char *restrict_aliases, const char *operands, emb_cli_args *args,
+                       bool *case_sensitive, FILE **list, wordvecs *w) {
+    int64_t restrict_rows = restrict_default, limit = 0;
+    *case_sensitive = false;
+    const emb_cli_option opts[] = {
+        {"restrict", 0, restrict_aliases, EMB_CLI_INT, &restrict_rows, 0, INT64_MAX, 0, 0},
+        {"limit", 0, NULL, EMB_CLI_INT, &limit, 1, INT64_MAX, 0, 0},
+        {"case-sensitive", 0, NULL, EMB_CLI_FLAG, case_sensitive, 0, 0, 0, 0},
+        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
+    };
+    int rc = emb_cli_parse(cmd, argc, argv, opts, args);
+    if (rc >= 0) return rc;
+    if ((rc = emb_cli_operands(cmd, args, 2, 2, operands)) >= 0) return rc;
+    const char *path = args->v[1];
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!f) return emb_cli_fail(cmd, "cannot open %s: %s", path, strerror(errno));
+    rc = wordvecs_open(cmd, args->v[0], limit, restrict_rows, !*case_sensitive, w);
+    if (rc >= 0) {
+        if (f != stdin) fclose(f);
+        return rc;
+    }
+    *list = f;
+    return -1;
+}
+
+int wordvecs_parse_query(const emb_cli_command *cmd, int argc, char **argv, wordvecs_query *q,
+                         emb_cli_args *args) {
+    memset(q, 0, sizeof *q);
+    q->cmd = cmd;
+    q->k = 10;
+    const emb_cli_option opts[] = {
+        {"k", 'k', NULL, EMB_CLI_INT, &q->k, 1, 1000000, 0, 0},
+        {"restrict", 0, "restrict-vocab", EMB_CLI_INT, &q->restrict_rows, 1, INT64_MAX, 0, 0},
+        {"limit", 0, NULL, EMB_CLI_INT, &q->limit, 1, INT64_MAX, 0, 0},
+        {"ignore-case", 'i', NULL, EMB_CLI_FLAG, &q->fold, 0, 0, 0, 0},
+        {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
+    };
+    return emb_cli_parse(cmd, argc, argv, opts, args);
+}
+
+int wordvecs_open_query(wordvecs_query *q, const char *path) {
+    return wordvecs_open(q->cmd, path, q->limit, q->restrict_rows, q->fold, &q->w);
+}
+
+double wordvecs_cosine(const float *x, const float *y, int64_t d) {
+    double xy = 0, xx = 0, yy = 0;
+    for (int64_t i = 0; i < d; i++)
+        xy += (double)x[i] * y[i], xx += (double)x[i] * x[i], yy += (double)y[i] * y[i];
+    return xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 0.0;
 }

@@ -53,7 +53,50 @@ int64_t wordvecs_fold_find(const emb_vocab *fold, const char *word, size_t n);
 /* The word of a row. */
 const char *wordvecs_word(const wordvecs *w, int64_t row);
 
+/* The cosine of float32 vectors x and y of d values, computed in float64 (0 when one has
+ * norm 0): what nn, eval-pairs and serve report as a similarity. */
+double wordvecs_cosine(const float *x, const float *y, int64_t d);
+
 /* Lowercases ASCII letters of s in place. */
 void wordvecs_lower(char *s);
+
+/* The options of the query commands (nn, analogy) and what they query. */
+typedef struct {
+    const emb_cli_command *cmd;
+    int64_t k, restrict_rows, limit; /* -k (default 10), --restrict, --limit (0: all) */
+    bool fold;                       /* -i */
+    wordvecs w;                      /* the table, once opened */
+} wordvecs_query;
+
+/* Parses a query command's options (-k, --restrict, --limit, -i) into *q. Returns as
+ * emb_cli_parse: -1 when the command goes on (then open q->w with wordvecs_open_query). */
+int wordvecs_parse_query(const emb_cli_command *cmd, int argc, char **argv, wordvecs_query *q,
+                         emb_cli_args *args);
+
+/* Opens `path` for q as wordvecs_open does, with q's options. */
+int wordvecs_open_query(wordvecs_query *q, const char *path);
+
+/* Splits `line` in place into at most max words separated by blanks (space, tab, CR, LF),
+ * stored in words; returns how many. */
+int wordvecs_split(char *line, char **words, int max);
+
+/* The queries of a command without query operands, read from standard input one per line
+ * (emb_cli_read_query with `prompt`): answer(ctx, line) returns 1 when answered, 0 when the
+ * query failed (said on stderr), -1 for a line that is no query (then no separator). Each
+ * answer is followed by a blank line unless standard input is a terminal. Returns false
+ * when a query failed or standard input could not be read (reported). */
+bool wordvecs_answer_stdin(const emb_cli_command *cmd, const char *prompt,
+                           int (*answer)(void *ctx, char *line), void *ctx);
+
+/* The start of the evaluations (eval-analogies, eval-pairs): parses their options
+ * (--restrict N, default restrict_default, also spelled as `restrict_aliases`; --limit N;
+ * --case-sensitive into *case_sensitive), checks for the two operands FILE and a list
+ * (named `operands` in messages; "-" is standard input), and opens the list into *list,
+ * then the table as wordvecs_open does (case folded unless case-sensitive). Returns -1
+ * when both are open; otherwise the exit status, with the error printed and nothing left
+ * open. */
+int wordvecs_open_eval(const emb_cli_command *cmd, int argc, char **argv, int64_t restrict_default,
+                       const char *restrict_aliases, const char *operands, emb_cli_args *args,
+                       bool *case_sensitive, FILE **list, wordvecs *w);
 
 #endif /* EMB_TOOLS_WORDVECS_H */

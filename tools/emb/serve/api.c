@@ -3,6 +3,7 @@
  * description. Every route checks its request completely before it computes, and answers
  * a malformed one with 400 and a message that names the field. */
 #include "serve.h"
+#include "../wordvecs.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -519,13 +520,6 @@ static void analogy(serve_ctx *ctx, json_t *req, serve_reply *r) {
     for (int i = 0; i < 3; i++) free(abc[i].vec);
 }
 
-static double cosine(const float *a, const float *b, int64_t d) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int64_t i = 0; i < d; i++)
-        ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
-    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0.0;
-}
-
 static void similarity(serve_ctx *ctx, json_t *req, serve_reply *r) {
     const serve_table *t = ctx->table;
     json_t *a = json_object_get(req, "w1"), *b = json_object_get(req, "w2");
@@ -544,7 +538,7 @@ static void similarity(serve_ctx *ctx, json_t *req, serve_reply *r) {
     if (va && vb) {
         vector_of(t, &ka, va);
         vector_of(t, &kb, vb);
-        serve_json(r, 200, json_pack("{s:f}", "similarity", cosine(va, vb, t->dim)));
+        serve_json(r, 200, json_pack("{s:f}", "similarity", wordvecs_cosine(va, vb, t->dim)));
     } else {
         serve_error(r, 500, "out of memory");
     }
