@@ -29,6 +29,7 @@
 #include "embedding.h"
 #include "optim.h"
 #include "quant.h"
+#include "word2vec.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -254,6 +255,30 @@ EMB_MPI_API emb_status emb_mpi_table_bag_step(emb_mpi_table *t, const emb_tensor
  * emb_mpi_table_bag_step. */
 EMB_MPI_API emb_status emb_mpi_table_lookup_step(emb_mpi_table *t, const emb_tensor *indices,
                                                  const emb_tensor *grad_output);
+
+/* ---- Word vectors over ranks (docs/DISTRIBUTED.md, "Word vectors") ----
+ *
+ * Data-parallel word2vec: every rank creates the same run (emb_w2v_create_from_file or
+ * emb_w2v_resume with the same corpus and options; `threads` is the number of lanes of the
+ * whole run, ranks x threads per rank), then emb_mpi_w2v_create deals the run's lanes out
+ * over the ranks (rank r trains lanes [r L/R, (r+1) L/R), L/R threads), and every rank calls
+ * emb_w2v_train: each rank trains its lanes' share of the corpus on its own replica of both
+ * tables, and after every round the ranks' changes to both tables are merged in rank order,
+ * so that all ranks hold the same tables, positions and progress afterwards (any rank can
+ * write the vectors or a checkpoint). One thread per rank gives the same vectors bit for bit
+ * run after run; one rank gives exactly the single-process run. A progress callback's non-zero
+ * return on any rank stops every rank (EMB_ERR_CANCELLED). Runs with subwords are refused.
+ * Collective. Errors on every rank (*out untouched, w not changed): EMB_ERR_NULL,
+ * EMB_ERR_STATE (MPI not initialised; w already distributed), EMB_ERR_INVALID (runs that
+ * differ between ranks: the message names the rank and what differs — corpus fingerprint,
+ * vocabulary, options, lanes, tables, progress; a lane count the ranks do not divide),
+ * EMB_ERR_UNSUPPORTED (subwords), EMB_ERR_NOMEM. */
+typedef struct emb_mpi_w2v emb_mpi_w2v;
+EMB_MPI_API emb_status emb_mpi_w2v_create(MPI_Comm comm, emb_w2v *w, emb_mpi_w2v **out);
+/* Ends the distribution (w trains alone again, all its lanes) and frees it. Collective. */
+EMB_MPI_API void emb_mpi_w2v_free(emb_mpi_w2v *d);
+/* Bytes this rank handed to MPI for the merges so far. */
+EMB_MPI_API uint64_t emb_mpi_w2v_bytes_sent(const emb_mpi_w2v *d);
 
 #ifdef __cplusplus
 }

@@ -275,4 +275,3 @@ PyMethodDef py_table_functions[] = {
      "per_sample_weights=None, max_indices=None, mode='mean', padding_idx=None, "
      "scale_grad_by_freq=False, include_last_offset=False, what='dense')"},
     {NULL}};
-

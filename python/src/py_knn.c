@@ -153,4 +153,3 @@ PyTypeObject py_knn_type = {
     .tp_init = (initproc)knn_init,
     .tp_new = PyType_GenericNew,
 };
-

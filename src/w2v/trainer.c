@@ -1,5 +1,6 @@
-/* word2vec training: options, setup (tables, sampling tables), the training loop and its
- * threads (include/emb/word2vec.h; the method is described in docs/word2vec.md). */
+/* word2vec training: the training loop and its threads, rounds and the merge of the lanes'
+ * output tables (include/emb/word2vec.h; the method is described in docs/word2vec.md; runs
+ * are created in create.c). */
 #include "w2v_internal.h"
 
 #include <errno.h>
@@ -24,13 +25,6 @@
 
 /* ---- random numbers: xorshift64* per lane, seeded by splitmix64 ---- */
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static inline uint64_t next_rng(uint64_t *s) {
     uint64_t x = *s;
     x ^= x >> 12;
@@ -40,287 +34,11 @@ static inline uint64_t next_rng(uint64_t *s) {
     return x * 0x2545f4914f6cdd1dull;
 }
 
-/* ---- setup ---- */
-
-static void w2v_free_parts(emb_w2v *w) {
-    emb_vocab_free(w->vocab);
-    emb__w2v_ids_close(&w->ids);
-    emb_embedding_free(w->in);
-    emb_embedding_free(w->out);
-    free(w->keep), free(w->keep_all), free(w->alias), free(w->lanes);
-    free(w->sub_off), free(w->sub_rows);
-}
-
-void emb_w2v_free(emb_w2v *w) {
-    if (!w) return;
-    w2v_free_parts(w);
-    free(w);
-}
-
-/* One pass over the ids: the tokens (ids that are not sentence ends) and the corpus's
- * fingerprint. */
-static emb_status count_ids(emb_w2v *w) {
-    emb__w2v_cursor c;
-    emb_status st = emb__w2v_cursor_init(&c, &w->ids);
-    if (st) return st;
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)w->V;
-    int64_t tokens = 0, n = w->n_ids;
-    for (int64_t i = 0; i < n; i++) {
-        int32_t id = emb__w2v_id_at(&c, i);
-        if (id == INT32_MIN) {
-            st = emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
-                            strerror(errno));
-            break;
-        }
-        tokens += id >= 0;
-        h = (h ^ (uint32_t)id) * 1099511628211ull;
-    }
-    emb__w2v_cursor_free(&c);
-    w->tokens = tokens;
-    w->fingerprint = h ^ (uint64_t)n;
-    return st;
-}
-
 static inline int32_t sample_negative(const emb_w2v *w, uint64_t *rng) {
     uint64_t r = next_rng(rng);
     int64_t i = (int64_t)(((r >> 32) * (uint64_t)w->V) >> 32);
     emb__w2v_alias a = w->alias[i];
     return (uint32_t)r < a.thr ? (int32_t)i : a.alias; /* thr = UINT32_MAX: alias = i */
-}
-
-/* Where the sentence that starts at position s of the ids ends, i.e. where the next one
- * starts, as train_round reads sentences: after a sentence end (-1) or after max_sentence
- * tokens, whichever comes first. */
-static int64_t next_sentence(const emb_w2v *w, emb__w2v_cursor *c, int64_t s) {
-    int64_t seen = 0;
-    while (s < w->n_ids && seen < w->o.max_sentence) {
-        int32_t id = emb__w2v_id_at(c, s++);
-        if (id == INT32_MIN) return -1;
-        if (id < 0) break;
-        seen++;
-    }
-    return s;
-}
-
-/* Splits the ids into nt contiguous lanes, each boundary at the first position at or past
- * the even split where one thread reading from the start would begin a sentence (after a
- * line end, or every max_sentence tokens within a long line): every lane trains exactly the
- * sentences one thread trains, and a corpus that is one long line is shared too. */
-static emb_status split_lanes(emb_w2v *w) {
-    emb__w2v_cursor c;
-    emb_status st = emb__w2v_cursor_init(&c, &w->ids);
-    if (st) return st;
-    int64_t b = 0;
-    w->lanes[0].lo = 0;
-    for (int t = 1; t < w->nt && b >= 0; t++) {
-        int64_t even = w->n_ids * t / w->nt;
-        while (b >= 0 && b < even) b = next_sentence(w, &c, b);
-        w->lanes[t].lo = b;
-        w->lanes[t - 1].hi = b;
-    }
-    emb__w2v_cursor_free(&c);
-    if (b < 0)
-        return emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
-                          strerror(errno));
-    w->lanes[w->nt - 1].hi = w->n_ids;
-    uint64_t s = w->o.seed;
-    for (int t = 0; t < w->nt; t++) {
-        w->lanes[t].pos = w->lanes[t].lo;
-        w->lanes[t].epoch = 0;
-        w->lanes[t].rng = splitmix64(&s) | 1;
-    }
-    return EMB_OK;
-}
-
-void emb__w2v_set_keep(emb_w2v *w, int64_t i, double count, double total) {
-    /* Subsampling: keep with probability (sqrt(f / sample) + 1) * sample / f. */
-    double keep = 1.0;
-    if (w->o.sample > 0 && count > 0) {
-        double t = w->o.sample * total;
-        keep = (sqrt(count / t) + 1) * t / count;
-    }
-    w->keep_all[i] = keep >= 1.0;
-    w->keep[i] = keep >= 1.0 ? UINT32_MAX : (uint32_t)(keep * 4294967296.0);
-}
-
-/* Builds everything from a vocabulary and final ids (both taken over by w). */
-emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_ids *ids,
-                          emb_w2v **out);
-emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_ids *ids,
-                          emb_w2v **out) {
-    emb_w2v *w = calloc(1, sizeof *w);
-    if (!w) {
-        emb_vocab_free(vocab), emb__w2v_ids_close(ids);
-        return emb__error(EMB_ERR_NOMEM, "cannot allocate a word2vec run");
-    }
-    w->o = *o;
-    w->vocab = vocab;
-    w->ids = *ids;
-    w->n_ids = ids->n;
-    w->V = emb_vocab_num_words(vocab);
-    emb_status st = count_ids(w);
-    if (st) {
-        emb_w2v_free(w);
-        return st;
-    }
-    if (w->tokens > INT64_MAX / o->epochs) { /* words_total = tokens x epochs */
-        int64_t tokens = w->tokens;
-        emb_w2v_free(w);
-        return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " tokens x %d epochs do not fit in 64 bits",
-                          tokens, o->epochs);
-    }
-    w->nt = o->threads > 0 ? o->threads : emb_get_num_threads();
-    if (w->nt < 1) w->nt = 1;
-    w->o.threads = w->nt;
-    size_t V = (size_t)w->V;
-    w->keep = malloc(V * sizeof(uint32_t));
-    w->keep_all = malloc(V * sizeof(bool));
-    w->alias = malloc(V * sizeof(emb__w2v_alias));
-    w->lanes = calloc((size_t)w->nt, sizeof(emb__w2v_lane));
-    if (!w->keep || !w->keep_all || !w->alias || !w->lanes) {
-        emb_w2v_free(w);
-        return emb__error(EMB_ERR_NOMEM, "cannot allocate sampling tables for %" PRId64 " words",
-                          (int64_t)V);
-    }
-    /* Tables: emb embeddings, input uniform in [-0.5/dim, 0.5/dim), output zero. */
-    emb_generator *gen = NULL;
-    st = emb_generator_create(o->seed, &gen);
-    emb_embedding_options eo = emb_embedding_options_default();
-    eo.generator = gen;
-    eo.sparse = true;
-    /* with subwords the input table also holds the n-gram buckets, after the words */
-    if (st == EMB_OK && o->maxn > 0) st = emb__w2v_subword_setup(w);
-    if (st == EMB_OK)
-        st = emb_embedding_create(w->V + (o->maxn > 0 ? o->bucket : 0), o->dim, &eo, &w->in);
-    if (st == EMB_OK) st = emb_embedding_create(w->V, o->dim, &eo, &w->out);
-    emb_tensor view;
-    if (st == EMB_OK) st = emb_embedding_weight(w->in, &view);
-    if (st == EMB_OK) {
-        w->syn0 = view.data;
-        st = emb_uniform_(&view, -0.5 / (double)o->dim, 0.5 / (double)o->dim, gen);
-    }
-    if (st == EMB_OK) st = emb_embedding_weight(w->out, &view);
-    if (st == EMB_OK) {
-        w->syn1 = view.data;
-        memset(w->syn1, 0, V * (size_t)o->dim * sizeof(float));
-    }
-    emb_generator_free(gen);
-    if (st) {
-        emb_w2v_free(w);
-        return st;
-    }
-    double total = (double)w->tokens;
-    for (size_t i = 0; i < V; i++)
-        emb__w2v_set_keep(w, (int64_t)i, (double)emb_vocab_count(vocab, (int64_t)i), total);
-    st = emb__w2v_build_alias(w);
-    emb__sgns_sigmoid_table(w->sigmoid);
-    if (!st) st = split_lanes(w);
-    if (st) {
-        emb_w2v_free(w);
-        return st;
-    }
-    *out = w;
-    return EMB_OK;
-}
-
-/* A run over what read gives: src (when not NULL) or the paths. */
-static emb_status create_read(const emb_w2v_options *opts, emb__corpus_src *src, const char *name,
-                              const char *const *paths, size_t n, emb_w2v **out) {
-    emb_status st = emb_w2v_options_check(opts);
-    if (st) return st;
-    emb_vocab *v;
-    emb__w2v_ids ids;
-    int64_t skipped[2] = {0, 0};
-    st = src ? emb__w2v_read_corpus(opts, src, name, &v, &ids, skipped)
-             : emb__w2v_read_paths(opts, paths, n, &v, &ids, skipped);
-    if (st) return st;
-    st = emb__w2v_setup(opts, v, &ids, out);
-    if (st == EMB_OK) (*out)->skipped_invalid = skipped[0], (*out)->skipped_long = skipped[1];
-    return st;
-}
-
-emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f, const char *name,
-                                      emb_w2v **out) {
-    if (opts && opts->phrases > 0)
-        return emb__error(EMB_ERR_INVALID, "phrases read the corpus more than once: give it as a "
-                                           "file (emb_w2v_create_from_file)");
-    return emb__w2v_create_stream(opts, f, name, out);
-}
-
-emb_status emb__w2v_create_stream(const emb_w2v_options *opts, FILE *f, const char *name,
-                                  emb_w2v **out) {
-    if (!out) return emb__null("out");
-    if (!f) return emb__null("stream");
-    emb__corpus_src *src;
-    emb_status st = emb__corpus_open_stream(&src, f, name ? name : "corpus");
-    if (st) return st;
-    st = create_read(opts, src, name ? name : "corpus", NULL, 0, out);
-    emb__corpus_close(src);
-    return st;
-}
-
-emb_status emb_w2v_create_from_files(const emb_w2v_options *opts, const char *const *paths,
-                                     size_t n, emb_w2v **out) {
-    if (!out) return emb__null("out");
-    if (!paths) return emb__null("paths");
-    if (opts && opts->phrases > 0) { /* one file, read once per pass, then through them */
-        if (n != 1) return emb__w2v_no_phrases(opts, "several corpus files");
-        if (!paths[0]) return emb__null("path");
-        emb_status st = emb_w2v_options_check(opts);
-        return st ? st : emb__w2v_create_phrased(opts, paths[0], out);
-    }
-    return create_read(opts, NULL, NULL, paths, n, out);
-}
-
-emb_status emb_w2v_create_from_file(const emb_w2v_options *opts, const char *path, emb_w2v **out) {
-    if (!out) return emb__null("out");
-    if (!path) return emb__null("path");
-    return emb_w2v_create_from_files(opts, &path, 1, out);
-}
-
-emb_status emb_w2v_create_from_ids(const emb_w2v_options *opts, const emb_vocab *vocab,
-                                   const int32_t *ids, int64_t n, emb_w2v **out) {
-    if (!out) return emb__null("out");
-    if (!vocab) return emb__null("vocab");
-    if (n < 0) return emb__error(EMB_ERR_INVALID, "n must be >= 0, got %" PRId64, n);
-    if (n > 0 && !ids) return emb__null("ids");
-    emb_status st = emb_w2v_options_check(opts);
-    if (st || (st = emb__w2v_no_phrases(opts, "a run from token ids"))) return st;
-    int64_t V = emb_vocab_num_words(vocab), tokens = 0;
-    if (V < 1) return emb__error(EMB_ERR_INVALID, "the vocabulary is empty");
-    if (V >= INT32_MAX)
-        return emb__error(EMB_ERR_OVERFLOW, "a vocabulary of %" PRId64 " words is too large", V);
-    for (int64_t i = 0; i < n; i++) {
-        if (ids[i] < -1 || ids[i] >= V)
-            return emb__error(EMB_ERR_INDEX,
-                              "token id %" PRId32 " at position %" PRId64
-                              " is out of range for a vocabulary of %" PRId64
-                              " words (valid: [0, %" PRId64 ") or -1)",
-                              ids[i], i, V, V);
-        tokens += ids[i] >= 0;
-    }
-    if (tokens == 0) return emb__error(EMB_ERR_INVALID, "the corpus is empty (no tokens)");
-    for (int64_t i = 0; i < V; i++)
-        if (emb_vocab_count(vocab, i) < 1)
-            return emb__error(EMB_ERR_INVALID,
-                              "word %" PRId64 " has count %" PRId64 "; training needs counts >= 1",
-                              i, emb_vocab_count(vocab, i));
-    emb_vocab *copy;
-    if ((st = emb_vocab_create(&copy))) return st;
-    for (int64_t i = 0; i < V && st == EMB_OK; i++) {
-        size_t len;
-        const char *s = emb_vocab_word(vocab, i, &len);
-        st = emb_vocab_add(copy, s, len, emb_vocab_count(vocab, i), NULL, NULL);
-    }
-    int32_t *ids2 = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
-    if (st || !ids2) {
-        emb_vocab_free(copy), free(ids2);
-        return st ? st : emb__error(EMB_ERR_NOMEM, "cannot copy %" PRId64 " token ids", n);
-    }
-    if (n) memcpy(ids2, ids, (size_t)n * sizeof(int32_t));
-    emb__w2v_ids store;
-    emb__w2v_ids_use_memory(&store, ids2, n);
-    return emb__w2v_setup(opts, copy, &store, out);
 }
 
 /* ---- training ---- */
@@ -407,17 +125,16 @@ typedef struct {
  * EMB__W2V_COPIES_MAX bytes updates the shared table in place. */
 #define EMB__W2V_COPIES_MAX ((int64_t)1 << 30)
 
-static bool lanes_own_output(const emb_w2v *w) {
-    if (w->nt < 2) return false;
-    double bytes = (double)w->nt * (double)w->V * (double)w->o.dim * sizeof(float);
+static bool lanes_own_output(const emb_w2v *w, int nl) {
+    if (nl < 2) return false;
+    double bytes = (double)nl * (double)w->V * (double)w->o.dim * sizeof(float);
     return bytes <= (double)EMB__W2V_COPIES_MAX;
 }
 
-/* Merges output rows [r0, r1) from the lanes' copies into the shared table and back into
+/* Merges output rows [r0, r1) from the nt lanes' copies into the shared table and back into
  * every copy. */
-static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int64_t r0, int64_t r1) {
+static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int nt, int64_t r0, int64_t r1) {
     const int64_t dim = w->o.dim;
-    const int nt = w->nt;
     for (int64_t r = r0; r < r1; r++) {
         int changed = 0, last = 0;
         for (int t = 0; t < nt; t++)
@@ -564,9 +281,10 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s, flo
 }
 
 /* Trains lane t for one round: whole sentences from its position until at least
- * EMB__W2V_ROUND tokens were processed or its range ends. alpha0 is the learning rate at
- * words_done0 (the global count at the start of the round); the lane extrapolates the
- * global progress as its own count times the number of lanes. Returns tokens processed. */
+ * EMB__W2V_ROUND tokens (a distributed run's round_tokens) were processed or its range ends. alpha0
+ * is the learning rate at words_done0 (the global count at the start of the round); the lane
+ * extrapolates the global progress as its own count times the number of lanes. Returns tokens
+ * processed. */
 static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn step,
                            lane_scratch *s) {
     /* The lane's state lives in this thread's own copy while it works: the lanes' structs
@@ -578,7 +296,9 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
     uint8_t *d1 = s->dirty;
     const double total = (double)w->tokens * o->epochs;
     int64_t processed = 0;
-    while (l->pos < l->hi && processed < EMB__W2V_ROUND) {
+    const int64_t round =
+        w->dist && w->dist->round_tokens > 0 ? w->dist->round_tokens : EMB__W2V_ROUND;
+    while (l->pos < l->hi && processed < round) {
         /* one sentence: up to max_sentence tokens, or to the next -1 */
         double frac = ((double)done0 + (double)processed * w->nt) / total;
         if (frac > 1) frac = 1;
@@ -613,10 +333,11 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
     return processed;
 }
 
-/* One round of every lane (lane t is share t), then the merge of the lanes' output rows
- * in blocks of 64 rows split between the shares. */
+/* One round of every lane of this process (lane lane0 + t is share t), then the merge of the
+ * lanes' output rows in blocks of 64 rows split between the shares. */
 typedef struct round_ctx {
     emb_w2v *w;
+    int lane0, nl;
     int64_t done0;
     emb__sgns_step_fn step;
     lane_scratch *ls;
@@ -626,7 +347,7 @@ typedef struct round_ctx {
 static void round_share(void *p, int t, int nt) {
     (void)nt;
     const round_ctx *r = p;
-    r->done[t] = train_round(r->w, t, r->done0, r->step, &r->ls[t]);
+    r->done[t] = train_round(r->w, r->lane0 + t, r->done0, r->step, &r->ls[t]);
 }
 
 static void merge_share(void *p, int64_t b0, int64_t b1, int ith) {
@@ -634,7 +355,7 @@ static void merge_share(void *p, int64_t b0, int64_t b1, int ith) {
     const round_ctx *r = p;
     for (int64_t b = b0; b < b1; b++) {
         int64_t r0 = b * 64, r1 = r0 + 64 < r->w->V ? r0 + 64 : r->w->V;
-        merge_rows(r->w, r->ls, r0, r1);
+        merge_rows(r->w, r->ls, r->nl, r0, r1);
     }
 }
 
@@ -644,37 +365,43 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Allocates a lane's scratch (its own output copy aside); false when out of memory (what was
+ * allocated is freed with the rest). */
+static bool lane_scratch_init(const emb_w2v *w, lane_scratch *s) {
+    const emb_w2v_options *o = &w->o;
+    int64_t m = 2 * (int64_t)o->window, n = o->negative + 1;
+    size_t scratch_floats = (size_t)((m + n + 2) * o->dim + m * n);
+    /* Each lane's small arrays in their own cache lines (emb__malloc: 64-byte blocks): the
+     * lanes write them for every pair, and neighbouring malloc blocks would share lines
+     * between threads. */
+    /* a sentence is at most max_sentence tokens, and never longer than the corpus */
+    int64_t longest = o->max_sentence < w->n_ids ? o->max_sentence : (w->n_ids > 0 ? w->n_ids : 1);
+    s->sen = emb__malloc((size_t)longest * sizeof(int32_t));
+    s->ctx = emb__malloc((size_t)(2 * m) * sizeof(int32_t)); /* two windows */
+    s->tgt = emb__malloc((size_t)n * sizeof(int32_t));
+    s->negs = emb__malloc((size_t)(2 * m * o->negative) * sizeof(int32_t));
+    s->scratch = emb__malloc(scratch_floats * sizeof(float));
+    s->h = emb__malloc((size_t)o->dim * sizeof(float));
+    bool ok = s->sen && s->ctx && s->tgt && s->negs && s->scratch && s->h &&
+              emb__w2v_cursor_init(&s->cur, &w->ids) == EMB_OK;
+    if (w->sub_off) ok = ok && (s->sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
+    return ok;
+}
+
 emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     if (!w) return emb__null("w2v");
     if (w->diverged) return diverged_error(w);
     const emb_w2v_options *o = &w->o;
-    int nt = w->nt;
-    int64_t m = 2 * (int64_t)o->window, n = o->negative + 1;
-    size_t scratch_floats = (size_t)((m + n + 2) * o->dim + m * n);
-    lane_scratch *ls = calloc((size_t)nt, sizeof *ls);
+    emb__w2v_dist *dist = w->dist;
+    /* the lanes this process trains (all of them, unless a distributed run shares them) */
+    const int nt = w->nt, lane0 = dist ? dist->lane0 : 0, nl = dist ? dist->nlocal : nt;
+    lane_scratch *ls = calloc((size_t)nl, sizeof *ls);
     if (!ls) return emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     bool ok = true;
-    for (int t = 0; t < nt; t++) {
-        /* Each lane's small arrays in their own cache lines (emb__malloc: 64-byte blocks): the
-         * lanes write them for every pair, and neighbouring malloc blocks would share lines
-         * between threads. */
-        /* a sentence is at most max_sentence tokens, and never longer than the corpus */
-        int64_t longest =
-            o->max_sentence < w->n_ids ? o->max_sentence : (w->n_ids > 0 ? w->n_ids : 1);
-        ls[t].sen = emb__malloc((size_t)longest * sizeof(int32_t));
-        ls[t].ctx = emb__malloc((size_t)(2 * m) * sizeof(int32_t)); /* two windows */
-        ls[t].tgt = emb__malloc((size_t)n * sizeof(int32_t));
-        ls[t].negs = emb__malloc((size_t)(2 * m * o->negative) * sizeof(int32_t));
-        ls[t].scratch = emb__malloc(scratch_floats * sizeof(float));
-        ls[t].h = emb__malloc((size_t)o->dim * sizeof(float));
-        ok = ok && ls[t].sen && ls[t].ctx && ls[t].tgt && ls[t].negs && ls[t].scratch && ls[t].h &&
-             emb__w2v_cursor_init(&ls[t].cur, &w->ids) == EMB_OK;
-        if (w->sub_off)
-            ok = ok && (ls[t].sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
-    }
-    bool own = ok && lanes_own_output(w);
+    for (int t = 0; t < nl; t++) ok = lane_scratch_init(w, &ls[t]) && ok;
+    bool own = ok && lanes_own_output(w, nl);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
-    for (int t = 0; own && t < nt; t++) {
+    for (int t = 0; own && t < nl; t++) {
         ls[t].own = emb__malloc(table_floats * sizeof(float));
         ls[t].dirty = emb__malloc((size_t)w->V);
         own = ls[t].own && ls[t].dirty;
@@ -682,7 +409,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
     }
     if (!own) /* no memory for the copies (or not wanted): update the shared table in place */
-        for (int t = 0; t < nt; t++) {
+        for (int t = 0; t < nl; t++) {
             emb__free(ls[t].own), emb__free(ls[t].dirty);
             ls[t].own = NULL, ls[t].dirty = NULL;
         }
@@ -691,7 +418,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     emb__sgns_step_fn step = emb__sgns_step();
     double t0 = now_seconds();
     const int64_t done_start = w->words_done;
-    int64_t *done = calloc((size_t)nt, sizeof(int64_t));
+    int64_t *done = calloc((size_t)nl, sizeof(int64_t));
     if (!done && !st) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     while (st == EMB_OK) {
         if (w->lanes[0].epoch >= o->epochs) break; /* lanes share the epoch */
@@ -706,21 +433,31 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             w->epoch_loss = 0, w->epoch_examples = 0;
             continue;
         }
-        round_ctx rc = {w, w->words_done, step, ls, done};
-        emb__parallel(nt, round_share, &rc);
-        if (own) emb__parallel_for(nt, (w->V + 63) / 64, merge_share, &rc);
-        for (int t = 0; t < nt; t++) { /* in lane order: the same sum at every run */
-            w->words_done += done[t];
-            w->epoch_loss += ls[t].loss, w->epoch_examples += ls[t].examples;
+        round_ctx rc = {w, lane0, nl, w->words_done, step, ls, done};
+        emb__parallel(nl, round_share, &rc);
+        if (own) emb__parallel_for(nl, (w->V + 63) / 64, merge_share, &rc);
+        emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
+        for (int t = 0; t < nl; t++) { /* in lane order: the same sum at every run */
+            sum.done += done[t];
+            sum.loss += ls[t].loss, sum.examples += ls[t].examples;
             ls[t].loss = 0, ls[t].examples = 0;
+            if (ls[t].read_failed && !sum.read_failed)
+                sum.read_failed = 1, sum.read_errno = ls[t].read_errno;
+            sum.nonfinite |= ls[t].nonfinite;
         }
-        for (int t = 0; t < nt && st == EMB_OK; t++)
-            if (ls[t].read_failed)
-                st = emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
-                                ls[t].read_errno ? strerror(ls[t].read_errno)
-                                                 : "the temporary file is shorter");
-        if (st) break;
-        for (int t = 0; t < nt; t++) w->diverged |= ls[t].nonfinite;
+        if (dist && (st = dist->round(dist->ctx, w, &sum)) != EMB_OK) {
+            st = emb__error(st, "%s", dist->msg);
+            break;
+        }
+        w->words_done += sum.done;
+        w->epoch_loss += sum.loss, w->epoch_examples += sum.examples;
+        if (sum.read_failed) {
+            st = emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
+                            sum.read_errno ? strerror(sum.read_errno)
+                                           : "the temporary file is shorter");
+            break;
+        }
+        w->diverged |= sum.nonfinite != 0;
         if (w->diverged) {
             st = diverged_error(w);
             break;
@@ -736,7 +473,11 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             p.words_done_here = w->words_done - done_start;
             p.loss = w->epoch_loss;
             p.loss_examples = w->epoch_examples;
-            if (progress(&p, user)) st = emb__error(EMB_ERR_CANCELLED, "training was cancelled");
+            int stop = progress(&p, user);
+            if (dist) stop = dist->agree(dist->ctx, stop); /* every process stops, or none */
+            if (stop) st = emb__error(EMB_ERR_CANCELLED, "training was cancelled");
+        } else if (dist) {
+            dist->agree(dist->ctx, 0); /* the same calls on every process */
         }
     }
     /* A value may have become infinite in a last update that no score has seen yet. */
@@ -746,7 +487,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         w->diverged = true;
         st = diverged_error(w);
     }
-    for (int t = 0; t < nt; t++) {
+    for (int t = 0; t < nl; t++) {
         emb__free(ls[t].sen), emb__free(ls[t].ctx), emb__free(ls[t].tgt), emb__free(ls[t].negs);
         emb__free(ls[t].scratch), emb__free(ls[t].h), emb__free(ls[t].sub);
         emb__free(ls[t].own), emb__free(ls[t].dirty);

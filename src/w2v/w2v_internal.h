@@ -1,4 +1,5 @@
-/* src/w2v/w2v_internal.h: the emb_w2v struct, shared by the word2vec sources. */
+/* src/w2v/w2v_internal.h: what the word2vec sources share: the run (struct emb_w2v, in
+ * w2v_state.h) and their internal functions. */
 #ifndef EMB_W2V_INTERNAL_H
 #define EMB_W2V_INTERNAL_H
 
@@ -9,17 +10,7 @@
 
 #include "internal.h"
 #include "kernels/sgns.h"
-
-/* The corpus's token ids (-1 at sentence ends), n of them: in memory (mem, the array given
- * to emb_w2v_create_from_ids), or in an unlinked temporary file in TMPDIR (default /tmp)
- * that is read back through small buffers (src/w2v/idstore.c). */
-typedef struct emb__w2v_ids {
-    int32_t *mem;
-    int fd;
-    int64_t n;
-    int32_t *wbuf; /* while the file is written: ids not yet written */
-    int64_t wn;
-} emb__w2v_ids;
+#include "w2v_state.h"
 
 /* An empty file store (n = 0), or an error naming the corpus and the folder. */
 emb_status emb__w2v_ids_open_file(emb__w2v_ids *s, const char *name);
@@ -53,57 +44,9 @@ static inline int32_t emb__w2v_id_at(emb__w2v_cursor *c, int64_t pos) {
     return c->buf[pos - c->lo];
 }
 
-/* One training thread's place in the corpus. Thread t owns the token range
- * [lo, hi) of the id array; it trains that range once per epoch. */
-typedef struct emb__w2v_lane {
-    int64_t lo, hi;
-    int64_t pos;   /* next token of the current epoch, in [lo, hi] */
-    int32_t epoch; /* epochs this lane has finished */
-    uint64_t rng;  /* its random state */
-} emb__w2v_lane;
-
-/* One entry of the alias table: a draw that picks entry i returns i when 32 random bits
- * are below thr, else alias (thr = UINT32_MAX entries have alias = i). Side by side, so
- * that a draw reads one cache line. */
-typedef struct emb__w2v_alias {
-    uint32_t thr;
-    int32_t alias;
-} emb__w2v_alias;
-
 /* Fills w->alias (V entries, allocated by the caller) with Walker's alias table for
  * P(w) proportional to count^0.75 (src/w2v/sampling.c). Errors: EMB_ERR_NOMEM. */
 emb_status emb__w2v_build_alias(emb_w2v *w);
-
-struct emb_w2v {
-    emb_w2v_options o;
-    emb_vocab *vocab;
-    emb__w2v_ids ids;                      /* the token ids, -1 at sentence ends */
-    int64_t n_ids;                         /* ids.n */
-    int64_t tokens;                        /* ids that are not sentence ends */
-    int64_t skipped_invalid, skipped_long; /* tokens a lenient read skipped */
-    uint64_t fingerprint;
-    emb_embedding *in, *out; /* [V, dim] */
-    float *syn0, *syn1;      /* their weights */
-    int64_t V;
-    /* sampling tables */
-    uint32_t *keep; /* [V]: keep a token when 32 random bits < keep[w] (UINT32_MAX+: always) */
-    bool *keep_all; /* [V] */
-    emb__w2v_alias *alias; /* [V] Walker's alias table of the negatives */
-    float sigmoid[EMB__SGNS_TABLE + 1];
-    /* progress */
-    int nt;
-    emb__w2v_lane *lanes; /* [nt] */
-    int64_t words_done;   /* tokens processed over all epochs */
-    double epoch_loss;    /* loss terms of the current epoch (o.compute_loss), since it began
-                             or since the run was resumed */
-    int64_t epoch_examples;
-    bool diverged; /* a score or a vector became NaN or infinite: no more training */
-    /* subwords (o.maxn > 0): word i's input rows are sub_rows[sub_off[i] .. sub_off[i+1]):
-     * i itself, then its n-grams' rows V + hash % bucket; NULL without subwords */
-    int64_t *sub_off; /* [V + 1] */
-    int32_t *sub_rows;
-    int64_t sub_max; /* the most rows of one word */
-};
 
 /* Phrases (src/w2v/phrased.c): the options' check, and a run over the phrased text of a
  * file (opts->phrases > 0). */

@@ -69,6 +69,9 @@ HEADER_ONLY = {
         "optimizer kernels' own bodies (always-inline, no state), so its bits are libemb's",
     "src/kernels/optim_kernels.h":
         "the argument structs of optim_body.h (declarations only)",
+    "src/w2v/w2v_state.h":
+        "the layout of a word2vec run (types only): the distributed trainer reads its tables, "
+        "lanes and progress and installs its round hook",
 }
 
 # The headers a module shows the other modules, for the modules that have a face; their

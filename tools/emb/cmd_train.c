@@ -2,6 +2,7 @@
  * A thin layer over include/emb/word2vec.h: parse options, train with a progress display,
  * checkpoint on request, write the vectors in the format the output name asks for. */
 #include "cli.h"
+#include "train_mpi.h"
 #include "train_output.h"
 
 #include <emb/emb.h>
@@ -97,7 +98,7 @@ static bool dir_writable(const char *path, char *why, size_t n) {
     return ok;
 }
 
-static int run(const emb_cli_command *cmd, int argc, char **argv) {
+static int train(const emb_cli_command *cmd, int argc, char **argv) {
     const char *output = NULL, *train = NULL, *resume = NULL, *checkpoint = NULL,
                *model = "skipgram", *save_model = NULL;
     int64_t minn = -1, maxn = -1, bucket = -1;
@@ -110,7 +111,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
          keep_ckpt = false, loss = false;
     const char *input = NULL, *save_vocab = NULL, *read_vocab = NULL, *cont = NULL,
                *save_state = NULL;
-    bool lenient = false, phrases = false;
+    bool lenient = false, phrases = false, use_mpi = false;
     int64_t ph_passes = 0, ph_min_count = 0;
     double ph_threshold = NAN;
     const char *ph_delimiter = NULL;
@@ -159,6 +160,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         {"phrases-min-count", 0, NULL, EMB_CLI_INT, &ph_min_count, 1, INT64_MAX, 0, 0},
         {"phrases-threshold", 0, NULL, EMB_CLI_DOUBLE, &ph_threshold, 0, 0, 0, 0},
         {"phrases-delimiter", 0, NULL, EMB_CLI_STRING, &ph_delimiter, 0, 0, 0, 0},
+        {"mpi", 0, NULL, EMB_CLI_FLAG, &use_mpi, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
     };
     emb_cli_args args;
@@ -274,6 +276,11 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     if (read_vocab && emb_vocab_load(read_vocab, &given_vocab) != EMB_OK)
         return emb_cli_fail(cmd, "%s", emb_errmsg());
 
+    /* one rank of an MPI job (mpirun): threads per rank (default 1), rank 0 reports and writes */
+    train_mpi mp;
+    if ((rc = train_mpi_start(cmd, use_mpi, &mp)) >= 0) return rc;
+    if (mp.on) o.threads = (int)(threads > 0 ? threads : 1) * mp.size, quiet |= mp.rank > 0;
+    if (mp.rank > 0) checkpoint = NULL, every = 0, save_vocab = save_model = save_state = NULL;
     double t0 = wall();
     emb_w2v *w = NULL;
     emb_status st = resume ? emb_w2v_resume_files(&o, paths, npaths, resume, &w)
@@ -311,7 +318,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                        : "");
     double t1 = wall();
     int64_t done0 = ui.done0;
-    st = emb_w2v_train(w, on_progress, &ui);
+    st = train_mpi_train(&mp, w, on_progress, &ui);
     double t2 = wall();
     if (!quiet && ui.tty) fprintf(stderr, "\n");
     if (ui.ckpt_failed) {
@@ -331,7 +338,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         emb_w2v_free(w);
         return rc;
     }
-    rc = train_output_write(cmd, &out, &vec, vocab);
+    rc = mp.rank > 0 ? EMB_CLI_OK : train_output_write(cmd, &out, &vec, vocab);
     if (o.maxn > 0) emb_tensor_release(&vec);
     if (rc == EMB_CLI_OK && save_model && emb_w2v_save_fasttext(w, save_model) != EMB_OK)
         rc = emb_cli_fail(cmd, "%s", emb_errmsg());
@@ -345,7 +352,7 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
         return rc;
     }
     /* The vectors are safe: the run's checkpoints have served their purpose. */
-    if (!keep_ckpt) {
+    if (!keep_ckpt && mp.rank == 0) {
         if (checkpoint && ui.ckpt_written) remove(checkpoint);
         if (resume) remove(resume);
     }
@@ -368,6 +375,10 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
                 (long long)bad_utf8, (long long)too_long, EMB_VOCAB_MAX_WORD);
     emb_w2v_free(w);
     return EMB_CLI_OK;
+}
+
+static int run(const emb_cli_command *cmd, int argc, char **argv) {
+    return train_mpi_end(train(cmd, argc, argv));
 }
 
 const emb_cli_command emb_cli_cmd_train = {
@@ -448,6 +459,9 @@ const emb_cli_command emb_cli_cmd_train = {
     "                          over this epoch's examples of the sum of -log sigmoid terms\n"
     "                          (docs/word2vec.md, \"Loss\"); costs time, same vectors\n"
     "                          (gensim: compute_loss)\n"
+    "  --mpi                   train as one rank of an MPI job (implied when started by\n"
+    "                          mpirun): the ranks share the corpus, rank 0 reports and\n"
+    "                          writes; --threads is then per rank (default 1)\n"
     "  -q, --quiet             no progress display and no summary\n"
     "  -h, --help              print this help and exit\n"
     "\n"
@@ -466,6 +480,7 @@ const emb_cli_command emb_cli_cmd_train = {
     "  emb train corpus.txt -o vectors.bin\n"
     "  emb train corpus.txt -o vectors.safetensors --model cbow --dim 200 --epochs 10\n"
     "  emb train corpus.txt -o vectors.vec --subwords --save-model model.bin\n"
+    "  mpirun -np 4 emb train corpus.txt -o vectors.bin\n"
     "  emb train -train corpus.txt -output vec.txt -size 100 -window 5 -negative 5 \\\n"
     "      -sample 1e-3 -min-count 5 -iter 5 -threads 2 -cbow 0 -hs 0 -binary 0\n",
     run,

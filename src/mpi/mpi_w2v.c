@@ -1,0 +1,338 @@
+/* src/mpi/mpi_w2v.c: data-parallel word2vec over the ranks of a communicator (include/emb/mpi.h,
+ * docs/DISTRIBUTED.md, "Word vectors"). Every rank holds the whole run (the same corpus,
+ * vocabulary and tables); the run's lanes are dealt out over the ranks, and after each round
+ * the ranks' changes to both tables are merged in rank order, so that every rank holds the same
+ * tables again. The trainer itself is libemb's emb_w2v_train: this file installs the hook it
+ * calls between rounds (src/w2v/w2v_internal.h, struct emb__w2v_dist). */
+#include "mpi_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "w2v/w2v_state.h"
+
+/* Tokens per lane and round: the single process's (shorter rounds did not keep 4 ranks from
+ * diverging with a summing merge, nor made the mean train faster). */
+#define EMB__MPI_W2V_ROUND 16384
+
+struct emb_mpi_w2v {
+    MPI_Comm comm; /* the run's own duplicate */
+    MPI_Datatype row_type;
+    int rank, size;
+    emb_w2v *w;
+    emb__w2v_dist dist;
+    float *base;    /* [2 V, dim]: both tables as the round began (input rows, then output) */
+    int32_t *count; /* [2 V]: ranks that changed a row this round (0 between rounds) */
+    int64_t *ids;   /* [2 V] this rank's changed rows, then every rank's */
+    float *rows;    /* their values */
+    int64_t cap;    /* rows that ids and rows hold */
+    int *counts, *displs;
+    uint64_t bytes;
+};
+
+/* What a rank tells the others after a round: its lanes' sums and how many rows it changed. */
+typedef struct round_head {
+    emb__w2v_round r;
+    int64_t changed;
+} round_head;
+
+static float *table_row(const emb_w2v *w, int64_t id) {
+    return id < w->V ? w->syn0 + id * w->o.dim : w->syn1 + (id - w->V) * w->o.dim;
+}
+
+static emb_status grow(emb_mpi_w2v *d, int64_t n) {
+    if (n <= d->cap) return EMB_OK;
+    const int64_t dim = d->w->o.dim;
+    int64_t *ids = realloc(d->ids, (size_t)n * sizeof *ids);
+    if (ids) d->ids = ids;
+    float *rows = realloc(d->rows, (size_t)n * (size_t)dim * sizeof *rows);
+    if (rows) d->rows = rows;
+    if (!ids || !rows)
+        return emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " rows to merge", n);
+    d->cap = n;
+    return EMB_OK;
+}
+
+/* Sets the message the trainer reports, and returns st. */
+static emb_status round_fail(emb_mpi_w2v *d, emb_status st) {
+    snprintf(d->dist.msg, sizeof d->dist.msg, "%s", emb_errmsg());
+    return st;
+}
+
+/* The merge (every rank computes it alike from the same data): a row that one rank changed is
+ * taken from that rank; a row two ranks changed becomes the round's starting value plus the sum
+ * of their changes (the rule by which one process merges its threads' output tables); a row
+ * that k > 2 ranks changed gets 2/k of the sum. Sums run in rank order. The sum alone made
+ * skip-gram on 4 ranks diverge: the frequent words' rows, moved by every rank most of the way
+ * to where its data pulls them, overshoot by k - 1 times; the mean alone trains them too
+ * slowly (docs/DISTRIBUTED.md, "Word vectors"). */
+static void merge(emb_mpi_w2v *d, int64_t total) {
+    emb_w2v *w = d->w;
+    const int64_t dim = w->o.dim;
+    const size_t row_bytes = (size_t)dim * sizeof(float);
+    for (int64_t k = 0; k < total; k++) d->count[d->ids[k]]++;
+    for (int64_t k = 0; k < total; k++) /* rows several ranks changed: their sum starts at 0 */
+        if (d->count[d->ids[k]] > 1) memset(table_row(w, d->ids[k]), 0, row_bytes);
+    for (int64_t k = 0; k < total; k++) { /* in rank order: the ranks' lists are in it */
+        int64_t id = d->ids[k];
+        float *x = table_row(w, id);
+        const float *v = d->rows + k * dim, *b = d->base + id * dim;
+        if (d->count[id] == 1)
+            memcpy(x, v, row_bytes);
+        else
+            for (int64_t q = 0; q < dim; q++) x[q] = x[q] + (v[q] - b[q]);
+    }
+    for (int64_t k = 0; k < total; k++) {
+        int64_t id = d->ids[k];
+        float *x = table_row(w, id), *b = d->base + id * dim;
+        if (d->count[id] > 2) { /* at most twice the mean change: 2/k of the sum */
+            const float f = 2.0f / (float)d->count[id];
+            for (int64_t q = 0; q < dim; q++) x[q] = b[q] + x[q] * f;
+        } else if (d->count[id] == 2) {
+            for (int64_t q = 0; q < dim; q++) x[q] = b[q] + x[q];
+        }
+        d->count[id] = -1; /* done: a row appears once per rank that changed it */
+    }
+    for (int64_t k = 0; k < total; k++) {
+        memcpy(d->base + d->ids[k] * dim, table_row(w, d->ids[k]), row_bytes);
+        d->count[d->ids[k]] = 0;
+    }
+}
+
+static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
+    emb_mpi_w2v *d = ctx;
+    if (d->size == 1) return EMB_OK; /* one rank: the single process's run */
+    const int64_t dim = w->o.dim;
+    const size_t row_bytes = (size_t)dim * sizeof(float);
+    /* the rows this rank changed (any bit), input table first */
+    int64_t n = 0;
+    for (int64_t id = 0; id < 2 * w->V; id++)
+        if (memcmp(table_row(w, id), d->base + id * dim, row_bytes) != 0) d->ids[n++] = id;
+    for (int64_t k = 0; k < n; k++) memcpy(d->rows + k * dim, table_row(w, d->ids[k]), row_bytes);
+    round_head mine = {*r, n}, *heads = malloc((size_t)d->size * sizeof *heads);
+    if (!heads) return round_fail(d, emb_set_error(EMB_ERR_NOMEM, "out of memory"));
+    int rc = emb__mpi_allgather(EMB_MPI_TIMEOUT_MS_DEFAULT, &mine, (int)sizeof mine, MPI_BYTE,
+                                heads, (int)sizeof mine, MPI_BYTE, d->comm);
+    emb_status st = rc == MPI_SUCCESS ? EMB_OK : emb__mpi_fail(rc, "MPI_Allgather");
+    int64_t total = 0;
+    emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
+    for (int q = 0; q < d->size && !st; q++) { /* in rank order: the same sums on every rank */
+        const emb__w2v_round *h = &heads[q].r;
+        d->counts[q] = (int)heads[q].changed;
+        d->displs[q] = (int)total;
+        total += heads[q].changed;
+        sum.done += h->done, sum.loss += h->loss, sum.examples += h->examples;
+        if (h->read_failed && !sum.read_failed) sum.read_failed = 1, sum.read_errno = h->read_errno;
+        sum.nonfinite |= h->nonfinite;
+    }
+    free(heads);
+    if (!st) st = grow(d, total);
+    /* this rank's rows move to their place in the gathered lists */
+    if (!st && d->displs[d->rank] > 0) {
+        memmove(d->ids + d->displs[d->rank], d->ids, (size_t)n * sizeof *d->ids);
+        memmove(d->rows + d->displs[d->rank] * dim, d->rows, (size_t)n * row_bytes);
+    }
+    if (!st && (rc = emb__mpi_allgatherv(EMB_MPI_TIMEOUT_MS_DEFAULT, MPI_IN_PLACE, 0,
+                                         MPI_DATATYPE_NULL, d->ids, d->counts, d->displs,
+                                         MPI_INT64_T, d->comm)) != MPI_SUCCESS)
+        st = emb__mpi_fail(rc, "MPI_Allgatherv");
+    if (!st && (rc = emb__mpi_allgatherv(EMB_MPI_TIMEOUT_MS_DEFAULT, MPI_IN_PLACE, 0,
+                                         MPI_DATATYPE_NULL, d->rows, d->counts, d->displs,
+                                         d->row_type, d->comm)) != MPI_SUCCESS)
+        st = emb__mpi_fail(rc, "MPI_Allgatherv");
+    /* every lane's position and random state, so that every rank holds the whole run */
+    const int lane_bytes = d->dist.nlocal * (int)sizeof(emb__w2v_lane);
+    if (!st &&
+        (rc = emb__mpi_allgather(EMB_MPI_TIMEOUT_MS_DEFAULT, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
+                                 w->lanes, lane_bytes, MPI_BYTE, d->comm)) != MPI_SUCCESS)
+        st = emb__mpi_fail(rc, "MPI_Allgather");
+    if (st) return round_fail(d, st);
+    d->bytes += sizeof mine + (uint64_t)n * (sizeof(int64_t) + row_bytes) + (uint64_t)lane_bytes;
+    merge(d, total);
+    *r = sum;
+    return EMB_OK;
+}
+
+static int on_agree(void *ctx, int stop) {
+    emb_mpi_w2v *d = ctx;
+    int any = stop != 0;
+    if (d->size > 1 && emb__mpi_allreduce(EMB_MPI_TIMEOUT_MS_DEFAULT, MPI_IN_PLACE, &any, 1,
+                                          MPI_INT, MPI_MAX, d->comm) != MPI_SUCCESS)
+        return 1;
+    return any;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+/* What must be equal on every rank, each with its name. */
+enum { ID_FIELDS = 8 };
+static const char *const id_names[ID_FIELDS] = {
+    "corpus fingerprint", "vocabulary", "options",    "thread count (lanes)",
+    "words done",         "tables",     "lane state", "training state (diverged)"};
+
+static void identity(const emb_w2v *w, uint64_t id[ID_FIELDS]) {
+    const emb_w2v_options *o = &w->o;
+    id[0] = w->fingerprint ^ (uint64_t)w->n_ids * 31u;
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = 0; i < w->V; i++) {
+        size_t len;
+        const char *s = emb_vocab_word(w->vocab, i, &len);
+        int64_t c = emb_vocab_count(w->vocab, i);
+        h = fnv(fnv(fnv(h, s, len), &len, sizeof len), &c, sizeof c);
+    }
+    id[1] = h;
+    h = 1469598103934665603ull;
+    int64_t iv[] = {o->model,
+                    o->dim,
+                    o->window,
+                    o->negative,
+                    o->min_count,
+                    o->max_vocab,
+                    o->epochs,
+                    o->cbow_mean,
+                    (int64_t)o->seed,
+                    o->lowercase,
+                    o->strip_punct,
+                    o->max_sentence,
+                    o->shared_negatives,
+                    o->lenient,
+                    o->compute_loss,
+                    o->maxn,
+                    o->minn,
+                    o->bucket};
+    double dv[] = {o->sample, o->alpha, o->min_alpha};
+    id[2] = fnv(fnv(h, iv, sizeof iv), dv, sizeof dv);
+    id[3] = (uint64_t)w->nt;
+    id[4] = (uint64_t)w->words_done;
+    size_t tb = (size_t)w->V * (size_t)o->dim * sizeof(float);
+    id[5] = fnv(fnv(1469598103934665603ull, w->syn0, tb), w->syn1, tb);
+    id[6] = fnv(1469598103934665603ull, w->lanes, (size_t)w->nt * sizeof *w->lanes);
+    id[7] = w->diverged;
+}
+
+/* Local checks of the run before the collective ones. */
+static emb_status check_local(const emb_w2v *w, int size) {
+    if (!w) return emb_set_error(EMB_ERR_NULL, "w2v must not be NULL");
+    if (w->dist) return emb_set_error(EMB_ERR_STATE, "the run is already distributed");
+    if (w->sub_off)
+        return emb_set_error(EMB_ERR_UNSUPPORTED,
+                             "distributed training with subwords is not provided");
+    if (w->nt % size != 0)
+        return emb_set_error(EMB_ERR_INVALID,
+                             "the run has %d lanes (threads over all ranks), which %d ranks do "
+                             "not share evenly; a run resumed from a checkpoint keeps the lanes "
+                             "of the run that wrote it: use a number of ranks that divides %d",
+                             w->nt, size, w->nt);
+    if (2 * w->V > INT32_MAX / size)
+        return emb_set_error(EMB_ERR_UNSUPPORTED,
+                             "%" PRId64 " words are too many to merge over %d ranks", w->V, size);
+    return EMB_OK;
+}
+
+static emb_status check_equal(emb_mpi_w2v *d) {
+    uint64_t mine[ID_FIELDS], *all = malloc((size_t)d->size * sizeof mine);
+    emb_status st = all ? EMB_OK : emb_set_error(EMB_ERR_NOMEM, "out of memory");
+    st = emb__mpi_agree_comm(d->comm, EMB_MPI_TIMEOUT_MS_DEFAULT, st, "the distributed run");
+    if (st) {
+        free(all);
+        return st;
+    }
+    identity(d->w, mine);
+    int rc = emb__mpi_allgather(EMB_MPI_TIMEOUT_MS_DEFAULT, mine, (int)sizeof mine, MPI_BYTE, all,
+                                (int)sizeof mine, MPI_BYTE, d->comm);
+    if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Allgather");
+    for (int q = 1; q < d->size && !st; q++)
+        for (int f = 0; f < ID_FIELDS && !st; f++)
+            if (all[q * ID_FIELDS + f] != all[f])
+                st = emb_set_error(EMB_ERR_INVALID,
+                                   "rank %d's run differs from rank 0's in its %s: every rank "
+                                   "must read the same corpus with the same options (and the "
+                                   "same checkpoint)",
+                                   q, id_names[f]);
+    free(all);
+    return st; /* the same verdict on every rank: all ranks saw the same table */
+}
+
+void emb_mpi_w2v_free(emb_mpi_w2v *d) {
+    if (!d) return;
+    if (d->w && d->w->dist == &d->dist) d->w->dist = NULL;
+    if (d->row_type != MPI_DATATYPE_NULL) MPI_Type_free(&d->row_type);
+    if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
+    free(d->base), free(d->count), free(d->ids), free(d->rows), free(d->counts), free(d->displs);
+    free(d);
+}
+
+static emb_status setup(emb_mpi_w2v *d) {
+    emb_w2v *w = d->w;
+    const int64_t dim = w->o.dim;
+    const size_t table_floats = (size_t)w->V * (size_t)dim;
+    int rc = MPI_Type_contiguous((int)dim, MPI_FLOAT, &d->row_type);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&d->row_type);
+    if (rc != MPI_SUCCESS) return emb__mpi_fail(rc, "MPI_Type_contiguous");
+    d->counts = calloc((size_t)d->size, sizeof(int));
+    d->displs = calloc((size_t)d->size, sizeof(int));
+    if (!d->counts || !d->displs) return emb_set_error(EMB_ERR_NOMEM, "out of memory");
+    if (d->size > 1) { /* one rank merges nothing */
+        d->base = malloc(2 * table_floats * sizeof(float));
+        d->count = calloc(2 * (size_t)w->V, sizeof(int32_t));
+        if (!d->base || !d->count || grow(d, 2 * w->V))
+            return emb_set_error(EMB_ERR_NOMEM,
+                                 "cannot allocate the copies of the tables a distributed run "
+                                 "merges (%" PRId64 " words, dim %" PRId64 ")",
+                                 w->V, dim);
+        memcpy(d->base, w->syn0, table_floats * sizeof(float));
+        memcpy(d->base + table_floats, w->syn1, table_floats * sizeof(float));
+    }
+    return EMB_OK;
+}
+
+emb_status emb_mpi_w2v_create(MPI_Comm comm, emb_w2v *w, emb_mpi_w2v **out) {
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (!init || fin) return emb_set_error(EMB_ERR_STATE, "MPI is not initialised (or finalised)");
+    int size, rank;
+    if (MPI_Comm_size(comm, &size) != MPI_SUCCESS || MPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
+        return emb_set_error(EMB_ERR_INVALID, "not a valid communicator");
+    emb_status st =
+        out ? check_local(w, size) : emb_set_error(EMB_ERR_NULL, "out must not be NULL");
+    emb_mpi_w2v *d = NULL;
+    if (!st && !(d = calloc(1, sizeof *d))) st = emb_set_error(EMB_ERR_NOMEM, "out of memory");
+    if ((st = emb__mpi_agree_comm(comm, EMB_MPI_TIMEOUT_MS_DEFAULT, st, "the distributed run"))) {
+        free(d);
+        return st;
+    }
+    d->comm = MPI_COMM_NULL;
+    d->row_type = MPI_DATATYPE_NULL;
+    int rc = MPI_Comm_dup(comm, &d->comm);
+    if (rc != MPI_SUCCESS) {
+        free(d);
+        return emb__mpi_fail(rc, "MPI_Comm_dup");
+    }
+    d->rank = rank, d->size = size, d->w = w;
+    st = emb__mpi_agree_comm(d->comm, EMB_MPI_TIMEOUT_MS_DEFAULT, setup(d), "the distributed run");
+    if (!st) st = check_equal(d);
+    if (st) {
+        d->w = NULL;
+        emb_mpi_w2v_free(d);
+        return st;
+    }
+    d->dist.nlocal = w->nt / size;
+    d->dist.round_tokens = EMB__MPI_W2V_ROUND;
+    d->dist.lane0 = rank * d->dist.nlocal;
+    d->dist.ctx = d;
+    d->dist.round = on_round;
+    d->dist.agree = on_agree;
+    w->dist = &d->dist;
+    *out = d;
+    return EMB_OK;
+}
+
+uint64_t emb_mpi_w2v_bytes_sent(const emb_mpi_w2v *d) {
+    return d ? d->bytes : 0;
+}

@@ -1,0 +1,247 @@
+/* Data-parallel word2vec over ranks (emb_mpi_w2v), under mpirun at 1, 2 and 4 ranks:
+ *  - two runs give the same tables bit for bit, and every rank holds the same tables; the
+ *    last epoch's loss stays near the single process's;
+ *  - on a communicator of one rank the run is exactly the single-process run (one thread);
+ *  - a run stopped by the progress callback (on rank 0 only) in the middle of an epoch,
+ *    checkpointed by rank 0 and resumed on every rank from that file, ends with the
+ *    uninterrupted run's tables;
+ *  - refusals on every rank: options that differ between ranks, a lane count the ranks do
+ *    not divide, subwords. */
+#include <emb/emb.h>
+#include <emb/mpi.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int rank_, size_, failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank_, __FILE__, __LINE__,       \
+                    #cond);                                                                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, " (%s)\n", emb_errmsg());                                              \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+#define OK(call) CHECK((call) == EMB_OK, "%s", #call)
+
+static char corpus[4000], ckpt[4096];
+
+/* A corpus with topics (each line draws its words from one of a few overlapping ranges,
+ * frequent words more often), written by rank 0; its name goes to every rank. */
+static void write_corpus(void) {
+    if (rank_ == 0) {
+        const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(corpus, sizeof corpus, "%s/emb-mpi-w2v-XXXXXX", dir);
+        int fd = mkstemp(corpus);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (!f) {
+            fprintf(stderr, "cannot create %s\n", corpus);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        uint64_t s = 12345;
+        for (int line = 0; line < 6000; line++) {
+            int topic = line % 5, n = 6 + line % 11;
+            for (int k = 0; k < n; k++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                uint32_t u = (uint32_t)(s >> 33);
+                int word = (u % 4 == 0) ? (int)(u / 4 % 8) : 8 + topic * 30 + (int)(u / 4 % 40);
+                fprintf(f, "%sw%d", k ? " " : "", word);
+            }
+            fputc('\n', f);
+        }
+        fclose(f);
+        snprintf(ckpt, sizeof ckpt, "%s.ckpt", corpus);
+    }
+    MPI_Bcast(corpus, sizeof corpus, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(ckpt, sizeof ckpt, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+static emb_w2v_options options(int lanes) {
+    emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+    o.dim = 8;
+    o.window = 3;
+    o.negative = 3;
+    o.min_count = 2;
+    o.epochs = 2;
+    o.seed = 7;
+    o.threads = lanes;
+    o.compute_loss = true; /* the same vectors with or without */
+    return o;
+}
+
+/* Both tables of a run, copied. */
+static float *tables(const emb_w2v *w, int64_t *n) {
+    emb_tensor a, b;
+    if (emb_embedding_weight(emb_w2v_input_embedding(w), &a) ||
+        emb_embedding_weight(emb_w2v_output_embedding(w), &b))
+        abort();
+    int64_t na = emb_tensor_numel(&a), nb = emb_tensor_numel(&b);
+    float *t = malloc((size_t)(na + nb) * sizeof *t);
+    memcpy(t, a.data, (size_t)na * sizeof *t);
+    memcpy(t + na, b.data, (size_t)nb * sizeof *t);
+    *n = na + nb;
+    return t;
+}
+
+typedef struct stopper {
+    int rounds, stop_at; /* stop_at: the round after which rank 0 asks to stop (0: never) */
+    double loss;         /* the last epoch's mean loss so far */
+} stopper;
+
+static double last_loss, single_loss; /* of the last run train() made; of the single process */
+
+static int progress(const emb_w2v_progress *p, void *user) {
+    stopper *s = user;
+    s->rounds++;
+    s->loss = p->loss_examples ? p->loss / (double)p->loss_examples : 0;
+    return rank_ == 0 && s->stop_at > 0 && s->rounds == s->stop_at;
+}
+
+/* A run over comm with `lanes` lanes; stop_at as stopper. Returns the status of training. */
+static emb_status train(MPI_Comm comm, int lanes, int stop_at, emb_w2v **out, int *rounds) {
+    emb_w2v_options o = options(lanes);
+    emb_w2v *w = NULL;
+    emb_mpi_w2v *d = NULL;
+    OK(emb_w2v_create_from_file(&o, corpus, &w));
+    OK(emb_mpi_w2v_create(comm, w, &d));
+    stopper s = {0, stop_at, 0};
+    emb_status st = emb_w2v_train(w, progress, &s);
+    last_loss = s.loss;
+    emb_mpi_w2v_free(d);
+    if (rounds) *rounds = s.rounds;
+    *out = w;
+    return st;
+}
+
+/* Every rank of comm holds the same n floats. */
+static bool same_on_all(MPI_Comm comm, const float *t, int64_t n) {
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *c = (const unsigned char *)t;
+    for (size_t i = 0; i < (size_t)n * sizeof *t; i++) h = (h ^ c[i]) * 1099511628211ull;
+    uint64_t lo = h, hi = h;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, comm);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, comm);
+    return lo == hi;
+}
+
+static void run_determinism_and_resume(void) {
+    emb_w2v *a, *b;
+    int rounds = 0;
+    OK(train(MPI_COMM_WORLD, size_, 0, &a, &rounds));
+    OK(train(MPI_COMM_WORLD, size_, 0, &b, NULL));
+    int64_t n, nb;
+    float *ta = tables(a, &n), *tb = tables(b, &nb);
+    CHECK(n == nb && memcmp(ta, tb, (size_t)n * sizeof *ta) == 0, "two runs differ");
+    CHECK(same_on_all(MPI_COMM_WORLD, ta, n), "the ranks hold different tables");
+    /* training stays stable (a merge that summed the ranks' changes made skip-gram on State of
+     * the Union diverge at 4 ranks, the loss growing to 1e8; this corpus is too small to show
+     * that: its every row is changed by every rank, and the mean of the changes trains it
+     * more slowly than one process) */
+    CHECK(last_loss > 0 && last_loss < 2 * single_loss,
+          "the last epoch's loss at %d ranks, %g, is far above the single process's, %g", size_,
+          last_loss, single_loss);
+    CHECK(rounds >= 3, "the run is too short to stop in the middle: %d rounds", rounds);
+    /* stopped in the middle of the run by rank 0 alone, checkpointed, resumed */
+    emb_w2v *c;
+    int stop_at = rounds / 2 + 1, done = 0;
+    emb_status st = train(MPI_COMM_WORLD, size_, stop_at, &c, &done);
+    CHECK(st == EMB_ERR_CANCELLED, "status %d", (int)st);
+    CHECK(done == stop_at, "stopped after %d rounds on this rank, not %d", done, stop_at);
+    CHECK(emb_w2v_words_done(c) < emb_w2v_words_done(a), "not stopped early");
+    if (rank_ == 0) OK(emb_w2v_save_checkpoint(c, ckpt));
+    emb_w2v_free(c);
+    MPI_Barrier(MPI_COMM_WORLD);
+    emb_w2v_options o = options(1); /* the lanes come from the checkpoint */
+    emb_mpi_w2v *d = NULL;
+    c = NULL;
+    OK(emb_w2v_resume(&o, corpus, ckpt, &c));
+    if (c) {
+        CHECK(emb_w2v_options_of(c).threads == size_, "lanes %d", emb_w2v_options_of(c).threads);
+        OK(emb_mpi_w2v_create(MPI_COMM_WORLD, c, &d));
+        OK(emb_w2v_train(c, NULL, NULL));
+        emb_mpi_w2v_free(d);
+        int64_t nc;
+        float *tc = tables(c, &nc);
+        CHECK(nc == n && memcmp(ta, tc, (size_t)n * sizeof *ta) == 0,
+              "the resumed run differs from the uninterrupted one");
+        free(tc);
+        emb_w2v_free(c);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank_ == 0) remove(ckpt);
+    free(ta), free(tb);
+    emb_w2v_free(a), emb_w2v_free(b);
+}
+
+/* One rank: exactly emb_w2v_train's single-process run. */
+static void run_one_rank(void) {
+    emb_w2v *a, *b = NULL;
+    OK(train(MPI_COMM_SELF, 1, 0, &a, NULL));
+    single_loss = last_loss;
+    emb_w2v_options o = options(1);
+    OK(emb_w2v_create_from_file(&o, corpus, &b));
+    OK(emb_w2v_train(b, NULL, NULL));
+    int64_t n, nb;
+    float *ta = tables(a, &n), *tb = tables(b, &nb);
+    CHECK(n == nb && memcmp(ta, tb, (size_t)n * sizeof *ta) == 0,
+          "one rank differs from the single process");
+    free(ta), free(tb);
+    emb_w2v_free(a), emb_w2v_free(b);
+}
+
+static void run_refusals(void) {
+    emb_w2v_options o = options(size_);
+    if (rank_ == size_ - 1 && size_ > 1) o.seed = 8;
+    emb_w2v *w = NULL;
+    emb_mpi_w2v *d = (emb_mpi_w2v *)&o; /* must stay untouched */
+    OK(emb_w2v_create_from_file(&o, corpus, &w));
+    emb_status st = emb_mpi_w2v_create(MPI_COMM_WORLD, w, &d);
+    if (size_ > 1) {
+        CHECK(st == EMB_ERR_INVALID && strstr(emb_errmsg(), "options") && d == (emb_mpi_w2v *)&o,
+              "different seeds: status %d", (int)st);
+    } else {
+        OK(st);
+        emb_mpi_w2v_free(d);
+    }
+    emb_w2v_free(w);
+    if (size_ > 1) { /* size + 1 lanes do not divide over the ranks */
+        o = options(size_ + 1);
+        w = NULL;
+        OK(emb_w2v_create_from_file(&o, corpus, &w));
+        st = emb_mpi_w2v_create(MPI_COMM_WORLD, w, &d);
+        CHECK(st == EMB_ERR_INVALID && strstr(emb_errmsg(), "lanes"), "status %d", (int)st);
+        emb_w2v_free(w);
+    }
+    o = options(size_);
+    o.maxn = 4;
+    o.bucket = 1000;
+    w = NULL;
+    OK(emb_w2v_create_from_file(&o, corpus, &w));
+    st = emb_mpi_w2v_create(MPI_COMM_WORLD, w, &d);
+    CHECK(st == EMB_ERR_UNSUPPORTED && strstr(emb_errmsg(), "subwords"), "status %d", (int)st);
+    emb_w2v_free(w);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    write_corpus();
+    run_one_rank();
+    run_determinism_and_resume();
+    run_refusals();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank_ == 0) remove(corpus);
+    int all = 0;
+    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank_ == 0) printf("test_mpi_w2v at %d ranks: %d failed checks\n", size_, all);
+    MPI_Finalize();
+    return all ? 1 : 0;
+}
