@@ -23,6 +23,7 @@
 #define EMB_FASTTEXT_H
 
 #include "core.h"
+#include "io.h"
 #include "vocab.h"
 
 #ifdef __cplusplus
@@ -71,6 +72,14 @@ EMB_API int64_t emb_fasttext_subword_rows(const emb_fasttext *ft, const char *wo
  * numbers `fasttext print-word-vectors` computes. Errors: EMB_ERR_NULL, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_fasttext_word_vector(const emb_fasttext *ft, const char *word, size_t len,
                                             float *out);
+
+/* The table a reader of word vectors gets from the model (what emb_vectors_read gives for
+ * the model's file): the vectors of its first `limit` words (0: all), in vocabulary order, each
+ * as emb_fasttext_word_vector computes it, with their words and counts; for callers that keep
+ * the model too, so that the file is read once. Words must be valid UTF-8. *out is owned by
+ * the caller (emb_vectors_release). Errors (*out untouched): EMB_ERR_NULL, EMB_ERR_INVALID
+ * (limit < 0), EMB_ERR_FORMAT (a word that is not UTF-8), EMB_ERR_NOMEM. */
+EMB_API emb_status emb_fasttext_vectors(const emb_fasttext *ft, int64_t limit, emb_vectors *out);
 
 #ifdef __cplusplus
 }

@@ -363,25 +363,23 @@ emb_status emb_fasttext_word_vector(const emb_fasttext *ft, const char *word, si
 }
 
 /* emb_vectors_read of a .bin: the first `limit` words (0: all) and their vectors. */
-emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f,
-                                      const emb_vectors_read_options *o, emb_vectors *out) {
-    emb_fasttext *ft = calloc(1, sizeof *ft);
-    if (!ft) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
-    ft->file = *f; /* the caller's open file, read within this call */
-    emb_status rc = parse(path, ft, &ft);
-    if (rc) return rc;
+/* The table of the first `limit` words (0: all) of a model: each word's vector as
+ * emb_fasttext_word_vector gives it. With steal, ft's vocabulary moves into the table when
+ * every word is kept (ft is freed by the caller either way). */
+static emb_status model_vectors(const char *name, emb_fasttext *ft, bool steal, int64_t limit,
+                                bool check_utf8, emb_vectors *out) {
     int64_t rows = ft->nwords;
-    if (o->limit > 0 && o->limit < rows) rows = o->limit;
-    for (int64_t i = 0; o->check_utf8 && i < rows; i++) {
+    if (limit > 0 && limit < rows) rows = limit;
+    for (int64_t i = 0; check_utf8 && i < rows; i++) {
         size_t n;
         const char *s = emb_vocab_word(ft->vocab, i, &n);
-        if (!emb__utf8_valid(s, n)) {
-            emb_fasttext_free(ft);
-            return emb__error(EMB_ERR_FORMAT, "%s: word %" PRId64 " is not valid UTF-8", path, i);
-        }
+        if (!emb__utf8_valid(s, n))
+            return emb__error(EMB_ERR_FORMAT, "%s%sword %" PRId64 " is not valid UTF-8",
+                              name ? name : "", name ? ": " : "", i);
     }
+    emb_status rc = EMB_OK;
     emb_vocab *v = NULL;
-    if (rows < ft->nwords) {
+    if (rows < ft->nwords || !steal) {
         if (!(rc = emb_vocab_create(&v))) rc = emb_vocab_reserve(v, rows);
         for (int64_t i = 0; !rc && i < rows; i++) {
             size_t n;
@@ -397,16 +395,42 @@ emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f,
     }
     if (rc) {
         emb_vocab_free(v);
-        emb_fasttext_free(ft);
         return rc;
     }
     if (!v) v = ft->vocab, ft->vocab = NULL;
     out->vocab = v;
+    out->format = EMB_FORMAT_FASTTEXT_BIN;
     out->file_dtype = EMB_FLOAT32;
     out->file_rows = ft->nwords;
     const float *w = out->weight.data;
     for (int64_t k = 0; k < rows * ft->a.dim; k++) out->nonfinite += !isfinite(w[k]);
+    return EMB_OK;
+}
+
+emb_status emb__read_fasttext_vectors(const char *path, const emb__file *f,
+                                      const emb_vectors_read_options *o, emb_vectors *out) {
+    emb_fasttext *ft = calloc(1, sizeof *ft);
+    if (!ft) return emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
+    ft->file = *f; /* the caller's open file, read within this call */
+    emb_status rc = parse(path, ft, &ft);
+    if (rc) return rc;
+    rc = model_vectors(path, ft, true, o->limit, o->check_utf8, out);
     emb_fasttext_free(ft);
+    return rc;
+}
+
+emb_status emb_fasttext_vectors(const emb_fasttext *ft, int64_t limit, emb_vectors *out) {
+    if (!ft) return emb__null("ft");
+    if (!out) return emb__null("out");
+    if (limit < 0) return emb__error(EMB_ERR_INVALID, "limit must be >= 0, got %" PRId64, limit);
+    emb_vectors v;
+    memset(&v, 0, sizeof v);
+    emb_status rc = model_vectors(NULL, (emb_fasttext *)ft, false, limit, true, &v);
+    if (rc) {
+        emb_vectors_release(&v);
+        return rc;
+    }
+    *out = v;
     return EMB_OK;
 }
 

@@ -261,3 +261,21 @@ def test_serve_answers_unseen_words(emb_bin, model):
         assert np.array_equal(np.array(emb1, np.float32), np.array(want["alphas"], np.float32))
         near = s.post("/v1/most_similar", {"positive": ["unseenword"], "topn": 3})["results"]
         assert len(near) == 3 and all(r["word"] in WORDS + ["</s>"] for r in near), near
+
+
+def test_model_through_a_pipe_is_read_once(emb_bin, model, tmp_path):
+    """A model given through a pipe can be read once only: nn answers for the model's words
+    from that one read (without the n-grams' answers for unseen words, which need the model
+    a second time), as it answers from the file."""
+    fifo = tmp_path / "model.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["/bin/sh", "-c", 'cat "$1" > "$2"', "sh", model, str(fifo)])
+    try:
+        piped = subprocess.run([emb_bin, "nn", str(fifo), "alpha", "-k", "5"], capture_output=True,
+                               text=True, timeout=120)
+    finally:
+        writer.wait(timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    whole = run([emb_bin, "nn", model, "alpha", "-k", "5"])
+    assert whole.returncode == 0, whole.stderr
+    assert piped.stdout == whole.stdout and piped.stdout

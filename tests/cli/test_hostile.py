@@ -142,12 +142,16 @@ def checkpoint(emb_bin, tmp_path):
              "--checkpoint-every", "0.000001", "--keep-checkpoint", "-q"])
     assert r.returncode == 0, r.stderr
     assert ck.exists()
+    # the offsets below are those of version 3 (a new layout must update them)
+    assert struct.unpack_from("<Q", ck.read_bytes(), 8) == (3,), "not a version 3 checkpoint"
     return corpus, ck
 
 
-# Layout (docs/word2vec.md): magic, version, 17 options, V, token ids, fingerprint,
-# words_done, then per thread lo, hi, pos, epoch, rng; words; both tables; checksum.
-WORDS_DONE = 8 + 8 + 17 * 8 + 3 * 8
+# Layout (docs/word2vec.md, version 3): magic, version, 17 options, 64 bytes of subword and
+# phrase options, V, token ids, fingerprint, words_done, then per thread lo, hi, pos, epoch,
+# rng; words; both tables; checksum.
+OPTIONS_END = 8 + 8 + 17 * 8 + 64
+WORDS_DONE = OPTIONS_END + 3 * 8
 LANE0 = WORDS_DONE + 8
 
 
@@ -188,7 +192,7 @@ def test_checkpoint_holding_nan_is_refused(emb_bin, tmp_path):
     corpus, ck = checkpoint(emb_bin, tmp_path)
     data = ck.read_bytes()
     # the input table starts after the words: find it from the end (two tables, checksum)
-    (V,) = struct.unpack_from("<Q", data, 8 + 8 + 17 * 8)
+    (V,) = struct.unpack_from("<Q", data, OPTIONS_END)
     table = len(data) - 8 - 2 * V * 8 * 4
     bad = patched(ck, [(table + 3 * 8 * 4 + 4, "<f", float("nan"))], "nan.ckpt")
     r = resume(emb_bin, tmp_path, corpus, bad)

@@ -171,6 +171,36 @@ static void test_read_and_vectors(void **state) {
     assert_int_equal(emb_vocab_num_words(vec.vocab), 2);
     assert_int_equal(vec.file_rows, 4);
     emb_vectors_release(&vec);
+    /* emb_fasttext_vectors: the same table from the model already read, all rows or a limit;
+     * the model keeps its vocabulary */
+    for (int64_t lim = 0; lim <= 5; lim += 2) {
+        emb_vectors fromfile, frommodel;
+        ro.limit = lim;
+        EMB_OK_OR_FAIL(emb_vectors_read(path, &ro, &fromfile));
+        EMB_OK_OR_FAIL(emb_fasttext_vectors(ft, lim, &frommodel));
+        assert_int_equal(frommodel.format, EMB_FORMAT_FASTTEXT_BIN);
+        assert_int_equal(frommodel.file_rows, fromfile.file_rows);
+        assert_int_equal(frommodel.nonfinite, fromfile.nonfinite);
+        assert_int_equal(frommodel.weight.shape[0], fromfile.weight.shape[0]);
+        EMB_ASSERT_EXACT(frommodel.weight.data, fromfile.weight.data,
+                         emb_tensor_numel(&fromfile.weight), "table from the model");
+        const int64_t nw = emb_vocab_num_words(fromfile.vocab);
+        assert_int_equal(emb_vocab_num_words(frommodel.vocab), nw);
+        for (int64_t i = 0; i < nw; i++) {
+            size_t la, lb;
+            const char *wa = emb_vocab_word(fromfile.vocab, i, &la);
+            const char *wb = emb_vocab_word(frommodel.vocab, i, &lb);
+            assert_int_equal(la, lb);
+            assert_memory_equal(wa, wb, la);
+            assert_int_equal(emb_vocab_count(fromfile.vocab, i),
+                             emb_vocab_count(frommodel.vocab, i));
+        }
+        emb_vectors_release(&fromfile);
+        emb_vectors_release(&frommodel);
+    }
+    assert_int_equal(emb_vocab_num_words(emb_fasttext_vocab(ft)), 4);
+    EMB_EXPECT_ERR(emb_fasttext_vectors(NULL, 0, &vec), EMB_ERR_NULL, "must not be NULL");
+    EMB_EXPECT_ERR(emb_fasttext_vectors(ft, -1, &vec), EMB_ERR_INVALID, "limit");
     emb_fasttext_free(ft);
     emb_fasttext_free(NULL);
     /* a model is not written as a table */
