@@ -395,6 +395,7 @@ static emb_status model_vectors(const char *name, emb_fasttext *ft, bool steal, 
     }
     if (rc) {
         emb_vocab_free(v);
+        emb_tensor_release(&out->weight);
         return rc;
     }
     if (!v) v = ft->vocab, ft->vocab = NULL;
@@ -426,10 +427,7 @@ emb_status emb_fasttext_vectors(const emb_fasttext *ft, int64_t limit, emb_vecto
     emb_vectors v;
     memset(&v, 0, sizeof v);
     emb_status rc = model_vectors(NULL, (emb_fasttext *)ft, false, limit, true, &v);
-    if (rc) {
-        emb_vectors_release(&v);
-        return rc;
-    }
+    if (rc) return rc; /* model_vectors freed what it made */
     *out = v;
     return EMB_OK;
 }

@@ -1,5 +1,6 @@
 /* emb lookup: the vectors of words or row ids. */
 #include "cli.h"
+#include "wordvecs.h"
 
 #include <emb/emb.h>
 
@@ -29,13 +30,9 @@ static int run(const emb_cli_command *cmd, int argc, char **argv) {
     ro.check_utf8 = !no_utf8;
     emb_vectors v;
     emb_cli_watch_input(cmd, args.v[0]);
-    if (emb_vectors_read(args.v[0], &ro, &v)) return emb_cli_fail(cmd, "%s", emb_errmsg());
     /* a fastText model answers for any word, from its character n-grams */
     emb_fasttext *ft = NULL;
-    if (v.format == EMB_FORMAT_FASTTEXT_BIN && emb_fasttext_read(args.v[0], &ft)) {
-        emb_vectors_release(&v);
-        return emb_cli_fail(cmd, "%s", emb_errmsg());
-    }
+    if (wordvecs_read(args.v[0], &ro, &v, &ft)) return emb_cli_fail(cmd, "%s", emb_errmsg());
     int64_t rows = v.weight.shape[0], dim = v.weight.shape[1], n = 0;
     const char **labels = malloc(sizeof *labels * (size_t)args.n);
     float *out = malloc(sizeof *out * (size_t)(args.n * dim + 1));

@@ -58,29 +58,30 @@ void wordvecs_lower(char *s) {
 static int open_table(const emb_cli_command *cmd, const char *path, int64_t limit,
                       int64_t restrict_rows, bool fold_case, bool need_words, wordvecs *out);
 
-/* A fastText model in a regular file is read once: the model (for words it does not hold)
- * and, from it, the table of its words. 1 with out->ft set; -1 with the message in *why
- * (emb_errmsg); 0 for other files. A model that comes through a pipe is read by
- * emb_vectors_read alone (it cannot be read twice): its words' vectors, without answers for
- * unseen words. */
-static int open_fasttext(const emb_cli_command *cmd, const char *path, int64_t limit,
-                         wordvecs *out) {
+emb_status wordvecs_read(const char *path, const emb_vectors_read_options *ro, emb_vectors *v,
+                         emb_fasttext **ft) {
     struct stat sb;
-    emb_format f;
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
-    if (emb_format_sniff(path, &f) != EMB_OK || f != EMB_FORMAT_FASTTEXT_BIN) {
-        emb_clear_error();
-        return 0;
+    emb_format f = EMB_FORMAT_AUTO;
+    const bool regular = stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    *ft = NULL;
+    if (regular && (ro->format == EMB_FORMAT_AUTO || ro->format == EMB_FORMAT_FASTTEXT_BIN) &&
+        ro->check_utf8 && emb_format_sniff(path, &f) == EMB_OK && f == EMB_FORMAT_FASTTEXT_BIN) {
+        /* the model once, and the table of its words from it */
+        emb_status st = emb_fasttext_read(path, ft);
+        if (st) return st;
+        if ((st = emb_fasttext_vectors(*ft, ro->limit, v)) != EMB_OK) {
+            emb_fasttext_free(*ft);
+            *ft = NULL;
+            return emb_set_error(st, "%s: %s", path, emb_errmsg());
+        }
+        return EMB_OK;
     }
-    if (emb_fasttext_read(path, &out->ft) != EMB_OK) /* the message names the file */
-        return emb_cli_fail(cmd, "%s", emb_errmsg()), -1;
-    if (emb_fasttext_vectors(out->ft, limit, &out->v) != EMB_OK) {
-        emb_cli_fail(cmd, "%s: %s", path, emb_errmsg());
-        emb_fasttext_free(out->ft);
-        out->ft = NULL;
-        return -1;
-    }
-    return 1;
+    emb_clear_error();
+    emb_status st = emb_vectors_read(path, ro, v);
+    if (st || v->format != EMB_FORMAT_FASTTEXT_BIN || !regular) return st;
+    /* a model read without the UTF-8 check: the model is read a second time */
+    if ((st = emb_fasttext_read(path, ft)) != EMB_OK) emb_vectors_release(v);
+    return st;
 }
 
 int wordvecs_open(const emb_cli_command *cmd, const char *path, int64_t limit,
@@ -97,15 +98,12 @@ static int open_table(const emb_cli_command *cmd, const char *path, int64_t limi
                       int64_t restrict_rows, bool fold_case, bool need_words, wordvecs *out) {
     memset(out, 0, sizeof *out);
     emb_cli_watch_input(cmd, path);
-    int ft;
     if (limit == 0 && open_quantized(path, out)) {
         if (!out->q) return emb_cli_fail(cmd, "%s", emb_errmsg());
-    } else if ((ft = open_fasttext(cmd, path, limit, out)) != 0) {
-        if (ft < 0) return EMB_CLI_FAILURE;
     } else {
         emb_vectors_read_options ro = emb_vectors_read_options_default();
         ro.limit = limit;
-        if (emb_vectors_read(path, &ro, &out->v) != EMB_OK)
+        if (wordvecs_read(path, &ro, &out->v, &out->ft) != EMB_OK)
             return emb_cli_fail(cmd, "%s", emb_errmsg());
     }
     if (!out->v.vocab && need_words) {

@@ -20,6 +20,13 @@ typedef struct {
     emb_fasttext *ft; /* a fastText model (.bin): vectors for words without a row; or NULL */
 } wordvecs;
 
+/* emb_vectors_read, and for a fastText model also the model (*ft; NULL otherwise), which
+ * answers for words it does not hold. A model in a regular file is read once (the table of
+ * its words comes from the model); one through a pipe gives the table alone (*ft NULL),
+ * since a pipe can be read once only. Errors as emb_vectors_read and emb_fasttext_read. */
+emb_status wordvecs_read(const char *path, const emb_vectors_read_options *ro, emb_vectors *v,
+                         emb_fasttext **ft);
+
 /* Reads `path` (format sniffed; at most `limit` rows when limit > 0), requires words,
  * and indexes its first `restrict_rows` rows (0: all). Prints the error and returns
  * EMB_CLI_FAILURE on failure, -1 on success. */

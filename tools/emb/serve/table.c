@@ -60,26 +60,21 @@ bool serve_table_open(const char *path, const serve_table_options *o, serve_tabl
         emb_vectors_read_options ro = emb_vectors_read_options_default();
         ro.tensor = o->tensor;
         ro.check_utf8 = o->check_utf8;
-        if (emb_vectors_read(path, &ro, &t->v) != EMB_OK)
+        if (wordvecs_read(path, &ro, &t->v, &t->ft) != EMB_OK)
             return fail(err, errsize, "%s", emb_errmsg());
         const int64_t r = t->v.weight.shape[0], d = t->v.weight.shape[1];
         if (emb_qtable_wrap(EMB_QTYPE_F32, r, d, t->v.weight.data, (size_t)(r * d) * sizeof(float),
                             NULL, &t->q) != EMB_OK) {
             fail(err, errsize, "%s: %s", path, emb_errmsg());
             emb_vectors_release(&t->v);
+            emb_fasttext_free(t->ft);
+            t->ft = NULL;
             return false;
         }
         t->vocab = t->v.vocab;
         t->format = emb_format_name(t->v.format);
-        if (t->v.format == EMB_FORMAT_FASTTEXT_BIN) {
-            /* the rows are the words' vectors; the model itself answers unseen words */
-            if (emb_fasttext_read(path, &t->ft) != EMB_OK) {
-                fail(err, errsize, "%s", emb_errmsg());
-                serve_table_close(t);
-                return false;
-            }
-            t->unseen = fasttext_unseen;
-        }
+        /* the rows are the words' vectors; the model itself answers unseen words */
+        if (t->ft) t->unseen = fasttext_unseen;
     }
     t->rows = emb_qtable_num_rows(t->q);
     t->dim = emb_qtable_dim(t->q);
