@@ -145,7 +145,14 @@ emb_status emb_w2v_continue_files(const emb_w2v_options *opts, const char *model
         const char *s = emb_vocab_word(all, i, &len);
         int64_t c = emb_vocab_count(all, i), j = emb_vocab_find(merged, s, len);
         if (j >= 0) {
-            st = emb_vocab_set_count(merged, j, emb_vocab_count(merged, j) + c);
+            const int64_t had = emb_vocab_count(merged, j);
+            if (had > INT64_MAX - c) /* only a forged model file holds such a count */
+                st = emb__error(EMB_ERR_FORMAT,
+                                "%s: the count of word %" PRId64 " (%" PRId64
+                                ") cannot grow by %" PRId64 " without overflowing",
+                                model, j, had, c);
+            else
+                st = emb_vocab_set_count(merged, j, had + c);
         } else if (c >= o.min_count) {
             if (emb_vocab_num_words(merged) >= INT32_MAX - 1) {
                 st = emb__error(EMB_ERR_OVERFLOW, "more than 2^31 - 2 words");
