@@ -7,29 +7,9 @@
  *    uninterrupted run's tables;
  *  - refusals on every rank: options that differ between ranks, a lane count the ranks do
  *    not divide, subwords. */
-#include <emb/emb.h>
-#include <emb/mpi.h>
+#include "mpi_check.h"
 
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
-
-static int rank_, size_, failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank_, __FILE__, __LINE__,       \
-                    #cond);                                                                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, " (%s)\n", emb_errmsg());                                              \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-#define OK(call) CHECK((call) == EMB_OK, "%s", #call)
 
 static char corpus[4000], ckpt[4096];
 
