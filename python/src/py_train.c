@@ -17,6 +17,7 @@ typedef struct py_param {
 
 typedef struct py_optimizer {
     PyObject_HEAD emb_optimizer *opt;
+    emb_optimizer_options opts; /* as constructed: kind and defaults */
     py_lock lock;
     py_param *params;
     int nparams, cap;
@@ -86,6 +87,7 @@ static int optimizer_init(py_optimizer *self, PyObject *args, PyObject *kw) {
         py_raise(st);
         return -1;
     }
+    self->opts = o;
     return 0;
 }
 
@@ -168,19 +170,74 @@ static PyObject *optimizer_step(py_optimizer *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *optimizer_step_sparse(py_optimizer *self, PyObject *args) {
-    int id;
-    PyObject *rows, *values;
-    if (!PyArg_ParseTuple(args, "iOO:step_sparse", &id, &rows, &values)) return NULL;
-    if (check_opt(self) < 0 || param_id(self, id) < 0) return NULL;
-    py_arg r, v;
-    if (py_arg_get(rows, "rows", PY_DT_INDEX, 0, &r) < 0) return NULL;
-    if (py_arg_get(values, "values", PY_DT_F32, 0, &v) < 0) {
-        py_arg_release(&r);
-        return NULL;
+/* rows strictly ascending: what coalesced=True promises (PyTorch's coalesced COO rows) */
+static int rows_ascending(const emb_tensor *r) {
+    int64_t n = r->ndim == 1 ? r->shape[0] : 0;
+    for (int64_t k = 1; k < n; k++) {
+        int64_t a = r->dtype == EMB_INT64 ? ((const int64_t *)r->data)[k - 1]
+                                          : ((const int32_t *)r->data)[k - 1];
+        int64_t b = r->dtype == EMB_INT64 ? ((const int64_t *)r->data)[k]
+                                          : ((const int32_t *)r->data)[k];
+        if (a >= b) {
+            PyErr_Format(PyExc_ValueError,
+                         "coalesced=True needs strictly ascending rows, but rows[%lld] = %lld "
+                         "follows %lld",
+                         (long long)k, (long long)b, (long long)a);
+            return -1;
+        }
     }
-    emb_sparse_grad g;
-    emb_sparse_grad_init(&g, 0, 0);
+    return 0;
+}
+
+int py_sparse_view(emb_sparse_grad *g, int64_t num_rows, int64_t dim, const emb_tensor *rows,
+                   const emb_tensor *values, int64_t **widened) {
+    *widened = NULL;
+    int64_t n = rows->ndim == 1 ? rows->shape[0] : -1;
+    if (n < 0 || values->ndim != 2 || values->shape[0] != n || values->shape[1] != dim) {
+        PyObject *shape = py_shape_tuple(values->ndim, values->shape);
+        if (shape)
+            PyErr_Format(PyExc_ValueError,
+                         "rows must be 1-D [n] and values float32 [n, %lld] (n = len(rows), "
+                         "%lld: the table's dim), got rows of %d dimensions and values of "
+                         "shape %R",
+                         (long long)n, (long long)dim, rows->ndim, shape);
+        Py_XDECREF(shape);
+        return -1;
+    }
+    const int64_t *idx = rows->data;
+    if (rows->dtype == EMB_INT32 && n > 0) {
+        int64_t *w = PyMem_Malloc(sizeof *w * (size_t)n);
+        if (!w) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int64_t k = 0; k < n; k++) w[k] = ((const int32_t *)rows->data)[k];
+        *widened = w;
+        idx = w;
+    }
+    emb_status st = emb_sparse_grad_init(g, num_rows, dim);
+    if (st != EMB_OK) {
+        PyMem_Free(*widened);
+        *widened = NULL;
+        py_raise(st);
+        return -1;
+    }
+    g->nnz = n;
+    g->indices = (int64_t *)idx; /* borrowed: emb copies before it changes entries */
+    g->values = values->data;
+    g->borrowed = true;
+    g->coalesced = n < 2;
+    return 0;
+}
+
+static PyObject *optimizer_step_sparse(py_optimizer *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"param_id", "rows", "values", "coalesced", NULL};
+    int id, coalesced = 0;
+    PyObject *rows, *values;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOO|p:step_sparse", names, &id, &rows, &values,
+                                     &coalesced))
+        return NULL;
+    if (check_opt(self) < 0 || param_id(self, id) < 0) return NULL;
     /* the parameter's shape: rows and dim of the registered 2-D tensor */
     int64_t nrows = -1, dim = -1;
     py_param *p = &self->params[id];
@@ -192,16 +249,27 @@ static PyObject *optimizer_step_sparse(py_optimizer *self, PyObject *args) {
         nrows = p->view.shape[0];
         dim = p->view.shape[1];
     }
-    emb_status st;
     if (nrows < 0) {
         PyErr_SetString(PyExc_ValueError, "step_sparse needs a 2-D parameter");
-        st = EMB_OK;
-    } else {
-        PY_CALL(&self->lock, st, emb_sparse_grad_from_rows(&g, nrows, dim, &r.t, &v.t));
-        if (st == EMB_OK) PY_CALL(&self->lock, st, emb_optimizer_step_sparse(self->opt, id, &g));
-        if (st != EMB_OK) py_raise(st);
+        return NULL;
     }
-    emb_sparse_grad_release(&g);
+    py_arg r, v;
+    if (py_arg_get(rows, "rows", PY_DT_INDEX, 0, &r) < 0) return NULL;
+    if (py_arg_get(values, "values", PY_DT_F32, 0, &v) < 0) {
+        py_arg_release(&r);
+        return NULL;
+    }
+    emb_sparse_grad g;
+    int64_t *widened;
+    if (py_sparse_view(&g, nrows, dim, &r.t, &v.t, &widened) == 0 &&
+        (!coalesced || rows_ascending(&r.t) == 0)) {
+        emb_status st;
+        g.coalesced = g.coalesced || coalesced;
+        PY_CALL(&self->lock, st, emb_optimizer_step_sparse(self->opt, id, &g));
+        if (st != EMB_OK) py_raise(st);
+        emb_sparse_grad_release(&g);
+    }
+    PyMem_Free(widened);
     py_arg_release(&v);
     py_arg_release(&r);
     if (PyErr_Occurred()) return NULL;
@@ -227,6 +295,79 @@ static PyObject *optimizer_step_fused(py_optimizer *self, PyObject *args) {
     py_arg_release(&ix);
     if (st != EMB_OK) return py_raise(st);
     Py_RETURN_NONE;
+}
+
+/* init_state(id) / advance_step(id): the Hogwild row updates' bookkeeping */
+static PyObject *optimizer_id_call(py_optimizer *self, PyObject *arg, int advance) {
+    long id = PyLong_AsLong(arg);
+    if (id == -1 && PyErr_Occurred()) return NULL;
+    if (check_opt(self) < 0 || param_id(self, (int)id) < 0) return NULL;
+    emb_status st;
+    PY_CALL(&self->lock, st,
+            advance ? emb_optimizer_advance_step(self->opt, (int)id)
+                    : emb_optimizer_init_state(self->opt, (int)id));
+    if (st != EMB_OK) return py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *optimizer_init_state(py_optimizer *self, PyObject *arg) {
+    return optimizer_id_call(self, arg, 0);
+}
+
+static PyObject *optimizer_advance_step(py_optimizer *self, PyObject *arg) {
+    return optimizer_id_call(self, arg, 1);
+}
+
+/* update_rows(id, rows, values): emb_optimizer_update_rows; the C function may run on
+ * several threads at once, so this call takes no object lock (only the GIL is released). */
+static PyObject *optimizer_update_rows(py_optimizer *self, PyObject *args) {
+    int id;
+    PyObject *rows, *values;
+    if (!PyArg_ParseTuple(args, "iOO:update_rows", &id, &rows, &values)) return NULL;
+    if (check_opt(self) < 0 || param_id(self, id) < 0) return NULL;
+    py_arg r, v;
+    if (py_arg_get(rows, "rows", PY_DT_INDEX, 0, &r) < 0) return NULL;
+    if (py_arg_get(values, "values", PY_DT_F32, 0, &v) < 0) {
+        py_arg_release(&r);
+        return NULL;
+    }
+    emb_status st;
+    PY_NOGIL(st, emb_optimizer_update_rows(self->opt, id, &r.t, &v.t));
+    py_arg_release(&v);
+    py_arg_release(&r);
+    if (st != EMB_OK) return py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *optimizer_get_kind(py_optimizer *self, void *c) {
+    if (check_opt(self) < 0) return NULL;
+    return PyUnicode_FromString(optim_names[self->opts.kind]);
+}
+
+/* torch's optimizer.defaults: the hyper-parameters of the kind, by torch's names */
+static PyObject *optimizer_get_defaults(py_optimizer *self, void *c) {
+    if (check_opt(self) < 0) return NULL;
+    const emb_optimizer_options o = self->opts;
+    switch (o.kind) {
+    case EMB_OPTIMIZER_SGD:
+        return Py_BuildValue("{s:d,s:d,s:d,s:d,s:O,s:O}", "lr", o.lr, "momentum", o.momentum,
+                             "dampening", o.dampening, "weight_decay", o.weight_decay,
+                             "nesterov", o.nesterov ? Py_True : Py_False, "maximize",
+                             o.maximize ? Py_True : Py_False);
+    case EMB_OPTIMIZER_ADAGRAD:
+        return Py_BuildValue("{s:d,s:d,s:d,s:d,s:d,s:O}", "lr", o.lr, "lr_decay", o.lr_decay,
+                             "weight_decay", o.weight_decay, "initial_accumulator_value",
+                             o.initial_accumulator_value, "eps", o.eps, "maximize",
+                             o.maximize ? Py_True : Py_False);
+    case EMB_OPTIMIZER_SPARSE_ADAM:
+        return Py_BuildValue("{s:d,s:(dd),s:d,s:O}", "lr", o.lr, "betas", o.beta1, o.beta2,
+                             "eps", o.eps, "maximize", o.maximize ? Py_True : Py_False);
+    default:
+        return Py_BuildValue("{s:d,s:(dd),s:d,s:d,s:O,s:O}", "lr", o.lr, "betas", o.beta1,
+                             o.beta2, "eps", o.eps, "weight_decay", o.weight_decay, "amsgrad",
+                             o.amsgrad ? Py_True : Py_False, "maximize",
+                             o.maximize ? Py_True : Py_False);
+    }
 }
 
 static PyObject *optimizer_param_steps(py_optimizer *self, PyObject *arg) {
@@ -288,11 +429,21 @@ static PyMethodDef optimizer_methods[] = {
      "add_param(array | Embedding | EmbeddingBag) -> param_id. The optimizer updates the "
      "memory in place and keeps its owner alive."},
     {"step", (PyCFunction)optimizer_step, METH_VARARGS, "step(param_id, grad): a dense step"},
-    {"step_sparse", (PyCFunction)optimizer_step_sparse, METH_VARARGS,
-     "step_sparse(param_id, rows, values): a step with a sparse row gradient"},
+    {"step_sparse", (PyCFunction)(void (*)(void))optimizer_step_sparse,
+     METH_VARARGS | METH_KEYWORDS,
+     "step_sparse(param_id, rows, values, coalesced=False): a step with a sparse row "
+     "gradient (entry k: row rows[k], values[k]; coalesced=True: rows strictly ascending, "
+     "as a coalesced torch gradient)"},
     {"step_fused", (PyCFunction)optimizer_step_fused, METH_VARARGS,
      "step_fused(param_id, table, indices, grad_output): sparse backward and step in one"},
     {"param_steps", (PyCFunction)optimizer_param_steps, METH_O, "param_steps(param_id) -> int"},
+    {"init_state", (PyCFunction)optimizer_init_state, METH_O,
+     "init_state(param_id): creates the parameter's state now (before update_rows)"},
+    {"advance_step", (PyCFunction)optimizer_advance_step, METH_O,
+     "advance_step(param_id): counts one step for update_rows"},
+    {"update_rows", (PyCFunction)optimizer_update_rows, METH_VARARGS,
+     "update_rows(param_id, rows, values): the step's update of these gradient entries "
+     "(Hogwild: concurrent calls on disjoint or overlapping rows are allowed)"},
     {"state_dict", (PyCFunction)optimizer_state_dict, METH_NOARGS,
      "state_dict() -> bytes (docs/optimizer-state.md)"},
     {"load_state_dict", (PyCFunction)optimizer_load_state_dict, METH_O,
@@ -300,7 +451,12 @@ static PyMethodDef optimizer_methods[] = {
     {NULL}};
 
 static PyGetSetDef optimizer_getset[] = {
-    {"lr", (getter)optimizer_get_lr, (setter)optimizer_set_lr, "the learning rate", NULL}, {NULL}};
+    {"lr", (getter)optimizer_get_lr, (setter)optimizer_set_lr, "the learning rate", NULL},
+    {"kind", (getter)optimizer_get_kind, NULL, "'sgd', 'adagrad', 'adam', 'adamw', 'sparse_adam'",
+     NULL},
+    {"defaults", (getter)optimizer_get_defaults, NULL,
+     "the hyper-parameters by torch's names (torch.optim.Optimizer.defaults)", NULL},
+    {NULL}};
 
 PyTypeObject py_optimizer_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "emb._emb.Optimizer",

@@ -99,6 +99,18 @@ PyObject *py_shape_tuple(int ndim, const int64_t *shape);
 /* (words, counts) lists of a vocabulary (words decoded as UTF-8 with surrogateescape);
  * (None, None) for NULL. */
 PyObject *py_vocab_lists(const emb_vocab *v);
+/* A vocabulary from a sequence of str and optional counts (a new emb_vocab in *out); -1
+ * with an exception set. */
+int py_vocab_from_list(PyObject *words, PyObject *counts, emb_vocab **out);
+/* The generator argument of a call that draws: None -> emb's default generator (NULL) and
+ * its lock, a Generator -> its handle and lock; TypeError otherwise. */
+int py_generator_arg(PyObject *obj, emb_generator **gen, py_lock **lock);
+/* A sparse gradient of a [num_rows, dim] table viewing the caller's entries without a copy
+ * (borrowed; emb never writes them): rows int64/int32 [n], values float32 [n, dim]. int32
+ * rows are widened into *widened (PyMem_Free it after the call; NULL otherwise). -1 with
+ * ValueError when the shapes do not fit. (py_train.c) */
+int py_sparse_view(emb_sparse_grad *g, int64_t num_rows, int64_t dim, const emb_tensor *rows,
+                   const emb_tensor *values, int64_t **widened);
 /* Fills a Py_buffer exporting a C-contiguous 2-D array at `buf` of rows x cols items of
  * `itemsize` bytes in `format`; shape and strides (two each) live in the exporting object
  * `obj`, which the view holds a reference to. Returns 0. */
@@ -112,6 +124,7 @@ extern PyTypeObject py_bag_type;
 extern PyTypeObject py_optimizer_type;
 extern PyTypeObject py_knn_type;
 extern PyTypeObject py_qtable_type;
+extern PyTypeObject py_qwriter_type;
 extern PyTypeObject py_generator_type;
 
 extern PyMethodDef py_table_functions[];   /* py_tables.c: functional forms */
@@ -123,6 +136,7 @@ extern PyMethodDef py_project_functions[]; /* py_project.c: pca, tsne */
 int py_tables_init(PyObject *module);
 int py_train_init(PyObject *module);
 int py_io_init(PyObject *module);
+int py_qtable_init(PyObject *module); /* py_qtable.c, called by py_io_init */
 int py_random_init(PyObject *module);
 
 /* A table handle for other files: the emb_embedding behind an Embedding or EmbeddingBag
