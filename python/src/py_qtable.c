@@ -144,9 +144,15 @@ static int bag_options(PyObject *mode, PyObject *pad, int ilo, PyObject *max_nor
 }
 
 static PyObject *qtable_bag(py_qtable *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"input",       "offsets",  "per_sample_weights",
-                            "mode",        "padding_idx", "include_last_offset",
-                            "return_max_indices", "max_norm", NULL};
+    static char *names[] = {"input",
+                            "offsets",
+                            "per_sample_weights",
+                            "mode",
+                            "padding_idx",
+                            "include_last_offset",
+                            "return_max_indices",
+                            "max_norm",
+                            NULL};
     PyObject *input, *offsets = Py_None, *psw = Py_None, *pad = Py_None, *mode = NULL,
                      *mn = Py_None;
     int ilo = 0, want_mi = 0;
@@ -158,9 +164,9 @@ static PyObject *qtable_bag(py_qtable *self, PyObject *args, PyObject *kw) {
     if (bag_options(mode, pad, ilo, mn, &o) < 0 || py_bag_args_get(input, offsets, psw, &b) < 0)
         return NULL;
     const emb_tensor *in = &b.input.t, *of = OPT_T(b.offsets);
-    int64_t nb = in->ndim == 2               ? in->shape[0]
-                 : (of && of->ndim == 1)     ? of->shape[0] - (ilo && of->shape[0] ? 1 : 0)
-                                             : 0;
+    int64_t nb = in->ndim == 2           ? in->shape[0]
+                 : (of && of->ndim == 1) ? of->shape[0] - (ilo && of->shape[0] ? 1 : 0)
+                                         : 0;
     int64_t shape[2] = {nb, emb_qtable_dim(self->q)};
     emb_tensor ot, mt;
     PyObject *mi = NULL, *out = py_new_array(EMB_FLOAT32, 2, shape, &ot);
@@ -197,9 +203,9 @@ static PyObject *qtable_dequantize(py_qtable *self, PyObject *unused) {
 }
 
 static PyObject *qerror_dict(const emb_qerror *e) {
-    return Py_BuildValue("{s:d,s:d,s:d,s:L,s:L}", "max_abs", e->max_abs, "mean_abs",
-                         e->mean_abs, "mean_cosine", e->mean_cosine, "rows", (long long)e->rows,
-                         "elements", (long long)e->elements);
+    return Py_BuildValue("{s:d,s:d,s:d,s:L,s:L}", "max_abs", e->max_abs, "mean_abs", e->mean_abs,
+                         "mean_cosine", e->mean_cosine, "rows", (long long)e->rows, "elements",
+                         (long long)e->elements);
 }
 
 static PyObject *qtable_error(py_qtable *self, PyObject *weight) {
@@ -215,9 +221,15 @@ static PyObject *qtable_error(py_qtable *self, PyObject *weight) {
 /* ---- training (f32, f16, bf16 tables) ---- */
 
 static PyObject *qtable_backward_sparse(py_qtable *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"input",       "grad_output",         "offsets",
-                            "per_sample_weights", "mode", "padding_idx",
-                            "include_last_offset", "max_norm", NULL};
+    static char *names[] = {"input",
+                            "grad_output",
+                            "offsets",
+                            "per_sample_weights",
+                            "mode",
+                            "padding_idx",
+                            "include_last_offset",
+                            "max_norm",
+                            NULL};
     PyObject *input, *go, *offsets = Py_None, *psw = Py_None, *mode = NULL, *pad = Py_None,
                           *mn = Py_None;
     int ilo = 0;
@@ -234,11 +246,12 @@ static PyObject *qtable_backward_sparse(py_qtable *self, PyObject *args, PyObjec
         return NULL;
     }
     emb_sparse_grad sg;
-    emb_status st = emb_sparse_grad_init(&sg, emb_qtable_num_rows(self->q), emb_qtable_dim(self->q));
+    emb_status st =
+        emb_sparse_grad_init(&sg, emb_qtable_num_rows(self->q), emb_qtable_dim(self->q));
     if (st == EMB_OK)
         PY_CALL(&self->lock, st,
-                emb_qtable_bag_backward_sparse(self->q, &b.input.t, OPT_T(b.offsets),
-                                               OPT_T(b.psw), &o, &g.t, &sg));
+                emb_qtable_bag_backward_sparse(self->q, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw),
+                                               &o, &g.t, &sg));
     PyObject *res = st == EMB_OK ? py_sparse_to_tuple(&sg) : py_raise(st);
     emb_sparse_grad_release(&sg);
     py_arg_release(&g);
@@ -282,39 +295,28 @@ static PyObject *qtable_sgd_step(py_qtable *self, PyObject *args, PyObject *kw) 
     py_lock *glock;
     if (rounding_arg(rname, &rounding) < 0 || py_generator_arg(genobj, &gen, &glock) < 0)
         return NULL;
-    py_arg r, v;
-    if (py_arg_get(rows, "rows", PY_DT_INDEX, 0, &r) < 0) return NULL;
-    if (py_arg_get(values, "values", PY_DT_F32, 0, &v) < 0) {
-        py_arg_release(&r);
+    py_sparse_arg sp;
+    if (py_sparse_arg_get(rows, values, emb_qtable_num_rows(self->q), emb_qtable_dim(self->q),
+                          &sp) < 0)
         return NULL;
-    }
-    emb_sparse_grad g;
-    int64_t *widened;
-    if (py_sparse_view(&g, emb_qtable_num_rows(self->q), emb_qtable_dim(self->q), &r.t, &v.t,
-                       &widened) == 0) {
-        emb_status st;
-        QSTEP(self, glock, st, emb_qtable_sgd_step(self->q, &g, lr, rounding, gen));
-        if (st != EMB_OK) py_raise(st);
-        emb_sparse_grad_release(&g);
-    }
-    PyMem_Free(widened);
-    py_arg_release(&v);
-    py_arg_release(&r);
-    if (PyErr_Occurred()) return NULL;
-    Py_RETURN_NONE;
+    emb_status st;
+    QSTEP(self, glock, st, emb_qtable_sgd_step(self->q, &sp.g, lr, rounding, gen));
+    PyObject *res = st == EMB_OK ? Py_NewRef(Py_None) : py_raise(st);
+    py_sparse_arg_release(&sp);
+    return res;
 }
 
 static PyObject *qtable_sgd_step_bag(py_qtable *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"input",    "grad_output", "lr",          "offsets",
-                            "per_sample_weights", "mode", "padding_idx", "include_last_offset",
-                            "max_norm", "rounding",    "generator",   NULL};
+    static char *names[] = {
+        "input",       "grad_output",         "lr",       "offsets",  "per_sample_weights", "mode",
+        "padding_idx", "include_last_offset", "max_norm", "rounding", "generator",          NULL};
     PyObject *input, *go, *offsets = Py_None, *psw = Py_None, *mode = NULL, *pad = Py_None,
                           *mn = Py_None, *genobj = Py_None;
     float lr;
     int ilo = 0;
     const char *rname = "nearest";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOf|OOOOpOsO:sgd_step_bag", names, &input, &go,
-                                     &lr, &offsets, &psw, &mode, &pad, &ilo, &mn, &rname, &genobj))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOf|OOOOpOsO:sgd_step_bag", names, &input, &go, &lr,
+                                     &offsets, &psw, &mode, &pad, &ilo, &mn, &rname, &genobj))
         return NULL;
     emb_bag_options o;
     emb_qround rounding;
@@ -323,8 +325,7 @@ static PyObject *qtable_sgd_step_bag(py_qtable *self, PyObject *args, PyObject *
     py_bag_args b;
     py_arg g;
     if (bag_options(mode, pad, ilo, mn, &o) < 0 || rounding_arg(rname, &rounding) < 0 ||
-        py_generator_arg(genobj, &gen, &glock) < 0 ||
-        py_bag_args_get(input, offsets, psw, &b) < 0)
+        py_generator_arg(genobj, &gen, &glock) < 0 || py_bag_args_get(input, offsets, psw, &b) < 0)
         return NULL;
     if (py_arg_get(go, "grad_output", PY_DT_F32, 0, &g) < 0) {
         py_bag_args_release(&b);
@@ -332,8 +333,8 @@ static PyObject *qtable_sgd_step_bag(py_qtable *self, PyObject *args, PyObject *
     }
     emb_status st;
     QSTEP(self, glock, st,
-          emb_qtable_sgd_step_bag(self->q, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw), &o, &g.t,
-                                  lr, rounding, gen));
+          emb_qtable_sgd_step_bag(self->q, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw), &o, &g.t, lr,
+                                  rounding, gen));
     py_arg_release(&g);
     py_bag_args_release(&b);
     if (st != EMB_OK) return py_raise(st);
@@ -376,7 +377,8 @@ static PyObject *qtable_get_counts(py_qtable *self, void *c) {
     return Py_NewRef(self->counts);
 }
 
-#define KW_METHOD(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_VARARGS | METH_KEYWORDS, doc}
+#define KW_METHOD(name, fn, doc)                                                                   \
+    { name, (PyCFunction)(void (*)(void))fn, METH_VARARGS | METH_KEYWORDS, doc }
 
 static PyMethodDef qtable_methods[] = {
     {"quantize", (PyCFunction)qtable_quantize, METH_VARARGS | METH_CLASS,
@@ -461,8 +463,8 @@ static int qwriter_init(py_qwriter *self, PyObject *args, PyObject *kw) {
     PyObject *p, *words = Py_None, *counts = Py_None;
     const char *qt;
     long long rows, dim;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OsLL|OO:QTableWriter", names, &p, &qt, &rows,
-                                     &dim, &words, &counts))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OsLL|OO:QTableWriter", names, &p, &qt, &rows, &dim,
+                                     &words, &counts))
         return -1;
     if (self->w) {
         PyErr_SetString(PyExc_RuntimeError, "QTableWriter is already initialised");

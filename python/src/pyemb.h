@@ -92,6 +92,8 @@ extern py_lock py_generator_lock;
 int py_padding_idx(PyObject *obj, int64_t *out);
 /* max_norm: None -> INFINITY, else a float. */
 int py_max_norm(PyObject *obj, double *out);
+/* An optional float: None (or NULL) leaves *out as it is. (py_optim.c) */
+int py_opt_double(PyObject *obj, double *out);
 /* A path: str, bytes or os.PathLike -> a new bytes object (PyUnicode_FSConverter). */
 int py_path(PyObject *obj, PyObject **bytes_out);
 /* A tuple of ints from a shape. */
@@ -105,12 +107,18 @@ int py_vocab_from_list(PyObject *words, PyObject *counts, emb_vocab **out);
 /* The generator argument of a call that draws: None -> emb's default generator (NULL) and
  * its lock, a Generator -> its handle and lock; TypeError otherwise. */
 int py_generator_arg(PyObject *obj, emb_generator **gen, py_lock **lock);
-/* A sparse gradient of a [num_rows, dim] table viewing the caller's entries without a copy
- * (borrowed; emb never writes them): rows int64/int32 [n], values float32 [n, dim]. int32
- * rows are widened into *widened (PyMem_Free it after the call; NULL otherwise). -1 with
- * ValueError when the shapes do not fit. (py_train.c) */
-int py_sparse_view(emb_sparse_grad *g, int64_t num_rows, int64_t dim, const emb_tensor *rows,
-                   const emb_tensor *values, int64_t **widened);
+/* A sparse gradient argument (rows, values) of a [num_rows, dim] table: g views the
+ * caller's entries without a copy (borrowed; emb never writes them); rows int64 or int32
+ * [n] (int32 rows are widened into `widened`), values float32 [n, dim]. -1 with an exception
+ * set (ValueError when the shapes do not fit), everything released. (py_optim.c) */
+typedef struct py_sparse_arg {
+    py_arg rows, values;
+    int64_t *widened;
+    emb_sparse_grad g;
+} py_sparse_arg;
+int py_sparse_arg_get(PyObject *rows, PyObject *values, int64_t num_rows, int64_t dim,
+                      py_sparse_arg *s);
+void py_sparse_arg_release(py_sparse_arg *s);
 /* Fills a Py_buffer exporting a C-contiguous 2-D array at `buf` of rows x cols items of
  * `itemsize` bytes in `format`; shape and strides (two each) live in the exporting object
  * `obj`, which the view holds a reference to. Returns 0. */
