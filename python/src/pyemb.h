@@ -119,6 +119,7 @@ extern PyMethodDef py_train_functions[];   /* py_train.c: losses, seed, word2vec
 extern PyMethodDef py_io_functions[];      /* py_io.c: files */
 extern PyMethodDef py_random_functions[];  /* py_random.c: generators */
 extern PyMethodDef py_project_functions[]; /* py_project.c: pca, tsne */
+extern PyMethodDef py_print_functions[];   /* py_print.c: tensor_repr */
 
 int py_tables_init(PyObject *module);
 int py_train_init(PyObject *module);
