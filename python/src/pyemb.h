@@ -121,6 +121,7 @@ extern PyMethodDef py_random_functions[];  /* py_random.c: generators */
 extern PyMethodDef py_project_functions[]; /* py_project.c: pca, tsne */
 extern PyMethodDef py_print_functions[];   /* py_print.c: tensor_repr */
 extern PyMethodDef py_linear_functions[];  /* py_linear.c: one_hot */
+extern PyMethodDef py_renorm_functions[];  /* py_renorm.c: embedding_renorm_ */
 
 int py_tables_init(PyObject *module);
 int py_train_init(PyObject *module);

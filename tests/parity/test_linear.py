@@ -1,9 +1,9 @@
 """Parity of nn.Linear and F.one_hot with PyTorch 1.13.
 
 * Initialisation is bit-exact: torch.manual_seed(s); nn.Linear(i, o, bias) against
-  emb.Linear (emb_linear_create) with an emb.Generator seeded s, for random shapes (in 0..49, out 1..19, with
-  and without bias), the seed-003 layer, two layers in a row from one generator, and the
-  default generator.
+  emb.Linear (emb_linear_create) with an emb.Generator seeded s, for random shapes (in 0..49,
+  out 1..19, with and without bias), the seed-003 layer, two layers in a row from one
+  generator, and the default generator.
 * Forward and backward (y, grad_x, grad_weight, grad_bias, and a second accumulating
   backward) are BIT-EXACT with torch autograd through CBLAS (emb issues the sgemm call
   torch's addmm/mm issue, on the same OpenBLAS, here in the same process), for inputs of
