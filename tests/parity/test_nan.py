@@ -373,7 +373,7 @@ def test_linear_through_blas():
         i, o = int(rng.choice([1, 3, 17, 64])), int(rng.choice([1, 2, 5, 33]))
         m = int(rng.choice([1, 2, 7, 30]))
         lin = Linear(i, o, True, seed=case)
-        w, b = lin.weight(), lin.bias_arr()
+        w, b = lin.weight, lin.bias
         w[...] = sprinkle(rng, w, frac=0.05)
         b[...] = sprinkle(rng, b, frac=0.2)
         x = sprinkle(rng, rng.standard_normal((m, i)), frac=0.1)
