@@ -122,12 +122,14 @@ extern PyMethodDef py_project_functions[]; /* py_project.c: pca, tsne */
 extern PyMethodDef py_print_functions[];   /* py_print.c: tensor_repr */
 extern PyMethodDef py_linear_functions[];  /* py_linear.c: one_hot */
 extern PyMethodDef py_renorm_functions[];  /* py_renorm.c: embedding_renorm_ */
+extern PyMethodDef py_sparse_functions[];  /* py_sparse.c: sparse_coalesce_order */
 
 int py_tables_init(PyObject *module);
 int py_train_init(PyObject *module);
 int py_io_init(PyObject *module);
 int py_random_init(PyObject *module);
 int py_linear_init(PyObject *module);
+int py_sparse_init(PyObject *module);
 
 /* A table handle for other files: the emb_embedding behind an Embedding or EmbeddingBag
  * object, or NULL (TypeError set). */

@@ -178,10 +178,10 @@ def test_sparse_backward_coalesce_and_add(mode):
             compare_sparse(sg, te.weight.grad, f"{what} step {step}")
         dense = sprinkle(rng, rng.standard_normal((V, D)), frac=0.2)
         tdense = torch.from_numpy(dense.copy())
-        check(lib.emb_sparse_grad_add_to_dense(ptr(sg.g), T(dense)))
+        sg.add_to_dense(dense)
         tdense.add_(te.weight.grad)
         exact(dense, tdense.numpy(), f"{what}: dense.add_(sparse)")
-        check(lib.emb_sparse_grad_coalesce(ptr(sg.g)))
+        sg.coalesce()
         compare_sparse(sg, te.weight.grad.coalesce(), f"{what}: coalesced")
 
 
