@@ -561,9 +561,14 @@ def test_argsort_matches_torch_sort(argsort_lib):
     for k, a in enumerate(arrays):
         a = np.asarray(a, np.int64)
         want = torch.sort(torch.from_numpy(a.copy()), stable=False)[1].numpy()
+        # the public form: the order a SparseGrad's coalesce visits the entries in
+        public = emb.sparse_coalesce_order(a)
+        assert np.array_equal(public, want), f"sparse_coalesce_order of array {k}"
         got = emb_argsort(argsort_lib, a)
         assert np.array_equal(got, want), f"array {k} (n={len(a)}): first difference at " \
             f"{int(np.argmax(got != want))}"
+    with pytest.raises(emb.DtypeError, match="int64"):
+        emb.sparse_coalesce_order(np.zeros(3, np.int32))
 
 
 def test_argsort_large_matches_torch_sort(argsort_lib):
