@@ -187,6 +187,17 @@ static PyObject *m_default_generator(PyObject *m, PyObject *unused) {
     return (PyObject *)g;
 }
 
+int py_generator_handle(PyObject *obj, emb_generator **gen, py_lock **lock) {
+    if (!PyObject_TypeCheck(obj, &py_generator_type)) {
+        PyErr_Format(PyExc_TypeError, "generator must be an emb.Generator or None, got %s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *gen = ((py_gen *)obj)->gen;
+    *lock = ((py_gen *)obj)->lock;
+    return 0;
+}
+
 PyMethodDef py_random_functions[] = {
     {"default_generator", (PyCFunction)m_default_generator, METH_NOARGS,
      "default_generator() -> a Generator object for emb's default generator (emb.manual_seed)"},

@@ -140,16 +140,25 @@ extern PyMethodDef py_train_functions[];   /* py_train.c: losses, seed, word2vec
 extern PyMethodDef py_io_functions[];      /* py_io.c: files */
 extern PyMethodDef py_random_functions[];  /* py_random.c: generators */
 extern PyMethodDef py_project_functions[]; /* py_project.c: pca, tsne */
+extern PyMethodDef py_print_functions[];   /* py_print.c: tensor_repr */
+extern PyMethodDef py_linear_functions[];  /* py_linear.c: one_hot */
+extern PyMethodDef py_renorm_functions[];  /* py_renorm.c: embedding_renorm_ */
+extern PyMethodDef py_sparse_functions[];  /* py_sparse.c: sparse_coalesce_order */
 
 int py_tables_init(PyObject *module);
 int py_train_init(PyObject *module);
 int py_io_init(PyObject *module);
 int py_qtable_init(PyObject *module); /* py_qtable.c, called by py_io_init */
 int py_random_init(PyObject *module);
+int py_linear_init(PyObject *module);
+int py_sparse_init(PyObject *module);
 
 /* A table handle for other files: the emb_embedding behind an Embedding or EmbeddingBag
  * object, or NULL (TypeError set). */
 emb_embedding *py_embedding_handle(PyObject *obj);
+/* The generator of an emb.Generator object (NULL for the default one) and the lock its
+ * calls take; -1 with a TypeError for any other object. */
+int py_generator_handle(PyObject *obj, emb_generator **gen, py_lock **lock);
 /* The QTable an object wraps, or NULL if it is not a QTable. */
 emb_qtable *py_qtable_handle(PyObject *obj);
 /* Wraps a new emb_embedding (taking ownership) in an Embedding object; `keep` (may be
