@@ -23,7 +23,7 @@ from ._emb import (  # noqa: F401  (the public names)
     QTableWriter, quantize_rows, qtype_row_nbytes,
     set_num_threads, get_num_threads, set_kernel_mode, get_kernel_mode,
     manual_seed, initial_seed, log_softmax, spearman, pca, tsne,
-    tensor_repr, Linear, one_hot, embedding, embedding_renorm_, SparseGrad,
+    tensor_repr, Linear, one_hot, embedding, embedding_bag, embedding_renorm_, SparseGrad,
     sparse_coalesce_order,
 )
 
@@ -34,7 +34,7 @@ __all__ = [
     "QTable", "Knn", "KeyedVectors", "train", "manual_seed", "initial_seed", "Generator",
     "QTableWriter", "quantize_rows", "qtype_row_nbytes",
     "default_generator", "pca", "tsne", "tensor_repr", "Linear", "one_hot",
-    "embedding", "embedding_renorm_", "SparseGrad", "sparse_coalesce_order",
+    "embedding", "embedding_bag", "embedding_renorm_", "SparseGrad", "sparse_coalesce_order",
     "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits", "log_softmax",
     "read_vectors", "write_vectors", "load_npy", "save_npy", "load_safetensors",
     "save_safetensors", "map_safetensors", "Error", "set_num_threads", "get_num_threads",
@@ -105,7 +105,8 @@ class Optimizer(_emb.Optimizer):
     arrays and tables it updates in place (and keeps alive). kind: 'sgd', 'adagrad',
     'adam', 'adamw', 'sparse_adam'; options left None take torch's defaults. add_param(p)
     -> id; step(id, grad), step_sparse(id, rows, values), step_fused(id, table, indices,
-    grad_output); state_dict() -> bytes, load_state_dict(bytes); lr (settable)."""
+    grad_output), step_fused_bag(id, bag, input, grad_output, offsets=None,
+    per_sample_weights=None); state_dict() -> bytes, load_state_dict(bytes); lr (settable)."""
     param_ids = ()
 
 

@@ -138,12 +138,9 @@ static PyObject *f_embedding_bag(PyObject *m, PyObject *args, PyObject *kw) {
     py_arg wa = {0};
     py_bag_args b = {0};
     PyObject *out = NULL, *mi = NULL, *res = NULL;
-    if (py_arg_get(w, "weight", PY_DT_F32, renorm ? PY_ARG_WRITE : 0, &wa) < 0) return NULL;
+    /* the weight's dtype and dimensions are emb's to check: torch's messages */
+    if (py_arg_get(w, "weight", ~0u, renorm ? PY_ARG_WRITE : 0, &wa) < 0) return NULL;
     if (py_bag_args_get(input, offsets, psw, &b) < 0) goto done;
-    if (wa.t.ndim != 2) {
-        PyErr_Format(PyExc_ValueError, "weight must be 2-D, got %d dimensions", wa.t.ndim);
-        goto done;
-    }
     int64_t nb;
     if (b.input.t.ndim == 2)
         nb = b.input.t.shape[0];
@@ -151,7 +148,7 @@ static PyObject *f_embedding_bag(PyObject *m, PyObject *args, PyObject *kw) {
         nb = b.offsets.t.shape[0] - (ilo && b.offsets.t.shape[0] > 0 ? 1 : 0);
     else
         nb = 0; /* emb reports what is wrong */
-    int64_t shape[2] = {nb, wa.t.shape[1]};
+    int64_t shape[2] = {nb, wa.t.ndim == 2 ? wa.t.shape[1] : 1};
     emb_tensor ot, mt;
     out = py_new_array(EMB_FLOAT32, 2, shape, &ot);
     if (!out) goto done;

@@ -1,7 +1,7 @@
 /* py_optim.c: emb._emb.Optimizer (include/emb/optim.h): torch.optim's update rules over
  * float32 arrays and tables, dense, sparse, fused and Hogwild row steps, and the state as
  * bytes. */
-#include "pyemb.h"
+#include "py_tables.h"
 
 #include <string.h>
 
@@ -301,6 +301,37 @@ static PyObject *optimizer_step_fused(py_optimizer *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* step_fused_bag(id, bag, input, grad_output, offsets=None, per_sample_weights=None): the
+ * bag's sparse backward and the step in one (emb_optimizer_step_fused_bag); the arguments
+ * in the order of EmbeddingBag.backward_sparse */
+static PyObject *optimizer_step_fused_bag(py_optimizer *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"param_id",           "bag", "input", "grad_output", "offsets",
+                            "per_sample_weights", NULL};
+    int id;
+    PyObject *bag_obj, *input, *go, *offsets = Py_None, *psw = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOOO|OO:step_fused_bag", names, &id, &bag_obj,
+                                     &input, &go, &offsets, &psw))
+        return NULL;
+    if (check_opt(self) < 0 || param_id(self, id) < 0) return NULL;
+    emb_bag *bag = py_bag_handle(bag_obj);
+    if (!bag) return NULL;
+    py_bag_args b;
+    py_arg g;
+    if (py_bag_args_get(input, offsets, psw, &b) < 0) return NULL;
+    if (py_arg_get(go, "grad_output", PY_DT_F32, 0, &g) < 0) {
+        py_bag_args_release(&b);
+        return NULL;
+    }
+    emb_status st;
+    PY_CALL(&self->lock, st,
+            emb_optimizer_step_fused_bag(self->opt, id, bag, &b.input.t, OPT_T(b.offsets),
+                                         OPT_T(b.psw), &g.t));
+    py_arg_release(&g);
+    py_bag_args_release(&b);
+    if (st != EMB_OK) return py_raise(st);
+    Py_RETURN_NONE;
+}
+
 /* init_state(id) / advance_step(id): the Hogwild row updates' bookkeeping */
 static PyObject *optimizer_id_call(py_optimizer *self, PyObject *arg, int advance) {
     long id = PyLong_AsLong(arg);
@@ -440,6 +471,11 @@ static PyMethodDef optimizer_methods[] = {
      "as a coalesced torch gradient)"},
     {"step_fused", (PyCFunction)optimizer_step_fused, METH_VARARGS,
      "step_fused(param_id, table, indices, grad_output): sparse backward and step in one"},
+    {"step_fused_bag", (PyCFunction)(void (*)(void))optimizer_step_fused_bag,
+     METH_VARARGS | METH_KEYWORDS,
+     "step_fused_bag(param_id, bag, input, grad_output, offsets=None, "
+     "per_sample_weights=None): an EmbeddingBag's sparse backward and step in one (mode sum "
+     "or mean; the parameter is the bag's weight)"},
     {"param_steps", (PyCFunction)optimizer_param_steps, METH_O, "param_steps(param_id) -> int"},
     {"init_state", (PyCFunction)optimizer_init_state, METH_O,
      "init_state(param_id): creates the parameter's state now (before update_rows)"},

@@ -29,6 +29,15 @@ emb_embedding *py_embedding_handle(PyObject *obj) {
     return ((py_table *)obj)->e;
 }
 
+emb_bag *py_bag_handle(PyObject *obj) {
+    if (!PyObject_TypeCheck(obj, &py_bag_type) || !((py_table *)obj)->bag) {
+        PyErr_Format(PyExc_TypeError, "expected an emb EmbeddingBag, got %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    return ((py_table *)obj)->bag;
+}
+
 static void table_dealloc(py_table *self) {
     if (self->bag)
         emb_bag_free(self->bag);
@@ -290,9 +299,11 @@ static PyObject *dense_grad_target(emb_embedding *e, PyObject *grad, py_arg *g, 
 }
 
 static PyObject *embedding_backward(py_table *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"indices", "grad_output", "grad", NULL};
+    static char *names[] = {"indices", "grad_output", "grad", "overwrite", NULL};
     PyObject *ind, *go, *grad = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:backward", names, &ind, &go, &grad))
+    int overwrite = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O$p:backward", names, &ind, &go, &grad,
+                                     &overwrite))
         return NULL;
     if (check_ready(self) < 0) return NULL;
     py_arg ix, gout, g = {0};
@@ -305,7 +316,7 @@ static PyObject *embedding_backward(py_table *self, PyObject *args, PyObject *kw
     emb_status st;
     PyObject *res = dense_grad_target(self->e, grad, &g, &t);
     if (res) {
-        int acc = g.present;
+        int acc = g.present && !overwrite;
         PY_CALL(&self->lock, st,
                 acc ? emb_embedding_backward(self->e, &ix.t, &gout.t, &t)
                     : emb_embedding_backward_overwrite(self->e, &ix.t, &gout.t, &t));
@@ -354,11 +365,13 @@ void py_bag_args_release(py_bag_args *b) {
     py_arg_release(&b->psw);
 }
 
+/* The dtypes of input, offsets and per_sample_weights are emb's to check (any dtype the
+ * buffer protocol maps to one of emb's passes here): its messages are torch's. */
 int py_bag_args_get(PyObject *input, PyObject *offsets, PyObject *psw, py_bag_args *b) {
     memset(b, 0, sizeof *b);
-    if (py_arg_get(input, "input", PY_DT_INDEX, 0, &b->input) < 0 ||
-        py_arg_get(offsets, "offsets", PY_DT_INDEX, PY_ARG_OPTIONAL, &b->offsets) < 0 ||
-        py_arg_get(psw, "per_sample_weights", PY_DT_F32, PY_ARG_OPTIONAL, &b->psw) < 0) {
+    if (py_arg_get(input, "input", ~0u, 0, &b->input) < 0 ||
+        py_arg_get(offsets, "offsets", ~0u, PY_ARG_OPTIONAL, &b->offsets) < 0 ||
+        py_arg_get(psw, "per_sample_weights", ~0u, PY_ARG_OPTIONAL, &b->psw) < 0) {
         py_bag_args_release(b);
         return -1;
     }
@@ -409,11 +422,12 @@ done:
 }
 
 static PyObject *bag_backward(py_table *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"input",       "grad_output", "offsets", "per_sample_weights",
-                            "max_indices", "grad",        NULL};
+    static char *names[] = {"input",       "grad_output", "offsets",   "per_sample_weights",
+                            "max_indices", "grad",        "overwrite", NULL};
     PyObject *input, *go, *offsets = Py_None, *psw = Py_None, *mi = Py_None, *grad = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOO:backward", names, &input, &go, &offsets,
-                                     &psw, &mi, &grad))
+    int overwrite = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOO$p:backward", names, &input, &go, &offsets,
+                                     &psw, &mi, &grad, &overwrite))
         return NULL;
     if (check_ready(self) < 0) return NULL;
     py_bag_args b;
@@ -427,7 +441,7 @@ static PyObject *bag_backward(py_table *self, PyObject *args, PyObject *kw) {
     emb_status st;
     res = dense_grad_target(self->e, grad, &g, &t);
     if (!res) goto done;
-    int acc = g.present;
+    int acc = g.present && !overwrite;
     PY_CALL(&self->lock, st,
             acc ? emb_bag_backward(self->bag, &b.input.t, OPT_T(b.offsets), OPT_T(b.psw),
                                    OPT_T(mia), &gout.t, &t)
@@ -620,8 +634,9 @@ static PyMethodDef embedding_methods[] = {
     {"forward", (PyCFunction)embedding_forward, METH_O,
      "forward(indices) -> float32 array indices.shape + [embedding_dim]"},
     {"backward", (PyCFunction)(void (*)(void))embedding_backward, METH_VARARGS | METH_KEYWORDS,
-     "backward(indices, grad_output, grad=None) -> the dense gradient of the weight: a new "
-     "array, or `grad` with the gradient added (PyTorch's accumulation into .grad)"},
+     "backward(indices, grad_output, grad=None, *, overwrite=False) -> the dense gradient of "
+     "the weight: a new array, or `grad` with the gradient added (PyTorch's accumulation "
+     "into .grad), or written over with overwrite=True (its old values never read)"},
     {"backward_sparse", (PyCFunction)embedding_backward_sparse, METH_VARARGS,
      "backward_sparse(indices, grad_output) -> (rows int64 [nnz], values float32 [nnz, dim])"},
     {NULL}};
@@ -632,7 +647,8 @@ static PyMethodDef bag_methods[] = {
      "float32 [B, dim] (and max_indices, int64 [B, dim] in mode max, else None)"},
     {"backward", (PyCFunction)(void (*)(void))bag_backward, METH_VARARGS | METH_KEYWORDS,
      "backward(input, grad_output, offsets=None, per_sample_weights=None, max_indices=None, "
-     "grad=None) -> the dense gradient of the weight"},
+     "grad=None, *, overwrite=False) -> the dense gradient of the weight (as "
+     "Embedding.backward)"},
     {"backward_sparse", (PyCFunction)(void (*)(void))bag_backward_sparse,
      METH_VARARGS | METH_KEYWORDS,
      "backward_sparse(input, grad_output, offsets=None, per_sample_weights=None) -> "

@@ -156,6 +156,8 @@ int py_sparse_init(PyObject *module);
 /* A table handle for other files: the emb_embedding behind an Embedding or EmbeddingBag
  * object, or NULL (TypeError set). */
 emb_embedding *py_embedding_handle(PyObject *obj);
+/* The emb_bag behind an EmbeddingBag object, or NULL (TypeError set). */
+emb_bag *py_bag_handle(PyObject *obj);
 /* The generator of an emb.Generator object (NULL for the default one) and the lock its
  * calls take; -1 with a TypeError for any other object. */
 int py_generator_handle(PyObject *obj, emb_generator **gen, py_lock **lock);

@@ -18,7 +18,6 @@ a straightforward reference instead of torch: torch on the truncated input, torc
 include_last_offset=False, numpy's argmax (which propagates the first NaN), and torch's own
 weighted bag with per-sample weights 1/count (bit-exact for sum) or a float64 sum.
 """
-import ctypes as C
 import warnings
 
 import numpy as np
@@ -26,99 +25,60 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (ADAGRAD, BAG_MAX, BAG_MEAN, BAG_SUM, FAST_KERNEL_MODE, KERNELS_REF,
-                   PADDING_NONE, RUN_KERNEL_MODE, SGD, SPARSE_ADAM, SparseGrad, T, assert_close,
-                   call, check, lib, ptr)
+import emb
+from parity_util import FAST_KERNEL_MODE, RUN_KERNEL_MODE, assert_close
 
 torch.set_num_threads(1)
-MODES = {"sum": BAG_SUM, "mean": BAG_MEAN, "max": BAG_MAX}
 
 
-def bag_opts(mode="mean", padding_idx=None, max_norm=None, norm_type=2.0, sgbf=False,
-             sparse=False, include_last_offset=False):
-    o = lib.emb_bag_options_default()
-    o.mode = MODES[mode]
-    o.padding_idx = PADDING_NONE if padding_idx is None else padding_idx
-    o.max_norm = float("inf") if max_norm is None else max_norm
-    o.norm_type = norm_type
-    o.scale_grad_by_freq = sgbf
-    o.sparse = sparse
-    o.include_last_offset = include_last_offset
-    return o
+def bag_kw(mode="mean", padding_idx=None, max_norm=None, norm_type=2.0, sgbf=False,
+           sparse=False, include_last_offset=False):
+    """The package's EmbeddingBag arguments (torch's names) of the tests' short ones."""
+    return dict(mode=mode, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
+                scale_grad_by_freq=sgbf, sparse=sparse, include_last_offset=include_last_offset)
 
 
 class Bag:
-    """An emb_bag over a copy of a known weight (from_pretrained, freeze=False)."""
+    """An emb.EmbeddingBag over a copy of a known weight (from_pretrained, freeze=False)."""
 
     def __init__(self, w, **kw):
-        self.h = C.c_void_p()
-        self.o = bag_opts(**kw)
         self.mode = kw.get("mode", "mean")
-        check(lib.emb_bag_from_pretrained(T(w), False, ptr(self.o), ptr(self.h)))
+        self.b = emb.EmbeddingBag.from_pretrained(w.copy(), freeze=False, **bag_kw(**kw))
         self.V, self.D = w.shape
 
-    def __del__(self):
-        lib.emb_bag_free(self.h)
-
     def weight(self):
-        t = T(np.zeros((1, 1), np.float32))
-        check(lib.emb_bag_weight(self.h, t))
-        return np.ctypeslib.as_array(C.cast(t.data, C.POINTER(C.c_float)),
-                                     (self.V * self.D,)).reshape(self.V, self.D).copy()
+        return np.array(self.b, copy=True)
 
     def forward(self, inp, off, psw):
-        nb = C.c_int64()
-        check(lib.emb_bag_num_bags(self.h, T(inp), None if off is None else T(off), ptr(nb)))
-        out = np.full((nb.value, self.D), np.nan, np.float32)
-        mi = np.full((nb.value, self.D), -7, np.int64) if self.mode == "max" else None
-        check(lib.emb_bag_forward(self.h, T(inp), None if off is None else T(off),
-                                  None if psw is None else T(psw), T(out),
-                                  None if mi is None else T(mi)))
-        return out, mi
+        """(output, max_indices or None)."""
+        return self.b.forward(inp, off, psw, return_max_indices=True)
 
     def backward(self, inp, off, psw, mi, g):
-        """emb_bag_backward into zeros; also checks that emb_bag_backward_overwrite gives
+        """The gradient accumulated into zeros; also checks that the overwriting form gives
         the same bits over a buffer of NaNs (at an offset that alternates between calls, so
         both the streaming and the plain stores are used where the sizes allow)."""
-        args = (self.h, T(inp), None if off is None else T(off),
-                None if psw is None else T(psw), None if mi is None else T(mi), T(g))
         gw = np.zeros((self.V, self.D), np.float32)
-        check(lib.emb_bag_backward(*args, T(gw)))
+        assert self.b.backward(inp, g, off, psw, mi, grad=gw) is gw
         self.skew = 1 - getattr(self, "skew", 1)
         base = np.full(self.V * self.D + self.skew, np.nan, np.float32)
         fresh = base[self.skew:].reshape(self.V, self.D)
-        check(lib.emb_bag_backward_overwrite(*args, T(fresh)))
+        assert self.b.backward(inp, g, off, psw, mi, grad=fresh, overwrite=True) is fresh
         assert_close(fresh, gw, exact=True, what="overwriting backward vs zeros + backward")
+        assert_close(self.b.backward(inp, g, off, psw, mi), gw, exact=True,
+                     what="backward into a new array vs zeros + backward")
         return gw
 
     def backward_sparse(self, inp, off, psw, g):
-        sg = SparseGrad()
-        check(lib.emb_sparse_grad_init(ptr(sg), self.V, self.D))
-        try:
-            check(lib.emb_bag_backward_sparse(self.h, T(inp), None if off is None else T(off),
-                                              None if psw is None else T(psw), T(g), ptr(sg)))
-            return sg.arrays()
-        finally:
-            lib.emb_sparse_grad_release(ptr(sg))
+        """(indices int64 [nnz], values float32 [nnz, D])."""
+        return self.b.backward_sparse(inp, g, off, psw)
 
     def backward_psw(self, inp, off, g):
-        out = np.full(inp.shape, np.nan, np.float32)
-        check(lib.emb_bag_backward_per_sample_weights(self.h, T(inp),
-                                                      None if off is None else T(off), T(g),
-                                                      T(out)))
-        return out
+        return self.b.backward_per_sample_weights(inp, g, off)
 
 
 def functional(w, inp, off, psw, **kw):
-    o = bag_opts(**kw)
-    mode = kw.get("mode", "mean")
-    B = inp.shape[0] if inp.ndim == 2 else (len(off) - (1 if kw.get("include_last_offset") else 0))
-    out = np.full((B, w.shape[1]), np.nan, np.float32)
-    mi = np.full((B, w.shape[1]), -7, np.int64) if mode == "max" else None
-    check(lib.emb_bag_lookup(T(w), T(inp), None if off is None else T(off),
-                                None if psw is None else T(psw), ptr(o), T(out),
-                                None if mi is None else T(mi)))
-    return out, mi
+    """emb.embedding_bag (emb_bag_lookup) on w itself (max_norm renormalises it in place)."""
+    return emb.embedding_bag(w, inp, off, psw, **kw)
 
 
 def torch_bag(w, inp, off, psw, mode, padding_idx=None, max_norm=None, sgbf=False,
@@ -315,7 +275,7 @@ def check_psw_grad(got, want, w, inp, off, ilo, pad, g, mode):
     order's result (torch's) is at most 2 * gamma_D * sum|g * w|, gamma_D = D u / (1 - D u),
     u = 2^-24 (each result is within gamma_D * sum|g * w| of the exact dot product;
     docs/semantics.md §14), plus 2^-140 per term for products that underflow."""
-    if mode != KERNELS_REF:
+    if mode != "ref":
         assert_close(got, want, exact=True, what="per_sample_weights gradient (sdot)")
         return
     s, D = psw_abs_sums(w, inp, off, ilo, pad, g)
@@ -327,14 +287,14 @@ def check_psw_grad(got, want, w, inp, off, ilo, pad, g, mode):
                                   f"the bound at {int(np.argmax(err - bound))}")
 
 
-@pytest.mark.parametrize("mode", [FAST_KERNEL_MODE, KERNELS_REF], ids=["sdot", "ref"])
+@pytest.mark.parametrize("mode", [FAST_KERNEL_MODE, "ref"], ids=["sdot", "ref"])
 def test_per_sample_weights_gradient_cancelling_rows(mode):
     """Rows whose dot product cancels (e.g. [1e8, 1, -1e8, 1, 0, ...] against ones: exact 2,
     torch's lane order 0, an in-order sum 1): through CBLAS emb's bits are torch's; with the
     reference kernels the error stays within the bound, which is relative to sum|g * w|, not
     to the result. Also checks the bound against the exact value."""
     rng = np.random.default_rng(77)
-    lib.emb_set_kernel_mode(mode)
+    emb.set_kernel_mode(mode)
     try:
         for case in range(300):
             V = int(rng.integers(3, 25))
@@ -358,7 +318,7 @@ def test_per_sample_weights_gradient_cancelling_rows(mode):
             *_, t_gp = torch_bag(w, inp, off, psw, "sum", padding_idx=pad, grad=g,
                                  want_psw_grad=True)
             check_psw_grad(gp, t_gp, w, inp, off, False, pad, g, mode)
-            if mode == KERNELS_REF:  # within gamma_D * sum|g w| of the float64 value
+            if mode == "ref":  # within gamma_D * sum|g w| of the float64 value
                 s, _ = psw_abs_sums(w, inp, off, False, pad, g)
                 flat = inp.astype(np.int64)
                 o2b = np.searchsorted(off, np.arange(n), side="right") - 1
@@ -369,7 +329,7 @@ def test_per_sample_weights_gradient_cancelling_rows(mode):
                 gamma = D * 2.0 ** -24 / (1 - D * 2.0 ** -24)
                 assert np.all(np.abs(gp - exact) <= gamma * s * (1 + 1e-9) + 1e-30)
     finally:
-        lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
+        emb.set_kernel_mode(RUN_KERNEL_MODE)
 
 
 N_RANDOM = 5000
@@ -434,8 +394,7 @@ def test_accumulates_into_existing_gradient():
         for _ in range(3):
             out, mi = bag.forward(inp, off, None)
             g = rng.standard_normal(out.shape).astype(np.float32)
-            check(lib.emb_bag_backward(bag.h, T(inp), T(off), None,
-                                       None if mi is None else T(mi), T(g), T(gw)))
+            assert bag.b.backward(inp, g, off, None, mi, grad=gw) is gw
             F.embedding_bag(torch.from_numpy(inp), W, torch.from_numpy(off),
                             mode=mode).backward(torch.from_numpy(g))
         assert_close(gw, W.grad.numpy(), exact=True, what=f"accumulated {mode}")
@@ -456,7 +415,7 @@ def test_threads_identical(pad):
             psw = rng.standard_normal(n).astype(np.float32) if mode == "sum" else None
             res = []
             for nt in (1, 2, 3):
-                lib.emb_set_num_threads(nt)
+                emb.set_num_threads(nt)
                 bag = Bag(w, mode=mode, padding_idx=pad)
                 out, mi = bag.forward(inp, off, psw)
                 g = np.sin(np.arange(out.size, dtype=np.float32)).reshape(out.shape)
@@ -476,7 +435,7 @@ def test_threads_identical(pad):
             assert_close(res[0][0], t_out, exact=True)
             assert_close(res[0][1], t_gw, exact=True)
     finally:
-        lib.emb_set_num_threads(0)
+        emb.set_num_threads(0)
 
 
 # ---- PyTorch bugs: emb's correct behaviour against a straightforward reference ----------
@@ -593,68 +552,48 @@ def test_create_draws_like_torch():
     for V, D, pad in ((10, 4, None), (37, 16, 3), (5, 33, -1), (1000, 3, 999)):
         torch.manual_seed(1234)
         m = torch.nn.EmbeddingBag(V, D, padding_idx=pad)
-        lib.emb_manual_seed(1234)
-        h = C.c_void_p()
-        o = bag_opts(padding_idx=pad)
-        check(lib.emb_bag_create(V, D, ptr(o), ptr(h)))
-        try:
-            t = T(np.zeros((1, 1), np.float32))
-            check(lib.emb_bag_weight(h, t))
-            got = np.ctypeslib.as_array(C.cast(t.data, C.POINTER(C.c_float)), (V * D,))
-            assert_close(got.reshape(V, D), m.weight.detach().numpy(), exact=True)
-            # the generators are left in the same state: the next numbers agree
-            nxt = np.zeros(20, np.float32)
-            check(lib.emb_randn_(T(nxt), None))
-            assert_close(nxt, torch.randn(20).numpy(), exact=True, what="next draws")
-        finally:
-            lib.emb_bag_free(h)
+        emb.manual_seed(1234)
+        b = emb.EmbeddingBag(V, D, padding_idx=pad)
+        assert_close(np.asarray(b), m.weight.detach().numpy(), exact=True)
+        # the generators are left in the same state: the next numbers agree
+        nxt = np.zeros(20, np.float32)
+        emb.default_generator().randn_(nxt)
+        assert_close(nxt, torch.randn(20).numpy(), exact=True, what="next draws")
 
 
 @pytest.mark.parametrize("kind", ["sgd", "sgd_momentum", "adagrad", "sparse_adam"])
 @pytest.mark.parametrize("mode", ["sum", "sum_psw", "mean"])
 def test_fused_bag_step_against_torch(kind, mode):
-    """emb_optimizer_step_fused_bag over several steps equals torch's EmbeddingBag(sparse=True)
+    """Optimizer.step_fused_bag over several steps equals torch's EmbeddingBag(sparse=True)
     backward + optimizer.step(), bit for bit (padding included)."""
     rng = np.random.default_rng(12)
     V, D = 30, 9
     w = rng.standard_normal((V, D)).astype(np.float32)
     m = "sum" if mode.startswith("sum") else "mean"
     bag = Bag(w, mode=m, padding_idx=2, sparse=True)
-    oo = lib.emb_optimizer_options_default({"sgd": SGD, "sgd_momentum": SGD, "adagrad": ADAGRAD,
-                                        "sparse_adam": SPARSE_ADAM}[kind])
-    oo.lr = 0.05
-    if kind == "sgd_momentum":
-        oo.momentum = 0.9
-    opt = C.c_void_p()
-    check(lib.emb_optimizer_create(ptr(oo), ptr(opt)))
-    wt = T(np.zeros((1, 1), np.float32))
-    check(lib.emb_bag_weight(bag.h, wt))
-    pid = C.c_int()
-    check(lib.emb_optimizer_add_param(opt, wt, ptr(pid)))
+    opt = emb.Optimizer("sgd" if kind == "sgd_momentum" else kind, lr=0.05,
+                        momentum=0.9 if kind == "sgd_momentum" else None)
+    pid = opt.add_param(bag.b)
     W = torch.nn.Parameter(torch.from_numpy(w.copy()))
     topt = {"sgd": lambda: torch.optim.SGD([W], lr=0.05),
             "sgd_momentum": lambda: torch.optim.SGD([W], lr=0.05, momentum=0.9),
             "adagrad": lambda: torch.optim.Adagrad([W], lr=0.05),
             "sparse_adam": lambda: torch.optim.SparseAdam([W], lr=0.05)}[kind]()
-    try:
-        for step in range(5):
-            n = int(rng.integers(5, 60))
-            inp = rng.integers(0, 8, n)
-            off = np.concatenate([[0], np.sort(rng.integers(0, n + 1, 6))])
-            psw = rng.standard_normal(n).astype(np.float32) if mode == "sum_psw" else None
-            out, _ = bag.forward(inp, off, psw)
-            g = rng.standard_normal(out.shape).astype(np.float32)
-            check(lib.emb_optimizer_step_fused_bag(opt, pid, bag.h, T(inp), T(off),
-                                                   None if psw is None else T(psw), T(g)))
-            topt.zero_grad()
-            F.embedding_bag(torch.from_numpy(inp), W, torch.from_numpy(off), mode=m, sparse=True,
-                            padding_idx=2,
-                            per_sample_weights=None if psw is None else torch.from_numpy(psw)
-                            ).backward(torch.from_numpy(g))
-            topt.step()
-            assert_close(bag.weight(), W.detach().numpy(), exact=True, what=f"step {step}")
-    finally:
-        lib.emb_optimizer_free(opt)
+    for step in range(5):
+        n = int(rng.integers(5, 60))
+        inp = rng.integers(0, 8, n)
+        off = np.concatenate([[0], np.sort(rng.integers(0, n + 1, 6))])
+        psw = rng.standard_normal(n).astype(np.float32) if mode == "sum_psw" else None
+        out, _ = bag.forward(inp, off, psw)
+        g = rng.standard_normal(out.shape).astype(np.float32)
+        opt.step_fused_bag(pid, bag.b, inp, g, off, psw)
+        topt.zero_grad()
+        F.embedding_bag(torch.from_numpy(inp), W, torch.from_numpy(off), mode=m, sparse=True,
+                        padding_idx=2,
+                        per_sample_weights=None if psw is None else torch.from_numpy(psw)
+                        ).backward(torch.from_numpy(g))
+        topt.step()
+        assert_close(bag.weight(), W.detach().numpy(), exact=True, what=f"step {step}")
 
 
 # ---- refusals: every one emb makes, against torch's own -------------------------------
@@ -671,42 +610,30 @@ def _torch_error(fn):
 
 
 def _emb_bag_call(w, inp, off, psw=None, backward=None, **kw):
-    """emb's refusal for the same call, through an emb_bag (a table from_pretrained) or, with
-    functional=True, emb_bag_lookup; backward: None, "sparse" or "psw". Returns
-    (status, message)."""
+    """emb's refusal for the same call, through an emb.EmbeddingBag over w (its _weight, so
+    that the C library checks w itself) or, with functional=True, emb.embedding_bag;
+    backward: None, "sparse" or "psw". Returns (emb status, message): (0, "") when emb
+    accepts the call. Only emb.Error counts: a check the package made itself in other
+    words would fail the comparison."""
     functional_form = kw.pop("functional", False)
-    o = bag_opts(**kw)
-    T_ = lambda a: None if a is None else T(a)  # noqa: E731
-    if functional_form:
-        B = 3
-        out = np.zeros((B, w.shape[-1] if w.ndim else 1), np.float32)
-        mi = np.zeros_like(out, dtype=np.int64) if kw.get("mode") == "max" else None
-        return call(lib.emb_bag_lookup, T(w), T(inp), T_(off), T_(psw), ptr(o), T(out),
-                    T_(mi))
-    h = C.c_void_p()
-    st, msg = call(lib.emb_bag_from_pretrained, T(w), False, ptr(o), ptr(h))
-    if st:
-        return st, msg
     try:
-        nb = C.c_int64()
-        st, msg = call(lib.emb_bag_num_bags, h, T(inp), T_(off), ptr(nb))
-        B = nb.value if st == 0 else 3
-        out = np.zeros((B, w.shape[1]), np.float32)
-        mi = np.zeros((B, w.shape[1]), np.int64) if kw.get("mode") == "max" else None
+        if functional_form:
+            emb.embedding_bag(w, inp, off, psw, **kw)
+            return 0, ""
+        bag = emb.EmbeddingBag(w.shape[0] if w.ndim else 1, w.shape[-1] if w.ndim else 1,
+                               _weight=w.copy(), _freeze=False, **bag_kw(**kw))
         if backward is None:
-            return call(lib.emb_bag_forward, h, T(inp), T_(off), T_(psw), T(out), T_(mi))
+            bag.forward(inp, off, psw)
+            return 0, ""
+        B = inp.shape[0] if inp.ndim == 2 else len(off)
         g = np.ones((B, w.shape[1]), np.float32)
         if backward == "psw":
-            gp = np.zeros(inp.shape, np.float32)
-            return call(lib.emb_bag_backward_per_sample_weights, h, T(inp), T_(off), T(g), T(gp))
-        sg = SparseGrad()
-        check(lib.emb_sparse_grad_init(ptr(sg), w.shape[0], w.shape[1]))
-        try:
-            return call(lib.emb_bag_backward_sparse, h, T(inp), T_(off), T_(psw), T(g), ptr(sg))
-        finally:
-            lib.emb_sparse_grad_release(ptr(sg))
-    finally:
-        lib.emb_bag_free(h)
+            bag.backward_per_sample_weights(inp, g, off)
+        else:
+            bag.backward_sparse(inp, g, off, psw)
+    except emb.Error as e:
+        return e.status, str(e)
+    return 0, ""
 
 
 def _torch_sparse_sgbf_backward(w, inp, off):

@@ -13,41 +13,33 @@ happens); there the tests give each such operation at most one NaN (then its pay
 determined) and check, with many, only that the same outputs are NaN. EmbeddingBag max is a
 documented difference (a NaN anywhere in a column wins, the first one): its reference is
 written here."""
-import ctypes as C
-
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 import emb
-
-from embpy import (ADAGRAD, ADAM, ADAMW, FAST_KERNEL_MODE, KERNELS_REF, RUN_KERNEL_MODE, SGD,
-                   SPARSE_ADAM, T, assert_close, check, kernel_modes, lib, ptr, tensor_out)
+from parity_util import FAST_KERNEL_MODE, RUN_KERNEL_MODE, assert_close, kernel_modes
 from test_backward import Emb as BwdEmb, Sparse, compare_sparse, sparse_backward, torch_emb
 from test_bag import Bag, torch_bag
 from test_linear import Linear
-from test_optim import (Opt, dense_trajectory, sparse_trajectory, torch_optimizer,
-                        torch_sparse)
+from test_optim import (ADAGRAD, ADAM, ADAMW, SGD, SPARSE_ADAM, Opt, dense_trajectory,
+                        sparse_trajectory, torch_optimizer, torch_sparse)
 
 torch.set_num_threads(1)
 
-MODES = pytest.mark.parametrize("mode", kernel_modes(),
-                                ids=lambda m: {0: "auto", 1: "ref", 2: "avx2"}[m])
+MODES = pytest.mark.parametrize("mode", kernel_modes())
 
 
 def set_mode(mode):
-    """Selects a kernel tier in both bindings the helpers use: the ctypes library and the
-    package (which links its own copy of emb)."""
-    lib.emb_set_kernel_mode(mode)
-    emb.set_kernel_mode({0: "auto", 1: "ref", 2: "avx2"}[mode])
+    """Selects a kernel tier ("ref", "avx2", "auto")."""
+    emb.set_kernel_mode(mode)
 
 
 @pytest.fixture(autouse=True)
 def _restore():
     yield
     set_mode(RUN_KERNEL_MODE)
-    lib.emb_set_num_threads(0)
     emb.set_num_threads(0)
 
 
@@ -113,19 +105,10 @@ def test_lookup_and_renorm(mode):
         idx = rng.integers(0, V, int(rng.integers(1, 40)))
         max_norm = None if case % 3 == 0 else float(rng.uniform(0.5, 3))
         norm_type = float(rng.choice([2.0, 1.0, 3.0, np.inf]))
-        o = lib.emb_embedding_options_default()
-        o.max_norm = np.inf if max_norm is None else max_norm
-        o.norm_type = norm_type
-        h = C.c_void_p()
-        check(lib.emb_embedding_from_pretrained(T(w), False, ptr(o), ptr(h)))
-        try:
-            out = tensor_out(idx.shape + (D,))
-            check(lib.emb_embedding_forward(h, T(idx), T(out)))
-            v = T(np.zeros((1, 1), np.float32))
-            check(lib.emb_embedding_weight(h, v))
-            wn = np.ctypeslib.as_array(C.cast(v.data, C.POINTER(C.c_float)), (V * D,)).copy()
-        finally:
-            lib.emb_embedding_free(h)
+        table = emb.Embedding.from_pretrained(w.copy(), freeze=False, max_norm=max_norm,
+                                              norm_type=norm_type)
+        out = table.forward(idx)
+        wn = np.array(table, copy=True)
         tw = torch.from_numpy(w.copy())
         te = torch.nn.Embedding.from_pretrained(tw, freeze=False, max_norm=max_norm,
                                                 norm_type=norm_type)
@@ -252,7 +235,7 @@ def test_bag_forward_and_backward(mode, bag_mode):
                                             grad=g, want_psw_grad=psw is not None)
         exact(out, t_out, f"{what}: forward")
         exact(bag.backward(inp, off, psw, mi, g), t_gw, f"{what}: dense gradient")
-        if psw is not None and mode != KERNELS_REF:  # the reference sums in order (§14)
+        if psw is not None and mode != "ref":  # the reference sums in order (§14)
             exact(bag.backward_psw(inp, off, g), t_gp, f"{what}: per_sample_weights gradient")
         sbag = Bag(w, mode=bag_mode, padding_idx=pad, sparse=True)
         si, sv = sbag.backward_sparse(inp, off, psw, g)
@@ -361,7 +344,7 @@ def test_sparse_adam():
             for step, (idx, val) in enumerate(grads):
                 pt.grad = torch_sparse(idx, val, V, D)
                 topt.step()
-                check(eo.step_sparse(pid, idx, val)[0])
+                eo.step_sparse(pid, idx, val)
                 what = f"V,D {V},{D} mode {mode} step {step}"
                 (exact if step == 0 else same_nans)(pe, pt.detach().numpy(), what)
             results.append(pe)
@@ -405,14 +388,6 @@ def test_linear_through_blas():
         (exact if single else same_nans)(gb, tl.bias.grad.numpy(), f"{what} grad_bias")
 
 
-def loss_opts(reduction, ignore_index=-100, label_smoothing=0.0):
-    o = lib.emb_loss_options_default()
-    o.reduction = {"mean": 0, "sum": 1, "none": 2}[reduction]
-    o.ignore_index = ignore_index
-    o.label_smoothing = label_smoothing
-    return o
-
-
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_log_softmax_and_cross_entropy(reduction):
     """The SLEEF tier against torch's AVX2 kernels (the reference tier matches torch's
@@ -432,26 +407,21 @@ def test_log_softmax_and_cross_entropy(reduction):
         t = rng.integers(0, Cc, N)
         ls = float(rng.choice([0.0, 0.0, 0.2]))
         what = f"case {case} [{N}, {Cc}] {reduction} ls {ls}"
-        y = tensor_out(x.shape)
-        check(lib.emb_log_softmax_forward(T(x), T(y)))
+        y = emb.log_softmax(x)
         xt = torch.from_numpy(x.copy()).requires_grad_()
         yt = F.log_softmax(xt, dim=-1)
         exact(y, yt.detach().numpy(), f"{what}: log_softmax")
         gy = one_special_per_row(rng, rng.standard_normal(x.shape), inf=False)
         yt.backward(torch.from_numpy(gy.copy()))
-        gx = tensor_out(x.shape)
-        check(lib.emb_log_softmax_backward(T(y), T(gy), T(gx)))
+        gx = emb.log_softmax(y, grad_y=gy)
         exact(gx, xt.grad.numpy(), f"{what}: log_softmax backward")
-        o = loss_opts(reduction, label_smoothing=ls)
         xt = torch.from_numpy(x.copy()).requires_grad_()
         want = F.cross_entropy(xt, torch.from_numpy(t), reduction=reduction, label_smoothing=ls)
         g = np.ones(tuple(want.shape), np.float32)
         want.backward(torch.from_numpy(g))
-        loss = tensor_out(tuple(want.shape))
-        check(lib.emb_cross_entropy_forward(T(x), T(t), ptr(o), T(loss)))
+        loss = emb.cross_entropy(x, t, reduction=reduction, label_smoothing=ls)
         (exact if ls == 0 else same_nans)(loss, want.detach().numpy(), f"{what}: cross_entropy")
-        gx = tensor_out(x.shape)
-        check(lib.emb_cross_entropy_backward(T(x), T(t), ptr(o), T(g), T(gx)))
+        gx = emb.cross_entropy_backward(x, t, g, reduction=reduction, label_smoothing=ls)
         exact(gx, xt.grad.numpy(), f"{what}: cross_entropy backward")
 
 
@@ -475,22 +445,20 @@ def test_mse_and_bce(mode, reduction):
         elif rng.random() < 0.8:
             x.reshape(-1)[int(rng.integers(0, x.size))] = (
                 nan_bits(rng, 1).view(np.float32)[0] if rng.random() < 0.7 else np.inf)
-        o = loss_opts(reduction)
         for name in ("mse", "bce"):
-            if name == "bce" and mode == KERNELS_REF:
+            if name == "bce" and mode == "ref":
                 continue
             xt = torch.from_numpy(x.copy()).requires_grad_()
             fn = F.mse_loss if name == "mse" else F.binary_cross_entropy_with_logits
             want = fn(xt, torch.from_numpy(y), reduction=reduction)
             g = np.ones(tuple(want.shape), np.float32)
             want.backward(torch.from_numpy(g))
-            loss, gx = tensor_out(tuple(want.shape)), tensor_out(shape)
             if name == "mse":
-                check(lib.emb_mse_loss_forward(T(x), T(y), ptr(o), T(loss)))
-                check(lib.emb_mse_loss_backward(T(x), T(y), ptr(o), T(g), T(gx)))
+                loss = emb.mse_loss(x, y, reduction=reduction)
+                gx = emb.mse_loss_backward(x, y, g, reduction=reduction)
             else:
-                check(lib.emb_bce_with_logits_forward(T(x), T(y), None, ptr(o), T(loss)))
-                check(lib.emb_bce_with_logits_backward(T(x), T(y), None, ptr(o), T(g), T(gx)))
+                loss = emb.binary_cross_entropy_with_logits(x, y, reduction=reduction)
+                gx = emb.binary_cross_entropy_with_logits_backward(x, y, g, reduction=reduction)
             what = f"case {case} {shape} {name} {reduction}"
             (same_nans if many else exact)(loss, want.detach().numpy(), f"{what}: loss")
             exact(gx, xt.grad.numpy(), f"{what}: grad")

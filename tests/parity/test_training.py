@@ -1,95 +1,62 @@
 """End-to-end training of an embedding model against torch, 20 steps per case.
 
 Model: out = emb(idx); loss = F.mse_loss(out, target) (emb's MSE forward/backward) or
-loss = (out * R).sum() (output gradient R). emb side: emb_embedding (initialised from a
-seeded emb_generator, or from_pretrained) -> forward (max_norm renormalises in place) ->
-loss backward -> emb_embedding_backward (dense) or backward_sparse / the fused step
-(sparse) -> optimizer. torch side: nn.Embedding with the same options and torch.optim with
-foreach=False. Weights are compared bit for bit after every step, losses too."""
-import ctypes as C
-
+loss = (out * R).sum() (output gradient R). emb side, through the package: emb.Embedding
+(drawn from a seeded emb.Generator, or from_pretrained) -> forward (max_norm renormalises in
+place) -> emb.mse_loss_backward -> Embedding.backward (dense) or backward_sparse /
+Optimizer.step_fused (sparse) -> emb.Optimizer. torch side: nn.Embedding with the same
+options and torch.optim with foreach=False. Weights are compared bit for bit after every
+step, losses too."""
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (ADAGRAD, ADAM, ADAMW, PADDING_NONE, SGD, SPARSE_ADAM, LossOptions,
-                   SparseGrad, T, assert_close, call, check, lib, ptr)
-from test_optim import KIND_NAMES, Opt, torch_optimizer, torch_step
+import emb
+from parity_util import assert_close
+from test_optim import ADAGRAD, ADAM, ADAMW, KIND_NAMES, SGD, SPARSE_ADAM, Opt, \
+    torch_optimizer, torch_step
 
 STEPS = 20
 V, D = 23, 9
 
 
 class EmbModel:
-    """An emb_embedding and its optimizer."""
+    """An emb.Embedding (drawn from an emb.Generator of its own, or from_pretrained) and its
+    optimizer."""
 
     def __init__(self, kind, cfg, seed, padding_idx, max_norm, scale_grad_by_freq, sparse,
                  pretrained=None):
-        o = lib.emb_embedding_options_default()
-        o.padding_idx = PADDING_NONE if padding_idx is None else padding_idx
-        o.max_norm = float("inf") if max_norm is None else max_norm
-        o.scale_grad_by_freq = scale_grad_by_freq
-        o.sparse = sparse
-        self.h = C.c_void_p()
-        self.gen = C.c_void_p()
+        kw = dict(padding_idx=padding_idx, max_norm=max_norm,
+                  scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
         if pretrained is None:
-            check(lib.emb_generator_create(seed, ptr(self.gen)))
-            o.generator = self.gen.value
-            check(lib.emb_embedding_create(V, D, ptr(o), ptr(self.h)))
-        else:
-            check(lib.emb_embedding_from_pretrained(ptr(T(pretrained)), False, ptr(o),
-                                                    ptr(self.h)))
-        wv = T(np.zeros((V, D), np.float32))
-        check(lib.emb_embedding_weight(self.h, ptr(wv)))
-        self.weight = np.ctypeslib.as_array(C.cast(wv.data, C.POINTER(C.c_float)), (V, D))
+            self.table = emb.Embedding(V, D, generator=emb.Generator(seed), **kw)
+        else:  # the C from_pretrained copies; the package's shares: give it a copy
+            self.table = emb.Embedding.from_pretrained(pretrained.copy(), freeze=False, **kw)
+        self.weight = np.asarray(self.table)
         self.opt = Opt(kind, **cfg)
-        self.pid = self.opt.add(self.weight)
+        self.pid = self.opt.o.add_param(self.table)
         self.sparse = sparse
-        self.padding = o.padding_idx
 
     def forward(self, idx):
-        out = np.full(idx.shape + (D,), np.nan, np.float32)
-        check(lib.emb_embedding_forward(self.h, ptr(T(idx)), ptr(T(out))))
-        return out
+        return self.table.forward(idx)
 
     def step(self, idx, gout, fused=False):
         if not self.sparse:
             gw = np.zeros((V, D), np.float32)
-            check(lib.emb_embedding_backward(self.h, ptr(T(idx)), ptr(T(gout)), ptr(T(gw))))
-            check(self.opt.step(self.pid, gw)[0])
+            self.table.backward(idx, gout, grad=gw)
+            self.opt.step(self.pid, gw)
         elif fused:
-            check(call(lib.emb_optimizer_step_fused, self.opt.h, self.pid, self.h, ptr(T(idx)),
-                       ptr(T(gout)))[0])
+            self.opt.o.step_fused(self.pid, self.table, idx, gout)
         else:
-            sg = SparseGrad()
-            check(lib.emb_sparse_grad_init(ptr(sg), V, D))
-            try:
-                check(lib.emb_embedding_backward_sparse(self.h, ptr(T(idx)), ptr(T(gout)),
-                                                        ptr(sg)))
-                check(lib.emb_optimizer_step_sparse(self.opt.h, self.pid, ptr(sg)))
-            finally:
-                lib.emb_sparse_grad_release(ptr(sg))
-
-    def __del__(self):
-        if getattr(self, "h", None):
-            lib.emb_embedding_free(self.h)
-            self.h = None
-        if getattr(self, "gen", None):
-            lib.emb_generator_free(self.gen)
-            self.gen = None
+            rows, values = self.table.backward_sparse(idx, gout)
+            self.opt.step_sparse(self.pid, rows, values)
 
 
 def emb_mse(out, target):
     """emb's F.mse_loss (mean) forward and backward: (loss, d loss / d out)."""
-    lo = LossOptions()
-    lo.reduction, lo.ignore_index, lo.label_smoothing = 0, -100, 0.0
-    loss = np.full((), np.nan, np.float32)
-    check(lib.emb_mse_loss_forward(ptr(T(out)), ptr(T(target)), ptr(lo), ptr(T(loss))))
-    one = np.ones((), np.float32)
-    gout = np.full(out.shape, np.nan, np.float32)
-    check(lib.emb_mse_loss_backward(ptr(T(out)), ptr(T(target)), ptr(lo), ptr(T(one)),
-                                    ptr(T(gout))))
+    loss = emb.mse_loss(out, target)
+    gout = emb.mse_loss_backward(out, target, np.ones((), np.float32))
     return loss, gout
 
 
@@ -225,11 +192,5 @@ def test_sparse_scale_grad_by_freq_rejected_like_torch():
     with pytest.raises(RuntimeError, match="scale_grad_by_freq not supported"):
         tm(torch.tensor([1, 1])).sum().backward()
     em = EmbModel(SGD, dict(lr=0.1), 0, None, None, True, True)
-    sg = SparseGrad()
-    check(lib.emb_sparse_grad_init(ptr(sg), V, D))
-    idx = np.array([1, 1])
-    st = lib.emb_embedding_backward_sparse(em.h, ptr(T(idx)), ptr(T(np.ones((2, D),
-                                                                            np.float32))),
-                                           ptr(sg))
-    lib.emb_sparse_grad_release(ptr(sg))
-    assert st != 0
+    with pytest.raises(emb.Error, match="scale_grad_by_freq not supported"):
+        em.table.backward_sparse(np.array([1, 1]), np.ones((2, D), np.float32))

@@ -48,6 +48,9 @@ def test_lookup_backward_match_torch():
     g = np.ones((20, 5), np.float32)
     assert e.backward(idx, up, grad=g) is g  # accumulation into a caller's gradient
     same_bits(g, t.weight.grad.numpy() + 1, "accumulated")
+    nans = np.full((20, 5), np.nan, np.float32)
+    assert e.backward(idx, up, grad=nans, overwrite=True) is nans  # written, never read
+    same_bits(nans, t.weight.grad.numpy(), "overwritten")
     es = emb.Embedding.from_pretrained(e.weight, freeze=False, padding_idx=4, sparse=True)
     ts = torch.nn.Embedding.from_pretrained(t.weight.detach(), freeze=False, padding_idx=4,
                                             sparse=True)
@@ -128,6 +131,15 @@ def test_wrong_dtypes_and_layouts():
         emb.Embedding.from_pretrained(np.zeros((4, 4), np.float32)[:, ::2])
     with pytest.raises(ValueError, match="C-contiguous"):
         e.backward(np.array([1]), np.ones((1, 3), np.float32), grad=np.zeros((3, 5), np.float32).T)
+    # a bag's index and weight dtypes are emb's to check: torch's wording, an emb.DtypeError
+    b = emb.EmbeddingBag(5, 3, mode="sum", sparse=True)
+    with pytest.raises(emb.DtypeError, match="one of the following scalar types: Long, Int"):
+        b(np.array([1.0]), np.array([0]))
+    with pytest.raises(TypeError, match="per_sample_weights must have the same type as"):
+        b(np.array([1]), np.array([0]), np.array([1.0]))
+    with pytest.raises(TypeError, match="expected an emb EmbeddingBag, got"):
+        emb.SGD([e], lr=0.1).step_fused_bag(0, e, np.array([1]), np.ones((1, 3), np.float32),
+                                            np.array([0]))
     # arrays emb only reads are copied when not contiguous: the same result as contiguous ones
     idx = np.array([[0, 9, 1, 9, 2, 9]])[:, ::2]
     same_bits(e(idx), e(np.ascontiguousarray(idx)), "non-contiguous indices")
