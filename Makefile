@@ -60,8 +60,9 @@ fuzz-run: fuzz-build
 # Configures and builds the harnesses only (scripts/fuzz-campaign.sh builds with it).
 fuzz-build:
 	@cc=$$(FUZZ_CC="$(FUZZ_CC)" scripts/find-fuzz-cc.sh) && echo "fuzzing compiler: $$cc" && \
+	cached=$$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' $(FUZZ_BUILD)/CMakeCache.txt 2>/dev/null || true) && \
 	if [ -f $(FUZZ_BUILD)/CMakeCache.txt ] && \
-	   ! grep -qx "CMAKE_C_COMPILER:[A-Z]*=$$(command -v $$cc)" $(FUZZ_BUILD)/CMakeCache.txt; then \
+	   [ "$$(command -v "$$cached")" != "$$(command -v $$cc)" ]; then \
 		echo "fuzzing compiler changed: reconfiguring $(FUZZ_BUILD) from scratch"; \
 		rm -rf $(FUZZ_BUILD)/CMakeCache.txt $(FUZZ_BUILD)/CMakeFiles; fi && \
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=$$cc -DCMAKE_BUILD_TYPE=RelWithDebInfo \

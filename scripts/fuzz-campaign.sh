@@ -39,10 +39,11 @@ summary=${SUMMARY:-$out/summary.tsv}
 case $secs in '' | *[!0-9]*) usage ;; esac
 case $runs in *[!0-9]*) usage ;; esac
 
+# the build runs in a process group of its own, so that a stop ends the compilers too
 builder=
-trap '[ -n "$builder" ] && kill -TERM "$builder" 2>/dev/null; exit 143' TERM
-trap '[ -n "$builder" ] && kill -TERM "$builder" 2>/dev/null; exit 130' INT
-nice -n 19 make -C "$root" fuzz-build FUZZ_BUILD="$build" JOBS="${JOBS:-2}" \
+trap '[ -n "$builder" ] && kill -TERM -- "-$builder" 2>/dev/null; exit 143' TERM
+trap '[ -n "$builder" ] && kill -TERM -- "-$builder" 2>/dev/null; exit 130' INT
+setsid nice -n 19 make -C "$root" fuzz-build FUZZ_BUILD="$build" JOBS="${JOBS:-2}" \
   FUZZ_CC="${FUZZ_CC:-}" &
 builder=$!
 wait "$builder" || exit 2
