@@ -279,6 +279,16 @@ EMB_MPI_API emb_status emb_mpi_w2v_create(MPI_Comm comm, emb_w2v *w, emb_mpi_w2v
 EMB_MPI_API void emb_mpi_w2v_free(emb_mpi_w2v *d);
 /* Bytes this rank handed to MPI for the merges so far. */
 EMB_MPI_API uint64_t emb_mpi_w2v_bytes_sent(const emb_mpi_w2v *d);
+/* The merges' traffic of one rank since emb_mpi_w2v_create: `sent` is what the rank handed to
+ * MPI once for all the others (its changed rows with their ids, its lanes' state and counts,
+ * the stop agreement's int), `received` what the other ranks handed over (the payload every
+ * rank gets back from the all-gathers; the bytes on the wire depend on MPI's algorithm and
+ * headers), over `rounds` merges. Every rank knows every rank's counts. Local. */
+typedef struct emb_mpi_w2v_bytes {
+    uint64_t sent, received;
+    int64_t rounds;
+} emb_mpi_w2v_bytes;
+EMB_MPI_API emb_status emb_mpi_w2v_traffic(const emb_mpi_w2v *d, int rank, emb_mpi_w2v_bytes *out);
 
 #ifdef __cplusplus
 }

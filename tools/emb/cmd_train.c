@@ -318,7 +318,7 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
                        : "");
     double t1 = wall();
     int64_t done0 = ui.done0;
-    st = train_mpi_train(&mp, w, on_progress, &ui);
+    st = train_mpi_train(&mp, w, on_progress, &ui, !quiet);
     double t2 = wall();
     if (!quiet && ui.tty) fprintf(stderr, "\n");
     if (ui.ckpt_failed) {
