@@ -256,6 +256,60 @@ EMB_MPI_API emb_status emb_mpi_table_bag_step(emb_mpi_table *t, const emb_tensor
 EMB_MPI_API emb_status emb_mpi_table_lookup_step(emb_mpi_table *t, const emb_tensor *indices,
                                                  const emb_tensor *grad_output);
 
+/* ---- Dense gradients ------------------------------------------------------------------
+ * The shard's rows of the single process's dense gradient of the joined batch, bit for bit,
+ * and dense optimizer steps on the shard. grad_shard is float32 [end - begin, dim] (this
+ * rank's rows, emb_mpi_table_rows; [0, dim] with data NULL on a rank holding none), and the
+ * gradient is added to it (zero it first for a fresh gradient), as emb_bag_backward and
+ * emb_embedding_backward add theirs. scale_grad_by_freq counts a row over the joined batch.
+ * The rows' values are not read: tables of any storage type (mapped ones too) have these
+ * gradients. */
+
+/* EmbeddingBag dense backward (emb_bag_backward over the joined batch, restricted to this
+ * rank's rows): modes sum and mean (with per_sample_weights, scale_grad_by_freq) and max
+ * (max_indices: this rank's int64 [B, dim] from emb_mpi_table_bag_forward, table rows).
+ * Sum and mean: each non-padding position's term (its bag's gradient row, weight and bag
+ * size) goes to the row's owner, and the joined batch's row ids go to every rank
+ * (MPI_Allgatherv: libemb sums a row's terms in the order of PyTorch's unstable sort of the
+ * whole input). Max: each non-empty bag's gradient row and max_indices row go to the owners
+ * of the rows it names. Errors on every rank (no gradient changed): those of
+ * emb_bag_backward for this rank's arguments, EMB_ERR_NULL / EMB_ERR_DTYPE /
+ * EMB_ERR_SHAPE (grad_shard). */
+EMB_MPI_API emb_status emb_mpi_table_bag_backward_dense(emb_mpi_table *t, const emb_tensor *input,
+                                                        const emb_tensor *offsets,
+                                                        const emb_tensor *per_sample_weights,
+                                                        const emb_tensor *max_indices,
+                                                        const emb_tensor *grad_output,
+                                                        emb_tensor *grad_shard);
+
+/* Lookup dense backward (emb_embedding_backward over the joined batch, this rank's rows):
+ * each non-padding position's gradient row goes to its row's owner, which sums them in the
+ * joined batch's order. indices as emb_mpi_table_lookup, grad_output float32
+ * indices.shape + [dim]. Errors on every rank: those of emb_embedding_backward for this
+ * rank's arguments, those of grad_shard. */
+EMB_MPI_API emb_status emb_mpi_table_lookup_backward_dense(emb_mpi_table *t,
+                                                           const emb_tensor *indices,
+                                                           const emb_tensor *grad_output,
+                                                           emb_tensor *grad_shard);
+
+/* The dense optimizer of the shard: emb_optimizer_create(opts) over this rank's rows, any
+ * optimizer libemb's dense step has (SGD with momentum, dampening, Nesterov, weight_decay;
+ * Adagrad; Adam and AdamW with amsgrad), replacing any earlier optimizer (sparse or dense;
+ * its state is dropped). The sparse step calls refuse while it is set (EMB_ERR_STATE).
+ * Collective; the options must be the same on every rank. Errors on every rank:
+ * EMB_ERR_NULL, EMB_ERR_INVALID (invalid options, or options that differ between ranks),
+ * EMB_ERR_UNSUPPORTED (a table of other rows than float32), EMB_ERR_NOMEM. */
+EMB_MPI_API emb_status emb_mpi_table_set_optimizer_dense(emb_mpi_table *t,
+                                                         const emb_optimizer_options *opts);
+
+/* One step of the dense optimizer with this rank's rows of the gradient (grad_shard as
+ * above): emb_optimizer_step on the shard. Its updates are elementwise, so every rank's rows
+ * are the single process's after emb_optimizer_step with the whole gradient (the rows the
+ * batch does not name step too, with a zero gradient, as in one process). Collective.
+ * Errors on every rank (no shard changed, the step not counted): EMB_ERR_STATE (no dense
+ * optimizer), EMB_ERR_READ_ONLY (a mapped table), those of grad_shard. */
+EMB_MPI_API emb_status emb_mpi_table_step_dense(emb_mpi_table *t, const emb_tensor *grad_shard);
+
 /* ---- Word vectors over ranks (docs/DISTRIBUTED.md, "Word vectors") ----
  *
  * Data-parallel word2vec: every rank creates the same run (emb_w2v_create_from_file or

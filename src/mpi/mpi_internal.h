@@ -35,6 +35,7 @@ struct emb_mpi_table {
     emb_bag *checker;   /* a 1-row bag with the table's mode: checks arguments */
     emb_optimizer *opt; /* NULL until set_optimizer (and on ranks without rows) */
     bool have_opt;
+    bool opt_dense; /* set by emb_mpi_table_set_optimizer_dense (mpi_dense.c's steps) */
     emb_optimizer_kind opt_kind;
     emb_optimizer_options opt_opts;
     emb__mpi_momentum mom; /* SGD with momentum */
@@ -124,5 +125,10 @@ void emb__mpi_momentum_free(emb__mpi_momentum *m);
 /* Local checks. */
 emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,
                               const int64_t *shape);
+/* A bag batch's arguments as emb_bag_forward checks them (out: [B, dim] when given, named
+ * out_name), *num_bags its bags. */
+emb_status emb__mpi_check_bag(const emb_mpi_table *t, const emb_tensor *input,
+                              const emb_tensor *offsets, const emb_tensor *psw,
+                              const emb_tensor *out, const char *out_name, int64_t *num_bags);
 
 #endif /* EMB_MPI_INTERNAL_H */

@@ -575,12 +575,15 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
 }
 
 /* The options as one record of doubles, for comparing them between ranks. */
-#define OPT_N 13
-static void opt_record(const emb_optimizer_options *o, double *r) {
-    double v[OPT_N] = {o->kind,     o->lr,           o->momentum, o->dampening,
-                       o->nesterov, o->weight_decay, o->lr_decay, o->initial_accumulator_value,
-                       o->eps,      o->beta1,        o->beta2,    o->amsgrad,
-                       o->maximize};
+#define OPT_N 14 /* the options, and whether the optimizer is for dense steps */
+static void opt_record(const emb_optimizer_options *o, bool dense, double *r) {
+    double v[OPT_N] = {o->kind,     o->lr,
+                       o->momentum, o->dampening,
+                       o->nesterov, o->weight_decay,
+                       o->lr_decay, o->initial_accumulator_value,
+                       o->eps,      o->beta1,
+                       o->beta2,    o->amsgrad,
+                       o->maximize, dense};
     memcpy(r, v, sizeof v);
 }
 
@@ -603,14 +606,19 @@ static emb_status sparse_probe(const emb_optimizer_options *opts) {
     return st;
 }
 
-emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_options *opts) {
+/* The optimizer of the shard, for sparse steps or (dense) for emb_mpi_table_step_dense. */
+static emb_status set_optimizer(emb_mpi_table *t, const emb_optimizer_options *opts, bool dense) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     emb_status st = EMB_OK;
     emb_optimizer *opt = NULL;
     if (!opts) {
         st = emb_set_error(EMB_ERR_NULL, "opts must not be NULL");
-    } else if ((st = sparse_probe(opts)) != EMB_OK) {
+    } else if (!dense && (st = sparse_probe(opts)) != EMB_OK) {
         /* libemb's own refusal of these options for sparse gradients */
+    } else if (dense && t->qtype != EMB_QTYPE_F32) {
+        st = emb_set_error(EMB_ERR_UNSUPPORTED,
+                           "a table of %s rows has no dense optimizer (float32 rows only)",
+                           emb_qtype_name(t->qtype));
     } else if (t->qtype != EMB_QTYPE_F32 && opts->kind == EMB_OPTIMIZER_SGD &&
                opts->momentum != 0) {
         st = emb_set_error(EMB_ERR_UNSUPPORTED, "a table of %s rows is trained without momentum",
@@ -632,7 +640,7 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
     }
     double mine[OPT_N], root[OPT_N];
     memset(mine, 0, sizeof mine);
-    if (opts) opt_record(opts, mine);
+    if (opts) opt_record(opts, dense, mine);
     memcpy(root, mine, sizeof root);
     int rc = emb__mpi_bcast(t->timeout_ms, root, OPT_N, MPI_DOUBLE, 0, t->comm);
     if (rc != MPI_SUCCESS && !st) st = emb__mpi_fail(rc, "MPI_Bcast");
@@ -654,11 +662,20 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
     }
     t->opt = opt;
     t->have_opt = true;
+    t->opt_dense = dense;
     t->opt_kind = opts->kind;
     t->opt_opts = *opts;
     emb__mpi_momentum_free(&t->mom);
     t->qlr = (float)opts->lr;
     return EMB_OK;
+}
+
+emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_options *opts) {
+    return set_optimizer(t, opts, false);
+}
+
+emb_status emb_mpi_table_set_optimizer_dense(emb_mpi_table *t, const emb_optimizer_options *opts) {
+    return set_optimizer(t, opts, true);
 }
 
 emb_optimizer *emb_mpi_table_optimizer(emb_mpi_table *t) {
