@@ -178,16 +178,47 @@ EMB_MPI_API emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tens
  * weight_decay with SGD or Adagrad) is refused here with libemb's status and message. SGD's
  * momentum buffer is PyTorch's sparse one, an uncoalesced list of entries over the whole
  * table that each step merges with the joined batch's entries: every rank keeps the whole
- * list's row ids (8 bytes per entry) and the values of its own rows' entries; it is not
- * part of emb_mpi_table_optimizer's state. Tables of f16 or bf16 rows: SGD without
- * momentum only, emb_qtable_sgd_step's with round-to-nearest and (float)lr; int8/int4 tables are
- * not trained (EMB_ERR_UNSUPPORTED). Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid
- * options, or options that differ between ranks), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
+ * list's row ids (8 bytes per entry) and the values of its own rows' entries; it is saved
+ * and loaded with emb_mpi_table_save_optimizer_state / _load_optimizer_state (gathered), not
+ * with emb_optimizer_save_state of the shard's optimizer, which counts its steps only. Tables of
+ * f16 or bf16 rows: SGD without momentum only, emb_qtable_sgd_step's with round-to-nearest and
+ * (float)lr; int8/int4 tables are not trained (EMB_ERR_UNSUPPORTED). Errors on every rank:
+ * EMB_ERR_NULL, EMB_ERR_INVALID (invalid options, or options that differ between ranks),
+ * EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
 EMB_MPI_API emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t,
                                                    const emb_optimizer_options *opts);
 /* The shard's optimizer (NULL before emb_mpi_table_set_optimizer, or on a rank holding no
  * rows): for its state (emb_optimizer_save_state) and learning rate. */
 EMB_MPI_API emb_optimizer *emb_mpi_table_optimizer(emb_mpi_table *t);
+
+/* ---- The optimizer's state, gathered ---------------------------------------------------
+ * The state of the table's optimizer (sparse or dense) as the single process's optimizer of
+ * the whole [num_embeddings, dim] table saves it: emb_optimizer_save_state's bytes
+ * (docs/optimizer-state.md, one parameter), bit for bit: the options, the step count (every
+ * step call counts one, SGD with momentum too), the state buffers of the whole table (the
+ * shards' rows joined in rank order) and SGD's sparse momentum buffer (the whole list's rows
+ * and every entry's value, in list order). So a state saved at R ranks loads at any rank
+ * count and sharding, and into (or from) one process's emb_optimizer_load_state. f32 tables
+ * only (EMB_ERR_UNSUPPORTED); EMB_ERR_STATE before an optimizer is set. */
+
+/* The bytes the state takes now (the same on every rank). Collective. */
+EMB_MPI_API emb_status emb_mpi_table_optimizer_state_nbytes(emb_mpi_table *t, size_t *nbytes);
+/* Writes the state into root's buf (n >= the size above; exactly that many bytes are
+ * written; the other ranks may pass NULL): every rank sends its shard's state to root
+ * (MPI_Gatherv). Collective. Errors on every rank: EMB_ERR_INVALID (root outside the
+ * communicator, root's buf too small), EMB_ERR_NULL, EMB_ERR_NOMEM. */
+EMB_MPI_API emb_status emb_mpi_table_save_optimizer_state(emb_mpi_table *t, int root, void *buf,
+                                                          size_t n);
+/* Replaces the optimizer's options and state with a gathered state of exactly n bytes, which
+ * every rank passes alike (each reads the same file, or root broadcasts it); each rank keeps
+ * its rows' part. The table's optimizer must be of the state's kind, and SGD with momentum
+ * on sparse steps stays so (the state's momentum is not 0). Everything is checked before
+ * anything changes. Collective. Errors on every rank (nothing changed anywhere):
+ * EMB_ERR_NULL, EMB_ERR_STATE, EMB_ERR_UNSUPPORTED, EMB_ERR_INVALID (bytes that differ
+ * between ranks), EMB_ERR_FORMAT (those of emb_optimizer_load_state: layout, checksum, kind,
+ * options, shape [num_embeddings, dim], records), EMB_ERR_NOMEM. */
+EMB_MPI_API emb_status emb_mpi_table_load_optimizer_state(emb_mpi_table *t, const void *buf,
+                                                          size_t n);
 
 /* What this rank sent so far, and a reset. */
 EMB_MPI_API emb_mpi_stats emb_mpi_table_stats(const emb_mpi_table *t);

@@ -104,8 +104,8 @@ static void bag_starts(const emb_mpi_table *t, const emb_tensor *input, const em
 }
 
 /* The non-padding positions of each bag. */
-static void bag_counts(const emb_mpi_table *t, const int64_t *ids, const int64_t *starts,
-                       int64_t B, int64_t *count) {
+static void bag_counts(const emb_mpi_table *t, const int64_t *ids, const int64_t *starts, int64_t B,
+                       int64_t *count) {
     for (int64_t b = 0; b < B; b++) {
         int64_t k = 0;
         for (int64_t p = starts[b]; p < starts[b + 1]; p++) k += ids[p] != t->opts.padding_idx;
@@ -191,8 +191,8 @@ static emb_status sum_mean(emb_mpi_table *t, const int64_t *ids, const int64_t *
             int64_t i0 = 0, i1;
             while (i0 < total && all[perm[i0]] < t->row_begin) i0++;
             for (i1 = i0; i1 < total && all[perm[i1]] < t->row_end;) i1++;
-            const int64_t lpad = pad != EMB_PADDING_NONE && mine(t, pad) ? pad - t->row_begin
-                                                                         : EMB_PADDING_NONE;
+            const int64_t lpad =
+                pad != EMB_PADDING_NONE && mine(t, pad) ? pad - t->row_begin : EMB_PADDING_NONE;
             bag_backward_groups_body(gw, rgo, D, lkeys, perm, o2b, mean ? rcount : NULL, rpsw, i0,
                                      i1, lpad, t->opts.scale_grad_by_freq, false, 0, nloc, acc);
         }
@@ -317,12 +317,11 @@ static emb_status check_max_indices(const emb_mpi_table *t, const emb_tensor *mi
     const int64_t *v = mi->data;
     for (int64_t i = 0; i < B * t->dim; i++)
         if (v[i] < 0 || v[i] >= t->num_embeddings)
-            return emb_set_error(EMB_ERR_INDEX,
-                                 "max_indices[%" PRId64 "][%" PRId64 "] = %" PRId64
-                                 " is out of range for a table of %" PRId64
-                                 " rows (valid: [0, %" PRId64 "))",
-                                 i / t->dim, i % t->dim, v[i], t->num_embeddings,
-                                 t->num_embeddings);
+            return emb_set_error(
+                EMB_ERR_INDEX,
+                "max_indices[%" PRId64 "][%" PRId64 "] = %" PRId64
+                " is out of range for a table of %" PRId64 " rows (valid: [0, %" PRId64 "))",
+                i / t->dim, i % t->dim, v[i], t->num_embeddings, t->num_embeddings);
     return EMB_OK;
 }
 
@@ -336,8 +335,8 @@ emb_status emb_mpi_table_bag_backward_dense(emb_mpi_table *t, const emb_tensor *
     emb__mpi_route r;
     memset(&r, 0, sizeof r);
     int64_t *starts = NULL;
-    emb_status st = emb__mpi_check_bag(t, input, offsets, per_sample_weights, grad_output,
-                                       "grad_output", &B);
+    emb_status st =
+        emb__mpi_check_bag(t, input, offsets, per_sample_weights, grad_output, "grad_output", &B);
     if (!st && !grad_output) st = emb_set_error(EMB_ERR_NULL, "grad_output must not be NULL");
     if (!st) st = check_max_indices(t, max_indices, B);
     if (!st) st = check_grad_shard(t, grad_shard);
@@ -422,7 +421,8 @@ emb_status emb_mpi_table_lookup_backward_dense(emb_mpi_table *t, const emb_tenso
     int ndim = 0;
     emb__mpi_route r;
     memset(&r, 0, sizeof r);
-    emb_status st = emb_embedding_output_shape(emb_bag_embedding(t->checker), indices, &ndim, shape);
+    emb_status st =
+        emb_embedding_output_shape(emb_bag_embedding(t->checker), indices, &ndim, shape);
     if (!st) st = emb__mpi_check_f32(grad_output, "grad_output", ndim, shape);
     if (!st) st = check_grad_shard(t, grad_shard);
     if (!st) st = emb__mpi_route_build(t, indices, &r);

@@ -714,6 +714,7 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
     memset(&sg, 0, sizeof sg);
     if (!st && momentum) {
         st = emb__mpi_momentum_step(t, &t->opt_opts, all, total, o.vals);
+        if (!st && t->opt) st = emb_optimizer_advance_step(t->opt, 0); /* counted as libemb's */
         free(all);
         owned_free(&o);
         return st;
