@@ -16,8 +16,8 @@ static void check_grad(emb_mpi_table *t, const float *lg, const float *rg, const
     int64_t b0, b1;
     emb_mpi_table_rows(t, &b0, &b1);
     const int64_t D = emb_mpi_table_dim(t);
-    CHECK(same_rows(lg, rg + b0 * D, (b1 - b0) * D), "%s: %s gradient rows [%" PRId64
-          ", %" PRId64 ") differ", what, which, b0, b1);
+    CHECK(same_rows(lg, rg + b0 * D, (b1 - b0) * D),
+          "%s: %s gradient rows [%" PRId64 ", %" PRId64 ") differ", what, which, b0, b1);
 }
 
 static emb_optimizer_options dense_options(int k) {
@@ -45,8 +45,8 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
                      emb_mpi_sharding sharding, uint64_t seed) {
     char what[160];
     snprintf(what, sizeof what,
-             "V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " psw=%d freq=%d sharding=%d", V,
-             D, (int)mode, pad, use_psw, freq, (int)sharding);
+             "V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " psw=%d freq=%d sharding=%d", V, D,
+             (int)mode, pad, use_psw, freq, (int)sharding);
     emb_bag_options bo = emb_bag_options_default();
     bo.mode = mode;
     bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
@@ -139,8 +139,8 @@ static void run_refusals(void) {
     emb_status st = emb_mpi_table_bag_backward_dense(t, &in, &of, NULL, &mt, &gt, &lgt);
     CHECK(st == EMB_ERR_INDEX, "max_indices out of range on rank %d gave %d", size_ - 1, st);
     if (rank_ != size_ - 1)
-        CHECK(strstr(emb_errmsg(), "refused") && strstr(emb_errmsg(), "max_indices"),
-              "message: %s", emb_errmsg());
+        CHECK(strstr(emb_errmsg(), "refused") && strstr(emb_errmsg(), "max_indices"), "message: %s",
+              emb_errmsg());
     CHECK(!memcmp(lg, keep, bytes), "a refused backward changed the gradient");
     mi[3] = 2;
     /* no max_indices in mode max */
