@@ -187,8 +187,10 @@ EMB_MPI_API emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tens
  * EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
 EMB_MPI_API emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t,
                                                    const emb_optimizer_options *opts);
-/* The shard's optimizer (NULL before emb_mpi_table_set_optimizer, or on a rank holding no
- * rows): for its state (emb_optimizer_save_state) and learning rate. */
+/* The shard's optimizer (NULL before emb_mpi_table_set_optimizer or _set_optimizer_dense, or
+ * on a rank holding no rows): its step count (every step call counts one) and learning rate.
+ * Its emb_optimizer_save_state is the shard's part alone, without SGD's sparse momentum
+ * buffer; the whole state is emb_mpi_table_save_optimizer_state's. */
 EMB_MPI_API emb_optimizer *emb_mpi_table_optimizer(emb_mpi_table *t);
 
 /* ---- The optimizer's state, gathered ---------------------------------------------------
