@@ -145,6 +145,22 @@ EMB_MPI_API emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *
                                                      const emb_mpi_shard_options *shard,
                                                      emb_mpi_table **out);
 
+/* A table over a NumPy .npy file: a C-order little-endian float32 [V, D] array (descr '<f4',
+ * fortran_order False, .npy version 1, 2 or 3). Every rank reads the header itself and maps,
+ * read-only, only the pages of its own rows (mmap of their byte range), which are read when
+ * they are looked up. As emb_mpi_table_map_safetensors's tables otherwise: lookups, bags and
+ * gradients work; steps are EMB_ERR_READ_ONLY and max_norm is refused; free unmaps.
+ * Collective. Errors on every rank (each rank reads the file: on a cluster it must be
+ * readable on every node): EMB_ERR_NULL (path), EMB_ERR_IO (cannot open, read or map),
+ * EMB_ERR_FORMAT (not an .npy file, a header it cannot read, a file size the shape does not
+ * give), EMB_ERR_DTYPE (another dtype than '<f4', big-endian float32 included),
+ * EMB_ERR_UNSUPPORTED (Fortran order), EMB_ERR_SHAPE (not 2-D, or an empty table), those of
+ * emb_mpi_table_create. */
+EMB_MPI_API emb_status emb_mpi_table_map_npy(MPI_Comm comm, const char *path,
+                                             const emb_bag_options *bag_opts,
+                                             const emb_mpi_shard_options *shard,
+                                             emb_mpi_table **out);
+
 /* Frees the table, its shard, its optimizer and its communicator. Collective (it frees a
  * communicator). NULL is fine. */
 EMB_MPI_API void emb_mpi_table_free(emb_mpi_table *t);

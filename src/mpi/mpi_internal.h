@@ -45,7 +45,30 @@ struct emb_mpi_table {
     bool borrowed;        /* weight is the caller's or the mapping's: not freed */
     bool read_only;       /* mapped rows: no step writes them */
     emb_safetensors *map; /* emb_mpi_table_map_safetensors's file, unmapped by free */
+    void *mapped;         /* emb_mpi_table_map_npy's mapping of this rank's rows, or NULL */
+    size_t mapped_len;
 };
+
+/* Where a table's rows come from when it does not draw them: the caller's memory
+ * (emb_mpi_table_wrap) or a mapped file (emb_mpi_table_map_safetensors, _map_npy). */
+typedef struct emb__mpi_source {
+    float *rows; /* this rank's rows, [nrows, dim] */
+    int64_t nrows;
+    bool read_only;
+    emb_safetensors *map; /* owned by the table once created */
+    void *base;           /* a mapping (mpi_npy.c) owned by the table once created */
+    size_t len;
+} emb__mpi_source;
+
+/* Collective: a table of V x D rows; its rows from src (NULL: drawn as emb_bag_create). */
+emb_status emb__mpi_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
+                           const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
+                           const emb__mpi_source *src, emb_mpi_table **out);
+/* Local: the rows [*b, *e) rank holds under s; [0, 0) when the settings are invalid. */
+void emb__mpi_rows_of(int rank, int size, int64_t V, const emb_mpi_shard_options *s, int64_t *b,
+                      int64_t *e);
+/* Local: unmaps what mpi_npy.c mapped (NULL: nothing). */
+void emb__mpi_unmap(void *base, size_t len);
 
 /* One rank's batch, its distinct ids and their positions in the fetched rows. */
 typedef struct emb__mpi_route {

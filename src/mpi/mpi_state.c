@@ -101,8 +101,8 @@ static emb_status gather_info(emb_mpi_table *t, state_info *info, unsigned char 
 
 static size_t state_size(const emb_mpi_table *t, const state_info *info) {
     const size_t V = (size_t)t->num_embeddings, D = (size_t)t->dim;
-    const size_t body = own_momentum(t) ? (size_t)info->nnz * (8 + 4 * D)
-                                        : (size_t)info->segments * V * D * 4;
+    const size_t body =
+        own_momentum(t) ? (size_t)info->nnz * (8 + 4 * D) : (size_t)info->segments * V * D * 4;
     return ST_BODY + body + ST_TAIL;
 }
 
@@ -250,8 +250,9 @@ static emb_status check_state(const emb_mpi_table *t, const unsigned char *b, si
         return emb_set_error(EMB_ERR_FORMAT, "optimizer state: checksum mismatch");
     *o = header_options(b);
     if (o->kind != t->opt_kind)
-        return emb_set_error(EMB_ERR_FORMAT, "optimizer state of kind %d, the table's optimizer "
-                                             "is of kind %d",
+        return emb_set_error(EMB_ERR_FORMAT,
+                             "optimizer state of kind %d, the table's optimizer "
+                             "is of kind %d",
                              (int)o->kind, (int)t->opt_kind);
     if (emb__get_u32le(b + 92) != 1 || emb__get_u32le(b + ST_HEAD) != 2 ||
         emb__get_u64le(b + ST_HEAD + 32) != (uint64_t)t->num_embeddings ||
@@ -261,8 +262,9 @@ static emb_status check_state(const emb_mpi_table *t, const unsigned char *b, si
                              t->num_embeddings, t->dim);
     const bool mom = own_momentum(t);
     if (mom != (o->kind == EMB_OPTIMIZER_SGD && o->momentum != 0 && !t->opt_dense))
-        return emb_set_error(EMB_ERR_FORMAT, "optimizer state: its momentum (%g) and the "
-                                             "table's (%g) differ in whether there is one",
+        return emb_set_error(EMB_ERR_FORMAT,
+                             "optimizer state: its momentum (%g) and the "
+                             "table's (%g) differ in whether there is one",
                              o->momentum, t->opt_opts.momentum);
     const size_t V = (size_t)t->num_embeddings, D = (size_t)t->dim, body = n - ST_BODY - ST_TAIL;
     if (mom) {
@@ -277,8 +279,9 @@ static emb_status check_state(const emb_mpi_table *t, const unsigned char *b, si
                                      "optimizer state: momentum row %" PRIu64 " outside the table",
                                      emb__get_u64le(b + ST_BODY + 8 * k));
     } else if (body % (V * D * 4)) {
-        return emb_set_error(EMB_ERR_FORMAT, "optimizer state: %zu bytes of buffers are not "
-                                             "whole [%zu, %zu] tables",
+        return emb_set_error(EMB_ERR_FORMAT,
+                             "optimizer state: %zu bytes of buffers are not "
+                             "whole [%zu, %zu] tables",
                              body, V, D);
     }
     return EMB_OK;
@@ -310,7 +313,8 @@ static emb_status shard_state(const emb_mpi_table *t, const unsigned char *b, si
 }
 
 /* The momentum list of a checked state: every row, this rank's rows' values. */
-static emb_status momentum_of(const emb_mpi_table *t, const unsigned char *b, emb__mpi_momentum *m) {
+static emb_status momentum_of(const emb_mpi_table *t, const unsigned char *b,
+                              emb__mpi_momentum *m) {
     const int64_t D = t->dim;
     memset(m, 0, sizeof *m);
     m->has = emb__get_u32le(b + ST_HEAD + 16) == 2;
@@ -349,12 +353,13 @@ emb_status emb_mpi_table_load_optimizer_state(emb_mpi_table *t, const void *buf,
     int rc = emb__mpi_bcast(t->timeout_ms, id0, 2, MPI_UINT64_T, 0, t->comm);
     if (rc != MPI_SUCCESS && !st) st = emb__mpi_fail(rc, "MPI_Bcast");
     if (!st && (id[0] != id0[0] || id[1] != id0[1]))
-        st = emb_set_error(EMB_ERR_INVALID, "the optimizer state passed on rank %d differs from "
-                                            "rank 0's (every rank passes the same bytes)",
+        st = emb_set_error(EMB_ERR_INVALID,
+                           "the optimizer state passed on rank %d differs from "
+                           "rank 0's (every rank passes the same bytes)",
                            t->rank);
     if (!st) st = check_state(t, b, n, &o);
     if (!st) st = emb_optimizer_create(&o, &opt); /* validates the options */
-    if (!st && t->weight) {                        /* the shard's part, checked by libemb */
+    if (!st && t->weight) {                       /* the shard's part, checked by libemb */
         emb_tensor w;
         st = emb_mpi_table_shard(t, &w);
         if (!st) st = emb_optimizer_add_param(opt, &w, NULL);

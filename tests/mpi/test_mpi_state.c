@@ -14,8 +14,8 @@ static bool dense_case(int c) {
 
 static emb_optimizer_options case_options(int c) {
     static const emb_optimizer_kind kinds[NCASES] = {
-        EMB_OPTIMIZER_SGD,  EMB_OPTIMIZER_SGD, EMB_OPTIMIZER_ADAGRAD, EMB_OPTIMIZER_SPARSE_ADAM,
-        EMB_OPTIMIZER_ADAM, EMB_OPTIMIZER_SGD};
+        EMB_OPTIMIZER_SGD,         EMB_OPTIMIZER_SGD,  EMB_OPTIMIZER_ADAGRAD,
+        EMB_OPTIMIZER_SPARSE_ADAM, EMB_OPTIMIZER_ADAM, EMB_OPTIMIZER_SGD};
     emb_optimizer_options o = emb_optimizer_options_default(kinds[c]);
     o.lr = 0.1;
     if (c == SGD_MOM || c == DENSE_SGD_MOM) {
@@ -109,8 +109,10 @@ static void run_case(int c, int64_t V, int64_t D, emb_mpi_sharding sharding, uin
     OK(emb_optimizer_save_state(ropt, rst, rn));
     OK(emb_mpi_table_save_optimizer_state(t, root, rank_ == root ? st : NULL, n));
     MPI_Bcast(st, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
-    CHECK(n == rn && !memcmp(st, rst, n), "%s: the gathered state differs from the single "
-          "process's", what);
+    CHECK(n == rn && !memcmp(st, rst, n),
+          "%s: the gathered state differs from the single "
+          "process's",
+          what);
     /* a fresh table holding the same rows, its state loaded */
     emb_manual_seed(seed + 1000);
     OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, NULL, &so, &t2));
@@ -178,10 +180,8 @@ static void run_refusals(void) {
     OK(emb_mpi_table_set_optimizer(t, &o));
     OK(emb_mpi_table_optimizer_state_nbytes(t, &n));
     unsigned char *b = malloc(n);
-    CHECK(emb_mpi_table_save_optimizer_state(t, size_, b, n) == EMB_ERR_INVALID, "root %d",
-          size_);
-    CHECK(emb_mpi_table_save_optimizer_state(t, 0, b, rank_ == 0 ? n - 1 : n) ==
-              EMB_ERR_INVALID,
+    CHECK(emb_mpi_table_save_optimizer_state(t, size_, b, n) == EMB_ERR_INVALID, "root %d", size_);
+    CHECK(emb_mpi_table_save_optimizer_state(t, 0, b, rank_ == 0 ? n - 1 : n) == EMB_ERR_INVALID,
           "a short buffer on root");
     OK(emb_mpi_table_save_optimizer_state(t, 0, b, n));
     MPI_Bcast(b, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
