@@ -115,6 +115,90 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
     emb_mpi_table_free(t);
 }
 
+/* A batch of thousands of bags per rank (rank r: 1500 + 250 r bags of 12 positions over
+ * rows that repeat often), so that libemb's sort and backward use their threads. */
+static void make_large(batch *b, emb_generator *g, int64_t V, int64_t D) {
+    memset(b, 0, sizeof *b);
+    for (int r = 0; r < size_; r++) b->bag0[r + 1] = b->bag0[r] + 1500 + 250 * r;
+    b->nbags = b->bag0[size_];
+    b->npos = 12 * b->nbags;
+    b->input = malloc((size_t)b->npos * sizeof *b->input);
+    b->offsets = malloc((size_t)b->nbags * sizeof *b->offsets);
+    b->psw = malloc((size_t)b->npos * sizeof *b->psw);
+    b->gout = malloc((size_t)(b->nbags * D) * sizeof *b->gout);
+    for (int64_t i = 0; i < b->nbags; i++) b->offsets[i] = 12 * i;
+    for (int64_t p = 0; p < b->npos; p++) {
+        const uint32_t u = emb_generator_random(g);
+        b->input[p] = u % 3 ? (int64_t)(u / 3 % 40) : (int64_t)(u / 3 % (uint32_t)V);
+        b->psw[p] = (float)(emb_generator_random(g) % 1000) / 250.0f - 2.0f;
+    }
+    const int64_t gs[2] = {b->nbags, D};
+    emb_tensor gt = view(EMB_FLOAT32, b->gout, 2, gs);
+    emb_randn_(&gt, g);
+    for (int r = 0; r <= size_; r++) b->pos0[r] = 12 * b->bag0[r];
+}
+
+/* Large batches with 1 or 2 threads per rank: the bits do not depend on the thread count. */
+static void run_large(emb_bag_mode mode, bool use_psw, bool freq, uint64_t seed) {
+    const int64_t V = 3000, D = 16;
+    char what[96];
+    snprintf(what, sizeof what, "large mode=%d psw=%d freq=%d threads=%d", (int)mode, use_psw, freq,
+             1 + rank_ % 2);
+    emb_set_num_threads(1 + rank_ % 2);
+    emb_bag_options bo = emb_bag_options_default();
+    bo.mode = mode;
+    bo.scale_grad_by_freq = freq;
+    emb_manual_seed(seed);
+    emb_mpi_table *t = NULL;
+    OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, &bo, NULL, &t));
+    emb_manual_seed(seed);
+    emb_bag *ref = NULL;
+    OK(emb_bag_create(V, D, &bo, &ref));
+    emb_generator *g = NULL;
+    OK(emb_generator_create(seed, &g));
+    batch b;
+    part q;
+    make_large(&b, g, V, D);
+    make_part(&q, &b, D);
+    int64_t b0, b1;
+    emb_mpi_table_rows(t, &b0, &b1);
+    const int64_t ls[2] = {b1 - b0, D}, rs[2] = {V, D}, os[2] = {b.nbags, D}, qs[2] = {q.nb, D};
+    float *lg = zeroed((b1 - b0) * D), *rg = zeroed(V * D);
+    int64_t *rm = malloc((size_t)(b.nbags * D) * sizeof *rm),
+            *lm = malloc((size_t)(q.nb * D + 1) * sizeof *lm);
+    float *ro = malloc((size_t)(b.nbags * D) * sizeof *ro),
+          *lo = malloc((size_t)(q.nb * D + 1) * sizeof *lo);
+    emb_tensor lgt = view(EMB_FLOAT32, lg, 2, ls), rgt = view(EMB_FLOAT32, rg, 2, rs);
+    emb_tensor gin = view(EMB_INT64, b.input, 1, &b.npos),
+               goff = view(EMB_INT64, b.offsets, 1, &b.nbags),
+               gpsw = view(EMB_FLOAT32, b.psw, 1, &b.npos), ggo = view(EMB_FLOAT32, b.gout, 2, os);
+    emb_tensor rmt = view(EMB_INT64, rm, 2, os), lmt = view(EMB_INT64, lm, 2, qs),
+               rot = view(EMB_FLOAT32, ro, 2, os), lot = view(EMB_FLOAT32, lo, 2, qs);
+    const bool mx = mode == EMB_BAG_MAX;
+    if (t && ref) {
+        OK(emb_bag_forward(ref, &gin, &goff, use_psw ? &gpsw : NULL, &rot, mx ? &rmt : NULL));
+        OK(emb_mpi_table_bag_forward(t, &q.input, &q.offsets, use_psw ? &q.psw : NULL, &lot,
+                                     mx ? &lmt : NULL));
+        OK(emb_bag_backward(ref, &gin, &goff, use_psw ? &gpsw : NULL, mx ? &rmt : NULL, &ggo,
+                            &rgt));
+        OK(emb_mpi_table_bag_backward_dense(t, &q.input, &q.offsets, use_psw ? &q.psw : NULL,
+                                            mx ? &lmt : NULL, &q.gout, &lgt));
+        check_grad(t, lg, rg, what, "bag");
+    }
+    free(lg);
+    free(rg);
+    free(rm);
+    free(lm);
+    free(ro);
+    free(lo);
+    free(q.offs);
+    free_batch(&b);
+    emb_generator_free(g);
+    emb_bag_free(ref);
+    emb_mpi_table_free(t);
+    emb_set_num_threads(1);
+}
+
 /* Refusals on one rank are refused on every rank; nothing changes. */
 static void run_refusals(void) {
     emb_bag_options bo = emb_bag_options_default();
@@ -220,6 +304,9 @@ int main(int argc, char **argv) {
                             run_case(V, D, (emb_bag_mode)mode, padc ? V / 3 : -1, w, freq,
                                      (emb_mpi_sharding)sh, seed++);
     }
+    run_large(EMB_BAG_SUM, true, false, seed++);
+    run_large(EMB_BAG_MEAN, false, true, seed++);
+    run_large(EMB_BAG_MAX, false, false, seed++);
     run_refusals();
     int all = 0;
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
