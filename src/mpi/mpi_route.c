@@ -713,7 +713,9 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
     emb_sparse_grad sg;
     memset(&sg, 0, sizeof sg);
     if (!st && momentum) {
-        st = emb__mpi_momentum_step(t, &t->opt_opts, all, total, o.vals);
+        emb_optimizer_options mo = t->opt_opts; /* the rate set on the shard's optimizer */
+        if (t->opt) mo.lr = emb_optimizer_lr(t->opt);
+        st = emb__mpi_momentum_step(t, &mo, all, total, o.vals);
         if (!st && t->opt) st = emb_optimizer_advance_step(t->opt, 0); /* counted as libemb's */
         free(all);
         owned_free(&o);

@@ -170,6 +170,46 @@ static void run_case(int c, int64_t V, int64_t D, emb_mpi_sharding sharding, uin
     emb_mpi_table_free(t2);
 }
 
+/* A learning rate set on the shard's optimizer (on every rank holding rows, as a schedule
+ * would) is the rate of the next steps, SGD with momentum included. */
+static void run_lr(emb_mpi_sharding sh, uint64_t seed) {
+    const int64_t V = 23, D = 4;
+    emb_mpi_shard_options so = emb_mpi_shard_options_default();
+    so.sharding = sh;
+    so.owner = size_ - 1;
+    for (int c = SGD_MOM; c <= ADAGRAD; c++) {
+        emb_manual_seed(seed);
+        emb_mpi_table *t = NULL;
+        OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, NULL, &so, &t));
+        emb_manual_seed(seed);
+        emb_bag *ref = NULL;
+        OK(emb_bag_create(V, D, NULL, &ref));
+        emb_optimizer_options oo = case_options(c);
+        emb_optimizer *ropt = NULL;
+        emb_tensor rw;
+        OK(emb_bag_weight(ref, &rw));
+        OK(emb_optimizer_create(&oo, &ropt));
+        OK(emb_optimizer_add_param(ropt, &rw, NULL));
+        if (!t || !ropt) return;
+        set_opt(t, c);
+        emb_generator *g = NULL;
+        OK(emb_generator_create(seed, &g));
+        emb_mpi_table *ts[1] = {t};
+        step(c, ref, ropt, ts, 1, g, V, D);
+        OK(emb_optimizer_set_lr(ropt, 0.025));
+        if (emb_mpi_table_optimizer(t)) OK(emb_optimizer_set_lr(emb_mpi_table_optimizer(t), 0.025));
+        step(c, ref, ropt, ts, 1, g, V, D);
+        step(c, ref, ropt, ts, 1, g, V, D);
+        char what[64];
+        snprintf(what, sizeof what, "after a new learning rate (case %d)", c);
+        check_shard(t, ref, what);
+        emb_generator_free(g);
+        emb_optimizer_free(ropt);
+        emb_bag_free(ref);
+        emb_mpi_table_free(t);
+    }
+}
+
 static void run_refusals(void) {
     emb_mpi_table *t = NULL;
     OK(emb_mpi_table_create(MPI_COMM_WORLD, 10, 4, NULL, NULL, &t));
@@ -210,6 +250,8 @@ int main(int argc, char **argv) {
         for (int sh = 0; sh < 2; sh++)
             for (int c = 0; c < NCASES; c++)
                 run_case(c, shapes[si][0], shapes[si][1], (emb_mpi_sharding)sh, seed++);
+    run_lr(EMB_MPI_ROW_WISE, seed++);
+    run_lr(EMB_MPI_TABLE_WISE, seed++);
     run_refusals();
     int all = 0;
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
