@@ -96,8 +96,9 @@ static emb_status parse_dict(scan *c, npy_head *h) {
             const char *v;
             size_t vn;
             if (c->p < c->end && *c->p == '[')
-                return emb_set_error(EMB_ERR_DTYPE, "%s: a structured .npy dtype; the table must "
-                                                    "be float32 ('<f4')",
+                return emb_set_error(EMB_ERR_DTYPE,
+                                     "%s: a structured .npy dtype; the table must "
+                                     "be float32 ('<f4')",
                                      c->path);
             if ((st = quoted(c, &v, &vn))) return st;
             snprintf(h->descr, sizeof h->descr, "%.*s", (int)(vn < 15 ? vn : 15), v);
@@ -209,8 +210,7 @@ emb_status emb_mpi_table_map_npy(MPI_Comm comm, const char *path, const emb_bag_
             src.len = off - off0 + n;
             void *m = mmap(NULL, src.len, PROT_READ, MAP_SHARED, fd, (off_t)off0);
             if (m == MAP_FAILED)
-                st = emb_set_error(EMB_ERR_IO, "%s: cannot map rows [%" PRId64 ", %" PRId64
-                                   "): %s",
+                st = emb_set_error(EMB_ERR_IO, "%s: cannot map rows [%" PRId64 ", %" PRId64 "): %s",
                                    path, b, e, strerror(errno));
             else {
                 src.base = m;

@@ -53,8 +53,7 @@ static void run_map(int64_t V, int64_t D, emb_mpi_sharding sh, uint64_t seed) {
     emb_mpi_table *t = NULL;
     OK(emb_mpi_table_map_npy(MPI_COMM_WORLD, path, NULL, &so, &t));
     if (t && ref) {
-        CHECK(emb_mpi_table_num_embeddings(t) == V && emb_mpi_table_dim(t) == D, "%s: shape",
-              what);
+        CHECK(emb_mpi_table_num_embeddings(t) == V && emb_mpi_table_dim(t) == D, "%s: shape", what);
         check_shard(t, ref, "mapped from .npy");
         emb_generator *g = NULL;
         OK(emb_generator_create(seed + 9, &g));
@@ -159,8 +158,8 @@ static void run_refusals(void) {
     MPI_Barrier(MPI_COMM_WORLD);
     path_of(path, sizeof path, "missing.npy");
     emb_mpi_table *t = NULL;
-    emb_status st = emb_mpi_table_map_npy(MPI_COMM_WORLD, rank_ == size_ - 1 ? path : good, NULL,
-                                          NULL, &t);
+    emb_status st =
+        emb_mpi_table_map_npy(MPI_COMM_WORLD, rank_ == size_ - 1 ? path : good, NULL, NULL, &t);
     CHECK(st == EMB_ERR_IO && t == NULL, "a file missing on rank %d gave %d", size_ - 1, st);
     if (rank_ != size_ - 1)
         CHECK(strstr(emb_errmsg(), "refused") != NULL, "message: %s", emb_errmsg());
