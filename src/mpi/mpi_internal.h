@@ -67,6 +67,8 @@ emb_status emb__mpi_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedd
 /* Local: the rows [*b, *e) rank holds under s; [0, 0) when the settings are invalid. */
 void emb__mpi_rows_of(int rank, int size, int64_t V, const emb_mpi_shard_options *s, int64_t *b,
                       int64_t *e);
+/* Local: what libemb's sparse step says of these options (one step of an empty gradient). */
+emb_status emb__mpi_sparse_probe(const emb_optimizer_options *opts);
 /* Local: unmaps what mpi_npy.c mapped (NULL: nothing). */
 void emb__mpi_unmap(void *base, size_t len);
 

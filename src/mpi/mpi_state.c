@@ -358,8 +358,9 @@ emb_status emb_mpi_table_load_optimizer_state(emb_mpi_table *t, const void *buf,
                            "rank 0's (every rank passes the same bytes)",
                            t->rank);
     if (!st) st = check_state(t, b, n, &o);
-    if (!st) st = emb_optimizer_create(&o, &opt); /* validates the options */
-    if (!st && t->weight) {                       /* the shard's part, checked by libemb */
+    if (!st) st = emb_optimizer_create(&o, &opt);             /* validates the options */
+    if (!st && !t->opt_dense) st = emb__mpi_sparse_probe(&o); /* as set_optimizer does */
+    if (!st && t->weight) { /* the shard's part, checked by libemb */
         emb_tensor w;
         st = emb_mpi_table_shard(t, &w);
         if (!st) st = emb_optimizer_add_param(opt, &w, NULL);

@@ -591,7 +591,7 @@ static void opt_record(const emb_optimizer_options *o, bool dense, double *r) {
 
 /* What libemb's sparse step says of these options: one step of an empty sparse gradient
  * on a 1 x 1 parameter (weight_decay with SGD or Adagrad is refused there, as in PyTorch). */
-static emb_status sparse_probe(const emb_optimizer_options *opts) {
+emb_status emb__mpi_sparse_probe(const emb_optimizer_options *opts) {
     float w0 = 0.0f;
     const int64_t shape[2] = {1, 1};
     emb_tensor w;
@@ -615,7 +615,7 @@ static emb_status set_optimizer(emb_mpi_table *t, const emb_optimizer_options *o
     emb_optimizer *opt = NULL;
     if (!opts) {
         st = emb_set_error(EMB_ERR_NULL, "opts must not be NULL");
-    } else if (!dense && (st = sparse_probe(opts)) != EMB_OK) {
+    } else if (!dense && (st = emb__mpi_sparse_probe(opts)) != EMB_OK) {
         /* libemb's own refusal of these options for sparse gradients */
     } else if (dense && t->qtype != EMB_QTYPE_F32) {
         st = emb_set_error(EMB_ERR_UNSUPPORTED,

@@ -225,6 +225,26 @@ static void run_refusals(void) {
           "a short buffer on root");
     OK(emb_mpi_table_save_optimizer_state(t, 0, b, n));
     MPI_Bcast(b, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+    /* options the sparse step refuses (weight decay with SGD): refused as set_optimizer does */
+    {
+        emb_optimizer_options wd = o;
+        wd.weight_decay = 0.5;
+        emb_tensor w1;
+        float x[40] = {0};
+        const int64_t s1[2] = {10, 4};
+        w1 = view(EMB_FLOAT32, x, 2, s1);
+        emb_optimizer *p = NULL;
+        OK(emb_optimizer_create(&wd, &p));
+        OK(emb_optimizer_add_param(p, &w1, NULL));
+        size_t pn = emb_optimizer_state_nbytes(p);
+        unsigned char *pb = malloc(pn);
+        OK(emb_optimizer_save_state(p, pb, pn));
+        emb_status s = emb_mpi_table_load_optimizer_state(t, pb, pn);
+        CHECK(s == EMB_ERR_UNSUPPORTED && strstr(emb_errmsg(), "weight_decay") != NULL,
+              "a state with weight decay for sparse steps gave %d", s);
+        free(pb);
+        emb_optimizer_free(p);
+    }
     /* a state of SGD with momentum into Adagrad; into a table of another shape */
     emb_optimizer_options a = case_options(ADAGRAD);
     OK(emb_mpi_table_set_optimizer(t, &a));
