@@ -229,8 +229,10 @@ EMB_MPI_API emb_status emb_mpi_table_save_optimizer_state(emb_mpi_table *t, int 
                                                           size_t n);
 /* Replaces the optimizer's options and state with a gathered state of exactly n bytes, which
  * every rank passes alike (each reads the same file, or root broadcasts it); each rank keeps
- * its rows' part. The table's optimizer must be of the state's kind, and SGD with momentum
- * on sparse steps stays so (the state's momentum is not 0). Everything is checked before
+ * its rows' part. The table's optimizer must be of the state's kind, SGD with momentum on
+ * sparse steps stays so (the state's momentum is not 0), and a table of sparse steps refuses
+ * options libemb's sparse step refuses (weight_decay with SGD or Adagrad), as
+ * emb_mpi_table_set_optimizer does. Everything is checked before
  * anything changes. Collective. Errors on every rank (nothing changed anywhere):
  * EMB_ERR_NULL, EMB_ERR_STATE, EMB_ERR_UNSUPPORTED, EMB_ERR_INVALID (bytes that differ
  * between ranks), EMB_ERR_FORMAT (those of emb_optimizer_load_state: layout, checksum, kind,
