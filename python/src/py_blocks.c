@@ -18,10 +18,10 @@
 /* Blocks smaller than this come from the C library's heap, which reuses them without
  * faulting (and costs nothing to cache). */
 #define BLOCK_MIN_BYTES ((size_t)256 << 10)
-#define CACHE_SLOTS 4
+#define CACHE_SLOTS     4
 /* The cache never holds more than this, nor any block larger. */
 #define CACHE_MAX_BYTES ((size_t)1 << 30)
-#define BLOCK_ALIGN 4096
+#define BLOCK_ALIGN     4096
 
 /* Blocks are mapped directly: outside the C library's heap, whose trimming would otherwise
  * depend on where they sit. */
