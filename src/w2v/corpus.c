@@ -242,18 +242,24 @@ emb_status emb__w2v_read_corpus(const emb_w2v_options *o, emb__corpus_src *src, 
     return EMB_OK;
 }
 
+void emb__corpus_label(const char *const *paths, size_t n, char *buf, size_t size) {
+    const char *first = strcmp(paths[0], "-") == 0 ? "<stdin>" : paths[0];
+    if (n == 1)
+        snprintf(buf, size, "%s", first);
+    else
+        snprintf(buf, size, "%.200s and %zu more", first, n - 1);
+}
+
 emb_status emb__w2v_read_paths(const emb_w2v_options *o, const char *const *paths, size_t n,
-                               emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2]) {
+                               emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2],
+                               emb__corpus_files *files) {
     emb__corpus_src *src;
     emb_status st = emb__corpus_open_paths(&src, paths, n);
     if (st) return st;
     char name[256];
-    const char *first = strcmp(paths[0], "-") == 0 ? "<stdin>" : paths[0];
-    if (n == 1)
-        snprintf(name, sizeof name, "%s", first);
-    else
-        snprintf(name, sizeof name, "%.200s and %zu more", first, n - 1);
+    emb__corpus_label(paths, n, name, sizeof name);
     st = emb__w2v_read_corpus(o, src, name, vocab, ids, skipped);
+    if (st == EMB_OK && files) emb__corpus_take_files(src, files);
     emb__corpus_close(src);
     return st;
 }
