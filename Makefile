@@ -12,7 +12,7 @@ PREFIX     ?= /usr/local
 CMAKE_FLAGS ?=
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: run demo test test-machines build build-asan bench bench-large bench-w2v bench-io bench-serve install clean deps-build deps-run deps-test deps-bench fuzz fuzz-run
+.PHONY: run demo test test-machines build build-asan bench bench-large bench-w2v bench-io bench-serve install clean deps-build deps-run deps-test deps-bench fuzz fuzz-run fuzz-build
 
 run: deps-run build
 	scripts/run.sh $(BUILD)
@@ -54,16 +54,20 @@ test-machines: deps-test
 # (scripts/find-fuzz-cc.sh, which says what to install when none does); FUZZ_CC=... chooses.
 fuzz: deps-test fuzz-run
 
-fuzz-run:
+fuzz-run: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TIME)
+
+# Configures and builds the harnesses only (scripts/fuzz-campaign.sh builds with it).
+fuzz-build:
 	@cc=$$(FUZZ_CC="$(FUZZ_CC)" scripts/find-fuzz-cc.sh) && echo "fuzzing compiler: $$cc" && \
+	cached=$$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' $(FUZZ_BUILD)/CMakeCache.txt 2>/dev/null || true) && \
 	if [ -f $(FUZZ_BUILD)/CMakeCache.txt ] && \
-	   ! grep -qx "CMAKE_C_COMPILER:[A-Z]*=$$(command -v $$cc)" $(FUZZ_BUILD)/CMakeCache.txt; then \
+	   [ "$$(command -v "$$cached")" != "$$(command -v $$cc)" ]; then \
 		echo "fuzzing compiler changed: reconfiguring $(FUZZ_BUILD) from scratch"; \
 		rm -rf $(FUZZ_BUILD)/CMakeCache.txt $(FUZZ_BUILD)/CMakeFiles; fi && \
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=$$cc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DEMB_FUZZ=ON -DEMB_TESTS=OFF -DEMB_WITH_OPENMP=OFF -DEMB_WITH_BLAS=OFF -DEMB_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
-	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TIME)
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DEMB_TESTS=OFF $(CMAKE_FLAGS)

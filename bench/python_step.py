@@ -10,12 +10,16 @@ emb time: above 1 means the emb model steps faster.
 
 --cpu times the process's CPU time (time.process_time) instead of the wall clock: on a
 loaded machine, with --threads 1, it leaves out the time the process waits for a core.
+The page faults per step (minor faults of the process during the best round's model; the
+machine's load does not change them) show how much of a step is the kernel mapping fresh
+memory for new tensors.
 
 Usage (the package from a build folder):
   PYTHONPATH=build/python /usr/bin/python3 bench/python_step.py [--threads 2] [--steps 20]
       [--rounds 3] [--quick] [--cpu]
 """
 import argparse
+import resource
 import time
 
 import torch
@@ -74,11 +78,16 @@ def step(model, opts, x, y, t):
         o.step()
 
 
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def time_steps(model, opts, data, clock):
-    t0 = clock()
+    """(time per step, minor page faults per step)"""
+    f0, t0 = faults(), clock()
     for x, y, t in data:
         step(model, opts, x, y, t)
-    return (clock() - t0) / len(data)
+    return (clock() - t0) / len(data), (faults() - f0) / len(data)
 
 
 def main():
@@ -94,7 +103,8 @@ def main():
     emb.set_num_threads(a.threads)
     print(f"threads {a.threads}, {a.steps} steps x {a.rounds} rounds, torch {torch.__version__}, "
           f"emb {emb.__version__}, {'CPU' if a.cpu else 'wall'} time")
-    print(f"{'model':16} {'torch ms/step':>14} {'emb ms/step':>12} {'torch/emb':>10}  same bits")
+    print(f"{'model':16} {'torch ms/step':>14} {'emb ms/step':>12} {'torch/emb':>10} "
+          f"{'torch faults':>13} {'emb faults':>11}  same bits")
     for cfg in QUICK if a.quick else CONFIGS:
         ref = make((nn.Embedding, nn.EmbeddingBag), cfg)
         mine = make((et.Embedding, et.EmbeddingBag), cfg)
@@ -103,13 +113,14 @@ def main():
         for m, o in (ref, mine):
             for x, y, t in warm:
                 step(m, o, x, y, t)
-        best = {"torch": float("inf"), "emb": float("inf")}
+        best = {"torch": (float("inf"), 0), "emb": (float("inf"), 0)}
         for _ in range(a.rounds):
             best["torch"] = min(best["torch"], time_steps(*ref, data, clock))
             best["emb"] = min(best["emb"], time_steps(*mine, data, clock))
         same = all(torch.equal(p, q) for p, q in zip(ref[0].parameters(), mine[0].parameters()))
-        print(f"{cfg[0]:16} {best['torch'] * 1e3:14.2f} {best['emb'] * 1e3:12.2f} "
-              f"{best['torch'] / best['emb']:10.2f}  {same}")
+        (tt, tf), (et_, ef) = best["torch"], best["emb"]
+        print(f"{cfg[0]:16} {tt * 1e3:14.2f} {et_ * 1e3:12.2f} {tt / et_:10.2f} {tf:13.0f} "
+              f"{ef:11.0f}  {same}")
 
 
 if __name__ == "__main__":

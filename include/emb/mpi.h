@@ -145,6 +145,22 @@ EMB_MPI_API emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *
                                                      const emb_mpi_shard_options *shard,
                                                      emb_mpi_table **out);
 
+/* A table over a NumPy .npy file: a C-order little-endian float32 [V, D] array (descr '<f4',
+ * fortran_order False, .npy version 1, 2 or 3). Every rank reads the header itself and maps,
+ * read-only, only the pages of its own rows (mmap of their byte range), which are read when
+ * they are looked up. As emb_mpi_table_map_safetensors's tables otherwise: lookups, bags and
+ * gradients work; steps are EMB_ERR_READ_ONLY and max_norm is refused; free unmaps.
+ * Collective. Errors on every rank (each rank reads the file: on a cluster it must be
+ * readable on every node): EMB_ERR_NULL (path), EMB_ERR_IO (cannot open, read or map),
+ * EMB_ERR_FORMAT (not an .npy file, a header it cannot read, a file size the shape does not
+ * give), EMB_ERR_DTYPE (another dtype than '<f4', big-endian float32 included),
+ * EMB_ERR_UNSUPPORTED (Fortran order), EMB_ERR_SHAPE (not 2-D, or an empty table), those of
+ * emb_mpi_table_create. */
+EMB_MPI_API emb_status emb_mpi_table_map_npy(MPI_Comm comm, const char *path,
+                                             const emb_bag_options *bag_opts,
+                                             const emb_mpi_shard_options *shard,
+                                             emb_mpi_table **out);
+
 /* Frees the table, its shard, its optimizer and its communicator. Collective (it frees a
  * communicator). NULL is fine. */
 EMB_MPI_API void emb_mpi_table_free(emb_mpi_table *t);
@@ -178,16 +194,51 @@ EMB_MPI_API emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tens
  * weight_decay with SGD or Adagrad) is refused here with libemb's status and message. SGD's
  * momentum buffer is PyTorch's sparse one, an uncoalesced list of entries over the whole
  * table that each step merges with the joined batch's entries: every rank keeps the whole
- * list's row ids (8 bytes per entry) and the values of its own rows' entries; it is not
- * part of emb_mpi_table_optimizer's state. Tables of f16 or bf16 rows: SGD without
- * momentum only, emb_qtable_sgd_step's with round-to-nearest and (float)lr; int8/int4 tables are
- * not trained (EMB_ERR_UNSUPPORTED). Errors on every rank: EMB_ERR_NULL, EMB_ERR_INVALID (invalid
- * options, or options that differ between ranks), EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
+ * list's row ids (8 bytes per entry) and the values of its own rows' entries; it is saved
+ * and loaded with emb_mpi_table_save_optimizer_state / _load_optimizer_state (gathered), not
+ * with emb_optimizer_save_state of the shard's optimizer, which counts its steps only. Tables of
+ * f16 or bf16 rows: SGD without momentum only, emb_qtable_sgd_step's with round-to-nearest and
+ * (float)lr; int8/int4 tables are not trained (EMB_ERR_UNSUPPORTED). Errors on every rank:
+ * EMB_ERR_NULL, EMB_ERR_INVALID (invalid options, or options that differ between ranks),
+ * EMB_ERR_UNSUPPORTED, EMB_ERR_NOMEM. */
 EMB_MPI_API emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t,
                                                    const emb_optimizer_options *opts);
-/* The shard's optimizer (NULL before emb_mpi_table_set_optimizer, or on a rank holding no
- * rows): for its state (emb_optimizer_save_state) and learning rate. */
+/* The shard's optimizer (NULL before emb_mpi_table_set_optimizer or _set_optimizer_dense, or
+ * on a rank holding no rows): its step count (every step call counts one) and learning rate.
+ * Its emb_optimizer_save_state is the shard's part alone, without SGD's sparse momentum
+ * buffer; the whole state is emb_mpi_table_save_optimizer_state's. */
 EMB_MPI_API emb_optimizer *emb_mpi_table_optimizer(emb_mpi_table *t);
+
+/* ---- The optimizer's state, gathered ---------------------------------------------------
+ * The state of the table's optimizer (sparse or dense) as the single process's optimizer of
+ * the whole [num_embeddings, dim] table saves it: emb_optimizer_save_state's bytes
+ * (docs/optimizer-state.md, one parameter), bit for bit: the options, the step count (every
+ * step call counts one, SGD with momentum too), the state buffers of the whole table (the
+ * shards' rows joined in rank order) and SGD's sparse momentum buffer (the whole list's rows
+ * and every entry's value, in list order). So a state saved at R ranks loads at any rank
+ * count and sharding, and into (or from) one process's emb_optimizer_load_state. f32 tables
+ * only (EMB_ERR_UNSUPPORTED); EMB_ERR_STATE before an optimizer is set. */
+
+/* The bytes the state takes now (the same on every rank). Collective. */
+EMB_MPI_API emb_status emb_mpi_table_optimizer_state_nbytes(emb_mpi_table *t, size_t *nbytes);
+/* Writes the state into root's buf (n >= the size above; exactly that many bytes are
+ * written; the other ranks may pass NULL): every rank sends its shard's state to root
+ * (MPI_Gatherv). Collective. Errors on every rank: EMB_ERR_INVALID (root outside the
+ * communicator, root's buf too small), EMB_ERR_NULL, EMB_ERR_NOMEM. */
+EMB_MPI_API emb_status emb_mpi_table_save_optimizer_state(emb_mpi_table *t, int root, void *buf,
+                                                          size_t n);
+/* Replaces the optimizer's options and state with a gathered state of exactly n bytes, which
+ * every rank passes alike (each reads the same file, or root broadcasts it); each rank keeps
+ * its rows' part. The table's optimizer must be of the state's kind, SGD with momentum on
+ * sparse steps stays so (the state's momentum is not 0), and a table of sparse steps refuses
+ * options libemb's sparse step refuses (weight_decay with SGD or Adagrad), as
+ * emb_mpi_table_set_optimizer does. Everything is checked before
+ * anything changes. Collective. Errors on every rank (nothing changed anywhere):
+ * EMB_ERR_NULL, EMB_ERR_STATE, EMB_ERR_UNSUPPORTED, EMB_ERR_INVALID (bytes that differ
+ * between ranks), EMB_ERR_FORMAT (those of emb_optimizer_load_state: layout, checksum, kind,
+ * options, shape [num_embeddings, dim], records), EMB_ERR_NOMEM. */
+EMB_MPI_API emb_status emb_mpi_table_load_optimizer_state(emb_mpi_table *t, const void *buf,
+                                                          size_t n);
 
 /* What this rank sent so far, and a reset. */
 EMB_MPI_API emb_mpi_stats emb_mpi_table_stats(const emb_mpi_table *t);
@@ -256,6 +307,60 @@ EMB_MPI_API emb_status emb_mpi_table_bag_step(emb_mpi_table *t, const emb_tensor
 EMB_MPI_API emb_status emb_mpi_table_lookup_step(emb_mpi_table *t, const emb_tensor *indices,
                                                  const emb_tensor *grad_output);
 
+/* ---- Dense gradients ------------------------------------------------------------------
+ * The shard's rows of the single process's dense gradient of the joined batch, bit for bit,
+ * and dense optimizer steps on the shard. grad_shard is float32 [end - begin, dim] (this
+ * rank's rows, emb_mpi_table_rows; [0, dim] with data NULL on a rank holding none), and the
+ * gradient is added to it (zero it first for a fresh gradient), as emb_bag_backward and
+ * emb_embedding_backward add theirs. scale_grad_by_freq counts a row over the joined batch.
+ * The rows' values are not read: tables of any storage type (mapped ones too) have these
+ * gradients. */
+
+/* EmbeddingBag dense backward (emb_bag_backward over the joined batch, restricted to this
+ * rank's rows): modes sum and mean (with per_sample_weights, scale_grad_by_freq) and max
+ * (max_indices: this rank's int64 [B, dim] from emb_mpi_table_bag_forward, table rows).
+ * Sum and mean: each non-padding position's term (its bag's gradient row, weight and bag
+ * size) goes to the row's owner, and the joined batch's row ids go to every rank
+ * (MPI_Allgatherv: libemb sums a row's terms in the order of PyTorch's unstable sort of the
+ * whole input). Max: each non-empty bag's gradient row and max_indices row go to the owners
+ * of the rows it names. Errors on every rank (no gradient changed): those of
+ * emb_bag_backward for this rank's arguments, EMB_ERR_NULL / EMB_ERR_DTYPE /
+ * EMB_ERR_SHAPE (grad_shard). */
+EMB_MPI_API emb_status emb_mpi_table_bag_backward_dense(emb_mpi_table *t, const emb_tensor *input,
+                                                        const emb_tensor *offsets,
+                                                        const emb_tensor *per_sample_weights,
+                                                        const emb_tensor *max_indices,
+                                                        const emb_tensor *grad_output,
+                                                        emb_tensor *grad_shard);
+
+/* Lookup dense backward (emb_embedding_backward over the joined batch, this rank's rows):
+ * each non-padding position's gradient row goes to its row's owner, which sums them in the
+ * joined batch's order. indices as emb_mpi_table_lookup, grad_output float32
+ * indices.shape + [dim]. Errors on every rank: those of emb_embedding_backward for this
+ * rank's arguments, those of grad_shard. */
+EMB_MPI_API emb_status emb_mpi_table_lookup_backward_dense(emb_mpi_table *t,
+                                                           const emb_tensor *indices,
+                                                           const emb_tensor *grad_output,
+                                                           emb_tensor *grad_shard);
+
+/* The dense optimizer of the shard: emb_optimizer_create(opts) over this rank's rows, any
+ * optimizer libemb's dense step has (SGD with momentum, dampening, Nesterov, weight_decay;
+ * Adagrad; Adam and AdamW with amsgrad), replacing any earlier optimizer (sparse or dense;
+ * its state is dropped). The sparse step calls refuse while it is set (EMB_ERR_STATE).
+ * Collective; the options must be the same on every rank. Errors on every rank:
+ * EMB_ERR_NULL, EMB_ERR_INVALID (invalid options, or options that differ between ranks),
+ * EMB_ERR_UNSUPPORTED (a table of other rows than float32), EMB_ERR_NOMEM. */
+EMB_MPI_API emb_status emb_mpi_table_set_optimizer_dense(emb_mpi_table *t,
+                                                         const emb_optimizer_options *opts);
+
+/* One step of the dense optimizer with this rank's rows of the gradient (grad_shard as
+ * above): emb_optimizer_step on the shard. Its updates are elementwise, so every rank's rows
+ * are the single process's after emb_optimizer_step with the whole gradient (the rows the
+ * batch does not name step too, with a zero gradient, as in one process). Collective.
+ * Errors on every rank (no shard changed, the step not counted): EMB_ERR_STATE (no dense
+ * optimizer), EMB_ERR_READ_ONLY (a mapped table), those of grad_shard. */
+EMB_MPI_API emb_status emb_mpi_table_step_dense(emb_mpi_table *t, const emb_tensor *grad_shard);
+
 /* ---- Word vectors over ranks (docs/DISTRIBUTED.md, "Word vectors") ----
  *
  * Data-parallel word2vec: every rank creates the same run (emb_w2v_create_from_file or
@@ -279,6 +384,16 @@ EMB_MPI_API emb_status emb_mpi_w2v_create(MPI_Comm comm, emb_w2v *w, emb_mpi_w2v
 EMB_MPI_API void emb_mpi_w2v_free(emb_mpi_w2v *d);
 /* Bytes this rank handed to MPI for the merges so far. */
 EMB_MPI_API uint64_t emb_mpi_w2v_bytes_sent(const emb_mpi_w2v *d);
+/* The merges' traffic of one rank since emb_mpi_w2v_create: `sent` is what the rank handed to
+ * MPI once for all the others (its changed rows with their ids, its lanes' state and counts,
+ * the stop agreement's int), `received` what the other ranks handed over (the payload every
+ * rank gets back from the all-gathers; the bytes on the wire depend on MPI's algorithm and
+ * headers), over `rounds` merges. Every rank knows every rank's counts. Local. */
+typedef struct emb_mpi_w2v_bytes {
+    uint64_t sent, received;
+    int64_t rounds;
+} emb_mpi_w2v_bytes;
+EMB_MPI_API emb_status emb_mpi_w2v_traffic(const emb_mpi_w2v *d, int rank, emb_mpi_w2v_bytes *out);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,7 @@
 
 #include "core.h"
 #include "embedding.h"
+#include "phrases.h"
 #include "vocab.h"
 
 #ifdef __cplusplus
@@ -77,12 +78,16 @@ typedef struct emb_w2v_options {
      * emb_phrases_apply writes, without writing it: each pass reads the file once to count,
      * then the vocabulary pass applies every pass line by line. A second pass learns from the
      * first one's text (phrases of up to 4 words), as gensim's Phrases applied twice.
-     * Defaults: phrases 0 (off), min_count 5, threshold 10, delimiter "_" (gensim's).
-     * Not with emb_w2v_create_from_stream, _from_ids, _with_vocab or emb_w2v_continue. */
+     * Defaults: phrases 0 (off), min_count 5, threshold 10, delimiter "_", the default
+     * scorer (gensim's). The corpus may be any that emb_w2v_create_from_files reads (stdin is
+     * copied to a temporary file, as emb_phrases_rewrite_files does). Not with
+     * emb_w2v_create_from_stream, _from_ids, _with_vocab or emb_w2v_continue. */
     int phrases;                /* passes, in [0, 8] */
     int64_t phrases_min_count;  /* with phrases > 0: >= 1 */
-    double phrases_threshold;   /* with phrases > 0: a number */
+    double phrases_threshold;   /* with phrases > 0: a number; in [-1, 1] with npmi */
     char phrases_delimiter[17]; /* with phrases > 0: 1 to 16 bytes, no whitespace */
+    int phrases_scoring;        /* with phrases > 0: EMB_PHRASES_DEFAULT or EMB_PHRASES_NPMI
+                                   (emb/phrases.h) */
 } emb_w2v_options;
 
 EMB_API emb_w2v_options emb_w2v_options_default(emb_w2v_model model);
@@ -228,8 +233,11 @@ EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
  * uninterrupted run. emb_w2v_options_of tells the count in force.
  * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_IO (checkpoint
  * unreadable), EMB_ERR_FORMAT (not a checkpoint, corrupt or truncated, a different corpus
- * or options: the message says which field differs; a field out of range or inconsistent
- * with the others; tables holding NaN or infinities). */
+ * or options: the message says which field differs, and for another list of files which
+ * file, by position, with the checkpoint's name, text size and fingerprint against this
+ * run's; a field out of range or inconsistent with the others; tables holding NaN or
+ * infinities). The checkpoint records the files read (names, text sizes and fingerprints);
+ * a file renamed or compressed otherwise still resumes: the token ids decide. */
 EMB_API emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus,
                                   const char *checkpoint, emb_w2v **out);
 /* The same over the corpus paths[0..n) (emb_w2v_create_from_files). */

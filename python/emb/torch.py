@@ -11,6 +11,11 @@ gradients, computed on the parameter's own memory (no copies) with the GIL relea
 gradients are bit-identical to torch's, so training with torch's optimizers gives the same
 parameters bit for bit (docs/python.md). Inputs emb does not serve (a weight that is not a
 float32 CPU tensor) go to torch's own forward.
+
+Dense gradients of 256 KiB and more are written into memory kept from gradients freed
+earlier (up to four blocks, 1 GiB in all), which is already mapped: a fresh allocation that
+size is faulted in and zeroed by the kernel page by page, which costs as much as the
+backward itself. empty_cache() gives that memory back.
 """
 import numpy as np
 import torch
@@ -18,7 +23,14 @@ from torch import nn
 
 from . import _emb
 
-__all__ = ["Embedding", "EmbeddingBag", "embedding", "embedding_bag"]
+__all__ = ["Embedding", "EmbeddingBag", "embedding", "embedding_bag", "empty_cache"]
+
+
+def empty_cache():
+    """Frees the memory kept for reuse from dense gradients freed earlier (as
+    torch.cuda.empty_cache() does for torch's GPU tensors); gradients still in use keep
+    theirs."""
+    _emb.empty_cache()
 
 
 def _view(t):

@@ -29,17 +29,30 @@ def _corpus_file(sentences):
     return f.name
 
 
+def _is_path(x):
+    return isinstance(x, (str, bytes, os.PathLike))
+
+
 def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
           min_count=5, max_final_vocab=None, sample=1e-3, seed=1, workers=3,
           min_alpha=0.0001, sg=0, negative=5, cbow_mean=1, epochs=5, shared_negatives=False,
-          lowercase=False, strip_punct=False, max_sentence=1000, progress=None):
+          lowercase=False, strip_punct=False, max_sentence=1000, lenient=False, phrases=0,
+          phrases_min_count=5, phrases_threshold=10.0, phrases_delimiter="_",
+          phrases_scoring="default", progress=None):
     """Trains word vectors and returns them as an emb.KeyedVectors (rows ordered by
     descending count, as gensim orders them).
 
-    corpus: a path to a UTF-8 text file (tokens separated by whitespace, a line per
-    sentence), or an iterable of sentences (lists of str tokens, gensim's `sentences`);
-    corpus_file: gensim's name for the path. The other arguments are gensim.models.Word2Vec's,
-    with its defaults (CBOW, sg=0; hierarchical softmax is not provided, negative >= 1).
+    corpus: a path, or a list or tuple of paths, read as `emb train` reads its CORPUS
+    operands (docs/word2vec.md, "Corpora"): files and directories one after the other,
+    gzip, bzip2, xz or zstd data recognised by its first bytes, "-" for standard input;
+    UTF-8 text, tokens separated by whitespace, a line per sentence. Or an iterable of
+    sentences (lists of str tokens, gensim's `sentences`). corpus_file: gensim's name for the
+    path (or paths). The other arguments are gensim.models.Word2Vec's, with its defaults
+    (CBOW, sg=0; hierarchical softmax is not provided, negative >= 1), and emb train's corpus
+    options: lowercase, strip_punct, max_sentence, lenient (skip tokens that are not UTF-8 or
+    too long, counted in kv.skipped = (invalid, too_long)), and phrases (passes of gensim's
+    Phrases applied before training, 0: off; True is one pass) with phrases_min_count,
+    phrases_threshold, phrases_delimiter and phrases_scoring ('default' or 'npmi').
 
     progress: called about every 100,000 words with a dict (words_done, words_total, epoch,
     alpha, seconds); returning True stops training, and the vectors trained so far are
@@ -49,19 +62,29 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
         raise TypeError("give exactly one of corpus and corpus_file")
     path = corpus_file if corpus_file is not None else corpus
     tmp = None
-    if not isinstance(path, (str, bytes, os.PathLike)):
+    if isinstance(path, (list, tuple)) and path and all(_is_path(p) for p in path):
+        path = [os.fspath(p) for p in path]
+    elif corpus_file is not None and not _is_path(path):
+        raise TypeError("corpus_file is a path or a list of paths")
+    elif _is_path(path):
+        path = os.fspath(path)
+    else:
         tmp = path = _corpus_file(path)
     try:
-        words, counts, vectors, finished = _emb.train_word2vec(
-            os.fspath(path), sg=bool(sg), vector_size=vector_size, window=window,
+        words, counts, vectors, finished, skipped = _emb.train_word2vec(
+            path, sg=bool(sg), vector_size=vector_size, window=window,
             negative=negative, sample=sample, min_count=min_count,
             max_vocab=max_final_vocab or 0, epochs=epochs, alpha=alpha, min_alpha=min_alpha,
             cbow_mean=bool(cbow_mean), workers=workers, seed=seed, lowercase=lowercase,
             strip_punct=strip_punct, max_sentence=max_sentence,
-            shared_negatives=shared_negatives, progress=progress)
+            shared_negatives=shared_negatives, progress=progress, lenient=bool(lenient),
+            phrases=int(phrases), phrases_min_count=phrases_min_count,
+            phrases_threshold=phrases_threshold, phrases_delimiter=phrases_delimiter,
+            phrases_scoring=phrases_scoring)
     finally:
         if tmp is not None:
             os.unlink(tmp)
     kv = KeyedVectors(vectors=vectors, index_to_key=words, counts=counts)
     kv.finished = finished
+    kv.skipped = skipped
     return kv

@@ -88,11 +88,11 @@ static PyObject *f_embedding_backward(PyObject *m, PyObject *args, PyObject *kw)
         if (st != EMB_OK)
             py_raise(st);
         else
-            res = py_sparse_to_tuple(&g);
+            res = py_sparse_take(&g);
         emb_sparse_grad_release(&g);
     } else {
         emb_tensor t;
-        res = py_new_array(EMB_FLOAT32, 2, wa.t.shape, &t);
+        res = py_new_cached_array(EMB_FLOAT32, 2, wa.t.shape, &t);
         if (!res) goto done;
         PY_NOGIL(st, emb_embedding_backward_overwrite(e, &ix.t, &gout.t, &t));
         if (st != EMB_OK) {
@@ -227,12 +227,12 @@ static PyObject *f_embedding_bag_backward(PyObject *m, PyObject *args, PyObject 
         if (st != EMB_OK)
             py_raise(st);
         else
-            res = py_sparse_to_tuple(&g);
+            res = py_sparse_take(&g);
         emb_sparse_grad_release(&g);
         goto done;
     }
     if (kind == 0)
-        res = py_new_array(EMB_FLOAT32, 2, wa.t.shape, &t);
+        res = py_new_cached_array(EMB_FLOAT32, 2, wa.t.shape, &t);
     else
         res = py_new_array(EMB_FLOAT32, b.input.t.ndim, b.input.t.shape, &t);
     if (!res) goto done;
@@ -272,4 +272,8 @@ PyMethodDef py_table_functions[] = {
      "embedding_bag_backward(weight, input, grad_output, offsets=None, "
      "per_sample_weights=None, max_indices=None, mode='mean', padding_idx=None, "
      "scale_grad_by_freq=False, include_last_offset=False, what='dense')"},
+    {"empty_cache", py_empty_cache, METH_NOARGS,
+     "empty_cache(): frees the memory kept from freed dense gradients for reuse"},
+    {"cached_bytes", py_cached_bytes, METH_NOARGS,
+     "cached_bytes() -> bytes of freed dense gradients kept for reuse"},
     {NULL}};

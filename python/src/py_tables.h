@@ -24,4 +24,14 @@ int py_embedding_options(PyObject *padding_idx, PyObject *max_norm, double norm_
 /* A sparse gradient copied into (rows int64 [nnz], values float32 [nnz, dim]). */
 PyObject *py_sparse_to_tuple(const emb_sparse_grad *g);
 
+/* py_blocks.c. A new array as py_new_array, for a fresh gradient written once: a large one
+ * comes from the module's cache of freed gradients (already mapped memory, page aligned). */
+PyObject *py_new_cached_array(emb_dtype dtype, int ndim, const int64_t *shape, emb_tensor *t);
+/* (rows int64 [nnz], values float32 [nnz, dim]) over g's own storage, which the arrays take
+ * over (g is left empty); borrowed or empty gradients are copied (py_sparse_to_tuple). */
+PyObject *py_sparse_take(emb_sparse_grad *g);
+/* _emb.empty_cache() and _emb.cached_bytes(): the cache of freed gradients. */
+PyObject *py_empty_cache(PyObject *m, PyObject *unused);
+PyObject *py_cached_bytes(PyObject *m, PyObject *unused);
+
 #endif

@@ -235,27 +235,99 @@ static int w2v_progress(const emb_w2v_progress *p, void *user) {
     return stop;
 }
 
-/* train_word2vec(corpus_path, model='skipgram', progress=None, **options) ->
- *   (words: list[str], counts: list[int], vectors: float32 [V, dim], finished: bool) */
+/* The corpus paths: one path, or a list or tuple of them (each a str, bytes or os.PathLike),
+ * as file-system bytes in *held (a new list) and their pointers in *out (PyMem). */
+static int corpus_paths(PyObject *corpus, PyObject **held, const char ***out, size_t *n) {
+    PyObject *seq = PyList_Check(corpus) || PyTuple_Check(corpus)
+                        ? PySequence_Fast(corpus, "corpus")
+                        : PyTuple_Pack(1, corpus);
+    if (!seq) return -1;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    *held = PyList_New(0);
+    *out = PyMem_Calloc((size_t)k + 1, sizeof **out);
+    int rc = *held && *out ? 0 : -1;
+    if (rc == 0 && k == 0) {
+        PyErr_SetString(PyExc_ValueError, "the corpus is an empty list of paths");
+        rc = -1;
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < k; i++) {
+        PyObject *b;
+        if (py_path(PySequence_Fast_GET_ITEM(seq, i), &b) < 0 || PyList_Append(*held, b) < 0)
+            rc = -1;
+        if (b) (*out)[i] = PyBytes_AS_STRING(b);
+        Py_XDECREF(b);
+    }
+    Py_DECREF(seq);
+    if (rc < 0 && !PyErr_Occurred()) PyErr_NoMemory();
+    *n = (size_t)k;
+    return rc;
+}
+
+/* The phrases options: passes, min_count, threshold, delimiter and scoring by name. */
+static int phrases_options(emb_w2v_options *o, int passes, long long min_count, double threshold,
+                           const char *delimiter, const char *scoring) {
+    o->phrases = passes;
+    o->phrases_min_count = min_count;
+    o->phrases_threshold = threshold;
+    if (strlen(delimiter) >= sizeof o->phrases_delimiter) {
+        PyErr_SetString(PyExc_ValueError, "phrases_delimiter must have 1 to 16 bytes");
+        return -1;
+    }
+    strcpy(o->phrases_delimiter, delimiter);
+    if (strcmp(scoring, "default") != 0 && strcmp(scoring, "npmi") != 0) {
+        PyErr_Format(PyExc_ValueError, "phrases_scoring is 'default' or 'npmi', not '%s'", scoring);
+        return -1;
+    }
+    o->phrases_scoring = strcmp(scoring, "npmi") == 0 ? EMB_PHRASES_NPMI : EMB_PHRASES_DEFAULT;
+    return 0;
+}
+
+/* train_word2vec(corpus_paths, model='skipgram', progress=None, **options) ->
+ *   (words: list[str], counts: list[int], vectors: float32 [V, dim], finished: bool,
+ *    skipped: (invalid, too_long)) */
 static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
-    static char *names[] = {
-        "corpus",      "sg",           "vector_size",      "window",   "negative",
-        "sample",      "min_count",    "max_vocab",        "epochs",   "alpha",
-        "min_alpha",   "cbow_mean",    "workers",          "seed",     "lowercase",
-        "strip_punct", "max_sentence", "shared_negatives", "progress", NULL};
+    static char *names[] = {"corpus",
+                            "sg",
+                            "vector_size",
+                            "window",
+                            "negative",
+                            "sample",
+                            "min_count",
+                            "max_vocab",
+                            "epochs",
+                            "alpha",
+                            "min_alpha",
+                            "cbow_mean",
+                            "workers",
+                            "seed",
+                            "lowercase",
+                            "strip_punct",
+                            "max_sentence",
+                            "shared_negatives",
+                            "progress",
+                            "lenient",
+                            "phrases",
+                            "phrases_min_count",
+                            "phrases_threshold",
+                            "phrases_delimiter",
+                            "phrases_scoring",
+                            NULL};
     PyObject *corpus, *progress = Py_None, *alpha = Py_None, *min_alpha = Py_None;
     int sg = 1;
     emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
     long long dim = o.dim, min_count = o.min_count, max_vocab = o.max_vocab,
-              seed = (long long)o.seed, max_sentence = o.max_sentence;
+              seed = (long long)o.seed, max_sentence = o.max_sentence,
+              ph_min_count = o.phrases_min_count;
     int window = o.window, negative = o.negative, epochs = o.epochs, cbow_mean = o.cbow_mean,
         threads = o.threads, lower = o.lowercase, strip = o.strip_punct,
-        shared = o.shared_negatives;
-    double sample = o.sample;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pLiidLLiOOpiLppLpO:train_word2vec", names,
-                                     &corpus, &sg, &dim, &window, &negative, &sample, &min_count,
-                                     &max_vocab, &epochs, &alpha, &min_alpha, &cbow_mean, &threads,
-                                     &seed, &lower, &strip, &max_sentence, &shared, &progress))
+        shared = o.shared_negatives, lenient = o.lenient, phrases = o.phrases;
+    double sample = o.sample, ph_threshold = o.phrases_threshold;
+    const char *ph_delimiter = "_", *ph_scoring = "default";
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "O|pLiidLLiOOpiLppLpOpiLdss:train_word2vec", names, &corpus, &sg, &dim,
+            &window, &negative, &sample, &min_count, &max_vocab, &epochs, &alpha, &min_alpha,
+            &cbow_mean, &threads, &seed, &lower, &strip, &max_sentence, &shared, &progress,
+            &lenient, &phrases, &ph_min_count, &ph_threshold, &ph_delimiter, &ph_scoring))
         return NULL;
     if (progress != Py_None && !PyCallable_Check(progress)) {
         PyErr_SetString(PyExc_TypeError, "progress must be callable or None");
@@ -279,12 +351,19 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     o.strip_punct = strip;
     o.max_sentence = max_sentence;
     o.shared_negatives = shared;
-    PyObject *path;
-    if (py_path(corpus, &path) < 0) return NULL;
+    o.lenient = lenient;
+    if (phrases_options(&o, phrases, ph_min_count, ph_threshold, ph_delimiter, ph_scoring) < 0)
+        return NULL;
+    PyObject *held = NULL;
+    const char **paths = NULL;
+    size_t npaths = 0;
     emb_w2v *w = NULL;
-    emb_status st;
-    PY_NOGIL(st, emb_w2v_create_from_file(&o, PyBytes_AS_STRING(path), &w));
-    Py_DECREF(path);
+    emb_status st = EMB_OK;
+    if (corpus_paths(corpus, &held, &paths, &npaths) == 0)
+        PY_NOGIL(st, emb_w2v_create_from_files(&o, paths, npaths, &w));
+    PyMem_Free(paths);
+    Py_XDECREF(held);
+    if (PyErr_Occurred()) return NULL;
     if (st != EMB_OK) return py_raise(st);
     w2v_cb cb = {progress == Py_None ? NULL : progress, 0};
     PY_NOGIL(st, emb_w2v_train(w, w2v_progress, &cb));
@@ -306,8 +385,11 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     vec = py_new_array(EMB_FLOAT32, 2, src.shape, &dst);
     if (!vec) goto done;
     memcpy(dst.data, src.data, emb_tensor_nbytes(&src));
-    res = Py_BuildValue("OOOO", words, counts, vec,
-                        st == EMB_OK && !cb.stopped_by_user ? Py_True : Py_False);
+    int64_t invalid = 0, too_long = 0;
+    emb_w2v_skipped(w, &invalid, &too_long);
+    res = Py_BuildValue("OOOO(LL)", words, counts, vec,
+                        st == EMB_OK && !cb.stopped_by_user ? Py_True : Py_False,
+                        (long long)invalid, (long long)too_long);
 done:
     Py_XDECREF(words);
     Py_XDECREF(counts);
@@ -331,7 +413,8 @@ PyMethodDef py_train_functions[] = {
      "random_fill(out, 'normal'|'uniform', a, b): Tensor.normal_(a, b) / uniform_(a, b) from "
      "the default generator, in place"},
     {"train_word2vec", (PyCFunction)(void (*)(void))m_train_word2vec, METH_VARARGS | METH_KEYWORDS,
-     "train_word2vec(corpus_path, ...) -> (words, counts, vectors, finished)"},
+     "train_word2vec(corpus_paths, ...) -> (words, counts, vectors, finished, (invalid, "
+     "too_long))"},
     {NULL}};
 
 int py_train_init(PyObject *m) {

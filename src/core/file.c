@@ -251,7 +251,11 @@ void emb_remove_temp_files(void) {
  * Atomic writing
  * ------------------------------------------------------------------------------------- */
 
-#define EMB__WBUF (1u << 20)
+/* The write buffer starts at EMB__WBUF_MIN bytes and doubles, up to EMB__WBUF, each time it
+ * fills: a small file costs no large allocation, a large one is written in 1 MiB calls. The
+ * bytes written do not depend on it. */
+#define EMB__WBUF     (1u << 20)
+#define EMB__WBUF_MIN (1u << 16)
 
 static mode_t process_umask(void) {
     /* umask() cannot be read without setting it (racy with other threads); Linux shows it. */
@@ -396,12 +400,12 @@ emb_status emb__writer_open(emb__writer *w, const char *path) {
     w->slot = -1;
     if (!*path) return w->status = emb__error(EMB_ERR_INVALID, "empty output file name");
     w->dest = strdup(path);
-    w->buf = malloc(EMB__WBUF);
+    w->buf = malloc(EMB__WBUF_MIN);
     if (!w->dest || !w->buf) {
         emb__writer_abort(w);
         return w->status = emb__error(EMB_ERR_NOMEM, "%s: out of memory", path);
     }
-    w->cap = EMB__WBUF;
+    w->cap = EMB__WBUF_MIN;
     emb_status rc = EMB_OK;
     struct stat lsb, sb;
     bool exists = false;
@@ -491,6 +495,13 @@ emb_status emb__writer_put(emb__writer *w, const void *data, size_t n) {
         w->len += k;
         p += k;
         n -= k;
+        if (w->len == w->cap && w->cap < EMB__WBUF) { /* a larger file: a larger buffer */
+            unsigned char *b = realloc(w->buf, w->cap * 2);
+            if (b) {
+                w->buf = b, w->cap *= 2;
+                continue;
+            }
+        }
         if (w->len == w->cap && writer_flush(w)) return w->status;
     }
     return w->status;

@@ -204,6 +204,10 @@ static uint32_t fnv1a32_v1(const unsigned char *p, size_t n) {
     return h;
 }
 
+size_t emb__generator_nbytes(void) {
+    return sizeof(emb_generator);
+}
+
 size_t emb_generator_state_nbytes(void) {
     return EMB__STATE_SIZE;
 }

@@ -96,6 +96,10 @@ bool emb__utf8_valid(const char *s, size_t len);
  * when the advice was given. emb__malloc calls it on every allocation; contents unchanged. */
 bool emb__advise_hugepages(void *p, size_t nbytes);
 
+/* sizeof(emb_generator), for the API fuzzer, which copies generators to see cheaply that a
+ * failed call left them alone. */
+size_t emb__generator_nbytes(void);
+
 /* ---------------------------------------------------------------------------------------
  * Files: the one reader and the one atomic writer (src/core/file.c; docs/file-formats.md)
  * ------------------------------------------------------------------------------------- */

@@ -35,6 +35,7 @@ struct emb_mpi_table {
     emb_bag *checker;   /* a 1-row bag with the table's mode: checks arguments */
     emb_optimizer *opt; /* NULL until set_optimizer (and on ranks without rows) */
     bool have_opt;
+    bool opt_dense; /* set by emb_mpi_table_set_optimizer_dense (mpi_dense.c's steps) */
     emb_optimizer_kind opt_kind;
     emb_optimizer_options opt_opts;
     emb__mpi_momentum mom; /* SGD with momentum */
@@ -44,7 +45,32 @@ struct emb_mpi_table {
     bool borrowed;        /* weight is the caller's or the mapping's: not freed */
     bool read_only;       /* mapped rows: no step writes them */
     emb_safetensors *map; /* emb_mpi_table_map_safetensors's file, unmapped by free */
+    void *mapped;         /* emb_mpi_table_map_npy's mapping of this rank's rows, or NULL */
+    size_t mapped_len;
 };
+
+/* Where a table's rows come from when it does not draw them: the caller's memory
+ * (emb_mpi_table_wrap) or a mapped file (emb_mpi_table_map_safetensors, _map_npy). */
+typedef struct emb__mpi_source {
+    float *rows; /* this rank's rows, [nrows, dim] */
+    int64_t nrows;
+    bool read_only;
+    emb_safetensors *map; /* owned by the table once created */
+    void *base;           /* a mapping (mpi_npy.c) owned by the table once created */
+    size_t len;
+} emb__mpi_source;
+
+/* Collective: a table of V x D rows; its rows from src (NULL: drawn as emb_bag_create). */
+emb_status emb__mpi_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
+                           const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
+                           const emb__mpi_source *src, emb_mpi_table **out);
+/* Local: the rows [*b, *e) rank holds under s; [0, 0) when the settings are invalid. */
+void emb__mpi_rows_of(int rank, int size, int64_t V, const emb_mpi_shard_options *s, int64_t *b,
+                      int64_t *e);
+/* Local: what libemb's sparse step says of these options (one step of an empty gradient). */
+emb_status emb__mpi_sparse_probe(const emb_optimizer_options *opts);
+/* Local: unmaps what mpi_npy.c mapped (NULL: nothing). */
+void emb__mpi_unmap(void *base, size_t len);
 
 /* One rank's batch, its distinct ids and their positions in the fetched rows. */
 typedef struct emb__mpi_route {
@@ -124,5 +150,10 @@ void emb__mpi_momentum_free(emb__mpi_momentum *m);
 /* Local checks. */
 emb_status emb__mpi_check_f32(const emb_tensor *t, const char *what, int ndim,
                               const int64_t *shape);
+/* A bag batch's arguments as emb_bag_forward checks them (out: [B, dim] when given, named
+ * out_name), *num_bags its bags. */
+emb_status emb__mpi_check_bag(const emb_mpi_table *t, const emb_tensor *input,
+                              const emb_tensor *offsets, const emb_tensor *psw,
+                              const emb_tensor *out, const char *out_name, int64_t *num_bags);
 
 #endif /* EMB_MPI_INTERNAL_H */

@@ -243,9 +243,9 @@ static emb_status check_indices(const emb_mpi_table *t, const emb_tensor *indice
     return EMB_OK;
 }
 
-static emb_status check_bag(const emb_mpi_table *t, const emb_tensor *input,
-                            const emb_tensor *offsets, const emb_tensor *psw, const emb_tensor *out,
-                            const char *out_name, int64_t *num_bags) {
+emb_status emb__mpi_check_bag(const emb_mpi_table *t, const emb_tensor *input,
+                              const emb_tensor *offsets, const emb_tensor *psw,
+                              const emb_tensor *out, const char *out_name, int64_t *num_bags) {
     emb_status st = emb_bag_num_bags(t->checker, input, offsets, num_bags);
     if (st) return st;
     if (psw) {
@@ -316,7 +316,7 @@ emb_status emb_mpi_table_bag_forward(emb_mpi_table *t, const emb_tensor *input,
     int64_t B = 0;
     emb__mpi_route r;
     memset(&r, 0, sizeof r);
-    emb_status st = check_bag(t, input, offsets, psw, out, "out", &B);
+    emb_status st = emb__mpi_check_bag(t, input, offsets, psw, out, "out", &B);
     if (!st && !out) st = emb_set_error(EMB_ERR_NULL, "out must not be NULL");
     if (!st && max_indices) {
         int64_t shape[2] = {B, t->dim};
@@ -390,7 +390,7 @@ emb_status emb_mpi_table_bag_backward_per_sample_weights(emb_mpi_table *t, const
     int64_t B = 0;
     emb__mpi_route r;
     memset(&r, 0, sizeof r);
-    emb_status st = check_bag(t, input, offsets, NULL, grad_output, "grad_output", &B);
+    emb_status st = emb__mpi_check_bag(t, input, offsets, NULL, grad_output, "grad_output", &B);
     if (!st && t->opts.mode != EMB_BAG_SUM)
         st = emb_set_error(EMB_ERR_UNSUPPORTED, "the gradient of per_sample_weights needs "
                                                 "mode sum");
@@ -671,11 +671,14 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
     if (what == DO_STEP && !t->have_opt)
         st = emb_set_error(EMB_ERR_STATE, "the table has no optimizer "
                                           "(emb_mpi_table_set_optimizer)");
+    if (!st && what == DO_STEP && t->opt_dense)
+        st = emb_set_error(EMB_ERR_STATE, "the table's optimizer is for dense gradients "
+                                          "(emb_mpi_table_step_dense)");
     if (!st && what == DO_STEP && t->read_only)
         st = emb_set_error(EMB_ERR_READ_ONLY,
                            "the table's rows are mapped read-only: a step would write them");
     if (!st && bag) {
-        st = check_bag(t, input, offsets, psw, grad_output, "grad_output", &B);
+        st = emb__mpi_check_bag(t, input, offsets, psw, grad_output, "grad_output", &B);
         if (!st && t->opts.mode == EMB_BAG_MAX)
             st = emb_set_error(EMB_ERR_UNSUPPORTED, "max mode does not support sparse weights");
     } else if (!st && t->qtype != EMB_QTYPE_F32) {
@@ -710,7 +713,10 @@ static emb_status backward(emb_mpi_table *t, bool bag, const emb_tensor *input,
     emb_sparse_grad sg;
     memset(&sg, 0, sizeof sg);
     if (!st && momentum) {
-        st = emb__mpi_momentum_step(t, &t->opt_opts, all, total, o.vals);
+        emb_optimizer_options mo = t->opt_opts; /* the rate set on the shard's optimizer */
+        if (t->opt) mo.lr = emb_optimizer_lr(t->opt);
+        st = emb__mpi_momentum_step(t, &mo, all, total, o.vals);
+        if (!st && t->opt) st = emb_optimizer_advance_step(t->opt, 0); /* counted as libemb's */
         free(all);
         owned_free(&o);
         return st;

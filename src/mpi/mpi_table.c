@@ -252,15 +252,6 @@ static emb_status comm_and_types(emb_mpi_table *t, MPI_Comm comm, int64_t ms) {
     return emb__mpi_fail(rc, "MPI_Type_contiguous");
 }
 
-/* Where a table's rows come from when it does not draw them: the caller's memory
- * (emb_mpi_table_wrap) or a mapped file (emb_mpi_table_map_safetensors). */
-typedef struct shard_source {
-    float *rows; /* this rank's rows, [nrows, dim] */
-    int64_t nrows;
-    bool read_only;
-    emb_safetensors *map; /* owned by the table once created */
-} shard_source;
-
 /* The rows [begin, end) a rank holds (the settings already checked). */
 static void rows_of(int rank, int size, int64_t V, const emb_mpi_shard_options *s, int64_t *b,
                     int64_t *e) {
@@ -273,9 +264,18 @@ static void rows_of(int rank, int size, int64_t V, const emb_mpi_shard_options *
     }
 }
 
+void emb__mpi_rows_of(int rank, int size, int64_t V, const emb_mpi_shard_options *s, int64_t *b,
+                      int64_t *e) {
+    *b = *e = 0; /* invalid settings: creation refuses them before the rows */
+    if (s->sharding == EMB_MPI_ROW_WISE
+            ? V >= size
+            : s->sharding == EMB_MPI_TABLE_WISE && s->owner >= 0 && s->owner < size)
+        rows_of(rank, size, V, s, b, e);
+}
+
 /* A source's own checks: float32 rows, the rank's row count, no renormalisation of
  * read-only rows. */
-static emb_status check_source(const shard_source *src, int rank, int size, int64_t V,
+static emb_status check_source(const emb__mpi_source *src, int rank, int size, int64_t V,
                                const emb_bag_options *o, const emb_mpi_shard_options *s) {
     if (s->qtype != EMB_QTYPE_F32)
         return emb_set_error(EMB_ERR_UNSUPPORTED, "a wrapped or mapped table has float32 rows");
@@ -294,9 +294,9 @@ static emb_status check_source(const shard_source *src, int rank, int size, int6
     return EMB_OK;
 }
 
-static emb_status create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
-                         const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
-                         const shard_source *src, emb_mpi_table **out) {
+emb_status emb__mpi_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
+                           const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
+                           const emb__mpi_source *src, emb_mpi_table **out) {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
@@ -395,7 +395,11 @@ static emb_status create(MPI_Comm comm, int64_t num_embeddings, int64_t embeddin
         emb_bag_free(checker);
         return st;
     }
-    if (src) t->map = src->map;
+    if (src) {
+        t->map = src->map;
+        t->mapped = src->base;
+        t->mapped_len = src->len;
+    }
     *out = t;
     return EMB_OK;
 }
@@ -403,13 +407,13 @@ static emb_status create(MPI_Comm comm, int64_t num_embeddings, int64_t embeddin
 emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,
                                 const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
                                 emb_mpi_table **out) {
-    return create(comm, num_embeddings, embedding_dim, bag_opts, shard, NULL, out);
+    return emb__mpi_create(comm, num_embeddings, embedding_dim, bag_opts, shard, NULL, out);
 }
 
 emb_status emb_mpi_table_wrap(MPI_Comm comm, int64_t num_embeddings, emb_tensor *rows,
                               const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
                               emb_mpi_table **out) {
-    shard_source src = {NULL, 0, false, NULL};
+    emb__mpi_source src = {NULL, 0, false, NULL, NULL, 0};
     emb_status st = EMB_OK;
     int64_t D = 0;
     if (!rows)
@@ -426,13 +430,13 @@ emb_status emb_mpi_table_wrap(MPI_Comm comm, int64_t num_embeddings, emb_tensor 
     st = emb__mpi_agree_comm(comm, shard ? shard->timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT, st,
                              "to create the table");
     if (st) return st;
-    return create(comm, num_embeddings, D, bag_opts, shard, &src, out);
+    return emb__mpi_create(comm, num_embeddings, D, bag_opts, shard, &src, out);
 }
 
 emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *path, const char *tensor,
                                          const emb_bag_options *bag_opts,
                                          const emb_mpi_shard_options *shard, emb_mpi_table **out) {
-    shard_source src = {NULL, 0, true, NULL};
+    emb__mpi_source src = {NULL, 0, true, NULL, NULL, 0};
     emb_tensor v;
     int64_t V = 0, D = 0;
     emb_status st = path ? emb_safetensors_open(path, &src.map)
@@ -455,17 +459,14 @@ emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *path, const 
     if (!st) {
         V = v.shape[0];
         D = v.shape[1];
-        int64_t b = 0, e = 0; /* invalid settings: create refuses them before the rows */
-        if (s.sharding == EMB_MPI_ROW_WISE
-                ? V >= size
-                : s.sharding == EMB_MPI_TABLE_WISE && s.owner >= 0 && s.owner < size)
-            rows_of(rank, size, V, &s, &b, &e);
+        int64_t b = 0, e = 0;
+        emb__mpi_rows_of(rank, size, V, &s, &b, &e);
         src.rows = (float *)v.data + b * D;
         src.nrows = e - b;
     }
     st = emb__mpi_agree_comm(comm, s.timeout_ms >= 0 ? s.timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT,
                              st, "to map the table");
-    if (!st) st = create(comm, V, D, bag_opts, &s, &src, out);
+    if (!st) st = emb__mpi_create(comm, V, D, bag_opts, &s, &src, out);
     if (st) emb_safetensors_free(src.map);
     return st;
 }
@@ -479,6 +480,7 @@ void emb_mpi_table_free(emb_mpi_table *t) {
     free(t->qdata);
     if (!t->borrowed) free(t->weight);
     emb_safetensors_free(t->map);
+    emb__mpi_unmap(t->mapped, t->mapped_len);
     free(t->begin);
     MPI_Type_free(&t->row_type);
     MPI_Type_free(&t->grad_type);
@@ -575,18 +577,21 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
 }
 
 /* The options as one record of doubles, for comparing them between ranks. */
-#define OPT_N 13
-static void opt_record(const emb_optimizer_options *o, double *r) {
-    double v[OPT_N] = {o->kind,     o->lr,           o->momentum, o->dampening,
-                       o->nesterov, o->weight_decay, o->lr_decay, o->initial_accumulator_value,
-                       o->eps,      o->beta1,        o->beta2,    o->amsgrad,
-                       o->maximize};
+#define OPT_N 14 /* the options, and whether the optimizer is for dense steps */
+static void opt_record(const emb_optimizer_options *o, bool dense, double *r) {
+    double v[OPT_N] = {o->kind,     o->lr,
+                       o->momentum, o->dampening,
+                       o->nesterov, o->weight_decay,
+                       o->lr_decay, o->initial_accumulator_value,
+                       o->eps,      o->beta1,
+                       o->beta2,    o->amsgrad,
+                       o->maximize, dense};
     memcpy(r, v, sizeof v);
 }
 
 /* What libemb's sparse step says of these options: one step of an empty sparse gradient
  * on a 1 x 1 parameter (weight_decay with SGD or Adagrad is refused there, as in PyTorch). */
-static emb_status sparse_probe(const emb_optimizer_options *opts) {
+emb_status emb__mpi_sparse_probe(const emb_optimizer_options *opts) {
     float w0 = 0.0f;
     const int64_t shape[2] = {1, 1};
     emb_tensor w;
@@ -603,14 +608,19 @@ static emb_status sparse_probe(const emb_optimizer_options *opts) {
     return st;
 }
 
-emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_options *opts) {
+/* The optimizer of the shard, for sparse steps or (dense) for emb_mpi_table_step_dense. */
+static emb_status set_optimizer(emb_mpi_table *t, const emb_optimizer_options *opts, bool dense) {
     if (!t) return emb_set_error(EMB_ERR_NULL, "table must not be NULL");
     emb_status st = EMB_OK;
     emb_optimizer *opt = NULL;
     if (!opts) {
         st = emb_set_error(EMB_ERR_NULL, "opts must not be NULL");
-    } else if ((st = sparse_probe(opts)) != EMB_OK) {
+    } else if (!dense && (st = emb__mpi_sparse_probe(opts)) != EMB_OK) {
         /* libemb's own refusal of these options for sparse gradients */
+    } else if (dense && t->qtype != EMB_QTYPE_F32) {
+        st = emb_set_error(EMB_ERR_UNSUPPORTED,
+                           "a table of %s rows has no dense optimizer (float32 rows only)",
+                           emb_qtype_name(t->qtype));
     } else if (t->qtype != EMB_QTYPE_F32 && opts->kind == EMB_OPTIMIZER_SGD &&
                opts->momentum != 0) {
         st = emb_set_error(EMB_ERR_UNSUPPORTED, "a table of %s rows is trained without momentum",
@@ -632,7 +642,7 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
     }
     double mine[OPT_N], root[OPT_N];
     memset(mine, 0, sizeof mine);
-    if (opts) opt_record(opts, mine);
+    if (opts) opt_record(opts, dense, mine);
     memcpy(root, mine, sizeof root);
     int rc = emb__mpi_bcast(t->timeout_ms, root, OPT_N, MPI_DOUBLE, 0, t->comm);
     if (rc != MPI_SUCCESS && !st) st = emb__mpi_fail(rc, "MPI_Bcast");
@@ -654,11 +664,20 @@ emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_opt
     }
     t->opt = opt;
     t->have_opt = true;
+    t->opt_dense = dense;
     t->opt_kind = opts->kind;
     t->opt_opts = *opts;
     emb__mpi_momentum_free(&t->mom);
     t->qlr = (float)opts->lr;
     return EMB_OK;
+}
+
+emb_status emb_mpi_table_set_optimizer(emb_mpi_table *t, const emb_optimizer_options *opts) {
+    return set_optimizer(t, opts, false);
+}
+
+emb_status emb_mpi_table_set_optimizer_dense(emb_mpi_table *t, const emb_optimizer_options *opts) {
+    return set_optimizer(t, opts, true);
 }
 
 emb_optimizer *emb_mpi_table_optimizer(emb_mpi_table *t) {

@@ -7,6 +7,7 @@
 #include "mpi_internal.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,11 @@
 /* Tokens per lane and round: the single process's (shorter rounds did not keep 4 ranks from
  * diverging with a summing merge, nor made the mean train faster). */
 #define EMB__MPI_W2V_ROUND 16384
+
+/* H of the merge's rule (merge below): measured on State of the Union at 4 ranks, skip-gram
+ * (one seed), where 0.1-0.15 gave the best accuracy (6.1%; one process: 6.6%), 0.03 and less
+ * diverged as the sum does and 0.3-1 lost points as the mean does. */
+#define EMB__MPI_W2V_SATURATION 0.125
 
 struct emb_mpi_w2v {
     MPI_Comm comm; /* the run's own duplicate */
@@ -27,8 +33,11 @@ struct emb_mpi_w2v {
     int64_t *ids;   /* [2 V] this rank's changed rows, then every rank's */
     float *rows;    /* their values */
     int64_t cap;    /* rows that ids and rows hold */
+    double *rate;   /* [2 V]: expected updates of a row per token a rank trains */
     int *counts, *displs;
-    uint64_t bytes;
+    uint64_t *sent;     /* [size]: bytes each rank handed to MPI for the merges so far */
+    uint64_t all_bytes; /* their sum */
+    int64_t rounds;     /* merges so far */
 };
 
 /* What a rank tells the others after a round: its lanes' sums and how many rows it changed. */
@@ -61,13 +70,19 @@ static emb_status round_fail(emb_mpi_w2v *d, emb_status st) {
 }
 
 /* The merge (every rank computes it alike from the same data): a row that one rank changed is
- * taken from that rank; a row two ranks changed becomes the round's starting value plus the sum
- * of their changes (the rule by which one process merges its threads' output tables); a row
- * that k > 2 ranks changed gets 2/k of the sum. Sums run in rank order. The sum alone made
- * skip-gram on 4 ranks diverge: the frequent words' rows, moved by every rank most of the way
- * to where its data pulls them, overshoot by k - 1 times; the mean alone trains them too
- * slowly (docs/DISTRIBUTED.md, "Word vectors"). */
-static void merge(emb_mpi_w2v *d, int64_t total) {
+ * taken from that rank; a row that k > 1 ranks changed becomes the round's starting value plus
+ * f times the sum of their changes (summed in rank order), with
+ *
+ *     f = (1 + x) / (1 + k x),   x = H * alpha * (the row's expected updates on one rank),
+ *
+ * alpha the learning rate as the round began. A row that takes few updates per round moves
+ * almost linearly, so the ranks' changes add up as if one process had made them all (f near
+ * 1, the sum); a row that takes many is pulled most of the way to where each rank's data
+ * wants it, and the sum of k such moves would overshoot k times (skip-gram on 4 ranks
+ * diverged with it), so f tends to 1/k (the mean). (1 + x) / (1 + k x) is the ratio of the
+ * saturating move n / (n + c) of k n updates to k times that of n. H was measured
+ * (docs/DISTRIBUTED.md, "The merge"). */
+static void merge(emb_mpi_w2v *d, int64_t total, double scale) {
     emb_w2v *w = d->w;
     const int64_t dim = w->o.dim;
     const size_t row_bytes = (size_t)dim * sizeof(float);
@@ -86,11 +101,10 @@ static void merge(emb_mpi_w2v *d, int64_t total) {
     for (int64_t k = 0; k < total; k++) {
         int64_t id = d->ids[k];
         float *x = table_row(w, id), *b = d->base + id * dim;
-        if (d->count[id] > 2) { /* at most twice the mean change: 2/k of the sum */
-            const float f = 2.0f / (float)d->count[id];
+        if (d->count[id] > 1) {
+            const double s = d->rate[id] * scale;
+            const float f = (float)((1 + s) / (1 + (double)d->count[id] * s));
             for (int64_t q = 0; q < dim; q++) x[q] = b[q] + x[q] * f;
-        } else if (d->count[id] == 2) {
-            for (int64_t q = 0; q < dim; q++) x[q] = b[q] + x[q];
         }
         d->count[id] = -1; /* done: a row appears once per rank that changed it */
     }
@@ -102,7 +116,10 @@ static void merge(emb_mpi_w2v *d, int64_t total) {
 
 static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
     emb_mpi_w2v *d = ctx;
-    if (d->size == 1) return EMB_OK; /* one rank: the single process's run */
+    if (d->size == 1) { /* one rank: the single process's run */
+        d->rounds++;
+        return EMB_OK;
+    }
     const int64_t dim = w->o.dim;
     const size_t row_bytes = (size_t)dim * sizeof(float);
     /* the rows this rank changed (any bit), input table first */
@@ -148,8 +165,18 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
                                  w->lanes, lane_bytes, MPI_BYTE, d->comm)) != MPI_SUCCESS)
         st = emb__mpi_fail(rc, "MPI_Allgather");
     if (st) return round_fail(d, st);
-    d->bytes += sizeof mine + (uint64_t)n * (sizeof(int64_t) + row_bytes) + (uint64_t)lane_bytes;
-    merge(d, total);
+    /* every rank counts every rank's part (the same counts everywhere): its head, changed rows
+     * and lanes, and the int of the stop agreement that follows the round */
+    for (int q = 0; q < d->size; q++) {
+        uint64_t b = sizeof mine + (uint64_t)d->counts[q] * (sizeof(int64_t) + row_bytes) +
+                     (uint64_t)lane_bytes + sizeof(int);
+        d->sent[q] += b, d->all_bytes += b;
+    }
+    d->rounds++;
+    const emb_w2v_options *o = &w->o;
+    double frac = (double)w->words_done / ((double)w->tokens * (double)o->epochs);
+    const double alpha = o->alpha - (o->alpha - o->min_alpha) * (frac > 1 ? 1 : frac);
+    merge(d, total, EMB__MPI_W2V_SATURATION * alpha * (double)(sum.done / d->size));
     *r = sum;
     return EMB_OK;
 }
@@ -264,7 +291,36 @@ void emb_mpi_w2v_free(emb_mpi_w2v *d) {
     if (d->row_type != MPI_DATATYPE_NULL) MPI_Type_free(&d->row_type);
     if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
     free(d->base), free(d->count), free(d->ids), free(d->rows), free(d->counts), free(d->displs);
+    free(d->rate), free(d->sent);
     free(d);
+}
+
+/* Expected updates of each row per token a rank trains, from the vocabulary's counts and the
+ * subsampling: a kept occurrence of a word is a context of about window + 1 centres (the
+ * dynamic window's mean); its output row is a target once per pair (skip-gram) or window
+ * (CBOW), and a negative K times per such update in proportion to count^0.75. Only +, *, /
+ * and sqrt: the same bits on every CPU. */
+static void rates(emb_mpi_w2v *d) {
+    const emb_w2v *w = d->w;
+    const emb_w2v_options *o = &w->o;
+    const double N = w->tokens > 0 ? (double)w->tokens : 1, m = (double)o->window + 1;
+    double kept = 0, qsum = 0;
+    for (int64_t i = 0; i < w->V; i++) {
+        double c = (double)emb_vocab_count(w->vocab, i);
+        double p = w->keep_all[i] ? 1.0 : (double)w->keep[i] / 4294967296.0;
+        d->rate[i] = c * p / N; /* kept occurrences per token */
+        kept += d->rate[i];
+        qsum += sqrt(c) * sqrt(sqrt(c));
+    }
+    const bool sg = o->model != EMB_W2V_CBOW;
+    const double targets = sg ? kept * m : kept; /* output-row updates as targets per token */
+    for (int64_t i = 0; i < w->V; i++) {
+        double c = (double)emb_vocab_count(w->vocab, i);
+        double q = qsum > 0 ? sqrt(c) * sqrt(sqrt(c)) / qsum : 0;
+        double pos = sg ? d->rate[i] * m : d->rate[i];
+        d->rate[w->V + i] = pos + targets * (double)o->negative * q;
+        d->rate[i] *= m;
+    }
 }
 
 static emb_status setup(emb_mpi_w2v *d) {
@@ -276,7 +332,8 @@ static emb_status setup(emb_mpi_w2v *d) {
     if (rc != MPI_SUCCESS) return emb__mpi_fail(rc, "MPI_Type_contiguous");
     d->counts = calloc((size_t)d->size, sizeof(int));
     d->displs = calloc((size_t)d->size, sizeof(int));
-    if (!d->counts || !d->displs) return emb_set_error(EMB_ERR_NOMEM, "out of memory");
+    d->sent = calloc((size_t)d->size, sizeof(uint64_t));
+    if (!d->counts || !d->displs || !d->sent) return emb_set_error(EMB_ERR_NOMEM, "out of memory");
     if (d->size > 1) { /* one rank merges nothing */
         d->base = malloc(2 * table_floats * sizeof(float));
         d->count = calloc(2 * (size_t)w->V, sizeof(int32_t));
@@ -285,6 +342,9 @@ static emb_status setup(emb_mpi_w2v *d) {
                                  "cannot allocate the copies of the tables a distributed run "
                                  "merges (%" PRId64 " words, dim %" PRId64 ")",
                                  w->V, dim);
+        d->rate = malloc(2 * (size_t)w->V * sizeof(double));
+        if (!d->rate) return emb_set_error(EMB_ERR_NOMEM, "out of memory");
+        rates(d);
         memcpy(d->base, w->syn0, table_floats * sizeof(float));
         memcpy(d->base + table_floats, w->syn1, table_floats * sizeof(float));
     }
@@ -334,5 +394,16 @@ emb_status emb_mpi_w2v_create(MPI_Comm comm, emb_w2v *w, emb_mpi_w2v **out) {
 }
 
 uint64_t emb_mpi_w2v_bytes_sent(const emb_mpi_w2v *d) {
-    return d ? d->bytes : 0;
+    return d ? d->sent[d->rank] : 0;
+}
+
+emb_status emb_mpi_w2v_traffic(const emb_mpi_w2v *d, int rank, emb_mpi_w2v_bytes *out) {
+    if (!d || !out) return emb_set_error(EMB_ERR_NULL, "d and out must not be NULL");
+    if (rank < 0 || rank >= d->size)
+        return emb_set_error(EMB_ERR_INVALID, "rank %d is not one of the run's %d ranks", rank,
+                             d->size);
+    out->sent = d->sent[rank];
+    out->received = d->all_bytes - d->sent[rank];
+    out->rounds = d->rounds;
+    return EMB_OK;
 }

@@ -1,5 +1,6 @@
-/* Bigram phrases as gensim's Phrases finds them (include/emb/phrases.h), and the phrased
- * text as a stream that training reads (src/text/phrases_stream.h). */
+/* Bigram phrases as gensim's Phrases finds them (include/emb/phrases.h; the functions that
+ * read corpus files are in src/w2v/phrased.c, over the corpus reader), and the phrased text
+ * as a stream that training reads (src/text/phrases_stream.h). */
 #define _GNU_SOURCE /* fopencookie */
 #include <emb/phrases.h>
 #include <emb/vocab.h>
@@ -16,6 +17,7 @@
 struct emb_phrases {
     emb_vocab *vocab; /* tokens and "a<delim>b" pairs with their counts */
     emb_phrases_options o;
+    int64_t words; /* tokens counted (gensim's corpus_word_count) */
     char delim[17];
     size_t dlen;
     char *key; /* scratch for a pair's key */
@@ -23,7 +25,7 @@ struct emb_phrases {
 };
 
 emb_phrases_options emb_phrases_options_default(void) {
-    emb_phrases_options o = {5, 10.0, "_"};
+    emb_phrases_options o = {5, 10.0, "_", EMB_PHRASES_DEFAULT};
     return o;
 }
 
@@ -81,27 +83,7 @@ static emb_status split_line(tokens *t, const char *p, const char *le, const cha
     return EMB_OK;
 }
 
-static emb_status each_line(const char *path, line_fn fn, void *ctx) {
-    emb__file f;
-    emb_status st =
-        emb__file_open(strcmp(path, "-") == 0 ? "/dev/stdin" : path, &f, EMB__FILE_READ);
-    if (st) return st;
-    const char *p = (const char *)f.data, *end = f.size ? p + f.size : p;
-    tokens t = {NULL, NULL, 0, 0};
-    int64_t line = 0;
-    while (p < end && st == EMB_OK) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p)), *le = nl ? nl : end;
-        line++;
-        st = split_line(&t, p, le, path, line);
-        if (st == EMB_OK) st = fn(ctx, line, t.tok, t.len, t.n);
-        p = nl ? nl + 1 : end;
-    }
-    free(t.tok), free(t.len);
-    emb__file_close(&f);
-    return st;
-}
-
-/* The same over a stream read to its end. */
+/* Calls fn for every line of a stream read to its end. */
 static emb_status each_line_of(FILE *f, const char *name, line_fn fn, void *ctx) {
     tokens t = {NULL, NULL, 0, 0};
     char *buf = NULL;
@@ -132,6 +114,7 @@ static emb_status learn_line(void *c, int64_t line, const char **tok, const size
                              int64_t n) {
     learn_ctx *x = c;
     emb_phrases *p = x->p;
+    p->words += n;
     for (int64_t i = 0; i < n; i++) {
         if (len[i] > EMB_VOCAB_MAX_WORD)
             return emb__error(EMB_ERR_FORMAT,
@@ -163,6 +146,15 @@ emb_status emb__phrases_check(const emb_phrases_options *opts) {
                           opts->min_count);
     if (!(opts->threshold == opts->threshold))
         return emb__error(EMB_ERR_INVALID, "threshold must be a number");
+    if (opts->scoring != EMB_PHRASES_DEFAULT && opts->scoring != EMB_PHRASES_NPMI)
+        return emb__error(EMB_ERR_INVALID,
+                          "scoring must be EMB_PHRASES_DEFAULT or EMB_PHRASES_NPMI, got %d",
+                          (int)opts->scoring);
+    if (opts->scoring == EMB_PHRASES_NPMI && !(opts->threshold >= -1 && opts->threshold <= 1))
+        return emb__error(EMB_ERR_INVALID,
+                          "threshold must be in [-1, 1] with npmi scoring (a normalised pointwise "
+                          "mutual information), got %g",
+                          opts->threshold);
     const char *d = opts->delimiter ? opts->delimiter : "_";
     size_t dl = strlen(d);
     if (dl < 1 || dl > 16)
@@ -186,22 +178,6 @@ static emb_status learn_begin(const emb_phrases_options *opts, emb_phrases **out
     p->dlen = dl;
     p->o.delimiter = p->delim;
     if ((st = emb_vocab_create(&p->vocab))) {
-        emb_phrases_free(p);
-        return st;
-    }
-    *out = p;
-    return EMB_OK;
-}
-
-emb_status emb_phrases_learn(const char *path, const emb_phrases_options *opts, emb_phrases **out) {
-    if (!path) return emb__null("path");
-    if (!opts) return emb__null("options");
-    if (!out) return emb__null("out");
-    emb_phrases *p = NULL;
-    emb_status st = learn_begin(opts, &p);
-    if (st) return st;
-    learn_ctx c = {p, path};
-    if ((st = each_line(path, learn_line, &c))) {
         emb_phrases_free(p);
         return st;
     }
@@ -234,6 +210,15 @@ double emb_phrases_score(const emb_phrases *cp, const char *a, size_t na, const 
     if (iab < 0) return -INFINITY;
     const int64_t ca = emb_vocab_count(p->vocab, ia), cb = emb_vocab_count(p->vocab, ib),
                   cab = emb_vocab_count(p->vocab, iab);
+    if (p->o.scoring == EMB_PHRASES_NPMI) {
+        /* gensim's npmi_scorer: -inf below min_count, else log(pab / (pa * pb)) / -log(pab),
+         * each probability a count over the tokens counted, in float64 */
+        if (cab < p->o.min_count) return -INFINITY;
+        const double n = (double)p->words, pa = (double)ca / n, pb = (double)cb / n,
+                     pab = (double)cab / n, r = pab / (pa * pb);
+        if (!(r > 0) || !(pab > 0)) return -INFINITY; /* gensim: a log of 0 is never a phrase */
+        return log(r) / -log(pab);
+    }
     /* gensim: (bigram_count - min_count) / float(worda_count * wordb_count) * len_vocab, the
      * product exact before its one rounding to float64 */
     const double denom = (double)((unsigned __int128)ca * (unsigned __int128)cb);
@@ -303,13 +288,10 @@ static emb_status apply_line(void *c, int64_t line, const char **tok, const size
                : EMB_OK;
 }
 
-emb_status emb_phrases_apply(const emb_phrases *p, const char *path, FILE *out,
-                             int64_t *n_phrases) {
-    if (!p) return emb__null("phrases");
-    if (!path) return emb__null("path");
-    if (!out) return emb__null("out");
+emb_status emb__phrases_apply_stream(const emb_phrases *p, FILE *in, const char *name, FILE *out,
+                                     int64_t *n_phrases) {
     apply_ctx c = {p, out, 0, {NULL, 0, 0, false}};
-    emb_status st = each_line(path, apply_line, &c);
+    emb_status st = each_line_of(in, name, apply_line, &c);
     free(c.t.b);
     if (st == EMB_OK && n_phrases) *n_phrases = c.phrases;
     return st;
@@ -374,58 +356,4 @@ FILE *emb__phrases_reader(FILE *src, const emb_phrases *p) {
     FILE *f = fopencookie(r, "r", io);
     if (!f) free(r);
     return f;
-}
-
-/* ---- a corpus through several passes ---- */
-
-/* Opens path and stacks the readers of the first k models on it. */
-static emb_status open_layers(const char *path, emb__phrased *ph, int k, FILE **out) {
-    ph->base = fopen(path, "rbe");
-    if (!ph->base) return emb__error(EMB_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    FILE *f = ph->base;
-    for (int j = 0; j < k; j++) {
-        if (!(ph->layer[j] = emb__phrases_reader(f, ph->p[j])))
-            return emb__error(EMB_ERR_NOMEM, "out of memory");
-        f = ph->layer[j];
-        ph->layers = j + 1;
-    }
-    *out = f;
-    return EMB_OK;
-}
-
-static void close_layers(emb__phrased *ph) {
-    for (int j = ph->layers - 1; j >= 0; j--) fclose(ph->layer[j]);
-    if (ph->base) fclose(ph->base);
-    ph->base = NULL;
-    ph->layers = 0;
-}
-
-void emb__phrased_close(emb__phrased *ph) {
-    if (!ph) return;
-    close_layers(ph);
-    for (int j = 0; j < ph->learned; j++) emb_phrases_free(ph->p[j]);
-    ph->learned = 0;
-}
-
-emb_status emb__phrased_open(const char *path, const emb_phrases_options *opts, int passes,
-                             emb__phrased *ph, FILE **out) {
-    memset(ph, 0, sizeof *ph);
-    if (passes < 1 || passes > EMB__PHRASES_MAX_PASSES)
-        return emb__error(EMB_ERR_INVALID, "phrase passes must be in [1, %d], got %d",
-                          EMB__PHRASES_MAX_PASSES, passes);
-    emb_status st = EMB_OK;
-    FILE *f = NULL;
-    for (int k = 0; k < passes && st == EMB_OK; k++) {
-        if ((st = open_layers(path, ph, k, &f)) == EMB_OK &&
-            (st = emb__phrases_learn_stream(f, path, opts, &ph->p[k])) == EMB_OK)
-            ph->learned = k + 1;
-        close_layers(ph);
-    }
-    if (st == EMB_OK) st = open_layers(path, ph, passes, &f);
-    if (st) {
-        emb__phrased_close(ph);
-        return st;
-    }
-    *out = f;
-    return EMB_OK;
 }

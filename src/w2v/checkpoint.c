@@ -1,5 +1,7 @@
 /* word2vec checkpoints: save the whole training state atomically, and resume from it
- * (include/emb/word2vec.h; the layout is in docs/word2vec.md). Version 3 stores every
+ * (include/emb/word2vec.h; the layout is in docs/word2vec.md). Version 4 is version 3 with
+ * the list of corpus files read (each its name, text bytes and fingerprint) after the phrase
+ * options, so that a resume over other files names the one that differs. Version 3 stores every
  * number little-endian through core's codec (src/core/bytes.h) with its FNV-1a 64 checksum,
  * and after the other options the subword options (minn, maxn, bucket) and the phrase
  * options (passes, min_count, threshold, delimiter), and with subwords the n-gram bucket rows
@@ -16,14 +18,15 @@
 #include <string.h>
 
 static const char EMB__W2V_MAGIC[8] = {'E', 'M', 'B', 'W', '2', 'V', 'C', 'K'};
-#define EMB__W2V_VERSION 3u
+#define EMB__W2V_VERSION 4u
 #define EMB__W2V_OLDEST  1u /* the oldest version read: the same layout */
 /* Version 1's checksum is FNV-1a 64 started from this value instead of FNV's offset basis
  * (EMB__FNV64_INIT, which has one more digit: 14695981039346656037). */
 #define EMB__W2V_V1_BASIS 1469598103934665603ull
 /* The 8-byte fields before the threads' lanes: 17 options, vocabulary size, token ids,
  * fingerprint, words done; version 3 adds 8 after the options: minn, maxn, bucket, phrase
- * passes, phrase min_count, phrase threshold and the delimiter (16 bytes, 0-padded). */
+ * passes (bits 0-7; the scorer in bits 8-15, 1 for npmi), phrase min_count, phrase threshold
+ * and the delimiter (16 bytes, 0-padded). */
 #define EMB__W2V_HEAD_FIELDS(ver) ((ver) >= 3 ? 29 : 21)
 
 /* The input table's rows: the words', then with subwords the n-gram buckets. */
@@ -89,10 +92,19 @@ static void write_ckpt(wr *w, const emb_w2v *m) {
     const bool ph = o->phrases > 0;
     char delim[16] = {0};
     if (ph) memcpy(delim, o->phrases_delimiter, strlen(o->phrases_delimiter));
-    put_u64(w, (uint64_t)o->phrases);
+    put_u64(w, (uint64_t)o->phrases | (ph ? (uint64_t)o->phrases_scoring << 8 : 0));
     put_u64(w, ph ? (uint64_t)o->phrases_min_count : 0);
     put_f64(w, ph ? o->phrases_threshold : 0.0);
     put(w, delim, 16);
+    /* version 4: the corpus files read, each its name, text bytes and fingerprint */
+    put_u64(w, (uint64_t)m->files.n);
+    for (size_t i = 0; i < m->files.n; i++) {
+        const emb__corpus_file *f = &m->files.v[i];
+        put_u64(w, (uint64_t)strlen(f->name));
+        put(w, f->name, strlen(f->name));
+        put_u64(w, f->bytes);
+        put_u64(w, f->hash);
+    }
     put_u64(w, (uint64_t)m->V);
     put_u64(w, (uint64_t)m->n_ids);
     put_u64(w, m->fingerprint);
@@ -259,7 +271,11 @@ static emb_status check_phrases(rd *r, const emb_w2v_options *o, const char *che
     char delim[17] = {0}, want[16] = {0};
     (void)get(r, delim, 16);
     if (ph) memcpy(want, o->phrases_delimiter, strlen(o->phrases_delimiter));
-    if (passes != (uint64_t)o->phrases) DIFF("phrases", "%" PRIu64, passes, (uint64_t)o->phrases);
+    /* the passes, and the scorer above them (0 for gensim's default, as before npmi) */
+    if ((passes & 0xff) != (uint64_t)o->phrases)
+        DIFF("phrases", "%" PRIu64, passes & 0xff, (uint64_t)o->phrases);
+    if (passes >> 8 != (ph ? (uint64_t)o->phrases_scoring : 0))
+        DIFF("phrases_scoring", "%" PRIu64, passes >> 8, (uint64_t)o->phrases_scoring);
     if (mc != (ph ? (uint64_t)o->phrases_min_count : 0))
         DIFF("phrases_min_count", "%" PRIu64, mc, (uint64_t)o->phrases_min_count);
     if (memcmp(&thr, &(double){ph ? o->phrases_threshold : 0.0}, sizeof thr) != 0)
@@ -267,6 +283,47 @@ static emb_status check_phrases(rd *r, const emb_w2v_options *o, const char *che
     if (memcmp(delim, want, 16) != 0)
         DIFF("phrases_delimiter", "\"%s\"", delim, o->phrases_delimiter);
     return EMB_OK;
+}
+
+/* Version 4's list of corpus files, read past; the first one that differs from this run's
+ * (by its text's bytes and fingerprint; a name alone may change) described in why[0..n)
+ * as a user needs it to fix the command, or why[0] = 0 when none does. false when the list
+ * is malformed. */
+#define EMB__W2V_MAX_NAME 65536
+static bool read_files(rd *r, const emb__corpus_files *run, char *why, size_t n) {
+    why[0] = 0;
+    const uint64_t nf = get_u64(r);
+    if (r->bad || nf > (uint64_t)(r->end - r->p) / 24) return false;
+    for (uint64_t i = 0; i < nf; i++) {
+        const uint64_t len = get_u64(r);
+        if (r->bad || len > EMB__W2V_MAX_NAME || (uint64_t)(r->end - r->p) < len + 16) return false;
+        const char *name = (const char *)r->p;
+        r->p += len;
+        const uint64_t bytes = get_u64(r), hash = get_u64(r);
+        if (why[0] || i >= run->n) continue;
+        const emb__corpus_file *f = &run->v[i];
+        if (f->bytes == bytes && f->hash == hash) continue;
+        snprintf(why, n,
+                 "file %" PRIu64 " of %" PRIu64 " differs: the checkpoint's is %.*s (%" PRIu64
+                 " bytes of text, fingerprint %016" PRIx64 "), this run's is %s (%" PRIu64
+                 " bytes, fingerprint %016" PRIx64 ")",
+                 i + 1, nf, (int)(len < 1024 ? len : 1024), name, bytes, hash, f->name, f->bytes,
+                 f->hash);
+    }
+    if (!why[0] && nf != run->n && nf > 0 && run->n > 0) {
+        const emb__corpus_file *f = nf < run->n ? &run->v[nf] : NULL;
+        if (f)
+            snprintf(why, n,
+                     "this run reads %zu files, the checkpoint was written for the first %" PRIu64
+                     " of them: file %" PRIu64 ", %s (%" PRIu64 " bytes of text), is new",
+                     run->n, nf, nf + 1, f->name, f->bytes);
+        else
+            snprintf(why, n,
+                     "the checkpoint was written for %" PRIu64 " files, this run reads the "
+                     "first %zu of them: file %zu and later are missing",
+                     nf, run->n, run->n + 1);
+    }
+    return true;
 }
 
 /* The options stored in a checkpoint of version `ver` against this run's. */
@@ -339,9 +396,19 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n, const
     emb_status st = check_options(&r, w, ver, checkpoint);
     if (st) return st;
     const emb_w2v_options *o = &w->o;
+    char why[2400];
+    if (ver >= 4 && !read_files(&r, &w->files, why, sizeof why))
+        return emb__error(EMB_ERR_FORMAT, "%s is truncated or malformed (its list of corpus files)",
+                          checkpoint);
     uint64_t V = get_u64(&r), nids = get_u64(&r), fp = get_u64(&r);
     if (r.bad) return emb__error(EMB_ERR_FORMAT, "%s is truncated", checkpoint);
-    if (V != (uint64_t)w->V || nids != (uint64_t)w->n_ids || fp != w->fingerprint)
+    const bool other = V != (uint64_t)w->V || nids != (uint64_t)w->n_ids || fp != w->fingerprint;
+    if (other && ver >= 4 && why[0])
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s was written for another corpus: %s (resume with the files the "
+                          "checkpoint was written for, in the same order)",
+                          checkpoint, why);
+    if (other)
         return emb__error(
             EMB_ERR_FORMAT,
             "%s was written for another corpus (%" PRIu64 " words, %" PRIu64
@@ -423,7 +490,15 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
      * fields], V, token ids, fingerprint, done */
     uint64_t f[29];
     const int nf = EMB__W2V_HEAD_FIELDS(ver);
-    for (int k = 0; k < nf; k++) f[k] = get_u64(&r);
+    const emb__corpus_files none = {NULL, 0};
+    char why[8];
+    for (int k = 0; k < nf; k++) {
+        /* version 4: the list of corpus files before the vocabulary size */
+        if (k == nf - 4 && ver >= 4 && !read_files(&r, &none, why, sizeof why))
+            return emb__error(EMB_ERR_FORMAT,
+                              "%s is truncated or malformed (its list of corpus files)", path);
+        f[k] = get_u64(&r);
+    }
     const uint64_t dim = f[1], threads = f[11], V = f[nf - 4], maxn = nf > 21 ? f[18] : 0;
     if (r.bad)
         return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path,

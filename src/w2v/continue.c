@@ -16,7 +16,7 @@ static emb_status read_all_words(const emb_w2v_options *opts, const char *const 
     emb_w2v_options o = *opts;
     o.min_count = 1, o.max_vocab = 0;
     int64_t skipped[2] = {0, 0};
-    return emb__w2v_read_paths(&o, corpus, n, v, ids, skipped);
+    return emb__w2v_read_paths(&o, corpus, n, v, ids, skipped, NULL);
 }
 
 static emb_status copy_vocab(const emb_vocab *src, emb_vocab **out) {

@@ -9,7 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EMB__CORPUS_BLOCK (1 << 20)
+/* The read buffer starts at EMB__CORPUS_BLOCK_MIN bytes and doubles, up to EMB__CORPUS_BLOCK,
+ * each time a read fills it: a small corpus costs no large allocation, a large one is read
+ * in 1 MiB blocks. Tokens do not depend on the block size (the reader keeps its state from
+ * one byte to the next). */
+#define EMB__CORPUS_BLOCK     (1 << 20)
+#define EMB__CORPUS_BLOCK_MIN (1 << 16)
+
+typedef struct {
+    char *p;
+    size_t cap;
+} block;
 
 static bool is_space(unsigned char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
@@ -114,11 +124,12 @@ static emb_status push_char(reader *r, char c) {
 
 /* The tokens of the current file of src; a file ends a sentence (*line_has_tokens tells
  * whether the open sentence has tokens). */
-static emb_status read_file(reader *r, emb__corpus_src *src, char *buf, bool *line_has_tokens) {
+static emb_status read_file(reader *r, emb__corpus_src *src, block *b, bool *line_has_tokens) {
     emb_status st = EMB_OK;
     for (bool first = true; st == EMB_OK; first = false) {
         size_t got;
-        if ((st = emb__corpus_read(src, buf, EMB__CORPUS_BLOCK, &got)) || got == 0) break;
+        if ((st = emb__corpus_read(src, b->p, b->cap, &got)) || got == 0) break;
+        const char *buf = b->p;
         size_t i0 = 0;
         /* a UTF-8 byte-order mark at the start is not part of the first word */
         if (first && got >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) i0 = 3;
@@ -136,6 +147,10 @@ static emb_status read_file(reader *r, emb__corpus_src *src, char *buf, bool *li
             } else {
                 st = push_char(r, (char)c);
             }
+        }
+        if (got == b->cap && b->cap < EMB__CORPUS_BLOCK) { /* a larger input: larger reads */
+            char *p = realloc(b->p, b->cap * 2);
+            if (p) b->p = p, b->cap *= 2; /* else the blocks stay small */
         }
     }
     if (st == EMB_OK) {
@@ -155,8 +170,8 @@ static emb_status read_tokens(const emb_w2v_options *o, emb__corpus_src *src, em
     r.o = o, r.line = 1, r.ids = ids;
     emb_status st = emb_vocab_create(&r.vocab);
     if (st) return st;
-    char *buf = malloc(EMB__CORPUS_BLOCK);
-    if (!buf) {
+    block buf = {malloc(EMB__CORPUS_BLOCK_MIN), EMB__CORPUS_BLOCK_MIN};
+    if (!buf.p) {
         emb_vocab_free(r.vocab);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate a read buffer");
     }
@@ -166,10 +181,10 @@ static emb_status read_tokens(const emb_w2v_options *o, emb__corpus_src *src, em
         if (line_has_tokens) st = emb__w2v_ids_push(ids, -1);
         line_has_tokens = false;
         r.name = emb__corpus_name(src), r.line = 1;
-        if (st == EMB_OK) st = read_file(&r, src, buf, &line_has_tokens);
+        if (st == EMB_OK) st = read_file(&r, src, &buf, &line_has_tokens);
     }
     if (st == EMB_OK) st = emb__w2v_ids_flush(ids);
-    free(buf);
+    free(buf.p);
     free(r.tok);
     free(r.low);
     if (st) {
@@ -227,18 +242,24 @@ emb_status emb__w2v_read_corpus(const emb_w2v_options *o, emb__corpus_src *src, 
     return EMB_OK;
 }
 
+void emb__corpus_label(const char *const *paths, size_t n, char *buf, size_t size) {
+    const char *first = strcmp(paths[0], "-") == 0 ? "<stdin>" : paths[0];
+    if (n == 1)
+        snprintf(buf, size, "%s", first);
+    else
+        snprintf(buf, size, "%.200s and %zu more", first, n - 1);
+}
+
 emb_status emb__w2v_read_paths(const emb_w2v_options *o, const char *const *paths, size_t n,
-                               emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2]) {
+                               emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2],
+                               emb__corpus_files *files) {
     emb__corpus_src *src;
     emb_status st = emb__corpus_open_paths(&src, paths, n);
     if (st) return st;
     char name[256];
-    const char *first = strcmp(paths[0], "-") == 0 ? "<stdin>" : paths[0];
-    if (n == 1)
-        snprintf(name, sizeof name, "%s", first);
-    else
-        snprintf(name, sizeof name, "%.200s and %zu more", first, n - 1);
+    emb__corpus_label(paths, n, name, sizeof name);
     st = emb__w2v_read_corpus(o, src, name, vocab, ids, skipped);
+    if (st == EMB_OK && files) emb__corpus_take_files(src, files);
     emb__corpus_close(src);
     return st;
 }

@@ -3,6 +3,7 @@
  * bzip2, xz or zstd data, recognised by its first bytes whatever its name
  * (docs/word2vec.md, "Corpora"). Decompression goes through one 64 KiB input buffer into the
  * caller's buffer, so memory stays bounded whatever a file expands to. */
+#define _GNU_SOURCE /* fopencookie */
 #include "w2v_internal.h"
 
 #include <dirent.h>
@@ -39,6 +40,13 @@ struct emb__corpus_src {
     size_t n, cap, next;
     FILE *given; /* emb__corpus_open_stream: the one stream, not closed */
     const char *given_name;
+    FILE *spool;             /* emb__corpus_spool_stdin: the copy of stdin that "-" reads */
+    emb__corpus_files files; /* the files read since the last rewind */
+    size_t files_cap;
+    unsigned char pend[8]; /* the current file's text bytes not yet in its fingerprint */
+    unsigned npend;
+    emb_status failed; /* emb__corpus_text: what went wrong, and its message */
+    char failed_msg[512];
     FILE *f;
     bool own_f;
     const char *name;
@@ -204,6 +212,8 @@ static void close_file(emb__corpus_src *s) {
 void emb__corpus_close(emb__corpus_src *s) {
     if (!s) return;
     close_file(s);
+    emb__corpus_files_free(&s->files);
+    if (s->spool) fclose(s->spool);
     for (size_t i = 0; i < s->n; i++) free(s->paths[i]);
     free(s->paths);
     free(s->raw);
@@ -281,6 +291,61 @@ static int sniff(const unsigned char *b, size_t n) {
     return K_PLAIN;
 }
 
+/* ---- what was read, file by file ---- */
+
+#define FP_PRIME 0x100000001b3ull
+
+/* The open file's fingerprint completed: its last bytes, then its length. */
+static void finish_record(emb__corpus_src *s) {
+    if (s->files.n == 0) return;
+    emb__corpus_file *f = &s->files.v[s->files.n - 1];
+    for (unsigned k = 0; k < s->npend; k++) f->hash = (f->hash ^ s->pend[k]) * FP_PRIME;
+    f->hash = (f->hash ^ f->bytes) * FP_PRIME;
+    s->npend = 0;
+}
+
+/* The text's bytes into the open file's fingerprint, 8 at a time (the same value however
+ * the text is cut into reads). */
+static void add_text(emb__corpus_src *s, const char *b, size_t n) {
+    if (s->files.n == 0) return;
+    emb__corpus_file *f = &s->files.v[s->files.n - 1];
+    f->bytes += n;
+    uint64_t h = f->hash;
+    while (n > 0 && s->npend > 0 && s->npend < 8) s->pend[s->npend++] = (unsigned char)*b++, n--;
+    if (s->npend == 8) h = (h ^ emb__get_u64le(s->pend)) * FP_PRIME, s->npend = 0;
+    for (; n >= 8; b += 8, n -= 8) h = (h ^ emb__get_u64le((const unsigned char *)b)) * FP_PRIME;
+    while (n > 0) s->pend[s->npend++] = (unsigned char)*b++, n--;
+    f->hash = h;
+}
+
+static emb_status new_record(emb__corpus_src *s, const char *name) {
+    finish_record(s);
+    if (s->files.n == s->files_cap) {
+        size_t cap = s->files_cap ? 2 * s->files_cap : 8;
+        emb__corpus_file *v = realloc(s->files.v, cap * sizeof *v);
+        if (!v) return emb__error(EMB_ERR_NOMEM, "out of memory listing the corpus files");
+        s->files.v = v, s->files_cap = cap;
+    }
+    size_t len = strlen(name);
+    char *c = malloc(len + 1);
+    if (!c) return emb__error(EMB_ERR_NOMEM, "out of memory listing the corpus files");
+    memcpy(c, name, len + 1);
+    s->files.v[s->files.n++] = (emb__corpus_file){c, 0, EMB__FNV64_INIT};
+    return EMB_OK;
+}
+
+void emb__corpus_files_free(emb__corpus_files *f) {
+    for (size_t i = 0; i < f->n; i++) free(f->v[i].name);
+    free(f->v);
+    f->v = NULL, f->n = 0;
+}
+
+void emb__corpus_take_files(emb__corpus_src *s, emb__corpus_files *out) {
+    finish_record(s);
+    *out = s->files;
+    s->files.v = NULL, s->files.n = 0, s->files_cap = 0;
+}
+
 emb_status emb__corpus_next_file(emb__corpus_src *s, bool *have) {
     close_file(s);
     *have = false;
@@ -291,7 +356,10 @@ emb_status emb__corpus_next_file(emb__corpus_src *s, bool *have) {
         if (s->next >= s->n) return EMB_OK;
         const char *p = s->paths[s->next];
         if (strcmp(p, "-") == 0) {
-            s->f = stdin, s->own_f = false, s->name = "<stdin>";
+            s->f = s->spool ? s->spool : stdin, s->own_f = false, s->name = "<stdin>";
+            if (s->spool && fseeko(s->spool, 0, SEEK_SET) != 0)
+                return emb__error(EMB_ERR_IO, "<stdin>: cannot read its copy in %s: %s",
+                                  emb__w2v_tmp_dir(), strerror(errno));
         } else {
             s->name = p;
             s->f = fopen(p, "rbe");
@@ -306,10 +374,11 @@ emb_status emb__corpus_next_file(emb__corpus_src *s, bool *have) {
         }
     }
     s->next++;
+    emb_status st = new_record(s, s->name);
+    if (st) return st;
     s->raw_len = s->raw_pos = 0, s->raw_off = 0, s->raw_eof = false;
     s->done = false, s->boundary = false;
-    emb_status st = fill_raw(s);
-    if (st) return st;
+    if ((st = fill_raw(s))) return st;
     s->kind = sniff(s->raw, s->raw_len);
     if (s->kind != K_PLAIN && (st = start_decoder(s))) return st;
     *have = true;
@@ -435,7 +504,7 @@ static emb_status read_compressed(emb__corpus_src *s, char *buf, size_t cap, siz
     return EMB_OK;
 }
 
-emb_status emb__corpus_read(emb__corpus_src *s, char *buf, size_t cap, size_t *got) {
+static emb_status read_text(emb__corpus_src *s, char *buf, size_t cap, size_t *got) {
     *got = 0;
     if (s->kind != K_PLAIN) return read_compressed(s, buf, cap, got);
     if (s->raw_pos < s->raw_len) {
@@ -452,5 +521,161 @@ emb_status emb__corpus_read(emb__corpus_src *s, char *buf, size_t cap, size_t *g
         if (ferror(s->f))
             return emb__error(EMB_ERR_IO, "%s: read error: %s", s->name, strerror(errno));
     }
+    return EMB_OK;
+}
+
+emb_status emb__corpus_read(emb__corpus_src *s, char *buf, size_t cap, size_t *got) {
+    emb_status st = read_text(s, buf, cap, got);
+    if (st == EMB_OK) add_text(s, buf, *got);
+    return st;
+}
+
+/* ---- read more than once; the text as one stream ---- */
+
+emb_status emb__corpus_spool_stdin(emb__corpus_src *s) {
+    bool has = false;
+    for (size_t i = 0; i < s->n; i++) has = has || strcmp(s->paths[i], "-") == 0;
+    if (!has || s->spool) return EMB_OK;
+    int fd = emb__w2v_tmp_fd();
+    FILE *f = fd >= 0 ? fdopen(fd, "w+b") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return emb__error(EMB_ERR_IO,
+                          "cannot create a temporary file for standard input in %s "
+                          "(TMPDIR): %s",
+                          emb__w2v_tmp_dir(), strerror(errno));
+    }
+    uint64_t total = 0;
+    emb_status st = EMB_OK;
+    for (;;) {
+        size_t got = fread(s->raw, 1, EMB__RAW_BUF, stdin);
+        if (got == 0) break;
+        if ((total += got) > EMB__CORPUS_SPOOL_MAX) {
+            st = emb__error(EMB_ERR_UNSUPPORTED,
+                            "<stdin>: longer than %" PRIu64 " GiB: the corpus is read more than "
+                            "once, and standard input is kept for that in a temporary file of "
+                            "at most that size; give the corpus as a file",
+                            EMB__CORPUS_SPOOL_MAX >> 30);
+            break;
+        }
+        if (fwrite(s->raw, 1, got, f) != got) {
+            st = emb__error(EMB_ERR_IO,
+                            "cannot copy standard input to a temporary file in %s "
+                            "(TMPDIR): %s",
+                            emb__w2v_tmp_dir(), strerror(errno));
+            break;
+        }
+    }
+    if (st == EMB_OK && ferror(stdin))
+        st = emb__error(EMB_ERR_IO, "<stdin>: read error: %s", strerror(errno));
+    if (st == EMB_OK && fflush(f) != 0)
+        st = emb__error(EMB_ERR_IO,
+                        "cannot copy standard input to a temporary file in %s "
+                        "(TMPDIR): %s",
+                        emb__w2v_tmp_dir(), strerror(errno));
+    if (st) {
+        fclose(f);
+        return st;
+    }
+    s->spool = f;
+    return EMB_OK;
+}
+
+emb_status emb__corpus_rewind(emb__corpus_src *s) {
+    if (s->given)
+        return emb__error(EMB_ERR_INVALID, "%s is an open stream: it cannot be read twice",
+                          s->given_name);
+    for (size_t i = 0; i < s->n && !s->spool; i++)
+        if (strcmp(s->paths[i], "-") == 0)
+            return emb__error(EMB_ERR_INVALID, "standard input cannot be read twice");
+    close_file(s);
+    s->next = 0;
+    s->failed = EMB_OK;
+    emb__corpus_files_free(&s->files);
+    s->files_cap = 0, s->npend = 0;
+    return EMB_OK;
+}
+
+typedef struct {
+    emb__corpus_src *s;
+    char *buf;
+    size_t len, pos;
+    bool open, first; /* a file is open; nothing of it read yet */
+    bool any, eol;    /* the open file gave text; its last byte was a line end */
+    bool eof;
+} text_cookie;
+
+static ssize_t text_fail(text_cookie *t, emb_status st) {
+    t->s->failed = st;
+    snprintf(t->s->failed_msg, sizeof t->s->failed_msg, "%s", emb_errmsg());
+    errno = EIO;
+    return -1;
+}
+
+static ssize_t text_read(void *cookie, char *out, size_t size) {
+    text_cookie *t = cookie;
+    size_t done = 0;
+    while (done < size) {
+        if (t->pos < t->len) {
+            size_t k = t->len - t->pos < size - done ? t->len - t->pos : size - done;
+            memcpy(out + done, t->buf + t->pos, k);
+            t->pos += k, done += k;
+            continue;
+        }
+        if (t->eof || t->s->failed) break;
+        emb_status st;
+        if (!t->open) {
+            bool have;
+            if ((st = emb__corpus_next_file(t->s, &have))) return text_fail(t, st);
+            if (!have) {
+                t->eof = true;
+                break;
+            }
+            t->open = t->first = true, t->any = false;
+            continue;
+        }
+        size_t got;
+        if ((st = emb__corpus_read(t->s, t->buf, EMB__RAW_BUF, &got))) return text_fail(t, st);
+        t->pos = 0, t->len = got;
+        if (got == 0) { /* the file's end ends its last line */
+            t->open = false;
+            if (t->any && !t->eol) t->buf[0] = '\n', t->len = 1;
+            continue;
+        }
+        /* as the training reader: a byte-order mark at the start is not text */
+        if (t->first && got >= 3 && memcmp(t->buf, "\xEF\xBB\xBF", 3) == 0) t->pos = 3;
+        t->first = false;
+        if (t->pos < t->len) t->any = true, t->eol = t->buf[t->len - 1] == '\n';
+    }
+    if (done == 0 && t->s->failed) {
+        errno = EIO;
+        return -1;
+    }
+    return (ssize_t)done;
+}
+
+static int text_close(void *cookie) {
+    text_cookie *t = cookie;
+    free(t->buf);
+    free(t);
+    return 0;
+}
+
+FILE *emb__corpus_text(emb__corpus_src *s) {
+    text_cookie *t = calloc(1, sizeof *t);
+    if (t) t->buf = malloc(EMB__RAW_BUF);
+    if (!t || !t->buf) {
+        if (t) free(t);
+        return NULL;
+    }
+    t->s = s;
+    cookie_io_functions_t io = {text_read, NULL, NULL, text_close};
+    FILE *f = fopencookie(t, "r", io);
+    if (!f) text_close(t);
+    return f;
+}
+
+emb_status emb__corpus_failed(const emb__corpus_src *s) {
+    if (s->failed) return emb__error(s->failed, "%s", s->failed_msg);
     return EMB_OK;
 }

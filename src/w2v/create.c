@@ -25,6 +25,7 @@ static void w2v_free_parts(emb_w2v *w) {
     emb_embedding_free(w->out);
     free(w->keep), free(w->keep_all), free(w->alias), free(w->lanes);
     free(w->sub_off), free(w->sub_rows);
+    emb__corpus_files_free(&w->files);
 }
 
 void emb_w2v_free(emb_w2v *w) {
@@ -200,19 +201,27 @@ static emb_status create_read(const emb_w2v_options *opts, emb__corpus_src *src,
     emb_vocab *v;
     emb__w2v_ids ids;
     int64_t skipped[2] = {0, 0};
+    emb__corpus_files files = {NULL, 0};
     st = src ? emb__w2v_read_corpus(opts, src, name, &v, &ids, skipped)
-             : emb__w2v_read_paths(opts, paths, n, &v, &ids, skipped);
+             : emb__w2v_read_paths(opts, paths, n, &v, &ids, skipped, &files);
     if (st) return st;
+    if (src) emb__corpus_take_files(src, &files);
     st = emb__w2v_setup(opts, v, &ids, out);
-    if (st == EMB_OK) (*out)->skipped_invalid = skipped[0], (*out)->skipped_long = skipped[1];
+    if (st == EMB_OK) {
+        (*out)->skipped_invalid = skipped[0], (*out)->skipped_long = skipped[1];
+        (*out)->files = files;
+    } else {
+        emb__corpus_files_free(&files);
+    }
     return st;
 }
 
 emb_status emb_w2v_create_from_stream(const emb_w2v_options *opts, FILE *f, const char *name,
                                       emb_w2v **out) {
     if (opts && opts->phrases > 0)
-        return emb__error(EMB_ERR_INVALID, "phrases read the corpus more than once: give it as a "
-                                           "file (emb_w2v_create_from_file)");
+        return emb__error(EMB_ERR_INVALID, "phrases read the corpus more than once, and an open "
+                                           "stream cannot be read twice: give it as a path "
+                                           "(emb_w2v_create_from_files, \"-\" for stdin)");
     return emb__w2v_create_stream(opts, f, name, out);
 }
 
@@ -232,11 +241,9 @@ emb_status emb_w2v_create_from_files(const emb_w2v_options *opts, const char *co
                                      size_t n, emb_w2v **out) {
     if (!out) return emb__null("out");
     if (!paths) return emb__null("paths");
-    if (opts && opts->phrases > 0) { /* one file, read once per pass, then through them */
-        if (n != 1) return emb__w2v_no_phrases(opts, "several corpus files");
-        if (!paths[0]) return emb__null("path");
+    if (opts && opts->phrases > 0) { /* the corpus read once per pass, then through them */
         emb_status st = emb_w2v_options_check(opts);
-        return st ? st : emb__w2v_create_phrased(opts, paths[0], out);
+        return st ? st : emb__w2v_create_phrased(opts, paths, n, out);
     }
     return create_read(opts, NULL, NULL, paths, n, out);
 }

@@ -13,15 +13,13 @@
 /* ids per buffer: of a cursor, and of the writer */
 #define EMB__IDS_BUF 16384
 
-static const char *spool_dir(void) {
+const char *emb__w2v_tmp_dir(void) {
     const char *d = getenv("TMPDIR");
     return d && *d ? d : "/tmp";
 }
 
-emb_status emb__w2v_ids_open_file(emb__w2v_ids *s, const char *name) {
-    memset(s, 0, sizeof *s);
-    s->fd = -1;
-    const char *dir = spool_dir();
+int emb__w2v_tmp_fd(void) {
+    const char *dir = emb__w2v_tmp_dir();
     int fd = -1;
 #ifdef O_TMPFILE
     fd = open(dir, O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0600);
@@ -29,18 +27,28 @@ emb_status emb__w2v_ids_open_file(emb__w2v_ids *s, const char *name) {
     if (fd < 0) { /* no O_TMPFILE there: a named file, removed at once */
         size_t n = strlen(dir);
         char *path = malloc(n + 32);
-        if (!path) return emb__error(EMB_ERR_NOMEM, "out of memory");
+        if (!path) {
+            errno = ENOMEM;
+            return -1;
+        }
         memcpy(path, dir, n);
         memcpy(path + n, "/emb-corpus-XXXXXX", 19);
         fd = mkstemp(path);
         if (fd >= 0) unlink(path);
         free(path);
     }
+    return fd;
+}
+
+emb_status emb__w2v_ids_open_file(emb__w2v_ids *s, const char *name) {
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+    int fd = emb__w2v_tmp_fd();
     if (fd < 0)
         return emb__error(EMB_ERR_IO,
                           "%s: cannot create a temporary file for the token ids in %s "
                           "(TMPDIR): %s",
-                          name, dir, strerror(errno));
+                          name, emb__w2v_tmp_dir(), strerror(errno));
     s->fd = fd;
     s->wbuf = malloc(EMB__IDS_BUF * sizeof(int32_t));
     if (!s->wbuf) {
@@ -77,7 +85,7 @@ static emb_status write_at(int fd, const int32_t *p, int64_t n, int64_t at) {
             return emb__error(EMB_ERR_IO,
                               "cannot write the corpus's token ids to a temporary file in %s "
                               "(TMPDIR): %s",
-                              spool_dir(), k < 0 ? strerror(errno) : "nothing written");
+                              emb__w2v_tmp_dir(), k < 0 ? strerror(errno) : "nothing written");
         b += k, left -= (size_t)k, off += k;
     }
     return EMB_OK;
@@ -125,7 +133,7 @@ emb_status emb__w2v_ids_map(emb__w2v_ids *s, const int32_t *map) {
         int64_t k = s->n - r < 4096 ? s->n - r : 4096;
         if (!read_at(s->fd, in, k, r)) {
             st = emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids from %s: %s",
-                            spool_dir(), strerror(errno));
+                            emb__w2v_tmp_dir(), strerror(errno));
             break;
         }
         r += k;

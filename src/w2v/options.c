@@ -34,6 +34,7 @@ emb_w2v_options emb_w2v_options_default(emb_w2v_model model) {
     o.phrases_min_count = 5;
     o.phrases_threshold = 10.0;
     memcpy(o.phrases_delimiter, "_", 2);
+    o.phrases_scoring = EMB_PHRASES_DEFAULT;
     return o;
 }
 

@@ -12,6 +12,10 @@
 #include "kernels/sgns.h"
 #include "w2v_state.h"
 
+/* The folder of temporary files (TMPDIR, default /tmp), and a new read-write file there
+ * without a name in the folder (-1 and errno on failure). */
+const char *emb__w2v_tmp_dir(void);
+int emb__w2v_tmp_fd(void);
 /* An empty file store (n = 0), or an error naming the corpus and the folder. */
 emb_status emb__w2v_ids_open_file(emb__w2v_ids *s, const char *name);
 /* A store of the n ids in memory (taken over). */
@@ -48,10 +52,12 @@ static inline int32_t emb__w2v_id_at(emb__w2v_cursor *c, int64_t pos) {
  * P(w) proportional to count^0.75 (src/w2v/sampling.c). Errors: EMB_ERR_NOMEM. */
 emb_status emb__w2v_build_alias(emb_w2v *w);
 
-/* Phrases (src/w2v/phrased.c): the options' check, and a run over the phrased text of a
- * file (opts->phrases > 0). */
+/* Phrases (src/w2v/phrased.c): the options' check, and a run over the phrased text of the
+ * corpus paths[0..n) (opts->phrases > 0; stdin is copied to a temporary file to be read
+ * once per pass). */
 emb_status emb__w2v_phrases_check(const emb_w2v_options *o);
-emb_status emb__w2v_create_phrased(const emb_w2v_options *opts, const char *path, emb_w2v **out);
+emb_status emb__w2v_create_phrased(const emb_w2v_options *opts, const char *const *paths, size_t n,
+                                   emb_w2v **out);
 /* EMB_ERR_INVALID naming `what` when o->phrases > 0 (the entry points that do not read the
  * corpus through the phrases). */
 emb_status emb__w2v_no_phrases(const emb_w2v_options *o, const char *what);
@@ -102,6 +108,30 @@ emb_status emb__corpus_next_file(emb__corpus_src *s, bool *have);
 emb_status emb__corpus_read(emb__corpus_src *s, char *buf, size_t cap, size_t *got);
 /* The current file's name ("<stdin>" for "-"). */
 const char *emb__corpus_name(const emb__corpus_src *s);
+/* Makes the corpus readable more than once: standard input, when among the paths, is copied
+ * (as it comes, compressed or not) into a temporary file in TMPDIR of at most
+ * EMB__CORPUS_SPOOL_MAX bytes, which "-" then reads. Errors: EMB_ERR_IO (reading stdin,
+ * writing the copy: the message names the folder), EMB_ERR_UNSUPPORTED (stdin longer than
+ * the bound). */
+#define EMB__CORPUS_SPOOL_MAX ((uint64_t)64 << 30)
+emb_status emb__corpus_spool_stdin(emb__corpus_src *s);
+/* Starts again at the first file. Errors: EMB_ERR_INVALID (an open stream, or stdin that was
+ * not spooled: it cannot be read twice). */
+emb_status emb__corpus_rewind(emb__corpus_src *s);
+/* The corpus's text as one stream, as the training reader sees it: the files one after the
+ * other, a UTF-8 byte-order mark at the start of each dropped, and a line end after a file
+ * whose text does not end with one. Closing it does not close s (which must outlive it).
+ * A failure of s is a read error of the stream (ferror); emb__corpus_failed then raises
+ * s's own message (the file and the offset) again and returns its status (EMB_OK when
+ * nothing failed). NULL when out of memory. */
+FILE *emb__corpus_text(emb__corpus_src *s);
+emb_status emb__corpus_failed(const emb__corpus_src *s);
+/* The files read since the corpus was opened or rewound, their text's bytes and fingerprint
+ * (w2v_state.h), moved to *out (which the caller frees with emb__corpus_files_free). */
+void emb__corpus_take_files(emb__corpus_src *s, emb__corpus_files *out);
+void emb__corpus_files_free(emb__corpus_files *f);
+/* "first" or "first and N more": the corpus paths[0..n) named in messages. */
+void emb__corpus_label(const char *const *paths, size_t n, char *buf, size_t size);
 
 /* Reads and tokenises a corpus (a UTF-8 byte-order mark at the start of each file is
  * dropped; the end of a file ends a sentence), builds the sorted, pruned vocabulary and the
@@ -110,8 +140,9 @@ const char *emb__corpus_name(const emb__corpus_src *s);
  * UTF-8 and too long. */
 emb_status emb__w2v_read_corpus(const emb_w2v_options *o, emb__corpus_src *src, const char *name,
                                 emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2]);
-/* The same over paths (emb__corpus_open_paths). */
+/* The same over paths (emb__corpus_open_paths); the files read into *files (may be NULL). */
 emb_status emb__w2v_read_paths(const emb_w2v_options *o, const char *const *paths, size_t n,
-                               emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2]);
+                               emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2],
+                               emb__corpus_files *files);
 
 #endif /* EMB_W2V_INTERNAL_H */

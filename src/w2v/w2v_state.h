@@ -65,6 +65,19 @@ typedef struct emb__w2v_dist {
     char msg[512];
 } emb__w2v_dist;
 
+/* What the corpus reader read, file by file: the name (the path, "<stdin>", or a stream's
+ * name), the bytes of its text (decompressed) and a fingerprint of them; kept by a run so
+ * that a checkpoint can name the file a resume gives differently (src/w2v/checkpoint.c). */
+typedef struct emb__corpus_file {
+    char *name;
+    uint64_t bytes, hash;
+} emb__corpus_file;
+
+typedef struct emb__corpus_files {
+    emb__corpus_file *v;
+    size_t n;
+} emb__corpus_files;
+
 struct emb_w2v {
     emb_w2v_options o;
     emb_vocab *vocab;
@@ -73,6 +86,7 @@ struct emb_w2v {
     int64_t tokens;                        /* ids that are not sentence ends */
     int64_t skipped_invalid, skipped_long; /* tokens a lenient read skipped */
     uint64_t fingerprint;
+    emb__corpus_files files; /* the corpus files read (none for a run from ids) */
     emb_embedding *in, *out; /* [V, dim] */
     float *syn0, *syn1;      /* their weights */
     int64_t V;

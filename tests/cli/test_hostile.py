@@ -142,22 +142,38 @@ def checkpoint(emb_bin, tmp_path):
              "--checkpoint-every", "0.000001", "--keep-checkpoint", "-q"])
     assert r.returncode == 0, r.stderr
     assert ck.exists()
-    # the offsets below are those of version 3 (a new layout must update them)
-    assert struct.unpack_from("<Q", ck.read_bytes(), 8) == (3,), "not a version 3 checkpoint"
+    # the offsets below are those of version 4 (a new layout must update them)
+    assert struct.unpack_from("<Q", ck.read_bytes(), 8) == (4,), "not a version 4 checkpoint"
     return corpus, ck
 
 
-# Layout (docs/word2vec.md, version 3): magic, version, 17 options, 64 bytes of subword and
-# phrase options, V, token ids, fingerprint, words_done, then per thread lo, hi, pos, epoch,
-# rng; words; both tables; checksum.
-OPTIONS_END = 8 + 8 + 17 * 8 + 64
-WORDS_DONE = OPTIONS_END + 3 * 8
-LANE0 = WORDS_DONE + 8
+# Layout (docs/word2vec.md, version 4): magic, version, 17 options, 64 bytes of subword and
+# phrase options, the corpus files (a count, then each its name's length, name, text bytes
+# and fingerprint), V, token ids, fingerprint, words_done, then per thread lo, hi, pos,
+# epoch, rng; words; both tables; checksum.
+FILES = 8 + 8 + 17 * 8 + 64
+
+
+def vocab_size_at(data):
+    """The offset of V: after the list of corpus files."""
+    (n,) = struct.unpack_from("<Q", data, FILES)
+    at = FILES + 8
+    for _ in range(n):
+        (length,) = struct.unpack_from("<Q", data, at)
+        at += 8 + length + 16
+    return at
+
+
+def offset(data, where):
+    """where: ("done" | "lane0", delta)."""
+    base = vocab_size_at(data) + 3 * 8
+    return base + (8 if where[0] == "lane0" else 0) + where[1]
 
 
 def patched(ck, edits, name):
     data = bytearray(ck.read_bytes())
-    for off, fmt, value in edits:
+    for where, fmt, value in edits:
+        off = where if isinstance(where, int) else offset(data, where)
         struct.pack_into(fmt, data, off, value)
     struct.pack_into("<Q", data, len(data) - 8, fnv1a(bytes(data[8:-8])))
     out = ck.parent / name
@@ -171,12 +187,12 @@ def resume(emb_bin, tmp_path, corpus, ck):
 
 
 @pytest.mark.parametrize("what,edits,needle", [
-    ("words_done near INT64_MAX", [(WORDS_DONE, "<q", 2 ** 63 - 10)], "words done (9223372036854775798) do not match"),
-    ("words_done beyond the total", [(WORDS_DONE, "<q", 40 * 10 ** 6)], "words done (40000000) do not match"),
-    ("words_done negative", [(WORDS_DONE, "<q", -5)], "do not match"),
-    ("epoch 2^32", [(LANE0 + 24, "<Q", 2 ** 32)], "epoch"),
-    ("epoch beyond the epochs", [(LANE0 + 24, "<Q", 41)], "epoch"),
-    ("random state zero", [(LANE0 + 32, "<Q", 0)], "random state"),
+    ("words_done near INT64_MAX", [(("done", 0), "<q", 2 ** 63 - 10)], "words done (9223372036854775798) do not match"),
+    ("words_done beyond the total", [(("done", 0), "<q", 40 * 10 ** 6)], "words done (40000000) do not match"),
+    ("words_done negative", [(("done", 0), "<q", -5)], "do not match"),
+    ("epoch 2^32", [(("lane0", 24), "<Q", 2 ** 32)], "epoch"),
+    ("epoch beyond the epochs", [(("lane0", 24), "<Q", 41)], "epoch"),
+    ("random state zero", [(("lane0", 32), "<Q", 0)], "random state"),
 ])
 def test_tampered_checkpoint_fields_are_refused(emb_bin, tmp_path, what, edits, needle):
     """The checksum re-sealed after the edit, so only the range checks can catch it."""
@@ -192,7 +208,7 @@ def test_checkpoint_holding_nan_is_refused(emb_bin, tmp_path):
     corpus, ck = checkpoint(emb_bin, tmp_path)
     data = ck.read_bytes()
     # the input table starts after the words: find it from the end (two tables, checksum)
-    (V,) = struct.unpack_from("<Q", data, OPTIONS_END)
+    (V,) = struct.unpack_from("<Q", data, vocab_size_at(data))
     table = len(data) - 8 - 2 * V * 8 * 4
     bad = patched(ck, [(table + 3 * 8 * 4 + 4, "<f", float("nan"))], "nan.ckpt")
     r = resume(emb_bin, tmp_path, corpus, bad)

@@ -69,6 +69,12 @@ HEADER_ONLY = {
         "optimizer kernels' own bodies (always-inline, no state), so its bits are libemb's",
     "src/kernels/optim_kernels.h":
         "the argument structs of optim_body.h (declarations only)",
+    "src/kernels/bag_body.h":
+        "a sharded table's owner sums its rows of the dense EmbeddingBag gradient with the bag "
+        "kernels' own group body (always-inline, no state), so its bits are libemb's",
+    "src/core/bytes.h":
+        "the gathered optimizer state of a sharded table is written and read in the byte codec "
+        "and checksum of libemb's formats (docs/optimizer-state.md)",
     "src/w2v/w2v_state.h":
         "the layout of a word2vec run (types only): the distributed trainer reads its tables, "
         "lanes and progress and installs its round hook",

@@ -1,6 +1,14 @@
 """`emb phrases` (include/emb/phrases.h) against gensim 4.2's Phrases on the same corpus:
-the same text comes out, pair for pair, at gensim's defaults and at other settings; and the
-phrased text trains."""
+the same text comes out, pair for pair, at gensim's defaults and at other settings, with the
+default and the npmi scorers; a corpus in any form emb train reads (compressed, several files,
+a directory, stdin) gives the bytes of its plain text; and the phrased text trains."""
+import bz2
+import gzip
+import lzma
+import os
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 from gensim.models.phrases import Phrases
@@ -70,8 +78,151 @@ def test_errors(emb_bin, tmp_path):
     (tmp_path / "c.txt").write_text("a b\n")
     r = run([emb_bin, "phrases", str(tmp_path / "c.txt"), "--delimiter", "a b"])
     assert r.returncode == 1 and "whitespace" in r.stderr
-    r = run([emb_bin, "phrases", "-"])
-    assert r.returncode == 2
+    r = run([emb_bin, "phrases", str(tmp_path / "c.txt"), "--scoring", "pmi"])
+    assert r.returncode == 2 and "default or npmi" in r.stderr
+    (tmp_path / "bad.gz").write_bytes(gzip.compress(b"a b\n" * 1000)[:-30])
+    r = run([emb_bin, "phrases", str(tmp_path / "c.txt"), str(tmp_path / "bad.gz"), "-o",
+             str(tmp_path / "out.txt")])
+    assert r.returncode == 1 and "bad.gz: gzip data is" in r.stderr and "truncated" in r.stderr
+    assert not (tmp_path / "out.txt").exists()
+    (tmp_path / "keep.txt").write_text("kept\n")  # an unreadable corpus leaves OUT alone
+    r = run([emb_bin, "phrases", str(tmp_path / "c.txt"), str(tmp_path / "missing.txt"), "-o",
+             str(tmp_path / "keep.txt")])
+    assert r.returncode == 1 and "missing.txt" in r.stderr
+    assert (tmp_path / "keep.txt").read_text() == "kept\n"
+    r = run([emb_bin, "phrases", "-", "-"])
+    assert r.returncode == 1 and "standard input (-) is given twice" in r.stderr
+
+
+def _compress(kind, data):
+    if kind == "gz":
+        return gzip.compress(data)
+    if kind == "bz2":
+        return bz2.compress(data)
+    if kind == "xz":
+        return lzma.compress(data)
+    return subprocess.run(["zstd", "-q", "-c"], input=data, stdout=subprocess.PIPE,
+                          check=True).stdout
+
+
+def corpus_forms(tmp_path):
+    """A corpus as one plain file, and the same text as other forms emb reads: one gzip file
+    named without .gz, several files of every compression, a directory, and stdin (gzip data
+    through a pipe). Returns (plain path, {form: (paths, stdin file or None)})."""
+    c = corpus(tmp_path / "c.txt", lines=4000)
+    text = open(c, "rb").read()
+    lines = text.split(b"\n")[:-1]
+    parts = [b"\n".join(lines[k * 1000:(k + 1) * 1000]) + b"\n" for k in range(4)]
+    assert b"".join(parts) == text
+    (tmp_path / "c.data").write_bytes(gzip.compress(text))
+    files = []
+    kinds = ["zstd" if shutil.which("zstd") else "plain", "gz", "bz2", "xz"]
+    for k, kind in enumerate(kinds):
+        f = tmp_path / f"part{k}"
+        f.write_bytes(parts[k] if kind == "plain" else _compress(kind, parts[k]))
+        files.append(str(f))
+    d = tmp_path / "dir"
+    (d / "b").mkdir(parents=True)
+    (d / "a.txt").write_bytes(_compress("xz", parts[0]))
+    (d / "b" / "1").write_bytes(parts[1])
+    (d / "b" / "2.gz").write_bytes(_compress("gz", parts[2]))
+    (d / "c").write_bytes(_compress("bz2", parts[3]))
+    (d / ".hidden").write_bytes(b"never read\n")
+    (tmp_path / "stdin.gz").write_bytes(gzip.compress(parts[2] + parts[3]))
+    (tmp_path / "head.txt").write_bytes(parts[0] + parts[1])
+    forms = {"gzip by content": ([str(tmp_path / "c.data")], None),
+             "several files": (files, None),
+             "directory": ([str(d)], None),
+             "stdin": ([str(tmp_path / "head.txt"), "-"], tmp_path / "stdin.gz")}
+    return c, forms
+
+
+def _gensim_text(c, **kw):
+    ph = Phrases(LineSentence(c), **kw)
+    return "".join(" ".join(ph[s]) + "\n" for s in LineSentence(c))
+
+
+@pytest.mark.parametrize("form", ["gzip by content", "several files", "directory", "stdin"])
+def test_corpus_forms_as_plain_text(emb_bin, tmp_path, form):
+    """emb phrases on a compressed, split, directory or stdin corpus writes the bytes it writes
+    on the plain concatenation, and those are gensim's text on the same sentences."""
+    c, forms = corpus_forms(tmp_path)
+    paths, stdin = forms[form]
+    r = run([emb_bin, "phrases", c, "-o", str(tmp_path / "ref.txt"), "-q"])
+    assert r.returncode == 0, r.stderr
+    ref = (tmp_path / "ref.txt").read_text()
+    assert ref == _gensim_text(c) and "_" in ref
+    with open(stdin or os.devnull, "rb") as f:
+        r = run([emb_bin, "phrases", *paths, "-o", str(tmp_path / "got.txt")], stdin=f)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "got.txt").read_text() == ref
+    assert f"{ref.count('_')} phrases joined" in r.stderr
+
+
+@pytest.mark.parametrize("form", ["gzip by content", "several files", "directory", "stdin"])
+def test_train_phrases_on_corpus_forms(emb_bin, tmp_path, form):
+    """emb train --phrases on every corpus form: the vocabulary and the vectors of the run on
+    the plain concatenation, bit for bit (1 thread)."""
+    c, forms = corpus_forms(tmp_path)
+    paths, stdin = forms[form]
+    train = ["--phrases", "--dim", "8", "--epochs", "1", "--threads", "1", "--min-count", "1",
+             "-q", "--binary", "0"]
+    r = run([emb_bin, "train", c, "-o", str(tmp_path / "ref.txt"), *train, "--save-vocab",
+             str(tmp_path / "ref.vocab")])
+    assert r.returncode == 0, r.stderr
+    assert "united_states " in (tmp_path / "ref.vocab").read_text()  # phrases were joined
+    with open(stdin or os.devnull, "rb") as f:
+        r = run([emb_bin, "train", *paths, "-o", str(tmp_path / "got.txt"), *train,
+                 "--save-vocab", str(tmp_path / "got.vocab")], stdin=f)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "got.vocab").read_bytes() == (tmp_path / "ref.vocab").read_bytes()
+    assert (tmp_path / "got.txt").read_bytes() == (tmp_path / "ref.txt").read_bytes()
+
+
+@pytest.mark.parametrize("min_count,threshold", [(5, 0.5), (1, 0.3), (20, 0.0), (3, -0.5),
+                                                 (5, 0.95)])
+def test_npmi_same_text_as_gensim(emb_bin, tmp_path, min_count, threshold):
+    c = corpus(tmp_path / "c.txt")
+    out = tmp_path / "p.txt"
+    r = run([emb_bin, "phrases", c, "-o", str(out), "--scoring", "npmi", "--min-count",
+             str(min_count), "--threshold", str(threshold)])
+    assert r.returncode == 0, r.stderr
+    want = _gensim_text(c, min_count=min_count, threshold=threshold, scoring="npmi")
+    assert out.read_text() == want
+    if threshold < 0.9:
+        assert "_" in want  # the comparison means something
+    if (min_count, threshold) == (1, 0.3):  # a setting where the scorers disagree
+        assert _gensim_text(c, min_count=1, threshold=0.3) != want
+
+
+def test_train_npmi_as_gensim(emb_bin, tmp_path):
+    """emb train --phrases-scoring npmi: the vocabulary is the tokens of gensim's
+    Phrases(scoring='npmi') output on the same corpus."""
+    c = corpus(tmp_path / "c.txt")
+    r = run([emb_bin, "train", c, "-o", str(tmp_path / "v.vec"), "--phrases-scoring", "npmi",
+             "--phrases-threshold", "0.4", "--dim", "8", "--epochs", "1", "--min-count", "1",
+             "-q", "--save-vocab", str(tmp_path / "v.vocab")])
+    assert r.returncode == 0, r.stderr
+    got = {}
+    for line in open(tmp_path / "v.vocab", encoding="utf-8"):
+        w, n = line.split(" ")
+        got[w] = int(n)
+    want = {}
+    for t in _gensim_text(c, threshold=0.4, scoring="npmi").split():
+        want[t] = want.get(t, 0) + 1
+    assert got == want and any("_" in w for w in got)
+
+
+def test_npmi_threshold_refused(emb_bin, tmp_path):
+    c = corpus(tmp_path / "c.txt", lines=50)
+    for t in ["1.5", "-1.01", "10"]:
+        r = run([emb_bin, "phrases", c, "--scoring", "npmi", "--threshold", t])
+        assert r.returncode == 1 and "threshold must be in [-1, 1] with npmi" in r.stderr
+        r = run([emb_bin, "train", c, "-o", str(tmp_path / "v.vec"), "--phrases-scoring", "npmi",
+                 "--phrases-threshold", t])
+        assert r.returncode == 2 and "threshold must be in [-1, 1] with npmi" in r.stderr
+    r = run([emb_bin, "train", c, "-o", str(tmp_path / "v.vec"), "--phrases-scoring", "x"])
+    assert r.returncode == 2 and "default or npmi" in r.stderr
 
 
 @pytest.mark.parametrize("passes,min_count,threshold,delimiter", [(1, 5, 10.0, "_"),
@@ -125,8 +276,6 @@ def test_train_with_phrases_as_gensim(emb_bin, tmp_path, passes, min_count, thre
 def test_train_phrases_errors(emb_bin, tmp_path):
     c = corpus(tmp_path / "c.txt", lines=50)
     out = ["-o", str(tmp_path / "v.vec"), "-q"]
-    r = run([emb_bin, "train", "-", "--phrases", *out])
-    assert r.returncode == 2 and "give a file, not stdin" in r.stderr
     r = run([emb_bin, "train", c, "--phrases-delimiter", "a b", *out])
     assert r.returncode == 2 and "whitespace" in r.stderr
     r = run([emb_bin, "train", c, "--phrases-delimiter", "x" * 17, *out])
@@ -135,10 +284,3 @@ def test_train_phrases_errors(emb_bin, tmp_path):
     assert r.returncode == 2
     r = run([emb_bin, "train", c, "--phrases", "--read-vocab", c, *out])
     assert r.returncode == 2 and "--phrases cannot be combined with --read-vocab" in r.stderr
-    import gzip
-    with open(c, "rb") as f, gzip.open(tmp_path / "c.txt.gz", "wb") as g:
-        g.write(f.read())
-    r = run([emb_bin, "train", str(tmp_path / "c.txt.gz"), "--phrases", *out])
-    assert r.returncode == 1 and "is compressed: phrases read plain text" in r.stderr
-    r = run([emb_bin, "train", str(tmp_path), "--phrases", *out])
-    assert r.returncode == 1 and "is a directory" in r.stderr

@@ -196,3 +196,55 @@ def test_resume_over_a_list(emb_bin, tmp_path, text):
     assert p.returncode == 1 and "was written for another corpus" in p.err, p.err
     p = train(emb_bin, files[0], "-o", out, *BASE, "--epochs", 6, "--resume", ck, check=False)
     assert p.returncode == 1 and "was written for another corpus" in p.err, p.err
+
+
+def text_fingerprint(data):
+    """A corpus file's fingerprint as a checkpoint records it (docs/word2vec.md, version 4):
+    FNV-1a 64's basis and prime over the text's 8-byte little-endian words, then its last
+    bytes one by one, then its length."""
+    h, prime, mask = 14695981039346656037, 1099511628211, 2 ** 64 - 1
+    whole = len(data) // 8 * 8
+    for i in range(0, whole, 8):
+        h = ((h ^ int.from_bytes(data[i:i + 8], "little")) * prime) & mask
+    for b in data[whole:]:
+        h = ((h ^ b) * prime) & mask
+    return ((h ^ len(data)) * prime) & mask
+
+
+def test_resume_names_the_file_that_differs(emb_bin, tmp_path, text):
+    """A resume over another list of files is refused with the file that differs: its
+    position, and the checkpoint's name, text size and fingerprint against this run's."""
+    a, b, c = split_lines(text * 4, 3)
+    (tmp_path / "a.txt").write_bytes(a)
+    (tmp_path / "b.txt").write_bytes(b)
+    (tmp_path / "c.gz").write_bytes(gzip.compress(c))
+    A, B, C = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "c.gz"
+    ck = checkpointed(emb_bin, tmp_path, [A, C])
+    out = tmp_path / "resumed.bin"
+
+    def refused(*files):
+        p = train(emb_bin, *files, "-o", out, *BASE, "--epochs", 6, "--resume", ck, check=False)
+        assert p.returncode == 1 and p.err.count("\n") == 1, p.err
+        assert f"{ck} was written for another corpus: " in p.err, p.err
+        assert "(resume with the files the checkpoint was written for, in the same order)" in p.err
+        return p.err
+
+    err = refused(A, B)
+    assert (f"file 2 of 2 differs: the checkpoint's is {C} ({len(c)} bytes of text, fingerprint "
+            f"{text_fingerprint(c):016x}), this run's is {B} ({len(b)} bytes, fingerprint "
+            f"{text_fingerprint(b):016x})") in err, err
+    err = refused(B, C)
+    assert f"file 1 of 2 differs: the checkpoint's is {A} ({len(a)} bytes" in err, err
+    err = refused(A)
+    assert ("the checkpoint was written for 2 files, this run reads the first 1 of them: file 2 "
+            "and later are missing") in err, err
+    err = refused(A, C, B)
+    assert (f"this run reads 3 files, the checkpoint was written for the first 2 of them: file 3, "
+            f"{B} ({len(b)} bytes of text), is new") in err, err
+    # the same text under another name, compressed otherwise, in a directory: it resumes
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "1").write_bytes(a)
+    (tmp_path / "d" / "2").write_bytes(lzma.compress(c))
+    train(emb_bin, tmp_path / "d", "-o", out, *BASE, "--epochs", 6, "--resume", ck,
+          "--keep-checkpoint")
+    assert out.read_bytes() == (tmp_path / "first.bin").read_bytes()

@@ -230,6 +230,10 @@ typedef struct world {
     emb_sparse_grad s[NS];
     bool s_init[NS];
     emb_generator *g[NG];
+    /* generators at the last snapshot: g[0..NG-1] and the default one (index NG), and a
+     * copy of each one's struct (see gen_snapshot) */
+    const emb_generator *g_was[NG + 1];
+    void *g_raw[NG + 1];
     unsigned char state[4096];
     size_t state_len;
     /* snapshots */
@@ -321,14 +325,7 @@ static void serialise(world *w, unsigned char **b, size_t *len, size_t *cap) {
             PUT(g->values, (size_t)(g->nnz * g->dim) * 4);
         }
     }
-    unsigned char st[4096];
-    size_t ss = emb_generator_state_nbytes();
-    if (ss > sizeof st) abort();
-    for (int k = 0; k <= NG; k++) {
-        if (k < NG && !w->g[k]) continue;
-        if (emb_generator_get_state(k < NG ? w->g[k] : NULL, st, ss) != EMB_OK) abort();
-        PUT(st, ss);
-    }
+    /* generators: gen_snapshot and gen_changed */
     PUT(w->state, sizeof w->state);
     PUT(w->ids, sizeof w->ids);
     PUT(w->scores, sizeof w->scores);
@@ -336,8 +333,44 @@ static void serialise(world *w, unsigned char **b, size_t *len, size_t *cap) {
 #undef PUT
 }
 
+/* Generators are compared apart: emb_generator_get_state of every generator before every
+ * call was half of this harness's time. A snapshot copies each generator's struct instead
+ * (a memcpy); after a failed call, a generator whose struct is byte for byte the same has
+ * the same state, and one whose struct differs is compared by emb_generator_get_state of
+ * the copy and of the generator, as before (a struct may differ in bytes the state does
+ * not show, such as the default generator seeded on first use). */
+static void gen_snapshot(world *w) {
+    size_t n = emb__generator_nbytes();
+    for (int k = 0; k <= NG; k++) {
+        const emb_generator *g = k < NG ? w->g[k] : emb_default_generator();
+        w->g_was[k] = g;
+        if (!g) continue;
+        if (!w->g_raw[k] && !(w->g_raw[k] = malloc(n))) abort();
+        memcpy(w->g_raw[k], g, n);
+    }
+}
+
+/* The first generator whose state differs from the last snapshot's (NG: the default
+ * generator), or -1. */
+static int gen_changed(world *w) {
+    size_t n = emb__generator_nbytes(), ss = emb_generator_state_nbytes();
+    unsigned char a[4096], b[4096];
+    if (ss > sizeof a) abort();
+    for (int k = 0; k <= NG; k++) {
+        const emb_generator *g = k < NG ? w->g[k] : emb_default_generator();
+        if (g != w->g_was[k]) return k;
+        if (!g || memcmp(w->g_raw[k], g, n) == 0) continue;
+        if (emb_generator_get_state(w->g_raw[k], a, ss) != EMB_OK ||
+            emb_generator_get_state(g, b, ss) != EMB_OK)
+            abort();
+        if (memcmp(a, b, ss) != 0) return k;
+    }
+    return -1;
+}
+
 static void snapshot(world *w) {
     serialise(w, &w->snap, &w->snap_len, &w->snap_cap);
+    gen_snapshot(w);
 }
 
 /* Per-call counts of successes and failures, printed at exit when EMB_FUZZ_STATS is set
@@ -386,6 +419,10 @@ static emb_status check_call(world *w, emb_status st, const char *call) {
              "at snapshot byte %zu of %zu/%zu)",
              call, st, name, msg, i, w->snap_len, w->snap2_len);
     }
+    int g = gen_changed(w);
+    if (g >= 0)
+        FAIL("%s failed with %d (%s: %s) but changed the state of generator %d%s", call, st, name,
+             msg, g, g == NG ? " (the default one)" : "");
     return st;
 }
 
@@ -1153,7 +1190,8 @@ static void op_emb_backward_sparse_view(world *w, rd *r) {
              (int)s2, (int)s1);
     if (s2 == EMB_OK) {
         serialise(w, &w->snap2, &w->snap2_len, &w->snap2_cap);
-        if (w->snap2_len != w->snap_len || memcmp(w->snap, w->snap2, w->snap_len) != 0)
+        if (w->snap2_len != w->snap_len || memcmp(w->snap, w->snap2, w->snap_len) != 0 ||
+            gen_changed(w) >= 0)
             FAIL("emb_embedding_backward_sparse_view changed the caller's tensors");
     }
     same_sparse(&a, &b, "backward");
@@ -2448,8 +2486,7 @@ static void world_free(world *w) {
         if (w->s_init[k]) emb_sparse_grad_release(&w->s[k]);
     for (int k = 0; k < NG; k++) emb_generator_free(w->g[k]);
     for (int k = 0; k < NT; k++) free(w->t[k].buf);
-    free(w->snap);
-    free(w->snap2);
+    for (int k = 0; k <= NG; k++) free(w->g_raw[k]);
     free(w->ostate);
 }
 
@@ -2463,10 +2500,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* The two snapshot buffers, kept from one input to the next: a snapshot of a world with a
+ * few tables is megabytes, and growing fresh buffers to that size at every input (pages
+ * mapped and faulted in) cost a fifth of the time. Nothing carries over: serialise()
+ * rewrites a buffer from its start, and only the bytes it wrote are compared. */
+static unsigned char *kept_snap[2];
+static size_t kept_cap[2];
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rd r = {data, size, 0};
     world w;
     memset(&w, 0, sizeof w);
+    w.snap = kept_snap[0], w.snap_cap = kept_cap[0];
+    w.snap2 = kept_snap[1], w.snap2_cap = kept_cap[1];
     for (int k = 0; k < NE; k++) w.e[k].wrapped_slot = -1;
     for (int k = 0; k < NB; k++) w.b[k].wrapped_slot = -1;
     for (int k = 0; k < NQ; k++) w.q[k].wrapped_slot = -1;
@@ -2483,5 +2529,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     cur_op = "cleanup";
     world_free(&w);
+    kept_snap[0] = w.snap, kept_cap[0] = w.snap_cap;
+    kept_snap[1] = w.snap2, kept_cap[1] = w.snap2_cap;
     return 0;
 }

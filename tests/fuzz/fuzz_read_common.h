@@ -22,11 +22,19 @@
         abort();                                                                                   \
     } while (0)
 
-/* The fuzz input as a readable path. */
+/* The folder for scratch files: /dev/shm (tmpfs) when writable, else /tmp. */
+static inline const char *fz_tmp_root(void) {
+    return access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+}
+
+/* The fuzz input as a readable path. The first call also points TMPDIR at tmpfs, where the
+ * word2vec reader spools its token ids: a file created and removed per input costs a
+ * journalled create and unlink on a disk file system, nothing on tmpfs (same code path). */
 static inline const char *fz_input_path(const uint8_t *data, size_t size) {
     static int fd = -1;
     static char path[64];
     if (fd < 0) {
+        setenv("TMPDIR", fz_tmp_root(), 1);
         fd = memfd_create("emb-fuzz-input", 0);
         if (fd < 0) FINDING("memfd_create failed");
         snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
@@ -41,8 +49,7 @@ static inline const char *fz_scratch(const char *name) {
     static char dir[128];
     static char path[256];
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "%s/emb-fuzz.XXXXXX",
-                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+        snprintf(dir, sizeof dir, "%s/emb-fuzz.XXXXXX", fz_tmp_root());
         if (!mkdtemp(dir)) FINDING("mkdtemp failed");
     }
     snprintf(path, sizeof path, "%s/%s", dir, name);

@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct rlimit rl = {64 << 20, 64 << 20};
         setrlimit(RLIMIT_FSIZE, &rl);
         signal(SIGXFSZ, SIG_IGN);
-        setenv("TMPDIR", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", 1);
+        setenv("TMPDIR", fz_tmp_root(), 1);
         once = true;
     }
     if (size < 1) return 0;

@@ -146,10 +146,18 @@ def checkpoints(build):
                 put("fuzz_checkpoint", n, f.read())
         with open(os.path.join(tmp, "t1-r2.ckpt"), "rb") as f:
             base = f.read()
-    # version 3: 64 bytes of subword and phrase options after the 17 options
+    # version 3: 64 bytes of subword and phrase options after the 17 options; version 4: then
+    # the list of corpus files (a count, and each its name's length, name, bytes, fingerprint)
     opts_end = 8 + 8 + 17 * 8
     (version,) = struct.unpack_from("<Q", base, 8)
     extra = 64 if version >= 3 else 0
+    if version >= 4:
+        (nfiles,) = struct.unpack_from("<Q", base, opts_end + extra)
+        at = opts_end + extra + 8
+        for _ in range(nfiles):
+            (length,) = struct.unpack_from("<Q", base, at)
+            at += 8 + length + 16
+        extra = at - opts_end
     if version >= 3:  # the same run as a version 2 file (the harness re-seals the checksum)
         v2 = bytearray(base[:opts_end] + base[opts_end + extra:])
         struct.pack_into("<Q", v2, 8, 2)

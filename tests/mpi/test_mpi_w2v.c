@@ -6,7 +6,9 @@
  *    checkpointed by rank 0 and resumed on every rank from that file, ends with the
  *    uninterrupted run's tables;
  *  - refusals on every rank: options that differ between ranks, a lane count the ranks do
- *    not divide, subwords. */
+ *    not divide, subwords;
+ *  - the merges' traffic (emb_mpi_w2v_traffic): one count per round, the same table of every
+ *    rank's bytes on every rank, received = the others' sent, nothing at one rank. */
 #include "mpi_check.h"
 
 #include <unistd.h>
@@ -209,6 +211,57 @@ static void run_refusals(void) {
     emb_w2v_free(w);
 }
 
+/* The traffic of a run, as every rank reports it for every rank. */
+static void run_traffic(void) {
+    emb_w2v_options o = options(size_);
+    emb_w2v *w = NULL;
+    emb_mpi_w2v *d = NULL;
+    OK(emb_w2v_create_from_file(&o, corpus, &w));
+    OK(emb_mpi_w2v_create(MPI_COMM_WORLD, w, &d));
+    stopper s = {0, 0, 0};
+    OK(emb_w2v_train(w, progress, &s));
+    emb_mpi_w2v_bytes *b = calloc((size_t)size_, sizeof *b);
+    uint64_t mine[3 * 64] = {0}, *all = calloc((size_t)size_ * 3 * 64, sizeof *all);
+    uint64_t total = 0, row = sizeof(int64_t) + (uint64_t)o.dim * sizeof(float);
+    for (int q = 0; q < size_ && q < 64; q++) {
+        OK(emb_mpi_w2v_traffic(d, q, &b[q]));
+        CHECK(b[q].rounds == s.rounds, "rank %d: %lld rounds counted, %d made", q,
+              (long long)b[q].rounds, s.rounds);
+        mine[3 * q] = b[q].sent, mine[3 * q + 1] = b[q].received;
+        mine[3 * q + 2] = (uint64_t)b[q].rounds;
+        total += b[q].sent;
+    }
+    CHECK(b[rank_].sent == emb_mpi_w2v_bytes_sent(d), "sent %llu, bytes_sent %llu",
+          (unsigned long long)b[rank_].sent, (unsigned long long)emb_mpi_w2v_bytes_sent(d));
+    for (int q = 0; q < size_; q++) {
+        CHECK(b[q].received == total - b[q].sent, "rank %d received %llu of %llu, sent %llu", q,
+              (unsigned long long)b[q].received, (unsigned long long)total,
+              (unsigned long long)b[q].sent);
+        /* every rank's part of a round has the same fixed size (head, lanes, agreement) plus
+         * its changed rows: the differences are whole rows */
+        CHECK((b[q].sent > b[0].sent ? b[q].sent - b[0].sent : b[0].sent - b[q].sent) % row == 0,
+              "rank %d sent %llu, rank 0 %llu: not whole rows of %llu bytes apart", q,
+              (unsigned long long)b[q].sent, (unsigned long long)b[0].sent,
+              (unsigned long long)row);
+        if (size_ > 1)
+            CHECK(b[q].sent > (uint64_t)s.rounds * row, "rank %d sent %llu bytes in %d rounds", q,
+                  (unsigned long long)b[q].sent, s.rounds);
+        else
+            CHECK(b[q].sent == 0 && b[q].received == 0, "one rank sent %llu",
+                  (unsigned long long)b[q].sent);
+    }
+    MPI_Allgather(mine, 3 * 64, MPI_UINT64_T, all, 3 * 64, MPI_UINT64_T, MPI_COMM_WORLD);
+    for (int q = 1; q < size_; q++)
+        CHECK(memcmp(all, all + q * 3 * 64, sizeof mine) == 0,
+              "rank %d counts other bytes than rank 0", q);
+    emb_mpi_w2v_bytes x;
+    CHECK(emb_mpi_w2v_traffic(d, size_, &x) == EMB_ERR_INVALID, "rank %d accepted", size_);
+    CHECK(emb_mpi_w2v_traffic(d, 0, NULL) == EMB_ERR_NULL, "NULL accepted");
+    free(b), free(all);
+    emb_mpi_w2v_free(d);
+    emb_w2v_free(w);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -217,6 +270,7 @@ int main(int argc, char **argv) {
     run_one_rank();
     run_determinism_and_resume();
     run_refusals();
+    run_traffic();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank_ == 0) remove(corpus);
     int all = 0;

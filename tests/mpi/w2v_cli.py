@@ -4,12 +4,15 @@
   - `mpirun -np 2 emb train` twice: the same file; with --checkpoint-every, the checkpoint
     rank 0 wrote during the run, resumed with `mpirun -np 2 ... --resume`, gives that file
     too; resumed at 3 ranks it is refused (2 lanes), with a message and nothing written;
+  - without -q, rank 0 prints each rank's merge traffic: every rank's line, the same number of
+    rounds, and what one rank received is what the other sent (2 ranks); one rank sends nothing;
   - a rank killed during training: mpirun returns non-zero within a bound, and no output
     file is left.
 
     w2v_cli.py MPIEXEC EMB
 """
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -99,6 +102,27 @@ def main():
             sys.exit("FAIL: resuming 2 lanes at 3 ranks was not refused with a message")
         print("ok: np 1 = single process; np 2 twice equal; resumed = uninterrupted; "
               "3 ranks refused")
+
+        # The traffic summary (rank 0 alone prints it, for every rank).
+        loud = [x for x in train if x != "-q"]
+        for n in (1, 2):
+            text = run(mpi + [str(n), emb] + loud + ["-o", os.path.join(d, f"loud{n}.bin")])
+            lines = re.findall(r"merge traffic of rank (\d+) of (\d+): sent (\d+) bytes, "
+                               r"received (\d+) over (\d+) rounds", text)
+            if sorted(int(x[0]) for x in lines) != list(range(n)) or \
+                    any(int(x[1]) != n for x in lines):
+                print(text)
+                sys.exit(f"FAIL: at {n} ranks the traffic lines are not one per rank")
+            sent = [int(x[2]) for x in sorted(lines)]
+            received = [int(x[3]) for x in sorted(lines)]
+            rounds = {int(x[4]) for x in lines}
+            if len(rounds) != 1 or min(rounds) < 1:
+                sys.exit(f"FAIL: rounds {rounds}")
+            if n == 1 and (sent != [0] or received != [0]):
+                sys.exit(f"FAIL: one rank sent {sent} and received {received}")
+            if n == 2 and (received != [sent[1], sent[0]] or min(sent) == 0):
+                sys.exit(f"FAIL: 2 ranks sent {sent} and received {received}")
+        print("ok: traffic lines at 1 and 2 ranks")
 
         # A rank killed while training.
         make_corpus(corpus, 200000)

@@ -162,6 +162,72 @@ def test_train_from_a_file_and_from_sentences(tmp_path):
         emb.train([["a", "b"]], min_count=5)
 
 
+def test_train_over_several_paths(tmp_path):
+    """emb.train takes a list of paths and directories, compressed or not, as emb train does:
+    the vectors of the plain concatenation, bit for bit at one worker."""
+    import bz2
+    import gzip
+    path = corpus(tmp_path / "c.txt")
+    text = path.read_bytes()
+    lines = text.split(b"\n")[:-1]
+    a, b = b"\n".join(lines[:1000]) + b"\n", b"\n".join(lines[1000:]) + b"\n"
+    (tmp_path / "a.gz").write_bytes(gzip.compress(a))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "1.txt").write_bytes(b[:len(b) // 2 + b[len(b) // 2:].index(b"\n") + 1])
+    (tmp_path / "d" / "2").write_bytes(bz2.compress(b[len(b) // 2 + b[len(b) // 2:].index(b"\n")
+                                                      + 1:]))
+    args = dict(vector_size=16, workers=1, epochs=2, sg=1)
+    want = emb.train(str(path), **args)
+    for paths in ([tmp_path / "a.gz", tmp_path / "d"], (str(tmp_path / "a.gz"), tmp_path / "d")):
+        got = emb.train(paths, **args)
+        assert got.index_to_key == want.index_to_key
+        assert np.array_equal(got.vectors, want.vectors)
+    got = emb.train(corpus_file=[tmp_path / "a.gz", tmp_path / "d"], **args)
+    assert np.array_equal(got.vectors, want.vectors)
+    with pytest.raises(OSError, match="missing.txt"):
+        emb.train([path, tmp_path / "missing.txt"], **args)
+
+
+def test_train_lenient_and_lowercase(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_bytes(b"Hello world \xff\xfe hello WORLD\n" * 10)
+    with pytest.raises(emb.FormatError, match="invalid UTF-8"):
+        emb.train(path, min_count=1, vector_size=4, workers=1)
+    kv = emb.train(path, min_count=1, vector_size=4, workers=1, lenient=True, lowercase=True)
+    assert kv.skipped == (10, 0) and sorted(kv.index_to_key) == ["hello", "world"]
+    assert kv.get_vecattr("hello", "count") == 20
+    assert emb.train(path, min_count=1, vector_size=4, workers=1, lenient=True).skipped == (10, 0)
+
+
+@pytest.mark.parametrize("scoring,threshold", [("default", 10.0), ("npmi", 0.3)])
+def test_train_with_phrases_as_gensim(tmp_path, scoring, threshold):
+    """emb.train(phrases=1): the vocabulary is the tokens of gensim's Phrases output."""
+    from gensim.models.phrases import Phrases
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(200)]
+    sentences = []
+    for _ in range(2000):
+        s = list(rng.choice(words, size=int(rng.integers(3, 15))))
+        if rng.random() < 0.1:
+            s[1:1] = ["new", "york"]
+        sentences.append(s)
+    path = tmp_path / "c.txt"
+    path.write_text("".join(" ".join(s) + "\n" for s in sentences))
+    kv = emb.train(path, min_count=1, vector_size=4, workers=1, epochs=1, phrases=1,
+                   phrases_scoring=scoring, phrases_threshold=threshold)
+    ph = Phrases(sentences, threshold=threshold, scoring=scoring)
+    want = {}
+    for s in sentences:
+        for t in ph[s]:
+            want[t] = want.get(t, 0) + 1
+    got = {w: kv.get_vecattr(w, "count") for w in kv.index_to_key}
+    assert got == want and "new_york" in got
+    with pytest.raises(ValueError, match=r"\[-1, 1\]"):
+        emb.train(path, min_count=1, phrases=1, phrases_scoring="npmi")
+    with pytest.raises(ValueError, match="default.*npmi"):
+        emb.train(path, min_count=1, phrases=1, phrases_scoring="pmi")
+
+
 def test_train_progress_and_stop(tmp_path):
     path = corpus(tmp_path / "c.txt", sentences=30000)
     seen = []

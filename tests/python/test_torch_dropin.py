@@ -188,3 +188,85 @@ def test_bag_scale_grad_by_freq_is_the_documented_meaning():
                                           scale_grad_by_freq=True)
     (ref(x) * up).sum().backward()
     assert not torch.equal(ref.weight.grad, bag.weight.grad)
+
+
+@pytest.mark.parametrize("set_to_none", [False, True])
+def test_large_dense_gradients_train_like_torch(set_to_none):
+    """Tables whose dense gradients come from the module's cache of freed gradients (256 KiB
+    and more): the same parameters as torch's modules after every step, whether .grad is
+    zeroed (the gradient is added into it) or set to None (autograd keeps the gradient
+    itself as .grad while the cache hands out other blocks)."""
+    from emb import _emb
+    rows, dim = 3000, 32  # 384,000-byte gradients
+    et.empty_cache()
+    models = []
+    for e_cls, b_cls in ((nn.Embedding, nn.EmbeddingBag), (et.Embedding, et.EmbeddingBag)):
+        torch.manual_seed(5)
+        m = nn.ModuleDict({"e": e_cls(rows, dim), "s": b_cls(rows, dim, mode="sum"),
+                           "x": b_cls(rows, dim, mode="max"), "l": nn.Linear(3 * dim, 4)})
+        models.append((m, torch.optim.Adam(m.parameters(), lr=0.01)))
+    g = torch.Generator().manual_seed(2)
+    for step in range(4):
+        x = torch.randint(0, rows, (64, 7), generator=g)
+        t = torch.randint(0, 4, (64,), generator=g)
+        for m, opt in models:
+            opt.zero_grad(set_to_none=set_to_none)
+            h = torch.cat([m["e"](x).mean(1), m["s"](x), m["x"](x)], 1)
+            nn.functional.cross_entropy(m["l"](h), t).backward()
+            opt.step()
+        for (pn, a), b in zip(models[0][0].named_parameters(), models[1][0].parameters()):
+            same_bits(b.detach().numpy(), a.detach().numpy(), f"step {step} {pn}")
+    models[1][1].zero_grad(set_to_none=True)  # frees the gradients autograd kept as .grad
+    assert _emb.cached_bytes() >= 3 * rows * dim * 4, "the gradients are not the cache's"
+    et.empty_cache()
+    assert _emb.cached_bytes() == 0
+
+
+def test_cached_gradients_never_share_memory():
+    """A gradient still referenced is never handed out again: two live gradients of the same
+    table are distinct memory, each torch's value; only a freed one is reused."""
+    from emb import _emb
+    et.empty_cache()
+    torch.manual_seed(0)
+    w = torch.randn(3000, 32)
+    ours = et.Embedding.from_pretrained(w, freeze=False)
+    theirs = nn.Embedding.from_pretrained(w, freeze=False)
+    g = torch.Generator().manual_seed(4)
+    xs = [torch.randint(0, 3000, (50,), generator=g) for _ in range(3)]
+    ups = [torch.randn(50, 32, generator=g) for _ in range(3)]
+    mine = [torch.autograd.grad((ours(x) * u).sum(), ours.weight)[0] for x, u in zip(xs, ups)]
+    want = [torch.autograd.grad((theirs(x) * u).sum(), theirs.weight)[0]
+            for x, u in zip(xs, ups)]
+    ptrs = {t.data_ptr() for t in mine}
+    assert len(ptrs) == 3
+    for i in range(3):
+        same_bits(mine[i].numpy(), want[i].numpy(), f"gradient {i}")
+    freed = mine.pop().data_ptr()
+    assert _emb.cached_bytes() >= 3000 * 32 * 4  # (whole pages)
+    again = torch.autograd.grad((ours(xs[0]) * ups[0]).sum(), ours.weight)[0]
+    assert again.data_ptr() == freed and _emb.cached_bytes() == 0
+    same_bits(again.numpy(), want[0].numpy(), "gradient from a reused block")
+    for a, b in zip(mine, want[:2]):  # the live ones were not touched
+        same_bits(a.numpy(), b.numpy(), "live gradient")
+
+
+def test_sparse_bag_gradient_owns_emb_storage():
+    """The sparse gradient of the bag is emb's own storage handed to numpy: its values stay
+    valid after the rows array is gone, and equal torch's."""
+    import gc
+    from emb import _emb
+    torch.manual_seed(0)
+    w = torch.randn(V, D)
+    x = torch.randint(0, V, (6, 4))
+    up = torch.randn(6, D)
+    rows, values = _emb.embedding_bag_backward(w.numpy(), x.numpy(), up.numpy(), mode="mean",
+                                               what="sparse")
+    rows_copy = rows.copy()
+    del rows
+    gc.collect()
+    ref = nn.EmbeddingBag.from_pretrained(w, freeze=False, mode="mean", sparse=True)
+    (ref(x) * up).sum().backward()
+    gw = ref.weight.grad
+    same_bits(rows_copy, gw._indices()[0].numpy(), "rows")
+    same_bits(values, gw._values().numpy(), "values")
+    values[:] = 0  # writable, and nobody else's memory

@@ -162,8 +162,20 @@ static void test_gzip_by_content(void **state) {
     }
     size_t n0, n1;
     char *c0 = read_all(ck[0], &n0), *c1 = read_all(ck[1], &n1);
-    assert_int_equal(n0, n1);
-    assert_memory_equal(c0, c1, n0);
+    /* but for the file's name in the list of corpus files (docs/word2vec.md, version 4):
+     * magic, version, 17 options and 64 bytes of subword and phrase options, then the list
+     * (one file: its name's length and name, its text's bytes and fingerprint), then the
+     * rest; the checksum differs with the name */
+    const size_t head = 16 + 17 * 8 + 64, l0 = strlen(plain), l1 = strlen(gz);
+    assert_int_equal(n0 - l0, n1 - l1);
+    assert_memory_equal(c0, c1, head);
+    assert_int_equal(c0[head], 1);
+    uint64_t len0, len1; /* little-endian on the machines emb runs on */
+    memcpy(&len0, c0 + head + 8, 8), memcpy(&len1, c1 + head + 8, 8);
+    assert_int_equal(len0, l0);
+    assert_int_equal(len1, l1);
+    assert_memory_equal(c0 + head + 16 + l0, c1 + head + 16 + l1, 16); /* bytes, fingerprint */
+    assert_memory_equal(c0 + head + 32 + l0, c1 + head + 32 + l1, n0 - head - 32 - l0 - 8);
     free(c0), free(c1);
     put_file(tmp("cut.gz"), text_gz, sizeof text_gz - 5);
     const char *cut = tmp("cut.gz");

@@ -9,6 +9,7 @@
 #include <emb/phrases.h>
 
 #include <math.h>
+#include <sys/stat.h>
 
 /* 2400 lines of words w0 .. w2999 drawn by a Zipf-like law (log-uniform ranks), with planted
  * pairs rare enough to score above gensim's threshold: "new york" (then "new_york city" in a
@@ -164,7 +165,7 @@ static void test_phrases_refused(void **state) {
     FILE *f = fopen(corpus, "rb");
     assert_non_null(f);
     EMB_EXPECT_ERR(emb_w2v_create_from_stream(&o, f, "c", &w), EMB_ERR_INVALID,
-                   "give it as a file");
+                   "an open stream cannot be read twice: give it as a path");
     fclose(f);
     emb_vocab *v;
     EMB_OK_OR_FAIL(emb_vocab_create(&v));
@@ -178,7 +179,11 @@ static void test_phrases_refused(void **state) {
     EMB_EXPECT_ERR(emb_w2v_continue(&o, tmp("model.ckpt"), corpus, &w), EMB_ERR_INVALID,
                    "not provided with continued training");
     EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("missing.txt"), &w), EMB_ERR_IO, "missing.txt");
-    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmpdir, &w), EMB_ERR_IO, "is a directory");
+    char empty[600];
+    snprintf(empty, sizeof empty, "%s/no-files", tmpdir);
+    assert_int_equal(mkdir(empty, 0700), 0);
+    EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, empty, &w), EMB_ERR_IO,
+                   "a directory without files");
     put(tmp("empty.txt"), " \n\n", 3);
     EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, tmp("empty.txt"), &w), EMB_ERR_FORMAT,
                    "corpus is empty");
@@ -197,11 +202,78 @@ static void test_phrases_refused(void **state) {
     EMB_OK_OR_FAIL(emb_w2v_options_check(&bad));
 }
 
+/* The functions over several paths read them as the concatenation (a line end between two
+ * files); npmi's options are checked; a bad list is refused and changes nothing. */
+static void test_phrases_over_files(void **state) {
+    (void)state;
+    char cpath[600]; /* tmp()'s buffers are reused */
+    snprintf(cpath, sizeof cpath, "%s", phrase_corpus());
+    const char *corpus = cpath;
+    size_t n;
+    char *text = (char *)emb_test_read(corpus, &n);
+    size_t half = n / 2;
+    while (text[half - 1] != '\n') half++;
+    put(tmp("half1.txt"), text, half);
+    put(tmp("half2.txt"), text + half, n - half);
+    char h1[600], h2[600];
+    snprintf(h1, sizeof h1, "%s", tmp("half1.txt"));
+    snprintf(h2, sizeof h2, "%s", tmp("half2.txt"));
+    const char *halves[2] = {h1, h2};
+    for (int scoring = 0; scoring < 2; scoring++) {
+        emb_phrases_options o = emb_phrases_options_default();
+        if (scoring) o.scoring = EMB_PHRASES_NPMI, o.threshold = 0.5;
+        char *out[2];
+        size_t len[2];
+        int64_t joined[2];
+        for (int k = 0; k < 2; k++) {
+            FILE *f = open_memstream(&out[k], &len[k]);
+            assert_non_null(f);
+            if (k == 0) {
+                EMB_OK_OR_FAIL(emb_phrases_rewrite_files(&corpus, 1, &o, f, &joined[k]));
+            } else {
+                emb_phrases *p = NULL;
+                EMB_OK_OR_FAIL(emb_phrases_learn_files(halves, 2, &o, &p));
+                EMB_OK_OR_FAIL(emb_phrases_apply_files(p, halves, 2, f, &joined[k]));
+                emb_phrases_free(p);
+            }
+            fclose(f);
+        }
+        assert_true(joined[0] > 0);
+        assert_int_equal(joined[0], joined[1]);
+        assert_int_equal(len[0], len[1]);
+        assert_memory_equal(out[0], out[1], len[0]);
+        free(out[0]), free(out[1]);
+    }
+    free(text);
+    emb_phrases_options o = emb_phrases_options_default();
+    emb_phrases *p = (emb_phrases *)0x1;
+    o.scoring = EMB_PHRASES_NPMI; /* gensim's default threshold 10 is outside [-1, 1] */
+    EMB_EXPECT_ERR(emb_phrases_learn(corpus, &o, &p), EMB_ERR_INVALID,
+                   "threshold must be in [-1, 1] with npmi scoring");
+    o.threshold = -1.5;
+    EMB_EXPECT_ERR(emb_phrases_learn(corpus, &o, &p), EMB_ERR_INVALID, "got -1.5");
+    o.threshold = 1, o.scoring = (emb_phrases_scoring)7;
+    EMB_EXPECT_ERR(emb_phrases_learn(corpus, &o, &p), EMB_ERR_INVALID, "scoring must be");
+    o = emb_phrases_options_default();
+    const char *twice[2] = {"-", "-"};
+    EMB_EXPECT_ERR(emb_phrases_learn_files(twice, 2, &o, &p), EMB_ERR_INVALID, "given twice");
+    EMB_EXPECT_ERR(emb_phrases_learn_files(halves, 0, &o, &p), EMB_ERR_INVALID, "no corpus file");
+    EMB_EXPECT_ERR(emb_phrases_rewrite_files(NULL, 1, &o, stdout, NULL), EMB_ERR_NULL, "paths");
+    assert_true(p == (emb_phrases *)0x1);
+    emb_w2v_options w = phrase_opts(EMB_W2V_SKIPGRAM, 1);
+    w.phrases_scoring = EMB_PHRASES_NPMI;
+    EMB_EXPECT_ERR(emb_w2v_options_check(&w), EMB_ERR_INVALID,
+                   "phrases: threshold must be in [-1, 1] with npmi");
+    w.phrases_threshold = 0.5;
+    EMB_OK_OR_FAIL(emb_w2v_options_check(&w));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_as_phrased_text),
         cmocka_unit_test(test_checkpoint_of_phrases),
         cmocka_unit_test(test_phrases_refused),
+        cmocka_unit_test(test_phrases_over_files),
     };
     return cmocka_run_group_tests(tests, tmp_setup, tmp_teardown);
 }

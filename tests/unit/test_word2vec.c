@@ -302,9 +302,10 @@ static void put_fnv64(unsigned char *at, const unsigned char *p, size_t n) {
 /* A checkpoint of version 1 (tests/data/legacy/w2v-v1.ckpt, written by emb before version
  * 2 over w2v-corpus.txt: skip-gram, dim 8, 1 thread, 10 epochs, seed 7, cancelled after 2
  * rounds) still resumes; the run then finishes exactly like an uninterrupted one, and saving
- * it again writes version 3: the same bytes but for the version, the 64 bytes of subword and
- * phrase fields after the 17 options (all 0 without subwords and phrases), and the checksum.
- * A version 2 file (version 3 without those fields) resumes too. */
+ * it again writes version 4: the same bytes but for the version, the 64 bytes of subword and
+ * phrase fields after the 17 options (all 0 without subwords and phrases), the list of corpus
+ * files after them (one: the corpus's path), and the checksum. A version 3 file (version 4
+ * without the list) and a version 2 file (version 3 without the 64 bytes) resume too. */
 static void test_checkpoint_version1_resumes(void **state) {
     (void)state;
     const char *corpus = emb_test_data("legacy/w2v-corpus.txt"),
@@ -324,14 +325,28 @@ static void test_checkpoint_version1_resumes(void **state) {
     const char *again = tmp("again.ckpt");
     EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, again));
     unsigned char *v2 = emb_test_read(again, &n2);
-    const size_t opts_end = 16 + 17 * 8; /* magic, version, the 17 options */
-    assert_int_equal(n1 + 64, n2);
+    const size_t opts_end = 16 + 17 * 8;             /* magic, version, the 17 options */
+    const size_t list = 8 + 8 + strlen(corpus) + 16; /* one file: name, bytes, fingerprint */
+    assert_int_equal(n1 + 64 + list, n2);
     assert_memory_equal(v1, v2, 8); /* magic */
-    assert_int_equal(v2[8], 3);     /* version 3, little-endian */
+    assert_int_equal(v2[8], 4);     /* version 4, little-endian */
     assert_memory_equal(v1 + 9, v2 + 9, 7);
     assert_memory_equal(v1 + 16, v2 + 16, opts_end - 16);
-    for (size_t k = 0; k < 64; k++) assert_int_equal(v2[opts_end + k], 0);     /* none */
-    assert_memory_equal(v1 + opts_end, v2 + opts_end + 64, n1 - 8 - opts_end); /* the rest */
+    for (size_t k = 0; k < 64; k++) assert_int_equal(v2[opts_end + k], 0); /* none */
+    const unsigned char *files = v2 + opts_end + 64;
+    assert_int_equal(files[0], 1); /* one file, its name's length, its name */
+    assert_int_equal(files[8], strlen(corpus));
+    assert_memory_equal(files + 16, corpus, strlen(corpus));
+    assert_memory_equal(v1 + opts_end, v2 + opts_end + 64 + list, n1 - 8 - opts_end); /* rest */
+    /* version 3: version 4's bytes without the list, with its own checksum */
+    unsigned char *v3file = malloc(n2 - list);
+    assert_non_null(v3file);
+    memcpy(v3file, v2, opts_end + 64);
+    memcpy(v3file + opts_end + 64, v2 + opts_end + 64 + list, n2 - opts_end - 64 - list);
+    v3file[8] = 3;
+    put_fnv64(v3file + n2 - list - 8, v3file + 8, n2 - list - 16);
+    put(tmp("v3.ckpt"), (const char *)v3file, n2 - list);
+    free(v3file);
     /* version 2: version 3's bytes without the subword fields, with its own checksum */
     unsigned char *v2file = malloc(n1);
     assert_non_null(v2file);
@@ -349,18 +364,21 @@ static void test_checkpoint_version1_resumes(void **state) {
     assert_int_equal(n, emb_tensor_numel(&t));
     emb_assert_close_f32(t.data, want, n, 1, 0, 0, "resumed from version 1 vs uninterrupted");
     emb_w2v_free(w);
-    /* and the version 3 and version 2 files resume too */
+    /* and the version 4, 3 and 2 files resume too */
     EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, again, &w));
+    assert_int_equal(emb_w2v_words_done(w), done);
+    emb_w2v_free(w);
+    EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, tmp("v3.ckpt"), &w));
     assert_int_equal(emb_w2v_words_done(w), done);
     emb_w2v_free(w);
     EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, tmp("v2.ckpt"), &w));
     assert_int_equal(emb_w2v_words_done(w), done);
     emb_w2v_free(w);
     /* a version from the future is refused by name */
-    v2[8] = 4;
+    v2[8] = 5;
     put(again, (const char *)v2, n2);
     EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, again, &w), EMB_ERR_FORMAT,
-                   "checkpoint version 4 (this emb reads 1 to 3)");
+                   "checkpoint version 5 (this emb reads 1 to 4)");
     free(want);
     free(v1);
     free(v2);

@@ -114,7 +114,7 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     bool lenient = false, phrases = false, use_mpi = false;
     int64_t ph_passes = 0, ph_min_count = 0;
     double ph_threshold = NAN;
-    const char *ph_delimiter = NULL;
+    const char *ph_delimiter = NULL, *ph_scoring = NULL;
     const emb_cli_option opts[] = {
         {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
         {"train", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
@@ -160,6 +160,7 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
         {"phrases-min-count", 0, NULL, EMB_CLI_INT, &ph_min_count, 1, INT64_MAX, 0, 0},
         {"phrases-threshold", 0, NULL, EMB_CLI_DOUBLE, &ph_threshold, 0, 0, 0, 0},
         {"phrases-delimiter", 0, NULL, EMB_CLI_STRING, &ph_delimiter, 0, 0, 0, 0},
+        {"phrases-scoring", 0, NULL, EMB_CLI_STRING, &ph_scoring, 0, 0, 0, 0},
         {"mpi", 0, NULL, EMB_CLI_FLAG, &use_mpi, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
     };
@@ -224,17 +225,19 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     if (minn >= 0) o.minn = (int)minn;
     if (bucket > 0) o.bucket = bucket;
     /* phrases: any of their options turns them on (one pass unless --phrases-passes) */
-    if (phrases || ph_passes > 0 || ph_min_count > 0 || !isnan(ph_threshold) || ph_delimiter) {
+    if (phrases || ph_passes > 0 || ph_min_count > 0 || !isnan(ph_threshold) || ph_delimiter ||
+        ph_scoring) {
         o.phrases = ph_passes > 0 ? (int)ph_passes : 1;
         if (ph_min_count > 0) o.phrases_min_count = ph_min_count;
         if (!isnan(ph_threshold)) o.phrases_threshold = ph_threshold;
         if (ph_delimiter && strlen(ph_delimiter) >= sizeof o.phrases_delimiter)
             return emb_cli_usage_error(cmd, "--phrases-delimiter must have 1 to 16 bytes");
         if (ph_delimiter) strcpy(o.phrases_delimiter, ph_delimiter);
-        if (strcmp(corpus, "-") == 0)
-            return emb_cli_usage_error(
-                cmd, "--phrases reads the corpus more than once (counting, then training): "
-                     "give a file, not stdin");
+        if (ph_scoring && strcmp(ph_scoring, "npmi") == 0)
+            o.phrases_scoring = EMB_PHRASES_NPMI;
+        else if (ph_scoring && strcmp(ph_scoring, "default") != 0)
+            return emb_cli_usage_error(cmd, "--phrases-scoring is default or npmi, not '%s'",
+                                       ph_scoring);
         if (cont || read_vocab)
             return emb_cli_usage_error(cmd, "--phrases cannot be combined with %s",
                                        cont ? "--continue" : "--read-vocab");
@@ -318,7 +321,7 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
                        : "");
     double t1 = wall();
     int64_t done0 = ui.done0;
-    st = train_mpi_train(&mp, w, on_progress, &ui);
+    st = train_mpi_train(&mp, w, on_progress, &ui, !quiet);
     double t2 = wall();
     if (!quiet && ui.tty) fprintf(stderr, "\n");
     if (ui.ckpt_failed) {
@@ -435,7 +438,9 @@ const emb_cli_command emb_cli_cmd_train = {
     "                          phrases writes it: new york -> new_york), without writing\n"
     "                          it; --phrases-min-count N (5), --phrases-threshold X (10),\n"
     "                          --phrases-delimiter S (_), --phrases-passes N (1; 2 joins\n"
-    "                          phrases again, as gensim's Phrases applied twice)\n"
+    "                          phrases again, as gensim's Phrases applied twice),\n"
+    "                          --phrases-scoring default|npmi (npmi: a threshold in\n"
+    "                          [-1, 1]); any corpus (stdin is kept in a temporary file)\n"
     "  -hs 0, -binary 0|1      word2vec compatibility: hierarchical softmax is not provided\n"
     "                          (only -hs 0 is accepted); -binary 1 writes word2vec binary,\n"
     "                          -binary 0 word2vec text\n"

@@ -49,13 +49,31 @@ int train_mpi_start(const emb_cli_command *cmd, bool asked, train_mpi *m) {
 #endif
 }
 
-emb_status train_mpi_train(const train_mpi *m, emb_w2v *w, emb_w2v_progress_fn fn, void *user) {
+#ifdef EMB_HAVE_MPI
+/* Rank 0's summary of the merges' traffic, one line per rank. */
+static void report_traffic(const emb_mpi_w2v *d, int size) {
+    for (int q = 0; q < size; q++) {
+        emb_mpi_w2v_bytes b;
+        if (emb_mpi_w2v_traffic(d, q, &b)) return;
+        double per = b.rounds > 0 ? (double)b.rounds : 1;
+        fprintf(stderr,
+                "emb train: merge traffic of rank %d of %d: sent %.0f bytes, received %.0f "
+                "over %lld rounds (%.0f and %.0f per round)\n",
+                q, size, (double)b.sent, (double)b.received, (long long)b.rounds,
+                (double)b.sent / per, (double)b.received / per);
+    }
+}
+#endif
+
+emb_status train_mpi_train(const train_mpi *m, emb_w2v *w, emb_w2v_progress_fn fn, void *user,
+                           bool report) {
 #ifdef EMB_HAVE_MPI
     if (m->on) {
         emb_mpi_w2v *d;
         emb_status st = emb_mpi_w2v_create(MPI_COMM_WORLD, w, &d);
         if (st) return st;
         st = emb_w2v_train(w, fn, user);
+        if (!st && report && m->rank == 0) report_traffic(d, m->size);
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", emb_errmsg());
         emb_mpi_w2v_free(d);
@@ -63,7 +81,7 @@ emb_status train_mpi_train(const train_mpi *m, emb_w2v *w, emb_w2v_progress_fn f
         return st;
     }
 #else
-    (void)m;
+    (void)m, (void)report;
 #endif
     return emb_w2v_train(w, fn, user);
 }

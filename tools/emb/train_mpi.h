@@ -20,8 +20,10 @@ typedef struct train_mpi {
 int train_mpi_start(const emb_cli_command *cmd, bool asked, train_mpi *m);
 
 /* Trains w: over the job's ranks when m->on (each rank trains its lanes; the progress callback
- * runs on every rank), else emb_w2v_train. */
-emb_status train_mpi_train(const train_mpi *m, emb_w2v *w, emb_w2v_progress_fn fn, void *user);
+ * runs on every rank), else emb_w2v_train. With report, rank 0 prints the bytes each rank sent
+ * and received in the merges, in total and per round (after a run that succeeded). */
+emb_status train_mpi_train(const train_mpi *m, emb_w2v *w, emb_w2v_progress_fn fn, void *user,
+                           bool report);
 
 /* Ends MPI after the command (when it was started): MPI_Finalize after success; after a
  * failure MPI_Abort, which ends every rank of the job, since a rank that failed alone would
