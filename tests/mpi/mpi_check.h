@@ -165,6 +165,17 @@ static inline void free_joined(joined *j) {
 }
 
 /* The shard's rows against the single-process table's. */
+/* A sharded table and the single process's bag, both created from `seed` (the generator is
+   seeded again before each, so both hold the same rows). */
+static inline void make_twins(int64_t V, int64_t D, const emb_bag_options *bo,
+                              const emb_mpi_shard_options *so, uint64_t seed, emb_mpi_table **t,
+                              emb_bag **ref) {
+    emb_manual_seed(seed);
+    OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, bo, so, t));
+    emb_manual_seed(seed);
+    OK(emb_bag_create(V, D, bo, ref));
+}
+
 static inline void check_shard(emb_mpi_table *t, emb_bag *ref, const char *when) {
     emb_tensor s, w;
     int64_t b0, b1;

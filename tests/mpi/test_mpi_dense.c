@@ -54,13 +54,13 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
     emb_mpi_shard_options so = emb_mpi_shard_options_default();
     so.sharding = sharding;
     so.owner = size_ - 1;
-    emb_manual_seed(seed);
     emb_mpi_table *t = NULL;
-    OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, &bo, &so, &t));
-    if (!t) return;
-    emb_manual_seed(seed);
     emb_bag *ref = NULL;
-    OK(emb_bag_create(V, D, &bo, &ref));
+    make_twins(V, D, &bo, &so, seed, &t, &ref);
+    if (!t) {
+        emb_bag_free(ref);
+        return;
+    }
     int64_t b0, b1;
     emb_mpi_table_rows(t, &b0, &b1);
     const int64_t ls[2] = {b1 - b0, D}, rs[2] = {V, D};
@@ -148,12 +148,9 @@ static void run_large(emb_bag_mode mode, bool use_psw, bool freq, uint64_t seed)
     emb_bag_options bo = emb_bag_options_default();
     bo.mode = mode;
     bo.scale_grad_by_freq = freq;
-    emb_manual_seed(seed);
     emb_mpi_table *t = NULL;
-    OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, &bo, NULL, &t));
-    emb_manual_seed(seed);
     emb_bag *ref = NULL;
-    OK(emb_bag_create(V, D, &bo, &ref));
+    make_twins(V, D, &bo, NULL, seed, &t, &ref);
     emb_generator *g = NULL;
     OK(emb_generator_create(seed, &g));
     batch b;

@@ -77,12 +77,9 @@ static void run_case(int c, int64_t V, int64_t D, emb_mpi_sharding sharding, uin
     emb_mpi_shard_options so = emb_mpi_shard_options_default();
     so.sharding = sharding;
     so.owner = size_ - 1;
-    emb_manual_seed(seed);
     emb_mpi_table *t = NULL, *t2 = NULL;
-    OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, NULL, &so, &t));
-    emb_manual_seed(seed);
     emb_bag *ref = NULL;
-    OK(emb_bag_create(V, D, NULL, &ref));
+    make_twins(V, D, NULL, &so, seed, &t, &ref);
     emb_optimizer_options oo = case_options(c);
     emb_optimizer *ropt = NULL;
     emb_tensor rw;
@@ -178,12 +175,9 @@ static void run_lr(emb_mpi_sharding sh, uint64_t seed) {
     so.sharding = sh;
     so.owner = size_ - 1;
     for (int c = SGD_MOM; c <= ADAGRAD; c++) {
-        emb_manual_seed(seed);
         emb_mpi_table *t = NULL;
-        OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, NULL, &so, &t));
-        emb_manual_seed(seed);
         emb_bag *ref = NULL;
-        OK(emb_bag_create(V, D, NULL, &ref));
+        make_twins(V, D, NULL, &so, seed, &t, &ref);
         emb_optimizer_options oo = case_options(c);
         emb_optimizer *ropt = NULL;
         emb_tensor rw;
