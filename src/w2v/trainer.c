@@ -169,6 +169,8 @@ static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s, 
     const int K = o->negative;
     const bool cbow = o->model == EMB_W2V_CBOW, draw_once = cbow || o->shared_negatives;
     int n = 0;
+    /* a distributed run saves the n-gram rows a round changes as they were (src/mpi/mpi_w2v.c) */
+    void (*touch)(void *, const int32_t *, int) = w->dist ? w->dist->touch : NULL;
     for (int c = 0; c < m; c++) {
         if (c == 0 || !draw_once) {
             for (int k = 1; k <= K; k++) s->tgt[k] = sample_negative(w, &l->rng);
@@ -178,10 +180,12 @@ static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s, 
         if (!cbow) n = 0;
         for (int64_t q = w->sub_off[s->ctx[c]]; q < w->sub_off[s->ctx[c] + 1]; q++)
             s->sub[n++] = w->sub_rows[q];
+        if (!cbow && touch) touch(w->dist->ctx, s->sub, n);
         if (!cbow && !step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, true,
                            w->sigmoid, s->scratch))
             s->nonfinite = true;
     }
+    if (cbow && touch) touch(w->dist->ctx, s->sub, n);
     if (cbow && !step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, o->cbow_mean,
                       w->sigmoid, s->scratch))
         s->nonfinite = true;

@@ -54,14 +54,17 @@ typedef struct emb__w2v_round {
  * round() makes the tables and lanes of every process the same (the merged ones) and replaces
  * *r with the sums over all processes; after each progress report, agree() returns non-zero on
  * every process when stop was non-zero on any. A non-zero status from round() stops the run
- * with that status and msg. Set and cleared by libemb_mpi through this struct's layout (it is
- * built from the same sources), never by libemb itself. */
+ * with that status and msg. touch(), when not NULL, is called (from any of this process's
+ * threads) before a step with subwords changes the input rows rows[0..n). Set and cleared by
+ * libemb_mpi through this struct's layout (it is built from the same sources), never by libemb
+ * itself. */
 typedef struct emb__w2v_dist {
     int lane0, nlocal;
     int64_t round_tokens; /* tokens per lane and round (0: the single process's 16,384) */
     void *ctx;
     emb_status (*round)(void *ctx, emb_w2v *w, emb__w2v_round *r);
     int (*agree)(void *ctx, int stop);
+    void (*touch)(void *ctx, const int32_t *rows, int n);
     char msg[512];
 } emb__w2v_dist;
 
