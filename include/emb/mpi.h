@@ -372,12 +372,13 @@ EMB_MPI_API emb_status emb_mpi_table_step_dense(emb_mpi_table *t, const emb_tens
  * so that all ranks hold the same tables, positions and progress afterwards (any rank can
  * write the vectors or a checkpoint). One thread per rank gives the same vectors bit for bit
  * run after run; one rank gives exactly the single-process run. A progress callback's non-zero
- * return on any rank stops every rank (EMB_ERR_CANCELLED). Runs with subwords are refused.
- * Collective. Errors on every rank (*out untouched, w not changed): EMB_ERR_NULL,
- * EMB_ERR_STATE (MPI not initialised; w already distributed), EMB_ERR_INVALID (runs that
- * differ between ranks: the message names the rank and what differs — corpus fingerprint,
- * vocabulary, options, lanes, tables, progress; a lane count the ranks do not divide),
- * EMB_ERR_UNSUPPORTED (subwords), EMB_ERR_NOMEM. */
+ * return on any rank stops every rank (EMB_ERR_CANCELLED). With subwords the input table's
+ * n-gram bucket rows a round changed are merged as the words' rows are. Collective. Errors on every
+ * rank (*out untouched, w not changed): EMB_ERR_NULL, EMB_ERR_STATE (MPI not initialised; w already
+ * distributed), EMB_ERR_INVALID (runs that differ between ranks: the message names the rank and
+ * what differs — corpus fingerprint, vocabulary, options, lanes, tables, progress; a lane count the
+ * ranks do not divide), EMB_ERR_UNSUPPORTED (more rows than 32-bit counts of rows over the ranks
+ * hold), EMB_ERR_NOMEM. */
 typedef struct emb_mpi_w2v emb_mpi_w2v;
 EMB_MPI_API emb_status emb_mpi_w2v_create(MPI_Comm comm, emb_w2v *w, emb_mpi_w2v **out);
 /* Ends the distribution (w trains alone again, all its lanes) and frees it. Collective. */

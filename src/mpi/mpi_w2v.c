@@ -22,18 +22,28 @@
  * diverged as the sum does and 0.3-1 lost points as the mean does. */
 #define EMB__MPI_W2V_SATURATION 0.125
 
+/* Saved n-gram bucket rows per block (the blocks are kept from round to round). */
+#define EMB__MPI_W2V_BLOCK 1024
+
 struct emb_mpi_w2v {
     MPI_Comm comm; /* the run's own duplicate */
     MPI_Datatype row_type;
     int rank, size;
     emb_w2v *w;
     emb__w2v_dist dist;
-    float *base;    /* [2 V, dim]: both tables as the round began (input rows, then output) */
-    int32_t *count; /* [2 V]: ranks that changed a row this round (0 between rounds) */
-    int64_t *ids;   /* [2 V] this rank's changed rows, then every rank's */
+    float *base;    /* [2 V, dim]: both tables' words as the round began (input, then output) */
+    int32_t *count; /* [2 V + B]: ranks that changed a row this round (0 between rounds) */
+    int64_t *ids;   /* this rank's changed rows, then every rank's (ids: see table_row) */
     float *rows;    /* their values */
     int64_t cap;    /* rows that ids and rows hold */
-    double *rate;   /* [2 V]: expected updates of a row per token a rank trains */
+    double *rate;   /* [2 V + B]: expected updates of a row per token a rank trains */
+    /* With subwords, the B n-gram bucket rows of the input table as the round began are saved
+     * when a lane first changes them in the round (touch below), not copied whole: */
+    int32_t *slot; /* [B]: SLOT_FREE, SLOT_BUSY (being saved), SLOT_LOST, or its slot */
+    float **block; /* [nblocks]: slots' rows (BLOCK rows of dim), then their buckets */
+    int64_t nblocks;
+    int64_t saved; /* slots taken this round */
+    int lost;      /* a row could not be saved (out of memory): the round fails */
     int *counts, *displs;
     uint64_t *sent;     /* [size]: bytes each rank handed to MPI for the merges so far */
     uint64_t all_bytes; /* their sum */
@@ -46,8 +56,75 @@ typedef struct round_head {
     int64_t changed;
 } round_head;
 
+/* Row ids of the merge: [0, V) the input table's words, [V, 2 V) the output table's rows,
+ * 2 V + b the input table's n-gram bucket b (its row V + b). */
 static float *table_row(const emb_w2v *w, int64_t id) {
+    if (id >= 2 * w->V) return w->syn0 + (id - w->V) * w->o.dim;
     return id < w->V ? w->syn0 + id * w->o.dim : w->syn1 + (id - w->V) * w->o.dim;
+}
+
+static int64_t buckets(const emb_w2v *w) {
+    return w->sub_off ? w->o.bucket : 0;
+}
+
+enum { SLOT_FREE = -1, SLOT_BUSY = -2, SLOT_LOST = -3 };
+
+/* Slot k's saved row, its block allocated on first use (NULL when out of memory). */
+static float *slot_row(emb_mpi_w2v *d, int64_t k) {
+    const int64_t dim = d->w->o.dim, at = k / EMB__MPI_W2V_BLOCK;
+    float *b = __atomic_load_n(&d->block[at], __ATOMIC_ACQUIRE);
+    if (!b) { /* lanes may race for a new block: the first one's stays */
+        float *mine = malloc((size_t)EMB__MPI_W2V_BLOCK * ((size_t)dim * sizeof(float) + 4));
+        if (!mine) return NULL;
+        if (__atomic_compare_exchange_n(&d->block[at], &b, mine, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            b = mine;
+        else
+            free(mine);
+    }
+    return b + (k % EMB__MPI_W2V_BLOCK) * dim;
+}
+
+static int32_t *slot_bucket(const emb_mpi_w2v *d, int64_t k) {
+    float *b = d->block[k / EMB__MPI_W2V_BLOCK];
+    return (int32_t *)(b + EMB__MPI_W2V_BLOCK * d->w->o.dim) + k % EMB__MPI_W2V_BLOCK;
+}
+
+/* Saves bucket row b as it is now, unless it was saved this round; returns when the saved
+ * copy is complete (another lane may be making it). Lanes call it before they change the row. */
+static void save_bucket(emb_mpi_w2v *d, int32_t b) {
+    int32_t s = __atomic_load_n(&d->slot[b], __ATOMIC_ACQUIRE);
+    if (s == SLOT_FREE && __atomic_compare_exchange_n(&d->slot[b], &s, SLOT_BUSY, false,
+                                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        const int64_t k = __atomic_fetch_add(&d->saved, 1, __ATOMIC_RELAXED);
+        float *row = slot_row(d, k);
+        if (row) {
+            memcpy(row, d->w->syn0 + (d->w->V + b) * d->w->o.dim,
+                   (size_t)d->w->o.dim * sizeof(float));
+            *slot_bucket(d, k) = b;
+        } else {
+            __atomic_store_n(&d->lost, 1, __ATOMIC_RELAXED);
+        }
+        __atomic_store_n(&d->slot[b], row ? (int32_t)k : SLOT_LOST, __ATOMIC_RELEASE);
+        return;
+    }
+    while (s == SLOT_BUSY) s = __atomic_load_n(&d->slot[b], __ATOMIC_ACQUIRE);
+}
+
+/* The hook the trainer calls before a step changes the input rows rows[0..n). */
+static void on_touch(void *ctx, const int32_t *rows, int n) {
+    emb_mpi_w2v *d = ctx;
+    const int64_t V = d->w->V;
+    for (int k = 0; k < n; k++)
+        if (rows[k] >= V) save_bucket(d, (int32_t)(rows[k] - V));
+}
+
+/* Row id's value as the round began. */
+static const float *base_row(emb_mpi_w2v *d, int64_t id) {
+    const int64_t V = d->w->V;
+    if (id < 2 * V) return d->base + id * d->w->o.dim;
+    const int32_t s = d->slot[id - 2 * V];
+    return s >= 0 ? slot_row(d, s) : table_row(d->w, id); /* unchanged here: as it began */
 }
 
 static emb_status grow(emb_mpi_w2v *d, int64_t n) {
@@ -82,17 +159,23 @@ static emb_status round_fail(emb_mpi_w2v *d, emb_status st) {
  * diverged with it), so f tends to 1/k (the mean). (1 + x) / (1 + k x) is the ratio of the
  * saturating move n / (n + c) of k n updates to k times that of n. H was measured
  * (docs/DISTRIBUTED.md, "The merge"). */
-static void merge(emb_mpi_w2v *d, int64_t total, double scale) {
+static emb_status merge(emb_mpi_w2v *d, int64_t total, double scale) {
     emb_w2v *w = d->w;
     const int64_t dim = w->o.dim;
     const size_t row_bytes = (size_t)dim * sizeof(float);
     for (int64_t k = 0; k < total; k++) d->count[d->ids[k]]++;
+    for (int64_t k = 0; k < total && !d->lost; k++) /* n-gram rows several ranks changed: */
+        if (d->ids[k] >= 2 * w->V && d->count[d->ids[k]] > 1) /* their start, kept here too */
+            save_bucket(d, (int32_t)(d->ids[k] - 2 * w->V));
+    if (d->lost) /* nothing was changed yet */
+        return emb_set_error(EMB_ERR_NOMEM, "cannot allocate the copies of the n-gram rows a "
+                                            "distributed run merges");
     for (int64_t k = 0; k < total; k++) /* rows several ranks changed: their sum starts at 0 */
         if (d->count[d->ids[k]] > 1) memset(table_row(w, d->ids[k]), 0, row_bytes);
     for (int64_t k = 0; k < total; k++) { /* in rank order: the ranks' lists are in it */
         int64_t id = d->ids[k];
         float *x = table_row(w, id);
-        const float *v = d->rows + k * dim, *b = d->base + id * dim;
+        const float *v = d->rows + k * dim, *b = base_row(d, id);
         if (d->count[id] == 1)
             memcpy(x, v, row_bytes);
         else
@@ -100,7 +183,8 @@ static void merge(emb_mpi_w2v *d, int64_t total, double scale) {
     }
     for (int64_t k = 0; k < total; k++) {
         int64_t id = d->ids[k];
-        float *x = table_row(w, id), *b = d->base + id * dim;
+        float *x = table_row(w, id);
+        const float *b = base_row(d, id);
         if (d->count[id] > 1) {
             const double s = d->rate[id] * scale;
             const float f = (float)((1 + s) / (1 + (double)d->count[id] * s));
@@ -109,9 +193,13 @@ static void merge(emb_mpi_w2v *d, int64_t total, double scale) {
         d->count[id] = -1; /* done: a row appears once per rank that changed it */
     }
     for (int64_t k = 0; k < total; k++) {
-        memcpy(d->base + d->ids[k] * dim, table_row(w, d->ids[k]), row_bytes);
+        if (d->ids[k] < 2 * w->V)
+            memcpy(d->base + d->ids[k] * dim, table_row(w, d->ids[k]), row_bytes);
         d->count[d->ids[k]] = 0;
     }
+    for (int64_t k = 0; k < d->saved; k++) d->slot[*slot_bucket(d, k)] = SLOT_FREE;
+    d->saved = 0;
+    return EMB_OK;
 }
 
 static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
@@ -122,16 +210,25 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
     }
     const int64_t dim = w->o.dim;
     const size_t row_bytes = (size_t)dim * sizeof(float);
-    /* the rows this rank changed (any bit), input table first */
+    if (d->lost) /* a bucket row changed without its start: the merge cannot be made */
+        return round_fail(d, emb_set_error(EMB_ERR_NOMEM, "cannot allocate the copies of the "
+                                                          "n-gram rows a distributed run merges"));
+    emb_status st = grow(d, 2 * w->V + d->saved);
+    if (st) return round_fail(d, st);
+    /* the rows this rank changed (any bit): input table's words, output table, n-gram rows */
     int64_t n = 0;
     for (int64_t id = 0; id < 2 * w->V; id++)
         if (memcmp(table_row(w, id), d->base + id * dim, row_bytes) != 0) d->ids[n++] = id;
+    for (int64_t k = 0; k < d->saved; k++) {
+        const int64_t id = 2 * w->V + *slot_bucket(d, k);
+        if (memcmp(table_row(w, id), slot_row(d, k), row_bytes) != 0) d->ids[n++] = id;
+    }
     for (int64_t k = 0; k < n; k++) memcpy(d->rows + k * dim, table_row(w, d->ids[k]), row_bytes);
     round_head mine = {*r, n}, *heads = malloc((size_t)d->size * sizeof *heads);
     if (!heads) return round_fail(d, emb_set_error(EMB_ERR_NOMEM, "out of memory"));
     int rc = emb__mpi_allgather(EMB_MPI_TIMEOUT_MS_DEFAULT, &mine, (int)sizeof mine, MPI_BYTE,
                                 heads, (int)sizeof mine, MPI_BYTE, d->comm);
-    emb_status st = rc == MPI_SUCCESS ? EMB_OK : emb__mpi_fail(rc, "MPI_Allgather");
+    st = rc == MPI_SUCCESS ? EMB_OK : emb__mpi_fail(rc, "MPI_Allgather");
     int64_t total = 0;
     emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
     for (int q = 0; q < d->size && !st; q++) { /* in rank order: the same sums on every rank */
@@ -176,7 +273,8 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
     const emb_w2v_options *o = &w->o;
     double frac = (double)w->words_done / ((double)w->tokens * (double)o->epochs);
     const double alpha = o->alpha - (o->alpha - o->min_alpha) * (frac > 1 ? 1 : frac);
-    merge(d, total, EMB__MPI_W2V_SATURATION * alpha * (double)(sum.done / d->size));
+    st = merge(d, total, EMB__MPI_W2V_SATURATION * alpha * (double)(sum.done / d->size));
+    if (st) return round_fail(d, st);
     *r = sum;
     return EMB_OK;
 }
@@ -236,8 +334,9 @@ static void identity(const emb_w2v *w, uint64_t id[ID_FIELDS]) {
     id[2] = fnv(fnv(h, iv, sizeof iv), dv, sizeof dv);
     id[3] = (uint64_t)w->nt;
     id[4] = (uint64_t)w->words_done;
-    size_t tb = (size_t)w->V * (size_t)o->dim * sizeof(float);
-    id[5] = fnv(fnv(1469598103934665603ull, w->syn0, tb), w->syn1, tb);
+    size_t tb = (size_t)w->V * (size_t)o->dim * sizeof(float),
+           t0 = (size_t)(w->V + buckets(w)) * (size_t)o->dim * sizeof(float);
+    id[5] = fnv(fnv(1469598103934665603ull, w->syn0, t0), w->syn1, tb);
     id[6] = fnv(1469598103934665603ull, w->lanes, (size_t)w->nt * sizeof *w->lanes);
     id[7] = w->diverged;
 }
@@ -246,18 +345,17 @@ static void identity(const emb_w2v *w, uint64_t id[ID_FIELDS]) {
 static emb_status check_local(const emb_w2v *w, int size) {
     if (!w) return emb_set_error(EMB_ERR_NULL, "w2v must not be NULL");
     if (w->dist) return emb_set_error(EMB_ERR_STATE, "the run is already distributed");
-    if (w->sub_off)
-        return emb_set_error(EMB_ERR_UNSUPPORTED,
-                             "distributed training with subwords is not provided");
     if (w->nt % size != 0)
         return emb_set_error(EMB_ERR_INVALID,
                              "the run has %d lanes (threads over all ranks), which %d ranks do "
                              "not share evenly; a run resumed from a checkpoint keeps the lanes "
                              "of the run that wrote it: use a number of ranks that divides %d",
                              w->nt, size, w->nt);
-    if (2 * w->V > INT32_MAX / size)
+    if (2 * w->V + buckets(w) > INT32_MAX / size)
         return emb_set_error(EMB_ERR_UNSUPPORTED,
-                             "%" PRId64 " words are too many to merge over %d ranks", w->V, size);
+                             "%" PRId64 " words and %" PRId64
+                             " n-gram buckets are too many to merge over %d ranks",
+                             w->V, buckets(w), size);
     return EMB_OK;
 }
 
@@ -291,7 +389,9 @@ void emb_mpi_w2v_free(emb_mpi_w2v *d) {
     if (d->row_type != MPI_DATATYPE_NULL) MPI_Type_free(&d->row_type);
     if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
     free(d->base), free(d->count), free(d->ids), free(d->rows), free(d->counts), free(d->displs);
-    free(d->rate), free(d->sent);
+    free(d->rate), free(d->sent), free(d->slot);
+    for (int64_t b = 0; d->block && b < d->nblocks; b++) free(d->block[b]);
+    free(d->block);
     free(d);
 }
 
@@ -321,6 +421,12 @@ static void rates(emb_mpi_w2v *d) {
         d->rate[w->V + i] = pos + targets * (double)o->negative * q;
         d->rate[i] *= m;
     }
+    /* an n-gram bucket row is updated with every input row of a word that holds it */
+    const int64_t B = buckets(w);
+    for (int64_t b = 0; b < B; b++) d->rate[2 * w->V + b] = 0;
+    for (int64_t i = 0; i < w->V && B > 0; i++)
+        for (int64_t q = w->sub_off[i] + 1; q < w->sub_off[i + 1]; q++)
+            d->rate[w->V + w->sub_rows[q]] += d->rate[i];
 }
 
 static emb_status setup(emb_mpi_w2v *d) {
@@ -336,14 +442,22 @@ static emb_status setup(emb_mpi_w2v *d) {
     if (!d->counts || !d->displs || !d->sent) return emb_set_error(EMB_ERR_NOMEM, "out of memory");
     if (d->size > 1) { /* one rank merges nothing */
         d->base = malloc(2 * table_floats * sizeof(float));
-        d->count = calloc(2 * (size_t)w->V, sizeof(int32_t));
+        const int64_t B = buckets(w);
+        d->count = calloc(2 * (size_t)w->V + (size_t)B, sizeof(int32_t));
         if (!d->base || !d->count || grow(d, 2 * w->V))
             return emb_set_error(EMB_ERR_NOMEM,
                                  "cannot allocate the copies of the tables a distributed run "
                                  "merges (%" PRId64 " words, dim %" PRId64 ")",
                                  w->V, dim);
-        d->rate = malloc(2 * (size_t)w->V * sizeof(double));
+        d->rate = malloc((2 * (size_t)w->V + (size_t)B) * sizeof(double));
         if (!d->rate) return emb_set_error(EMB_ERR_NOMEM, "out of memory");
+        if (B > 0) { /* n-gram rows: saved as lanes first change them in a round */
+            d->nblocks = (B + EMB__MPI_W2V_BLOCK - 1) / EMB__MPI_W2V_BLOCK;
+            d->slot = malloc((size_t)B * sizeof(int32_t));
+            d->block = calloc((size_t)d->nblocks, sizeof(float *));
+            if (!d->slot || !d->block) return emb_set_error(EMB_ERR_NOMEM, "out of memory");
+            for (int64_t b = 0; b < B; b++) d->slot[b] = SLOT_FREE;
+        }
         rates(d);
         memcpy(d->base, w->syn0, table_floats * sizeof(float));
         memcpy(d->base + table_floats, w->syn1, table_floats * sizeof(float));
@@ -388,6 +502,7 @@ emb_status emb_mpi_w2v_create(MPI_Comm comm, emb_w2v *w, emb_mpi_w2v **out) {
     d->dist.ctx = d;
     d->dist.round = on_round;
     d->dist.agree = on_agree;
+    d->dist.touch = d->slot ? on_touch : NULL;
     w->dist = &d->dist;
     *out = d;
     return EMB_OK;
