@@ -6,6 +6,11 @@
     too; resumed at 3 ranks it is refused (2 lanes), with a message and nothing written;
   - without -q, rank 0 prints each rank's merge traffic: every rank's line, the same number of
     rounds, and what one rank received is what the other sent (2 ranks); one rank sends nothing;
+  - with subwords (`-minn 3 -maxn 6`, fastText's 2,000,000 buckets, `--save-model`):
+    `mpirun -np 1` writes the .bin model and the .vec `emb train --threads 1` writes, byte
+    for byte; two `-np 2` runs write the same files; Debian's `fasttext` loads the `-np 2`
+    model and prints the vectors `emb lookup` gives from it, for a word of the vocabulary and
+    for unseen words;
   - a rank killed during training: mpirun returns non-zero within a bound, and no output
     file is left.
 
@@ -13,6 +18,7 @@
 """
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -68,6 +74,53 @@ def rank_pid(mpirun_pid, rank):
     return None
 
 
+def lookup(cmd, model, words):
+    """Each word's vector as printed by cmd (fasttext print-word-vectors or emb lookup --raw),
+    every value as C++'s setprecision(5) (printf's %.5g) prints it."""
+    p = subprocess.run(cmd + [model] + ([] if cmd[-1] == "print-word-vectors" else words),
+                       input="\n".join(words) + "\n", stdout=subprocess.PIPE, text=True,
+                       timeout=600)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} {model} returned {p.returncode}")
+    out = {}
+    for line in p.stdout.splitlines():
+        parts = line.split()
+        out[parts[0]] = ["%.5g" % float(x) for x in parts[1:]]
+    return out
+
+
+def subwords(mpi, emb, d, train):
+    """Distributed training with fastText's n-grams against the single process and fastText."""
+    sub = train + ["-minn", "3", "-maxn", "6"]
+    files = {}
+    for name, cmd in (("single", [emb] + sub + ["--threads", "1"]),
+                      ("np1", mpi + ["1", emb] + sub), ("np2a", mpi + ["2", emb] + sub),
+                      ("np2b", mpi + ["2", emb] + sub)):
+        prefix = os.path.join(d, "sub-" + name)
+        run(cmd + ["-o", prefix + ".vec", "--save-model", prefix + ".bin"])
+        files[name] = (read(prefix + ".bin"), read(prefix + ".vec"))
+    if files["np1"] != files["single"]:
+        sys.exit("FAIL: with subwords, mpirun -np 1 emb train differs from emb train --threads 1")
+    if files["np2a"] != files["np2b"]:
+        sys.exit("FAIL: with subwords, two runs of mpirun -np 2 emb train differ")
+    if files["np2a"] == files["single"]:
+        sys.exit("FAIL: with subwords, -np 2 gave the single process's model (no ranks?)")
+    model = os.path.join(d, "sub-np2a.bin")
+    words = ["w10", "w7", "w123456", "xw10", "w10w"]  # in the vocabulary, then unseen
+    fasttext = shutil.which("fasttext")
+    if not fasttext:
+        sys.exit("FAIL: Debian's fasttext is needed (scripts/deps.sh test)")
+    ft = lookup([fasttext, "print-word-vectors"], model, words)
+    em = lookup([emb, "lookup", "--raw"], model, words)
+    for w in words:
+        if w not in ft or ft[w] != em[w] or len(ft[w]) != 8:
+            sys.exit(f"FAIL: fasttext gives {ft.get(w)} for {w}, emb {em.get(w)}")
+        if all(float(x) == 0 for x in ft[w]):
+            sys.exit(f"FAIL: the zero vector for {w}")
+    print("ok: subwords: np 1 = single process (.bin and .vec); np 2 twice equal; fasttext "
+          "loads the np 2 model and gives emb's vectors for seen and unseen words")
+
+
 def main():
     mpiexec, emb = sys.argv[1], sys.argv[2]
     mpi = [mpiexec, "--oversubscribe", "-np"]
@@ -102,6 +155,7 @@ def main():
             sys.exit("FAIL: resuming 2 lanes at 3 ranks was not refused with a message")
         print("ok: np 1 = single process; np 2 twice equal; resumed = uninterrupted; "
               "3 ranks refused")
+        subwords(mpi, emb, d, train)
 
         # The traffic summary (rank 0 alone prints it, for every rank).
         loud = [x for x in train if x != "-q"]
