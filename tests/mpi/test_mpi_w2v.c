@@ -7,7 +7,8 @@
  *    checkpointed by rank 0 and resumed on every rank from that file, ends with the
  *    uninterrupted run's tables;
  *  - with subwords and two lanes per rank (threads that save the bucket rows they change
- *    side by side), every rank still holds the same tables;
+ *    side by side), every rank still holds the same tables; CBOW with subwords: two runs
+ *    equal, the ranks agree;
  *  - refusals on every rank: options that differ between ranks (the seed; the bucket count),
  *    a lane count the ranks do not divide;
  *  - the merges' traffic (emb_mpi_w2v_traffic): one count per round, the same table of every
@@ -17,7 +18,7 @@
 #include <unistd.h>
 
 static char corpus[4000], ckpt[4096];
-static bool sub_; /* the runs train with subwords */
+static bool sub_, cbow_; /* the runs train with subwords; CBOW */
 
 /* A corpus with topics (each line draws its words from one of a few overlapping ranges,
  * frequent words more often), written by rank 0; its name goes to every rank. */
@@ -50,7 +51,7 @@ static void write_corpus(void) {
 }
 
 static emb_w2v_options options(int lanes) {
-    emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+    emb_w2v_options o = emb_w2v_options_default(cbow_ ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
     o.dim = 8;
     o.window = 3;
     o.negative = 3;
@@ -236,7 +237,17 @@ static void run_sub_threads(void) {
     CHECK(same_on_all(MPI_COMM_WORLD, t, n), "two lanes per rank: the ranks hold different tables");
     free(t);
     emb_w2v_free(w);
-    sub_ = false;
+    cbow_ = true; /* the CBOW step: one set of rows for the whole window */
+    emb_w2v *a, *b;
+    OK(train(MPI_COMM_WORLD, size_, 0, &a, NULL));
+    OK(train(MPI_COMM_WORLD, size_, 0, &b, NULL));
+    int64_t na, nb;
+    float *ta = tables(a, &na), *tb = tables(b, &nb);
+    CHECK(na == nb && memcmp(ta, tb, (size_t)na * sizeof *ta) == 0, "CBOW: two runs differ");
+    CHECK(same_on_all(MPI_COMM_WORLD, ta, na), "CBOW: the ranks hold different tables");
+    free(ta), free(tb);
+    emb_w2v_free(a), emb_w2v_free(b);
+    sub_ = cbow_ = false;
 }
 
 /* The traffic of a run, as every rank reports it for every rank. */
