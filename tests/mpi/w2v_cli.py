@@ -8,7 +8,8 @@
     rounds, and what one rank received is what the other sent (2 ranks); one rank sends nothing;
   - with subwords (`-minn 3 -maxn 6`, fastText's 2,000,000 buckets, `--save-model`):
     `mpirun -np 1` writes the .bin model and the .vec `emb train --threads 1` writes, byte
-    for byte; two `-np 2` runs write the same files; Debian's `fasttext` loads the `-np 2`
+    for byte; two `-np 2` runs write the same files, and so does the second one's checkpoint
+    resumed at 2 ranks; Debian's `fasttext` loads the `-np 2`
     model and prints the vectors `emb lookup` gives from it, for a word of the vocabulary and
     for unseen words;
   - a rank killed during training: mpirun returns non-zero within a bound, and no output
@@ -92,10 +93,13 @@ def lookup(cmd, model, words):
 def subwords(mpi, emb, d, train):
     """Distributed training with fastText's n-grams against the single process and fastText."""
     sub = train + ["-minn", "3", "-maxn", "6"]
+    ckpt = os.path.join(d, "sub.ckpt")
+    keep = ["--checkpoint", ckpt, "--keep-checkpoint"]
     files = {}
     for name, cmd in (("single", [emb] + sub + ["--threads", "1"]),
                       ("np1", mpi + ["1", emb] + sub), ("np2a", mpi + ["2", emb] + sub),
-                      ("np2b", mpi + ["2", emb] + sub)):
+                      ("np2b", mpi + ["2", emb] + sub + keep + ["--checkpoint-every", "0.000001"]),
+                      ("resumed", mpi + ["2", emb] + sub + keep + ["--resume", ckpt])):
         prefix = os.path.join(d, "sub-" + name)
         run(cmd + ["-o", prefix + ".vec", "--save-model", prefix + ".bin"])
         files[name] = (read(prefix + ".bin"), read(prefix + ".vec"))
@@ -103,6 +107,8 @@ def subwords(mpi, emb, d, train):
         sys.exit("FAIL: with subwords, mpirun -np 1 emb train differs from emb train --threads 1")
     if files["np2a"] != files["np2b"]:
         sys.exit("FAIL: with subwords, two runs of mpirun -np 2 emb train differ")
+    if files["resumed"] != files["np2a"]:
+        sys.exit("FAIL: with subwords, the -np 2 run resumed from its checkpoint differs")
     if files["np2a"] == files["single"]:
         sys.exit("FAIL: with subwords, -np 2 gave the single process's model (no ranks?)")
     model = os.path.join(d, "sub-np2a.bin")
@@ -117,8 +123,9 @@ def subwords(mpi, emb, d, train):
             sys.exit(f"FAIL: fasttext gives {ft.get(w)} for {w}, emb {em.get(w)}")
         if all(float(x) == 0 for x in ft[w]):
             sys.exit(f"FAIL: the zero vector for {w}")
-    print("ok: subwords: np 1 = single process (.bin and .vec); np 2 twice equal; fasttext "
-          "loads the np 2 model and gives emb's vectors for seen and unseen words")
+    print("ok: subwords: np 1 = single process (.bin and .vec); np 2 twice equal; resumed = "
+          "uninterrupted; fasttext loads the np 2 model and gives emb's vectors for seen and "
+          "unseen words")
 
 
 def main():
