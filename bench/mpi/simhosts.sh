@@ -19,16 +19,16 @@
 #   bench/mpi/simhosts.sh down          stop simnet, remove the devices, namespaces and files
 #                                       that `up` made (nothing else)
 #
-# simnet is taken from $SIMNET, else $EMB_BUILD_DIR/bench/simnet (default build/), made by
-# `cmake --build build --target simnet`. $SIMHOSTS_MTU sets the TUN devices' MTU (9000: jumbo frames; at 1500 the forwarding of a loaded
-# 2-core machine falls short of 1 Gbit/s).
-# bench/mpi/simhosts_check.py measures what the network does (ping and a TCP transfer).
+# simnet is $SIMNET, else $EMB_BUILD_DIR/bench/simnet (default build/). $SIMHOSTS_MTU is the
+# TUN devices' MTU (9000, jumbo frames: at 1500 a loaded 2-core machine forwards less than
+# 1 Gbit/s); simnet runs at niceness $SIMHOSTS_NICE (-10). bench/mpi/simhosts_check.py
+# measures what the network does (ping and a TCP transfer).
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STATE=${TMPDIR:-/tmp}/emb-simhosts
 SIMNET=${SIMNET:-${EMB_BUILD_DIR:-$ROOT/build}/bench/simnet}
 MTU=${SIMHOSTS_MTU:-9000}
-NICE=${SIMHOSTS_NICE:--10} # simnet runs at this niceness: a network that waits for a CPU adds delay
+NICE=${SIMHOSTS_NICE:--10} # a network that waits for a CPU adds delay
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 
@@ -81,6 +81,10 @@ make_agent() { # the rsh agent: [options] HOST COMMAND... runs COMMAND in HOST's
     } > "$STATE/agent"
     chmod +x "$STATE/agent"
 }
+
+case "$cmd" in net | rate | run)
+    [ -f "$STATE/netns" ] || { echo "simhosts: not up (no $STATE)" >&2; exit 1; } ;;
+esac
 
 case "$cmd" in
 up)
