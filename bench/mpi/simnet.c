@@ -23,7 +23,8 @@
  * RATE: bits per second, with k/m/g suffixes, "kbit"/"mbit"/"gbit" as tc writes them, or
  * "none" (no limit). DELAY: "5ms", "100us", "0.1ms", "2s" or a number of seconds. simnet
  * writes its pid to --pidfile once every device is attached, runs until SIGTERM or SIGINT,
- * then prints per host the packets and bytes sent and delivered and the drops, and exits 0.
+ * then prints per host the packets and bytes sent and delivered and the drops, and exits 0;
+ * a device that fails (removed while in use) stops it with status 1.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,12 +34,14 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,13 +62,6 @@ typedef struct {
     size_t head, count;
     uint64_t sent, sent_bytes, delivered, delivered_bytes, dropped_full, dropped_write;
 } host;
-
-static volatile sig_atomic_t stop_flag;
-
-static void on_signal(int sig) {
-    (void)sig;
-    stop_flag = 1;
-}
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -302,25 +298,21 @@ int main(int argc, char **argv) {
     int first = 0, rc = parse_args(&n, argc, argv, &dev, &pidfile, &first);
     if (rc) return rc;
 
-    /* Signals: blocked except while waiting in ppoll, so no wake-up is lost. */
-    sigset_t block, wait_mask;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigprocmask(SIG_BLOCK, &block, &wait_mask);
-    sigdelset(&wait_mask, SIGTERM);
-    sigdelset(&wait_mask, SIGINT);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    /* SIGTERM and SIGINT arrive through a descriptor polled with the devices: a signal
+     * unblocked only inside ppoll would stay pending while packets keep it returning. */
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGTERM);
+    sigaddset(&stop_set, SIGINT);
+    sigprocmask(SIG_BLOCK, &stop_set, NULL);
+    int sfd = signalfd(-1, &stop_set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sfd < 0) return perror("simnet: signalfd"), 1;
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* wake-ups to the microsecond, not 50 us late */
 
     int self_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     if (self_ns < 0) return perror("simnet: /proc/self/ns/net"), 1;
     unsigned char *buf = malloc(65536);
-    struct pollfd pfd[MAX_HOSTS];
+    struct pollfd pfd[MAX_HOSTS + 1];
     rc = buf ? 0 : 1;
     for (int k = 0; k < n.nhosts && rc == 0; k++) {
         host *h = &n.h[k];
@@ -341,7 +333,9 @@ int main(int argc, char **argv) {
             rc = 1;
         }
     }
-    while (rc == 0 && !stop_flag) {
+    pfd[n.nhosts] = (struct pollfd){.fd = sfd, .events = POLLIN};
+    bool stop = false;
+    while (rc == 0 && !stop) {
         int64_t next = deliver(&n), t = now_ns();
         struct timespec ts, *tp = NULL;
         if (next != INT64_MAX) {
@@ -349,13 +343,20 @@ int main(int argc, char **argv) {
             ts = (struct timespec){.tv_sec = wait / 1000000000, .tv_nsec = wait % 1000000000};
             tp = &ts;
         }
-        int ready = ppoll(pfd, (nfds_t)n.nhosts, tp, &wait_mask);
+        int ready = ppoll(pfd, (nfds_t)n.nhosts + 1, tp, NULL);
         if (ready < 0 && errno != EINTR) {
             perror("simnet: ppoll");
             rc = 1;
         }
-        for (int k = 0; ready > 0 && k < n.nhosts; k++)
+        if (ready > 0 && (pfd[n.nhosts].revents & POLLIN)) stop = true;
+        for (int k = 0; ready > 0 && k < n.nhosts; k++) {
             if (pfd[k].revents & POLLIN) receive(&n, k, buf, 65536);
+            if (pfd[k].revents & (POLLERR | POLLHUP | POLLNVAL)) { /* its device is gone */
+                fprintf(stderr, "simnet: the device of host %d (%s) failed; stopping\n", k + 1,
+                        argv[first + k]);
+                rc = 1;
+            }
+        }
     }
     for (int k = 0; k < n.nhosts; k++) {
         host *h = &n.h[k];
@@ -376,5 +377,6 @@ int main(int argc, char **argv) {
                 (unsigned long long)n.dropped_other);
     free(buf);
     close(self_ns);
+    close(sfd);
     return rc;
 }

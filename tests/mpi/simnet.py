@@ -6,7 +6,8 @@ network namespaces of this test's own with a TUN device each, simnet between the
 Checks what holds on a loaded machine too: every ping RTT is at least twice the one-way
 delay; a TCP transfer is no faster than the rate; loopback inside a namespace does not go
 through simnet; a full destination queue drops packets and counts them; bad arguments and a
-missing namespace are refused; SIGTERM ends simnet at once with exit status 0. Needs root,
+missing namespace are refused; SIGTERM ends simnet at once with exit status 0, also while
+packets keep arriving; a device removed under it ends it with status 1. Needs root,
 `ip` and /dev/net/tun; without them it exits 77 (ctest's skip) saying which is missing.
 """
 import os
@@ -133,6 +134,27 @@ def main():
                       r"\(\d+ bytes\); dropped at its full queue (\d+)", err)
         check(bool(m) and int(m.group(2)) > 0 and int(m.group(1)) < 300,
               f"drops at the full queue: {m.group(0) if m else err!r}")
+
+        # SIGTERM while packets keep coming (every poll finds a packet), then a device removed
+        p = start(simnet, tmp, hosts)
+        flood = subprocess.Popen(["ip", "netns", "exec", hosts[0], sys.executable, "-c",
+                                  "import socket, time\ns = socket.socket(socket.AF_INET, "
+                                  "socket.SOCK_DGRAM)\nend = time.time() + 8\n"
+                                  "while time.time() < end: s.sendto(bytes(100), "
+                                  "('10.77.0.2', 9))"])
+        time.sleep(1)
+        stop(p)
+        flood.kill()
+        flood.wait()
+        p = start(simnet, tmp, hosts)
+        ip("-n", hosts[1], "link", "del", "emb_tun")
+        try:
+            _, err = p.communicate(timeout=3)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+        check(p.returncode == 1 and "failed; stopping" in err,
+              f"a removed device stops simnet: exit {p.returncode}, {err.strip()!r}")
     finally:
         for ns in made:
             subprocess.run(["ip", "-n", ns, "link", "del", "emb_tun"], stderr=subprocess.DEVNULL)
