@@ -40,6 +40,8 @@ import subprocess
 import sys
 import tempfile
 
+import simhosts_check  # bench/mpi/simhosts_check.py: the spellings of rates and delays
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # (name, bytes per second, latency per all-gather step in seconds): nominal line rates; the
@@ -63,21 +65,6 @@ def latency_steps(r, ring):
     return r - 1 if ring else 1
 
 
-def parse_rate(text):
-    """tc's spelling (1gbit, 100mbit) or none -> bytes per second (0: none)."""
-    if text == "none":
-        return 0.0
-    for suf, m in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if text.endswith(suf):
-            return float(text[:-len(suf)]) * m / 8
-    return float(text) / 8
-
-
-def parse_delay(text):
-    for suf, m in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
-        if text.endswith(suf):
-            return float(text[:-len(suf)]) * m
-    return float(text)
 
 
 def train(cmd):
@@ -112,7 +99,7 @@ def simhosts(args, build, corpus):
             rate, delay = link.split(":")
             subprocess.run(sh + ["down"], check=True)
             subprocess.run(sh + ["up", str(hosts), rate, delay], check=True)
-            B, d = parse_rate(rate), parse_delay(delay)
+            B, d = simhosts_check.parse_rate(rate) / 8, simhosts_check.parse_delay(delay)
             p = subprocess.run(sh + ["run", str(hosts), os.path.join(build, "bench", "bench_mpi"),
                                      "--steps", "3"], check=True, stdout=subprocess.PIPE, text=True)
             j = json.loads(p.stdout.splitlines()[0])
@@ -194,7 +181,8 @@ def main():
     if b is None:
         sys.exit("no run of several ranks: nothing to model (give --np with R > 1)")
     print(f"\n# model: b = {b:.0f} bytes per rank and round (largest R measured), "
-          f"T = {T:.0f} tokens, c = {c:.0f} words/s, M = {MERGE_RATE / 1e9:.0f} GB/s (assumed)")
+          f"T = {T:.0f} tokens, c = {c:.0f} words/s, M = {MERGE_RATE / 1e9:.0f} GB/s (assumed), "
+          f"K = {COLLECTIVES['w2v_round'][0]} collectives per round of R - 1 latencies (ring)")
     print(f"{'link':>16} " + " ".join(f"{'R=' + str(r):>9}" for r in RANKS) +
           "   (million words/s; efficiency at R=64)")
     for name, bw, lat in LINKS:
