@@ -35,16 +35,22 @@ struct emb_mpi_w2v {
     int64_t cap;    /* rows that ids and rows hold */
     double *rate;   /* [2 V]: expected updates of a row per token a rank trains */
     int *counts, *displs;
-    uint64_t *sent;     /* [size]: bytes each rank handed to MPI for the merges so far */
-    uint64_t all_bytes; /* their sum */
-    int64_t rounds;     /* merges so far */
+    struct round_head *heads; /* [size]: what each rank tells the others after a round */
+    uint64_t *sent;           /* [size]: bytes each rank handed to MPI for the merges so far */
+    uint64_t all_bytes;       /* their sum */
+    int64_t rounds;           /* merges so far */
+    bool failed;              /* a merge failed on every rank: the replicas differ */
 };
 
 /* What a rank tells the others after a round: its lanes' sums and how many rows it changed. */
-typedef struct round_head {
+struct round_head {
     emb__w2v_round r;
     int64_t changed;
-} round_head;
+};
+typedef struct round_head round_head;
+
+/* Test hook (mpi_internal.h): a merge buffer of more rows than this is not allocated. */
+int64_t emb__mpi_w2v_max_rows = INT64_MAX;
 
 static float *table_row(const emb_w2v *w, int64_t id) {
     return id < w->V ? w->syn0 + id * w->o.dim : w->syn1 + (id - w->V) * w->o.dim;
@@ -53,9 +59,10 @@ static float *table_row(const emb_w2v *w, int64_t id) {
 static emb_status grow(emb_mpi_w2v *d, int64_t n) {
     if (n <= d->cap) return EMB_OK;
     const int64_t dim = d->w->o.dim;
-    int64_t *ids = realloc(d->ids, (size_t)n * sizeof *ids);
+    const bool room = n <= emb__mpi_w2v_max_rows;
+    int64_t *ids = room ? realloc(d->ids, (size_t)n * sizeof *ids) : NULL;
     if (ids) d->ids = ids;
-    float *rows = realloc(d->rows, (size_t)n * (size_t)dim * sizeof *rows);
+    float *rows = room ? realloc(d->rows, (size_t)n * (size_t)dim * sizeof *rows) : NULL;
     if (rows) d->rows = rows;
     if (!ids || !rows)
         return emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " rows to merge", n);
@@ -120,6 +127,11 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
         d->rounds++;
         return EMB_OK;
     }
+    if (d->failed)
+        return round_fail(d, emb_set_error(EMB_ERR_STATE,
+                                           "a merge of this distributed run failed on every "
+                                           "rank; the ranks' tables differ since: resume from a "
+                                           "checkpoint in a new run"));
     const int64_t dim = w->o.dim;
     const size_t row_bytes = (size_t)dim * sizeof(float);
     /* the rows this rank changed (any bit), input table first */
@@ -127,8 +139,7 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
     for (int64_t id = 0; id < 2 * w->V; id++)
         if (memcmp(table_row(w, id), d->base + id * dim, row_bytes) != 0) d->ids[n++] = id;
     for (int64_t k = 0; k < n; k++) memcpy(d->rows + k * dim, table_row(w, d->ids[k]), row_bytes);
-    round_head mine = {*r, n}, *heads = malloc((size_t)d->size * sizeof *heads);
-    if (!heads) return round_fail(d, emb_set_error(EMB_ERR_NOMEM, "out of memory"));
+    round_head mine = {*r, n}, *heads = d->heads;
     int rc = emb__mpi_allgather(EMB_MPI_TIMEOUT_MS_DEFAULT, &mine, (int)sizeof mine, MPI_BYTE,
                                 heads, (int)sizeof mine, MPI_BYTE, d->comm);
     emb_status st = rc == MPI_SUCCESS ? EMB_OK : emb__mpi_fail(rc, "MPI_Allgather");
@@ -143,8 +154,13 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
         if (h->read_failed && !sum.read_failed) sum.read_failed = 1, sum.read_errno = h->read_errno;
         sum.nonfinite |= h->nonfinite;
     }
-    free(heads);
-    if (!st) st = grow(d, total);
+    /* Every rank knows total and the buffers' size (the same on every rank), so all of them
+     * agree on whether any rank could not make room, before the gathers that need it. */
+    bool agreed = false;
+    if (!st && total > d->cap) {
+        st = emb__mpi_agree_comm(d->comm, EMB_MPI_TIMEOUT_MS_DEFAULT, grow(d, total), "the merge");
+        agreed = true;
+    }
     /* this rank's rows move to their place in the gathered lists */
     if (!st && d->displs[d->rank] > 0) {
         memmove(d->ids + d->displs[d->rank], d->ids, (size_t)n * sizeof *d->ids);
@@ -164,12 +180,15 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
         (rc = emb__mpi_allgather(EMB_MPI_TIMEOUT_MS_DEFAULT, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
                                  w->lanes, lane_bytes, MPI_BYTE, d->comm)) != MPI_SUCCESS)
         st = emb__mpi_fail(rc, "MPI_Allgather");
-    if (st) return round_fail(d, st);
+    if (st) {
+        d->failed = true;
+        return round_fail(d, st);
+    }
     /* every rank counts every rank's part (the same counts everywhere): its head, changed rows
      * and lanes, and the int of the stop agreement that follows the round */
     for (int q = 0; q < d->size; q++) {
         uint64_t b = sizeof mine + (uint64_t)d->counts[q] * (sizeof(int64_t) + row_bytes) +
-                     (uint64_t)lane_bytes + sizeof(int);
+                     (uint64_t)lane_bytes + sizeof(int) + (agreed ? sizeof(int) : 0);
         d->sent[q] += b, d->all_bytes += b;
     }
     d->rounds++;
@@ -291,7 +310,7 @@ void emb_mpi_w2v_free(emb_mpi_w2v *d) {
     if (d->row_type != MPI_DATATYPE_NULL) MPI_Type_free(&d->row_type);
     if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
     free(d->base), free(d->count), free(d->ids), free(d->rows), free(d->counts), free(d->displs);
-    free(d->rate), free(d->sent);
+    free(d->rate), free(d->sent), free(d->heads);
     free(d);
 }
 
@@ -333,7 +352,9 @@ static emb_status setup(emb_mpi_w2v *d) {
     d->counts = calloc((size_t)d->size, sizeof(int));
     d->displs = calloc((size_t)d->size, sizeof(int));
     d->sent = calloc((size_t)d->size, sizeof(uint64_t));
-    if (!d->counts || !d->displs || !d->sent) return emb_set_error(EMB_ERR_NOMEM, "out of memory");
+    d->heads = malloc((size_t)d->size * sizeof *d->heads);
+    if (!d->counts || !d->displs || !d->sent || !d->heads)
+        return emb_set_error(EMB_ERR_NOMEM, "out of memory");
     if (d->size > 1) { /* one rank merges nothing */
         d->base = malloc(2 * table_floats * sizeof(float));
         d->count = calloc(2 * (size_t)w->V, sizeof(int32_t));
