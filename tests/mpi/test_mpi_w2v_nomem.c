@@ -63,8 +63,8 @@ int main(int argc, char **argv) {
         CHECK(st == EMB_ERR_NOMEM, "status %d", (int)st);
         char want[64];
         snprintf(want, sizeof want, "rank %d refused the merge", size_ - 1);
-        CHECK(strstr(emb_errmsg(), rank_ == size_ - 1 ? "rows to merge" : want),
-              "message: %s", emb_errmsg());
+        CHECK(strstr(emb_errmsg(), rank_ == size_ - 1 ? "rows to merge" : want), "message: %s",
+              emb_errmsg());
         CHECK(rounds_seen == 0, "%d rounds completed", rounds_seen);
         emb_mpi_w2v_bytes b;
         OK(emb_mpi_w2v_traffic(d, rank_, &b));
