@@ -2,8 +2,9 @@
  * docs/DISTRIBUTED.md, "Word vectors"). Every rank holds the whole run (the same corpus,
  * vocabulary and tables); the run's lanes are dealt out over the ranks, and after each round
  * the ranks' changes to both tables are merged in rank order, so that every rank holds the same
- * tables again (the most frequent words' rows also after each of the round's sub-rounds). The trainer itself is libemb's emb_w2v_train: this file installs the hook it
- * calls between rounds (src/w2v/w2v_internal.h, struct emb__w2v_dist). */
+ * tables again (the most frequent words' rows also after each of the round's sub-rounds). The
+ * trainer itself is libemb's emb_w2v_train: this file installs the hook it calls between rounds
+ * (src/w2v/w2v_internal.h, struct emb__w2v_dist). */
 #include "mpi_internal.h"
 
 #include <inttypes.h>
