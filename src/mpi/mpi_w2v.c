@@ -138,8 +138,8 @@ static void merge(emb_mpi_w2v *d, int64_t total, double scale, double scale_rare
     }
 }
 
-/* This rank's changed rows (any bit) into d->ids and d->rows: the frequent words' first (input
- * table first), then the others'. Also whether its lanes are at the end of their ranges. */
+/* This rank's changed rows (any bit) into d->ids: the frequent words' first (input table
+ * first), then the others'. Also whether its lanes are at the end of their ranges. */
 static void changed_rows(emb_mpi_w2v *d, round_head *mine) {
     const emb_w2v *w = d->w;
     const int64_t dim = w->o.dim;
@@ -153,7 +153,6 @@ static void changed_rows(emb_mpi_w2v *d, round_head *mine) {
         if (pass == 0) mine->frequent = n;
     }
     mine->rare = n - mine->frequent;
-    for (int64_t k = 0; k < n; k++) memcpy(d->rows + k * dim, table_row(w, d->ids[k]), row_bytes);
     mine->at_end = 1;
     for (int t = d->dist.lane0; t < d->dist.lane0 + d->dist.nlocal; t++)
         mine->at_end &= w->lanes[t].pos >= w->lanes[t].hi;
@@ -195,7 +194,8 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
         if (h->read_failed && !sum.read_failed) sum.read_failed = 1, sum.read_errno = h->read_errno;
         sum.nonfinite |= h->nonfinite;
     }
-    const int64_t n = d->counts[d->rank];
+    const int64_t n = st ? 0 : d->counts[d->rank]; /* the rows this rank sends */
+    for (int64_t k = 0; k < n; k++) memcpy(d->rows + k * dim, table_row(w, d->ids[k]), row_bytes);
     /* Every rank knows total and the buffers' size (the same on every rank), so all of them
      * agree on whether any rank could not make room, before the gathers that need it. */
     bool agreed = false;
