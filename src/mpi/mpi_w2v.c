@@ -22,8 +22,8 @@
  * round's last (pWord2Vec's idea: the few rows that take most updates are merged more often;
  * on State of the Union at 4 ranks this closed most of the gap to one process). */
 #define EMB__MPI_W2V_ROUND 16384
-#define EMB__MPI_W2V_SUB   4096
-#define EMB__MPI_W2V_TOP   1024
+#define EMB__MPI_W2V_SUB   2048
+#define EMB__MPI_W2V_TOP   512
 
 /* H of the merge's rule (merge below): measured on State of the Union at 4 ranks, skip-gram
  * (one seed), where 0.1-0.15 gave the best accuracy (6.1%; one process: 6.6%), 0.03 and less
