@@ -288,8 +288,8 @@ static emb_status append_range(reader *r, range_part *q) {
 
 /* The current file of src by ranges on several threads when it is a plain file large enough
  * (*done true), else nothing (*done false: the caller reads it alone). */
-static emb_status read_file_ranges(reader *r, emb__corpus_src *src, block *b,
-                                   bool *line_has_tokens, bool *done) {
+static emb_status read_file_ranges(reader *r, emb__corpus_src *src, block *b, bool *line_has_tokens,
+                                   bool *done) {
     *done = false;
     int nt = r->o->threads > 0 ? r->o->threads : emb_get_num_threads(), fd;
     uint64_t size;

@@ -84,8 +84,8 @@ static void outcome_free(outcome *r) {
 
 static void expect_same(const outcome *a, const outcome *b, const char *what, int threads) {
     if (a->st != b->st || strcmp(a->msg, b->msg) != 0)
-        fail_msg("%s, %d threads: status %d \"%s\", alone %d \"%s\"", what, threads, b->st,
-                 b->msg, a->st, a->msg);
+        fail_msg("%s, %d threads: status %d \"%s\", alone %d \"%s\"", what, threads, b->st, b->msg,
+                 a->st, a->msg);
     if (a->st) return;
     int64_t nv = emb_vocab_num_words(a->v);
     if (emb_vocab_num_words(b->v) != nv)
@@ -98,8 +98,9 @@ static void expect_same(const outcome *a, const outcome *b, const char *what, in
             emb_vocab_count(a->v, i) != emb_vocab_count(b->v, i))
             fail_msg("%s, %d threads: word %lld differs", what, threads, (long long)i);
     }
-    if (a->n != b->n) fail_msg("%s, %d threads: %lld ids, alone %lld", what, threads,
-                               (long long)b->n, (long long)a->n);
+    if (a->n != b->n)
+        fail_msg("%s, %d threads: %lld ids, alone %lld", what, threads, (long long)b->n,
+                 (long long)a->n);
     for (int64_t i = 0; i < a->n; i++)
         if (a->ids[i] != b->ids[i])
             fail_msg("%s, %d threads: id %lld is %d, alone %d", what, threads, (long long)i,
@@ -149,10 +150,13 @@ static void test_crafted(void **state) {
     (void)state;
     static const char *const texts[] = {
         "ab cd\nef gh\n",
-        "\xEF\xBB\xBF" "first word\nsecond line\n",
-        "\xEF\xBB\xBF" "x",
+        "\xEF\xBB\xBF"
+        "first word\nsecond line\n",
+        "\xEF\xBB\xBF"
+        "x",
         "  \n\n  one\n\n\ntwo three\n  \n",
-        "\xC3\x89t\xC3\xA9 \xC3\xA9t\xC3\xA9 \xE2\x82\xAC\xE2\x82\xAC \xF0\x9F\x98\x80x \xC3\x89T\xC3\x89\n",
+        "\xC3\x89t\xC3\xA9 \xC3\xA9t\xC3\xA9 \xE2\x82\xAC\xE2\x82\xAC \xF0\x9F\x98\x80x "
+        "\xC3\x89T\xC3\x89\n",
         "ALPHA Beta gamma\tDELTA\r\nalpha beta\vGAMMA\fdelta\n",
         "\"quoted,\" (paren) --- ... end.\nnew-line! ?? x\n",
         "averyveryverylongtokenwithoutanyspaceatallthatcrossesseveralcuts",
@@ -212,9 +216,22 @@ static void test_too_long(void **state) {
  * multi-byte characters, with words pruned by min_count: every thread count agrees. */
 static void test_random_texts(void **state) {
     (void)state;
-    static const char *const pieces[] = {"a", "b", "C", "dd", " ", " ", "\n", "\n\n", "\t", ".",
-                                         "\xC3\xA9", "\xC3\x89", "\xE2\x82\xAC", "x\xF0\x9F\x98\x80",
-                                         "\r\n", "Zz"};
+    static const char *const pieces[] = {"a",
+                                         "b",
+                                         "C",
+                                         "dd",
+                                         " ",
+                                         " ",
+                                         "\n",
+                                         "\n\n",
+                                         "\t",
+                                         ".",
+                                         "\xC3\xA9",
+                                         "\xC3\x89",
+                                         "\xE2\x82\xAC",
+                                         "x\xF0\x9F\x98\x80",
+                                         "\r\n",
+                                         "Zz"};
     uint64_t s = 12345;
     char text[2048];
     for (int round = 0; round < 40; round++) {
@@ -243,7 +260,10 @@ static void test_several_files(void **state) {
     (void)state;
     put_file(path_of("f1.txt"), "one two three\nfour", 18);
     put_file(path_of("f2.txt"), "", 0);
-    put_file(path_of("f3.txt"), "\xEF\xBB\xBF" "four five\n\none six\n", 22);
+    put_file(path_of("f3.txt"),
+             "\xEF\xBB\xBF"
+             "four five\n\none six\n",
+             22);
     put_file(path_of("f4.txt"), "seven one\n", 10);
     const char *paths[] = {path_of("f1.txt"), path_of("f2.txt"), path_of("f3.txt"),
                            path_of("f4.txt")};
