@@ -322,6 +322,7 @@ static emb_status read_file_ranges(reader *r, emb__corpus_src *src, block *b, bo
     if (ok) {
         for (int t = 0; t < nr && st == EMB_OK; t++) {
             st = append_range(r, &parts[t]);
+            emb__w2v_ids_close(&parts[t].ids); /* its disk back at once */
             r->tokens += parts[t].r.tokens;
             r->skipped[0] += parts[t].r.skipped[0], r->skipped[1] += parts[t].r.skipped[1];
         }
