@@ -2,12 +2,14 @@
  * the token ids (see include/emb/word2vec.h, emb_w2v_create_from_stream). */
 #include "w2v_internal.h"
 
+#include "parallel.h"
 #include "text/casefold.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The read buffer starts at EMB__CORPUS_BLOCK_MIN bytes and doubles, up to EMB__CORPUS_BLOCK,
  * each time a read fills it: a small corpus costs no large allocation, a large one is read
@@ -122,6 +124,28 @@ static emb_status push_char(reader *r, char c) {
     return EMB_OK;
 }
 
+/* The bytes buf[0, n) through the reader: a token ends at whitespace, a line end ends the
+ * sentence (*line_has_tokens: the open sentence has tokens). */
+static emb_status scan(reader *r, const char *buf, size_t n, bool *line_has_tokens) {
+    emb_status st = EMB_OK;
+    for (size_t i = 0; i < n && st == EMB_OK; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if (is_space(c)) {
+            int64_t before = r->tokens;
+            st = end_token(r);
+            if (r->tokens > before) *line_has_tokens = true;
+            if (c == '\n') {
+                if (st == EMB_OK && *line_has_tokens) st = emb__w2v_ids_push(r->ids, -1);
+                *line_has_tokens = false;
+                r->line++;
+            }
+        } else {
+            st = push_char(r, (char)c);
+        }
+    }
+    return st;
+}
+
 /* The tokens of the current file of src; a file ends a sentence (*line_has_tokens tells
  * whether the open sentence has tokens). */
 static emb_status read_file(reader *r, emb__corpus_src *src, block *b, bool *line_has_tokens) {
@@ -129,25 +153,10 @@ static emb_status read_file(reader *r, emb__corpus_src *src, block *b, bool *lin
     for (bool first = true; st == EMB_OK; first = false) {
         size_t got;
         if ((st = emb__corpus_read(src, b->p, b->cap, &got)) || got == 0) break;
-        const char *buf = b->p;
         size_t i0 = 0;
         /* a UTF-8 byte-order mark at the start is not part of the first word */
-        if (first && got >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) i0 = 3;
-        for (size_t i = i0; i < got && st == EMB_OK; i++) {
-            unsigned char c = (unsigned char)buf[i];
-            if (is_space(c)) {
-                int64_t before = r->tokens;
-                st = end_token(r);
-                if (r->tokens > before) *line_has_tokens = true;
-                if (c == '\n') {
-                    if (st == EMB_OK && *line_has_tokens) st = emb__w2v_ids_push(r->ids, -1);
-                    *line_has_tokens = false;
-                    r->line++;
-                }
-            } else {
-                st = push_char(r, (char)c);
-            }
-        }
+        if (first && got >= 3 && memcmp(b->p, "\xEF\xBB\xBF", 3) == 0) i0 = 3;
+        st = scan(r, b->p + i0, got - i0, line_has_tokens);
         if (got == b->cap && b->cap < EMB__CORPUS_BLOCK) { /* a larger input: larger reads */
             char *p = realloc(b->p, b->cap * 2);
             if (p) b->p = p, b->cap *= 2; /* else the blocks stay small */
@@ -158,6 +167,176 @@ static emb_status read_file(reader *r, emb__corpus_src *src, block *b, bool *lin
         st = end_token(r);
         if (r->tokens > before) *line_has_tokens = true;
     }
+    return st;
+}
+
+/* ---- a plain file read by several threads ----
+ *
+ * The file's bytes are cut into ranges at whitespace bytes (which never occur inside a UTF-8
+ * sequence nor a token), so every token lies whole in one range. Each thread reads its range
+ * with its own reader: its own vocabulary (ids in order of first appearance in the range)
+ * and its own store of those ids. Then, in range order, each range's words are added to the
+ * whole vocabulary with their counts (a word's first appearance in the file is in the first
+ * range that has it, at its place there: the vocabulary's order is the one reading alone
+ * gives) and its ids are appended, translated. A range marks a line end at its start as a
+ * sentence end even when the line's tokens were in the range before: the renumbering
+ * (emb__w2v_ids_map) drops a sentence end that follows another or starts the ids, so the
+ * final ids are those of reading alone. Anything that goes wrong in a range (a token that is
+ * not UTF-8, too long, out of memory, ...) drops the ranges' work, and the file is read
+ * again by one thread from its start, which gives that error (or count) exactly as it is
+ * without threads. */
+
+size_t emb__w2v_range_min = (size_t)1 << 20;
+
+typedef struct {
+    reader r;
+    emb__w2v_ids ids;
+    uint64_t lo, hi; /* the range's bytes in the file */
+    emb_status st;
+} range_part;
+
+typedef struct {
+    const reader *parent;
+    int fd;
+    range_part *parts;
+} ranges_ctx;
+
+/* Reads bytes [at, at + n) of fd; false on an error or a short file. */
+static bool pread_all(int fd, char *p, size_t n, uint64_t at) {
+    while (n > 0) {
+        ssize_t k = pread(fd, p, n, (off_t)at);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        p += k, n -= (size_t)k, at += (uint64_t)k;
+    }
+    return true;
+}
+
+/* The first whitespace byte at or after `from` (size when there is none before the end):
+ * true, or false when none is within a longest token's length (or on a read error). */
+static bool next_space(int fd, uint64_t size, uint64_t from, char *buf, size_t cap, uint64_t *at) {
+    uint64_t limit = from + (uint64_t)EMB_VOCAB_MAX_WORD + 1;
+    while (from < size && from < limit) {
+        size_t k = size - from < cap ? (size_t)(size - from) : cap;
+        if (!pread_all(fd, buf, k, from)) return false;
+        for (size_t i = 0; i < k; i++)
+            if (is_space((unsigned char)buf[i])) {
+                *at = from + i;
+                return true;
+            }
+        from += k;
+    }
+    *at = size;
+    return from >= size;
+}
+
+static void read_range(void *p, int ith, int nth) {
+    (void)nth;
+    const ranges_ctx *c = p;
+    range_part *q = &c->parts[ith];
+    reader *r = &q->r;
+    r->o = c->parent->o, r->name = c->parent->name, r->line = 1, r->ids = &q->ids;
+    emb_status st = emb_vocab_create(&r->vocab);
+    if (st == EMB_OK) st = emb__w2v_ids_open_file(&q->ids, r->name);
+    char *buf = st == EMB_OK ? malloc(EMB__CORPUS_BLOCK) : NULL;
+    if (st == EMB_OK && !buf) st = EMB_ERR_NOMEM;
+    bool line_has_tokens = true; /* see above: an extra sentence end is dropped later */
+    for (uint64_t at = q->lo; st == EMB_OK && at < q->hi;) {
+        size_t k = q->hi - at < EMB__CORPUS_BLOCK ? (size_t)(q->hi - at) : EMB__CORPUS_BLOCK;
+        if (!pread_all(c->fd, buf, k, at)) st = EMB_ERR_IO;
+        if (st == EMB_OK) st = scan(r, buf, k, &line_has_tokens);
+        at += k;
+    }
+    if (st == EMB_OK) st = end_token(r);
+    if (st == EMB_OK) st = emb__w2v_ids_flush(&q->ids);
+    free(buf);
+    q->st = st;
+}
+
+/* Range part's words into r's vocabulary, and its ids, translated, into r's store. */
+static emb_status append_range(reader *r, range_part *q) {
+    int64_t nw = emb_vocab_num_words(q->r.vocab);
+    int32_t *map = malloc((size_t)(nw > 0 ? nw : 1) * sizeof(int32_t));
+    if (!map) return emb__error(EMB_ERR_NOMEM, "%s: out of memory merging the vocabulary", r->name);
+    emb_status st = EMB_OK;
+    for (int64_t i = 0; i < nw && st == EMB_OK; i++) {
+        size_t len;
+        const char *wd = emb_vocab_word(q->r.vocab, i, &len);
+        int64_t id;
+        st = emb_vocab_add(r->vocab, wd, len, emb_vocab_count(q->r.vocab, i), &id, NULL);
+        if (st == EMB_OK && id >= INT32_MAX)
+            st = emb__error(EMB_ERR_OVERFLOW, "%s: more than %d distinct words", r->name,
+                            INT32_MAX - 1);
+        map[i] = (int32_t)id;
+    }
+    emb__w2v_cursor cur;
+    if (st == EMB_OK) st = emb__w2v_cursor_init(&cur, &q->ids);
+    if (st == EMB_OK) {
+        for (int64_t i = 0; i < q->ids.n && st == EMB_OK; i++) {
+            int32_t id = emb__w2v_id_at(&cur, i);
+            if (id == INT32_MIN)
+                st = emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
+                                strerror(errno));
+            else
+                st = emb__w2v_ids_push(r->ids, id < 0 ? -1 : map[id]);
+        }
+        emb__w2v_cursor_free(&cur);
+    }
+    free(map);
+    return st;
+}
+
+/* The current file of src by ranges on several threads when it is a plain file large enough
+ * (*done true), else nothing (*done false: the caller reads it alone). */
+static emb_status read_file_ranges(reader *r, emb__corpus_src *src, block *b, bool *line_has_tokens,
+                                   bool *done) {
+    *done = false;
+    int nt = r->o->threads > 0 ? r->o->threads : emb_get_num_threads(), fd;
+    uint64_t size;
+    if (nt < 2 || !emb__corpus_plain_file(src, &fd, &size)) return EMB_OK;
+    uint64_t min = emb__w2v_range_min > 0 ? emb__w2v_range_min : 1;
+    int nr = size / min < (uint64_t)nt ? (int)(size / min) : nt;
+    if (nr < 2) return EMB_OK;
+    range_part *parts = calloc((size_t)nr, sizeof *parts);
+    if (!parts) return EMB_OK; /* read alone */
+    for (int t = 0; t < nr; t++) parts[t].ids.fd = -1;
+    char bom[3];
+    uint64_t lo = size >= 3 && pread_all(fd, bom, 3, 0) && memcmp(bom, "\xEF\xBB\xBF", 3) == 0;
+    bool ok = true;
+    lo *= 3;
+    for (int t = 0; t < nr && ok; t++) {
+        uint64_t hi = size;
+        if (t + 1 < nr) {
+            uint64_t even = size / (uint64_t)nr * (uint64_t)(t + 1);
+            ok = next_space(fd, size, even > lo ? even : lo, b->p, b->cap, &hi);
+        }
+        parts[t].lo = lo, parts[t].hi = hi;
+        lo = hi;
+    }
+    if (ok) {
+        ranges_ctx c = {r, fd, parts};
+        emb__parallel(nr, read_range, &c);
+        for (int t = 0; t < nr; t++) ok = ok && parts[t].st == EMB_OK;
+    }
+    emb_status st = EMB_OK;
+    if (ok) {
+        for (int t = 0; t < nr && st == EMB_OK; t++) {
+            st = append_range(r, &parts[t]);
+            emb__w2v_ids_close(&parts[t].ids); /* its disk back at once */
+            r->tokens += parts[t].r.tokens;
+            r->skipped[0] += parts[t].r.skipped[0], r->skipped[1] += parts[t].r.skipped[1];
+        }
+        /* the file's text into its record (the corpus's fingerprint), read as one reads it */
+        size_t got = 1;
+        while (st == EMB_OK && got > 0) st = emb__corpus_read(src, b->p, b->cap, &got);
+        *line_has_tokens = true, *done = true;
+    }
+    for (int t = 0; t < nr; t++) {
+        emb_vocab_free(parts[t].r.vocab);
+        free(parts[t].r.tok), free(parts[t].r.low);
+        emb__w2v_ids_close(&parts[t].ids);
+    }
+    free(parts);
     return st;
 }
 
@@ -181,7 +360,9 @@ static emb_status read_tokens(const emb_w2v_options *o, emb__corpus_src *src, em
         if (line_has_tokens) st = emb__w2v_ids_push(ids, -1);
         line_has_tokens = false;
         r.name = emb__corpus_name(src), r.line = 1;
-        if (st == EMB_OK) st = read_file(&r, src, &buf, &line_has_tokens);
+        bool done = false;
+        if (st == EMB_OK) st = read_file_ranges(&r, src, &buf, &line_has_tokens, &done);
+        if (st == EMB_OK && !done) st = read_file(&r, src, &buf, &line_has_tokens);
     }
     if (st == EMB_OK) st = emb__w2v_ids_flush(ids);
     free(buf.p);

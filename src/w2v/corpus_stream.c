@@ -224,6 +224,15 @@ const char *emb__corpus_name(const emb__corpus_src *s) {
     return s->name ? s->name : "corpus";
 }
 
+bool emb__corpus_plain_file(const emb__corpus_src *s, int *fd, uint64_t *size) {
+    struct stat sb;
+    if (s->given || !s->f || !s->own_f || s->kind != K_PLAIN || s->raw_pos != 0) return false;
+    if (fstat(fileno(s->f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0) return false;
+    *fd = fileno(s->f);
+    *size = (uint64_t)sb.st_size;
+    return true;
+}
+
 static emb_status fill_raw(emb__corpus_src *s) {
     s->raw_off += s->raw_len;
     s->raw_pos = 0;

@@ -132,7 +132,12 @@ static bool lanes_own_output(const emb_w2v *w, int nl) {
 }
 
 /* Merges output rows [r0, r1) from the nt lanes' copies into the shared table and back into
- * every copy. */
+ * every copy. A row several lanes changed: each element becomes v + (c_t - v) + ... over the
+ * changing lanes t in order (v its value at the round's start), computed a block of
+ * elements at a time with the lanes outside (the same operations in the same order as
+ * element by element, but vectorisable), and every copy of the row is read and written
+ * once. */
+#define EMB__MERGE_BLOCK 64
 static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int nt, int64_t r0, int64_t r1) {
     const int64_t dim = w->o.dim;
     for (int64_t r = r0; r < r1; r++) {
@@ -142,20 +147,35 @@ static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int nt, int64_t
         if (changed == 0) continue;
         float *row = w->syn1 + r * dim;
         if (changed == 1) {
-            memcpy(row, ls[last].own + r * dim, (size_t)dim * sizeof(float));
-        } else {
+            const float *src = ls[last].own + r * dim;
+            memcpy(row, src, (size_t)dim * sizeof(float));
+            for (int t = 0; t < nt; t++)
+                if (t != last) memcpy(ls[t].own + r * dim, src, (size_t)dim * sizeof(float));
+        } else if (nt == 2) { /* both lanes changed it: one pass over the three rows */
+            float *restrict a = ls[0].own + r * dim, *restrict b = ls[1].own + r * dim;
+            float *restrict m = row;
             for (int64_t q = 0; q < dim; q++) {
-                float v = row[q], sum = v;
+                float v = m[q], sum = v + (a[q] - v);
+                sum = sum + (b[q] - v);
+                m[q] = a[q] = b[q] = sum;
+            }
+        } else {
+            for (int64_t q0 = 0; q0 < dim; q0 += EMB__MERGE_BLOCK) {
+                int64_t nq = dim - q0 < EMB__MERGE_BLOCK ? dim - q0 : EMB__MERGE_BLOCK;
+                float v[EMB__MERGE_BLOCK], sum[EMB__MERGE_BLOCK];
+                memcpy(v, row + q0, (size_t)nq * sizeof(float));
+                memcpy(sum, v, (size_t)nq * sizeof(float));
+                for (int t = 0; t < nt; t++) {
+                    if (!ls[t].dirty[r]) continue;
+                    const float *c = ls[t].own + r * dim + q0;
+                    for (int64_t q = 0; q < nq; q++) sum[q] = sum[q] + (c[q] - v[q]);
+                }
+                memcpy(row + q0, sum, (size_t)nq * sizeof(float));
                 for (int t = 0; t < nt; t++)
-                    if (ls[t].dirty[r]) sum = sum + (ls[t].own[r * dim + q] - v);
-                row[q] = sum;
+                    memcpy(ls[t].own + r * dim + q0, sum, (size_t)nq * sizeof(float));
             }
         }
-        for (int t = 0; t < nt; t++) {
-            if (t != last || changed > 1)
-                memcpy(ls[t].own + r * dim, row, (size_t)dim * sizeof(float));
-            ls[t].dirty[r] = 0;
-        }
+        for (int t = 0; t < nt; t++) ls[t].dirty[r] = 0;
     }
 }
 

@@ -108,6 +108,10 @@ emb_status emb__corpus_next_file(emb__corpus_src *s, bool *have);
 emb_status emb__corpus_read(emb__corpus_src *s, char *buf, size_t cap, size_t *got);
 /* The current file's name ("<stdin>" for "-"). */
 const char *emb__corpus_name(const emb__corpus_src *s);
+/* The current file, just opened, when it is plain text in a regular file (not standard
+ * input, not an open stream, not compressed): true with its descriptor (for pread, which
+ * leaves the stream's reads alone) and its size in bytes (> 0). */
+bool emb__corpus_plain_file(const emb__corpus_src *s, int *fd, uint64_t *size);
 /* Makes the corpus readable more than once: standard input, when among the paths, is copied
  * (as it comes, compressed or not) into a temporary file in TMPDIR of at most
  * EMB__CORPUS_SPOOL_MAX bytes, which "-" then reads. Errors: EMB_ERR_IO (reading stdin,
@@ -142,6 +146,10 @@ void emb__corpus_label(const char *const *paths, size_t n, char *buf, size_t siz
  * UTF-8 and too long. */
 emb_status emb__w2v_read_corpus(const emb_w2v_options *o, emb__corpus_src *src, const char *name,
                                 emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2]);
+/* With threads > 1 (or 0 and more than one thread), a plain file of at least twice this
+ * many bytes is read by up to `threads` threads, each a range of at least this many bytes,
+ * with the result of reading it alone (src/w2v/corpus.c). 1 MiB; tests lower it. */
+extern size_t emb__w2v_range_min;
 /* The same over paths (emb__corpus_open_paths); the files read into *files (may be NULL). */
 emb_status emb__w2v_read_paths(const emb_w2v_options *o, const char *const *paths, size_t n,
                                emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2],

@@ -4,8 +4,44 @@
  * corpus. Checks: an error leaves *out untouched and sets a message; an accepted corpus gives a
  * vocabulary sorted by count, of valid UTF-8 words without whitespace, whose counts add up
  * to the corpus tokens; a tiny training run finishes with finite vectors; a checkpoint of it
- * resumes to the same state. */
+ * resumes to the same state. The same file read by three threads (ranges of one byte and
+ * up) gives the same error, or the same vocabulary and token ids. */
 #include "fuzz_read_common.h"
+
+#include "w2v/w2v_internal.h"
+
+/* The read by three threads against the single one's result (rc, and w when rc is 0). */
+static void check_threads(const emb_w2v_options *o1, const char *path, emb_status rc,
+                          const emb_w2v *w) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", rc ? emb_errmsg() : "");
+    emb_w2v_options o = *o1;
+    o.threads = 3;
+    size_t saved = emb__w2v_range_min;
+    emb__w2v_range_min = 1;
+    emb_w2v *p = NULL;
+    emb_status rp = emb_w2v_create_from_file(&o, path, &p);
+    emb__w2v_range_min = saved;
+    if (rp != rc) FINDING("3 threads: status %d, one thread %d", (int)rp, (int)rc);
+    if (rc) {
+        if (strcmp(msg, emb_errmsg()) != 0)
+            FINDING("3 threads: \"%s\", one thread \"%s\"", emb_errmsg(), msg);
+        emb__error(rc, "%s", msg); /* the single read's message again, for the checks below */
+        return;
+    }
+    const emb_vocab *a = emb_w2v_vocab(w), *b = emb_w2v_vocab(p);
+    if (emb_vocab_num_words(a) != emb_vocab_num_words(b)) FINDING("3 threads: another vocabulary");
+    for (int64_t i = 0; i < emb_vocab_num_words(a); i++) {
+        size_t la, lb;
+        const char *sa = emb_vocab_word(a, i, &la), *sb = emb_vocab_word(b, i, &lb);
+        if (la != lb || memcmp(sa, sb, la) != 0 || emb_vocab_count(a, i) != emb_vocab_count(b, i))
+            FINDING("3 threads: word %lld differs", (long long)i);
+    }
+    if (p->n_ids != w->n_ids || p->fingerprint != w->fingerprint ||
+        p->skipped_invalid != w->skipped_invalid || p->skipped_long != w->skipped_long)
+        FINDING("3 threads: other token ids or counts");
+    emb_w2v_free(p);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,6 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     emb_w2v *w = (emb_w2v *)0x1;
     emb_clear_error();
     emb_status rc = emb_w2v_create_from_file(&o, path, &w);
+    check_threads(&o, path, rc, w);
     if (rc) {
         fz_check_error(rc, "emb_w2v_create_from_file");
         if (w != (emb_w2v *)0x1) FINDING("emb_w2v_create_from_file changed *out on failure");
