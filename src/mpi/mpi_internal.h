@@ -156,4 +156,8 @@ emb_status emb__mpi_check_bag(const emb_mpi_table *t, const emb_tensor *input,
                               const emb_tensor *offsets, const emb_tensor *psw,
                               const emb_tensor *out, const char *out_name, int64_t *num_bags);
 
+/* Test hook: a distributed word2vec run cannot allocate room for more than this many rows to
+ * merge (EMB_ERR_NOMEM as if realloc failed); INT64_MAX (the default): no limit. Tests only. */
+extern int64_t emb__mpi_w2v_max_rows;
+
 #endif /* EMB_MPI_INTERNAL_H */

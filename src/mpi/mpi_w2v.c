@@ -2,8 +2,9 @@
  * docs/DISTRIBUTED.md, "Word vectors"). Every rank holds the whole run (the same corpus,
  * vocabulary and tables); the run's lanes are dealt out over the ranks, and after each round
  * the ranks' changes to both tables are merged in rank order, so that every rank holds the same
- * tables again. The trainer itself is libemb's emb_w2v_train: this file installs the hook it
- * calls between rounds (src/w2v/w2v_internal.h, struct emb__w2v_dist). */
+ * tables again (the most frequent words' rows also after each of the round's sub-rounds). The
+ * trainer itself is libemb's emb_w2v_train: this file installs the hook it calls between rounds
+ * (src/w2v/w2v_internal.h, struct emb__w2v_dist). */
 #include "mpi_internal.h"
 
 #include <inttypes.h>
@@ -14,8 +15,15 @@
 #include "w2v/w2v_state.h"
 
 /* Tokens per lane and round: the single process's (shorter rounds did not keep 4 ranks from
- * diverging with a summing merge, nor made the mean train faster). */
+ * diverging with a summing merge, nor made the mean train faster). A round is made of
+ * sub-rounds of EMB__MPI_W2V_SUB tokens per lane; after each, the rows of the
+ * EMB__MPI_W2V_TOP most frequent words (input and output; at most an eighth of the
+ * vocabulary, which bounds the traffic of small ones) are merged, the others after the
+ * round's last (pWord2Vec's idea: the few rows that take most updates are merged more often;
+ * on State of the Union at 4 ranks this closed most of the gap to one process). */
 #define EMB__MPI_W2V_ROUND 16384
+#define EMB__MPI_W2V_SUB   2048
+#define EMB__MPI_W2V_TOP   512
 
 /* H of the merge's rule (merge below): measured on State of the Union at 4 ranks, skip-gram
  * (one seed), where 0.1-0.15 gave the best accuracy (6.1%; one process: 6.6%), 0.03 and less
@@ -35,16 +43,27 @@ struct emb_mpi_w2v {
     int64_t cap;    /* rows that ids and rows hold */
     double *rate;   /* [2 V]: expected updates of a row per token a rank trains */
     int *counts, *displs;
-    uint64_t *sent;     /* [size]: bytes each rank handed to MPI for the merges so far */
-    uint64_t all_bytes; /* their sum */
-    int64_t rounds;     /* merges so far */
+    struct round_head *heads; /* [size]: what each rank tells the others after a round */
+    uint64_t *sent;           /* [size]: bytes each rank handed to MPI for the merges so far */
+    uint64_t all_bytes;       /* their sum */
+    int64_t rounds;           /* merges so far */
+    bool failed;              /* a merge failed on every rank: the replicas differ */
+    int64_t top; /* words whose rows are merged after every sub-round (the most frequent) */
+    int every;   /* sub-rounds per round: the other rows are merged after the last one */
+    int sub;     /* sub-rounds since the last whole merge */
+    double period, period_alpha; /* tokens per rank since then; the learning rate then */
 };
 
 /* What a rank tells the others after a round: its lanes' sums and how many rows it changed. */
-typedef struct round_head {
+struct round_head {
     emb__w2v_round r;
-    int64_t changed;
-} round_head;
+    int64_t frequent, rare; /* changed rows of the frequent words (listed first) and the others */
+    int64_t at_end;         /* its lanes are at the end of their ranges */
+};
+typedef struct round_head round_head;
+
+/* Test hook (mpi_internal.h): a merge buffer of more rows than this is not allocated. */
+int64_t emb__mpi_w2v_max_rows = INT64_MAX;
 
 static float *table_row(const emb_w2v *w, int64_t id) {
     return id < w->V ? w->syn0 + id * w->o.dim : w->syn1 + (id - w->V) * w->o.dim;
@@ -53,9 +72,10 @@ static float *table_row(const emb_w2v *w, int64_t id) {
 static emb_status grow(emb_mpi_w2v *d, int64_t n) {
     if (n <= d->cap) return EMB_OK;
     const int64_t dim = d->w->o.dim;
-    int64_t *ids = realloc(d->ids, (size_t)n * sizeof *ids);
+    const bool room = n <= emb__mpi_w2v_max_rows;
+    int64_t *ids = room ? realloc(d->ids, (size_t)n * sizeof *ids) : NULL;
     if (ids) d->ids = ids;
-    float *rows = realloc(d->rows, (size_t)n * (size_t)dim * sizeof *rows);
+    float *rows = room ? realloc(d->rows, (size_t)n * (size_t)dim * sizeof *rows) : NULL;
     if (rows) d->rows = rows;
     if (!ids || !rows)
         return emb_set_error(EMB_ERR_NOMEM, "cannot allocate %" PRId64 " rows to merge", n);
@@ -82,7 +102,11 @@ static emb_status round_fail(emb_mpi_w2v *d, emb_status st) {
  * diverged with it), so f tends to 1/k (the mean). (1 + x) / (1 + k x) is the ratio of the
  * saturating move n / (n + c) of k n updates to k times that of n. H was measured
  * (docs/DISTRIBUTED.md, "The merge"). */
-static void merge(emb_mpi_w2v *d, int64_t total, double scale) {
+static bool frequent(const emb_mpi_w2v *d, int64_t id) {
+    return id < d->top || (id >= d->w->V && id < d->w->V + d->top);
+}
+
+static void merge(emb_mpi_w2v *d, int64_t total, double scale, double scale_rare) {
     emb_w2v *w = d->w;
     const int64_t dim = w->o.dim;
     const size_t row_bytes = (size_t)dim * sizeof(float);
@@ -102,7 +126,7 @@ static void merge(emb_mpi_w2v *d, int64_t total, double scale) {
         int64_t id = d->ids[k];
         float *x = table_row(w, id), *b = d->base + id * dim;
         if (d->count[id] > 1) {
-            const double s = d->rate[id] * scale;
+            const double s = d->rate[id] * (frequent(d, id) ? scale : scale_rare);
             const float f = (float)((1 + s) / (1 + (double)d->count[id] * s));
             for (int64_t q = 0; q < dim; q++) x[q] = b[q] + x[q] * f;
         }
@@ -114,37 +138,71 @@ static void merge(emb_mpi_w2v *d, int64_t total, double scale) {
     }
 }
 
+/* This rank's changed rows (any bit) into d->ids: the frequent words' first (input table
+ * first), then the others'. Also whether its lanes are at the end of their ranges. */
+static void changed_rows(emb_mpi_w2v *d, round_head *mine) {
+    const emb_w2v *w = d->w;
+    const int64_t dim = w->o.dim;
+    const size_t row_bytes = (size_t)dim * sizeof(float);
+    int64_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t id = 0; id < 2 * w->V; id++)
+            if (frequent(d, id) == (pass == 0) &&
+                memcmp(table_row(w, id), d->base + id * dim, row_bytes) != 0)
+                d->ids[n++] = id;
+        if (pass == 0) mine->frequent = n;
+    }
+    mine->rare = n - mine->frequent;
+    mine->at_end = 1;
+    for (int t = d->dist.lane0; t < d->dist.lane0 + d->dist.nlocal; t++)
+        mine->at_end &= w->lanes[t].pos >= w->lanes[t].hi;
+}
+
 static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
     emb_mpi_w2v *d = ctx;
     if (d->size == 1) { /* one rank: the single process's run */
         d->rounds++;
         return EMB_OK;
     }
+    if (d->failed)
+        return round_fail(d, emb_set_error(EMB_ERR_STATE,
+                                           "a merge of this distributed run failed on every "
+                                           "rank; the ranks' tables differ since: resume from a "
+                                           "checkpoint in a new run"));
     const int64_t dim = w->o.dim;
     const size_t row_bytes = (size_t)dim * sizeof(float);
-    /* the rows this rank changed (any bit), input table first */
-    int64_t n = 0;
-    for (int64_t id = 0; id < 2 * w->V; id++)
-        if (memcmp(table_row(w, id), d->base + id * dim, row_bytes) != 0) d->ids[n++] = id;
-    for (int64_t k = 0; k < n; k++) memcpy(d->rows + k * dim, table_row(w, d->ids[k]), row_bytes);
-    round_head mine = {*r, n}, *heads = malloc((size_t)d->size * sizeof *heads);
-    if (!heads) return round_fail(d, emb_set_error(EMB_ERR_NOMEM, "out of memory"));
+    round_head mine = {*r, 0, 0, 0}, *heads = d->heads;
+    changed_rows(d, &mine);
     int rc = emb__mpi_allgather(EMB_MPI_TIMEOUT_MS_DEFAULT, &mine, (int)sizeof mine, MPI_BYTE,
                                 heads, (int)sizeof mine, MPI_BYTE, d->comm);
     emb_status st = rc == MPI_SUCCESS ? EMB_OK : emb__mpi_fail(rc, "MPI_Allgather");
+    /* a whole merge after `every` sub-rounds and when every lane is at its range's end (the
+     * end of an epoch); between them, the frequent words' rows only */
+    bool whole = ++d->sub >= d->every;
+    int64_t at_end = 1;
+    for (int q = 0; q < d->size && !st; q++) at_end &= heads[q].at_end;
+    whole = whole || at_end;
     int64_t total = 0;
     emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
     for (int q = 0; q < d->size && !st; q++) { /* in rank order: the same sums on every rank */
         const emb__w2v_round *h = &heads[q].r;
-        d->counts[q] = (int)heads[q].changed;
+        const int64_t nq = heads[q].frequent + (whole ? heads[q].rare : 0);
+        d->counts[q] = (int)nq;
         d->displs[q] = (int)total;
-        total += heads[q].changed;
+        total += nq;
         sum.done += h->done, sum.loss += h->loss, sum.examples += h->examples;
         if (h->read_failed && !sum.read_failed) sum.read_failed = 1, sum.read_errno = h->read_errno;
         sum.nonfinite |= h->nonfinite;
     }
-    free(heads);
-    if (!st) st = grow(d, total);
+    const int64_t n = st ? 0 : d->counts[d->rank]; /* the rows this rank sends */
+    for (int64_t k = 0; k < n; k++) memcpy(d->rows + k * dim, table_row(w, d->ids[k]), row_bytes);
+    /* Every rank knows total and the buffers' size (the same on every rank), so all of them
+     * agree on whether any rank could not make room, before the gathers that need it. */
+    bool agreed = false;
+    if (!st && total > d->cap) {
+        st = emb__mpi_agree_comm(d->comm, EMB_MPI_TIMEOUT_MS_DEFAULT, grow(d, total), "the merge");
+        agreed = true;
+    }
     /* this rank's rows move to their place in the gathered lists */
     if (!st && d->displs[d->rank] > 0) {
         memmove(d->ids + d->displs[d->rank], d->ids, (size_t)n * sizeof *d->ids);
@@ -164,19 +222,29 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
         (rc = emb__mpi_allgather(EMB_MPI_TIMEOUT_MS_DEFAULT, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
                                  w->lanes, lane_bytes, MPI_BYTE, d->comm)) != MPI_SUCCESS)
         st = emb__mpi_fail(rc, "MPI_Allgather");
-    if (st) return round_fail(d, st);
+    if (st) {
+        d->failed = true;
+        return round_fail(d, st);
+    }
     /* every rank counts every rank's part (the same counts everywhere): its head, changed rows
-     * and lanes, and the int of the stop agreement that follows the round */
+     * and lanes, and after a whole merge the int of the stop agreement that follows it */
     for (int q = 0; q < d->size; q++) {
         uint64_t b = sizeof mine + (uint64_t)d->counts[q] * (sizeof(int64_t) + row_bytes) +
-                     (uint64_t)lane_bytes + sizeof(int);
+                     (uint64_t)lane_bytes + (whole ? sizeof(int) : 0) + (agreed ? sizeof(int) : 0);
         d->sent[q] += b, d->all_bytes += b;
     }
-    d->rounds++;
     const emb_w2v_options *o = &w->o;
     double frac = (double)w->words_done / ((double)w->tokens * (double)o->epochs);
     const double alpha = o->alpha - (o->alpha - o->min_alpha) * (frac > 1 ? 1 : frac);
-    merge(d, total, EMB__MPI_W2V_SATURATION * alpha * (double)(sum.done / d->size));
+    if (d->sub == 1) d->period = 0, d->period_alpha = alpha;
+    const double tokens = (double)(sum.done / d->size);
+    d->period += tokens;
+    /* the frequent rows changed since the last sub-round, the others since the last whole
+     * merge */
+    merge(d, total, EMB__MPI_W2V_SATURATION * alpha * tokens,
+          EMB__MPI_W2V_SATURATION * d->period_alpha * d->period);
+    d->dist.partial = !whole;
+    if (whole) d->rounds++, d->sub = 0;
     *r = sum;
     return EMB_OK;
 }
@@ -291,7 +359,7 @@ void emb_mpi_w2v_free(emb_mpi_w2v *d) {
     if (d->row_type != MPI_DATATYPE_NULL) MPI_Type_free(&d->row_type);
     if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
     free(d->base), free(d->count), free(d->ids), free(d->rows), free(d->counts), free(d->displs);
-    free(d->rate), free(d->sent);
+    free(d->rate), free(d->sent), free(d->heads);
     free(d);
 }
 
@@ -333,7 +401,9 @@ static emb_status setup(emb_mpi_w2v *d) {
     d->counts = calloc((size_t)d->size, sizeof(int));
     d->displs = calloc((size_t)d->size, sizeof(int));
     d->sent = calloc((size_t)d->size, sizeof(uint64_t));
-    if (!d->counts || !d->displs || !d->sent) return emb_set_error(EMB_ERR_NOMEM, "out of memory");
+    d->heads = malloc((size_t)d->size * sizeof *d->heads);
+    if (!d->counts || !d->displs || !d->sent || !d->heads)
+        return emb_set_error(EMB_ERR_NOMEM, "out of memory");
     if (d->size > 1) { /* one rank merges nothing */
         d->base = malloc(2 * table_floats * sizeof(float));
         d->count = calloc(2 * (size_t)w->V, sizeof(int32_t));
@@ -384,6 +454,12 @@ emb_status emb_mpi_w2v_create(MPI_Comm comm, emb_w2v *w, emb_mpi_w2v **out) {
     }
     d->dist.nlocal = w->nt / size;
     d->dist.round_tokens = EMB__MPI_W2V_ROUND;
+    d->top = 0, d->every = 1;
+    if (size > 1) { /* one rank: the single process's rounds */
+        d->top = w->V / 8 < EMB__MPI_W2V_TOP ? w->V / 8 : EMB__MPI_W2V_TOP;
+        d->every = EMB__MPI_W2V_ROUND / EMB__MPI_W2V_SUB;
+        d->dist.round_tokens = EMB__MPI_W2V_SUB;
+    }
     d->dist.lane0 = rank * d->dist.nlocal;
     d->dist.ctx = d;
     d->dist.round = on_round;

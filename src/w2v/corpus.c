@@ -187,6 +187,7 @@ static emb_status read_file(reader *r, emb__corpus_src *src, block *b, bool *lin
  * without threads. */
 
 size_t emb__w2v_range_min = (size_t)1 << 20;
+void (*emb__w2v_ranges_read)(const char *name);
 
 typedef struct {
     reader r;
@@ -326,9 +327,21 @@ static emb_status read_file_ranges(reader *r, emb__corpus_src *src, block *b, bo
             r->tokens += parts[t].r.tokens;
             r->skipped[0] += parts[t].r.skipped[0], r->skipped[1] += parts[t].r.skipped[1];
         }
-        /* the file's text into its record (the corpus's fingerprint), read as one reads it */
+        /* the file's text into its record (the corpus's fingerprint), read as one reads it;
+         * a file that grew or shrank since the ranges were cut is refused, so the fingerprint
+         * covers exactly the bytes trained on */
+        if (emb__w2v_ranges_read) emb__w2v_ranges_read(r->name);
         size_t got = 1;
-        while (st == EMB_OK && got > 0) st = emb__corpus_read(src, b->p, b->cap, &got);
+        uint64_t seen = 0;
+        while (st == EMB_OK && got > 0) {
+            st = emb__corpus_read(src, b->p, b->cap, &got);
+            seen += got;
+        }
+        if (st == EMB_OK && seen != size)
+            st = emb__error(EMB_ERR_IO,
+                            "%s changed while it was read (%" PRIu64 " bytes, then %" PRIu64
+                            "): give a file that nothing writes to during training",
+                            r->name, size, seen);
         *line_has_tokens = true, *done = true;
     }
     for (int t = 0; t < nr; t++) {

@@ -482,6 +482,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             st = diverged_error(w);
             break;
         }
+        if (dist && dist->partial) continue; /* every process alike */
         if (progress) {
             emb_w2v_progress p;
             p.words_done = w->words_done;

@@ -150,6 +150,9 @@ emb_status emb__w2v_read_corpus(const emb_w2v_options *o, emb__corpus_src *src, 
  * many bytes is read by up to `threads` threads, each a range of at least this many bytes,
  * with the result of reading it alone (src/w2v/corpus.c). 1 MiB; tests lower it. */
 extern size_t emb__w2v_range_min;
+/* Called, when not NULL, with a file's name after its ranges were read and before its
+ * fingerprint is taken (tests change the file there; NULL in use). */
+extern void (*emb__w2v_ranges_read)(const char *name);
 /* The same over paths (emb__corpus_open_paths); the files read into *files (may be NULL). */
 emb_status emb__w2v_read_paths(const emb_w2v_options *o, const char *const *paths, size_t n,
                                emb_vocab **vocab, emb__w2v_ids *ids, int64_t skipped[2],

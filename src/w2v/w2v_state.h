@@ -59,6 +59,8 @@ typedef struct emb__w2v_round {
 typedef struct emb__w2v_dist {
     int lane0, nlocal;
     int64_t round_tokens; /* tokens per lane and round (0: the single process's 16,384) */
+    bool partial;         /* set by round(): it merged part of the tables only, so the processes'
+                             tables still differ; no progress report and no agreement follow it */
     void *ctx;
     emb_status (*round)(void *ctx, emb_w2v *w, emb__w2v_round *r);
     int (*agree)(void *ctx, int stop);

@@ -298,11 +298,46 @@ static void test_default_size(void **state) {
     outcome_free(&alone), outcome_free(&par);
 }
 
+/* A file that grows after its ranges were read and before its fingerprint is taken is
+ * refused (the fingerprint would cover bytes no range read), and nothing is returned. */
+static void append_words(const char *name) {
+    FILE *f = fopen(name, "ab");
+    assert_non_null(f);
+    fputs("late words\n", f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_file_grows(void **state) {
+    (void)state;
+    emb__w2v_range_min = 1;
+    const char *path = path_of("grows.txt");
+    /* larger than the stream's first read, which would otherwise hold the whole file */
+    const size_t n = (size_t)1 << 20;
+    char *text = malloc(n);
+    assert_non_null(text);
+    for (size_t i = 0; i < n; i++)
+        text[i] = i % 8 == 7 ? (i % 64 == 63 ? '\n' : ' ') : 'a' + (char)(i % 8);
+    put_file(path, text, n);
+    free(text);
+    emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+    o.min_count = 1;
+    const char *paths[] = {path};
+    emb__w2v_ranges_read = append_words;
+    outcome r = read_with(&o, 2, paths, 1);
+    emb__w2v_ranges_read = NULL;
+    if (r.st != EMB_ERR_IO) fail_msg("status %d: %s", r.st, r.msg);
+    assert_non_null(strstr(r.msg, "changed while it was read"));
+    assert_non_null(strstr(r.msg, "grows.txt"));
+    assert_null(r.v);
+    outcome_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crafted),       cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_too_long),      cmocka_unit_test(test_random_texts),
         cmocka_unit_test(test_several_files), cmocka_unit_test(test_default_size),
+        cmocka_unit_test(test_file_grows),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
