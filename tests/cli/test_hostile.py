@@ -359,7 +359,8 @@ def test_no_torn_reads_while_the_file_is_replaced(emb_bin, tmp_path):
     th.start()
     torn, runs, t0 = [], 0, time.time()
     try:
-        while runs < 300 and time.time() - t0 < 20:
+        # at least 50 lookups however slow the machine is, more while there is time
+        while runs < 50 or (runs < 300 and time.time() - t0 < 20):
             r = run([emb_bin, "lookup", "--raw", str(x), "a000005", "b000005"])
             runs += 1
             for line in r.stdout.splitlines():
@@ -370,7 +371,6 @@ def test_no_torn_reads_while_the_file_is_replaced(emb_bin, tmp_path):
     finally:
         stop.set()
         th.join()
-    assert runs >= 50
     assert not torn, f"{len(torn)} torn reads of {runs}, e.g. {torn[:3]}"
 
 
