@@ -253,6 +253,9 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     train_output out;
     if ((rc = train_output_resolve(cmd, output, binary, input != NULL, &out)) >= 0) return rc;
     output = out.path;
+    /* fastText writes PREFIX.bin beside PREFIX.vec; emb does for models with subwords, whose
+     * vectors of unseen words only the model holds */
+    if (out.model && o.maxn > 0 && !save_model) save_model = out.model;
     char why[600];
     if (!out.to_stdout && !dir_writable(output, why, sizeof why))
         return emb_cli_fail(cmd, "cannot write %s: %s", output, why);
@@ -411,8 +414,9 @@ const emb_cli_command emb_cli_cmd_train = {
     "picks word2vec text or binary whatever the name, as the word2vec tool does. OUT '-'\n"
     "writes to standard output (word2vec text, or binary with -binary 1). With the corpus\n"
     "given by fastText's -input, an OUT without one of those extensions is a prefix, as in\n"
-    "fastText: PREFIX.vec is written. Compressed names (.gz, .bz2, .xz, .zst) are refused\n"
-    "rather than written uncompressed: use -o - | gzip > OUT.gz. The file is written\n"
+    "fastText: PREFIX.vec is written, and PREFIX.bin (the model) with subwords.\n"
+    "Compressed names (.gz, .bz2, .xz, .zst) are refused rather than written\n"
+    "uncompressed: use -o - | gzip > OUT.gz. The file is written\n"
     "atomically: a failed run never replaces an existing OUT.\n"
     "\n"
     "Options (word2vec's and fastText's single-dash names are accepted too):\n"
