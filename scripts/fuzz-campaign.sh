@@ -10,7 +10,11 @@
 # Environment: SECS (seconds per harness, default 3600), RUNS (executions per harness, default
 # unlimited: whichever comes first ends the harness), ONLY (harness names separated by
 # spaces, default all), FUZZ_BUILD (default build-fuzz), JOBS (build jobs, default 2),
-# SUMMARY (default CORPUS_DIR/summary.tsv), FUZZ_CC (as for make fuzz).
+# SUMMARY (default CORPUS_DIR/summary.tsv), FUZZ_CC (as for make fuzz), TIMEOUT (seconds of
+# wall time one input may take before libFuzzer calls it a hang, default 60: the harnesses run
+# at nice 19, and on a machine busy with other work an input that takes a third of a second
+# of CPU time, such as a small compressed text that expands to a megabyte, can wait ten
+# seconds for a core).
 #
 # Layout of CORPUS_DIR: <harness>/ the working corpus, artifacts/ the inputs of findings
 # (<harness>-crash-<sha1>, -leak-, -timeout-, -oom-), logs/<harness>-<stamp>.log, summary.tsv.
@@ -24,7 +28,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: [SECS=3600] [RUNS=N] [ONLY='fuzz_a fuzz_b'] scripts/fuzz-campaign.sh CORPUS_DIR" >&2
+  echo "usage: [SECS=3600] [RUNS=N] [TIMEOUT=60] [ONLY='fuzz_a fuzz_b'] scripts/fuzz-campaign.sh CORPUS_DIR" >&2
   exit 2
 }
 [ $# -eq 1 ] || usage
@@ -33,11 +37,13 @@ mkdir -p "$1"
 out=$(cd "$1" && pwd)
 secs=${SECS:-3600}
 runs=${RUNS:-}
+timeout=${TIMEOUT:-60}
 build=${FUZZ_BUILD:-build-fuzz}
 case $build in /*) ;; *) build="$root/$build" ;; esac
 summary=${SUMMARY:-$out/summary.tsv}
 case $secs in '' | *[!0-9]*) usage ;; esac
 case $runs in *[!0-9]*) usage ;; esac
+case $timeout in '' | *[!0-9]*) usage ;; esac
 
 # the build runs in a process group of its own, so that a stop ends the compilers too
 builder=
@@ -106,7 +112,7 @@ for name in "${harnesses[@]}"; do
   current=$name
   mkdir -p "$out/$name"
   log="$out/logs/$name-$(date -u +%Y%m%dT%H%M%SZ).log"
-  args=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+  args=(-max_total_time="$secs" -timeout="$timeout" -rss_limit_mb=2048 -print_final_stats=1
     -artifact_prefix="$out/artifacts/$name-")
   [ -n "$runs" ] && args+=(-runs="$runs")
   [ -f "$root/tests/fuzz/dict/$name.dict" ] && args+=(-dict="$root/tests/fuzz/dict/$name.dict")

@@ -533,6 +533,10 @@ emb_status emb__corpus_read(emb__corpus_src *s, char *buf, size_t cap, size_t *g
 /* ---- read more than once; the text as one stream ---- */
 
 emb_status emb__corpus_spool_stdin(emb__corpus_src *s) {
+    return emb__corpus_spool_stdin_max(s, EMB__CORPUS_SPOOL_MAX);
+}
+
+emb_status emb__corpus_spool_stdin_max(emb__corpus_src *s, uint64_t max) {
     bool has = false;
     for (size_t i = 0; i < s->n; i++) has = has || strcmp(s->paths[i], "-") == 0;
     if (!has || s->spool) return EMB_OK;
@@ -550,12 +554,12 @@ emb_status emb__corpus_spool_stdin(emb__corpus_src *s) {
     for (;;) {
         size_t got = fread(s->raw, 1, EMB__RAW_BUF, stdin);
         if (got == 0) break;
-        if ((total += got) > EMB__CORPUS_SPOOL_MAX) {
+        if ((total += got) > max) {
             st = emb__error(EMB_ERR_UNSUPPORTED,
-                            "<stdin>: longer than %" PRIu64 " GiB: the corpus is read more than "
+                            "<stdin>: longer than %" PRIu64 " %s: the corpus is read more than "
                             "once, and standard input is kept for that in a temporary file of "
                             "at most that size; give the corpus as a file",
-                            EMB__CORPUS_SPOOL_MAX >> 30);
+                            max % (1u << 30) ? max : max >> 30, max % (1u << 30) ? "bytes" : "GiB");
             break;
         }
         if (fwrite(s->raw, 1, got, f) != got) {

@@ -115,6 +115,8 @@ const char *emb__corpus_name(const emb__corpus_src *s);
  * the bound). */
 #define EMB__CORPUS_SPOOL_MAX ((uint64_t)64 << 30)
 emb_status emb__corpus_spool_stdin(emb__corpus_src *s);
+/* The same with the bound given (the tests' way to reach it). */
+emb_status emb__corpus_spool_stdin_max(emb__corpus_src *s, uint64_t max);
 /* Starts again at the first file. Errors: EMB_ERR_INVALID (an open stream, or stdin that was
  * not spooled: it cannot be read twice). */
 emb_status emb__corpus_rewind(emb__corpus_src *s);

@@ -3,7 +3,7 @@
  * of everything between the magic and the last 8 bytes) so that mutations reach the checks
  * behind it, and resumes it against a fixed tiny corpus with fixed options, except the
  * thread count, which is taken from the checkpoint's own field (1 to 3) so that files of
- * several lanes are reachable, and, in a version 3 file, subwords (minn 2, maxn 3, 61
+ * several lanes are reachable, and, in a file of version 3 or later, subwords (minn 2, maxn 3, 61
  * buckets) when its maxn field is not 0 and phrases (one pass, min_count 1, threshold 1)
  * when its phrase passes field is not 0, so that the n-gram bucket rows and the phrase
  * fields are reached. Oracles, besides the sanitizers: a refused checkpoint leaves
@@ -42,7 +42,7 @@ static const char *corpus_path(void) {
     return fz_corpus(CORPUS, sizeof CORPUS - 1);
 }
 
-/* The kinds of run a checkpoint asks for (version 3's subword and phrase fields). */
+/* The kinds of run a checkpoint asks for (version 3 and later: subword and phrase fields). */
 enum { KIND_SUBWORDS = 1, KIND_PHRASES = 2 };
 
 static emb_w2v_options options_of(int threads, int kind);
@@ -67,8 +67,8 @@ static emb_w2v_options options_of(int threads, int kind) {
     return o;
 }
 
-/* The kind of run a version 3 checkpoint declares: its maxn field (the 19th option field)
- * and its phrase passes field (the 21st). */
+/* The kind of run a checkpoint of version 3 or later declares: its maxn field (the 19th option
+ * field) and its phrase passes field (the 21st). */
 static int kind_of(const uint8_t *d, size_t n) {
     uint64_t version, maxn, passes;
     if (n < 8 + 8 + 21 * 8) return 0;

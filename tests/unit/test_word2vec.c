@@ -834,6 +834,54 @@ static void test_longest_sentences(void **state) {
     emb_w2v_free(w);
 }
 
+/* Standard input is copied once to be read twice, up to a bound: longer input is refused
+ * with the bound named and nothing of the copy kept; input within it reads back whole, twice.
+ * (The bound is 64 GiB in use; the test gives a smaller one.) */
+static void spool_of(size_t bytes, uint64_t max, emb_status want) {
+    const char *path = tmp("stdin.txt");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    for (size_t i = 0; i < bytes; i++) fputc(i % 7 == 6 ? ' ' : 'a' + (int)(i % 5), f);
+    fclose(f);
+    assert_non_null(freopen(path, "rb", stdin));
+    const char *dash = "-";
+    emb__corpus_src *s;
+    EMB_OK_OR_FAIL(emb__corpus_open_paths(&s, &dash, 1));
+    emb_status st = emb__corpus_spool_stdin_max(s, max);
+    assert_int_equal(st, want);
+    if (st) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "longer than %" PRIu64 " bytes", max);
+        assert_non_null(strstr(emb_errmsg(), msg));
+        assert_non_null(strstr(emb_errmsg(), "give the corpus as a file"));
+    } else {
+        char *buf = malloc(bytes + 1);
+        assert_non_null(buf);
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass) EMB_OK_OR_FAIL(emb__corpus_rewind(s));
+            bool have;
+            EMB_OK_OR_FAIL(emb__corpus_next_file(s, &have));
+            assert_true(have);
+            size_t n = 0, got;
+            do {
+                EMB_OK_OR_FAIL(emb__corpus_read(s, buf + n, bytes + 1 - n, &got));
+                n += got;
+            } while (got > 0 && n <= bytes);
+            assert_int_equal(n, bytes);
+        }
+        free(buf);
+    }
+    emb__corpus_close(s);
+    assert_non_null(freopen("/dev/null", "rb", stdin));
+}
+
+static void test_stdin_spool_bound(void **state) {
+    (void)state;
+    spool_of(3u << 20, 1u << 20, EMB_ERR_UNSUPPORTED);
+    spool_of(1u << 20, 1u << 20, EMB_OK); /* exactly the bound */
+    spool_of(1000, 1u << 20, EMB_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_divergence_stops_training),
@@ -853,6 +901,7 @@ int main(void) {
         cmocka_unit_test(test_ids_file_equals_memory),
         cmocka_unit_test(test_alias_table),
         cmocka_unit_test(test_bom_and_lenient),
+        cmocka_unit_test(test_stdin_spool_bound),
     };
     return cmocka_run_group_tests(tests, tmp_setup, tmp_teardown);
 }
