@@ -14,11 +14,13 @@ whole corpus as one line without a newline, as text8 is (each tool then cuts it 
 emb and the word2vec tool every 1000 tokens, gensim's LineSentence every 10,000, fastText
 every 1024). Learning rates: 0.025 for skip-gram, 0.05 for CBOW (the word2vec
 tool's defaults) for emb and fastText; gensim uses its default 0.025 for both. "emb" is emb train
-with its defaults (negatives drawn per pair, as the word2vec tool); "emb-shared" adds
---shared-negatives (one draw per window, the faster form; CBOW is the same in both).
+with its defaults (skip-gram: one draw of negatives per window, shared by its context words);
+"emb-pair" adds --per-pair-negatives (a draw per (center, context) pair, as the word2vec tool,
+gensim and fastText) and "emb-shared" --shared-negatives (the default, named); both are
+skip-gram only (CBOW draws once a window either way).
 
 Usage: /usr/bin/python3 bench/bench_word2vec.py [--threads 1,2] [--models sg,cbow]
-       [--tools emb,emb-shared,gensim,fasttext] [--layouts lines,oneline]
+       [--tools emb,emb-pair,emb-shared,gensim,fasttext] [--layouts lines,oneline]
        (make bench-w2v runs it with BENCH_W2V_FLAGS; EMB_BUILD_DIR picks the build)
 """
 import argparse
@@ -35,6 +37,9 @@ ROOT = os.path.normpath(os.path.join(HERE, ".."))
 BUILD = os.environ.get("EMB_BUILD_DIR", os.path.join(ROOT, "build"))
 EMB = os.path.join(BUILD, "emb")
 QUESTIONS = os.path.join(ROOT, "data", "eval", "questions-words.txt")
+# emb's tools: its defaults, then skip-gram's two forms of negative sampling named explicitly
+NEGATIVES = {"emb": [], "emb-shared": ["--shared-negatives"],
+             "emb-pair": ["--per-pair-negatives"]}
 PUNCT = "".join(chr(c) for c in range(33, 127) if not chr(c).isalnum())
 
 GENSIM_SCRIPT = r"""
@@ -42,9 +47,10 @@ import sys, time, logging
 from gensim.models import Word2Vec
 from gensim.models.word2vec import LineSentence
 corpus, out, sg, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+seed = int(sys.argv[5]) if len(sys.argv) > 5 else 1
 t0 = time.perf_counter()
 m = Word2Vec(LineSentence(corpus), vector_size=100, window=5, negative=5, hs=0, sample=1e-3,
-             min_count=5, epochs=5, sg=sg, workers=threads, seed=1)
+             min_count=5, epochs=5, sg=sg, workers=threads, seed=seed)
 t1 = time.perf_counter()
 m.wv.save_word2vec_format(out, binary=True)
 print(f"TRAIN_SECONDS {t1 - t0:.3f}")
@@ -86,23 +92,26 @@ def accuracy(vectors):
     return float(m.group(1)), f"{m.group(2)}/{m.group(3)}"
 
 
-def run_tool(tool, model, threads, corpus, work):
+def run_tool(tool, model, threads, corpus, work, seed=1):
+    """Trains with one tool; returns (wall s, peak MB, accuracy %, "n/N"). `seed` is emb's
+    --seed and gensim's seed= (fastText keeps its own default seed)."""
     sg = model == "sg"
     lr = "0.025" if sg else "0.05"
-    if tool in ("emb", "emb-shared"):
-        out = os.path.join(work, f"{tool}-{model}-{threads}.bin")
+    if tool in NEGATIVES:
+        out = os.path.join(work, f"{tool}-{model}-{threads}-{seed}.bin")
         argv = [EMB, "train", corpus, "-o", out, "--model", "skipgram" if sg else "cbow",
                 "--dim", "100", "--window", "5", "--negative", "5", "--sample", "1e-3",
                 "--min-count", "5", "--epochs", "5", "--threads", str(threads), "--alpha", lr,
-                "-q"] + (["--shared-negatives"] if tool == "emb-shared" else [])
+                "--seed", str(seed), "-q"] + NEGATIVES[tool]
     elif tool == "gensim":
-        out = os.path.join(work, f"gensim-{model}-{threads}.bin")
+        out = os.path.join(work, f"gensim-{model}-{threads}-{seed}.bin")
         script = os.path.join(work, "gensim_train.py")
         with open(script, "w") as f:
             f.write(GENSIM_SCRIPT)
-        argv = ["/usr/bin/python3", script, corpus, out, "1" if sg else "0", str(threads)]
+        argv = ["/usr/bin/python3", script, corpus, out, "1" if sg else "0", str(threads),
+                str(seed)]
     else:
-        prefix = os.path.join(work, f"fasttext-{model}-{threads}")
+        prefix = os.path.join(work, f"fasttext-{model}-{threads}-{seed}")
         out = prefix + ".vec"
         argv = ["fasttext", "skipgram" if sg else "cbow", "-input", corpus, "-output", prefix,
                 "-dim", "100", "-ws", "5", "-neg", "5", "-t", "1e-3", "-minCount", "5",
@@ -122,7 +131,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--models", default="sg,cbow")
-    ap.add_argument("--tools", default="emb,emb-shared,gensim,fasttext")
+    ap.add_argument("--tools", default="emb,emb-pair,gensim,fasttext")
     ap.add_argument("--layouts", default="lines,oneline")
     args = ap.parse_args()
     tools = [t for t in args.tools.split(",") if t]
@@ -145,7 +154,8 @@ def main():
         for layout, corpus in corpora.items():
             for model in args.models.split(","):
                 for threads in [int(t) for t in args.threads.split(",")]:
-                    use = [t for t in tools if not (t == "emb-shared" and model == "cbow")]
+                    use = [t for t in tools
+                           if not (t in ("emb-pair", "emb-shared") and model == "cbow")]
                     res = {t: run_tool(t, model, threads, corpus, work) for t in use}
                     for t in use:
                         wall, rss, acc, frac = res[t]

@@ -34,7 +34,8 @@ typedef enum emb_w2v_model {
 
 /* Training settings. emb_w2v_options_default(model) gives the word2vec tool's defaults:
  * dim 100, window 5, negative 5, sample 1e-3, min_count 5, epochs 5, alpha 0.025 for
- * skip-gram and 0.05 for CBOW, min_alpha = alpha * 1e-4, cbow_mean true, seed 1. */
+ * skip-gram and 0.05 for CBOW, min_alpha = alpha * 1e-4, cbow_mean true, seed 1; and, unlike
+ * the word2vec tool, shared_negatives true for skip-gram. */
 typedef struct emb_w2v_options {
     emb_w2v_model model;
     int64_t dim;           /* vector size, >= 1 */
@@ -57,8 +58,10 @@ typedef struct emb_w2v_options {
     int64_t max_sentence;  /* a line longer than this many tokens is cut into pieces; 1000;
                               in [1, 2^31 - 1] */
     bool shared_negatives; /* skip-gram: one draw of negatives per window, shared by its
-                              context words (faster); false: a draw per (center, context)
-                              pair, as the word2vec tool does */
+                              context words (faster, as accurate over seeds; the default for
+                              skip-gram); false: a draw per (center, context) pair, as the
+                              word2vec tool and fastText do. CBOW draws once a window
+                              either way */
     bool compute_loss;     /* report the training loss to the progress callback (costs a second
                               pass over each step's dot products; the vectors are the same
                               bits with or without it); false by default, as in gensim */

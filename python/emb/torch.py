@@ -41,10 +41,23 @@ def _view(t):
     return t.numpy()
 
 
-def _sparse(rows, values, shape):
-    """torch's sparse gradient of an embedding from emb's (rows, values)."""
-    return torch._sparse_coo_tensor_unsafe(torch.from_numpy(rows).unsqueeze(0),
-                                           torch.from_numpy(values), shape)
+def _sparse(rows, values, shape, input=None):
+    """torch's sparse gradient of an embedding from emb's (rows, values). When the rows are
+    the int64 `input` tensor's entries in order (all of them: no padding), the gradient's
+    indices are that tensor, as in torch's own gradient."""
+    if input is not None and input.dtype is torch.int64 and rows.shape[0] == input.numel():
+        idx = input.reshape(1, -1)
+    else:
+        idx = torch.from_numpy(rows).unsqueeze(0)
+    return torch._sparse_coo_tensor_unsafe(idx, torch.from_numpy(values), shape)
+
+
+def _flat_indices(input, idx):
+    """The indices [1, n] of a sparse gradient whose rows are the forward's indices: the
+    input tensor itself when `idx` (its numpy view) is its memory, else a tensor over idx."""
+    if input.dtype is torch.int64 and not input.requires_grad and input.is_contiguous():
+        return input.reshape(1, -1)
+    return torch.from_numpy(idx.reshape(1, -1))
 
 
 class _EmbeddingFunction(torch.autograd.Function):
@@ -56,6 +69,7 @@ class _EmbeddingFunction(torch.autograd.Function):
         out = _emb.embedding(w, idx, max_norm, norm_type)
         ctx.weight = w
         ctx.indices = idx
+        ctx.input = indices
         ctx.opts = (padding_idx, scale_grad_by_freq, sparse)
         return torch.from_numpy(out)
 
@@ -65,10 +79,11 @@ class _EmbeddingFunction(torch.autograd.Function):
         if sparse and padding_idx is None and not scale and ctx.indices.dtype == np.int64:
             # emb_embedding_backward_sparse_view's case (and torch's): the gradient's entries
             # are the forward's indices (validated by the forward) and grad_output, borrowed
+            # as torch tensors (a tensor over a numpy array costs a conversion, and freeing
+            # it takes the GIL)
             shape = ctx.weight.shape
             return (torch._sparse_coo_tensor_unsafe(
-                torch.from_numpy(ctx.indices.reshape(1, -1)),
-                grad_output.contiguous().reshape(-1, shape[1]), shape),
+                _flat_indices(ctx.input, ctx.indices), grad_output.reshape(-1, shape[1]), shape),
                 None, None, None, None, None, None)
         g = _emb.embedding_backward(ctx.weight, ctx.indices, _view(grad_output), padding_idx,
                                     scale, sparse)
@@ -120,6 +135,7 @@ class _BagFunction(torch.autograd.Function):
         out, max_indices = _emb.embedding_bag(w, inp, off, p, mode, padding_idx, max_norm,
                                               norm_type, include_last_offset)
         ctx.weight = w
+        ctx.input = input
         ctx.args = (inp, off, p, max_indices)
         ctx.opts = dict(mode=mode, padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq,
                         include_last_offset=include_last_offset)
@@ -135,7 +151,11 @@ class _BagFunction(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             what = "sparse" if ctx.sparse else "dense"
             g = _emb.embedding_bag_backward(w, inp, go, off, p, mi, what=what, **ctx.opts)
-            gw = _sparse(g[0], g[1], ctx.weight.shape) if ctx.sparse else torch.from_numpy(g)
+            if not ctx.sparse:
+                gw = torch.from_numpy(g)
+            else:  # rows = the input's entries in order when nothing is left out (no padding)
+                gw = _sparse(g[0], g[1], w.shape, ctx.input if ctx.opts["padding_idx"] is None
+                             else None)
         if ctx.needs_input_grad[1]:
             gp = torch.from_numpy(_emb.embedding_bag_backward(
                 w, inp, go, off, None, None, what="per_sample_weights", **ctx.opts))

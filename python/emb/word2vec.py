@@ -35,7 +35,7 @@ def _is_path(x):
 
 def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
           min_count=5, max_final_vocab=None, sample=1e-3, seed=1, workers=3,
-          min_alpha=0.0001, sg=0, negative=5, cbow_mean=1, epochs=5, shared_negatives=False,
+          min_alpha=0.0001, sg=0, negative=5, cbow_mean=1, epochs=5, shared_negatives=True,
           lowercase=False, strip_punct=False, max_sentence=1000, lenient=False, phrases=0,
           phrases_min_count=5, phrases_threshold=10.0, phrases_delimiter="_",
           phrases_scoring="default", progress=None):
@@ -53,6 +53,9 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
     too long, counted in kv.skipped = (invalid, too_long)), and phrases (passes of gensim's
     Phrases applied before training, 0: off; True is one pass) with phrases_min_count,
     phrases_threshold, phrases_delimiter and phrases_scoring ('default' or 'npmi').
+    shared_negatives: skip-gram draws one set of negatives per window, shared by its context
+    words (the default: faster, as accurate over seeds); False draws them per (center,
+    context) pair, as gensim does. CBOW draws once per window either way.
 
     progress: called about every 100,000 words with a dict (words_done, words_total, epoch,
     alpha, seconds); returning True stops training, and the vectors trained so far are

@@ -200,14 +200,26 @@ static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s, 
         if (!cbow) n = 0;
         for (int64_t q = w->sub_off[s->ctx[c]]; q < w->sub_off[s->ctx[c] + 1]; q++)
             s->sub[n++] = w->sub_rows[q];
-        if (!cbow && touch) touch(w->dist->ctx, s->sub, n);
-        if (!cbow && !step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, true,
-                           w->sigmoid, s->scratch))
+        if (cbow) continue;
+        if (o->compute_loss) { /* the input is the mean of the word's subword rows */
+            s->loss += emb__w2v_step_loss(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, true,
+                                          true, s->h);
+            s->examples++;
+        }
+        if (touch) touch(w->dist->ctx, s->sub, n);
+        if (!step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, true, w->sigmoid,
+                  s->scratch))
             s->nonfinite = true;
     }
-    if (cbow && touch) touch(w->dist->ctx, s->sub, n);
-    if (cbow && !step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, o->cbow_mean,
-                      w->sigmoid, s->scratch))
+    if (!cbow) return;
+    if (o->compute_loss) {
+        s->loss += emb__w2v_step_loss(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, true,
+                                      o->cbow_mean, s->h);
+        s->examples++;
+    }
+    if (touch) touch(w->dist->ctx, s->sub, n);
+    if (!step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, o->cbow_mean,
+              w->sigmoid, s->scratch))
         s->nonfinite = true;
 }
 

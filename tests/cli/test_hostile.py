@@ -82,7 +82,7 @@ def one_line_error(r, cmd):
 
 # ---- training that diverges ----
 
-@pytest.mark.parametrize("model", ["skipgram", "cbow", "shared"])
+@pytest.mark.parametrize("model", ["skipgram", "cbow", "per-pair"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("kernels", ["ref", "auto"])
 def test_diverging_training_stops_with_an_error(emb_bin, tmp_path, model, threads, kernels):
@@ -92,7 +92,7 @@ def test_diverging_training_stops_with_an_error(emb_bin, tmp_path, model, thread
     if SANITIZED and (threads == 2 or kernels == "ref"):
         pytest.skip("one variant per model under the sanitizers (time)")
     corpus = synthetic(tmp_path / "c.txt")
-    extra = ["--shared-negatives"] if model == "shared" else ["--model", model]
+    extra = ["--per-pair-negatives"] if model == "per-pair" else ["--model", model]
     out = tmp_path / "v.vec"
     r = run([emb_bin, "train", corpus, "-o", str(out), "--alpha", "1", "--sample", "0",
              "--epochs", "5", "--dim", "20", "--min-count", "1", "--threads", str(threads),
@@ -359,7 +359,8 @@ def test_no_torn_reads_while_the_file_is_replaced(emb_bin, tmp_path):
     th.start()
     torn, runs, t0 = [], 0, time.time()
     try:
-        while runs < 300 and time.time() - t0 < 20:
+        # at least 50 lookups however slow the machine is, more while there is time
+        while runs < 50 or (runs < 300 and time.time() - t0 < 20):
             r = run([emb_bin, "lookup", "--raw", str(x), "a000005", "b000005"])
             runs += 1
             for line in r.stdout.splitlines():
@@ -370,7 +371,6 @@ def test_no_torn_reads_while_the_file_is_replaced(emb_bin, tmp_path):
     finally:
         stop.set()
         th.join()
-    assert runs >= 50
     assert not torn, f"{len(torn)} torn reads of {runs}, e.g. {torn[:3]}"
 
 

@@ -63,6 +63,17 @@ def test_fasttext_output_prefix(emb_bin, tmp_path):
     assert not prefix.exists()
     kv = KeyedVectors.load_word2vec_format(str(tmp_path / "model.vec"))
     assert kv.vector_size == 8
+    assert not (tmp_path / "model.bin").exists()  # no subwords: the .vec holds everything
+    # with subwords PREFIX.bin is the model too, as fastText writes it; gensim reads it and
+    # gives the .vec's vectors for the words, and a vector for an unseen word
+    sub = tmp_path / "sub"
+    train(emb_bin, "-input", corpus, "-output", sub, "-minn", 2, "-maxn", 3, "-bucket", 1000, *BASE)
+    vec = KeyedVectors.load_word2vec_format(str(tmp_path / "sub.vec"))
+    from gensim.models.fasttext import load_facebook_vectors
+    ft = load_facebook_vectors(str(tmp_path / "sub.bin"))
+    for word in vec.index_to_key:
+        assert np.allclose(ft[word], vec[word], rtol=1e-5, atol=1e-6), word
+    assert np.isfinite(ft["zzunseenzz"]).all() and np.abs(ft["zzunseenzz"]).sum() > 0
     # word2vec's -train keeps the name as given
     train(emb_bin, "-train", corpus, "-output", tmp_path / "w2v", *BASE)
     assert KeyedVectors.load_word2vec_format(str(tmp_path / "w2v")).vector_size == 8

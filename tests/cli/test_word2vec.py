@@ -77,6 +77,48 @@ def test_reproducible_one_thread(emb_bin, tmp_path):
         assert outs[0] == outs[1]
 
 
+def test_negative_sampling_forms(emb_bin, tmp_path):
+    """Skip-gram shares a window's negatives by default (--shared-negatives gives the same
+    bits), --per-pair-negatives draws them per pair; both forms give the scalar reference's
+    bits (EMB_KERNELS=ref). CBOW is the same either way; --subwords draws per pair unless
+    asked. A checkpoint of one form does not resume the other."""
+    corpus = synthetic(tmp_path / "c.txt")
+    base = ["--dim", 10, "--min-count", 1, "--threads", 1, "--seed", 3, "--epochs", 2, "-q"]
+
+    def vectors(name, *extra, kernels="auto"):
+        out = tmp_path / name
+        p = run([emb_bin, "train", corpus, "-o", out, *map(str, base + list(extra))],
+                env=dict(os.environ, EMB_KERNELS=kernels))
+        assert p.returncode == 0, p.stderr
+        return out.read_bytes()
+
+    default = vectors("d.bin")
+    assert default == vectors("s.bin", "--shared-negatives")
+    pair = vectors("p.bin", "--per-pair-negatives")
+    assert pair != default
+    assert default == vectors("dr.bin", kernels="ref")
+    assert pair == vectors("pr.bin", "--per-pair-negatives", kernels="ref")
+    cbow = vectors("c.bin", "--model", "cbow")
+    assert cbow == vectors("cp.bin", "--model", "cbow", "--per-pair-negatives")
+    assert cbow == vectors("cs.bin", "--model", "cbow", "--shared-negatives")
+    sub = vectors("w.vec", "--subwords", "--bucket", 1000)
+    assert sub == vectors("wp.vec", "--subwords", "--bucket", 1000, "--per-pair-negatives")
+    assert sub != vectors("ws.vec", "--subwords", "--bucket", 1000, "--shared-negatives")
+    p = train(emb_bin, corpus, "-o", tmp_path / "x.bin", "--shared-negatives",
+              "--per-pair-negatives", check=False)
+    assert p.returncode == 2 and "exclude each other" in p.stderr
+    ck = tmp_path / "p.ckpt"
+    train(emb_bin, corpus, "-o", tmp_path / "k.bin", *base[:-3], "--epochs", 50,
+          "--per-pair-negatives", "--checkpoint", ck, "--checkpoint-every", "0.000001",
+          "--keep-checkpoint", "-q")
+    p = train(emb_bin, corpus, "-o", tmp_path / "r.bin", *base[:-3], "--epochs", 50,
+              "--resume", ck, check=False)
+    assert p.returncode == 1
+    assert "shared_negatives 0, but this run has shared_negatives 1" in p.stderr, p.stderr
+    train(emb_bin, corpus, "-o", tmp_path / "r.bin", *base[:-3], "--epochs", 50,
+          "--per-pair-negatives", "--resume", ck, "-q")
+
+
 def test_progress_and_summary(emb_bin, tmp_path):
     corpus = synthetic(tmp_path / "c.txt", lines=2000)
     p = train(emb_bin, corpus, "-o", tmp_path / "v.bin", "--min-count", 1, "--dim", 8,

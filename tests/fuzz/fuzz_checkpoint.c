@@ -61,7 +61,8 @@ static emb_w2v_options options_of(int threads, int kind) {
     o.sample = 0;
     o.seed = 3;
     o.threads = threads;
-    o.max_sentence = 5; /* several sentences per line: more positions to resume at */
+    o.max_sentence = 5;         /* several sentences per line: more positions to resume at */
+    o.shared_negatives = false; /* negatives per pair, as the seed checkpoints were written */
     if (kind & KIND_SUBWORDS) o.minn = 2, o.maxn = 3, o.bucket = 61;
     if (kind & KIND_PHRASES) o.phrases = 1, o.phrases_min_count = 1, o.phrases_threshold = 1.0;
     return o;

@@ -160,6 +160,15 @@ def test_train_from_a_file_and_from_sentences(tmp_path):
     assert kv.get_vecattr("t3w0", "count") > 0
     with pytest.raises(emb.FormatError, match="no word occurs"):
         emb.train([["a", "b"]], min_count=5)
+    # skip-gram shares a window's negatives unless told to draw them per pair (as gensim)
+    shared = emb.train(str(path), vector_size=16, workers=1, epochs=3, sg=1,
+                       shared_negatives=True)
+    assert np.array_equal(shared.vectors, kv.vectors)
+    pair = emb.train(str(path), vector_size=16, workers=1, epochs=3, sg=1,
+                     shared_negatives=False)
+    assert not np.array_equal(pair.vectors, kv.vectors)
+    near = [w for w, _ in pair.most_similar("t3w0", topn=5)]
+    assert all(w.startswith("t3w") for w in near), near
 
 
 def test_train_over_several_paths(tmp_path):

@@ -270,3 +270,27 @@ def test_sparse_bag_gradient_owns_emb_storage():
     same_bits(rows_copy, gw._indices()[0].numpy(), "rows")
     same_bits(values, gw._values().numpy(), "values")
     values[:] = 0  # writable, and nobody else's memory
+
+
+@pytest.mark.parametrize("cls", ["Embedding", "EmbeddingBag"])
+@pytest.mark.parametrize("padding_idx", [None, 3])
+def test_sparse_gradient_indices_are_the_input_as_torchs(cls, padding_idx):
+    """A sparse gradient whose entries are the input's indices in order (int64, no padding)
+    has the input tensor itself as its indices, as torch's gradient has; with padding_idx
+    the entries are fewer and the indices are emb's. Either way the entries equal torch's."""
+    torch.manual_seed(0)
+    w = torch.randn(V, D)
+    x = torch.randint(0, V, (6, 4))
+    x[0, 0] = 3
+    out = {}
+    for name, mod in (("emb", getattr(et, cls)), ("torch", getattr(nn, cls))):
+        m = mod.from_pretrained(w, freeze=False, sparse=True, padding_idx=padding_idx)
+        y = m(x)
+        (y * torch.linspace(-1, 1, y.numel()).reshape(y.shape)).sum().backward()
+        out[name] = m.weight.grad
+    mine, theirs = out["emb"], out["torch"]
+    same_bits(mine._indices().numpy(), theirs._indices().numpy(), "indices")
+    same_bits(mine._values().numpy(), theirs._values().numpy(), "values")
+    assert mine.is_coalesced() == theirs.is_coalesced()
+    shares = mine._indices().data_ptr() == x.data_ptr()
+    assert shares == (theirs._indices().data_ptr() == x.data_ptr()) == (padding_idx is None)

@@ -53,8 +53,9 @@ static int record(const emb_w2v_progress *p, void *user) {
 
 /* One word repeated: every negative is the true word and is skipped, so each example is
  * one term; with a learning rate of 1e-30 the rows do not move from their start (output
- * rows zero), every score is 0 and every term is log 2. Skip-gram with window 1 and no
- * subsampling has 2 (n - 1) examples in a sentence of n tokens; CBOW one per token. */
+ * rows zero), every score is 0 and every term is log 2, with and without subwords.
+ * Skip-gram with window 1 and no subsampling has 2 (n - 1) examples in a sentence of n
+ * tokens; CBOW one per token. */
 static void test_loss_by_hand(void **state) {
     (void)state;
     const char *path = tmp("one.txt");
@@ -62,10 +63,12 @@ static void test_loss_by_hand(void **state) {
     assert_non_null(f);
     for (int line = 0; line < 50; line++) fputs("a a a a a a a a a a\n", f); /* 10 tokens */
     fclose(f);
-    for (int cbow = 0; cbow <= 1; cbow++) {
+    for (int variant = 0; variant < 4; variant++) { /* with subwords from variant 2 */
+        const int cbow = variant & 1;
         emb_w2v_options o = emb_w2v_options_default(cbow ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
         o.dim = 8, o.min_count = 1, o.threads = 1, o.epochs = 2, o.window = 1, o.sample = 0;
         o.alpha = 1e-30, o.min_alpha = 0, o.compute_loss = true;
+        if (variant >= 2) o.minn = 2, o.maxn = 3, o.bucket = 50;
         emb_w2v *w;
         EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path, &w));
         recorder r = {0};
@@ -98,10 +101,12 @@ static void train_vectors(const char *corpus, emb_w2v_options o, recorder *r, fl
 static void test_loss_leaves_vectors_alone(void **state) {
     (void)state;
     const char *corpus = topics_corpus(400);
-    for (int variant = 0; variant < 3; variant++) {
-        emb_w2v_options o = emb_w2v_options_default(variant == 1 ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
+    for (int variant = 0; variant < 5; variant++) { /* 3, 4: with subwords */
+        const bool cbow = variant == 1 || variant == 4;
+        emb_w2v_options o = emb_w2v_options_default(cbow ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
         o.dim = 16, o.min_count = 1, o.threads = 1, o.epochs = 8, o.seed = 3;
         o.shared_negatives = variant == 2;
+        if (variant >= 3) o.minn = 2, o.maxn = 4, o.bucket = 200;
         float *a, *b;
         int64_t n;
         recorder ra = {0}, rb = {0};

@@ -50,6 +50,9 @@ static void test_options(void **state) {
     assert_int_equal(d.negative, 5);
     assert_true(d.sample == 1e-3 && d.alpha == 0.025 && d.min_count == 5 && d.epochs == 5);
     assert_true(emb_w2v_options_default(EMB_W2V_CBOW).alpha == 0.05);
+    /* skip-gram shares a window's negatives by default; CBOW draws once a window anyway */
+    assert_true(d.shared_negatives);
+    assert_false(emb_w2v_options_default(EMB_W2V_CBOW).shared_negatives);
     EMB_OK_OR_FAIL(emb_w2v_options_check(&d));
     emb_w2v_options o;
 #define BAD(stmt, needle)                                                                          \
@@ -313,6 +316,7 @@ static void test_checkpoint_version1_resumes(void **state) {
     emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM); /* min_count 1, 1 thread, seed 7 */
     o.dim = 8;
     o.epochs = 10;
+    o.shared_negatives = false; /* the default when the file was written */
     size_t n1, n2;
     unsigned char *v1 = emb_test_read(ck, &n1);
     uint64_t version;

@@ -108,7 +108,7 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     double sample = -1, alpha = NAN, min_alpha = -1, every = 0;
     uint64_t seed = 1;
     bool lowercase = false, strip = false, quiet = false, sum = false, shared = false,
-         keep_ckpt = false, loss = false;
+         per_pair = false, keep_ckpt = false, loss = false;
     const char *input = NULL, *save_vocab = NULL, *read_vocab = NULL, *cont = NULL,
                *save_state = NULL;
     bool lenient = false, phrases = false, use_mpi = false;
@@ -136,6 +136,7 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
         {"strip-punct", 0, NULL, EMB_CLI_FLAG, &strip, 0, 0, 0, 0},
         {"cbow-sum", 0, NULL, EMB_CLI_FLAG, &sum, 0, 0, 0, 0},
         {"shared-negatives", 0, NULL, EMB_CLI_FLAG, &shared, 0, 0, 0, 0},
+        {"per-pair-negatives", 0, NULL, EMB_CLI_FLAG, &per_pair, 0, 0, 0, 0},
         {"lenient", 0, NULL, EMB_CLI_FLAG, &lenient, 0, 0, 0, 0},
         {"max-sentence", 0, NULL, EMB_CLI_INT, &max_sentence, 1, INT32_MAX, 0, 0},
         {"hs", 0, NULL, EMB_CLI_INT, &hs, 0, 1, 0, 0},
@@ -191,6 +192,9 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
         return emb_cli_usage_error(cmd, "invalid value '%s' for --model: expected skipgram or cbow",
                                    model);
     if (cbow >= 0) m = cbow ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM;
+    if (shared && per_pair)
+        return emb_cli_usage_error(cmd, "--shared-negatives and --per-pair-negatives exclude "
+                                        "each other");
     if (!isnan(alpha) && !(alpha > 0 && alpha <= 1))
         return emb_cli_usage_error(
             cmd,
@@ -216,7 +220,6 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     o.lowercase = lowercase;
     o.strip_punct = strip;
     o.cbow_mean = !sum;
-    o.shared_negatives = shared;
     o.compute_loss = loss;
     o.lenient = lenient;
     /* subwords: any of their options turns them on, with fastText's defaults for the rest
@@ -224,6 +227,9 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     if (subwords || minn >= 0 || maxn >= 0 || bucket > 0) o.maxn = maxn >= 0 ? (int)maxn : 6;
     if (minn >= 0) o.minn = (int)minn;
     if (bucket > 0) o.bucket = bucket;
+    /* skip-gram shares a window's negatives by default (the library's default); subword runs
+     * draw per pair as fastText does unless --shared-negatives asks otherwise */
+    if (shared || per_pair || o.maxn > 0) o.shared_negatives = shared;
     /* phrases: any of their options turns them on (one pass unless --phrases-passes) */
     if (phrases || ph_passes > 0 || ph_min_count > 0 || !isnan(ph_threshold) || ph_delimiter ||
         ph_scoring) {
@@ -247,6 +253,9 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     train_output out;
     if ((rc = train_output_resolve(cmd, output, binary, input != NULL, &out)) >= 0) return rc;
     output = out.path;
+    /* fastText writes PREFIX.bin beside PREFIX.vec; emb does for models with subwords, whose
+     * vectors of unseen words only the model holds */
+    if (out.model && o.maxn > 0 && !save_model) save_model = out.model;
     char why[600];
     if (!out.to_stdout && !dir_writable(output, why, sizeof why))
         return emb_cli_fail(cmd, "cannot write %s: %s", output, why);
@@ -405,8 +414,9 @@ const emb_cli_command emb_cli_cmd_train = {
     "picks word2vec text or binary whatever the name, as the word2vec tool does. OUT '-'\n"
     "writes to standard output (word2vec text, or binary with -binary 1). With the corpus\n"
     "given by fastText's -input, an OUT without one of those extensions is a prefix, as in\n"
-    "fastText: PREFIX.vec is written. Compressed names (.gz, .bz2, .xz, .zst) are refused\n"
-    "rather than written uncompressed: use -o - | gzip > OUT.gz. The file is written\n"
+    "fastText: PREFIX.vec is written, and PREFIX.bin (the model) with subwords.\n"
+    "Compressed names (.gz, .bz2, .xz, .zst) are refused rather than written\n"
+    "uncompressed: use -o - | gzip > OUT.gz. The file is written\n"
     "atomically: a failed run never replaces an existing OUT.\n"
     "\n"
     "Options (word2vec's and fastText's single-dash names are accepted too):\n"
@@ -429,7 +439,10 @@ const emb_cli_command emb_cli_cmd_train = {
     "  --strip-punct           strip ASCII punctuation at both ends of tokens\n"
     "  --cbow-sum              CBOW sums the context vectors instead of averaging them\n"
     "  --shared-negatives      skip-gram draws one set of negatives per window, shared by\n"
-    "                          its context words (faster; a little less accurate)\n"
+    "                          its context words (the default, except with subwords)\n"
+    "  --per-pair-negatives    skip-gram draws negatives for each (center, context) pair,\n"
+    "                          as the word2vec tool, gensim and fastText do (slower; the\n"
+    "                          default with --subwords and in earlier versions of emb)\n"
     "  --lenient               skip tokens that are not UTF-8 or longer than 1 MiB\n"
     "                          (counted in the summary) instead of stopping\n"
     "  --max-sentence N        longest sentence in tokens, 1 to 2147483647 (default 1000)\n"

@@ -32,11 +32,13 @@ int train_output_resolve(const emb_cli_command *cmd, const char *output, int64_t
     }
     emb_format by_name = emb_format_from_path(output);
     if (fasttext_input && by_name == EMB_FORMAT_AUTO) {
-        /* fastText's -output is a prefix: PREFIX.vec */
-        static char prefixed[4096];
-        if ((size_t)snprintf(prefixed, sizeof prefixed, "%s.vec", output) >= sizeof prefixed)
+        /* fastText's -output is a prefix: PREFIX.vec (and PREFIX.bin, the model) */
+        static char prefixed[4096], model[4096];
+        if ((size_t)snprintf(prefixed, sizeof prefixed, "%s.vec", output) >= sizeof prefixed ||
+            (size_t)snprintf(model, sizeof model, "%s.bin", output) >= sizeof model)
             return emb_cli_usage_error(cmd, "the output prefix is too long");
         out->path = prefixed;
+        out->model = model;
         out->format = binary == 1 ? EMB_FORMAT_W2V_BINARY : EMB_FORMAT_W2V_TEXT;
         return -1;
     }
