@@ -71,10 +71,14 @@ class _EmbeddingFunction(torch.autograd.Function):
         ctx.indices = idx
         ctx.input = indices
         ctx.opts = (padding_idx, scale_grad_by_freq, sparse)
+        # saved as torch saves it, so that an in-place change of the indices before the
+        # backward is an error there (the backward reads them through the numpy view)
+        ctx.save_for_backward(indices)
         return torch.from_numpy(out)
 
     @staticmethod
     def backward(ctx, grad_output):
+        ctx.saved_tensors  # torch's check that nothing saved was changed in place
         padding_idx, scale, sparse = ctx.opts
         if sparse and padding_idx is None and not scale and ctx.indices.dtype == np.int64:
             # emb_embedding_backward_sparse_view's case (and torch's): the gradient's entries
@@ -140,10 +144,14 @@ class _BagFunction(torch.autograd.Function):
         ctx.opts = dict(mode=mode, padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq,
                         include_last_offset=include_last_offset)
         ctx.sparse = sparse
+        # what the backward reads, saved as torch saves it (the weight only for the gradient
+        # of per_sample_weights), so that an in-place change before the backward is an error
+        ctx.save_for_backward(input, offsets, psw, weight if psw is not None else None)
         return torch.from_numpy(out)
 
     @staticmethod
     def backward(ctx, grad_output):
+        ctx.saved_tensors  # torch's check that nothing saved was changed in place
         inp, off, p, mi = ctx.args
         w = ctx.weight
         go = _view(grad_output)

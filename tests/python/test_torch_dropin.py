@@ -294,3 +294,39 @@ def test_sparse_gradient_indices_are_the_input_as_torchs(cls, padding_idx):
     assert mine.is_coalesced() == theirs.is_coalesced()
     shares = mine._indices().data_ptr() == x.data_ptr()
     assert shares == (theirs._indices().data_ptr() == x.data_ptr()) == (padding_idx is None)
+
+
+@pytest.mark.parametrize("what", ["embedding", "bag input", "bag offsets", "bag psw",
+                                  "bag weight"])
+def test_in_place_change_before_backward_is_an_error_as_in_torch(what):
+    """torch saves what its backward reads and refuses a backward after one of them was
+    changed in place; the drop-ins do the same (they would read the changed values)."""
+    def run(mod):
+        torch.manual_seed(0)
+        if what == "embedding":
+            m = mod.Embedding(10, 3)
+            x = torch.tensor([[1, 2], [3, 4]])
+            out = m(x)
+            x.add_(1)
+        else:
+            m = mod.EmbeddingBag(10, 3, mode="sum")
+            x, off = torch.tensor([1, 2, 3, 4]), torch.tensor([0, 2])
+            p = torch.ones(4, requires_grad=True)
+            out = m(x, off, per_sample_weights=p)
+            if what == "bag input":
+                x.add_(1)
+            elif what == "bag offsets":
+                off[1] = 1
+            elif what == "bag psw":
+                with torch.no_grad():
+                    p.mul_(2)
+            else:
+                with torch.no_grad():
+                    m.weight.mul_(2)
+        with pytest.raises(RuntimeError) as e:
+            out.sum().backward()
+        return str(e.value)
+
+    want, got = run(nn), run(et)
+    assert "modified by an inplace operation" in want
+    assert "modified by an inplace operation" in got
