@@ -4,40 +4,16 @@
  * reading the file, whatever the cuts. The ranges' minimum size is lowered to one byte so
  * that small crafted files are cut, and every thread count from 2 to 7 moves the cuts. */
 #include "emb_test.h"
+#include "emb_test_files.h"
 
 #include <unistd.h>
 
 #include "w2v/w2v_internal.h"
 
-static char tmpdir[256];
-
-static int setup_dir(void **state) {
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/emb_w2v_ranges_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
+/* the group's teardown: the scratch folder, and the ranges' default size back */
 static int teardown_dir(void **state) {
-    (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     emb__w2v_range_min = (size_t)1 << 20;
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *path_of(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-
-static void put_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
+    return tmp_teardown(state);
 }
 
 /* What one read gave: its status and message, or its vocabulary, ids and counts. */
@@ -133,8 +109,8 @@ static int check_paths(const emb_w2v_options *o, const char *const *paths, size_
 }
 
 static int check_text(const emb_w2v_options *o, const char *text, size_t n, const char *what) {
-    const char *p = path_of("corpus.txt");
-    put_file(p, text, n);
+    const char *p = tmp("corpus.txt");
+    put(p, text, n);
     return check_paths(o, &p, 1, what);
 }
 
@@ -258,23 +234,22 @@ static void test_random_texts(void **state) {
  * first appearances across files, and each file's fingerprint. */
 static void test_several_files(void **state) {
     (void)state;
-    put_file(path_of("f1.txt"), "one two three\nfour", 18);
-    put_file(path_of("f2.txt"), "", 0);
-    put_file(path_of("f3.txt"),
-             "\xEF\xBB\xBF"
-             "four five\n\none six\n",
-             22);
-    put_file(path_of("f4.txt"), "seven one\n", 10);
-    const char *paths[] = {path_of("f1.txt"), path_of("f2.txt"), path_of("f3.txt"),
-                           path_of("f4.txt")};
+    put(tmp("f1.txt"), "one two three\nfour", 18);
+    put(tmp("f2.txt"), "", 0);
+    put(tmp("f3.txt"),
+        "\xEF\xBB\xBF"
+        "four five\n\none six\n",
+        22);
+    put(tmp("f4.txt"), "seven one\n", 10);
+    const char *paths[] = {tmp("f1.txt"), tmp("f2.txt"), tmp("f3.txt"), tmp("f4.txt")};
     emb_w2v_options o = opts();
     assert_int_equal(check_paths(&o, paths, 4, "four files"), 6);
 #ifdef EMB_HAVE_ZLIB
     /* a gzip file between plain ones is read alone */
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "printf 'gz words one\\ntwo\\n' | gzip -c > '%s'", path_of("g.gz"));
+    snprintf(cmd, sizeof cmd, "printf 'gz words one\\ntwo\\n' | gzip -c > '%s'", tmp("g.gz"));
     assert_int_equal(system(cmd), 0);
-    const char *mixed[] = {path_of("f1.txt"), path_of("g.gz"), path_of("f4.txt")};
+    const char *mixed[] = {tmp("f1.txt"), tmp("g.gz"), tmp("f4.txt")};
     assert_int_equal(check_paths(&o, mixed, 3, "with gzip"), 6);
 #endif
 }
@@ -287,8 +262,8 @@ static void test_default_size(void **state) {
     char *text = malloc(n);
     assert_non_null(text);
     for (size_t i = 0; i < n; i++) text[i] = "abc de\nfgh i jk\xC3\xA9 "[i % 19];
-    const char *p = path_of("big.txt");
-    put_file(p, text, n);
+    const char *p = tmp("big.txt");
+    put(p, text, n);
     free(text);
     emb_w2v_options o = opts();
     outcome alone = read_with(&o, 1, &p, 1);
@@ -310,14 +285,14 @@ static void append_words(const char *name) {
 static void test_file_grows(void **state) {
     (void)state;
     emb__w2v_range_min = 1;
-    const char *path = path_of("grows.txt");
+    const char *path = tmp("grows.txt");
     /* larger than the stream's first read, which would otherwise hold the whole file */
     const size_t n = (size_t)1 << 20;
     char *text = malloc(n);
     assert_non_null(text);
     for (size_t i = 0; i < n; i++)
         text[i] = i % 8 == 7 ? (i % 64 == 63 ? '\n' : ' ') : 'a' + (char)(i % 8);
-    put_file(path, text, n);
+    put(path, text, n);
     free(text);
     emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
     o.min_count = 1;
@@ -339,5 +314,5 @@ int main(void) {
         cmocka_unit_test(test_several_files), cmocka_unit_test(test_default_size),
         cmocka_unit_test(test_file_grows),
     };
-    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+    return cmocka_run_group_tests(tests, tmp_setup, teardown_dir);
 }
