@@ -52,12 +52,7 @@ def _sparse(rows, values, shape, input=None):
     return torch._sparse_coo_tensor_unsafe(idx, torch.from_numpy(values), shape)
 
 
-def _flat_indices(input, idx):
-    """The indices [1, n] of a sparse gradient whose rows are the forward's indices: the
-    input tensor itself when `idx` (its numpy view) is its memory, else a tensor over idx."""
-    if input.dtype is torch.int64 and not input.requires_grad and input.is_contiguous():
-        return input.reshape(1, -1)
-    return torch.from_numpy(idx.reshape(1, -1))
+_NONE6 = (None,) * 6
 
 
 class _EmbeddingFunction(torch.autograd.Function):
@@ -67,32 +62,40 @@ class _EmbeddingFunction(torch.autograd.Function):
         idx = _view(indices)
         w = weight.detach().numpy()
         out = _emb.embedding(w, idx, max_norm, norm_type)
-        ctx.weight = w
-        ctx.indices = idx
-        ctx.input = indices
-        ctx.opts = (padding_idx, scale_grad_by_freq, sparse)
         # saved as torch saves it, so that an in-place change of the indices before the
-        # backward is an error there (the backward reads them through the numpy view)
+        # backward is an error there (the backward reads them)
         ctx.save_for_backward(indices)
+        ctx.shape = w.shape
+        ctx.rows = None
+        if sparse and padding_idx is None and not scale_grad_by_freq and idx.dtype == np.int64:
+            # emb_embedding_backward_sparse_view's case (and torch's): the gradient's entries
+            # are the forward's indices (validated here) and grad_output, both borrowed as
+            # torch tensors: the input itself when idx is its memory, as in torch's gradient
+            ctx.rows = indices if indices.dtype is torch.int64 and indices.is_contiguous() \
+                else torch.from_numpy(idx)
+        else:
+            ctx.weight = w
+            ctx.indices = idx
+            ctx.opts = (padding_idx, scale_grad_by_freq, sparse)
         return torch.from_numpy(out)
 
     @staticmethod
     def backward(ctx, grad_output):
         ctx.saved_tensors  # torch's check that nothing saved was changed in place
+        rows = ctx.rows
+        if rows is not None:
+            # views with the sizes given (cheaper than reshape's -1); a grad_output that is
+            # not contiguous is copied, as torch's reshape does
+            shape = ctx.shape
+            n = rows.numel()
+            go = grad_output.view(n, shape[1]) if grad_output.is_contiguous() else \
+                grad_output.reshape(n, shape[1])
+            return (torch._sparse_coo_tensor_unsafe(rows.view(1, n), go, shape),) + _NONE6
         padding_idx, scale, sparse = ctx.opts
-        if sparse and padding_idx is None and not scale and ctx.indices.dtype == np.int64:
-            # emb_embedding_backward_sparse_view's case (and torch's): the gradient's entries
-            # are the forward's indices (validated by the forward) and grad_output, borrowed
-            # as torch tensors (a tensor over a numpy array costs a conversion, and freeing
-            # it takes the GIL)
-            shape = ctx.weight.shape
-            return (torch._sparse_coo_tensor_unsafe(
-                _flat_indices(ctx.input, ctx.indices), grad_output.reshape(-1, shape[1]), shape),
-                None, None, None, None, None, None)
         g = _emb.embedding_backward(ctx.weight, ctx.indices, _view(grad_output), padding_idx,
                                     scale, sparse)
         grad = _sparse(g[0], g[1], ctx.weight.shape) if sparse else torch.from_numpy(g)
-        return grad, None, None, None, None, None, None
+        return (grad,) + _NONE6
 
 
 def _served(weight, *tensors):
@@ -124,7 +127,11 @@ class Embedding(nn.Embedding):
     """torch.nn.Embedding with emb's forward and backward (same arguments and behaviour)."""
 
     def forward(self, input):
-        return embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+        w = self.weight
+        if self.padding_idx is None and _served(w, input):  # embedding()'s path, shorter
+            return _EmbeddingFunction.apply(w, input, None, self.max_norm, self.norm_type,
+                                            self.scale_grad_by_freq, self.sparse)
+        return embedding(input, w, self.padding_idx, self.max_norm, self.norm_type,
                          self.scale_grad_by_freq, self.sparse)
 
 

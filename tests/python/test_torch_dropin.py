@@ -296,15 +296,44 @@ def test_sparse_gradient_indices_are_the_input_as_torchs(cls, padding_idx):
     assert shares == (theirs._indices().data_ptr() == x.data_ptr()) == (padding_idx is None)
 
 
-@pytest.mark.parametrize("what", ["embedding", "bag input", "bag offsets", "bag psw",
-                                  "bag weight"])
+@pytest.mark.parametrize("layout", ["transposed input", "transposed grad", "int32 input",
+                                    "empty input"])
+def test_sparse_embedding_gradient_of_any_layout_is_torchs(layout):
+    """The sparse gradient borrows the forward's indices and grad_output as views when it
+    can: a non-contiguous input or grad_output, int32 indices and an empty input still give
+    torch's gradient, with the input tensor as its indices exactly when torch's has it."""
+    torch.manual_seed(0)
+    w = torch.randn(V, D)
+    x = torch.randint(0, V, (4, 6) if layout != "empty input" else (0, 6))
+    if layout == "transposed input":
+        x = x.t()
+    elif layout == "int32 input":
+        x = x.int()
+    out = {}
+    for name, mod in (("emb", et), ("torch", nn)):
+        m = mod.Embedding.from_pretrained(w, freeze=False, sparse=True)
+        y = m(x)
+        if layout == "transposed grad":
+            y = y.transpose(0, 1)
+        (y * torch.linspace(-1, 1, y.numel()).reshape(y.shape)).sum().backward()
+        out[name] = m.weight.grad
+    mine, theirs = out["emb"], out["torch"]
+    assert mine.shape == theirs.shape and mine._indices().dtype == theirs._indices().dtype
+    same_bits(mine._indices().numpy(), theirs._indices().numpy(), "indices")
+    same_bits(mine._values().numpy(), theirs._values().numpy(), "values")
+    assert (mine._indices().data_ptr() == x.data_ptr()) == \
+        (theirs._indices().data_ptr() == x.data_ptr())
+
+
+@pytest.mark.parametrize("what", ["embedding", "sparse embedding", "bag input", "bag offsets",
+                                  "bag psw", "bag weight"])
 def test_in_place_change_before_backward_is_an_error_as_in_torch(what):
     """torch saves what its backward reads and refuses a backward after one of them was
     changed in place; the drop-ins do the same (they would read the changed values)."""
     def run(mod):
         torch.manual_seed(0)
-        if what == "embedding":
-            m = mod.Embedding(10, 3)
+        if what.endswith("embedding"):
+            m = mod.Embedding(10, 3, sparse=what.startswith("sparse"))
             x = torch.tensor([[1, 2], [3, 4]])
             out = m(x)
             x.add_(1)
