@@ -386,10 +386,13 @@ static void round_share(void *p, int t, int nt) {
     r->done[t] = train_round(r->w, r->lane0 + t, r->done0, r->step, &r->ls[t]);
 }
 
-static void merge_share(void *p, int64_t b0, int64_t b1, int ith) {
-    (void)ith;
+/* Share t of the merge: blocks t, t + nt, t + 2 nt, ... The vocabulary is sorted by
+ * frequency, so the rows every lane changed (the frequent words, most negatives) are at the
+ * start: contiguous halves gave one thread nearly all the merging while the other waited. */
+static void merge_share(void *p, int t, int nt) {
     const round_ctx *r = p;
-    for (int64_t b = b0; b < b1; b++) {
+    const int64_t blocks = (r->w->V + 63) / 64;
+    for (int64_t b = t; b < blocks; b += nt) {
         int64_t r0 = b * 64, r1 = r0 + 64 < r->w->V ? r0 + 64 : r->w->V;
         merge_rows(r->w, r->ls, r->nl, r0, r1);
     }
@@ -471,7 +474,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         }
         round_ctx rc = {w, lane0, nl, w->words_done, step, ls, done};
         emb__parallel(nl, round_share, &rc);
-        if (own) emb__parallel_for(nl, (w->V + 63) / 64, merge_share, &rc);
+        if (own) emb__parallel(nl, merge_share, &rc);
         emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
         for (int t = 0; t < nl; t++) { /* in lane order: the same sum at every run */
             sum.done += done[t];
