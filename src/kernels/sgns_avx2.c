@@ -165,6 +165,19 @@ EMB__TARGET_AVX2 static bool sgns_pair_batched(float *x, float *const *rows, int
         else
             _mm256_storeu_ps(x + k, _mm256_add_ps(xv, ev));
     }
+    if (k + 4 <= dim) { /* four more elements in half a register (dim 100: the tail) */
+        __m128 xv = _mm_loadu_ps(x + k), ev = _mm_setzero_ps();
+        for (int j = 0; j < t; j++) {
+            __m128 gq = _mm256_castps256_ps128(gv[j]), yv = _mm_loadu_ps(rows[j] + k);
+            ev = _mm_fmadd_ps(gq, yv, ev);
+            _mm_storeu_ps(rows[j] + k, _mm_fmadd_ps(gq, xv, yv));
+        }
+        if (e_out)
+            _mm_storeu_ps(e_out + k, ev);
+        else
+            _mm_storeu_ps(x + k, _mm_add_ps(xv, ev));
+        k += 4;
+    }
     for (; k < dim; k++) {
         float xk = x[k], e = 0.0f;
         for (int j = 0; j < t; j++) {
@@ -205,6 +218,13 @@ EMB__TARGET_AVX2 static inline void sgns_fma_rows(float *row, const float *g,
         for (int q = 0; q < c; q++)
             v = _mm256_fmadd_ps(_mm256_set1_ps(g[q]), _mm256_loadu_ps(src[q] + k), v);
         _mm256_storeu_ps(row + k, v);
+    }
+    if (k + 4 <= dim) {
+        __m128 v = _mm_loadu_ps(row + k);
+        for (int q = 0; q < c; q++)
+            v = _mm_fmadd_ps(_mm_set1_ps(g[q]), _mm_loadu_ps(src[q] + k), v);
+        _mm_storeu_ps(row + k, v);
+        k += 4;
     }
     for (; k < dim; k++) {
         float v = row[k];
