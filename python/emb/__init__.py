@@ -20,8 +20,11 @@ from ._emb import (  # noqa: F401  (the public names)
     Error, InvalidArgumentError, NullArgumentError, OutOfMemoryError, IndexOutOfRangeError,
     DtypeError, ShapeError, UnsupportedError, StateError, FormatError, ReadOnlyError,
     CancelledError, NumericError, Knn, QTable, Generator, default_generator,
+    QTableWriter, quantize_rows, qtype_row_nbytes,
     set_num_threads, get_num_threads, set_kernel_mode, get_kernel_mode,
     manual_seed, initial_seed, log_softmax, spearman, pca, tsne,
+    tensor_repr, Linear, one_hot, embedding, embedding_renorm_, SparseGrad,
+    sparse_coalesce_order,
 )
 
 __version__ = _emb.__version__
@@ -29,7 +32,9 @@ __version__ = _emb.__version__
 __all__ = [
     "Embedding", "EmbeddingBag", "Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "SparseAdam",
     "QTable", "Knn", "KeyedVectors", "train", "manual_seed", "initial_seed", "Generator",
-    "default_generator", "pca", "tsne",
+    "QTableWriter", "quantize_rows", "qtype_row_nbytes",
+    "default_generator", "pca", "tsne", "tensor_repr", "Linear", "one_hot",
+    "embedding", "embedding_renorm_", "SparseGrad", "sparse_coalesce_order",
     "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits", "log_softmax",
     "read_vectors", "write_vectors", "load_npy", "save_npy", "load_safetensors",
     "save_safetensors", "map_safetensors", "Error", "set_num_threads", "get_num_threads",

@@ -22,7 +22,8 @@ static PyObject *f_embedding(PyObject *m, PyObject *args, PyObject *kw) {
     int renorm = !isinf(max_norm);
     py_arg wa, ix;
     if (py_arg_get(w, "weight", PY_DT_F32, renorm ? PY_ARG_WRITE : 0, &wa) < 0) return NULL;
-    if (py_arg_get(ind, "indices", PY_DT_INDEX, 0, &ix) < 0) {
+    /* the indices' dtype is emb's to check: torch's message */
+    if (py_arg_get(ind, "indices", ~0u, 0, &ix) < 0) {
         py_arg_release(&wa);
         return NULL;
     }

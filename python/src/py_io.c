@@ -1,12 +1,12 @@
-/* py_io.c: files (word vectors, safetensors, npy), quantized tables, spearman; the k-NN index is in
- * py_knn.c. */
+/* py_io.c: files (word vectors, safetensors, npy), spearman; quantized tables are in
+ * py_qtable.c, the k-NN index in py_knn.c. */
 #include "pyemb.h"
 
 #include <string.h>
 
 /* ---- vocabularies <-> lists of str ---- */
 
-static int vocab_from_list(PyObject *words, PyObject *counts, emb_vocab **out) {
+int py_vocab_from_list(PyObject *words, PyObject *counts, emb_vocab **out) {
     *out = NULL;
     PyObject *seq = PySequence_Fast(words, "words must be a sequence of str");
     if (!seq) return -1;
@@ -185,7 +185,7 @@ static PyObject *m_write_vectors(PyObject *m, PyObject *args, PyObject *kw) {
     o.trailing_space = ts;
     o.binary_newline = bn;
     emb_vocab *v = NULL;
-    if (words != Py_None && vocab_from_list(words, counts, &v) < 0) return NULL;
+    if (words != Py_None && py_vocab_from_list(words, counts, &v) < 0) return NULL;
     PyObject *path = NULL;
     py_arg a;
     if (py_arg_get(arr, "array", PY_DT_F32, 0, &a) < 0) {
@@ -363,275 +363,6 @@ static PyObject *m_map_safetensors(PyObject *m, PyObject *args, PyObject *kw) {
     return py_embedding_from_handle(e, NULL);
 }
 
-/* ---------------------------------------------------------------------------------------
- * QTable
- * ------------------------------------------------------------------------------------- */
-
-typedef struct py_qtable {
-    PyObject_HEAD emb_qtable *q;
-    PyObject *words, *counts; /* from a file, or None */
-    Py_ssize_t shape[2], strides[2];
-} py_qtable;
-
-static void qtable_dealloc(py_qtable *self) {
-    emb_qtable_free(self->q);
-    Py_CLEAR(self->words);
-    Py_CLEAR(self->counts);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *qtable_wrap(emb_qtable *q, emb_vocab *v) {
-    py_qtable *self = PyObject_New(py_qtable, &py_qtable_type);
-    if (!self) {
-        emb_qtable_free(q);
-        emb_vocab_free(v);
-        return NULL;
-    }
-    self->q = q;
-    self->words = self->counts = NULL;
-    PyObject *wc = py_vocab_lists(v);
-    emb_vocab_free(v);
-    if (!wc) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    self->words = Py_NewRef(PyTuple_GET_ITEM(wc, 0));
-    self->counts = Py_NewRef(PyTuple_GET_ITEM(wc, 1));
-    Py_DECREF(wc);
-    return (PyObject *)self;
-}
-
-static PyObject *qtable_quantize(PyObject *cls, PyObject *args) {
-    PyObject *arr;
-    const char *qt;
-    if (!PyArg_ParseTuple(args, "Os:quantize", &arr, &qt)) return NULL;
-    emb_qtype q;
-    emb_status st = emb_qtype_parse(qt, &q);
-    if (st != EMB_OK) return py_raise(st);
-    py_arg a;
-    if (py_arg_get(arr, "weight", PY_DT_F32, 0, &a) < 0) return NULL;
-    emb_qtable *t;
-    PY_NOGIL(st, emb_qtable_quantize(&a.t, q, &t));
-    py_arg_release(&a);
-    if (st != EMB_OK) return py_raise(st);
-    return qtable_wrap(t, NULL);
-}
-
-static PyObject *qtable_open(PyObject *args, int map) {
-    PyObject *p;
-    if (!PyArg_ParseTuple(args, "O", &p)) return NULL;
-    PyObject *path;
-    if (py_path(p, &path) < 0) return NULL;
-    emb_qtable *t;
-    emb_vocab *v = NULL;
-    emb_status st;
-    PY_NOGIL(st, map ? emb_qtable_map(PyBytes_AS_STRING(path), &t, &v)
-                     : emb_qtable_load(PyBytes_AS_STRING(path), &t, &v));
-    Py_DECREF(path);
-    if (st != EMB_OK) return py_raise(st);
-    return qtable_wrap(t, v);
-}
-
-static PyObject *qtable_load(PyObject *cls, PyObject *args) {
-    return qtable_open(args, 0);
-}
-static PyObject *qtable_map(PyObject *cls, PyObject *args) {
-    return qtable_open(args, 1);
-}
-
-static PyObject *qtable_save(py_qtable *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"path", "words", "counts", NULL};
-    PyObject *p, *words = Py_None, *counts = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:save", names, &p, &words, &counts))
-        return NULL;
-    emb_vocab *v = NULL;
-    if (words != Py_None && vocab_from_list(words, counts, &v) < 0) return NULL;
-    PyObject *path;
-    if (py_path(p, &path) < 0) {
-        emb_vocab_free(v);
-        return NULL;
-    }
-    emb_status st;
-    PY_NOGIL(st, emb_qtable_save(PyBytes_AS_STRING(path), self->q, v));
-    Py_DECREF(path);
-    emb_vocab_free(v);
-    if (st != EMB_OK) return py_raise(st);
-    Py_RETURN_NONE;
-}
-
-static PyObject *qtable_forward(py_qtable *self, PyObject *indices) {
-    py_arg ix;
-    if (py_arg_get(indices, "indices", PY_DT_INDEX, 0, &ix) < 0) return NULL;
-    PyObject *out = NULL;
-    if (ix.t.ndim >= EMB_MAX_DIMS) {
-        PyErr_SetString(PyExc_ValueError, "indices have more than 8 dimensions");
-        goto done;
-    }
-    int64_t shape[EMB_MAX_DIMS];
-    memcpy(shape, ix.t.shape, sizeof(int64_t) * (size_t)ix.t.ndim);
-    shape[ix.t.ndim] = emb_qtable_dim(self->q);
-    emb_tensor o;
-    out = py_new_array(EMB_FLOAT32, ix.t.ndim + 1, shape, &o);
-    if (!out) goto done;
-    emb_status st;
-    PY_NOGIL(st, emb_qtable_forward(self->q, &ix.t, &o)); /* tables are immutable: no lock */
-    if (st != EMB_OK) {
-        Py_CLEAR(out);
-        py_raise(st);
-    }
-done:
-    py_arg_release(&ix);
-    return out;
-}
-
-static PyObject *qtable_bag(py_qtable *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"input",
-                            "offsets",
-                            "per_sample_weights",
-                            "mode",
-                            "padding_idx",
-                            "include_last_offset",
-                            "return_max_indices",
-                            NULL};
-    PyObject *input, *offsets = Py_None, *psw = Py_None, *pad = Py_None;
-    const char *mode = "mean";
-    int ilo = 0, want_mi = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOsOpp:bag", names, &input, &offsets, &psw, &mode,
-                                     &pad, &ilo, &want_mi))
-        return NULL;
-    emb_bag_options o = emb_bag_options_default();
-    if (!strcmp(mode, "sum"))
-        o.mode = EMB_BAG_SUM;
-    else if (!strcmp(mode, "mean"))
-        o.mode = EMB_BAG_MEAN;
-    else if (!strcmp(mode, "max"))
-        o.mode = EMB_BAG_MAX;
-    else {
-        PyErr_Format(PyExc_ValueError, "mode has to be one of sum, mean or max, got '%s'", mode);
-        return NULL;
-    }
-    if (py_padding_idx(pad, &o.padding_idx) < 0) return NULL;
-    o.include_last_offset = ilo;
-    py_arg in = {0}, of = {0}, pw = {0};
-    PyObject *out = NULL;
-    if (py_arg_get(input, "input", PY_DT_INDEX, 0, &in) < 0 ||
-        py_arg_get(offsets, "offsets", PY_DT_INDEX, PY_ARG_OPTIONAL, &of) < 0 ||
-        py_arg_get(psw, "per_sample_weights", PY_DT_F32, PY_ARG_OPTIONAL, &pw) < 0)
-        goto done;
-    int64_t nb = in.t.ndim == 2                   ? in.t.shape[0]
-                 : (of.present && of.t.ndim == 1) ? of.t.shape[0] - (ilo && of.t.shape[0] ? 1 : 0)
-                                                  : 0;
-    int64_t shape[2] = {nb, emb_qtable_dim(self->q)};
-    emb_tensor ot, mt;
-    PyObject *mi = NULL;
-    out = py_new_array(EMB_FLOAT32, 2, shape, &ot);
-    if (!out) goto done;
-    if (o.mode == EMB_BAG_MAX && !(mi = py_new_array(EMB_INT64, 2, shape, &mt))) {
-        Py_CLEAR(out);
-        goto done;
-    }
-    emb_status st;
-    PY_NOGIL(st, emb_qtable_bag_forward(self->q, &in.t, of.present ? &of.t : NULL,
-                                        pw.present ? &pw.t : NULL, &o, &ot, mi ? &mt : NULL));
-    if (st != EMB_OK) {
-        Py_CLEAR(out);
-        py_raise(st);
-    } else if (want_mi) {
-        PyObject *pair = PyTuple_Pack(2, out, mi ? mi : Py_None);
-        Py_SETREF(out, pair);
-    }
-    Py_XDECREF(mi);
-done:
-    py_arg_release(&pw);
-    py_arg_release(&of);
-    py_arg_release(&in);
-    return out;
-}
-
-static PyObject *qtable_dequantize(py_qtable *self, PyObject *unused) {
-    int64_t shape[2] = {emb_qtable_num_rows(self->q), emb_qtable_dim(self->q)};
-    emb_tensor o;
-    PyObject *out = py_new_array(EMB_FLOAT32, 2, shape, &o);
-    if (!out) return NULL;
-    emb_status st;
-    PY_NOGIL(st, emb_qtable_dequantize(self->q, 0, shape[0], o.data));
-    if (st != EMB_OK) {
-        Py_DECREF(out);
-        return py_raise(st);
-    }
-    return out;
-}
-
-/* the stored rows as read-only uint8 [rows, row_bytes] */
-static int qtable_getbuffer(py_qtable *self, Py_buffer *view, int flags) {
-    if (flags & PyBUF_WRITABLE) {
-        PyErr_SetString(PyExc_BufferError, "a QTable is read-only");
-        return -1;
-    }
-    return py_fill_buffer_2d(view, (PyObject *)self, (void *)emb_qtable_data(self->q),
-                             (Py_ssize_t)emb_qtable_num_rows(self->q),
-                             (Py_ssize_t)emb_qtable_row_nbytes(self->q), 1, "B", 1, self->shape,
-                             self->strides, flags);
-}
-
-static PyBufferProcs qtable_buffer = {(getbufferproc)qtable_getbuffer, NULL};
-
-static PyObject *qtable_get_qtype(py_qtable *self, void *c) {
-    return PyUnicode_FromString(emb_qtype_name(emb_qtable_qtype(self->q)));
-}
-static PyObject *qtable_get_num_rows(py_qtable *self, void *c) {
-    return PyLong_FromLongLong(emb_qtable_num_rows(self->q));
-}
-static PyObject *qtable_get_dim(py_qtable *self, void *c) {
-    return PyLong_FromLongLong(emb_qtable_dim(self->q));
-}
-static PyObject *qtable_get_words(py_qtable *self, void *c) {
-    return Py_NewRef(self->words);
-}
-static PyObject *qtable_get_counts(py_qtable *self, void *c) {
-    return Py_NewRef(self->counts);
-}
-
-static PyMethodDef qtable_methods[] = {
-    {"quantize", (PyCFunction)qtable_quantize, METH_VARARGS | METH_CLASS,
-     "QTable.quantize(weight, qtype): qtype 'f32', 'f16', 'bf16', 'int8' or 'int4'"},
-    {"load", (PyCFunction)qtable_load, METH_VARARGS | METH_CLASS, "QTable.load(path)"},
-    {"map", (PyCFunction)qtable_map, METH_VARARGS | METH_CLASS,
-     "QTable.map(path): memory-mapped, read on first touch"},
-    {"save", (PyCFunction)(void (*)(void))qtable_save, METH_VARARGS | METH_KEYWORDS,
-     "save(path, words=None, counts=None)"},
-    {"forward", (PyCFunction)qtable_forward, METH_O, "forward(indices) -> float32"},
-    {"bag", (PyCFunction)(void (*)(void))qtable_bag, METH_VARARGS | METH_KEYWORDS,
-     "bag(input, offsets=None, per_sample_weights=None, mode='mean', padding_idx=None, "
-     "include_last_offset=False, return_max_indices=False) -> float32 [B, dim] (and "
-     "max_indices in mode max, else None)"},
-    {"dequantize", (PyCFunction)qtable_dequantize, METH_NOARGS, "dequantize() -> float32 [V, D]"},
-    {NULL}};
-
-static PyGetSetDef qtable_getset[] = {
-    {"qtype", (getter)qtable_get_qtype, NULL, NULL, NULL},
-    {"num_rows", (getter)qtable_get_num_rows, NULL, NULL, NULL},
-    {"dim", (getter)qtable_get_dim, NULL, NULL, NULL},
-    {"words", (getter)qtable_get_words, NULL, "the file's words, or None", NULL},
-    {"counts", (getter)qtable_get_counts, NULL, NULL, NULL},
-    {NULL}};
-
-emb_qtable *py_qtable_handle(PyObject *obj) {
-    return PyObject_TypeCheck(obj, &py_qtable_type) ? ((py_qtable *)obj)->q : NULL;
-}
-
-PyTypeObject py_qtable_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "emb._emb.QTable",
-    .tp_basicsize = sizeof(py_qtable),
-    .tp_dealloc = (destructor)qtable_dealloc,
-    .tp_as_buffer = &qtable_buffer,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A read-only table stored as f32, f16, bf16, int8 or int4 rows "
-              "(QTable.quantize, QTable.load, QTable.map).",
-    .tp_methods = qtable_methods,
-    .tp_getset = qtable_getset,
-};
-
 static PyObject *m_spearman(PyObject *m, PyObject *args) {
     PyObject *x, *y;
     if (!PyArg_ParseTuple(args, "OO:spearman", &x, &y)) return NULL;
@@ -675,9 +406,7 @@ PyMethodDef py_io_functions[] = {
     {NULL}};
 
 int py_io_init(PyObject *m) {
-    if (PyType_Ready(&py_qtable_type) < 0 || PyType_Ready(&py_knn_type) < 0) return -1;
-    if (PyModule_AddObjectRef(m, "QTable", (PyObject *)&py_qtable_type) < 0 ||
-        PyModule_AddObjectRef(m, "Knn", (PyObject *)&py_knn_type) < 0)
-        return -1;
-    return 0;
+    if (PyType_Ready(&py_knn_type) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "Knn", (PyObject *)&py_knn_type) < 0) return -1;
+    return py_qtable_init(m);
 }

@@ -457,8 +457,11 @@ PyMODINIT_FUNC PyInit__emb(void) {
     if (py_errors_init(m) < 0 || add_functions(m, py_table_functions) < 0 ||
         add_functions(m, py_train_functions) < 0 || add_functions(m, py_io_functions) < 0 ||
         add_functions(m, py_random_functions) < 0 || add_functions(m, py_project_functions) < 0 ||
-        py_random_init(m) < 0 || py_tables_init(m) < 0 || py_train_init(m) < 0 ||
-        py_io_init(m) < 0 || PyModule_AddStringConstant(m, "__version__", emb_version()) < 0) {
+        add_functions(m, py_print_functions) < 0 || add_functions(m, py_linear_functions) < 0 ||
+        add_functions(m, py_renorm_functions) < 0 || add_functions(m, py_sparse_functions) < 0 ||
+        py_sparse_init(m) < 0 || py_linear_init(m) < 0 || py_random_init(m) < 0 ||
+        py_tables_init(m) < 0 || py_train_init(m) < 0 || py_io_init(m) < 0 ||
+        PyModule_AddStringConstant(m, "__version__", emb_version()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -165,10 +165,37 @@ PyTypeObject py_generator_type = {
     .tp_new = gen_new,
 };
 
+int py_generator_arg(PyObject *obj, emb_generator **gen, py_lock **lock) {
+    if (obj == Py_None) {
+        *gen = NULL;
+        *lock = &py_generator_lock;
+        return 0;
+    }
+    if (!PyObject_TypeCheck(obj, &py_generator_type)) {
+        PyErr_Format(PyExc_TypeError, "generator must be an emb.Generator or None, got %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *gen = ((py_gen *)obj)->gen;
+    *lock = ((py_gen *)obj)->lock;
+    return 0;
+}
+
 static PyObject *m_default_generator(PyObject *m, PyObject *unused) {
     py_gen *g = (py_gen *)gen_new(&py_generator_type, NULL, NULL);
     if (g) g->lock = &py_generator_lock; /* gen stays NULL: emb's default generator */
     return (PyObject *)g;
+}
+
+int py_generator_handle(PyObject *obj, emb_generator **gen, py_lock **lock) {
+    if (!PyObject_TypeCheck(obj, &py_generator_type)) {
+        PyErr_Format(PyExc_TypeError, "generator must be an emb.Generator or None, got %s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *gen = ((py_gen *)obj)->gen;
+    *lock = ((py_gen *)obj)->lock;
+    return 0;
 }
 
 PyMethodDef py_random_functions[] = {

@@ -129,15 +129,15 @@ int py_embedding_options(PyObject *padding_idx, PyObject *max_norm, double norm_
 }
 
 static int embedding_init(py_table *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {
-        "num_embeddings",     "embedding_dim", "padding_idx", "max_norm", "norm_type",
-        "scale_grad_by_freq", "sparse",        "_weight",     "_freeze",  NULL};
+    static char *names[] = {"num_embeddings", "embedding_dim",      "padding_idx", "max_norm",
+                            "norm_type",      "scale_grad_by_freq", "sparse",      "_weight",
+                            "_freeze",        "generator",          NULL};
     long long num = 0, dim = 0;
-    PyObject *pad = Py_None, *mn = Py_None, *weight = Py_None;
+    PyObject *pad = Py_None, *mn = Py_None, *weight = Py_None, *gen = Py_None;
     double nt = 2.0;
     int scale = 0, sparse = 0, freeze = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|OOdppOp:Embedding", names, &num, &dim, &pad, &mn,
-                                     &nt, &scale, &sparse, &weight, &freeze))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|OOdppOp$O:Embedding", names, &num, &dim, &pad,
+                                     &mn, &nt, &scale, &sparse, &weight, &freeze, &gen))
         return -1;
     if (self->e) {
         PyErr_SetString(PyExc_RuntimeError, "Embedding is already initialised");
@@ -153,7 +153,9 @@ static int embedding_init(py_table *self, PyObject *args, PyObject *kw) {
         st = emb_embedding_wrap(&w, &s, freeze, &o, &self->e);
         if (st != EMB_OK) release_shared(self);
     } else {
-        PY_CALL(&py_generator_lock, st, emb_embedding_create(num, dim, &o, &self->e));
+        py_lock *lock = &py_generator_lock; /* the generator's own lock, or the default's */
+        if (gen != Py_None && py_generator_handle(gen, &o.generator, &lock) < 0) return -1;
+        PY_CALL(lock, st, emb_embedding_create(num, dim, &o, &self->e));
     }
     if (st != EMB_OK) {
         py_raise(st);
@@ -650,8 +652,9 @@ PyTypeObject py_embedding_type = {
     .tp_as_buffer = &table_buffer,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Embedding(num_embeddings, embedding_dim, padding_idx=None, max_norm=None, "
-              "norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None): "
-              "nn.Embedding over emb's table.",
+              "norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None, *, "
+              "generator=None): nn.Embedding over emb's table, drawn from `generator` (an "
+              "emb.Generator; None: emb's default generator).",
     .tp_methods = embedding_methods,
     .tp_getset = embedding_getset,
     .tp_init = (initproc)embedding_init,

@@ -92,6 +92,8 @@ extern py_lock py_generator_lock;
 int py_padding_idx(PyObject *obj, int64_t *out);
 /* max_norm: None -> INFINITY, else a float. */
 int py_max_norm(PyObject *obj, double *out);
+/* An optional float: None (or NULL) leaves *out as it is. (py_optim.c) */
+int py_opt_double(PyObject *obj, double *out);
 /* A path: str, bytes or os.PathLike -> a new bytes object (PyUnicode_FSConverter). */
 int py_path(PyObject *obj, PyObject **bytes_out);
 /* A tuple of ints from a shape. */
@@ -99,6 +101,24 @@ PyObject *py_shape_tuple(int ndim, const int64_t *shape);
 /* (words, counts) lists of a vocabulary (words decoded as UTF-8 with surrogateescape);
  * (None, None) for NULL. */
 PyObject *py_vocab_lists(const emb_vocab *v);
+/* A vocabulary from a sequence of str and optional counts (a new emb_vocab in *out); -1
+ * with an exception set. */
+int py_vocab_from_list(PyObject *words, PyObject *counts, emb_vocab **out);
+/* The generator argument of a call that draws: None -> emb's default generator (NULL) and
+ * its lock, a Generator -> its handle and lock; TypeError otherwise. */
+int py_generator_arg(PyObject *obj, emb_generator **gen, py_lock **lock);
+/* A sparse gradient argument (rows, values) of a [num_rows, dim] table: g views the
+ * caller's entries without a copy (borrowed; emb never writes them); rows int64 or int32
+ * [n] (int32 rows are widened into `widened`), values float32 [n, dim]. -1 with an exception
+ * set (ValueError when the shapes do not fit), everything released. (py_optim.c) */
+typedef struct py_sparse_arg {
+    py_arg rows, values;
+    int64_t *widened;
+    emb_sparse_grad g;
+} py_sparse_arg;
+int py_sparse_arg_get(PyObject *rows, PyObject *values, int64_t num_rows, int64_t dim,
+                      py_sparse_arg *s);
+void py_sparse_arg_release(py_sparse_arg *s);
 /* Fills a Py_buffer exporting a C-contiguous 2-D array at `buf` of rows x cols items of
  * `itemsize` bytes in `format`; shape and strides (two each) live in the exporting object
  * `obj`, which the view holds a reference to. Returns 0. */
@@ -112,6 +132,7 @@ extern PyTypeObject py_bag_type;
 extern PyTypeObject py_optimizer_type;
 extern PyTypeObject py_knn_type;
 extern PyTypeObject py_qtable_type;
+extern PyTypeObject py_qwriter_type;
 extern PyTypeObject py_generator_type;
 
 extern PyMethodDef py_table_functions[];   /* py_tables.c: functional forms */
@@ -119,15 +140,25 @@ extern PyMethodDef py_train_functions[];   /* py_train.c: losses, seed, word2vec
 extern PyMethodDef py_io_functions[];      /* py_io.c: files */
 extern PyMethodDef py_random_functions[];  /* py_random.c: generators */
 extern PyMethodDef py_project_functions[]; /* py_project.c: pca, tsne */
+extern PyMethodDef py_print_functions[];   /* py_print.c: tensor_repr */
+extern PyMethodDef py_linear_functions[];  /* py_linear.c: one_hot */
+extern PyMethodDef py_renorm_functions[];  /* py_renorm.c: embedding_renorm_ */
+extern PyMethodDef py_sparse_functions[];  /* py_sparse.c: sparse_coalesce_order */
 
 int py_tables_init(PyObject *module);
 int py_train_init(PyObject *module);
 int py_io_init(PyObject *module);
+int py_qtable_init(PyObject *module); /* py_qtable.c, called by py_io_init */
 int py_random_init(PyObject *module);
+int py_linear_init(PyObject *module);
+int py_sparse_init(PyObject *module);
 
 /* A table handle for other files: the emb_embedding behind an Embedding or EmbeddingBag
  * object, or NULL (TypeError set). */
 emb_embedding *py_embedding_handle(PyObject *obj);
+/* The generator of an emb.Generator object (NULL for the default one) and the lock its
+ * calls take; -1 with a TypeError for any other object. */
+int py_generator_handle(PyObject *obj, emb_generator **gen, py_lock **lock);
 /* The QTable an object wraps, or NULL if it is not a QTable. */
 emb_qtable *py_qtable_handle(PyObject *obj);
 /* Wraps a new emb_embedding (taking ownership) in an Embedding object; `keep` (may be

@@ -1,4 +1,4 @@
-"""What this machine's CPU offers, for the tests (embpy.kernel_modes) and for
+"""What this machine's CPU offers, for the tests (parity_util.kernel_modes) and for
 scripts/test_machines.py, which runs the suites under each kernel tier and OpenBLAS core
 type the CPU can execute. Reads Linux's /proc/cpuinfo only: importable without libemb."""
 

@@ -9,9 +9,9 @@ docs/semantics.md §6.5) and dense.add_(sparse); the unstable argsort itself aga
 random, sorted, reverse, few-distinct and adversarial (heapsort-forcing) arrays; and a
 double-precision finite-difference check of the analytic gradient. Every expected value is
 produced by torch during the test."""
-import ctypes as C
 import math
 import os
+import struct
 import subprocess
 import tempfile
 
@@ -19,72 +19,41 @@ import numpy as np
 import pytest
 import torch
 
-from embpy import (RUN_KERNEL_MODE, ERR_STATE, ERR_UNSUPPORTED, PADDING_NONE, SparseGrad, T,
-                   Tensor, assert_close, call, check, lib, ptr)
+import emb
+from parity_util import RUN_KERNEL_MODE, assert_close
 
 torch.set_num_threads(1)
 
 
 # ---- helpers ---------------------------------------------------------------------------
 
-def opts(padding_idx=None, scale_grad_by_freq=False, sparse=False):
-    o = lib.emb_embedding_options_default()
-    o.padding_idx = PADDING_NONE if padding_idx is None else padding_idx
-    o.scale_grad_by_freq = scale_grad_by_freq
-    o.sparse = sparse
-    return o
-
-
 class Emb:
-    """An emb_embedding made from a known weight (from_pretrained, freeze=False)."""
+    """An emb.Embedding over a copy of a known weight (from_pretrained, freeze=False)."""
 
     def __init__(self, w, padding_idx=None, scale=False, sparse=False, freeze=False):
-        self.h = C.c_void_p()
-        o = opts(padding_idx, scale, sparse)
-        check(lib.emb_embedding_from_pretrained(T(w), freeze, ptr(o), ptr(self.h)))
+        self.table = emb.Embedding.from_pretrained(w.copy(), freeze=freeze,
+                                                   padding_idx=padding_idx,
+                                                   scale_grad_by_freq=scale, sparse=sparse)
         self.V, self.D = w.shape
         self.padding_idx = padding_idx
 
-    def __del__(self):
-        lib.emb_embedding_free(self.h)
-
     def backward(self, idx, g, gw=None):
+        """The dense gradient accumulated into gw (zeros when None), as .grad accumulates."""
         if gw is None:
             gw = np.zeros((self.V, self.D), np.float32)
-        check(lib.emb_embedding_backward(self.h, T(idx), T(g), T(gw)))
+        assert self.table.backward(idx, g, grad=gw) is gw
         return gw
 
-    def backward_overwrite(self, idx, g, skew=0):
-        """emb_embedding_backward_overwrite into a NaN-filled buffer `skew` floats past
-        where numpy put it (numpy aligns to 16 or 64 bytes: 0 can take the streaming
-        stores, 1 never does)."""
-        base = np.full(self.V * self.D + skew, np.nan, np.float32)
-        gw = base[skew:].reshape(self.V, self.D)
-        check(lib.emb_embedding_backward_overwrite(self.h, T(idx), T(g), T(gw)))
-        if skew:
-            assert np.isnan(base[0])
-        return gw
+    def backward_overwrite(self, idx, g):
+        """The fresh gradient (backward without grad=: emb overwrites a new array)."""
+        return self.table.backward(idx, g)
 
     def forward(self, idx):
-        out = np.empty(idx.shape + (self.D,), np.float32)
-        t = T(out)
-        check(lib.emb_embedding_forward(self.h, T(idx), t))
-        return out
+        return self.table.forward(idx)
 
 
-class Sparse:
-    """Owns an emb_sparse_grad."""
-
-    def __init__(self, V, D):
-        self.g = SparseGrad()
-        self.keep = []  # the arrays a borrowed gradient may point into
-        check(lib.emb_sparse_grad_init(ptr(self.g), V, D))
-
-    def __del__(self):
-        lib.emb_sparse_grad_release(ptr(self.g))
-
-    def arrays(self):
-        return self.g.arrays()
+def Sparse(V, D):
+    return emb.SparseGrad(V, D)
 
 
 def torch_emb(w, padding_idx=None, scale=False, sparse=False):
@@ -169,7 +138,7 @@ def test_dense_random():
                 f"scale={scale} {np.dtype(dtype).name}")
         assert_close(got, want, exact=True, what=what)
         # the overwriting form gives torch's fresh gradient whatever the buffer held
-        fresh = e.backward_overwrite(idx, g, skew=case % 2)
+        fresh = e.backward_overwrite(idx, g)
         assert_close(fresh, want, exact=True, what="overwrite " + what)
         cases += 1
     assert cases == 240
@@ -217,9 +186,9 @@ def test_dense_thread_count_independent():
         e = Emb(w, padding_idx=3, scale=scale)
         per_threads = []
         for nt in (1, 2, 3):
-            lib.emb_set_num_threads(nt)
+            emb.set_num_threads(nt)
             per_threads.append(e.backward(idx, g))
-        lib.emb_set_num_threads(0)
+        emb.set_num_threads(0)
         for r in per_threads[1:]:
             assert_close(r, per_threads[0], exact=True, what=f"threads scale={scale}")
         results.append(per_threads[0])
@@ -228,11 +197,11 @@ def test_dense_thread_count_independent():
     te = torch_emb(w, padding_idx=3, scale=True)
     want = torch_backward(te, idx, g)
     assert_close(results[1], want, exact=True, what="large scaled vs torch")
-    lib.emb_set_kernel_mode(1)  # EMB_KERNELS_REF
+    emb.set_kernel_mode("ref")
     try:
         ref = Emb(w, padding_idx=3, scale=True).backward(idx, g)
     finally:
-        lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
+        emb.set_kernel_mode(RUN_KERNEL_MODE)
     assert_close(ref, want, exact=True, what="reference kernels vs torch")
 
 
@@ -245,11 +214,11 @@ def test_dense_large_vs_torch_threads():
     g = rand_grad(rng, (n // 3, 3, D))
     te = torch_emb(w, scale=True)
     want = torch_backward(te, idx, g)
-    lib.emb_set_num_threads(2)
+    emb.set_num_threads(2)
     try:
         got = Emb(w, scale=True).backward(idx, g)
     finally:
-        lib.emb_set_num_threads(0)
+        emb.set_num_threads(0)
     assert_close(got, want, exact=True, what="large scale_grad_by_freq")
 
 
@@ -275,11 +244,11 @@ def test_dense_row_sums_table_vs_torch(pad, dtype, accumulate):
         if accumulate:
             gw = np.zeros((V, D), np.float32)
             gw = e.backward(idx, g0, gw)
-        lib.emb_set_num_threads(nt)
+        emb.set_num_threads(nt)
         try:
             got = e.backward(idx, g, gw)
         finally:
-            lib.emb_set_num_threads(0)
+            emb.set_num_threads(0)
         assert_close(got, want, exact=True, what=f"row sums pad={pad} threads={nt}")
 
 
@@ -299,9 +268,7 @@ def test_finite_difference_gradient():
 
     e = Emb(w, padding_idx=pad)
     grad = e.backward(idx, R.astype(np.float32))
-    view = Tensor()
-    check(lib.emb_embedding_weight(e.h, ptr(view)))
-    W = np.ctypeslib.as_array(C.cast(view.data, C.POINTER(C.c_float)), (V * D,)).reshape(V, D)
+    W = e.table.weight  # a view of the table: writes through it move the loss
     checked = 0
     for r in range(V):
         for d in range(D):
@@ -327,23 +294,28 @@ def test_finite_difference_gradient():
 # ---- sparse ----------------------------------------------------------------------------
 
 def sparse_backward(e, idx, g, sg, view=False):
-    """emb_embedding_backward_sparse, or with view the borrowing _view form (which must give
-    the same entries and flags; it borrows when the gradient is empty and the batch is int64
-    without padding)."""
+    """SparseGrad.accumulate, or with view the borrowing form (which must give the same
+    entries and flags; it borrows when the gradient is empty and the batch is int64 without
+    padding)."""
     if not view:
-        check(lib.emb_embedding_backward_sparse(e.h, T(idx), T(g), ptr(sg.g)))
+        sg.accumulate(e.table, idx, g)
         return
-    ti, tg = T(idx), T(g)
-    sg.keep.append((ti, tg))
-    empty, before = sg.g.nnz == 0, bool(sg.g.borrowed)
-    check(lib.emb_embedding_backward_sparse_view(e.h, ti, tg, ptr(sg.g)))
+    empty, before = sg.nnz == 0, sg.borrowed
+    g = np.ascontiguousarray(g)
+    sg.accumulate(e.table, idx, g, view=True)
     pad = e.padding_idx
     added = idx.size > 0 and (pad is None or (idx != pad).any())
     want = (empty and idx.dtype == np.int64 and idx.size > 0 and
             (pad is None or not (idx == pad).any())) if added else before
-    assert bool(sg.g.borrowed) == want, f"borrowed {sg.g.borrowed}, expected {want}"
-    if want and added:  # borrowing this call's arrays
-        assert C.addressof(sg.g.values.contents) == tg.data
+    assert sg.borrowed == want, f"borrowed {sg.borrowed}, expected {want}"
+    if want and added and g.size:  # borrowing this call's arrays: g's memory is the values
+        saved = g.copy()
+        g.reshape(-1)[0] += 1.0
+        changed = sg.values.reshape(-1)[0]
+        g[...] = saved
+        assert changed == saved.reshape(-1)[0] + np.float32(1.0) or \
+            (np.isnan(changed) and np.isnan(saved.reshape(-1)[0])), "values are not g's memory"
+        assert_close(sg.values, g.reshape(-1, g.shape[-1]), exact=True, what="borrowed values")
 
 
 def compare_sparse(sg, tgrad, what):
@@ -351,12 +323,12 @@ def compare_sparse(sg, tgrad, what):
     # into this .grad must be able to resize it
     ti = tgrad._indices().clone().reshape(-1).numpy()
     tv = tgrad._values().clone().numpy()
-    gi, gv = sg.arrays()
+    gi, gv = sg.indices, sg.values
     if tv.size == 0:  # torch's zero_grad() leaves values of shape (0,)
         tv = tv.reshape(gv.shape)
     assert gi.tolist() == ti.tolist(), f"{what}: indices {gi.tolist()} != {ti.tolist()}"
     assert_close(gv, tv, exact=True, what=f"{what}: values")
-    assert bool(sg.g.coalesced) == tgrad.is_coalesced(), f"{what}: coalesced flag"
+    assert sg.coalesced == tgrad.is_coalesced(), f"{what}: coalesced flag"
 
 
 def test_sparse_reference_example():
@@ -366,7 +338,7 @@ def test_sparse_reference_example():
     e = Emb(w, padding_idx=0, sparse=True)
     sg = Sparse(5, 2)
     sparse_backward(e, idx, g, sg)
-    gi, gv = sg.arrays()
+    gi, gv = sg.indices, sg.values
     assert gi.tolist() == [1, 2, 1, 4, 1]
     assert gv.tolist() == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
     te = torch_emb(w, padding_idx=0, sparse=True)
@@ -387,7 +359,7 @@ def test_sparse_random_and_accumulation(view):
         for step in range(steps):
             if step and rng.random() < 0.2:  # optimizer.zero_grad() (set_to_none=False)
                 te.zero_grad(set_to_none=False)
-                lib.emb_sparse_grad_clear(ptr(sg.g))
+                sg.clear()
             n = int(rng.choice([0, 1, 1, 2, 3, int(rng.integers(1, 60))]))
             dtype = np.int32 if rng.random() < 0.5 else np.int64
             idx = rand_indices(rng, (n,), V, ("uniform", "few")[case % 2], dtype)
@@ -415,10 +387,10 @@ def test_sparse_then_dense_add_matches_add_():
         sparse_backward(e, idx, g, sg)
         got = dense.copy()
         for nt in (1, 2):
-            lib.emb_set_num_threads(nt)
+            emb.set_num_threads(nt)
             got = dense.copy()
-            check(lib.emb_sparse_grad_add_to_dense(ptr(sg.g), T(got)))
-        lib.emb_set_num_threads(0)
+            assert sg.add_to_dense(got) is got
+        emb.set_num_threads(0)
         assert_close(got, want, exact=True, what=f"add_to_dense case {case}")
 
 
@@ -446,13 +418,13 @@ def test_coalesce_matches_torch(view):
         sg = Sparse(V, D)
         sparse_backward(e, idx, g, sg, view)
         g_before = g.copy()
-        check(lib.emb_sparse_grad_coalesce(ptr(sg.g)))
+        sg.coalesce()
         assert np.array_equal(g, g_before)  # a borrowed gradient's coalesce copies first
         compare_sparse(sg, tgrad.coalesce(), f"coalesce case {case} n={n}")
         # coalescing again changes nothing
-        before = sg.arrays()
-        check(lib.emb_sparse_grad_coalesce(ptr(sg.g)))
-        after = sg.arrays()
+        before = sg.indices, sg.values
+        sg.coalesce()
+        after = sg.indices, sg.values
         assert before[0].tolist() == after[0].tolist()
         assert_close(after[1], before[1], exact=True, what="coalesce twice")
         cases += 1
@@ -463,44 +435,40 @@ def test_coalesce_matches_torch(view):
 
 @pytest.fixture(scope="module")
 def argsort_lib():
-    """argsort.c is private to libemb (hidden symbol): compile it alone for this test, with
-    core's parallel.c, whose tasks it runs on."""
+    """argsort.c is private to libemb (hidden symbol): compile it alone with core's
+    parallel.c, whose tasks it runs on, and argsort_driver.c, a filter that sorts the key
+    arrays it reads on stdin; the fixture is the running filter."""
     root = os.environ.get("EMB_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
     srcs = [os.path.join(root, "src", "kernels", "argsort.c"),
-            os.path.join(root, "src", "core", "parallel.c")]
+            os.path.join(root, "src", "core", "parallel.c"),
+            os.path.join(root, "tests", "parity", "argsort_driver.c")]
     d = tempfile.mkdtemp(prefix="emb_argsort_")
-    so = os.path.join(d, "libargsort.so")
+    exe = os.path.join(d, "argsort_driver")
     cc = os.environ.get("CC", "cc")
     # with OpenMP, so that the threaded sort (ranges of the introsort as tasks) runs too
-    subprocess.run([cc, "-std=gnu11", "-O2", "-fopenmp", "-shared", "-fPIC",
-                    "-I" + os.path.join(root, "src", "core"), "-I" + os.path.join(root, "include"),
-                    "-o", so] + srcs, check=True)
-    lib_ = C.CDLL(so)
-    lib_.emb__argsort_unstable_i64.restype = None
-    lib_.emb__argsort_unstable_i64.argtypes = [C.c_void_p, C.c_int64, C.c_void_p, C.c_void_p]
-    lib_.emb__argsort_unstable_i64_mt.restype = None
-    lib_.emb__argsort_unstable_i64_mt.argtypes = [C.c_void_p, C.c_int64, C.c_void_p,
-                                                  C.c_void_p, C.c_int]
-    yield lib_
-    os.remove(so)
+    subprocess.run([cc, "-std=gnu11", "-O2", "-fopenmp",
+                    "-I" + os.path.join(root, "src", "core"),
+                    "-I" + os.path.join(root, "src", "kernels"),
+                    "-I" + os.path.join(root, "include"), "-o", exe] + srcs, check=True)
+    proc = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    yield proc
+    proc.stdin.close()
+    assert proc.wait() == 0
+    os.remove(exe)
     os.rmdir(d)
 
 
-def emb_argsort(lib_, keys, threads=0):
+def emb_argsort(proc, keys, threads=0):
     """threads 0: the single-threaded entry point; otherwise the threaded one."""
     keys = np.ascontiguousarray(keys, dtype=np.int64)
     n = len(keys)
-    perm = np.full(n, -1, np.int64)
-    scratch = np.empty(2 * n + 1, np.int64)
-    before = keys.copy()
-    if threads:
-        lib_.emb__argsort_unstable_i64_mt(keys.ctypes.data, n, perm.ctypes.data,
-                                          scratch.ctypes.data, threads)
-    else:
-        lib_.emb__argsort_unstable_i64(keys.ctypes.data, n, perm.ctypes.data,
-                                       scratch.ctypes.data)
-    assert np.array_equal(keys, before)
-    return perm
+    proc.stdin.write(struct.pack("<qq", n, threads) + keys.tobytes())
+    proc.stdin.flush()
+    answer = proc.stdout.read(8 * (n + 1))
+    assert len(answer) == 8 * (n + 1), "the argsort filter stopped"
+    out = np.frombuffer(answer, np.int64)
+    assert out[n] == 1, "the keys were changed"
+    return out[:n].copy()
 
 
 def adversary_keys(n, tie_mod=0):
@@ -593,9 +561,14 @@ def test_argsort_matches_torch_sort(argsort_lib):
     for k, a in enumerate(arrays):
         a = np.asarray(a, np.int64)
         want = torch.sort(torch.from_numpy(a.copy()), stable=False)[1].numpy()
+        # the public form: the order a SparseGrad's coalesce visits the entries in
+        public = emb.sparse_coalesce_order(a)
+        assert np.array_equal(public, want), f"sparse_coalesce_order of array {k}"
         got = emb_argsort(argsort_lib, a)
         assert np.array_equal(got, want), f"array {k} (n={len(a)}): first difference at " \
             f"{int(np.argmax(got != want))}"
+    with pytest.raises(emb.DtypeError, match="int64"):
+        emb.sparse_coalesce_order(np.zeros(3, np.int32))
 
 
 def test_argsort_large_matches_torch_sort(argsort_lib):
@@ -631,15 +604,51 @@ def test_errors_match_pytorch_wording():
     g = np.ones((2, 2), np.float32)
     e = Emb(w, scale=True, sparse=True)
     sg = Sparse(4, 2)
-    st, msg = call(lib.emb_embedding_backward_sparse, e.h, T(idx), T(g), ptr(sg.g))
-    assert st == ERR_UNSUPPORTED
+    with pytest.raises(emb.UnsupportedError) as ei:
+        sg.accumulate(e.table, idx, g)
+    msg = str(ei.value)
     te = torch_emb(w, scale=True, sparse=True)
     with pytest.raises(RuntimeError) as exc:
         torch_backward(te, idx, g)
     assert msg in str(exc.value)
-    assert sg.g.nnz == 0
+    assert sg.nnz == 0
     frozen = Emb(w, freeze=True)
     gw = np.full((4, 2), 7, np.float32)
-    st, msg = call(lib.emb_embedding_backward, frozen.h, T(idx), T(g), T(gw))
-    assert st == ERR_STATE and "does not require grad" in msg
+    with pytest.raises(emb.StateError, match="does not require grad"):
+        frozen.table.backward(idx, g, grad=gw)
     assert (gw == 7).all()
+
+
+def test_borrowed_arrays_stay_alive():
+    """A gradient that borrows (view=True) holds the arrays: deleting them changes nothing;
+    a later accumulate gives it entries of its own and lets them go."""
+    import gc
+    import weakref
+    w = np.zeros((6, 3), np.float32)
+    e = Emb(w, sparse=True)
+    te = torch_emb(w, sparse=True)
+    sg = Sparse(6, 3)
+    idx = np.array([4, 1, 4], np.int64)
+    g = np.arange(9, dtype=np.float32).reshape(3, 3)
+
+    class Owner(np.ndarray):  # an ndarray subclass, so that a weak reference can watch it
+        pass
+
+    go = g.copy().view(Owner)
+    gone = weakref.ref(go)
+    sg.accumulate(e.table, idx, go, view=True)
+    assert sg.borrowed
+    del go
+    gc.collect()
+    assert gone() is not None  # held by the gradient
+    compare_sparse(sg, torch_backward(te, idx, g), "borrowed after the caller let go")
+    sg.accumulate(e.table, np.array([2], np.int64), np.ones((1, 3), np.float32), view=True)
+    assert not sg.borrowed
+    gc.collect()
+    assert gone() is None  # released once the entries are the gradient's own
+    compare_sparse(sg, torch_backward(te, np.array([2]), np.ones((1, 3), np.float32)),
+                   "after a second accumulate")
+    with pytest.raises(TypeError):
+        sg.accumulate(object(), idx, g)
+    with pytest.raises(TypeError, match="indices must be int64 or int32"):
+        sg.accumulate(e.table, idx.astype(np.float64), g)

@@ -5,7 +5,6 @@ from_pretrained, forward / F.embedding on index tensors of rank 0..8 (int64 and 
 max_norm renormalisation for many norm types, torch.embedding_renorm_, thread-count
 independence, and the bad-input contract (status, message, nothing changed). Every expected
 value is produced by torch during the test."""
-import ctypes as C
 import math
 
 import numpy as np
@@ -13,63 +12,31 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (ERR_DTYPE, ERR_INDEX, ERR_INVALID, ERR_NULL, ERR_OVERFLOW, ERR_SHAPE,
-                   FLOAT32, FLOAT64, INT64, INT32, PADDING_NONE, T, Tensor, assert_close,
-                   call, check, lib, ptr, tensor_out)
+import emb
+from parity_util import assert_close
 
 torch.set_num_threads(1)
 
 
 # ---- helpers ---------------------------------------------------------------------------
 
-def opts(padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
-         sparse=False, generator=None):
-    o = lib.emb_embedding_options_default()
-    o.padding_idx = PADDING_NONE if padding_idx is None else padding_idx
-    o.max_norm = math.inf if max_norm is None else max_norm
-    o.norm_type = norm_type
-    o.scale_grad_by_freq = scale_grad_by_freq
-    o.sparse = sparse
-    o.generator = generator
-    return o
+def pretrained(w, freeze=True, **kw):
+    """Embedding.from_pretrained over a copy of w (the table shares the array it is given,
+    as torch's from_pretrained shares its tensor; the tests keep w as it was)."""
+    return emb.Embedding.from_pretrained(w.copy(), freeze=freeze, **kw)
 
 
-class Emb:
-    """Owns an emb_embedding handle."""
+def weight(e):
+    """A copy of a table's weight."""
+    return np.array(e.weight)
 
-    def __init__(self, handle):
-        self.h = handle
 
-    @classmethod
-    def create(cls, V, D, o=None):
-        h = C.c_void_p()
-        check(lib.emb_embedding_create(V, D, ptr(o) if o is not None else None, ptr(h)))
-        return cls(h)
-
-    @classmethod
-    def pretrained(cls, w, freeze=True, o=None):
-        h = C.c_void_p()
-        check(lib.emb_embedding_from_pretrained(T(w), freeze, ptr(o) if o is not None else None,
-                                                ptr(h)))
-        return cls(h)
-
-    def weight_view(self):
-        v = Tensor()
-        check(lib.emb_embedding_weight(self.h, ptr(v)))
-        n = v.shape[0] * v.shape[1]
-        return np.ctypeslib.as_array(C.cast(v.data, C.POINTER(C.c_float)), (n,)).reshape(
-            v.shape[0], v.shape[1])
-
-    def weight(self):
-        return self.weight_view().copy()
-
-    def forward(self, idx):
-        out = tensor_out(tuple(idx.shape) + (lib.emb_embedding_embedding_dim(self.h),))
-        check(lib.emb_embedding_forward(self.h, T(idx), T(out)))
-        return out
-
-    def __del__(self):
-        lib.emb_embedding_free(self.h)
+def refused(fn, *args, error, **kw):
+    """The message of the emb.Error of class `error` that fn(*args, **kw) raises."""
+    with pytest.raises(emb.Error) as ei:
+        fn(*args, **kw)
+    assert type(ei.value) is error, (type(ei.value), str(ei.value))
+    return str(ei.value)
 
 
 def bits_equal(a, b):
@@ -84,9 +51,9 @@ def test_seed000_table():
     """The seed notebook 000: manual_seed(0); nn.Embedding(6, 2)."""
     torch.manual_seed(0)
     want = torch.nn.Embedding(6, 2).weight.detach().numpy()
-    lib.emb_manual_seed(0)
-    e = Emb.create(6, 2)
-    got = e.weight()
+    emb.manual_seed(0)
+    e = emb.Embedding(6, 2)
+    got = weight(e)
     assert_close(got, want, exact=True, what="seed000 weight")
     # the notebook's printed values (torch's output, 4 decimals)
     printed = [[1.5410, -0.2934], [-2.1788, 0.5684], [-1.0845, -1.3986], [0.4033, 0.8380],
@@ -110,12 +77,12 @@ def test_init_random_shapes():
             -int(rng.integers(1, V + 1))
         torch.manual_seed(seed)
         m = torch.nn.Embedding(V, D, padding_idx=pad)
-        lib.emb_manual_seed(seed)
-        e = Emb.create(V, D, opts(padding_idx=pad))
-        assert_close(e.weight(), m.weight.detach().numpy(), exact=True,
+        emb.manual_seed(seed)
+        e = emb.Embedding(V, D, padding_idx=pad)
+        assert_close(weight(e), m.weight.detach().numpy(), exact=True,
                      what=f"init V={V} D={D} seed={seed} pad={pad}")
-        assert lib.emb_embedding_padding_idx(e.h) == (PADDING_NONE if pad is None else m.padding_idx)
-        assert lib.emb_embedding_requires_grad(e.h)
+        assert e.padding_idx == m.padding_idx
+        assert e.requires_grad
         cases += 1
     assert cases == 3000
 
@@ -126,9 +93,9 @@ def test_init_large_and_edges(V, D, pad):
     for seed in (0, 1, 42, 2 ** 32 + 5, 2 ** 64 - 1):
         torch.manual_seed(seed)
         m = torch.nn.Embedding(V, D, padding_idx=pad)
-        lib.emb_manual_seed(seed)
-        e = Emb.create(V, D, opts(padding_idx=pad))
-        w = e.weight()
+        emb.manual_seed(seed)
+        e = emb.Embedding(V, D, padding_idx=pad)
+        w = weight(e)
         assert_close(w, m.weight.detach().numpy(), exact=True, what=f"init {V}x{D} seed {seed}")
         if pad is not None:
             assert not w[pad].any()
@@ -151,17 +118,17 @@ def test_init_successive_without_reseed():
             shapes.append((V, D))
         torch.manual_seed(seed)
         want = [torch.nn.Embedding(V, D).weight.detach().numpy().copy() for V, D in shapes]
-        lib.emb_manual_seed(seed)
+        emb.manual_seed(seed)
         for (V, D), w in zip(shapes, want):
-            e = Emb.create(V, D)
-            assert_close(e.weight(), w, exact=True, what=f"trial {trial} {shapes}")
+            e = emb.Embedding(V, D)
+            assert_close(weight(e), w, exact=True, what=f"trial {trial} {shapes}")
     # the classic case: Embedding(1,1) twice gives cos then sin of one pair
     torch.manual_seed(3)
     a = torch.nn.Embedding(1, 1).weight.item()
     b = torch.nn.Embedding(1, 1).weight.item()
-    lib.emb_manual_seed(3)
-    assert Emb.create(1, 1).weight()[0, 0] == np.float32(a)
-    assert Emb.create(1, 1).weight()[0, 0] == np.float32(b)
+    emb.manual_seed(3)
+    assert weight(emb.Embedding(1, 1))[0, 0] == np.float32(a)
+    assert weight(emb.Embedding(1, 1))[0, 0] == np.float32(b)
 
 
 def test_init_with_generator():
@@ -173,34 +140,28 @@ def test_init_with_generator():
         seed = int(rng.integers(0, 2 ** 63))
         g = torch.Generator().manual_seed(seed)
         want = torch.empty(V, D).normal_(0, 1, generator=g).numpy()
-        gen = C.c_void_p()
-        check(lib.emb_generator_create(seed, ptr(gen)))
-        try:
-            lib.emb_manual_seed(11)
-            e = Emb.create(V, D, opts(generator=gen.value))
-            assert_close(e.weight(), want, exact=True, what=f"generator init {V}x{D}")
-            # the default generator was not touched: it still starts the stream of seed 11
-            torch.manual_seed(11)
-            first = torch.nn.Embedding(2, 9).weight.detach().numpy()
-            assert_close(Emb.create(2, 9).weight(), first, exact=True, what="default generator")
-        finally:
-            lib.emb_generator_free(gen)
+        gen = emb.Generator(seed)
+        emb.manual_seed(11)
+        e = emb.Embedding(V, D, generator=gen)
+        assert_close(weight(e), want, exact=True, what=f"generator init {V}x{D}")
+        # the default generator was not touched: it still starts the stream of seed 11
+        torch.manual_seed(11)
+        first = torch.nn.Embedding(2, 9).weight.detach().numpy()
+        assert_close(weight(emb.Embedding(2, 9)), first, exact=True, what="default generator")
 
 
 def test_create_error_consumes_no_randomness():
-    lib.emb_manual_seed(77)
-    h = C.c_void_p()
-    for args, status in [((0, 3, None), ERR_INVALID), ((3, 0, None), ERR_INVALID),
-                         ((3, 2, opts(padding_idx=3)), ERR_INVALID),
-                         ((3, 2, opts(max_norm=-1.0)), ERR_INVALID),
-                         ((2 ** 62, 2 ** 3, None), ERR_OVERFLOW)]:
-        V, D, o = args
-        st, _ = call(lib.emb_embedding_create, V, D, ptr(o) if o is not None else None, ptr(h))
-        assert st == status
-        assert h.value is None
+    emb.manual_seed(77)
+    for args, status in [((0, 3, {}), emb.InvalidArgumentError),
+                         ((3, 0, {}), emb.InvalidArgumentError),
+                         ((3, 2, dict(padding_idx=3)), emb.InvalidArgumentError),
+                         ((3, 2, dict(max_norm=-1.0)), emb.InvalidArgumentError),
+                         ((2 ** 62, 2 ** 3, {}), emb._emb.OverflowError_)]:
+        V, D, kw = args
+        refused(emb.Embedding, V, D, error=status, **kw)
     torch.manual_seed(77)
     want = torch.nn.Embedding(4, 5).weight.detach().numpy()
-    assert_close(Emb.create(4, 5).weight(), want, exact=True, what="after failed creates")
+    assert_close(weight(emb.Embedding(4, 5)), want, exact=True, what="after failed creates")
 
 
 # ---- from_pretrained -------------------------------------------------------------------
@@ -213,28 +174,32 @@ def test_from_pretrained():
         pad = None if rng.random() < 0.5 else int(rng.integers(-V, V))
         freeze = bool(rng.random() < 0.5)
         m = torch.nn.Embedding.from_pretrained(torch.tensor(w), freeze=freeze, padding_idx=pad)
-        lib.emb_manual_seed(1)
-        e = Emb.pretrained(w, freeze, opts(padding_idx=pad))
-        assert_close(e.weight(), m.weight.detach().numpy(), exact=True, what="pretrained")
-        assert lib.emb_embedding_requires_grad(e.h) == m.weight.requires_grad
-        assert lib.emb_embedding_padding_idx(e.h) == (PADDING_NONE if pad is None else m.padding_idx)
-        # a copy, not a view
-        w[0, 0] += 1
-        assert e.weight()[0, 0] != w[0, 0]
+        emb.manual_seed(1)
+        shared = w.copy()
+        e = emb.Embedding.from_pretrained(shared, freeze, padding_idx=pad)
+        assert_close(weight(e), m.weight.detach().numpy(), exact=True, what="pretrained")
+        assert e.requires_grad == m.weight.requires_grad
+        assert e.padding_idx == m.padding_idx
         idx = rng.integers(0, V, size=(3, 4))
         assert_close(e.forward(idx), m(torch.tensor(idx)).detach().numpy(), exact=True,
                      what="pretrained forward (padding row returned as stored)")
+        # a view of the array, as torch's from_pretrained is of its tensor
+        shared[0, 0] += 1
+        assert weight(e)[0, 0] == shared[0, 0] != w[0, 0]
+        t = torch.from_numpy(w.copy())
+        torch.nn.Embedding.from_pretrained(t, freeze=freeze).weight.data[0, 0] += 1
+        assert t[0, 0] != w[0, 0]
     # no randomness consumed
     torch.manual_seed(1)
     want = torch.nn.Embedding(3, 3).weight.detach().numpy()
-    assert_close(Emb.create(3, 3).weight(), want, exact=True, what="after from_pretrained")
+    assert_close(weight(emb.Embedding(3, 3)), want, exact=True, what="after from_pretrained")
 
 
 def test_from_pretrained_keeps_special_values():
     w = np.array([[np.nan, -0.0, np.inf], [-np.inf, 1e-45, -1e38]], np.float32)
     w.view(np.uint32)[0, 0] = 0x7fc12345  # NaN payload
-    e = Emb.pretrained(w, False, opts(padding_idx=0))
-    assert bits_equal(e.weight(), w)
+    e = pretrained(w, False, padding_idx=0)
+    assert bits_equal(weight(e), w)
     out = e.forward(np.array([[1, 0], [0, 0]], np.int64))
     want = F.embedding(torch.tensor([[1, 0], [0, 0]]), torch.tensor(w)).numpy()
     assert bits_equal(out, want)
@@ -259,18 +224,12 @@ def test_forward_ranks_and_dtypes():
         dt = np.int64 if rng.random() < 0.5 else np.int32
         idx = rng.integers(0, V, size=shape).astype(dt)
         want = F.embedding(torch.from_numpy(idx), torch.tensor(w)).numpy()
-        e = Emb.pretrained(w, False)
+        e = pretrained(w, False)
         got = e.forward(idx)
         assert_close(got, want, exact=True, what=f"forward rank {rank} shape {shape} {dt}")
-        # the functional form on a caller weight
-        out = tensor_out(want.shape)
-        check(lib.emb_embedding_lookup(T(w), T(idx), T(out)))
-        assert_close(out, want, exact=True, what="emb_embedding_lookup")
-        # output_shape
-        nd = C.c_int()
-        shp = (C.c_int64 * 9)()
-        check(lib.emb_embedding_output_shape(e.h, T(idx), ptr(nd), shp))
-        assert tuple(shp[:nd.value]) == want.shape
+        # the functional form on a caller weight (F.embedding); its shape is the output
+        # shape (assert_close compares shapes first)
+        assert_close(emb.embedding(w, idx), want, exact=True, what="emb.embedding")
         cases += 1
     assert cases == 3000
 
@@ -285,12 +244,12 @@ def test_forward_large_threaded(threads, dt):
     w = rng.standard_normal((V, D)).astype(np.float32)
     idx = rng.integers(0, V, size=(300, 170)).astype(dt)
     want = F.embedding(torch.from_numpy(idx), torch.tensor(w)).numpy()
-    lib.emb_set_num_threads(threads)
+    emb.set_num_threads(threads)
     try:
-        e = Emb.pretrained(w, False)
+        e = pretrained(w, False)
         assert_close(e.forward(idx), want, exact=True, what=f"large forward, {threads} threads")
     finally:
-        lib.emb_set_num_threads(0)
+        emb.set_num_threads(0)
 
 
 # ---- max_norm --------------------------------------------------------------------------
@@ -324,10 +283,10 @@ def test_forward_max_norm(p):
                                                norm_type=p, padding_idx=pad)
         want = m(torch.from_numpy(idx)).detach().numpy()
         want_w = m.weight.detach().numpy()
-        e = Emb.pretrained(w, False, opts(max_norm=max_norm, norm_type=p, padding_idx=pad))
+        e = pretrained(w, False, max_norm=max_norm, norm_type=p, padding_idx=pad)
         got = e.forward(idx)
         assert_close(got, want, exact=True, what=f"max_norm p={p} output")
-        assert_close(e.weight(), want_w, exact=True, what=f"max_norm p={p} weight")
+        assert_close(weight(e), want_w, exact=True, what=f"max_norm p={p} weight")
         renormed += int((want_w != w).any(axis=1).sum())
     assert renormed > 100  # the cases exercise the rescaling, not only the no-op
 
@@ -344,7 +303,7 @@ def test_renorm_functional(p):
         wt = torch.tensor(w)
         torch.embedding_renorm_(wt, torch.from_numpy(idx), max_norm, p)
         mine = w.copy()
-        check(lib.emb_embedding_renorm_(T(mine), T(idx), max_norm, p))
+        emb.embedding_renorm_(mine, idx, max_norm, p)
         assert_close(mine, wt.numpy(), exact=True, what=f"renorm_ p={p}")
 
 
@@ -359,7 +318,7 @@ def test_renorm_long_rows():
         wt = torch.tensor(w)
         torch.embedding_renorm_(wt, torch.from_numpy(idx), 2.0, p)
         mine = w.copy()
-        check(lib.emb_embedding_renorm_(T(mine), T(idx), 2.0, p))
+        emb.embedding_renorm_(mine, idx, 2.0, p)
         assert_close(mine, wt.numpy(), exact=True, what=f"long rows p={p}")
         assert not bits_equal(mine, w)
 
@@ -375,7 +334,7 @@ def test_renorm_examples_from_reference():
         wt = torch.tensor(w)
         torch.embedding_renorm_(wt, torch.tensor([0]), mx, p)
         mine = w.copy()
-        check(lib.emb_embedding_renorm_(T(mine), T(np.array([0, 0])), mx, p))
+        emb.embedding_renorm_(mine, np.array([0, 0]), mx, p)
         assert bits_equal(mine, wt.numpy()), (row, mx, p, mine, wt)
 
 
@@ -383,7 +342,7 @@ def test_renorm_examples_from_reference():
 def test_renorm_large_threaded(threads):
     """Parallel renorm over distinct rows (both the bitmap and the sort path)."""
     rng = np.random.default_rng(12)
-    lib.emb_set_num_threads(threads)
+    emb.set_num_threads(threads)
     try:
         for V, D, n in [(4000, 64, 20000), (200000, 40, 3000)]:
             w = rng.standard_normal((V, D)).astype(np.float32)
@@ -391,25 +350,23 @@ def test_renorm_large_threaded(threads):
             idx[: n // 2] = idx[n // 2:]  # duplicates
             m = torch.nn.Embedding.from_pretrained(torch.tensor(w), freeze=False, max_norm=5.0)
             want = m(torch.from_numpy(idx)).detach().numpy()
-            e = Emb.pretrained(w, False, opts(max_norm=5.0))
+            e = pretrained(w, False, max_norm=5.0)
             assert_close(e.forward(idx), want, exact=True, what="large max_norm output")
-            assert_close(e.weight(), m.weight.detach().numpy(), exact=True,
+            assert_close(weight(e), m.weight.detach().numpy(), exact=True,
                          what="large max_norm weight")
     finally:
-        lib.emb_set_num_threads(0)
+        emb.set_num_threads(0)
 
 
-# ---- bad inputs: status, message, nothing changed --------------------------------------
+# ---- bad inputs: exception class, message, nothing changed -----------------------------
 
-def expect_unchanged_forward(e, idx, out, status, fragment):
-    w0 = e.weight()
-    o0 = out.copy()
-    st, msg = call(lib.emb_embedding_forward, e.h, T(idx) if idx is not None else None,
-                   T(out) if out is not None else None)
-    assert st == status, (st, msg)
+def expect_unchanged_forward(e, idx, error, fragment):
+    w0 = weight(e)
+    with pytest.raises(error) as ei:
+        e.forward(idx)
+    msg = str(ei.value)
     assert fragment in msg, msg
-    assert bits_equal(e.weight(), w0)
-    assert bits_equal(out, o0)
+    assert bits_equal(weight(e), w0)
     return msg
 
 
@@ -425,16 +382,15 @@ def test_bad_index_dtype_message_is_torchs(np_dt, torch_dt):
         F.embedding(torch.tensor([1, 0], dtype=torch_dt), torch.tensor(w))
     with pytest.raises(RuntimeError) as ren:
         torch.embedding_renorm_(torch.tensor(w), torch.tensor([1, 0], dtype=torch_dt), 1.0, 2.0)
-    e = Emb.pretrained(w, False, opts(max_norm=1.0))
-    msg = expect_unchanged_forward(e, idx, tensor_out((2, 3)), ERR_DTYPE, "indices")
+    e = pretrained(w, False, max_norm=1.0)
+    # the module refuses the array itself, naming what it expects (docs/python.md)
+    expect_unchanged_forward(e, idx, TypeError, "indices must be int64 or int32, got ")
+    # F.embedding and embedding_renorm_ carry torch's message
+    msg = refused(emb.embedding, w, idx, error=emb.DtypeError)
     assert msg == str(fwd.value)
-    out = tensor_out((2, 3))
-    st, msg = call(lib.emb_embedding_lookup, T(w), T(idx), T(out))
-    assert st == ERR_DTYPE and msg == str(fwd.value)
-    assert np.isnan(out).all()
     mine = w.copy()
-    st, msg = call(lib.emb_embedding_renorm_, T(mine), T(idx), 1.0, 2.0)
-    assert st == ERR_DTYPE and msg == str(ren.value)
+    msg = refused(emb.embedding_renorm_, mine, idx, 1.0, 2.0, error=emb.DtypeError)
+    assert msg == str(ren.value)
     assert bits_equal(mine, w)
 
 
@@ -445,11 +401,11 @@ def test_bad_index_values(max_norm, dt):
     V-k for a negative index -k before failing; emb validates first), nothing written."""
     V, D = 10, 4
     w = np.random.default_rng(0).standard_normal((V, D)).astype(np.float32) * 3
-    e = Emb.pretrained(w, False, opts(max_norm=max_norm))
+    e = pretrained(w, False, max_norm=max_norm)
     for idx, val, pos in [([10], 10, 0), ([0, 1, -1], -1, 2), ([[1, 2], [3, 99]], 99, 3),
                           ([[1, 2], [-10, 1]], -10, 2), (5 * [3] + [2 ** 31 - 1], 2 ** 31 - 1, 5)]:
         a = np.array(idx, dtype=dt)
-        msg = expect_unchanged_forward(e, a, tensor_out(a.shape + (D,)), ERR_INDEX, "")
+        msg = expect_unchanged_forward(e, a, emb.IndexOutOfRangeError, "")
         assert msg == (f"index {val} at position {pos} is out of range for an embedding with "
                        f"{V} rows (valid: [0, {V}))")
         if max_norm is not None and val < 0:
@@ -460,43 +416,26 @@ def test_bad_index_values(max_norm, dt):
                 m(torch.from_numpy(a.astype(np.int64)))
             assert not bits_equal(m.weight.detach().numpy(), w)
         mine = w.copy()
-        st, msg2 = call(lib.emb_embedding_renorm_, T(mine), T(a), 0.5, 2.0)
-        assert st == ERR_INDEX and msg2 == msg
+        msg2 = refused(emb.embedding_renorm_, mine, a, 0.5, 2.0, error=emb.IndexOutOfRangeError)
+        assert msg2 == msg
         assert bits_equal(mine, w)
-        out = tensor_out(a.shape + (D,))
-        st, msg3 = call(lib.emb_embedding_lookup, T(w), T(a), T(out))
-        assert st == ERR_INDEX and msg3 == msg and np.isnan(out).all()
+        msg3 = refused(emb.embedding, mine, a, error=emb.IndexOutOfRangeError)
+        assert msg3 == msg and bits_equal(mine, w)
 
 
 def test_bad_out_and_nulls():
+    """Indices of 9 dimensions are refused and change nothing. (Output buffers of the wrong
+    shape or dtype and NULL arguments exist only in the C API: tests/unit/test_embedding.c.)"""
     w = np.arange(12, dtype=np.float32).reshape(4, 3)
-    e = Emb.pretrained(w, False, opts(max_norm=1.0))
-    idx = np.array([[0, 1]], np.int64)
-    expect_unchanged_forward(e, idx, tensor_out((1, 2, 4)), ERR_SHAPE,
-                             "out has shape [1, 2, 4], expected [1, 2, 3]")
-    expect_unchanged_forward(e, idx, tensor_out((2, 3)), ERR_SHAPE, "expected [1, 2, 3]")
-    expect_unchanged_forward(e, idx, tensor_out((1, 2, 3), np.float64), ERR_DTYPE,
-                             "out must be float32, got float64")
-    expect_unchanged_forward(e, None, tensor_out((1, 2, 3)), ERR_NULL, "indices must not be NULL")
-    w0 = e.weight()
-    st, msg = call(lib.emb_embedding_forward, e.h, T(idx), None)
-    assert st == ERR_NULL and "out must not be NULL" in msg and bits_equal(e.weight(), w0)
-    st, msg = call(lib.emb_embedding_forward, None, T(idx), T(tensor_out((1, 2, 3))))
-    assert st == ERR_NULL and "embedding must not be NULL" in msg
-    # 9-d indices
+    e = pretrained(w, False, max_norm=1.0)
     big = np.zeros((1,) * 9, np.int64)
-    o = np.zeros((1,) * 8 + (3,), np.float32)  # cannot express 10-d out; the check comes first
-    st, msg = call(lib.emb_embedding_forward, e.h, T(big), T(o))
-    assert st == ERR_SHAPE and "at most 8" in msg and bits_equal(e.weight(), w0)
-    # non-empty indices with NULL data
-    t = T(idx)
-    t.data = None
-    st, msg = call(lib.emb_embedding_forward, e.h, t, T(tensor_out((1, 2, 3))))
-    assert st == ERR_NULL and "data is NULL" in msg
+    expect_unchanged_forward(e, big, emb.ShapeError, "at most 8")
+    assert bits_equal(weight(e), w)
+    with pytest.raises(ValueError, match="more than 8 dimensions"):
+        emb.embedding(w, big)
 
 
 def test_bad_options_and_weights():
-    h = C.c_void_p()
     cases = [
         (dict(padding_idx=5), "Padding_idx must be within num_embeddings: got padding_idx=5, "
                               "valid: [-5, 5)"),
@@ -510,25 +449,28 @@ def test_bad_options_and_weights():
         if "padding_idx" in kw:  # torch agrees on the padding rule and the message head
             with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
                 torch.nn.Embedding(5, 2, **kw)
-        st, msg = call(lib.emb_embedding_create, 5, 2, ptr(opts(**kw)), ptr(h))
-        assert st == ERR_INVALID and frag in msg and h.value is None, msg
+        msg = refused(emb.Embedding, 5, 2, error=emb.InvalidArgumentError, **kw)
+        assert frag in msg, msg
         w = np.ones((5, 2), np.float32)
-        st, msg = call(lib.emb_embedding_from_pretrained, T(w), True, ptr(opts(**kw)), ptr(h))
-        assert st == ERR_INVALID and frag in msg and h.value is None, msg
+        msg = refused(emb.Embedding.from_pretrained, w, True, error=emb.InvalidArgumentError,
+                      **kw)
+        assert frag in msg, msg
     with pytest.raises(AssertionError, match="Embeddings parameter is expected to be 2-dimensional"):
         torch.nn.Embedding.from_pretrained(torch.ones(3))
-    st, msg = call(lib.emb_embedding_from_pretrained, T(np.ones(3, np.float32)), True, None, ptr(h))
-    assert st == ERR_SHAPE and "Embeddings parameter is expected to be 2-dimensional" in msg
-    st, msg = call(lib.emb_embedding_from_pretrained, T(np.ones((2, 3))), True, None, ptr(h))
-    assert st == ERR_DTYPE and "float64" in msg and h.value is None
+    with pytest.raises(ValueError, match="Embeddings parameter is expected to be 2-dimensional"):
+        emb.Embedding.from_pretrained(np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="float64"):
+        emb.Embedding.from_pretrained(np.ones((2, 3)))
     # renorm_ argument checks
     w = np.ones((3, 2), np.float32)
     with pytest.raises(RuntimeError) as ei:
         torch.embedding_renorm_(torch.ones(3), torch.tensor([0]), 1.0, 2.0)
-    st, msg = call(lib.emb_embedding_renorm_, T(np.ones(3, np.float32)), T(np.array([0])), 1.0, 2.0)
-    assert st == ERR_SHAPE and msg == str(ei.value)
+    msg = refused(emb.embedding_renorm_, np.ones(3, np.float32), np.array([0]), 1.0, 2.0,
+                  error=emb.ShapeError)
+    assert msg == str(ei.value)
     for mx, p, frag in [(0.0, 2.0, "max_norm must be > 0"), (math.nan, 2.0, "max_norm"),
                         (1.0, math.nan, "norm_type must not be NaN")]:
         mine = w.copy()
-        st, msg = call(lib.emb_embedding_renorm_, T(mine), T(np.array([0, 1])), mx, p)
-        assert st == ERR_INVALID and frag in msg and bits_equal(mine, w)
+        msg = refused(emb.embedding_renorm_, mine, np.array([0, 1]), mx, p,
+                      error=emb.InvalidArgumentError)
+        assert frag in msg and bits_equal(mine, w)

@@ -10,7 +10,6 @@ with torch doing the same at test time:
 * the Linear weight gradient, transposed, equals the embedding's dense gradient (within
   tolerance; exact summation order differs), and torch agrees.
 Checked with the CBLAS and the reference GEMM kernels."""
-import ctypes as C
 import random
 
 import numpy as np
@@ -18,96 +17,43 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (FAST_KERNEL_MODE, KERNELS_REF, RUN_KERNEL_MODE, EmbeddingOptions, Gen, T,
-                   Tensor, assert_close, check, lib, ptr, tensor_out)
+import emb
+from parity_util import FAST_KERNEL_MODE, RUN_KERNEL_MODE, assert_close
 
 torch.set_num_threads(1)
 
-MODES = pytest.mark.parametrize("mode", [FAST_KERNEL_MODE, KERNELS_REF], ids=["fast", "ref"])
+MODES = pytest.mark.parametrize("mode", [FAST_KERNEL_MODE, "ref"], ids=["fast", "ref"])
+# A number per kernel mode, for the seeds of the cases (emb's emb_kernel_mode values)
+MODE_CODE = {"auto": 0, "ref": 1, "avx2": 2}
 
 
 @pytest.fixture(autouse=True)
 def _restore_mode():
     yield
-    lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
+    emb.set_kernel_mode(RUN_KERNEL_MODE)
 
 
-def view_array(fn, h):
-    v = Tensor()
-    check(fn(h, ptr(v)))
-    shape = tuple(v.shape[k] for k in range(v.ndim))
-    n = int(np.prod(shape))
-    return np.ctypeslib.as_array(C.cast(v.data, C.POINTER(C.c_float)), (n,)).reshape(shape)
+def Linear(i, o, bias, seed):
+    """emb.Linear drawn from a generator of its own seeded `seed` (torch.manual_seed(seed);
+    nn.Linear(i, o, bias) draws the same numbers)."""
+    return emb.Linear(i, o, bias, generator=emb.Generator(seed))
 
 
-class Linear:
-    def __init__(self, i, o, bias, gen):
-        self.h = C.c_void_p()
-        check(lib.emb_linear_create(i, o, bias, gen.h, ptr(self.h)))
-        self.o = o
-
-    def weight(self):
-        return view_array(lib.emb_linear_weight, self.h)
-
-    def bias(self):
-        return view_array(lib.emb_linear_bias, self.h)
-
-    def forward(self, x):
-        y = tensor_out(x.shape[:-1] + (self.o,))
-        check(lib.emb_linear_forward(self.h, T(x), T(y)))
-        return y
-
-    def grad_weight(self, x, gy):
-        gw = np.zeros((self.o, x.shape[-1]), np.float32)
-        check(lib.emb_linear_backward(self.h, T(x), T(gy), None, T(gw), None))
-        return gw
-
-    def __del__(self):
-        lib.emb_linear_free(self.h)
-
-
-class Embedding:
-    def __init__(self, weights, freeze=True):
-        self.h = C.c_void_p()
-        o = lib.emb_embedding_options_default()
-        check(lib.emb_embedding_from_pretrained(T(np.ascontiguousarray(weights)), freeze,
-                                                ptr(o), ptr(self.h)))
-        self.d = weights.shape[1]
-        self.v = weights.shape[0]
-
-    @classmethod
-    def create(cls, v, d, gen):
-        self = cls.__new__(cls)
-        self.h = C.c_void_p()
-        o = lib.emb_embedding_options_default()
-        o.generator = gen.h
-        check(lib.emb_embedding_create(v, d, ptr(o), ptr(self.h)))
-        self.v, self.d = v, d
-        return self
-
-    def weight(self):
-        return view_array(lib.emb_embedding_weight, self.h)
-
-    def forward(self, idx):
-        out = tensor_out(idx.shape + (self.d,))
-        check(lib.emb_embedding_forward(self.h, T(idx), T(out)))
-        return out
-
-    def grad_weight(self, idx, gout):
-        gw = np.zeros((self.v, self.d), np.float32)
-        check(lib.emb_embedding_backward(self.h, T(idx), T(gout), T(gw)))
-        return gw
-
-    def __del__(self):
-        lib.emb_embedding_free(self.h)
+def from_pretrained(weights, freeze=True):
+    """Embedding.from_pretrained of a copy of `weights` (a transposed view, say)."""
+    return emb.Embedding.from_pretrained(np.ascontiguousarray(weights), freeze=freeze)
 
 
 def one_hot(idx, num_classes=-1):
-    c = C.c_int64()
-    check(lib.emb_one_hot_num_classes(T(idx), num_classes, ptr(c)))
-    out = tensor_out(idx.shape + (c.value,))
-    check(lib.emb_one_hot(T(idx), num_classes, T(out)))
-    return out
+    """one_hot(idx).float()"""
+    return emb.one_hot(idx, num_classes, dtype=np.float32)
+
+
+def grad_weight(lin, x, gy):
+    """The weight gradient of Linear alone (no grad_x, no grad_bias)."""
+    gx, gw, gb = lin.backward(x, gy, grad_x=False, grad_bias=False)
+    assert gx is None and gb is None
+    return gw
 
 
 def exact(got, want, what):
@@ -118,19 +64,19 @@ def exact(got, want, what):
 
 @MODES
 def test_seed003_linear_vs_embedding(mode):
-    lib.emb_set_kernel_mode(mode)
+    emb.set_kernel_mode(mode)
     idx = np.array([2, 3, 1], np.int64)
     oh = one_hot(idx)                                 # num_classes = max(idx) + 1 = 4
     assert oh.shape == (3, 4)
-    lin = Linear(4, 5, False, Gen(123))               # manual_seed(123); Linear(4, 5, False)
-    emb = Embedding(lin.weight().T)                   # from_pretrained(linear.weight.T)
+    lin = Linear(4, 5, False, 123)                    # manual_seed(123); Linear(4, 5, False)
+    table = from_pretrained(lin.weight.T)             # from_pretrained(linear.weight.T)
     y_lin = lin.forward(oh)
-    y_emb = emb.forward(idx)
+    y_emb = table.forward(idx)
     exact(y_lin, y_emb, "emb: Linear(one_hot) vs from_pretrained lookup")
 
     torch.manual_seed(123)
     tlin = torch.nn.Linear(4, 5, bias=False)
-    exact(lin.weight(), tlin.weight.detach().numpy(), "Linear(4, 5) init vs torch")
+    exact(lin.weight, tlin.weight.detach().numpy(), "Linear(4, 5) init vs torch")
     toh = F.one_hot(torch.from_numpy(idx)).float()
     exact(oh, toh.numpy(), "one_hot vs torch")
     with torch.no_grad():
@@ -142,17 +88,18 @@ def test_seed003_linear_vs_embedding(mode):
 @MODES
 def test_seed003_embedding_weights_into_linear(mode):
     """The notebook's direction: manual_seed(123); Embedding(4, 5); linear.weight = E^T."""
-    lib.emb_set_kernel_mode(mode)
+    emb.set_kernel_mode(mode)
     idx = np.array([2, 3, 1], np.int64)
-    emb = Embedding.create(4, 5, Gen(123))
-    lin = Linear(4, 5, False, Gen(0))
-    lin.weight()[...] = emb.weight().T               # assign through the writable view
+    emb.manual_seed(123)                              # manual_seed(123); Embedding(4, 5)
+    table = emb.Embedding(4, 5)
+    lin = Linear(4, 5, False, 0)
+    lin.weight[...] = table.weight.T                  # assign through the writable view
     y_lin = lin.forward(one_hot(idx))
-    y_emb = emb.forward(idx)
+    y_emb = table.forward(idx)
     exact(y_lin, y_emb, "Linear(one_hot) vs embedding")
     torch.manual_seed(123)
     temb = torch.nn.Embedding(4, 5)
-    exact(emb.weight(), temb.weight.detach().numpy(), "Embedding(4, 5) init vs torch")
+    exact(table.weight, temb.weight.detach().numpy(), "Embedding(4, 5) init vs torch")
     tlin = torch.nn.Linear(4, 5, bias=False)
     tlin.weight = torch.nn.Parameter(temb.weight.T.detach())
     with torch.no_grad():
@@ -165,18 +112,18 @@ def test_seed003_embedding_weights_into_linear(mode):
 
 @MODES
 def test_seed002_multi_hot_rows(mode):
-    lib.emb_set_kernel_mode(mode)
+    emb.set_kernel_mode(mode)
     x = np.array([[1, 0, 1, 0], [0, 0, 1, 1], [1, 1, 1, 0]], np.float32)
     for seed in (0, 1, 42, 2024):
-        lin = Linear(4, 3, False, Gen(seed))
-        emb = Embedding(lin.weight().T)
+        lin = Linear(4, 3, False, seed)
+        table = from_pretrained(lin.weight.T)
         torch.manual_seed(seed)
         tlin = torch.nn.Linear(4, 3, bias=False)
-        exact(lin.weight(), tlin.weight.detach().numpy(), f"seed {seed}: init vs torch")
+        exact(lin.weight, tlin.weight.detach().numpy(), f"seed {seed}: init vs torch")
         temb = torch.nn.Embedding(4, 3).from_pretrained(tlin.weight.t())
         for r in range(3):
             rows = np.nonzero(x[r])[0].astype(np.int64)
-            looked = emb.forward(rows)
+            looked = table.forward(rows)
             acc = np.zeros(3, np.float32)
             for v in looked:                         # sum in row order from +0
                 acc = acc + v
@@ -195,20 +142,20 @@ def test_seed002_multi_hot_rows(mode):
 
 @MODES
 def test_random_one_hot_equivalence(mode):
-    lib.emb_set_kernel_mode(mode)
-    rnd = random.Random(17 + mode)
+    emb.set_kernel_mode(mode)
+    rnd = random.Random(17 + MODE_CODE[mode])
     for case in range(120):
         v, d, bias = rnd.randint(1, 50), rnd.randint(1, 20), rnd.random() < 0.5
         shape = tuple(rnd.randint(1, 5) for _ in range(rnd.randint(1, 3)))
         seed = rnd.randrange(2 ** 32)
         idx = np.random.default_rng(seed).integers(0, v, size=shape).astype(np.int64)
-        lin = Linear(v, d, bias, Gen(seed))
-        emb = Embedding(lin.weight().T)
+        lin = Linear(v, d, bias, seed)
+        table = from_pretrained(lin.weight.T)
         oh = one_hot(idx, v)
         y_lin = lin.forward(oh)
-        y_emb = emb.forward(idx)
+        y_emb = table.forward(idx)
         if bias:
-            y_emb = y_emb + lin.bias()               # one float32 add per element
+            y_emb = y_emb + lin.bias               # one float32 add per element
         what = f"case {case}: V {v} D {d} bias {bias} idx {list(shape)}"
         exact(y_lin, y_emb, f"{what}: Linear(one_hot) vs lookup")
         torch.manual_seed(seed)
@@ -224,14 +171,14 @@ def test_random_one_hot_equivalence(mode):
 
 @MODES
 def test_random_multi_hot_sums(mode):
-    lib.emb_set_kernel_mode(mode)
-    rnd = random.Random(99 + mode)
+    emb.set_kernel_mode(mode)
+    rnd = random.Random(99 + MODE_CODE[mode])
     for case in range(60):
         v, d = rnd.randint(2, 60), rnd.randint(1, 16)
         seed = rnd.randrange(2 ** 32)
         rng = np.random.default_rng(seed)
-        lin = Linear(v, d, False, Gen(seed))
-        emb = Embedding(lin.weight().T)
+        lin = Linear(v, d, False, seed)
+        table = from_pretrained(lin.weight.T)
         torch.manual_seed(seed)
         tlin = torch.nn.Linear(v, d, bias=False)
         for r in range(3):
@@ -239,7 +186,7 @@ def test_random_multi_hot_sums(mode):
             rows = np.sort(rng.choice(v, size=k, replace=False)).astype(np.int64)
             mh = np.zeros(v, np.float32)
             mh[rows] = 1.0
-            summed = emb.forward(rows).astype(np.float64).sum(axis=0)
+            summed = table.forward(rows).astype(np.float64).sum(axis=0)
             y = lin.forward(mh)
             what = f"case {case} row {r}: V {v} D {d} {k} hot"
             # sums of up to 60 terms of size <~ 1/sqrt(V): float32 rounding of the order
@@ -253,8 +200,8 @@ def test_random_multi_hot_sums(mode):
 
 @MODES
 def test_gradients_linear_vs_embedding(mode):
-    lib.emb_set_kernel_mode(mode)
-    rnd = random.Random(5 + mode)
+    emb.set_kernel_mode(mode)
+    rnd = random.Random(5 + MODE_CODE[mode])
     for case in range(60):
         v, d = rnd.randint(1, 30), rnd.randint(1, 12)
         n = rnd.randint(1, 40)
@@ -262,10 +209,10 @@ def test_gradients_linear_vs_embedding(mode):
         rng = np.random.default_rng(seed)
         idx = rng.integers(0, v, size=n).astype(np.int64)
         gy = rng.standard_normal((n, d)).astype(np.float32)
-        lin = Linear(v, d, False, Gen(seed))
-        emb = Embedding(lin.weight().T, freeze=False)
-        gw_lin = lin.grad_weight(one_hot(idx, v), gy)        # [D, V]
-        gw_emb = emb.grad_weight(idx, gy)                    # [V, D]
+        lin = Linear(v, d, False, seed)
+        table = from_pretrained(lin.weight.T, freeze=False)
+        gw_lin = grad_weight(lin, one_hot(idx, v), gy)        # [D, V]
+        gw_emb = table.backward(idx, gy)                    # [V, D]
         what = f"case {case}: V {v} D {d} N {n}"
         assert_close(gw_lin.T, gw_emb, what=f"{what}: Linear grad^T vs embedding grad")
         torch.manual_seed(seed)

@@ -1,9 +1,9 @@
 """Parity of nn.Linear and F.one_hot with PyTorch 1.13.
 
 * Initialisation is bit-exact: torch.manual_seed(s); nn.Linear(i, o, bias) against
-  emb_linear_create with a generator seeded s, for random shapes (in 0..49, out 1..19, with
-  and without bias), the seed-003 layer, two layers in a row from one generator, and the
-  default generator.
+  emb.Linear (emb_linear_create) with an emb.Generator seeded s, for random shapes (in 0..49,
+  out 1..19, with and without bias), the seed-003 layer, two layers in a row from one
+  generator, and the default generator.
 * Forward and backward (y, grad_x, grad_weight, grad_bias, and a second accumulating
   backward) are BIT-EXACT with torch autograd through CBLAS (emb issues the sgemm call
   torch's addmm/mm issue, on the same OpenBLAS, here in the same process), for inputs of
@@ -12,7 +12,6 @@
   rtol 1.3e-6, atol 1e-5). The error messages are torch's own, caught live.
 * one_hot is bit-exact (int64 and float32 outputs) and its errors carry torch's messages.
 Every expected value is produced by torch during the test."""
-import ctypes as C
 import random
 
 import numpy as np
@@ -20,58 +19,29 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (FAST_KERNEL_MODE, KERNELS_REF, RUN_KERNEL_MODE, ERR_DTYPE, ERR_INDEX,
-                   ERR_INVALID, ERR_SHAPE, ERR_STATE, FLOAT32, INT64, T, Tensor, assert_close,
-                   call, check, lib, ptr, tensor_out)
+import emb
+from parity_util import FAST_KERNEL_MODE, RUN_KERNEL_MODE, assert_close, tensor_out
 
 torch.set_num_threads(1)
+# A number per kernel mode, for the seeds of the cases (emb's emb_kernel_mode values)
+MODE_CODE = {"auto": 0, "ref": 1, "avx2": 2}
 
 
-class Linear:
-    """Owns an emb_linear handle (and its generator, if it created one)."""
+def Linear(i, o, bias=True, seed=None, gen=None):
+    """An emb.Linear drawn from `gen`, from a new emb.Generator(seed), or from emb's default
+    generator."""
+    if gen is None and seed is not None:
+        gen = emb.Generator(seed)
+    return emb.Linear(i, o, bias, generator=gen)
 
-    def __init__(self, i, o, bias=True, seed=None, gen=None):
-        self.gen = None
-        if gen is None and seed is not None:
-            self.gen = C.c_void_p()
-            check(lib.emb_generator_create(seed, ptr(self.gen)))
-            gen = self.gen
-        self.h = C.c_void_p()
-        check(lib.emb_linear_create(i, o, bias, gen, ptr(self.h)))
-        self.i, self.o, self.bias = i, o, bias
 
-    def _view(self, fn):
-        v = Tensor()
-        check(fn(self.h, ptr(v)))
-        shape = tuple(v.shape[k] for k in range(v.ndim))
-        n = int(np.prod(shape))
-        if n == 0:
-            return np.zeros(shape, np.float32)
-        return np.ctypeslib.as_array(C.cast(v.data, C.POINTER(C.c_float)), (n,)).reshape(shape)
-
-    def weight(self):
-        return self._view(lib.emb_linear_weight)
-
-    def bias_arr(self):
-        return self._view(lib.emb_linear_bias)
-
-    def forward(self, x):
-        y = tensor_out(x.shape[:-1] + (self.o,))
-        check(lib.emb_linear_forward(self.h, T(x), T(y)))
-        return y
-
-    def backward(self, x, gy, gw=None, gb=None):
-        gx = tensor_out(x.shape)
-        gw = np.zeros((self.o, self.i), np.float32) if gw is None else gw
-        gb = (np.zeros(self.o, np.float32) if gb is None else gb) if self.bias else None
-        check(lib.emb_linear_backward(self.h, T(x), T(gy), T(gx), T(gw),
-                                      T(gb) if gb is not None else None))
-        return gx, gw, gb
-
-    def __del__(self):
-        lib.emb_linear_free(self.h)
-        if self.gen is not None:
-            lib.emb_generator_free(self.gen)
+def call(fn, *args, **kw):
+    """(exception class, message) of a package call: (None, "") or the emb.Error it raised."""
+    try:
+        fn(*args, **kw)
+    except emb.Error as e:
+        return type(e), str(e)
+    return None, ""
 
 
 def torch_linear(seed, i, o, bias):
@@ -80,10 +50,10 @@ def torch_linear(seed, i, o, bias):
 
 
 def check_init(emb_lin, t_lin, what):
-    assert_close(emb_lin.weight(), t_lin.weight.detach().numpy(), exact=True,
+    assert_close(emb_lin.weight, t_lin.weight.detach().numpy(), exact=True,
                  what=f"{what} weight")
     if t_lin.bias is not None:
-        assert_close(emb_lin.bias_arr(), t_lin.bias.detach().numpy(), exact=True,
+        assert_close(emb_lin.bias, t_lin.bias.detach().numpy(), exact=True,
                      what=f"{what} bias")
 
 
@@ -91,10 +61,10 @@ def check_init(emb_lin, t_lin, what):
 def _restore_modes():
     """Each test starts on the fast kernels (CBLAS, torch's own calls), whatever tier the
     run is under; the tests of the reference GEMM select it themselves."""
-    lib.emb_set_kernel_mode(FAST_KERNEL_MODE)
+    emb.set_kernel_mode(FAST_KERNEL_MODE)
     yield
-    lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
-    lib.emb_set_num_threads(0)
+    emb.set_kernel_mode(RUN_KERNEL_MODE)
+    emb.set_num_threads(0)
 
 
 # ---- initialisation (bit-exact) ---------------------------------------------------------
@@ -120,8 +90,7 @@ def test_init_zero_sizes_draw_counts():
     # in == 0 draws nothing for the weight but out_features for the bias; out == 0 nothing.
     for i, o in [(0, 3), (5, 0), (0, 0), (0, 7)]:
         for bias in (False, True):
-            gen = C.c_void_p()
-            check(lib.emb_generator_create(77, ptr(gen)))
+            gen = emb.Generator(77)
             a = Linear(i, o, bias, gen=gen)
             b = Linear(3, 2, True, gen=gen)
             torch.manual_seed(77)
@@ -130,7 +99,6 @@ def test_init_zero_sizes_draw_counts():
             check_init(a, ta, f"Linear({i}, {o}, {bias})")
             check_init(b, tb, f"the layer after Linear({i}, {o}, {bias})")
             del a, b
-            lib.emb_generator_free(gen)
 
 
 def test_init_two_layers_in_a_row():
@@ -138,19 +106,17 @@ def test_init_two_layers_in_a_row():
     for case in range(60):
         seed = rnd.randrange(2 ** 32)
         shapes = [(rnd.randint(1, 49), rnd.randint(1, 19), rnd.random() < 0.5) for _ in range(2)]
-        gen = C.c_void_p()
-        check(lib.emb_generator_create(seed, ptr(gen)))
+        gen = emb.Generator(seed)
         mine = [Linear(i, o, b, gen=gen) for i, o, b in shapes]
         torch.manual_seed(seed)
         theirs = [torch.nn.Linear(i, o, bias=b) for i, o, b in shapes]
         for k in range(2):
             check_init(mine[k], theirs[k], f"case {case} layer {k} {shapes[k]}")
         del mine
-        lib.emb_generator_free(gen)
 
 
 def test_init_default_generator():
-    lib.emb_manual_seed(2024)
+    emb.manual_seed(2024)
     a = Linear(13, 7, True)
     b = Linear(6, 3, False)
     torch.manual_seed(2024)
@@ -177,8 +143,8 @@ def run_case(rnd, mode, case):
     yt = ref(xt)
     yt.backward(torch.from_numpy(gy))
     what = f"mode {mode} case {case}: Linear({i}, {o}, bias={bias}) x{list(x.shape)}"
-    lib.emb_set_kernel_mode(mode)
-    exact = mode != KERNELS_REF  # CBLAS: torch's own BLAS call
+    emb.set_kernel_mode(mode)
+    exact = mode != "ref"  # CBLAS: torch's own BLAS call
     y = mine.forward(x)
     assert_close(y, yt.detach().numpy(), exact=exact, what=f"{what} y")
     gx, gw, gb = mine.backward(x, gy)
@@ -192,7 +158,7 @@ def run_case(rnd, mode, case):
     # a second backward accumulates, as .grad does
     yt2 = ref(xt)
     yt2.backward(torch.from_numpy(gy))
-    _, gw2, gb2 = mine.backward(x, gy, gw=gw, gb=gb)
+    _, gw2, gb2 = mine.backward(x, gy, grad_weight=gw, grad_bias=gb if bias else None)
     assert_close(gw2, ref.weight.grad.numpy(), exact=exact, atol=2e-5 * max(1, rows) ** 0.5,
                  what=f"{what} accumulated grad_weight")
     if bias:
@@ -212,9 +178,9 @@ class _nowarn:
 
 
 @pytest.mark.filterwarnings("ignore:grad and param do not obey")
-@pytest.mark.parametrize("mode", [FAST_KERNEL_MODE, KERNELS_REF], ids=["fast", "ref"])
+@pytest.mark.parametrize("mode", [FAST_KERNEL_MODE, "ref"], ids=["fast", "ref"])
 def test_forward_backward_random(mode):
-    rnd = random.Random(555 + mode)
+    rnd = random.Random(555 + MODE_CODE[mode])
     for case in range(150):
         run_case(rnd, mode, case)
 
@@ -225,9 +191,9 @@ def test_blas_bit_exact_sizes_and_threads(threads):
     """Larger and degenerate products (inner dimensions past OpenBLAS's blocking, 1-row,
     1-feature, 1-output layers), torch and emb both at `threads` threads (OpenBLAS follows
     emb's count during emb's calls, as it follows torch.set_num_threads)."""
-    old_t, old_e = torch.get_num_threads(), lib.emb_get_num_threads()
+    old_t, old_e = torch.get_num_threads(), emb.get_num_threads()
     torch.set_num_threads(threads)
-    lib.emb_set_num_threads(threads)
+    emb.set_num_threads(threads)
     try:
         rnd = random.Random(808 + threads)
         for case in range(120):
@@ -254,7 +220,7 @@ def test_blas_bit_exact_sizes_and_threads(threads):
                 assert_close(gb, ref.bias.grad.numpy(), exact=True, what=f"{what} grad_bias")
     finally:
         torch.set_num_threads(old_t)
-        lib.emb_set_num_threads(old_e)
+        emb.set_num_threads(old_e)
 
 
 def test_forward_larger_threads():
@@ -265,9 +231,9 @@ def test_forward_larger_threads():
     x = np.random.default_rng(0).standard_normal((257, 300)).astype(np.float32)
     want = ref(torch.from_numpy(x)).detach().numpy()
     outs = []
-    for mode, threads in [(FAST_KERNEL_MODE, 0), (KERNELS_REF, 1), (KERNELS_REF, 2)]:
-        lib.emb_set_kernel_mode(mode)
-        lib.emb_set_num_threads(threads)
+    for mode, threads in [(FAST_KERNEL_MODE, 0), ("ref", 1), ("ref", 2)]:
+        emb.set_kernel_mode(mode)
+        emb.set_num_threads(threads)
         outs.append(mine.forward(x))
         # 300-term dot products: tolerance grows with the length of the sum
         assert_close(outs[-1], want, atol=5e-5, what=f"mode {mode} threads {threads}")
@@ -288,7 +254,8 @@ def test_grad_bias_long_sums_bit_exact():
         gy = np.random.default_rng(case + 7).standard_normal(lead + (o,)).astype(np.float32)
         ref(torch.from_numpy(x)).backward(torch.from_numpy(gy))
         gb = np.zeros(o, np.float32)
-        check(lib.emb_linear_backward(mine.h, T(x), T(gy), None, None, T(gb)))
+        got = mine.backward(x, gy, grad_x=False, grad_weight=False, grad_bias=gb)
+        assert got[0] is None and got[1] is None and got[2] is gb
         assert_close(gb, ref.bias.grad.numpy(), exact=True, what=f"case {case}: m {m} out {o}")
 
 
@@ -312,14 +279,14 @@ def test_forward_shape_errors_match_torch():
         want = torch_error(lambda: ref(torch.from_numpy(x)))
         mine = Linear(i, o, bias, seed=0)
         y = tensor_out(lead + (o,), fill=7.0)
-        st, msg = call(lib.emb_linear_forward, mine.h, T(x), T(y))
-        assert st == ERR_SHAPE, (st, msg)
+        st, msg = call(mine.forward, x, out=y)
+        assert st is emb.ShapeError, (st, msg)
         assert want in msg, (want, msg)
         assert (y == 7.0).all()
         gx = tensor_out(x.shape, fill=7.0)
         gw = np.full((o, i), 7.0, np.float32)
-        st, msg = call(lib.emb_linear_backward, mine.h, T(x), T(y), T(gx), T(gw), None)
-        assert st == ERR_SHAPE and want in msg, (st, msg)
+        st, msg = call(mine.backward, x, y, grad_x=gx, grad_weight=gw, grad_bias=None)
+        assert st is emb.ShapeError and want in msg, (st, msg)
         assert (gx == 7.0).all() and (gw == 7.0).all()
 
 
@@ -330,32 +297,34 @@ def test_forward_dtype_and_rank_errors_match_torch():
     for dt in (np.float64, np.int64):
         x = np.ones((2, 3), dt)
         want = torch_error(lambda: ref(torch.from_numpy(x)))
-        st, msg = call(lib.emb_linear_forward, mine.h, T(x), T(y))
-        assert st == ERR_DTYPE and want in msg, (want, st, msg)
+        st, msg = call(mine.forward, x, out=y)
+        assert st is emb.DtypeError and want in msg, (want, st, msg)
     x0 = np.array(1.0, np.float32)
     want = torch_error(lambda: ref(torch.from_numpy(x0)))
-    st, msg = call(lib.emb_linear_forward, mine.h, T(x0), T(y))
-    assert st == ERR_SHAPE and want in msg, (want, st, msg)
+    st, msg = call(mine.forward, x0, out=y)
+    assert st is emb.ShapeError and want in msg, (want, st, msg)
     assert (y == 7.0).all()
-    # no bias: the bias view and grad_bias are state errors
+    # no bias: the bias is None (as torch's), and a grad_bias array is a state error
     nb = Linear(3, 2, False, seed=0)
-    st, msg = call(lib.emb_linear_bias, nb.h, ptr(Tensor()))
-    assert st == ERR_STATE and "bias=false" in msg
+    assert nb.bias is None and torch_linear(0, 3, 2, False).bias is None
+    assert nb.backward(np.ones((2, 3), np.float32), y)[2] is None
     x = np.ones((2, 3), np.float32)
     gb = np.full(2, 7.0, np.float32)
-    st, msg = call(lib.emb_linear_backward, nb.h, T(x), T(y), None, None, T(gb))
-    assert st == ERR_STATE and "no bias" in msg
+    st, msg = call(nb.backward, x, y, grad_x=None, grad_weight=None, grad_bias=gb)
+    assert st is emb.StateError and "no bias" in msg
     assert (gb == 7.0).all()
 
 
 # ---- one_hot ----------------------------------------------------------------------------
 
 def emb_one_hot(idx, num_classes, dtype=np.int64):
-    c = C.c_int64()
-    check(lib.emb_one_hot_num_classes(T(idx), num_classes, ptr(c)))
-    out = np.full(idx.shape + (c.value,), 9, dtype)
-    check(lib.emb_one_hot(T(idx), num_classes, T(out)))
-    return out
+    """emb.one_hot into a new array, and into a given one pre-filled with 9: the same."""
+    got = emb.one_hot(idx, num_classes, dtype=dtype)
+    assert got.dtype == dtype
+    out = np.full(got.shape, 9, dtype)
+    assert emb.one_hot(idx, num_classes, out=out) is out
+    assert_close(out, got, exact=True, what="one_hot into out=")
+    return got
 
 
 def test_one_hot_random():
@@ -382,40 +351,61 @@ def test_one_hot_seed003():
 
 
 @pytest.mark.parametrize("idx,nc,status", [
-    (np.array([1, 2], np.int32), -1, ERR_DTYPE),
-    (np.array([1.0, 2.0], np.float32), 3, ERR_DTYPE),
-    (np.array([1, 2], np.int16), 3, ERR_DTYPE),
-    (np.zeros(0, np.int64), -1, ERR_INVALID),
-    (np.zeros((2, 0), np.int64), 0, ERR_INVALID),
-    (np.array([1, -1], np.int64), 3, ERR_INDEX),
-    (np.array([[0, -5], [1, 2]], np.int64), -1, ERR_INDEX),
-    (np.array([1, 5], np.int64), 3, ERR_INDEX),
-    (np.array([1, 5], np.int64), 0, ERR_INDEX),
-    (np.array([1, 5], np.int64), -2, ERR_INDEX),
-    (np.array(4, np.int64), 4, ERR_INDEX),
+    (np.array([1, 2], np.int32), -1, emb.DtypeError),
+    (np.array([1.0, 2.0], np.float32), 3, emb.DtypeError),
+    (np.array([1, 2], np.int16), 3, emb.DtypeError),
+    (np.zeros(0, np.int64), -1, emb.InvalidArgumentError),
+    (np.zeros((2, 0), np.int64), 0, emb.InvalidArgumentError),
+    (np.array([1, -1], np.int64), 3, emb.IndexOutOfRangeError),
+    (np.array([[0, -5], [1, 2]], np.int64), -1, emb.IndexOutOfRangeError),
+    (np.array([1, 5], np.int64), 3, emb.IndexOutOfRangeError),
+    (np.array([1, 5], np.int64), 0, emb.IndexOutOfRangeError),
+    (np.array([1, 5], np.int64), -2, emb.IndexOutOfRangeError),
+    (np.array(4, np.int64), 4, emb.IndexOutOfRangeError),
 ])
 def test_one_hot_errors_match_torch(idx, nc, status):
     want = torch_error(lambda: F.one_hot(torch.from_numpy(idx), nc))
     out = np.full(idx.shape + (6,), 42, np.int64)
-    st, msg = call(lib.emb_one_hot, T(idx), nc, T(out))
-    assert st == status, (st, msg)
+    st, msg = call(emb.one_hot, idx, nc, out=out)
+    assert st is status, (st, msg)
     assert want in msg, (want, msg)
     assert (out == 42).all()
-    c = C.c_int64(-7)
-    st, msg = call(lib.emb_one_hot_num_classes, T(idx), nc, ptr(c))
-    assert st == status and want in msg, (want, st, msg)
-    assert c.value == -7
+    st, msg = call(emb.one_hot, idx, nc)  # the output allocated by emb: the same refusal
+    assert st is status and want in msg, (want, st, msg)
 
 
 def test_one_hot_out_errors():
     idx = np.array([0, 2], np.int64)
     for out, status, frag in [
-        (np.zeros((2, 4), np.int64), ERR_SHAPE, "out has shape [2, 4], expected [2, 3]"),
-        (np.zeros(6, np.int64), ERR_SHAPE, "expected [2, 3]"),
-        (np.zeros((2, 3), np.int32), ERR_DTYPE, "out must be int64 or float32, got int32"),
-        (np.zeros((2, 3), np.float64), ERR_DTYPE, "got float64"),
+        (np.zeros((2, 4), np.int64), emb.ShapeError, "out has shape [2, 4], expected [2, 3]"),
+        (np.zeros(6, np.int64), emb.ShapeError, "expected [2, 3]"),
+        (np.zeros((2, 3), np.int32), emb.DtypeError, "out must be int64 or float32, got int32"),
+        (np.zeros((2, 3), np.float64), emb.DtypeError, "got float64"),
     ]:
         before = out.copy()
-        st, msg = call(lib.emb_one_hot, T(idx), -1, T(out))
-        assert st == status and frag in msg, (st, msg)
+        st, msg = call(emb.one_hot, idx, -1, out=out)
+        assert st is status and frag in msg, (st, msg)
         assert (out == before).all()
+
+
+def test_package_arguments_and_views():
+    """emb.Linear's weight and bias are views of the layer (writes change it; a view keeps
+    the layer alive); arguments of the wrong kind are TypeErrors naming what was expected."""
+    lin = Linear(3, 2, True, seed=1)
+    w, b = lin.weight, lin.bias
+    w[:] = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b[:] = [0.5, -0.5]
+    x = np.array([[1.0, 2.0, 3.0]], np.float32)
+    want = F.linear(torch.from_numpy(x), torch.from_numpy(w.copy()), torch.from_numpy(b.copy()))
+    del lin
+    assert_close(w, np.arange(6, dtype=np.float32).reshape(2, 3), exact=True)
+    with pytest.raises(TypeError, match="generator must be an emb.Generator or None, got int"):
+        emb.Linear(3, 2, generator=5)
+    with pytest.raises(TypeError, match="dtype must be int64 or float32, got float64"):
+        emb.one_hot(np.array([1]), 3, dtype=np.float64)
+    lin = Linear(3, 2, True, seed=1)
+    lin.weight[:] = w
+    lin.bias[:] = b
+    assert_close(lin(x), want, exact=True, what="after writes through the views")
+    with pytest.raises(ValueError, match="C-contiguous"):
+        lin.forward(x, out=np.zeros((2, 4), np.float32)[:, ::2].T[:1])

@@ -20,6 +20,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import emb
+
 from embpy import (ADAGRAD, ADAM, ADAMW, FAST_KERNEL_MODE, KERNELS_REF, RUN_KERNEL_MODE, SGD,
                    SPARSE_ADAM, T, assert_close, check, kernel_modes, lib, ptr, tensor_out)
 from test_backward import Emb as BwdEmb, Sparse, compare_sparse, sparse_backward, torch_emb
@@ -34,11 +36,19 @@ MODES = pytest.mark.parametrize("mode", kernel_modes(),
                                 ids=lambda m: {0: "auto", 1: "ref", 2: "avx2"}[m])
 
 
+def set_mode(mode):
+    """Selects a kernel tier in both bindings the helpers use: the ctypes library and the
+    package (which links its own copy of emb)."""
+    lib.emb_set_kernel_mode(mode)
+    emb.set_kernel_mode({0: "auto", 1: "ref", 2: "avx2"}[mode])
+
+
 @pytest.fixture(autouse=True)
 def _restore():
     yield
-    lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
+    set_mode(RUN_KERNEL_MODE)
     lib.emb_set_num_threads(0)
+    emb.set_num_threads(0)
 
 
 def nan_bits(rng, n):
@@ -95,7 +105,7 @@ def same_nans(got, want, what):
 
 @MODES
 def test_lookup_and_renorm(mode):
-    lib.emb_set_kernel_mode(mode)
+    set_mode(mode)
     rng = np.random.default_rng(1)
     for case in range(60):
         V, D = int(rng.integers(2, 30)), int(rng.choice([1, 3, 8, 16, 17, 33, 64, 100]))
@@ -129,7 +139,7 @@ def test_lookup_and_renorm(mode):
 @MODES
 @pytest.mark.parametrize("scale", [False, True], ids=["plain", "scale_grad_by_freq"])
 def test_dense_backward(mode, scale):
-    lib.emb_set_kernel_mode(mode)
+    set_mode(mode)
     rng = np.random.default_rng(2 + scale)
     for case in range(80):
         V, D = int(rng.integers(1, 12)), int(rng.choice([1, 2, 7, 8, 15, 16, 17, 31, 33, 64, 100]))
@@ -158,7 +168,7 @@ def torch_emb_backward(te, idx, g):
 
 @MODES
 def test_sparse_backward_coalesce_and_add(mode):
-    lib.emb_set_kernel_mode(mode)
+    set_mode(mode)
     rng = np.random.default_rng(3)
     for case in range(60):
         V, D = int(rng.integers(1, 8)), int(rng.choice([1, 3, 8, 16, 17, 64]))
@@ -178,10 +188,10 @@ def test_sparse_backward_coalesce_and_add(mode):
             compare_sparse(sg, te.weight.grad, f"{what} step {step}")
         dense = sprinkle(rng, rng.standard_normal((V, D)), frac=0.2)
         tdense = torch.from_numpy(dense.copy())
-        check(lib.emb_sparse_grad_add_to_dense(ptr(sg.g), T(dense)))
+        sg.add_to_dense(dense)
         tdense.add_(te.weight.grad)
         exact(dense, tdense.numpy(), f"{what}: dense.add_(sparse)")
-        check(lib.emb_sparse_grad_coalesce(ptr(sg.g)))
+        sg.coalesce()
         compare_sparse(sg, te.weight.grad.coalesce(), f"{what}: coalesced")
 
 
@@ -225,7 +235,7 @@ def max_reference(w, inp, off, pad):
 @MODES
 @pytest.mark.parametrize("bag_mode", ["sum", "mean", "max"])
 def test_bag_forward_and_backward(mode, bag_mode):
-    lib.emb_set_kernel_mode(mode)
+    set_mode(mode)
     rng = np.random.default_rng({"sum": 4, "mean": 5, "max": 6}[bag_mode])
     for case in range(150):
         w, inp, off, pad, psw = bag_case(rng, bag_mode)
@@ -257,7 +267,7 @@ def test_bag_max_backward(mode):
     """max routes each column's gradient to its arg-max row; a row that wins several bags
     sums them (torch's index_add order). With finite weights (torch and emb agree on the
     arg-max), NaN payloads in the gradient."""
-    lib.emb_set_kernel_mode(mode)
+    set_mode(mode)
     rng = np.random.default_rng(7)
     for case in range(100):
         w, inp, off, pad, _ = bag_case(rng, "max")
@@ -274,7 +284,7 @@ def test_bag_sparse_gradient_nan_times_nan(mode):
     """The sparse backward's value grad[bag] * per_sample_weight when both are NaN: PyTorch's
     multiply returns one or the other by the element's place in its loop; emb follows the
     measured rule (kernels/bag_ref.c) for every width, and for width 1 every batch length."""
-    lib.emb_set_kernel_mode(mode)
+    set_mode(mode)
     rng = np.random.default_rng(13)
     for D in list(range(1, 41)) + [64, 100, 129]:
         for n in ([1, 2, 3, 5, 8, 9, 12, 15, 16, 17, 23, 24, 31, 40] if D == 1 else [3]):
@@ -303,7 +313,7 @@ OPTIMIZERS = [
 @MODES
 @pytest.mark.parametrize("kind,cfg", OPTIMIZERS, ids=lambda x: str(x))
 def test_optimizer_dense_steps(mode, kind, cfg):
-    lib.emb_set_kernel_mode(mode)
+    set_mode(mode)
 
     def values(rng, shape, step):  # NaNs in the start and in every gradient
         return sprinkle(rng, rng.standard_normal(shape), frac=0.1 if step < 0 else 0.15)
@@ -318,7 +328,7 @@ SPARSE_OPTIMIZERS = [(SGD, dict(lr=0.1)), (SGD, dict(lr=0.1, momentum=0.9)),
 @MODES
 @pytest.mark.parametrize("kind,cfg", SPARSE_OPTIMIZERS, ids=lambda x: str(x))
 def test_optimizer_sparse_steps(mode, kind, cfg):
-    lib.emb_set_kernel_mode(mode)
+    set_mode(mode)
 
     def values(rng, V, D, step):
         if step < 0:
@@ -342,7 +352,7 @@ def test_sparse_adam():
                   sprinkle(rng, rng.standard_normal((3 * V, D)), frac=0.3)) for _ in range(4)]
         results = []
         for mode in kernel_modes():
-            lib.emb_set_kernel_mode(mode)
+            set_mode(mode)
             pe = p0.copy()
             pt = torch.nn.Parameter(torch.from_numpy(p0.copy()))
             topt = torch_optimizer(SPARSE_ADAM, [pt], dict(lr=0.01))
@@ -367,13 +377,13 @@ def test_linear_through_blas():
     NaNs from the same OpenBLAS kernels, any number of them. grad_bias is emb's own sum in
     torch's order: exact with at most one NaN per column, the same NaN positions with
     more."""
-    lib.emb_set_kernel_mode(FAST_KERNEL_MODE)
+    set_mode(FAST_KERNEL_MODE)
     rng = np.random.default_rng(10)
     for case in range(60):
         i, o = int(rng.choice([1, 3, 17, 64])), int(rng.choice([1, 2, 5, 33]))
         m = int(rng.choice([1, 2, 7, 30]))
         lin = Linear(i, o, True, seed=case)
-        w, b = lin.weight(), lin.bias_arr()
+        w, b = lin.weight, lin.bias
         w[...] = sprinkle(rng, w, frac=0.05)
         b[...] = sprinkle(rng, b, frac=0.2)
         x = sprinkle(rng, rng.standard_normal((m, i)), frac=0.1)
@@ -410,7 +420,7 @@ def test_log_softmax_and_cross_entropy(reduction):
     a reduced loss) gives torch's bits; label smoothing sums a row of log-probabilities that
     holds two different NaNs (the input's and SLEEF's), whose pick is by lane: the same NaN
     positions there."""
-    lib.emb_set_kernel_mode(FAST_KERNEL_MODE)
+    set_mode(FAST_KERNEL_MODE)
     rng = np.random.default_rng(11)
     for case in range(200):
         N, Cc = int(rng.integers(1, 6)), int(rng.choice([1, 2, 7, 8, 9, 16, 17, 33]))
@@ -452,7 +462,7 @@ def test_mse_and_bce(mode, reduction):
     DEFAULT capability: test_loss.py). Elementwise, NaNs in the input or the target (not both
     in one element: x - t and (1 - t) * x would meet two); reduced, at most one NaN or
     infinity in all, then many with the same NaN positions."""
-    lib.emb_set_kernel_mode(mode)
+    set_mode(mode)
     rng = np.random.default_rng(12)
     for case in range(150):
         shape = (int(rng.integers(1, 5)), int(rng.choice([1, 7, 8, 16, 17, 33])))

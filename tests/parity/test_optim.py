@@ -5,7 +5,6 @@ uncoalesced torch.sparse_coo_tensor with duplicates) and to emb, and compares th
 parameters after every step, bit for bit. Also: the fused sparse step against the unfused
 path and against torch, PyTorch's validation and rejection messages, thread-count and
 kernel-variant independence."""
-import ctypes as C
 import itertools
 import zlib
 
@@ -13,94 +12,71 @@ import numpy as np
 import pytest
 import torch
 
-from embpy import (FAST_KERNEL_MODE, RUN_KERNEL_MODE, ADAGRAD, ADAM, ADAMW, ERR_INDEX, ERR_INVALID,
-                   ERR_SHAPE, ERR_STATE, ERR_UNSUPPORTED, OK, PADDING_NONE, SGD, SPARSE_ADAM,
-                   EmbError, EmbeddingOptions, SparseGrad, T, assert_close, call, check, lib, ptr)
+import emb
+from parity_util import FAST_KERNEL_MODE, RUN_KERNEL_MODE, assert_close
 
 STEPS = 20
+SGD, ADAGRAD, ADAM, ADAMW, SPARSE_ADAM = range(5)
 KIND_NAMES = {SGD: "SGD", ADAGRAD: "Adagrad", ADAM: "Adam", ADAMW: "AdamW",
               SPARSE_ADAM: "SparseAdam"}
+OPT_NAMES = {SGD: "sgd", ADAGRAD: "adagrad", ADAM: "adam", ADAMW: "adamw",
+             SPARSE_ADAM: "sparse_adam"}
 
 
 # ---------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------
 
+def emb_optimizer(kind, cfg):
+    """emb.Optimizer of a kind, from an options dict (emb's beta1/beta2 as torch's betas)."""
+    c = dict(cfg)
+    if "beta1" in c or "beta2" in c:
+        c["betas"] = (c.pop("beta1", 0.9), c.pop("beta2", 0.999))
+    return emb.Optimizer(OPT_NAMES[kind], **c)
+
+
 class Opt:
     """An emb optimizer with its parameters (numpy arrays the optimizer updates in place)."""
 
     def __init__(self, kind, **cfg):
-        o = lib.emb_optimizer_options_default(kind)
-        for k, v in cfg.items():
-            setattr(o, k, v)
-        self.h = C.c_void_p()
-        check(lib.emb_optimizer_create(ptr(o), ptr(self.h)))
-        self.params = []
+        self.o = emb_optimizer(kind, cfg)
 
     def add(self, arr):
         assert arr.dtype == np.float32 and arr.flags.c_contiguous
-        pid = C.c_int(-1)
-        check(lib.emb_optimizer_add_param(self.h, ptr(T(arr)), ptr(pid)))
-        self.params.append(arr)
-        return pid.value
+        return self.o.add_param(arr)
 
     def step(self, pid, g):
-        return call(lib.emb_optimizer_step, self.h, pid, ptr(T(g)))
+        self.o.step(pid, g)
 
     def step_sparse(self, pid, idx, val, coalesced=False):
-        V, D = self.params[pid].shape
-        sg = sparse_grad(V, D, idx, val, coalesced)
-        return call(lib.emb_optimizer_step_sparse, self.h, pid, ptr(sg))
+        self.o.step_sparse(pid, idx, val, coalesced=coalesced)
 
     def add_table(self, table):
-        """Registers a Table's weight (the table is kept alive with the optimizer)."""
-        self.tables = getattr(self, "tables", []) + [table]
-        return self.add(table.weight)
+        """Registers a Table's weight (the optimizer keeps the table alive)."""
+        return self.o.add_param(table.e)
 
     def fused(self, pid, table, indices, grad_output):
-        return call(lib.emb_optimizer_step_fused, self.h, pid, table.h, ptr(T(indices)),
-                    ptr(T(grad_output)))
+        self.o.step_fused(pid, table.e, indices, grad_output)
 
     def steps(self, pid):
-        return lib.emb_optimizer_param_steps(self.h, pid)
-
-    def __del__(self):
-        if getattr(self, "h", None):
-            lib.emb_optimizer_free(self.h)
-            self.h = None
+        return self.o.param_steps(pid)
 
 
 class Table:
-    """An emb_embedding holding a copy of w0 (from_pretrained), with a numpy view of its
-    weight."""
+    """An emb.Embedding holding a copy of w0 (from_pretrained, sparse), with a numpy view of
+    its weight."""
 
-    def __init__(self, w0, padding_idx=PADDING_NONE, freeze=False):
-        o = lib.emb_embedding_options_default()
-        o.padding_idx = padding_idx
-        o.sparse = True
-        self.h = C.c_void_p()
-        check(lib.emb_embedding_from_pretrained(ptr(T(w0)), freeze, ptr(o), ptr(self.h)))
-        wv = T(np.zeros(w0.shape, np.float32))
-        check(lib.emb_embedding_weight(self.h, ptr(wv)))
-        self.weight = np.ctypeslib.as_array(C.cast(wv.data, C.POINTER(C.c_float)), w0.shape)
-
-    def __del__(self):
-        if getattr(self, "h", None):
-            lib.emb_embedding_free(self.h)
-            self.h = None
+    def __init__(self, w0, padding_idx=None, freeze=False):
+        self.e = emb.Embedding.from_pretrained(w0.copy(), freeze=freeze,
+                                               padding_idx=padding_idx, sparse=True)
+        self.weight = np.asarray(self.e)
 
 
-def sparse_grad(V, D, idx, val, coalesced=False):
-    """An emb_sparse_grad viewing numpy arrays (kept alive on the struct)."""
-    idx = np.ascontiguousarray(idx, dtype=np.int64)
-    val = np.ascontiguousarray(val, dtype=np.float32).reshape(len(idx), D)
-    sg = SparseGrad()
-    sg.num_rows, sg.dim, sg.nnz, sg.capacity = V, D, len(idx), len(idx)
-    sg.indices = idx.ctypes.data_as(C.POINTER(C.c_int64)) if len(idx) else None
-    sg.values = val.ctypes.data_as(C.POINTER(C.c_float)) if val.size else None
-    sg.coalesced = coalesced
-    sg._keep = (idx, val)
-    return sg
+def raises(cls, fn, *args, **kw):
+    """The message of the exception of class cls that fn(*args, **kw) raises."""
+    with pytest.raises(cls) as exc:
+        fn(*args, **kw)
+    return str(exc.value)
 
 
 def torch_optimizer(kind, params, cfg):
@@ -186,7 +162,7 @@ def dense_trajectory(kind, cfg, shape, seed, steps=STEPS, values=None):
         g = values(rng, shape, s)
         pt.grad = torch.from_numpy(g.copy())
         topt.step()
-        check(eo.step(pid, g)[0])
+        eo.step(pid, g)
         assert_close(pe, pt.detach().numpy(), exact=True,
                      what=f"{KIND_NAMES[kind]} {cfg} shape {shape} step {s}")
     assert eo.steps(pid) == steps
@@ -214,7 +190,7 @@ def sparse_trajectory(kind, cfg, V, D, seed, steps=STEPS, coalesced=False, value
         pt.grad = tg
         torch_step(topt, kind, tg)
         idx_before, val_before = idx.copy(), val.copy()
-        check(eo.step_sparse(pid, idx, val, coalesced=coalesced)[0])
+        eo.step_sparse(pid, idx, val, coalesced=coalesced)
         assert np.array_equal(idx, idx_before) and np.array_equal(val.view(np.uint32),
                                                                   val_before.view(np.uint32)), \
             "step_sparse modified the gradient"
@@ -311,7 +287,7 @@ def test_dense_large_values():
             g = g.astype(np.float32)
             pt.grad = torch.from_numpy(g.copy())
             topt.step()
-            check(eo.step(pid, g)[0])
+            eo.step(pid, g)
             assert_close(pe, pt.detach().numpy(), exact=True, what=f"{KIND_NAMES[kind]} {s}")
 
 
@@ -346,7 +322,7 @@ def test_sparse_many_rows():
             val = rng.standard_normal((nnz, D)).astype(np.float32)
             pt.grad = torch_sparse(idx, val, V, D)
             topt.step()
-            check(eo.step_sparse(pid, idx, val)[0])
+            eo.step_sparse(pid, idx, val)
             assert_close(pe, pt.detach().numpy(), exact=True, what=f"{KIND_NAMES[kind]} {s}")
 
 
@@ -366,11 +342,11 @@ def test_sgd_momentum_dense_then_sparse():
             if s < 2:
                 g = rand_grad(rng, (V, D), s)
                 pt.grad = torch.from_numpy(g.copy())
-                check(eo.step(pid, g)[0])
+                eo.step(pid, g)
             else:
                 idx, val = rand_sparse(rng, V, D, s)
                 pt.grad = torch_sparse(idx, val, V, D)
-                check(eo.step_sparse(pid, idx, val)[0])
+                eo.step_sparse(pid, idx, val)
             torch_step(topt, SGD, pt.grad)
             assert_close(pe, pt.detach().numpy(), exact=True, what=f"step {s}")
 
@@ -389,11 +365,11 @@ def test_adagrad_dense_and_sparse_mixed():
         if s % 3 == 0:
             g = rand_grad(rng, (V, D), s)
             pt.grad = torch.from_numpy(g.copy())
-            check(eo.step(pid, g)[0])
+            eo.step(pid, g)
         else:
             idx, val = rand_sparse(rng, V, D, s)
             pt.grad = torch_sparse(idx, val, V, D)
-            check(eo.step_sparse(pid, idx, val)[0])
+            eo.step_sparse(pid, idx, val)
         torch_step(topt, ADAGRAD, pt.grad)
         assert_close(pe, pt.detach().numpy(), exact=True, what=f"step {s}")
 
@@ -418,7 +394,7 @@ def test_several_params_independent_state():
                 if (s + i) % (i + 1) == 0:
                     g = rand_grad(rng, shape, s)
                     pt[i].grad = torch.from_numpy(g.copy())
-                    check(eo.step(pids[i], g)[0])
+                    eo.step(pids[i], g)
                     counts[i] += 1
             topt.step()
             for i in range(3):
@@ -448,13 +424,12 @@ def test_fused_equals_unfused_and_torch(kind, cfg, pad):
     rng = np.random.default_rng(seed_of(kind, cfg) + (pad or 0))
     V, D = 17, 13
     w0 = rng.standard_normal((V, D)).astype(np.float32)
-    padding = PADDING_NONE if pad is None else pad
     # fused, on one table
-    tf = Table(w0, padding)
+    tf = Table(w0, pad)
     of = Opt(kind, **cfg)
     pf = of.add_table(tf)
     # unfused: emb backward_sparse + step_sparse on another
-    tu = Table(w0, padding)
+    tu = Table(w0, pad)
     ou = Opt(kind, **cfg)
     pu = ou.add_table(tu)
     # torch
@@ -470,17 +445,11 @@ def test_fused_equals_unfused_and_torch(kind, cfg, pad):
         if s % 2:
             idx = idx.astype(np.int32)
         gout = rand_grad(rng, tuple(shape) + (D,), s)
-        check(of.fused(pf, tf, idx, gout)[0])
-        sg = SparseGrad()
-        check(lib.emb_sparse_grad_init(ptr(sg), V, D))
-        try:
-            check(lib.emb_embedding_backward_sparse(tu.h, ptr(T(idx)), ptr(T(gout)), ptr(sg)))
-            check(lib.emb_optimizer_step_sparse(ou.h, pu, ptr(sg)))
-        finally:
-            lib.emb_sparse_grad_release(ptr(sg))
+        of.fused(pf, tf, idx, gout)
+        rows, values = tu.e.backward_sparse(idx, gout)
+        ou.step_sparse(pu, rows, values)
         # torch: nn.Embedding(padding_idx=pad) leaves the padding positions out
-        keep = idx.reshape(-1) != padding if padding != PADDING_NONE else \
-            np.ones(idx.size, bool)
+        keep = idx.reshape(-1) != pad if pad is not None else np.ones(idx.size, bool)
         tidx = idx.reshape(-1)[keep].astype(np.int64)
         tval = gout.reshape(-1, D)[keep]
         pt.grad = torch_sparse(tidx, tval, V, D)
@@ -506,12 +475,9 @@ def test_fused_matches_embedding_sparse_backward_exactly():
             n = int(rng.integers(0, 80))
             idx = rng.integers(0, min(V, 4), n) if case % 2 else rng.integers(0, V, n)
             gout = rng.standard_normal((n, D)).astype(np.float32)
-            sg = SparseGrad()
-            check(lib.emb_sparse_grad_init(ptr(sg), V, D))
-            check(lib.emb_embedding_backward_sparse(tu.h, ptr(T(idx)), ptr(T(gout)), ptr(sg)))
-            check(lib.emb_optimizer_step_sparse(ou.h, pu, ptr(sg)))
-            lib.emb_sparse_grad_release(ptr(sg))
-            check(of.fused(pf, tf, idx, gout)[0])
+            rows, values = tu.e.backward_sparse(idx, gout)
+            ou.step_sparse(pu, rows, values)
+            of.fused(pf, tf, idx, gout)
             assert_close(tf.weight, tu.weight, exact=True, what=f"case {case} step {s}")
 
 
@@ -543,41 +509,34 @@ def test_bad_options_message(kind, cfg):
         tcfg.setdefault("lr", 1e-3)
     with pytest.raises(ValueError) as exc:
         torch_optimizer(kind, [p], tcfg)
-    o = lib.emb_optimizer_options_default(kind)
-    for k, v in cfg.items():
-        setattr(o, k, v)
-    h = C.c_void_p(12345)
-    st, msg = call(lib.emb_optimizer_create, ptr(o), ptr(h))
-    assert st == ERR_INVALID
+    # (that the C call leaves *out untouched is tests/unit/test_optim.c's test_create_errors)
+    msg = raises(emb.InvalidArgumentError, emb_optimizer, kind, cfg)
     assert msg == str(exc.value)
-    assert h.value == 12345  # *out untouched
 
 
 def test_sgd_nan_lr_rejected():
     """PyTorch's SGD lets a NaN lr through (`lr < 0.0` is false); emb rejects it."""
-    o = lib.emb_optimizer_options_default(SGD)
-    o.lr = float("nan")
-    h = C.c_void_p()
-    assert call(lib.emb_optimizer_create, ptr(o), ptr(h)) == (ERR_INVALID,
-                                                              "Invalid learning rate: nan")
+    assert raises(emb.InvalidArgumentError, emb_optimizer, SGD,
+                  dict(lr=float("nan"))) == "Invalid learning rate: nan"
 
 
 def test_defaults_match_torch():
     p = torch.nn.Parameter(torch.zeros(2))
     for kind in [ADAGRAD, ADAM, ADAMW, SPARSE_ADAM]:
         d = torch_optimizer(kind, [p], {}).defaults
-        o = lib.emb_optimizer_options_default(kind)
-        assert o.kind == kind and o.lr == d["lr"] and o.eps == d["eps"]
+        eo = emb.Optimizer(OPT_NAMES[kind])
+        o = eo.defaults
+        assert eo.kind == OPT_NAMES[kind] and o["lr"] == d["lr"] and o["eps"] == d["eps"]
         if "betas" in d:
-            assert (o.beta1, o.beta2) == d["betas"]
+            assert o["betas"] == d["betas"]
         for f in ["weight_decay", "lr_decay", "initial_accumulator_value", "amsgrad",
                   "maximize"]:
             if f in d:
-                assert getattr(o, f) == d[f], (kind, f)
-    o = lib.emb_optimizer_options_default(SGD)
+                assert o[f] == d[f], (kind, f)
+    o = emb.Optimizer("sgd").defaults
     d = torch.optim.SGD([p], lr=1e-3).defaults
     for f in ["lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"]:
-        assert getattr(o, f) == d[f], f
+        assert o[f] == d[f], f
 
 
 def _torch_error(kind, cfg, grad):
@@ -610,12 +569,11 @@ def test_rejections_change_nothing(kind, cfg, sparse, want):
     pid = eo.add_table(table)
     for how in ["step", "fused"] if sparse else ["step"]:
         if not sparse:
-            st, msg = eo.step(pid, np.ones((5, 3), np.float32))
+            msg = raises(emb.UnsupportedError, eo.step, pid, np.ones((5, 3), np.float32))
         elif how == "step":
-            st, msg = eo.step_sparse(pid, SPARSE_IDX, SPARSE_VAL)
+            msg = raises(emb.UnsupportedError, eo.step_sparse, pid, SPARSE_IDX, SPARSE_VAL)
         else:
-            st, msg = eo.fused(pid, table, SPARSE_IDX, SPARSE_VAL)
-        assert st == ERR_UNSUPPORTED, (how, st, msg)
+            msg = raises(emb.UnsupportedError, eo.fused, pid, table, SPARSE_IDX, SPARSE_VAL)
         if want is None:
             assert msg == tmsg
         else:
@@ -630,24 +588,29 @@ def test_sparse_bad_rows_change_nothing():
         pe = table.weight
         eo = Opt(kind, **cfg)
         pid = eo.add_table(table)
-        check(eo.step_sparse(pid, SPARSE_IDX, SPARSE_VAL)[0])
+        eo.step_sparse(pid, SPARSE_IDX, SPARSE_VAL)
         p1 = pe.copy()
-        st, msg = eo.step_sparse(pid, np.array([0, 5, 1]), SPARSE_VAL)
-        assert st == ERR_INDEX and "grad entry 1 has row 5" in msg and "[0, 5)" in msg
-        st, msg = eo.step_sparse(pid, np.array([-1, 2, 1]), SPARSE_VAL)
-        assert st == ERR_INDEX and "row -1" in msg
-        st, msg = eo.fused(pid, table, np.array([[0, 1], [2, 7]], np.int32),
-                           np.ones((2, 2, 3), np.float32))
-        assert st == ERR_INDEX and "index 7 at position 3" in msg
-        st, msg = eo.fused(pid, table, np.array([0, 1]), np.ones((2, 4), np.float32))
-        assert st == ERR_SHAPE and "grad_output" in msg
+        msg = raises(emb.IndexOutOfRangeError, eo.step_sparse, pid, np.array([0, 5, 1]),
+                     SPARSE_VAL)
+        assert "grad entry 1 has row 5" in msg and "[0, 5)" in msg
+        msg = raises(emb.IndexOutOfRangeError, eo.step_sparse, pid, np.array([-1, 2, 1]),
+                     SPARSE_VAL)
+        assert "row -1" in msg
+        msg = raises(emb.IndexOutOfRangeError, eo.fused, pid, table,
+                     np.array([[0, 1], [2, 7]], np.int32), np.ones((2, 2, 3), np.float32))
+        assert "index 7 at position 3" in msg
+        msg = raises(emb.ShapeError, eo.fused, pid, table, np.array([0, 1]),
+                     np.ones((2, 4), np.float32))
+        assert "grad_output" in msg
         # a bad index at the padding position is refused too, as backward_sparse does
-        st, msg = eo.fused(pid, table, np.array([2, -2]), np.ones((2, 3), np.float32))
-        assert st == ERR_INDEX and "index -2 at position 1" in msg
-        lib.emb_embedding_set_requires_grad(table.h, False)
-        st, msg = eo.fused(pid, table, np.array([0, 1]), np.ones((2, 3), np.float32))
-        assert st == ERR_STATE and "does not require grad" in msg
-        lib.emb_embedding_set_requires_grad(table.h, True)
+        msg = raises(emb.IndexOutOfRangeError, eo.fused, pid, table, np.array([2, -2]),
+                     np.ones((2, 3), np.float32))
+        assert "index -2 at position 1" in msg
+        table.e.requires_grad = False
+        msg = raises(emb.StateError, eo.fused, pid, table, np.array([0, 1]),
+                     np.ones((2, 3), np.float32))
+        assert "does not require grad" in msg
+        table.e.requires_grad = True
         assert np.array_equal(pe, p1) and eo.steps(pid) == 1
 
 
@@ -666,7 +629,7 @@ def _run_all_paths(seed):
         eo = Opt(kind, **cfg)
         pid = eo.add(p)
         for s in range(3):
-            check(eo.step(pid, rand_grad(rng, p.shape, s))[0])
+            eo.step(pid, rand_grad(rng, p.shape, s))
         out.append(p)
     for kind, cfg in FUSED:
         V, D = 2000, 40
@@ -679,9 +642,9 @@ def _run_all_paths(seed):
             idx = (rng.zipf(1.2, n) % V).astype(np.int64)
             g = rng.standard_normal((n, D)).astype(np.float32)
             if s == 1:
-                check(eo.fused(pid, table, idx.reshape(240, 100), g.reshape(240, 100, D))[0])
+                eo.fused(pid, table, idx.reshape(240, 100), g.reshape(240, 100, D))
             else:
-                check(eo.step_sparse(pid, idx, g)[0])
+                eo.step_sparse(pid, idx, g)
         out.append(p.copy())
         # enough entries for the coalescing sort to run on several threads (65,536 and more);
         # SGD: a table over 16 MiB, which SGD's row owners split between threads
@@ -694,27 +657,27 @@ def _run_all_paths(seed):
             idx = rng.integers(0, V, n)
             g = rng.standard_normal((n, D)).astype(np.float32)
             if s == 0:
-                check(eo.fused(pid, table, idx, g)[0])
+                eo.fused(pid, table, idx, g)
             else:
-                check(eo.step_sparse(pid, idx, g)[0])
+                eo.step_sparse(pid, idx, g)
         out.append(p.copy())
     return out
 
 
 def test_thread_count_and_kernel_variant_do_not_matter():
-    lib.emb_set_num_threads(1)
-    lib.emb_set_kernel_mode(1)  # reference kernels
+    emb.set_num_threads(1)
+    emb.set_kernel_mode("ref")  # reference kernels
     try:
         ref = _run_all_paths(21)
-        lib.emb_set_kernel_mode(FAST_KERNEL_MODE)
+        emb.set_kernel_mode(FAST_KERNEL_MODE)
         one = _run_all_paths(21)
-        lib.emb_set_num_threads(2)
+        emb.set_num_threads(2)
         two = _run_all_paths(21)
-        lib.emb_set_num_threads(7)
+        emb.set_num_threads(7)
         seven = _run_all_paths(21)
     finally:
-        lib.emb_set_num_threads(0)
-        lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
+        emb.set_num_threads(0)
+        emb.set_kernel_mode(RUN_KERNEL_MODE)
     for i, r in enumerate(ref):
         assert_close(one[i], r, exact=True, what=f"auto kernels, 1 thread, case {i}")
         assert_close(two[i], r, exact=True, what=f"2 threads, case {i}")
@@ -731,8 +694,5 @@ def test_message_float_format_is_pythons():
     values += list(-rng.integers(1, 10 ** 6, 100) / 10.0 ** rng.integers(0, 20, 100))
     for x in values:
         x = float(x)
-        o = lib.emb_optimizer_options_default(ADAM)
-        o.lr = x
-        h = C.c_void_p()
-        st, msg = call(lib.emb_optimizer_create, ptr(o), ptr(h))
-        assert (st, msg) == (ERR_INVALID, f"Invalid learning rate: {x}")
+        assert raises(emb.InvalidArgumentError, emb_optimizer, ADAM,
+                      dict(lr=x)) == f"Invalid learning rate: {x}"

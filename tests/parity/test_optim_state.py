@@ -1,38 +1,33 @@
 """Optimizer state and scheduling against torch.optim 1.13, live:
 
-- the bytes emb_optimizer_save_state writes, read with an independent parser that follows
+- the bytes Optimizer.state_dict() returns, read with an independent parser that follows
   docs/optimizer-state.md, hold exactly torch's optimizer.state_dict() (every state tensor
   bit for bit, step counts, param_groups' hyper-parameters), dense and sparse, every kind;
 - save + load into a fresh optimizer resumes exactly as torch does after load_state_dict;
 - changing the learning rate between steps (param_group['lr']) matches torch bit for bit;
-- a sparse gradient built from the caller's rows (emb_sparse_grad_from_rows) and the
-  Hogwild row update (advance_step + update_rows) step exactly as torch's sparse step."""
-import ctypes as C
+- a sparse gradient of the caller's rows (int64 or int32; step_sparse) and the Hogwild row
+  update (advance_step + update_rows) step exactly as torch's sparse step."""
 import struct
 
 import numpy as np
 import pytest
 import torch
 
-from embpy import (ADAGRAD, ADAM, ADAMW, SGD, SPARSE_ADAM, SparseGrad, T, assert_close,
-                   check, lib, ptr)
-from test_optim import (KIND_NAMES, Opt, rand_grad, rand_sparse, torch_optimizer, torch_sparse,
-                        torch_step)
+from parity_util import assert_close
+from test_optim import (ADAGRAD, ADAM, ADAMW, KIND_NAMES, SGD, SPARSE_ADAM, Opt, rand_grad,
+                        rand_sparse, torch_optimizer, torch_sparse, torch_step)
 
 STEPS = 8
 
 
 def save(opt):
-    n = lib.emb_optimizer_state_nbytes(opt.h)
-    assert n > 0
-    buf = (C.c_ubyte * n)()
-    check(lib.emb_optimizer_save_state(opt.h, buf, n))
-    return bytes(buf)
+    blob = opt.o.state_dict()
+    assert isinstance(blob, bytes) and len(blob) > 0
+    return blob
 
 
 def load(opt, blob):
-    buf = (C.c_ubyte * len(blob)).from_buffer_copy(blob)
-    check(lib.emb_optimizer_load_state(opt.h, buf, len(blob)))
+    opt.o.load_state_dict(blob)
 
 
 def fnv1a64(data):
@@ -172,20 +167,20 @@ class Run:
     def step(self, lr=None):
         s = self.s
         if lr is not None:
-            check(lib.emb_optimizer_set_lr(self.eo.h, lr))
+            self.eo.o.lr = lr
             for g in self.topt.param_groups:
                 g["lr"] = lr
-            assert lib.emb_optimizer_lr(self.eo.h) == lr
+            assert self.eo.o.lr == lr
         if self.mode == "dense":
             g = rand_grad(self.rng, (self.V, self.D), s)
             self.pt.grad = torch.from_numpy(g.copy())
             self.topt.step()
-            check(self.eo.step(self.pid, g)[0])
+            self.eo.step(self.pid, g)
         else:
             idx, val = rand_sparse(self.rng, self.V, self.D, s)
             self.pt.grad = torch_sparse(idx, val, self.V, self.D)
             torch_step(self.topt, self.kind, self.pt.grad)
-            check(self.eo.step_sparse(self.pid, idx, val)[0])
+            self.eo.step_sparse(self.pid, idx, val)
         self.s += 1
         assert_close(self.pe, self.pt.detach().numpy(), exact=True,
                      what=f"{KIND_NAMES[self.kind]} step {s}")
@@ -239,7 +234,7 @@ def test_lr_schedule_matches_torch(kind, cfg, mode):
 @pytest.mark.parametrize("kind,cfg", [(SGD, dict(lr=0.1)), (SGD, dict(lr=0.1, momentum=0.9)),
                                       (ADAGRAD, dict()), (SPARSE_ADAM, dict(maximize=True))],
                          ids=["sgd", "sgd-momentum", "adagrad", "sparse-adam"])
-def test_sparse_grad_from_rows_steps_as_torch(kind, cfg):
+def test_sparse_grad_of_rows_steps_as_torch(kind, cfg):
     rng = np.random.default_rng(5)
     V, D = 11, 4
     p0 = rng.standard_normal((V, D)).astype(np.float32)
@@ -251,14 +246,11 @@ def test_sparse_grad_from_rows_steps_as_torch(kind, cfg):
     for s in range(STEPS):
         idx, val = rand_sparse(rng, V, D, s)
         rows = idx.astype(np.int32) if s % 2 else idx
-        sg = SparseGrad()
-        check(lib.emb_sparse_grad_from_rows(ptr(sg), V, D, ptr(T(rows)), ptr(T(val))))
-        try:
-            got_idx, got_val = sg.arrays()
-            assert np.array_equal(got_idx, idx) and np.array_equal(bits(got_val), bits(val))
-            check(lib.emb_optimizer_step_sparse(eo.h, pid, ptr(sg)))
-        finally:
-            lib.emb_sparse_grad_release(ptr(sg))
+        # (that the gradient holds exactly these rows and values, int32 rows widened, is
+        # tests/unit/test_optim.c's test_sparse_grad_from_rows)
+        rows_before, val_before = rows.copy(), val.copy()
+        eo.step_sparse(pid, rows, val)
+        assert np.array_equal(rows, rows_before) and np.array_equal(bits(val), bits(val_before))
         pt.grad = torch_sparse(idx, val, V, D)
         torch_step(topt, kind, pt.grad)
         assert_close(pe, pt.detach().numpy(), exact=True, what=f"step {s}")
@@ -275,13 +267,13 @@ def test_update_rows_steps_as_torch(kind, cfg):
     pe = p0.copy()
     eo = Opt(kind, **cfg)
     pid = eo.add(pe)
-    check(lib.emb_optimizer_init_state(eo.h, pid))
+    eo.o.init_state(pid)
     pt = torch.nn.Parameter(torch.from_numpy(p0.copy()))
     topt = torch_optimizer(kind, [pt], cfg)
     for s in range(STEPS):
         idx, val = rand_sparse(rng, V, D, s)
-        check(lib.emb_optimizer_advance_step(eo.h, pid))
-        check(lib.emb_optimizer_update_rows(eo.h, pid, ptr(T(idx)), ptr(T(val))))
+        eo.o.advance_step(pid)
+        eo.o.update_rows(pid, idx, val)
         pt.grad = torch_sparse(idx, val, V, D)
         torch_step(topt, kind, pt.grad)
         assert_close(pe, pt.detach().numpy(), exact=True, what=f"step {s}")

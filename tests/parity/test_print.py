@@ -1,48 +1,23 @@
-"""Parity of emb_tensor_repr / emb_tensor_print with torch 1.13's repr(tensor).
+"""Parity of emb.tensor_repr (emb_tensor_repr) with torch 1.13's repr(tensor).
 
 Every expected string is produced by torch during the test (repr of the same data under the
 same torch.set_printoptions), except the seed notebooks' printed outputs, which are checked
 against both torch and emb. Every comparison is exact string equality."""
 import contextlib
-import ctypes as C
-import os
-import tempfile
 import warnings
 
 import numpy as np
 import pytest
 import torch
 
-import embpy
-from embpy import lib, T, check
+import emb
 
 NP_DTYPES = [np.float32, np.float64, np.int64, np.int32, np.int16, np.int8, np.uint8, np.bool_]
-SCI = {None: embpy.SCI_AUTO, True: embpy.SCI_ON, False: embpy.SCI_OFF}
-
-
-def make_opts(precision=4, threshold=1000, edgeitems=3, linewidth=80, sci_mode=None,
-              suffixes=()):
-    o = lib.emb_print_options_default()
-    o.precision, o.threshold, o.edgeitems, o.linewidth = precision, threshold, edgeitems, linewidth
-    o.sci_mode = SCI[sci_mode]
-    for i, s in enumerate(suffixes):
-        o.suffixes[i] = None if s is None else s.encode()
-    return o
 
 
 def emb_repr(arr, suffixes=(), **opts):
-    """repr via emb: a size query, then a call with an exact-size buffer."""
-    t = T(arr)
-    o = make_opts(suffixes=suffixes, **opts)
-    need = C.c_size_t(12345)
-    check(lib.emb_tensor_repr(C.byref(t), C.byref(o), None, 0, C.byref(need)))
-    buf = C.create_string_buffer(need.value + 1)
-    need2 = C.c_size_t(0)
-    check(lib.emb_tensor_repr(C.byref(t), C.byref(o), buf, need.value + 1, C.byref(need2)))
-    assert need2.value == need.value
-    s = buf.value.decode()
-    assert len(s) == need.value
-    return s
+    """repr via emb (emb.tensor_repr); the options are torch.set_printoptions'."""
+    return emb.tensor_repr(arr, suffixes=suffixes, **opts)
 
 
 @contextlib.contextmanager
@@ -413,45 +388,32 @@ def test_seed_outputs(text, shape, dtype, suffix):
     same(repr(x), text, "torch vs seed")
 
 
+# print() and the arguments emb refuses (the C function's snprintf-style truncation and
+# emb_tensor_print's FILE output are checked by tests/unit/test_print.c)
 # ---------------------------------------------------------------------------------------
-# snprintf semantics and emb_tensor_print
-# ---------------------------------------------------------------------------------------
 
-def test_truncation_matches_prefix():
-    arr = np.random.default_rng(3).standard_normal((4, 6)).astype(np.float32)
-    full = torch_repr(arr).encode()
-    t = T(arr)
-    for size in [1, 2, 7, 50, len(full), len(full) + 1, len(full) + 10]:
-        buf = C.create_string_buffer(b"\x7f" * (size + 4), size + 4)
-        need = C.c_size_t(0)
-        check(lib.emb_tensor_repr(C.byref(t), None, buf, size, C.byref(need)))
-        assert need.value == len(full)
-        want = full[:size - 1] + b"\0"
-        assert buf.raw[:len(want)] == want, f"size {size}: {buf.raw[:len(want)]!r}"
-        assert buf.raw[size:] == b"\x7f" * 4, f"wrote past size {size}"
-
-
-def test_print_to_file_matches_print():
-    libc = C.CDLL(None)
-    libc.fopen.restype = C.c_void_p
-    libc.fopen.argtypes = [C.c_char_p, C.c_char_p]
-    libc.fclose.argtypes = [C.c_void_p]
-    lib.emb_tensor_print.restype = C.c_int
-    lib.emb_tensor_print.argtypes = [C.c_void_p, C.POINTER(embpy.Tensor),
-                                     C.POINTER(embpy.PrintOptions)]
+def test_print_matches_print():
+    """print(x) is repr plus a newline: emb.tensor_repr of 40 random arrays, each followed by
+    a newline, is what print() of the same tensors writes."""
     rng = np.random.default_rng(9)
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "out.txt")
-        f = libc.fopen(path.encode(), b"w")
-        assert f
-        arrays = [random_array(rng, random_shape(rng, 300), NP_DTYPES[i % len(NP_DTYPES)])
-                  for i in range(40)]
-        try:
-            for a in arrays:
-                check(lib.emb_tensor_print(f, C.byref(T(a)), None))
-        finally:
-            libc.fclose(f)
-        with open(path) as fh:
-            got = fh.read()
+    arrays = [random_array(rng, random_shape(rng, 300), NP_DTYPES[i % len(NP_DTYPES)])
+              for i in range(40)]
+    got = "".join(emb.tensor_repr(a) + "\n" for a in arrays)
     want = "".join(str(torch.from_numpy(a.copy())) + "\n" for a in arrays)
-    same(got, want, "emb_tensor_print vs print()")
+    same(got, want, "tensor_repr + newline vs print()")
+
+
+def test_bad_arguments_are_refused():
+    a = np.ones(3, np.float32)
+    with pytest.raises(TypeError, match="sci_mode must be None, True or False"):
+        emb.tensor_repr(a, sci_mode=1)
+    with pytest.raises(TypeError, match="suffixes must be a sequence"):
+        emb.tensor_repr(a, suffixes="requires_grad=True")
+    with pytest.raises(TypeError, match="suffix 1 must be a str or None, got int"):
+        emb.tensor_repr(a, suffixes=["a", 3])
+    with pytest.raises(ValueError, match="at most 4 suffixes, got 5"):
+        emb.tensor_repr(a, suffixes=["a"] * 5)
+    with pytest.raises(emb.InvalidArgumentError, match="precision"):
+        emb.tensor_repr(a, precision=101)
+    with pytest.raises(TypeError, match="float16"):
+        emb.tensor_repr(np.ones(3, np.float16))

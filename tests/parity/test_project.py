@@ -7,8 +7,8 @@ emb.tsne), against scikit-learn 1.2, at test time:
   one computed here from scikit-learn's own joint probabilities and emb's layout), and the
   layout is as good as scikit-learn's Barnes-Hut t-SNE run with the same recipe (KL
   divergence, trustworthiness); the exact gradient (theta 0) too;
-- both give the same bits at 1, 2 and 3 threads; bad input is refused with emb's status and
-  message.
+- both give the same bits at 1, 2 and 3 threads; bad input is refused with emb's exception
+  class and message.
 """
 import re
 
@@ -21,7 +21,6 @@ from sklearn.neighbors import NearestNeighbors
 from threadpoolctl import threadpool_limits
 
 import emb
-from embpy import ERR_DTYPE, ERR_INVALID, ERR_SHAPE
 
 
 def pca(x, k, threads=None):
@@ -159,32 +158,33 @@ def test_tsne_of_duplicates_and_tiny_inputs():
 
 # ---- refusals ----------------------------------------------------------------------------
 
-def refused(fn, *args, status, pattern, **kw):
+def refused(fn, *args, error, pattern, **kw):
     with pytest.raises(emb.Error) as e:
         fn(*args, **kw)
-    assert e.value.status == status, (e.value.status, str(e.value))
+    assert type(e.value) is error, (type(e.value), str(e.value))
     assert re.search(pattern, str(e.value)), str(e.value)
 
 
 def test_bad_input_is_refused():
     x = np.ones((10, 4), np.float32)
-    refused(emb.pca, x, 0, status=ERR_INVALID, pattern=r"pca: k must be in \[1, 4\]")
-    refused(emb.pca, x, 5, status=ERR_INVALID, pattern=r"k must be in")
+    refused(emb.pca, x, 0, error=emb.InvalidArgumentError,
+            pattern=r"pca: k must be in \[1, 4\]")
+    refused(emb.pca, x, 5, error=emb.InvalidArgumentError, pattern=r"k must be in")
     bad = x.copy()
     bad[3, 2] = np.nan
-    refused(emb.pca, bad, 2, status=ERR_INVALID, pattern=r"row 3, column 2 is NaN")
+    refused(emb.pca, bad, 2, error=emb.InvalidArgumentError, pattern=r"row 3, column 2 is NaN")
     bad[3, 2] = np.inf
-    refused(emb.tsne, bad, perplexity=3.0, status=ERR_INVALID,
+    refused(emb.tsne, bad, perplexity=3.0, error=emb.InvalidArgumentError,
             pattern=r"row 3, column 2 is infinite")
-    refused(emb.pca, x.astype(np.float64), 2, status=ERR_DTYPE, pattern=r"float32")
-    refused(emb.pca, np.ones(4, np.float32), 1, status=ERR_SHAPE, pattern=r"2-D")
-    refused(emb.tsne, np.ones((1, 3), np.float32), status=ERR_SHAPE,
+    refused(emb.pca, x.astype(np.float64), 2, error=emb.DtypeError, pattern=r"float32")
+    refused(emb.pca, np.ones(4, np.float32), 1, error=emb.ShapeError, pattern=r"2-D")
+    refused(emb.tsne, np.ones((1, 3), np.float32), error=emb.ShapeError,
             pattern=r"at least 2 points")
-    refused(emb.tsne, x, status=ERR_INVALID,  # the default perplexity 30 >= 10 points
+    refused(emb.tsne, x, error=emb.InvalidArgumentError,  # default perplexity 30 >= 10 points
             pattern=r"perplexity must be positive and less than the number of points \(10\)")
     for field, value, pattern in [("perplexity", -1.0, "perplexity"), ("iterations", -1, "iterations"),
                                   ("theta", 1.5, "theta"), ("learning_rate", float("nan"), "learning_rate"),
                                   ("early_exaggeration", 0.5, "early_exaggeration"),
                                   ("exaggeration_iterations", 2000, "exaggeration_iterations")]:
         kw = {"perplexity": 3.0, field: value}
-        refused(emb.tsne, x, status=ERR_INVALID, pattern=pattern, **kw)
+        refused(emb.tsne, x, error=emb.InvalidArgumentError, pattern=pattern, **kw)

@@ -19,16 +19,13 @@ Bit for bit, on random cases:
 Refusals: NaN, infinities, f16/bf16 overflow, int8/int4 ranges that overflow, leave the
 destination untouched.
 """
-import ctypes as C
-
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (FAST_KERNEL_MODE, KERNELS_REF, RUN_KERNEL_MODE, BAG_MAX, BAG_MEAN, BAG_SUM,
-                   ERR_INDEX, ERR_INVALID, ERR_READ_ONLY, PADDING_NONE, QTYPES, QError, QTable, T,
-                   assert_close, call, check, lib, ptr)
+import emb
+from parity_util import FAST_KERNEL_MODE, RUN_KERNEL_MODE, assert_close
 
 torch.set_num_threads(1)
 Q = torch.ops.quantized
@@ -68,12 +65,18 @@ def torch_dequant(packed, qtype, V):
     return qbag_torch(packed, qtype, ar, ar)
 
 
+def QTable(w, qtype):
+    return emb.QTable.quantize(np.ascontiguousarray(w, np.float32), qtype)
+
+
+def qbytes(q):
+    """The stored rows as uint8 [V, row_nbytes] (a copy)."""
+    return np.asarray(q).copy()
+
+
 def opts(mode, padding_idx=None, last=False):
-    o = lib.emb_bag_options_default()
-    o.mode = {"sum": BAG_SUM, "mean": BAG_MEAN, "max": BAG_MAX}[mode]
-    o.padding_idx = PADDING_NONE if padding_idx is None else padding_idx
-    o.include_last_offset = last
-    return o
+    """The bag options of QTable.bag (torch's names)."""
+    return dict(mode=mode, padding_idx=padding_idx, include_last_offset=last)
 
 
 def rand_bags(rng, V, n_max=40, B_max=7):
@@ -91,7 +94,7 @@ def test_quantize_matches_prepack(qtype):
     for case in range(400):
         V, D = int(rng.integers(0, 12)), int(rng.integers(1, 70))
         w = rand_table(rng, V, D)
-        got = QTable(w, qtype).bytes()
+        got = qbytes(QTable(w, qtype))
         if qtype == "int8" or D % 2 == 0:
             want = prepack(w, qtype).numpy() if V else np.zeros((0, got.shape[1]), np.uint8)
             assert_close(got, want, exact=True, what=f"case {case} {V}x{D}")
@@ -113,7 +116,7 @@ def test_half_conversion_matches_torch(qtype):
         w = (rng.standard_normal((V, D)) * 10.0 ** rng.uniform(-8, 4)).astype(np.float32)
         t = torch.from_numpy(w)
         want = (t.half() if qtype == "f16" else t.bfloat16()).view(torch.int16).numpy()
-        got = QTable(w, qtype).bytes().view(np.int16).reshape(V, D)
+        got = qbytes(QTable(w, qtype)).view(np.int16).reshape(V, D)
         assert_close(got, want, exact=True, what=f"case {case}")
 
 
@@ -153,13 +156,13 @@ def test_quantized_sum_matches_torch_ops(qtype):
         last = case % 4 == 1
         o = off if not last else np.append(off, len(idx)).astype(odt)
         want = qbag_torch(p, qtype, idx, o, psw, last)
-        got = q.bag(idx, o, psw, opts("sum", last=last))
+        got = q.bag(idx, o, psw, **opts("sum", last=last))
         assert_close(got, want, exact=True, what=f"case {case} {V}x{D}")
         if psw is None:
             counts = np.diff(np.append(off, len(idx))).astype(np.float32)
             mean_want = (torch.from_numpy(want) /
                          torch.from_numpy(np.maximum(counts, 1)[:, None])).numpy()
-            got = q.bag(idx, o, None, opts("mean", last=last))
+            got = q.bag(idx, o, None, **opts("mean", last=last))
             assert_close(got, mean_want, exact=True, what=f"case {case} mean")
 
 
@@ -176,7 +179,7 @@ def test_quantized_2d_and_padding(qtype):
         flat_off = np.arange(0, B * L, L)
         want = qbag_torch(p, qtype, idx2.ravel(), flat_off,
                           None if psw is None else psw.ravel())
-        assert_close(q.bag(idx2, None, psw, opts("sum")), want, exact=True, what="2-D")
+        assert_close(q.bag(idx2, None, psw, **opts("sum")), want, exact=True, what="2-D")
         # padding_idx: torch's quantized ops have none; the same op without those positions
         pad = int(rng.integers(0, V))
         idx, off = rand_bags(rng, V)
@@ -187,15 +190,15 @@ def test_quantized_2d_and_padding(qtype):
         kept_off = np.array([keep[:s].sum() for s in off], np.int64)
         want = qbag_torch(p, qtype, idx[keep], kept_off,
                           None if psw1 is None else psw1[keep])
-        assert_close(q.bag(idx, off, psw1, opts("sum", padding_idx=pad)), want, exact=True,
+        assert_close(q.bag(idx, off, psw1, **opts("sum", padding_idx=pad)), want, exact=True,
                      what=f"case {case} padding")
         neg = pad - V
-        assert_close(q.bag(idx, off, psw1, opts("sum", padding_idx=neg)), want, exact=True)
+        assert_close(q.bag(idx, off, psw1, **opts("sum", padding_idx=neg)), want, exact=True)
         counts = np.array([keep[s:e].sum() for s, e in zip(off, ends)], np.float32)
         if psw1 is None:
             mean_want = (torch.from_numpy(want) /
                          torch.from_numpy(np.maximum(counts, 1)[:, None])).numpy()
-            assert_close(q.bag(idx, off, None, opts("mean", padding_idx=pad)), mean_want,
+            assert_close(q.bag(idx, off, None, **opts("mean", padding_idx=pad)), mean_want,
                          exact=True, what="mean with padding")
 
 
@@ -224,14 +227,14 @@ def test_bags_against_embedding_bag_on_dequantized_table(qtype):
                                   None if psw is None else torch.from_numpy(psw), False,
                                   pad)
         if mode == "max":
-            got, mi = q.bag(idx, off, None, opts(mode, pad), max_indices=True)
+            got, mi = q.bag(idx, off, None, **opts(mode, pad), return_max_indices=True)
             assert_close(got, res[0].numpy(), exact=True, what=f"case {case} max")
             # torch's max indices of an empty bag are -1 in 1.13's forward-only path; emb
             # gives 0 (as emb_bag_forward); compare the non-empty bags
             full = np.array([n > 0 for n in res[2].numpy()])
             assert_close(mi[full], res[3].numpy()[full], exact=True, what="max indices")
         else:
-            got = q.bag(idx, off, psw, opts(mode, pad))
+            got = q.bag(idx, off, psw, **opts(mode, pad))
             assert_close(got, res[0].numpy(), exact=True, what=f"case {case} {mode}")
 
 
@@ -245,15 +248,15 @@ def test_threads_and_kernels_agree(qtype):
     off = np.arange(0, 40000, 20)
     psw = rng.standard_normal(40000).astype(np.float32)
     runs = []
-    for nt, mode in ((1, FAST_KERNEL_MODE), (2, FAST_KERNEL_MODE), (2, KERNELS_REF)):
-        lib.emb_set_num_threads(nt)
-        lib.emb_set_kernel_mode(mode)
+    for nt, mode in ((1, FAST_KERNEL_MODE), (2, FAST_KERNEL_MODE), (2, "ref")):
+        emb.set_num_threads(nt)
+        emb.set_kernel_mode(mode)
         try:
-            runs.append((q.forward(idx), q.bag(idx, off, psw, opts("sum")),
-                         q.bag(idx, off, None, opts("max")), q.dequantize()))
+            runs.append((q.forward(idx), q.bag(idx, off, psw, **opts("sum")),
+                         q.bag(idx, off, None, **opts("max")), q.dequantize()))
         finally:
-            lib.emb_set_num_threads(0)
-            lib.emb_set_kernel_mode(RUN_KERNEL_MODE)
+            emb.set_num_threads(0)
+            emb.set_kernel_mode(RUN_KERNEL_MODE)
     for r in runs[1:]:
         for a, b in zip(runs[0], r):
             assert_close(b, a, exact=True)
@@ -261,8 +264,7 @@ def test_threads_and_kernels_agree(qtype):
 
 @pytest.mark.parametrize("qtype", ["f16", "bf16", "int8", "int4"])
 def test_refusals_leave_destination_untouched(qtype):
-    rb = C.c_int64()
-    lib.emb_qtype_row_nbytes(QTYPES[qtype], 4, ptr(rb))
+    rb = emb.qtype_row_nbytes(qtype, 4)
     bad_rows = [[1.0, float("nan"), 2.0, 3.0], [1.0, float("inf"), 0.0, 0.0],
                 [-float("inf"), 1.0, 1.0, 1.0]]
     if qtype == "f16":
@@ -276,39 +278,35 @@ def test_refusals_leave_destination_untouched(qtype):
         bad_rows.append([-6e4, 6e4, 0.0, 0.0])   # range / 15 fits, but ... see below
     for row in bad_rows:
         src = np.array([[0.5, 0.25, 0.0, -1.0], row], np.float32)
-        dst = np.full(2 * rb.value, 0xAB, np.uint8)
-        st, msg = call(lib.emb_quantize_rows, QTYPES[qtype], src.ctypes.data, 2, 4,
-                       dst.ctypes.data, dst.size)
+        dst = np.full(2 * rb, 0xAB, np.uint8)
         if row == [-6e4, 6e4, 0.0, 0.0]:
             # range 1.2e5: its scale 8000 fits in float16, so the row is accepted
-            assert st == 0, msg
+            assert emb.quantize_rows(src, qtype, out=dst) is dst
             continue
-        assert st == ERR_INVALID, (row, st, msg)
-        assert "row 1" in msg, msg
+        with pytest.raises(emb.InvalidArgumentError) as exc:
+            emb.quantize_rows(src, qtype, out=dst)
+        assert "row 1" in str(exc.value), (row, str(exc.value))
         assert (dst == 0xAB).all(), "nothing may be written on a refusal"
-        h = C.c_void_p()
-        st, _ = call(lib.emb_qtable_quantize, T(src), QTYPES[qtype], ptr(h))
-        assert st == ERR_INVALID and not h.value
+        with pytest.raises(emb.InvalidArgumentError):
+            QTable(src, qtype)
 
 
 def test_read_only_and_index_errors():
     rng = np.random.default_rng(10)
     w = rand_table(rng, 6, 8)
     q = QTable(w, "int8")
-    o = opts("sum")
-    o.max_norm = 1.0
-    out = np.full((1, 8), 7.0, np.float32)
-    st, msg = call(lib.emb_qtable_bag_forward, q.h, T(np.array([1, 2])), T(np.array([0])), None,
-                   ptr(o), T(out), None)
-    assert st == ERR_READ_ONLY and "max_norm" in msg
-    assert (out == 7.0).all()
-    st, msg = call(lib.emb_qtable_bag_forward, q.h, T(np.array([1, 6])), T(np.array([0])), None,
-                   ptr(opts("sum")), T(out), None)
-    assert st == ERR_INDEX and "6" in msg
-    assert (out == 7.0).all()
-    out2 = np.full((2, 8), 7.0, np.float32)
-    st, msg = call(lib.emb_qtable_forward, q.h, T(np.array([0, -1])), T(out2))
-    assert st == ERR_INDEX and (out2 == 7.0).all()
+    before = qbytes(q)
+    # (the C calls leave a caller's output untouched on these errors: the package returns
+    # no output then; tests/unit/test_quant.c checks the C side)
+    with pytest.raises(emb.ReadOnlyError) as exc:
+        q.bag(np.array([1, 2]), np.array([0]), max_norm=1.0, **opts("sum"))
+    assert "max_norm" in str(exc.value)
+    with pytest.raises(emb.IndexOutOfRangeError) as exc:
+        q.bag(np.array([1, 6]), np.array([0]), **opts("sum"))
+    assert "6" in str(exc.value)
+    with pytest.raises(emb.IndexOutOfRangeError):
+        q.forward(np.array([0, -1]))
+    assert np.array_equal(qbytes(q), before)
 
 
 def test_error_metrics_against_numpy():
@@ -317,31 +315,23 @@ def test_error_metrics_against_numpy():
     for qtype in ("f16", "bf16", "int8", "int4"):
         q = QTable(w, qtype)
         deq = q.dequantize().astype(np.float64)
-        e = QError()
-        assert lib.emb_qtable_error(q.h, T(w), ptr(e)) == 0
+        e = q.error(w)
         x = w.astype(np.float64)
         diff = np.abs(x - deq)
         na, nb = np.linalg.norm(x, axis=1), np.linalg.norm(deq, axis=1)
         cos = np.where((na == 0) | (nb == 0), (na == nb).astype(float),
                        (x * deq).sum(1) / np.where(na * nb == 0, 1, na * nb))
-        assert e.rows == 50 and e.elements == 50 * 24
-        assert e.max_abs == pytest.approx(diff.max(), rel=1e-12, abs=0)
-        assert e.mean_abs == pytest.approx(diff.mean(), rel=1e-9)
-        assert e.mean_cosine == pytest.approx(cos.mean(), rel=1e-9)
+        assert e["rows"] == 50 and e["elements"] == 50 * 24
+        assert e["max_abs"] == pytest.approx(diff.max(), rel=1e-12, abs=0)
+        assert e["mean_abs"] == pytest.approx(diff.mean(), rel=1e-9)
+        assert e["mean_cosine"] == pytest.approx(cos.mean(), rel=1e-9)
 
 
 @pytest.mark.parametrize("qtype", ["f16", "int8", "int4"])
 def test_knn_on_quantized_table_equals_knn_on_its_dequantized_rows(qtype):
-    """emb_knn_create_from_qtable reads the quantized rows directly; its neighbours and scores
-    are those of emb_knn_create over the dequantized float32 table, bit for bit, and those
+    """A Knn index over a QTable reads the quantized rows directly; its neighbours and scores
+    are those of a Knn index over the dequantized float32 table, bit for bit, and those
     of a float64 numpy cosine ranking within float32 tolerance."""
-    lib.emb_knn_create.argtypes = [C.c_void_p, C.c_int64, C.POINTER(C.c_void_p)]
-    lib.emb_knn_create_from_qtable.argtypes = [C.c_void_p, C.c_int64, C.POINTER(C.c_void_p)]
-    lib.emb_knn_free.argtypes = [C.c_void_p]
-    lib.emb_knn_search.argtypes = [C.c_void_p, C.c_void_p, C.c_int64, C.c_void_p, C.c_int64,
-                                   C.c_void_p, C.c_void_p]
-    lib.emb_knn_analogy.argtypes = [C.c_void_p, C.c_void_p, C.c_int64, C.c_int64, C.c_void_p,
-                                    C.c_void_p]
     rng = np.random.default_rng(12)
     V, D, Qn, k = 5000, 40, 70, 10   # more rows than one 2048-row block
     w = rng.standard_normal((V, D)).astype(np.float32)
@@ -349,20 +339,11 @@ def test_knn_on_quantized_table_equals_knn_on_its_dequantized_rows(qtype):
     deq = q.dequantize()
     queries = rng.standard_normal((Qn, D)).astype(np.float32)
     res = []
-    for make, arg in ((lib.emb_knn_create_from_qtable, q.h), (lib.emb_knn_create, None)):
-        h = C.c_void_p()
-        tdeq = T(deq)
-        check(make(arg if arg is not None else C.byref(tdeq), 4000, ptr(h)))
-        ids = np.zeros((Qn, k), np.int64)
-        sc = np.zeros((Qn, k), np.float32)
-        tq = T(queries)
-        check(lib.emb_knn_search(h, C.byref(tq), k, None, 0, ids.ctypes.data, sc.ctypes.data))
+    for source in (q, deq):
+        index = emb.Knn(source, 4000)
+        ids, sc = index.search(queries, k)
         abc = rng.integers(0, V, (5, 3)) if not res else res[0][2]
-        aids = np.zeros((5, k), np.int64)
-        asc = np.zeros((5, k), np.float32)
-        check(lib.emb_knn_analogy(h, np.ascontiguousarray(abc).ctypes.data, 5, k,
-                                  aids.ctypes.data, asc.ctypes.data))
-        lib.emb_knn_free(h)
+        aids, asc = index.analogy(np.ascontiguousarray(abc), k)
         res.append((ids, sc, abc, aids, asc))
     (i1, s1, _, a1, as1), (i2, s2, _, a2, as2) = res
     assert_close(i1, i2, exact=True, what="ids")

@@ -2,7 +2,7 @@
 the streaming writer, save, load and map, against live torch and a plain reader of the
 format (tests/parity/embio.py), and the refusals of bad files (nothing written half-way).
 
-- A table written in batches by emb_qtable_writer holds, byte for byte, what torch's
+- A table written in batches by emb.QTableWriter holds, byte for byte, what torch's
   prepack ops (int8, int4) or .half()/.bfloat16() produce; its metadata carries the qtype,
   the dim and the quantization error, equal to numpy's on torch's dequantized table.
 - torch's quantized bag op run on the bytes read back from the file equals emb's bag on the
@@ -12,32 +12,30 @@ format (tests/parity/embio.py), and the refusals of bad files (nothing written h
   matching the qtype, bad metadata, truncation) are refused with a clear message; the
   destination is never created or changed.
 """
-import ctypes as C
 import os
 
 import numpy as np
 import pytest
 import torch
 
+import emb
 from embio import st_load, st_save
-from embpy import (BAG_SUM, ERR_FORMAT, ERR_INVALID, ERR_STATE, QTYPES, QError, QFile,
-                   QTable, assert_close, call, check, lib, ptr)
+from parity_util import assert_close
 
 torch.set_num_threads(1)
 Q = torch.ops.quantized
 
 
-def write_batches(path, w, qtype, batch, vocab=None):
-    h = C.c_void_p()
-    check(lib.emb_qtable_writer_open(str(path).encode(), QTYPES[qtype], w.shape[0], w.shape[1],
-                                     vocab, ptr(h)))
-    for r in range(0, w.shape[0], batch):
-        chunk = np.ascontiguousarray(w[r:r + batch])
-        check(lib.emb_qtable_writer_append(h, chunk.ctypes.data, chunk.shape[0]))
-    e = QError()
-    check(lib.emb_qtable_writer_commit(h, ptr(e)))
-    lib.emb_qtable_writer_free(h)
-    return e
+def write_batches(path, w, qtype, batch, words=None, counts=None):
+    with emb.QTableWriter(path, qtype, w.shape[0], w.shape[1], words=words,
+                          counts=counts) as writer:
+        for r in range(0, w.shape[0], batch):
+            writer.append(w[r:r + batch])
+        return writer.commit()
+
+
+def open_file(path, map=False):  # noqa: A002 (QTable.map)
+    return emb.QTable.map(path) if map else emb.QTable.load(path)
 
 
 def torch_rows(w, qtype):
@@ -78,13 +76,14 @@ def test_streamed_file_matches_torch(tmp_path, qtype):
     x = w.astype(np.float64)
     diff = np.abs(x - deq)
     cos = (x * deq).sum(1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(deq, axis=1))
-    for key, ref, val in (("max_abs", diff.max(), e.max_abs), ("mean_abs", diff.mean(), e.mean_abs),
-                          ("mean_cosine", cos.mean(), e.mean_cosine)):
+    for key, ref, val in (("max_abs", diff.max(), e["max_abs"]), ("mean_abs", diff.mean(), e["mean_abs"]),
+                          ("mean_cosine", cos.mean(), e["mean_cosine"])):
         assert val == pytest.approx(ref, rel=1e-9, abs=1e-300), key
         assert float(meta["emb.error." + key]) == pytest.approx(ref, rel=1e-8, abs=1e-300), key
     for mapped in (False, True):
-        f = QFile(path, map=mapped)
-        assert (f.qtype, f.V, f.D) == (qtype, V, D)
+        f = open_file(path, map=mapped)
+        assert (f.qtype, f.num_rows, f.dim) == (qtype, V, D)
+        assert f.read_only == mapped
         assert_close(f.dequantize(), deq.astype(np.float32), exact=True, what="read back")
 
 
@@ -103,10 +102,9 @@ def test_torch_op_on_file_bytes_equals_mapped_bag(tmp_path, qtype):
          else Q.embedding_bag_4bit_rowwise_offsets)
     want = f(rows, torch.from_numpy(idx), torch.from_numpy(off), False, 0, False,
              torch.from_numpy(psw), None, False).numpy()
-    o = lib.emb_bag_options_default()
-    o.mode = BAG_SUM
-    m = QFile(path, map=True)
-    assert_close(m.bag(idx, off, psw, o), want, exact=True, what="bag on the mapped file")
+    m = open_file(path, map=True)
+    assert_close(m.bag(idx, off, psw, mode="sum"), want, exact=True,
+                 what="bag on the mapped file")
 
 
 def test_foreign_prepacked_file_loads_as_int8(tmp_path):
@@ -115,37 +113,28 @@ def test_foreign_prepacked_file_loads_as_int8(tmp_path):
     p = torch_rows(w, "int8")
     path = tmp_path / "torch.safetensors"
     st_save(path, {"emb": p}, {"format": "pt"})
-    f = QFile(path)
-    assert (f.qtype, f.V, f.D) == ("int8", 40, 16)
+    f = open_file(path)
+    assert (f.qtype, f.num_rows, f.dim) == ("int8", 40, 16)
     assert_close(f.dequantize(), torch_dequant(w, "int8"), exact=True)
 
 
 def test_vocab_and_save_roundtrip(tmp_path):
     rng = np.random.default_rng(23)
     w = rng.standard_normal((3, 8)).astype(np.float32)
-    v = C.c_void_p()
-    check(lib.emb_vocab_create(ptr(v)))
-    lib.emb_vocab_add.argtypes = [C.c_void_p, C.c_char_p, C.c_size_t, C.c_int64, C.c_void_p,
-                                  C.c_void_p]
-    for i, word in enumerate([b"king", b"queen", "k\u00f6nig".encode()]):
-        check(lib.emb_vocab_add(v, word, len(word), 10 - i, None, None))
+    words = ["king", "queen", "k\u00f6nig"]
     path = tmp_path / "v.safetensors"
-    write_batches(path, w, "int4", batch=2, vocab=v)
-    lib.emb_vocab_free(v)
+    write_batches(path, w, "int4", batch=2, words=words, counts=[10, 9, 8])
     _, meta = st_load(path)
     assert meta["emb.vocab"] == "king\nqueen\nk\u00f6nig" and meta["emb.counts"] == "10 9 8"
-    f = QFile(path, vocab=True)
-    assert f.vocab.value
-    lib.emb_vocab_num_words.restype = C.c_int64
-    lib.emb_vocab_num_words.argtypes = [C.c_void_p]
-    assert lib.emb_vocab_num_words(f.vocab) == 3
-    lib.emb_vocab_free(f.vocab)
+    f = open_file(path)
+    assert f.words == words and f.counts == [10, 9, 8]
+    assert open_file(path, map=True).words == words
     # save() writes the stored bytes as they are
-    q = QTable(w, "int8")
+    q = emb.QTable.quantize(w, "int8")
     p2 = tmp_path / "s.safetensors"
-    check(lib.emb_qtable_save(str(p2).encode(), q.h, None))
+    q.save(p2)
     t2, meta2 = st_load(p2)
-    assert_close(t2["weight"], q.bytes(), exact=True)
+    assert_close(t2["weight"], np.asarray(q), exact=True)
     assert meta2["emb.qtype"] == "int8" and "emb.error.max_abs" not in meta2
 
 
@@ -157,35 +146,47 @@ def test_failed_writes_leave_nothing(tmp_path):
     bad[7, 2] = np.nan
     for qtype in ("f16", "int8", "int4"):
         # a NaN in the second batch
-        h = C.c_void_p()
-        check(lib.emb_qtable_writer_open(str(path).encode(), QTYPES[qtype], 10, 4, None, ptr(h)))
-        check(lib.emb_qtable_writer_append(h, np.ascontiguousarray(bad[:5]).ctypes.data, 5))
-        st, msg = call(lib.emb_qtable_writer_append, h, np.ascontiguousarray(bad[5:]).ctypes.data, 5)
-        assert st == ERR_INVALID and "row 7" in msg and "column 2" in msg, msg
-        st2, msg2 = call(lib.emb_qtable_writer_commit, h, None)
-        assert st2 == ERR_INVALID, msg2
+        writer = emb.QTableWriter(path, qtype, 10, 4)
+        writer.append(bad[:5])
+        with pytest.raises(emb.InvalidArgumentError) as exc:
+            writer.append(bad[5:])
+        msg = str(exc.value)
+        assert "row 7" in msg and "column 2" in msg, msg
+        with pytest.raises(emb.InvalidArgumentError):
+            writer.commit()
         # a committed writer refuses further calls until it is freed
-        st3, msg3 = call(lib.emb_qtable_writer_commit, h, None)
-        assert st3 == ERR_STATE and "already been committed" in msg3, msg3
-        st3, msg3 = call(lib.emb_qtable_writer_append, h, w.ctypes.data, 1)
-        assert st3 == ERR_STATE and "already been committed" in msg3, msg3
-        lib.emb_qtable_writer_free(h)
+        with pytest.raises(emb.StateError) as exc:
+            writer.commit()
+        assert "already been committed" in str(exc.value), str(exc.value)
+        with pytest.raises(emb.StateError) as exc:
+            writer.append(w[:1])
+        assert "already been committed" in str(exc.value), str(exc.value)
+        writer.close()
+        with pytest.raises(ValueError, match="closed"):
+            writer.append(w[:1])
         # too few rows
-        check(lib.emb_qtable_writer_open(str(path).encode(), QTYPES[qtype], 10, 4, None, ptr(h)))
-        check(lib.emb_qtable_writer_append(h, w.ctypes.data, 9))
-        st, msg = call(lib.emb_qtable_writer_commit, h, None)
-        assert st == ERR_STATE and "9 of the announced 10" in msg, msg
-        lib.emb_qtable_writer_free(h)
+        with emb.QTableWriter(path, qtype, 10, 4) as writer:
+            writer.append(w[:9])
+            with pytest.raises(emb.StateError) as exc:
+                writer.commit()
+            assert "9 of the announced 10" in str(exc.value), str(exc.value)
         # too many
-        check(lib.emb_qtable_writer_open(str(path).encode(), QTYPES[qtype], 5, 4, None, ptr(h)))
-        st, msg = call(lib.emb_qtable_writer_append, h, w.ctypes.data, 10)
-        assert st == ERR_INVALID and "remain" in msg, msg
-        lib.emb_qtable_writer_free(h)
+        with emb.QTableWriter(path, qtype, 5, 4) as writer:
+            with pytest.raises(emb.InvalidArgumentError) as exc:
+                writer.append(w)
+            assert "remain" in str(exc.value), str(exc.value)
+        # rows of another dim are refused before emb reads them
+        with emb.QTableWriter(path, qtype, 5, 4) as writer:
+            with pytest.raises(ValueError, match=r"\[n, 4\]"):
+                writer.append(np.ones((2, 3), np.float32))
+        # a writer abandoned without commit leaves nothing
+        with emb.QTableWriter(path, qtype, 10, 4) as writer:
+            writer.append(w)
     assert path.read_bytes() == b"previous contents"
     assert sorted(os.listdir(tmp_path)) == ["out.safetensors"], "temporary files left behind"
-    st, msg = call(lib.emb_qtable_writer_open, str(tmp_path / "no" / "x.st").encode(), 3, 1, 4,
-                   None, ptr(C.c_void_p()))
-    assert st != 0 and "x.st" in msg
+    with pytest.raises(emb.Error) as exc:
+        emb.QTableWriter(tmp_path / "no" / "x.st", "int8", 1, 4)
+    assert "x.st" in str(exc.value)
 
 
 def test_bad_files_are_refused(tmp_path):
@@ -207,16 +208,15 @@ def test_bad_files_are_refused(tmp_path):
     for name, (tensors, meta, needle) in cases.items():
         path = tmp_path / f"{name}.safetensors"
         st_save(path, tensors, dict(meta, format="pt"))
-        for fn in (lib.emb_qtable_load, lib.emb_qtable_map):
-            h = C.c_void_p()
-            st, msg = call(fn, str(path).encode(), ptr(h), None)
-            assert st == ERR_FORMAT and needle in msg, (name, st, msg)
-            assert not h.value
+        for mapped in (False, True):
+            with pytest.raises(emb.FormatError) as exc:
+                open_file(path, map=mapped)
+            assert needle in str(exc.value), (name, str(exc.value))
     # truncated: the safetensors reader names it
     good = tmp_path / "good.safetensors"
     write_batches(good, w, "int8", batch=6)
     data = good.read_bytes()
     cut = tmp_path / "cut.safetensors"
     cut.write_bytes(data[:-5])
-    st, msg = call(lib.emb_qtable_map, str(cut).encode(), ptr(C.c_void_p()), None)
-    assert st == ERR_FORMAT, msg
+    with pytest.raises(emb.FormatError):
+        open_file(cut, map=True)

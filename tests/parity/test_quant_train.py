@@ -2,8 +2,9 @@
 
 Bit for bit, on random bags (sum and mean, per_sample_weights, padding_idx,
 include_last_offset, duplicates):
-- the sparse gradient of emb_qtable_bag_forward equals F.embedding_bag(sparse=True)'s gradient;
-- an f32 table after emb_qtable_sgd_step_bag equals torch.optim.SGD's sparse step on
+- the sparse gradient of QTable.bag (QTable.backward_sparse) equals F.embedding_bag(sparse=True)'s
+  gradient;
+- an f32 table after QTable.sgd_step_bag equals torch.optim.SGD's sparse step on
   nn.EmbeddingBag's weight;
 - an f16 / bf16 table with round-to-nearest equals: upcast the table to float32 in torch,
   take that same SGD step, cast back with Tensor.half() / .bfloat16();
@@ -11,8 +12,8 @@ include_last_offset, duplicates):
   float32 result (or the result itself when it is representable), and over many draws the
   rounding is unbiased (the count of upward roundings is within 5 standard deviations of its
   expectation, on a fixed seed);
-- the fused step and backward + step give the same bits, stochastic rounding included,
-  and refuse the same inputs with the same status and message; a refusal leaves the table
+- the fused step (sgd_step_bag) and backward_sparse + sgd_step give the same bits, stochastic rounding included,
+  and refuse the same inputs with the same exception and message; a refusal leaves the table
   and the generator unchanged.
 """
 
@@ -21,20 +22,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embpy import (BAG_MEAN, BAG_SUM, ERR_INVALID, ERR_OVERFLOW, ERR_READ_ONLY, ERR_SHAPE,
-                   ERR_UNSUPPORTED, PADDING_NONE, QROUND_NEAREST, QROUND_STOCHASTIC, QFile,
-                   Gen, QTable, SparseGrad, T, call, check, lib, ptr)
+import emb
 
 torch.set_num_threads(1)
 HALF = {"f16": (np.float16, torch.float16), "bf16": (None, torch.bfloat16)}
+NEAREST, STOCHASTIC = "nearest", "stochastic"
 
 
-def opts(mode, padding_idx=None, last=False):
-    o = lib.emb_bag_options_default()
-    o.mode = {"sum": BAG_SUM, "mean": BAG_MEAN}[mode]
-    o.padding_idx = PADDING_NONE if padding_idx is None else padding_idx
-    o.include_last_offset = last
-    return o
+def QTable(w, qtype):
+    return emb.QTable.quantize(w, qtype)
+
+
+def qbytes(q):
+    """The stored rows as uint8 [V, row_nbytes] (a copy)."""
+    return np.asarray(q).copy()
 
 
 def stored_as_f32(q):
@@ -87,10 +88,11 @@ def torch_step(w32, c):
     return w.detach(), rows, vals
 
 
-def emb_args(q, c):
-    o = opts(c["mode"], c["pad"], c["last"])
-    return (q.h, T(c["idx"]), T(c["off"]), None if c["psw"] is None else T(c["psw"]), ptr(o),
-            T(c["go"]))
+def bag_args(c):
+    """The keyword arguments of QTable.backward_sparse / sgd_step_bag for a case."""
+    return dict(input=c["idx"], grad_output=c["go"], offsets=c["off"],
+                per_sample_weights=c["psw"], mode=c["mode"], padding_idx=c["pad"],
+                include_last_offset=c["last"])
 
 
 def rand_weights(rng, V, D):
@@ -104,11 +106,7 @@ def test_backward_sparse_matches_torch():
         c = rand_case(rng, V, D)
         q = QTable(rand_weights(rng, V, D), ["f16", "bf16", "int8"][int(rng.integers(0, 3))])
         _, rows, vals = torch_step(stored_as_f32(q), c)
-        g = SparseGrad()
-        check(lib.emb_sparse_grad_init(ptr(g), V, D))
-        check(lib.emb_qtable_bag_backward_sparse(*emb_args(q, c), ptr(g)))
-        got_rows, got_vals = g.arrays()
-        lib.emb_sparse_grad_release(ptr(g))
+        got_rows, got_vals = q.backward_sparse(**bag_args(c))
         assert np.array_equal(got_rows, rows)
         assert got_vals.tobytes() == vals.tobytes()
 
@@ -121,8 +119,8 @@ def test_nearest_step_matches_torch(qtype):
         c = rand_case(rng, V, D)
         q = QTable(rand_weights(rng, V, D), qtype)
         new, _, _ = torch_step(stored_as_f32(q), c)
-        check(lib.emb_qtable_sgd_step_bag(*emb_args(q, c), c["lr"], QROUND_NEAREST, None))
-        assert np.array_equal(q.bytes(), bytes_of_torch(new, qtype))
+        q.sgd_step_bag(lr=c["lr"], rounding=NEAREST, **bag_args(c))
+        assert np.array_equal(qbytes(q), bytes_of_torch(new, qtype))
 
 
 def neighbours(u, qtype):
@@ -143,14 +141,14 @@ def neighbours(u, qtype):
 @pytest.mark.parametrize("qtype", ["f16", "bf16"])
 def test_stochastic_step_rounds_to_a_neighbour(qtype):
     rng = np.random.default_rng({"f16": 44, "bf16": 45}[qtype])
-    gen = Gen(7)
+    gen = emb.Generator(7)
     for _ in range(200):
         V, D = int(rng.integers(1, 12)), int(rng.integers(1, 9))
         c = rand_case(rng, V, D)
         q = QTable(rand_weights(rng, V, D), qtype)
         new, _, _ = torch_step(stored_as_f32(q), c)
         u = new.numpy()
-        check(lib.emb_qtable_sgd_step_bag(*emb_args(q, c), c["lr"], QROUND_STOCHASTIC, gen.h))
+        q.sgd_step_bag(lr=c["lr"], rounding=STOCHASTIC, generator=gen, **bag_args(c))
         got = stored_as_f32(q)
         lo, hi = neighbours(u, qtype)
         exact = lo == u
@@ -167,7 +165,7 @@ def test_stochastic_rounding_is_unbiased(qtype):
     go = (rng.uniform(-1, 1, (1, D)) * 1e-3).astype(np.float32)
     c = dict(mode="sum", idx=np.array([0]), off=np.array([0]), last=False, pad=None, psw=None,
              go=go, lr=0.5)
-    gen = Gen(11)
+    gen = emb.Generator(11)
     w0_stored = stored_as_f32(QTable(w0, qtype))
     ups, expect, var, lost = 0, 0.0, 0.0, 0
     for _ in range(40):
@@ -177,13 +175,13 @@ def test_stochastic_rounding_is_unbiased(qtype):
         lo, hi = neighbours(u, qtype)
         p = np.where(lo == u, 0.0, (np.abs(u.astype(np.float64)) - np.abs(lo.astype(np.float64)))
                      / (np.abs(hi.astype(np.float64)) - np.abs(lo.astype(np.float64))))
-        check(lib.emb_qtable_sgd_step_bag(*emb_args(q, c), c["lr"], QROUND_STOCHASTIC, gen.h))
+        q.sgd_step_bag(lr=c["lr"], rounding=STOCHASTIC, generator=gen, **bag_args(c))
         got = stored_as_f32(q)
         ups += int(np.sum((got == hi) & (lo != u)))
         expect += float(p.sum())
         var += float((p * (1 - p)).sum())
         qn = QTable(w0, qtype)
-        check(lib.emb_qtable_sgd_step_bag(*emb_args(qn, c), c["lr"], QROUND_NEAREST, None))
+        qn.sgd_step_bag(lr=c["lr"], rounding=NEAREST, **bag_args(c))
         lost += int(np.sum((stored_as_f32(qn) == w0_stored) & (u != w0_stored)))
     assert lost > 0  # round-to-nearest drops some of these updates entirely
     assert expect > 100  # the case does exercise rounding
@@ -197,25 +195,22 @@ def test_fused_equals_backward_then_step(qtype):
         V, D = int(rng.integers(1, 12)), int(rng.integers(1, 9))
         c = rand_case(rng, V, D)
         w = rand_weights(rng, V, D)
-        rounding = QROUND_STOCHASTIC if i % 2 else QROUND_NEAREST
+        rounding = STOCHASTIC if i % 2 else NEAREST
         a, b = QTable(w, qtype), QTable(w, qtype)
-        ga, gb = Gen(100 + i), Gen(100 + i)
-        check(lib.emb_qtable_sgd_step_bag(*emb_args(a, c), c["lr"], rounding, ga.h))
-        assert unfused(b, c, c["lr"], rounding, gb.h) == (0, "")
-        assert np.array_equal(a.bytes(), b.bytes())
-        assert ga.next() == gb.next()
+        ga, gb = emb.Generator(100 + i), emb.Generator(100 + i)
+        a.sgd_step_bag(lr=c["lr"], rounding=rounding, generator=ga, **bag_args(c))
+        unfused(b, c, c["lr"], rounding, gb)
+        assert np.array_equal(qbytes(a), qbytes(b))
+        assert ga.random() == gb.random()
 
 
 def unfused(q, c, lr, rounding, gen):
-    g = SparseGrad()
-    check(lib.emb_sparse_grad_init(ptr(g), q.V, q.D))
-    try:
-        st, msg = call(lib.emb_qtable_bag_backward_sparse, *emb_args(q, c), ptr(g))
-        if st:
-            return st, msg
-        return call(lib.emb_qtable_sgd_step, q.h, ptr(g), lr, rounding, gen)
-    finally:
-        lib.emb_sparse_grad_release(ptr(g))
+    rows, values = q.backward_sparse(**bag_args(c))
+    q.sgd_step(rows, values, lr, rounding=rounding, generator=gen)
+
+
+def fused(q, c, lr, rounding, gen):
+    q.sgd_step_bag(lr=lr, rounding=rounding, generator=gen, **bag_args(c))
 
 
 def test_refusals_are_the_same_and_change_nothing(tmp_path):
@@ -226,40 +221,42 @@ def test_refusals_are_the_same_and_change_nothing(tmp_path):
                 psw=None, go=np.ones((1, 4), np.float32), lr=0.5)
     path = tmp_path / "t.safetensors"
     src = QTable(w, "f16")
-    check(lib.emb_qtable_save(str(path).encode(), src.h, None))
+    src.save(path)
     cases = [
-        ("int8", base, 0.5, QROUND_NEAREST, ERR_UNSUPPORTED, "int8 table is not trained"),
-        ("f16", base, -1.0, QROUND_NEAREST, ERR_INVALID, "Invalid learning rate"),
-        ("f16", base, float("nan"), QROUND_NEAREST, ERR_INVALID, "Invalid learning rate"),
-        ("f16", base, 0.5, 9, ERR_INVALID, "unknown rounding"),
-        ("f16", dict(base, go=np.full((1, 4), -20000.0, np.float32)), 0.5, QROUND_STOCHASTIC,
-         ERR_OVERFLOW, "out of float16's range"),
-        ("f16", dict(base, go=np.full((1, 4), -20000.0, np.float32)), 0.5, QROUND_NEAREST,
-         ERR_OVERFLOW, "out of float16's range"),
-        ("f16", dict(base, mode="mean", psw=np.ones(2, np.float32)), 0.5, QROUND_NEAREST,
-         ERR_UNSUPPORTED, "per_sample_weights"),
-        ("f16", dict(base, go=np.ones((2, 4), np.float32)), 0.5, QROUND_NEAREST, ERR_SHAPE, ""),
-        ("mapped", base, 0.5, QROUND_NEAREST, ERR_READ_ONLY, "read-only"),
+        ("int8", base, 0.5, NEAREST, emb.UnsupportedError, "int8 table is not trained"),
+        ("f16", base, -1.0, NEAREST, emb.InvalidArgumentError, "Invalid learning rate"),
+        ("f16", base, float("nan"), NEAREST, emb.InvalidArgumentError, "Invalid learning rate"),
+        # the rounding is checked by the package, before emb runs (emb's own check of an
+        # unknown rounding value is tests/unit's)
+        ("f16", base, 0.5, "upward", ValueError, "unknown rounding"),
+        ("f16", dict(base, go=np.full((1, 4), -20000.0, np.float32)), 0.5, STOCHASTIC,
+         OverflowError, "out of float16's range"),
+        ("f16", dict(base, go=np.full((1, 4), -20000.0, np.float32)), 0.5, NEAREST,
+         OverflowError, "out of float16's range"),
+        ("f16", dict(base, mode="mean", psw=np.ones(2, np.float32)), 0.5, NEAREST,
+         emb.UnsupportedError, "per_sample_weights"),
+        ("f16", dict(base, go=np.ones((2, 4), np.float32)), 0.5, NEAREST, emb.ShapeError, ""),
+        ("mapped", base, 0.5, NEAREST, emb.ReadOnlyError, "read-only"),
     ]
-    for qtype, c, lr, rounding, status, text in cases:
+    for qtype, c, lr, rounding, cls, text in cases:
         results = []
-        for fused in (True, False):
-            q = QFile(path, map=True) if qtype == "mapped" else QTable(w, qtype)
-            before = q.bytes()
-            gen = Gen(5)
-            if fused:
-                st, msg = call(lib.emb_qtable_sgd_step_bag, *emb_args(q, c), lr, rounding, gen.h)
-            else:
-                st, msg = unfused(q, c, lr, rounding, gen.h)
-            assert st == status and text in msg, (qtype, fused, st, msg)
-            assert np.array_equal(q.bytes(), before)
-            assert gen.next() == Gen(5).next()
-            results.append((st, msg))
+        for step in (fused, unfused):
+            q = emb.QTable.map(path) if qtype == "mapped" else QTable(w, qtype)
+            before = qbytes(q)
+            gen = emb.Generator(5)
+            with pytest.raises(cls) as exc:
+                step(q, c, lr, rounding, gen)
+            msg = str(exc.value)
+            assert text in msg, (qtype, step, msg)
+            # emb's own refusals carry its status; the rounding name is the package's check
+            assert isinstance(exc.value, emb.Error) == (rounding != "upward"), (qtype, step)
+            assert np.array_equal(qbytes(q), before)
+            assert gen.random() == emb.Generator(5).random()
+            results.append((type(exc.value), getattr(exc.value, "status", None), msg))
         assert results[0] == results[1]
     # the overflow is one element: with a smaller step the same table trains
     q = QTable(w, "f16")
-    check(lib.emb_qtable_sgd_step_bag(*emb_args(q, dict(base, go=np.full((1, 4), -1.0, np.float32))),
-                                      0.5, QROUND_STOCHASTIC, None))
-    assert not lib.emb_qtable_is_read_only(q.h)
-    assert lib.emb_qtable_is_read_only(QFile(path, map=True).h)
-    assert not lib.emb_qtable_is_read_only(QFile(path).h)
+    fused(q, dict(base, go=np.full((1, 4), -1.0, np.float32)), 0.5, STOCHASTIC, None)
+    assert not q.read_only
+    assert emb.QTable.map(path).read_only
+    assert not emb.QTable.load(path).read_only

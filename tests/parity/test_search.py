@@ -11,7 +11,7 @@ from gensim.models import KeyedVectors
 from scipy.stats import spearmanr
 
 import emb
-from embpy import RUN_KERNEL_MODE, kernel_mode_name, kernel_modes
+from parity_util import RUN_KERNEL_MODE, kernel_modes
 
 TOL = 2e-6  # cosine scores: float32 products of unit vectors
 
@@ -127,11 +127,11 @@ def test_search_kernel_tiers_identical():
     try:
         for mode in kernel_modes():
             for threads in (1, 2):
-                emb.set_kernel_mode(kernel_mode_name(mode))
+                emb.set_kernel_mode(mode)
                 emb.set_num_threads(threads)
                 runs[(mode, threads)] = _search_and_analogies(idx, q, abc)
     finally:
-        emb.set_kernel_mode(kernel_mode_name(RUN_KERNEL_MODE))
+        emb.set_kernel_mode(RUN_KERNEL_MODE)
         emb.set_num_threads(0)
     first = next(iter(runs))
     for key, r in runs.items():

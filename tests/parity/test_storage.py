@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import emb
-from embpy import assert_close
+from parity_util import assert_close
 
 torch.set_num_threads(1)
 

@@ -330,6 +330,15 @@ static void test_errors_change_nothing(void **state) {
     o.mode = (emb_bag_mode)7;
     EMB_EXPECT_ERR(emb_qtable_bag_forward(q, &ti, &to, NULL, &o, &tout, NULL), EMB_ERR_INVALID,
                    "mode");
+    o = emb_bag_options_default();
+    o.mode = EMB_BAG_SUM;
+    o.max_norm = 1.0; /* would renormalise the stored rows */
+    EMB_EXPECT_ERR(emb_qtable_bag_forward(q, &ti, &to, NULL, &o, &tout, NULL), EMB_ERR_READ_ONLY,
+                   "max_norm");
+    o = emb_bag_options_default();
+    o.mode = EMB_BAG_SUM;
+    idx[1] = 4;
+    EMB_EXPECT_ERR(emb_qtable_bag_forward(q, &ti, &to, NULL, &o, &tout, NULL), EMB_ERR_INDEX, "4");
     for (int i = 0; i < 9; i++) assert_true(out[i] == 42.0f);
     emb_qtable_free(q);
 }
