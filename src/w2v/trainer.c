@@ -316,11 +316,11 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s, flo
     }
 }
 
-/* Trains lane t for one round: whole sentences from its position until at least
- * EMB__W2V_ROUND tokens (a distributed run's round_tokens) were processed or its range ends. alpha0
- * is the learning rate at words_done0 (the global count at the start of the round); the lane
- * extrapolates the global progress as its own count times the number of lanes. Returns tokens
- * processed. */
+/* Trains lane t for one round: whole sentences from its position until the tokens processed
+ * weigh at least EMB__W2V_ROUND (a distributed run's round_tokens) times the corpus's mean
+ * keep probability, each token weighing its own, or its range ends. done0 is the global count
+ * at the start of the round; the lane extrapolates the global progress as its own count times
+ * the ids over its range's. Returns tokens processed. */
 static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn step,
                            lane_scratch *s) {
     /* The lane's state lives in this thread's own copy while it works: the lanes' structs
@@ -332,11 +332,18 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
     uint8_t *d1 = s->dirty;
     const double total = (double)w->tokens * o->epochs;
     int64_t processed = 0;
-    const int64_t round =
-        w->dist && w->dist->round_tokens > 0 ? w->dist->round_tokens : EMB__W2V_ROUND;
-    while (l->pos < l->hi && processed < round) {
+    /* The round's work, in expected kept tokens (each token weighs its keep probability):
+     * the lanes' rounds then take the same time whatever part of the corpus they are in. */
+    const double round =
+        (double)(w->dist && w->dist->round_tokens > 0 ? w->dist->round_tokens : EMB__W2V_ROUND) *
+        w->keep_mean;
+    double work = 0;
+    /* The run's progress is extrapolated from the lane's: its range is share of the ids, and
+     * all the lanes go through theirs at the same pace (1 with one lane). */
+    const double share = l->hi > l->lo ? (double)w->n_ids / (double)(l->hi - l->lo) : w->nt;
+    while (l->pos < l->hi && work < round) {
         /* one sentence: up to max_sentence tokens, or to the next -1 */
-        double frac = ((double)done0 + (double)processed * w->nt) / total;
+        double frac = ((double)done0 + (double)processed * share) / total;
         if (frac > 1) frac = 1;
         float alpha = (float)(o->alpha - (o->alpha - o->min_alpha) * frac);
         int n = 0;
@@ -351,7 +358,12 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
             l->pos++;
             if (id < 0) break;
             seen++;
-            if (!w->keep_all[id] && (uint32_t)(next_rng(&l->rng) >> 32) >= w->keep[id]) continue;
+            if (!w->keep_all[id]) {
+                work += (double)w->keep[id] * (1.0 / 4294967296.0);
+                if ((uint32_t)(next_rng(&l->rng) >> 32) >= w->keep[id]) continue;
+            } else {
+                work += 1.0;
+            }
             s->sen[n++] = id;
         }
         processed += seen;
