@@ -279,10 +279,15 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s, flo
         s->tgt[0] = s->sen[i];
         if (once) {
             if (mm[nx] > 0) {
-                prefetch_rows(syn0, cx[nx], mm[nx], dim);
                 prefetch_rows(syn1, ng[nx], K, dim);
                 prefetch_rows(syn1, s->sen + i + 1, 1, dim);
             }
+            /* Input rows: the next window's contexts were contexts of the windows before it,
+             * except those entering it on the right; those are fetched two windows ahead
+             * (prefetching every context of the next window spent the time on rows already
+             * in the cache, and one window ahead was too late for CBOW's short step). */
+            for (int d = 1; d <= 2 && i + d + o->window < n; d++)
+                prefetch_rows(syn0, s->sen + i + d + o->window, 1, dim);
             memcpy(s->tgt + 1, negs, (size_t)K * sizeof(int32_t));
             if (o->compute_loss) {
                 s->loss += emb__w2v_step_loss(syn0, syn1, dim, ctx, m, s->tgt, K + 1, cbow,
