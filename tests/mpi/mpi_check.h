@@ -61,6 +61,18 @@ static inline emb_tensor view(emb_dtype dt, void *data, int ndim, const int64_t 
     return t;
 }
 
+/* A table's options for a case: bag options of `mode` with padding row `pad` (-1: none), shard
+ * options of `sharding` (a table-wise table on the last rank). */
+static inline void table_options(emb_bag_mode mode, int64_t pad, emb_mpi_sharding sharding,
+                                 emb_bag_options *bo, emb_mpi_shard_options *so) {
+    *bo = emb_bag_options_default();
+    bo->mode = mode;
+    bo->padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
+    *so = emb_mpi_shard_options_default();
+    so->sharding = sharding;
+    so->owner = size_ - 1;
+}
+
 /* A batch for all ranks at once (every rank makes the same one), and each rank's part. */
 typedef struct batch {
     int64_t nbags, npos;

@@ -47,13 +47,10 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
     snprintf(what, sizeof what,
              "V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " psw=%d freq=%d sharding=%d", V, D,
              (int)mode, pad, use_psw, freq, (int)sharding);
-    emb_bag_options bo = emb_bag_options_default();
-    bo.mode = mode;
-    bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
+    emb_bag_options bo;
+    emb_mpi_shard_options so;
+    table_options(mode, pad, sharding, &bo, &so);
     bo.scale_grad_by_freq = freq;
-    emb_mpi_shard_options so = emb_mpi_shard_options_default();
-    so.sharding = sharding;
-    so.owner = size_ - 1;
     emb_mpi_table *t = NULL;
     emb_bag *ref = NULL;
     make_twins(V, D, &bo, &so, seed, &t, &ref);

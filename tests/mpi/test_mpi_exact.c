@@ -10,12 +10,9 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
     snprintf(what, sizeof what,
              "V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " psw=%d sharding=%d", V, D,
              (int)mode, pad, use_psw, (int)sharding);
-    emb_bag_options bo = emb_bag_options_default();
-    bo.mode = mode;
-    bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
-    emb_mpi_shard_options so = emb_mpi_shard_options_default();
-    so.sharding = sharding;
-    so.owner = size_ - 1;
+    emb_bag_options bo;
+    emb_mpi_shard_options so;
+    table_options(mode, pad, sharding, &bo, &so);
 
     /* creation: the single process's rows, and the generator where it would be */
     emb_manual_seed(seed);
@@ -153,12 +150,9 @@ static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int
     snprintf(what, sizeof what,
              "%s V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " psw=%d sharding=%d",
              emb_qtype_name(qt), V, D, (int)mode, pad, use_psw, (int)sharding);
-    emb_bag_options bo = emb_bag_options_default();
-    bo.mode = mode;
-    bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
-    emb_mpi_shard_options so = emb_mpi_shard_options_default();
-    so.sharding = sharding;
-    so.owner = size_ - 1;
+    emb_bag_options bo;
+    emb_mpi_shard_options so;
+    table_options(mode, pad, sharding, &bo, &so);
     so.qtype = qt;
     emb_manual_seed(seed);
     emb_mpi_table *t = NULL;

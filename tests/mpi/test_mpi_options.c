@@ -15,14 +15,11 @@ static void run_renorm(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, dou
     snprintf(what, sizeof what,
              "max_norm V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " p=%g sharding=%d", V, D,
              (int)mode, pad, norm_type, (int)sharding);
-    emb_bag_options bo = emb_bag_options_default();
-    bo.mode = mode;
-    bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
+    emb_bag_options bo;
+    emb_mpi_shard_options so;
+    table_options(mode, pad, sharding, &bo, &so);
     bo.max_norm = 1.25;
     bo.norm_type = norm_type;
-    emb_mpi_shard_options so = emb_mpi_shard_options_default();
-    so.sharding = sharding;
-    so.owner = size_ - 1;
     emb_manual_seed(seed);
     emb_mpi_table *t = NULL;
     OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, &bo, &so, &t));

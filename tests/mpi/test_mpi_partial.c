@@ -23,12 +23,9 @@ static int64_t ulps(float a, float b) {
 
 static void run(int64_t V, int64_t D, emb_bag_mode mode, bool use_psw, int64_t pad,
                 emb_mpi_sharding sh, int64_t maxlen, uint64_t seed) {
-    emb_bag_options bo = emb_bag_options_default();
-    bo.mode = mode;
-    bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
-    emb_mpi_shard_options so = emb_mpi_shard_options_default();
-    so.sharding = sh;
-    so.owner = size_ - 1;
+    emb_bag_options bo;
+    emb_mpi_shard_options so;
+    table_options(mode, pad, sh, &bo, &so);
     emb_mpi_table *ex = NULL, *pa = NULL;
     emb_manual_seed(seed);
     OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, &bo, &so, &ex));
