@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -421,6 +422,11 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Test hook (declared in src/mpi/mpi_internal.h, for the distributed tests that link the static
+ * libraries): the lanes' scratch is allocated for at most this many lanes of a training call,
+ * the others failing as if out of memory. INT_MAX (the default): no limit. Tests only. */
+int emb__w2v_max_scratch_lanes = INT_MAX;
+
 /* Allocates a lane's scratch (its own output copy aside); false when out of memory (what was
  * allocated is freed with the rest). */
 static bool lane_scratch_init(const emb_w2v *w, lane_scratch *s) {
@@ -452,9 +458,10 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     /* the lanes this process trains (all of them, unless a distributed run shares them) */
     const int nt = w->nt, lane0 = dist ? dist->lane0 : 0, nl = dist ? dist->nlocal : nt;
     lane_scratch *ls = calloc((size_t)nl, sizeof *ls);
-    if (!ls) return emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
-    bool ok = true;
-    for (int t = 0; t < nl; t++) ok = lane_scratch_init(w, &ls[t]) && ok;
+    int64_t *done = calloc((size_t)nl, sizeof(int64_t));
+    bool ok = ls && done;
+    for (int t = 0; ls && t < nl; t++)
+        ok = t < emb__w2v_max_scratch_lanes && lane_scratch_init(w, &ls[t]) && ok;
     bool own = ok && lanes_own_output(w, nl);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
     for (int t = 0; own && t < nl; t++) {
@@ -471,11 +478,14 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         }
     emb_status st = EMB_OK;
     if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
+    /* the processes of a distributed run agree on the start: none trains unless all can (a
+     * process that could not waits in no round for the others) */
+    if (dist && dist->agree(dist->ctx, !ok) && ok)
+        st = emb__error(EMB_ERR_NOMEM, "%s of the run cannot allocate its training scratch",
+                        dist->msg);
     emb__sgns_step_fn step = emb__sgns_step();
     double t0 = now_seconds();
     const int64_t done_start = w->words_done;
-    int64_t *done = calloc((size_t)nl, sizeof(int64_t));
-    if (!done && !st) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     while (st == EMB_OK) {
         if (w->lanes[0].epoch >= o->epochs) break; /* lanes share the epoch */
         /* advance epochs: when every lane is at the end of its range in the same epoch */
@@ -544,7 +554,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         w->diverged = true;
         st = diverged_error(w);
     }
-    for (int t = 0; t < nl; t++) {
+    for (int t = 0; ls && t < nl; t++) {
         emb__free(ls[t].sen), emb__free(ls[t].ctx), emb__free(ls[t].tgt), emb__free(ls[t].negs);
         emb__free(ls[t].scratch), emb__free(ls[t].h), emb__free(ls[t].sub);
         emb__free(ls[t].own), emb__free(ls[t].dirty);
