@@ -19,14 +19,21 @@ with its defaults (skip-gram: one draw of negatives per window, shared by its co
 gensim and fastText) and "emb-shared" --shared-negatives (the default, named); both are
 skip-gram only (CBOW draws once a window either way).
 
+--repeat N runs every tool of a row N times in alternating rounds (tool order reversed every
+other round, so a slow phase of the machine falls on all of them) and reports each tool's
+median wall time, the ratio of the medians and the range of the rounds' own ratios (each
+round's tool wall over gensim's wall in that round); accuracy and memory are those of the
+first round.
+
 Usage: /usr/bin/python3 bench/bench_word2vec.py [--threads 1,2] [--models sg,cbow]
-       [--tools emb,emb-pair,emb-shared,gensim,fasttext] [--layouts lines,oneline]
+       [--tools emb,emb-pair,emb-shared,gensim,fasttext] [--layouts lines,oneline] [--repeat N]
        (make bench-w2v runs it with BENCH_W2V_FLAGS; EMB_BUILD_DIR picks the build)
 """
 import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -133,7 +140,11 @@ def main():
     ap.add_argument("--models", default="sg,cbow")
     ap.add_argument("--tools", default="emb,emb-pair,gensim,fasttext")
     ap.add_argument("--layouts", default="lines,oneline")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds per row (medians and the range of the rounds' ratios)")
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     tools = [t for t in args.tools.split(",") if t]
     if "fasttext" in tools and not shutil.which("fasttext"):
         print("# fasttext not installed (Debian: apt-get install fasttext): skipped")
@@ -150,20 +161,31 @@ def main():
               f"dim 100, window 5, negative 5, sample 1e-3, min_count 5, 5 epochs; "
               f"{os.cpu_count()} CPUs")
         print(f"{'layout':<8}{'model':<6}{'threads':>8}  {'tool':<11}{'wall s':>8}{'words/s':>11}"
-              f"{'accuracy':>10}{'(n/N)':>12}{'peak MB':>9}  {'tool/gensim':>11}{'RSS tool/gensim':>16}")
+              f"{'accuracy':>10}{'(n/N)':>12}{'peak MB':>9}  {'tool/gensim':>11}{'RSS tool/gensim':>16}"
+              + (f"  {'rounds tool/gensim':>20}" if args.repeat > 1 else ""))
         for layout, corpus in corpora.items():
             for model in args.models.split(","):
                 for threads in [int(t) for t in args.threads.split(",")]:
                     use = [t for t in tools
                            if not (t in ("emb-pair", "emb-shared") and model == "cbow")]
-                    res = {t: run_tool(t, model, threads, corpus, work) for t in use}
+                    rounds = []
+                    for r in range(args.repeat):
+                        order = use if r % 2 == 0 else use[::-1]
+                        rounds.append({t: run_tool(t, model, threads, corpus, work)
+                                       for t in order})
+                    res = {t: (statistics.median(rd[t][0] for rd in rounds),) + rounds[0][t][1:]
+                           for t in use}
                     for t in use:
                         wall, rss, acc, frac = res[t]
                         ratio = wall / res["gensim"][0] if "gensim" in res else float("nan")
                         mem = rss / res["gensim"][1] if "gensim" in res else float("nan")
+                        spread = ""
+                        if args.repeat > 1 and "gensim" in res:
+                            rr = [rd[t][0] / rd["gensim"][0] for rd in rounds]
+                            spread = f"  {min(rr):>9.3f}-{max(rr):<10.3f}"
                         print(f"{layout:<8}{model:<6}{threads:>8}  {t:<11}{wall:>8.2f}"
                               f"{ntok * 5 / wall:>11.0f}{acc:>9.2f}%{frac:>12}{rss:>9.1f}  "
-                              f"{ratio:>11.2f}{mem:>16.2f}")
+                              f"{ratio:>11.3f}{mem:>16.2f}{spread}")
                     sys.stdout.flush()
     return 0
 

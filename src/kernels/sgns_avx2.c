@@ -194,33 +194,32 @@ EMB__TARGET_AVX2 static bool sgns_pair_batched(float *x, float *const *rows, int
 }
 
 /* row[0..dim) = fmaf(g[q], src[q][k], row[k]) for q in [0, c) in order, element by element,
- * eight elements a register, four registers at once (four independent chains of fmadd: one
- * chain would wait on each fmadd's latency). */
-EMB__TARGET_AVX2 static inline void sgns_fma_rows(float *row, const float *g,
+ * eight elements a register, eight registers at once (eight independent chains of fmadd
+ * cover the fmadd's latency; fewer would wait on it), then four, one and half a register.
+ * save, when not NULL, receives the row's values on entry (the same loads). */
+#define EMB__FMA_BLOCK(R)                                                                          \
+    for (; k + 8 * (R) <= dim; k += 8 * (R)) {                                                     \
+        __m256 v[R];                                                                               \
+        for (int b = 0; b < (R); b++) v[b] = _mm256_loadu_ps(row + k + 8 * b);                     \
+        if (save)                                                                                  \
+            for (int b = 0; b < (R); b++) _mm256_storeu_ps(save + k + 8 * b, v[b]);                \
+        for (int q = 0; q < c; q++) {                                                              \
+            const __m256 gq = _mm256_set1_ps(g[q]);                                                \
+            const float *sq = src[q] + k;                                                          \
+            for (int b = 0; b < (R); b++)                                                          \
+                v[b] = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq + 8 * b), v[b]);                     \
+        }                                                                                          \
+        for (int b = 0; b < (R); b++) _mm256_storeu_ps(row + k + 8 * b, v[b]);                     \
+    }
+EMB__TARGET_AVX2 static inline void sgns_fma_rows(float *row, float *save, const float *g,
                                                   const float *const *src, int c, int64_t dim) {
     int64_t k = 0;
-    for (; k + 32 <= dim; k += 32) {
-        __m256 v0 = _mm256_loadu_ps(row + k), v1 = _mm256_loadu_ps(row + k + 8);
-        __m256 v2 = _mm256_loadu_ps(row + k + 16), v3 = _mm256_loadu_ps(row + k + 24);
-        for (int q = 0; q < c; q++) {
-            const __m256 gq = _mm256_set1_ps(g[q]);
-            const float *sq = src[q] + k;
-            v0 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq), v0);
-            v1 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq + 8), v1);
-            v2 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq + 16), v2);
-            v3 = _mm256_fmadd_ps(gq, _mm256_loadu_ps(sq + 24), v3);
-        }
-        _mm256_storeu_ps(row + k, v0), _mm256_storeu_ps(row + k + 8, v1);
-        _mm256_storeu_ps(row + k + 16, v2), _mm256_storeu_ps(row + k + 24, v3);
-    }
-    for (; k + 8 <= dim; k += 8) {
-        __m256 v = _mm256_loadu_ps(row + k);
-        for (int q = 0; q < c; q++)
-            v = _mm256_fmadd_ps(_mm256_set1_ps(g[q]), _mm256_loadu_ps(src[q] + k), v);
-        _mm256_storeu_ps(row + k, v);
-    }
+    EMB__FMA_BLOCK(8)
+    EMB__FMA_BLOCK(4)
+    EMB__FMA_BLOCK(1)
     if (k + 4 <= dim) {
         __m128 v = _mm_loadu_ps(row + k);
+        if (save) _mm_storeu_ps(save + k, v);
         for (int q = 0; q < c; q++)
             v = _mm_fmadd_ps(_mm_set1_ps(g[q]), _mm_loadu_ps(src[q] + k), v);
         _mm_storeu_ps(row + k, v);
@@ -228,10 +227,12 @@ EMB__TARGET_AVX2 static inline void sgns_fma_rows(float *row, const float *g,
     }
     for (; k < dim; k++) {
         float v = row[k];
+        if (save) save[k] = v;
         for (int q = 0; q < c; q++) v = fmaf(g[q], src[q][k], v);
         row[k] = v;
     }
 }
+#undef EMB__FMA_BLOCK
 
 /* The skip-gram step with shared negatives (m > 1 context rows against n targets, sgns.h)
  * without copying the rows: the m x n scores in blocks of 2 x 3 in registers (sgns_dot2x3,
@@ -277,18 +278,18 @@ EMB__TARGET_AVX2 static bool sgns_window_blocked(float *syn0, float *syn1, int64
     for (int j = 0; j < n; j++) {
         if (j > 0 && tgt[j] == tgt[0]) continue;
         float *row = syn1 + (int64_t)tgt[j] * dim;
-        if (first[j] == j) memcpy(Ysave + (int64_t)j * dim, row, (size_t)dim * sizeof(float));
         int c = 0;
         for (int i = 0; i < m; i++)
             if (G[i * n + j] != 0.0f) g[c] = G[i * n + j], src[c++] = x[i];
-        sgns_fma_rows(row, g, src, c, dim);
+        /* the row's value on entry saved as it is read (a repeat's is its first's) */
+        sgns_fma_rows(row, first[j] == j ? Ysave + (int64_t)j * dim : NULL, g, src, c, dim);
     }
     for (int i = 0; i < m; i++) {
         int c = 0;
         for (int j = 0; j < n; j++)
             if (G[i * n + j] != 0.0f)
                 g[c] = G[i * n + j], src[c++] = Ysave + (int64_t)first[j] * dim;
-        sgns_fma_rows(syn0 + (int64_t)ctx[i] * dim, g, src, c, dim);
+        sgns_fma_rows(syn0 + (int64_t)ctx[i] * dim, NULL, g, src, c, dim);
     }
     return finite;
 }

@@ -381,13 +381,25 @@ static emb_status on_round(void *ctx, emb_w2v *w, emb__w2v_round *r) {
     return EMB_OK;
 }
 
+/* The trainer's agreement (after a progress report, and before the first round on whether
+ * every rank could allocate its training scratch): non-zero on every rank when stop was
+ * non-zero on any, and then dist.msg names the lowest such rank ("rank r"), for the trainer's
+ * message. */
 static int on_agree(void *ctx, int stop) {
     emb_mpi_w2v *d = ctx;
-    int any = stop != 0;
-    if (d->size > 1 && emb__mpi_allreduce(EMB_MPI_TIMEOUT_MS_DEFAULT, MPI_IN_PLACE, &any, 1,
-                                          MPI_INT, MPI_MAX, d->comm) != MPI_SUCCESS)
-        return 1;
-    return any;
+    int first = stop ? d->rank : d->size;
+    if (d->size > 1) {
+        int rc = emb__mpi_allreduce(EMB_MPI_TIMEOUT_MS_DEFAULT, MPI_IN_PLACE, &first, 1, MPI_INT,
+                                    MPI_MIN, d->comm);
+        if (rc != MPI_SUCCESS) {
+            emb__mpi_fail(rc, "MPI_Allreduce");
+            snprintf(d->dist.msg, sizeof d->dist.msg, "a rank that did not answer (%s)",
+                     emb_errmsg());
+            return 1;
+        }
+    }
+    if (first < d->size) snprintf(d->dist.msg, sizeof d->dist.msg, "rank %d", first);
+    return first < d->size;
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {

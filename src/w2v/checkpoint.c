@@ -202,7 +202,10 @@ static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint,
         uint64_t lo = get_u64(r), hi = get_u64(r), pos = get_u64(r), epoch = get_u64(r);
         lanes[t].rng = get_u64(r);
         if (r->bad) break;
-        if (lo != (uint64_t)w->lanes[t].lo || hi != (uint64_t)w->lanes[t].hi)
+        /* a cut of the ids at sentence starts (checked whole below): an earlier build cut
+         * them elsewhere, and the checkpoint's lanes are kept */
+        if (lo != (t == 0 ? 0 : (uint64_t)lanes[t - 1].hi) || hi < lo || hi > (uint64_t)w->n_ids ||
+            (t == w->nt - 1 && hi != (uint64_t)w->n_ids))
             bad = "a thread's range of tokens";
         else if (pos < lo || pos > hi)
             bad = "a thread's position";
@@ -227,6 +230,15 @@ static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint,
         expect_done += (int64_t)epoch * in_range + before;
     }
     emb__w2v_cursor_free(&cur);
+    bool cut_ok = true;
+    if (!bad && !r->bad) {
+        emb_status vst = emb__w2v_lanes_valid(w, lanes, &cut_ok);
+        if (vst) {
+            free(lanes);
+            return vst;
+        }
+        if (!cut_ok) bad = "a thread's range of tokens";
+    }
     if (bad && !*bad) {
         free(lanes);
         return emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",

@@ -91,6 +91,10 @@ emb_status emb_w2v_create_with_vocab_files(const emb_w2v_options *opts, const em
     if ((st = emb__w2v_setup(opts, target, &ids, &w))) return st;
     for (int64_t i = 0; i < w->V; i++)
         emb__w2v_set_keep(w, i, (double)emb_vocab_count(w->vocab, i), total);
+    if ((st = emb__w2v_split_lanes(w))) { /* the lanes' work from these probabilities */
+        emb_w2v_free(w);
+        return st;
+    }
     *out = w;
     return EMB_OK;
 fail:
@@ -183,6 +187,10 @@ emb_status emb_w2v_continue_files(const emb_w2v_options *opts, const char *model
     /* subsampling from the new text's counts (gensim: the raw counts of this update) */
     for (int64_t i = 0; i < w->V; i++)
         emb__w2v_set_keep(w, i, (double)new_count[i], (double)w->tokens);
+    if ((st = emb__w2v_split_lanes(w))) { /* the lanes' work from these probabilities */
+        emb_w2v_free(w);
+        goto done;
+    }
     *out = w;
 done:
     emb_vocab_free(merged), emb_vocab_free(all);

@@ -72,24 +72,73 @@ static int64_t next_sentence(const emb_w2v *w, emb__w2v_cursor *c, int64_t s) {
     return s;
 }
 
-/* Splits the ids into nt contiguous lanes, each boundary at the first position at or past
- * the even split where one thread reading from the start would begin a sentence (after a
- * line end, or every max_sentence tokens within a long line): every lane trains exactly the
- * sentences one thread trains, and a corpus that is one long line is shared too. */
-static emb_status split_lanes(emb_w2v *w) {
+/* Whether lanes[0..nt) cut the ids as emb__w2v_split_lanes may (contiguous, from 0 to the
+ * end, every boundary where one thread starts a sentence): the ranges a checkpoint holds,
+ * which an earlier build may have cut elsewhere. *ok is set; errors: the ids unreadable. */
+emb_status emb__w2v_lanes_valid(const emb_w2v *w, const emb__w2v_lane *lanes, bool *ok) {
+    *ok = lanes[0].lo == 0 && lanes[w->nt - 1].hi == w->n_ids;
+    for (int t = 0; t < w->nt && *ok; t++)
+        *ok = lanes[t].lo <= lanes[t].hi && (t == 0 || lanes[t].lo == lanes[t - 1].hi);
+    if (!*ok) return EMB_OK;
     emb__w2v_cursor c;
     emb_status st = emb__w2v_cursor_init(&c, &w->ids);
     if (st) return st;
     int64_t b = 0;
+    for (int t = 1; t < w->nt && *ok && b >= 0; t++) {
+        while (b >= 0 && b < lanes[t].lo) b = next_sentence(w, &c, b);
+        *ok = b == lanes[t].lo;
+    }
+    emb__w2v_cursor_free(&c);
+    if (b < 0)
+        return emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
+                          strerror(errno));
+    return EMB_OK;
+}
+
+/* The expected share of a token of word id that subsampling keeps (its keep probability):
+ * what a lane's work is measured in (see emb__w2v_split_lanes). */
+static inline double keep_weight(const emb_w2v *w, int32_t id) {
+    return w->keep_all[id] ? 1.0 : (double)w->keep[id] * (1.0 / 4294967296.0);
+}
+
+/* Splits the ids into nt contiguous lanes of equal expected work: each boundary at the first
+ * place where one thread reading from the start would begin a sentence (after a line end, or
+ * every max_sentence tokens within a long line) once the tokens before it hold at least t/nt
+ * of the corpus's summed keep probabilities. Every lane trains exactly the sentences one
+ * thread trains, and a corpus that is one long line is shared too. Also sets keep_mean. */
+emb_status emb__w2v_split_lanes(emb_w2v *w) {
+    emb__w2v_cursor c;
+    emb_status st = emb__w2v_cursor_init(&c, &w->ids);
+    if (st) return st;
+    double total = 0;
+    bool failed = false;
+    for (int64_t i = 0; i < w->n_ids && !failed; i++) {
+        int32_t id = emb__w2v_id_at(&c, i);
+        failed = id == INT32_MIN;
+        if (id >= 0) total += keep_weight(w, id);
+    }
+    w->keep_mean = w->tokens > 0 && total > 0 ? total / (double)w->tokens : 1.0;
+    int64_t b = 0, seen = 0;
+    double sum = 0;
     w->lanes[0].lo = 0;
-    for (int t = 1; t < w->nt && b >= 0; t++) {
-        int64_t even = w->n_ids * t / w->nt;
-        while (b >= 0 && b < even) b = next_sentence(w, &c, b);
+    for (int t = 1; t < w->nt && !failed; t++) {
+        const double even = total * t / w->nt;
+        /* to the end of the sentence that reaches the even share (as train_round reads it) */
+        while (!failed && b < w->n_ids && (sum < even || seen > 0)) {
+            int32_t id = emb__w2v_id_at(&c, b++);
+            failed = id == INT32_MIN;
+            if (id < 0) {
+                seen = 0;
+                continue;
+            }
+            sum += keep_weight(w, id);
+            if (++seen == w->o.max_sentence) seen = 0;
+        }
         w->lanes[t].lo = b;
         w->lanes[t - 1].hi = b;
     }
     emb__w2v_cursor_free(&c);
-    if (b < 0)
+    if (failed)
         return emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
                           strerror(errno));
     w->lanes[w->nt - 1].hi = w->n_ids;
@@ -184,7 +233,7 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
         emb__w2v_set_keep(w, (int64_t)i, (double)emb_vocab_count(vocab, (int64_t)i), total);
     st = emb__w2v_build_alias(w);
     emb__sgns_sigmoid_table(w->sigmoid);
-    if (!st) st = split_lanes(w);
+    if (!st) st = emb__w2v_split_lanes(w);
     if (st) {
         emb_w2v_free(w);
         return st;

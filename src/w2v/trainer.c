@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,10 +280,15 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s, flo
         s->tgt[0] = s->sen[i];
         if (once) {
             if (mm[nx] > 0) {
-                prefetch_rows(syn0, cx[nx], mm[nx], dim);
                 prefetch_rows(syn1, ng[nx], K, dim);
                 prefetch_rows(syn1, s->sen + i + 1, 1, dim);
             }
+            /* Input rows: the next window's contexts were contexts of the windows before it,
+             * except those entering it on the right; those are fetched two windows ahead
+             * (prefetching every context of the next window spent the time on rows already
+             * in the cache, and one window ahead was too late for CBOW's short step). */
+            for (int d = 1; d <= 2 && i + d + o->window < n; d++)
+                prefetch_rows(syn0, s->sen + i + d + o->window, 1, dim);
             memcpy(s->tgt + 1, negs, (size_t)K * sizeof(int32_t));
             if (o->compute_loss) {
                 s->loss += emb__w2v_step_loss(syn0, syn1, dim, ctx, m, s->tgt, K + 1, cbow,
@@ -316,11 +322,11 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s, flo
     }
 }
 
-/* Trains lane t for one round: whole sentences from its position until at least
- * EMB__W2V_ROUND tokens (a distributed run's round_tokens) were processed or its range ends. alpha0
- * is the learning rate at words_done0 (the global count at the start of the round); the lane
- * extrapolates the global progress as its own count times the number of lanes. Returns tokens
- * processed. */
+/* Trains lane t for one round: whole sentences from its position until the tokens processed
+ * weigh at least EMB__W2V_ROUND (a distributed run's round_tokens) times the corpus's mean
+ * keep probability, each token weighing its own, or its range ends. done0 is the global count
+ * at the start of the round; the lane extrapolates the global progress as its own count times
+ * the ids over its range's. Returns tokens processed. */
 static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn step,
                            lane_scratch *s) {
     /* The lane's state lives in this thread's own copy while it works: the lanes' structs
@@ -332,11 +338,18 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
     uint8_t *d1 = s->dirty;
     const double total = (double)w->tokens * o->epochs;
     int64_t processed = 0;
-    const int64_t round =
-        w->dist && w->dist->round_tokens > 0 ? w->dist->round_tokens : EMB__W2V_ROUND;
-    while (l->pos < l->hi && processed < round) {
+    /* The round's work, in expected kept tokens (each token weighs its keep probability):
+     * the lanes' rounds then take the same time whatever part of the corpus they are in. */
+    const double round =
+        (double)(w->dist && w->dist->round_tokens > 0 ? w->dist->round_tokens : EMB__W2V_ROUND) *
+        w->keep_mean;
+    double work = 0;
+    /* The run's progress is extrapolated from the lane's: its range is share of the ids, and
+     * all the lanes go through theirs at the same pace (1 with one lane). */
+    const double share = l->hi > l->lo ? (double)w->n_ids / (double)(l->hi - l->lo) : w->nt;
+    while (l->pos < l->hi && work < round) {
         /* one sentence: up to max_sentence tokens, or to the next -1 */
-        double frac = ((double)done0 + (double)processed * w->nt) / total;
+        double frac = ((double)done0 + (double)processed * share) / total;
         if (frac > 1) frac = 1;
         float alpha = (float)(o->alpha - (o->alpha - o->min_alpha) * frac);
         int n = 0;
@@ -351,7 +364,12 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
             l->pos++;
             if (id < 0) break;
             seen++;
-            if (!w->keep_all[id] && (uint32_t)(next_rng(&l->rng) >> 32) >= w->keep[id]) continue;
+            if (!w->keep_all[id]) {
+                work += (double)w->keep[id] * (1.0 / 4294967296.0);
+                if ((uint32_t)(next_rng(&l->rng) >> 32) >= w->keep[id]) continue;
+            } else {
+                work += 1.0;
+            }
             s->sen[n++] = id;
         }
         processed += seen;
@@ -386,10 +404,13 @@ static void round_share(void *p, int t, int nt) {
     r->done[t] = train_round(r->w, r->lane0 + t, r->done0, r->step, &r->ls[t]);
 }
 
-static void merge_share(void *p, int64_t b0, int64_t b1, int ith) {
-    (void)ith;
+/* Share t of the merge: blocks t, t + nt, t + 2 nt, ... The vocabulary is sorted by
+ * frequency, so the rows every lane changed (the frequent words, most negatives) are at the
+ * start: contiguous halves gave one thread nearly all the merging while the other waited. */
+static void merge_share(void *p, int t, int nt) {
     const round_ctx *r = p;
-    for (int64_t b = b0; b < b1; b++) {
+    const int64_t blocks = (r->w->V + 63) / 64;
+    for (int64_t b = t; b < blocks; b += nt) {
         int64_t r0 = b * 64, r1 = r0 + 64 < r->w->V ? r0 + 64 : r->w->V;
         merge_rows(r->w, r->ls, r->nl, r0, r1);
     }
@@ -400,6 +421,11 @@ static double now_seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+/* Test hook (declared in src/mpi/mpi_internal.h, for the distributed tests that link the static
+ * libraries): the lanes' scratch is allocated for at most this many lanes of a training call,
+ * the others failing as if out of memory. INT_MAX (the default): no limit. Tests only. */
+int emb__w2v_max_scratch_lanes = INT_MAX;
 
 /* Allocates a lane's scratch (its own output copy aside); false when out of memory (what was
  * allocated is freed with the rest). */
@@ -432,9 +458,10 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     /* the lanes this process trains (all of them, unless a distributed run shares them) */
     const int nt = w->nt, lane0 = dist ? dist->lane0 : 0, nl = dist ? dist->nlocal : nt;
     lane_scratch *ls = calloc((size_t)nl, sizeof *ls);
-    if (!ls) return emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
-    bool ok = true;
-    for (int t = 0; t < nl; t++) ok = lane_scratch_init(w, &ls[t]) && ok;
+    int64_t *done = calloc((size_t)nl, sizeof(int64_t));
+    bool ok = ls && done;
+    for (int t = 0; ls && t < nl; t++)
+        ok = t < emb__w2v_max_scratch_lanes && lane_scratch_init(w, &ls[t]) && ok;
     bool own = ok && lanes_own_output(w, nl);
     const size_t table_floats = (size_t)w->V * (size_t)o->dim;
     for (int t = 0; own && t < nl; t++) {
@@ -451,11 +478,14 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         }
     emb_status st = EMB_OK;
     if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
+    /* the processes of a distributed run agree on the start: none trains unless all can (a
+     * process that could not waits in no round for the others) */
+    if (dist && dist->agree(dist->ctx, !ok) && ok)
+        st = emb__error(EMB_ERR_NOMEM, "%s of the run cannot allocate its training scratch",
+                        dist->msg);
     emb__sgns_step_fn step = emb__sgns_step();
     double t0 = now_seconds();
     const int64_t done_start = w->words_done;
-    int64_t *done = calloc((size_t)nl, sizeof(int64_t));
-    if (!done && !st) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     while (st == EMB_OK) {
         if (w->lanes[0].epoch >= o->epochs) break; /* lanes share the epoch */
         /* advance epochs: when every lane is at the end of its range in the same epoch */
@@ -471,7 +501,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         }
         round_ctx rc = {w, lane0, nl, w->words_done, step, ls, done};
         emb__parallel(nl, round_share, &rc);
-        if (own) emb__parallel_for(nl, (w->V + 63) / 64, merge_share, &rc);
+        if (own) emb__parallel(nl, merge_share, &rc);
         emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
         for (int t = 0; t < nl; t++) { /* in lane order: the same sum at every run */
             sum.done += done[t];
@@ -524,7 +554,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         w->diverged = true;
         st = diverged_error(w);
     }
-    for (int t = 0; t < nl; t++) {
+    for (int t = 0; ls && t < nl; t++) {
         emb__free(ls[t].sen), emb__free(ls[t].ctx), emb__free(ls[t].tgt), emb__free(ls[t].negs);
         emb__free(ls[t].scratch), emb__free(ls[t].h), emb__free(ls[t].sub);
         emb__free(ls[t].own), emb__free(ls[t].dirty);

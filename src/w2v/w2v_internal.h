@@ -48,6 +48,14 @@ static inline int32_t emb__w2v_id_at(emb__w2v_cursor *c, int64_t pos) {
     return c->buf[pos - c->lo];
 }
 
+/* Cuts the ids into w->nt lanes of equal expected work (the summed keep probabilities of
+ * their tokens), each boundary where one thread starts a sentence; resets the lanes'
+ * positions, epochs and random states and sets w->keep_mean (src/w2v/create.c). */
+emb_status emb__w2v_split_lanes(emb_w2v *w);
+/* Whether lanes[0..w->nt) are a cut emb__w2v_split_lanes may make of these ids (contiguous,
+ * covering them, boundaries at sentence starts): *ok. Errors: the ids cannot be read. */
+emb_status emb__w2v_lanes_valid(const emb_w2v *w, const emb__w2v_lane *lanes, bool *ok);
+
 /* Fills w->alias (V entries, allocated by the caller) with Walker's alias table for
  * P(w) proportional to count^0.75 (src/w2v/sampling.c). Errors: EMB_ERR_NOMEM. */
 emb_status emb__w2v_build_alias(emb_w2v *w);

@@ -96,8 +96,9 @@ struct emb_w2v {
     float *syn0, *syn1;      /* their weights */
     int64_t V;
     /* sampling tables */
-    uint32_t *keep; /* [V]: keep a token when 32 random bits < keep[w] (UINT32_MAX+: always) */
-    bool *keep_all; /* [V] */
+    uint32_t *keep;   /* [V]: keep a token when 32 random bits < keep[w] (UINT32_MAX+: always) */
+    bool *keep_all;   /* [V] */
+    double keep_mean; /* the mean keep probability of the corpus's tokens (round sizes) */
     emb__w2v_alias *alias; /* [V] Walker's alias table of the negatives */
     float sigmoid[EMB__SGNS_TABLE + 1];
     /* progress */

@@ -1,4 +1,5 @@
-/* tests/mpi/mpi_check.h: what the tests of libemb_mpi share: checks that count failures
+/* tests/mpi/mpi_check.h: what the tests of libemb_mpi share: the start and end of a test
+ * program (MPI, this rank's place, the verdict over all ranks), checks that count failures
  * per rank, a batch for all ranks at once (every rank makes the same one) and each rank's
  * part of it, the single process's arguments and outputs beside this rank's. */
 #ifndef EMB_TESTS_MPI_CHECK_H
@@ -27,10 +28,49 @@ static int rank_, size_, failures;
 
 #define OK(call) CHECK((call) == EMB_OK, "%s", #call)
 
+static const char *test_name_ = "test";
+
+/* The start of a test's main: MPI_Init, and this rank's place in MPI_COMM_WORLD (rank_,
+ * size_); the program's name (argv[0] without its folder) names the test in its verdict. */
+static inline void mpi_check_init(int *argc, char ***argv) {
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    if (*argc > 0 && (*argv)[0]) {
+        const char *slash = strrchr((*argv)[0], '/');
+        test_name_ = slash ? slash + 1 : (*argv)[0];
+    }
+}
+
+/* The end of a test's main (collective): the failed checks of all ranks summed, rank 0 prints
+ * "<test> at R ranks: <detail; >N failed checks" (detail may be NULL), MPI_Finalize; returns
+ * the program's exit status, 1 when any check failed on any rank. */
+static inline int mpi_check_finish(const char *detail) {
+    int all = 0;
+    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank_ == 0)
+        printf("%s at %d ranks: %s%s%d failed checks\n", test_name_, size_, detail ? detail : "",
+               detail ? "; " : "", all);
+    MPI_Finalize();
+    return all ? 1 : 0;
+}
+
 static inline emb_tensor view(emb_dtype dt, void *data, int ndim, const int64_t *shape) {
     emb_tensor t;
     if (emb_tensor_init(&t, dt, data, ndim, shape)) abort();
     return t;
+}
+
+/* A table's options for a case: bag options of `mode` with padding row `pad` (-1: none), shard
+ * options of `sharding` (a table-wise table on the last rank). */
+static inline void table_options(emb_bag_mode mode, int64_t pad, emb_mpi_sharding sharding,
+                                 emb_bag_options *bo, emb_mpi_shard_options *so) {
+    *bo = emb_bag_options_default();
+    bo->mode = mode;
+    bo->padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
+    *so = emb_mpi_shard_options_default();
+    so->sharding = sharding;
+    so->owner = size_ - 1;
 }
 
 /* A batch for all ranks at once (every rank makes the same one), and each rank's part. */

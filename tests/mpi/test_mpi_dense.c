@@ -47,13 +47,10 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
     snprintf(what, sizeof what,
              "V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " psw=%d freq=%d sharding=%d", V, D,
              (int)mode, pad, use_psw, freq, (int)sharding);
-    emb_bag_options bo = emb_bag_options_default();
-    bo.mode = mode;
-    bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
+    emb_bag_options bo;
+    emb_mpi_shard_options so;
+    table_options(mode, pad, sharding, &bo, &so);
     bo.scale_grad_by_freq = freq;
-    emb_mpi_shard_options so = emb_mpi_shard_options_default();
-    so.sharding = sharding;
-    so.owner = size_ - 1;
     emb_mpi_table *t = NULL;
     emb_bag *ref = NULL;
     make_twins(V, D, &bo, &so, seed, &t, &ref);
@@ -285,9 +282,7 @@ static void run_refusals(void) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    mpi_check_init(&argc, &argv);
     uint64_t seed = 1;
     const int64_t shapes[][2] = {{37, 5}, {64, 16}, {9, 3}};
     for (int si = 0; si < 3; si++) {
@@ -305,9 +300,5 @@ int main(int argc, char **argv) {
     run_large(EMB_BAG_MEAN, false, true, seed++);
     run_large(EMB_BAG_MAX, false, false, seed++);
     run_refusals();
-    int all = 0;
-    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank_ == 0) printf("test_mpi_dense at %d ranks: %d failed checks\n", size_, all);
-    MPI_Finalize();
-    return all ? 1 : 0;
+    return mpi_check_finish(NULL);
 }

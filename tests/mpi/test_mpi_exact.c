@@ -10,12 +10,9 @@ static void run_case(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, bool 
     snprintf(what, sizeof what,
              "V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " psw=%d sharding=%d", V, D,
              (int)mode, pad, use_psw, (int)sharding);
-    emb_bag_options bo = emb_bag_options_default();
-    bo.mode = mode;
-    bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
-    emb_mpi_shard_options so = emb_mpi_shard_options_default();
-    so.sharding = sharding;
-    so.owner = size_ - 1;
+    emb_bag_options bo;
+    emb_mpi_shard_options so;
+    table_options(mode, pad, sharding, &bo, &so);
 
     /* creation: the single process's rows, and the generator where it would be */
     emb_manual_seed(seed);
@@ -153,12 +150,9 @@ static void run_qcase(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, int
     snprintf(what, sizeof what,
              "%s V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " psw=%d sharding=%d",
              emb_qtype_name(qt), V, D, (int)mode, pad, use_psw, (int)sharding);
-    emb_bag_options bo = emb_bag_options_default();
-    bo.mode = mode;
-    bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
-    emb_mpi_shard_options so = emb_mpi_shard_options_default();
-    so.sharding = sharding;
-    so.owner = size_ - 1;
+    emb_bag_options bo;
+    emb_mpi_shard_options so;
+    table_options(mode, pad, sharding, &bo, &so);
     so.qtype = qt;
     emb_manual_seed(seed);
     emb_mpi_table *t = NULL;
@@ -388,9 +382,7 @@ static void run_refusals(void) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    mpi_check_init(&argc, &argv);
     uint64_t seed = 1;
     const int64_t shapes[][2] = {{37, 5}, {64, 16}, {5, 2}, {9, 3}};
     for (int si = 0; si < 4; si++) {
@@ -412,9 +404,5 @@ int main(int argc, char **argv) {
                               (mode + qi) % 2 ? 12 : -1, w, (emb_mpi_sharding)sh, seed++);
     run_forms(seed++);
     run_refusals();
-    int all = 0;
-    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank_ == 0) printf("test_mpi_exact at %d ranks: %d failed checks\n", size_, all);
-    MPI_Finalize();
-    return all ? 1 : 0;
+    return mpi_check_finish(NULL);
 }

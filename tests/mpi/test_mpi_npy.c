@@ -181,9 +181,7 @@ static void run_refusals(void) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    mpi_check_init(&argc, &argv);
     if (rank_ == 0) {
         const char *tmp = getenv("TMPDIR");
         snprintf(dir_, sizeof dir_, "%s/emb_mpi_npy_XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -199,9 +197,5 @@ int main(int argc, char **argv) {
     run_refusals();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank_ == 0) rmdir(dir_);
-    int all = 0;
-    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank_ == 0) printf("test_mpi_npy at %d ranks: %d failed checks\n", size_, all);
-    MPI_Finalize();
-    return all ? 1 : 0;
+    return mpi_check_finish(NULL);
 }

@@ -15,14 +15,11 @@ static void run_renorm(int64_t V, int64_t D, emb_bag_mode mode, int64_t pad, dou
     snprintf(what, sizeof what,
              "max_norm V=%" PRId64 " D=%" PRId64 " mode=%d pad=%" PRId64 " p=%g sharding=%d", V, D,
              (int)mode, pad, norm_type, (int)sharding);
-    emb_bag_options bo = emb_bag_options_default();
-    bo.mode = mode;
-    bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
+    emb_bag_options bo;
+    emb_mpi_shard_options so;
+    table_options(mode, pad, sharding, &bo, &so);
     bo.max_norm = 1.25;
     bo.norm_type = norm_type;
-    emb_mpi_shard_options so = emb_mpi_shard_options_default();
-    so.sharding = sharding;
-    so.owner = size_ - 1;
     emb_manual_seed(seed);
     emb_mpi_table *t = NULL;
     OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, &bo, &so, &t));
@@ -236,9 +233,7 @@ static void run_libemb_refusals(void) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    mpi_check_init(&argc, &argv);
     uint64_t seed = 100;
     const int64_t shapes[][2] = {{37, 5}, {9, 3}};
     for (int si = 0; si < 2; si++)
@@ -249,9 +244,5 @@ int main(int argc, char **argv) {
                                padc ? shapes[si][0] / 3 : -1, (mode + padc) % 2 ? 1.0 : 2.0,
                                (emb_mpi_sharding)sh, seed++);
     run_libemb_refusals();
-    int all = 0;
-    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank_ == 0) printf("test_mpi_options at %d ranks: %d failed checks\n", size_, all);
-    MPI_Finalize();
-    return all ? 1 : 0;
+    return mpi_check_finish(NULL);
 }

@@ -23,12 +23,9 @@ static int64_t ulps(float a, float b) {
 
 static void run(int64_t V, int64_t D, emb_bag_mode mode, bool use_psw, int64_t pad,
                 emb_mpi_sharding sh, int64_t maxlen, uint64_t seed) {
-    emb_bag_options bo = emb_bag_options_default();
-    bo.mode = mode;
-    bo.padding_idx = pad >= 0 ? pad : EMB_PADDING_NONE;
-    emb_mpi_shard_options so = emb_mpi_shard_options_default();
-    so.sharding = sh;
-    so.owner = size_ - 1;
+    emb_bag_options bo;
+    emb_mpi_shard_options so;
+    table_options(mode, pad, sh, &bo, &so);
     emb_mpi_table *ex = NULL, *pa = NULL;
     emb_manual_seed(seed);
     OK(emb_mpi_table_create(MPI_COMM_WORLD, V, D, &bo, &so, &ex));
@@ -100,9 +97,7 @@ static void run(int64_t V, int64_t D, emb_bag_mode mode, bool use_psw, int64_t p
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    mpi_check_init(&argc, &argv);
     uint64_t seed = 500;
     const int64_t shapes[][2] = {{50, 4}, {1000, 16}, {300, 64}};
     for (int rep = 0; rep < 4; rep++)
@@ -115,12 +110,10 @@ int main(int argc, char **argv) {
     double mine[3] = {max_abs, max_rel, max_ulps}, all[3], cnt[2] = {n_diff, n_all}, tot[2];
     MPI_Allreduce(mine, all, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(cnt, tot, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    int fails = 0;
-    MPI_Allreduce(&failures, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank_ == 0)
-        printf("test_mpi_partial at %d ranks: %.0f of %.0f elements differ from the exact path; "
-               "max abs %.3g, max rel %.3g, max %.0f ulps; %d failed checks\n",
-               size_, tot[0], tot[1], all[0], all[1], all[2], fails);
-    MPI_Finalize();
-    return fails ? 1 : 0;
+    char detail[200];
+    snprintf(detail, sizeof detail,
+             "%.0f of %.0f elements differ from the exact path; max abs %.3g, max rel %.3g, "
+             "max %.0f ulps",
+             tot[0], tot[1], all[0], all[1], all[2]);
+    return mpi_check_finish(detail);
 }

@@ -120,16 +120,10 @@ static void run_map(emb_mpi_sharding sh, uint64_t seed) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    mpi_check_init(&argc, &argv);
     for (int sh = 0; sh < 2; sh++) {
         run_wrap((emb_mpi_sharding)sh, 40 + (uint64_t)sh);
         run_map((emb_mpi_sharding)sh, 50 + (uint64_t)sh);
     }
-    int all = 0;
-    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank_ == 0) printf("test_mpi_shards at %d ranks: %d failed checks\n", size_, all);
-    MPI_Finalize();
-    return all ? 1 : 0;
+    return mpi_check_finish(NULL);
 }

@@ -255,9 +255,7 @@ static void run_refusals(void) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    mpi_check_init(&argc, &argv);
     uint64_t seed = 1;
     const int64_t shapes[][2] = {{37, 5}, {9, 3}};
     for (int si = 0; si < 2; si++)
@@ -267,9 +265,5 @@ int main(int argc, char **argv) {
     run_lr(EMB_MPI_ROW_WISE, seed++);
     run_lr(EMB_MPI_TABLE_WISE, seed++);
     run_refusals();
-    int all = 0;
-    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank_ == 0) printf("test_mpi_state at %d ranks: %d failed checks\n", size_, all);
-    MPI_Finalize();
-    return all ? 1 : 0;
+    return mpi_check_finish(NULL);
 }

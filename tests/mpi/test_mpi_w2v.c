@@ -300,9 +300,7 @@ static void run_traffic(void) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    mpi_check_init(&argc, &argv);
     write_corpus();
     for (int sub = 0; sub < 2; sub++) {
         sub_ = sub;
@@ -315,9 +313,5 @@ int main(int argc, char **argv) {
     run_traffic();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank_ == 0) remove(corpus);
-    int all = 0;
-    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank_ == 0) printf("test_mpi_w2v at %d ranks: %d failed checks\n", size_, all);
-    MPI_Finalize();
-    return all ? 1 : 0;
+    return mpi_check_finish(NULL);
 }

@@ -294,6 +294,37 @@ static void test_checkpoint_resume(void **state) {
     }
 }
 
+/* A checkpoint's lanes are kept when they cut the ids where one thread starts a sentence,
+ * even where this build would cut them (an earlier build cut at an even share of the ids);
+ * a cut inside a sentence is refused. */
+static void test_checkpoint_lanes(void **state) {
+    (void)state;
+    const char *corpus = synthetic_corpus(), *ck = tmp("ck-lanes.bin");
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    o.threads = 2;
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+    const int64_t n = w->n_ids, cut = w->lanes[1].lo;
+    assert_true(cut > 0 && cut < n);
+    /* everything to the first lane: a valid cut that is not this build's */
+    w->lanes[0].hi = w->lanes[1].lo = w->lanes[1].pos = n;
+    EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, ck));
+    emb_w2v_free(w);
+    EMB_OK_OR_FAIL(emb_w2v_resume(&o, corpus, ck, &w));
+    assert_int_equal(w->lanes[0].hi, n);
+    assert_int_equal(w->lanes[1].lo, n);
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o.epochs);
+    emb_w2v_free(w);
+    /* one token past a sentence start: inside a sentence */
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+    w->lanes[0].hi = w->lanes[1].lo = w->lanes[1].pos = cut + 1;
+    EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, ck));
+    emb_w2v_free(w);
+    EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, ck, &w), EMB_ERR_FORMAT,
+                   "a thread's range of tokens is out of range");
+}
+
 /* FNV-1a 64 (docs/file-formats.md: offset basis 0xcbf29ce484222325, prime 0x100000001b3),
  * stored little-endian: a checkpoint's checksum, recomputed for a file edited by hand. */
 static void put_fnv64(unsigned char *at, const unsigned char *p, size_t n) {
@@ -415,18 +446,30 @@ static void test_create_from_ids(void **state) {
 /* Threads share the corpus at the places where one thread starts a sentence: after a line
  * end, and every max_sentence tokens inside a long line. A corpus that is one line (text8,
  * or any text without newlines) must be shared too, not given whole to the first thread.
- * starts(p) says whether one thread reading from 0 begins a sentence at p. */
-static void check_lanes(const int32_t *ids, int64_t n, int threads, bool (*starts)(int64_t)) {
+ * Each lane gets an equal share of the expected work, the summed keep probabilities of its
+ * tokens (subsampling): a boundary is the first sentence start at or past t/threads of the
+ * corpus's sum. starts(p) says whether one thread reading from 0 begins a sentence at p;
+ * word i of the 5 words has counts[i]. */
+static void check_lanes(const int32_t *ids, int64_t n, int threads, bool (*starts)(int64_t),
+                        const int64_t *counts) {
     emb_vocab *v;
     EMB_OK_OR_FAIL(emb_vocab_create(&v));
     for (int i = 0; i < 5; i++)
-        EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, 100, NULL, NULL));
+        EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, counts[i], NULL, NULL));
     emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
     o.threads = threads;
     o.epochs = 2;
     o.dim = 8;
     emb_w2v *w;
     EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, n, &w));
+    /* before[p]: the summed keep probabilities of the tokens before position p */
+    double *before = malloc((size_t)(n + 1) * sizeof(double));
+    assert_non_null(before);
+    before[0] = 0;
+    for (int64_t p = 0; p < n; p++) {
+        double k = ids[p] < 0 ? 0 : w->keep_all[ids[p]] ? 1.0 : w->keep[ids[p]] / 4294967296.0;
+        before[p + 1] = before[p] + k;
+    }
     int64_t next = 0;
     for (int t = 0; t < threads; t++) {
         const emb__w2v_lane *l = &w->lanes[t];
@@ -439,12 +482,18 @@ static void check_lanes(const int32_t *ids, int64_t n, int threads, bool (*start
         if (!starts(l->lo))
             fail_msg("%d threads: lane %d starts inside a sentence (%" PRId64 ")", threads, t,
                      l->lo);
-        /* no sentence start between the even split and the boundary */
-        for (int64_t p = n * t / threads; p < l->lo; p++)
-            if (starts(p)) fail_msg("%d threads: lane %d could start at %" PRId64, threads, t, p);
+        const double even = before[n] * t / threads;
+        if (t > 0 && before[l->lo] < even)
+            fail_msg("%d threads: lane %d starts before its share (%g < %g)", threads, t,
+                     before[l->lo], even);
+        /* no earlier sentence start reaches the share */
+        for (int64_t p = 0; t > 0 && p < l->lo; p++)
+            if (starts(p) && before[p] >= even)
+                fail_msg("%d threads: lane %d could start at %" PRId64, threads, t, p);
         next = l->hi;
     }
     assert_int_equal(next, n);
+    free(before);
     EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
     for (int t = 0; t < threads; t++) assert_int_equal(w->lanes[t].epoch, o.epochs);
     assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o.epochs);
@@ -471,9 +520,65 @@ static void test_split_long_lines(void **state) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int32_t)((s >> 33) % 5);
     }
-    for (int threads = 2; threads <= 4; threads++) check_lanes(ids, n, threads, starts_one_line);
+    const int64_t counts[5] = {100, 100, 100, 100, 100};
+    for (int t = 2; t <= 4; t++) check_lanes(ids, n, t, starts_one_line, counts);
     for (int64_t i = 2500; i < n; i += 2501) ids[i] = -1;
-    for (int threads = 2; threads <= 4; threads++) check_lanes(ids, n, threads, starts_long_lines);
+    for (int t = 2; t <= 4; t++) check_lanes(ids, n, t, starts_long_lines, counts);
+    free(ids);
+}
+
+/* A corpus whose first half is one very frequent word (subsampling keeps a few percent of
+ * it) and whose second half is rare words (all kept): an even cut of the tokens gives the
+ * second lane nearly all the work; the lanes must get equal shares of the expected work,
+ * which puts the boundary three quarters into the corpus at 2 threads. */
+static void test_split_balanced(void **state) {
+    (void)state;
+    int64_t n = 12000;
+    int32_t *ids = malloc((size_t)n * sizeof(int32_t));
+    assert_non_null(ids);
+    for (int64_t i = 0; i < n; i++) ids[i] = i < n / 2 ? 0 : 1 + (int32_t)(i % 4);
+    const int64_t counts[5] = {60000, 10, 10, 10, 10};
+    for (int t = 2; t <= 4; t++) check_lanes(ids, n, t, starts_one_line, counts);
+    free(ids);
+}
+
+/* A checkpoint keeps the lanes it was written with, when they cut the ids at sentence
+ * starts (an earlier build cut them at an even share of the ids); other cuts are refused. */
+static void test_lanes_valid(void **state) {
+    (void)state;
+    int64_t n = 5003;
+    int32_t *ids = malloc((size_t)n * sizeof(int32_t));
+    assert_non_null(ids);
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(i % 3);
+    ids[2500] = -1; /* sentences start at 0, 1000, 2000, 2501, 3501, 4501 */
+    emb_vocab *v;
+    EMB_OK_OR_FAIL(emb_vocab_create(&v));
+    for (int i = 0; i < 3; i++)
+        EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, 100, NULL, NULL));
+    emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+    o.threads = 3;
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, n, &w));
+    bool ok = false;
+    EMB_OK_OR_FAIL(emb__w2v_lanes_valid(w, w->lanes, &ok));
+    assert_true(ok);
+    struct {
+        int64_t b1, b2;
+        bool ok;
+    } cuts[] = {{1000, 2501, true}, {2000, 3501, true},  {0, 4501, true},
+                {2501, 2501, true}, {1000, 5003, true},  {1000, 2500, false},
+                {999, 2501, false}, {2501, 1000, false}, {1000, 5004, false}};
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+        emb__w2v_lane l[3] = {{0, cuts[c].b1, 0, 0, 1},
+                              {cuts[c].b1, cuts[c].b2, cuts[c].b1, 0, 1},
+                              {cuts[c].b2, n, cuts[c].b2, 0, 1}};
+        EMB_OK_OR_FAIL(emb__w2v_lanes_valid(w, l, &ok));
+        if (ok != cuts[c].ok)
+            fail_msg("cut %" PRId64 ", %" PRId64 ": %s, expected %s", cuts[c].b1, cuts[c].b2,
+                     ok ? "valid" : "refused", cuts[c].ok ? "valid" : "refused");
+    }
+    emb_w2v_free(w);
+    emb_vocab_free(v);
     free(ids);
 }
 
@@ -902,6 +1007,9 @@ int main(void) {
         cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_pair_step_batched),
         cmocka_unit_test(test_split_long_lines),
+        cmocka_unit_test(test_split_balanced),
+        cmocka_unit_test(test_lanes_valid),
+        cmocka_unit_test(test_checkpoint_lanes),
         cmocka_unit_test(test_ids_file_equals_memory),
         cmocka_unit_test(test_alias_table),
         cmocka_unit_test(test_bom_and_lenient),
