@@ -127,9 +127,9 @@ EMB__TARGET_AVX2 static inline void sgns_dot2x3(const float *x0, const float *x1
 #define EMB__SGNS_WINDOW_MAX   32
 static bool sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim, float alpha,
                               const float *sigmoid, float *e_out);
-static bool sgns_window_blocked(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
-                                const int32_t *tgt, int n, float alpha, const float *sigmoid,
-                                float *scratch);
+static bool sgns_window_blocked(float *syn0, const emb__sgns_out *out, int64_t dim,
+                                const int32_t *ctx, int m, const int32_t *tgt, int n, float alpha,
+                                const float *sigmoid, float *scratch);
 
 #define EMB__SGNS_NAME emb__sgns_step_avx2
 #define EMB__SGNS_ATTR EMB__TARGET_AVX2
@@ -241,7 +241,7 @@ EMB__TARGET_AVX2 static inline void sgns_fma_rows(float *row, float *save, const
  * value on entry saved in scratch as it is first read; a repeated negative uses its first
  * occurrence's), then the input rows, each read once and updated in j order from the saved
  * targets. Per element, the operations of the reference in the same order: the same bits. */
-EMB__TARGET_AVX2 static bool sgns_window_blocked(float *syn0, float *syn1, int64_t dim,
+EMB__TARGET_AVX2 static bool sgns_window_blocked(float *syn0, const emb__sgns_out *out, int64_t dim,
                                                  const int32_t *ctx, int m, const int32_t *tgt,
                                                  int n, float alpha, const float *sigmoid,
                                                  float *scratch) {
@@ -252,7 +252,7 @@ EMB__TARGET_AVX2 static bool sgns_window_blocked(float *syn0, float *syn1, int64
     bool finite = true;
     for (int i = 0; i < m; i++) x[i] = syn0 + (int64_t)ctx[i] * dim;
     for (int j = 0; j < n; j++) {
-        y[j] = syn1 + (int64_t)tgt[j] * dim;
+        y[j] = emb__sgns_out_row(out, tgt[j], dim);
         first[j] = j;
         for (int q = 0; q < j; q++)
             if (tgt[q] == tgt[j]) {
@@ -277,7 +277,7 @@ EMB__TARGET_AVX2 static bool sgns_window_blocked(float *syn0, float *syn1, int64
     }
     for (int j = 0; j < n; j++) {
         if (j > 0 && tgt[j] == tgt[0]) continue;
-        float *row = syn1 + (int64_t)tgt[j] * dim;
+        float *row = emb__sgns_out_row(out, tgt[j], dim);
         int c = 0;
         for (int i = 0; i < m; i++)
             if (G[i * n + j] != 0.0f) g[c] = G[i * n + j], src[c++] = x[i];

@@ -31,23 +31,24 @@ static inline float sgns_grad(float f, float label, float alpha, const float *si
  * in order, into rows[]; their count, or -1 when two of them are the same row (or there are
  * more than EMB__SGNS_PAIR_MAX targets): then one target's update reaches a later one's
  * score and only the in-place loop gives the defined result. */
-static inline int sgns_distinct_rows(float *syn1, int64_t dim, const int32_t *tgt, int n,
-                                     float **rows) {
+static inline int sgns_distinct_rows(const emb__sgns_out *out, int64_t dim, const int32_t *tgt,
+                                     int n, float **rows) {
     if (n > EMB__SGNS_PAIR_MAX) return -1;
     int t = 0;
     for (int j = 0; j < n; j++) {
         if (j > 0 && tgt[j] == tgt[0]) continue;
         for (int q = 1; q < j; q++)
             if (tgt[q] == tgt[j]) return -1;
-        rows[t++] = syn1 + (int64_t)tgt[j] * dim;
+        rows[t++] = emb__sgns_out_row(out, tgt[j], dim);
     }
     return t;
 }
 #endif
 
-EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const int32_t *ctx, int m,
-                                   const int32_t *tgt, int n, float alpha, bool cbow,
-                                   bool cbow_mean, const float *sigmoid, float *scratch) {
+EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_t dim,
+                                   const int32_t *ctx, int m, const int32_t *tgt, int n,
+                                   float alpha, bool cbow, bool cbow_mean, const float *sigmoid,
+                                   float *scratch) {
     bool finite = true;
     if (m <= 0 || n <= 0) return finite;
     if (cbow) {
@@ -63,7 +64,7 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
         }
 #ifdef EMB__SGNS_PAIR_BATCHED
         float *rows[EMB__SGNS_PAIR_MAX];
-        int t = sgns_distinct_rows(syn1, dim, tgt, n, rows);
+        int t = sgns_distinct_rows(out, dim, tgt, n, rows);
         if (t > 0)
             finite = sgns_pair_batched(h, rows, t, dim, alpha, sigmoid, e);
         else
@@ -72,7 +73,7 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
             memset(e, 0, (size_t)dim * sizeof(float));
             for (int j = 0; j < n; j++) {
                 if (j > 0 && tgt[j] == tgt[0]) continue;
-                float *y = syn1 + (int64_t)tgt[j] * dim;
+                float *y = emb__sgns_out_row(out, tgt[j], dim);
                 float g =
                     sgns_grad(sgns_dot(h, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
                 for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
@@ -93,13 +94,13 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
          * another's score: every score can be computed first and the updates fused into one
          * pass, with the same operations on every element (EMB__SGNS_PAIR_BATCHED). */
         float *rows[EMB__SGNS_PAIR_MAX];
-        int t = sgns_distinct_rows(syn1, dim, tgt, n, rows);
+        int t = sgns_distinct_rows(out, dim, tgt, n, rows);
         if (t > 0) return sgns_pair_batched(x, rows, t, dim, alpha, sigmoid, NULL);
 #endif
         memset(e, 0, (size_t)dim * sizeof(float));
         for (int j = 0; j < n; j++) {
             if (j > 0 && tgt[j] == tgt[0]) continue;
-            float *y = syn1 + (int64_t)tgt[j] * dim;
+            float *y = emb__sgns_out_row(out, tgt[j], dim);
             float g = sgns_grad(sgns_dot(x, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
             for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
             for (int64_t k = 0; k < dim; k++) y[k] = fmaf(g, x[k], y[k]);
@@ -109,13 +110,14 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
     }
 #ifdef EMB__SGNS_PAIR_BATCHED
     if (n <= EMB__SGNS_PAIR_MAX && m <= EMB__SGNS_WINDOW_MAX)
-        return sgns_window_blocked(syn0, syn1, dim, ctx, m, tgt, n, alpha, sigmoid, scratch);
+        return sgns_window_blocked(syn0, out, dim, ctx, m, tgt, n, alpha, sigmoid, scratch);
 #endif
     float *X = scratch, *Y = X + (int64_t)m * dim, *G = Y + (int64_t)n * dim;
     for (int i = 0; i < m; i++)
         memcpy(X + (int64_t)i * dim, syn0 + (int64_t)ctx[i] * dim, (size_t)dim * sizeof(float));
     for (int j = 0; j < n; j++)
-        memcpy(Y + (int64_t)j * dim, syn1 + (int64_t)tgt[j] * dim, (size_t)dim * sizeof(float));
+        memcpy(Y + (int64_t)j * dim, emb__sgns_out_row(out, tgt[j], dim),
+               (size_t)dim * sizeof(float));
 #ifdef EMB__SGNS_PAIR_BATCHED
     /* the scores of a context row against the targets side by side (the same bits) */
     const float *yrows[EMB__SGNS_PAIR_MAX];
@@ -152,7 +154,7 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, float *syn1, int64_t dim, const 
     }
     for (int j = 0; j < n; j++) {
         if (j > 0 && tgt[j] == tgt[0]) continue;
-        float *row = syn1 + (int64_t)tgt[j] * dim;
+        float *row = emb__sgns_out_row(out, tgt[j], dim);
         for (int i = 0; i < m; i++) {
             float g = G[i * n + j];
             if (g == 0.0f) continue;

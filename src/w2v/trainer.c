@@ -98,8 +98,9 @@ typedef struct {
     int32_t *tgt;   /* [negative + 1] */
     int32_t *negs;  /* [2][2 * window * negative] */
     float *scratch; /* for the kernel */
-    float *own;     /* [V * dim] the lane's copy of the output table, or NULL */
-    uint8_t *dirty; /* [V] rows of the copy the lane changed this round */
+    float *own;     /* [nhot * dim] the lane's copy of the output table's first rows, or NULL */
+    int64_t nhot;   /* rows in own (0: none) */
+    uint8_t *dirty; /* [V] rows the lane changed this round (read for rows < nhot) */
     float *h;       /* [dim] for the loss (CBOW), when it is computed */
     double loss;    /* this round's loss terms and examples (o.compute_loss) */
     int64_t examples;
@@ -118,18 +119,32 @@ typedef struct {
  * little slower in the good phases, a price paid for not being much slower in the bad
  * (docs/PERFORMANCE.md, "Tuning constants"; the input table gained nothing from copies:
  * context rows are spread out by subsampling).
- * So each lane trains its own copy of the output table for a round, and the copies are
- * merged after it: a row one lane changed is taken from that lane; a row several lanes
- * changed becomes the round's starting value plus the sum of the lanes' changes (in lane
- * order); every copy then starts the next round from the merged table. A lane sees the
- * others' output-row updates one round late. A run whose copies would exceed
- * EMB__W2V_COPIES_MAX bytes updates the shared table in place. */
+ * So each lane trains its own copy of the output table's most frequent rows for a round, and
+ * the copies are merged after it: a row one lane changed is taken from that lane; a row
+ * several lanes changed becomes the round's starting value plus the sum of the lanes' changes
+ * (in lane order); every copy then starts the next round from the merged rows. A lane sees
+ * the others' updates of those rows one round late. The other rows, each written by a lane
+ * only now and then, are updated in place: copies of the whole table made the merge read and
+ * write most of it every round (negatives reach most rows within a round) and tripled the
+ * output table in the caches. A run whose copies would exceed EMB__W2V_COPIES_MAX bytes
+ * updates every row in place. */
 #define EMB__W2V_COPIES_MAX ((int64_t)1 << 30)
 
-static bool lanes_own_output(const emb_w2v *w, int nl) {
-    if (nl < 2) return false;
-    double bytes = (double)nl * (double)w->V * (double)w->o.dim * sizeof(float);
-    return bytes <= (double)EMB__W2V_COPIES_MAX;
+/* The output rows each lane keeps its own copy of: the first 2,048 of the vocabulary, which
+ * is sorted by count, so the rows most negatives and targets land on (test hook: the unit
+ * tests lower it; internal). */
+int64_t emb__w2v_hot_rows = 2048;
+/* A merge of at most this many floats runs on the calling thread: starting the lanes'
+ * threads for it costs more than it saves. */
+#define EMB__W2V_MERGE_SERIAL ((int64_t)1 << 20)
+
+/* The rows of the output table each lane keeps its own copy of (0: none, every row in
+ * place). */
+static int64_t lanes_own_rows(const emb_w2v *w, int nl) {
+    if (nl < 2) return 0;
+    const int64_t h = w->V < emb__w2v_hot_rows ? w->V : emb__w2v_hot_rows;
+    double bytes = (double)nl * (double)h * (double)w->o.dim * sizeof(float);
+    return bytes <= (double)EMB__W2V_COPIES_MAX ? h : 0;
 }
 
 /* Merges output rows [r0, r1) from the nt lanes' copies into the shared table and back into
@@ -184,8 +199,8 @@ static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int nt, int64_t
  * rows and the gradient goes to every one of them (the kernel's CBOW form). Skip-gram: one
  * update per context word, its subword rows against the centre and fresh negatives (or the
  * window's shared ones); CBOW: the subword rows of all context words together. */
-static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s, float *syn1, int m,
-                           float alpha, emb__sgns_step_fn step) {
+static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s,
+                           const emb__sgns_out *out, int m, float alpha, emb__sgns_step_fn step) {
     const emb_w2v_options *o = &w->o;
     const int K = o->negative;
     const bool cbow = o->model == EMB_W2V_CBOW, draw_once = cbow || o->shared_negatives;
@@ -203,24 +218,24 @@ static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s, 
             s->sub[n++] = w->sub_rows[q];
         if (cbow) continue;
         if (o->compute_loss) { /* the input is the mean of the word's subword rows */
-            s->loss += emb__w2v_step_loss(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, true,
+            s->loss += emb__w2v_step_loss(w->syn0, out, o->dim, s->sub, n, s->tgt, K + 1, true,
                                           true, s->h);
             s->examples++;
         }
         if (touch) touch(w->dist->ctx, s->sub, n);
-        if (!step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, true, w->sigmoid,
+        if (!step(w->syn0, out, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, true, w->sigmoid,
                   s->scratch))
             s->nonfinite = true;
     }
     if (!cbow) return;
     if (o->compute_loss) {
-        s->loss += emb__w2v_step_loss(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, true,
+        s->loss += emb__w2v_step_loss(w->syn0, out, o->dim, s->sub, n, s->tgt, K + 1, true,
                                       o->cbow_mean, s->h);
         s->examples++;
     }
     if (touch) touch(w->dist->ctx, s->sub, n);
-    if (!step(w->syn0, syn1, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, o->cbow_mean,
-              w->sigmoid, s->scratch))
+    if (!step(w->syn0, out, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, o->cbow_mean, w->sigmoid,
+              s->scratch))
         s->nonfinite = true;
 }
 
@@ -253,12 +268,20 @@ static inline void prefetch_rows(const float *table, const int32_t *ids, int c, 
     }
 }
 
+static inline void prefetch_out(const emb__sgns_out *out, const int32_t *ids, int c, int64_t dim) {
+    const int64_t bytes = dim * (int64_t)sizeof(float);
+    for (int q = 0; q < c; q++) {
+        const char *r = (const char *)emb__sgns_out_row(out, ids[q], dim);
+        for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(r + off, 1, 3);
+    }
+}
+
 /* One sentence's windows. Each window's draws are made one window ahead (the same random
  * numbers in the same order), so that the rows of the next example are fetched from memory
  * while this one is computed: with negatives per pair, the next pair's (and the first pair
  * of the next window with its centre); with one set per window, the next window's. */
-static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s, float *syn1, int n,
-                           float alpha, emb__sgns_step_fn step) {
+static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
+                           const emb__sgns_out *out, int n, float alpha, emb__sgns_step_fn step) {
     const emb_w2v_options *o = &w->o;
     const int K = o->negative, W2 = 2 * o->window;
     const int64_t dim = o->dim;
@@ -269,8 +292,8 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s, flo
     if (n > 0) mm[0] = draw_window(w, rng, s->sen, n, 0, cx[0], ng[0], s->dirty);
     if (mm[0] > 0) { /* the first window's first example, fetched just before it */
         prefetch_rows(syn0, cx[0], once ? mm[0] : 1, dim);
-        prefetch_rows(syn1, ng[0], K, dim);
-        prefetch_rows(syn1, s->sen, 1, dim);
+        prefetch_out(out, ng[0], K, dim);
+        prefetch_out(out, s->sen, 1, dim);
     }
     for (int i = 0; i < n; i++) {
         const int cur = i & 1, nx = cur ^ 1, m = mm[cur];
@@ -280,8 +303,8 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s, flo
         s->tgt[0] = s->sen[i];
         if (once) {
             if (mm[nx] > 0) {
-                prefetch_rows(syn1, ng[nx], K, dim);
-                prefetch_rows(syn1, s->sen + i + 1, 1, dim);
+                prefetch_out(out, ng[nx], K, dim);
+                prefetch_out(out, s->sen + i + 1, 1, dim);
             }
             /* Input rows: the next window's contexts were contexts of the windows before it,
              * except those entering it on the right; those are fetched two windows ahead
@@ -291,11 +314,11 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s, flo
                 prefetch_rows(syn0, s->sen + i + d + o->window, 1, dim);
             memcpy(s->tgt + 1, negs, (size_t)K * sizeof(int32_t));
             if (o->compute_loss) {
-                s->loss += emb__w2v_step_loss(syn0, syn1, dim, ctx, m, s->tgt, K + 1, cbow,
+                s->loss += emb__w2v_step_loss(syn0, out, dim, ctx, m, s->tgt, K + 1, cbow,
                                               o->cbow_mean, s->h);
                 s->examples += cbow ? 1 : m;
             }
-            if (!step(syn0, syn1, dim, ctx, m, s->tgt, K + 1, alpha, cbow, o->cbow_mean, w->sigmoid,
+            if (!step(syn0, out, dim, ctx, m, s->tgt, K + 1, alpha, cbow, o->cbow_mean, w->sigmoid,
                       s->scratch))
                 s->nonfinite = true;
             continue;
@@ -303,19 +326,19 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s, flo
         for (int c = 0; c < m; c++) {
             if (c + 1 < m) {
                 prefetch_rows(syn0, ctx + c + 1, 1, dim);
-                prefetch_rows(syn1, negs + (c + 1) * K, K, dim);
+                prefetch_out(out, negs + (c + 1) * K, K, dim);
             } else if (mm[nx] > 0) {
                 prefetch_rows(syn0, cx[nx], 1, dim);
-                prefetch_rows(syn1, ng[nx], K, dim);
-                prefetch_rows(syn1, s->sen + i + 1, 1, dim);
+                prefetch_out(out, ng[nx], K, dim);
+                prefetch_out(out, s->sen + i + 1, 1, dim);
             }
             memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
             if (o->compute_loss) {
-                s->loss += emb__w2v_step_loss(syn0, syn1, dim, ctx + c, 1, s->tgt, K + 1, false,
+                s->loss += emb__w2v_step_loss(syn0, out, dim, ctx + c, 1, s->tgt, K + 1, false,
                                               false, NULL);
                 s->examples++;
             }
-            if (!step(syn0, syn1, dim, ctx + c, 1, s->tgt, K + 1, alpha, false, false, w->sigmoid,
+            if (!step(syn0, out, dim, ctx + c, 1, s->tgt, K + 1, alpha, false, false, w->sigmoid,
                       s->scratch))
                 s->nonfinite = true;
         }
@@ -334,7 +357,7 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
     emb__w2v_lane lane = w->lanes[t], *l = &lane;
     s->nonfinite = false;
     const emb_w2v_options *o = &w->o;
-    float *syn1 = s->own ? s->own : w->syn1;
+    const emb__sgns_out out = {w->syn1, s->own, s->own ? s->nhot : 0};
     uint8_t *d1 = s->dirty;
     const double total = (double)w->tokens * o->epochs;
     int64_t processed = 0;
@@ -378,10 +401,10 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
                 int m = draw_window(w, &l->rng, s->sen, n, i, s->ctx, NULL, d1);
                 if (m == 0) continue;
                 s->tgt[0] = s->sen[i];
-                subword_window(w, l, s, syn1, m, alpha, step);
+                subword_window(w, l, s, &out, m, alpha, step);
             }
         else
-            train_sentence(w, &l->rng, s, syn1, n, alpha, step);
+            train_sentence(w, &l->rng, s, &out, n, alpha, step);
     }
     w->lanes[t] = lane;
     return processed;
@@ -409,9 +432,9 @@ static void round_share(void *p, int t, int nt) {
  * start: contiguous halves gave one thread nearly all the merging while the other waited. */
 static void merge_share(void *p, int t, int nt) {
     const round_ctx *r = p;
-    const int64_t blocks = (r->w->V + 63) / 64;
+    const int64_t nhot = r->ls[0].nhot, blocks = (nhot + 63) / 64;
     for (int64_t b = t; b < blocks; b += nt) {
-        int64_t r0 = b * 64, r1 = r0 + 64 < r->w->V ? r0 + 64 : r->w->V;
+        int64_t r0 = b * 64, r1 = r0 + 64 < nhot ? r0 + 64 : nhot;
         merge_rows(r->w, r->ls, r->nl, r0, r1);
     }
 }
@@ -462,19 +485,21 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     bool ok = ls && done;
     for (int t = 0; ls && t < nl; t++)
         ok = t < emb__w2v_max_scratch_lanes && lane_scratch_init(w, &ls[t]) && ok;
-    bool own = ok && lanes_own_output(w, nl);
-    const size_t table_floats = (size_t)w->V * (size_t)o->dim;
+    const int64_t nhot = ok ? lanes_own_rows(w, nl) : 0;
+    bool own = nhot > 0;
+    const size_t hot_floats = (size_t)nhot * (size_t)o->dim;
     for (int t = 0; own && t < nl; t++) {
-        ls[t].own = emb__malloc(table_floats * sizeof(float));
+        ls[t].own = emb__malloc(hot_floats * sizeof(float));
         ls[t].dirty = emb__malloc((size_t)w->V);
+        ls[t].nhot = nhot;
         own = ls[t].own && ls[t].dirty;
-        if (ls[t].own) memcpy(ls[t].own, w->syn1, table_floats * sizeof(float));
+        if (ls[t].own) memcpy(ls[t].own, w->syn1, hot_floats * sizeof(float));
         if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
     }
     if (!own) /* no memory for the copies (or not wanted): update the shared table in place */
         for (int t = 0; t < nl; t++) {
             emb__free(ls[t].own), emb__free(ls[t].dirty);
-            ls[t].own = NULL, ls[t].dirty = NULL;
+            ls[t].own = NULL, ls[t].dirty = NULL, ls[t].nhot = 0;
         }
     emb_status st = EMB_OK;
     if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
@@ -501,7 +526,11 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         }
         round_ctx rc = {w, lane0, nl, w->words_done, step, ls, done};
         emb__parallel(nl, round_share, &rc);
-        if (own) emb__parallel(nl, merge_share, &rc);
+        /* the lanes' copies merged: a few rows on this thread, more on the lanes' threads */
+        if (own && nhot * o->dim <= EMB__W2V_MERGE_SERIAL)
+            merge_rows(w, ls, nl, 0, nhot);
+        else if (own)
+            emb__parallel(nl, merge_share, &rc);
         emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
         for (int t = 0; t < nl; t++) { /* in lane order: the same sum at every run */
             sum.done += done[t];

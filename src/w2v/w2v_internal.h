@@ -81,11 +81,17 @@ emb_status emb__w2v_subword_setup(emb_w2v *w);
  * NaN or an infinity: true with *table and *row set; false when every value is finite. */
 bool emb__w2v_find_nonfinite(const emb_w2v *w, int *table, int64_t *row);
 
+/* The output rows (the first of the vocabulary) each thread of a multi-threaded run keeps
+ * its own copy of during a round; the others are updated in place (src/w2v/trainer.c). A
+ * test hook: tests lower it to reach the rows in place with a small vocabulary. */
+extern int64_t emb__w2v_hot_rows;
+
 /* The loss terms of one step (see emb__sgns_step_fn for its arguments) from the rows as they
  * are before it: the sum over inputs and trained targets of -log sigmoid(+-score)
  * (src/w2v/loss.c). h: dim floats of scratch (CBOW). */
-double emb__w2v_step_loss(const float *syn0, const float *syn1, int64_t dim, const int32_t *ctx,
-                          int m, const int32_t *tgt, int n, bool cbow, bool cbow_mean, float *h);
+double emb__w2v_step_loss(const float *syn0, const emb__sgns_out *out, int64_t dim,
+                          const int32_t *ctx, int m, const int32_t *tgt, int n, bool cbow,
+                          bool cbow_mean, float *h);
 
 /* A checkpoint (or --save-state file) read as a model: its dim, words with counts, and both
  * tables (malloc'd [V, dim] each). Sizes checked before allocating (src/w2v/checkpoint.c). */
