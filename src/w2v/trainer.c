@@ -35,11 +35,20 @@ static inline uint64_t next_rng(uint64_t *s) {
     return x * 0x2545f4914f6cdd1dull;
 }
 
-static inline int32_t sample_negative(const emb_w2v *w, uint64_t *rng) {
-    uint64_t r = next_rng(rng);
-    int64_t i = (int64_t)(((r >> 32) * (uint64_t)w->V) >> 32);
+/* The negative that the random number r draws: its high half picks an entry of the alias
+ * table, its low half the entry's word or its alias. */
+static inline int64_t alias_entry(const emb_w2v *w, uint64_t r) {
+    return (int64_t)(((r >> 32) * (uint64_t)w->V) >> 32);
+}
+
+static inline int32_t negative_of(const emb_w2v *w, uint64_t r) {
+    const int64_t i = alias_entry(w, r);
     emb__w2v_alias a = w->alias[i];
     return (uint32_t)r < a.thr ? (int32_t)i : a.alias; /* thr = UINT32_MAX: alias = i */
+}
+
+static inline int32_t sample_negative(const emb_w2v *w, uint64_t *rng) {
+    return negative_of(w, next_rng(rng));
 }
 
 /* ---- training ---- */
@@ -93,16 +102,17 @@ static emb_status diverged_error(const emb_w2v *w) {
 }
 
 typedef struct {
-    int32_t *sen;   /* [max_sentence] kept tokens of the current sentence */
-    int32_t *ctx;   /* [2][2 * window]: this window's and the next one's */
-    int32_t *tgt;   /* [negative + 1] */
-    int32_t *negs;  /* [2][2 * window * negative] */
-    float *scratch; /* for the kernel */
-    float *own;     /* [nhot * dim] the lane's copy of the output table's first rows, or NULL */
-    int64_t nhot;   /* rows in own (0: none) */
-    uint8_t *dirty; /* [V] rows the lane changed this round (read for rows < nhot) */
-    float *h;       /* [dim] for the loss (CBOW), when it is computed */
-    double loss;    /* this round's loss terms and examples (o.compute_loss) */
+    int32_t *sen;    /* [max_sentence] kept tokens of the current sentence */
+    int32_t *ctx;    /* [2][2 * window]: this window's and the next one's */
+    int32_t *tgt;    /* [negative + 1] */
+    int32_t *negs;   /* [2][2 * window * negative] */
+    uint64_t *draws; /* [3][1 + negative]: random numbers of windows ahead (one set a window) */
+    float *scratch;  /* for the kernel */
+    float *own;      /* [nhot * dim] the lane's copy of the output table's first rows, or NULL */
+    int64_t nhot;    /* rows in own (0: none) */
+    uint8_t *dirty;  /* [V] rows the lane changed this round (read for rows < nhot) */
+    float *h;        /* [dim] for the loss (CBOW), when it is computed */
+    double loss;     /* this round's loss terms and examples (o.compute_loss) */
     int64_t examples;
     bool nonfinite;      /* a score was NaN or infinite this round */
     emb__w2v_cursor cur; /* the lane's window on the token ids */
@@ -242,11 +252,14 @@ static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s,
 /* The random draws of window i of the sentence sen[0..n), in the order the trainer has
  * always made them: the reduced window, then (when the window has a context, and negs is
  * not NULL) the negatives: one set for the window (CBOW, shared negatives) or one per
- * context word, each set in context order. The contexts go to ctx; returns their count. */
-static int draw_window(const emb_w2v *w, uint64_t *rng, const int32_t *sen, int n, int i,
-                       int32_t *ctx, int32_t *negs, uint8_t *d1) {
+ * context word, each set in context order. The contexts go to ctx; returns their count. pre,
+ * when not NULL (one set of negatives a window), holds the window's random numbers taken from
+ * rng earlier, in that order (the window's, then the K negatives'). */
+static int draw_window(const emb_w2v *w, uint64_t *rng, const uint64_t *pre, const int32_t *sen,
+                       int n, int i, int32_t *ctx, int32_t *negs, uint8_t *d1) {
     const emb_w2v_options *o = &w->o;
-    int win = o->window - (int)(next_rng(rng) % (uint64_t)o->window), m = 0;
+    const uint64_t r0 = pre ? pre[0] : next_rng(rng);
+    int win = o->window - (int)(r0 % (uint64_t)o->window), m = 0;
     int lo = i - win < 0 ? 0 : i - win, hi = i + win >= n ? n - 1 : i + win;
     for (int j = lo; j <= hi; j++)
         if (j != i) ctx[m++] = sen[j];
@@ -254,7 +267,8 @@ static int draw_window(const emb_w2v *w, uint64_t *rng, const int32_t *sen, int 
     if (d1) d1[sen[i]] = 1;
     if (!negs) return m;
     int draws = o->negative * (o->model == EMB_W2V_CBOW || o->shared_negatives ? 1 : m);
-    for (int c = 0; c < draws; c++) negs[c] = sample_negative(w, rng);
+    for (int c = 0; c < draws; c++)
+        negs[c] = pre ? negative_of(w, pre[1 + c]) : sample_negative(w, rng);
     if (d1)
         for (int c = 0; c < draws; c++) d1[negs[c]] = 1;
     return m;
@@ -279,7 +293,18 @@ static inline void prefetch_out(const emb__sgns_out *out, const int32_t *ids, in
 /* One sentence's windows. Each window's draws are made one window ahead (the same random
  * numbers in the same order), so that the rows of the next example are fetched from memory
  * while this one is computed: with negatives per pair, the next pair's (and the first pair
- * of the next window with its centre); with one set per window, the next window's. */
+ * of the next window with its centre); with one set per window, the next window's. With one
+ * set per window the random numbers themselves are taken two windows further ahead (every
+ * window of a sentence of two or more tokens takes 1 + K of them, in window order), and the
+ * alias-table entries they pick are fetched then. */
+static inline void take_draws(const emb_w2v *w, uint64_t *rng, uint64_t *set, int K) {
+    set[0] = next_rng(rng);
+    for (int q = 1; q <= K; q++) {
+        set[q] = next_rng(rng);
+        __builtin_prefetch(&w->alias[alias_entry(w, set[q])]);
+    }
+}
+
 static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
                            const emb__sgns_out *out, int n, float alpha, emb__sgns_step_fn step) {
     const emb_w2v_options *o = &w->o;
@@ -289,7 +314,13 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
     float *syn0 = w->syn0;
     int32_t *cx[2] = {s->ctx, s->ctx + W2}, *ng[2] = {s->negs, s->negs + W2 * K};
     int mm[2] = {0, 0};
-    if (n > 0) mm[0] = draw_window(w, rng, s->sen, n, 0, cx[0], ng[0], s->dirty);
+    /* sets of random numbers of windows j (slot j % 3), taken up to three windows ahead */
+    const bool ahead = once && n >= 2;
+    uint64_t *set[3] = {s->draws, s->draws + (K + 1), s->draws + 2 * (K + 1)};
+    for (int j = 0; ahead && j < 3 && j < n; j++) take_draws(w, rng, set[j], K);
+    if (n > 0)
+        mm[0] = draw_window(w, rng, ahead ? set[0] : NULL, s->sen, n, 0, cx[0], ng[0], s->dirty);
+    if (ahead && 3 < n) take_draws(w, rng, set[0], K);
     if (mm[0] > 0) { /* the first window's first example, fetched just before it */
         prefetch_rows(syn0, cx[0], once ? mm[0] : 1, dim);
         prefetch_out(out, ng[0], K, dim);
@@ -298,7 +329,12 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
     for (int i = 0; i < n; i++) {
         const int cur = i & 1, nx = cur ^ 1, m = mm[cur];
         int32_t *ctx = cx[cur], *negs = ng[cur];
-        mm[nx] = i + 1 < n ? draw_window(w, rng, s->sen, n, i + 1, cx[nx], ng[nx], s->dirty) : 0;
+        mm[nx] = 0;
+        if (i + 1 < n) {
+            mm[nx] = draw_window(w, rng, ahead ? set[(i + 1) % 3] : NULL, s->sen, n, i + 1, cx[nx],
+                                 ng[nx], s->dirty);
+            if (ahead && i + 4 < n) take_draws(w, rng, set[(i + 1) % 3], K);
+        }
         if (m == 0) continue;
         s->tgt[0] = s->sen[i];
         if (once) {
@@ -398,7 +434,7 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
         processed += seen;
         if (w->sub_off)
             for (int i = 0; i < n; i++) {
-                int m = draw_window(w, &l->rng, s->sen, n, i, s->ctx, NULL, d1);
+                int m = draw_window(w, &l->rng, NULL, s->sen, n, i, s->ctx, NULL, d1);
                 if (m == 0) continue;
                 s->tgt[0] = s->sen[i];
                 subword_window(w, l, s, &out, m, alpha, step);
@@ -450,6 +486,18 @@ static double now_seconds(void) {
  * the others failing as if out of memory. INT_MAX (the default): no limit. Tests only. */
 int emb__w2v_max_scratch_lanes = INT_MAX;
 
+/* Frees the scratch of nl lanes (ls may be NULL). */
+static void lanes_scratch_free(lane_scratch *ls, int nl) {
+    for (int t = 0; ls && t < nl; t++) {
+        emb__free(ls[t].sen), emb__free(ls[t].ctx), emb__free(ls[t].tgt), emb__free(ls[t].negs);
+        emb__free(ls[t].draws);
+        emb__free(ls[t].scratch), emb__free(ls[t].h), emb__free(ls[t].sub);
+        emb__free(ls[t].own), emb__free(ls[t].dirty);
+        emb__w2v_cursor_free(&ls[t].cur);
+    }
+    free(ls);
+}
+
 /* Allocates a lane's scratch (its own output copy aside); false when out of memory (what was
  * allocated is freed with the rest). */
 static bool lane_scratch_init(const emb_w2v *w, lane_scratch *s) {
@@ -465,9 +513,10 @@ static bool lane_scratch_init(const emb_w2v *w, lane_scratch *s) {
     s->ctx = emb__malloc((size_t)(2 * m) * sizeof(int32_t)); /* two windows */
     s->tgt = emb__malloc((size_t)n * sizeof(int32_t));
     s->negs = emb__malloc((size_t)(2 * m * o->negative) * sizeof(int32_t));
+    s->draws = emb__malloc((size_t)(3 * n) * sizeof(uint64_t));
     s->scratch = emb__malloc(scratch_floats * sizeof(float));
     s->h = emb__malloc((size_t)o->dim * sizeof(float));
-    bool ok = s->sen && s->ctx && s->tgt && s->negs && s->scratch && s->h &&
+    bool ok = s->sen && s->ctx && s->tgt && s->negs && s->draws && s->scratch && s->h &&
               emb__w2v_cursor_init(&s->cur, &w->ids) == EMB_OK;
     if (w->sub_off) ok = ok && (s->sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
     return ok;
@@ -583,13 +632,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         w->diverged = true;
         st = diverged_error(w);
     }
-    for (int t = 0; ls && t < nl; t++) {
-        emb__free(ls[t].sen), emb__free(ls[t].ctx), emb__free(ls[t].tgt), emb__free(ls[t].negs);
-        emb__free(ls[t].scratch), emb__free(ls[t].h), emb__free(ls[t].sub);
-        emb__free(ls[t].own), emb__free(ls[t].dirty);
-        emb__w2v_cursor_free(&ls[t].cur);
-    }
-    free(ls);
+    lanes_scratch_free(ls, nl);
     free(done);
     return st;
 }
