@@ -95,12 +95,6 @@ emb_status emb__w2v_lanes_valid(const emb_w2v *w, const emb__w2v_lane *lanes, bo
     return EMB_OK;
 }
 
-/* The expected share of a token of word id that subsampling keeps (its keep probability):
- * what a lane's work is measured in (see emb__w2v_split_lanes). */
-static inline double keep_weight(const emb_w2v *w, int32_t id) {
-    return w->keep_all[id] ? 1.0 : (double)w->keep[id] * (1.0 / 4294967296.0);
-}
-
 /* Splits the ids into nt contiguous lanes of equal expected work: each boundary at the first
  * place where one thread reading from the start would begin a sentence (after a line end, or
  * every max_sentence tokens within a long line) once the tokens before it hold at least t/nt
@@ -115,7 +109,7 @@ emb_status emb__w2v_split_lanes(emb_w2v *w) {
     for (int64_t i = 0; i < w->n_ids && !failed; i++) {
         int32_t id = emb__w2v_id_at(&c, i);
         failed = id == INT32_MIN;
-        if (id >= 0) total += keep_weight(w, id);
+        if (id >= 0) total += emb__w2v_keep_weight(w, id);
     }
     w->keep_mean = w->tokens > 0 && total > 0 ? total / (double)w->tokens : 1.0;
     int64_t b = 0, seen = 0;
@@ -131,7 +125,7 @@ emb_status emb__w2v_split_lanes(emb_w2v *w) {
                 seen = 0;
                 continue;
             }
-            sum += keep_weight(w, id);
+            sum += emb__w2v_keep_weight(w, id);
             if (++seen == w->o.max_sentence) seen = 0;
         }
         w->lanes[t].lo = b;

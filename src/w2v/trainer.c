@@ -274,20 +274,17 @@ static int draw_window(const emb_w2v *w, uint64_t *rng, const uint64_t *pre, con
     return m;
 }
 
-static inline void prefetch_rows(const float *table, const int32_t *ids, int c, int64_t dim) {
+static inline void prefetch_row(const float *row, int64_t dim) {
     const int64_t bytes = dim * (int64_t)sizeof(float);
-    for (int q = 0; q < c; q++) {
-        const char *r = (const char *)(table + (int64_t)ids[q] * dim);
-        for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(r + off, 1, 3);
-    }
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)row + off, 1, 3);
+}
+
+static inline void prefetch_rows(const float *table, const int32_t *ids, int c, int64_t dim) {
+    for (int q = 0; q < c; q++) prefetch_row(table + (int64_t)ids[q] * dim, dim);
 }
 
 static inline void prefetch_out(const emb__sgns_out *out, const int32_t *ids, int c, int64_t dim) {
-    const int64_t bytes = dim * (int64_t)sizeof(float);
-    for (int q = 0; q < c; q++) {
-        const char *r = (const char *)emb__sgns_out_row(out, ids[q], dim);
-        for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(r + off, 1, 3);
-    }
+    for (int q = 0; q < c; q++) prefetch_row(emb__sgns_out_row(out, ids[q], dim), dim);
 }
 
 /* One sentence's windows. Each window's draws are made one window ahead (the same random
@@ -423,12 +420,8 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
             l->pos++;
             if (id < 0) break;
             seen++;
-            if (!w->keep_all[id]) {
-                work += (double)w->keep[id] * (1.0 / 4294967296.0);
-                if ((uint32_t)(next_rng(&l->rng) >> 32) >= w->keep[id]) continue;
-            } else {
-                work += 1.0;
-            }
+            work += emb__w2v_keep_weight(w, id);
+            if (!w->keep_all[id] && (uint32_t)(next_rng(&l->rng) >> 32) >= w->keep[id]) continue;
             s->sen[n++] = id;
         }
         processed += seen;

@@ -48,6 +48,12 @@ static inline int32_t emb__w2v_id_at(emb__w2v_cursor *c, int64_t pos) {
     return c->buf[pos - c->lo];
 }
 
+/* The expected share of a token of word id that subsampling keeps (its keep probability):
+ * what a lane's work is measured in (the lanes' cut, emb__w2v_split_lanes, and their rounds). */
+static inline double emb__w2v_keep_weight(const emb_w2v *w, int32_t id) {
+    return w->keep_all[id] ? 1.0 : (double)w->keep[id] * (1.0 / 4294967296.0);
+}
+
 /* Cuts the ids into w->nt lanes of equal expected work (the summed keep probabilities of
  * their tokens), each boundary where one thread starts a sentence; resets the lanes'
  * positions, epochs and random states and sets w->keep_mean (src/w2v/create.c). */
