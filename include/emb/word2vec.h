@@ -52,6 +52,12 @@ typedef struct emb_w2v_options {
     double min_alpha;      /* final learning rate, in [0, alpha] */
     bool cbow_mean;        /* CBOW: average the context vectors (true) or sum them */
     int threads;           /* training threads; 0: emb_get_num_threads() */
+    int lanes;             /* the parts the corpus is cut into, each with its own position and
+                              random numbers, which the threads take in turn round after
+                              round (so a thread that runs slower takes fewer); 0: 1 with one
+                              thread, else 4 per thread; in [0, 4096]. A checkpoint holds its
+                              run's lanes, and a resumed run keeps them (docs/word2vec.md,
+                              "Threads") */
     uint64_t seed;         /* initialisation and sampling */
     bool lowercase;        /* lowercase tokens as Python's str.lower() (docs/word2vec.md) */
     bool strip_punct;      /* strip leading and trailing ASCII punctuation from tokens */

@@ -461,7 +461,8 @@ static emb_status check_local(const emb_w2v *w, int size) {
     if (w->dist) return emb_set_error(EMB_ERR_STATE, "the run is already distributed");
     if (w->nt % size != 0)
         return emb_set_error(EMB_ERR_INVALID,
-                             "the run has %d lanes (threads over all ranks), which %d ranks do "
+                             "the run has %d lanes (parts of the corpus; one per thread over all "
+                             "ranks when `emb train` starts the run), which %d ranks do "
                              "not share evenly; a run resumed from a checkpoint keeps the lanes "
                              "of the run that wrote it: use a number of ranks that divides %d",
                              w->nt, size, w->nt);

@@ -23,7 +23,7 @@ static const char EMB__W2V_MAGIC[8] = {'E', 'M', 'B', 'W', '2', 'V', 'C', 'K'};
 /* Version 1's checksum is FNV-1a 64 started from this value instead of FNV's offset basis
  * (EMB__FNV64_INIT, which has one more digit: 14695981039346656037). */
 #define EMB__W2V_V1_BASIS 1469598103934665603ull
-/* The 8-byte fields before the threads' lanes: 17 options, vocabulary size, token ids,
+/* The 8-byte fields before the lanes: 17 options, vocabulary size, token ids,
  * fingerprint, words done; version 3 adds 8 after the options: minn, maxn, bucket, phrase
  * passes (bits 0-7; the scorer in bits 8-15, 1 for npmi), phrase min_count, phrase threshold
  * and the delimiter (16 bytes, 0-padded). */
@@ -182,7 +182,7 @@ static double get_f64(rd *r) {
                       " (resume with the same settings)",                                          \
                       checkpoint, field, a, field, b)
 
-/* The tokens done and the threads' lanes, each checked against this corpus and thread
+/* The tokens done and the lanes, each checked against this corpus and lane
  * count; *lanes (allocated) on success. */
 static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint, uint64_t *done,
                                 emb__w2v_lane **lanes_out) {
@@ -206,13 +206,13 @@ static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint,
          * them elsewhere, and the checkpoint's lanes are kept */
         if (lo != (t == 0 ? 0 : (uint64_t)lanes[t - 1].hi) || hi < lo || hi > (uint64_t)w->n_ids ||
             (t == w->nt - 1 && hi != (uint64_t)w->n_ids))
-            bad = "a thread's range of tokens";
+            bad = "a lane's range of tokens";
         else if (pos < lo || pos > hi)
-            bad = "a thread's position";
+            bad = "a lane's position";
         else if (epoch > (uint64_t)o->epochs || (t > 0 && epoch != (uint64_t)lanes[0].epoch))
-            bad = "a thread's epoch";
+            bad = "a lane's epoch";
         else if (lanes[t].rng == 0)
-            bad = "a thread's random state (0)";
+            bad = "a lane's random state (0)";
         if (bad) break;
         lanes[t].lo = (int64_t)lo;
         lanes[t].hi = (int64_t)hi;
@@ -237,7 +237,7 @@ static emb_status read_progress(const emb_w2v *w, rd *r, const char *checkpoint,
             free(lanes);
             return vst;
         }
-        if (!cut_ok) bad = "a thread's range of tokens";
+        if (!cut_ok) bad = "a lane's range of tokens";
     }
     if (bad && !*bad) {
         free(lanes);
@@ -358,7 +358,7 @@ static emb_status check_options(rd *r, const emb_w2v *w, uint64_t ver, const cha
     if ((d = get_f64(r)) != o->min_alpha) DIFF("min_alpha", "%g", d, o->min_alpha);
     if ((v = get_u64(r)) != (uint64_t)o->cbow_mean)
         DIFF("cbow_mean", "%" PRIu64, v, (uint64_t)o->cbow_mean);
-    if ((v = get_u64(r)) != (uint64_t)w->nt) DIFF("threads", "%" PRIu64, v, (uint64_t)w->nt);
+    if ((v = get_u64(r)) != (uint64_t)w->nt) DIFF("lanes", "%" PRIu64, v, (uint64_t)w->nt);
     if ((v = get_u64(r)) != o->seed) DIFF("seed", "%" PRIu64, v, o->seed);
     if ((v = get_u64(r)) != (uint64_t)o->lowercase)
         DIFF("lowercase", "%" PRIu64, v, (uint64_t)o->lowercase);
@@ -511,24 +511,24 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
                               "%s is truncated or malformed (its list of corpus files)", path);
         f[k] = get_u64(&r);
     }
-    const uint64_t dim = f[1], threads = f[11], V = f[nf - 4], maxn = nf > 21 ? f[18] : 0;
+    const uint64_t dim = f[1], lanes = f[11], V = f[nf - 4], maxn = nf > 21 ? f[18] : 0;
     if (r.bad)
         return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path,
                           (size_t)(r.p - data));
-    if (dim < 1 || dim > (1u << 20) || threads < 1 || threads > 1024 || V < 1 || V >= INT32_MAX)
+    if (dim < 1 || dim > (1u << 20) || lanes < 1 || lanes > EMB__W2V_LANES_MAX || V < 1 ||
+        V >= INT32_MAX)
         return emb__error(EMB_ERR_FORMAT,
-                          "%s is malformed: dim %" PRIu64 ", threads %" PRIu64 ", %" PRIu64
-                          " words",
-                          path, dim, threads, V);
+                          "%s is malformed: dim %" PRIu64 ", lanes %" PRIu64 ", %" PRIu64 " words",
+                          path, dim, lanes, V);
     if (maxn > 0)
         return emb__error(EMB_ERR_UNSUPPORTED,
                           "%s was trained with subwords (maxn %" PRIu64
                           "): continued training of subword models is not provided",
                           path, maxn);
-    if ((size_t)(r.end - r.p) < threads * 40)
+    if ((size_t)(r.end - r.p) < lanes * 40)
         return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path,
                           (size_t)(r.p - data));
-    r.p += threads * 40; /* each thread's range, position, epoch and random state */
+    r.p += lanes * 40; /* each lane's range, position, epoch and random state */
     /* the words need at least 16 bytes each, the tables 8 * dim: checked before allocating */
     uint64_t left = (uint64_t)(r.end - r.p);
     if (V > left / 16 || dim > (left / V) / 8)
@@ -596,16 +596,17 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
     return EMB_OK;
 }
 
-/* The thread count a checkpoint was written with (its 13th field), or 0 when the file is
- * too short or the value out of range (restore() then reports what is wrong). The resumed
- * run takes it: each thread's range, position and random state are part of the state, so
- * the run goes on exactly as it would have, whatever the thread count asked for now. */
-static int checkpoint_threads(const unsigned char *data, size_t n) {
+/* The lanes a checkpoint was written with (its 13th field; before lanes were apart from
+ * threads, one per thread), or 0 when the file is too short or the value out of range
+ * (restore() then reports what is wrong). The resumed run takes them: each lane's range,
+ * position and random state are part of the state, so the run goes on as it would have on
+ * whatever number of threads it gets now. */
+static int checkpoint_lanes(const unsigned char *data, size_t n) {
     const size_t at = 8 + 8 + 11 * 8;
     if (n < at + 8 || memcmp(data, EMB__W2V_MAGIC, 8) != 0) return 0;
     uint64_t v;
     memcpy(&v, data + at, 8);
-    return v >= 1 && v <= 1024 ? (int)v : 0;
+    return v >= 1 && v <= EMB__W2V_LANES_MAX ? (int)v : 0;
 }
 
 emb_status emb_w2v_resume(const emb_w2v_options *opts, const char *corpus, const char *checkpoint,
@@ -625,7 +626,7 @@ emb_status emb_w2v_resume_files(const emb_w2v_options *opts, const char *const *
     if (st) return st;
     emb_w2v *w;
     emb_w2v_options o = *opts;
-    if (checkpoint_threads(f.data, f.size) > 0) o.threads = checkpoint_threads(f.data, f.size);
+    if (checkpoint_lanes(f.data, f.size) > 0) o.lanes = checkpoint_lanes(f.data, f.size);
     st = emb_w2v_create_from_files(&o, corpus, n, &w);
     if (st == EMB_OK) {
         st = restore(w, f.data, f.size, checkpoint);

@@ -182,9 +182,13 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
         return emb__error(EMB_ERR_OVERFLOW, "%" PRId64 " tokens x %d epochs do not fit in 64 bits",
                           tokens, o->epochs);
     }
-    w->nt = o->threads > 0 ? o->threads : emb_get_num_threads();
-    if (w->nt < 1) w->nt = 1;
-    w->o.threads = w->nt;
+    w->o.threads = o->threads > 0 ? o->threads : emb_get_num_threads();
+    if (w->o.threads < 1) w->o.threads = 1;
+    w->nt = o->lanes > 0       ? o->lanes
+            : w->o.threads > 1 ? EMB__W2V_LANES_PER_THREAD * w->o.threads
+                               : 1;
+    w->o.lanes = w->nt;
+    if (w->o.threads > w->nt) w->o.threads = w->nt; /* a thread per lane at most */
     size_t V = (size_t)w->V;
     w->keep = malloc(V * sizeof(uint32_t));
     w->keep_all = malloc(V * sizeof(bool));

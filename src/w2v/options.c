@@ -22,6 +22,7 @@ emb_w2v_options emb_w2v_options_default(emb_w2v_model model) {
     o.min_alpha = o.alpha * 1e-4;
     o.cbow_mean = true;
     o.threads = 0;
+    o.lanes = 0;
     o.seed = 1;
     o.lowercase = false;
     o.strip_punct = false;
@@ -77,6 +78,9 @@ emb_status emb_w2v_options_check(const emb_w2v_options *o) {
     if (o->threads < 0 || o->threads > 1024)
         return emb__error(EMB_ERR_INVALID, "threads must be in [0, 1024] (0: default), got %d",
                           o->threads);
+    if (o->lanes < 0 || o->lanes > EMB__W2V_LANES_MAX)
+        return emb__error(EMB_ERR_INVALID, "lanes must be in [0, %d] (0: default), got %d",
+                          EMB__W2V_LANES_MAX, o->lanes);
     if (o->max_sentence < 1 || o->max_sentence > INT32_MAX)
         return emb__error(EMB_ERR_INVALID, "max_sentence must be in [1, %d], got %" PRId64,
                           INT32_MAX, o->max_sentence);

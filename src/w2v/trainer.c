@@ -112,11 +112,10 @@ typedef struct {
     int64_t nhot;    /* rows in own (0: none) */
     uint8_t *dirty;  /* [V] rows the lane changed this round (read for rows < nhot) */
     float *h;        /* [dim] for the loss (CBOW), when it is computed */
-    double loss;     /* this round's loss terms and examples (o.compute_loss) */
+    double loss;     /* the current lane round's loss terms and examples (o.compute_loss) */
     int64_t examples;
-    bool nonfinite;      /* a score was NaN or infinite this round */
-    emb__w2v_cursor cur; /* the lane's window on the token ids */
-    bool read_failed;    /* an id could not be read back: the round stopped */
+    bool nonfinite;   /* a score was NaN or infinite this round */
+    bool read_failed; /* an id could not be read back: the round stopped */
     int read_errno;
     int32_t *sub; /* with subwords: the input rows of a window (2 * window * sub_max) */
 } lane_scratch;
@@ -384,21 +383,15 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
  * at the start of the round; the lane extrapolates the global progress as its own count times
  * the ids over its range's. Returns tokens processed. */
 static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn step,
-                           lane_scratch *s) {
+                           lane_scratch *s, emb__w2v_cursor *cur, double round) {
     /* The lane's state lives in this thread's own copy while it works: the lanes' structs
      * share cache lines, and the random state changes several times per token. */
     emb__w2v_lane lane = w->lanes[t], *l = &lane;
-    s->nonfinite = false;
     const emb_w2v_options *o = &w->o;
     const emb__sgns_out out = {w->syn1, s->own, s->own ? s->nhot : 0};
     uint8_t *d1 = s->dirty;
     const double total = (double)w->tokens * o->epochs;
     int64_t processed = 0;
-    /* The round's work, in expected kept tokens (each token weighs its keep probability):
-     * the lanes' rounds then take the same time whatever part of the corpus they are in. */
-    const double round =
-        (double)(w->dist && w->dist->round_tokens > 0 ? w->dist->round_tokens : EMB__W2V_ROUND) *
-        w->keep_mean;
     double work = 0;
     /* The run's progress is extrapolated from the lane's: its range is share of the ids, and
      * all the lanes go through theirs at the same pace (1 with one lane). */
@@ -411,7 +404,7 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
         int n = 0;
         int64_t seen = 0;
         while (l->pos < l->hi && seen < o->max_sentence) {
-            int32_t id = emb__w2v_id_at(&s->cur, l->pos);
+            int32_t id = emb__w2v_id_at(cur, l->pos);
             if (id == INT32_MIN) { /* the run stops with an error */
                 s->read_failed = true;
                 s->read_errno = errno;
@@ -443,17 +436,29 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
  * lanes' output rows in blocks of 64 rows split between the shares. */
 typedef struct round_ctx {
     emb_w2v *w;
-    int lane0, nl;
+    int lane0, nl, nth;
     int64_t done0;
     emb__sgns_step_fn step;
-    lane_scratch *ls;
-    int64_t *done;
+    lane_scratch *ls;     /* [nth] */
+    emb__w2v_cursor *cur; /* [nl] */
+    int64_t *done;        /* [nl] */
+    double *loss;         /* [nl] */
+    int64_t *examples;    /* [nl] */
+    double round;
+    emb__counter next;
 } round_ctx;
 
 static void round_share(void *p, int t, int nt) {
-    (void)nt;
-    const round_ctx *r = p;
-    r->done[t] = train_round(r->w, r->lane0 + t, r->done0, r->step, &r->ls[t]);
+    round_ctx *r = p;
+    lane_scratch *s = &r->ls[t];
+    /* lane t first, then the lanes past the first nt as the threads come for them: with a
+     * lane per thread, each thread trains its own (the same work at every run) */
+    for (int64_t k = t; k < r->nl; k = nt + emb__claim(&r->next)) {
+        r->done[k] =
+            train_round(r->w, r->lane0 + (int)k, r->done0, r->step, s, &r->cur[k], r->round);
+        r->loss[k] = s->loss, r->examples[k] = s->examples;
+        s->loss = 0, s->examples = 0;
+    }
 }
 
 /* Share t of the merge: blocks t, t + nt, t + 2 nt, ... The vocabulary is sorted by
@@ -464,7 +469,7 @@ static void merge_share(void *p, int t, int nt) {
     const int64_t nhot = r->ls[0].nhot, blocks = (nhot + 63) / 64;
     for (int64_t b = t; b < blocks; b += nt) {
         int64_t r0 = b * 64, r1 = r0 + 64 < nhot ? r0 + 64 : nhot;
-        merge_rows(r->w, r->ls, r->nl, r0, r1);
+        merge_rows(r->w, r->ls, r->nth, r0, r1);
     }
 }
 
@@ -486,7 +491,6 @@ static void lanes_scratch_free(lane_scratch *ls, int nl) {
         emb__free(ls[t].draws);
         emb__free(ls[t].scratch), emb__free(ls[t].h), emb__free(ls[t].sub);
         emb__free(ls[t].own), emb__free(ls[t].dirty);
-        emb__w2v_cursor_free(&ls[t].cur);
     }
     free(ls);
 }
@@ -509,8 +513,7 @@ static bool lane_scratch_init(const emb_w2v *w, lane_scratch *s) {
     s->draws = emb__malloc((size_t)(3 * n) * sizeof(uint64_t));
     s->scratch = emb__malloc(scratch_floats * sizeof(float));
     s->h = emb__malloc((size_t)o->dim * sizeof(float));
-    bool ok = s->sen && s->ctx && s->tgt && s->negs && s->draws && s->scratch && s->h &&
-              emb__w2v_cursor_init(&s->cur, &w->ids) == EMB_OK;
+    bool ok = s->sen && s->ctx && s->tgt && s->negs && s->draws && s->scratch && s->h;
     if (w->sub_off) ok = ok && (s->sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
     return ok;
 }
@@ -522,15 +525,21 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     emb__w2v_dist *dist = w->dist;
     /* the lanes this process trains (all of them, unless a distributed run shares them) */
     const int nt = w->nt, lane0 = dist ? dist->lane0 : 0, nl = dist ? dist->nlocal : nt;
-    lane_scratch *ls = calloc((size_t)nl, sizeof *ls);
+    int nth = (int)((int64_t)nl * o->threads / nt);
+    nth = nth < 1 ? 1 : nth > nl ? nl : nth;
+    lane_scratch *ls = calloc((size_t)nth, sizeof *ls);
     int64_t *done = calloc((size_t)nl, sizeof(int64_t));
-    bool ok = ls && done;
-    for (int t = 0; ls && t < nl; t++)
+    emb__w2v_cursor *cur = calloc((size_t)nl, sizeof *cur);
+    double *lloss = calloc((size_t)nl, sizeof(double));
+    int64_t *lex = calloc((size_t)nl, sizeof(int64_t));
+    bool ok = ls && done && cur && lloss && lex;
+    for (int t = 0; ls && t < nth; t++)
         ok = t < emb__w2v_max_scratch_lanes && lane_scratch_init(w, &ls[t]) && ok;
-    const int64_t nhot = ok ? lanes_own_rows(w, nl) : 0;
+    for (int k = 0; cur && k < nl; k++) ok = emb__w2v_cursor_init(&cur[k], &w->ids) == EMB_OK && ok;
+    const int64_t nhot = ok ? lanes_own_rows(w, nth) : 0;
     bool own = nhot > 0;
     const size_t hot_floats = (size_t)nhot * (size_t)o->dim;
-    for (int t = 0; own && t < nl; t++) {
+    for (int t = 0; own && t < nth; t++) {
         ls[t].own = emb__malloc(hot_floats * sizeof(float));
         ls[t].dirty = emb__malloc((size_t)w->V);
         ls[t].nhot = nhot;
@@ -539,7 +548,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
     }
     if (!own) /* no memory for the copies (or not wanted): update the shared table in place */
-        for (int t = 0; t < nl; t++) {
+        for (int t = 0; t < nth; t++) {
             emb__free(ls[t].own), emb__free(ls[t].dirty);
             ls[t].own = NULL, ls[t].dirty = NULL, ls[t].nhot = 0;
         }
@@ -566,18 +575,26 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             w->epoch_loss = 0, w->epoch_examples = 0;
             continue;
         }
-        round_ctx rc = {w, lane0, nl, w->words_done, step, ls, done};
-        emb__parallel(nl, round_share, &rc);
+        round_ctx rc = {w, lane0, nl, nth, w->words_done, step, ls, cur, done, lloss, lex, 0, {0}};
+        /* The round's work per lane, in expected kept tokens (each token weighs its keep
+         * probability): the lanes' rounds then take the same time whatever part of the
+         * corpus they are in. */
+        rc.round = (dist && dist->round_tokens > 0 ? (double)dist->round_tokens
+                                                   : (double)EMB__W2V_ROUND * nth / nl) *
+                   w->keep_mean;
+        for (int t = 0; t < nth; t++) ls[t].nonfinite = false;
+        emb__parallel(nth, round_share, &rc);
         /* the lanes' copies merged: a few rows on this thread, more on the lanes' threads */
         if (own && nhot * o->dim <= EMB__W2V_MERGE_SERIAL)
-            merge_rows(w, ls, nl, 0, nhot);
+            merge_rows(w, ls, nth, 0, nhot);
         else if (own)
-            emb__parallel(nl, merge_share, &rc);
+            emb__parallel(nth, merge_share, &rc);
         emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
-        for (int t = 0; t < nl; t++) { /* in lane order: the same sum at every run */
-            sum.done += done[t];
-            sum.loss += ls[t].loss, sum.examples += ls[t].examples;
-            ls[t].loss = 0, ls[t].examples = 0;
+        for (int k = 0; k < nl; k++) { /* in lane order: the same sum at every run */
+            sum.done += done[k];
+            sum.loss += lloss[k], sum.examples += lex[k];
+        }
+        for (int t = 0; t < nth; t++) {
             if (ls[t].read_failed && !sum.read_failed)
                 sum.read_failed = 1, sum.read_errno = ls[t].read_errno;
             sum.nonfinite |= ls[t].nonfinite;
@@ -625,8 +642,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         w->diverged = true;
         st = diverged_error(w);
     }
-    lanes_scratch_free(ls, nl);
-    free(done);
+    lanes_scratch_free(ls, nth);
+    for (int k = 0; cur && k < nl; k++) emb__w2v_cursor_free(&cur[k]);
+    free(cur), free(done), free(lloss), free(lex);
     return st;
 }
 

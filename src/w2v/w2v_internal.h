@@ -54,6 +54,12 @@ static inline double emb__w2v_keep_weight(const emb_w2v *w, int32_t id) {
     return w->keep_all[id] ? 1.0 : (double)w->keep[id] * (1.0 / 4294967296.0);
 }
 
+/* The most lanes a run may have (emb_w2v_options.lanes), and the lanes per thread of a run
+ * with more than one thread that does not say (dynamic sharing: a thread that runs slower,
+ * on a virtual CPU that gets less of its core, takes fewer of a round's lanes). */
+#define EMB__W2V_LANES_MAX        4096
+#define EMB__W2V_LANES_PER_THREAD 4
+
 /* Cuts the ids into w->nt lanes of equal expected work (the summed keep probabilities of
  * their tokens), each boundary where one thread starts a sentence; resets the lanes'
  * positions, epochs and random states and sets w->keep_mean (src/w2v/create.c). */

@@ -113,9 +113,9 @@ def test_progress_line_has_epoch_and_loss(emb_bin, tmp_path):
 
 
 def test_resume_with_another_thread_count(emb_bin, tmp_path):
-    """threads is not part of a checkpoint's identity: a 1-thread checkpoint resumed with
-    --threads 2 (or the machine's default) continues with 1 thread, says so, and ends with
-    the vectors of the uninterrupted run."""
+    """threads is not part of a checkpoint's identity, its lanes are: a 1-thread checkpoint (one
+    lane) resumed with --threads 2 (or the machine's default) continues its lane on 1 thread,
+    says so, and ends with the vectors of the uninterrupted run."""
     corpus = synthetic(tmp_path / "c.txt", lines=2000)
     args = [corpus, "--dim", 8, "--min-count", 1, "--epochs", 10, "--seed", 2]
     train(emb_bin, *args, "-o", tmp_path / "want.bin", "--threads", 1, "-q")
@@ -127,7 +127,8 @@ def test_resume_with_another_thread_count(emb_bin, tmp_path):
         out = tmp_path / "got.bin"
         p = train(emb_bin, *args, "-o", out, "--resume", ck, "--keep-checkpoint", *extra)
         if extra:
-            assert "was written by a run of 1 threads; it continues with 1" in p.stderr
+            assert "holds 1 lanes (parts of the corpus" in p.stderr
+            assert "the run continues them on 1 threads" in p.stderr
         assert "1 threads (resumed)" in p.stderr
         assert out.read_bytes() == (tmp_path / "want.bin").read_bytes()
 

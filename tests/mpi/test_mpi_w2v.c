@@ -58,7 +58,7 @@ static emb_w2v_options options(int lanes) {
     o.min_count = 2;
     o.epochs = 2;
     o.seed = 7;
-    o.threads = lanes;
+    o.threads = o.lanes = lanes;
     o.compute_loss = true; /* the same vectors with or without */
     if (sub_) {
         o.minn = 3, o.maxn = 6;
@@ -154,7 +154,7 @@ static void run_determinism_and_resume(void) {
     c = NULL;
     OK(emb_w2v_resume(&o, corpus, ckpt, &c));
     if (c) {
-        CHECK(emb_w2v_options_of(c).threads == size_, "lanes %d", emb_w2v_options_of(c).threads);
+        CHECK(emb_w2v_options_of(c).lanes == size_, "lanes %d", emb_w2v_options_of(c).lanes);
         OK(emb_mpi_w2v_create(MPI_COMM_WORLD, c, &d));
         OK(emb_w2v_train(c, NULL, NULL));
         emb_mpi_w2v_free(d);

@@ -49,7 +49,7 @@ static emb_w2v *make_run(bool subwords, int threads) {
     o.negative = 3;
     o.min_count = 1;
     o.epochs = 1;
-    o.threads = threads;
+    o.threads = o.lanes = threads;
     if (subwords) o.minn = 3, o.maxn = 6, o.bucket = 5000;
     emb_w2v *w = NULL;
     FILE *f = corpus();

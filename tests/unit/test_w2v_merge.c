@@ -48,7 +48,7 @@ static void run(const emb_vocab *v, const int32_t *ids, int64_t n, int threads, 
                 float **syn1, int64_t *size) {
     emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
     o.dim = 12, o.window = 3, o.negative = 4, o.min_count = 1, o.epochs = 2, o.seed = 5;
-    o.threads = threads;
+    o.threads = o.lanes = threads;
     emb_w2v *w;
     EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, n, &w));
     /* the lanes start at block boundaries: no input row is shared */

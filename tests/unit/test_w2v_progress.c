@@ -155,9 +155,10 @@ static void test_progress_after_resume(void **state) {
     emb_w2v_free(w);
 }
 
-/* threads is not part of a checkpoint's identity: a checkpoint of a 2-thread run resumes
- * with threads 1 or the default and keeps its 2 threads; a 1-thread run resumed with
- * threads 2 ends with the vectors of the uninterrupted 1-thread run. */
+/* threads is not part of a checkpoint's identity, its lanes are: a checkpoint of a 2-thread
+ * run (8 lanes) resumes on 1, 2 or 3 threads or the default and keeps its lanes; a 1-thread
+ * run (one lane) resumed with threads 2 stays on one thread and ends with the vectors of the
+ * uninterrupted 1-thread run. */
 static void test_resume_with_other_threads(void **state) {
     (void)state;
     const char *corpus = topics_corpus(400);
@@ -183,7 +184,12 @@ static void test_resume_with_other_threads(void **state) {
             emb_w2v_options o2 = o;
             o2.threads = asked[k];
             EMB_OK_OR_FAIL(emb_w2v_resume(&o2, corpus, ck, &w));
-            assert_int_equal(emb_w2v_options_of(w).threads, saved);
+            /* the checkpoint's lanes (1 with one thread, 4 per thread with more), on the
+             * threads asked for, at most one per lane */
+            const int lanes = saved == 1 ? 1 : 4 * saved,
+                      threads = asked[k] ? asked[k] : emb_get_num_threads();
+            assert_int_equal(emb_w2v_options_of(w).lanes, lanes);
+            assert_int_equal(emb_w2v_options_of(w).threads, threads < lanes ? threads : lanes);
             EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
             assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o.epochs);
             if (saved == 1) {
@@ -197,12 +203,73 @@ static void test_resume_with_other_threads(void **state) {
     }
 }
 
+/* Lanes apart from threads (emb_w2v_options.lanes): one thread over 4 lanes trains them in
+ * lane order, so two runs give the same bits, and a checkpoint of it resumed on one thread
+ * ends with the uninterrupted run's bits (on 3 threads it finishes every lane); 2 threads over
+ * 5 lanes (an uneven share) process every token of every epoch; lanes out of range are
+ * refused. */
+static void test_lanes(void **state) {
+    (void)state;
+    const char *corpus = topics_corpus(400);
+    const char *ck = tmp("ck_lanes");
+    emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+    o.dim = 8, o.min_count = 1, o.threads = 1, o.lanes = 4, o.epochs = 10, o.seed = 6;
+    float *want = NULL, *again = NULL;
+    int64_t n = 0, n2 = 0;
+    recorder r0 = {0}, r1 = {0};
+    train_vectors(corpus, o, &r0, &want, &n);
+    train_vectors(corpus, o, &r1, &again, &n2);
+    assert_int_equal(n, n2);
+    assert_memory_equal(want, again, (size_t)n * sizeof(float));
+    assert_true(r0.calls > 2);
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+    assert_int_equal(emb_w2v_options_of(w).lanes, 4);
+    assert_int_equal(emb_w2v_options_of(w).threads, 1);
+    recorder r = {0};
+    r.stop_at = 2;
+    EMB_EXPECT_ERR(emb_w2v_train(w, record, &r), EMB_ERR_CANCELLED, "cancelled");
+    EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, ck));
+    emb_w2v_free(w);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        emb_w2v_options o2 = o;
+        o2.threads = threads, o2.lanes = 0; /* the checkpoint's lanes are taken */
+        EMB_OK_OR_FAIL(emb_w2v_resume(&o2, corpus, ck, &w));
+        assert_int_equal(emb_w2v_options_of(w).lanes, 4);
+        assert_int_equal(emb_w2v_options_of(w).threads, threads);
+        EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+        assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o.epochs);
+        if (threads == 1) {
+            emb_tensor t;
+            EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+            assert_memory_equal(t.data, want, (size_t)n * sizeof(float));
+        }
+        emb_w2v_free(w);
+    }
+    free(want), free(again);
+    o.threads = 2, o.lanes = 5;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o.epochs);
+    assert_int_equal(emb_w2v_options_of(w).lanes, 5);
+    emb_w2v_free(w);
+    const int bad[] = {-1, 4097};
+    for (int k = 0; k < 2; k++) {
+        o.lanes = bad[k];
+        w = NULL;
+        EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, corpus, &w), EMB_ERR_INVALID,
+                       "lanes must be in [0, 4096]");
+        assert_null(w);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loss_by_hand),
         cmocka_unit_test(test_loss_leaves_vectors_alone),
         cmocka_unit_test(test_progress_after_resume),
         cmocka_unit_test(test_resume_with_other_threads),
+        cmocka_unit_test(test_lanes),
     };
     return cmocka_run_group_tests(tests, tmp_setup, tmp_teardown);
 }

@@ -333,7 +333,7 @@ static void test_checkpoint_lanes(void **state) {
     (void)state;
     const char *corpus = synthetic_corpus(), *ck = tmp("ck-lanes.bin");
     emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
-    o.threads = 2;
+    o.threads = o.lanes = 2;
     emb_w2v *w;
     EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
     const int64_t n = w->n_ids, cut = w->lanes[1].lo;
@@ -354,7 +354,7 @@ static void test_checkpoint_lanes(void **state) {
     EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, ck));
     emb_w2v_free(w);
     EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, ck, &w), EMB_ERR_FORMAT,
-                   "a thread's range of tokens is out of range");
+                   "a lane's range of tokens is out of range");
 }
 
 /* FNV-1a 64 (docs/file-formats.md: offset basis 0xcbf29ce484222325, prime 0x100000001b3),
@@ -489,7 +489,7 @@ static void check_lanes(const int32_t *ids, int64_t n, int threads, bool (*start
     for (int i = 0; i < 5; i++)
         EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, counts[i], NULL, NULL));
     emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
-    o.threads = threads;
+    o.threads = o.lanes = threads;
     o.epochs = 2;
     o.dim = 8;
     emb_w2v *w;
@@ -588,7 +588,7 @@ static void test_lanes_valid(void **state) {
     for (int i = 0; i < 3; i++)
         EMB_OK_OR_FAIL(emb_vocab_add(v, (const char[]){(char)('a' + i)}, 1, 100, NULL, NULL));
     emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
-    o.threads = 3;
+    o.threads = o.lanes = 3;
     emb_w2v *w;
     EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, n, &w));
     bool ok = false;
@@ -689,7 +689,7 @@ static void test_ids_file_equals_memory(void **state) {
     assert_int_equal(emb_tensor_numel(&a), emb_tensor_numel(&b));
     emb_assert_close_f32(a.data, b.data, emb_tensor_numel(&a), 1, 0, 0, "file vs memory ids");
     emb_w2v_free(wf), emb_w2v_free(wm);
-    o.threads = 3;
+    o.threads = o.lanes = 3;
     EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path, &wf));
     EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, emb_w2v_vocab(wf), ids, n, &wm));
     for (int t = 0; t < 3; t++) {

@@ -291,7 +291,9 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     /* one rank of an MPI job (mpirun): threads per rank (default 1), rank 0 reports and writes */
     train_mpi mp;
     if ((rc = train_mpi_start(cmd, use_mpi, &mp)) >= 0) return rc;
-    if (mp.on) o.threads = (int)(threads > 0 ? threads : 1) * mp.size, quiet |= mp.rank > 0;
+    /* a distributed run: one lane per thread (its merges were measured so, docs/DISTRIBUTED.md) */
+    if (mp.on)
+        o.threads = o.lanes = (int)(threads > 0 ? threads : 1) * mp.size, quiet |= mp.rank > 0;
     if (mp.rank > 0) checkpoint = NULL, every = 0, save_vocab = save_model = save_state = NULL;
     double t0 = wall();
     emb_w2v *w = NULL;
@@ -312,9 +314,9 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     o = emb_w2v_options_of(w);
     if (resume && threads > 0 && asked_threads != o.threads && !quiet)
         fprintf(stderr,
-                "emb train: %s was written by a run of %d threads; it continues with %d "
-                "(a thread's share of the corpus is part of the checkpoint)\n",
-                resume, o.threads, o.threads);
+                "emb train: %s holds %d lanes (parts of the corpus, each with its own position "
+                "and random numbers); the run continues them on %d threads\n",
+                resume, o.lanes, o.threads);
     train_ui ui = {w,     isatty(fileno(stderr)) == 1, quiet,    0, wall(), every, checkpoint, 0,
                    false, emb_w2v_words_done(w),       o.epochs, ""};
     if (!quiet)
