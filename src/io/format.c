@@ -109,7 +109,10 @@ emb_format emb__sniff(const unsigned char *d, size_t n) {
      * line is text, unless its length is exactly that of a binary row and one of its fields
      * is not a number. The number of fields is not compared with the header's dimension:
      * a text row with the wrong count is a text file with an error, which the text reader
-     * reports as such. */
+     * reports as such. A newline before the binary row's length may also be one of the
+     * row's raw bytes (about one file in a few hundred starts with printable bytes and a
+     * 0x0a): then the rest of the binary row's extent decides, binary when it holds a
+     * control byte no text line holds. */
     while (p < n && (d[p] == '\n' || d[p] == '\r')) p++;
     while (p < n && d[p] != ' ' && d[p] != '\t' && d[p] != '\n') p++; /* the word */
     const size_t word_end = p;
@@ -120,8 +123,12 @@ emb_format emb__sniff(const unsigned char *d, size_t n) {
         unsigned char c = d[p];
         if (c == '\n') {
             if (fields == 0) return EMB_FORMAT_W2V_BINARY;
-            bool binary_length = p == word_end + 1 + 4 * dim;
-            return binary_length && !all_numbers ? EMB_FORMAT_W2V_BINARY : EMB_FORMAT_W2V_TEXT;
+            const size_t row_end = word_end + 1 + 4 * dim;
+            if (p == row_end) return all_numbers ? EMB_FORMAT_W2V_TEXT : EMB_FORMAT_W2V_BINARY;
+            for (size_t k = p; k < row_end && k < n; k++)
+                if (d[k] == 0x7f || (d[k] < 0x20 && d[k] != '\n' && d[k] != '\r' && d[k] != '\t'))
+                    return EMB_FORMAT_W2V_BINARY;
+            return EMB_FORMAT_W2V_TEXT;
         }
         if (c == ' ' || c == '\t' || c == '\r') {
             p++;

@@ -294,13 +294,27 @@ static void test_w2v_variants(void **state) {
                 EMB_EXPECT_ERR(emb_vectors_read(tmp("small.txt"), NULL, &got), EMB_ERR_FORMAT,
                                cases[k].needle);
         }
+        /* a text file whose first row is short with a field that is not a number, and
+         * printable lines after it, stays text */
+        put(tmp("small.txt"), "1 4\nab x\ncd 1 2 3 4\n", 20);
+        emb_format f;
+        EMB_OK_OR_FAIL(emb_format_sniff(tmp("small.txt"), &f));
+        assert_int_equal(f, EMB_FORMAT_W2V_TEXT);
         /* and binary stays binary: a first value whose first byte is a newline, a row of
-         * printable bytes that is not numbers */
+         * printable bytes that is not numbers, a row whose first raw bytes are printable and
+         * a newline (a vector trained with seed 5 began "})" 0x0a and was read as text) */
         const unsigned char bin1[] = {'1', ' ', '1', '\n', 'a', ' ', '\n', 0, 0, 0x3f, '\n'};
         const char *bin2 = "1 1\nab xy z\n"; /* "xy z" is 4 raw bytes: 1 float */
+        const unsigned char bin3[] = {'1', ' ',  '2',  '\n', 't',  'h',  'e',  ' ', '}',
+                                      ')', '\n', 0x3e, 0x9a, 0x01, 0x3f, 0xbd, '\n'};
         put(tmp("b1.bin"), bin1, sizeof bin1);
         put(tmp("b2.bin"), bin2, strlen(bin2));
-        emb_format f;
+        put(tmp("b3.bin"), bin3, sizeof bin3);
+        EMB_OK_OR_FAIL(emb_format_sniff(tmp("b3.bin"), &f));
+        assert_int_equal(f, EMB_FORMAT_W2V_BINARY);
+        EMB_OK_OR_FAIL(emb_vectors_read(tmp("b3.bin"), NULL, &got));
+        assert_int_equal(emb_vocab_num_words(got.vocab), 1);
+        emb_vectors_release(&got);
         EMB_OK_OR_FAIL(emb_format_sniff(tmp("b1.bin"), &f));
         assert_int_equal(f, EMB_FORMAT_W2V_BINARY);
         EMB_OK_OR_FAIL(emb_format_sniff(tmp("b2.bin"), &f));
