@@ -180,12 +180,13 @@ typedef int (*emb_w2v_progress_fn)(const emb_w2v_progress *p, void *user);
 
 /* Trains until every epoch is done (continuing a run that was cancelled or resumed from a
  * checkpoint). With threads == 1 the result depends only on the corpus, the options and
- * the seed: two runs give bit-identical vectors, and a run resumed from a checkpoint gives
- * the same vectors as an uninterrupted one. With more threads, input rows are updated
- * without locks (Hogwild, as the word2vec tool, gensim and fastText do), each thread trains
- * its own copy of the output table and the copies are merged every round of 16,384 tokens
- * per thread (docs/word2vec.md, "Threads"; one table of memory per thread, unless that
- * would exceed 1 GiB), and results vary slightly from run to run. progress may be NULL.
+ * the seed (and lanes, 1 by default with one thread): two runs give bit-identical vectors,
+ * and a run resumed from a checkpoint gives the same vectors as an uninterrupted one. With
+ * more threads, the threads take the lanes in turn every round (a slower thread takes
+ * fewer), input rows are updated without locks (Hogwild, as the word2vec tool, gensim and
+ * fastText do), each thread trains its own copy of the output table's most frequent rows and
+ * the copies are merged every round of 16,384 tokens per thread (docs/word2vec.md,
+ * "Threads"), and results vary slightly from run to run. progress may be NULL.
  * Errors: EMB_ERR_NULL, EMB_ERR_CANCELLED, EMB_ERR_NOMEM, EMB_ERR_NUMERIC (the training
  * diverged: a score or a vector became NaN or infinite; the message names the vector and
  * the run stays stopped: later calls return the same error, and it cannot be
@@ -235,11 +236,12 @@ EMB_API emb_w2v_options emb_w2v_options_of(const emb_w2v *w);
 EMB_API emb_status emb_w2v_save_checkpoint(const emb_w2v *w, const char *path);
 /* Continues a run: reads the corpus again (it must give the same token ids: checked by
  * fingerprint) and restores the state. opts must equal the checkpoint's options except
- * `threads`, which is not part of a checkpoint's identity: the run continues with the
- * checkpoint's thread count whatever opts asks (each thread's share of the corpus, position
- * and random state are part of the state), so a checkpoint moves to a machine with another
- * number of cores, and a 1-thread run resumed there still ends with the vectors of an
- * uninterrupted run. emb_w2v_options_of tells the count in force.
+ * `threads` and `lanes`: the run continues the checkpoint's lanes (each lane's share of the
+ * corpus, position and random state are part of the state) whatever opts.lanes says, on the
+ * threads opts asks for (at most one per lane), so a checkpoint moves to a machine with
+ * another number of cores, and a 1-thread run (one lane) resumed there still ends with the
+ * vectors of an uninterrupted run. emb_w2v_options_of tells the lanes and threads in
+ * force.
  * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_IO (checkpoint
  * unreadable), EMB_ERR_FORMAT (not a checkpoint, corrupt or truncated, a different corpus
  * or options: the message says which field differs, and for another list of files which

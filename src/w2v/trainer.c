@@ -147,12 +147,12 @@ int64_t emb__w2v_hot_rows = 2048;
  * threads for it costs more than it saves. */
 #define EMB__W2V_MERGE_SERIAL ((int64_t)1 << 20)
 
-/* The rows of the output table each lane keeps its own copy of (0: none, every row in
- * place). */
-static int64_t lanes_own_rows(const emb_w2v *w, int nl) {
-    if (nl < 2) return 0;
+/* The rows of the output table each of nth threads keeps its own copy of (0: none, every
+ * row in place). */
+static int64_t lanes_own_rows(const emb_w2v *w, int nth) {
+    if (nth < 2) return 0;
     const int64_t h = w->V < emb__w2v_hot_rows ? w->V : emb__w2v_hot_rows;
-    double bytes = (double)nl * (double)h * (double)w->o.dim * sizeof(float);
+    double bytes = (double)nth * (double)h * (double)w->o.dim * sizeof(float);
     return bytes <= (double)EMB__W2V_COPIES_MAX ? h : 0;
 }
 
@@ -518,6 +518,29 @@ static bool lane_scratch_init(const emb_w2v *w, lane_scratch *s) {
     return ok;
 }
 
+/* Gives each of the nth threads its copy of the output table's first rows (lanes_own_rows):
+ * their count, or 0 when there are none (one thread, or no memory for them: the shared table
+ * is then updated in place). */
+static int64_t threads_copy_rows(const emb_w2v *w, lane_scratch *ls, int nth) {
+    const int64_t nhot = lanes_own_rows(w, nth);
+    bool own = nhot > 0;
+    const size_t hot_floats = (size_t)nhot * (size_t)w->o.dim;
+    for (int t = 0; own && t < nth; t++) {
+        ls[t].own = emb__malloc(hot_floats * sizeof(float));
+        ls[t].dirty = emb__malloc((size_t)w->V);
+        ls[t].nhot = nhot;
+        own = ls[t].own && ls[t].dirty;
+        if (ls[t].own) memcpy(ls[t].own, w->syn1, hot_floats * sizeof(float));
+        if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
+    }
+    if (!own)
+        for (int t = 0; t < nth; t++) {
+            emb__free(ls[t].own), emb__free(ls[t].dirty);
+            ls[t].own = NULL, ls[t].dirty = NULL, ls[t].nhot = 0;
+        }
+    return own ? nhot : 0;
+}
+
 emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     if (!w) return emb__null("w2v");
     if (w->diverged) return diverged_error(w);
@@ -536,22 +559,8 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     for (int t = 0; ls && t < nth; t++)
         ok = t < emb__w2v_max_scratch_lanes && lane_scratch_init(w, &ls[t]) && ok;
     for (int k = 0; cur && k < nl; k++) ok = emb__w2v_cursor_init(&cur[k], &w->ids) == EMB_OK && ok;
-    const int64_t nhot = ok ? lanes_own_rows(w, nth) : 0;
-    bool own = nhot > 0;
-    const size_t hot_floats = (size_t)nhot * (size_t)o->dim;
-    for (int t = 0; own && t < nth; t++) {
-        ls[t].own = emb__malloc(hot_floats * sizeof(float));
-        ls[t].dirty = emb__malloc((size_t)w->V);
-        ls[t].nhot = nhot;
-        own = ls[t].own && ls[t].dirty;
-        if (ls[t].own) memcpy(ls[t].own, w->syn1, hot_floats * sizeof(float));
-        if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
-    }
-    if (!own) /* no memory for the copies (or not wanted): update the shared table in place */
-        for (int t = 0; t < nth; t++) {
-            emb__free(ls[t].own), emb__free(ls[t].dirty);
-            ls[t].own = NULL, ls[t].dirty = NULL, ls[t].nhot = 0;
-        }
+    const int64_t nhot = ok ? threads_copy_rows(w, ls, nth) : 0;
+    const bool own = nhot > 0;
     emb_status st = EMB_OK;
     if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
     /* the processes of a distributed run agree on the start: none trains unless all can (a
