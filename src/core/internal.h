@@ -73,9 +73,10 @@ bool emb__tensors_overlap(const emb_tensor *a, const emb_tensor *b);
 /* Formats a shape as "[2, 3]" into buf (always NUL-terminated). Returns buf. */
 const char *emb__shape_fmt(char *buf, size_t size, int ndim, const int64_t *shape);
 
-/* Aligned allocation (64-byte alignment), freed with emb__free. On Linux an allocation of
- * 32 MiB or more is advised to use transparent huge pages (madvise MADV_HUGEPAGE), which
- * makes random row access to large tables faster. emb_tensor_alloc's storage comes from here. */
+/* Aligned allocation (64-byte alignment; 2 MiB from 2 MiB up), freed with emb__free. On
+ * Linux an allocation of 2 MiB or more is advised to use transparent huge pages (madvise
+ * MADV_HUGEPAGE) over the huge pages it covers whole, which makes random row access to
+ * tables faster. emb_tensor_alloc's storage comes from here. */
 void *emb__malloc(size_t nbytes);
 void emb__free(void *p);
 
@@ -92,7 +93,7 @@ bool emb__tensor_same_shape(const emb_tensor *a, const emb_tensor *b);
 bool emb__utf8_valid(const char *s, size_t len);
 
 /* Asks the kernel for transparent huge pages over the whole pages of [p, p + nbytes) when
- * nbytes is at least 32 MiB (Linux madvise(MADV_HUGEPAGE); a no-op elsewhere). Returns true
+ * nbytes is at least 2 MiB (Linux madvise(MADV_HUGEPAGE); a no-op elsewhere). Returns true
  * when the advice was given. emb__malloc calls it on every allocation; contents unchanged. */
 bool emb__advise_hugepages(void *p, size_t nbytes);
 

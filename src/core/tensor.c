@@ -227,9 +227,14 @@ const char *emb__shape_fmt(char *buf, size_t size, int ndim, const int64_t *shap
  * pages nearly every row costs a TLB miss and a page walk. Transparent huge pages (2 MiB)
  * remove most of those: on the reference VM (THP "madvise" mode) the random gather of
  * 262,144 rows from a 1M x 64 table took 30% less CPU time (bench/bench_embedding.c's
- * gather probe and forward; docs/PERFORMANCE.md). Advised before the first touch, so the
- * pages are huge from the start. Failure (no THP, an old kernel) changes nothing. */
-#define EMB__HUGEPAGE_MIN_BYTES ((size_t)32 << 20)
+ * gather probe and forward; docs/PERFORMANCE.md), and 1-thread CBOW training, whose two
+ * 4.7 MB tables are read at random rows, 10-14% less (docs/word2vec.md). Advised before the
+ * first touch, so the pages are huge from the start, for every buffer of at least one huge
+ * page, which emb__malloc aligns to 2 MiB so that its pages are the huge pages' (only the
+ * huge pages a buffer covers whole are advised: no memory beyond it is touched). Failure
+ * (no THP, an old kernel) changes nothing. */
+#define EMB__HUGEPAGE_BYTES     ((size_t)2 << 20)
+#define EMB__HUGEPAGE_MIN_BYTES EMB__HUGEPAGE_BYTES
 
 bool emb__advise_hugepages(void *p, size_t nbytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
@@ -250,7 +255,11 @@ void *emb__malloc(size_t nbytes) {
     if (nbytes == 0) nbytes = 1;
     size_t rounded = (nbytes + 63) & ~(size_t)63;
     if (rounded < nbytes) return NULL;
-    void *p = aligned_alloc(64, rounded);
+    const size_t huge = EMB__HUGEPAGE_BYTES;
+    const bool big = rounded >= EMB__HUGEPAGE_MIN_BYTES && rounded <= SIZE_MAX - huge;
+    /* aligned_alloc wants a multiple of the alignment */
+    void *p =
+        big ? aligned_alloc(huge, (rounded + huge - 1) & ~(huge - 1)) : aligned_alloc(64, rounded);
     emb__advise_hugepages(p, rounded);
     return p;
 }

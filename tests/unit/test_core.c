@@ -256,8 +256,8 @@ static int hugepage_advised(const void *p) {
     return found;
 }
 
-/* emb__malloc advises transparent huge pages for allocations of 32 MiB and more (random row
- * access to large tables), not for smaller ones; a large embedding table gets the advice
+/* emb__malloc advises transparent huge pages for allocations of 2 MiB and more (random row
+ * access to tables), not for smaller ones; a large embedding table gets the advice
  * and its lookups are the plain row copies at 1 and 2 threads. */
 static void test_malloc_hugepages(void **state) {
     (void)state;
@@ -274,6 +274,17 @@ static void test_malloc_hugepages(void **state) {
     assert_non_null(q);
     assert_int_equal(hugepage_advised(q), 0);
     emb__free(q);
+    /* a word2vec table of State of the Union (11,710 x 100 floats): aligned to 2 MiB and
+     * advised, and the bytes past it are not */
+    const size_t w2v = (size_t)11710 * 100 * sizeof(float);
+    char *tab = emb__malloc(w2v);
+    assert_non_null(tab);
+    assert_int_equal((uintptr_t)tab % ((uintptr_t)2 << 20), 0);
+    assert_int_equal(hugepage_advised(tab), 1);
+    assert_int_equal(hugepage_advised(tab + w2v / 2), 1);
+    assert_true(hugepage_advised(tab + w2v + 8192) != 1); /* the padding to 6 MiB is left */
+    memset(tab, 1, w2v);
+    emb__free(tab);
     assert_false(emb__advise_hugepages(NULL, big));
     size_t small = big;
     assert_false(emb__advise_hugepages(&small, sizeof small));
