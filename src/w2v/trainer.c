@@ -308,7 +308,9 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
     const int64_t dim = o->dim;
     const bool cbow = o->model == EMB_W2V_CBOW, once = cbow || o->shared_negatives;
     float *syn0 = w->syn0;
-    int32_t *cx[2] = {s->ctx, s->ctx + W2}, *ng[2] = {s->negs, s->negs + W2 * K};
+    /* each set of negatives has a slot before it for the window's target: with one set a
+     * window, the set and its target are the step's targets as they are (no copy) */
+    int32_t *cx[2] = {s->ctx, s->ctx + W2}, *ng[2] = {s->negs + 1, s->negs + W2 * K + 2};
     int mm[2] = {0, 0};
     /* sets of random numbers of windows j (slot j % 3), taken up to three windows ahead */
     const bool ahead = once && n >= 2;
@@ -332,7 +334,6 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
             if (ahead && i + 4 < n) take_draws(w, rng, set[(i + 1) % 3], K);
         }
         if (m == 0) continue;
-        s->tgt[0] = s->sen[i];
         if (once) {
             if (mm[nx] > 0) {
                 prefetch_out(out, ng[nx], K, dim);
@@ -344,13 +345,14 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
              * in the cache, and one window ahead was too late for CBOW's short step). */
             for (int d = 1; d <= 2 && i + d + o->window < n; d++)
                 prefetch_rows(syn0, s->sen + i + d + o->window, 1, dim);
-            memcpy(s->tgt + 1, negs, (size_t)K * sizeof(int32_t));
+            int32_t *tgt = negs - 1;
+            tgt[0] = s->sen[i];
             if (o->compute_loss) {
-                s->loss += emb__w2v_step_loss(syn0, out, dim, ctx, m, s->tgt, K + 1, cbow,
+                s->loss += emb__w2v_step_loss(syn0, out, dim, ctx, m, tgt, K + 1, cbow,
                                               o->cbow_mean, s->h);
                 s->examples += cbow ? 1 : m;
             }
-            if (!step(syn0, out, dim, ctx, m, s->tgt, K + 1, alpha, cbow, o->cbow_mean, w->sigmoid,
+            if (!step(syn0, out, dim, ctx, m, tgt, K + 1, alpha, cbow, o->cbow_mean, w->sigmoid,
                       s->scratch))
                 s->nonfinite = true;
             continue;
@@ -364,6 +366,7 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
                 prefetch_out(out, ng[nx], K, dim);
                 prefetch_out(out, s->sen + i + 1, 1, dim);
             }
+            s->tgt[0] = s->sen[i];
             memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
             if (o->compute_loss) {
                 s->loss += emb__w2v_step_loss(syn0, out, dim, ctx + c, 1, s->tgt, K + 1, false,
@@ -509,7 +512,7 @@ static bool lane_scratch_init(const emb_w2v *w, lane_scratch *s) {
     s->sen = emb__malloc((size_t)longest * sizeof(int32_t));
     s->ctx = emb__malloc((size_t)(2 * m) * sizeof(int32_t)); /* two windows */
     s->tgt = emb__malloc((size_t)n * sizeof(int32_t));
-    s->negs = emb__malloc((size_t)(2 * m * o->negative) * sizeof(int32_t));
+    s->negs = emb__malloc((size_t)(2 * m * o->negative + 2) * sizeof(int32_t));
     s->draws = emb__malloc((size_t)(3 * n) * sizeof(uint64_t));
     s->scratch = emb__malloc(scratch_floats * sizeof(float));
     s->h = emb__malloc((size_t)o->dim * sizeof(float));
