@@ -165,8 +165,9 @@ extern int64_t emb__mpi_w2v_max_rows;
 extern int64_t emb__mpi_w2v_max_slots;
 
 /* Test hook of libemb's trainer (src/w2v/trainer.c), reachable by a test that links the static
- * libraries: emb_w2v_train allocates the lanes' training scratch for at most this many lanes,
- * the others failing as if out of memory; INT_MAX (the default): no limit. Tests only. */
+ * libraries: emb_w2v_train allocates the threads' training scratch for at most this many
+ * threads (one per lane in those tests), the others failing as if out of memory; INT_MAX (the
+ * default): no limit. Tests only. */
 extern int emb__w2v_max_scratch_lanes;
 
 #endif /* EMB_MPI_INTERNAL_H */

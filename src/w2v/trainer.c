@@ -483,8 +483,9 @@ static double now_seconds(void) {
 }
 
 /* Test hook (declared in src/mpi/mpi_internal.h, for the distributed tests that link the static
- * libraries): the lanes' scratch is allocated for at most this many lanes of a training call,
- * the others failing as if out of memory. INT_MAX (the default): no limit. Tests only. */
+ * libraries): the threads' scratch is allocated for at most this many threads of a training
+ * call (one per lane in the distributed tests), the others failing as if out of memory. INT_MAX
+ * (the default): no limit. Tests only. */
 int emb__w2v_max_scratch_lanes = INT_MAX;
 
 /* Frees the scratch of nl lanes (ls may be NULL). */
