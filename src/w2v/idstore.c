@@ -174,7 +174,10 @@ emb_status emb__w2v_cursor_init(emb__w2v_cursor *c, const emb__w2v_ids *s) {
         c->len = s->n;
         return EMB_OK;
     }
-    c->own = malloc(EMB__IDS_BUF * sizeof(int32_t));
+    /* a complete store: no more than its ids (a small corpus, one lane of many, a fuzzer's
+     * input, does not take 64 KiB a cursor) */
+    const int64_t cap = s->n < EMB__IDS_BUF ? (s->n > 0 ? s->n : 1) : EMB__IDS_BUF;
+    c->own = malloc((size_t)cap * sizeof(int32_t));
     if (!c->own) return emb__error(EMB_ERR_NOMEM, "cannot allocate a corpus buffer");
     c->buf = c->own;
     return EMB_OK;

@@ -28,7 +28,8 @@ emb_status emb__w2v_ids_flush(emb__w2v_ids *s);
  * -1 at the start and no two -1 in a row. */
 emb_status emb__w2v_ids_map(emb__w2v_ids *s, const int32_t *map);
 
-/* Reads a store through one bounded buffer: buf[0, len) holds ids [lo, lo + len). */
+/* Reads a complete store (nothing pushed after the cursor is made) through one bounded
+ * buffer: buf[0, len) holds ids [lo, lo + len). */
 typedef struct emb__w2v_cursor {
     const emb__w2v_ids *s;
     const int32_t *buf;
