@@ -38,7 +38,7 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
           min_alpha=0.0001, sg=0, negative=5, cbow_mean=1, epochs=5, shared_negatives=True,
           lowercase=False, strip_punct=False, max_sentence=1000, lenient=False, phrases=0,
           phrases_min_count=5, phrases_threshold=10.0, phrases_delimiter="_",
-          phrases_scoring="default", progress=None):
+          phrases_scoring="default", progress=None, lanes=0):
     """Trains word vectors and returns them as an emb.KeyedVectors (rows ordered by
     descending count, as gensim orders them).
 
@@ -55,7 +55,11 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
     phrases_threshold, phrases_delimiter and phrases_scoring ('default' or 'npmi').
     shared_negatives: skip-gram draws one set of negatives per window, shared by its context
     words (the default: faster, as accurate over seeds); False draws them per (center,
-    context) pair, as gensim does. CBOW draws once per window either way.
+    context) pair, as gensim does. CBOW draws once per window either way. lanes: the parts
+    of the corpus, each with its own position and random numbers, that the workers share out
+    round after round (0: 1 with one worker, 4 per worker with more; docs/word2vec.md,
+    "Threads"); with workers=1 the vectors depend on it, and two runs with the same lanes
+    and seed are the same bits.
 
     progress: called about every 100,000 words with a dict (words_done, words_total, epoch,
     alpha, seconds); returning True stops training, and the vectors trained so far are
@@ -83,7 +87,7 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
             shared_negatives=shared_negatives, progress=progress, lenient=bool(lenient),
             phrases=int(phrases), phrases_min_count=phrases_min_count,
             phrases_threshold=phrases_threshold, phrases_delimiter=phrases_delimiter,
-            phrases_scoring=phrases_scoring)
+            phrases_scoring=phrases_scoring, lanes=lanes)
     finally:
         if tmp is not None:
             os.unlink(tmp)

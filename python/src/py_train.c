@@ -311,6 +311,7 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
                             "phrases_threshold",
                             "phrases_delimiter",
                             "phrases_scoring",
+                            "lanes",
                             NULL};
     PyObject *corpus, *progress = Py_None, *alpha = Py_None, *min_alpha = Py_None;
     int sg = 1;
@@ -320,14 +321,14 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
               ph_min_count = o.phrases_min_count;
     int window = o.window, negative = o.negative, epochs = o.epochs, cbow_mean = o.cbow_mean,
         threads = o.threads, lower = o.lowercase, strip = o.strip_punct,
-        shared = o.shared_negatives, lenient = o.lenient, phrases = o.phrases;
+        shared = o.shared_negatives, lenient = o.lenient, phrases = o.phrases, lanes = o.lanes;
     double sample = o.sample, ph_threshold = o.phrases_threshold;
     const char *ph_delimiter = "_", *ph_scoring = "default";
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O|pLiidLLiOOpiLppLpOpiLdss:train_word2vec", names, &corpus, &sg, &dim,
+            args, kw, "O|pLiidLLiOOpiLppLpOpiLdssi:train_word2vec", names, &corpus, &sg, &dim,
             &window, &negative, &sample, &min_count, &max_vocab, &epochs, &alpha, &min_alpha,
             &cbow_mean, &threads, &seed, &lower, &strip, &max_sentence, &shared, &progress,
-            &lenient, &phrases, &ph_min_count, &ph_threshold, &ph_delimiter, &ph_scoring))
+            &lenient, &phrases, &ph_min_count, &ph_threshold, &ph_delimiter, &ph_scoring, &lanes))
         return NULL;
     if (progress != Py_None && !PyCallable_Check(progress)) {
         PyErr_SetString(PyExc_TypeError, "progress must be callable or None");
@@ -346,6 +347,7 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     if (py_opt_double(min_alpha, &o.min_alpha) < 0) return NULL;
     o.cbow_mean = cbow_mean;
     o.threads = threads;
+    o.lanes = lanes;
     o.seed = (uint64_t)seed;
     o.lowercase = lower;
     o.strip_punct = strip;

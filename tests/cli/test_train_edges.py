@@ -133,6 +133,20 @@ def test_resume_with_another_thread_count(emb_bin, tmp_path):
         assert out.read_bytes() == (tmp_path / "want.bin").read_bytes()
 
 
+def test_lanes_option(emb_bin, tmp_path):
+    """--lanes: one thread over 4 lanes writes the same file twice and another than over one
+    lane; the count is checked."""
+    corpus = synthetic(tmp_path / "c.txt", lines=2000)
+    for name, extra in (("one", []), ("four", ["--lanes", 4]), ("again", ["--lanes", 4])):
+        train(emb_bin, corpus, "-o", tmp_path / f"{name}.bin", *BASE, *extra)
+    four = (tmp_path / "four.bin").read_bytes()
+    assert four == (tmp_path / "again.bin").read_bytes()
+    assert four != (tmp_path / "one.bin").read_bytes()
+    p = train(emb_bin, corpus, "-o", tmp_path / "bad.bin", *BASE, "--lanes", 0, check=False)
+    assert p.returncode == 2 and "--lanes" in p.stderr, p.stderr
+    assert not (tmp_path / "bad.bin").exists()
+
+
 def test_checkpoint_write_failure_names_file_and_reason(emb_bin, tmp_path):
     """A checkpoint that cannot be written (a full disk: a link to /dev/full, which emb's
     writer writes through) stops training with the file's name and the system's reason, not

@@ -171,6 +171,22 @@ def test_train_from_a_file_and_from_sentences(tmp_path):
     assert all(w.startswith("t3w") for w in near), near
 
 
+def test_train_lanes(tmp_path):
+    """lanes (emb_w2v_options.lanes): one worker over 4 lanes gives the same bits twice and
+    other vectors than over one lane, and still learns the topics; a negative count is a
+    ValueError naming lanes."""
+    path = corpus(tmp_path / "c.txt")
+    one = emb.train(str(path), vector_size=16, workers=1, epochs=3, sg=1)
+    four = emb.train(str(path), vector_size=16, workers=1, epochs=3, sg=1, lanes=4)
+    again = emb.train(str(path), vector_size=16, workers=1, epochs=3, sg=1, lanes=4)
+    assert np.array_equal(four.vectors, again.vectors)
+    assert not np.array_equal(four.vectors, one.vectors)
+    near = [w for w, _ in four.most_similar("t3w0", topn=5)]
+    assert all(w.startswith("t3w") for w in near), near
+    with pytest.raises(ValueError, match="lanes must be in"):
+        emb.train(str(path), vector_size=16, workers=1, epochs=1, lanes=-1)
+
+
 def test_train_over_several_paths(tmp_path):
     """emb.train takes a list of paths and directories, compressed or not, as emb train does:
     the vectors of the plain concatenation, bit for bit at one worker."""

@@ -104,7 +104,7 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     int64_t minn = -1, maxn = -1, bucket = -1;
     bool subwords = false;
     int64_t dim = -1, window = -1, negative = -1, min_count = -1, max_vocab = -1, epochs = -1,
-            threads = -1, cbow = -1, hs = 0, binary = -1, max_sentence = -1;
+            threads = -1, cbow = -1, hs = 0, binary = -1, max_sentence = -1, lanes = -1;
     double sample = -1, alpha = NAN, min_alpha = -1, every = 0;
     uint64_t seed = 1;
     bool lowercase = false, strip = false, quiet = false, sum = false, shared = false,
@@ -129,6 +129,7 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
         {"max-vocab", 0, "max-final-vocab", EMB_CLI_INT, &max_vocab, 0, INT64_MAX, 0, 0},
         {"epochs", 0, "iter epoch", EMB_CLI_INT, &epochs, 1, 100000, 0, 0},
         {"threads", 0, "thread workers", EMB_CLI_INT, &threads, 1, 1024, 0, 0},
+        {"lanes", 0, NULL, EMB_CLI_INT, &lanes, 1, 4096, 0, 0},
         {"alpha", 0, "lr", EMB_CLI_DOUBLE, &alpha, 0, 0, 0, 0},
         {"min-alpha", 0, NULL, EMB_CLI_DOUBLE, &min_alpha, 0, 0, 0, 1e300},
         {"seed", 0, NULL, EMB_CLI_UINT64, &seed, 0, 0, 0, 0},
@@ -210,6 +211,7 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     if (max_vocab >= 0) o.max_vocab = max_vocab;
     if (epochs > 0) o.epochs = (int)epochs;
     if (threads > 0) o.threads = (int)threads;
+    if (lanes > 0) o.lanes = (int)lanes;
     if (!isnan(alpha)) {
         o.alpha = alpha;
         o.min_alpha = alpha * 1e-4;
@@ -292,8 +294,10 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     train_mpi mp;
     if ((rc = train_mpi_start(cmd, use_mpi, &mp)) >= 0) return rc;
     /* a distributed run: one lane per thread (its merges were measured so, docs/DISTRIBUTED.md) */
-    if (mp.on)
-        o.threads = o.lanes = (int)(threads > 0 ? threads : 1) * mp.size, quiet |= mp.rank > 0;
+    if (mp.on) {
+        o.threads = (int)(threads > 0 ? threads : 1) * mp.size, quiet |= mp.rank > 0;
+        if (lanes <= 0) o.lanes = o.threads;
+    }
     if (mp.rank > 0) checkpoint = NULL, every = 0, save_vocab = save_model = save_state = NULL;
     double t0 = wall();
     emb_w2v *w = NULL;
@@ -436,6 +440,10 @@ const emb_cli_command emb_cli_cmd_train = {
     "                          infinite) stops with an error naming the word\n"
     "  --min-alpha X           final learning rate (default alpha * 1e-4)\n"
     "  --threads N             training threads (default: all CPUs; -thread)\n"
+    "  --lanes N               parts of the corpus, each with its own position and random\n"
+    "                          numbers, that the threads share out round after round\n"
+    "                          (default: 1 with one thread, 4 per thread with more; a\n"
+    "                          resumed run keeps its checkpoint's)\n"
     "  --seed N                seed of the initialisation and sampling (default 1)\n"
     "  --lowercase             lowercase tokens as Python's str.lower() (Unicode)\n"
     "  --strip-punct           strip ASCII punctuation at both ends of tokens\n"
