@@ -155,6 +155,24 @@ static void test_progress_after_resume(void **state) {
     emb_w2v_free(w);
 }
 
+/* Resumes ck with o, checks the lanes and threads in force, trains to the end (every token
+ * of every epoch) and, when want is not NULL, compares the vectors with want[0..n). */
+static void resume_and_finish(const char *corpus, const char *ck, const emb_w2v_options *o,
+                              int lanes, int threads, const float *want, int64_t n) {
+    emb_w2v *w;
+    EMB_OK_OR_FAIL(emb_w2v_resume(o, corpus, ck, &w));
+    assert_int_equal(emb_w2v_options_of(w).lanes, lanes);
+    assert_int_equal(emb_w2v_options_of(w).threads, threads);
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o->epochs);
+    if (want) {
+        emb_tensor t;
+        EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
+        assert_memory_equal(t.data, want, (size_t)n * sizeof(float));
+    }
+    emb_w2v_free(w);
+}
+
 /* threads is not part of a checkpoint's identity, its lanes are: a checkpoint of a 2-thread
  * run (8 lanes) resumes on 1, 2 or 3 threads or the default and keeps its lanes; a 1-thread
  * run (one lane) resumed with threads 2 stays on one thread and ends with the vectors of the
@@ -183,21 +201,12 @@ static void test_resume_with_other_threads(void **state) {
         for (size_t k = 0; k < 4; k++) {
             emb_w2v_options o2 = o;
             o2.threads = asked[k];
-            EMB_OK_OR_FAIL(emb_w2v_resume(&o2, corpus, ck, &w));
             /* the checkpoint's lanes (1 with one thread, 4 per thread with more), on the
              * threads asked for, at most one per lane */
             const int lanes = saved == 1 ? 1 : 4 * saved,
                       threads = asked[k] ? asked[k] : emb_get_num_threads();
-            assert_int_equal(emb_w2v_options_of(w).lanes, lanes);
-            assert_int_equal(emb_w2v_options_of(w).threads, threads < lanes ? threads : lanes);
-            EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
-            assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o.epochs);
-            if (saved == 1) {
-                emb_tensor t;
-                EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
-                assert_memory_equal(t.data, want, (size_t)n * sizeof(float));
-            }
-            emb_w2v_free(w);
+            resume_and_finish(corpus, ck, &o2, lanes, threads < lanes ? threads : lanes,
+                              saved == 1 ? want : NULL, n);
         }
         free(want);
     }
@@ -234,17 +243,7 @@ static void test_lanes(void **state) {
     for (int threads = 1; threads <= 3; threads += 2) {
         emb_w2v_options o2 = o;
         o2.threads = threads, o2.lanes = 0; /* the checkpoint's lanes are taken */
-        EMB_OK_OR_FAIL(emb_w2v_resume(&o2, corpus, ck, &w));
-        assert_int_equal(emb_w2v_options_of(w).lanes, 4);
-        assert_int_equal(emb_w2v_options_of(w).threads, threads);
-        EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
-        assert_int_equal(emb_w2v_words_done(w), emb_w2v_corpus_tokens(w) * o.epochs);
-        if (threads == 1) {
-            emb_tensor t;
-            EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));
-            assert_memory_equal(t.data, want, (size_t)n * sizeof(float));
-        }
-        emb_w2v_free(w);
+        resume_and_finish(corpus, ck, &o2, 4, threads, threads == 1 ? want : NULL, n);
     }
     free(want), free(again);
     o.threads = 2, o.lanes = 5;
