@@ -206,15 +206,17 @@ static void merge(emb_mpi_w2v *d, int64_t total, double scale, double scale_rare
     emb_w2v *w = d->w;
     const int64_t dim = w->o.dim;
     const size_t row_bytes = (size_t)dim * sizeof(float);
+    /* this rank's own entries: a row only it changed holds its value already */
+    const int64_t own0 = d->displs[d->rank], own1 = own0 + d->counts[d->rank];
     for (int64_t k = 0; k < total; k++) /* rows several ranks changed: their sum starts at 0 */
         if (d->count[d->ids[k]] > 1) memset(table_row(w, d->ids[k]), 0, row_bytes);
     for (int64_t k = 0; k < total; k++) { /* in rank order: the ranks' lists are in it */
         int64_t id = d->ids[k];
         float *x = table_row(w, id);
         const float *v = d->rows + k * dim, *b = base_row(d, id);
-        if (d->count[id] == 1)
-            memcpy(x, v, row_bytes);
-        else
+        if (d->count[id] == 1) {
+            if (k < own0 || k >= own1) memcpy(x, v, row_bytes);
+        } else
             for (int64_t q = 0; q < dim; q++) x[q] = x[q] + (v[q] - b[q]);
     }
     for (int64_t k = 0; k < total; k++) {
@@ -536,12 +538,16 @@ static void rates(emb_mpi_w2v *d) {
         d->rate[w->V + i] = pos + targets * (double)o->negative * q;
         d->rate[i] *= m;
     }
-    /* an n-gram bucket row is updated with every input row of a word that holds it */
+    /* an n-gram bucket row is updated with every input row of a word that holds it; the
+     * word's input is the mean of its r rows, so a move of one of them moves the input 1/r as
+     * far, and the row saturates (the rule's x) r times later: each update counts 1/r */
     const int64_t B = buckets(w);
     for (int64_t b = 0; b < B; b++) d->rate[2 * w->V + b] = 0;
-    for (int64_t i = 0; i < w->V && B > 0; i++)
+    for (int64_t i = 0; i < w->V && B > 0; i++) {
+        const double r = (double)(w->sub_off[i + 1] - w->sub_off[i]);
         for (int64_t q = w->sub_off[i] + 1; q < w->sub_off[i + 1]; q++)
-            d->rate[w->V + w->sub_rows[q]] += d->rate[i];
+            d->rate[w->V + w->sub_rows[q]] += d->rate[i] / r;
+    }
 }
 
 static emb_status setup(emb_mpi_w2v *d) {
@@ -618,7 +624,9 @@ emb_status emb_mpi_w2v_create(MPI_Comm comm, emb_w2v *w, emb_mpi_w2v **out) {
     d->top = 0, d->every = 1;
     if (size > 1) { /* one rank: the single process's rounds */
         d->top = w->V / 8 < EMB__MPI_W2V_TOP ? w->V / 8 : EMB__MPI_W2V_TOP;
-        d->every = EMB__MPI_W2V_ROUND / EMB__MPI_W2V_SUB;
+        /* with subwords every sub-round ends in a whole merge: the n-gram rows of frequent
+         * words take updates as often as the words' own rows (docs/DISTRIBUTED.md, "Subwords") */
+        d->every = d->slot ? 1 : EMB__MPI_W2V_ROUND / EMB__MPI_W2V_SUB;
         d->dist.round_tokens = EMB__MPI_W2V_SUB;
     }
     d->dist.lane0 = rank * d->dist.nlocal;

@@ -12,7 +12,8 @@
  *  - refusals on every rank: options that differ between ranks (the seed; the bucket count),
  *    a lane count the ranks do not divide;
  *  - the merges' traffic (emb_mpi_w2v_traffic): one count per round, the same table of every
- *    rank's bytes on every rank, received = the others' sent, nothing at one rank. */
+ *    rank's bytes on every rank, received = the others' sent, nothing at one rank;
+ *  - with subwords, a whole merge after every sub-round (several times the merges). */
 #include "mpi_check.h"
 
 #include <unistd.h>
@@ -299,6 +300,25 @@ static void run_traffic(void) {
     emb_w2v_free(w);
 }
 
+/* With subwords every sub-round ends in a whole merge (the n-gram rows of the frequent words
+ * take updates as often as the words' own rows): several times the whole merges, and so the
+ * progress reports, of the same run without subwords; one rank makes the single process's
+ * rounds either way. */
+static void run_sub_merges(void) {
+    emb_w2v *a, *b;
+    int plain = 0, with = 0;
+    sub_ = false;
+    OK(train(MPI_COMM_WORLD, size_, 0, &a, &plain));
+    sub_ = true;
+    OK(train(MPI_COMM_WORLD, size_, 0, &b, &with));
+    sub_ = false;
+    if (size_ > 1)
+        CHECK(with >= 4 * plain, "%d whole merges with subwords, %d without", with, plain);
+    else
+        CHECK(with == plain, "one rank: %d rounds with subwords, %d without", with, plain);
+    emb_w2v_free(a), emb_w2v_free(b);
+}
+
 int main(int argc, char **argv) {
     mpi_check_init(&argc, &argv);
     write_corpus();
@@ -311,6 +331,7 @@ int main(int argc, char **argv) {
     run_sub_threads();
     run_refusals();
     run_traffic();
+    run_sub_merges();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank_ == 0) remove(corpus);
     return mpi_check_finish(NULL);
