@@ -104,12 +104,21 @@ emb_status emb__w2v_split_lanes(emb_w2v *w) {
     emb__w2v_cursor c;
     emb_status st = emb__w2v_cursor_init(&c, &w->ids);
     if (st) return st;
+    /* each word's weight once (the same doubles as emb__w2v_keep_weight): the passes below
+     * then read one array instead of branching on keep_all for every token */
+    double *wt = malloc((size_t)(w->V > 0 ? w->V : 1) * sizeof(double));
+    if (!wt) {
+        emb__w2v_cursor_free(&c);
+        return emb__error(EMB_ERR_NOMEM, "out of memory cutting the corpus into lanes");
+    }
+    for (int64_t i = 0; i < w->V; i++) wt[i] = emb__w2v_keep_weight(w, (int32_t)i);
     double total = 0;
     bool failed = false;
-    for (int64_t i = 0; i < w->n_ids && !failed; i++) {
-        int32_t id = emb__w2v_id_at(&c, i);
-        failed = id == INT32_MIN;
-        if (id >= 0) total += emb__w2v_keep_weight(w, id);
+    for (int64_t i = 0; i < w->n_ids && !failed;) { /* a buffer of ids at a time */
+        failed = emb__w2v_id_at(&c, i) == INT32_MIN;
+        const int64_t end = failed ? i : c.lo + c.len;
+        for (const int32_t *p = c.buf + (i - c.lo); i < end; i++, p++)
+            if (*p >= 0) total += wt[*p];
     }
     w->keep_mean = w->tokens > 0 && total > 0 ? total / (double)w->tokens : 1.0;
     int64_t b = 0, seen = 0;
@@ -125,12 +134,13 @@ emb_status emb__w2v_split_lanes(emb_w2v *w) {
                 seen = 0;
                 continue;
             }
-            sum += emb__w2v_keep_weight(w, id);
+            sum += wt[id];
             if (++seen == w->o.max_sentence) seen = 0;
         }
         w->lanes[t].lo = b;
         w->lanes[t - 1].hi = b;
     }
+    free(wt);
     emb__w2v_cursor_free(&c);
     if (failed)
         return emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
