@@ -27,6 +27,14 @@
 # 2 for a usage or build error, 143/130 when stopped.
 set -euo pipefail
 
+# With the kernel's autogroups (/proc/sys/kernel/sched_autogroup_enabled), nice ranks tasks only
+# within one session: harnesses at nice 19 in a session of their own (setsid) still took half
+# the CPU from a `make test` in another. A campaign that leads its own session lowers that
+# session's group too (one started from a terminal's session leaves the terminal's alone).
+if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && [ -w /proc/self/autogroup ]; then
+  echo 19 >/proc/self/autogroup 2>/dev/null || true
+fi
+
 usage() {
   echo "usage: [SECS=3600] [RUNS=N] [TIMEOUT=60] [ONLY='fuzz_a fuzz_b'] scripts/fuzz-campaign.sh CORPUS_DIR" >&2
   exit 2
