@@ -524,7 +524,7 @@ static void rates(emb_mpi_w2v *d) {
     double kept = 0, qsum = 0;
     for (int64_t i = 0; i < w->V; i++) {
         double c = (double)emb_vocab_count(w->vocab, i);
-        double p = w->keep_all[i] ? 1.0 : (double)w->keep[i] / 4294967296.0;
+        double p = w->weight[i];
         d->rate[i] = c * p / N; /* kept occurrences per token */
         kept += d->rate[i];
         qsum += sqrt(c) * sqrt(sqrt(c));

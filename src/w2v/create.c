@@ -23,7 +23,7 @@ static void w2v_free_parts(emb_w2v *w) {
     emb__w2v_ids_close(&w->ids);
     emb_embedding_free(w->in);
     emb_embedding_free(w->out);
-    free(w->keep), free(w->keep_all), free(w->alias), free(w->lanes);
+    free(w->keep), free(w->keep_all), free(w->weight), free(w->alias), free(w->lanes);
     free(w->sub_off), free(w->sub_rows);
     emb__corpus_files_free(&w->files);
 }
@@ -104,21 +104,13 @@ emb_status emb__w2v_split_lanes(emb_w2v *w) {
     emb__w2v_cursor c;
     emb_status st = emb__w2v_cursor_init(&c, &w->ids);
     if (st) return st;
-    /* each word's weight once (the same doubles as emb__w2v_keep_weight): the passes below
-     * then read one array instead of branching on keep_all for every token */
-    double *wt = malloc((size_t)(w->V > 0 ? w->V : 1) * sizeof(double));
-    if (!wt) {
-        emb__w2v_cursor_free(&c);
-        return emb__error(EMB_ERR_NOMEM, "out of memory cutting the corpus into lanes");
-    }
-    for (int64_t i = 0; i < w->V; i++) wt[i] = emb__w2v_keep_weight(w, (int32_t)i);
     double total = 0;
     bool failed = false;
     for (int64_t i = 0; i < w->n_ids && !failed;) { /* a buffer of ids at a time */
         failed = emb__w2v_id_at(&c, i) == INT32_MIN;
         const int64_t end = failed ? i : c.lo + c.len;
         for (const int32_t *p = c.buf + (i - c.lo); i < end; i++, p++)
-            if (*p >= 0) total += wt[*p];
+            if (*p >= 0) total += emb__w2v_keep_weight(w, *p);
     }
     w->keep_mean = w->tokens > 0 && total > 0 ? total / (double)w->tokens : 1.0;
     int64_t b = 0, seen = 0;
@@ -134,13 +126,12 @@ emb_status emb__w2v_split_lanes(emb_w2v *w) {
                 seen = 0;
                 continue;
             }
-            sum += wt[id];
+            sum += emb__w2v_keep_weight(w, id);
             if (++seen == w->o.max_sentence) seen = 0;
         }
         w->lanes[t].lo = b;
         w->lanes[t - 1].hi = b;
     }
-    free(wt);
     emb__w2v_cursor_free(&c);
     if (failed)
         return emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids: %s",
@@ -164,6 +155,8 @@ void emb__w2v_set_keep(emb_w2v *w, int64_t i, double count, double total) {
     }
     w->keep_all[i] = keep >= 1.0;
     w->keep[i] = keep >= 1.0 ? UINT32_MAX : (uint32_t)(keep * 4294967296.0);
+    /* what subsampling keeps of a token in expectation: 1, or the 32-bit threshold's share */
+    w->weight[i] = keep >= 1.0 ? 1.0 : (double)w->keep[i] * (1.0 / 4294967296.0);
 }
 
 /* Builds everything from a vocabulary and final ids (both taken over by w). */
@@ -202,9 +195,10 @@ emb_status emb__w2v_setup(const emb_w2v_options *o, emb_vocab *vocab, emb__w2v_i
     size_t V = (size_t)w->V;
     w->keep = malloc(V * sizeof(uint32_t));
     w->keep_all = malloc(V * sizeof(bool));
+    w->weight = malloc(V * sizeof(double));
     w->alias = malloc(V * sizeof(emb__w2v_alias));
     w->lanes = calloc((size_t)w->nt, sizeof(emb__w2v_lane));
-    if (!w->keep || !w->keep_all || !w->alias || !w->lanes) {
+    if (!w->keep || !w->keep_all || !w->weight || !w->alias || !w->lanes) {
         emb_w2v_free(w);
         return emb__error(EMB_ERR_NOMEM, "cannot allocate sampling tables for %" PRId64 " words",
                           (int64_t)V);

@@ -52,7 +52,7 @@ static inline int32_t emb__w2v_id_at(emb__w2v_cursor *c, int64_t pos) {
 /* The expected share of a token of word id that subsampling keeps (its keep probability):
  * what a lane's work is measured in (the lanes' cut, emb__w2v_split_lanes, and their rounds). */
 static inline double emb__w2v_keep_weight(const emb_w2v *w, int32_t id) {
-    return w->keep_all[id] ? 1.0 : (double)w->keep[id] * (1.0 / 4294967296.0);
+    return w->weight[id];
 }
 
 /* The most lanes a run may have (emb_w2v_options.lanes), and the lanes per thread of a run

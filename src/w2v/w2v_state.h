@@ -98,6 +98,7 @@ struct emb_w2v {
     /* sampling tables */
     uint32_t *keep;   /* [V]: keep a token when 32 random bits < keep[w] (UINT32_MAX+: always) */
     bool *keep_all;   /* [V] */
+    double *weight;   /* [V]: the keep probability as a double (emb__w2v_keep_weight) */
     double keep_mean; /* the mean keep probability of the corpus's tokens (round sizes) */
     emb__w2v_alias *alias; /* [V] Walker's alias table of the negatives */
     float sigmoid[EMB__SGNS_TABLE + 1];
