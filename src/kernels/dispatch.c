@@ -69,8 +69,9 @@ const emb__qkernel_table *emb__qkernels(void) {
 
 emb__sgns_step_fn emb__sgns_step(void) {
 #if EMB__X86
-    static const emb__sgns_step_fn s[] = {emb__sgns_step_ref, emb__sgns_step_avx2};
-    return s[emb__variant(TIER(EMB__TIER_REF) | TIER(EMB__TIER_AVX2))];
+    static const emb__sgns_step_fn s[] = {emb__sgns_step_ref, emb__sgns_step_avx2,
+                                          emb__sgns_step_avx512};
+    return s[emb__variant(TIER(EMB__TIER_REF) | TIER(EMB__TIER_AVX2) | TIER(EMB__TIER_AVX512))];
 #else
     return emb__sgns_step_ref;
 #endif

@@ -17,11 +17,10 @@
  *   reduced-precision rows           x   x     -     one body (qkernels_body.h), elementwise;
  *   (emb__qkernels)                                  the AVX2 tier also needs F16C, else the
  *                                                    reference runs; no AVX-512 twin written
- *   word2vec SGNS step               x   x     -     its dot products sum 2 x 8 lanes in a
+ *   word2vec SGNS step               x   x     x     its dot products sum 2 x 8 lanes in a
  *   (emb__sgns_step)                                 fixed tree (sgns.h) that the reference
- *                                                    replays: the lane count is part of the
- *                                                    arithmetic, so a wider twin would have to
- *                                                    keep 8 lanes; none is written
+ *                                                    replays: two registers of 8 in AVX2, the
+ *                                                    two halves of one register in AVX-512
  *   log_softmax, exp, log, sigmoid   x   x     -     not the same bits: each tier is one of
  *   (emb__log_softmax_pick)                          torch's CPU kernels, DEFAULT and AVX2 with
  *                                                    SLEEF (the one torch runs on AVX2 and

@@ -7,8 +7,9 @@
  * of 8 goes to the first set), the sets are added lane by lane, the lanes are summed
  * pairwise ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), and the tail beyond the last multiple of 8
  * is added element by element with fmaf; every other operation is
- * element-wise (fmaf or plain multiply), so the AVX2 twin (sgns_avx2.c) equals the scalar
- * reference (sgns_ref.c) bit for bit. */
+ * element-wise (fmaf or plain multiply), so the AVX2 twin (sgns_avx2.c, a set a register)
+ * and the AVX-512 twin (sgns_avx512.c, both sets in one register) equal the scalar reference
+ * (sgns_ref.c) bit for bit. */
 #ifndef EMB_KERNELS_SGNS_H
 #define EMB_KERNELS_SGNS_H
 
@@ -65,6 +66,9 @@ bool emb__sgns_step_ref(float *syn0, const emb__sgns_out *out, int64_t dim, cons
 bool emb__sgns_step_avx2(float *syn0, const emb__sgns_out *out, int64_t dim, const int32_t *ctx,
                          int m, const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
                          const float *sigmoid, float *scratch);
+bool emb__sgns_step_avx512(float *syn0, const emb__sgns_out *out, int64_t dim, const int32_t *ctx,
+                           int m, const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
+                           const float *sigmoid, float *scratch);
 #endif
 
 /* Fills table[0..EMB__SGNS_TABLE] with sigmoid at evenly spaced points of

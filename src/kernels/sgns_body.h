@@ -2,7 +2,7 @@
  * variant. The including file defines EMB__SGNS_NAME (the function's name),
  * EMB__SGNS_ATTR (its target attribute, or nothing) and a static function
  * `float sgns_dot(const float *a, const float *b, int64_t n)` with the lane order of
- * sgns.h. */
+ * sgns.h; with EMB__SGNS_PAIR_BATCHED, also the side-by-side kernels named below. */
 #include <math.h>
 #include <string.h>
 
@@ -42,6 +42,97 @@ static inline int sgns_distinct_rows(const emb__sgns_out *out, int64_t dim, cons
         rows[t++] = emb__sgns_out_row(out, tgt[j], dim);
     }
     return t;
+}
+
+/* The including file also defines sgns_dot3 (x against three rows side by side, each in
+ * sgns_dot's order), sgns_dot2x3 (two inputs against three rows), sgns_update_pass (the fused
+ * update below, over its register width) and sgns_fma_rows (a row plus a weighted sum of
+ * rows, element by element in order). */
+/* x . rows[j] for j in [0, t), three at a time (a last group of one or two repeats its last
+ * row): out[0..t) (out has room for t + 2). */
+EMB__SGNS_ATTR static inline void sgns_dots(const float *x, const float *const *rows, int t,
+                                            int64_t dim, float *out) {
+    for (int j = 0; j < t; j += 3) {
+        const float *y1 = rows[j + 1 < t ? j + 1 : t - 1], *y2 = rows[j + 2 < t ? j + 2 : t - 1];
+        sgns_dot3(x, rows[j], y1, y2, dim, out + j);
+    }
+}
+
+/* One input x (a skip-gram context row, or CBOW's combined context h) against t trained
+ * targets that are distinct rows (rows[0] the true word): the scores first, then one pass
+ * that, for each block of 8 elements, accumulates e = sum_j g_j y_j (j in order, from zero,
+ * with fmaf), updates every y_j += g_j x, and finally x += e (e_out NULL) or stores e to
+ * e_out (CBOW, which adds it to every context row): per element, the operations of the
+ * in-place loop in the same order, so the same bits, with the targets' rows fetched and
+ * scored side by side (sgns_dot3) instead of one after another. */
+EMB__SGNS_ATTR static bool sgns_pair_batched(float *x, float *const *rows, int t, int64_t dim,
+                                             float alpha, const float *sigmoid, float *e_out) {
+    float g[EMB__SGNS_PAIR_MAX + 2];
+    bool finite = true;
+    sgns_dots(x, (const float *const *)rows, t, dim, g);
+    for (int j = 0; j < t; j++)
+        g[j] = sgns_grad(g[j], j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
+    sgns_update_pass(x, rows, t, g, dim, e_out);
+    return finite;
+}
+
+/* The skip-gram step with shared negatives (m > 1 context rows against n targets, sgns.h)
+ * without copying the rows: the m x n scores in blocks of 2 x 3 in registers (sgns_dot2x3,
+ * the dot product's order), then the output rows, each read once and updated with every
+ * nonzero G[i][j] in i order while the input rows are still as on entry (each target row's
+ * value on entry saved in scratch as it is first read; a repeated negative uses its first
+ * occurrence's), then the input rows, each read once and updated in j order from the saved
+ * targets. Per element, the operations of the reference in the same order: the same bits. */
+EMB__SGNS_ATTR static bool sgns_window_blocked(float *syn0, const emb__sgns_out *out, int64_t dim,
+                                               const int32_t *ctx, int m, const int32_t *tgt, int n,
+                                               float alpha, const float *sigmoid, float *scratch) {
+    float *G = scratch, *Ysave = scratch + (int64_t)m * n;
+    const float *x[EMB__SGNS_WINDOW_MAX], *y[EMB__SGNS_PAIR_MAX + 2], *src[EMB__SGNS_WINDOW_MAX];
+    int first[EMB__SGNS_PAIR_MAX];
+    float g[EMB__SGNS_WINDOW_MAX], d0[EMB__SGNS_PAIR_MAX + 2], d1[EMB__SGNS_PAIR_MAX + 2];
+    bool finite = true;
+    for (int i = 0; i < m; i++) x[i] = syn0 + (int64_t)ctx[i] * dim;
+    for (int j = 0; j < n; j++) {
+        y[j] = emb__sgns_out_row(out, tgt[j], dim);
+        first[j] = j;
+        for (int q = 0; q < j; q++)
+            if (tgt[q] == tgt[j]) {
+                first[j] = q;
+                break;
+            }
+    }
+    y[n] = y[n + 1] = y[n - 1]; /* a last group of one or two repeats the last row */
+    for (int i = 0; i < m; i += 2) {
+        for (int j = 0; j < n; j += 3) {
+            if (i + 1 < m)
+                sgns_dot2x3(x[i], x[i + 1], y + j, dim, d0 + j, d1 + j);
+            else
+                sgns_dot3(x[i], y[j], y[j + 1], y[j + 2], dim, d0 + j);
+        }
+        for (int r = i; r < m && r < i + 2; r++)
+            for (int j = 0; j < n; j++)
+                G[r * n + j] = j > 0 && tgt[j] == tgt[0]
+                                   ? 0.0f
+                                   : sgns_grad(r == i ? d0[j] : d1[j], j == 0 ? 1.0f : 0.0f, alpha,
+                                               sigmoid, &finite);
+    }
+    for (int j = 0; j < n; j++) {
+        if (j > 0 && tgt[j] == tgt[0]) continue;
+        float *row = emb__sgns_out_row(out, tgt[j], dim);
+        int c = 0;
+        for (int i = 0; i < m; i++)
+            if (G[i * n + j] != 0.0f) g[c] = G[i * n + j], src[c++] = x[i];
+        /* the row's value on entry saved as it is read (a repeat's is its first's) */
+        sgns_fma_rows(row, first[j] == j ? Ysave + (int64_t)j * dim : NULL, g, src, c, dim);
+    }
+    for (int i = 0; i < m; i++) {
+        int c = 0;
+        for (int j = 0; j < n; j++)
+            if (G[i * n + j] != 0.0f)
+                g[c] = G[i * n + j], src[c++] = Ysave + (int64_t)first[j] * dim;
+        sgns_fma_rows(syn0 + (int64_t)ctx[i] * dim, NULL, g, src, c, dim);
+    }
+    return finite;
 }
 #endif
 
