@@ -145,10 +145,21 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_
     if (cbow) {
         float *h = scratch, *e = scratch + dim;
         memcpy(h, syn0 + (int64_t)ctx[0] * dim, (size_t)dim * sizeof(float));
-        for (int i = 1; i < m; i++) {
-            const float *x = syn0 + (int64_t)ctx[i] * dim;
-            for (int64_t k = 0; k < dim; k++) h[k] = h[k] + x[k];
-        }
+#ifdef EMB__SGNS_PAIR_BATCHED
+        /* h + x is fmaf(1, x, h), exactly: the rows added a block of registers at a time, h
+         * read and written once instead of once a row */
+        const float *xs[EMB__SGNS_WINDOW_MAX], *ex[1] = {e};
+        static const float ones[EMB__SGNS_WINDOW_MAX] = {[0 ... EMB__SGNS_WINDOW_MAX - 1] = 1.0f};
+        const bool rows_at_once = m <= EMB__SGNS_WINDOW_MAX;
+        for (int i = 1; rows_at_once && i < m; i++) xs[i - 1] = syn0 + (int64_t)ctx[i] * dim;
+        if (rows_at_once)
+            sgns_fma_rows(h, NULL, ones, xs, m - 1, dim);
+        else
+#endif
+            for (int i = 1; i < m; i++) {
+                const float *x = syn0 + (int64_t)ctx[i] * dim;
+                for (int64_t k = 0; k < dim; k++) h[k] = h[k] + x[k];
+            }
         if (cbow_mean && m > 1) {
             float cw = (float)m;
             for (int64_t k = 0; k < dim; k++) h[k] = h[k] / cw;
@@ -173,7 +184,11 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_
         }
         for (int i = 0; i < m; i++) {
             float *x = syn0 + (int64_t)ctx[i] * dim;
+#ifdef EMB__SGNS_PAIR_BATCHED
+            sgns_fma_rows(x, NULL, ones, ex, 1, dim);
+#else
             for (int64_t k = 0; k < dim; k++) x[k] = x[k] + e[k];
+#endif
         }
         return finite;
     }
