@@ -117,7 +117,8 @@ EMB__TARGET_AVX2 static inline void sgns_update_pass(float *x, float *const *row
 
 /* row[0..dim) = fmaf(g[q], src[q][k], row[k]) for q in [0, c) in order, element by element,
  * eight elements a register, eight registers at once (eight independent chains of fmadd
- * cover the fmadd's latency; fewer would wait on it), then four, one and half a register.
+ * cover the fmadd's latency; fewer would wait on it), then four, one and half a register,
+ * then single elements.
  * save, when not NULL, receives the row's values on entry (the same loads). */
 EMB__TARGET_AVX2 static inline void sgns_fma_rows(float *row, float *save, const float *g,
                                                   const float *const *src, int c, int64_t dim) {
@@ -128,20 +129,8 @@ EMB__TARGET_AVX2 static inline void sgns_fma_rows(float *row, float *save, const
                         _mm256_set1_ps)
     EMB__SGNS_FMA_BLOCK(1, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps,
                         _mm256_set1_ps)
-    if (k + 4 <= dim) {
-        __m128 v = _mm_loadu_ps(row + k);
-        if (save) _mm_storeu_ps(save + k, v);
-        for (int q = 0; q < c; q++)
-            v = _mm_fmadd_ps(_mm_set1_ps(g[q]), _mm_loadu_ps(src[q] + k), v);
-        _mm_storeu_ps(row + k, v);
-        k += 4;
-    }
-    for (; k < dim; k++) {
-        float v = row[k];
-        if (save) save[k] = v;
-        for (int q = 0; q < c; q++) v = fmaf(g[q], src[q][k], v);
-        row[k] = v;
-    }
+    EMB__SGNS_FMA_BLOCK(1, 4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_fmadd_ps, _mm_set1_ps)
+    sgns_fma_tail(row, save, g, src, c, k, dim);
 }
 
 #define EMB__SGNS_PAIR_BATCHED 1

@@ -68,6 +68,17 @@ static inline void sgns_tail3(const float *x, const float *y0, const float *y1, 
             ST(x + k, ADD(xv_, ev_));                                                              \
     } while (0)
 
+/* Elements [k, dim) of sgns_fma_rows, one at a time. */
+static inline void sgns_fma_tail(float *row, float *save, const float *g, const float *const *src,
+                                 int c, int64_t k, int64_t dim) {
+    for (; k < dim; k++) {
+        float v = row[k];
+        if (save) save[k] = v;
+        for (int q = 0; q < c; q++) v = fmaf(g[q], src[q][k], v);
+        row[k] = v;
+    }
+}
+
 /* Elements [k, dim) of the fused update pass (sgns_body.h's sgns_pair_batched), one at a
  * time: e = sum_j g_j y_j, y_j += g_j x, then x += e or e to e_out. */
 static inline void sgns_update_tail(float *x, float *const *rows, int t, const float *g, int64_t k,
