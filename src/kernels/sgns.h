@@ -26,7 +26,7 @@
 #define EMB__SGNS_MAX_EXP 6
 
 /* One training example with shared negatives (the mini-batched form of Ji et al. 2016):
- * inputs ctx[0..m) (rows of syn0), outputs tgt[0..n) (rows of out; tgt[0] is the true
+ * inputs ctx[0..m) (rows of in, syn0), outputs tgt[0..n) (rows of out, syn1; tgt[0] is the true
  * word, label 1; the others are negatives, label 0; a negative equal to tgt[0] is skipped).
  *
  * Skip-gram (cbow false): with X the m input rows and Y the n output rows as they are on
@@ -44,31 +44,32 @@
  * interleave (Hogwild), which changes results only by the interleaving.
  * Returns false when a score x . y was NaN or infinite (the vectors have diverged; a NaN
  * score updates nothing): the caller stops training. */
-/* The output table as a step sees it: row id is in hot (a thread's own copy of the nhot
- * most frequent rows) when id < nhot, else in syn1. nhot 0 (hot unused): every row in syn1. */
-typedef struct emb__sgns_out {
-    float *syn1, *hot;
+/* A table as a step sees it (the input table syn0 or the output table syn1): row id is in
+ * hot (a thread's own copy of the nhot most frequent rows) when id < nhot, else in table.
+ * nhot 0 (hot unused): every row in table. */
+typedef struct emb__sgns_rows {
+    float *table, *hot;
     int64_t nhot;
-} emb__sgns_out;
+} emb__sgns_rows;
 
-static inline float *emb__sgns_out_row(const emb__sgns_out *out, int32_t id, int64_t dim) {
-    return (id < out->nhot ? out->hot : out->syn1) + (int64_t)id * dim;
+static inline float *emb__sgns_row(const emb__sgns_rows *t, int32_t id, int64_t dim) {
+    return (id < t->nhot ? t->hot : t->table) + (int64_t)id * dim;
 }
 
-typedef bool (*emb__sgns_step_fn)(float *syn0, const emb__sgns_out *out, int64_t dim,
+typedef bool (*emb__sgns_step_fn)(const emb__sgns_rows *in, const emb__sgns_rows *out, int64_t dim,
                                   const int32_t *ctx, int m, const int32_t *tgt, int n, float alpha,
                                   bool cbow, bool cbow_mean, const float *sigmoid, float *scratch);
 
-bool emb__sgns_step_ref(float *syn0, const emb__sgns_out *out, int64_t dim, const int32_t *ctx,
-                        int m, const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
-                        const float *sigmoid, float *scratch);
+bool emb__sgns_step_ref(const emb__sgns_rows *in, const emb__sgns_rows *out, int64_t dim,
+                        const int32_t *ctx, int m, const int32_t *tgt, int n, float alpha,
+                        bool cbow, bool cbow_mean, const float *sigmoid, float *scratch);
 #if EMB__X86
-bool emb__sgns_step_avx2(float *syn0, const emb__sgns_out *out, int64_t dim, const int32_t *ctx,
-                         int m, const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
-                         const float *sigmoid, float *scratch);
-bool emb__sgns_step_avx512(float *syn0, const emb__sgns_out *out, int64_t dim, const int32_t *ctx,
-                           int m, const int32_t *tgt, int n, float alpha, bool cbow, bool cbow_mean,
-                           const float *sigmoid, float *scratch);
+bool emb__sgns_step_avx2(const emb__sgns_rows *in, const emb__sgns_rows *out, int64_t dim,
+                         const int32_t *ctx, int m, const int32_t *tgt, int n, float alpha,
+                         bool cbow, bool cbow_mean, const float *sigmoid, float *scratch);
+bool emb__sgns_step_avx512(const emb__sgns_rows *in, const emb__sgns_rows *out, int64_t dim,
+                           const int32_t *ctx, int m, const int32_t *tgt, int n, float alpha,
+                           bool cbow, bool cbow_mean, const float *sigmoid, float *scratch);
 #endif
 
 /* Fills table[0..EMB__SGNS_TABLE] with sigmoid at evenly spaced points of

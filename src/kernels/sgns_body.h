@@ -31,7 +31,7 @@ static inline float sgns_grad(float f, float label, float alpha, const float *si
  * in order, into rows[]; their count, or -1 when two of them are the same row (or there are
  * more than EMB__SGNS_PAIR_MAX targets): then one target's update reaches a later one's
  * score and only the in-place loop gives the defined result. */
-static inline int sgns_distinct_rows(const emb__sgns_out *out, int64_t dim, const int32_t *tgt,
+static inline int sgns_distinct_rows(const emb__sgns_rows *out, int64_t dim, const int32_t *tgt,
                                      int n, float **rows) {
     if (n > EMB__SGNS_PAIR_MAX) return -1;
     int t = 0;
@@ -39,7 +39,7 @@ static inline int sgns_distinct_rows(const emb__sgns_out *out, int64_t dim, cons
         if (j > 0 && tgt[j] == tgt[0]) continue;
         for (int q = 1; q < j; q++)
             if (tgt[q] == tgt[j]) return -1;
-        rows[t++] = emb__sgns_out_row(out, tgt[j], dim);
+        rows[t++] = emb__sgns_row(out, tgt[j], dim);
     }
     return t;
 }
@@ -83,17 +83,18 @@ EMB__SGNS_ATTR static bool sgns_pair_batched(float *x, float *const *rows, int t
  * value on entry saved in scratch as it is first read; a repeated negative uses its first
  * occurrence's), then the input rows, each read once and updated in j order from the saved
  * targets. Per element, the operations of the reference in the same order: the same bits. */
-EMB__SGNS_ATTR static bool sgns_window_blocked(float *syn0, const emb__sgns_out *out, int64_t dim,
-                                               const int32_t *ctx, int m, const int32_t *tgt, int n,
-                                               float alpha, const float *sigmoid, float *scratch) {
+EMB__SGNS_ATTR static bool sgns_window_blocked(const emb__sgns_rows *in, const emb__sgns_rows *out,
+                                               int64_t dim, const int32_t *ctx, int m,
+                                               const int32_t *tgt, int n, float alpha,
+                                               const float *sigmoid, float *scratch) {
     float *G = scratch, *Ysave = scratch + (int64_t)m * n;
     const float *x[EMB__SGNS_WINDOW_MAX], *y[EMB__SGNS_PAIR_MAX + 2], *src[EMB__SGNS_WINDOW_MAX];
     int first[EMB__SGNS_PAIR_MAX];
     float g[EMB__SGNS_WINDOW_MAX], d0[EMB__SGNS_PAIR_MAX + 2], d1[EMB__SGNS_PAIR_MAX + 2];
     bool finite = true;
-    for (int i = 0; i < m; i++) x[i] = syn0 + (int64_t)ctx[i] * dim;
+    for (int i = 0; i < m; i++) x[i] = emb__sgns_row(in, ctx[i], dim);
     for (int j = 0; j < n; j++) {
-        y[j] = emb__sgns_out_row(out, tgt[j], dim);
+        y[j] = emb__sgns_row(out, tgt[j], dim);
         first[j] = j;
         for (int q = 0; q < j; q++)
             if (tgt[q] == tgt[j]) {
@@ -118,7 +119,7 @@ EMB__SGNS_ATTR static bool sgns_window_blocked(float *syn0, const emb__sgns_out 
     }
     for (int j = 0; j < n; j++) {
         if (j > 0 && tgt[j] == tgt[0]) continue;
-        float *row = emb__sgns_out_row(out, tgt[j], dim);
+        float *row = emb__sgns_row(out, tgt[j], dim);
         int c = 0;
         for (int i = 0; i < m; i++)
             if (G[i * n + j] != 0.0f) g[c] = G[i * n + j], src[c++] = x[i];
@@ -130,13 +131,13 @@ EMB__SGNS_ATTR static bool sgns_window_blocked(float *syn0, const emb__sgns_out 
         for (int j = 0; j < n; j++)
             if (G[i * n + j] != 0.0f)
                 g[c] = G[i * n + j], src[c++] = Ysave + (int64_t)first[j] * dim;
-        sgns_fma_rows(syn0 + (int64_t)ctx[i] * dim, NULL, g, src, c, dim);
+        sgns_fma_rows(emb__sgns_row(in, ctx[i], dim), NULL, g, src, c, dim);
     }
     return finite;
 }
 #endif
 
-EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_t dim,
+EMB__SGNS_ATTR bool EMB__SGNS_NAME(const emb__sgns_rows *in, const emb__sgns_rows *out, int64_t dim,
                                    const int32_t *ctx, int m, const int32_t *tgt, int n,
                                    float alpha, bool cbow, bool cbow_mean, const float *sigmoid,
                                    float *scratch) {
@@ -144,20 +145,20 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_
     if (m <= 0 || n <= 0) return finite;
     if (cbow) {
         float *h = scratch, *e = scratch + dim;
-        memcpy(h, syn0 + (int64_t)ctx[0] * dim, (size_t)dim * sizeof(float));
+        memcpy(h, emb__sgns_row(in, ctx[0], dim), (size_t)dim * sizeof(float));
 #ifdef EMB__SGNS_PAIR_BATCHED
         /* h + x is fmaf(1, x, h), exactly: the rows added a block of registers at a time, h
          * read and written once instead of once a row */
         const float *xs[EMB__SGNS_WINDOW_MAX], *ex[1] = {e};
         static const float ones[EMB__SGNS_WINDOW_MAX] = {[0 ... EMB__SGNS_WINDOW_MAX - 1] = 1.0f};
         const bool rows_at_once = m <= EMB__SGNS_WINDOW_MAX;
-        for (int i = 1; rows_at_once && i < m; i++) xs[i - 1] = syn0 + (int64_t)ctx[i] * dim;
+        for (int i = 1; rows_at_once && i < m; i++) xs[i - 1] = emb__sgns_row(in, ctx[i], dim);
         if (rows_at_once)
             sgns_fma_rows(h, NULL, ones, xs, m - 1, dim);
         else
 #endif
             for (int i = 1; i < m; i++) {
-                const float *x = syn0 + (int64_t)ctx[i] * dim;
+                const float *x = emb__sgns_row(in, ctx[i], dim);
                 for (int64_t k = 0; k < dim; k++) h[k] = h[k] + x[k];
             }
         if (cbow_mean && m > 1) {
@@ -175,7 +176,7 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_
             memset(e, 0, (size_t)dim * sizeof(float));
             for (int j = 0; j < n; j++) {
                 if (j > 0 && tgt[j] == tgt[0]) continue;
-                float *y = emb__sgns_out_row(out, tgt[j], dim);
+                float *y = emb__sgns_row(out, tgt[j], dim);
                 float g =
                     sgns_grad(sgns_dot(h, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
                 for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
@@ -183,7 +184,7 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_
             }
         }
         for (int i = 0; i < m; i++) {
-            float *x = syn0 + (int64_t)ctx[i] * dim;
+            float *x = emb__sgns_row(in, ctx[i], dim);
 #ifdef EMB__SGNS_PAIR_BATCHED
             sgns_fma_rows(x, NULL, ones, ex, 1, dim);
 #else
@@ -194,7 +195,7 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_
     }
     if (m == 1) {
         /* One (center, context) pair: the word2vec tool's loop, in place. */
-        float *x = syn0 + (int64_t)ctx[0] * dim, *e = scratch;
+        float *x = emb__sgns_row(in, ctx[0], dim), *e = scratch;
 #ifdef EMB__SGNS_PAIR_BATCHED
         /* When the targets that are trained are distinct rows, no target's update is seen by
          * another's score: every score can be computed first and the updates fused into one
@@ -206,7 +207,7 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_
         memset(e, 0, (size_t)dim * sizeof(float));
         for (int j = 0; j < n; j++) {
             if (j > 0 && tgt[j] == tgt[0]) continue;
-            float *y = emb__sgns_out_row(out, tgt[j], dim);
+            float *y = emb__sgns_row(out, tgt[j], dim);
             float g = sgns_grad(sgns_dot(x, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
             for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
             for (int64_t k = 0; k < dim; k++) y[k] = fmaf(g, x[k], y[k]);
@@ -216,14 +217,13 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_
     }
 #ifdef EMB__SGNS_PAIR_BATCHED
     if (n <= EMB__SGNS_PAIR_MAX && m <= EMB__SGNS_WINDOW_MAX)
-        return sgns_window_blocked(syn0, out, dim, ctx, m, tgt, n, alpha, sigmoid, scratch);
+        return sgns_window_blocked(in, out, dim, ctx, m, tgt, n, alpha, sigmoid, scratch);
 #endif
     float *X = scratch, *Y = X + (int64_t)m * dim, *G = Y + (int64_t)n * dim;
     for (int i = 0; i < m; i++)
-        memcpy(X + (int64_t)i * dim, syn0 + (int64_t)ctx[i] * dim, (size_t)dim * sizeof(float));
+        memcpy(X + (int64_t)i * dim, emb__sgns_row(in, ctx[i], dim), (size_t)dim * sizeof(float));
     for (int j = 0; j < n; j++)
-        memcpy(Y + (int64_t)j * dim, emb__sgns_out_row(out, tgt[j], dim),
-               (size_t)dim * sizeof(float));
+        memcpy(Y + (int64_t)j * dim, emb__sgns_row(out, tgt[j], dim), (size_t)dim * sizeof(float));
 #ifdef EMB__SGNS_PAIR_BATCHED
     /* the scores of a context row against the targets side by side (the same bits) */
     const float *yrows[EMB__SGNS_PAIR_MAX];
@@ -250,7 +250,7 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_
         }
     }
     for (int i = 0; i < m; i++) {
-        float *row = syn0 + (int64_t)ctx[i] * dim;
+        float *row = emb__sgns_row(in, ctx[i], dim);
         for (int j = 0; j < n; j++) {
             float g = G[i * n + j];
             if (g == 0.0f) continue;
@@ -260,7 +260,7 @@ EMB__SGNS_ATTR bool EMB__SGNS_NAME(float *syn0, const emb__sgns_out *out, int64_
     }
     for (int j = 0; j < n; j++) {
         if (j > 0 && tgt[j] == tgt[0]) continue;
-        float *row = emb__sgns_out_row(out, tgt[j], dim);
+        float *row = emb__sgns_row(out, tgt[j], dim);
         for (int i = 0; i < m; i++) {
             float g = G[i * n + j];
             if (g == 0.0f) continue;

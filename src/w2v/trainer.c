@@ -110,7 +110,9 @@ typedef struct {
     float *scratch;  /* for the kernel */
     float *own;      /* [nhot * dim] the lane's copy of the output table's first rows, or NULL */
     int64_t nhot;    /* rows in own (0: none) */
-    uint8_t *dirty;  /* [V] rows the lane changed this round (read for rows < nhot) */
+    float *own_in;   /* [nhot_in * dim] its copy of the input table's first rows, or NULL */
+    int64_t nhot_in; /* rows in own_in (0: none) */
+    uint8_t *dirty;  /* [V] rows the lane changed this round: DIRTY_OUT, DIRTY_IN bits */
     float *h;        /* [dim] for the loss (CBOW), when it is computed */
     double loss;     /* the current lane round's loss terms and examples (o.compute_loss) */
     int64_t examples;
@@ -126,8 +128,9 @@ typedef struct {
  * threads took half again as long as with copies, and in the phases of a virtual machine
  * where moving a line between the cores costs more, twice as long; CBOW with copies is a
  * little slower in the good phases, a price paid for not being much slower in the bad
- * (docs/PERFORMANCE.md, "Tuning constants"; the input table gained nothing from copies:
- * context rows are spread out by subsampling).
+ * (docs/PERFORMANCE.md, "Tuning constants"). The input table's frequent rows (the context
+ * rows of the frequent words, written at nearly every CBOW window) are copied the same way:
+ * on a Zen 5 machine this made 2-thread CBOW 14-16% faster (docs/word2vec.md).
  * So each lane trains its own copy of the output table's most frequent rows for a round, and
  * the copies are merged after it: a row one lane changed is taken from that lane; a row
  * several lanes changed becomes the round's starting value plus the sum of the lanes' changes
@@ -143,6 +146,11 @@ typedef struct {
  * is sorted by count, so the rows most negatives and targets land on (test hook: the unit
  * tests lower it; internal). */
 int64_t emb__w2v_hot_rows = 2048;
+/* The same for the input table (CBOW and skip-gram without subwords, in one process): the
+ * context rows of the frequent words are written by every thread at nearly every window. */
+int64_t emb__w2v_hot_in_rows = 2048;
+#define DIRTY_OUT 1
+#define DIRTY_IN  2
 /* A merge of at most this many floats runs on the calling thread: starting the lanes'
  * threads for it costs more than it saves. */
 #define EMB__W2V_MERGE_SERIAL ((int64_t)1 << 20)
@@ -163,21 +171,24 @@ static int64_t lanes_own_rows(const emb_w2v *w, int nth) {
  * element by element, but vectorisable), and every copy of the row is read and written
  * once. */
 #define EMB__MERGE_BLOCK 64
-static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int nt, int64_t r0, int64_t r1) {
+static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int nt, int64_t r0, int64_t r1,
+                       bool input) {
     const int64_t dim = w->o.dim;
+    const uint8_t bit = input ? DIRTY_IN : DIRTY_OUT;
+#define OWN(t) (input ? ls[t].own_in : ls[t].own)
     for (int64_t r = r0; r < r1; r++) {
         int changed = 0, last = 0;
         for (int t = 0; t < nt; t++)
-            if (ls[t].dirty[r]) changed++, last = t;
+            if (ls[t].dirty[r] & bit) changed++, last = t;
         if (changed == 0) continue;
-        float *row = w->syn1 + r * dim;
+        float *row = (input ? w->syn0 : w->syn1) + r * dim;
         if (changed == 1) {
-            const float *src = ls[last].own + r * dim;
+            const float *src = OWN(last) + r * dim;
             memcpy(row, src, (size_t)dim * sizeof(float));
             for (int t = 0; t < nt; t++)
-                if (t != last) memcpy(ls[t].own + r * dim, src, (size_t)dim * sizeof(float));
+                if (t != last) memcpy(OWN(t) + r * dim, src, (size_t)dim * sizeof(float));
         } else if (nt == 2) { /* both lanes changed it: one pass over the three rows */
-            float *restrict a = ls[0].own + r * dim, *restrict b = ls[1].own + r * dim;
+            float *restrict a = OWN(0) + r * dim, *restrict b = OWN(1) + r * dim;
             float *restrict m = row;
             for (int64_t q = 0; q < dim; q++) {
                 float v = m[q], sum = v + (a[q] - v);
@@ -191,17 +202,18 @@ static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int nt, int64_t
                 memcpy(v, row + q0, (size_t)nq * sizeof(float));
                 memcpy(sum, v, (size_t)nq * sizeof(float));
                 for (int t = 0; t < nt; t++) {
-                    if (!ls[t].dirty[r]) continue;
-                    const float *c = ls[t].own + r * dim + q0;
+                    if (!(ls[t].dirty[r] & bit)) continue;
+                    const float *c = OWN(t) + r * dim + q0;
                     for (int64_t q = 0; q < nq; q++) sum[q] = sum[q] + (c[q] - v[q]);
                 }
                 memcpy(row + q0, sum, (size_t)nq * sizeof(float));
                 for (int t = 0; t < nt; t++)
-                    memcpy(ls[t].own + r * dim + q0, sum, (size_t)nq * sizeof(float));
+                    memcpy(OWN(t) + r * dim + q0, sum, (size_t)nq * sizeof(float));
             }
         }
-        for (int t = 0; t < nt; t++) ls[t].dirty[r] = 0;
+        for (int t = 0; t < nt; t++) ls[t].dirty[r] &= (uint8_t)~bit;
     }
+#undef OWN
 }
 
 /* One window with subwords (fastText's update): each input is the mean of a word's subword
@@ -209,41 +221,42 @@ static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int nt, int64_t
  * update per context word, its subword rows against the centre and fresh negatives (or the
  * window's shared ones); CBOW: the subword rows of all context words together. */
 static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s,
-                           const emb__sgns_out *out, int m, float alpha, emb__sgns_step_fn step) {
+                           const emb__sgns_rows *out, int m, float alpha, emb__sgns_step_fn step) {
     const emb_w2v_options *o = &w->o;
     const int K = o->negative;
     const bool cbow = o->model == EMB_W2V_CBOW, draw_once = cbow || o->shared_negatives;
     int n = 0;
     /* a distributed run saves the n-gram rows a round changes as they were (src/mpi/mpi_w2v.c) */
     void (*touch)(void *, const int32_t *, int) = w->dist ? w->dist->touch : NULL;
+    const emb__sgns_rows in = {w->syn0, NULL, 0}; /* the n-gram rows in place */
     for (int c = 0; c < m; c++) {
         if (c == 0 || !draw_once) {
             for (int k = 1; k <= K; k++) s->tgt[k] = sample_negative(w, &l->rng);
             if (s->dirty)
-                for (int k = 1; k <= K; k++) s->dirty[s->tgt[k]] = 1;
+                for (int k = 1; k <= K; k++) s->dirty[s->tgt[k]] |= DIRTY_OUT;
         }
         if (!cbow) n = 0;
         for (int64_t q = w->sub_off[s->ctx[c]]; q < w->sub_off[s->ctx[c] + 1]; q++)
             s->sub[n++] = w->sub_rows[q];
         if (cbow) continue;
         if (o->compute_loss) { /* the input is the mean of the word's subword rows */
-            s->loss += emb__w2v_step_loss(w->syn0, out, o->dim, s->sub, n, s->tgt, K + 1, true,
-                                          true, s->h);
+            s->loss +=
+                emb__w2v_step_loss(&in, out, o->dim, s->sub, n, s->tgt, K + 1, true, true, s->h);
             s->examples++;
         }
         if (touch) touch(w->dist->ctx, s->sub, n);
-        if (!step(w->syn0, out, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, true, w->sigmoid,
+        if (!step(&in, out, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, true, w->sigmoid,
                   s->scratch))
             s->nonfinite = true;
     }
     if (!cbow) return;
     if (o->compute_loss) {
-        s->loss += emb__w2v_step_loss(w->syn0, out, o->dim, s->sub, n, s->tgt, K + 1, true,
+        s->loss += emb__w2v_step_loss(&in, out, o->dim, s->sub, n, s->tgt, K + 1, true,
                                       o->cbow_mean, s->h);
         s->examples++;
     }
     if (touch) touch(w->dist->ctx, s->sub, n);
-    if (!step(w->syn0, out, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, o->cbow_mean, w->sigmoid,
+    if (!step(&in, out, o->dim, s->sub, n, s->tgt, K + 1, alpha, true, o->cbow_mean, w->sigmoid,
               s->scratch))
         s->nonfinite = true;
 }
@@ -255,7 +268,7 @@ static void subword_window(const emb_w2v *w, emb__w2v_lane *l, lane_scratch *s,
  * when not NULL (one set of negatives a window), holds the window's random numbers taken from
  * rng earlier, in that order (the window's, then the K negatives'). */
 static int draw_window(const emb_w2v *w, uint64_t *rng, const uint64_t *pre, const int32_t *sen,
-                       int n, int i, int32_t *ctx, int32_t *negs, uint8_t *d1) {
+                       int n, int i, int32_t *ctx, int32_t *negs, uint8_t *d1, bool mark_in) {
     const emb_w2v_options *o = &w->o;
     const uint64_t r0 = pre ? pre[0] : next_rng(rng);
     int win = o->window - (int)(r0 % (uint64_t)o->window), m = 0;
@@ -263,13 +276,15 @@ static int draw_window(const emb_w2v *w, uint64_t *rng, const uint64_t *pre, con
     for (int j = lo; j <= hi; j++)
         if (j != i) ctx[m++] = sen[j];
     if (m == 0) return 0;
-    if (d1) d1[sen[i]] = 1;
+    if (d1) d1[sen[i]] |= DIRTY_OUT;
+    if (mark_in)
+        for (int q = 0; q < m; q++) d1[ctx[q]] |= DIRTY_IN;
     if (!negs) return m;
     int draws = o->negative * (o->model == EMB_W2V_CBOW || o->shared_negatives ? 1 : m);
     for (int c = 0; c < draws; c++)
         negs[c] = pre ? negative_of(w, pre[1 + c]) : sample_negative(w, rng);
     if (d1)
-        for (int c = 0; c < draws; c++) d1[negs[c]] = 1;
+        for (int c = 0; c < draws; c++) d1[negs[c]] |= DIRTY_OUT;
     return m;
 }
 
@@ -278,12 +293,12 @@ static inline void prefetch_row(const float *row, int64_t dim) {
     for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)row + off, 1, 3);
 }
 
-static inline void prefetch_rows(const float *table, const int32_t *ids, int c, int64_t dim) {
-    for (int q = 0; q < c; q++) prefetch_row(table + (int64_t)ids[q] * dim, dim);
+static inline void prefetch_rows(const emb__sgns_rows *in, const int32_t *ids, int c, int64_t dim) {
+    for (int q = 0; q < c; q++) prefetch_row(emb__sgns_row(in, ids[q], dim), dim);
 }
 
-static inline void prefetch_out(const emb__sgns_out *out, const int32_t *ids, int c, int64_t dim) {
-    for (int q = 0; q < c; q++) prefetch_row(emb__sgns_out_row(out, ids[q], dim), dim);
+static inline void prefetch_out(const emb__sgns_rows *out, const int32_t *ids, int c, int64_t dim) {
+    for (int q = 0; q < c; q++) prefetch_row(emb__sgns_row(out, ids[q], dim), dim);
 }
 
 /* One sentence's windows. Each window's draws are made one window ahead (the same random
@@ -302,12 +317,13 @@ static inline void take_draws(const emb_w2v *w, uint64_t *rng, uint64_t *set, in
 }
 
 static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
-                           const emb__sgns_out *out, int n, float alpha, emb__sgns_step_fn step) {
+                           const emb__sgns_rows *in, const emb__sgns_rows *out, int n, float alpha,
+                           emb__sgns_step_fn step) {
     const emb_w2v_options *o = &w->o;
     const int K = o->negative, W2 = 2 * o->window;
     const int64_t dim = o->dim;
     const bool cbow = o->model == EMB_W2V_CBOW, once = cbow || o->shared_negatives;
-    float *syn0 = w->syn0;
+    const bool mark_in = s->own_in != NULL;
     /* each set of negatives has a slot before it for the window's target: with one set a
      * window, the set and its target are the step's targets as they are (no copy) */
     int32_t *cx[2] = {s->ctx, s->ctx + W2}, *ng[2] = {s->negs + 1, s->negs + W2 * K + 2};
@@ -317,10 +333,11 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
     uint64_t *set[3] = {s->draws, s->draws + (K + 1), s->draws + 2 * (K + 1)};
     for (int j = 0; ahead && j < 3 && j < n; j++) take_draws(w, rng, set[j], K);
     if (n > 0)
-        mm[0] = draw_window(w, rng, ahead ? set[0] : NULL, s->sen, n, 0, cx[0], ng[0], s->dirty);
+        mm[0] = draw_window(w, rng, ahead ? set[0] : NULL, s->sen, n, 0, cx[0], ng[0], s->dirty,
+                            mark_in);
     if (ahead && 3 < n) take_draws(w, rng, set[0], K);
     if (mm[0] > 0) { /* the first window's first example, fetched just before it */
-        prefetch_rows(syn0, cx[0], once ? mm[0] : 1, dim);
+        prefetch_rows(in, cx[0], once ? mm[0] : 1, dim);
         prefetch_out(out, ng[0], K, dim);
         prefetch_out(out, s->sen, 1, dim);
     }
@@ -330,7 +347,7 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
         mm[nx] = 0;
         if (i + 1 < n) {
             mm[nx] = draw_window(w, rng, ahead ? set[(i + 1) % 3] : NULL, s->sen, n, i + 1, cx[nx],
-                                 ng[nx], s->dirty);
+                                 ng[nx], s->dirty, mark_in);
             if (ahead && i + 4 < n) take_draws(w, rng, set[(i + 1) % 3], K);
         }
         if (m == 0) continue;
@@ -344,36 +361,36 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
              * (prefetching every context of the next window spent the time on rows already
              * in the cache, and one window ahead was too late for CBOW's short step). */
             for (int d = 1; d <= 2 && i + d + o->window < n; d++)
-                prefetch_rows(syn0, s->sen + i + d + o->window, 1, dim);
+                prefetch_rows(in, s->sen + i + d + o->window, 1, dim);
             int32_t *tgt = negs - 1;
             tgt[0] = s->sen[i];
             if (o->compute_loss) {
-                s->loss += emb__w2v_step_loss(syn0, out, dim, ctx, m, tgt, K + 1, cbow,
-                                              o->cbow_mean, s->h);
+                s->loss +=
+                    emb__w2v_step_loss(in, out, dim, ctx, m, tgt, K + 1, cbow, o->cbow_mean, s->h);
                 s->examples += cbow ? 1 : m;
             }
-            if (!step(syn0, out, dim, ctx, m, tgt, K + 1, alpha, cbow, o->cbow_mean, w->sigmoid,
+            if (!step(in, out, dim, ctx, m, tgt, K + 1, alpha, cbow, o->cbow_mean, w->sigmoid,
                       s->scratch))
                 s->nonfinite = true;
             continue;
         }
         for (int c = 0; c < m; c++) {
             if (c + 1 < m) {
-                prefetch_rows(syn0, ctx + c + 1, 1, dim);
+                prefetch_rows(in, ctx + c + 1, 1, dim);
                 prefetch_out(out, negs + (c + 1) * K, K, dim);
             } else if (mm[nx] > 0) {
-                prefetch_rows(syn0, cx[nx], 1, dim);
+                prefetch_rows(in, cx[nx], 1, dim);
                 prefetch_out(out, ng[nx], K, dim);
                 prefetch_out(out, s->sen + i + 1, 1, dim);
             }
             s->tgt[0] = s->sen[i];
             memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
             if (o->compute_loss) {
-                s->loss += emb__w2v_step_loss(syn0, out, dim, ctx + c, 1, s->tgt, K + 1, false,
-                                              false, NULL);
+                s->loss +=
+                    emb__w2v_step_loss(in, out, dim, ctx + c, 1, s->tgt, K + 1, false, false, NULL);
                 s->examples++;
             }
-            if (!step(syn0, out, dim, ctx + c, 1, s->tgt, K + 1, alpha, false, false, w->sigmoid,
+            if (!step(in, out, dim, ctx + c, 1, s->tgt, K + 1, alpha, false, false, w->sigmoid,
                       s->scratch))
                 s->nonfinite = true;
         }
@@ -391,7 +408,8 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
      * share cache lines, and the random state changes several times per token. */
     emb__w2v_lane lane = w->lanes[t], *l = &lane;
     const emb_w2v_options *o = &w->o;
-    const emb__sgns_out out = {w->syn1, s->own, s->own ? s->nhot : 0};
+    const emb__sgns_rows out = {w->syn1, s->own, s->own ? s->nhot : 0};
+    const emb__sgns_rows in = {w->syn0, s->own_in, s->own_in ? s->nhot_in : 0};
     uint8_t *d1 = s->dirty;
     const double total = (double)w->tokens * o->epochs;
     int64_t processed = 0;
@@ -423,13 +441,13 @@ static int64_t train_round(emb_w2v *w, int t, int64_t done0, emb__sgns_step_fn s
         processed += seen;
         if (w->sub_off)
             for (int i = 0; i < n; i++) {
-                int m = draw_window(w, &l->rng, NULL, s->sen, n, i, s->ctx, NULL, d1);
+                int m = draw_window(w, &l->rng, NULL, s->sen, n, i, s->ctx, NULL, d1, false);
                 if (m == 0) continue;
                 s->tgt[0] = s->sen[i];
                 subword_window(w, l, s, &out, m, alpha, step);
             }
         else
-            train_sentence(w, &l->rng, s, &out, n, alpha, step);
+            train_sentence(w, &l->rng, s, &in, &out, n, alpha, step);
     }
     w->lanes[t] = lane;
     return processed;
@@ -469,10 +487,12 @@ static void round_share(void *p, int t, int nt) {
  * start: contiguous halves gave one thread nearly all the merging while the other waited. */
 static void merge_share(void *p, int t, int nt) {
     const round_ctx *r = p;
-    const int64_t nhot = r->ls[0].nhot, blocks = (nhot + 63) / 64;
-    for (int64_t b = t; b < blocks; b += nt) {
-        int64_t r0 = b * 64, r1 = r0 + 64 < nhot ? r0 + 64 : nhot;
-        merge_rows(r->w, r->ls, r->nth, r0, r1);
+    for (int input = 0; input < 2; input++) {
+        const int64_t nhot = input ? r->ls[0].nhot_in : r->ls[0].nhot, blocks = (nhot + 63) / 64;
+        for (int64_t b = t; b < blocks; b += nt) {
+            int64_t r0 = b * 64, r1 = r0 + 64 < nhot ? r0 + 64 : nhot;
+            merge_rows(r->w, r->ls, r->nth, r0, r1, input);
+        }
     }
 }
 
@@ -494,7 +514,7 @@ static void lanes_scratch_free(lane_scratch *ls, int nl) {
         emb__free(ls[t].sen), emb__free(ls[t].ctx), emb__free(ls[t].tgt), emb__free(ls[t].negs);
         emb__free(ls[t].draws);
         emb__free(ls[t].scratch), emb__free(ls[t].h), emb__free(ls[t].sub);
-        emb__free(ls[t].own), emb__free(ls[t].dirty);
+        emb__free(ls[t].own), emb__free(ls[t].own_in), emb__free(ls[t].dirty);
     }
     free(ls);
 }
@@ -542,6 +562,23 @@ static int64_t threads_copy_rows(const emb_w2v *w, lane_scratch *ls, int nth) {
             emb__free(ls[t].own), emb__free(ls[t].dirty);
             ls[t].own = NULL, ls[t].dirty = NULL, ls[t].nhot = 0;
         }
+    /* the input table's first rows too, with the same dirty marks (not with subwords, whose
+     * input rows are n-gram buckets, nor in a distributed run, which merges in place): when
+     * they cannot be allocated, the input table is updated in place */
+    const int64_t nin = own && !w->sub_off && !w->dist
+                            ? (w->V < emb__w2v_hot_in_rows ? w->V : emb__w2v_hot_in_rows)
+                            : 0;
+    const size_t in_floats = (size_t)nin * (size_t)w->o.dim;
+    bool own_in = nin > 0;
+    for (int t = 0; own_in && t < nth; t++) {
+        ls[t].own_in = emb__malloc(in_floats * sizeof(float));
+        ls[t].nhot_in = nin;
+        own_in = ls[t].own_in != NULL;
+        if (own_in) memcpy(ls[t].own_in, w->syn0, in_floats * sizeof(float));
+    }
+    if (!own_in)
+        for (int t = 0; t < nth; t++)
+            emb__free(ls[t].own_in), ls[t].own_in = NULL, ls[t].nhot_in = 0;
     return own ? nhot : 0;
 }
 
@@ -598,9 +635,10 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         for (int t = 0; t < nth; t++) ls[t].nonfinite = false;
         emb__parallel(nth, round_share, &rc);
         /* the lanes' copies merged: a few rows on this thread, more on the lanes' threads */
-        if (own && nhot * o->dim <= EMB__W2V_MERGE_SERIAL)
-            merge_rows(w, ls, nth, 0, nhot);
-        else if (own)
+        if (own && (nhot + ls[0].nhot_in) * o->dim <= EMB__W2V_MERGE_SERIAL) {
+            merge_rows(w, ls, nth, 0, nhot, false);
+            merge_rows(w, ls, nth, 0, ls[0].nhot_in, true);
+        } else if (own)
             emb__parallel(nth, merge_share, &rc);
         emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
         for (int k = 0; k < nl; k++) { /* in lane order: the same sum at every run */

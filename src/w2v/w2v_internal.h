@@ -98,11 +98,13 @@ bool emb__w2v_find_nonfinite(const emb_w2v *w, int *table, int64_t *row);
  * its own copy of during a round; the others are updated in place (src/w2v/trainer.c). A
  * test hook: tests lower it to reach the rows in place with a small vocabulary. */
 extern int64_t emb__w2v_hot_rows;
+/* The same for the input table's rows (CBOW and skip-gram without subwords, one process). */
+extern int64_t emb__w2v_hot_in_rows;
 
 /* The loss terms of one step (see emb__sgns_step_fn for its arguments) from the rows as they
  * are before it: the sum over inputs and trained targets of -log sigmoid(+-score)
  * (src/w2v/loss.c). h: dim floats of scratch (CBOW). */
-double emb__w2v_step_loss(const float *syn0, const emb__sgns_out *out, int64_t dim,
+double emb__w2v_step_loss(const emb__sgns_rows *in, const emb__sgns_rows *out, int64_t dim,
                           const int32_t *ctx, int m, const int32_t *tgt, int n, bool cbow,
                           bool cbow_mean, float *h);
 

@@ -43,23 +43,33 @@ static void test_window_kernel_blocked(void **state) {
         blocked += m <= 32 && n <= 16;
         float alpha = trial % 7 == 0 ? 1.0f : 0.025f;
         /* every other trial, the fast kernel sees the first nhot output rows in a separate
-         * copy (a thread's own rows, emb__sgns_out): the same results once copied back */
+         * copy (a thread's own rows, emb__sgns_rows), and every third the first nin input
+         * rows: the same results once copied back */
         const int64_t nhot = trial % 2 ? 1 + (int64_t)(lcg(&s) % (uint64_t)V) : 0;
+        const int64_t nin = trial % 3 == 2 ? 1 + (int64_t)(lcg(&s) % (uint64_t)V) : 0;
         float *hot = nhot ? malloc((size_t)nhot * (size_t)dim * 4) : NULL;
+        float *hot_in = nin ? malloc((size_t)nin * (size_t)dim * 4) : NULL;
         if (nhot) {
             assert_non_null(hot);
             memcpy(hot, b1, (size_t)nhot * (size_t)dim * 4);
             memset(b1, 0xff, (size_t)nhot * (size_t)dim * 4); /* NaN: must not be read */
         }
-        bool fin0 = emb__sgns_step_ref(a0, &(emb__sgns_out){b0, NULL, 0}, dim, ctx, m, tgt, n,
-                                       alpha, false, false, sig, scratch);
+        if (nin) {
+            assert_non_null(hot_in);
+            memcpy(hot_in, a1, (size_t)nin * (size_t)dim * 4);
+            memset(a1, 0xff, (size_t)nin * (size_t)dim * 4);
+        }
+        bool fin0 =
+            emb__sgns_step_ref(&(emb__sgns_rows){a0, NULL, 0}, &(emb__sgns_rows){b0, NULL, 0}, dim,
+                               ctx, m, tgt, n, alpha, false, false, sig, scratch);
         /* the reference leaves G (m x n) after the rows it copied: count zero gradients */
         const float *G = scratch + (size_t)(m + n) * (size_t)dim;
         for (int q = 0; q < m * n; q++) saturated += G[q] == 0.0f;
-        bool fin1 = fast(a1, &(emb__sgns_out){b1, hot, nhot}, dim, ctx, m, tgt, n, alpha, false,
-                         false, sig, scratch);
+        bool fin1 = fast(&(emb__sgns_rows){a1, hot_in, nin}, &(emb__sgns_rows){b1, hot, nhot}, dim,
+                         ctx, m, tgt, n, alpha, false, false, sig, scratch);
         if (nhot) memcpy(b1, hot, (size_t)nhot * (size_t)dim * 4);
-        free(hot);
+        if (nin) memcpy(a1, hot_in, (size_t)nin * (size_t)dim * 4);
+        free(hot), free(hot_in);
         assert_true(fin0 == fin1);
         emb_assert_close_f32(a1, a0, (int64_t)sz, 1, 0, 0, "syn0 (window)");
         emb_assert_close_f32(b1, b0, (int64_t)sz, 1, 0, 0, "syn1 (window)");

@@ -210,15 +210,16 @@ static void test_learns_topics(void **state) {
     }
 }
 
-/* 2 threads with only the 4 most frequent output rows copied per thread (the rest of the
- * 13 words' rows updated in place, as the rows past the first 2,048 of a large vocabulary
- * are): every word's output row is trained (the output table starts at zero) and stays
- * finite, and the topics are learnt as with the copies. */
+/* 2 threads with only the 4 most frequent output rows and 3 most frequent input rows copied
+ * per thread (the rest of the 13 words' rows updated in place, as the rows past the first
+ * 2,048 of a large vocabulary are): every word's output row is trained (the output table
+ * starts at zero), every input row moves, all stay finite, and the topics are learnt as
+ * with the copies. */
 static void test_hot_rows(void **state) {
     (void)state;
     const char *corpus = synthetic_corpus();
-    const int64_t keep = emb__w2v_hot_rows;
-    emb__w2v_hot_rows = 4;
+    const int64_t keep = emb__w2v_hot_rows, keep_in = emb__w2v_hot_in_rows;
+    emb__w2v_hot_rows = 4, emb__w2v_hot_in_rows = 3;
     for (int m = 0; m < 2; m++) {
         emb_w2v_options o = small_opts(m ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
         o.epochs = 5, o.window = 3, o.sample = 0, o.threads = 2;
@@ -234,12 +235,25 @@ static void test_hot_rows(void **state) {
             if (!(sq > 0 && isfinite(sq)))
                 fail_msg("model %d: output row %lld: %g", m, (long long)r, sq);
         }
+        /* every input row moved from its initial value (the copied ones through the merge) */
+        emb_w2v *w0; /* created, not trained: the initial rows */
+        EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w0));
+        for (int64_t r = 0; r < V; r++) {
+            int moved = 0;
+            for (int64_t k = 0; k < dim; k++) {
+                const float x = w->syn0[r * dim + k];
+                if (!isfinite(x)) fail_msg("model %d: input row %lld not finite", m, (long long)r);
+                moved += x != w0->syn0[r * dim + k];
+            }
+            if (!moved) fail_msg("model %d: input row %lld never trained", m, (long long)r);
+        }
+        emb_w2v_free(w0);
         emb_w2v_free(w);
         double margin = topic_margin(corpus, o);
         if (getenv("EMB_TEST_PRINT_MARGIN")) print_message("margin hot %d %.3f\n", m, margin);
         if (!(margin > 0.3)) fail_msg("model %d, 2 threads, 4 rows copied: margin %.3f", m, margin);
     }
-    emb__w2v_hot_rows = keep;
+    emb__w2v_hot_rows = keep, emb__w2v_hot_in_rows = keep_in;
 }
 
 static void test_reproducible(void **state) {
@@ -832,10 +846,10 @@ static void test_kernel_variants(void **state) {
         for (int i = 0; i < m; i++) ctx[i] = (int32_t)((s >> (i * 3)) % (uint64_t)V);
         for (int j = 0; j < n; j++) tgt[j] = (int32_t)((s >> (j * 5 + 1)) % (uint64_t)V);
         bool cbow = trial % 2;
-        emb__sgns_step_ref(a0, &(emb__sgns_out){b0, NULL, 0}, dim, ctx, m, tgt, n, 0.025f, cbow,
-                           trial % 4 < 2, sig, scratch);
-        fast(a1, &(emb__sgns_out){b1, NULL, 0}, dim, ctx, m, tgt, n, 0.025f, cbow, trial % 4 < 2,
-             sig, scratch);
+        emb__sgns_step_ref(&(emb__sgns_rows){a0, NULL, 0}, &(emb__sgns_rows){b0, NULL, 0}, dim, ctx,
+                           m, tgt, n, 0.025f, cbow, trial % 4 < 2, sig, scratch);
+        fast(&(emb__sgns_rows){a1, NULL, 0}, &(emb__sgns_rows){b1, NULL, 0}, dim, ctx, m, tgt, n,
+             0.025f, cbow, trial % 4 < 2, sig, scratch);
         emb_assert_close_f32(a1, a0, (int64_t)sz, 1, 0, 0, "syn0");
         emb_assert_close_f32(b1, b0, (int64_t)sz, 1, 0, 0, "syn1");
         free(a0), free(a1), free(b0), free(b1), free(scratch);
@@ -880,10 +894,10 @@ static void test_pair_step_batched(void **state) {
                          : (int32_t)((s >> (j * 3)) % 5);
         if (trial % 8 == 5 && n > 2) tgt[2] = tgt[0]; /* a negative equal to the true word */
         batched += distinct && n <= 16;
-        emb__sgns_step_ref(a0, &(emb__sgns_out){b0, NULL, 0}, dim, ctx, m, tgt, n, 0.05f, cbow,
-                           trial % 4 == 1, sig, scratch);
-        fast(a1, &(emb__sgns_out){b1, NULL, 0}, dim, ctx, m, tgt, n, 0.05f, cbow, trial % 4 == 1,
-             sig, scratch);
+        emb__sgns_step_ref(&(emb__sgns_rows){a0, NULL, 0}, &(emb__sgns_rows){b0, NULL, 0}, dim, ctx,
+                           m, tgt, n, 0.05f, cbow, trial % 4 == 1, sig, scratch);
+        fast(&(emb__sgns_rows){a1, NULL, 0}, &(emb__sgns_rows){b1, NULL, 0}, dim, ctx, m, tgt, n,
+             0.05f, cbow, trial % 4 == 1, sig, scratch);
         emb_assert_close_f32(a1, a0, (int64_t)sz, 1, 0, 0, "syn0 (pair)");
         emb_assert_close_f32(b1, b0, (int64_t)sz, 1, 0, 0, "syn1 (pair)");
         free(a0), free(a1), free(b0), free(b1), free(scratch);
@@ -955,8 +969,9 @@ static void test_kernel_nonfinite_scores(void **state) {
                                  0.5f};
                 float syn1[2] = {1.0f, 0.25f}, scratch[64];
                 int32_t ctx[1] = {0}, tgt[2] = {0, 1};
-                bool finite = fns[f](syn0, &(emb__sgns_out){syn1, NULL, 0}, 1, ctx, 1, tgt, 2, 0.5f,
-                                     cbow, false, sig, scratch);
+                bool finite =
+                    fns[f](&(emb__sgns_rows){syn0, NULL, 0}, &(emb__sgns_rows){syn1, NULL, 0}, 1,
+                           ctx, 1, tgt, 2, 0.5f, cbow, false, sig, scratch);
                 assert_int_equal(finite, kind == 3);
                 if (kind == 3) {
                     /* the true word's update used sigmoid(6) from the table's last entry */
