@@ -137,62 +137,68 @@ EMB__SGNS_ATTR static bool sgns_window_blocked(const emb__sgns_rows *in, const e
 }
 #endif
 
+/* The CBOW step (sgns.h): h from the input rows, the targets against h, e to every input. */
+EMB__SGNS_ATTR static bool sgns_cbow(const emb__sgns_rows *in, const emb__sgns_rows *out,
+                                     int64_t dim, const int32_t *ctx, int m, const int32_t *tgt,
+                                     int n, float alpha, bool cbow_mean, const float *sigmoid,
+                                     float *scratch) {
+    bool finite = true;
+    float *h = scratch, *e = scratch + dim;
+    memcpy(h, emb__sgns_row(in, ctx[0], dim), (size_t)dim * sizeof(float));
+#ifdef EMB__SGNS_PAIR_BATCHED
+    /* h + x is fmaf(1, x, h), exactly: the rows added a block of registers at a time, h
+     * read and written once instead of once a row */
+    const float *xs[EMB__SGNS_WINDOW_MAX], *ex[1] = {e};
+    static const float ones[EMB__SGNS_WINDOW_MAX] = {[0 ... EMB__SGNS_WINDOW_MAX - 1] = 1.0f};
+    const bool rows_at_once = m <= EMB__SGNS_WINDOW_MAX;
+    for (int i = 1; rows_at_once && i < m; i++) xs[i - 1] = emb__sgns_row(in, ctx[i], dim);
+    if (rows_at_once)
+        sgns_fma_rows(h, NULL, ones, xs, m - 1, dim);
+    else
+#endif
+        for (int i = 1; i < m; i++) {
+            const float *x = emb__sgns_row(in, ctx[i], dim);
+            for (int64_t k = 0; k < dim; k++) h[k] = h[k] + x[k];
+        }
+    if (cbow_mean && m > 1) {
+        float cw = (float)m;
+        for (int64_t k = 0; k < dim; k++) h[k] = h[k] / cw;
+    }
+#ifdef EMB__SGNS_PAIR_BATCHED
+    float *rows[EMB__SGNS_PAIR_MAX];
+    int t = sgns_distinct_rows(out, dim, tgt, n, rows);
+    if (t > 0)
+        finite = sgns_pair_batched(h, rows, t, dim, alpha, sigmoid, e);
+    else
+#endif
+    {
+        memset(e, 0, (size_t)dim * sizeof(float));
+        for (int j = 0; j < n; j++) {
+            if (j > 0 && tgt[j] == tgt[0]) continue;
+            float *y = emb__sgns_row(out, tgt[j], dim);
+            float g = sgns_grad(sgns_dot(h, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
+            for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
+            for (int64_t k = 0; k < dim; k++) y[k] = fmaf(g, h[k], y[k]);
+        }
+    }
+    for (int i = 0; i < m; i++) {
+        float *x = emb__sgns_row(in, ctx[i], dim);
+#ifdef EMB__SGNS_PAIR_BATCHED
+        sgns_fma_rows(x, NULL, ones, ex, 1, dim);
+#else
+        for (int64_t k = 0; k < dim; k++) x[k] = x[k] + e[k];
+#endif
+    }
+    return finite;
+}
+
 EMB__SGNS_ATTR bool EMB__SGNS_NAME(const emb__sgns_rows *in, const emb__sgns_rows *out, int64_t dim,
                                    const int32_t *ctx, int m, const int32_t *tgt, int n,
                                    float alpha, bool cbow, bool cbow_mean, const float *sigmoid,
                                    float *scratch) {
     bool finite = true;
     if (m <= 0 || n <= 0) return finite;
-    if (cbow) {
-        float *h = scratch, *e = scratch + dim;
-        memcpy(h, emb__sgns_row(in, ctx[0], dim), (size_t)dim * sizeof(float));
-#ifdef EMB__SGNS_PAIR_BATCHED
-        /* h + x is fmaf(1, x, h), exactly: the rows added a block of registers at a time, h
-         * read and written once instead of once a row */
-        const float *xs[EMB__SGNS_WINDOW_MAX], *ex[1] = {e};
-        static const float ones[EMB__SGNS_WINDOW_MAX] = {[0 ... EMB__SGNS_WINDOW_MAX - 1] = 1.0f};
-        const bool rows_at_once = m <= EMB__SGNS_WINDOW_MAX;
-        for (int i = 1; rows_at_once && i < m; i++) xs[i - 1] = emb__sgns_row(in, ctx[i], dim);
-        if (rows_at_once)
-            sgns_fma_rows(h, NULL, ones, xs, m - 1, dim);
-        else
-#endif
-            for (int i = 1; i < m; i++) {
-                const float *x = emb__sgns_row(in, ctx[i], dim);
-                for (int64_t k = 0; k < dim; k++) h[k] = h[k] + x[k];
-            }
-        if (cbow_mean && m > 1) {
-            float cw = (float)m;
-            for (int64_t k = 0; k < dim; k++) h[k] = h[k] / cw;
-        }
-#ifdef EMB__SGNS_PAIR_BATCHED
-        float *rows[EMB__SGNS_PAIR_MAX];
-        int t = sgns_distinct_rows(out, dim, tgt, n, rows);
-        if (t > 0)
-            finite = sgns_pair_batched(h, rows, t, dim, alpha, sigmoid, e);
-        else
-#endif
-        {
-            memset(e, 0, (size_t)dim * sizeof(float));
-            for (int j = 0; j < n; j++) {
-                if (j > 0 && tgt[j] == tgt[0]) continue;
-                float *y = emb__sgns_row(out, tgt[j], dim);
-                float g =
-                    sgns_grad(sgns_dot(h, y, dim), j == 0 ? 1.0f : 0.0f, alpha, sigmoid, &finite);
-                for (int64_t k = 0; k < dim; k++) e[k] = fmaf(g, y[k], e[k]);
-                for (int64_t k = 0; k < dim; k++) y[k] = fmaf(g, h[k], y[k]);
-            }
-        }
-        for (int i = 0; i < m; i++) {
-            float *x = emb__sgns_row(in, ctx[i], dim);
-#ifdef EMB__SGNS_PAIR_BATCHED
-            sgns_fma_rows(x, NULL, ones, ex, 1, dim);
-#else
-            for (int64_t k = 0; k < dim; k++) x[k] = x[k] + e[k];
-#endif
-        }
-        return finite;
-    }
+    if (cbow) return sgns_cbow(in, out, dim, ctx, m, tgt, n, alpha, cbow_mean, sigmoid, scratch);
     if (m == 1) {
         /* One (center, context) pair: the word2vec tool's loop, in place. */
         float *x = emb__sgns_row(in, ctx[0], dim), *e = scratch;
