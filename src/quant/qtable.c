@@ -654,9 +654,13 @@ emb_status emb_qtable_error(const emb_qtable *q, const emb_tensor *weight, emb_q
     if (st) return st;
     emb_qerror e;
     emb_qerror_init(&e);
-    const int64_t chunk = q->dim > 0 ? (1 << 20) / q->dim + 1 : q->rows;
-    float *buf = q->dim > 0 ? emb__malloc((size_t)chunk * (size_t)q->dim * 4) : NULL;
-    if (q->dim > 0 && !buf) return emb__error(EMB_ERR_NOMEM, "cannot allocate scratch rows");
+    /* about a megabyte of rows at a time, and never more rows than the table has: a table
+     * of no rows and 2^32 columns allocated 16 GiB for nothing */
+    int64_t chunk = q->dim > 0 ? (1 << 20) / q->dim + 1 : q->rows;
+    if (chunk > q->rows) chunk = q->rows;
+    const bool scratch = q->dim > 0 && chunk > 0;
+    float *buf = scratch ? emb__malloc((size_t)chunk * (size_t)q->dim * 4) : NULL;
+    if (scratch && !buf) return emb__error(EMB_ERR_NOMEM, "cannot allocate scratch rows");
     const float *w = weight->data;
     for (int64_t r = 0; r < q->rows; r += chunk) {
         const int64_t n = q->rows - r < chunk ? q->rows - r : chunk;

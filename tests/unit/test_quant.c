@@ -114,6 +114,26 @@ static void test_error_of_rows_without_columns(void **state) {
     }
 }
 
+/* A table of no rows and a huge dimension (found by fuzz_api: a 0 x 2^32 table made the error
+ * walk allocate 16 GiB of scratch rows for rows it does not have): the scratch is sized by the
+ * rows there are, so the walk succeeds without allocating (2^58 columns would need 2^60
+ * bytes for one row: the allocation failed before the fix). */
+static void test_error_of_no_rows(void **state) {
+    (void)state;
+    const int64_t dim = (int64_t)1 << 58;
+    emb_tensor t;
+    EMB_OK_OR_FAIL(emb_tensor_init(&t, EMB_FLOAT32, NULL, 2, (int64_t[]){0, dim}));
+    for (int i = 0; i < 5; i++) {
+        emb_qtable *q = NULL;
+        EMB_OK_OR_FAIL(emb_qtable_quantize(&t, ALL[i], &q));
+        emb_qerror e;
+        EMB_OK_OR_FAIL(emb_qtable_error(q, &t, &e));
+        assert_int_equal(e.rows, 0);
+        assert_int_equal(e.elements, 0);
+        emb_qtable_free(q);
+    }
+}
+
 static void test_refusal_changes_nothing(void **state) {
     (void)state;
     float src[2 * 4] = {1, 2, 3, 4, 5, NAN, 7, 8};
@@ -380,6 +400,7 @@ int main(void) {
         cmocka_unit_test(test_roundtrip_bound),
         cmocka_unit_test(test_refusal_changes_nothing),
         cmocka_unit_test(test_error_of_rows_without_columns),
+        cmocka_unit_test(test_error_of_no_rows),
         cmocka_unit_test(test_wrap),
         cmocka_unit_test(test_kernels_agree),
         cmocka_unit_test(test_touch_ahead_on_large_tables),
