@@ -293,12 +293,9 @@ static inline void prefetch_row(const float *row, int64_t dim) {
     for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)row + off, 1, 3);
 }
 
-static inline void prefetch_rows(const emb__sgns_rows *in, const int32_t *ids, int c, int64_t dim) {
-    for (int q = 0; q < c; q++) prefetch_row(emb__sgns_row(in, ids[q], dim), dim);
-}
-
-static inline void prefetch_out(const emb__sgns_rows *out, const int32_t *ids, int c, int64_t dim) {
-    for (int q = 0; q < c; q++) prefetch_row(emb__sgns_row(out, ids[q], dim), dim);
+/* Prefetches the rows ids[0..c) of a table (a thread's copy or the shared rows). */
+static inline void prefetch_rows(const emb__sgns_rows *t, const int32_t *ids, int c, int64_t dim) {
+    for (int q = 0; q < c; q++) prefetch_row(emb__sgns_row(t, ids[q], dim), dim);
 }
 
 /* One sentence's windows. Each window's draws are made one window ahead (the same random
@@ -338,8 +335,8 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
     if (ahead && 3 < n) take_draws(w, rng, set[0], K);
     if (mm[0] > 0) { /* the first window's first example, fetched just before it */
         prefetch_rows(in, cx[0], once ? mm[0] : 1, dim);
-        prefetch_out(out, ng[0], K, dim);
-        prefetch_out(out, s->sen, 1, dim);
+        prefetch_rows(out, ng[0], K, dim);
+        prefetch_rows(out, s->sen, 1, dim);
     }
     for (int i = 0; i < n; i++) {
         const int cur = i & 1, nx = cur ^ 1, m = mm[cur];
@@ -353,8 +350,8 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
         if (m == 0) continue;
         if (once) {
             if (mm[nx] > 0) {
-                prefetch_out(out, ng[nx], K, dim);
-                prefetch_out(out, s->sen + i + 1, 1, dim);
+                prefetch_rows(out, ng[nx], K, dim);
+                prefetch_rows(out, s->sen + i + 1, 1, dim);
             }
             /* Input rows: the next window's contexts were contexts of the windows before it,
              * except those entering it on the right; those are fetched two windows ahead
@@ -377,11 +374,11 @@ static void train_sentence(const emb_w2v *w, uint64_t *rng, lane_scratch *s,
         for (int c = 0; c < m; c++) {
             if (c + 1 < m) {
                 prefetch_rows(in, ctx + c + 1, 1, dim);
-                prefetch_out(out, negs + (c + 1) * K, K, dim);
+                prefetch_rows(out, negs + (c + 1) * K, K, dim);
             } else if (mm[nx] > 0) {
                 prefetch_rows(in, cx[nx], 1, dim);
-                prefetch_out(out, ng[nx], K, dim);
-                prefetch_out(out, s->sen + i + 1, 1, dim);
+                prefetch_rows(out, ng[nx], K, dim);
+                prefetch_rows(out, s->sen + i + 1, 1, dim);
             }
             s->tgt[0] = s->sen[i];
             memcpy(s->tgt + 1, negs + c * K, (size_t)K * sizeof(int32_t));
