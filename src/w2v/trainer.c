@@ -138,8 +138,9 @@ typedef struct {
  * the others' updates of those rows one round late. The other rows, each written by a lane
  * only now and then, are updated in place: copies of the whole table made the merge read and
  * write most of it every round (negatives reach most rows within a round) and tripled the
- * output table in the caches. A run whose copies would exceed EMB__W2V_COPIES_MAX bytes
- * updates every row in place. */
+ * output table in the caches. A run whose output copies would exceed EMB__W2V_COPIES_MAX
+ * bytes updates every row in place, and one whose input copies would bring the total above
+ * it updates the input rows in place. */
 #define EMB__W2V_COPIES_MAX ((int64_t)1 << 30)
 
 /* The output rows each lane keeps its own copy of: the first 2,048 of the vocabulary, which
@@ -155,12 +156,13 @@ int64_t emb__w2v_hot_in_rows = 2048;
  * threads for it costs more than it saves. */
 #define EMB__W2V_MERGE_SERIAL ((int64_t)1 << 20)
 
-/* The rows of the output table each of nth threads keeps its own copy of (0: none, every
- * row in place). */
-static int64_t lanes_own_rows(const emb_w2v *w, int nth) {
+/* The rows of a table (up to `want`) each of nth threads keeps its own copy of, beside the
+ * `taken` rows a thread already copies of the other table: 0 (none, every row in place) when
+ * the copies of both would exceed EMB__W2V_COPIES_MAX bytes. */
+static int64_t lanes_own_rows(const emb_w2v *w, int nth, int64_t want, int64_t taken) {
     if (nth < 2) return 0;
-    const int64_t h = w->V < emb__w2v_hot_rows ? w->V : emb__w2v_hot_rows;
-    double bytes = (double)nth * (double)h * (double)w->o.dim * sizeof(float);
+    const int64_t h = w->V < want ? w->V : want;
+    double bytes = (double)nth * (double)(h + taken) * (double)w->o.dim * sizeof(float);
     return bytes <= (double)EMB__W2V_COPIES_MAX ? h : 0;
 }
 
@@ -543,7 +545,7 @@ static bool lane_scratch_init(const emb_w2v *w, lane_scratch *s) {
  * their count, or 0 when there are none (one thread, or no memory for them: the shared table
  * is then updated in place). */
 static int64_t threads_copy_rows(const emb_w2v *w, lane_scratch *ls, int nth) {
-    const int64_t nhot = lanes_own_rows(w, nth);
+    const int64_t nhot = lanes_own_rows(w, nth, emb__w2v_hot_rows, 0);
     bool own = nhot > 0;
     const size_t hot_floats = (size_t)nhot * (size_t)w->o.dim;
     for (int t = 0; own && t < nth; t++) {
@@ -562,9 +564,8 @@ static int64_t threads_copy_rows(const emb_w2v *w, lane_scratch *ls, int nth) {
     /* the input table's first rows too, with the same dirty marks (not with subwords, whose
      * input rows are n-gram buckets, nor in a distributed run, which merges in place): when
      * they cannot be allocated, the input table is updated in place */
-    const int64_t nin = own && !w->sub_off && !w->dist
-                            ? (w->V < emb__w2v_hot_in_rows ? w->V : emb__w2v_hot_in_rows)
-                            : 0;
+    const int64_t nin =
+        own && !w->sub_off && !w->dist ? lanes_own_rows(w, nth, emb__w2v_hot_in_rows, nhot) : 0;
     const size_t in_floats = (size_t)nin * (size_t)w->o.dim;
     bool own_in = nin > 0;
     for (int t = 0; own_in && t < nth; t++) {
