@@ -126,7 +126,8 @@ EMB_MPI_API emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embedding
  * steps and max_norm write the caller's memory, which must outlive the table; free leaves
  * it alone. Collective. Errors on every rank: those of emb_mpi_table_create,
  * EMB_ERR_NULL / EMB_ERR_SHAPE (rows, or a row count that is not this rank's: the message
- * names the expected range), EMB_ERR_UNSUPPORTED (qtype other than f32). */
+ * names the expected range), EMB_ERR_DTYPE (shard->qtype other than f32: rows of the other
+ * storage types are wrapped by emb_mpi_table_wrap_qtable). */
 EMB_MPI_API emb_status emb_mpi_table_wrap(MPI_Comm comm, int64_t num_embeddings, emb_tensor *rows,
                                           const emb_bag_options *bag_opts,
                                           const emb_mpi_shard_options *shard, emb_mpi_table **out);
@@ -160,6 +161,43 @@ EMB_MPI_API emb_status emb_mpi_table_map_npy(MPI_Comm comm, const char *path,
                                              const emb_bag_options *bag_opts,
                                              const emb_mpi_shard_options *shard,
                                              emb_mpi_table **out);
+
+/* A table over rows of any storage type the caller keeps (borrowed): each rank passes its
+ * own rows [begin, end) under `shard` (as emb_mpi_table_wrap) as an emb_qtable: one made by
+ * emb_qtable_wrap over the caller's memory, emb_qtable_quantize, _load or _map (a rank
+ * holding no row passes a table of 0 rows and the same dim). Its storage type must be
+ * shard->qtype, and its rows are the bytes a single process's emb_qtable of the whole table
+ * holds for them: lookups and bags are then emb_qtable_forward's and emb_qtable_bag_forward's
+ * on the joined batch, bit for bit, as for tables emb_mpi_table_create makes. The table uses
+ * the rows where they are (no copy): SGD steps on f16/bf16 rows write them in place, and a
+ * read-only `rows` (emb_qtable_map, or a wrap with storage->read_only) makes the steps
+ * EMB_ERR_READ_ONLY. `rows` and its memory must outlive the table; free leaves them alone.
+ * A float32 emb_qtable gives the table emb_mpi_table_wrap would (its rows 4-byte aligned).
+ * Collective. Errors on every rank: those of emb_mpi_table_create, EMB_ERR_NULL (rows),
+ * EMB_ERR_DTYPE (a storage type other than shard->qtype), EMB_ERR_SHAPE (a row count that is
+ * not this rank's), EMB_ERR_INVALID (dims that differ between ranks, unaligned float32
+ * rows). */
+EMB_MPI_API emb_status emb_mpi_table_wrap_qtable(MPI_Comm comm, int64_t num_embeddings,
+                                                 const emb_qtable *rows,
+                                                 const emb_bag_options *bag_opts,
+                                                 const emb_mpi_shard_options *shard,
+                                                 emb_mpi_table **out);
+
+/* A table over a table file of any storage type (what emb_qtable_map reads: emb's f16, bf16,
+ * int8 and int4 files, `emb convert --dtype` output, and plain F32/F16/BF16 safetensors
+ * tables) that every rank maps read-only: each rank reads only the pages of its own rows,
+ * when they are looked up, so a table larger than one host's memory works. The file's
+ * storage type must be shard->qtype. Lookups, bags and gradients are those of a single
+ * process's emb_qtable_map of the file, bit for bit; steps are EMB_ERR_READ_ONLY and max_norm
+ * is refused, as for emb_mpi_table_map_safetensors; free unmaps. Collective. Errors on every
+ * rank (each rank reads the file: on a cluster it must be readable on every node): EMB_ERR_NULL
+ * (path), those of emb_qtable_map (EMB_ERR_IO, EMB_ERR_FORMAT, EMB_ERR_UNSUPPORTED),
+ * EMB_ERR_DTYPE (the file's storage type is not shard->qtype: the message names both), those
+ * of emb_mpi_table_create. */
+EMB_MPI_API emb_status emb_mpi_table_map_qtable(MPI_Comm comm, const char *path,
+                                                const emb_bag_options *bag_opts,
+                                                const emb_mpi_shard_options *shard,
+                                                emb_mpi_table **out);
 
 /* Frees the table, its shard, its optimizer and its communicator. Collective (it frees a
  * communicator). NULL is fine. */

@@ -29,8 +29,8 @@ struct emb_mpi_table {
     emb_qtype qtype;
     int64_t row_bytes;  /* of a stored row */
     float *weight;      /* f32: [row_end - row_begin, dim], NULL when empty */
-    void *qdata;        /* other types: the shard's rows as stored, NULL when empty */
-    emb_qtable *qshard; /* other types: a table over qdata */
+    void *qdata;        /* other types: the rows drawn (owned), NULL when empty or not drawn */
+    emb_qtable *qshard; /* other types: a table over qdata, or over the caller's or a file's rows */
     float qlr;          /* f16/bf16: SGD's learning rate */
     emb_bag *checker;   /* a 1-row bag with the table's mode: checks arguments */
     emb_optimizer *opt; /* NULL until set_optimizer (and on ranks without rows) */
@@ -47,18 +47,28 @@ struct emb_mpi_table {
     emb_safetensors *map; /* emb_mpi_table_map_safetensors's file, unmapped by free */
     void *mapped;         /* emb_mpi_table_map_npy's mapping of this rank's rows, or NULL */
     size_t mapped_len;
+    emb_qtable *qfile; /* emb_mpi_table_map_qtable's mapped file, freed by free */
 };
 
 /* Where a table's rows come from when it does not draw them: the caller's memory
- * (emb_mpi_table_wrap) or a mapped file (emb_mpi_table_map_safetensors, _map_npy). */
+ * (emb_mpi_table_wrap, _wrap_qtable) or a mapped file (emb_mpi_table_map_safetensors,
+ * _map_npy, _map_qtable). */
 typedef struct emb__mpi_source {
-    float *rows; /* this rank's rows, [nrows, dim] */
+    void *rows; /* this rank's rows as stored: [nrows, dim] floats, or nrows rows of qtype */
     int64_t nrows;
+    emb_qtype qtype; /* the rows' storage type: it must be the shard options' */
     bool read_only;
     emb_safetensors *map; /* owned by the table once created */
     void *base;           /* a mapping (mpi_npy.c) owned by the table once created */
     size_t len;
+    emb_qtable *qfile; /* a mapped table file (emb_mpi_table_map_qtable), owned once created */
 } emb__mpi_source;
+
+/* This rank's rows as stored (float32 or the storage type's bytes); NULL when it holds none. */
+static inline const unsigned char *emb__mpi_stored(const emb_mpi_table *t) {
+    return t->weight ? (const unsigned char *)t->weight
+                     : (const unsigned char *)emb_qtable_data(t->qshard);
+}
 
 /* Collective: a table of V x D rows; its rows from src (NULL: drawn as emb_bag_create). */
 emb_status emb__mpi_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedding_dim,

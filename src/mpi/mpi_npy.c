@@ -185,7 +185,7 @@ static emb_status check_head(const npy_head *h, const char *path, size_t size) {
 
 emb_status emb_mpi_table_map_npy(MPI_Comm comm, const char *path, const emb_bag_options *bag_opts,
                                  const emb_mpi_shard_options *shard, emb_mpi_table **out) {
-    emb__mpi_source src = {NULL, 0, true, NULL, NULL, 0};
+    emb__mpi_source src = {.qtype = EMB_QTYPE_F32, .read_only = true};
     emb_mpi_shard_options s = shard ? *shard : emb_mpi_shard_options_default();
     int size = 1, rank = 0;
     MPI_Comm_size(comm, &size);

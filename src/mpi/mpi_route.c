@@ -180,8 +180,7 @@ emb_status emb__mpi_route_fetch(emb_mpi_table *t, emb__mpi_route *r) {
     int64_t *want = NULL, nrecv = 0;
     unsigned char *reply = NULL;
     const size_t row = (size_t)t->row_bytes;
-    const unsigned char *store =
-        t->weight ? (const unsigned char *)t->weight : (const unsigned char *)t->qdata;
+    const unsigned char *store = emb__mpi_stored(t);
     emb_status st = ask_owners(t, r->uniq, r->nu, buf, &want, &nrecv);
     if (!st) {
         reply = malloc((size_t)(nrecv ? nrecv : 1) * row);

@@ -273,12 +273,15 @@ void emb__mpi_rows_of(int rank, int size, int64_t V, const emb_mpi_shard_options
         rows_of(rank, size, V, s, b, e);
 }
 
-/* A source's own checks: float32 rows, the rank's row count, no renormalisation of
- * read-only rows. */
+/* A source's own checks: rows of the shard options' storage type, the rank's row count, no
+ * renormalisation of read-only rows. */
 static emb_status check_source(const emb__mpi_source *src, int rank, int size, int64_t V,
                                const emb_bag_options *o, const emb_mpi_shard_options *s) {
-    if (s->qtype != EMB_QTYPE_F32)
-        return emb_set_error(EMB_ERR_UNSUPPORTED, "a wrapped or mapped table has float32 rows");
+    if (src->qtype != s->qtype)
+        return emb_set_error(EMB_ERR_DTYPE,
+                             "the rows are %s, but the shard options' qtype is %s (set it to "
+                             "the rows' storage type)",
+                             emb_qtype_name(src->qtype), emb_qtype_name(s->qtype));
     if (src->read_only && o->max_norm != INFINITY)
         return emb_set_error(EMB_ERR_READ_ONLY,
                              "max_norm=%g would renormalise rows of a read-only (mapped) "
@@ -376,9 +379,15 @@ emb_status emb__mpi_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedd
         t->row_end = begin[rank + 1];
     }
     if (!st && src) {
-        t->weight = src->nrows > 0 ? src->rows : NULL;
         t->borrowed = true;
         t->read_only = src->read_only;
+        if (t->qtype == EMB_QTYPE_F32) {
+            t->weight = src->nrows > 0 ? src->rows : NULL;
+        } else if (src->nrows > 0) { /* a table over the rows as they are (never freed) */
+            const emb_storage keep = {.read_only = src->read_only};
+            st = emb_qtable_wrap(t->qtype, src->nrows, t->dim, src->rows,
+                                 (size_t)src->nrows * (size_t)t->row_bytes, &keep, &t->qshard);
+        }
     } else if (!st) {
         st = make_shard(t, o.generator);
     }
@@ -399,6 +408,7 @@ emb_status emb__mpi_create(MPI_Comm comm, int64_t num_embeddings, int64_t embedd
         t->map = src->map;
         t->mapped = src->base;
         t->mapped_len = src->len;
+        t->qfile = src->qfile;
     }
     *out = t;
     return EMB_OK;
@@ -413,7 +423,7 @@ emb_status emb_mpi_table_create(MPI_Comm comm, int64_t num_embeddings, int64_t e
 emb_status emb_mpi_table_wrap(MPI_Comm comm, int64_t num_embeddings, emb_tensor *rows,
                               const emb_bag_options *bag_opts, const emb_mpi_shard_options *shard,
                               emb_mpi_table **out) {
-    emb__mpi_source src = {NULL, 0, false, NULL, NULL, 0};
+    emb__mpi_source src = {.qtype = EMB_QTYPE_F32};
     emb_status st = EMB_OK;
     int64_t D = 0;
     if (!rows)
@@ -436,7 +446,7 @@ emb_status emb_mpi_table_wrap(MPI_Comm comm, int64_t num_embeddings, emb_tensor 
 emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *path, const char *tensor,
                                          const emb_bag_options *bag_opts,
                                          const emb_mpi_shard_options *shard, emb_mpi_table **out) {
-    emb__mpi_source src = {NULL, 0, true, NULL, NULL, 0};
+    emb__mpi_source src = {.qtype = EMB_QTYPE_F32, .read_only = true};
     emb_tensor v;
     int64_t V = 0, D = 0;
     emb_status st = path ? emb_safetensors_open(path, &src.map)
@@ -451,7 +461,10 @@ emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *path, const 
     }
     if (!st) st = emb_safetensors_view(src.map, i, &v);
     if (!st && (v.dtype != EMB_FLOAT32 || v.ndim != 2))
-        st = emb_set_error(EMB_ERR_SHAPE, "%s: the table must be a 2-D F32 tensor", path);
+        st = emb_set_error(EMB_ERR_SHAPE,
+                           "%s: the table must be a 2-D F32 tensor (emb_mpi_table_map_qtable "
+                           "maps tables of the other storage types)",
+                           path);
     int size = 1, rank = 0;
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &rank);
@@ -471,6 +484,68 @@ emb_status emb_mpi_table_map_safetensors(MPI_Comm comm, const char *path, const 
     return st;
 }
 
+emb_status emb_mpi_table_wrap_qtable(MPI_Comm comm, int64_t num_embeddings, const emb_qtable *rows,
+                                     const emb_bag_options *bag_opts,
+                                     const emb_mpi_shard_options *shard, emb_mpi_table **out) {
+    emb__mpi_source src = {.qtype = EMB_QTYPE_F32};
+    emb_status st = EMB_OK;
+    int64_t D = 0;
+    if (!rows) {
+        st = emb_set_error(EMB_ERR_NULL, "rows must not be NULL");
+    } else {
+        src.qtype = emb_qtable_qtype(rows);
+        src.nrows = emb_qtable_num_rows(rows);
+        /* written only by the steps, which a read-only table refuses */
+        src.rows = src.nrows > 0 ? (void *)(uintptr_t)emb_qtable_data(rows) : NULL;
+        src.read_only = emb_qtable_is_read_only(rows);
+        D = emb_qtable_dim(rows);
+        if (src.qtype == EMB_QTYPE_F32 && (uintptr_t)src.rows % sizeof(float))
+            st = emb_set_error(EMB_ERR_INVALID, "the float32 rows are not 4-byte aligned");
+    }
+    st = emb__mpi_agree_comm(comm, shard ? shard->timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT, st,
+                             "to create the table");
+    if (st) return st;
+    return emb__mpi_create(comm, num_embeddings, D, bag_opts, shard, &src, out);
+}
+
+emb_status emb_mpi_table_map_qtable(MPI_Comm comm, const char *path,
+                                    const emb_bag_options *bag_opts,
+                                    const emb_mpi_shard_options *shard, emb_mpi_table **out) {
+    emb__mpi_source src = {.qtype = EMB_QTYPE_F32, .read_only = true};
+    emb_mpi_shard_options s = shard ? *shard : emb_mpi_shard_options_default();
+    int64_t V = 0, D = 0;
+    emb_status st = path ? emb_qtable_map(path, &src.qfile, NULL)
+                         : emb_set_error(EMB_ERR_NULL, "path must not be NULL");
+    int size = 1, rank = 0;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    if (!st) {
+        src.qtype = emb_qtable_qtype(src.qfile);
+        V = emb_qtable_num_rows(src.qfile);
+        D = emb_qtable_dim(src.qfile);
+        if (src.qtype != s.qtype)
+            st = emb_set_error(EMB_ERR_DTYPE,
+                               "%s holds %s rows, but the shard options' qtype is %s (set it to "
+                               "the file's storage type)",
+                               path, emb_qtype_name(src.qtype), emb_qtype_name(s.qtype));
+    }
+    if (!st) { /* this rank's rows; only their pages are read, when they are looked up */
+        int64_t b = 0, e = 0;
+        emb__mpi_rows_of(rank, size, V, &s, &b, &e);
+        src.nrows = e - b;
+        if (e > b)
+            src.rows = (unsigned char *)(uintptr_t)emb_qtable_data(src.qfile) +
+                       (size_t)b * (size_t)emb_qtable_row_nbytes(src.qfile);
+        if (src.qtype == EMB_QTYPE_F32 && (uintptr_t)src.rows % sizeof(float))
+            st = emb_set_error(EMB_ERR_FORMAT, "%s: the float32 rows are not 4-byte aligned", path);
+    }
+    st = emb__mpi_agree_comm(comm, s.timeout_ms >= 0 ? s.timeout_ms : EMB_MPI_TIMEOUT_MS_DEFAULT,
+                             st, "to map the table");
+    if (!st) st = emb__mpi_create(comm, V, D, bag_opts, &s, &src, out);
+    if (st) emb_qtable_free(src.qfile);
+    return st;
+}
+
 void emb_mpi_table_free(emb_mpi_table *t) {
     if (!t) return;
     emb_optimizer_free(t->opt);
@@ -481,6 +556,7 @@ void emb_mpi_table_free(emb_mpi_table *t) {
     if (!t->borrowed) free(t->weight);
     emb_safetensors_free(t->map);
     emb__mpi_unmap(t->mapped, t->mapped_len);
+    emb_qtable_free(t->qfile);
     free(t->begin);
     MPI_Type_free(&t->row_type);
     MPI_Type_free(&t->grad_type);
@@ -564,7 +640,7 @@ emb_status emb_mpi_table_gather(emb_mpi_table *t, int root, emb_tensor *full) {
     st = emb__mpi_agree(t, st, "to gather the table");
     if (!st) {
         int n = (int)(t->row_end - t->row_begin);
-        const void *mine = t->weight ? (const void *)t->weight : t->qdata;
+        const void *mine = emb__mpi_stored(t);
         int rc = emb__mpi_gatherv(t->timeout_ms, mine, n, t->row_type, full ? full->data : NULL,
                                   counts, displs, t->row_type, root, t->comm);
         if (rc != MPI_SUCCESS) st = emb__mpi_fail(rc, "MPI_Gatherv");
