@@ -95,8 +95,7 @@ static void run_case(int64_t V, int64_t D, emb_qtype qt, emb_bag_mode mode, bool
         unsigned char *full = rank_ == 0 ? malloc((size_t)(V * rb)) : NULL;
         int64_t fs[2] = {V, qt == EMB_QTYPE_F32 ? D : rb};
         emb_tensor ft;
-        if (rank_ == 0)
-            ft = view(qt == EMB_QTYPE_F32 ? EMB_FLOAT32 : EMB_UINT8, full, 2, fs);
+        if (rank_ == 0) ft = view(qt == EMB_QTYPE_F32 ? EMB_FLOAT32 : EMB_UINT8, full, 2, fs);
         OK(emb_mpi_table_gather(t, 0, rank_ == 0 ? &ft : NULL));
         if (rank_ == 0)
             CHECK(!memcmp(full, emb_qtable_data(rq), (size_t)(V * rb)), "%s: gathered rows differ",
@@ -218,8 +217,8 @@ static void run_refusals(void) {
     snprintf(missing, sizeof missing, "%s/missing.safetensors", dir_);
     so.qtype = EMB_QTYPE_F16;
     t = NULL;
-    st = emb_mpi_table_map_qtable(MPI_COMM_WORLD, rank_ == size_ - 1 ? missing : path, &bo, &so,
-                                  &t);
+    st =
+        emb_mpi_table_map_qtable(MPI_COMM_WORLD, rank_ == size_ - 1 ? missing : path, &bo, &so, &t);
     refused_on_all(st, t, EMB_ERR_IO, rank_ == size_ - 1 ? "missing.safetensors" : "refused",
                    "a file missing on the last rank");
     /* the float32 wrap with f16 options */
@@ -247,8 +246,8 @@ static void run_refusals(void) {
     OK(emb_qtable_wrap(EMB_QTYPE_F16, b1 - b0 + 1, D, bytes, (size_t)((b1 - b0 + 1) * rb), NULL,
                        &other));
     t = NULL;
-    st = emb_mpi_table_wrap_qtable(MPI_COMM_WORLD, V, rank_ == size_ - 1 ? other : lq, &bo, &so,
-                                   &t);
+    st =
+        emb_mpi_table_wrap_qtable(MPI_COMM_WORLD, V, rank_ == size_ - 1 ? other : lq, &bo, &so, &t);
     refused_on_all(st, t, EMB_ERR_SHAPE, rank_ == size_ - 1 ? "rows" : NULL,
                    "a row too many on the last rank");
     emb_qtable_free(other);
