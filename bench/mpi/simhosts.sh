@@ -21,7 +21,8 @@
 #
 # simnet is $SIMNET, else $EMB_BUILD_DIR/bench/simnet (default build/). $SIMHOSTS_MTU is the
 # TUN devices' MTU (9000, jumbo frames: at 1500 a loaded 2-core machine forwards less than
-# 1 Gbit/s); simnet runs at niceness $SIMHOSTS_NICE (-10). bench/mpi/simhosts_check.py
+# 1 Gbit/s); simnet runs at niceness $SIMHOSTS_NICE (-10); $SIMHOSTS_LIMIT is each
+# destination's queue in packets (simnet's --limit, default 1000). bench/mpi/simhosts_check.py
 # measures what the network does (ping and a TCP transfer).
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,6 +30,7 @@ STATE=${TMPDIR:-/tmp}/emb-simhosts
 SIMNET=${SIMNET:-${EMB_BUILD_DIR:-$ROOT/build}/bench/simnet}
 MTU=${SIMHOSTS_MTU:-9000}
 NICE=${SIMHOSTS_NICE:--10} # a network that waits for a CPU adds delay
+LIMIT=${SIMHOSTS_LIMIT:-1000}
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 
@@ -57,7 +59,7 @@ start_simnet() { # start_simnet RATE DELAY JITTER
     [ -x "$SIMNET" ] || { echo "simhosts: no simnet at $SIMNET (cmake --build build --target simnet)" >&2; return 1; }
     # shellcheck disable=SC2046
     setsid nice -n "$NICE" "$SIMNET" --rate "$1" --delay "$2" --jitter "$3" --seed 1 --mtu "$MTU" \
-        --pidfile "$STATE/simnet.pid.new" $(hosts) > "$STATE/simnet.log" 2>&1 < /dev/null &
+        --limit "$LIMIT" --pidfile "$STATE/simnet.pid.new" $(hosts) > "$STATE/simnet.log" 2>&1 < /dev/null &
     i=0
     while [ ! -s "$STATE/simnet.pid.new" ] && [ $i -lt 100 ]; do
         kill -0 $! 2>/dev/null || { cat "$STATE/simnet.log" >&2; return 1; }
