@@ -277,14 +277,18 @@ EMB_API emb_status emb_w2v_create_with_vocab_files(const emb_w2v_options *opts,
  * first appearance), its input vector drawn as a fresh run draws them (uniform in
  * [-0.5/dim, 0.5/dim) from the seed) and its output vector zero; rarer new words are
  * dropped. Both tables of the model are kept as they are. The model's dim is used (opts->dim
- * is ignored); the other options are this run's. The learning rate decays from alpha to
+ * is ignored), and so are its subwords: a model trained with subwords (maxn > 0) continues
+ * with its minn, maxn and bucket (opts' are ignored) and its n-gram bucket rows, which every
+ * word's n-grams hash to as before, so a new word starts as the mean of its fresh row and
+ * its n-grams' trained rows (gensim's FastText build_vocab(update=True) keeps the n-gram
+ * vectors too); a model trained without subwords continues without them. The other options
+ * are this run's. The learning rate decays from alpha to
  * min_alpha over epochs x the new corpus's tokens, as a fresh run's (and gensim's train()).
  * Subsampling uses the new corpus's counts; negative sampling the grown counts. The run
  * cannot be resumed from a checkpoint (emb_w2v_resume rebuilds the vocabulary from the
  * corpus alone). corpus "-": stdin.
  * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_IO (the model cannot be
- * read), EMB_ERR_FORMAT (not a model: the message names the file and the offset),
- * EMB_ERR_UNSUPPORTED (a model trained with subwords). */
+ * read), EMB_ERR_FORMAT (not a model: the message names the file and the offset). */
 EMB_API emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model,
                                     const char *corpus, emb_w2v **out);
 /* The same over the corpus paths[0..n) (emb_w2v_create_from_files). */

@@ -483,8 +483,8 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n, const
  * dim, its words with their counts and both tables, whatever corpus it was trained on. Every
  * size is checked against the bytes the file holds before anything is allocated. */
 emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *path,
-                               int64_t *dim_out, emb_vocab **vocab_out, float **syn0_out,
-                               float **syn1_out) {
+                               int64_t *dim_out, int64_t sub[3], emb_vocab **vocab_out,
+                               float **syn0_out, float **syn1_out) {
     if (n < 16 || memcmp(data, EMB__W2V_MAGIC, 8) != 0)
         return emb__error(EMB_ERR_FORMAT,
                           "%s is not an emb word2vec model (a checkpoint or --save-state file)",
@@ -511,7 +511,8 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
                               "%s is truncated or malformed (its list of corpus files)", path);
         f[k] = get_u64(&r);
     }
-    const uint64_t dim = f[1], lanes = f[11], V = f[nf - 4], maxn = nf > 21 ? f[18] : 0;
+    const uint64_t dim = f[1], lanes = f[11], V = f[nf - 4], maxn = nf > 21 ? f[18] : 0,
+                   minn = maxn > 0 ? f[17] : 0, bucket = maxn > 0 ? f[19] : 0;
     if (r.bad)
         return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path,
                           (size_t)(r.p - data));
@@ -520,11 +521,13 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
         return emb__error(EMB_ERR_FORMAT,
                           "%s is malformed: dim %" PRIu64 ", lanes %" PRIu64 ", %" PRIu64 " words",
                           path, dim, lanes, V);
-    if (maxn > 0)
-        return emb__error(EMB_ERR_UNSUPPORTED,
-                          "%s was trained with subwords (maxn %" PRIu64
-                          "): continued training of subword models is not provided",
-                          path, maxn);
+    /* the subword options as a run checks them (emb_w2v_options_check): n-grams of 1 to 100
+     * characters, 1 to 2^31 - 1 buckets, which with the words' rows stay below 2^32 rows */
+    if (maxn > 0 && (minn < 1 || minn > maxn || maxn > 100 || bucket < 1 || bucket >= INT32_MAX))
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s is malformed: subwords minn %" PRIu64 ", maxn %" PRIu64
+                          ", bucket %" PRIu64,
+                          path, minn, maxn, bucket);
     if ((size_t)(r.end - r.p) < lanes * 40)
         return emb__error(EMB_ERR_FORMAT, "%s is truncated (offset %zu)", path,
                           (size_t)(r.p - data));
@@ -565,21 +568,29 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
                             "%s: word %" PRIu64 " at offset %zu repeats an earlier one", path, i,
                             at);
     }
-    size_t tbytes = (size_t)V * (size_t)dim * sizeof(float);
-    if (st == EMB_OK && (size_t)(r.end - r.p) != 2 * tbytes)
-        st = emb__error(EMB_ERR_FORMAT, "%s: the tables at offset %zu hold %zu bytes, not %zu",
-                        path, (size_t)(r.p - data), (size_t)(r.end - r.p), 2 * tbytes);
+    /* the input table's rows (the words', then the n-gram buckets'), then the output's: the
+     * rows are counted against the bytes left before they are multiplied (bucket < 2^31) */
+    const uint64_t rows0 = V + bucket, row_bytes = dim * sizeof(float);
+    const size_t have = (size_t)(r.end - r.p);
+    if (st == EMB_OK && (rows0 + V > have / row_bytes || have != (rows0 + V) * row_bytes))
+        st = emb__error(EMB_ERR_FORMAT,
+                        "%s: the tables at offset %zu hold %zu bytes, not %" PRIu64
+                        " rows of %" PRIu64 " bytes",
+                        path, (size_t)(r.p - data), have, rows0 + V, row_bytes);
+    const size_t bytes0 = st == EMB_OK ? (size_t)(rows0 * row_bytes) : 0,
+                 tbytes = st == EMB_OK ? (size_t)(V * row_bytes) : 0;
     float *t0 = NULL, *t1 = NULL;
     if (st == EMB_OK) {
-        t0 = malloc(tbytes), t1 = malloc(tbytes);
+        t0 = malloc(bytes0), t1 = malloc(tbytes);
         if (!t0 || !t1)
             st = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate the tables (%zu bytes)", path,
-                            2 * tbytes);
+                            bytes0 + tbytes);
     }
     if (st == EMB_OK) {
-        memcpy(t0, r.p, tbytes), memcpy(t1, r.p + tbytes, tbytes);
-        for (size_t k = 0; k < 2 * (tbytes / sizeof(float)) && st == EMB_OK; k++)
-            if (!isfinite(k < tbytes / sizeof(float) ? t0[k] : t1[k - tbytes / sizeof(float)]))
+        memcpy(t0, r.p, bytes0), memcpy(t1, r.p + bytes0, tbytes);
+        const size_t n0 = bytes0 / sizeof(float), n1 = tbytes / sizeof(float);
+        for (size_t k = 0; k < n0 + n1 && st == EMB_OK; k++)
+            if (!isfinite(k < n0 ? t0[k] : t1[k - n0]))
                 st = emb__error(EMB_ERR_FORMAT,
                                 "%s holds NaN or infinite values: it was saved from a run that had "
                                 "diverged",
@@ -590,6 +601,7 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
         return st;
     }
     *dim_out = (int64_t)dim;
+    sub[0] = (int64_t)minn, sub[1] = (int64_t)maxn, sub[2] = (int64_t)bucket;
     *vocab_out = vocab;
     *syn0_out = t0;
     *syn1_out = t1;

@@ -119,19 +119,21 @@ emb_status emb_w2v_continue_files(const emb_w2v_options *opts, const char *model
     if (st || (st = emb__w2v_no_phrases(opts, "continued training"))) return st;
     emb__file f;
     if ((st = emb__file_open(model, &f, EMB__FILE_READ))) return st;
-    int64_t dim = 0;
+    int64_t dim = 0, sub[3] = {0, 0, 0};
     emb_vocab *merged = NULL, *all = NULL;
     float *syn0 = NULL, *syn1 = NULL;
     int32_t *map = NULL;
     int64_t *new_count = NULL;
     emb__w2v_ids ids;
     bool have_ids = false;
-    st = emb__w2v_read_model(f.data, f.size, model, &dim, &merged, &syn0, &syn1);
+    st = emb__w2v_read_model(f.data, f.size, model, &dim, sub, &merged, &syn0, &syn1);
     emb__file_close(&f);
     if (st) return st;
     const int64_t old_v = emb_vocab_num_words(merged);
     emb_w2v_options o = *opts;
-    o.dim = dim; /* the model's */
+    o.dim = dim; /* the model's, and its subwords (or none) */
+    o.maxn = (int)sub[1];
+    if (sub[1] > 0) o.minn = (int)sub[0], o.bucket = sub[2];
     if ((st = read_all_words(&o, paths, n, &all, &ids))) goto done;
     have_ids = true;
     const int64_t nall = emb_vocab_num_words(all);
@@ -184,6 +186,11 @@ emb_status emb_w2v_continue_files(const emb_w2v_options *opts, const char *model
      * (uniform in [-0.5/dim, 0.5/dim) from the seed), output rows zero */
     memcpy(w->syn0, syn0, (size_t)old_v * (size_t)dim * sizeof(float));
     memcpy(w->syn1, syn1, (size_t)old_v * (size_t)dim * sizeof(float));
+    /* with subwords the n-gram bucket rows, after the words' rows of each table: the same
+     * hashing gives every n-gram the same bucket, so a word's n-grams keep what they learned */
+    if (sub[1] > 0)
+        memcpy(w->syn0 + w->V * dim, syn0 + old_v * dim,
+               (size_t)sub[2] * (size_t)dim * sizeof(float));
     /* subsampling from the new text's counts (gensim: the raw counts of this update) */
     for (int64_t i = 0; i < w->V; i++)
         emb__w2v_set_keep(w, i, (double)new_count[i], (double)w->tokens);

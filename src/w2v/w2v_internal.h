@@ -108,10 +108,12 @@ double emb__w2v_step_loss(const emb__sgns_rows *in, const emb__sgns_rows *out, i
                           const int32_t *ctx, int m, const int32_t *tgt, int n, bool cbow,
                           bool cbow_mean, float *h);
 
-/* A checkpoint (or --save-state file) read as a model: its dim, words with counts, and both
- * tables (malloc'd [V, dim] each). Sizes checked before allocating (src/w2v/checkpoint.c). */
+/* A checkpoint (or --save-state file) read as a model: its dim, its subword options (sub:
+ * minn, maxn, bucket; maxn 0 without subwords), words with counts, and both tables (malloc'd:
+ * the input table's V rows and then, with subwords, its `bucket` n-gram rows; the output
+ * table's V rows). Sizes checked before allocating (src/w2v/checkpoint.c). */
 emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *path, int64_t *dim,
-                               emb_vocab **vocab, float **syn0, float **syn1);
+                               int64_t sub[3], emb_vocab **vocab, float **syn0, float **syn1);
 
 /* Word i's subsampling threshold for a word seen `count` times in `total` tokens. */
 void emb__w2v_set_keep(emb_w2v *w, int64_t i, double count, double total);

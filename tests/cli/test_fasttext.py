@@ -241,6 +241,60 @@ def test_subword_options(emb_bin, tmp_path):
         ("3", "5", "100", "sg", "ns")
 
 
+def test_continue_a_subword_model(emb_bin, tmp_path):
+    """--continue on a model trained with subwords: the vocabulary grows as gensim 4.2's
+    FastText build_vocab(update=True) grows it, the run keeps the model's n-gram settings (none
+    given here), fastText's `-output PREFIX` writes PREFIX.vec and PREFIX.bin, and fastText
+    loads that .bin and gives the vectors emb gives, for old, new and unseen words."""
+    from gensim.models import FastText
+    from gensim.models.word2vec import LineSentence
+
+    corpus(tmp_path / "c.txt")
+    rnd = random.Random(7)
+    with open(tmp_path / "new.txt", "w", encoding="utf-8") as f:
+        for i in range(120):  # "omega" is new and frequent, "rho" new and rare
+            words = [rnd.choice(WORDS[:5]) for _ in range(8)] + ["omega"] * 2
+            if i % 60 == 0:
+                words.append("rho")
+            f.write(" ".join(words) + "\n")
+    r = run([emb_bin, "train", str(tmp_path / "c.txt"), "-o", str(tmp_path / "old.vec"),
+             "--subwords", "--minn", "2", "--maxn", "4", "--bucket", "5000", "--min-count", "3",
+             "--dim", "12", "--epochs", "3", "--threads", "1", "--save-state",
+             str(tmp_path / "old.model"), "-q"])
+    assert r.returncode == 0, r.stderr
+    prefix = str(tmp_path / "cont")
+    r = run([emb_bin, "train", "-input", str(tmp_path / "new.txt"), "-output", prefix, "--continue",
+             str(tmp_path / "old.model"), "--min-count", "3", "--epochs", "3", "--threads", "1",
+             "--save-vocab", str(tmp_path / "new.vocab")])
+    assert r.returncode == 0, r.stderr
+    assert "subwords" in r.stderr and "(continued)" in r.stderr
+    got = {}
+    for line in open(tmp_path / "new.vocab", encoding="utf-8"):
+        w, c = line.rstrip("\n").rsplit(" ", 1)
+        got[w] = int(c)
+    m = FastText(min_count=3, vector_size=4, min_n=2, max_n=4, bucket=5000, workers=1)
+    m.build_vocab(LineSentence(str(tmp_path / "c.txt")))
+    m.build_vocab(LineSentence(str(tmp_path / "new.txt")), update=True)
+    assert got == {w: m.wv.get_vecattr(w, "count") for w in m.wv.index_to_key}
+    assert "omega" in got and "rho" not in got
+    info = subprocess.run([fasttext(), "dump", prefix + ".bin", "args"], capture_output=True,
+                          text=True, timeout=60)
+    assert info.returncode == 0, info.stderr
+    args = dict(line.split() for line in info.stdout.splitlines() if len(line.split()) == 2)
+    assert (args["dim"], args["minn"], args["maxn"], args["bucket"]) == ("12", "2", "4", "5000")
+    words = WORDS + ["omega"] + UNSEEN
+    ft = fasttext_vectors(prefix + ".bin", words)
+    em = emb_vectors(emb_bin, prefix + ".bin", words)
+    for w in words:
+        assert [g5(x) for x in em[w]] == ft[w], (w, em[w], ft[w])
+    with open(prefix + ".vec", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert lines[0] == f"{len(got)} 12"
+    for line in lines[1:]:
+        parts = line.split(" ")
+        assert [f32(float(x)) for x in parts[1:]] == em[parts[0]], parts[0]
+
+
 def test_serve_answers_unseen_words(emb_bin, model):
     """emb serve on a .bin: unseen words get the vector fastText prints for them, in lookups,
     texts and queries."""

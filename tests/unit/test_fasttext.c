@@ -544,18 +544,97 @@ static void test_checkpoint_subwords(void **state) {
         emb_w2v_free(w);
         EMB_EXPECT_ERR(emb_w2v_resume(&o, corpus, plain, &w), EMB_ERR_FORMAT,
                        "was written with maxn 0, but this run has maxn 4");
-        /* continued training of a subword model is refused by name */
-        EMB_EXPECT_ERR(emb_w2v_continue(&o2, ck, corpus, &w), EMB_ERR_UNSUPPORTED,
-                       "continued training of subword models is not provided");
     }
+}
+
+/* Continued training of a subword model (emb_w2v_continue): the run takes the model's minn,
+ * maxn and bucket whatever its own options say, keeps the words' rows and the n-gram bucket
+ * rows as they were (so an unseen word's vector is the model's), adds the new words, and
+ * trains them; a model without subwords continues without them. */
+static void test_continue_subwords(void **state) {
+    (void)state;
+    const char *corpus = subword_corpus();
+    char ck[600], more[600];
+    snprintf(ck, sizeof ck, "%s/sub-model.ckpt", tmpdir);
+    snprintf(more, sizeof more, "%s/more.txt", tmpdir);
+    FILE *f = fopen(more, "wb");
+    assert_non_null(f);
+    for (int line = 0; line < 200; line++) /* "catnip" is new; "dogs" and "red" are known */
+        fprintf(f, "%s\n", line % 2 ? "catnip dogs red catnip" : "red catnip the cats");
+    fclose(f);
+    const char unseen[] = "doggish";
+    emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+    o.dim = 8, o.min_count = 1, o.epochs = 5, o.threads = 1, o.seed = 5;
+    o.minn = 2, o.maxn = 4, o.bucket = 5003;
+    emb_w2v *w, *c;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+    EMB_OK_OR_FAIL(emb_w2v_train(w, NULL, NULL));
+    EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, ck));
+    emb_tensor old_in, old_out;
+    tables_of(w, &old_in, &old_out);
+    const int64_t V0 = emb_vocab_num_words(emb_w2v_vocab(w)), B = 5003, D = 8;
+    float want_unseen[8], got_unseen[8], before[8], after[8];
+    EMB_OK_OR_FAIL(emb_w2v_word_vector(w, unseen, strlen(unseen), want_unseen));
+    emb_w2v_free(w);
+    /* this run asks for no subwords and another dim: the model's are used */
+    emb_w2v_options o2 = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
+    o2.dim = 32, o2.min_count = 5, o2.epochs = 3, o2.threads = 1, o2.seed = 9;
+    EMB_OK_OR_FAIL(emb_w2v_continue(&o2, ck, more, &c));
+    const emb_w2v_options got = emb_w2v_options_of(c);
+    assert_int_equal(got.dim, 8);
+    assert_int_equal(got.minn, 2);
+    assert_int_equal(got.maxn, 4);
+    assert_int_equal(got.bucket, 5003);
+    const emb_vocab *v = emb_w2v_vocab(c);
+    const int64_t V1 = emb_vocab_num_words(v), cat = emb_vocab_find(v, "catnip", 6);
+    assert_int_equal(V1, V0 + 1);
+    assert_int_equal(cat, V0); /* the new word after the model's */
+    emb_tensor in, out;
+    tables_of(c, &in, &out);
+    assert_int_equal(in.shape[0], V1 + B);
+    const float *a = in.data, *b = old_in.data;
+    /* the words' rows, then the buckets, as the model had them; the output rows too */
+    assert_memory_equal(a, b, (size_t)(V0 * D) * sizeof(float));
+    assert_memory_equal(a + V1 * D, b + V0 * D, (size_t)(B * D) * sizeof(float));
+    assert_memory_equal(out.data, old_out.data, (size_t)(V0 * D) * sizeof(float));
+    for (int64_t k = 0; k < D; k++) {
+        assert_true(fabsf(a[cat * D + k]) <= 0.5f / 8);           /* drawn as a fresh run's */
+        assert_true(((const float *)out.data)[cat * D + k] == 0); /* output rows start at 0 */
+    }
+    /* an unseen word is the mean of its n-grams' rows: the model's vector, bit for bit */
+    EMB_OK_OR_FAIL(emb_w2v_word_vector(c, unseen, strlen(unseen), got_unseen));
+    assert_memory_equal(got_unseen, want_unseen, sizeof want_unseen);
+    EMB_OK_OR_FAIL(emb_w2v_word_vector(c, "catnip", 6, before));
+    EMB_OK_OR_FAIL(emb_w2v_train(c, NULL, NULL));
+    EMB_OK_OR_FAIL(emb_w2v_word_vector(c, "catnip", 6, after));
+    bool moved = false;
+    for (int k = 0; k < 8; k++) {
+        assert_true(isfinite(after[k]));
+        moved |= after[k] != before[k];
+    }
+    assert_true(moved);
+    emb_w2v_free(c);
+    emb_tensor_release(&in), emb_tensor_release(&out);
+    emb_tensor_release(&old_in), emb_tensor_release(&old_out);
+    /* a model without subwords continues without them, whatever this run asks */
+    o.maxn = 0;
+    EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, corpus, &w));
+    EMB_OK_OR_FAIL(emb_w2v_save_checkpoint(w, ck));
+    emb_w2v_free(w);
+    o2.maxn = 6, o2.minn = 3;
+    EMB_OK_OR_FAIL(emb_w2v_continue(&o2, ck, more, &c));
+    assert_int_equal(emb_w2v_options_of(c).maxn, 0);
+    tables_of(c, &in, &out);
+    assert_int_equal(in.shape[0], emb_vocab_num_words(emb_w2v_vocab(c)));
+    emb_tensor_release(&in), emb_tensor_release(&out);
+    emb_w2v_free(c);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_and_vectors),
-        cmocka_unit_test(test_hostile),
-        cmocka_unit_test(test_train_subwords),
-        cmocka_unit_test(test_checkpoint_subwords),
+        cmocka_unit_test(test_read_and_vectors),  cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_train_subwords),    cmocka_unit_test(test_checkpoint_subwords),
+        cmocka_unit_test(test_continue_subwords),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -316,6 +316,8 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
     }
     int asked_threads = o.threads;
     o = emb_w2v_options_of(w);
+    /* a continued model has its own subwords: -output PREFIX then writes PREFIX.bin too */
+    if (cont && out.model && o.maxn > 0 && !save_model && mp.rank == 0) save_model = out.model;
     if (resume && threads > 0 && asked_threads != o.threads && !quiet)
         fprintf(stderr,
                 "emb train: %s holds %d lanes (parts of the corpus, each with its own position "
@@ -482,7 +484,8 @@ const emb_cli_command emb_cli_cmd_train = {
     "                          and their counts) for --continue\n"
     "  --continue MODEL        train the model further on CORPUS: its words keep their\n"
     "                          vectors, new words seen --min-count times are added (as\n"
-    "                          gensim's build_vocab(update=True)); the model's dim is used\n"
+    "                          gensim's build_vocab(update=True)); the model's dim and\n"
+    "                          subwords (minn, maxn, bucket and the n-gram rows) are used\n"
     "  --loss                  show the training loss in the progress display: the mean\n"
     "                          over this epoch's examples of the sum of -log sigmoid terms\n"
     "                          (docs/word2vec.md, \"Loss\"); costs time, same vectors\n"
