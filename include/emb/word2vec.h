@@ -270,7 +270,10 @@ EMB_API emb_status emb_w2v_create_with_vocab_files(const emb_w2v_options *opts,
                                                    size_t n, emb_w2v **out);
 
 /* Continued training: a model saved by emb_w2v_save_checkpoint (at the end of a run, or
- * any checkpoint) trained further on a new corpus, as gensim's build_vocab(update=True)
+ * any checkpoint), or a fastText model (.bin, cbow or skipgram with negative sampling, as
+ * fastText 0.9.2 or emb_w2v_save_fasttext writes it: its dictionary's words, "</s>" included,
+ * with their counts, its input rows and n-gram buckets, its output rows), trained further on a
+ * new corpus, as gensim's build_vocab(update=True)
  * followed by train() (docs/word2vec.md, "Continued training"). The vocabulary grows: a
  * word of the model keeps its row and its count grows by its count in the new corpus; a new
  * word seen at least min_count times gets a new row after the model's (by count, ties by
@@ -288,7 +291,9 @@ EMB_API emb_status emb_w2v_create_with_vocab_files(const emb_w2v_options *opts,
  * cannot be resumed from a checkpoint (emb_w2v_resume rebuilds the vocabulary from the
  * corpus alone). corpus "-": stdin.
  * Errors (*out untouched): as emb_w2v_create_from_file, EMB_ERR_IO (the model cannot be
- * read), EMB_ERR_FORMAT (not a model: the message names the file and the offset). */
+ * read), EMB_ERR_FORMAT (not a model: the message names the file and the offset),
+ * EMB_ERR_UNSUPPORTED (a supervised fastText model, one trained with another loss than
+ * negative sampling, or a quantized .ftz). */
 EMB_API emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model,
                                     const char *corpus, emb_w2v **out);
 /* The same over the corpus paths[0..n) (emb_w2v_create_from_files). */

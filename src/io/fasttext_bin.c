@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FT_MAGIC   793712314
+#define FT_MAGIC   EMB__FASTTEXT_MAGIC
 #define FT_VERSION 12
 
 struct emb_fasttext {
@@ -296,6 +296,24 @@ fail:
 }
 
 /* ---- queries ---- */
+
+emb_status emb__fasttext_tables(const emb_fasttext *ft, float **in, int64_t *in_rows, float **out,
+                                int64_t *out_rows) {
+    if (!ft || !in || !out || !in_rows || !out_rows) return emb__null("ft");
+    /* the sizes were checked against the file's bytes when it was read */
+    const size_t dim = (size_t)ft->a.dim, ni = (size_t)ft->in_rows * dim,
+                 no = (size_t)ft->out_rows * dim;
+    float *a = malloc(ni ? ni * sizeof(float) : 1), *b = malloc(no ? no * sizeof(float) : 1);
+    if (!a || !b) {
+        free(a), free(b);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate the model's tables (%zu floats)",
+                          ni + no);
+    }
+    memcpy(a, ft->in, ni * sizeof(float)); /* unaligned in the file */
+    memcpy(b, ft->out, no * sizeof(float));
+    *in = a, *out = b, *in_rows = ft->in_rows, *out_rows = ft->out_rows;
+    return EMB_OK;
+}
 
 emb_fasttext_args emb_fasttext_args_of(const emb_fasttext *ft) {
     emb_fasttext_args a;

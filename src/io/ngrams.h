@@ -22,6 +22,15 @@ static inline uint32_t emb__fnv1a_byte(uint32_t h, unsigned char c) {
 int64_t emb__subword_ngrams(const char *word, size_t len, int minn, int maxn, uint32_t bucket,
                             int64_t nwords, int64_t *rows, int64_t cap);
 
+/* The magic number a fastText model file starts with (little-endian int32). */
+#define EMB__FASTTEXT_MAGIC 793712314
+
+/* Copies of a model's input rows (its words', then its `bucket` n-gram rows) and output rows
+ * (one per word for cbow and skipgram models, one per label for supervised ones), malloc'd;
+ * *in_rows and *out_rows their counts. Errors: EMB_ERR_NULL, EMB_ERR_NOMEM. */
+emb_status emb__fasttext_tables(const emb_fasttext *ft, float **in, int64_t *in_rows, float **out,
+                                int64_t *out_rows);
+
 /* Writes a fastText model file: the arguments, the vocabulary (all
  * words, counts from it), in_rows x dim input floats and out_rows x dim output floats,
  * atomically. Errors: EMB_ERR_INVALID (more than 2^31 - 1 words), EMB_ERR_IO, EMB_ERR_NOMEM. */

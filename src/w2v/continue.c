@@ -3,9 +3,12 @@
  * and continued training of a saved model on new text (gensim's build_vocab(update=True)
  * then train; emb_w2v_continue). docs/word2vec.md, "Vocabularies and continued training". */
 #include "w2v_internal.h"
+#include "io/io_face.h" /* a fastText model's tables (src/io/ngrams.h) */
 
+#include <emb/fasttext.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +106,61 @@ fail:
     return st;
 }
 
+/* A fastText model (.bin, cbow or skipgram with negative sampling) read as a model to continue:
+ * what emb__w2v_read_model gives for emb's own (its words are those of its dictionary, "</s>"
+ * included, with their counts). */
+static emb_status read_fasttext_model(const char *path, int64_t *dim, int64_t sub[3],
+                                      emb_vocab **vocab, float **syn0, float **syn1) {
+    emb_fasttext *ft = NULL;
+    emb_status st = emb_fasttext_read(path, &ft);
+    if (st) return st;
+    const emb_fasttext_args a = emb_fasttext_args_of(ft);
+    const emb_vocab *v = emb_fasttext_vocab(ft);
+    const int64_t V = emb_vocab_num_words(v);
+    int64_t in_rows = 0, out_rows = 0;
+    if (a.model != 1 && a.model != 2)
+        st = emb__error(EMB_ERR_UNSUPPORTED,
+                        "%s is a supervised fastText model (a classifier): only cbow and skipgram "
+                        "models are trained further",
+                        path);
+    else if (a.loss != 2)
+        st = emb__error(EMB_ERR_UNSUPPORTED,
+                        "%s was trained with loss %s; emb trains with negative sampling (ns) only",
+                        path,
+                        a.loss == 1   ? "hs"
+                        : a.loss == 3 ? "softmax"
+                                      : "ova");
+    else if (V < 1 || V >= INT32_MAX)
+        st = emb__error(EMB_ERR_FORMAT, "%s holds %" PRId64 " words", path, V);
+    else if (a.maxn > 0 && (a.minn < 1 || a.minn > a.maxn || a.maxn > 100 || a.bucket < 1 ||
+                            a.bucket >= INT32_MAX))
+        st = emb__error(EMB_ERR_FORMAT,
+                        "%s: subwords minn %d, maxn %d, bucket %d are outside what emb trains",
+                        path, a.minn, a.maxn, a.bucket);
+    for (int64_t i = 0; st == EMB_OK && i < V; i++)
+        if (emb_vocab_count(v, i) < 1)
+            st = emb__error(EMB_ERR_FORMAT, "%s: word %" PRId64 " has count %" PRId64, path, i,
+                            emb_vocab_count(v, i));
+    if (st == EMB_OK) st = copy_vocab(v, vocab);
+    if (st == EMB_OK && (st = emb__fasttext_tables(ft, syn0, &in_rows, syn1, &out_rows)))
+        emb_vocab_free(*vocab), *vocab = NULL;
+    const size_t n0 = st ? 0 : (size_t)in_rows * (size_t)a.dim,
+                 n1 = st ? 0 : (size_t)out_rows * (size_t)a.dim;
+    for (size_t k = 0; k < n0 + n1 && st == EMB_OK; k++)
+        if (!isfinite(k < n0 ? (*syn0)[k] : (*syn1)[k - n0])) {
+            st = emb__error(EMB_ERR_FORMAT, "%s holds NaN or infinite values", path);
+            emb_vocab_free(*vocab), *vocab = NULL;
+            free(*syn0), free(*syn1), *syn0 = *syn1 = NULL;
+        }
+    if (st == EMB_OK) {
+        *dim = a.dim;
+        sub[0] = a.maxn > 0 ? a.minn : 0, sub[1] = a.maxn > 0 ? a.maxn : 0;
+        sub[2] = a.maxn > 0 ? a.bucket : 0;
+    }
+    emb_fasttext_free(ft);
+    return st;
+}
+
 emb_status emb_w2v_continue(const emb_w2v_options *opts, const char *model, const char *corpus,
                             emb_w2v **out) {
     if (!corpus) return emb__null("corpus");
@@ -126,8 +184,12 @@ emb_status emb_w2v_continue_files(const emb_w2v_options *opts, const char *model
     int64_t *new_count = NULL;
     emb__w2v_ids ids;
     bool have_ids = false;
-    st = emb__w2v_read_model(f.data, f.size, model, &dim, sub, &merged, &syn0, &syn1);
+    /* emb's own model (a checkpoint), or fastText's .bin */
+    const bool fasttext = f.size >= 4 && emb__get_u32le(f.data) == EMB__FASTTEXT_MAGIC;
+    if (!fasttext)
+        st = emb__w2v_read_model(f.data, f.size, model, &dim, sub, &merged, &syn0, &syn1);
     emb__file_close(&f);
+    if (fasttext) st = read_fasttext_model(model, &dim, sub, &merged, &syn0, &syn1);
     if (st) return st;
     const int64_t old_v = emb_vocab_num_words(merged);
     emb_w2v_options o = *opts;

@@ -295,6 +295,58 @@ def test_continue_a_subword_model(emb_bin, tmp_path):
         assert [f32(float(x)) for x in parts[1:]] == em[parts[0]], parts[0]
 
 
+def test_continue_a_fasttext_model(emb_bin, model, tmp_path):
+    """--continue on a model Debian's fastText trained (cbow and skipgram): the vocabulary
+    (with fastText's "</s>") grows as gensim 4.2's load_facebook_model then
+    build_vocab(update=True) grows it; with a learning rate of 1e-9 the old words' and unseen
+    words' vectors stay the model's; the continued .bin loads in fastText with emb's vectors.
+    A classifier and a model trained with another loss are refused by name."""
+    from gensim.models.fasttext import load_facebook_model
+    from gensim.models.word2vec import LineSentence
+
+    rnd = random.Random(3)
+    new = tmp_path / "new.txt"
+    with open(new, "w", encoding="utf-8") as f:
+        for _ in range(100):
+            f.write(" ".join([rnd.choice(WORDS[:6]) for _ in range(8)] + ["omega"] * 2) + "\n")
+    prefix = str(tmp_path / "cont")
+    r = run([emb_bin, "train", "-input", str(new), "-output", prefix, "--continue", model,
+             "--min-count", "1", "--alpha", "1e-9", "--epochs", "1", "--threads", "1",
+             "--save-vocab", str(tmp_path / "new.vocab"), "-q"])
+    assert r.returncode == 0, r.stderr
+    got = {}
+    for line in open(tmp_path / "new.vocab", encoding="utf-8"):
+        w, c = line.rstrip("\n").rsplit(" ", 1)
+        got[w] = int(c)
+    m = load_facebook_model(model)  # the model's min_count (1) decides for new words there
+    m.build_vocab(LineSentence(str(new)), update=True)
+    assert got == {w: m.wv.get_vecattr(w, "count") for w in m.wv.index_to_key}
+    assert "</s>" in got and "omega" in got
+    old_words = WORDS + UNSEEN
+    before = emb_vectors(emb_bin, model, old_words)
+    after = emb_vectors(emb_bin, prefix + ".bin", old_words + ["omega"])
+    for w in old_words:
+        assert max(abs(a - b) for a, b in zip(after[w], before[w])) < 1e-6, w
+    ft = fasttext_vectors(prefix + ".bin", old_words + ["omega"])
+    for w in old_words + ["omega"]:
+        assert [g5(x) for x in after[w]] == ft[w], (w, after[w], ft[w])
+    # what emb does not train further
+    with open(tmp_path / "lab.txt", "w") as f:
+        for i in range(50):
+            f.write(f"__label__{i % 2} " + " ".join(rnd.choice(WORDS) for _ in range(6)) + "\n")
+    for kind, extra, needle in [("supervised", [], "is a supervised fastText model"),
+                                ("skipgram", ["-loss", "hs"], "trained with loss hs")]:
+        src = tmp_path / ("lab.txt" if kind == "supervised" else "new.txt")
+        out = str(tmp_path / kind)
+        p = subprocess.run([fasttext(), kind, "-input", str(src), "-output", out, "-dim", "4",
+                            "-epoch", "1", "-minCount", "1", "-bucket", "100", "-thread", "1",
+                            "-verbose", "0"] + extra, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        r = run([emb_bin, "train", str(new), "-o", str(tmp_path / "x.vec"), "--continue",
+                 out + ".bin", "-q"])
+        assert r.returncode == 1 and needle in r.stderr, r.stderr
+
+
 def test_serve_answers_unseen_words(emb_bin, model):
     """emb serve on a .bin: unseen words get the vector fastText prints for them, in lookups,
     texts and queries."""
