@@ -31,7 +31,8 @@ __version__ = _emb.__version__
 
 __all__ = [
     "Embedding", "EmbeddingBag", "Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "SparseAdam",
-    "QTable", "Knn", "KeyedVectors", "train", "manual_seed", "initial_seed", "Generator",
+    "QTable", "Knn", "KeyedVectors", "FastTextKeyedVectors", "load_facebook_vectors", "train",
+    "manual_seed", "initial_seed", "Generator",
     "QTableWriter", "quantize_rows", "qtype_row_nbytes",
     "default_generator", "pca", "tsne", "tensor_repr", "Linear", "one_hot",
     "embedding", "embedding_bag", "embedding_renorm_", "SparseGrad", "sparse_coalesce_order",
@@ -243,5 +244,5 @@ def map_safetensors(path, tensor=None):
     return _emb.map_safetensors(_os.fspath(path), tensor)
 
 
-from .keyedvectors import KeyedVectors  # noqa: E402
+from .keyedvectors import FastTextKeyedVectors, KeyedVectors, load_facebook_vectors  # noqa: E402
 from .word2vec import train  # noqa: E402

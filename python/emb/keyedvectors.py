@@ -449,6 +449,55 @@ class KeyedVectors:
         return f"<KeyedVectors: {len(self)} keys, vector_size {self.vector_size}>"
 
 
+class FastTextKeyedVectors(KeyedVectors):
+    """gensim's FastTextKeyedVectors over a fastText model (.bin, as fastText 0.9.2 or
+    ``emb train --subwords --save-model`` writes it): the vocabulary's vectors as in
+    KeyedVectors (``vectors``, fastText's .vec), and a vector for any other word, the mean of
+    its character n-grams' rows, computed as fastText computes it (``fasttext
+    print-word-vectors``, bit for bit; gensim's within float32 rounding). As in gensim,
+    ``word in kv`` is true for every word that has n-grams, ``kv.has_index_for(word)`` only
+    for the vocabulary's; ``kv[word]``, ``similarity``, ``most_similar(positive=[...])`` and
+    the other queries take unseen words, and searches return vocabulary words. A word without
+    n-grams outside the vocabulary is a KeyError, as in gensim."""
+
+    def __init__(self, model):
+        words, counts, vectors = model.vectors()
+        super().__init__(vectors=vectors, index_to_key=words, counts=counts)
+        self._model = model
+        self.min_n, self.max_n, self.bucket = model.minn, model.maxn, model.bucket
+
+    @classmethod
+    def load(cls, fname, mmap=None):
+        """The model file read into memory (mmap is accepted for gensim's signature and
+        ignored: the n-gram rows are read when a word needs them)."""
+        return cls(_emb.FastText(os.fspath(fname)))
+
+    def __contains__(self, key):
+        if self.has_index_for(key):
+            return True
+        return isinstance(key, str) and self._model.num_subwords(key) > 0
+
+    def get_vector(self, key, norm=False):
+        if self.has_index_for(key):
+            return super().get_vector(key, norm)
+        if not isinstance(key, str) or self._model.num_subwords(key) == 0:
+            raise KeyError("cannot calculate vector for OOV word without ngrams")
+        v = self._model.word_vector(key)
+        return v / np.linalg.norm(v) if norm else v
+
+    def __repr__(self):
+        return (f"<FastTextKeyedVectors: {len(self)} keys, vector_size {self.vector_size}, "
+                f"n-grams {self.min_n}-{self.max_n} in {self.bucket} buckets>")
+
+
+def load_facebook_vectors(path, encoding="utf-8"):
+    """gensim.models.fasttext.load_facebook_vectors: the word vectors of a fastText model
+    (.bin) as an emb.FastTextKeyedVectors (words seen in training or not)."""
+    if encoding.replace("-", "").lower() != "utf8":
+        raise ValueError("emb reads UTF-8 word files only")
+    return FastTextKeyedVectors.load(path)
+
+
 def _correlations(x, y):
     """(pearson, spearman) as scipy.stats gives them (gensim's evaluate_word_pairs)."""
     try:

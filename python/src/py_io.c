@@ -408,5 +408,7 @@ PyMethodDef py_io_functions[] = {
 int py_io_init(PyObject *m) {
     if (PyType_Ready(&py_knn_type) < 0) return -1;
     if (PyModule_AddObjectRef(m, "Knn", (PyObject *)&py_knn_type) < 0) return -1;
+    if (PyType_Ready(&py_fasttext_type) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "FastText", (PyObject *)&py_fasttext_type) < 0) return -1;
     return py_qtable_init(m);
 }

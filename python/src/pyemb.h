@@ -131,6 +131,7 @@ extern PyTypeObject py_embedding_type;
 extern PyTypeObject py_bag_type;
 extern PyTypeObject py_optimizer_type;
 extern PyTypeObject py_knn_type;
+extern PyTypeObject py_fasttext_type;
 extern PyTypeObject py_qtable_type;
 extern PyTypeObject py_qwriter_type;
 extern PyTypeObject py_generator_type;

@@ -284,3 +284,61 @@ def test_ctrl_c_stops_training(tmp_path):
             emb.train(path, vector_size=32, workers=1, epochs=50)
     finally:
         timer.cancel()
+
+
+def without_eos(pairs, n=4):
+    return [p for p in pairs if p[0] != "</s>"][:n]
+
+
+def test_fasttext_vectors_as_gensim(tmp_path):
+    """emb.load_facebook_vectors on a model Debian's fastText trains, against gensim 4.2's
+    load_facebook_vectors on the same file: the vocabulary's vectors, unseen words' vectors,
+    membership, similarity and most_similar with unseen words; and fastText's own
+    print-word-vectors for the unseen words (emb computes them as fastText does)."""
+    import shutil
+    import subprocess
+    from gensim.models.fasttext import load_facebook_vectors as gensim_load
+
+    ft = shutil.which("fasttext")
+    assert ft, "Debian's fasttext 0.9.2 is needed (scripts/deps.sh test)"
+    rng = np.random.default_rng(2)
+    words = ["alpha", "alphabet", "beta", "betamax", "gamma", "gammaray", "delta", "deltas",
+             "café", "naïve", "日本語", "x"]
+    with open(tmp_path / "c.txt", "w", encoding="utf8") as f:
+        for _ in range(400):
+            f.write(" ".join(rng.choice(words, size=10)) + "\n")
+    r = subprocess.run([ft, "skipgram", "-input", str(tmp_path / "c.txt"), "-output",
+                        str(tmp_path / "m"), "-dim", "16", "-epoch", "5", "-minCount", "1",
+                        "-bucket", "3000", "-minn", "2", "-maxn", "4", "-thread", "1",
+                        "-verbose", "0"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "m.bin"
+    kv, gk = emb.load_facebook_vectors(path), gensim_load(str(path))
+    assert isinstance(kv, emb.FastTextKeyedVectors)
+    assert kv.index_to_key == gk.index_to_key and (kv.min_n, kv.max_n) == (2, 4)
+    # fastText's "</s>" has no n-grams (fastText's own vector: its row alone); gensim averages
+    # it with the n-grams of "<</s>>" like any word
+    eos = kv.key_to_index["</s>"]
+    rows = [i for i in range(len(kv)) if i != eos]
+    np.testing.assert_allclose(kv.vectors[rows], gk.vectors[rows], rtol=1e-5, atol=1e-7)
+    unseen = ["alphas", "betam", "cafés", "日本", "zzz", "q"]
+    for w in unseen:
+        assert (w in kv) == (w in gk) and not kv.has_index_for(w)
+        np.testing.assert_allclose(kv[w], gk[w], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(kv.get_vector(w, norm=True), gk.get_vector(w, norm=True),
+                                   rtol=1e-5, atol=1e-7)
+        if not np.any(gk[w]):  # "q": its n-grams' rows are zeros in this model (no direction)
+            continue
+        assert abs(kv.similarity(w, "alpha") - gk.similarity(w, "alpha")) < 1e-5
+        close_lists(without_eos(kv.most_similar(w, topn=6)), without_eos(gk.most_similar(w, topn=6)))
+    q = dict(positive=["alphas", "beta"], negative=["gammaray"], topn=5)
+    close_lists(without_eos(kv.most_similar(**q)), without_eos(gk.most_similar(**q)))
+    # fastText's own numbers for the unseen words (printed with 5 significant digits)
+    p = subprocess.run([ft, "print-word-vectors", str(path)],
+                       input="\n".join(unseen + ["</s>"]) + "\n", capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    for line in p.stdout.splitlines():
+        w, *vals = line.split(" ")
+        assert ["%.5g" % x for x in kv[w]] == [v for v in vals if v], w
+    assert repr(kv).startswith(f"<FastTextKeyedVectors: {len(gk)} keys, vector_size 16")
