@@ -82,7 +82,7 @@ static PyObject *fasttext_vectors(py_fasttext *self, PyObject *noargs) {
     const int64_t n = emb_vocab_num_words(v), dim = emb_fasttext_dim(self->ft);
     const int64_t shape[2] = {n, dim};
     emb_tensor t;
-    PyObject *arr = py_new_array(EMB_FLOAT32, 2, shape, &t), *words = NULL, *counts = NULL;
+    PyObject *arr = py_new_array(EMB_FLOAT32, 2, shape, &t);
     if (!arr) return NULL;
     emb_status st = EMB_OK;
     float *out = t.data;
@@ -97,24 +97,10 @@ static PyObject *fasttext_vectors(py_fasttext *self, PyObject *noargs) {
         Py_DECREF(arr);
         return py_raise(st);
     }
-    words = PyList_New((Py_ssize_t)n);
-    counts = words ? PyList_New((Py_ssize_t)n) : NULL;
-    for (int64_t i = 0; counts && i < n; i++) {
-        size_t len;
-        const char *w = emb_vocab_word(v, i, &len);
-        PyObject *s = PyUnicode_DecodeUTF8(w, (Py_ssize_t)len, "strict");
-        PyObject *c = s ? PyLong_FromLongLong(emb_vocab_count(v, i)) : NULL;
-        if (!c) {
-            Py_XDECREF(s);
-            Py_CLEAR(counts);
-            break;
-        }
-        PyList_SET_ITEM(words, (Py_ssize_t)i, s);
-        PyList_SET_ITEM(counts, (Py_ssize_t)i, c);
-    }
-    PyObject *res = counts ? PyTuple_Pack(3, words, counts, arr) : NULL;
-    Py_XDECREF(words);
-    Py_XDECREF(counts);
+    PyObject *wc = py_vocab_lists(v); /* (words, counts) */
+    PyObject *res =
+        wc ? PyTuple_Pack(3, PyTuple_GET_ITEM(wc, 0), PyTuple_GET_ITEM(wc, 1), arr) : NULL;
+    Py_XDECREF(wc);
     Py_DECREF(arr);
     return res;
 }

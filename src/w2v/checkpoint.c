@@ -479,6 +479,43 @@ static emb_status restore(emb_w2v *w, const unsigned char *data, size_t n, const
     return EMB_OK;
 }
 
+/* A model's tables at r (emb__w2v_read_model): the input table's rows (the words', then the
+ * n-gram buckets'), then the output's, which must be all the bytes left; copied into new
+ * arrays, refused when a value is NaN or infinite. */
+static emb_status read_model_tables(const rd *r, const unsigned char *data, const char *path,
+                                    uint64_t V, uint64_t bucket, uint64_t dim, float **t0,
+                                    float **t1) {
+    /* the rows are counted against the bytes left before they are multiplied (bucket < 2^31) */
+    const uint64_t rows0 = V + bucket, row_bytes = dim * sizeof(float);
+    const size_t have = (size_t)(r->end - r->p);
+    if (rows0 + V > have / row_bytes || have != (rows0 + V) * row_bytes)
+        return emb__error(EMB_ERR_FORMAT,
+                          "%s: the tables at offset %zu hold %zu bytes, not %" PRIu64
+                          " rows of %" PRIu64 " bytes",
+                          path, (size_t)(r->p - data), have, rows0 + V, row_bytes);
+    const size_t bytes0 = (size_t)(rows0 * row_bytes), tbytes = (size_t)(V * row_bytes);
+    float *a = malloc(bytes0), *b = malloc(tbytes);
+    emb_status st = a && b ? EMB_OK
+                           : emb__error(EMB_ERR_NOMEM, "%s: cannot allocate the tables (%zu bytes)",
+                                        path, bytes0 + tbytes);
+    if (st == EMB_OK) {
+        memcpy(a, r->p, bytes0), memcpy(b, r->p + bytes0, tbytes);
+        const size_t n0 = bytes0 / sizeof(float), n1 = tbytes / sizeof(float);
+        for (size_t k = 0; k < n0 + n1 && st == EMB_OK; k++)
+            if (!isfinite(k < n0 ? a[k] : b[k - n0]))
+                st = emb__error(EMB_ERR_FORMAT,
+                                "%s holds NaN or infinite values: it was saved from a run that had "
+                                "diverged",
+                                path);
+    }
+    if (st) {
+        free(a), free(b);
+        return st;
+    }
+    *t0 = a, *t1 = b;
+    return EMB_OK;
+}
+
 /* A checkpoint read as a model to continue training from (emb_w2v_continue): its options'
  * dim, its words with their counts and both tables, whatever corpus it was trained on. Every
  * size is checked against the bytes the file holds before anything is allocated. */
@@ -568,34 +605,8 @@ emb_status emb__w2v_read_model(const unsigned char *data, size_t n, const char *
                             "%s: word %" PRIu64 " at offset %zu repeats an earlier one", path, i,
                             at);
     }
-    /* the input table's rows (the words', then the n-gram buckets'), then the output's: the
-     * rows are counted against the bytes left before they are multiplied (bucket < 2^31) */
-    const uint64_t rows0 = V + bucket, row_bytes = dim * sizeof(float);
-    const size_t have = (size_t)(r.end - r.p);
-    if (st == EMB_OK && (rows0 + V > have / row_bytes || have != (rows0 + V) * row_bytes))
-        st = emb__error(EMB_ERR_FORMAT,
-                        "%s: the tables at offset %zu hold %zu bytes, not %" PRIu64
-                        " rows of %" PRIu64 " bytes",
-                        path, (size_t)(r.p - data), have, rows0 + V, row_bytes);
-    const size_t bytes0 = st == EMB_OK ? (size_t)(rows0 * row_bytes) : 0,
-                 tbytes = st == EMB_OK ? (size_t)(V * row_bytes) : 0;
     float *t0 = NULL, *t1 = NULL;
-    if (st == EMB_OK) {
-        t0 = malloc(bytes0), t1 = malloc(tbytes);
-        if (!t0 || !t1)
-            st = emb__error(EMB_ERR_NOMEM, "%s: cannot allocate the tables (%zu bytes)", path,
-                            bytes0 + tbytes);
-    }
-    if (st == EMB_OK) {
-        memcpy(t0, r.p, bytes0), memcpy(t1, r.p + bytes0, tbytes);
-        const size_t n0 = bytes0 / sizeof(float), n1 = tbytes / sizeof(float);
-        for (size_t k = 0; k < n0 + n1 && st == EMB_OK; k++)
-            if (!isfinite(k < n0 ? t0[k] : t1[k - n0]))
-                st = emb__error(EMB_ERR_FORMAT,
-                                "%s holds NaN or infinite values: it was saved from a run that had "
-                                "diverged",
-                                path);
-    }
+    if (st == EMB_OK) st = read_model_tables(&r, data, path, V, bucket, dim, &t0, &t1);
     if (st) {
         emb_vocab_free(vocab), free(t0), free(t1);
         return st;
