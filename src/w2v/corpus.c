@@ -239,11 +239,14 @@ static void read_range(void *p, int ith, int nth) {
     r->o = c->parent->o, r->name = c->parent->name, r->line = 1, r->ids = &q->ids;
     emb_status st = emb_vocab_create(&r->vocab);
     if (st == EMB_OK) st = emb__w2v_ids_open_file(&q->ids, r->name);
-    char *buf = st == EMB_OK ? malloc(EMB__CORPUS_BLOCK) : NULL;
+    /* a block, or the whole range when it is shorter (a small file's ranges need no more) */
+    const size_t cap = q->hi - q->lo < EMB__CORPUS_BLOCK ? (size_t)(q->hi - q->lo) + 1
+                                                         : EMB__CORPUS_BLOCK;
+    char *buf = st == EMB_OK ? malloc(cap) : NULL;
     if (st == EMB_OK && !buf) st = EMB_ERR_NOMEM;
     bool line_has_tokens = true; /* see above: an extra sentence end is dropped later */
     for (uint64_t at = q->lo; st == EMB_OK && at < q->hi;) {
-        size_t k = q->hi - at < EMB__CORPUS_BLOCK ? (size_t)(q->hi - at) : EMB__CORPUS_BLOCK;
+        size_t k = q->hi - at < cap ? (size_t)(q->hi - at) : cap;
         if (!pread_all(c->fd, buf, k, at)) st = EMB_ERR_IO;
         if (st == EMB_OK) st = scan(r, buf, k, &line_has_tokens);
         at += k;
