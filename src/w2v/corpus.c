@@ -240,8 +240,8 @@ static void read_range(void *p, int ith, int nth) {
     emb_status st = emb_vocab_create(&r->vocab);
     if (st == EMB_OK) st = emb__w2v_ids_open_file(&q->ids, r->name);
     /* a block, or the whole range when it is shorter (a small file's ranges need no more) */
-    const size_t cap = q->hi - q->lo < EMB__CORPUS_BLOCK ? (size_t)(q->hi - q->lo) + 1
-                                                         : EMB__CORPUS_BLOCK;
+    const size_t cap =
+        q->hi - q->lo < EMB__CORPUS_BLOCK ? (size_t)(q->hi - q->lo) + 1 : EMB__CORPUS_BLOCK;
     char *buf = st == EMB_OK ? malloc(cap) : NULL;
     if (st == EMB_OK && !buf) st = EMB_ERR_NOMEM;
     bool line_has_tokens = true; /* see above: an extra sentence end is dropped later */
