@@ -20,6 +20,7 @@
 
 #include "core.h"
 #include "embedding.h"
+#include "fasttext.h"
 #include "phrases.h"
 #include "vocab.h"
 
@@ -216,6 +217,11 @@ EMB_API emb_status emb_w2v_word_vectors(const emb_w2v *w, emb_tensor *out);
  * Errors: EMB_ERR_NULL, EMB_ERR_INVALID (a value fastText cannot hold in its 32-bit
  * fields), EMB_ERR_IO, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_w2v_save_fasttext(const emb_w2v *w, const char *path);
+/* The model as an emb_fasttext (include/emb/fasttext.h) the caller frees with
+ * emb_fasttext_free: a copy of the vocabulary and both tables, the same as reading back what
+ * emb_w2v_save_fasttext writes, without the file; it outlives w. Errors (*out untouched):
+ * EMB_ERR_NULL, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_fasttext_from_w2v(const emb_w2v *w, emb_fasttext **out);
 /* Tokens in the corpus (sentence ends excluded), and tokens done so far over all epochs. */
 EMB_API int64_t emb_w2v_corpus_tokens(const emb_w2v *w);
 /* Tokens of the corpus that a lenient run (options.lenient) skipped: not valid UTF-8

@@ -1,10 +1,11 @@
 """emb.train: word2vec (skip-gram or CBOW with negative sampling) on emb's trainer, with
-gensim's argument names and defaults, returning an emb.KeyedVectors."""
+gensim's argument names and defaults, returning an emb.KeyedVectors, or with character
+n-grams (fastText's subwords) an emb.FastTextKeyedVectors."""
 import os
 import tempfile
 
 from . import _emb
-from .keyedvectors import KeyedVectors
+from .keyedvectors import FastTextKeyedVectors, KeyedVectors
 
 
 def _corpus_file(sentences):
@@ -35,10 +36,11 @@ def _is_path(x):
 
 def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
           min_count=5, max_final_vocab=None, sample=1e-3, seed=1, workers=3,
-          min_alpha=0.0001, sg=0, negative=5, cbow_mean=1, epochs=5, shared_negatives=True,
+          min_alpha=0.0001, sg=0, negative=5, cbow_mean=1, epochs=5, shared_negatives=None,
           lowercase=False, strip_punct=False, max_sentence=1000, lenient=False, phrases=0,
           phrases_min_count=5, phrases_threshold=10.0, phrases_delimiter="_",
-          phrases_scoring="default", progress=None, lanes=0):
+          phrases_scoring="default", progress=None, lanes=0, min_n=3, max_n=0,
+          bucket=2000000):
     """Trains word vectors and returns them as an emb.KeyedVectors (rows ordered by
     descending count, as gensim orders them).
 
@@ -53,9 +55,17 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
     too long, counted in kv.skipped = (invalid, too_long)), and phrases (passes of gensim's
     Phrases applied before training, 0: off; True is one pass) with phrases_min_count,
     phrases_threshold, phrases_delimiter and phrases_scoring ('default' or 'npmi').
+    min_n, max_n, bucket: gensim.models.FastText's subwords. With max_n > 0 each word's input
+    vector is the mean of its own row and the rows of its character n-grams of min_n..max_n
+    characters, hashed into `bucket` shared rows, as fastText trains them (`emb train
+    --subwords --minn --maxn --bucket`, the same bits); the result is an
+    emb.FastTextKeyedVectors, which gives a vector for any word, seen in training or not, and
+    its vectors (the vocabulary's) are what fastText writes to its .vec. max_n=0 (the
+    default) trains word2vec without subwords; gensim's FastText class defaults to max_n=6.
     shared_negatives: skip-gram draws one set of negatives per window, shared by its context
-    words (the default: faster, as accurate over seeds); False draws them per (center,
-    context) pair, as gensim does. CBOW draws once per window either way. lanes: the parts
+    words; False draws them per (center, context) pair, as gensim and fastText do. None (the
+    default) is True without subwords (faster, as accurate over seeds) and False with them
+    (as `emb train --subwords`). CBOW draws once per window either way. lanes: the parts
     of the corpus, each with its own position and random numbers, that the workers share out
     round after round (0: 1 with one worker, 4 per worker with more; docs/word2vec.md,
     "Threads"); with workers=1 the vectors depend on it, and two runs with the same lanes
@@ -77,8 +87,10 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
         path = os.fspath(path)
     else:
         tmp = path = _corpus_file(path)
+    if shared_negatives is None:
+        shared_negatives = not max_n
     try:
-        words, counts, vectors, finished, skipped = _emb.train_word2vec(
+        words, counts, vectors, finished, skipped, model = _emb.train_word2vec(
             path, sg=bool(sg), vector_size=vector_size, window=window,
             negative=negative, sample=sample, min_count=min_count,
             max_vocab=max_final_vocab or 0, epochs=epochs, alpha=alpha, min_alpha=min_alpha,
@@ -87,11 +99,15 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
             shared_negatives=shared_negatives, progress=progress, lenient=bool(lenient),
             phrases=int(phrases), phrases_min_count=phrases_min_count,
             phrases_threshold=phrases_threshold, phrases_delimiter=phrases_delimiter,
-            phrases_scoring=phrases_scoring, lanes=lanes)
+            phrases_scoring=phrases_scoring, lanes=lanes, min_n=min_n, max_n=max_n,
+            bucket=bucket)
     finally:
         if tmp is not None:
             os.unlink(tmp)
-    kv = KeyedVectors(vectors=vectors, index_to_key=words, counts=counts)
+    if model is not None:
+        kv = FastTextKeyedVectors(model)
+    else:
+        kv = KeyedVectors(vectors=vectors, index_to_key=words, counts=counts)
     kv.finished = finished
     kv.skipped = skipped
     return kv

@@ -1,6 +1,6 @@
-/* py_fasttext.c: emb._emb.FastText, a fastText model (.bin) read by emb_fasttext_read: the
- * vectors of its words and of any other word (from its character n-grams), for
- * emb.FastTextKeyedVectors. */
+/* py_fasttext.c: emb._emb.FastText, a fastText model (.bin) read by emb_fasttext_read, or
+ * one emb.train made (emb_fasttext_from_w2v): the vectors of its words and of any other word (from
+ * its character n-grams), for emb.FastTextKeyedVectors. */
 #include "pyemb.h"
 
 #include <emb/fasttext.h>
@@ -33,6 +33,16 @@ static int fasttext_init(py_fasttext *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     return 0;
+}
+
+PyObject *py_fasttext_from(emb_fasttext *ft) {
+    py_fasttext *self = (py_fasttext *)PyType_GenericNew(&py_fasttext_type, NULL, NULL);
+    if (!self) {
+        emb_fasttext_free(ft);
+        return NULL;
+    }
+    self->ft = ft;
+    return (PyObject *)self;
 }
 
 static int fasttext_ready(py_fasttext *self) {

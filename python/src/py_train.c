@@ -282,9 +282,53 @@ static int phrases_options(emb_w2v_options *o, int passes, long long min_count, 
     return 0;
 }
 
+/* The result of train_word2vec for a run that ended with st (w is the caller's). */
+static PyObject *trained(const emb_w2v *w, emb_status st, const w2v_cb *cb) {
+    PyObject *res = NULL, *words = NULL, *counts = NULL, *vec = NULL, *model = NULL;
+    if (st != EMB_OK && !(st == EMB_ERR_CANCELLED && cb->stopped_by_user && !PyErr_Occurred()))
+        return py_raise(st);
+    PyObject *wc = py_vocab_lists(emb_w2v_vocab(w));
+    if (!wc) return NULL;
+    words = Py_NewRef(PyTuple_GET_ITEM(wc, 0));
+    counts = Py_NewRef(PyTuple_GET_ITEM(wc, 1));
+    Py_DECREF(wc);
+    emb_tensor src, dst;
+    emb_status vst = emb_w2v_vectors(w, &src);
+    if (vst != EMB_OK) {
+        py_raise(vst);
+        goto done;
+    }
+    vec = py_new_array(EMB_FLOAT32, 2, src.shape, &dst);
+    if (!vec) goto done;
+    memcpy(dst.data, src.data, emb_tensor_nbytes(&src));
+    if (emb_w2v_options_of(w).maxn > 0) { /* the model, for the vectors of words seen or not */
+        emb_fasttext *ft = NULL;
+        PY_NOGIL(vst, emb_fasttext_from_w2v(w, &ft));
+        if (vst != EMB_OK) {
+            py_raise(vst);
+            goto done;
+        }
+        if (!(model = py_fasttext_from(ft))) goto done;
+    } else {
+        model = Py_NewRef(Py_None);
+    }
+    int64_t invalid = 0, too_long = 0;
+    emb_w2v_skipped(w, &invalid, &too_long);
+    res = Py_BuildValue("OOOO(LL)O", words, counts, vec,
+                        st == EMB_OK && !cb->stopped_by_user ? Py_True : Py_False,
+                        (long long)invalid, (long long)too_long, model);
+done:
+    Py_XDECREF(model);
+    Py_XDECREF(words);
+    Py_XDECREF(counts);
+    Py_XDECREF(vec);
+    return res;
+}
+
 /* train_word2vec(corpus_paths, model='skipgram', progress=None, **options) ->
- *   (words: list[str], counts: list[int], vectors: float32 [V, dim], finished: bool,
- *    skipped: (invalid, too_long)) */
+ *   (words: list[str], counts: list[int], vectors: float32 [V, dim] (the words' own rows),
+ *    finished: bool, skipped: (invalid, too_long), model: a FastText with max_n > 0, else
+ *    None) */
 static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     static char *names[] = {"corpus",
                             "sg",
@@ -312,6 +356,9 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
                             "phrases_delimiter",
                             "phrases_scoring",
                             "lanes",
+                            "min_n",
+                            "max_n",
+                            "bucket",
                             NULL};
     PyObject *corpus, *progress = Py_None, *alpha = Py_None, *min_alpha = Py_None;
     int sg = 1;
@@ -321,14 +368,17 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
               ph_min_count = o.phrases_min_count;
     int window = o.window, negative = o.negative, epochs = o.epochs, cbow_mean = o.cbow_mean,
         threads = o.threads, lower = o.lowercase, strip = o.strip_punct,
-        shared = o.shared_negatives, lenient = o.lenient, phrases = o.phrases, lanes = o.lanes;
+        shared = o.shared_negatives, lenient = o.lenient, phrases = o.phrases, lanes = o.lanes,
+        minn = o.minn, maxn = o.maxn;
+    long long bucket = o.bucket;
     double sample = o.sample, ph_threshold = o.phrases_threshold;
     const char *ph_delimiter = "_", *ph_scoring = "default";
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O|pLiidLLiOOpiLppLpOpiLdssi:train_word2vec", names, &corpus, &sg, &dim,
+            args, kw, "O|pLiidLLiOOpiLppLpOpiLdssiiiL:train_word2vec", names, &corpus, &sg, &dim,
             &window, &negative, &sample, &min_count, &max_vocab, &epochs, &alpha, &min_alpha,
             &cbow_mean, &threads, &seed, &lower, &strip, &max_sentence, &shared, &progress,
-            &lenient, &phrases, &ph_min_count, &ph_threshold, &ph_delimiter, &ph_scoring, &lanes))
+            &lenient, &phrases, &ph_min_count, &ph_threshold, &ph_delimiter, &ph_scoring, &lanes,
+            &minn, &maxn, &bucket))
         return NULL;
     if (progress != Py_None && !PyCallable_Check(progress)) {
         PyErr_SetString(PyExc_TypeError, "progress must be callable or None");
@@ -354,6 +404,9 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     o.max_sentence = max_sentence;
     o.shared_negatives = shared;
     o.lenient = lenient;
+    o.minn = minn;
+    o.maxn = maxn;
+    o.bucket = bucket;
     if (phrases_options(&o, phrases, ph_min_count, ph_threshold, ph_delimiter, ph_scoring) < 0)
         return NULL;
     PyObject *held = NULL;
@@ -369,33 +422,7 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     if (st != EMB_OK) return py_raise(st);
     w2v_cb cb = {progress == Py_None ? NULL : progress, 0};
     PY_NOGIL(st, emb_w2v_train(w, w2v_progress, &cb));
-    PyObject *res = NULL, *words = NULL, *counts = NULL, *vec = NULL;
-    if (st != EMB_OK && !(st == EMB_ERR_CANCELLED && cb.stopped_by_user && !PyErr_Occurred())) {
-        py_raise(st);
-        goto done;
-    }
-    PyObject *wc = py_vocab_lists(emb_w2v_vocab(w));
-    if (!wc) goto done;
-    words = Py_NewRef(PyTuple_GET_ITEM(wc, 0));
-    counts = Py_NewRef(PyTuple_GET_ITEM(wc, 1));
-    Py_DECREF(wc);
-    emb_tensor src, dst;
-    if ((st = emb_w2v_vectors(w, &src)) != EMB_OK) {
-        py_raise(st);
-        goto done;
-    }
-    vec = py_new_array(EMB_FLOAT32, 2, src.shape, &dst);
-    if (!vec) goto done;
-    memcpy(dst.data, src.data, emb_tensor_nbytes(&src));
-    int64_t invalid = 0, too_long = 0;
-    emb_w2v_skipped(w, &invalid, &too_long);
-    res = Py_BuildValue("OOOO(LL)", words, counts, vec,
-                        st == EMB_OK && !cb.stopped_by_user ? Py_True : Py_False,
-                        (long long)invalid, (long long)too_long);
-done:
-    Py_XDECREF(words);
-    Py_XDECREF(counts);
-    Py_XDECREF(vec);
+    PyObject *res = trained(w, st, &cb);
     emb_w2v_free(w);
     return res;
 }
@@ -416,7 +443,7 @@ PyMethodDef py_train_functions[] = {
      "the default generator, in place"},
     {"train_word2vec", (PyCFunction)(void (*)(void))m_train_word2vec, METH_VARARGS | METH_KEYWORDS,
      "train_word2vec(corpus_paths, ...) -> (words, counts, vectors, finished, (invalid, "
-     "too_long))"},
+     "too_long), FastText model or None)"},
     {NULL}};
 
 int py_train_init(PyObject *m) {

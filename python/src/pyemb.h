@@ -132,6 +132,8 @@ extern PyTypeObject py_bag_type;
 extern PyTypeObject py_optimizer_type;
 extern PyTypeObject py_knn_type;
 extern PyTypeObject py_fasttext_type;
+/* A new emb._emb.FastText owning ft (freed, and NULL returned, when it cannot be made). */
+PyObject *py_fasttext_from(emb_fasttext *ft);
 extern PyTypeObject py_qtable_type;
 extern PyTypeObject py_qwriter_type;
 extern PyTypeObject py_generator_type;

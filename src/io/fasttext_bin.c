@@ -23,6 +23,7 @@ struct emb_fasttext {
     emb__file file; /* the file, read into memory (or the caller's, not owned) */
     bool owns_file;
     const unsigned char *in, *out; /* the matrices' float32 data inside the file (unaligned) */
+    void *tables; /* a model made from tables (emb__fasttext_from_tables): in and out, owned */
 };
 
 /* ---- n-grams (ngrams.h) ---- */
@@ -211,6 +212,7 @@ void emb_fasttext_free(emb_fasttext *ft) {
     if (!ft) return;
     emb_vocab_free(ft->vocab);
     if (ft->owns_file) emb__file_close(&ft->file);
+    free(ft->tables);
     free(ft);
 }
 
@@ -448,6 +450,44 @@ emb_status emb_fasttext_vectors(const emb_fasttext *ft, int64_t limit, emb_vecto
     if (rc) return rc; /* model_vectors freed what it made */
     *out = v;
     return EMB_OK;
+}
+
+/* ---- a model from a trainer's tables (emb_fasttext_from_w2v) ---- */
+
+emb_status emb__fasttext_from_tables(const emb_fasttext_args *a, const emb_vocab *vocab,
+                                     int64_t ntokens, const float *in, const float *out,
+                                     emb_fasttext **res) {
+    if (!a || !vocab || !in || !out || !res) return emb__null("fasttext tables");
+    const int64_t V = emb_vocab_num_words(vocab);
+    emb_fasttext *ft = calloc(1, sizeof *ft);
+    if (!ft) return emb__error(EMB_ERR_NOMEM, "cannot allocate a fastText model");
+    ft->a = *a;
+    ft->version = FT_VERSION;
+    ft->nwords = V, ft->ntokens = ntokens;
+    ft->in_rows = V + a->bucket, ft->out_rows = V;
+    const size_t ni = (size_t)ft->in_rows * (size_t)a->dim, no = (size_t)V * (size_t)a->dim;
+    emb_status rc = EMB_OK;
+    float *t = malloc((ni + no) * sizeof(float) + 1);
+    if (!t) {
+        rc = emb__error(EMB_ERR_NOMEM, "cannot allocate the model's tables (%zu floats)", ni + no);
+        goto fail;
+    }
+    memcpy(t, in, ni * sizeof(float));
+    memcpy(t + ni, out, no * sizeof(float));
+    ft->tables = t;
+    ft->in = (const unsigned char *)t, ft->out = (const unsigned char *)(t + ni);
+    if ((rc = emb_vocab_create(&ft->vocab)) || (rc = emb_vocab_reserve(ft->vocab, V))) goto fail;
+    for (int64_t i = 0; i < V && !rc; i++) {
+        size_t n;
+        const char *s = emb_vocab_word(vocab, i, &n);
+        rc = emb_vocab_add(ft->vocab, s, n, emb_vocab_count(vocab, i), NULL, NULL);
+    }
+    if (rc) goto fail;
+    *res = ft;
+    return EMB_OK;
+fail:
+    emb_fasttext_free(ft);
+    return rc;
 }
 
 /* ---- writing (emb_w2v_save_fasttext) ---- */

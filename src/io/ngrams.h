@@ -31,6 +31,14 @@ int64_t emb__subword_ngrams(const char *word, size_t len, int minn, int maxn, ui
 emb_status emb__fasttext_tables(const emb_fasttext *ft, float **in, int64_t *in_rows, float **out,
                                 int64_t *out_rows);
 
+/* A model (emb_fasttext_free) made of copies of a's arguments, vocab's words and counts (row
+ * i is word i), the (nwords + a->bucket) x a->dim input floats and nwords x a->dim output
+ * floats; what emb_fasttext_read gives for the file emb__fasttext_write writes from the same.
+ * Errors: EMB_ERR_NULL, EMB_ERR_NOMEM. */
+emb_status emb__fasttext_from_tables(const emb_fasttext_args *a, const emb_vocab *vocab,
+                                     int64_t ntokens, const float *in, const float *out,
+                                     emb_fasttext **res);
+
 /* Writes a fastText model file: the arguments, the vocabulary (all
  * words, counts from it), in_rows x dim input floats and out_rows x dim output floats,
  * atomically. Errors: EMB_ERR_INVALID (more than 2^31 - 1 words), EMB_ERR_IO, EMB_ERR_NOMEM. */

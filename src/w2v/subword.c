@@ -141,10 +141,8 @@ emb_status emb_w2v_word_vectors(const emb_w2v *w, emb_tensor *out) {
     return EMB_OK;
 }
 
-emb_status emb_w2v_save_fasttext(const emb_w2v *w, const char *path) {
-    if (!w) return emb__null("w2v");
-    if (!path) return emb__null("path");
-    const emb_w2v_options *o = &w->o;
+/* The model's options as fastText's arguments (emb_w2v_save_fasttext, emb_fasttext_from_w2v). */
+static emb_fasttext_args fasttext_args(const emb_w2v_options *o) {
     const bool sub = o->maxn > 0;
     emb_fasttext_args a;
     memset(&a, 0, sizeof a);
@@ -161,6 +159,20 @@ emb_status emb_w2v_save_fasttext(const emb_w2v *w, const char *path) {
     a.maxn = o->maxn;
     a.lr_update_rate = 100;
     a.t = o->sample;
+    return a;
+}
+
+emb_status emb_w2v_save_fasttext(const emb_w2v *w, const char *path) {
+    if (!w) return emb__null("w2v");
+    if (!path) return emb__null("path");
+    const emb_fasttext_args a = fasttext_args(&w->o);
     return emb__fasttext_write(path, &a, w->vocab, w->tokens, w->syn0, w->V + a.bucket, w->syn1,
                                w->V);
+}
+
+emb_status emb_fasttext_from_w2v(const emb_w2v *w, emb_fasttext **out) {
+    if (!w) return emb__null("w2v");
+    if (!out) return emb__null("out");
+    const emb_fasttext_args a = fasttext_args(&w->o);
+    return emb__fasttext_from_tables(&a, w->vocab, w->tokens, w->syn0, w->syn1, out);
 }

@@ -9,6 +9,7 @@ import pytest
 from gensim.models import KeyedVectors as GensimKV
 
 import emb
+from conftest import same_bits
 
 SRC = os.environ.get("EMB_SOURCE_DIR",
                      os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -342,3 +343,54 @@ def test_fasttext_vectors_as_gensim(tmp_path):
         w, *vals = line.split(" ")
         assert ["%.5g" % x for x in kv[w]] == [v for v in vals if v], w
     assert repr(kv).startswith(f"<FastTextKeyedVectors: {len(gk)} keys, vector_size 16")
+
+
+@pytest.mark.parametrize("sg", [1, 0])
+def test_train_with_subwords_as_the_cli(tmp_path, sg):
+    """emb.train(max_n=...) trains fastText's subwords as `emb train --subwords` does: the
+    same model, bit for bit (read back from the .bin the CLI writes with --save-model), an
+    emb.FastTextKeyedVectors whose unseen words get vectors from their n-grams, and a model
+    gensim 4.2 loads with the same vectors (within float32 rounding)."""
+    import subprocess
+    from gensim.models.fasttext import load_facebook_vectors as gensim_load
+
+    rng = np.random.default_rng(5)
+    words = ["alpha", "alphabet", "beta", "betamax", "gamma", "gammaray", "delta", "deltas",
+             "café", "naïve", "日本語", "x"]
+    path = tmp_path / "c.txt"
+    with open(path, "w", encoding="utf8") as f:
+        for _ in range(300):
+            f.write(" ".join(rng.choice(words, size=10)) + "\n")
+    args = dict(vector_size=16, window=3, negative=4, sample=1e-3, min_count=1, epochs=3,
+                alpha=0.05, min_alpha=0.0001, seed=7, workers=1, sg=sg)
+    kv = emb.train(str(path), min_n=2, max_n=4, bucket=3000, **args)
+    assert isinstance(kv, emb.FastTextKeyedVectors) and kv.finished
+    assert (kv.min_n, kv.max_n, kv.bucket) == (2, 4, 3000)
+    r = subprocess.run([os.environ["EMB_BIN"], "train", str(path), "-o", str(tmp_path / "v.vec"),
+                        "--model", "skipgram" if sg else "cbow", "--dim", "16", "--window", "3",
+                        "--negative", "4", "--sample", "1e-3", "--min-count", "1",
+                        "--epochs", "3", "--alpha", "0.05", "--min-alpha", "0.0001",
+                        "--seed", "7", "--threads", "1", "--subwords", "--minn", "2",
+                        "--maxn", "4", "--bucket", "3000", "--save-model",
+                        str(tmp_path / "m.bin"), "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    cli = emb.load_facebook_vectors(tmp_path / "m.bin")
+    assert kv.index_to_key == cli.index_to_key
+    same_bits(kv.vectors, cli.vectors, "the vocabulary's vectors")
+    for w in ["alphas", "betam", "cafés", "日本", "zzz"]:
+        assert w in kv and not kv.has_index_for(w)
+        same_bits(kv[w], cli[w], f"the vector of unseen {w!r}")
+    # skip-gram's per-pair negatives are the default with subwords, as in the CLI
+    shared = emb.train(str(path), min_n=2, max_n=4, bucket=3000, shared_negatives=True, **args)
+    assert np.array_equal(shared.vectors, kv.vectors) == (not sg)
+    # gensim 4.2 reads the model the CLI wrote, with the same vectors within float32 rounding
+    gk = gensim_load(str(tmp_path / "m.bin"))
+    assert gk.index_to_key == kv.index_to_key and "</s>" not in kv.index_to_key
+    np.testing.assert_allclose(kv.vectors, gk.vectors, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(kv["alphas"], gk["alphas"], rtol=1e-5, atol=1e-7)
+    # without n-grams: a plain KeyedVectors, and an unseen word has no vector
+    plain = emb.train(str(path), **args)
+    assert type(plain) is emb.KeyedVectors and "alphas" not in plain
+    with pytest.raises(emb.Error, match="minn must be in"):
+        emb.train(str(path), min_n=5, max_n=4, **args)

@@ -630,11 +630,64 @@ static void test_continue_subwords(void **state) {
     emb_w2v_free(c);
 }
 
+/* emb_fasttext_from_w2v: the model in memory is what the file emb_w2v_save_fasttext writes reads
+ * back as (arguments, vocabulary with counts, n-gram rows, vectors of seen and unseen words,
+ * bit for bit), and it outlives the trainer; with and without subwords. */
+static void test_w2v_as_model(void **state) {
+    (void)state;
+    for (int maxn = 0; maxn <= 4; maxn += 4) {
+        emb_w2v *w = train_small(EMB_W2V_SKIPGRAM, maxn, 2, NULL);
+        const char *path = save(&(buf){.n = 0}, "as_model.bin");
+        EMB_OK_OR_FAIL(emb_w2v_save_fasttext(w, path));
+        emb_fasttext *file, *mem;
+        EMB_OK_OR_FAIL(emb_fasttext_read(path, &file));
+        EMB_OK_OR_FAIL(emb_fasttext_from_w2v(w, &mem));
+        emb_w2v_free(w);
+        emb_fasttext_args a = emb_fasttext_args_of(file), b = emb_fasttext_args_of(mem);
+        assert_memory_equal(&a, &b, sizeof a);
+        assert_int_equal(b.maxn, maxn);
+        const emb_vocab *va = emb_fasttext_vocab(file), *vb = emb_fasttext_vocab(mem);
+        assert_int_equal(emb_vocab_num_words(va), 4);
+        assert_int_equal(emb_vocab_num_words(vb), 4);
+        const char *words[] = {"abc", "xyz", "pqr", "klm", "abcxyz", "zz", "pq\xc3\xa9r"};
+        for (int k = 0; k < 7; k++) {
+            size_t n = strlen(words[k]);
+            if (k < 4) {
+                size_t la, lb;
+                const char *x = emb_vocab_word(va, k, &la), *y = emb_vocab_word(vb, k, &lb);
+                assert_int_equal(la, lb);
+                assert_memory_equal(x, y, la);
+                assert_int_equal(emb_vocab_count(va, k), emb_vocab_count(vb, k));
+            }
+            int64_t ra[32], rb[32];
+            int64_t na = emb_fasttext_subword_rows(file, words[k], n, ra, 32),
+                    nb = emb_fasttext_subword_rows(mem, words[k], n, rb, 32);
+            assert_int_equal(na, nb);
+            if (na) assert_memory_equal(ra, rb, (size_t)na * sizeof(int64_t));
+            float x[8], y[8];
+            EMB_OK_OR_FAIL(emb_fasttext_word_vector(file, words[k], n, x));
+            EMB_OK_OR_FAIL(emb_fasttext_word_vector(mem, words[k], n, y));
+            EMB_ASSERT_EXACT(x, y, 8, "a word's vector from memory and from the file");
+        }
+        emb_vectors ta, tb;
+        EMB_OK_OR_FAIL(emb_fasttext_vectors(file, 0, &ta));
+        EMB_OK_OR_FAIL(emb_fasttext_vectors(mem, 0, &tb));
+        assert_int_equal(emb_tensor_numel(&ta.weight), emb_tensor_numel(&tb.weight));
+        assert_memory_equal(ta.weight.data, tb.weight.data,
+                            (size_t)emb_tensor_numel(&ta.weight) * sizeof(float));
+        emb_vectors_release(&ta);
+        emb_vectors_release(&tb);
+        emb_fasttext_free(file);
+        emb_fasttext_free(mem);
+    }
+    assert_int_equal(emb_fasttext_from_w2v(NULL, NULL), EMB_ERR_NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_and_vectors),  cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_train_subwords),    cmocka_unit_test(test_checkpoint_subwords),
-        cmocka_unit_test(test_continue_subwords),
+        cmocka_unit_test(test_continue_subwords), cmocka_unit_test(test_w2v_as_model),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
