@@ -6,13 +6,19 @@
  *   4 epochs (% 4)                           5 min_count (% 4)  6 max_vocab (% 8)
  *   7 alpha: a table of rates, valid and not (below)            8 min_alpha: a fraction of alpha
  *   9 sample (a table)                       10-17 max_sentence (any int64)
- *   18-25 seed                               26-31 unused
+ *   18-25 seed
+ *   26 subwords: bit 7 on (else maxn 0), maxn = bits 0-2 (0-7)   27 minn (% 9, 0 refused)
+ *   28-29 bucket: 1 + (little-endian 16 bits & 4095), or with bit 7 of byte 29 a value
+ *     from a table of refused ones                              30-31 unused
  * Work per input is bounded: at most 2 KB of text, dim < 24, window < 8, negative < 8,
- * epochs < 4. Oracles, besides the sanitizers: options emb_w2v_options_check refuses are
- * refused by create too (and nothing is created); an accepted run trains to its end with
- * finite vectors and exactly corpus tokens x epochs words done, or stops with
- * EMB_ERR_NUMERIC (training diverged, with a message naming the vector) and then refuses to
- * train or checkpoint again; a finished run's checkpoint resumes to the same vectors.
+ * epochs < 4, at most 4096 n-gram rows. Oracles, besides the sanitizers: options
+ * emb_w2v_options_check refuses are refused by create too (and nothing is created); an
+ * accepted run trains to its end with finite vectors and exactly corpus tokens x epochs
+ * words done, or stops with EMB_ERR_NUMERIC (training diverged, with a message naming the
+ * vector) and then refuses to train or checkpoint again; a finished run's checkpoint resumes
+ * to the same vectors; the run's model as a fastText model (emb_fasttext_from_w2v) gives
+ * every vocabulary word and a few unseen ones the trainer's vector (emb_w2v_word_vector),
+ * bit for bit.
  * Seeds: tests/fuzz/corpus/fuzz_train. */
 #include "fuzz_read_common.h"
 
@@ -22,6 +28,31 @@ static int64_t rd_i64(const uint8_t *p) {
     int64_t v;
     memcpy(&v, p, 8);
     return v;
+}
+
+/* The run as a fastText model: every vocabulary word's vector and a few unseen words' are
+ * the trainer's, bit for bit. */
+static void check_model(const emb_w2v *w) {
+    emb_fasttext *ft = NULL;
+    if (emb_fasttext_from_w2v(w, &ft)) FINDING("emb_fasttext_from_w2v failed: %s", emb_errmsg());
+    const emb_vocab *v = emb_w2v_vocab(w);
+    const int64_t dim = emb_w2v_options_of(w).dim, n = emb_vocab_num_words(v);
+    if (emb_fasttext_dim(ft) != dim || emb_vocab_num_words(emb_fasttext_vocab(ft)) != n)
+        FINDING("the model's dim or vocabulary size differs from the run's");
+    float a[24], b[24];
+    static const char *const unseen[3] = {"zq", "\xc3\xa9t\xc3\xa9", "<x>"};
+    for (int64_t i = 0; i < n + 3; i++) {
+        size_t len;
+        const char *s = i < n ? emb_vocab_word(v, i, &len) : unseen[i - n];
+        if (i >= n) len = strlen(s);
+        emb_status r1 = emb_w2v_word_vector(w, s, len, a);
+        if (r1 == EMB_ERR_INVALID && i >= n && emb_w2v_options_of(w).maxn == 0) continue;
+        if (r1 || emb_fasttext_word_vector(ft, s, len, b))
+            FINDING("no vector for word %lld: %s", (long long)i, emb_errmsg());
+        if (dim && memcmp(a, b, (size_t)dim * sizeof(float)))
+            FINDING("word %lld: the model's vector differs from the trainer's", (long long)i);
+    }
+    emb_fasttext_free(ft);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -47,6 +78,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     o.sample = samples[data[9] % 8];
     o.max_sentence = rd_i64(data + 10);
     o.seed = (uint64_t)rd_i64(data + 18);
+    if (data[26] & 0x80) {
+        static const int64_t bad_buckets[4] = {0, -1, INT32_MAX, INT64_MAX};
+        o.maxn = data[26] & 7;
+        o.minn = data[27] % 9;
+        const unsigned b = (unsigned)data[28] | (unsigned)data[29] << 8;
+        o.bucket = (data[29] & 0x80) ? bad_buckets[b & 3] : 1 + (int64_t)(b & 4095);
+    }
     const char *path = fz_input_path(data + 32, size - 32);
 
     const bool valid = emb_w2v_options_check(&o) == EMB_OK;
@@ -90,6 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (emb_tensor_nbytes(&t) && memcmp(t.data, t2.data, emb_tensor_nbytes(&t)))
         FINDING("resumed vectors differ");
     emb_w2v_free(r);
+    check_model(w);
     emb_w2v_free(w);
     return 0;
 }
