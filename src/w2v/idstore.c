@@ -1,6 +1,8 @@
 /* The token ids of a word2vec corpus, kept in an unlinked temporary file and read back
  * through small buffers, so that training needs memory for the vocabulary and the tables
- * but not for the corpus (see emb__w2v_ids in w2v_internal.h). */
+ * but not for the corpus (see emb__w2v_ids in w2v_internal.h). The file is made when the
+ * write buffer first fills: a corpus of fewer ids (a short text, a range of one, a fuzzer's
+ * input) keeps them in that buffer and never makes a file. */
 #include "w2v_internal.h"
 
 #include <errno.h>
@@ -41,21 +43,11 @@ int emb__w2v_tmp_fd(void) {
 }
 
 emb_status emb__w2v_ids_open_file(emb__w2v_ids *s, const char *name) {
+    (void)name; /* the file is made when the buffer first fills (spill) */
     memset(s, 0, sizeof *s);
     s->fd = -1;
-    int fd = emb__w2v_tmp_fd();
-    if (fd < 0)
-        return emb__error(EMB_ERR_IO,
-                          "%s: cannot create a temporary file for the token ids in %s "
-                          "(TMPDIR): %s",
-                          name, emb__w2v_tmp_dir(), strerror(errno));
-    s->fd = fd;
     s->wbuf = malloc(EMB__IDS_BUF * sizeof(int32_t));
-    if (!s->wbuf) {
-        close(fd);
-        s->fd = -1;
-        return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate a write buffer", name);
-    }
+    if (!s->wbuf) return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate a write buffer", name);
     return EMB_OK;
 }
 
@@ -105,21 +97,62 @@ static bool read_at(int fd, int32_t *p, int64_t n, int64_t at) {
     return true;
 }
 
-emb_status emb__w2v_ids_push(emb__w2v_ids *s, int32_t id) {
-    s->wbuf[s->wn++] = id;
-    if (s->wn < EMB__IDS_BUF) return EMB_OK;
-    return emb__w2v_ids_flush(s);
-}
-
-emb_status emb__w2v_ids_flush(emb__w2v_ids *s) {
-    if (s->wn == 0) return EMB_OK;
+/* Writes the buffered ids to the file, made first when there is none yet. */
+static emb_status spill(emb__w2v_ids *s) {
+    if (s->fd < 0 && (s->fd = emb__w2v_tmp_fd()) < 0)
+        return emb__error(EMB_ERR_IO,
+                          "cannot create a temporary file for the corpus's token ids in %s "
+                          "(TMPDIR): %s",
+                          emb__w2v_tmp_dir(), strerror(errno));
     emb_status st = write_at(s->fd, s->wbuf, s->wn, s->n);
     s->n += s->wn;
     s->wn = 0;
     return st;
 }
 
+emb_status emb__w2v_ids_push(emb__w2v_ids *s, int32_t id) {
+    s->wbuf[s->wn++] = id;
+    if (s->wn < EMB__IDS_BUF) return EMB_OK;
+    return spill(s);
+}
+
+emb_status emb__w2v_ids_flush(emb__w2v_ids *s) {
+    if (s->fd < 0 && !s->mem) { /* never spilled: the buffer becomes the store's memory */
+        int32_t *m = s->wn ? realloc(s->wbuf, (size_t)s->wn * sizeof(int32_t)) : NULL;
+        s->mem = m ? m : s->wbuf;
+        s->n = s->wn;
+        s->wbuf = NULL, s->wn = 0;
+        return EMB_OK;
+    }
+    return s->wn ? spill(s) : EMB_OK;
+}
+
+/* The renumbering of emb__w2v_ids_map: in[0, n) into out (which may be in), returns how many
+ * are kept. */
+static int64_t map_ids(const int32_t *in, int64_t n, const int32_t *map, int32_t *out,
+                       bool *last_end) {
+    int64_t w = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t id = in[i];
+        if (id < 0) {
+            if (*last_end) continue;
+            *last_end = true;
+        } else {
+            id = map[id];
+            if (id < 0) continue;
+            *last_end = false;
+        }
+        out[w++] = id;
+    }
+    return w;
+}
+
 emb_status emb__w2v_ids_map(emb__w2v_ids *s, const int32_t *map) {
+    if (s->mem) { /* in place in memory */
+        bool last_end = true;
+        s->n = map_ids(s->mem, s->n, map, s->mem, &last_end);
+        return EMB_OK;
+    }
     int32_t *buf = s->wbuf ? s->wbuf : malloc(EMB__IDS_BUF * sizeof(int32_t));
     if (!buf) return emb__error(EMB_ERR_NOMEM, "out of memory renumbering the token ids");
     s->wbuf = buf;
@@ -137,22 +170,10 @@ emb_status emb__w2v_ids_map(emb__w2v_ids *s, const int32_t *map) {
             break;
         }
         r += k;
-        for (int64_t i = 0; i < k; i++) {
-            int32_t id = in[i];
-            if (id < 0) {
-                if (last_end) continue;
-                last_end = true;
-            } else {
-                id = map[id];
-                if (id < 0) continue;
-                last_end = false;
-            }
-            buf[wn++] = id;
-            if (wn == EMB__IDS_BUF) {
-                st = write_at(s->fd, buf, wn, w);
-                w += wn, wn = 0;
-                if (st) break;
-            }
+        wn += map_ids(in, k, map, buf + wn, &last_end);
+        if (wn > EMB__IDS_BUF - 4096) { /* room for the next step's ids */
+            st = write_at(s->fd, buf, wn, w);
+            w += wn, wn = 0;
         }
     }
     if (st == EMB_OK && wn) st = write_at(s->fd, buf, wn, w), w += wn;

@@ -16,16 +16,19 @@
  * without a name in the folder (-1 and errno on failure). */
 const char *emb__w2v_tmp_dir(void);
 int emb__w2v_tmp_fd(void);
-/* An empty file store (n = 0), or an error naming the corpus and the folder. */
+/* An empty store written through a buffer (n = 0): the ids go to a temporary file in
+ * TMPDIR once the buffer fills (an error naming the folder when it cannot be made), and stay
+ * in memory (mem) for a corpus that never fills it. */
 emb_status emb__w2v_ids_open_file(emb__w2v_ids *s, const char *name);
 /* A store of the n ids in memory (taken over). */
 void emb__w2v_ids_use_memory(emb__w2v_ids *s, int32_t *ids, int64_t n);
 void emb__w2v_ids_close(emb__w2v_ids *s);
-/* Appends an id to a file store (buffered; flush before reading). */
+/* Appends an id to a store being written (buffered). */
 emb_status emb__w2v_ids_push(emb__w2v_ids *s, int32_t id);
+/* Ends the writing: the store is complete and can be read (nothing is pushed after). */
 emb_status emb__w2v_ids_flush(emb__w2v_ids *s);
-/* Renumbers a file store in place: id -> map[id], ids that map to -1 (or less) removed, no
- * -1 at the start and no two -1 in a row. */
+/* Renumbers a complete store in place: id -> map[id], ids that map to -1 (or less) removed,
+ * no -1 at the start and no two -1 in a row. */
 emb_status emb__w2v_ids_map(emb__w2v_ids *s, const int32_t *map);
 
 /* Reads a complete store (nothing pushed after the cursor is made) through one bounded

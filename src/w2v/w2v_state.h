@@ -11,9 +11,10 @@
 
 #include "kernels/sgns.h"
 
-/* The corpus's token ids (-1 at sentence ends), n of them: in memory (mem, the array given
- * to emb_w2v_create_from_ids), or in an unlinked temporary file in TMPDIR (default /tmp)
- * that is read back through small buffers (src/w2v/idstore.c). */
+/* The corpus's token ids (-1 at sentence ends), n of them: in memory (mem: the array given
+ * to emb_w2v_create_from_ids, or a corpus read from text whose ids never filled the write
+ * buffer, 16,384 ids), or in an unlinked temporary file in TMPDIR (default /tmp) that is read
+ * back through small buffers (src/w2v/idstore.c). */
 typedef struct emb__w2v_ids {
     int32_t *mem;
     int fd;

@@ -725,6 +725,65 @@ static void test_ids_file_equals_memory(void **state) {
     free(ids);
 }
 
+/* A corpus whose ids never fill the write buffer (16,384 ids) keeps them in memory and makes
+ * no temporary file (it trains with TMPDIR pointing nowhere); one id more spills them to the
+ * file, which then must be made. Both train as create_from_ids on the same ids, bit for bit. */
+static void test_small_corpus_ids_in_memory(void **state) {
+    (void)state;
+    const char *old = getenv("TMPDIR");
+    char *saved = old ? strdup(old) : NULL;
+    for (int extra = 0; extra < 2; extra++) {
+        /* k tokens on one line: k ids and the line's end */
+        const int k = 16383 - 1 + extra;
+        const char *path = tmp("small_ids.txt");
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        int32_t *ids = malloc((size_t)(k + 1) * sizeof(int32_t));
+        assert_non_null(ids);
+        for (int i = 0; i < k; i++) fprintf(f, "%sw%d", i ? " " : "", (i * 7) % 13);
+        fprintf(f, "\n");
+        fclose(f);
+        emb_w2v_options o = small_opts(EMB_W2V_SKIPGRAM);
+        o.max_sentence = 100000, o.epochs = 1;
+        setenv("TMPDIR", tmp("no-such-folder"), 1);
+        emb_w2v *wf = (emb_w2v *)0x1;
+        emb_status st = emb_w2v_create_from_file(&o, path, &wf);
+        if (saved)
+            setenv("TMPDIR", saved, 1);
+        else
+            unsetenv("TMPDIR");
+        if (extra) { /* 16,384 ids: the file is needed, and cannot be made */
+            assert_int_equal(st, EMB_ERR_IO);
+            assert_non_null(strstr(emb_errmsg(), "(TMPDIR)"));
+            assert_ptr_equal(wf, (emb_w2v *)0x1);
+            EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path, &wf));
+            assert_null(wf->ids.mem);
+        } else {
+            EMB_OK_OR_FAIL(st);
+            assert_non_null(wf->ids.mem);
+        }
+        assert_int_equal(wf->n_ids, k + 1);
+        const emb_vocab *v = emb_w2v_vocab(wf);
+        for (int i = 0; i < k; i++) {
+            char word[16];
+            snprintf(word, sizeof word, "w%d", (i * 7) % 13);
+            ids[i] = (int32_t)emb_vocab_find(v, word, strlen(word));
+        }
+        ids[k] = -1;
+        emb_w2v *wm;
+        EMB_OK_OR_FAIL(emb_w2v_create_from_ids(&o, v, ids, k + 1, &wm));
+        EMB_OK_OR_FAIL(emb_w2v_train(wf, NULL, NULL));
+        EMB_OK_OR_FAIL(emb_w2v_train(wm, NULL, NULL));
+        emb_tensor a, b;
+        EMB_OK_OR_FAIL(emb_w2v_vectors(wf, &a));
+        EMB_OK_OR_FAIL(emb_w2v_vectors(wm, &b));
+        assert_memory_equal(a.data, b.data, emb_tensor_nbytes(&a));
+        emb_w2v_free(wf), emb_w2v_free(wm);
+        free(ids);
+    }
+    free(saved);
+}
+
 /* The negatives' alias table: each word's probability (sum over the entries of what each
  * gives it) is count^0.75 / sum of count^0.75, and an entry that always keeps its own word
  * (thr = UINT32_MAX) names itself as its alias, which the draw relies on. Counts that make
@@ -1063,6 +1122,7 @@ int main(void) {
         cmocka_unit_test(test_lanes_valid),
         cmocka_unit_test(test_checkpoint_lanes),
         cmocka_unit_test(test_ids_file_equals_memory),
+        cmocka_unit_test(test_small_corpus_ids_in_memory),
         cmocka_unit_test(test_alias_table),
         cmocka_unit_test(test_bom_and_lenient),
         cmocka_unit_test(test_stdin_spool_bound),
