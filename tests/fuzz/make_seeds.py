@@ -81,10 +81,18 @@ def compressed_corpora():
     import gzip
     import lzma
     text = "The cat ΣΟΦΟΣ İstanbul\nthe dog Straße\n".encode() * 20
-    zstd = lambda d: subprocess.run(["zstd", "-q", "-c"], input=d, capture_output=True,
-                                    check=True).stdout
+    # Small windows: a decoder allocates the window its data declares for every input mutated
+    # from it, and under AddressSanitizer that allocation (8 MiB for xz's default dictionary,
+    # 3.6 MB for bzip2 -9, 2 MiB for a zstd frame of unknown size) cost most of an execution.
+    # So xz with a 4 KiB dictionary, bzip2 -1, and zstd frames that state their size (a
+    # single segment: the window is the content).
+    zstd = lambda d: subprocess.run(["zstd", "-q", "-19", "-c", f"--stream-size={len(d)}"],
+                                    input=d, capture_output=True, check=True).stdout
+    xz = lambda d: lzma.compress(d, filters=[{"id": lzma.FILTER_LZMA2, "preset": 9,
+                                              "dict_size": 4096}])
     le = lambda n: bytes([n & 255, n >> 8])
-    kinds = {"gz": lambda d: gzip.compress(d, mtime=0), "bz2": bz2.compress, "xz": lzma.compress, "zst": zstd}
+    kinds = {"gz": lambda d: gzip.compress(d, mtime=0), "bz2": lambda d: bz2.compress(d, 1),
+             "xz": xz, "zst": zstd}
     for name, f in kinds.items():
         data = f(text)
         put("fuzz_read_corpora", "one_" + name, b"\x08" + data)
@@ -94,16 +102,18 @@ def compressed_corpora():
         # a plain file and a compressed one in a subfolder of a directory
         put("fuzz_read_corpora", "dir_" + name, b"\x25" + le(100) + text[:100] + data)
     # four files of a directory: plain, gzip, xz (in the subfolder), zstd
-    a, b, c = gzip.compress(text[:60], mtime=0), lzma.compress(text[60:200]), zstd(text[200:])
+    a, b, c = gzip.compress(text[:60], mtime=0), xz(text[60:200]), zstd(text[200:])
     put("fuzz_read_corpora", "four_mixed",
         b"\x2F" + le(30) + le(len(a)) + le(len(b)) + text[:30] + a + b + c)
 
 
 def options(model=0, dim=8, window=2, negative=2, epochs=2, min_count=1, max_vocab=0, alpha=0,
-            min_alpha=1, sample=0, max_sentence=1000, seed=1):
-    """The 32-byte option block of fuzz_train.c (alpha and sample index its tables)."""
+            min_alpha=1, sample=0, max_sentence=1000, seed=1, subwords=None):
+    """The 32-byte option block of fuzz_train.c (alpha and sample index its tables; subwords:
+    (maxn, minn, bucket byte 28, bucket byte 29))."""
+    sub = bytes([0x80 | subwords[0], subwords[1], subwords[2], subwords[3]]) if subwords else bytes(4)
     return (bytes([model, dim, window, negative, epochs, min_count, max_vocab, alpha, min_alpha, sample])
-            + struct.pack("<q", max_sentence) + struct.pack("<Q", seed) + bytes(6))
+            + struct.pack("<q", max_sentence) + struct.pack("<Q", seed) + sub + bytes(2))
 
 
 TOPICS = ("red green blue red the green blue\ncat dog the horse cat dog\n" * 12).encode()
@@ -130,6 +140,12 @@ def train():
         "max_sentence_1": options(max_sentence=1) + TOPICS,
         "not_utf8": options() + b"ok \xff\xfe bad\n",
         "empty": options(),
+        # fastText's subwords: maxn, minn, buckets (1 + the 12 low bits of bytes 28-29; bit 7
+        # of byte 29: a refused count from a table)
+        "subwords_sg": options(subwords=(4, 2, 99, 0)) + TOPICS,
+        "subwords_cbow_threads2": options(model=1 | 32, subwords=(6, 3, 0xff, 0x0f)) + TOPICS,
+        "subwords_minn_above_maxn": options(subwords=(2, 5, 10, 0)) + TOPICS,
+        "subwords_bucket_int32_max": options(subwords=(4, 3, 2, 0x80)) + TOPICS,
     }
     for name, data in seeds.items():
         put("fuzz_train", name, data)
