@@ -81,6 +81,15 @@ EMB_API emb_status emb_fasttext_word_vector(const emb_fasttext *ft, const char *
  * (limit < 0), EMB_ERR_FORMAT (a word that is not UTF-8), EMB_ERR_NOMEM. */
 EMB_API emb_status emb_fasttext_vectors(const emb_fasttext *ft, int64_t limit, emb_vectors *out);
 
+/* Writes the model as fastText 0.9.2 writes a .bin (version 12), atomically: its arguments,
+ * its words with their counts and its token count, its input rows (words, then n-gram
+ * buckets) and its output rows. A model read from a version-12 .bin (what fastText 0.9.2
+ * writes) is written back byte for byte; emb_fasttext_read of the result gives the same
+ * model. Errors: EMB_ERR_NULL,
+ * EMB_ERR_UNSUPPORTED (a supervised model: emb does not keep its labels), EMB_ERR_INVALID (a
+ * word holding a NUL byte), EMB_ERR_IO (the message names the file), EMB_ERR_NOMEM. */
+EMB_API emb_status emb_fasttext_save(const emb_fasttext *ft, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

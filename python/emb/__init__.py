@@ -31,7 +31,8 @@ __version__ = _emb.__version__
 
 __all__ = [
     "Embedding", "EmbeddingBag", "Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "SparseAdam",
-    "QTable", "Knn", "KeyedVectors", "FastTextKeyedVectors", "load_facebook_vectors", "train",
+    "QTable", "Knn", "KeyedVectors", "FastTextKeyedVectors", "load_facebook_vectors",
+    "save_facebook_model", "train",
     "manual_seed", "initial_seed", "Generator",
     "QTableWriter", "quantize_rows", "qtype_row_nbytes",
     "default_generator", "pca", "tsne", "tensor_repr", "Linear", "one_hot",
@@ -244,5 +245,6 @@ def map_safetensors(path, tensor=None):
     return _emb.map_safetensors(_os.fspath(path), tensor)
 
 
-from .keyedvectors import FastTextKeyedVectors, KeyedVectors, load_facebook_vectors  # noqa: E402
+from .keyedvectors import (FastTextKeyedVectors, KeyedVectors, load_facebook_vectors,  # noqa: E402
+                           save_facebook_model)
 from .word2vec import train  # noqa: E402

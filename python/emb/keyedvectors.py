@@ -498,6 +498,20 @@ def load_facebook_vectors(path, encoding="utf-8"):
     return FastTextKeyedVectors.load(path)
 
 
+def save_facebook_model(model, path, encoding="utf-8"):
+    """gensim.models.fasttext.save_facebook_model: writes an emb.FastTextKeyedVectors (from
+    emb.train(max_n=...) or load_facebook_vectors) as a fastText .bin, atomically: the
+    model's arguments, words and counts, word and n-gram rows and output rows, as fastText
+    0.9.2 writes them (`fasttext` loads it; a model read from a .bin fastText wrote is written
+    back byte for byte). A supervised model (a classifier) is refused."""
+    if encoding.replace("-", "").lower() != "utf8":
+        raise ValueError("emb writes UTF-8 word files only")
+    if not isinstance(model, FastTextKeyedVectors):
+        raise TypeError("save_facebook_model takes an emb.FastTextKeyedVectors, got "
+                        f"{type(model).__name__}")
+    model._model.save(os.fspath(path))
+
+
 def _correlations(x, y):
     """(pearson, spearman) as scipy.stats gives them (gensim's evaluate_word_pairs)."""
     try:

@@ -115,6 +115,22 @@ static PyObject *fasttext_vectors(py_fasttext *self, PyObject *noargs) {
     return res;
 }
 
+/* save(path): the model as a fastText .bin (emb_fasttext_save), atomically. */
+static PyObject *fasttext_save(py_fasttext *self, PyObject *args) {
+    PyObject *path = NULL;
+    if (!PyArg_ParseTuple(args, "O&:save", PyUnicode_FSConverter, &path)) return NULL;
+    if (fasttext_ready(self) < 0) {
+        Py_DECREF(path);
+        return NULL;
+    }
+    emb_status st;
+    const char *p = PyBytes_AS_STRING(path);
+    PY_NOGIL(st, emb_fasttext_save(self->ft, p));
+    Py_DECREF(path);
+    if (st != EMB_OK) return py_raise(st);
+    Py_RETURN_NONE;
+}
+
 static PyObject *fasttext_get_arg(py_fasttext *self, void *which) {
     if (fasttext_ready(self) < 0) return NULL;
     const emb_fasttext_args a = emb_fasttext_args_of(self->ft);
@@ -128,6 +144,8 @@ static PyMethodDef fasttext_methods[] = {
      "word_vector(word) -> float32 [dim]: any word's vector, as fastText computes it"},
     {"num_subwords", (PyCFunction)fasttext_num_subwords, METH_VARARGS,
      "num_subwords(word) -> how many rows the word's vector is the mean of"},
+    {"save", (PyCFunction)fasttext_save, METH_VARARGS,
+     "save(path): the model as a fastText .bin, as fastText 0.9.2 writes it"},
     {"vectors", (PyCFunction)fasttext_vectors, METH_NOARGS,
      "vectors() -> (words, counts, float32 [V, dim]): the vocabulary's vectors"},
     {NULL}};

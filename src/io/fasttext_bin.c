@@ -24,6 +24,7 @@ struct emb_fasttext {
     bool owns_file;
     const unsigned char *in, *out; /* the matrices' float32 data inside the file (unaligned) */
     void *tables; /* a model made from tables (emb__fasttext_from_tables): in and out, owned */
+    bool qout;    /* the file's output quantization flag (1 with a dense input: dense, kept) */
 };
 
 /* ---- n-grams (ngrams.h) ---- */
@@ -282,6 +283,7 @@ static emb_status parse(const char *path, emb_fasttext *ft, emb_fasttext **out) 
         rc = bad(&c, c.p - 1, "a quantization flag that is neither 0 nor 1");
         goto fail;
     }
+    ft->qout = qout;
     ft->out_rows = ft->a.model == 3 ? ft->nlabels : ft->nwords;
     if ((rc = read_matrix(&c, "output matrix", ft->out_rows, ft->a.dim, &ft->out))) goto fail;
     if (c.p != c.n) {
@@ -490,11 +492,25 @@ fail:
     return rc;
 }
 
+/* ---- writing (emb_fasttext_save, emb_w2v_save_fasttext) ---- */
+
+emb_status emb_fasttext_save(const emb_fasttext *ft, const char *path) {
+    if (!ft) return emb__null("ft");
+    if (!path) return emb__null("path");
+    if (ft->a.model == 3 || ft->nlabels > 0)
+        return emb__error(EMB_ERR_UNSUPPORTED,
+                          "%s: a supervised fastText model (classifier), whose labels emb does "
+                          "not keep, cannot be written",
+                          path);
+    return emb__fasttext_write(path, &ft->a, ft->vocab, ft->ntokens, ft->in, ft->in_rows, ft->out,
+                               ft->out_rows, ft->qout);
+}
+
 /* ---- writing (emb_w2v_save_fasttext) ---- */
 
 emb_status emb__fasttext_write(const char *path, const emb_fasttext_args *a, const emb_vocab *vocab,
-                               int64_t ntokens, const float *in, int64_t in_rows, const float *out,
-                               int64_t out_rows) {
+                               int64_t ntokens, const void *in, int64_t in_rows, const void *out,
+                               int64_t out_rows, bool qout) {
     const int64_t V = emb_vocab_num_words(vocab);
     if (V > INT32_MAX)
         return emb__error(EMB_ERR_INVALID,
@@ -538,7 +554,8 @@ emb_status emb__fasttext_write(const char *path, const emb_fasttext_args *a, con
     emb__writer_put(&w, &in_rows, 8);
     emb__writer_put(&w, &dim, 8);
     emb__writer_put(&w, in, (size_t)in_rows * (size_t)dim * sizeof(float));
-    emb__writer_put(&w, "\0", 1);
+    const uint8_t qflag = qout; /* fastText's own rule: a dense input means a dense output */
+    emb__writer_put(&w, &qflag, 1);
     emb__writer_put(&w, &out_rows, 8);
     emb__writer_put(&w, &dim, 8);
     emb__writer_put(&w, out, (size_t)out_rows * (size_t)dim * sizeof(float));

@@ -40,10 +40,12 @@ emb_status emb__fasttext_from_tables(const emb_fasttext_args *a, const emb_vocab
                                      emb_fasttext **res);
 
 /* Writes a fastText model file: the arguments, the vocabulary (all
- * words, counts from it), in_rows x dim input floats and out_rows x dim output floats,
- * atomically. Errors: EMB_ERR_INVALID (more than 2^31 - 1 words), EMB_ERR_IO, EMB_ERR_NOMEM. */
+ * words, counts from it), in_rows x dim input floats and out_rows x dim output floats (their
+ * bytes, which need not be aligned) with qout as the output's quantization flag (dense
+ * either way, as fastText reads it after a dense input), atomically. Errors: EMB_ERR_INVALID (more
+ * than 2^31 - 1 words, a word with a NUL byte), EMB_ERR_IO, EMB_ERR_NOMEM. */
 emb_status emb__fasttext_write(const char *path, const emb_fasttext_args *a, const emb_vocab *vocab,
-                               int64_t ntokens, const float *in, int64_t in_rows, const float *out,
-                               int64_t out_rows);
+                               int64_t ntokens, const void *in, int64_t in_rows, const void *out,
+                               int64_t out_rows, bool qout);
 
 #endif /* EMB_IO_NGRAMS_H */

@@ -167,7 +167,7 @@ emb_status emb_w2v_save_fasttext(const emb_w2v *w, const char *path) {
     if (!path) return emb__null("path");
     const emb_fasttext_args a = fasttext_args(&w->o);
     return emb__fasttext_write(path, &a, w->vocab, w->tokens, w->syn0, w->V + a.bucket, w->syn1,
-                               w->V);
+                               w->V, false);
 }
 
 emb_status emb_fasttext_from_w2v(const emb_w2v *w, emb_fasttext **out) {

@@ -342,6 +342,23 @@ def test_fasttext_vectors_as_gensim(tmp_path):
     for line in p.stdout.splitlines():
         w, *vals = line.split(" ")
         assert ["%.5g" % x for x in kv[w]] == [v for v in vals if v], w
+    # written back byte for byte (gensim's save_facebook_model); a classifier is refused
+    emb.save_facebook_model(kv, tmp_path / "again.bin")
+    assert (tmp_path / "again.bin").read_bytes() == path.read_bytes()
+    with open(tmp_path / "labeled.txt", "w", encoding="utf8") as f:
+        for i in range(200):
+            f.write(f"__label__{'ab'[i % 2]} " + " ".join(rng.choice(words, size=6)) + "\n")
+    r = subprocess.run([ft, "supervised", "-input", str(tmp_path / "labeled.txt"), "-output",
+                        str(tmp_path / "cls"), "-dim", "8", "-epoch", "2", "-thread", "1",
+                        "-verbose", "0"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    cls = emb.load_facebook_vectors(tmp_path / "cls.bin")
+    with pytest.raises(emb.UnsupportedError, match="supervised"):
+        emb.save_facebook_model(cls, tmp_path / "cls-again.bin")
+    assert not (tmp_path / "cls-again.bin").exists()
+    with pytest.raises(TypeError, match="FastTextKeyedVectors"):
+        emb.save_facebook_model(emb.KeyedVectors(vectors=np.ones((1, 2), np.float32),
+                                                 index_to_key=["a"]), tmp_path / "x.bin")
     assert repr(kv).startswith(f"<FastTextKeyedVectors: {len(gk)} keys, vector_size 16")
 
 
@@ -381,6 +398,21 @@ def test_train_with_subwords_as_the_cli(tmp_path, sg):
     for w in ["alphas", "betam", "cafés", "日本", "zzz"]:
         assert w in kv and not kv.has_index_for(w)
         same_bits(kv[w], cli[w], f"the vector of unseen {w!r}")
+    # saved from Python (gensim's save_facebook_model): the CLI's file, byte for byte, and
+    # fastText's own numbers for unseen words
+    emb.save_facebook_model(kv, tmp_path / "py.bin")
+    assert (tmp_path / "py.bin").read_bytes() == (tmp_path / "m.bin").read_bytes()
+    import shutil
+    ft = shutil.which("fasttext")
+    assert ft, "Debian's fasttext 0.9.2 is needed (scripts/deps.sh test)"
+    unseen = ["alphas", "betam", "cafés", "日本"]
+    p = subprocess.run([ft, "print-word-vectors", str(tmp_path / "py.bin")],
+                       input="\n".join(unseen) + "\n", capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    for line in p.stdout.splitlines():
+        w, *vals = line.split(" ")
+        assert ["%.5g" % x for x in kv[w]] == [v for v in vals if v], w
     # skip-gram's per-pair negatives are the default with subwords, as in the CLI
     shared = emb.train(str(path), min_n=2, max_n=4, bucket=3000, shared_negatives=True, **args)
     assert np.array_equal(shared.vectors, kv.vectors) == (not sg)

@@ -683,11 +683,51 @@ static void test_w2v_as_model(void **state) {
     assert_int_equal(emb_fasttext_from_w2v(NULL, NULL), EMB_ERR_NULL);
 }
 
+/* emb_fasttext_save writes back what it read byte for byte (the layout fastText 0.9.2
+ * writes), and what it writes reads back; a model emb trained writes as emb_w2v_save_fasttext
+ * writes it. */
+static void test_save_model(void **state) {
+    (void)state;
+    static buf f, g;
+    layout L = build(&f, &SPEC);
+    emb_fasttext *ft;
+    char again[600];
+    snprintf(again, sizeof again, "%s/again.bin", tmpdir);
+    /* and with the output's quantization flag set after a dense input (fastText then reads
+     * the output dense, and writes the flag back as it read it) */
+    for (int qout = 0; qout < 2; qout++) {
+        f.b[L.output - 1] = (unsigned char)qout;
+        EMB_OK_OR_FAIL(emb_fasttext_read(save(&f, "orig.bin"), &ft));
+        EMB_OK_OR_FAIL(emb_fasttext_save(ft, again));
+        FILE *fp = fopen(again, "rb");
+        assert_non_null(fp);
+        g.n = fread(g.b, 1, sizeof g.b, fp);
+        fclose(fp);
+        assert_int_equal(g.n, f.n);
+        assert_memory_equal(g.b, f.b, f.n);
+        emb_fasttext_free(ft);
+    }
+    EMB_EXPECT_ERR(emb_fasttext_save(NULL, again), EMB_ERR_NULL, "ft");
+    /* a trained model, in memory (emb_fasttext_from_w2v), saved: the trainer's own file */
+    emb_w2v *w = train_small(EMB_W2V_CBOW, 4, 1, NULL);
+    char mine[600];
+    snprintf(mine, sizeof mine, "%s/trainer.bin", tmpdir);
+    EMB_OK_OR_FAIL(emb_w2v_save_fasttext(w, mine));
+    EMB_OK_OR_FAIL(emb_fasttext_from_w2v(w, &ft));
+    emb_w2v_free(w);
+    EMB_OK_OR_FAIL(emb_fasttext_save(ft, again));
+    emb_fasttext_free(ft);
+    char cmd[1300];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", mine, again);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_and_vectors),  cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_train_subwords),    cmocka_unit_test(test_checkpoint_subwords),
         cmocka_unit_test(test_continue_subwords), cmocka_unit_test(test_w2v_as_model),
+        cmocka_unit_test(test_save_model),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
