@@ -620,7 +620,10 @@ emb_status emb_qerror_add(emb_qerror *e, const float *src, const float *deq, int
                           rows, dim);
     if (rows == 0) return EMB_OK;
     if (dim > 0 && (!src || !deq)) return emb__null(!src ? "src" : "deq");
-    for (int64_t r = 0; r < rows; r++) {
+    /* rows without columns: each is the empty vector on both sides, cosine 1, no work per row
+     * (a table may have 2^62 of them) */
+    if (dim == 0) e->sum_cosine += (double)rows;
+    for (int64_t r = 0; r < rows && dim > 0; r++) {
         const float *a = dim ? src + r * dim : src, *b = dim ? deq + r * dim : deq;
         double dot = 0, na = 0, nb = 0;
         for (int64_t j = 0; j < dim; j++) {
