@@ -40,7 +40,7 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
           lowercase=False, strip_punct=False, max_sentence=1000, lenient=False, phrases=0,
           phrases_min_count=5, phrases_threshold=10.0, phrases_delimiter="_",
           phrases_scoring="default", progress=None, lanes=0, min_n=3, max_n=0,
-          bucket=2000000):
+          bucket=2000000, continue_from=None):
     """Trains word vectors and returns them as an emb.KeyedVectors (rows ordered by
     descending count, as gensim orders them).
 
@@ -62,6 +62,12 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
     emb.FastTextKeyedVectors, which gives a vector for any word, seen in training or not, and
     its vectors (the vocabulary's) are what fastText writes to its .vec. max_n=0 (the
     default) trains word2vec without subwords; gensim's FastText class defaults to max_n=6.
+    continue_from: a model to train further on this corpus instead of starting afresh, as
+    gensim's build_vocab(update=True) and train() (`emb train --continue`,
+    docs/word2vec.md, "Continued training"): a fastText .bin (fastText's, or
+    save_facebook_model's) or a state file of `emb train --save-state`. Its words keep their
+    vectors and new words seen min_count times are added; its vector size and subwords are
+    used (vector_size, min_n, max_n and bucket are then ignored).
     shared_negatives: skip-gram draws one set of negatives per window, shared by its context
     words; False draws them per (center, context) pair, as gensim and fastText do. None (the
     default) is True without subwords (faster, as accurate over seeds) and False with them
@@ -100,7 +106,8 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
             phrases=int(phrases), phrases_min_count=phrases_min_count,
             phrases_threshold=phrases_threshold, phrases_delimiter=phrases_delimiter,
             phrases_scoring=phrases_scoring, lanes=lanes, min_n=min_n, max_n=max_n,
-            bucket=bucket)
+            bucket=bucket,
+            **({} if continue_from is None else {"continue_from": os.fspath(continue_from)}))
     finally:
         if tmp is not None:
             os.unlink(tmp)

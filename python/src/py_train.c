@@ -359,8 +359,9 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
                             "min_n",
                             "max_n",
                             "bucket",
+                            "continue_from",
                             NULL};
-    PyObject *corpus, *progress = Py_None, *alpha = Py_None, *min_alpha = Py_None;
+    PyObject *corpus, *progress = Py_None, *alpha = Py_None, *min_alpha = Py_None, *from = NULL;
     int sg = 1;
     emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
     long long dim = o.dim, min_count = o.min_count, max_vocab = o.max_vocab,
@@ -374,14 +375,15 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     double sample = o.sample, ph_threshold = o.phrases_threshold;
     const char *ph_delimiter = "_", *ph_scoring = "default";
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O|pLiidLLiOOpiLppLpOpiLdssiiiL:train_word2vec", names, &corpus, &sg, &dim,
+            args, kw, "O|pLiidLLiOOpiLppLpOpiLdssiiiLO&:train_word2vec", names, &corpus, &sg, &dim,
             &window, &negative, &sample, &min_count, &max_vocab, &epochs, &alpha, &min_alpha,
             &cbow_mean, &threads, &seed, &lower, &strip, &max_sentence, &shared, &progress,
             &lenient, &phrases, &ph_min_count, &ph_threshold, &ph_delimiter, &ph_scoring, &lanes,
-            &minn, &maxn, &bucket))
+            &minn, &maxn, &bucket, PyUnicode_FSConverter, &from))
         return NULL;
     if (progress != Py_None && !PyCallable_Check(progress)) {
         PyErr_SetString(PyExc_TypeError, "progress must be callable or None");
+        Py_XDECREF(from);
         return NULL;
     }
     o = emb_w2v_options_default(sg ? EMB_W2V_SKIPGRAM : EMB_W2V_CBOW);
@@ -392,9 +394,12 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     o.min_count = min_count;
     o.max_vocab = max_vocab;
     o.epochs = epochs;
-    if (py_opt_double(alpha, &o.alpha) < 0) return NULL;
+    const bool bad_alpha = py_opt_double(alpha, &o.alpha) < 0;
     o.min_alpha = o.alpha * 1e-4;
-    if (py_opt_double(min_alpha, &o.min_alpha) < 0) return NULL;
+    if (bad_alpha || py_opt_double(min_alpha, &o.min_alpha) < 0) {
+        Py_XDECREF(from);
+        return NULL;
+    }
     o.cbow_mean = cbow_mean;
     o.threads = threads;
     o.lanes = lanes;
@@ -407,17 +412,22 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     o.minn = minn;
     o.maxn = maxn;
     o.bucket = bucket;
-    if (phrases_options(&o, phrases, ph_min_count, ph_threshold, ph_delimiter, ph_scoring) < 0)
+    if (phrases_options(&o, phrases, ph_min_count, ph_threshold, ph_delimiter, ph_scoring) < 0) {
+        Py_XDECREF(from);
         return NULL;
+    }
     PyObject *held = NULL;
     const char **paths = NULL;
     size_t npaths = 0;
     emb_w2v *w = NULL;
     emb_status st = EMB_OK;
+    const char *model = from ? PyBytes_AS_STRING(from) : NULL;
     if (corpus_paths(corpus, &held, &paths, &npaths) == 0)
-        PY_NOGIL(st, emb_w2v_create_from_files(&o, paths, npaths, &w));
+        PY_NOGIL(st, model ? emb_w2v_continue_files(&o, model, paths, npaths, &w)
+                           : emb_w2v_create_from_files(&o, paths, npaths, &w));
     PyMem_Free(paths);
     Py_XDECREF(held);
+    Py_XDECREF(from);
     if (PyErr_Occurred()) return NULL;
     if (st != EMB_OK) return py_raise(st);
     w2v_cb cb = {progress == Py_None ? NULL : progress, 0};

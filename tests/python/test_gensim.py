@@ -421,6 +421,29 @@ def test_train_with_subwords_as_the_cli(tmp_path, sg):
     assert gk.index_to_key == kv.index_to_key and "</s>" not in kv.index_to_key
     np.testing.assert_allclose(kv.vectors, gk.vectors, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(kv["alphas"], gk["alphas"], rtol=1e-5, atol=1e-7)
+    # trained further on new text (continue_from, `emb train --continue`): the CLI's model,
+    # bit for bit; new words join, the model's words keep their rows' places
+    path2 = tmp_path / "c2.txt"
+    with open(path2, "w", encoding="utf8") as f:
+        for _ in range(100):
+            f.write(" ".join(rng.choice(words + ["epsilon", "epsilons"], size=8)) + "\n")
+    more = emb.train(str(path2), continue_from=tmp_path / "py.bin", **args)
+    assert isinstance(more, emb.FastTextKeyedVectors) and more.max_n == 4
+    assert more.index_to_key[:len(kv)] == kv.index_to_key and "epsilon" in more.index_to_key
+    r = subprocess.run([os.environ["EMB_BIN"], "train", str(path2), "-o", str(tmp_path / "v2.vec"),
+                        "--model", "skipgram" if sg else "cbow", "--window", "3",
+                        "--negative", "4", "--sample", "1e-3", "--min-count", "1",
+                        "--epochs", "3", "--alpha", "0.05", "--min-alpha", "0.0001",
+                        "--seed", "7", "--threads", "1", "--continue", str(tmp_path / "m.bin"),
+                        "--save-model", str(tmp_path / "m2.bin"), "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    cli2 = emb.load_facebook_vectors(tmp_path / "m2.bin")
+    assert more.index_to_key == cli2.index_to_key
+    same_bits(more.vectors, cli2.vectors, "the continued model's vectors")
+    same_bits(more["epsilonic"], cli2["epsilonic"], "an unseen word after continuing")
+    with pytest.raises(emb.Error, match="none.bin"):
+        emb.train(str(path2), continue_from=tmp_path / "none.bin", **args)
     # without n-grams: a plain KeyedVectors, and an unseen word has no vector
     plain = emb.train(str(path), **args)
     assert type(plain) is emb.KeyedVectors and "alphas" not in plain
