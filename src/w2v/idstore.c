@@ -117,9 +117,9 @@ emb_status emb__w2v_ids_push(emb__w2v_ids *s, int32_t id) {
 }
 
 emb_status emb__w2v_ids_flush(emb__w2v_ids *s) {
-    if (s->fd < 0 && !s->mem) { /* never spilled: the buffer becomes the store's memory */
-        int32_t *m = s->wn ? realloc(s->wbuf, (size_t)s->wn * sizeof(int32_t)) : NULL;
-        s->mem = m ? m : s->wbuf;
+    if (s->fd < 0 && !s->mem) { /* never spilled: the buffer (64 KiB) becomes the store's
+                                 * memory, as it is (a copy to its size costs more) */
+        s->mem = s->wbuf;
         s->n = s->wn;
         s->wbuf = NULL, s->wn = 0;
         return EMB_OK;
