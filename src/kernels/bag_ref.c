@@ -114,8 +114,9 @@ int64_t emb__bag_sparse_gather_ref(int64_t *out_idx, float *out_val, const void 
         for (int64_t p = starts[b]; p < starts[b + 1]; p++) {
             const int64_t k = IDX(p);
             if (k == pad) continue;
-            float *restrict v = out_val + m * dim;
             out_idx[m++] = k;
+            if (dim == 0) continue; /* no values: out_val and grad_output may be NULL */
+            float *restrict v = out_val + (m - 1) * dim;
             if (psw) {
                 const float s = psw[p];
                 for (int64_t d = 0; d < dim; d++) v[d] = g[d] * s;

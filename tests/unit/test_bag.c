@@ -973,6 +973,20 @@ static void test_columnless_input_allocates_nothing_up_front(void **state) {
     EMB_OK_OR_FAIL(emb_tensor_init(&go, EMB_FLOAT32, NULL, 2, (int64_t[]){huge, 0}));
     EMB_OK_OR_FAIL(emb_qtable_bag_backward_sparse(q, &in, NULL, NULL, &o, &go, &g));
     assert_int_equal(g.nnz, 0);
+    /* positions in bags of a table without columns: their rows are the gradient's entries,
+     * with no values (found by fuzz_api under UBSan: the gather copied 0 floats from a NULL
+     * grad_output, which memcpy may not be given), in sum and mean mode */
+    const int64_t ids[6] = {4, 1, 1, 0, 3, 2};
+    EMB_OK_OR_FAIL(emb_tensor_init(&in, EMB_INT64, (void *)ids, 2, (int64_t[]){3, 2}));
+    EMB_OK_OR_FAIL(emb_tensor_init(&go, EMB_FLOAT32, NULL, 2, (int64_t[]){3, 0}));
+    for (int mode = 0; mode < 2; mode++) {
+        o.mode = mode ? EMB_BAG_MEAN : EMB_BAG_SUM;
+        emb_sparse_grad_release(&g);
+        EMB_OK_OR_FAIL(emb_sparse_grad_init(&g, 5, 0));
+        EMB_OK_OR_FAIL(emb_qtable_bag_backward_sparse(q, &in, NULL, NULL, &o, &go, &g));
+        assert_int_equal(g.nnz, 6);
+        for (int i = 0; i < 6; i++) assert_int_equal(g.indices[i], ids[i]);
+    }
     emb_sparse_grad_release(&g);
     emb_qtable_free(q);
 }
