@@ -40,7 +40,7 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
           lowercase=False, strip_punct=False, max_sentence=1000, lenient=False, phrases=0,
           phrases_min_count=5, phrases_threshold=10.0, phrases_delimiter="_",
           phrases_scoring="default", progress=None, lanes=0, min_n=3, max_n=0,
-          bucket=2000000, continue_from=None):
+          bucket=2000000, continue_from=None, save_state=None):
     """Trains word vectors and returns them as an emb.KeyedVectors (rows ordered by
     descending count, as gensim orders them).
 
@@ -68,6 +68,11 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
     save_facebook_model's) or a state file of `emb train --save-state`. Its words keep their
     vectors and new words seen min_count times are added; its vector size and subwords are
     used (vector_size, min_n, max_n and bucket are then ignored).
+    save_state: a path where the whole model is written at the end of the run (both tables,
+    the words and their counts; `emb train --save-state`), for a later continue_from; a
+    run stopped by progress writes what it trained so far. gensim's model.save() keeps the
+    same for its own train(); a subword model can also be continued from
+    save_facebook_model's .bin.
     shared_negatives: skip-gram draws one set of negatives per window, shared by its context
     words; False draws them per (center, context) pair, as gensim and fastText do. None (the
     default) is True without subwords (faster, as accurate over seeds) and False with them
@@ -107,7 +112,8 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
             phrases_threshold=phrases_threshold, phrases_delimiter=phrases_delimiter,
             phrases_scoring=phrases_scoring, lanes=lanes, min_n=min_n, max_n=max_n,
             bucket=bucket,
-            **({} if continue_from is None else {"continue_from": os.fspath(continue_from)}))
+            **({} if continue_from is None else {"continue_from": os.fspath(continue_from)}),
+            **({} if save_state is None else {"save_state": os.fspath(save_state)}))
     finally:
         if tmp is not None:
             os.unlink(tmp)

@@ -360,8 +360,10 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
                             "max_n",
                             "bucket",
                             "continue_from",
+                            "save_state",
                             NULL};
-    PyObject *corpus, *progress = Py_None, *alpha = Py_None, *min_alpha = Py_None, *from = NULL;
+    PyObject *corpus, *progress = Py_None, *alpha = Py_None, *min_alpha = Py_None, *from = NULL,
+                      *state = NULL, *res = NULL;
     int sg = 1;
     emb_w2v_options o = emb_w2v_options_default(EMB_W2V_SKIPGRAM);
     long long dim = o.dim, min_count = o.min_count, max_vocab = o.max_vocab,
@@ -375,16 +377,15 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     double sample = o.sample, ph_threshold = o.phrases_threshold;
     const char *ph_delimiter = "_", *ph_scoring = "default";
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O|pLiidLLiOOpiLppLpOpiLdssiiiLO&:train_word2vec", names, &corpus, &sg, &dim,
-            &window, &negative, &sample, &min_count, &max_vocab, &epochs, &alpha, &min_alpha,
+            args, kw, "O|pLiidLLiOOpiLppLpOpiLdssiiiLO&O&:train_word2vec", names, &corpus, &sg,
+            &dim, &window, &negative, &sample, &min_count, &max_vocab, &epochs, &alpha, &min_alpha,
             &cbow_mean, &threads, &seed, &lower, &strip, &max_sentence, &shared, &progress,
             &lenient, &phrases, &ph_min_count, &ph_threshold, &ph_delimiter, &ph_scoring, &lanes,
-            &minn, &maxn, &bucket, PyUnicode_FSConverter, &from))
-        return NULL;
+            &minn, &maxn, &bucket, PyUnicode_FSConverter, &from, PyUnicode_FSConverter, &state))
+        goto out;
     if (progress != Py_None && !PyCallable_Check(progress)) {
         PyErr_SetString(PyExc_TypeError, "progress must be callable or None");
-        Py_XDECREF(from);
-        return NULL;
+        goto out;
     }
     o = emb_w2v_options_default(sg ? EMB_W2V_SKIPGRAM : EMB_W2V_CBOW);
     o.dim = dim;
@@ -396,10 +397,7 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     o.epochs = epochs;
     const bool bad_alpha = py_opt_double(alpha, &o.alpha) < 0;
     o.min_alpha = o.alpha * 1e-4;
-    if (bad_alpha || py_opt_double(min_alpha, &o.min_alpha) < 0) {
-        Py_XDECREF(from);
-        return NULL;
-    }
+    if (bad_alpha || py_opt_double(min_alpha, &o.min_alpha) < 0) goto out;
     o.cbow_mean = cbow_mean;
     o.threads = threads;
     o.lanes = lanes;
@@ -412,10 +410,8 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     o.minn = minn;
     o.maxn = maxn;
     o.bucket = bucket;
-    if (phrases_options(&o, phrases, ph_min_count, ph_threshold, ph_delimiter, ph_scoring) < 0) {
-        Py_XDECREF(from);
-        return NULL;
-    }
+    if (phrases_options(&o, phrases, ph_min_count, ph_threshold, ph_delimiter, ph_scoring) < 0)
+        goto out;
     PyObject *held = NULL;
     const char **paths = NULL;
     size_t npaths = 0;
@@ -427,13 +423,24 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
                            : emb_w2v_create_from_files(&o, paths, npaths, &w));
     PyMem_Free(paths);
     Py_XDECREF(held);
-    Py_XDECREF(from);
-    if (PyErr_Occurred()) return NULL;
-    if (st != EMB_OK) return py_raise(st);
+    if (PyErr_Occurred()) goto out;
+    if (st != EMB_OK) {
+        py_raise(st);
+        goto out;
+    }
     w2v_cb cb = {progress == Py_None ? NULL : progress, 0};
     PY_NOGIL(st, emb_w2v_train(w, w2v_progress, &cb));
-    PyObject *res = trained(w, st, &cb);
+    res = trained(w, st, &cb);
+    /* the whole state, for continue_from (`emb train --save-state`) */
+    if (res && state) PY_NOGIL(st, emb_w2v_save_checkpoint(w, PyBytes_AS_STRING(state)));
+    if (res && state && st != EMB_OK) {
+        Py_CLEAR(res);
+        py_raise(st);
+    }
     emb_w2v_free(w);
+out:
+    Py_XDECREF(from);
+    Py_XDECREF(state);
     return res;
 }
 

@@ -449,3 +449,57 @@ def test_train_with_subwords_as_the_cli(tmp_path, sg):
     assert type(plain) is emb.KeyedVectors and "alphas" not in plain
     with pytest.raises(emb.Error, match="minn must be in"):
         emb.train(str(path), min_n=5, max_n=4, **args)
+
+
+def test_train_save_state_then_continue_as_the_cli(tmp_path):
+    """emb.train(save_state=...) writes what `emb train --save-state` writes (byte for byte),
+    so that a model trained without subwords can be trained further from Python
+    (continue_from) as the CLI continues it (`--continue`), with the same bits; a run stopped
+    by its progress callback saves what it trained so far, and a failed write raises."""
+    import subprocess
+
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(40)]
+    path, path2 = tmp_path / "c.txt", tmp_path / "c2.txt"
+    with open(path, "w", encoding="utf8") as f:
+        for _ in range(300):
+            f.write(" ".join(rng.choice(words, size=10)) + "\n")
+    with open(path2, "w", encoding="utf8") as f:
+        for _ in range(100):
+            f.write(" ".join(rng.choice(words + ["new1", "new2"], size=8)) + "\n")
+    args = dict(vector_size=12, window=3, negative=4, sample=1e-3, min_count=1, epochs=2,
+                alpha=0.05, min_alpha=0.0001, seed=3, workers=1, sg=1, shared_negatives=False)
+    cli = [os.environ["EMB_BIN"], "train", "--model", "skipgram", "--dim", "12", "--window",
+           "3", "--negative", "4", "--sample", "1e-3", "--min-count", "1", "--epochs", "2",
+           "--alpha", "0.05", "--min-alpha", "0.0001", "--seed", "3", "--threads", "1",
+           "--per-pair-negatives", "-q"]
+    kv = emb.train(str(path), save_state=tmp_path / "py.state", **args)
+    assert type(kv) is emb.KeyedVectors and kv.finished
+    r = subprocess.run(cli + [str(path), "-o", str(tmp_path / "v.vec"), "--save-state",
+                              str(tmp_path / "cli.state")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "py.state").read_bytes() == (tmp_path / "cli.state").read_bytes()
+    more = emb.train(str(path2), continue_from=tmp_path / "py.state",
+                     save_state=tmp_path / "py2.state", **args)
+    assert more.index_to_key[:len(kv)] == kv.index_to_key
+    assert {"new1", "new2"} <= set(more.index_to_key)
+    r = subprocess.run(cli + [str(path2), "-o", str(tmp_path / "v2.vec"), "--continue",
+                              str(tmp_path / "cli.state"), "--save-state",
+                              str(tmp_path / "cli2.state")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    cli2 = emb.KeyedVectors.load_word2vec_format(tmp_path / "v2.vec")
+    assert more.index_to_key == cli2.index_to_key
+    # the .vec is text (%.6g); the bits are compared through the states both wrote
+    np.testing.assert_allclose(more.vectors, cli2.vectors, rtol=1e-5, atol=1e-6)
+    assert (tmp_path / "py2.state").read_bytes() == (tmp_path / "cli2.state").read_bytes()
+    # stopped by the callback: the state holds what was trained, and continues like any other
+    part = emb.train(str(path), save_state=tmp_path / "part.state",
+                     progress=lambda p: True, **args)
+    assert not part.finished and (tmp_path / "part.state").stat().st_size > 0
+    again = emb.train(str(path2), continue_from=tmp_path / "part.state", **args)
+    assert again.index_to_key[:len(part)] == part.index_to_key
+    # a state that cannot be written: emb's message, with the path
+    with pytest.raises(emb.Error, match="no-such-dir"):
+        emb.train(str(path), save_state=tmp_path / "no-such-dir" / "x.state", **args)
