@@ -42,13 +42,22 @@ int emb__w2v_tmp_fd(void) {
     return fd;
 }
 
+/* The file is made when the buffer first fills (spill); name is kept for its messages. */
 emb_status emb__w2v_ids_open_file(emb__w2v_ids *s, const char *name) {
-    (void)name; /* the file is made when the buffer first fills (spill) */
     memset(s, 0, sizeof *s);
     s->fd = -1;
     s->wbuf = malloc(EMB__IDS_BUF * sizeof(int32_t));
-    if (!s->wbuf) return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate a write buffer", name);
+    s->name = name ? strdup(name) : NULL;
+    if (!s->wbuf || (name && !s->name)) {
+        emb__w2v_ids_close(s);
+        return emb__error(EMB_ERR_NOMEM, "%s: cannot allocate a write buffer", name);
+    }
     return EMB_OK;
+}
+
+/* The corpus's name for a message. */
+static const char *corpus_name(const emb__w2v_ids *s) {
+    return s->name ? s->name : "the corpus";
 }
 
 void emb__w2v_ids_use_memory(emb__w2v_ids *s, int32_t *ids, int64_t n) {
@@ -62,11 +71,13 @@ void emb__w2v_ids_close(emb__w2v_ids *s) {
     if (s->fd >= 0) close(s->fd);
     free(s->mem);
     free(s->wbuf);
+    free(s->name);
     memset(s, 0, sizeof *s);
     s->fd = -1;
 }
 
-static emb_status write_at(int fd, const int32_t *p, int64_t n, int64_t at) {
+static emb_status write_at(const emb__w2v_ids *s, const int32_t *p, int64_t n, int64_t at) {
+    const int fd = s->fd;
     const char *b = (const char *)p;
     size_t left = (size_t)n * sizeof(int32_t);
     off_t off = (off_t)at * (off_t)sizeof(int32_t);
@@ -75,9 +86,10 @@ static emb_status write_at(int fd, const int32_t *p, int64_t n, int64_t at) {
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0)
             return emb__error(EMB_ERR_IO,
-                              "cannot write the corpus's token ids to a temporary file in %s "
+                              "%s: cannot write its token ids to a temporary file in %s "
                               "(TMPDIR): %s",
-                              emb__w2v_tmp_dir(), k < 0 ? strerror(errno) : "nothing written");
+                              corpus_name(s), emb__w2v_tmp_dir(),
+                              k < 0 ? strerror(errno) : "nothing written");
         b += k, left -= (size_t)k, off += k;
     }
     return EMB_OK;
@@ -101,10 +113,10 @@ static bool read_at(int fd, int32_t *p, int64_t n, int64_t at) {
 static emb_status spill(emb__w2v_ids *s) {
     if (s->fd < 0 && (s->fd = emb__w2v_tmp_fd()) < 0)
         return emb__error(EMB_ERR_IO,
-                          "cannot create a temporary file for the corpus's token ids in %s "
+                          "%s: cannot create a temporary file for its token ids in %s "
                           "(TMPDIR): %s",
-                          emb__w2v_tmp_dir(), strerror(errno));
-    emb_status st = write_at(s->fd, s->wbuf, s->wn, s->n);
+                          corpus_name(s), emb__w2v_tmp_dir(), strerror(errno));
+    emb_status st = write_at(s, s->wbuf, s->wn, s->n);
     s->n += s->wn;
     s->wn = 0;
     return st;
@@ -165,21 +177,21 @@ emb_status emb__w2v_ids_map(emb__w2v_ids *s, const int32_t *map) {
     for (int64_t r = 0; r < s->n && st == EMB_OK;) {
         int64_t k = s->n - r < 4096 ? s->n - r : 4096;
         if (!read_at(s->fd, in, k, r)) {
-            st = emb__error(EMB_ERR_IO, "cannot read back the corpus's token ids from %s: %s",
-                            emb__w2v_tmp_dir(), strerror(errno));
+            st = emb__error(EMB_ERR_IO, "%s: cannot read back its token ids from %s: %s",
+                            corpus_name(s), emb__w2v_tmp_dir(), strerror(errno));
             break;
         }
         r += k;
         wn += map_ids(in, k, map, buf + wn, &last_end);
         if (wn > EMB__IDS_BUF - 4096) { /* room for the next step's ids */
-            st = write_at(s->fd, buf, wn, w);
+            st = write_at(s, buf, wn, w);
             w += wn, wn = 0;
         }
     }
-    if (st == EMB_OK && wn) st = write_at(s->fd, buf, wn, w), w += wn;
+    if (st == EMB_OK && wn) st = write_at(s, buf, wn, w), w += wn;
     if (st == EMB_OK && ftruncate(s->fd, (off_t)w * (off_t)sizeof(int32_t)) != 0)
-        st = emb__error(EMB_ERR_IO, "cannot shorten the temporary file of token ids: %s",
-                        strerror(errno));
+        st = emb__error(EMB_ERR_IO, "%s: cannot shorten the temporary file of its token ids: %s",
+                        corpus_name(s), strerror(errno));
     if (st == EMB_OK) s->n = w;
     free(s->wbuf);
     s->wbuf = NULL;

@@ -21,6 +21,7 @@ typedef struct emb__w2v_ids {
     int64_t n;
     int32_t *wbuf; /* while the file is written: ids not yet written */
     int64_t wn;
+    char *name; /* the corpus, for messages (owned; NULL: "the corpus") */
 } emb__w2v_ids;
 
 /* One training thread's place in the corpus. Thread t owns the token range

@@ -717,6 +717,7 @@ static void test_ids_file_equals_memory(void **state) {
     setenv("TMPDIR", tmp("no-such-folder"), 1);
     wf = (emb_w2v *)0x1;
     EMB_EXPECT_ERR(emb_w2v_create_from_file(&o, path, &wf), EMB_ERR_IO, "(TMPDIR)");
+    assert_non_null(strstr(emb_errmsg(), path)); /* and which corpus */
     assert_ptr_equal(wf, (emb_w2v *)0x1);
     if (saved)
         setenv("TMPDIR", saved, 1), free(saved);
@@ -755,6 +756,7 @@ static void test_small_corpus_ids_in_memory(void **state) {
         if (extra) { /* 16,384 ids: the file is needed, and cannot be made */
             assert_int_equal(st, EMB_ERR_IO);
             assert_non_null(strstr(emb_errmsg(), "(TMPDIR)"));
+            assert_non_null(strstr(emb_errmsg(), path)); /* and which corpus */
             assert_ptr_equal(wf, (emb_w2v *)0x1);
             EMB_OK_OR_FAIL(emb_w2v_create_from_file(&o, path, &wf));
             assert_null(wf->ids.mem);
