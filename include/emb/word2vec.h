@@ -222,6 +222,12 @@ EMB_API emb_status emb_w2v_save_fasttext(const emb_w2v *w, const char *path);
  * emb_w2v_save_fasttext writes, without the file; it outlives w. Errors (*out untouched):
  * EMB_ERR_NULL, EMB_ERR_NOMEM. */
 EMB_API emb_status emb_fasttext_from_w2v(const emb_w2v *w, emb_fasttext **out);
+/* The same without copying the tables, for a trainer that is done: the model takes w's
+ * tables (at the default bucket, 2,000,000 n-gram rows: 800 MB at dim 100, which the copy
+ * would hold twice for a moment) and the rest of w is freed: on success w is gone, as after
+ * emb_w2v_free. The model is the one emb_fasttext_from_w2v gives. Errors (w as it was,
+ * *out untouched): EMB_ERR_NULL, EMB_ERR_NOMEM. */
+EMB_API emb_status emb_fasttext_take_w2v(emb_w2v *w, emb_fasttext **out);
 /* Tokens in the corpus (sentence ends excluded), and tokens done so far over all epochs. */
 EMB_API int64_t emb_w2v_corpus_tokens(const emb_w2v *w);
 /* Tokens of the corpus that a lenient run (options.lenient) skipped: not valid UTF-8

@@ -282,9 +282,12 @@ static int phrases_options(emb_w2v_options *o, int passes, long long min_count, 
     return 0;
 }
 
-/* The result of train_word2vec for a run that ended with st (w is the caller's). */
-static PyObject *trained(const emb_w2v *w, emb_status st, const w2v_cb *cb) {
-    PyObject *res = NULL, *words = NULL, *counts = NULL, *vec = NULL, *model = NULL;
+/* The result of train_word2vec for a run that ended with st. A subword model takes the
+ * trainer's tables (emb_fasttext_take_w2v): *wp is then NULL. */
+static PyObject *trained(emb_w2v **wp, emb_status st, const w2v_cb *cb) {
+    const emb_w2v *w = *wp;
+    PyObject *res = NULL, *words = NULL, *counts = NULL, *vec = NULL, *model = NULL,
+             *skipped = NULL;
     if (st != EMB_OK && !(st == EMB_ERR_CANCELLED && cb->stopped_by_user && !PyErr_Occurred()))
         return py_raise(st);
     PyObject *wc = py_vocab_lists(emb_w2v_vocab(w));
@@ -303,21 +306,29 @@ static PyObject *trained(const emb_w2v *w, emb_status st, const w2v_cb *cb) {
     memcpy(dst.data, src.data, emb_tensor_nbytes(&src));
     if (emb_w2v_options_of(w).maxn > 0) { /* the model, for the vectors of words seen or not */
         emb_fasttext *ft = NULL;
-        PY_NOGIL(vst, emb_fasttext_from_w2v(w, &ft));
+        int64_t invalid = 0, too_long = 0;
+        emb_w2v_skipped(w, &invalid, &too_long);
+        skipped = Py_BuildValue("(LL)", (long long)invalid, (long long)too_long);
+        if (!skipped) goto done;
+        PY_NOGIL(vst, emb_fasttext_take_w2v(*wp, &ft)); /* no second copy of the tables */
         if (vst != EMB_OK) {
             py_raise(vst);
             goto done;
         }
+        *wp = NULL;
         if (!(model = py_fasttext_from(ft))) goto done;
     } else {
         model = Py_NewRef(Py_None);
     }
-    int64_t invalid = 0, too_long = 0;
-    emb_w2v_skipped(w, &invalid, &too_long);
-    res = Py_BuildValue("OOOO(LL)O", words, counts, vec,
-                        st == EMB_OK && !cb->stopped_by_user ? Py_True : Py_False,
-                        (long long)invalid, (long long)too_long, model);
+    if (!skipped) {
+        int64_t invalid = 0, too_long = 0;
+        emb_w2v_skipped(w, &invalid, &too_long);
+        if (!(skipped = Py_BuildValue("(LL)", (long long)invalid, (long long)too_long))) goto done;
+    }
+    res = Py_BuildValue("OOOOOO", words, counts, vec,
+                        st == EMB_OK && !cb->stopped_by_user ? Py_True : Py_False, skipped, model);
 done:
+    Py_XDECREF(skipped);
     Py_XDECREF(model);
     Py_XDECREF(words);
     Py_XDECREF(counts);
@@ -430,13 +441,13 @@ static PyObject *m_train_word2vec(PyObject *m, PyObject *args, PyObject *kw) {
     }
     w2v_cb cb = {progress == Py_None ? NULL : progress, 0};
     PY_NOGIL(st, emb_w2v_train(w, w2v_progress, &cb));
-    res = trained(w, st, &cb);
-    /* the whole state, for continue_from (`emb train --save-state`) */
-    if (res && state) PY_NOGIL(st, emb_w2v_save_checkpoint(w, PyBytes_AS_STRING(state)));
-    if (res && state && st != EMB_OK) {
-        Py_CLEAR(res);
-        py_raise(st);
-    }
+    /* the whole state, for continue_from (`emb train --save-state`), of a run that was
+     * not interrupted by an error or Ctrl-C */
+    emb_status sst = EMB_OK;
+    if (state &&
+        (st == EMB_OK || (st == EMB_ERR_CANCELLED && cb.stopped_by_user && !PyErr_Occurred())))
+        PY_NOGIL(sst, emb_w2v_save_checkpoint(w, PyBytes_AS_STRING(state)));
+    res = sst != EMB_OK ? py_raise(sst) : trained(&w, st, &cb);
     emb_w2v_free(w);
 out:
     Py_XDECREF(from);

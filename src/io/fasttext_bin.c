@@ -3,6 +3,7 @@
 #include "io_internal.h"
 #include "ngrams.h"
 
+#include <emb/embedding.h>
 #include <emb/fasttext.h>
 
 #include <inttypes.h>
@@ -24,7 +25,8 @@ struct emb_fasttext {
     bool owns_file;
     const unsigned char *in, *out; /* the matrices' float32 data inside the file (unaligned) */
     void *tables; /* a model made from tables (emb__fasttext_from_tables): in and out, owned */
-    bool qout;    /* the file's output quantization flag (1 with a dense input: dense, kept) */
+    emb_embedding *own_in, *own_out; /* or adopted (emb__fasttext_adopt_tables), owned */
+    bool qout; /* the file's output quantization flag (1 with a dense input: dense, kept) */
 };
 
 /* ---- n-grams (ngrams.h) ---- */
@@ -214,6 +216,8 @@ void emb_fasttext_free(emb_fasttext *ft) {
     emb_vocab_free(ft->vocab);
     if (ft->owns_file) emb__file_close(&ft->file);
     free(ft->tables);
+    emb_embedding_free(ft->own_in);
+    emb_embedding_free(ft->own_out);
     free(ft);
 }
 
@@ -456,10 +460,10 @@ emb_status emb_fasttext_vectors(const emb_fasttext *ft, int64_t limit, emb_vecto
 
 /* ---- a model from a trainer's tables (emb_fasttext_from_w2v) ---- */
 
-emb_status emb__fasttext_from_tables(const emb_fasttext_args *a, const emb_vocab *vocab,
-                                     int64_t ntokens, const float *in, const float *out,
-                                     emb_fasttext **res) {
-    if (!a || !vocab || !in || !out || !res) return emb__null("fasttext tables");
+/* A model of a's arguments and copies of vocab's words and counts (row i is word i), whose
+ * tables the caller sets. */
+static emb_status model_shell(const emb_fasttext_args *a, const emb_vocab *vocab, int64_t ntokens,
+                              emb_fasttext **res) {
     const int64_t V = emb_vocab_num_words(vocab);
     emb_fasttext *ft = calloc(1, sizeof *ft);
     if (!ft) return emb__error(EMB_ERR_NOMEM, "cannot allocate a fastText model");
@@ -467,17 +471,7 @@ emb_status emb__fasttext_from_tables(const emb_fasttext_args *a, const emb_vocab
     ft->version = FT_VERSION;
     ft->nwords = V, ft->ntokens = ntokens;
     ft->in_rows = V + a->bucket, ft->out_rows = V;
-    const size_t ni = (size_t)ft->in_rows * (size_t)a->dim, no = (size_t)V * (size_t)a->dim;
-    emb_status rc = EMB_OK;
-    float *t = malloc((ni + no) * sizeof(float) + 1);
-    if (!t) {
-        rc = emb__error(EMB_ERR_NOMEM, "cannot allocate the model's tables (%zu floats)", ni + no);
-        goto fail;
-    }
-    memcpy(t, in, ni * sizeof(float));
-    memcpy(t + ni, out, no * sizeof(float));
-    ft->tables = t;
-    ft->in = (const unsigned char *)t, ft->out = (const unsigned char *)(t + ni);
+    emb_status rc;
     if ((rc = emb_vocab_create(&ft->vocab)) || (rc = emb_vocab_reserve(ft->vocab, V))) goto fail;
     for (int64_t i = 0; i < V && !rc; i++) {
         size_t n;
@@ -490,6 +484,52 @@ emb_status emb__fasttext_from_tables(const emb_fasttext_args *a, const emb_vocab
 fail:
     emb_fasttext_free(ft);
     return rc;
+}
+
+emb_status emb__fasttext_from_tables(const emb_fasttext_args *a, const emb_vocab *vocab,
+                                     int64_t ntokens, const float *in, const float *out,
+                                     emb_fasttext **res) {
+    if (!a || !vocab || !in || !out || !res) return emb__null("fasttext tables");
+    emb_fasttext *ft;
+    emb_status rc = model_shell(a, vocab, ntokens, &ft);
+    if (rc) return rc;
+    const size_t ni = (size_t)ft->in_rows * (size_t)a->dim,
+                 no = (size_t)ft->out_rows * (size_t)a->dim;
+    float *t = malloc((ni + no) * sizeof(float) + 1);
+    if (!t) {
+        emb_fasttext_free(ft);
+        return emb__error(EMB_ERR_NOMEM, "cannot allocate the model's tables (%zu floats)",
+                          ni + no);
+    }
+    memcpy(t, in, ni * sizeof(float));
+    memcpy(t + ni, out, no * sizeof(float));
+    ft->tables = t;
+    ft->in = (const unsigned char *)t, ft->out = (const unsigned char *)(t + ni);
+    *res = ft;
+    return EMB_OK;
+}
+
+emb_status emb__fasttext_adopt_tables(const emb_fasttext_args *a, const emb_vocab *vocab,
+                                      int64_t ntokens, emb_embedding *in, emb_embedding *out,
+                                      emb_fasttext **res) {
+    if (!a || !vocab || !in || !out || !res) return emb__null("fasttext tables");
+    emb_tensor ti, to;
+    emb_status rc;
+    if ((rc = emb_embedding_weight(in, &ti)) || (rc = emb_embedding_weight(out, &to))) return rc;
+    const int64_t V = emb_vocab_num_words(vocab);
+    if (ti.dtype != EMB_FLOAT32 || to.dtype != EMB_FLOAT32 || ti.shape[0] != V + a->bucket ||
+        to.shape[0] != V || ti.shape[1] != a->dim || to.shape[1] != a->dim)
+        return emb__error(EMB_ERR_INVALID,
+                          "the tables (%" PRId64 " and %" PRId64
+                          " rows) are not a model of %" PRId64
+                          " words, %d buckets and dimension %d",
+                          ti.shape[0], to.shape[0], V, (int)a->bucket, (int)a->dim);
+    emb_fasttext *ft;
+    if ((rc = model_shell(a, vocab, ntokens, &ft))) return rc;
+    ft->own_in = in, ft->own_out = out;
+    ft->in = (const unsigned char *)ti.data, ft->out = (const unsigned char *)to.data;
+    *res = ft;
+    return EMB_OK;
 }
 
 /* ---- writing (emb_fasttext_save, emb_w2v_save_fasttext) ---- */

@@ -3,6 +3,7 @@
 #ifndef EMB_IO_NGRAMS_H
 #define EMB_IO_NGRAMS_H
 
+#include <emb/embedding.h>
 #include <emb/fasttext.h>
 #include <emb/vocab.h>
 
@@ -38,6 +39,14 @@ emb_status emb__fasttext_tables(const emb_fasttext *ft, float **in, int64_t *in_
 emb_status emb__fasttext_from_tables(const emb_fasttext_args *a, const emb_vocab *vocab,
                                      int64_t ntokens, const float *in, const float *out,
                                      emb_fasttext **res);
+
+/* The same with the tables in (nwords + a->bucket rows) and out (nwords rows), float32 of
+ * a->dim columns, adopted instead of copied: on success the model owns them and frees them
+ * with itself; on failure the caller still does. Errors: EMB_ERR_NULL, EMB_ERR_INVALID (the
+ * tables' shapes are not the model's), EMB_ERR_NOMEM. */
+emb_status emb__fasttext_adopt_tables(const emb_fasttext_args *a, const emb_vocab *vocab,
+                                      int64_t ntokens, emb_embedding *in, emb_embedding *out,
+                                      emb_fasttext **res);
 
 /* Writes a fastText model file: the arguments, the vocabulary (all
  * words, counts from it), in_rows x dim input floats and out_rows x dim output floats (their

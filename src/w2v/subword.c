@@ -176,3 +176,14 @@ emb_status emb_fasttext_from_w2v(const emb_w2v *w, emb_fasttext **out) {
     const emb_fasttext_args a = fasttext_args(&w->o);
     return emb__fasttext_from_tables(&a, w->vocab, w->tokens, w->syn0, w->syn1, out);
 }
+
+emb_status emb_fasttext_take_w2v(emb_w2v *w, emb_fasttext **out) {
+    if (!w) return emb__null("w2v");
+    if (!out) return emb__null("out");
+    const emb_fasttext_args a = fasttext_args(&w->o);
+    emb_status st = emb__fasttext_adopt_tables(&a, w->vocab, w->tokens, w->in, w->out, out);
+    if (st) return st;
+    w->in = w->out = NULL, w->syn0 = w->syn1 = NULL; /* the model's now */
+    emb_w2v_free(w);
+    return EMB_OK;
+}

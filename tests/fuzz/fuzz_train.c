@@ -31,8 +31,9 @@ static int64_t rd_i64(const uint8_t *p) {
 }
 
 /* The run as a fastText model: every vocabulary word's vector and a few unseen words' are
- * the trainer's, bit for bit. */
-static void check_model(const emb_w2v *w) {
+ * the trainer's, bit for bit, in the copy (emb_fasttext_from_w2v) and in the model that
+ * takes the trainer's tables (emb_fasttext_take_w2v), which frees w. */
+static void check_model(emb_w2v *w) {
     emb_fasttext *ft = NULL;
     if (emb_fasttext_from_w2v(w, &ft)) FINDING("emb_fasttext_from_w2v failed: %s", emb_errmsg());
     const emb_vocab *v = emb_w2v_vocab(w);
@@ -52,6 +53,19 @@ static void check_model(const emb_w2v *w) {
         if (dim && memcmp(a, b, (size_t)dim * sizeof(float)))
             FINDING("word %lld: the model's vector differs from the trainer's", (long long)i);
     }
+    emb_fasttext *taken = NULL;
+    if (emb_fasttext_take_w2v(w, &taken)) FINDING("emb_fasttext_take_w2v failed: %s", emb_errmsg());
+    v = emb_fasttext_vocab(ft);
+    for (int64_t i = 0; i < n + 3; i++) {
+        size_t len;
+        const char *s = i < n ? emb_vocab_word(v, i, &len) : unseen[i - n];
+        if (i >= n) len = strlen(s);
+        emb_status r1 = emb_fasttext_word_vector(ft, s, len, a),
+                   r2 = emb_fasttext_word_vector(taken, s, len, b);
+        if (r1 != r2 || (!r1 && dim && memcmp(a, b, (size_t)dim * sizeof(float))))
+            FINDING("word %lld: the taken model differs from the copy", (long long)i);
+    }
+    emb_fasttext_free(taken);
     emb_fasttext_free(ft);
 }
 
@@ -128,7 +142,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (emb_tensor_nbytes(&t) && memcmp(t.data, t2.data, emb_tensor_nbytes(&t)))
         FINDING("resumed vectors differ");
     emb_w2v_free(r);
-    check_model(w);
-    emb_w2v_free(w);
+    check_model(w); /* frees w */
     return 0;
 }

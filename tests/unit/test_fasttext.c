@@ -630,19 +630,34 @@ static void test_continue_subwords(void **state) {
     emb_w2v_free(c);
 }
 
-/* emb_fasttext_from_w2v: the model in memory is what the file emb_w2v_save_fasttext writes reads
- * back as (arguments, vocabulary with counts, n-gram rows, vectors of seen and unseen words,
- * bit for bit), and it outlives the trainer; with and without subwords. */
+/* emb_fasttext_from_w2v and emb_fasttext_take_w2v: the model in memory is what the file
+ * emb_w2v_save_fasttext writes reads back as (arguments, vocabulary with counts, n-gram rows,
+ * vectors of seen and unseen words, bit for bit), and it outlives the trainer; with and
+ * without subwords. The model that took the trainer's tables writes that file again, byte
+ * for byte; a failed take leaves the trainer as it was. */
 static void test_w2v_as_model(void **state) {
     (void)state;
-    for (int maxn = 0; maxn <= 4; maxn += 4) {
+    for (int run = 0; run < 4; run++) {
+        const int maxn = run % 2 ? 4 : 0, take = run >= 2;
         emb_w2v *w = train_small(EMB_W2V_SKIPGRAM, maxn, 2, NULL);
         const char *path = save(&(buf){.n = 0}, "as_model.bin");
         EMB_OK_OR_FAIL(emb_w2v_save_fasttext(w, path));
-        emb_fasttext *file, *mem;
+        emb_fasttext *file, *mem = (emb_fasttext *)0x1;
         EMB_OK_OR_FAIL(emb_fasttext_read(path, &file));
-        EMB_OK_OR_FAIL(emb_fasttext_from_w2v(w, &mem));
-        emb_w2v_free(w);
+        if (take) {
+            EMB_EXPECT_ERR(emb_fasttext_take_w2v(w, NULL), EMB_ERR_NULL, "out");
+            emb_tensor t;
+            EMB_OK_OR_FAIL(emb_w2v_vectors(w, &t));         /* still whole */
+            EMB_OK_OR_FAIL(emb_fasttext_take_w2v(w, &mem)); /* w is gone */
+            char again[600], cmd[1300];
+            snprintf(again, sizeof again, "%s/taken.bin", tmpdir);
+            EMB_OK_OR_FAIL(emb_fasttext_save(mem, again));
+            snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", path, again);
+            assert_int_equal(system(cmd), 0);
+        } else {
+            EMB_OK_OR_FAIL(emb_fasttext_from_w2v(w, &mem));
+            emb_w2v_free(w);
+        }
         emb_fasttext_args a = emb_fasttext_args_of(file), b = emb_fasttext_args_of(mem);
         assert_memory_equal(&a, &b, sizeof a);
         assert_int_equal(b.maxn, maxn);
@@ -681,6 +696,9 @@ static void test_w2v_as_model(void **state) {
         emb_fasttext_free(mem);
     }
     assert_int_equal(emb_fasttext_from_w2v(NULL, NULL), EMB_ERR_NULL);
+    emb_fasttext *ft = (emb_fasttext *)0x1;
+    EMB_EXPECT_ERR(emb_fasttext_take_w2v(NULL, &ft), EMB_ERR_NULL, "w2v");
+    assert_ptr_equal(ft, (emb_fasttext *)0x1);
 }
 
 /* emb_fasttext_save writes back what it read byte for byte (the layout fastText 0.9.2
