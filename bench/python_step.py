@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """The training step of a small model with torch's nn.Embedding / nn.EmbeddingBag against the
 same model with emb.torch's drop-ins, in one run: forward, backward and a torch optimizer
-step, dense and sparse. Both models are built from the same seed; the script checks that
-their parameters are still equal after the timed steps (the drop-ins promise the same bits).
+step, dense and sparse; and a third time with emb.torch's modules and
+emb.torch.apply_optimizer_in_backward (TorchRec's call: the same torch optimizer, applied by
+emb inside the backward, fused with the embeddings' sparse backward). The models are built
+from the same seed; the script checks that their parameters are still equal after the timed
+steps (both promise torch's bits).
 
 Each configuration is timed in `rounds` alternating rounds (torch, then emb) of `steps`
 steps after warm-up steps; the best round's mean step time counts. Ratios are torch time /
@@ -54,17 +57,21 @@ class Model(nn.Module):
         return self.l(torch.cat([self.e(x).mean(1), self.b(y)], 1))
 
 
-def make(cls_pair, cfg):
+OPTIMIZERS = {"adam": (torch.optim.Adam, {"lr": 1e-3}), "sgd": (torch.optim.SGD, {"lr": 0.1}),
+              "adagrad": (torch.optim.Adagrad, {"lr": 0.1})}
+
+
+def make(cls_pair, cfg, in_backward=False):
+    """The model and its optimizers; in_backward: emb.torch.apply_optimizer_in_backward on
+    every parameter instead (no optimizer to step after the backward)."""
     _, rows, dim, _, _, mode, sparse, optname = cfg
     torch.manual_seed(0)
     m = Model(*cls_pair, rows, dim, mode, sparse)
-    if optname == "adam":
-        opts = [torch.optim.Adam(m.parameters(), lr=1e-3)]
-    elif optname == "sgd":
-        opts = [torch.optim.SGD(m.parameters(), lr=0.1)]
-    else:
-        opts = [torch.optim.Adagrad(m.parameters(), lr=0.1)]
-    return m, opts
+    cls, kw = OPTIMIZERS[optname]
+    if in_backward:
+        et.apply_optimizer_in_backward(cls, m.parameters(), kw)
+        return m, []
+    return m, [cls(m.parameters(), **kw)]
 
 
 def batches(cfg, n):
@@ -117,29 +124,34 @@ def main():
     print(f"threads {a.threads}, {a.steps} steps x {a.rounds} rounds, torch {torch.__version__}, "
           f"emb {emb.__version__}, {'CPU' if a.cpu else 'wall'} time")
     print(f"{'model':16} {'torch ms/step':>14} {'emb ms/step':>12} {'torch/emb':>10} "
-          f"{'torch faults':>13} {'emb faults':>11} {'fwd+bwd torch/emb':>18}  same bits")
+          f"{'torch faults':>13} {'emb faults':>11} {'fwd+bwd torch/emb':>18} "
+          f"{'in-bwd ms/step':>15} {'torch/in-bwd':>13} {'in-bwd faults':>14}  same bits")
     for cfg in QUICK if a.quick else CONFIGS:
         if a.model and cfg[0] not in a.model:
             continue
-        ref = make((nn.Embedding, nn.EmbeddingBag), cfg)
-        mine = make((et.Embedding, et.EmbeddingBag), cfg)
+        models = {"torch": make((nn.Embedding, nn.EmbeddingBag), cfg),
+                  "emb": make((et.Embedding, et.EmbeddingBag), cfg),
+                  "in-bwd": make((et.Embedding, et.EmbeddingBag), cfg, in_backward=True)}
         warm = batches(cfg, 2)
         data = batches(cfg, a.steps)
-        for m, o in (ref, mine):
+        for m, o in models.values():
             for x, y, t in warm:
                 step(m, o, x, y, t)
-        best = {"torch": (float("inf"), 0, 0), "emb": (float("inf"), 0, 0)}
-        best_fb = {"torch": float("inf"), "emb": float("inf")}
+        best = {k: (float("inf"), 0, 0) for k in models}
+        best_fb = {k: float("inf") for k in models}
         for _ in range(a.rounds):
-            for name, model in (("torch", ref), ("emb", mine)):
+            for name, model in models.items():
                 r = time_steps(*model, data, clock)
                 best[name] = min(best[name], r)
                 best_fb[name] = min(best_fb[name], r[2])
-        same = all(torch.equal(p, q) for p, q in zip(ref[0].parameters(), mine[0].parameters()))
-        (tt, tf, _), (et_, ef, _) = best["torch"], best["emb"]
+        same = all(all(torch.equal(p, q) for p, q in zip(models["torch"][0].parameters(),
+                                                          models[k][0].parameters()))
+                   for k in ("emb", "in-bwd"))
+        (tt, tf, _), (et_, ef, _), (it, if_, _) = best["torch"], best["emb"], best["in-bwd"]
         tfb, efb = best_fb["torch"], best_fb["emb"]
         print(f"{cfg[0]:16} {tt * 1e3:14.2f} {et_ * 1e3:12.2f} {tt / et_:10.2f} {tf:13.0f} "
-              f"{ef:11.0f} {tfb / efb:18.2f}  {same}")
+              f"{ef:11.0f} {tfb / efb:18.2f} {it * 1e3:15.2f} {tt / it:13.2f} {if_:14.0f}  "
+              f"{same}")
 
 
 if __name__ == "__main__":

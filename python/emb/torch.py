@@ -16,14 +16,22 @@ Dense gradients of 256 KiB and more are written into memory kept from gradients 
 earlier (up to four blocks, 1 GiB in all), which is already mapped: a fresh allocation that
 size is faulted in and zeroed by the kernel page by page, which costs as much as the
 backward itself. empty_cache() gives that memory back.
+
+apply_optimizer_in_backward(torch.optim.Adagrad, params, {"lr": 0.1}) is TorchRec's call of
+that name: the parameters are updated by emb's implementation of that torch optimizer as the
+backward reaches them, instead of by optimizer.step() afterwards; the weights of these
+modules with the backward and the step fused (no gradient tensor at all), with the same bits.
 """
+import weakref
+
 import numpy as np
 import torch
 from torch import nn
 
 from . import _emb
 
-__all__ = ["Embedding", "EmbeddingBag", "embedding", "embedding_bag", "empty_cache"]
+__all__ = ["Embedding", "EmbeddingBag", "embedding", "embedding_bag", "empty_cache",
+           "apply_optimizer_in_backward"]
 
 
 def empty_cache():
@@ -67,7 +75,9 @@ class _EmbeddingFunction(torch.autograd.Function):
         ctx.save_for_backward(indices)
         ctx.shape = w.shape
         ctx.rows = None
-        if sparse and padding_idx is None and not scale_grad_by_freq and idx.dtype == np.int64:
+        ctx.fused = weight.__dict__.get("_emb_in_backward")
+        if ctx.fused is None and sparse and padding_idx is None and not scale_grad_by_freq \
+                and idx.dtype == np.int64:
             # emb_embedding_backward_sparse_view's case (and torch's): the gradient's entries
             # are the forward's indices (validated here) and grad_output, both borrowed as
             # torch tensors: the input itself when idx is its memory, as in torch's gradient
@@ -92,6 +102,10 @@ class _EmbeddingFunction(torch.autograd.Function):
                 grad_output.reshape(n, shape[1])
             return (torch._sparse_coo_tensor_unsafe(rows.view(1, n), go, shape),) + _NONE6
         padding_idx, scale, sparse = ctx.opts
+        if ctx.fused is not None:  # the optimizer's step instead of a gradient
+            ctx.fused.embedding_step(ctx.weight, ctx.indices, _view(grad_output), padding_idx,
+                                     scale, sparse)
+            return _NONE6 + (None,)
         g = _emb.embedding_backward(ctx.weight, ctx.indices, _view(grad_output), padding_idx,
                                     scale, sparse)
         grad = _sparse(g[0], g[1], ctx.weight.shape) if sparse else torch.from_numpy(g)
@@ -151,6 +165,7 @@ class _BagFunction(torch.autograd.Function):
         ctx.opts = dict(mode=mode, padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq,
                         include_last_offset=include_last_offset)
         ctx.sparse = sparse
+        ctx.fused = weight.__dict__.get("_emb_in_backward")
         # what the backward reads, saved as torch saves it (the weight only for the gradient
         # of per_sample_weights), so that an in-place change before the backward is an error
         ctx.save_for_backward(input, offsets, psw, weight if psw is not None else None)
@@ -163,7 +178,12 @@ class _BagFunction(torch.autograd.Function):
         w = ctx.weight
         go = _view(grad_output)
         gw = gp = None
-        if ctx.needs_input_grad[0]:
+        if ctx.needs_input_grad[1]:  # first: it reads the weight, which a fused step changes
+            gp = torch.from_numpy(_emb.embedding_bag_backward(
+                w, inp, go, off, None, None, what="per_sample_weights", **ctx.opts))
+        if ctx.needs_input_grad[0] and ctx.fused is not None:
+            ctx.fused.bag_step(w, inp, go, off, p, mi, ctx.sparse, ctx.opts)
+        elif ctx.needs_input_grad[0]:
             what = "sparse" if ctx.sparse else "dense"
             g = _emb.embedding_bag_backward(w, inp, go, off, p, mi, what=what, **ctx.opts)
             if not ctx.sparse:
@@ -171,9 +191,6 @@ class _BagFunction(torch.autograd.Function):
             else:  # rows = the input's entries in order when nothing is left out (no padding)
                 gw = _sparse(g[0], g[1], w.shape, ctx.input if ctx.opts["padding_idx"] is None
                              else None)
-        if ctx.needs_input_grad[1]:
-            gp = torch.from_numpy(_emb.embedding_bag_backward(
-                w, inp, go, off, None, None, what="per_sample_weights", **ctx.opts))
         return (gw, gp) + (None,) * 9
 
 
@@ -204,3 +221,135 @@ class EmbeddingBag(nn.EmbeddingBag):
         return embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
                              self.scale_grad_by_freq, self.mode, self.sparse,
                              per_sample_weights, self.include_last_offset, self.padding_idx)
+
+
+# ---- optimizers applied in the backward (TorchRec's apply_optimizer_in_backward) ----
+
+_IN_BACKWARD = {torch.optim.SGD: "SGD", torch.optim.Adagrad: "Adagrad", torch.optim.Adam: "Adam",
+                torch.optim.AdamW: "AdamW", torch.optim.SparseAdam: "SparseAdam"}
+# torch's constructor arguments that emb's optimizers do not take, with the values that mean
+# what emb computes (torch.optim's single-tensor path on CPU)
+_TORCH_ONLY = {"foreach": (None, False), "differentiable": (False,), "capturable": (False,),
+               "fused": (None, False)}
+
+
+class _InBackward:
+    """The optimizer of one parameter, applied as the backward reaches it."""
+
+    def __init__(self, opt, array):
+        self.opt = opt
+        self.ptr = array.__array_interface__["data"][0]
+        self.tables = {}  # emb tables over the parameter's memory, by module options
+
+    def _check(self, w):
+        if w.__array_interface__["data"][0] != self.ptr:
+            raise RuntimeError("the parameter's memory changed after apply_optimizer_in_backward "
+                               "(its .data was replaced): apply it again to the parameter")
+
+    def _table(self, key, make):
+        t = self.tables.get(key)
+        if t is None:
+            t = self.tables[key] = make()
+        return t
+
+    def embedding_step(self, w, idx, go, padding_idx, scale, sparse):
+        self._check(w)
+        if sparse and not scale:  # backward and step in one (emb_optimizer_step_fused)
+            from . import Embedding as Table
+            t = self._table(("embedding", padding_idx), lambda: Table.from_pretrained(
+                w, freeze=False, padding_idx=padding_idx, sparse=True))
+            self.opt.step_fused(0, t, idx, go)
+            return
+        g = _emb.embedding_backward(w, idx, go, padding_idx, scale, sparse)
+        if sparse:
+            self.opt.step_sparse(0, g[0], g[1])
+        else:
+            self.opt.step(0, g)
+
+    def bag_step(self, w, inp, go, off, psw, max_indices, sparse, opts):
+        self._check(w)
+        mode = opts["mode"]
+        if sparse and mode != "max" and not opts["scale_grad_by_freq"]:  # fused
+            from . import EmbeddingBag as Bag
+            key = ("bag", mode, opts["padding_idx"], opts["include_last_offset"])
+            b = self._table(key, lambda: Bag.from_pretrained(
+                w, freeze=False, mode=mode, sparse=True, padding_idx=opts["padding_idx"],
+                include_last_offset=opts["include_last_offset"]))
+            self.opt.step_fused_bag(0, b, inp, go, offsets=off, per_sample_weights=psw)
+            return
+        g = _emb.embedding_bag_backward(w, inp, go, off, psw, max_indices,
+                                        what="sparse" if sparse else "dense", **opts)
+        if sparse:
+            self.opt.step_sparse(0, g[0], g[1])
+        else:
+            self.opt.step(0, g)
+
+
+def _after_accumulate(ref, state):
+    """The hook on a parameter's AccumulateGrad: a gradient torch computed (the parameter
+    used by another module, or by torch's own ops) is stepped and cleared."""
+    def hook(*_):
+        p = ref()
+        g = None if p is None else p.grad
+        if g is None:
+            return
+        p.grad = None
+        state._check(p.detach().numpy())
+        if g.is_sparse:
+            state.opt.step_sparse(0, g._indices()[0].contiguous().numpy(),
+                                  g._values().contiguous().numpy(), coalesced=g.is_coalesced())
+        else:
+            state.opt.step(0, _view(g))
+    return hook
+
+
+def apply_optimizer_in_backward(optimizer_class, params, optimizer_kwargs):
+    """TorchRec's apply_optimizer_in_backward(optimizer_class, params, optimizer_kwargs):
+    each parameter gets its own optimizer, emb's implementation of optimizer_class
+    (torch.optim.SGD, Adagrad, Adam, AdamW or SparseAdam: torch 1.13's update rules, bit for
+    bit) with optimizer_kwargs (torch's names and defaults), stepped during the backward as
+    soon as the parameter's gradient is known; .grad stays None and optimizer.step() is not
+    called for these parameters. The weights of emb.torch's modules take the step inside
+    their backward: a sparse module's gradient is never formed (emb_optimizer_step_fused),
+    a dense one's is formed and stepped by emb; any other parameter is stepped from the
+    gradient torch accumulated, by a hook on its AccumulateGrad. Each parameter's optimizer
+    is param._in_backward_optimizers[0] (an emb.Optimizer: state_dict() / load_state_dict(),
+    lr). The parameters after training are bit for bit those of optimizer_class stepped
+    after each backward, when each parameter is used once per backward (a weight used by
+    two calls gets two steps, one per call, where torch steps once on the summed gradient).
+    Parameters: float32 contiguous CPU leaf tensors that require grad, whose memory stays
+    theirs (replacing .data is refused at the next step)."""
+    name = _IN_BACKWARD.get(optimizer_class)
+    if name is None:
+        raise TypeError(f"apply_optimizer_in_backward: {optimizer_class!r} is not one of "
+                        f"torch.optim.SGD, Adagrad, Adam, AdamW, SparseAdam")
+    kw = dict(optimizer_kwargs)
+    for k, ok in _TORCH_ONLY.items():
+        if k in kw and kw.pop(k) not in ok:
+            raise ValueError(f"apply_optimizer_in_backward: {k}={optimizer_kwargs[k]!r} is not "
+                             f"provided (emb computes torch's single-tensor path, {k}={ok[0]})")
+    from . import SGD, Adagrad, Adam, AdamW, SparseAdam
+    make = {"SGD": SGD, "Adagrad": Adagrad, "Adam": Adam, "AdamW": AdamW,
+            "SparseAdam": SparseAdam}[name]
+    params = list(params)
+    for p in params:
+        if not isinstance(p, torch.Tensor) or not p.is_leaf or not p.requires_grad:
+            raise ValueError("apply_optimizer_in_backward: the parameters are leaf tensors "
+                             "that require grad")
+        if p.dtype is not torch.float32 or not p.is_cpu or p.layout is not torch.strided \
+                or not p.is_contiguous():
+            raise TypeError(f"apply_optimizer_in_backward: a parameter is a "
+                            f"{p.dtype} {p.layout} tensor on {p.device}; emb steps float32 "
+                            f"contiguous CPU tensors")
+        if "_emb_in_backward" in p.__dict__:
+            raise ValueError("apply_optimizer_in_backward: a parameter already has an "
+                             "optimizer applied in backward")
+    for p in params:
+        a = p.detach().numpy()
+        opt = make([a], **kw)
+        state = _InBackward(opt, a)
+        acc = p.view_as(p).grad_fn.next_functions[0][0]
+        acc.register_hook(_after_accumulate(weakref.ref(p), state))
+        state.acc = acc  # torch keeps a parameter's AccumulateGrad only while it is used
+        p._emb_in_backward = state
+        p._in_backward_optimizers = [opt]

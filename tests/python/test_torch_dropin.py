@@ -359,3 +359,81 @@ def test_in_place_change_before_backward_is_an_error_as_in_torch(what):
     want, got = run(nn), run(et)
     assert "modified by an inplace operation" in want
     assert "modified by an inplace operation" in got
+
+
+IN_BACKWARD = {
+    "sgd": (torch.optim.SGD, {"lr": 0.1}),
+    "sgd_momentum": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9}),
+    "adagrad": (torch.optim.Adagrad, {"lr": 0.1, "lr_decay": 0.01, "foreach": False}),
+    "adam": (torch.optim.Adam, {"lr": 0.01}),
+}
+
+
+@pytest.mark.parametrize("name,eopts,bopts,one_d,psw,opt", CASES, ids=[c[0] for c in CASES])
+def test_optimizer_in_backward_matches_torchs_step(name, eopts, bopts, one_d, psw, opt):
+    """apply_optimizer_in_backward (TorchRec's call) on every parameter of emb's model: the
+    Embedding and EmbeddingBag weights stepped inside their backward (fused when sparse),
+    the Linear layer's from torch's gradient by the AccumulateGrad hook; after each step the
+    parameters are the bits of torch's model trained with torch's optimizer, and no
+    gradient is left in .grad."""
+    torch.manual_seed(7)
+    ref = Model(nn.Embedding, nn.EmbeddingBag, eopts, bopts)
+    torch.manual_seed(7)
+    mine = Model(et.Embedding, et.EmbeddingBag, eopts, bopts)
+    ref_opts = make_optimizer(opt, ref)
+    ref_opts = ref_opts if isinstance(ref_opts, list) else [ref_opts]
+    if opt == "sparse_adam":
+        et.apply_optimizer_in_backward(torch.optim.SparseAdam, [mine.e.weight, mine.b.weight],
+                                       {"lr": 0.01})
+        et.apply_optimizer_in_backward(torch.optim.Adam, mine.l.parameters(), {"lr": 0.01})
+    else:
+        cls, kw = IN_BACKWARD[opt]
+        if opt == "adagrad":  # the reference with the same lr_decay
+            ref_opts = [torch.optim.Adagrad(ref.parameters(), lr=0.1, lr_decay=0.01)]
+        et.apply_optimizer_in_backward(cls, mine.parameters(), kw)
+    for step, (x, bag_in, offsets, w, t) in enumerate(batches(12, 8, 5, one_d, psw,
+                                                                torch.int64)):
+        for o in ref_opts:
+            o.zero_grad()
+        outs = []
+        for m in (ref, mine):
+            wr = None if w is None else w.clone().requires_grad_()
+            out = m(x, bag_in, offsets, wr)
+            nn.functional.cross_entropy(out, t).backward()
+            outs.append(None if wr is None else wr.grad)
+        for o in ref_opts:
+            o.step()
+        if psw:  # read before the fused step changed the weight: torch's, within rounding
+            torch.testing.assert_close(outs[1], outs[0], rtol=1.3e-6, atol=1e-5)
+        for (pn, a), b in zip(ref.named_parameters(), mine.parameters()):
+            same_bits(b.detach().numpy(), a.detach().numpy(), f"step {step} {pn}")
+            assert b.grad is None, pn
+    assert all(len(p._in_backward_optimizers) == 1 for p in mine.parameters())
+
+
+def test_optimizer_in_backward_refusals():
+    """What apply_optimizer_in_backward cannot do is refused when it is called (nothing
+    attached), and a parameter whose memory was replaced afterwards is refused at its step."""
+    m = et.Embedding(10, 4, sparse=True)
+    with pytest.raises(TypeError, match="RMSprop"):
+        et.apply_optimizer_in_backward(torch.optim.RMSprop, m.parameters(), {"lr": 0.1})
+    with pytest.raises(ValueError, match="foreach=True"):
+        et.apply_optimizer_in_backward(torch.optim.Adagrad, m.parameters(), {"foreach": True})
+    with pytest.raises(TypeError, match="float64"):
+        et.apply_optimizer_in_backward(torch.optim.SGD, [nn.Parameter(torch.ones(3).double())],
+                                       {"lr": 0.1})
+    with pytest.raises(ValueError, match="leaf"):
+        et.apply_optimizer_in_backward(torch.optim.SGD, [m.weight * 2], {"lr": 0.1})
+    with pytest.raises(ValueError, match="Invalid learning rate"):  # torch's check and message
+        et.apply_optimizer_in_backward(torch.optim.SGD, m.parameters(), {"lr": -1.0})
+    assert "_emb_in_backward" not in m.weight.__dict__
+    et.apply_optimizer_in_backward(torch.optim.SGD, m.parameters(), {"lr": 0.1})
+    with pytest.raises(ValueError, match="already"):
+        et.apply_optimizer_in_backward(torch.optim.SGD, m.parameters(), {"lr": 0.1})
+    before = m.weight.detach().clone()
+    m(torch.tensor([1, 2])).sum().backward()
+    assert not torch.equal(m.weight, before) and m.weight.grad is None
+    m.weight.data = torch.zeros(10, 4)
+    with pytest.raises(RuntimeError, match="memory changed"):
+        m(torch.tensor([1, 2])).sum().backward()
+    assert torch.equal(m.weight, torch.zeros(10, 4))
