@@ -288,10 +288,10 @@ class _InBackward:
 def _after_accumulate(ref, state):
     """The hook on a parameter's AccumulateGrad: a gradient torch computed (the parameter
     used by another module, or by torch's own ops) is stepped and cleared."""
-    def hook(*_):
+    def hook(_, incoming):
         p = ref()
-        g = None if p is None else p.grad
-        if g is None:
+        g = None if p is None or incoming[0] is None else p.grad
+        if g is None:  # no gradient reached it (the modules' fused backward returns none)
             return
         p.grad = None
         state._check(p.detach().numpy())

@@ -437,3 +437,22 @@ def test_optimizer_in_backward_refusals():
     with pytest.raises(RuntimeError, match="memory changed"):
         m(torch.tensor([1, 2])).sum().backward()
     assert torch.equal(m.weight, torch.zeros(10, 4))
+
+
+def test_optimizer_in_backward_leaves_an_old_grad_alone():
+    """A gradient left in .grad before apply_optimizer_in_backward is neither stepped nor
+    cleared by the backward of a module that steps its weight itself (its AccumulateGrad
+    receives nothing): the weight moves by this backward's gradient only, as torch's SGD
+    on that gradient moves it."""
+    torch.manual_seed(3)
+    mine, ref = et.Embedding(10, 4, sparse=True), nn.Embedding(10, 4, sparse=True)
+    ref.load_state_dict(mine.state_dict())
+    old = torch.full((10, 4), 7.0)
+    mine.weight.grad = old
+    et.apply_optimizer_in_backward(torch.optim.SGD, mine.parameters(), {"lr": 0.5})
+    x = torch.tensor([[1, 2, 2], [9, 0, 1]])
+    mine(x).pow(2).sum().backward()
+    ref(x).pow(2).sum().backward()
+    torch.optim.SGD(ref.parameters(), lr=0.5).step()
+    same_bits(mine.weight.detach().numpy(), ref.weight.detach().numpy(), "the weight")
+    assert mine.weight.grad is old and torch.equal(old, torch.full((10, 4), 7.0))
