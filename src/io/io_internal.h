@@ -8,6 +8,8 @@
 /* Shortest text that reads back as f (precision 0) or "%.<p>g"; returns its length.
  * buf must hold 32 bytes. */
 int emb__format_float(char *buf, float f, int precision);
+/* The same text by printf alone (the reference of emb__format_float's tests). */
+int emb__format_float_printf(char *buf, float f, int precision);
 
 /* Reads the word list written next to an .npy: "word count" lines, exactly one per row of
  * the table's `file_rows` (the words UTF-8 when check_utf8), keeping the first `rows`

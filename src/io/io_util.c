@@ -123,7 +123,7 @@ bool emb__parse_float(const char *s, size_t len, float *out) {
     return true;
 }
 
-int emb__format_float(char *buf, float f, int precision) {
+int emb__format_float_printf(char *buf, float f, int precision) {
     if (precision > 0) return snprintf(buf, 32, "%.*g", precision, (double)f);
     int n = 0;
     for (int p = 6; p <= 9; p++) {
@@ -132,6 +132,119 @@ int emb__format_float(char *buf, float f, int precision) {
         if (isnan(f) || (emb__parse_float(buf, (size_t)n, &back) && back == f)) return n;
     }
     return n;
+}
+
+/* a > 0 (a float's value) rounded to p <= 9 significant digits, as printf rounds it: the
+ * digits *d (p of them) and the decimal exponent *x of the rounded value. false when one
+ * rounding of a double cannot decide: the value lies within 1e-6 of a tie (printf rounds
+ * the exact binary value; ties go to even), or the scale 10^k is not an exact double. */
+static bool round_digits(double a, int p, uint64_t *d, int *x) {
+    static const uint64_t ten[11] = {1,       10,       100,       1000,       10000,      100000,
+                                     1000000, 10000000, 100000000, 1000000000, 10000000000};
+    int e2;
+    frexp(a, &e2); /* a in [2^(e2-1), 2^e2): log10(a) is within one of this */
+    int e = (int)floor((e2 - 1) * 0.30102999566398120);
+    for (int tries = 0; tries < 3; tries++) {
+        const int k = p - 1 - e;
+        if (k > 22 || k < -22) return false;
+        /* one rounding: 10^|k| is exact, so s is within half a unit of its last place
+         * (< 6e-8 below 1e9) of a * 10^k */
+        const double s = k >= 0 ? a * emb__pow10[k] : a / emb__pow10[-k];
+        if (s < (double)ten[p - 1]) {
+            e--;
+            continue;
+        }
+        if (s >= (double)ten[p]) {
+            e++;
+            continue;
+        }
+        const double fl = floor(s), fr = s - fl;
+        if (fabs(fr - 0.5) < 1e-6) return false;
+        uint64_t v = (uint64_t)fl + (fr > 0.5);
+        if (v == ten[p]) v /= 10, e++; /* 999999.7 -> 1.00000e6 */
+        *d = v, *x = e;
+        return true;
+    }
+    return false;
+}
+
+/* Whether the decimal d * 10^(x - p + 1) reads back as the float a (> 0): 1 or 0, or -1
+ * when a double cannot tell (the decimal lies within a few units of a double's last place
+ * of a midpoint between a and a neighbour, where rounding decides). */
+static int reads_back(double a, uint64_t d, int p, int x) {
+    const int k = p - 1 - x;
+    if (k > 22 || k < -22) return -1;
+    const double c = k >= 0 ? (double)d / emb__pow10[k] : (double)d * emb__pow10[-k];
+    const float af = (float)a;
+    /* the midpoints to the neighbours, exact in double */
+    const double lo = ((double)af + (double)nextafterf(af, 0)) / 2,
+                 hi = ((double)af + (double)nextafterf(af, INFINITY)) / 2;
+    const double tol = c * 0x1p-50;
+    if (fabs(c - lo) <= tol || fabs(c - hi) <= tol) return -1;
+    return c > lo && c < hi;
+}
+
+/* printf's "%.<p>g" of a rounded value: p digits d (trailing zeros dropped), exponent x. */
+static int g_text(char *buf, bool neg, uint64_t d, int p, int x) {
+    char dig[12];
+    for (int i = p - 1; i >= 0; i--) dig[i] = (char)('0' + d % 10), d /= 10;
+    int nd = p;
+    while (nd > 1 && dig[nd - 1] == '0') nd--;
+    char *o = buf;
+    if (neg) *o++ = '-';
+    if (x < -4 || x >= p) { /* d.ddde+XX */
+        *o++ = dig[0];
+        if (nd > 1) {
+            *o++ = '.';
+            memcpy(o, dig + 1, (size_t)nd - 1), o += nd - 1;
+        }
+        *o++ = 'e';
+        *o++ = x < 0 ? '-' : '+';
+        const int ax = x < 0 ? -x : x;
+        if (ax >= 100) *o++ = (char)('0' + ax / 100);
+        *o++ = (char)('0' + ax / 10 % 10);
+        *o++ = (char)('0' + ax % 10);
+    } else if (x >= 0) { /* ddd.ddd */
+        for (int i = 0; i <= x; i++) *o++ = i < nd ? dig[i] : '0';
+        if (nd > x + 1) {
+            *o++ = '.';
+            memcpy(o, dig + x + 1, (size_t)(nd - x - 1)), o += nd - x - 1;
+        }
+    } else { /* 0.000ddd */
+        *o++ = '0';
+        *o++ = '.';
+        for (int i = 0; i < -x - 1; i++) *o++ = '0';
+        memcpy(o, dig, (size_t)nd), o += nd;
+    }
+    *o = 0;
+    return (int)(o - buf);
+}
+
+/* The text of emb__format_float_printf without printf where a double decides the rounding
+ * (nearly every float of a table): printf's conversion is exact multi-precision arithmetic
+ * and was a sixth of a word2vec run's CPU time. The rest (ties, zeros, NaN, infinities,
+ * values beyond 1e-14..1e30 or so) is printf's. */
+int emb__format_float(char *buf, float f, int precision) {
+    if (!isfinite(f) || f == 0 || precision > 9) return emb__format_float_printf(buf, f, precision);
+    const bool neg = signbit(f);
+    const double a = neg ? -(double)f : (double)f;
+    uint64_t d;
+    int x;
+    if (precision > 0) {
+        if (!round_digits(a, precision, &d, &x)) return emb__format_float_printf(buf, f, precision);
+        return g_text(buf, neg, d, precision, x);
+    }
+    for (int p = 6; p <= 9; p++) {
+        if (!round_digits(a, p, &d, &x)) return emb__format_float_printf(buf, f, precision);
+        const int back = reads_back(a, d, p, x);
+        if (back == 1 || p == 9) return g_text(buf, neg, d, p, x); /* 9 digits always do */
+        if (back < 0) {
+            const int n = g_text(buf, neg, d, p, x);
+            float g;
+            if (emb__parse_float(buf, (size_t)n, &g) && g == f) return n;
+        }
+    }
+    return 0;
 }
 
 bool emb__to_f32(float *dst, const void *src, emb_dtype dtype, int64_t n) {
