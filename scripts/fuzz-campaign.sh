@@ -126,7 +126,6 @@ for name in "${harnesses[@]}"; do
   [ -f "$root/tests/fuzz/dict/$name.dict" ] && args+=(-dict="$root/tests/fuzz/dict/$name.dict")
   args+=("$out/$name")
   [ -d "$root/tests/fuzz/corpus/$name" ] && args+=("$root/tests/fuzz/corpus/$name")
-  before=$(ls "$out/artifacts" | wc -l)
   start=$(date +%s)
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
     nice -n 19 "$bin" "${args[@]}" >"$log" 2>&1 &
@@ -138,9 +137,12 @@ for name in "${harnesses[@]}"; do
     record clean
   else
     status=1
-    art=$(ls -t "$out/artifacts" | head -1)
-    if [ "$(ls "$out/artifacts" | wc -l)" -gt "$before" ]; then
-      record "finding: artifacts/$art"
+    # the input libFuzzer wrote last for this harness (the finding ends the run, so it is
+    # written after any slow-unit note); not the newest file of artifacts/, which another
+    # campaign sharing DIR may have written
+    art=$(sed -n 's/.*Test unit written to //p' "$log" | tail -1)
+    if [ -n "$art" ] && [ -f "$art" ]; then
+      record "finding: artifacts/$(basename "$art")"
     else
       record "failed: exit status $rc"
     fi
