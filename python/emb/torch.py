@@ -76,14 +76,13 @@ class _EmbeddingFunction(torch.autograd.Function):
         ctx.shape = w.shape
         ctx.rows = None
         ctx.fused = weight.__dict__.get("_emb_in_backward")
-        if ctx.fused is None and sparse and padding_idx is None and not scale_grad_by_freq \
-                and idx.dtype == np.int64:
+        if sparse and padding_idx is None and not scale_grad_by_freq and idx.dtype == np.int64:
             # emb_embedding_backward_sparse_view's case (and torch's): the gradient's entries
             # are the forward's indices (validated here) and grad_output, both borrowed as
             # torch tensors: the input itself when idx is its memory, as in torch's gradient
             ctx.rows = indices if indices.dtype is torch.int64 and indices.is_contiguous() \
                 else torch.from_numpy(idx)
-        else:
+        if ctx.rows is None or ctx.fused is not None:
             ctx.weight = w
             ctx.indices = idx
             ctx.opts = (padding_idx, scale_grad_by_freq, sparse)
@@ -92,6 +91,9 @@ class _EmbeddingFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         ctx.saved_tensors  # torch's check that nothing saved was changed in place
+        if ctx.fused is not None and ctx.fused.uses <= 1:  # the step instead of a gradient
+            ctx.fused.embedding_step(ctx.weight, ctx.indices, _view(grad_output), *ctx.opts)
+            return _NONE6 + (None,)
         rows = ctx.rows
         if rows is not None:
             # views with the sizes given (cheaper than reshape's -1); a grad_output that is
@@ -102,10 +104,6 @@ class _EmbeddingFunction(torch.autograd.Function):
                 grad_output.reshape(n, shape[1])
             return (torch._sparse_coo_tensor_unsafe(rows.view(1, n), go, shape),) + _NONE6
         padding_idx, scale, sparse = ctx.opts
-        if ctx.fused is not None:  # the optimizer's step instead of a gradient
-            ctx.fused.embedding_step(ctx.weight, ctx.indices, _view(grad_output), padding_idx,
-                                     scale, sparse)
-            return _NONE6 + (None,)
         g = _emb.embedding_backward(ctx.weight, ctx.indices, _view(grad_output), padding_idx,
                                     scale, sparse)
         grad = _sparse(g[0], g[1], ctx.weight.shape) if sparse else torch.from_numpy(g)
@@ -121,6 +119,15 @@ def _served(weight, *tensors):
     return all(t is None or t.is_cpu for t in tensors)
 
 
+def _count_use(weight):
+    """A use of a weight with an optimizer in backward by a graph being built: with more
+    than one before its backward, the uses return gradients, which autograd sums, and the
+    AccumulateGrad hook steps the sum, as torch's optimizer would."""
+    st = weight.__dict__.get("_emb_in_backward")
+    if st is not None and torch.is_grad_enabled():
+        st.uses += 1
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """F.embedding on emb's kernels (same arguments)."""
@@ -133,6 +140,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         elif padding_idx < 0:
             assert padding_idx >= -weight.size(0), "Padding_idx must be within num_embeddings"
             padding_idx = weight.size(0) + padding_idx
+    _count_use(weight)
     return _EmbeddingFunction.apply(weight, input, padding_idx, max_norm, norm_type,
                                     scale_grad_by_freq, sparse)
 
@@ -143,6 +151,7 @@ class Embedding(nn.Embedding):
     def forward(self, input):
         w = self.weight
         if self.padding_idx is None and _served(w, input):  # embedding()'s path, shorter
+            _count_use(w)
             return _EmbeddingFunction.apply(w, input, None, self.max_norm, self.norm_type,
                                             self.scale_grad_by_freq, self.sparse)
         return embedding(input, w, self.padding_idx, self.max_norm, self.norm_type,
@@ -181,7 +190,7 @@ class _BagFunction(torch.autograd.Function):
         if ctx.needs_input_grad[1]:  # first: it reads the weight, which a fused step changes
             gp = torch.from_numpy(_emb.embedding_bag_backward(
                 w, inp, go, off, None, None, what="per_sample_weights", **ctx.opts))
-        if ctx.needs_input_grad[0] and ctx.fused is not None:
+        if ctx.needs_input_grad[0] and ctx.fused is not None and ctx.fused.uses <= 1:
             ctx.fused.bag_step(w, inp, go, off, p, mi, ctx.sparse, ctx.opts)
         elif ctx.needs_input_grad[0]:
             what = "sparse" if ctx.sparse else "dense"
@@ -209,6 +218,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                          f"type {type(offsets)}")
     if padding_idx is not None and padding_idx < 0:
         padding_idx = weight.size(0) + padding_idx
+    _count_use(weight)
     return _BagFunction.apply(weight, per_sample_weights, input, offsets, mode, padding_idx,
                               max_norm, float(norm_type), scale_grad_by_freq, sparse,
                               include_last_offset)
@@ -240,6 +250,7 @@ class _InBackward:
         self.opt = opt
         self.ptr = array.__array_interface__["data"][0]
         self.tables = {}  # emb tables over the parameter's memory, by module options
+        self.uses = 0  # uses by the graph being built (_count_use); its backward resets it
 
     def _check(self, w):
         if w.__array_interface__["data"][0] != self.ptr:
@@ -289,6 +300,7 @@ def _after_accumulate(ref, state):
     """The hook on a parameter's AccumulateGrad: a gradient torch computed (the parameter
     used by another module, or by torch's own ops) is stepped and cleared."""
     def hook(_, incoming):
+        state.uses = 0  # the parameter's part of this backward is done
         p = ref()
         g = None if p is None or incoming[0] is None else p.grad
         if g is None:  # no gradient reached it (the modules' fused backward returns none)
@@ -315,8 +327,8 @@ def apply_optimizer_in_backward(optimizer_class, params, optimizer_kwargs):
     gradient torch accumulated, by a hook on its AccumulateGrad. Each parameter's optimizer
     is param._in_backward_optimizers[0] (an emb.Optimizer: state_dict() / load_state_dict(),
     lr). The parameters after training are bit for bit those of optimizer_class stepped
-    after each backward, when each parameter is used once per backward (a weight used by
-    two calls gets two steps, one per call, where torch steps once on the summed gradient).
+    after each backward; a weight that the graph uses more than once is stepped once on the
+    summed gradient (its uses return their gradients and the hook steps the sum).
     Parameters: float32 contiguous CPU leaf tensors that require grad, whose memory stays
     theirs (replacing .data is refused at the next step)."""
     name = _IN_BACKWARD.get(optimizer_class)

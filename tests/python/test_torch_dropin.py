@@ -456,3 +456,38 @@ def test_optimizer_in_backward_leaves_an_old_grad_alone():
     torch.optim.SGD(ref.parameters(), lr=0.5).step()
     same_bits(mine.weight.detach().numpy(), ref.weight.detach().numpy(), "the weight")
     assert mine.weight.grad is old and torch.equal(old, torch.full((10, 4), 7.0))
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("cls,kw", [(torch.optim.SGD, {"lr": 0.3}),
+                                    (torch.optim.Adagrad, {"lr": 0.1})])
+def test_optimizer_in_backward_with_a_weight_used_twice(sparse, cls, kw):
+    """A weight used more than once by a graph (an Embedding called twice, and a bag sharing
+    its weight) is stepped once on the summed gradient, as torch's optimizer after the
+    backward steps it: the uses return their gradients and the AccumulateGrad hook steps
+    the sum. The next step, with one use, is fused again."""
+    def build(ecls, bcls):
+        torch.manual_seed(4)
+        e = ecls(V, D, sparse=sparse)
+        b = bcls(V, D, mode="sum", sparse=sparse)
+        b.weight = e.weight
+        return e, b
+    ref, mine = build(nn.Embedding, nn.EmbeddingBag), build(et.Embedding, et.EmbeddingBag)
+    opt = cls([ref[0].weight], **kw)
+    et.apply_optimizer_in_backward(cls, [mine[0].weight], kw)
+    g = torch.Generator().manual_seed(2)
+    for step in range(6):
+        x1, x2 = (torch.randint(0, V, (5, 3), generator=g) for _ in range(2))
+        for e, b in (ref, mine):
+            out = e(x1).sum() * 0.5 + (e(x2) ** 2).sum()
+            if step % 2 == 0:  # the bag too: three uses
+                out = out + b(x1).pow(3).sum()
+            if step == 5:  # one use only
+                out = e(x1).pow(2).sum()
+            out.backward()
+        opt.step()
+        opt.zero_grad()
+        same_bits(mine[0].weight.detach().numpy(), ref[0].weight.detach().numpy(),
+                  f"step {step}")
+        assert mine[0].weight.grad is None
+        assert mine[0].weight._emb_in_backward.uses == 0
