@@ -10,12 +10,57 @@
  * (the text is read to that length once to know): both passes are linear in the text, and a
  * corpus grown with such inputs (600 bytes of zstd that expand to 11 MB took 3.8 s here) ran
  * 40 inputs a second instead of thousands. Longer texts from compressed data are
- * fuzz_read_corpus's (which bounds them with RLIMIT_FSIZE). */
+ * fuzz_read_corpus's (which bounds them with RLIMIT_FSIZE).
+ * So are zstd frames and xz streams whose header asks for a window (dictionary) over
+ * FZ_PHRASES_WINDOW_MAX: the decoder allocates the window the header names, up to zstd's
+ * 128 MiB and xz's 1.5 GiB, and under AddressSanitizer each allocation and release of it
+ * touches its shadow; a 14-byte frame asking for 64 MiB took 0.1 s per decompression, three
+ * per input, and such inputs were half of the harness's time (about 300 inputs a second). */
 #include "fuzz_read_common.h"
 
 #include "w2v/w2v_internal.h"
 
-#define FZ_PHRASES_TEXT_MAX ((size_t)1 << 18)
+#define FZ_PHRASES_TEXT_MAX   ((size_t)1 << 18)
+#define FZ_PHRASES_WINDOW_MAX ((uint64_t)1 << 20)
+
+/* The window a zstd frame's header asks for (RFC 8878 3.1.1.1; its content size when the
+ * frame is one segment), 0 when the header is cut short. */
+static uint64_t zstd_window(const uint8_t *p, size_t n) {
+    if (n < 5 || memcmp(p, "\x28\xb5\x2f\xfd", 4) != 0) return 0;
+    const unsigned fhd = p[4], fcs_flag = fhd >> 6, single = (fhd >> 5) & 1;
+    static const unsigned did_bytes[4] = {0, 1, 2, 4}, fcs_bytes[4] = {1, 2, 4, 8};
+    size_t at = 5;
+    if (!single) {
+        if (n < 6) return 0;
+        const unsigned exp = p[5] >> 3, mantissa = p[5] & 7;
+        const uint64_t base = (uint64_t)1 << (10 + exp);
+        return base + base / 8 * mantissa;
+    }
+    at += did_bytes[fhd & 3];
+    const unsigned fb = fcs_bytes[fcs_flag];
+    if (n < at + fb) return 0;
+    uint64_t fcs = 0;
+    for (unsigned k = 0; k < fb; k++) fcs |= (uint64_t)p[at + k] << (8 * k);
+    return fb == 2 ? fcs + 256 : fcs;
+}
+
+/* The dictionary the first LZMA2 filter of an xz stream's first block asks for (the .xz
+ * format 1.2.0, 3.1 and 5.3.1), 0 when it is not found. */
+static uint64_t xz_window(const uint8_t *p, size_t n) {
+    size_t at = 12; /* the stream header */
+    if (n < at + 2 || memcmp(p, "\xfd\x37zXZ", 6) != 0) return 0;
+    const unsigned flags = p[at + 1];
+    at += 2;
+    for (int field = 0; field < 2; field++) { /* compressed and uncompressed sizes */
+        if (!(flags & (0x40 << field))) continue;
+        while (at < n && (p[at] & 0x80)) at++;
+        at++;
+    }
+    if (at + 3 > n || p[at] != 0x21 || p[at + 1] != 1) return 0; /* LZMA2, 1 property byte */
+    const unsigned b = p[at + 2];
+    if (b > 40) return 0;
+    return b == 40 ? 0xFFFFFFFFu : (uint64_t)(2 | (b & 1)) << (b / 2 + 11);
+}
 
 /* Whether the input at path gives more than cap bytes of text (read through the corpus
  * reader, as the learner reads it; an input it refuses is not skipped). */
@@ -69,6 +114,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     bool plain = true;
     for (int k = 0; k < 4; k++)
         plain = plain && !(tn >= strlen(magic[k]) && memcmp(text, magic[k], strlen(magic[k])) == 0);
+    const uint8_t *c = data + 1;
+    if (!plain &&
+        (zstd_window(c, tn) > FZ_PHRASES_WINDOW_MAX || xz_window(c, tn) > FZ_PHRASES_WINDOW_MAX))
+        return 0;
     if (!plain && text_longer_than(path, FZ_PHRASES_TEXT_MAX)) return 0;
     emb_phrases *p = (emb_phrases *)0x1;
     emb_clear_error();
