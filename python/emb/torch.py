@@ -31,7 +31,7 @@ from torch import nn
 from . import _emb
 
 __all__ = ["Embedding", "EmbeddingBag", "embedding", "embedding_bag", "empty_cache",
-           "apply_optimizer_in_backward"]
+           "apply_optimizer_in_backward", "remove_optimizer_in_backward"]
 
 
 def empty_cache():
@@ -361,7 +361,30 @@ def apply_optimizer_in_backward(optimizer_class, params, optimizer_kwargs):
         opt = make([a], **kw)
         state = _InBackward(opt, a)
         acc = p.view_as(p).grad_fn.next_functions[0][0]
-        acc.register_hook(_after_accumulate(weakref.ref(p), state))
-        state.acc = acc  # torch keeps a parameter's AccumulateGrad only while it is used
+        state.hook = acc.register_hook(_after_accumulate(weakref.ref(p), state))
+        # torch keeps a parameter's AccumulateGrad only while a graph uses it; this reference
+        # keeps it, and the hook, for the graphs to come. The node holds the parameter, in
+        # C++ where Python's collector cannot see it: remove_optimizer_in_backward breaks it.
+        state.acc = acc
         p._emb_in_backward = state
         p._in_backward_optimizers = [opt]
+
+
+def remove_optimizer_in_backward(params):
+    """Undoes apply_optimizer_in_backward for the parameters that have one (the others are
+    left alone): the hook is removed, the optimizer and its state are dropped, and the
+    parameter's gradients accumulate in .grad again. A parameter with an optimizer in
+    backward is kept alive by the AccumulateGrad node its hook lives on, which holds the
+    parameter in C++: a model given optimizers in backward is freed only after this call.
+    Returns the number of parameters it undid."""
+    n = 0
+    for p in list(params):
+        state = p.__dict__.pop("_emb_in_backward", None) if isinstance(p, torch.Tensor) else None
+        if state is None:
+            continue
+        state.hook.remove()
+        state.acc = state.hook = None
+        state.tables.clear()
+        p.__dict__.pop("_in_backward_optimizers", None)
+        n += 1
+    return n

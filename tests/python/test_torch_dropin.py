@@ -2,6 +2,9 @@
 model built twice from the same seed, one with torch's modules and one with emb's, trained
 with torch's own optimizers on the same batches; every parameter must be the same bits after
 every step, and so must every output and gradient."""
+import gc
+import weakref
+
 import pytest
 import torch
 from torch import nn
@@ -491,3 +494,41 @@ def test_optimizer_in_backward_with_a_weight_used_twice(sparse, cls, kw):
                   f"step {step}")
         assert mine[0].weight.grad is None
         assert mine[0].weight._emb_in_backward.uses == 0
+
+
+def test_remove_optimizer_in_backward():
+    """remove_optimizer_in_backward undoes apply_optimizer_in_backward: the gradients
+    accumulate in .grad again, the same as the plain modules' (the weight as stepped so
+    far, by torch's SGD's bits), a new optimizer can be applied, and the model is freed when
+    dropped (the AccumulateGrad node the hook lives on held its parameters until then)."""
+    torch.manual_seed(5)
+    mine = nn.ModuleDict({"e": et.Embedding(V, D, sparse=True), "l": nn.Linear(D, 1)})
+    ref = nn.ModuleDict({"e": nn.Embedding(V, D, sparse=True), "l": nn.Linear(D, 1)})
+    ref.load_state_dict(mine.state_dict())
+    opt = torch.optim.SGD(ref.parameters(), lr=0.2)
+    et.apply_optimizer_in_backward(torch.optim.SGD, mine.parameters(), {"lr": 0.2})
+    x = torch.tensor([[1, 2, 3], [4, 4, 0]])
+
+    def loss(m):
+        return m["l"](m["e"](x)).pow(2).sum()
+    for m in (mine, ref):
+        loss(m).backward()
+    opt.step()
+    opt.zero_grad()
+    assert et.remove_optimizer_in_backward(mine.parameters()) == 3
+    assert et.remove_optimizer_in_backward(mine.parameters()) == 0
+    for m in (mine, ref):
+        loss(m).backward()
+    for (name, a), b in zip(mine.named_parameters(), ref.parameters()):
+        assert "_in_backward_optimizers" not in a.__dict__
+        same_bits(a.detach().numpy(), b.detach().numpy(), name)
+        ga, gb = a.grad, b.grad
+        if ga.is_sparse:
+            ga, gb = ga.to_dense(), gb.to_dense()
+        same_bits(ga.numpy(), gb.numpy(), f"{name}'s gradient")
+    et.apply_optimizer_in_backward(torch.optim.Adagrad, mine.parameters(), {"lr": 0.1})
+    et.remove_optimizer_in_backward(mine.parameters())
+    refs = [weakref.ref(p) for p in mine.parameters()]
+    del mine, m, a
+    gc.collect()
+    assert all(r() is None for r in refs), "a parameter was not freed"
