@@ -304,12 +304,11 @@ static PyObject *trained(emb_w2v **wp, emb_status st, const w2v_cb *cb) {
     vec = py_new_array(EMB_FLOAT32, 2, src.shape, &dst);
     if (!vec) goto done;
     memcpy(dst.data, src.data, emb_tensor_nbytes(&src));
+    int64_t invalid = 0, too_long = 0; /* read before a subword model takes the trainer */
+    emb_w2v_skipped(w, &invalid, &too_long);
+    if (!(skipped = Py_BuildValue("(LL)", (long long)invalid, (long long)too_long))) goto done;
     if (emb_w2v_options_of(w).maxn > 0) { /* the model, for the vectors of words seen or not */
         emb_fasttext *ft = NULL;
-        int64_t invalid = 0, too_long = 0;
-        emb_w2v_skipped(w, &invalid, &too_long);
-        skipped = Py_BuildValue("(LL)", (long long)invalid, (long long)too_long);
-        if (!skipped) goto done;
         PY_NOGIL(vst, emb_fasttext_take_w2v(*wp, &ft)); /* no second copy of the tables */
         if (vst != EMB_OK) {
             py_raise(vst);
@@ -319,11 +318,6 @@ static PyObject *trained(emb_w2v **wp, emb_status st, const w2v_cb *cb) {
         if (!(model = py_fasttext_from(ft))) goto done;
     } else {
         model = Py_NewRef(Py_None);
-    }
-    if (!skipped) {
-        int64_t invalid = 0, too_long = 0;
-        emb_w2v_skipped(w, &invalid, &too_long);
-        if (!(skipped = Py_BuildValue("(LL)", (long long)invalid, (long long)too_long))) goto done;
     }
     res = Py_BuildValue("OOOOOO", words, counts, vec,
                         st == EMB_OK && !cb->stopped_by_user ? Py_True : Py_False, skipped, model);
