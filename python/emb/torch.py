@@ -271,11 +271,7 @@ class _InBackward:
                 w, freeze=False, padding_idx=padding_idx, sparse=True))
             self.opt.step_fused(0, t, idx, go)
             return
-        g = _emb.embedding_backward(w, idx, go, padding_idx, scale, sparse)
-        if sparse:
-            self.opt.step_sparse(0, g[0], g[1])
-        else:
-            self.opt.step(0, g)
+        self._step(_emb.embedding_backward(w, idx, go, padding_idx, scale, sparse), sparse)
 
     def bag_step(self, w, inp, go, off, psw, max_indices, sparse, opts):
         self._check(w)
@@ -288,8 +284,12 @@ class _InBackward:
                 include_last_offset=opts["include_last_offset"]))
             self.opt.step_fused_bag(0, b, inp, go, offsets=off, per_sample_weights=psw)
             return
-        g = _emb.embedding_bag_backward(w, inp, go, off, psw, max_indices,
-                                        what="sparse" if sparse else "dense", **opts)
+        self._step(_emb.embedding_bag_backward(w, inp, go, off, psw, max_indices,
+                                               what="sparse" if sparse else "dense", **opts),
+                   sparse)
+
+    def _step(self, g, sparse):
+        """Steps a gradient emb's backward formed: (rows, values) when sparse."""
         if sparse:
             self.opt.step_sparse(0, g[0], g[1])
         else:
