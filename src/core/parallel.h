@@ -30,7 +30,9 @@ int emb__threads_for(int64_t work, int64_t grain);
 typedef void (*emb__share_fn)(void *ctx, int ith, int nth);
 
 /* Runs fn(ctx, ith, nth) for every ith in [0, nth) and returns when all have returned;
- * nth <= 1 calls fn(ctx, 0, 1) on the calling thread. */
+ * nth <= 1 calls fn(ctx, 0, 1) on the calling thread. Share 0 always runs on the calling
+ * thread (OpenMP's thread 0 of the team is the one that starts it), so it may set the
+ * caller's error message (the text writer's share 0 writes to the file). */
 void emb__parallel(int nth, emb__share_fn fn, void *ctx);
 
 /* The even split of [0, n) (n >= 0) into nth contiguous ranges: share ith is

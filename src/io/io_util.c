@@ -138,12 +138,10 @@ int emb__format_float_printf(char *buf, float f, int precision) {
  * digits *d (p of them) and the decimal exponent *x of the rounded value. false when one
  * rounding of a double cannot decide: the value lies within 1e-6 of a tie (printf rounds
  * the exact binary value; ties go to even), or the scale 10^k is not an exact double. */
-static bool round_digits(double a, int p, uint64_t *d, int *x) {
+static bool round_digits(double a, int p, int *e_io, uint64_t *d, int *x) {
     static const uint64_t ten[11] = {1,       10,       100,       1000,       10000,      100000,
                                      1000000, 10000000, 100000000, 1000000000, 10000000000};
-    int e2;
-    frexp(a, &e2); /* a in [2^(e2-1), 2^e2): log10(a) is within one of this */
-    int e = (int)floor((e2 - 1) * 0.30102999566398120);
+    int e = *e_io; /* the guess: floor(log10(a)) or one off */
     for (int tries = 0; tries < 3; tries++) {
         const int k = p - 1 - e;
         if (k > 22 || k < -22) return false;
@@ -158,9 +156,10 @@ static bool round_digits(double a, int p, uint64_t *d, int *x) {
             e++;
             continue;
         }
-        const double fl = floor(s), fr = s - fl;
+        const double fl = (double)(uint64_t)s, fr = s - fl; /* s > 0: truncation is floor */
         if (fabs(fr - 0.5) < 1e-6) return false;
         uint64_t v = (uint64_t)fl + (fr > 0.5);
+        *e_io = e; /* the exponent that fits p digits fits the next precision too */
         if (v == ten[p]) v /= 10, e++; /* 999999.7 -> 1.00000e6 */
         *d = v, *x = e;
         return true;
@@ -168,17 +167,23 @@ static bool round_digits(double a, int p, uint64_t *d, int *x) {
     return false;
 }
 
-/* Whether the decimal d * 10^(x - p + 1) reads back as the float a (> 0): 1 or 0, or -1
- * when a double cannot tell (the decimal lies within a few units of a double's last place
- * of a midpoint between a and a neighbour, where rounding decides). */
-static int reads_back(double a, uint64_t d, int p, int x) {
+/* floor(log10(a)) or one less, for a > 0 a float's value (a normal double): from a's binary
+ * exponent e2 (a in [2^e2, 2^(e2+1))), floor(e2 log10(2)) by 78913 / 2^18, which is exact
+ * for |e2| < 1650. */
+static int decimal_exponent_guess(double a) {
+    uint64_t b;
+    memcpy(&b, &a, sizeof b);
+    const int e2 = (int)((b >> 52) & 0x7ff) - 1023, t = e2 * 78913;
+    return t >= 0 ? t >> 18 : -((-t + (1 << 18) - 1) >> 18);
+}
+
+/* Whether the decimal d * 10^(x - p + 1) reads back as the float whose midpoints to its
+ * neighbours are lo and hi: 1 or 0, or -1 when a double cannot tell (the decimal lies within
+ * a few units of a double's last place of a midpoint, where rounding decides). */
+static int reads_back(double lo, double hi, uint64_t d, int p, int x) {
     const int k = p - 1 - x;
     if (k > 22 || k < -22) return -1;
     const double c = k >= 0 ? (double)d / emb__pow10[k] : (double)d * emb__pow10[-k];
-    const float af = (float)a;
-    /* the midpoints to the neighbours, exact in double */
-    const double lo = ((double)af + (double)nextafterf(af, 0)) / 2,
-                 hi = ((double)af + (double)nextafterf(af, INFINITY)) / 2;
     const double tol = c * 0x1p-50;
     if (fabs(c - lo) <= tol || fabs(c - hi) <= tol) return -1;
     return c > lo && c < hi;
@@ -229,14 +234,24 @@ int emb__format_float(char *buf, float f, int precision) {
     const bool neg = signbit(f);
     const double a = neg ? -(double)f : (double)f;
     uint64_t d;
-    int x;
+    int x, e = decimal_exponent_guess(a);
     if (precision > 0) {
-        if (!round_digits(a, precision, &d, &x)) return emb__format_float_printf(buf, f, precision);
+        if (!round_digits(a, precision, &e, &d, &x))
+            return emb__format_float_printf(buf, f, precision);
         return g_text(buf, neg, d, precision, x);
     }
+    /* the midpoints between |f| and its neighbours (|f| > 0 and finite: one unit of its bit
+     * pattern down and up, the largest float's upper neighbour infinity), exact in double */
+    uint32_t bits;
+    const float af = (float)a;
+    memcpy(&bits, &af, sizeof bits);
+    float below, above;
+    const uint32_t bb = bits - 1, ab = bits + 1;
+    memcpy(&below, &bb, sizeof below), memcpy(&above, &ab, sizeof above);
+    const double lo = ((double)af + (double)below) / 2, hi = ((double)af + (double)above) / 2;
     for (int p = 6; p <= 9; p++) {
-        if (!round_digits(a, p, &d, &x)) return emb__format_float_printf(buf, f, precision);
-        const int back = reads_back(a, d, p, x);
+        if (!round_digits(a, p, &e, &d, &x)) return emb__format_float_printf(buf, f, precision);
+        const int back = reads_back(lo, hi, d, p, x);
         if (back == 1 || p == 9) return g_text(buf, neg, d, p, x); /* 9 digits always do */
         if (back < 0) {
             const int n = g_text(buf, neg, d, p, x);

@@ -4,6 +4,7 @@
  * against the bytes the file holds before anything is allocated (a text row needs at least
  * 2*dim+1 bytes, a binary row 4*dim+2), so a lying header cannot cause a huge allocation. */
 #include "io_internal.h"
+#include "parallel.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -387,6 +388,122 @@ static emb_status check_words(const char *path, const emb_vocab *v, int64_t rows
     return EMB_OK;
 }
 
+/* ---- the text formats' rows, formatted on the threads ---- */
+
+/* The rows are formatted in chunks of about EMB__TEXT_VALUES values (whole rows), each
+ * chunk into a block of its own, a batch of 2 x nth chunks at a time, the threads claiming
+ * the batch's chunks as they come; share 0 first writes the blocks of the batch before in
+ * chunk order, so the file is the same bytes at every thread count, and the writing
+ * overlaps the formatting (share 0 runs on the calling thread, src/core/parallel.h, whose
+ * error message a failed write sets). */
+#define EMB__TEXT_VALUES 16384
+/* the longest value's text with its space ("-1.2345678901234567e-38" at precision 17) */
+#define EMB__TEXT_VALUE 26
+
+typedef struct {
+    const float *data;
+    int64_t rows, dim, per; /* per: rows a chunk */
+    const emb_vocab *v;
+    const emb_vectors_write_options *o;
+    emb__writer *w;
+    int chunks;        /* a batch's */
+    int64_t batch;     /* the batch being formatted */
+    char **buf[2];     /* [chunks] blocks of the even and the odd batches */
+    size_t *len[2];    /* their bytes; SIZE_MAX: a block that could not be allocated */
+    emb__counter next; /* the batch's next chunk */
+} text_rows;
+
+/* The text of row i (its word, its values, the line end) at b; returns its length. */
+static size_t text_row(const text_rows *c, int64_t i, char *b) {
+    size_t n;
+    const char *word = emb_vocab_word(c->v, i, &n);
+    memcpy(b, word, n);
+    char *p = b + n;
+    const float *row = c->data + i * c->dim;
+    for (int64_t k = 0; k < c->dim; k++) {
+        *p++ = ' ';
+        p += emb__format_float(p, row[k], c->o->precision);
+    }
+    if (c->o->trailing_space) *p++ = ' ';
+    *p++ = '\n';
+    return (size_t)(p - b);
+}
+
+/* Writes the blocks of batch b (its parity's set), in order, and empties them. */
+static void text_put(text_rows *c, int64_t b) {
+    for (int k = 0; k < c->chunks; k++) {
+        size_t *len = &c->len[b & 1][k];
+        if (*len == SIZE_MAX && !c->w->status)
+            c->w->status = emb__error(EMB_ERR_NOMEM, "out of memory formatting the rows");
+        else if (*len > 0)
+            emb__writer_put(c->w, c->buf[b & 1][k], *len);
+        *len = 0;
+    }
+}
+
+static void text_share(void *p, int ith, int nth) {
+    (void)nth;
+    text_rows *c = p;
+    const int set = (int)(c->batch & 1);
+    if (ith == 0 && c->batch > 0) text_put(c, c->batch - 1);
+    for (int64_t k; (k = emb__claim(&c->next)) < c->chunks;) {
+        int64_t lo = (c->batch * c->chunks + k) * c->per, hi = lo + c->per;
+        if (hi > c->rows) hi = c->rows;
+        size_t need = 0, at = 0, n;
+        for (int64_t i = lo; i < hi; i++)
+            emb_vocab_word(c->v, i, &n), need += n + (size_t)c->dim * EMB__TEXT_VALUE + 2;
+        char *b = need ? realloc(c->buf[set][k], need) : c->buf[set][k];
+        if (need && !b) {
+            c->len[set][k] = SIZE_MAX;
+            continue;
+        }
+        c->buf[set][k] = b;
+        for (int64_t i = lo; i < hi; i++) at += text_row(c, i, b + at);
+        c->len[set][k] = at;
+    }
+}
+
+/* Every row as text into w, on the threads (on this one alone, formatting straight into the
+ * writer, for a small table, when one thread is allowed, or without memory for the blocks). */
+static void write_text_rows(emb__writer *w, const float *data, int64_t rows, int64_t dim,
+                            const emb_vocab *v, const emb_vectors_write_options *o) {
+    text_rows c = {data, rows, dim, 0, v, o, w, 0, 0, {NULL, NULL}, {NULL, NULL}, {0}};
+    c.per = dim < EMB__TEXT_VALUES ? EMB__TEXT_VALUES / dim : 1;
+    const int64_t chunks = (rows + c.per - 1) / c.per;
+    int nth = emb__threads_for(chunks, 4); /* a table of a few chunks is not worth threads */
+    c.chunks = 2 * nth;
+    for (int s = 0; s < 2 && nth > 1; s++) {
+        c.buf[s] = calloc((size_t)c.chunks, sizeof(char *));
+        c.len[s] = calloc((size_t)c.chunks, sizeof(size_t));
+        if (!c.buf[s] || !c.len[s]) nth = 1;
+    }
+    const int64_t batches = (chunks + c.chunks - 1) / c.chunks;
+    for (c.batch = 0; nth > 1 && c.batch < batches && !w->status; c.batch++) {
+        c.next.next = 0;
+        emb__parallel(nth, text_share, &c);
+    }
+    if (nth > 1 && c.batch > 0) text_put(&c, c.batch - 1); /* the last batch */
+    for (int s = 0; s < 2; s++) {
+        for (int k = 0; c.buf[s] && k < c.chunks; k++) free(c.buf[s][k]);
+        free(c.buf[s]), free(c.len[s]);
+    }
+    if (nth > 1) return;
+    for (int64_t i = 0; i < rows && !w->status; i++) { /* a value at a time: any dimension */
+        size_t n;
+        const char *word = emb_vocab_word(v, i, &n);
+        emb__writer_put(w, word, n);
+        const float *row = data + i * dim;
+        for (int64_t k = 0; k < dim; k++) {
+            unsigned char *b = emb__writer_reserve(w, EMB__TEXT_VALUE + 1);
+            if (!b) break;
+            b[0] = ' ';
+            emb__writer_advance(w,
+                                (size_t)emb__format_float((char *)b + 1, row[k], o->precision) + 1);
+        }
+        emb__writer_put(w, o->trailing_space ? " \n" : "\n", o->trailing_space ? 2 : 1);
+    }
+}
+
 emb_status emb__write_w2v(const char *path, const emb_tensor *wt, const emb_vocab *v,
                           emb_format fmt, const emb_vectors_write_options *o) {
     int64_t rows = wt->shape[0], dim = wt->shape[1];
@@ -407,26 +524,17 @@ emb_status emb__write_w2v(const char *path, const emb_tensor *wt, const emb_voca
         emb__writer_put(&w, hdr, (size_t)n);
     }
     const float *data = wt->data;
-    for (int64_t i = 0; i < rows && !w.status; i++) {
-        size_t n;
-        const char *word = emb_vocab_word(v, i, &n);
-        emb__writer_put(&w, word, n);
-        const float *row = data + i * dim;
-        if (fmt == EMB_FORMAT_W2V_BINARY) {
+    if (fmt == EMB_FORMAT_W2V_BINARY)
+        for (int64_t i = 0; i < rows && !w.status; i++) {
+            size_t n;
+            const char *word = emb_vocab_word(v, i, &n);
+            emb__writer_put(&w, word, n);
             emb__writer_put(&w, " ", 1);
-            emb__writer_put(&w, row, (size_t)dim * 4);
+            emb__writer_put(&w, data + i * dim, (size_t)dim * 4);
             if (o->binary_newline) emb__writer_put(&w, "\n", 1);
-            continue;
         }
-        for (int64_t k = 0; k < dim; k++) {
-            unsigned char *b = emb__writer_reserve(&w, 40);
-            if (!b) break;
-            b[0] = ' ';
-            int len = emb__format_float((char *)b + 1, row[k], o->precision);
-            emb__writer_advance(&w, (size_t)len + 1);
-        }
-        emb__writer_put(&w, o->trailing_space ? " \n" : "\n", o->trailing_space ? 2 : 1);
-    }
+    else
+        write_text_rows(&w, data, rows, dim, v, o);
     if (w.status) {
         st = w.status;
         emb__writer_abort(&w);
