@@ -98,285 +98,285 @@ static bool dir_writable(const char *path, char *why, size_t n) {
     return ok;
 }
 
-static int train(const emb_cli_command *cmd, int argc, char **argv) {
-    const char *output = NULL, *train = NULL, *resume = NULL, *checkpoint = NULL,
-               *model = "skipgram", *save_model = NULL;
-    int64_t minn = -1, maxn = -1, bucket = -1;
-    bool subwords = false;
-    int64_t dim = -1, window = -1, negative = -1, min_count = -1, max_vocab = -1, epochs = -1,
-            threads = -1, cbow = -1, hs = 0, binary = -1, max_sentence = -1, lanes = -1;
-    double sample = -1, alpha = NAN, min_alpha = -1, every = 0;
-    uint64_t seed = 1;
-    bool lowercase = false, strip = false, quiet = false, sum = false, shared = false,
-         per_pair = false, keep_ckpt = false, loss = false;
-    const char *input = NULL, *save_vocab = NULL, *read_vocab = NULL, *cont = NULL,
-               *save_state = NULL;
-    bool lenient = false, phrases = false, use_mpi = false;
-    int64_t ph_passes = 0, ph_min_count = 0;
-    double ph_threshold = NAN;
-    const char *ph_delimiter = NULL, *ph_scoring = NULL;
+/* What the command line asked for (-1, NAN or NULL: not given). */
+typedef struct {
+    const char *output, *train, *input, *resume, *checkpoint, *model, *save_model;
+    const char *save_vocab, *read_vocab, *cont, *save_state;
+    int64_t minn, maxn, bucket, dim, window, negative, min_count, max_vocab, epochs, threads, cbow,
+        hs, binary, max_sentence, lanes;
+    double sample, alpha, min_alpha, every;
+    uint64_t seed;
+    bool subwords, lowercase, strip, quiet, sum, shared, per_pair, keep_ckpt, loss, lenient;
+    bool phrases, use_mpi;
+    int64_t ph_passes, ph_min_count;
+    double ph_threshold;
+    const char *ph_delimiter, *ph_scoring;
+    /* CORPUS...: files, directories and "-", read one after the other */
+    const char *corpus;
+    const char *const *paths;
+    size_t npaths;
+    emb_w2v_model m;
+} train_args;
+
+/* The options and operands into *a: -1 when the run goes on, else the exit status. */
+static int parse_args(const emb_cli_command *cmd, int argc, char **argv, train_args *a) {
+    *a = (train_args){.model = "skipgram",
+                      .minn = -1,
+                      .maxn = -1,
+                      .bucket = -1,
+                      .dim = -1,
+                      .window = -1,
+                      .negative = -1,
+                      .min_count = -1,
+                      .max_vocab = -1,
+                      .epochs = -1,
+                      .threads = -1,
+                      .cbow = -1,
+                      .binary = -1,
+                      .max_sentence = -1,
+                      .lanes = -1,
+                      .sample = -1,
+                      .alpha = NAN,
+                      .min_alpha = -1,
+                      .seed = 1,
+                      .ph_threshold = NAN};
     const emb_cli_option opts[] = {
-        {"output", 'o', NULL, EMB_CLI_STRING, &output, 0, 0, 0, 0},
-        {"train", 0, NULL, EMB_CLI_STRING, &train, 0, 0, 0, 0},
-        {"input", 0, NULL, EMB_CLI_STRING, &input, 0, 0, 0, 0},
-        {"model", 0, NULL, EMB_CLI_STRING, &model, 0, 0, 0, 0},
-        {"cbow", 0, NULL, EMB_CLI_INT, &cbow, 0, 1, 0, 0},
-        {"dim", 0, "size vector-size", EMB_CLI_INT, &dim, 1, 1 << 20, 0, 0},
-        {"window", 0, "ws", EMB_CLI_INT, &window, 1, 1000, 0, 0},
-        {"negative", 0, "neg", EMB_CLI_INT, &negative, 1, 1000, 0, 0},
-        {"sample", 0, "t", EMB_CLI_DOUBLE, &sample, 0, 0, 0, 1e300},
-        {"min-count", 0, "minCount min_count", EMB_CLI_INT, &min_count, 1, INT64_MAX, 0, 0},
-        {"max-vocab", 0, "max-final-vocab", EMB_CLI_INT, &max_vocab, 0, INT64_MAX, 0, 0},
-        {"epochs", 0, "iter epoch", EMB_CLI_INT, &epochs, 1, 100000, 0, 0},
-        {"threads", 0, "thread workers", EMB_CLI_INT, &threads, 1, 1024, 0, 0},
-        {"lanes", 0, NULL, EMB_CLI_INT, &lanes, 1, 4096, 0, 0},
-        {"alpha", 0, "lr", EMB_CLI_DOUBLE, &alpha, 0, 0, 0, 0},
-        {"min-alpha", 0, NULL, EMB_CLI_DOUBLE, &min_alpha, 0, 0, 0, 1e300},
-        {"seed", 0, NULL, EMB_CLI_UINT64, &seed, 0, 0, 0, 0},
-        {"lowercase", 0, NULL, EMB_CLI_FLAG, &lowercase, 0, 0, 0, 0},
-        {"strip-punct", 0, NULL, EMB_CLI_FLAG, &strip, 0, 0, 0, 0},
-        {"cbow-sum", 0, NULL, EMB_CLI_FLAG, &sum, 0, 0, 0, 0},
-        {"shared-negatives", 0, NULL, EMB_CLI_FLAG, &shared, 0, 0, 0, 0},
-        {"per-pair-negatives", 0, NULL, EMB_CLI_FLAG, &per_pair, 0, 0, 0, 0},
-        {"lenient", 0, NULL, EMB_CLI_FLAG, &lenient, 0, 0, 0, 0},
-        {"max-sentence", 0, NULL, EMB_CLI_INT, &max_sentence, 1, INT32_MAX, 0, 0},
-        {"hs", 0, NULL, EMB_CLI_INT, &hs, 0, 1, 0, 0},
-        {"binary", 0, NULL, EMB_CLI_INT, &binary, 0, 1, 0, 0},
-        {"checkpoint", 0, NULL, EMB_CLI_STRING, &checkpoint, 0, 0, 0, 0},
-        {"checkpoint-every", 0, NULL, EMB_CLI_DOUBLE, &every, 0, 0, 0, 1e9},
-        {"resume", 0, NULL, EMB_CLI_STRING, &resume, 0, 0, 0, 0},
-        {"keep-checkpoint", 0, NULL, EMB_CLI_FLAG, &keep_ckpt, 0, 0, 0, 0},
-        {"loss", 0, "compute-loss", EMB_CLI_FLAG, &loss, 0, 0, 0, 0},
-        {"save-vocab", 0, NULL, EMB_CLI_STRING, &save_vocab, 0, 0, 0, 0},
-        {"read-vocab", 0, NULL, EMB_CLI_STRING, &read_vocab, 0, 0, 0, 0},
-        {"continue", 0, NULL, EMB_CLI_STRING, &cont, 0, 0, 0, 0},
-        {"save-model", 0, NULL, EMB_CLI_STRING, &save_model, 0, 0, 0, 0},
-        {"quiet", 'q', NULL, EMB_CLI_FLAG, &quiet, 0, 0, 0, 0},
-        {"subwords", 0, NULL, EMB_CLI_FLAG, &subwords, 0, 0, 0, 0},
-        {"minn", 0, NULL, EMB_CLI_INT, &minn, 0, 100, 0, 0},
-        {"maxn", 0, NULL, EMB_CLI_INT, &maxn, 0, 100, 0, 0},
-        {"bucket", 0, NULL, EMB_CLI_INT, &bucket, 1, INT32_MAX - 1, 0, 0},
-        {"save-state", 0, NULL, EMB_CLI_STRING, &save_state, 0, 0, 0, 0},
-        {"phrases", 0, NULL, EMB_CLI_FLAG, &phrases, 0, 0, 0, 0},
-        {"phrases-passes", 0, NULL, EMB_CLI_INT, &ph_passes, 1, 8, 0, 0},
-        {"phrases-min-count", 0, NULL, EMB_CLI_INT, &ph_min_count, 1, INT64_MAX, 0, 0},
-        {"phrases-threshold", 0, NULL, EMB_CLI_DOUBLE, &ph_threshold, 0, 0, 0, 0},
-        {"phrases-delimiter", 0, NULL, EMB_CLI_STRING, &ph_delimiter, 0, 0, 0, 0},
-        {"phrases-scoring", 0, NULL, EMB_CLI_STRING, &ph_scoring, 0, 0, 0, 0},
-        {"mpi", 0, NULL, EMB_CLI_FLAG, &use_mpi, 0, 0, 0, 0},
+        {"output", 'o', NULL, EMB_CLI_STRING, &a->output, 0, 0, 0, 0},
+        {"train", 0, NULL, EMB_CLI_STRING, &a->train, 0, 0, 0, 0},
+        {"input", 0, NULL, EMB_CLI_STRING, &a->input, 0, 0, 0, 0},
+        {"model", 0, NULL, EMB_CLI_STRING, &a->model, 0, 0, 0, 0},
+        {"cbow", 0, NULL, EMB_CLI_INT, &a->cbow, 0, 1, 0, 0},
+        {"dim", 0, "size vector-size", EMB_CLI_INT, &a->dim, 1, 1 << 20, 0, 0},
+        {"window", 0, "ws", EMB_CLI_INT, &a->window, 1, 1000, 0, 0},
+        {"negative", 0, "neg", EMB_CLI_INT, &a->negative, 1, 1000, 0, 0},
+        {"sample", 0, "t", EMB_CLI_DOUBLE, &a->sample, 0, 0, 0, 1e300},
+        {"min-count", 0, "minCount min_count", EMB_CLI_INT, &a->min_count, 1, INT64_MAX, 0, 0},
+        {"max-vocab", 0, "max-final-vocab", EMB_CLI_INT, &a->max_vocab, 0, INT64_MAX, 0, 0},
+        {"epochs", 0, "iter epoch", EMB_CLI_INT, &a->epochs, 1, 100000, 0, 0},
+        {"threads", 0, "thread workers", EMB_CLI_INT, &a->threads, 1, 1024, 0, 0},
+        {"lanes", 0, NULL, EMB_CLI_INT, &a->lanes, 1, 4096, 0, 0},
+        {"alpha", 0, "lr", EMB_CLI_DOUBLE, &a->alpha, 0, 0, 0, 0},
+        {"min-alpha", 0, NULL, EMB_CLI_DOUBLE, &a->min_alpha, 0, 0, 0, 1e300},
+        {"seed", 0, NULL, EMB_CLI_UINT64, &a->seed, 0, 0, 0, 0},
+        {"lowercase", 0, NULL, EMB_CLI_FLAG, &a->lowercase, 0, 0, 0, 0},
+        {"strip-punct", 0, NULL, EMB_CLI_FLAG, &a->strip, 0, 0, 0, 0},
+        {"cbow-sum", 0, NULL, EMB_CLI_FLAG, &a->sum, 0, 0, 0, 0},
+        {"shared-negatives", 0, NULL, EMB_CLI_FLAG, &a->shared, 0, 0, 0, 0},
+        {"per-pair-negatives", 0, NULL, EMB_CLI_FLAG, &a->per_pair, 0, 0, 0, 0},
+        {"lenient", 0, NULL, EMB_CLI_FLAG, &a->lenient, 0, 0, 0, 0},
+        {"max-sentence", 0, NULL, EMB_CLI_INT, &a->max_sentence, 1, INT32_MAX, 0, 0},
+        {"hs", 0, NULL, EMB_CLI_INT, &a->hs, 0, 1, 0, 0},
+        {"binary", 0, NULL, EMB_CLI_INT, &a->binary, 0, 1, 0, 0},
+        {"checkpoint", 0, NULL, EMB_CLI_STRING, &a->checkpoint, 0, 0, 0, 0},
+        {"checkpoint-every", 0, NULL, EMB_CLI_DOUBLE, &a->every, 0, 0, 0, 1e9},
+        {"resume", 0, NULL, EMB_CLI_STRING, &a->resume, 0, 0, 0, 0},
+        {"keep-checkpoint", 0, NULL, EMB_CLI_FLAG, &a->keep_ckpt, 0, 0, 0, 0},
+        {"loss", 0, "compute-loss", EMB_CLI_FLAG, &a->loss, 0, 0, 0, 0},
+        {"save-vocab", 0, NULL, EMB_CLI_STRING, &a->save_vocab, 0, 0, 0, 0},
+        {"read-vocab", 0, NULL, EMB_CLI_STRING, &a->read_vocab, 0, 0, 0, 0},
+        {"continue", 0, NULL, EMB_CLI_STRING, &a->cont, 0, 0, 0, 0},
+        {"save-model", 0, NULL, EMB_CLI_STRING, &a->save_model, 0, 0, 0, 0},
+        {"quiet", 'q', NULL, EMB_CLI_FLAG, &a->quiet, 0, 0, 0, 0},
+        {"subwords", 0, NULL, EMB_CLI_FLAG, &a->subwords, 0, 0, 0, 0},
+        {"minn", 0, NULL, EMB_CLI_INT, &a->minn, 0, 100, 0, 0},
+        {"maxn", 0, NULL, EMB_CLI_INT, &a->maxn, 0, 100, 0, 0},
+        {"bucket", 0, NULL, EMB_CLI_INT, &a->bucket, 1, INT32_MAX - 1, 0, 0},
+        {"save-state", 0, NULL, EMB_CLI_STRING, &a->save_state, 0, 0, 0, 0},
+        {"phrases", 0, NULL, EMB_CLI_FLAG, &a->phrases, 0, 0, 0, 0},
+        {"phrases-passes", 0, NULL, EMB_CLI_INT, &a->ph_passes, 1, 8, 0, 0},
+        {"phrases-min-count", 0, NULL, EMB_CLI_INT, &a->ph_min_count, 1, INT64_MAX, 0, 0},
+        {"phrases-threshold", 0, NULL, EMB_CLI_DOUBLE, &a->ph_threshold, 0, 0, 0, 0},
+        {"phrases-delimiter", 0, NULL, EMB_CLI_STRING, &a->ph_delimiter, 0, 0, 0, 0},
+        {"phrases-scoring", 0, NULL, EMB_CLI_STRING, &a->ph_scoring, 0, 0, 0, 0},
+        {"mpi", 0, NULL, EMB_CLI_FLAG, &a->use_mpi, 0, 0, 0, 0},
         {NULL, 0, NULL, EMB_CLI_FLAG, NULL, 0, 0, 0, 0},
     };
     emb_cli_args args;
     int rc = emb_cli_parse(cmd, argc, argv, opts, &args);
     if (rc >= 0) return rc;
-    if (train && input)
-        return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train, input);
-    if (!train) train = input;
+    const char *train = a->train;
+    if (train && a->input)
+        return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train, a->input);
+    if (!train) train = a->input;
     if (train && args.n > 0)
         return emb_cli_usage_error(cmd, "the corpus is given twice (%s and %s)", train, args.v[0]);
     if (!train && (rc = emb_cli_operands(cmd, &args, 1, INT32_MAX, "CORPUS")) >= 0) return rc;
-    if (train && args.n > 0) return emb_cli_usage_error(cmd, "unexpected argument '%s'", args.v[0]);
-    const char *corpus = train ? train : args.v[0];
-    /* CORPUS...: files, directories and "-" read one after the other */
-    const char *const *paths = train ? &train : (const char *const *)args.v;
-    size_t npaths = train ? 1 : (size_t)args.n;
-    if (!output) return emb_cli_usage_error(cmd, "missing --output (-o) OUT");
-    if (hs)
+    a->train = train;
+    a->corpus = train ? train : args.v[0];
+    a->paths = train ? &a->train : (const char *const *)args.v;
+    a->npaths = train ? 1 : (size_t)args.n;
+    if (!a->output) return emb_cli_usage_error(cmd, "missing --output (-o) OUT");
+    if (a->hs)
         return emb_cli_usage_error(cmd, "hierarchical softmax (-hs 1) is not provided: emb "
                                         "trains with negative sampling (-hs 0 -negative N)");
-    emb_w2v_model m;
-    if (strcmp(model, "skipgram") == 0 || strcmp(model, "sg") == 0)
-        m = EMB_W2V_SKIPGRAM;
-    else if (strcmp(model, "cbow") == 0)
-        m = EMB_W2V_CBOW;
+    if (strcmp(a->model, "skipgram") == 0 || strcmp(a->model, "sg") == 0)
+        a->m = EMB_W2V_SKIPGRAM;
+    else if (strcmp(a->model, "cbow") == 0)
+        a->m = EMB_W2V_CBOW;
     else
         return emb_cli_usage_error(cmd, "invalid value '%s' for --model: expected skipgram or cbow",
-                                   model);
-    if (cbow >= 0) m = cbow ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM;
-    if (shared && per_pair)
+                                   a->model);
+    if (a->cbow >= 0) a->m = a->cbow ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM;
+    if (a->shared && a->per_pair)
         return emb_cli_usage_error(cmd, "--shared-negatives and --per-pair-negatives exclude "
                                         "each other");
-    if (!isnan(alpha) && !(alpha > 0 && alpha <= 1))
+    if (!isnan(a->alpha) && !(a->alpha > 0 && a->alpha <= 1))
         return emb_cli_usage_error(
             cmd,
             "invalid value '%g' for --alpha: expected a number in (0, 1] (larger "
             "learning rates make the vectors diverge)",
-            alpha);
-    emb_w2v_options o = emb_w2v_options_default(m);
-    if (dim > 0) o.dim = dim;
-    if (window > 0) o.window = (int)window;
-    if (negative > 0) o.negative = (int)negative;
-    if (sample >= 0) o.sample = sample;
-    if (min_count > 0) o.min_count = min_count;
-    if (max_vocab >= 0) o.max_vocab = max_vocab;
-    if (epochs > 0) o.epochs = (int)epochs;
-    if (threads > 0) o.threads = (int)threads;
-    if (lanes > 0) o.lanes = (int)lanes;
-    if (!isnan(alpha)) {
-        o.alpha = alpha;
-        o.min_alpha = alpha * 1e-4;
+            a->alpha);
+    return -1;
+}
+
+/* The phrase options of a into *o (any of them turns phrases on, one pass unless
+ * --phrases-passes): -1, or the exit status of a usage error. */
+static int phrase_options(const emb_cli_command *cmd, const train_args *a, emb_w2v_options *o) {
+    if (!(a->phrases || a->ph_passes > 0 || a->ph_min_count > 0 || !isnan(a->ph_threshold) ||
+          a->ph_delimiter || a->ph_scoring))
+        return -1;
+    o->phrases = a->ph_passes > 0 ? (int)a->ph_passes : 1;
+    if (a->ph_min_count > 0) o->phrases_min_count = a->ph_min_count;
+    if (!isnan(a->ph_threshold)) o->phrases_threshold = a->ph_threshold;
+    if (a->ph_delimiter && strlen(a->ph_delimiter) >= sizeof o->phrases_delimiter)
+        return emb_cli_usage_error(cmd, "--phrases-delimiter must have 1 to 16 bytes");
+    if (a->ph_delimiter) strcpy(o->phrases_delimiter, a->ph_delimiter);
+    if (a->ph_scoring && strcmp(a->ph_scoring, "npmi") == 0)
+        o->phrases_scoring = EMB_PHRASES_NPMI;
+    else if (a->ph_scoring && strcmp(a->ph_scoring, "default") != 0)
+        return emb_cli_usage_error(cmd, "--phrases-scoring is default or npmi, not '%s'",
+                                   a->ph_scoring);
+    if (a->cont || a->read_vocab)
+        return emb_cli_usage_error(cmd, "--phrases cannot be combined with %s",
+                                   a->cont ? "--continue" : "--read-vocab");
+    return -1;
+}
+
+/* The library's options from a: -1, or the exit status of a usage error. */
+static int train_options(const emb_cli_command *cmd, const train_args *a, emb_w2v_options *o) {
+    *o = emb_w2v_options_default(a->m);
+    if (a->dim > 0) o->dim = a->dim;
+    if (a->window > 0) o->window = (int)a->window;
+    if (a->negative > 0) o->negative = (int)a->negative;
+    if (a->sample >= 0) o->sample = a->sample;
+    if (a->min_count > 0) o->min_count = a->min_count;
+    if (a->max_vocab >= 0) o->max_vocab = a->max_vocab;
+    if (a->epochs > 0) o->epochs = (int)a->epochs;
+    if (a->threads > 0) o->threads = (int)a->threads;
+    if (a->lanes > 0) o->lanes = (int)a->lanes;
+    if (!isnan(a->alpha)) {
+        o->alpha = a->alpha;
+        o->min_alpha = a->alpha * 1e-4;
     }
-    if (min_alpha >= 0) o.min_alpha = min_alpha;
-    if (max_sentence > 0) o.max_sentence = max_sentence;
-    o.seed = seed;
-    o.lowercase = lowercase;
-    o.strip_punct = strip;
-    o.cbow_mean = !sum;
-    o.compute_loss = loss;
-    o.lenient = lenient;
+    if (a->min_alpha >= 0) o->min_alpha = a->min_alpha;
+    if (a->max_sentence > 0) o->max_sentence = a->max_sentence;
+    o->seed = a->seed;
+    o->lowercase = a->lowercase;
+    o->strip_punct = a->strip;
+    o->cbow_mean = !a->sum;
+    o->compute_loss = a->loss;
+    o->lenient = a->lenient;
     /* subwords: any of their options turns them on, with fastText's defaults for the rest
      * (minn 3, maxn 6, bucket 2,000,000); --maxn 0 turns them off */
-    if (subwords || minn >= 0 || maxn >= 0 || bucket > 0) o.maxn = maxn >= 0 ? (int)maxn : 6;
-    if (minn >= 0) o.minn = (int)minn;
-    if (bucket > 0) o.bucket = bucket;
+    if (a->subwords || a->minn >= 0 || a->maxn >= 0 || a->bucket > 0)
+        o->maxn = a->maxn >= 0 ? (int)a->maxn : 6;
+    if (a->minn >= 0) o->minn = (int)a->minn;
+    if (a->bucket > 0) o->bucket = a->bucket;
     /* skip-gram shares a window's negatives by default (the library's default); subword runs
      * draw per pair as fastText does unless --shared-negatives asks otherwise */
-    if (shared || per_pair || o.maxn > 0) o.shared_negatives = shared;
-    /* phrases: any of their options turns them on (one pass unless --phrases-passes) */
-    if (phrases || ph_passes > 0 || ph_min_count > 0 || !isnan(ph_threshold) || ph_delimiter ||
-        ph_scoring) {
-        o.phrases = ph_passes > 0 ? (int)ph_passes : 1;
-        if (ph_min_count > 0) o.phrases_min_count = ph_min_count;
-        if (!isnan(ph_threshold)) o.phrases_threshold = ph_threshold;
-        if (ph_delimiter && strlen(ph_delimiter) >= sizeof o.phrases_delimiter)
-            return emb_cli_usage_error(cmd, "--phrases-delimiter must have 1 to 16 bytes");
-        if (ph_delimiter) strcpy(o.phrases_delimiter, ph_delimiter);
-        if (ph_scoring && strcmp(ph_scoring, "npmi") == 0)
-            o.phrases_scoring = EMB_PHRASES_NPMI;
-        else if (ph_scoring && strcmp(ph_scoring, "default") != 0)
-            return emb_cli_usage_error(cmd, "--phrases-scoring is default or npmi, not '%s'",
-                                       ph_scoring);
-        if (cont || read_vocab)
-            return emb_cli_usage_error(cmd, "--phrases cannot be combined with %s",
-                                       cont ? "--continue" : "--read-vocab");
-    }
-    if (emb_w2v_options_check(&o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
+    if (a->shared || a->per_pair || o->maxn > 0) o->shared_negatives = a->shared;
+    int rc = phrase_options(cmd, a, o);
+    if (rc >= 0) return rc;
+    if (emb_w2v_options_check(o) != EMB_OK) return emb_cli_usage_error(cmd, "%s", emb_errmsg());
+    return -1;
+}
 
-    train_output out;
-    if ((rc = train_output_resolve(cmd, output, binary, input != NULL, &out)) >= 0) return rc;
-    output = out.path;
+/* The files the run writes and reads besides the corpus: the output (*out), the model, the
+ * checkpoint (a default name and interval when only one of them is given), a vocabulary
+ * to read (*given). -1, or the exit status of an error. */
+static int train_files(const emb_cli_command *cmd, train_args *a, const emb_w2v_options *o,
+                       train_output *out, emb_vocab **given) {
+    int rc = train_output_resolve(cmd, a->output, a->binary, a->input != NULL, out);
+    if (rc >= 0) return rc;
+    a->output = out->path;
     /* fastText writes PREFIX.bin beside PREFIX.vec; emb does for models with subwords, whose
      * vectors of unseen words only the model holds */
-    if (out.model && o.maxn > 0 && !save_model) save_model = out.model;
+    if (out->model && o->maxn > 0 && !a->save_model) a->save_model = out->model;
     char why[600];
-    if (!out.to_stdout && !dir_writable(output, why, sizeof why))
-        return emb_cli_fail(cmd, "cannot write %s: %s", output, why);
-    if (checkpoint && every == 0) {
-        every = 300;
-        if (!quiet)
+    if (!out->to_stdout && !dir_writable(a->output, why, sizeof why))
+        return emb_cli_fail(cmd, "cannot write %s: %s", a->output, why);
+    if (a->checkpoint && a->every == 0) {
+        a->every = 300;
+        if (!a->quiet)
             fprintf(stderr,
                     "emb train: --checkpoint without --checkpoint-every: writing %s every %g "
                     "seconds\n",
-                    checkpoint, every);
+                    a->checkpoint, a->every);
     }
-    if (save_model && !dir_writable(save_model, why, sizeof why))
-        return emb_cli_fail(cmd, "cannot write %s: %s", save_model, why);
-    if (!checkpoint && every > 0) {
+    if (a->save_model && !dir_writable(a->save_model, why, sizeof why))
+        return emb_cli_fail(cmd, "cannot write %s: %s", a->save_model, why);
+    if (!a->checkpoint && a->every > 0) {
         static char def[4096];
-        snprintf(def, sizeof def, "%s.ckpt", out.to_stdout ? "emb-train" : output);
-        checkpoint = def;
+        snprintf(def, sizeof def, "%s.ckpt", out->to_stdout ? "emb-train" : a->output);
+        a->checkpoint = def;
     }
-    if (checkpoint && !dir_writable(checkpoint, why, sizeof why))
-        return emb_cli_fail(cmd, "cannot write checkpoint %s: %s", checkpoint, why);
-    if ((cont || read_vocab) && (resume || checkpoint))
+    if (a->checkpoint && !dir_writable(a->checkpoint, why, sizeof why))
+        return emb_cli_fail(cmd, "cannot write checkpoint %s: %s", a->checkpoint, why);
+    if ((a->cont || a->read_vocab) && (a->resume || a->checkpoint))
         return emb_cli_usage_error(cmd,
                                    "%s cannot be combined with checkpoints (--checkpoint, "
                                    "--checkpoint-every, --resume)",
-                                   cont ? "--continue" : "--read-vocab");
-    if (cont && read_vocab)
+                                   a->cont ? "--continue" : "--read-vocab");
+    if (a->cont && a->read_vocab)
         return emb_cli_usage_error(cmd, "--continue takes its vocabulary from the model; drop "
                                         "--read-vocab");
-    emb_vocab *given_vocab = NULL;
-    if (read_vocab && emb_vocab_load(read_vocab, &given_vocab) != EMB_OK)
+    if (a->read_vocab && emb_vocab_load(a->read_vocab, given) != EMB_OK)
         return emb_cli_fail(cmd, "%s", emb_errmsg());
+    return -1;
+}
 
-    /* one rank of an MPI job (mpirun): threads per rank (default 1), rank 0 reports and writes */
-    train_mpi mp;
-    if ((rc = train_mpi_start(cmd, use_mpi, &mp)) >= 0) return rc;
-    /* a distributed run: one lane per thread (its merges were measured so, docs/DISTRIBUTED.md) */
-    if (mp.on) {
-        o.threads = (int)(threads > 0 ? threads : 1) * mp.size, quiet |= mp.rank > 0;
-        if (lanes <= 0) o.lanes = o.threads;
-    }
-    if (mp.rank > 0) checkpoint = NULL, every = 0, save_vocab = save_model = save_state = NULL;
-    double t0 = wall();
-    emb_w2v *w = NULL;
-    emb_status st = resume ? emb_w2v_resume_files(&o, paths, npaths, resume, &w)
-                    : cont ? emb_w2v_continue_files(&o, cont, paths, npaths, &w)
-                    : given_vocab
-                        ? emb_w2v_create_with_vocab_files(&o, given_vocab, paths, npaths, &w)
-                        : emb_w2v_create_from_files(&o, paths, npaths, &w);
-    emb_vocab_free(given_vocab);
-    if (st) return emb_cli_fail(cmd, "%s", emb_errmsg());
-    const emb_vocab *vocab = emb_w2v_vocab(w);
-    if (save_vocab && emb_vocab_save(vocab, save_vocab) != EMB_OK) {
-        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
-        emb_w2v_free(w);
-        return rc;
-    }
-    int asked_threads = o.threads;
-    o = emb_w2v_options_of(w);
-    /* a continued model has its own subwords: -output PREFIX then writes PREFIX.bin too */
-    if (cont && out.model && o.maxn > 0 && !save_model && mp.rank == 0) save_model = out.model;
-    if (resume && threads > 0 && asked_threads != o.threads && !quiet)
-        fprintf(stderr,
-                "emb train: %s holds %d lanes (parts of the corpus, each with its own position "
-                "and random numbers); the run continues them on %d threads\n",
-                resume, o.lanes, o.threads);
-    train_ui ui = {w,     isatty(fileno(stderr)) == 1, quiet,    0, wall(), every, checkpoint, 0,
-                   false, emb_w2v_words_done(w),       o.epochs, ""};
-    if (!quiet)
-        fprintf(stderr,
-                "emb train: %s%s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
-                "window %d, negative %d, %d epochs, %d threads%s%s\n",
-                corpus, npaths > 1 ? " and more paths" : "", (long long)emb_vocab_num_words(vocab),
-                (long long)emb_w2v_corpus_tokens(w), m == EMB_W2V_CBOW ? "CBOW" : "skip-gram",
-                (long long)o.dim, o.window, o.negative, o.epochs, o.threads,
-                o.maxn > 0 ? "; subwords" : "",
-                resume ? " (resumed)"
-                : cont ? " (continued)"
-                       : "");
-    double t1 = wall();
-    int64_t done0 = ui.done0;
-    st = train_mpi_train(&mp, w, on_progress, &ui, !quiet);
-    double t2 = wall();
-    if (!quiet && ui.tty) fprintf(stderr, "\n");
-    if (ui.ckpt_failed) {
-        rc = emb_cli_fail(cmd, "training stopped: cannot write the checkpoint: %s", ui.ckpt_msg);
-        emb_w2v_free(w);
-        return rc;
-    }
-    if (st) {
-        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
-        emb_w2v_free(w);
-        return rc;
-    }
+/* The line that says what is trained, with which settings. */
+static void say_run(const train_args *a, const emb_w2v *w, const emb_w2v_options *o) {
+    fprintf(stderr,
+            "emb train: %s%s, %lld words in the vocabulary, %lld tokens; %s, dim %lld, "
+            "window %d, negative %d, %d epochs, %d threads%s%s\n",
+            a->corpus, a->npaths > 1 ? " and more paths" : "",
+            (long long)emb_vocab_num_words(emb_w2v_vocab(w)), (long long)emb_w2v_corpus_tokens(w),
+            a->m == EMB_W2V_CBOW ? "CBOW" : "skip-gram", (long long)o->dim, o->window, o->negative,
+            o->epochs, o->threads, o->maxn > 0 ? "; subwords" : "",
+            a->resume ? " (resumed)"
+            : a->cont ? " (continued)"
+                      : "");
+}
+
+/* After training: the vectors (rank 0), the model and the state when asked for, then the
+ * run's checkpoints removed. The exit status. */
+static int train_outputs(const emb_cli_command *cmd, const train_args *a, const train_output *out,
+                         const train_mpi *mp, const train_ui *ui, emb_w2v *w) {
+    const emb_w2v_options o = emb_w2v_options_of(w);
     emb_tensor vec;
     /* with subwords a word's vector is the mean of its rows (fastText's .vec) */
-    if (o.maxn > 0 ? emb_w2v_word_vectors(w, &vec) : emb_w2v_vectors(w, &vec)) {
-        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
-        emb_w2v_free(w);
-        return rc;
-    }
-    rc = mp.rank > 0 ? EMB_CLI_OK : train_output_write(cmd, &out, &vec, vocab);
+    if (o.maxn > 0 ? emb_w2v_word_vectors(w, &vec) : emb_w2v_vectors(w, &vec))
+        return emb_cli_fail(cmd, "%s", emb_errmsg());
+    int rc = mp->rank > 0 ? EMB_CLI_OK : train_output_write(cmd, out, &vec, emb_w2v_vocab(w));
     if (o.maxn > 0) emb_tensor_release(&vec);
-    if (rc == EMB_CLI_OK && save_model && emb_w2v_save_fasttext(w, save_model) != EMB_OK)
+    if (rc == EMB_CLI_OK && a->save_model && emb_w2v_save_fasttext(w, a->save_model) != EMB_OK)
         rc = emb_cli_fail(cmd, "%s", emb_errmsg());
-    if (rc != EMB_CLI_OK) {
-        emb_w2v_free(w);
-        return rc;
-    }
-    if (save_state && emb_w2v_save_checkpoint(w, save_state) != EMB_OK) {
+    if (rc == EMB_CLI_OK && a->save_state && emb_w2v_save_checkpoint(w, a->save_state) != EMB_OK)
         rc = emb_cli_fail(cmd, "%s", emb_errmsg());
-        emb_w2v_free(w);
-        return rc;
-    }
+    if (rc != EMB_CLI_OK) return rc;
     /* The vectors are safe: the run's checkpoints have served their purpose. */
-    if (!keep_ckpt && mp.rank == 0) {
-        if (checkpoint && ui.ckpt_written) remove(checkpoint);
-        if (resume) remove(resume);
+    if (!a->keep_ckpt && mp->rank == 0) {
+        if (a->checkpoint && ui->ckpt_written) remove(a->checkpoint);
+        if (a->resume) remove(a->resume);
     }
-    if (!quiet) {
+    return EMB_CLI_OK;
+}
+
+/* The summary line and, even with -q (the vectors lack these tokens), the skipped tokens. */
+static void say_done(const train_args *a, const train_output *out, emb_w2v *w, int64_t done0,
+                     double t0, double t1, double t2) {
+    if (!a->quiet) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         int64_t words = emb_w2v_words_done(w) - done0;
@@ -384,17 +384,80 @@ static int train(const emb_cli_command *cmd, int argc, char **argv) {
                 "emb train: %lld words in %.2f s (%.0f words/s; reading %.2f s), peak memory "
                 "%.1f MB; wrote %s (%s)\n",
                 (long long)words, t2 - t1, (t2 - t1) > 0 ? (double)words / (t2 - t1) : 0, t1 - t0,
-                (double)ru.ru_maxrss / 1024.0, out.to_stdout ? "standard output" : output,
-                emb_format_name(out.format));
+                (double)ru.ru_maxrss / 1024.0, out->to_stdout ? "standard output" : a->output,
+                emb_format_name(out->format));
     }
     int64_t bad_utf8, too_long;
     emb_w2v_skipped(w, &bad_utf8, &too_long);
-    if (bad_utf8 || too_long) /* even with -q: the vectors lack these tokens */
+    if (bad_utf8 || too_long)
         fprintf(stderr,
                 "emb train: skipped %lld tokens that are not UTF-8 and %lld longer than %d bytes\n",
                 (long long)bad_utf8, (long long)too_long, EMB_VOCAB_MAX_WORD);
+}
+
+static int train(const emb_cli_command *cmd, int argc, char **argv) {
+    train_args a;
+    emb_w2v_options o;
+    train_output out;
+    emb_vocab *given_vocab = NULL;
+    int rc;
+    if ((rc = parse_args(cmd, argc, argv, &a)) >= 0 || (rc = train_options(cmd, &a, &o)) >= 0 ||
+        (rc = train_files(cmd, &a, &o, &out, &given_vocab)) >= 0)
+        return rc;
+
+    /* one rank of an MPI job (mpirun): threads per rank (default 1), rank 0 reports and writes */
+    train_mpi mp;
+    if ((rc = train_mpi_start(cmd, a.use_mpi, &mp)) >= 0) {
+        emb_vocab_free(given_vocab);
+        return rc;
+    }
+    /* a distributed run: one lane per thread (its merges were measured so, docs/DISTRIBUTED.md) */
+    if (mp.on) {
+        o.threads = (int)(a.threads > 0 ? a.threads : 1) * mp.size, a.quiet |= mp.rank > 0;
+        if (a.lanes <= 0) o.lanes = o.threads;
+    }
+    if (mp.rank > 0)
+        a.checkpoint = NULL, a.every = 0, a.save_vocab = a.save_model = a.save_state = NULL;
+    double t0 = wall();
+    emb_w2v *w = NULL;
+    emb_status st = a.resume ? emb_w2v_resume_files(&o, a.paths, a.npaths, a.resume, &w)
+                    : a.cont ? emb_w2v_continue_files(&o, a.cont, a.paths, a.npaths, &w)
+                    : given_vocab
+                        ? emb_w2v_create_with_vocab_files(&o, given_vocab, a.paths, a.npaths, &w)
+                        : emb_w2v_create_from_files(&o, a.paths, a.npaths, &w);
+    emb_vocab_free(given_vocab);
+    if (st) return emb_cli_fail(cmd, "%s", emb_errmsg());
+    if (a.save_vocab && emb_vocab_save(emb_w2v_vocab(w), a.save_vocab) != EMB_OK) {
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+        emb_w2v_free(w);
+        return rc;
+    }
+    int asked_threads = o.threads;
+    o = emb_w2v_options_of(w);
+    /* a continued model has its own subwords: -output PREFIX then writes PREFIX.bin too */
+    if (a.cont && out.model && o.maxn > 0 && !a.save_model && mp.rank == 0)
+        a.save_model = out.model;
+    if (a.resume && a.threads > 0 && asked_threads != o.threads && !a.quiet)
+        fprintf(stderr,
+                "emb train: %s holds %d lanes (parts of the corpus, each with its own position "
+                "and random numbers); the run continues them on %d threads\n",
+                a.resume, o.lanes, o.threads);
+    train_ui ui = {
+        w,     isatty(fileno(stderr)) == 1, a.quiet,  0, wall(), a.every, a.checkpoint, 0,
+        false, emb_w2v_words_done(w),       o.epochs, ""};
+    if (!a.quiet) say_run(&a, w, &o);
+    double t1 = wall();
+    st = train_mpi_train(&mp, w, on_progress, &ui, !a.quiet);
+    double t2 = wall();
+    if (!a.quiet && ui.tty) fprintf(stderr, "\n");
+    if (ui.ckpt_failed)
+        rc = emb_cli_fail(cmd, "training stopped: cannot write the checkpoint: %s", ui.ckpt_msg);
+    else if (st)
+        rc = emb_cli_fail(cmd, "%s", emb_errmsg());
+    else if ((rc = train_outputs(cmd, &a, &out, &mp, &ui, w)) == EMB_CLI_OK)
+        say_done(&a, &out, w, ui.done0, t0, t1, t2);
     emb_w2v_free(w);
-    return EMB_CLI_OK;
+    return rc;
 }
 
 static int run(const emb_cli_command *cmd, int argc, char **argv) {
