@@ -143,4 +143,98 @@ static inline void fz_check_same(const emb_vectors *a, const emb_vectors *b, boo
     }
 }
 
+/* ---- compressed inputs that ask for large windows ----
+ *
+ * zstd's decoder allocates the window a frame's header names (up to 128 MiB) and xz's the
+ * dictionary of a block's LZMA2 filter (up to 1.5 GiB). Under AddressSanitizer each
+ * allocation and release of it maps memory and touches its shadow: a 14-byte frame asking
+ * for 64 MiB took 0.1 s per decompression, and such inputs, a few percent of a grown corpus,
+ * were most of a harness's time (fuzz_phrases 280 inputs a second, fuzz_read_corpus 350).
+ * The harnesses that decompress an input several times skip those whose data asks for more
+ * than FZ_WINDOW_MAX; the windows themselves are the decoders' business. */
+#define FZ_WINDOW_MAX ((uint64_t)1 << 20)
+
+/* The window one zstd frame's header asks for (RFC 8878 3.1.1.1; its content size when the
+ * frame is one segment), the header's size in *hdr; 0 when the header is cut short. */
+static inline uint64_t zstd_frame_window(const uint8_t *p, size_t n, size_t *hdr) {
+    if (n < 5) return 0;
+    const unsigned fhd = p[4], fcs_flag = fhd >> 6, single = (fhd >> 5) & 1;
+    static const unsigned did_bytes[4] = {0, 1, 2, 4}, fcs_bytes[4] = {0, 2, 4, 8};
+    size_t at = 5;
+    uint64_t window = 0;
+    if (!single) {
+        if (n < 6) return 0;
+        const unsigned exp = p[5] >> 3, mantissa = p[5] & 7;
+        const uint64_t base = (uint64_t)1 << (10 + exp);
+        window = base + base / 8 * mantissa;
+        at = 6;
+    }
+    at += did_bytes[fhd & 3];
+    const unsigned fb = fcs_flag == 0 && single ? 1 : fcs_bytes[fcs_flag];
+    if (n < at + fb) return 0;
+    uint64_t fcs = 0;
+    for (unsigned k = 0; k < fb; k++) fcs |= (uint64_t)p[at + k] << (8 * k);
+    *hdr = at + fb;
+    return single ? (fb == 2 ? fcs + 256 : fcs) : window;
+}
+
+/* The largest window the zstd frames of p ask for (skippable frames passed over, the walk
+ * stopping where a frame is cut short or unknown): the decoder allocates each frame's. */
+static inline uint64_t zstd_window(const uint8_t *p, size_t n) {
+    uint64_t most = 0;
+    size_t at = 0;
+    while (n - at >= 8) {
+        const uint8_t *f = p + at;
+        if ((f[0] & 0xF0) == 0x50 && memcmp(f + 1, "\x2a\x4d\x18", 3) == 0) { /* skippable */
+            const uint64_t len =
+                f[4] | (uint64_t)f[5] << 8 | (uint64_t)f[6] << 16 | (uint64_t)f[7] << 24;
+            if (len > n - at - 8) break;
+            at += 8 + (size_t)len;
+            continue;
+        }
+        if (memcmp(f, "\x28\xb5\x2f\xfd", 4) != 0) break;
+        size_t hdr = 0;
+        const uint64_t w = zstd_frame_window(f, n - at, &hdr);
+        if (hdr == 0) break;
+        if (w > most) most = w;
+        at += hdr;
+        for (bool last = false; !last;) { /* the blocks: 3-byte headers */
+            if (n - at < 3) return most;
+            const uint32_t bh = p[at] | (uint32_t)p[at + 1] << 8 | (uint32_t)p[at + 2] << 16;
+            const unsigned type = bh >> 1 & 3;
+            if (type == 3) return most;                  /* reserved: the decoder stops there */
+            const size_t size = type == 1 ? 1 : bh >> 3; /* RLE: one byte, repeated */
+            last = bh & 1;
+            if (size > n - at - 3) return most;
+            at += 3 + size;
+        }
+        if (f[4] >> 2 & 1) at += 4; /* the content checksum */
+        if (at > n) break;
+    }
+    return most;
+}
+
+/* The dictionary the first LZMA2 filter of an xz stream's first block asks for (the .xz
+ * format 1.2.0, 3.1 and 5.3.1), 0 when it is not found. */
+static inline uint64_t xz_window(const uint8_t *p, size_t n) {
+    size_t at = 12; /* the stream header */
+    if (n < at + 2 || memcmp(p, "\xfd\x37zXZ", 6) != 0) return 0;
+    const unsigned flags = p[at + 1];
+    at += 2;
+    for (int field = 0; field < 2; field++) { /* compressed and uncompressed sizes */
+        if (!(flags & (0x40 << field))) continue;
+        while (at < n && (p[at] & 0x80)) at++;
+        at++;
+    }
+    if (at + 3 > n || p[at] != 0x21 || p[at + 1] != 1) return 0; /* LZMA2, 1 property byte */
+    const unsigned b = p[at + 2];
+    if (b > 40) return 0;
+    return b == 40 ? 0xFFFFFFFFu : (uint64_t)(2 | (b & 1)) << (b / 2 + 11);
+}
+
+/* Whether the input's zstd frames or xz stream ask for a window over max. */
+static inline bool fz_window_over(const uint8_t *p, size_t n, uint64_t max) {
+    return zstd_window(p, n) > max || xz_window(p, n) > max;
+}
+
 #endif /* EMB_FUZZ_READ_COMMON_H */

@@ -5,7 +5,8 @@
  * vocabulary sorted by count, of valid UTF-8 words without whitespace, whose counts add up
  * to the corpus tokens; a tiny training run finishes with finite vectors; a checkpoint of it
  * resumes to the same state. The same file read by three threads (ranges of one byte and
- * up) gives the same error, or the same vocabulary and token ids. */
+ * up) gives the same error, or the same vocabulary and token ids. Compressed data asking
+ * for a window over FZ_WINDOW_MAX is skipped (fuzz_read_common.h). */
 #include "fuzz_read_common.h"
 
 #include "w2v/w2v_internal.h"
@@ -46,7 +47,7 @@ static void check_threads(const emb_w2v_options *o1, const char *path, emb_statu
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (size < 1) return 0;
+    if (size < 1 || fz_window_over(data + 1, size - 1, FZ_WINDOW_MAX)) return 0;
     emb_w2v_options o = emb_w2v_options_default((data[0] & 64) ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
     o.min_count = 1 + (data[0] & 3);
     o.lowercase = data[0] & 4;
