@@ -16,27 +16,9 @@
 #include "fuzz_read_common.h"
 
 #include "w2v/w2v_internal.h"
+#include "fuzz_corpus_text.h"
 
 #define FZ_PHRASES_TEXT_MAX ((size_t)1 << 18)
-
-/* Whether the input at path gives more than cap bytes of text (read through the corpus
- * reader, as the learner reads it; an input it refuses is not skipped). */
-static bool text_longer_than(const char *path, size_t cap) {
-    emb__corpus_src *s = NULL;
-    const char *const paths[1] = {path};
-    bool have = false, longer = false;
-    if (emb__corpus_open_paths(&s, paths, 1) == EMB_OK &&
-        emb__corpus_next_file(s, &have) == EMB_OK && have) {
-        static char buf[1 << 16];
-        size_t total = 0, got = 1;
-        while (got > 0 && total <= cap && emb__corpus_read(s, buf, sizeof buf, &got) == EMB_OK)
-            total += got;
-        longer = total > cap;
-    }
-    emb__corpus_close(s);
-    emb_clear_error();
-    return longer;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -67,13 +49,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
      * (its magic bytes first) is not compared */
     const char *text = (const char *)data + 1;
     size_t tn = size - 1;
-    static const char *const magic[] = {"\x1f\x8b", "BZh", "\xfd\x37zXZ", "\x28\xb5\x2f\xfd"};
-    bool plain = true;
-    for (int k = 0; k < 4; k++)
-        plain = plain && !(tn >= strlen(magic[k]) && memcmp(text, magic[k], strlen(magic[k])) == 0);
-    const uint8_t *c = data + 1;
-    if (!plain && fz_window_over(c, tn, FZ_WINDOW_MAX)) return 0;
-    if (!plain && text_longer_than(path, FZ_PHRASES_TEXT_MAX)) return 0;
+    const bool plain = !fz_compressed(data + 1, tn);
+    if (!plain && fz_window_over(data + 1, tn, FZ_WINDOW_MAX)) return 0;
+    if (!plain && fz_text_longer_than(path, FZ_PHRASES_TEXT_MAX)) return 0;
     emb_phrases *p = (emb_phrases *)0x1;
     emb_clear_error();
     emb_status rc = emb_phrases_learn(path, &o, &p);
