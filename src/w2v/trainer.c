@@ -152,10 +152,6 @@ int64_t emb__w2v_hot_rows = 2048;
 int64_t emb__w2v_hot_in_rows = 2048;
 #define DIRTY_OUT 1
 #define DIRTY_IN  2
-/* A merge of at most this many floats runs on the calling thread: starting the lanes'
- * threads for it costs more than it saves. */
-#define EMB__W2V_MERGE_SERIAL ((int64_t)1 << 20)
-
 /* The rows of a table (up to `want`) each of nth threads keeps its own copy of, beside the
  * `taken` rows a thread already copies of the other table: 0 (none, every row in place) when
  * the copies of both would exceed EMB__W2V_COPIES_MAX bytes. */
@@ -166,56 +162,88 @@ static int64_t lanes_own_rows(const emb_w2v *w, int nth, int64_t want, int64_t t
     return bytes <= (double)EMB__W2V_COPIES_MAX ? h : 0;
 }
 
-/* Merges output rows [r0, r1) from the nt lanes' copies into the shared table and back into
- * every copy. A row several lanes changed: each element becomes v + (c_t - v) + ... over the
- * changing lanes t in order (v its value at the round's start), computed a block of
- * elements at a time with the lanes outside (the same operations in the same order as
- * element by element, but vectorisable), and every copy of the row is read and written
- * once. */
+/* The merge after a round, in two phases, so that every core writes only its own copy and
+ * reads the others' rows in bulk. Phase 1 (merge_share, one share per lane) writes the shared
+ * table's copied rows: a row one lane changed is copied from that lane's copy, by that lane's
+ * share (the copy is read where it is cached); a row several lanes changed becomes v + (c_t - v)
+ * + ... over the changing lanes t in order (v its value at the round's start), by the share of
+ * its block of 64 rows. from[r] records what phase 1 found. Phase 2 (take_merged, at the start
+ * of the next round on each lane's own thread) copies into the lane's copy the rows another
+ * lane changed. Merging on one thread into every copy made the other core fetch each of those
+ * rows again in the middle of its next round, one cache miss at a time: on a virtual machine
+ * whose cores were 250 ns apart this cost 2-thread CBOW a quarter of its time
+ * (docs/word2vec.md, "The merge where the rows are"). The values are the same bits either way. */
+#define FROM_NONE        (-1) /* no lane changed the row */
+#define FROM_MANY        (-2) /* several did (else: the share of the one lane that did) */
 #define EMB__MERGE_BLOCK 64
-static void merge_rows(const emb_w2v *w, const lane_scratch *ls, int nt, int64_t r0, int64_t r1,
-                       bool input) {
-    const int64_t dim = w->o.dim;
+
+/* The sum of a row several lanes changed into the table's row (v on entry): each element
+ * becomes v + (c_t - v) + ... over the changing lanes t in order, a block of elements at a
+ * time with the lanes outside (the same operations in the same order as element by element,
+ * but vectorisable). */
+static void merge_sum(float *restrict row, const lane_scratch *ls, int nt, int64_t r, int64_t dim,
+                      uint8_t bit, bool input) {
+    for (int64_t q0 = 0; q0 < dim; q0 += EMB__MERGE_BLOCK) {
+        const int64_t nq = dim - q0 < EMB__MERGE_BLOCK ? dim - q0 : EMB__MERGE_BLOCK;
+        float v[EMB__MERGE_BLOCK], sum[EMB__MERGE_BLOCK];
+        memcpy(v, row + q0, (size_t)nq * sizeof(float));
+        memcpy(sum, v, (size_t)nq * sizeof(float));
+        for (int t = 0; t < nt; t++) {
+            if (!(ls[t].dirty[r] & bit)) continue;
+            const float *c = (input ? ls[t].own_in : ls[t].own) + r * dim + q0;
+            for (int64_t q = 0; q < nq; q++) sum[q] = sum[q] + (c[q] - v[q]);
+        }
+        memcpy(row + q0, sum, (size_t)nq * sizeof(float));
+    }
+}
+
+/* Phase 1 of the merge of one table's copied rows, share u of nt (one per lane). The lanes'
+ * dirty marks are only read here (each lane clears its own in phase 2). */
+static void merge_into_table(const emb_w2v *w, const lane_scratch *ls, int nt, int u, bool input,
+                             int32_t *from) {
+    const int64_t dim = w->o.dim, nhot = input ? ls[0].nhot_in : ls[0].nhot;
     const uint8_t bit = input ? DIRTY_IN : DIRTY_OUT;
-#define OWN(t) (input ? ls[t].own_in : ls[t].own)
-    for (int64_t r = r0; r < r1; r++) {
+    float *table = input ? w->syn0 : w->syn1;
+    for (int64_t r = 0; r < nhot; r++) {
         int changed = 0, last = 0;
         for (int t = 0; t < nt; t++)
             if (ls[t].dirty[r] & bit) changed++, last = t;
-        if (changed == 0) continue;
-        float *row = (input ? w->syn0 : w->syn1) + r * dim;
-        if (changed == 1) {
-            const float *src = OWN(last) + r * dim;
-            memcpy(row, src, (size_t)dim * sizeof(float));
-            for (int t = 0; t < nt; t++)
-                if (t != last) memcpy(OWN(t) + r * dim, src, (size_t)dim * sizeof(float));
-        } else if (nt == 2) { /* both lanes changed it: one pass over the three rows */
-            float *restrict a = OWN(0) + r * dim, *restrict b = OWN(1) + r * dim;
-            float *restrict m = row;
-            for (int64_t q = 0; q < dim; q++) {
-                float v = m[q], sum = v + (a[q] - v);
-                sum = sum + (b[q] - v);
-                m[q] = a[q] = b[q] = sum;
-            }
-        } else {
-            for (int64_t q0 = 0; q0 < dim; q0 += EMB__MERGE_BLOCK) {
-                int64_t nq = dim - q0 < EMB__MERGE_BLOCK ? dim - q0 : EMB__MERGE_BLOCK;
-                float v[EMB__MERGE_BLOCK], sum[EMB__MERGE_BLOCK];
-                memcpy(v, row + q0, (size_t)nq * sizeof(float));
-                memcpy(sum, v, (size_t)nq * sizeof(float));
-                for (int t = 0; t < nt; t++) {
-                    if (!(ls[t].dirty[r] & bit)) continue;
-                    const float *c = OWN(t) + r * dim + q0;
-                    for (int64_t q = 0; q < nq; q++) sum[q] = sum[q] + (c[q] - v[q]);
+        const bool block_mine = (r / EMB__MERGE_BLOCK) % nt == u;
+        float *row = table + r * dim;
+        if (changed == 1 && last == u) {
+            memcpy(row, (input ? ls[u].own_in : ls[u].own) + r * dim, (size_t)dim * sizeof(float));
+            from[r] = u;
+        } else if (changed == 0 && block_mine) {
+            from[r] = FROM_NONE;
+        } else if (changed > 1 && block_mine) {
+            if (nt == 2) { /* both lanes changed it: one pass over the three rows */
+                const float *restrict a = (input ? ls[0].own_in : ls[0].own) + r * dim;
+                const float *restrict b = (input ? ls[1].own_in : ls[1].own) + r * dim;
+                for (int64_t q = 0; q < dim; q++) {
+                    float v = row[q], sum = v + (a[q] - v);
+                    row[q] = sum + (b[q] - v);
                 }
-                memcpy(row + q0, sum, (size_t)nq * sizeof(float));
-                for (int t = 0; t < nt; t++)
-                    memcpy(OWN(t) + r * dim + q0, sum, (size_t)nq * sizeof(float));
+            } else {
+                merge_sum(row, ls, nt, r, dim, bit, input);
             }
+            from[r] = FROM_MANY;
         }
-        for (int t = 0; t < nt; t++) ls[t].dirty[r] &= (uint8_t)~bit;
     }
-#undef OWN
+}
+
+/* Phase 2 for lane u (on its own thread): the merged rows another lane changed (every row when
+ * `all`: the round's first, or after a distributed run's merge changed the table) into its
+ * copy; its dirty marks cleared. */
+static void take_merged(const emb_w2v *w, lane_scratch *s, int u, const int32_t *from, bool all,
+                        bool input) {
+    const int64_t dim = w->o.dim, nhot = input ? s->nhot_in : s->nhot;
+    const float *table = input ? w->syn0 : w->syn1;
+    float *own = input ? s->own_in : s->own;
+    for (int64_t r = 0; r < nhot; r++)
+        if (all || (from[r] != FROM_NONE && from[r] != u))
+            memcpy(own + r * dim, table + r * dim, (size_t)dim * sizeof(float));
+    const uint8_t keep = (uint8_t) ~(input ? DIRTY_IN : DIRTY_OUT);
+    for (int64_t r = 0; r < nhot; r++) s->dirty[r] &= keep;
 }
 
 /* One window with subwords (fastText's update): each input is the mean of a word's subword
@@ -466,11 +494,17 @@ typedef struct round_ctx {
     int64_t *examples;    /* [nl] */
     double round;
     emb__counter next;
+    int32_t *from_out, *from_in; /* [nhot], [nhot_in]: what the last merge found (phase 1) */
+    bool take_all;               /* the lanes take every copied row from the tables first */
 } round_ctx;
 
 static void round_share(void *p, int t, int nt) {
     round_ctx *r = p;
     lane_scratch *s = &r->ls[t];
+    if (s->own) { /* phase 2 of the last merge */
+        take_merged(r->w, s, t, r->from_out, r->take_all, false);
+        if (s->own_in) take_merged(r->w, s, t, r->from_in, r->take_all, true);
+    }
     /* lane t first, then the lanes past the first nt as the threads come for them: with a
      * lane per thread, each thread trains its own (the same work at every run) */
     for (int64_t k = t; k < r->nl; k = nt + emb__claim(&r->next)) {
@@ -481,18 +515,11 @@ static void round_share(void *p, int t, int nt) {
     }
 }
 
-/* Share t of the merge: blocks t, t + nt, t + 2 nt, ... The vocabulary is sorted by
- * frequency, so the rows every lane changed (the frequent words, most negatives) are at the
- * start: contiguous halves gave one thread nearly all the merging while the other waited. */
+/* Share t of phase 1 of the merge (merge_into_table). */
 static void merge_share(void *p, int t, int nt) {
     const round_ctx *r = p;
-    for (int input = 0; input < 2; input++) {
-        const int64_t nhot = input ? r->ls[0].nhot_in : r->ls[0].nhot, blocks = (nhot + 63) / 64;
-        for (int64_t b = t; b < blocks; b += nt) {
-            int64_t r0 = b * 64, r1 = r0 + 64 < nhot ? r0 + 64 : nhot;
-            merge_rows(r->w, r->ls, r->nth, r0, r1, input);
-        }
-    }
+    merge_into_table(r->w, r->ls, nt, t, false, r->from_out);
+    if (r->ls[0].own_in) merge_into_table(r->w, r->ls, nt, t, true, r->from_in);
 }
 
 static double now_seconds(void) {
@@ -541,10 +568,11 @@ static bool lane_scratch_init(const emb_w2v *w, lane_scratch *s) {
     return ok;
 }
 
-/* Gives each of the nth threads its copy of the output table's first rows (lanes_own_rows):
- * their count, or 0 when there are none (one thread, or no memory for them: the shared table
- * is then updated in place). */
-static int64_t threads_copy_rows(const emb_w2v *w, lane_scratch *ls, int nth) {
+/* Gives each of the nth threads its copy of the output table's first rows (lanes_own_rows),
+ * and *from the merge's record of them (of the output rows, then of the input rows): their
+ * count, or 0 when there are none (one thread, or no memory for them: the shared table is then
+ * updated in place). The copies are filled by the first round's phase 2, each on its thread. */
+static int64_t threads_copy_rows(const emb_w2v *w, lane_scratch *ls, int nth, int32_t **from) {
     const int64_t nhot = lanes_own_rows(w, nth, emb__w2v_hot_rows, 0);
     bool own = nhot > 0;
     const size_t hot_floats = (size_t)nhot * (size_t)w->o.dim;
@@ -553,31 +581,33 @@ static int64_t threads_copy_rows(const emb_w2v *w, lane_scratch *ls, int nth) {
         ls[t].dirty = emb__malloc((size_t)w->V);
         ls[t].nhot = nhot;
         own = ls[t].own && ls[t].dirty;
-        if (ls[t].own) memcpy(ls[t].own, w->syn1, hot_floats * sizeof(float));
         if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
     }
-    if (!own)
-        for (int t = 0; t < nth; t++) {
-            emb__free(ls[t].own), emb__free(ls[t].dirty);
-            ls[t].own = NULL, ls[t].dirty = NULL, ls[t].nhot = 0;
-        }
     /* the input table's first rows too, with the same dirty marks (not with subwords, whose
      * input rows are n-gram buckets, nor in a distributed run, which merges in place): when
      * they cannot be allocated, the input table is updated in place */
     const int64_t nin =
         own && !w->sub_off && !w->dist ? lanes_own_rows(w, nth, emb__w2v_hot_in_rows, nhot) : 0;
+    *from = own ? emb__malloc((size_t)(nhot + nin) * sizeof(int32_t)) : NULL;
+    own = own && *from;
+    if (!own) {
+        for (int t = 0; t < nth; t++) {
+            emb__free(ls[t].own), emb__free(ls[t].dirty);
+            ls[t].own = NULL, ls[t].dirty = NULL, ls[t].nhot = 0;
+        }
+        return 0;
+    }
     const size_t in_floats = (size_t)nin * (size_t)w->o.dim;
     bool own_in = nin > 0;
     for (int t = 0; own_in && t < nth; t++) {
         ls[t].own_in = emb__malloc(in_floats * sizeof(float));
         ls[t].nhot_in = nin;
         own_in = ls[t].own_in != NULL;
-        if (own_in) memcpy(ls[t].own_in, w->syn0, in_floats * sizeof(float));
     }
     if (!own_in)
         for (int t = 0; t < nth; t++)
             emb__free(ls[t].own_in), ls[t].own_in = NULL, ls[t].nhot_in = 0;
-    return own ? nhot : 0;
+    return nhot;
 }
 
 emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
@@ -598,7 +628,8 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     for (int t = 0; ls && t < nth; t++)
         ok = t < emb__w2v_max_scratch_lanes && lane_scratch_init(w, &ls[t]) && ok;
     for (int k = 0; cur && k < nl; k++) ok = emb__w2v_cursor_init(&cur[k], &w->ids) == EMB_OK && ok;
-    const int64_t nhot = ok ? threads_copy_rows(w, ls, nth) : 0;
+    int32_t *from = NULL;
+    const int64_t nhot = ok ? threads_copy_rows(w, ls, nth, &from) : 0;
     const bool own = nhot > 0;
     emb_status st = EMB_OK;
     if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
@@ -610,6 +641,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     emb__sgns_step_fn step = emb__sgns_step();
     double t0 = now_seconds();
     const int64_t done_start = w->words_done;
+    bool take_all = true; /* the copies are filled by the first round */
     while (st == EMB_OK) {
         if (w->lanes[0].epoch >= o->epochs) break; /* lanes share the epoch */
         /* advance epochs: when every lane is at the end of its range in the same epoch */
@@ -623,7 +655,10 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             w->epoch_loss = 0, w->epoch_examples = 0;
             continue;
         }
-        round_ctx rc = {w, lane0, nl, nth, w->words_done, step, ls, cur, done, lloss, lex, 0, {0}};
+        round_ctx rc = {w,       lane0, nl,  nth,  w->words_done,
+                        step,    ls,    cur, done, lloss,
+                        lex,     0,     {0}, from, from ? from + nhot : NULL,
+                        take_all};
         /* The round's work per lane, in expected kept tokens (each token weighs its keep
          * probability): the lanes' rounds then take the same time whatever part of the
          * corpus they are in. */
@@ -632,12 +667,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
                    w->keep_mean;
         for (int t = 0; t < nth; t++) ls[t].nonfinite = false;
         emb__parallel(nth, round_share, &rc);
-        /* the lanes' copies merged: a few rows on this thread, more on the lanes' threads */
-        if (own && (nhot + ls[0].nhot_in) * o->dim <= EMB__W2V_MERGE_SERIAL) {
-            merge_rows(w, ls, nth, 0, nhot, false);
-            merge_rows(w, ls, nth, 0, ls[0].nhot_in, true);
-        } else if (own)
-            emb__parallel(nth, merge_share, &rc);
+        /* the lanes' copies merged into the tables (phase 2 starts the next round) */
+        if (own) emb__parallel(nth, merge_share, &rc);
+        take_all = dist != NULL; /* a distributed run's merge changes the tables' rows */
         emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
         for (int k = 0; k < nl; k++) { /* in lane order: the same sum at every run */
             sum.done += done[k];
@@ -692,6 +724,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         st = diverged_error(w);
     }
     lanes_scratch_free(ls, nth);
+    emb__free(from);
     for (int k = 0; cur && k < nl; k++) emb__w2v_cursor_free(&cur[k]);
     free(cur), free(done), free(lloss), free(lex);
     return st;
