@@ -174,7 +174,10 @@ typedef struct emb_w2v_progress {
     int64_t loss_examples;
 } emb_w2v_progress;
 
-/* Called from the calling thread between rounds (about every 100,000 words); return
+/* Called from the calling thread between rounds: with one thread after every round (16,384
+ * tokens' worth of work), with T threads after every 8th round of 16,384 tokens' worth per
+ * thread and at the end of each epoch (when the threads' copies are merged whole, so that the
+ * tables then hold every update, as a checkpoint written from the callback must); return
  * non-zero to stop training (emb_w2v_train then returns EMB_ERR_CANCELLED, and the run can
  * be continued by calling emb_w2v_train again). */
 typedef int (*emb_w2v_progress_fn)(const emb_w2v_progress *p, void *user);
@@ -184,10 +187,11 @@ typedef int (*emb_w2v_progress_fn)(const emb_w2v_progress *p, void *user);
  * the seed (and lanes, 1 by default with one thread): two runs give bit-identical vectors,
  * and a run resumed from a checkpoint gives the same vectors as an uninterrupted one. With
  * more threads, the threads take the lanes in turn every round (a slower thread takes
- * fewer), input rows are updated without locks (Hogwild, as the word2vec tool, gensim and
- * fastText do), each thread trains its own copy of the output table's most frequent rows and
- * the copies are merged every round of 16,384 tokens per thread (docs/word2vec.md,
- * "Threads"), and results vary slightly from run to run. progress may be NULL.
+ * fewer), each thread trains its own copy of both tables' most frequent rows (the 2,048 most
+ * frequent merged after every round of 16,384 tokens per thread, the others up to the 8,192nd
+ * every 8 rounds), the other rows are updated without locks (Hogwild, as the word2vec tool,
+ * gensim and fastText do; docs/word2vec.md, "Threads"), and results vary slightly from run to
+ * run. progress may be NULL.
  * Errors: EMB_ERR_NULL, EMB_ERR_CANCELLED, EMB_ERR_NOMEM, EMB_ERR_NUMERIC (the training
  * diverged: a score or a vector became NaN or infinite; the message names the vector and
  * the run stays stopped: later calls return the same error, and it cannot be

@@ -82,7 +82,8 @@ def train(corpus=None, corpus_file=None, vector_size=100, alpha=0.025, window=5,
     "Threads"); with workers=1 the vectors depend on it, and two runs with the same lanes
     and seed are the same bits.
 
-    progress: called about every 100,000 words with a dict (words_done, words_total, epoch,
+    progress: called every 16,384 tokens (1 worker; n workers: every 8 rounds of 16,384 tokens
+    each, and at each epoch's end) with a dict (words_done, words_total, epoch,
     alpha, seconds); returning True stops training, and the vectors trained so far are
     returned (kv.finished is False). Ctrl-C (KeyboardInterrupt) stops training cleanly and
     propagates; so does an exception raised by the callback."""

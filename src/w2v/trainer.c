@@ -1,7 +1,7 @@
-/* word2vec training: the training loop and its threads, rounds and the merge of the lanes'
- * output tables (include/emb/word2vec.h; the method is described in docs/word2vec.md; runs
- * are created in create.c). */
-#include "w2v_internal.h"
+/* word2vec training: the training loop, its threads and rounds (include/emb/word2vec.h; the
+ * method is described in docs/word2vec.md; runs are created in create.c, the threads' copies
+ * of the frequent rows and their merge are in lanes.c). */
+#include "lanes.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -99,151 +99,6 @@ static emb_status diverged_error(const emb_w2v *w) {
         "large for this corpus and these settings, try a smaller one",
         w->lanes[0].epoch + 1 > o->epochs ? o->epochs : w->lanes[0].epoch + 1, o->epochs,
         100.0 * (double)w->words_done / (total > 0 ? total : 1), what, o->alpha);
-}
-
-typedef struct {
-    int32_t *sen;    /* [max_sentence] kept tokens of the current sentence */
-    int32_t *ctx;    /* [2][2 * window]: this window's and the next one's */
-    int32_t *tgt;    /* [negative + 1] */
-    int32_t *negs;   /* [2][2 * window * negative] */
-    uint64_t *draws; /* [3][1 + negative]: random numbers of windows ahead (one set a window) */
-    float *scratch;  /* for the kernel */
-    float *own;      /* [nhot * dim] the lane's copy of the output table's first rows, or NULL */
-    int64_t nhot;    /* rows in own (0: none) */
-    float *own_in;   /* [nhot_in * dim] its copy of the input table's first rows, or NULL */
-    int64_t nhot_in; /* rows in own_in (0: none) */
-    uint8_t *dirty;  /* [V] rows the lane changed this round: DIRTY_OUT, DIRTY_IN bits */
-    float *h;        /* [dim] for the loss (CBOW), when it is computed */
-    double loss;     /* the current lane round's loss terms and examples (o.compute_loss) */
-    int64_t examples;
-    bool nonfinite;   /* a score was NaN or infinite this round */
-    bool read_failed; /* an id could not be read back: the round stopped */
-    int read_errno;
-    int32_t *sub; /* with subwords: the input rows of a window (2 * window * sub_max) */
-} lane_scratch;
-
-/* Several threads: with every thread updating the output table in place (Hogwild), the
- * rows of the frequent words (most of the negatives) are written by both cores for nearly
- * every pair, and their cache lines travel between the cores on each write: skip-gram on 2
- * threads took half again as long as with copies, and in the phases of a virtual machine
- * where moving a line between the cores costs more, twice as long; CBOW with copies is a
- * little slower in the good phases, a price paid for not being much slower in the bad
- * (docs/PERFORMANCE.md, "Tuning constants"). The input table's frequent rows (the context
- * rows of the frequent words, written at nearly every CBOW window) are copied the same way:
- * on a Zen 5 machine this made 2-thread CBOW 14-16% faster (docs/word2vec.md).
- * So each lane trains its own copy of the output table's most frequent rows for a round, and
- * the copies are merged after it: a row one lane changed is taken from that lane; a row
- * several lanes changed becomes the round's starting value plus the sum of the lanes' changes
- * (in lane order); every copy then starts the next round from the merged rows. A lane sees
- * the others' updates of those rows one round late. The other rows, each written by a lane
- * only now and then, are updated in place: copies of the whole table made the merge read and
- * write most of it every round (negatives reach most rows within a round) and tripled the
- * output table in the caches. A run whose output copies would exceed EMB__W2V_COPIES_MAX
- * bytes updates every row in place, and one whose input copies would bring the total above
- * it updates the input rows in place. */
-#define EMB__W2V_COPIES_MAX ((int64_t)1 << 30)
-
-/* The output rows each lane keeps its own copy of: the first 2,048 of the vocabulary, which
- * is sorted by count, so the rows most negatives and targets land on (test hook: the unit
- * tests lower it; internal). */
-int64_t emb__w2v_hot_rows = 2048;
-/* The same for the input table (CBOW and skip-gram without subwords, in one process): the
- * context rows of the frequent words are written by every thread at nearly every window. */
-int64_t emb__w2v_hot_in_rows = 2048;
-#define DIRTY_OUT 1
-#define DIRTY_IN  2
-/* The rows of a table (up to `want`) each of nth threads keeps its own copy of, beside the
- * `taken` rows a thread already copies of the other table: 0 (none, every row in place) when
- * the copies of both would exceed EMB__W2V_COPIES_MAX bytes. */
-static int64_t lanes_own_rows(const emb_w2v *w, int nth, int64_t want, int64_t taken) {
-    if (nth < 2) return 0;
-    const int64_t h = w->V < want ? w->V : want;
-    double bytes = (double)nth * (double)(h + taken) * (double)w->o.dim * sizeof(float);
-    return bytes <= (double)EMB__W2V_COPIES_MAX ? h : 0;
-}
-
-/* The merge after a round, in two phases, so that every core writes only its own copy and
- * reads the others' rows in bulk. Phase 1 (merge_share, one share per lane) writes the shared
- * table's copied rows: a row one lane changed is copied from that lane's copy, by that lane's
- * share (the copy is read where it is cached); a row several lanes changed becomes v + (c_t - v)
- * + ... over the changing lanes t in order (v its value at the round's start), by the share of
- * its block of 64 rows. from[r] records what phase 1 found. Phase 2 (take_merged, at the start
- * of the next round on each lane's own thread) copies into the lane's copy the rows another
- * lane changed. Merging on one thread into every copy made the other core fetch each of those
- * rows again in the middle of its next round, one cache miss at a time: on a virtual machine
- * whose cores were 250 ns apart this cost 2-thread CBOW a quarter of its time
- * (docs/word2vec.md, "The merge where the rows are"). The values are the same bits either way. */
-#define FROM_NONE        (-1) /* no lane changed the row */
-#define FROM_MANY        (-2) /* several did (else: the share of the one lane that did) */
-#define EMB__MERGE_BLOCK 64
-
-/* The sum of a row several lanes changed into the table's row (v on entry): each element
- * becomes v + (c_t - v) + ... over the changing lanes t in order, a block of elements at a
- * time with the lanes outside (the same operations in the same order as element by element,
- * but vectorisable). */
-static void merge_sum(float *restrict row, const lane_scratch *ls, int nt, int64_t r, int64_t dim,
-                      uint8_t bit, bool input) {
-    for (int64_t q0 = 0; q0 < dim; q0 += EMB__MERGE_BLOCK) {
-        const int64_t nq = dim - q0 < EMB__MERGE_BLOCK ? dim - q0 : EMB__MERGE_BLOCK;
-        float v[EMB__MERGE_BLOCK], sum[EMB__MERGE_BLOCK];
-        memcpy(v, row + q0, (size_t)nq * sizeof(float));
-        memcpy(sum, v, (size_t)nq * sizeof(float));
-        for (int t = 0; t < nt; t++) {
-            if (!(ls[t].dirty[r] & bit)) continue;
-            const float *c = (input ? ls[t].own_in : ls[t].own) + r * dim + q0;
-            for (int64_t q = 0; q < nq; q++) sum[q] = sum[q] + (c[q] - v[q]);
-        }
-        memcpy(row + q0, sum, (size_t)nq * sizeof(float));
-    }
-}
-
-/* Phase 1 of the merge of one table's copied rows, share u of nt (one per lane). The lanes'
- * dirty marks are only read here (each lane clears its own in phase 2). */
-static void merge_into_table(const emb_w2v *w, const lane_scratch *ls, int nt, int u, bool input,
-                             int32_t *from) {
-    const int64_t dim = w->o.dim, nhot = input ? ls[0].nhot_in : ls[0].nhot;
-    const uint8_t bit = input ? DIRTY_IN : DIRTY_OUT;
-    float *table = input ? w->syn0 : w->syn1;
-    for (int64_t r = 0; r < nhot; r++) {
-        int changed = 0, last = 0;
-        for (int t = 0; t < nt; t++)
-            if (ls[t].dirty[r] & bit) changed++, last = t;
-        const bool block_mine = (r / EMB__MERGE_BLOCK) % nt == u;
-        float *row = table + r * dim;
-        if (changed == 1 && last == u) {
-            memcpy(row, (input ? ls[u].own_in : ls[u].own) + r * dim, (size_t)dim * sizeof(float));
-            from[r] = u;
-        } else if (changed == 0 && block_mine) {
-            from[r] = FROM_NONE;
-        } else if (changed > 1 && block_mine) {
-            if (nt == 2) { /* both lanes changed it: one pass over the three rows */
-                const float *restrict a = (input ? ls[0].own_in : ls[0].own) + r * dim;
-                const float *restrict b = (input ? ls[1].own_in : ls[1].own) + r * dim;
-                for (int64_t q = 0; q < dim; q++) {
-                    float v = row[q], sum = v + (a[q] - v);
-                    row[q] = sum + (b[q] - v);
-                }
-            } else {
-                merge_sum(row, ls, nt, r, dim, bit, input);
-            }
-            from[r] = FROM_MANY;
-        }
-    }
-}
-
-/* Phase 2 for lane u (on its own thread): the merged rows another lane changed (every row when
- * `all`: the round's first, or after a distributed run's merge changed the table) into its
- * copy; its dirty marks cleared. */
-static void take_merged(const emb_w2v *w, lane_scratch *s, int u, const int32_t *from, bool all,
-                        bool input) {
-    const int64_t dim = w->o.dim, nhot = input ? s->nhot_in : s->nhot;
-    const float *table = input ? w->syn0 : w->syn1;
-    float *own = input ? s->own_in : s->own;
-    for (int64_t r = 0; r < nhot; r++)
-        if (all || (from[r] != FROM_NONE && from[r] != u))
-            memcpy(own + r * dim, table + r * dim, (size_t)dim * sizeof(float));
-    const uint8_t keep = (uint8_t) ~(input ? DIRTY_IN : DIRTY_OUT);
-    for (int64_t r = 0; r < nhot; r++) s->dirty[r] &= keep;
 }
 
 /* One window with subwords (fastText's update): each input is the mean of a word's subword
@@ -496,14 +351,16 @@ typedef struct round_ctx {
     emb__counter next;
     int32_t *from_out, *from_in; /* [nhot], [nhot_in]: what the last merge found (phase 1) */
     bool take_all;               /* the lanes take every copied row from the tables first */
+    int64_t take_out, take_in;   /* else the rows the last merge merged */
+    int64_t merge_out, merge_in; /* the rows this round's merge merges */
 } round_ctx;
 
 static void round_share(void *p, int t, int nt) {
     round_ctx *r = p;
     lane_scratch *s = &r->ls[t];
     if (s->own) { /* phase 2 of the last merge */
-        take_merged(r->w, s, t, r->from_out, r->take_all, false);
-        if (s->own_in) take_merged(r->w, s, t, r->from_in, r->take_all, true);
+        emb__w2v_take_merged(r->w, s, t, r->from_out, r->take_all, false, r->take_out);
+        if (s->own_in) emb__w2v_take_merged(r->w, s, t, r->from_in, r->take_all, true, r->take_in);
     }
     /* lane t first, then the lanes past the first nt as the threads come for them: with a
      * lane per thread, each thread trains its own (the same work at every run) */
@@ -518,8 +375,8 @@ static void round_share(void *p, int t, int nt) {
 /* Share t of phase 1 of the merge (merge_into_table). */
 static void merge_share(void *p, int t, int nt) {
     const round_ctx *r = p;
-    merge_into_table(r->w, r->ls, nt, t, false, r->from_out);
-    if (r->ls[0].own_in) merge_into_table(r->w, r->ls, nt, t, true, r->from_in);
+    emb__w2v_merge_into(r->w, r->ls, nt, t, false, r->from_out, r->merge_out);
+    if (r->ls[0].own_in) emb__w2v_merge_into(r->w, r->ls, nt, t, true, r->from_in, r->merge_in);
 }
 
 static double now_seconds(void) {
@@ -528,86 +385,34 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Test hook (declared in src/mpi/mpi_internal.h, for the distributed tests that link the static
- * libraries): the threads' scratch is allocated for at most this many threads of a training
- * call (one per lane in the distributed tests), the others failing as if out of memory. INT_MAX
- * (the default): no limit. Tests only. */
-int emb__w2v_max_scratch_lanes = INT_MAX;
-
-/* Frees the scratch of nl lanes (ls may be NULL). */
-static void lanes_scratch_free(lane_scratch *ls, int nl) {
-    for (int t = 0; ls && t < nl; t++) {
-        emb__free(ls[t].sen), emb__free(ls[t].ctx), emb__free(ls[t].tgt), emb__free(ls[t].negs);
-        emb__free(ls[t].draws);
-        emb__free(ls[t].scratch), emb__free(ls[t].h), emb__free(ls[t].sub);
-        emb__free(ls[t].own), emb__free(ls[t].own_in), emb__free(ls[t].dirty);
-    }
-    free(ls);
+/* Whether the merge after this round is whole (`always`, or every EMB__W2V_WHOLE_EVERY rounds
+ * as *since counts them, at the end of an epoch, or when the round failed: the error reads
+ * the tables). */
+static bool merge_whole(const emb_w2v *w, const lane_scratch *ls, int nth, bool always,
+                        int *since) {
+    bool whole = always || ++*since >= EMB__W2V_WHOLE_EVERY, at_end = true;
+    for (int t = 0; t < w->nt; t++) at_end = at_end && w->lanes[t].pos >= w->lanes[t].hi;
+    whole = whole || at_end;
+    for (int t = 0; t < nth; t++) whole = whole || ls[t].read_failed || ls[t].nonfinite;
+    if (whole) *since = 0;
+    return whole;
 }
 
-/* Allocates a lane's scratch (its own output copy aside); false when out of memory (what was
- * allocated is freed with the rest). */
-static bool lane_scratch_init(const emb_w2v *w, lane_scratch *s) {
+/* The progress report after a round: progress's answer (non-zero: stop). */
+static int report(const emb_w2v *w, emb_w2v_progress_fn progress, void *user, double seconds,
+                  int64_t done_start) {
     const emb_w2v_options *o = &w->o;
-    int64_t m = 2 * (int64_t)o->window, n = o->negative + 1;
-    size_t scratch_floats = (size_t)((m + n + 2) * o->dim + m * n);
-    /* Each lane's small arrays in their own cache lines (emb__malloc: 64-byte blocks): the
-     * lanes write them for every pair, and neighbouring malloc blocks would share lines
-     * between threads. */
-    /* a sentence is at most max_sentence tokens, and never longer than the corpus */
-    int64_t longest = o->max_sentence < w->n_ids ? o->max_sentence : (w->n_ids > 0 ? w->n_ids : 1);
-    s->sen = emb__malloc((size_t)longest * sizeof(int32_t));
-    s->ctx = emb__malloc((size_t)(2 * m) * sizeof(int32_t)); /* two windows */
-    s->tgt = emb__malloc((size_t)n * sizeof(int32_t));
-    s->negs = emb__malloc((size_t)(2 * m * o->negative + 2) * sizeof(int32_t));
-    s->draws = emb__malloc((size_t)(3 * n) * sizeof(uint64_t));
-    s->scratch = emb__malloc(scratch_floats * sizeof(float));
-    s->h = emb__malloc((size_t)o->dim * sizeof(float));
-    bool ok = s->sen && s->ctx && s->tgt && s->negs && s->draws && s->scratch && s->h;
-    if (w->sub_off) ok = ok && (s->sub = emb__malloc((size_t)(m * w->sub_max) * sizeof(int32_t)));
-    return ok;
-}
-
-/* Gives each of the nth threads its copy of the output table's first rows (lanes_own_rows),
- * and *from the merge's record of them (of the output rows, then of the input rows): their
- * count, or 0 when there are none (one thread, or no memory for them: the shared table is then
- * updated in place). The copies are filled by the first round's phase 2, each on its thread. */
-static int64_t threads_copy_rows(const emb_w2v *w, lane_scratch *ls, int nth, int32_t **from) {
-    const int64_t nhot = lanes_own_rows(w, nth, emb__w2v_hot_rows, 0);
-    bool own = nhot > 0;
-    const size_t hot_floats = (size_t)nhot * (size_t)w->o.dim;
-    for (int t = 0; own && t < nth; t++) {
-        ls[t].own = emb__malloc(hot_floats * sizeof(float));
-        ls[t].dirty = emb__malloc((size_t)w->V);
-        ls[t].nhot = nhot;
-        own = ls[t].own && ls[t].dirty;
-        if (ls[t].dirty) memset(ls[t].dirty, 0, (size_t)w->V);
-    }
-    /* the input table's first rows too, with the same dirty marks (not with subwords, whose
-     * input rows are n-gram buckets, nor in a distributed run, which merges in place): when
-     * they cannot be allocated, the input table is updated in place */
-    const int64_t nin =
-        own && !w->sub_off && !w->dist ? lanes_own_rows(w, nth, emb__w2v_hot_in_rows, nhot) : 0;
-    *from = own ? emb__malloc((size_t)(nhot + nin) * sizeof(int32_t)) : NULL;
-    own = own && *from;
-    if (!own) {
-        for (int t = 0; t < nth; t++) {
-            emb__free(ls[t].own), emb__free(ls[t].dirty);
-            ls[t].own = NULL, ls[t].dirty = NULL, ls[t].nhot = 0;
-        }
-        return 0;
-    }
-    const size_t in_floats = (size_t)nin * (size_t)w->o.dim;
-    bool own_in = nin > 0;
-    for (int t = 0; own_in && t < nth; t++) {
-        ls[t].own_in = emb__malloc(in_floats * sizeof(float));
-        ls[t].nhot_in = nin;
-        own_in = ls[t].own_in != NULL;
-    }
-    if (!own_in)
-        for (int t = 0; t < nth; t++)
-            emb__free(ls[t].own_in), ls[t].own_in = NULL, ls[t].nhot_in = 0;
-    return nhot;
+    emb_w2v_progress p;
+    p.words_done = w->words_done;
+    p.words_total = w->tokens * o->epochs;
+    p.epoch = w->lanes[0].epoch;
+    double frac = (double)w->words_done / (double)p.words_total;
+    p.alpha = o->alpha - (o->alpha - o->min_alpha) * (frac > 1 ? 1 : frac);
+    p.seconds = seconds;
+    p.words_done_here = w->words_done - done_start;
+    p.loss = w->epoch_loss;
+    p.loss_examples = w->epoch_examples;
+    return progress(&p, user);
 }
 
 emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
@@ -626,10 +431,10 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     int64_t *lex = calloc((size_t)nl, sizeof(int64_t));
     bool ok = ls && done && cur && lloss && lex;
     for (int t = 0; ls && t < nth; t++)
-        ok = t < emb__w2v_max_scratch_lanes && lane_scratch_init(w, &ls[t]) && ok;
+        ok = t < emb__w2v_max_scratch_lanes && emb__w2v_lane_init(w, &ls[t]) && ok;
     for (int k = 0; cur && k < nl; k++) ok = emb__w2v_cursor_init(&cur[k], &w->ids) == EMB_OK && ok;
     int32_t *from = NULL;
-    const int64_t nhot = ok ? threads_copy_rows(w, ls, nth, &from) : 0;
+    const int64_t nhot = ok ? emb__w2v_lanes_copy(w, ls, nth, &from) : 0;
     const bool own = nhot > 0;
     emb_status st = EMB_OK;
     if (!ok) st = emb__error(EMB_ERR_NOMEM, "cannot allocate training scratch");
@@ -642,6 +447,8 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
     double t0 = now_seconds();
     const int64_t done_start = w->words_done;
     bool take_all = true; /* the copies are filled by the first round */
+    int64_t take_out = 0, take_in = 0;
+    int since_whole = 0;
     while (st == EMB_OK) {
         if (w->lanes[0].epoch >= o->epochs) break; /* lanes share the epoch */
         /* advance epochs: when every lane is at the end of its range in the same epoch */
@@ -655,10 +462,10 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             w->epoch_loss = 0, w->epoch_examples = 0;
             continue;
         }
-        round_ctx rc = {w,       lane0, nl,  nth,  w->words_done,
-                        step,    ls,    cur, done, lloss,
-                        lex,     0,     {0}, from, from ? from + nhot : NULL,
-                        take_all};
+        round_ctx rc = {w,        lane0,    nl,      nth,  w->words_done,
+                        step,     ls,       cur,     done, lloss,
+                        lex,      0,        {0},     from, from ? from + nhot : NULL,
+                        take_all, take_out, take_in, 0,    0};
         /* The round's work per lane, in expected kept tokens (each token weighs its keep
          * probability): the lanes' rounds then take the same time whatever part of the
          * corpus they are in. */
@@ -667,9 +474,17 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
                    w->keep_mean;
         for (int t = 0; t < nth; t++) ls[t].nonfinite = false;
         emb__parallel(nth, round_share, &rc);
-        /* the lanes' copies merged into the tables (phase 2 starts the next round) */
+        /* The lanes' copies merged into the tables (phase 2 starts the next round): the first
+         * rows, or every copied row (a whole merge) every EMB__W2V_WHOLE_EVERY rounds, at the
+         * end of an epoch, when the round failed (the error reads the tables) and in a
+         * distributed run (whose merge reads them after every round). */
+        const bool whole = merge_whole(w, ls, nth, !own || dist, &since_whole);
+        const int64_t nin = ls[0].nhot_in;
+        rc.merge_out = whole || nhot < emb__w2v_hot_rows ? nhot : emb__w2v_hot_rows;
+        rc.merge_in = whole || nin < emb__w2v_hot_in_rows ? nin : emb__w2v_hot_in_rows;
         if (own) emb__parallel(nth, merge_share, &rc);
         take_all = dist != NULL; /* a distributed run's merge changes the tables' rows */
+        take_out = rc.merge_out, take_in = rc.merge_in;
         emb__w2v_round sum = {0, 0.0, 0, 0, 0, 0};
         for (int k = 0; k < nl; k++) { /* in lane order: the same sum at every run */
             sum.done += done[k];
@@ -698,18 +513,9 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
             break;
         }
         if (dist && dist->partial) continue; /* every process alike */
+        if (!whole) continue; /* reports see whole tables (a checkpoint may be written) */
         if (progress) {
-            emb_w2v_progress p;
-            p.words_done = w->words_done;
-            p.words_total = w->tokens * o->epochs;
-            p.epoch = w->lanes[0].epoch;
-            double frac = (double)w->words_done / (double)p.words_total;
-            p.alpha = o->alpha - (o->alpha - o->min_alpha) * (frac > 1 ? 1 : frac);
-            p.seconds = now_seconds() - t0;
-            p.words_done_here = w->words_done - done_start;
-            p.loss = w->epoch_loss;
-            p.loss_examples = w->epoch_examples;
-            int stop = progress(&p, user);
+            int stop = report(w, progress, user, now_seconds() - t0, done_start);
             if (dist) stop = dist->agree(dist->ctx, stop); /* every process stops, or none */
             if (stop) st = emb__error(EMB_ERR_CANCELLED, "training was cancelled");
         } else if (dist) {
@@ -723,7 +529,7 @@ emb_status emb_w2v_train(emb_w2v *w, emb_w2v_progress_fn progress, void *user) {
         w->diverged = true;
         st = diverged_error(w);
     }
-    lanes_scratch_free(ls, nth);
+    emb__w2v_lanes_free(ls, nth);
     emb__free(from);
     for (int k = 0; cur && k < nl; k++) emb__w2v_cursor_free(&cur[k]);
     free(cur), free(done), free(lloss), free(lex);

@@ -97,11 +97,14 @@ emb_status emb__w2v_subword_setup(emb_w2v *w);
  * NaN or an infinity: true with *table and *row set; false when every value is finite. */
 bool emb__w2v_find_nonfinite(const emb_w2v *w, int *table, int64_t *row);
 
-/* The output rows (the first of the vocabulary) each thread of a multi-threaded run keeps
- * its own copy of during a round; the others are updated in place (src/w2v/trainer.c). A
- * test hook: tests lower it to reach the rows in place with a small vocabulary. */
+/* The rows of each table (the first of the vocabulary) each thread of a multi-threaded run
+ * keeps its own copy of; the others are updated in place. Of the copied rows, the first
+ * emb__w2v_hot_rows of the output table and emb__w2v_hot_in_rows of the input table (CBOW and
+ * skip-gram without subwords, one process) are merged after every round, the others less often
+ * (src/w2v/trainer.c). Test hooks: tests lower them to reach every kind of row with a small
+ * vocabulary. */
+extern int64_t emb__w2v_copy_rows;
 extern int64_t emb__w2v_hot_rows;
-/* The same for the input table's rows (CBOW and skip-gram without subwords, one process). */
 extern int64_t emb__w2v_hot_in_rows;
 
 /* The loss terms of one step (see emb__sgns_step_fn for its arguments) from the rows as they

@@ -210,16 +210,18 @@ static void test_learns_topics(void **state) {
     }
 }
 
-/* 2 threads with only the 4 most frequent output rows and 3 most frequent input rows copied
- * per thread (the rest of the 13 words' rows updated in place, as the rows past the first
- * 2,048 of a large vocabulary are): every word's output row is trained (the output table
- * starts at zero), every input row moves, all stay finite, and the topics are learnt as
- * with the copies. */
+/* 2 threads with only the 6 most frequent rows of each table copied per thread, of which the
+ * 4 most frequent output rows and 3 most frequent input rows are merged after every round
+ * (the rest of the 13 words' rows updated in place, as the rows past the first 8,192 of a
+ * large vocabulary are): every word's output row is trained (the output table starts at
+ * zero), every input row moves, all stay finite, and the topics are learnt as with the
+ * copies. */
 static void test_hot_rows(void **state) {
     (void)state;
     const char *corpus = synthetic_corpus();
     const int64_t keep = emb__w2v_hot_rows, keep_in = emb__w2v_hot_in_rows;
-    emb__w2v_hot_rows = 4, emb__w2v_hot_in_rows = 3;
+    const int64_t keep_copy = emb__w2v_copy_rows;
+    emb__w2v_hot_rows = 4, emb__w2v_hot_in_rows = 3, emb__w2v_copy_rows = 6;
     for (int m = 0; m < 2; m++) {
         emb_w2v_options o = small_opts(m ? EMB_W2V_CBOW : EMB_W2V_SKIPGRAM);
         o.epochs = 5, o.window = 3, o.sample = 0, o.threads = 2;
@@ -253,7 +255,7 @@ static void test_hot_rows(void **state) {
         if (getenv("EMB_TEST_PRINT_MARGIN")) print_message("margin hot %d %.3f\n", m, margin);
         if (!(margin > 0.3)) fail_msg("model %d, 2 threads, 4 rows copied: margin %.3f", m, margin);
     }
-    emb__w2v_hot_rows = keep, emb__w2v_hot_in_rows = keep_in;
+    emb__w2v_hot_rows = keep, emb__w2v_hot_in_rows = keep_in, emb__w2v_copy_rows = keep_copy;
 }
 
 static void test_reproducible(void **state) {
