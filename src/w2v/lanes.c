@@ -54,8 +54,8 @@ static int64_t lanes_own_rows(const emb_w2v *w, int nth, int64_t want, int64_t t
  * table's copied rows: a row one lane changed is copied from that lane's copy, by that lane's
  * share (the copy is read where it is cached); a row several lanes changed becomes v + (c_t - v)
  * + ... over the changing lanes t in order (v its value at the round's start), by the share of
- * its block of 64 rows. from[r] records what phase 1 found. Phase 2 (take_merged, at the start
- * of the next round on each lane's own thread) copies into the lane's copy the rows another
+ * its block of 64 rows. from[r] records what phase 1 found. Phase 2 (emb__w2v_take_merged, at the
+ * start of the next round on each lane's own thread) copies into the lane's copy the rows another
  * lane changed. Merging on one thread into every copy made the other core fetch each of those
  * rows again in the middle of its next round, one cache miss at a time: on a virtual machine
  * whose cores were 250 ns apart this cost 2-thread CBOW a quarter of its time

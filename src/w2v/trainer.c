@@ -372,7 +372,7 @@ static void round_share(void *p, int t, int nt) {
     }
 }
 
-/* Share t of phase 1 of the merge (merge_into_table). */
+/* Share t of phase 1 of the merge (emb__w2v_merge_into). */
 static void merge_share(void *p, int t, int nt) {
     const round_ctx *r = p;
     emb__w2v_merge_into(r->w, r->ls, nt, t, false, r->from_out, r->merge_out);
